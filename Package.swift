@@ -1,0 +1,78 @@
+// swift-tools-version:6.0
+// eventbus: a cross-process event broker for Linux.
+//
+// Targets import only targets listed above them (see STYLE in docs/DESIGN.md):
+// Protocol -> Core -> System -> Server -> executables. libsystemd sits behind
+// CSystemd/EventBusSystemd so everything else builds without it.
+import PackageDescription
+
+let strict: [SwiftSetting] = [
+    .swiftLanguageMode(.v6),
+]
+
+let package = Package(
+    name: "eventbus",
+    products: [
+        .executable(name: "eventbusd", targets: ["eventbusd"]),
+        .executable(name: "eventbus", targets: ["eventbus"]),
+        .executable(name: "eventbus-bench", targets: ["eventbus-bench"]),
+        .library(name: "EventBus", targets: ["EventBusClient"]),
+    ],
+    targets: [
+        // Header-only bridge to the Linux APIs Swift's Glibc module lacks
+        // (epoll, signalfd, eventfd, accept4, struct ucred).
+        .systemLibrary(name: "CEventBusShims"),
+        .systemLibrary(
+            name: "CSystemd",
+            pkgConfig: "libsystemd",
+            providers: [.apt(["libsystemd-dev"])]
+        ),
+        .target(name: "EventBusProtocol", swiftSettings: strict),
+        .target(name: "EventBusCore", dependencies: ["EventBusProtocol"], swiftSettings: strict),
+        .target(name: "EventBusSystem", dependencies: ["CEventBusShims"], swiftSettings: strict),
+        .target(name: "EventBusSystemd", dependencies: ["CSystemd", "EventBusSystem"], swiftSettings: strict),
+        .target(
+            name: "EventBusServer",
+            dependencies: ["EventBusCore", "EventBusSystem", "EventBusProtocol"],
+            swiftSettings: strict
+        ),
+        .target(
+            name: "EventBusClient",
+            dependencies: ["EventBusProtocol", "EventBusSystem"],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "eventbusd",
+            dependencies: ["EventBusServer", "EventBusSystemd"],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "eventbus",
+            dependencies: ["EventBusProtocol", "EventBusSystem"],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "eventbus-bench",
+            dependencies: ["CEventBusShims"],
+            swiftSettings: strict
+        ),
+        .target(
+            name: "EventBusTestSupport",
+            dependencies: ["EventBusProtocol", "EventBusSystem"],
+            swiftSettings: strict
+        ),
+        .testTarget(name: "EventBusProtocolTests", dependencies: ["EventBusProtocol"], swiftSettings: strict),
+        .testTarget(name: "EventBusCoreTests", dependencies: ["EventBusCore"], swiftSettings: strict),
+        .testTarget(name: "EventBusSystemTests", dependencies: ["EventBusSystem"], swiftSettings: strict),
+        .testTarget(
+            name: "EventBusClientTests",
+            dependencies: ["EventBusClient", "EventBusTestSupport"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "EventBusIntegrationTests",
+            dependencies: ["EventBusTestSupport", "EventBusProtocol", "eventbusd", "eventbus"],
+            swiftSettings: strict
+        ),
+    ]
+)
