@@ -58,7 +58,7 @@ let package = Package(
         ),
         .target(
             name: "EventBusTestSupport",
-            dependencies: ["EventBusProtocol", "EventBusSystem"],
+            dependencies: [],
             swiftSettings: strict
         ),
         .testTarget(name: "EventBusProtocolTests", dependencies: ["EventBusProtocol"], swiftSettings: strict),

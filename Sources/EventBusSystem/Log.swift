@@ -1,0 +1,104 @@
+// Logging seam: library targets never print; they hand messages to a `LogSink`.
+//
+// Before editing: sinks are called on the broker's event-loop thread, so they
+// must not block for long (stderr and journal writes are fine).
+import Glibc
+
+/// Severity of a log message, with syslog(3) priority numbers as raw values
+/// (the journal's `PRIORITY=` field uses the same numbers).
+public enum LogLevel: Int, Comparable, Sendable, CaseIterable {
+    case error = 3
+    case warning = 4
+    case notice = 5
+    case info = 6
+    case debug = 7
+
+    /// Parses `error`, `warning`, `notice`, `info` or `debug` (as given to `--log-level`).
+    public init?(name: String) {
+        switch name {
+        case "error", "err": self = .error
+        case "warning", "warn": self = .warning
+        case "notice": self = .notice
+        case "info": self = .info
+        case "debug": self = .debug
+        default: return nil
+        }
+    }
+
+    /// The lowercase name, as accepted by `init?(name:)`.
+    public var name: String {
+        switch self {
+        case .error: "error"
+        case .warning: "warning"
+        case .notice: "notice"
+        case .info: "info"
+        case .debug: "debug"
+        }
+    }
+
+    /// More severe levels compare smaller, as syslog priorities do.
+    public static func < (lhs: LogLevel, rhs: LogLevel) -> Bool { lhs.rawValue < rhs.rawValue }
+}
+
+/// Where log messages go. `fields` are extra structured fields for the journal,
+/// upper-case names such as `EVENTBUS_CONN`; a plain-text sink may append them.
+public protocol LogSink: Sendable {
+    /// Records one message. Called only for messages at or above the sink's level
+    /// by `Logger`; must not block the caller for long.
+    func write(level: LogLevel, message: String, fields: [(String, String)])
+}
+
+/// Writes `eventbusd[<pid>]: <level>: message key=value...` lines to fd 2.
+public struct StderrLogSink: LogSink {
+    /// Program name shown at the start of each line.
+    public let program: String
+
+    /// - Parameter program: name printed before each line, e.g. `"eventbusd"`.
+    public init(program: String) { self.program = program }
+
+    public func write(level: LogLevel, message: String, fields: [(String, String)]) {
+        var line = "\(program): \(level.name): \(message)"
+        for (key, value) in fields { line += " \(key.lowercased())=\(value)" }
+        line += "\n"
+        var bytes = Array(line.utf8)
+        bytes.withUnsafeMutableBytes { buffer in
+            var offset = 0
+            while offset < buffer.count {
+                let n = Glibc.write(2, buffer.baseAddress! + offset, buffer.count - offset)
+                if n < 0 { if errno == EINTR { continue } else { return } }
+                offset += n
+            }
+        }
+    }
+}
+
+/// A level filter in front of a `LogSink`. Cheap to copy; `Sendable`.
+public struct Logger: Sendable {
+    /// Messages less severe than this are discarded before formatting.
+    public var level: LogLevel
+    /// The destination.
+    public var sink: any LogSink
+
+    /// - Parameters:
+    ///   - level: the least severe level written (default `.info`).
+    ///   - sink: where messages go.
+    public init(level: LogLevel = .info, sink: any LogSink) {
+        self.level = level
+        self.sink = sink
+    }
+
+    /// Whether a message at `level` would be written (check before building costly messages).
+    @inlinable public func enabled(_ level: LogLevel) -> Bool { level <= self.level }
+
+    /// Writes `message()` if `level` is enabled; the message is built lazily.
+    public func log(_ level: LogLevel, _ message: @autoclosure () -> String, fields: [(String, String)] = []) {
+        guard enabled(level) else { return }
+        sink.write(level: level, message: message(), fields: fields)
+    }
+
+    public func error(_ message: @autoclosure () -> String, fields: [(String, String)] = []) { log(.error, message(), fields: fields) }
+    public func warning(_ message: @autoclosure () -> String, fields: [(String, String)] = []) { log(.warning, message(), fields: fields) }
+    public func notice(_ message: @autoclosure () -> String, fields: [(String, String)] = []) { log(.notice, message(), fields: fields) }
+    public func info(_ message: @autoclosure () -> String, fields: [(String, String)] = []) { log(.info, message(), fields: fields) }
+    public func debug(_ message: @autoclosure () -> String, fields: [(String, String)] = []) { log(.debug, message(), fields: fields) }
+}
