@@ -32,7 +32,7 @@ public enum JSONObject {
             throw .notAnObject
         }
         var result: [JSONMember] = []
-        do {
+        do throws(JSONSyntaxError) {
             s.position += 1
             s.skipWhitespace()
             guard s.position < bytes.count else { throw JSONSyntaxError(.unexpectedEnd, at: s.position) }
