@@ -56,6 +56,13 @@ let package = Package(
             dependencies: ["CEventBusShims"],
             swiftSettings: strict
         ),
+        // libFuzzer target (scripts/fuzz builds it with -DEVENTBUS_FUZZER and
+        // --sanitize=fuzzer); a plain build gets its replay driver instead.
+        .executableTarget(
+            name: "eventbus-fuzz",
+            dependencies: ["EventBusProtocol"],
+            swiftSettings: strict
+        ),
         .target(
             name: "EventBusTestSupport",
             dependencies: [],
