@@ -60,7 +60,7 @@ let package = Package(
         // --sanitize=fuzzer); a plain build gets its replay driver instead.
         .executableTarget(
             name: "eventbus-fuzz",
-            dependencies: ["EventBusProtocol"],
+            dependencies: ["EventBusProtocol", "EventBusCore"],
             swiftSettings: strict
         ),
         .target(

@@ -25,6 +25,9 @@ enum FuzzInput {
         if input.count <= 1024 {
             NameProperties.check(input)
         }
+        if input.count <= 8192 {
+            RoutingProperties.check(input)
+        }
     }
 
     /// FNV-1a over the input: seeds the chunk sizes so a saved input replays
