@@ -12,9 +12,11 @@ import Synchronization
 /// (the same scheme as journald's `RateLimitIntervalSec=`/`RateLimitBurst=`,
 /// `journald.conf(5)`, but per message key).
 ///
-/// The key is the message text, so put the varying parts (connection id, counts) in
-/// `fields`. When a key's interval ends with messages suppressed, one line
-/// `suppressed 42 messages like: <key>` (field `EVENTBUS_SUPPRESSED=42`) is written at
+/// The key is the message text with every run of ASCII digits replaced by `#`, so
+/// `connection 7 (pid 812) is a slow consumer` and `connection 9 (pid 90) is a slow consumer`
+/// share the key `connection # (pid #) is a slow consumer`. When a key's interval ends with
+/// messages suppressed, one line `suppressed 42 messages like: <key>`
+/// (field `EVENTBUS_SUPPRESSED=42`) is written at
 /// the next call of `write` or `flush()`; call `flush()` every few seconds (e.g. with
 /// the STATUS refresh) and at shutdown to get it promptly. At most `maxKeys` keys are
 /// tracked at once; messages with further keys share one bucket. Thread-safe
@@ -56,7 +58,7 @@ public final class RateLimitedLogSink: LogSink {
         let (summaries, pass) = state.withLock { state in
             let summaries = state.expire(at: at, interval: interval)
             if level < .notice { return (summaries, true) }
-            return (summaries, state.admit(message, level: level, at: at, interval: interval, burst: burst, maxKeys: maxKeys))
+            return (summaries, state.admit(rateLimitKey(message), level: level, at: at, interval: interval, burst: burst, maxKeys: maxKeys))
         }
         for summary in summaries { summary.write(to: sink) }
         if pass { sink.write(level: level, message: message, fields: fields) }
@@ -68,6 +70,23 @@ public final class RateLimitedLogSink: LogSink {
         let summaries = state.withLock { $0.expire(at: at, interval: interval) }
         for summary in summaries { summary.write(to: sink) }
     }
+}
+
+/// `message` with each run of ASCII digits replaced by `#` (ids and counts vary; the text does not).
+func rateLimitKey(_ message: String) -> String {
+    var key: [UInt8] = []
+    key.reserveCapacity(message.utf8.count)
+    var inDigits = false
+    for byte in message.utf8 {
+        if (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) {
+            if !inDigits { key.append(UInt8(ascii: "#")) }
+            inDigits = true
+        } else {
+            key.append(byte)
+            inDigits = false
+        }
+    }
+    return String(decoding: key, as: UTF8.self)
 }
 
 /// The key that messages share once `maxKeys` keys are tracked.
@@ -116,10 +135,10 @@ private struct State {
         return summaries.sorted { $0.key < $1.key }
     }
 
-    /// Counts one message; returns whether it may be written.
-    mutating func admit(_ message: String, level: LogLevel, at now: ContinuousClock.Instant,
+    /// Counts one message under `key`; returns whether it may be written.
+    mutating func admit(_ key: String, level: LogLevel, at now: ContinuousClock.Instant,
                         interval: Duration, burst: Int, maxKeys: Int) -> Bool {
-        let key = windows[message] != nil || windows.count < maxKeys - 1 ? message : overflowKey
+        let key = windows[key] != nil || windows.count < maxKeys - 1 ? key : overflowKey
         if var window = windows[key] {
             defer { windows[key] = window }
             if window.passed < burst {

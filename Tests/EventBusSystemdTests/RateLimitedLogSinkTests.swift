@@ -56,6 +56,20 @@ final class ManualClock: Sendable {
         ])
     }
 
+    @Test func messagesDifferingOnlyInNumbersShareAKey() {
+        let sink = makeSink(burst: 2)
+        for conn in 1...5 { sink.write(level: .notice, message: "connection \(conn) (pid \(conn * 100)) is a slow consumer", fields: []) }
+        #expect(capture.messages == ["connection 1 (pid 100) is a slow consumer", "connection 2 (pid 200) is a slow consumer"])
+        clock.advance(by: .seconds(10))
+        sink.flush()
+        #expect(capture.messages.last == "suppressed 3 messages like: connection # (pid #) is a slow consumer")
+    }
+
+    @Test(arguments: [("a1b22c333", "a#b#c#"), ("", ""), ("42", "#"), ("no digits", "no digits"), ("v1.2.3", "v#.#.#")])
+    func keyReplacesDigitRunsWithHash(message: String, key: String) {
+        #expect(rateLimitKey(message) == key)
+    }
+
     @Test func keysAreLimitedSeparately() {
         let sink = makeSink(burst: 1)
         for _ in 0..<3 {
@@ -100,9 +114,10 @@ final class ManualClock: Sendable {
 
     @Test func keysBeyondMaxKeysShareOneBucket() {
         let sink = makeSink(burst: 2, maxKeys: 3)
-        for index in 0..<10 { sink.write(level: .notice, message: "message \(index)", fields: []) }
+        let words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa"]
+        for word in words { sink.write(level: .notice, message: word, fields: []) }
         // Two keys of their own, then the shared bucket lets `burst` more through.
-        #expect(capture.messages == ["message 0", "message 1", "message 2", "message 3"])
+        #expect(capture.messages == ["alpha", "beta", "gamma", "delta"])
         clock.advance(by: .seconds(10))
         sink.flush()
         #expect(capture.messages.last == "suppressed 6 messages like: \(overflowKey)")
