@@ -10,6 +10,8 @@ import Glibc
 ///
 /// The process owns `fd` (systemd keeps its own copy in the .socket unit); it is an
 /// `AF_UNIX` `SOCK_STREAM` socket, already bound and listening, with `FD_CLOEXEC` set.
+/// It is *blocking* unless the unit says `NonBlocking=yes` (`systemd.socket(5)`): set
+/// `O_NONBLOCK` before accepting on it from an event loop.
 public struct ActivatedSocket: Sendable, Equatable {
     /// The descriptor, numbered from `SD_LISTEN_FDS_START` (3) upward.
     public let fd: CInt
