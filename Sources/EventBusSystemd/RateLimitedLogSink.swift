@@ -65,9 +65,12 @@ public final class RateLimitedLogSink: LogSink {
     }
 
     /// Writes the summary line of every window that has ended with messages suppressed.
-    public func flush() {
+    ///
+    /// - Parameter includingOpenWindows: also close the windows still running and write
+    ///   their summaries (at shutdown, so no count is lost); default false.
+    public func flush(includingOpenWindows: Bool = false) {
         let at = now()
-        let summaries = state.withLock { $0.expire(at: at, interval: interval) }
+        let summaries = state.withLock { $0.expire(at: at, interval: includingOpenWindows ? .zero : interval) }
         for summary in summaries { summary.write(to: sink) }
     }
 }
@@ -120,7 +123,7 @@ private struct State {
 
     /// Removes ended windows; returns the summaries of those that suppressed something.
     mutating func expire(at now: ContinuousClock.Instant, interval: Duration) -> [Suppression] {
-        guard let end = nextEnd, now >= end else { return [] }
+        guard let end = nextEnd, now >= end || interval == .zero else { return [] }
         var summaries: [Suppression] = []
         var earliest: ContinuousClock.Instant?
         for (key, window) in windows {

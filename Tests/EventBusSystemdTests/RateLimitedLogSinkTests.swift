@@ -102,6 +102,17 @@ final class ManualClock: Sendable {
         #expect(capture.messages == ["a", "b", "suppressed 3 messages like: a", "suppressed 2 messages like: b"])
     }
 
+    @Test func flushIncludingOpenWindowsWritesEveryPendingSummary() {
+        let sink = makeSink(burst: 1)
+        for _ in 0..<3 { sink.write(level: .notice, message: "a", fields: []) }
+        sink.write(level: .notice, message: "b", fields: [])
+        sink.flush(includingOpenWindows: true)
+        #expect(capture.messages == ["a", "b", "suppressed 2 messages like: a"])
+        // The windows are gone: the next message starts a fresh one.
+        sink.write(level: .notice, message: "a", fields: [])
+        #expect(capture.messages.last == "a")
+    }
+
     @Test func summaryCarriesTheMostSevereSuppressedLevel() {
         let sink = makeSink(burst: 1)
         sink.write(level: .debug, message: "x", fields: [])
