@@ -151,6 +151,11 @@ extension Broker {
                 recordDrops(connection, count: 1, firstSeq: seq)
                 return false
             case .dropOld:
+                if size > limit {
+                    // It could never fit: keep what is queued, lose only this one.
+                    recordDrops(connection, count: 1, firstSeq: seq)
+                    return false
+                }
                 let target = max(0, min(limit, connection.outbound.byteCount) - size)
                 let result = connection.outbound.dropOldestEvents(untilAtMost: target)
                 statistics.queuedBytes -= result.bytes
