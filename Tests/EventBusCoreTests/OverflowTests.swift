@@ -205,6 +205,32 @@ struct OverflowTests {
         h.closeAll()
     }
 
+    // Found by this test: the fair-share rule never drops for a connection
+    // whose own queue is under maxQueued / connections, so once a slow queue
+    // has filled --max-queued on its own, the other queues can still grow to a
+    // fair share each: the total reaches about twice --max-queued (here 8
+    // events' worth for a limit of 6). Memory stays bounded, but not by
+    // --max-queued as PROTOCOL.md "Semantics" states it.
+    @Test(.disabled("bug?: all queues together can reach about twice --max-queued"))
+    func theGlobalLimitBoundsAllQueuesTogether() {
+        let e = Self.e
+        let h = BrokerHarness { $0.maxOutboundBytes = 1 << 20; $0.maxQueuedBytes = 6 * e }
+        let slow = h.connect(), later = h.connect(), p = h.connect()
+        h.send(slow, #"{"op":"subscribe","type":">"}"#)
+        h.send(later, #"{"op":"subscribe","type":">"}"#)
+        for _ in 1...6 {
+            h.send(p, paddedPublish())
+            _ = h.read(later)
+        }
+        // Now the second subscriber stops reading too.
+        for _ in 7...9 {
+            h.send(p, paddedPublish())
+            #expect(h.broker.statistics.queuedBytes <= 6 * e + e, "queued \(h.broker.statistics.queuedBytes) > \(7 * e)")
+        }
+        h.checkInvariants()
+        h.closeAll()
+    }
+
     @Test func theGlobalLimitAppliesEachConnectionsOwnOverflowRule() {
         let e = Self.e
         let h = BrokerHarness { $0.maxOutboundBytes = 1 << 20; $0.maxQueuedBytes = 4 * e }
