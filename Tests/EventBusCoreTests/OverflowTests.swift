@@ -118,11 +118,9 @@ struct OverflowTests {
         h.closeAll()
     }
 
-    // Found by this test: with an event larger than the whole outbound limit,
-    // `offer` computes a drop target of 0, drops every queued event, and then
-    // drops the new one as well (it still does not fit): the subscriber loses
-    // events for nothing. Observed: seqs [3], dropped {count 2, since_seq 1}.
-    @Test(.disabled("bug: drop-old empties the queue for an event larger than the whole limit, then drops that event too"))
+    // Regression: drop-old once emptied the queue for an event larger than the
+    // whole limit and then dropped that event too (seqs [3], dropped {2, 1}).
+    @Test
     func dropOldKeepsQueuedEventsWhenTheNewOneCouldNeverFit() {
         let h = BrokerHarness(Self.configure)
         let s = h.connect(), p = h.connect()
