@@ -135,6 +135,31 @@ struct FrameEncoderTests {
         #expect(object.count == 10)
     }
 
+    @Test("writeEvent writes exactly what appendEvent appends, within its upper bound", arguments: [
+        (UInt64(1), Int32(1), UInt32(0), UInt32(0), true),
+        (UInt64(9), Int32(-1), UInt32(1000), UInt32(1000), false),
+        (UInt64(10), Int32.max, UInt32.max, UInt32.max, true),
+        (UInt64.max, Int32.min, UInt32.max, UInt32(7), false),
+        (UInt64(1) << 53, Int32(0), UInt32(0), UInt32.max, true),
+    ])
+    func writeEventMatchesAppendEvent(_ seq: UInt64, _ pid: Int32, _ uid: UInt32, _ gid: UInt32, _ withFields: Bool) {
+        let time = utf8("2026-11-29T13:00:00.123Z")
+        let source = utf8(#""s\"x""#), id = utf8(#""id-1""#), data = utf8(#"{"k":[1,2,{"é":null}]}"#)
+        time.withUnsafeBytes { t in source.withUnsafeBytes { s in id.withUnsafeBytes { i in data.withUnsafeBytes { d in
+            let parts = FrameEncoder.EventParts(
+                seq: seq, type: "order.created.v2", time: t, source: withFields ? s : nil, defaultSource: "pid/\(pid)",
+                id: withFields ? i : nil, instance: "0123456789abcdef", pid: pid, uid: uid, gid: gid, data: withFields ? d : nil)
+            var appended: [UInt8] = []
+            FrameEncoder.appendEvent(parts, to: &appended)
+            let bound = FrameEncoder.eventByteCountUpperBound(parts)
+            let written = [UInt8](unsafeUninitializedCapacity: bound) { buffer, count in
+                count = FrameEncoder.writeEvent(parts, into: UnsafeMutableRawPointer(buffer.baseAddress!))
+            }
+            #expect(written == appended)
+            #expect(written.count <= bound)
+        } } } }
+    }
+
     @Test func framesAppendWithoutDisturbingWhatIsThere() throws {
         var out = utf8("{\"op\":\"ok\"}\n")
         FrameEncoder.appendDropped(count: 1, sinceSeq: 2, to: &out)

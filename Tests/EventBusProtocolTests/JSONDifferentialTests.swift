@@ -101,6 +101,26 @@ struct JSONDifferentialTests {
         #expect(accepted > 300 && accepted < all.count - 1000, "accepted \(accepted) of \(all.count)")
     }
 
+    /// Every byte value, and a few multi-byte sequences, at every offset of a
+    /// string long enough for the scanner's 8-bytes-at-a-time path.
+    @Test func everyByteAtEveryOffsetOfALongStringAgreesWithTheReference() {
+        var inserts: [[UInt8]] = (0...255).map { [UInt8($0)] }
+        inserts += [[0xC3, 0xA9], [0xE2, 0x82, 0xAC], [0xF0, 0x9F, 0x98, 0x80], [0xED, 0xA0, 0x80], [0x5C, 0x6E], [0x5C, 0x22]]
+        var failures: [String] = []
+        for insert in inserts {
+            for offset in 0..<20 {
+                for tail in [0, 1, 7, 8, 9] {
+                    let body = [UInt8](repeating: 0x61, count: offset) + insert + [UInt8](repeating: 0x62, count: tail)
+                    let bytes = [0x22] + body + [0x22]
+                    if scannerAccepts(bytes) != ReferenceJSONValidator.isValid(bytes) { failures.append(Self.show(bytes)) }
+                    let inObject = utf8(#"{"k":"#) + bytes + utf8("}")
+                    if scannerAccepts(inObject) != ReferenceJSONValidator.isValid(inObject) { failures.append(Self.show(inObject)) }
+                }
+            }
+        }
+        #expect(failures.isEmpty, "\(failures.prefix(10))")
+    }
+
     @Test func referenceValidatorAgreesWithTheCorpusVerdicts() {
         for entry in JSONCorpus.all {
             #expect(ReferenceJSONValidator.isValid(entry.bytes) == entry.valid, "\(entry.name)")

@@ -25,12 +25,14 @@ struct EventTypeTests {
     func validTypeIsAccepted(_ name: String) {
         #expect(EventType(name)?.name == name)
         #expect(EventType.isValid(name.utf8))
+        #expect(utf8(name).withUnsafeBytes { EventType.isValid(raw: $0) })
     }
 
     @Test("invalid event types are rejected", arguments: invalid)
     func invalidTypeIsRejected(_ name: String) {
         #expect(EventType(name) == nil)
         #expect(!EventType.isValid(name.utf8))
+        #expect(!utf8(name).withUnsafeBytes { EventType.isValid(raw: $0) })
     }
 
     @Test func lengthLimitIs255BytesNot255Characters() {
