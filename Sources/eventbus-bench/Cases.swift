@@ -35,6 +35,9 @@ struct RunOptions {
     var brokerPID: Int32
     /// Seconds of load per throughput run.
     var seconds = 3.0
+    /// Messages per throughput run at most (the run ends at whichever bound
+    /// comes first); a fixed count makes profiles (callgrind) comparable.
+    var count = 50_000_000
     /// Seconds of paced load for the latency case.
     var latencySeconds = 5.0
     /// Runs of the CLI for the shell case.
@@ -73,13 +76,14 @@ private func roleArguments(_ options: RunOptions) -> [String] {
 /// Result: `rate` (events delivered per second, all subscribers together,
 /// first to last delivery), `loss` (sent × subscribers − delivered),
 /// `dropped` (sum of `dropped` notices), `cpu_us` (broker CPU µs per
-/// delivery), `sent`, `delivered`, `errors`.
+/// delivery), `sent`, `delivered`, `errors`, `disconnected` (subscribers the
+/// broker closed, e.g. Redis's `client-output-buffer-limit pubsub`).
 private func throughput(_ options: RunOptions, payload: Int, subscribers: Int) -> Fields {
     let subscriber = Child(name: "subscriber", arguments: ["sub"] + roleArguments(options) + ["--live", String(subscribers)])
     subscriber.expect("ready", timeoutMs: 30_000)
     let cpuBefore = processCPUMicros(pid: options.brokerPID) ?? 0
     let publisher = Child(name: "publisher", arguments: ["pub"] + roleArguments(options)
-        + ["--payload", String(payload), "--seconds", String(options.seconds)])
+        + ["--payload", String(payload), "--seconds", String(options.seconds), "--count", String(options.count)])
     let published = publisher.readResult(timeoutMs: Int(options.seconds * 1000) + 90_000)
     reap(publisher.pid, timeoutMs: 5000)
     subscriber.send("drain")
@@ -100,6 +104,7 @@ private func throughput(_ options: RunOptions, payload: Int, subscribers: Int) -
     fields["sent"] = String(sent)
     fields["delivered"] = String(delivered)
     fields["errors"] = String(published.int("errors") + received.int("other"))
+    fields["disconnected"] = String(received.int("closed"))
     return fields
 }
 
@@ -219,7 +224,7 @@ private func stalledSubscriber(_ options: RunOptions) -> Fields {
     let subscriber = Child(name: "subscriber", arguments: ["sub"] + roleArguments(options) + ["--live", "1", "--stalled", "1"])
     subscriber.expect("ready", timeoutMs: 30_000)
     let publisher = Child(name: "publisher", arguments: ["pub"] + roleArguments(options)
-        + ["--payload", "64", "--seconds", String(options.seconds)])
+        + ["--payload", "64", "--seconds", String(options.seconds), "--count", String(options.count)])
     let published = publisher.readResult(timeoutMs: Int(options.seconds * 1000) + 90_000)
     reap(publisher.pid, timeoutMs: 5000)
     let peak = processStatusKiB(pid: options.brokerPID, field: "VmHWM") ?? 0
@@ -261,7 +266,8 @@ private func stalledSubscriber(_ options: RunOptions) -> Fields {
 /// to /dev/null, and takes the wall time of each spawn-to-reap.
 /// eventbus: `EVENTBUS_SOCKET=SOCK eventbus publish bench.shell {"n":1}`;
 /// redis: `redis-cli -s SOCK publish bench.shell {"n":1}`.
-/// Result: `ms` (median), `ms_min`, `ms_p90`, `failures`.
+/// Result: `ms` (median), `ms_min`, `ms_p90`, `failures`; or `skipped=REASON`
+/// when the first run fails or publishes nothing a subscriber sees.
 private func shellPublish(_ options: RunOptions) -> Fields {
     guard access(options.cli, X_OK) == 0 else { fail("shell case: \(options.cli) is not executable") }
     let arguments: [String]
@@ -280,11 +286,21 @@ private func shellPublish(_ options: RunOptions) -> Fields {
     writeAll(watcher, subscribeFrame(options.wire, type: "bench.shell", req: 1))
     awaitSubscribed(watcher, options.wire)
     let firstStatus = reapPromptly(spawn(options.cli, arguments, stdout: devNull), timeoutMs: 10_000)
-    guard firstStatus == 0 else { fail("shell case: \(options.cli) \(arguments.joined(separator: " ")) exited \(firstStatus)") }
-    readFrames(watcher, options.wire, timeoutMs: 2000) { frame in
+    var skipped: Fields?
+    if firstStatus != 0 {
+        printErr("shell case: \(options.cli) \(arguments.joined(separator: " ")) exited \(firstStatus)")
+        skipped = Fields(parsing: "skipped=CLI_exited_\(firstStatus)")
+    } else if !readFrames(watcher, options.wire, timeoutMs: 2000, failOnTimeout: false, until: { frame in
         frame.hasPrefix(#"{"op":"event""#) || frame.hasPrefix("message ")
+    }) {
+        printErr("shell case: \(options.cli) exited 0 but no event reached a subscriber within 2 s")
+        skipped = Fields(parsing: "skipped=CLI_did_not_publish")
     }
     close(watcher)
+    if let skipped {
+        close(devNull)
+        return skipped
+    }
     var times: [Int64] = []
     var failures = 0
     for _ in 0..<options.shellRuns {

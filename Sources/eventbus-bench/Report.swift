@@ -101,6 +101,7 @@ private let rows: [Row] = [
     Row(number: "4", caseID: "c2", key: "cpu_us", label: "broker CPU per delivery, 1→10 64 B, µs", unit: .cpuMicros, target: .ratioAtMost(0.5)),
     Row(number: "5", caseID: "c5", key: "rss_kib_per_conn", label: "idle subscriber connection, broker RSS KiB each (1,000)", unit: .kib, target: .eventbusAtMost(1, "KiB")),
     Row(number: "6", caseID: "c6", key: "rate", label: "1→1 64 B with 10,000 unrelated subscriptions, msg/s", unit: .rate, target: .ratioAtLeast(2)),
+    Row(number: "6", caseID: "c6", key: "cpu_us", label: "broker CPU per delivery, same, µs", unit: .cpuMicros, target: .none),
     Row(number: "7", caseID: "c7", key: "live_rate", label: "stalled + live subscriber: live msg/s", unit: .rate, target: .ratioAtLeast(2)),
     Row(number: "7", caseID: "c7", key: "live_loss", label: "stalled + live subscriber: live messages lost", unit: .count, target: .eventbusZero),
     Row(number: "7", caseID: "c7", key: "rss_peak_mib", label: "stalled + live subscriber: broker peak RSS MiB", unit: .mib, target: .none),
@@ -140,6 +141,10 @@ func printReport(path: String) {
         if errors > 0 {
             notes.append("run \(fields["rep"] ?? "?") of \(caseID) on \(broker) saw \(errors) error replies or failed runs")
         }
+        let disconnected = fields.int("disconnected")
+        if disconnected > 0 {
+            notes.append("run \(fields["rep"] ?? "?") of \(caseID) on \(broker): the broker disconnected \(disconnected) live subscriber\(disconnected == 1 ? "" : "s") (its loss counts what never arrived)")
+        }
     }
 
     // Case 6 against case 1, per broker: the routing cost of 10,000 subscriptions.
@@ -173,7 +178,7 @@ func printReport(path: String) {
         var targetText = row.target.text
         if let met = row.target.met(eventbus: eventbus, ratio: ratio) { targetText += met ? " met" : " **missed**" }
         out += "| \(row.number) | \(row.label) | \(eventbusText) | \(redisText) | \(ratioText) | \(targetText) |\n"
-        if row.caseID == "c6" && row.key == "rate" { out += shareRow() }
+        if row.caseID == "c6" && row.key == "cpu_us" { out += shareRow() }
     }
     out += "\nMedian [min–max] of \(reps.count) run\(reps.count == 1 ? "" : "s") per cell; the ratio is of the medians.\n"
     for note in notes { out += "\n- Note: \(note)." }

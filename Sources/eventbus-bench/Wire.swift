@@ -329,8 +329,12 @@ struct RedisScanner {
 /// Reads frames from a blocking descriptor until `done` returns true for one,
 /// giving each frame as text (eventbus: the line; redis: the elements' bytes
 /// joined by spaces, e.g. `subscribe bench.t 1`, `pong `, `-ERR ...`).
-/// Setup-only: allocates per frame. Fails the process on EOF or after `timeoutMs`.
-func readFrames(_ fd: Int32, _ wire: Wire, timeoutMs: Int = 10_000, until done: (String) -> Bool) {
+/// Setup-only: allocates per frame. Fails the process on EOF, and after
+/// `timeoutMs` unless `failOnTimeout` is false.
+/// - Returns: true when `done` accepted a frame, false on timeout.
+@discardableResult
+func readFrames(_ fd: Int32, _ wire: Wire, timeoutMs: Int = 10_000, failOnTimeout: Bool = true,
+                until done: (String) -> Bool) -> Bool {
     let capacity = 1 << 20
     let buffer = UnsafeMutablePointer<UInt8>.allocate(capacity: capacity)
     defer { buffer.deallocate() }
@@ -340,14 +344,17 @@ func readFrames(_ fd: Int32, _ wire: Wire, timeoutMs: Int = 10_000, until done: 
         var pos = 0
         while let (text, next) = nextFrame(buffer, pos, used, wire) {
             pos = next
-            if done(text) { return }
+            if done(text) { return true }
         }
         if pos > 0 {
             memmove(buffer, buffer + pos, used - pos)
             used -= pos
         }
         let left = Int((deadline - monotonicNanos()) / 1_000_000)
-        if left <= 0 { fail("timed out waiting for a reply from the broker") }
+        if left <= 0 {
+            if failOnTimeout { fail("timed out waiting for a reply from the broker") }
+            return false
+        }
         var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         if poll(&p, 1, Int32(min(left, 1000))) <= 0 { continue }
         let n = read(fd, buffer + used, capacity - used)

@@ -12,7 +12,7 @@ let usage = """
       eventbus-bench wait --proto eventbus|redis --socket PATH [--timeout-ms MS]
           exit 0 once the broker answers a ping (eventbus: {"op":"ping","req":…} → ok; redis: PING)
       eventbus-bench run CASE --proto eventbus|redis --socket PATH --pid BROKER_PID
-                     [--seconds S] [--latency-seconds S] [--shell-runs N] [--cli PATH]
+                     [--seconds S] [--count N] [--latency-seconds S] [--shell-runs N] [--cli PATH]
           run one case and print `key=value ...`; CASE is one of:
           \(BenchCase.allCases.map(\.rawValue).joined(separator: " "))
       eventbus-bench report RESULTS_FILE
@@ -99,6 +99,7 @@ case "run":
         benchCase: benchCase, wire: options.wire, socket: options.string("socket"),
         brokerPID: Int32(options.int("pid", default: 0)))
     run.seconds = options.double("seconds", default: run.seconds)
+    run.count = options.int("count", default: run.count)
     run.latencySeconds = options.double("latency-seconds", default: run.latencySeconds)
     run.shellRuns = options.int("shell-runs", default: run.shellRuns)
     run.cli = options.named["cli"] ?? ""
