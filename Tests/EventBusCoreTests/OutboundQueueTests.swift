@@ -10,7 +10,7 @@ struct OutboundQueueTests {
     static func frame(_ id: Int, size: Int) -> OutboundFrame {
         var bytes = [UInt8](repeating: UInt8(truncatingIfNeeded: id), count: size)
         bytes[size - 1] = 0x0A
-        return bytes.withUnsafeBytes { OutboundFrame(copying: $0) }
+        return bytes.withUnsafeBytes { OutboundFrame.copying($0) }
     }
 
     struct ModelEntry {
@@ -73,7 +73,7 @@ struct OutboundQueueTests {
                 let tag: UInt64 = isEvent ? { seq += 1; return seq }() : 0
                 let f = Self.frame(nextID, size: size)
                 queue.append(f, seq: tag)
-                model.entries.append(ModelEntry(bytes: Array(UnsafeRawBufferPointer(f.bytes)), seq: tag))
+                model.entries.append(ModelEntry(bytes: Array(UnsafeRawBufferPointer(start: f.baseAddress, count: f.count)), seq: tag))
                 nextID += 1
             case 5..<8:  // write part of it
                 let n = Int.random(in: 0...min(model.byteCount, 120), using: &rng)
