@@ -56,6 +56,19 @@ let package = Package(
             dependencies: ["CEventBusShims"],
             swiftSettings: strict
         ),
+        // Examples (docs/CLIENT.md): two programs that talk through the bus.
+        .executableTarget(
+            name: "settings-service",
+            dependencies: ["EventBusClient"],
+            path: "Examples/SettingsService",
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "dashboard",
+            dependencies: ["EventBusClient"],
+            path: "Examples/Dashboard",
+            swiftSettings: strict
+        ),
         .target(
             name: "EventBusTestSupport",
             dependencies: [],
@@ -66,7 +79,7 @@ let package = Package(
         .testTarget(name: "EventBusSystemTests", dependencies: ["EventBusSystem"], swiftSettings: strict),
         .testTarget(
             name: "EventBusClientTests",
-            dependencies: ["EventBusClient", "EventBusTestSupport"],
+            dependencies: ["EventBusClient", "EventBusTestSupport", "eventbusd", "settings-service", "dashboard"],
             swiftSettings: strict
         ),
         .testTarget(
