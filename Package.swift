@@ -69,6 +69,13 @@ let package = Package(
             path: "Examples/Dashboard",
             swiftSettings: strict
         ),
+        // The other process of EventBusClientTests' cross-process scenarios.
+        .executableTarget(
+            name: "eventbus-client-peer",
+            dependencies: ["EventBusClient"],
+            path: "Tests/EventBusClientPeer",
+            swiftSettings: strict
+        ),
         .target(
             name: "EventBusTestSupport",
             dependencies: [],
@@ -79,7 +86,7 @@ let package = Package(
         .testTarget(name: "EventBusSystemTests", dependencies: ["EventBusSystem"], swiftSettings: strict),
         .testTarget(
             name: "EventBusClientTests",
-            dependencies: ["EventBusClient", "EventBusTestSupport", "eventbusd", "settings-service", "dashboard"],
+            dependencies: ["EventBusClient", "EventBusTestSupport", "eventbusd", "settings-service", "dashboard", "eventbus-client-peer"],
             swiftSettings: strict
         ),
         .testTarget(
