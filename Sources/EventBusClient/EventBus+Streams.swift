@@ -1,11 +1,12 @@
 // Events as AsyncSequences: `events(of:)` for typed events, `events(matching:)`
-// for raw events on a pattern. Ending the iteration (break, task cancelled,
-// stream dropped) removes the registration and, if it was the pattern's
-// last, the broker subscription.
+// for raw events on a pattern. Ending the iteration (break, return, throw,
+// task cancelled) or dropping a stream never iterated removes the
+// registration and, if it was the pattern's last, the broker subscription.
 //
 // Before editing: the registration is made when the stream is created, not
 // when iteration starts, so events published after `events(...)` returns (and
-// a `ping()`) are not missed.
+// a `ping()`) are not missed. A stream is single-pass: its one iterator owns
+// the registration and cancels it when it goes away.
 import EventBusProtocol
 
 /// An `AsyncSequence` of events that throws only `EventBusError`.
@@ -14,18 +15,30 @@ import EventBusProtocol
 /// refuses the subscription (`.protocolError`, e.g. `limit`) or the bus gives
 /// up reconnecting (`.unavailable`). Typed streams skip events that do not
 /// decode (reported as `BusNotice.undecodable`).
+///
+/// Single-pass: iterate it once. When that iteration ends the registration
+/// ends with it, even if the stream value is still held.
 public struct EventStream<Element: Sendable>: AsyncSequence, Sendable {
     public typealias Failure = EventBusError
 
     let base: AsyncStream<StreamItem<Element>>
+    let subscription: Subscription
 
     public func makeAsyncIterator() -> AsyncIterator {
-        AsyncIterator(base: base.makeAsyncIterator())
+        AsyncIterator(base: base.makeAsyncIterator(), owner: IterationOwner(subscription))
+    }
+
+    /// Cancels the registration when the iterator holding it goes away.
+    final class IterationOwner {
+        let subscription: Subscription
+        init(_ subscription: Subscription) { self.subscription = subscription }
+        deinit { subscription.cancel() }
     }
 
     /// Iterator of an `EventStream`.
     public struct AsyncIterator: AsyncIteratorProtocol {
         var base: AsyncStream<StreamItem<Element>>.Iterator
+        let owner: IterationOwner
 
         public mutating func next() async throws(EventBusError) -> Element? {
             switch await base.next() {
@@ -74,6 +87,6 @@ extension EventBus {
         let (sink, base) = Sink<Element>.make(bufferLimit: core.configuration.bufferLimit, transform: transform)
         let subscription = register(sink, on: pattern, cancelsOnDeinit: false)
         sink.continuation.onTermination = { _ in subscription.cancel() }
-        return EventStream(base: base)
+        return EventStream(base: base, subscription: subscription)
     }
 }
