@@ -1,6 +1,6 @@
 // The I/O half of the client: one reader thread per bus that connects,
 // reads and dispatches frames, sweeps dead observers and reconnects with
-// backoff; writes happen on the caller's thread under the writer mutex.
+// backoff; writes happen on the caller's thread under the writer lock.
 //
 // Before editing, the locking rules (they prevent deadlock and reordering):
 // - lock order is writer, then state; nothing takes the writer lock while
@@ -20,8 +20,8 @@ import EventBusSystem
 import Foundation
 import Synchronization
 
-/// What the writer mutex guards: the connected socket, if any.
-struct Writer: ~Copyable {
+/// What the writer lock guards: the connected socket, if any.
+struct Writer {
     var fd: FileDescriptor?
 }
 
@@ -30,21 +30,21 @@ final class BusCore: Sendable {
     let configuration: EventBus.Configuration
     /// The socket path this bus connects to (resolved once).
     let path: String
-    let state: Mutex<ClientState>
-    let writer = Mutex(Writer())
+    let state: Locked<ClientState>
+    let writer = Locked(Writer())
     /// The fd `close()` may shut down to wake the reader; set and cleared by the reader.
-    let shutdownHandle = Mutex<FileDescriptor?>(nil)
+    let shutdownHandle = Locked<FileDescriptor?>(nil)
     /// Wakes the reader thread from its backoff sleep (close, a publish started waiting).
     let wake = DispatchSemaphore(value: 0)
     /// `notices()` streams by id.
-    let noticeStreams = Mutex<[UInt64: AsyncStream<BusNotice>.Continuation]>([:])
+    let noticeStreams = Locked<[UInt64: AsyncStream<BusNotice>.Continuation]>([:])
     let nextNoticeStream = Atomic<UInt64>(0)
 
     init(configuration: EventBus.Configuration, path: String, firstConnect: @escaping Completion<ConnectionInfo>) {
         self.configuration = configuration
         self.path = path
         let me = ProcessIdentity.current
-        self.state = Mutex(ClientState(
+        self.state = Locked(ClientState(
             path: path,
             clientName: configuration.clientName,
             overflow: configuration.overflow,

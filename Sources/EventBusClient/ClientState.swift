@@ -81,7 +81,7 @@ struct PatternEntry {
     var sinks: [UInt64: any EventSink] = [:]
 }
 
-/// The whole client state, behind `BusCore`'s state mutex.
+/// The whole client state, behind `BusCore`'s state lock.
 struct ClientState {
     let path: String
     let clientName: String?

@@ -3,11 +3,10 @@
 // EventBus+Observers.swift and streams in EventBus+Streams.swift.
 //
 // Before editing: `EventBus` is a thin `Sendable` handle over `BusCore`; all
-// state sits behind `BusCore`'s mutexes (see BusCore.swift for lock order).
+// state sits behind `BusCore`'s locks (see BusCore.swift for lock order).
 import EventBusProtocol
 import EventBusSystem
 import Foundation
-import Synchronization
 
 /// A connection to an eventbus broker, shared by any number of observers and
 /// streams in this process.
@@ -57,7 +56,7 @@ public final class EventBus: Sendable {
             throw .unavailable(path: "(none)", reason: error.description)
         }
         let result: Result<EventBus, EventBusError> = await withCheckedContinuation { continuation in
-            let box = Mutex<BusCore?>(nil)
+            let box = Locked<BusCore?>(nil)
             let core = BusCore(configuration: configuration, path: path) { result in
                 let core = box.withLock { $0.take() }
                 switch result {

@@ -11,8 +11,8 @@ import Testing
 final class RecordingSink: EventSink {
     let owner: ObjectIdentifier?
     let alive = Atomic<Bool>(true)
-    let received = Mutex<[RawEvent]>([])
-    let endings = Mutex<[EventBusError?]>([])
+    let received = Locked<[RawEvent]>([])
+    let endings = Locked<[EventBusError?]>([])
 
     init(owner: AnyObject? = nil) { self.owner = owner.map(ObjectIdentifier.init) }
 
@@ -31,9 +31,9 @@ final class Screen: Sendable {}
 
 /// Results of completions, collected by the test's effect runner.
 final class Outcomes: Sendable {
-    let publishes = Mutex<[Result<PublishReceipt, EventBusError>]>([])
-    let replies = Mutex<[Result<Reply, EventBusError>]>([])
-    let first = Mutex<[Result<ConnectionInfo, EventBusError>]>([])
+    let publishes = Locked<[Result<PublishReceipt, EventBusError>]>([])
+    let replies = Locked<[Result<Reply, EventBusError>]>([])
+    let first = Locked<[Result<ConnectionInfo, EventBusError>]>([])
 
     var publishCompletion: Completion<PublishReceipt> { { r in self.publishes.withLock { $0.append(r) } } }
     var replyCompletion: Completion<Reply> { { r in self.replies.withLock { $0.append(r) } } }

@@ -5,7 +5,7 @@
 // Before editing: every wait here is bounded, every child is killed and
 // reaped by the test that started it (or by deinit), and each broker gets its
 // own directory so tests can run in parallel.
-import EventBusClient
+@testable import EventBusClient
 import Foundation
 import Synchronization
 import Testing
@@ -93,8 +93,8 @@ final class BrokerProcess {
 final class ChildProcess: Sendable {
     let name: String
     private let process: Process
-    private let output = Mutex<String>("")
-    private let errors = Mutex<String>("")
+    private let output = Locked<String>("")
+    private let errors = Locked<String>("")
 
     /// Starts product `name` with `arguments`.
     init(_ name: String, _ arguments: [String]) throws {
@@ -166,7 +166,7 @@ struct FixtureError: Error, CustomStringConvertible {
 
 /// A thread-safe list of what handlers saw, for assertions.
 final class Log<Entry: Sendable>: Sendable {
-    private let entries = Mutex<[Entry]>([])
+    private let entries = Locked<[Entry]>([])
 
     func append(_ entry: Entry) { entries.withLock { $0.append(entry) } }
     var all: [Entry] { entries.withLock { $0 } }
