@@ -52,6 +52,7 @@ public struct EventMetadata: Hashable, Sendable {
     /// broker's `ok` arrived, and `seq` the one in that `ok`.
     public var isLocal: Bool
 
+    /// Metadata as an event frame carries it (for tests and custom decoding).
     public init(type: String, seq: UInt64, time: String, source: String, id: String, pid: Int32, uid: UInt32, gid: UInt32, isLocal: Bool = false) {
         self.type = type
         self.seq = seq
@@ -77,6 +78,7 @@ public struct Delivery<Event: Sendable>: Sendable {
     /// seq, time, source, id, pid, uid, gid of the event.
     public var metadata: EventMetadata
 
+    /// Pairs a decoded payload with its metadata.
     public init(event: Event, metadata: EventMetadata) {
         self.event = event
         self.metadata = metadata
@@ -93,6 +95,7 @@ public struct RawEvent: Hashable, Sendable {
     /// The `data` value exactly as published: UTF-8 JSON, `null` when absent.
     public var data: [UInt8]
 
+    /// - Parameter data: one JSON value, UTF-8.
     public init(metadata: EventMetadata, data: [UInt8]) {
         self.metadata = metadata
         self.data = data

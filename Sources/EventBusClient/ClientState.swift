@@ -152,7 +152,9 @@ struct ClientState {
     /// - Returns: nil when the bus was closed meanwhile (close the socket).
     mutating func connectionEstablished() -> Step? {
         if isClosed { return nil }
-        var step = Step()
+        // Observers that died while disconnected are dropped before their
+        // patterns are subscribed again (no unsubscribe: not connected yet).
+        var step = sweep()
         link = .connected(nil)
         let hello = takeReq()
         pending[hello] = .hello

@@ -96,6 +96,8 @@ extension EventBus {
         /// Failed attempts in a row before giving up and closing; nil: never give up.
         public var maxAttempts: Int?
 
+        /// - Parameters: see the properties; `multiplier` is raised to at least
+        ///   1 and `jitter` clamped to 0...1.
         public init(enabled: Bool = true, initialDelay: Duration = .milliseconds(50), maximumDelay: Duration = .seconds(5), multiplier: Double = 2, jitter: Double = 0.2, maxAttempts: Int? = nil) {
             self.enabled = enabled
             self.initialDelay = initialDelay

@@ -41,7 +41,9 @@ public final class Subscription: Sendable, Hashable {
     /// False once cancelled, or once the observer was deallocated.
     public var isActive: Bool { sink.isAlive }
 
+    /// Identity: two tokens are equal when they are the same registration.
     public static func == (lhs: Subscription, rhs: Subscription) -> Bool { lhs === rhs }
+    /// Hashes the identity.
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
 }
 
@@ -63,6 +65,11 @@ extension EventBus {
     ///   - type: the event type to observe (`Event.eventType`).
     ///   - handler: `(observer, event)`.
     /// - Returns: a token to cancel early; it need not be kept.
+    // `@_inheritActorContext` (the attribute `Task.init` uses) makes a closure
+    // written in `@MainActor` code main-actor isolated, so the handler can
+    // touch the observer's state; `@isolated(any)` lets us read that isolation
+    // and call the handler on it. Without the attribute a `@Sendable` closure
+    // is nonisolated and `view.label = ...` would not compile.
     @discardableResult
     public func subscribe<Observer: AnyObject & Sendable, Event: BusEvent>(
         _ observer: Observer,

@@ -19,11 +19,13 @@ import EventBusProtocol
 /// Single-pass: iterate it once. When that iteration ends the registration
 /// ends with it, even if the stream value is still held.
 public struct EventStream<Element: Sendable>: AsyncSequence, Sendable {
+    /// Streams throw only `EventBusError`.
     public typealias Failure = EventBusError
 
     let base: AsyncStream<StreamItem<Element>>
     let subscription: Subscription
 
+    /// The one iterator of this stream; when it goes away the registration ends.
     public func makeAsyncIterator() -> AsyncIterator {
         AsyncIterator(base: base.makeAsyncIterator(), owner: IterationOwner(subscription))
     }
@@ -40,6 +42,8 @@ public struct EventStream<Element: Sendable>: AsyncSequence, Sendable {
         var base: AsyncStream<StreamItem<Element>>.Iterator
         let owner: IterationOwner
 
+        /// The next event, nil once the stream ended.
+        /// - Throws: the `EventBusError` that ended the stream.
         public mutating func next() async throws(EventBusError) -> Element? {
             switch await base.next() {
             case .value(let element): return element
@@ -48,6 +52,7 @@ public struct EventStream<Element: Sendable>: AsyncSequence, Sendable {
             }
         }
 
+        /// As `next()`, staying on the caller's isolation.
         public mutating func next(isolation actor: isolated (any Actor)?) async throws(EventBusError) -> Element? {
             switch await base.next(isolation: actor) {
             case .value(let element): return element

@@ -40,6 +40,7 @@ public enum EventBusError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The bus was closed with `close()` (or gave up reconnecting).
     case closed
 
+    /// One line naming the path, type or code involved.
     public var description: String {
         switch self {
         case .unavailable(let path, let reason): "event bus unavailable at \(path): \(reason)"
@@ -95,6 +96,7 @@ public struct ConnectionInfo: Equatable, Sendable {
     /// Optional features the broker has, e.g. `overflow`, `echo`.
     public var features: [String]
 
+    /// The fields of a `hello` reply.
     public init(server: String, version: String, instance: String, connection: UInt64, features: [String]) {
         self.server = server
         self.version = version
@@ -113,6 +115,7 @@ public struct PublishReceipt: Equatable, Sendable {
     /// How many local observers and streams of this process it was handed to.
     public var deliveredLocally: Int
 
+    /// The fields of a `publish` reply plus the local count.
     public init(seq: UInt64, delivered: Int, deliveredLocally: Int) {
         self.seq = seq
         self.delivered = delivered
@@ -139,6 +142,7 @@ public struct BrokerStats: Equatable, Sendable {
     /// The broker run's random id.
     public var instance: String
 
+    /// The fields of a `stats` reply.
     public init(connections: Int, subscriptions: Int, published: UInt64, delivered: UInt64, dropped: UInt64, queuedBytes: UInt64, uptimeSeconds: Double, instance: String) {
         self.connections = connections
         self.subscriptions = subscriptions

@@ -234,6 +234,22 @@ final class Outcomes: Sendable {
         #expect(state.registrationCount == 1)
     }
 
+    @Test func observersThatDiedWhileDisconnectedAreNotSubscribedAgain() {
+        var state = makeState()
+        _ = connect(&state)
+        let dead = RecordingSink(), live = RecordingSink()
+        _ = state.add(dead, on: Pattern("a.b")!)
+        _ = state.add(live, on: Pattern("c.d")!)
+        perform(state.connectionLost(reason: "restart"))
+        dead.alive.store(false, ordering: .relaxed)
+        let step = state.connectionEstablished()!
+        perform(step)
+        let sent = frames(step)
+        #expect(sent.count == 2 && sent[1] == #"{"op":"subscribe","req":5,"type":"c.d"}"#)
+        #expect(dead.endings.withLock { $0 } == [nil])
+        #expect(state.subscribed == ["c.d"])
+    }
+
     @Test func closingFailsEverythingAndRefusesNewWork() {
         var state = makeState(.wait(upTo: .seconds(5), maxWaiting: 10))
         let sink = RecordingSink()
