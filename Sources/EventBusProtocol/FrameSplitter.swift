@@ -27,8 +27,8 @@ public struct FrameSplitter {
     /// Inside an oversized frame: dropping bytes until its LF.
     public private(set) var discarding = false
     var discardedBytes = 0
-    /// Whether the last byte discarded so far is a CR (it may precede the LF
-    /// in the next read and is then not counted).
+    /// The last byte dropped while discarding was a CR (it may precede the LF,
+    /// and is then not counted in the reported size, whatever the chunking).
     var discardedEndsWithCR = false
 
     /// - Parameter maxFrameBytes: the frame limit in bytes (PROTOCOL.md default 1 MiB).
@@ -90,9 +90,9 @@ public struct FrameSplitter {
     /// Completes the current frame with `piece` (the bytes up to, not including, its LF).
     mutating func completeFrame(with piece: UnsafeRawBufferPointer, _ body: (SplitFrame) -> Bool) -> Bool {
         if discarding {
-            // The CR before the LF is not counted, whichever read it came in.
+            var total = discardedBytes + piece.count
             let endsWithCR = piece.count > 0 ? piece[piece.count - 1] == 0x0D : discardedEndsWithCR
-            let total = discardedBytes + piece.count - (endsWithCR ? 1 : 0)
+            if endsWithCR { total -= 1 }
             discarding = false
             discardedBytes = 0
             discardedEndsWithCR = false
@@ -103,8 +103,8 @@ public struct FrameSplitter {
         }
         if pending.count + piece.count > maxFrameBytes + 1 {
             let total = pending.count + piece.count
+            let last = piece.count > 0 ? piece[piece.count - 1] : pending[pending.count - 1]
             pending = []
-            let last = piece.count > 0 ? piece[piece.count - 1] : 0
             return body(.tooLarge(bytes: last == 0x0D ? total - 1 : total))
         }
         pending.append(contentsOf: piece)

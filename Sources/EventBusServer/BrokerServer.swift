@@ -22,8 +22,11 @@ public struct ServerConfiguration: Sendable {
     public var shutdownFlushNanoseconds: Int64 = 2_000_000_000
     /// Exit after this long with no connections (`--exit-idle-time`), ns; nil never.
     public var exitIdleNanoseconds: Int64? = nil
-    /// Bytes read per read(2).
-    public var readChunkBytes = 256 * 1024
+    /// Bytes read per read(2), and from one connection per loop turn: small
+    /// enough that a fast publisher's events are written out between reads
+    /// (a 64 KiB read is about 1,000 small publishes), large enough to keep
+    /// syscalls rare.
+    public var readChunkBytes = 64 * 1024
 
     public init() {}
 }
@@ -59,7 +62,7 @@ public final class BrokerServer {
     var slots: [Connection?] = []
     let readBuffer: UnsafeMutableRawBufferPointer
     let iovecs: UnsafeMutablePointer<iovec>
-    let maxIovecs = 512
+    let maxIovecs = 1024  // IOV_MAX
 
     var listenersEnabled = true
     var acceptRetryAt: Int64? = nil
@@ -67,6 +70,9 @@ public final class BrokerServer {
     var shutdownDeadline: Int64? = nil
     var idleSince: Int64
     var nextPeriodic: [Int64]
+    /// Connections whose slow-consumer state was already logged at notice
+    /// level; later episodes go to debug so a flood cannot fill the journal.
+    var loggedSlowConsumers: Set<ConnectionID> = []
 
     // Tokens: connections carry (id-derived tag << 32 | fd); specials have tag 0.
     static let signalToken: UInt64 = 0xFFFF_FFFF
@@ -87,7 +93,7 @@ public final class BrokerServer {
         self.epoll = try Epoll(maxEvents: 256)
         self.signals = try SignalDescriptor(signals: [SIGTERM, SIGINT, SIGHUP])
         self.readBuffer = .allocate(byteCount: configuration.readChunkBytes, alignment: 16)
-        self.iovecs = .allocate(capacity: 512)
+        self.iovecs = .allocate(capacity: 1024)
         self.idleSince = now
         self.nextPeriodic = hooks.periodic.map { now + $0.intervalNanoseconds }
         ProcessSettings.ignoreBrokenPipeSignal()
@@ -151,7 +157,12 @@ public final class BrokerServer {
         }
         if connection.isClosed { release(connection); return }
         if events.contains(.error) || (events.contains(.hangup) && !connection.wantsInput) {
-            // Peer gone completely; all input it sent has been read above.
+            // Peer gone completely. Frames it sent before closing still count
+            // (PROTOCOL.md "Semantics": every frame is read before EOF is
+            // handled), even when its reading was paused by backpressure.
+            if !connection.inputClosed && shutdownDeadline == nil && !events.contains(.error) {
+                drainInput(connection, fd: FileDescriptor(rawValue: CInt(fd)))
+            }
             broker.close(connection)
             release(connection)
             return
@@ -250,9 +261,10 @@ public final class BrokerServer {
     // MARK: Read
 
     func readAvailable(_ connection: Connection, fd: FileDescriptor) {
-        // A bounded number of reads per turn keeps one busy client from
-        // starving the others; level-triggered epoll brings us back.
-        for _ in 0..<4 {
+        // One read per turn keeps one busy client from starving the others and
+        // lets queued events be written before more input is taken in;
+        // level-triggered epoll brings us back.
+        for _ in 0..<1 {
             guard connection.wantsInput else { return }
             let result: IOResult<Int>
             do {
@@ -273,6 +285,20 @@ public final class BrokerServer {
                 broker.receive(connection, UnsafeRawBufferPointer(rebasing: readBuffer[0..<n]), at: currentTime())
                 if n < readBuffer.count { return }
             }
+        }
+    }
+
+    /// Reads and handles everything a departed peer left in the socket, then
+    /// its EOF; its replies are dropped with the connection.
+    func drainInput(_ connection: Connection, fd: FileDescriptor) {
+        while !connection.isClosed && !connection.inputClosed {
+            guard case .complete(let n) = (try? fd.read(into: readBuffer)) ?? .complete(0) else { return }
+            if n == 0 {
+                broker.endOfInput(connection, at: currentTime())
+                return
+            }
+            broker.resumeReading(connection)
+            broker.receive(connection, UnsafeRawBufferPointer(rebasing: readBuffer[0..<n]), at: currentTime())
         }
     }
 
@@ -349,6 +375,7 @@ public final class BrokerServer {
         epoll.remove(fd)
         fd.close()
         slots[index] = nil
+        loggedSlowConsumers.remove(connection.id)
         if broker.connectionCount == 0 { idleSince = Clock.monotonicNanoseconds() }
         if !listenersEnabled { setListenersEnabled(true) }
         if logger.enabled(.debug) {
@@ -421,7 +448,8 @@ public final class BrokerServer {
         for notice in broker.takeNotices() {
             switch notice {
             case .startedDropping(let id, let pid):
-                logger.notice("connection \(id) (pid \(pid)) is a slow consumer: dropping events for it",
+                let level: LogLevel = loggedSlowConsumers.insert(id).inserted ? .notice : .debug
+                logger.log(level, "connection \(id) (pid \(pid)) is a slow consumer: dropping events for it",
                               fields: [("EVENTBUS_CONN", "\(id)"), ("EVENTBUS_PID", "\(pid)")])
             case .limitReached(let id, let pid, let message):
                 logger.notice("connection \(id) (pid \(pid)) reached a limit: \(message)",
