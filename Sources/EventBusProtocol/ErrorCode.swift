@@ -1,0 +1,52 @@
+// Error codes and option values of the wire protocol (PROTOCOL.md "Errors",
+// "Requests"). Raw values are the exact wire strings.
+
+/// The `code` of an `error` frame (PROTOCOL.md "Errors").
+public enum ErrorCode: String, Sendable, CaseIterable {
+    case badFrame = "bad_frame"
+    case frameTooLarge = "frame_too_large"
+    case unknownOp = "unknown_op"
+    case badType = "bad_type"
+    case badRequest = "bad_request"
+    case forbidden = "forbidden"
+    case limit = "limit"
+    case slowConsumer = "slow_consumer"
+}
+
+/// A request the broker refuses: the code and a human-readable message.
+public struct ProtocolError: Error, Equatable, Sendable, CustomStringConvertible {
+    public var code: ErrorCode
+    public var message: String
+
+    public init(_ code: ErrorCode, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { "\(code.rawValue): \(message)" }
+}
+
+/// What the broker does when an event would pass a connection's outbound limit
+/// (`hello` field `overflow`, PROTOCOL.md "Semantics").
+public enum OverflowPolicy: String, Sendable, CaseIterable {
+    /// Drop the new event for this connection only (default).
+    case dropNew = "drop-new"
+    /// Drop the oldest whole queued events to make room.
+    case dropOld = "drop-old"
+    /// Close the connection after trying to queue a `slow_consumer` error.
+    case disconnect = "disconnect"
+}
+
+/// Protocol constants.
+public enum ProtocolConstants {
+    /// The `protocol` field of the `hello` reply.
+    public static let version = 1
+    /// Deepest JSON nesting accepted (PROTOCOL.md "Framing").
+    public static let maxDepth = 512
+    /// Default maximum incoming frame, bytes before the LF (1 MiB).
+    public static let defaultMaxFrameBytes = 1 << 20
+    /// Largest `req` integer magnitude accepted (2^53).
+    public static let maxRequestInteger: UInt64 = 1 << 53
+    /// Optional features this implementation has, listed in the `hello` reply.
+    public static let features = ["overflow", "echo", "drop-notice", "wildcards", "peer-credentials", "half-close"]
+}

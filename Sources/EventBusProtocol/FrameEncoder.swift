@@ -1,0 +1,189 @@
+// Builds outgoing frames (PROTOCOL.md "Requests", "Events", "Errors") by
+// appending bytes to a buffer: no Foundation, no re-serialisation of spliced
+// JSON. Every function appends one whole frame including its final LF.
+//
+// Before editing: spliced values (`req`, `source`, `id`, `data`) must be
+// tokens the scanner validated; this file does not validate them again.
+
+/// Appends protocol frames to a byte buffer.
+public enum FrameEncoder {
+    /// Appends an unsigned decimal integer.
+    @inlinable public static func appendInt(_ value: UInt64, to out: inout [UInt8]) {
+        if value < 10 { out.append(0x30 + UInt8(value)); return }
+        var digits: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)  // 32 bytes of scratch
+        var n = value
+        var count = 0
+        withUnsafeMutableBytes(of: &digits) { scratch in
+            while n > 0 {
+                scratch[31 - count] = 0x30 + UInt8(n % 10)
+                n /= 10
+                count += 1
+            }
+            out.append(contentsOf: UnsafeRawBufferPointer(rebasing: scratch[(32 - count)...]))
+        }
+    }
+
+    /// Appends a signed decimal integer.
+    @inlinable public static func appendInt(_ value: Int64, to out: inout [UInt8]) {
+        if value < 0 {
+            out.append(0x2D)
+            appendInt(UInt64(bitPattern: 0 &- value), to: &out)
+        } else {
+            appendInt(UInt64(value), to: &out)
+        }
+    }
+
+    @inlinable public static func appendASCII(_ text: StaticString, to out: inout [UInt8]) {
+        out.append(contentsOf: UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+    }
+
+    /// Starts a reply: `{"op":"ok"` or `{"op":"error"` plus `,"req":<req>` when given.
+    static func appendReplyHead(_ op: StaticString, req: UnsafeRawBufferPointer?, to out: inout [UInt8]) {
+        appendASCII("{\"op\":\"", to: &out)
+        appendASCII(op, to: &out)
+        out.append(0x22)
+        if let req {
+            appendASCII(",\"req\":", to: &out)
+            out.append(contentsOf: req)
+        }
+    }
+
+    /// Appends `{"op":"ok"[,"req":R]<fields>}\n`.
+    /// - Parameters:
+    ///   - req: the raw `req` token to echo, or nil.
+    ///   - fields: appends `,"key":value` pairs (each starting with a comma).
+    public static func appendOK(req: UnsafeRawBufferPointer?, to out: inout [UInt8], fields: (inout [UInt8]) -> Void = { _ in }) {
+        appendReplyHead("ok", req: req, to: &out)
+        fields(&out)
+        out.append(0x7D)
+        out.append(0x0A)
+    }
+
+    /// Appends `{"op":"error"[,"req":R],"code":"bad_type","message":"..."}\n`.
+    public static func appendError(req: UnsafeRawBufferPointer?, _ error: ProtocolError, to out: inout [UInt8]) {
+        appendReplyHead("error", req: req, to: &out)
+        appendASCII(",\"code\":\"", to: &out)
+        out.append(contentsOf: error.code.rawValue.utf8)
+        appendASCII("\",\"message\":", to: &out)
+        JSONString.appendQuoted(error.message, to: &out)
+        out.append(0x7D)
+        out.append(0x0A)
+    }
+
+    /// Appends `{"op":"dropped","count":N,"since_seq":S}\n` (PROTOCOL.md "Semantics").
+    public static func appendDropped(count: UInt64, sinceSeq: UInt64, to out: inout [UInt8]) {
+        appendASCII("{\"op\":\"dropped\",\"count\":", to: &out)
+        appendInt(count, to: &out)
+        appendASCII(",\"since_seq\":", to: &out)
+        appendInt(sinceSeq, to: &out)
+        out.append(0x7D)
+        out.append(0x0A)
+    }
+
+    /// Appends `,"key":<integer>`.
+    public static func appendField(_ key: StaticString, int value: UInt64, to out: inout [UInt8]) {
+        out.append(0x2C); out.append(0x22)
+        appendASCII(key, to: &out)
+        out.append(0x22); out.append(0x3A)
+        appendInt(value, to: &out)
+    }
+
+    /// Appends `,"key":"<escaped string>"`.
+    public static func appendField(_ key: StaticString, string value: String, to out: inout [UInt8]) {
+        out.append(0x2C); out.append(0x22)
+        appendASCII(key, to: &out)
+        out.append(0x22); out.append(0x3A)
+        JSONString.appendQuoted(value, to: &out)
+    }
+
+    /// Appends `,"key":true|false`.
+    public static func appendField(_ key: StaticString, bool value: Bool, to out: inout [UInt8]) {
+        out.append(0x2C); out.append(0x22)
+        appendASCII(key, to: &out)
+        out.append(0x22); out.append(0x3A)
+        if value { appendASCII("true", to: &out) } else { appendASCII("false", to: &out) }
+    }
+
+    /// Appends `,"key":<raw JSON>` (the raw bytes must be valid JSON).
+    public static func appendField(_ key: StaticString, raw value: UnsafeRawBufferPointer, to out: inout [UInt8]) {
+        out.append(0x2C); out.append(0x22)
+        appendASCII(key, to: &out)
+        out.append(0x22); out.append(0x3A)
+        out.append(contentsOf: value)
+    }
+
+    /// The parts of an event frame (PROTOCOL.md "Events").
+    public struct EventParts {
+        public var seq: UInt64
+        /// The event type (validated; needs no escaping).
+        public var type: String
+        /// 24 bytes `2026-11-29T13:00:00.123Z`.
+        public var time: UnsafeRawBufferPointer
+        /// The publisher's raw `source` token, or nil to use `defaultSource`.
+        public var source: UnsafeRawBufferPointer?
+        /// Used when `source` is nil: the client name or `pid/<pid>` (no escaping needed).
+        public var defaultSource: String
+        /// The publisher's raw `id` token, or nil for `"<instance>-<seq>"`.
+        public var id: UnsafeRawBufferPointer?
+        /// The broker run's instance id (hex, no escaping needed).
+        public var instance: String
+        public var pid: Int32
+        public var uid: UInt32
+        public var gid: UInt32
+        /// The raw `data` token, or nil for `null`.
+        public var data: UnsafeRawBufferPointer?
+
+        public init(seq: UInt64, type: String, time: UnsafeRawBufferPointer, source: UnsafeRawBufferPointer?, defaultSource: String, id: UnsafeRawBufferPointer?, instance: String, pid: Int32, uid: UInt32, gid: UInt32, data: UnsafeRawBufferPointer?) {
+            self.seq = seq
+            self.type = type
+            self.time = time
+            self.source = source
+            self.defaultSource = defaultSource
+            self.id = id
+            self.instance = instance
+            self.pid = pid
+            self.uid = uid
+            self.gid = gid
+            self.data = data
+        }
+    }
+
+    /// Appends one event frame:
+    /// `{"op":"event","seq":42,"type":"t","time":"...","source":"s","id":"i","pid":1,"uid":0,"gid":0,"data":...}\n`.
+    public static func appendEvent(_ e: EventParts, to out: inout [UInt8]) {
+        appendASCII("{\"op\":\"event\",\"seq\":", to: &out)
+        appendInt(e.seq, to: &out)
+        appendASCII(",\"type\":\"", to: &out)
+        out.append(contentsOf: e.type.utf8)
+        appendASCII("\",\"time\":\"", to: &out)
+        out.append(contentsOf: e.time)
+        appendASCII("\",\"source\":", to: &out)
+        if let source = e.source {
+            out.append(contentsOf: source)
+        } else {
+            out.append(0x22)
+            out.append(contentsOf: e.defaultSource.utf8)
+            out.append(0x22)
+        }
+        appendASCII(",\"id\":", to: &out)
+        if let id = e.id {
+            out.append(contentsOf: id)
+        } else {
+            out.append(0x22)
+            out.append(contentsOf: e.instance.utf8)
+            out.append(0x2D)
+            appendInt(e.seq, to: &out)
+            out.append(0x22)
+        }
+        appendASCII(",\"pid\":", to: &out)
+        appendInt(Int64(e.pid), to: &out)
+        appendASCII(",\"uid\":", to: &out)
+        appendInt(UInt64(e.uid), to: &out)
+        appendASCII(",\"gid\":", to: &out)
+        appendInt(UInt64(e.gid), to: &out)
+        appendASCII(",\"data\":", to: &out)
+        if let data = e.data { out.append(contentsOf: data) } else { appendASCII("null", to: &out) }
+        out.append(0x7D)
+        out.append(0x0A)
+    }
+}

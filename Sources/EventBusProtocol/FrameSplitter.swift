@@ -1,0 +1,126 @@
+// Splits a byte stream into LF-terminated frames (PROTOCOL.md "Framing"):
+// a CR before the LF is dropped, blank lines are skipped, a frame longer than
+// the limit is discarded up to its LF and reported once, and at EOF a last
+// frame without its LF is handled as if it had one.
+//
+// Before editing: complete frames inside a chunk are handed out in place (no
+// copy); only an incomplete tail is copied into `pending`. Frames handed to
+// the callback are valid only during the call.
+import Glibc
+
+/// One unit of input found by `FrameSplitter`.
+public enum SplitFrame {
+    /// A frame's bytes, without LF and without a CR before it. Valid only during the callback.
+    case frame(UnsafeRawBufferPointer)
+    /// A frame longer than the limit was discarded; `bytes` is its length before the LF
+    /// (at least `maxFrameBytes + 1`).
+    case tooLarge(bytes: Int)
+}
+
+/// Per-connection framing state. Memory held: at most `maxFrameBytes + 1`
+/// bytes of one incomplete frame; nothing while idle.
+public struct FrameSplitter {
+    /// Largest frame accepted, in bytes before the LF/CRLF.
+    public let maxFrameBytes: Int
+    /// Bytes of an incomplete frame carried over from earlier chunks.
+    public private(set) var pending: [UInt8] = []
+    /// Inside an oversized frame: dropping bytes until its LF.
+    public private(set) var discarding = false
+    var discardedBytes = 0
+
+    /// - Parameter maxFrameBytes: the frame limit in bytes (PROTOCOL.md default 1 MiB).
+    public init(maxFrameBytes: Int = ProtocolConstants.defaultMaxFrameBytes) {
+        precondition(maxFrameBytes > 0)
+        self.maxFrameBytes = maxFrameBytes
+    }
+
+    /// Whether an incomplete frame is buffered (or being discarded).
+    public var hasPartialFrame: Bool { !pending.isEmpty || discarding }
+
+    /// Feeds `chunk` and calls `body` for every complete frame in it, in order.
+    /// `body` returns false to stop: the rest of the chunk is dropped.
+    /// - Returns: false when `body` stopped early.
+    @discardableResult
+    public mutating func feed(_ chunk: UnsafeRawBufferPointer, _ body: (SplitFrame) -> Bool) -> Bool {
+        guard let base = chunk.baseAddress, chunk.count > 0 else { return true }
+        var offset = 0
+        let count = chunk.count
+        while offset < count {
+            let remaining = count - offset
+            guard let hit = memchr(base + offset, 0x0A, remaining) else {
+                absorbTail(UnsafeRawBufferPointer(start: base + offset, count: remaining))
+                return true
+            }
+            let lf = UnsafeRawPointer(hit) - base
+            let piece = UnsafeRawBufferPointer(start: base + offset, count: lf - offset)
+            offset = lf + 1
+            if !completeFrame(with: piece, body) { return false }
+        }
+        return true
+    }
+
+    /// Handles end of input: a buffered last frame without LF is handed to `body`
+    /// as if it had one. The splitter is empty afterwards.
+    public mutating func finish(_ body: (SplitFrame) -> Bool) {
+        guard hasPartialFrame else { return }
+        _ = completeFrame(with: UnsafeRawBufferPointer(start: nil, count: 0), body)
+    }
+
+    /// Appends bytes that have no LF yet, switching to discard mode past the limit
+    /// (one byte of slack for a CR that may precede the LF).
+    mutating func absorbTail(_ tail: UnsafeRawBufferPointer) {
+        if discarding {
+            discardedBytes += tail.count
+            return
+        }
+        if pending.count + tail.count > maxFrameBytes + 1 {
+            discarding = true
+            discardedBytes = pending.count + tail.count
+            pending = []
+            return
+        }
+        pending.append(contentsOf: tail)
+    }
+
+    /// Completes the current frame with `piece` (the bytes up to, not including, its LF).
+    mutating func completeFrame(with piece: UnsafeRawBufferPointer, _ body: (SplitFrame) -> Bool) -> Bool {
+        if discarding {
+            var total = discardedBytes + piece.count
+            if total > 0, lastByte(piece, orPendingFallback: false) == 0x0D { total -= 1 }
+            discarding = false
+            discardedBytes = 0
+            return body(.tooLarge(bytes: total))
+        }
+        if pending.isEmpty {
+            return deliver(piece, body)
+        }
+        if pending.count + piece.count > maxFrameBytes + 1 {
+            let total = pending.count + piece.count
+            pending = []
+            let last = piece.count > 0 ? piece[piece.count - 1] : 0
+            return body(.tooLarge(bytes: last == 0x0D ? total - 1 : total))
+        }
+        pending.append(contentsOf: piece)
+        let whole = pending
+        pending = []
+        return whole.withUnsafeBytes { deliver($0, body) }
+    }
+
+    private func lastByte(_ piece: UnsafeRawBufferPointer, orPendingFallback: Bool) -> UInt8 {
+        piece.count > 0 ? piece[piece.count - 1] : 0
+    }
+
+    /// Strips a trailing CR, skips blank lines, enforces the limit, calls `body`.
+    private func deliver(_ line: UnsafeRawBufferPointer, _ body: (SplitFrame) -> Bool) -> Bool {
+        var length = line.count
+        if length > 0 && line[length - 1] == 0x0D { length -= 1 }
+        if length > maxFrameBytes { return body(.tooLarge(bytes: length)) }
+        var blank = true
+        for i in 0..<length {
+            let b = line[i]
+            if b != 0x20 && b != 0x09 && b != 0x0D { blank = false; break }
+        }
+        if blank { return true }
+        return body(.frame(UnsafeRawBufferPointer(start: line.baseAddress, count: length)))
+    }
+}

@@ -1,0 +1,332 @@
+// Validating JSON scanner over raw bytes: RFC 8259 grammar, strict UTF-8
+// (RFC 3629), bounded nesting. It never builds values; it reports token ranges
+// so callers can splice validated bytes (PROTOCOL.md "Framing": `data` is
+// forwarded byte-for-byte, never re-serialized).
+//
+// Before editing: this is the broker's per-frame hot path. Keep it free of
+// allocation and of Foundation; every branch must keep `position <= end`.
+
+/// What a scanned JSON value is. Ranges are byte offsets into the scanned buffer.
+public enum JSONKind: Equatable, Sendable {
+    /// A string; `escaped` tells whether it contains a backslash escape.
+    case string(escaped: Bool)
+    /// A number; `integer` when it has neither fraction nor exponent.
+    case number(integer: Bool)
+    case object
+    case array
+    case `true`
+    case `false`
+    case null
+}
+
+/// One scanned value: `bytes[start..<end]` is its exact source text
+/// (for a string, including the quotes).
+public struct JSONToken: Equatable, Sendable {
+    public var start: Int
+    public var end: Int
+    public var kind: JSONKind
+
+    @inlinable public init(start: Int, end: Int, kind: JSONKind) {
+        self.start = start
+        self.end = end
+        self.kind = kind
+    }
+
+    /// The token's length in bytes.
+    @inlinable public var count: Int { end - start }
+}
+
+/// Why bytes are not one valid JSON text; `offset` is where the scanner stopped.
+public struct JSONSyntaxError: Error, Equatable, Sendable, CustomStringConvertible {
+    public enum Reason: String, Sendable {
+        case unexpectedEnd = "unexpected end of frame"
+        case unexpectedByte = "unexpected character"
+        case invalidUTF8 = "invalid UTF-8"
+        case controlCharacterInString = "unescaped control character in string"
+        case invalidEscape = "invalid escape in string"
+        case loneSurrogate = "\\u escape is a lone UTF-16 surrogate"
+        case invalidNumber = "invalid number"
+        case tooDeep = "nesting deeper than the limit"
+        case trailingBytes = "bytes after the JSON value"
+    }
+
+    public var reason: Reason
+    public var offset: Int
+
+    public init(_ reason: Reason, at offset: Int) {
+        self.reason = reason
+        self.offset = offset
+    }
+
+    public var description: String { "\(reason.rawValue) at byte \(offset)" }
+}
+
+/// A cursor over a byte buffer that validates JSON values.
+///
+/// The buffer must outlive the scanner. Nesting is limited to `maxDepth`
+/// containers (PROTOCOL.md "Framing": deeper than 512 is `bad_frame`).
+public struct JSONScanner {
+    public let bytes: UnsafeRawBufferPointer
+    public var position: Int
+    public let maxDepth: Int
+
+    /// - Parameters:
+    ///   - bytes: the text to scan; not copied.
+    ///   - maxDepth: the deepest nesting of objects and arrays accepted (default 512).
+    @inlinable public init(_ bytes: UnsafeRawBufferPointer, maxDepth: Int = 512) {
+        self.bytes = bytes
+        self.position = 0
+        self.maxDepth = maxDepth
+    }
+
+    @inline(__always) @usableFromInline var end: Int { bytes.count }
+
+    @inline(__always) @usableFromInline func byte(_ i: Int) -> UInt8 { bytes[i] }
+
+    /// Skips JSON whitespace (space, tab, CR, LF).
+    @inlinable public mutating func skipWhitespace() {
+        while position < end {
+            let b = bytes[position]
+            if b == 0x20 || b == 0x09 || b == 0x0D || b == 0x0A { position += 1 } else { return }
+        }
+    }
+
+    /// Whether only whitespace remains.
+    public mutating func atEndAfterWhitespace() -> Bool {
+        skipWhitespace()
+        return position == end
+    }
+
+    /// Validates one whole JSON text: whitespace, one value, whitespace, end.
+    /// - Returns: the value's token.
+    /// - Throws: `JSONSyntaxError` for anything RFC 8259 or RFC 3629 rejects.
+    public static func validate(_ bytes: UnsafeRawBufferPointer, maxDepth: Int = 512) throws(JSONSyntaxError) -> JSONToken {
+        var scanner = JSONScanner(bytes, maxDepth: maxDepth)
+        scanner.skipWhitespace()
+        let token = try scanner.scanValue(depth: 0)
+        scanner.skipWhitespace()
+        if scanner.position != scanner.end { throw JSONSyntaxError(.trailingBytes, at: scanner.position) }
+        return token
+    }
+
+    /// Scans one value starting at `position` (no leading whitespace) and
+    /// leaves `position` just after it.
+    /// - Parameter depth: containers already open around this value.
+    public mutating func scanValue(depth: Int) throws(JSONSyntaxError) -> JSONToken {
+        guard position < end else { throw JSONSyntaxError(.unexpectedEnd, at: position) }
+        let start = position
+        switch byte(position) {
+        case UInt8(ascii: "\""):
+            let escaped = try scanString()
+            return JSONToken(start: start, end: position, kind: .string(escaped: escaped))
+        case UInt8(ascii: "{"):
+            try scanObject(depth: depth + 1)
+            return JSONToken(start: start, end: position, kind: .object)
+        case UInt8(ascii: "["):
+            try scanArray(depth: depth + 1)
+            return JSONToken(start: start, end: position, kind: .array)
+        case UInt8(ascii: "t"):
+            try expectLiteral(0x74, 0x72, 0x75, 0x65)
+            return JSONToken(start: start, end: position, kind: .true)
+        case UInt8(ascii: "f"):
+            try expectLiteral(0x66, 0x61, 0x6C, 0x73, 0x65)
+            return JSONToken(start: start, end: position, kind: .false)
+        case UInt8(ascii: "n"):
+            try expectLiteral(0x6E, 0x75, 0x6C, 0x6C)
+            return JSONToken(start: start, end: position, kind: .null)
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            let integer = try scanNumber()
+            return JSONToken(start: start, end: position, kind: .number(integer: integer))
+        default:
+            throw JSONSyntaxError(.unexpectedByte, at: position)
+        }
+    }
+
+    @usableFromInline mutating func expectLiteral(_ literal: UInt8...) throws(JSONSyntaxError) {
+        for expected in literal {
+            guard position < end else { throw JSONSyntaxError(.unexpectedEnd, at: position) }
+            guard byte(position) == expected else { throw JSONSyntaxError(.unexpectedByte, at: position) }
+            position += 1
+        }
+    }
+
+    /// Scans `"..."` with its escapes and UTF-8; returns whether it had escapes.
+    public mutating func scanString() throws(JSONSyntaxError) -> Bool {
+        position += 1  // opening quote
+        var escaped = false
+        while true {
+            // Fast path: plain printable ASCII.
+            while position < end {
+                let b = byte(position)
+                if b >= 0x20 && b < 0x80 && b != 0x22 && b != 0x5C { position += 1 } else { break }
+            }
+            guard position < end else { throw JSONSyntaxError(.unexpectedEnd, at: position) }
+            let b = byte(position)
+            if b == 0x22 {
+                position += 1
+                return escaped
+            } else if b == 0x5C {
+                escaped = true
+                try scanEscape()
+            } else if b < 0x20 {
+                throw JSONSyntaxError(.controlCharacterInString, at: position)
+            } else {
+                try scanUTF8Sequence(lead: b)
+            }
+        }
+    }
+
+    @usableFromInline mutating func scanEscape() throws(JSONSyntaxError) {
+        let at = position
+        position += 1
+        guard position < end else { throw JSONSyntaxError(.unexpectedEnd, at: position) }
+        switch byte(position) {
+        case 0x22, 0x5C, 0x2F, 0x62, 0x66, 0x6E, 0x72, 0x74:
+            position += 1
+        case 0x75:  // u
+            position += 1
+            let unit = try scanHex4()
+            if unit >= 0xD800 && unit <= 0xDBFF {
+                // Must be followed by \u low surrogate.
+                guard position + 1 < end, byte(position) == 0x5C, byte(position + 1) == 0x75 else {
+                    throw JSONSyntaxError(.loneSurrogate, at: at)
+                }
+                position += 2
+                let low = try scanHex4()
+                guard low >= 0xDC00 && low <= 0xDFFF else { throw JSONSyntaxError(.loneSurrogate, at: at) }
+            } else if unit >= 0xDC00 && unit <= 0xDFFF {
+                throw JSONSyntaxError(.loneSurrogate, at: at)
+            }
+        default:
+            throw JSONSyntaxError(.invalidEscape, at: at)
+        }
+    }
+
+    @usableFromInline mutating func scanHex4() throws(JSONSyntaxError) -> UInt32 {
+        guard position + 4 <= end else { throw JSONSyntaxError(.unexpectedEnd, at: end) }
+        var value: UInt32 = 0
+        for _ in 0..<4 {
+            let b = byte(position)
+            let digit: UInt32
+            switch b {
+            case 0x30...0x39: digit = UInt32(b - 0x30)
+            case 0x41...0x46: digit = UInt32(b - 0x41 + 10)
+            case 0x61...0x66: digit = UInt32(b - 0x61 + 10)
+            default: throw JSONSyntaxError(.invalidEscape, at: position)
+            }
+            value = value << 4 | digit
+            position += 1
+        }
+        return value
+    }
+
+    /// Validates one multi-byte UTF-8 sequence (RFC 3629 table 3-7: no overlongs,
+    /// no surrogates, nothing above U+10FFFF).
+    @usableFromInline mutating func scanUTF8Sequence(lead: UInt8) throws(JSONSyntaxError) {
+        let at = position
+        var need: Int
+        var low: UInt8 = 0x80
+        var high: UInt8 = 0xBF
+        switch lead {
+        case 0xC2...0xDF: need = 1
+        case 0xE0: need = 2; low = 0xA0
+        case 0xE1...0xEC, 0xEE...0xEF: need = 2
+        case 0xED: need = 2; high = 0x9F
+        case 0xF0: need = 3; low = 0x90
+        case 0xF1...0xF3: need = 3
+        case 0xF4: need = 3; high = 0x8F
+        default: throw JSONSyntaxError(.invalidUTF8, at: at)
+        }
+        position += 1
+        guard position + need <= end else { throw JSONSyntaxError(.invalidUTF8, at: at) }
+        let first = byte(position)
+        guard first >= low && first <= high else { throw JSONSyntaxError(.invalidUTF8, at: at) }
+        position += 1
+        need -= 1
+        while need > 0 {
+            let b = byte(position)
+            guard b & 0xC0 == 0x80 else { throw JSONSyntaxError(.invalidUTF8, at: at) }
+            position += 1
+            need -= 1
+        }
+    }
+
+    /// Scans a number per RFC 8259 section 6; returns whether it is an integer
+    /// (no fraction, no exponent). Any magnitude is accepted.
+    public mutating func scanNumber() throws(JSONSyntaxError) -> Bool {
+        let start = position
+        if byte(position) == 0x2D { position += 1 }
+        guard position < end else { throw JSONSyntaxError(.invalidNumber, at: start) }
+        let first = byte(position)
+        if first == 0x30 {
+            position += 1
+        } else if first >= 0x31 && first <= 0x39 {
+            position += 1
+            while position < end, byte(position) &- 0x30 < 10 { position += 1 }
+        } else {
+            throw JSONSyntaxError(.invalidNumber, at: start)
+        }
+        var integer = true
+        if position < end && byte(position) == 0x2E {
+            integer = false
+            position += 1
+            let digits = position
+            while position < end, byte(position) &- 0x30 < 10 { position += 1 }
+            guard position > digits else { throw JSONSyntaxError(.invalidNumber, at: start) }
+        }
+        if position < end && (byte(position) | 0x20) == 0x65 {
+            integer = false
+            position += 1
+            if position < end && (byte(position) == 0x2B || byte(position) == 0x2D) { position += 1 }
+            let digits = position
+            while position < end, byte(position) &- 0x30 < 10 { position += 1 }
+            guard position > digits else { throw JSONSyntaxError(.invalidNumber, at: start) }
+        }
+        return integer
+    }
+
+    @usableFromInline mutating func scanObject(depth: Int) throws(JSONSyntaxError) {
+        guard depth <= maxDepth else { throw JSONSyntaxError(.tooDeep, at: position) }
+        position += 1
+        skipWhitespace()
+        guard position < end else { throw JSONSyntaxError(.unexpectedEnd, at: position) }
+        if byte(position) == 0x7D { position += 1; return }
+        while true {
+            guard position < end else { throw JSONSyntaxError(.unexpectedEnd, at: position) }
+            guard byte(position) == 0x22 else { throw JSONSyntaxError(.unexpectedByte, at: position) }
+            _ = try scanString()
+            skipWhitespace()
+            guard position < end else { throw JSONSyntaxError(.unexpectedEnd, at: position) }
+            guard byte(position) == 0x3A else { throw JSONSyntaxError(.unexpectedByte, at: position) }
+            position += 1
+            skipWhitespace()
+            _ = try scanValue(depth: depth)
+            skipWhitespace()
+            guard position < end else { throw JSONSyntaxError(.unexpectedEnd, at: position) }
+            let b = byte(position)
+            position += 1
+            if b == 0x2C { skipWhitespace(); continue }
+            if b == 0x7D { return }
+            throw JSONSyntaxError(.unexpectedByte, at: position - 1)
+        }
+    }
+
+    @usableFromInline mutating func scanArray(depth: Int) throws(JSONSyntaxError) {
+        guard depth <= maxDepth else { throw JSONSyntaxError(.tooDeep, at: position) }
+        position += 1
+        skipWhitespace()
+        guard position < end else { throw JSONSyntaxError(.unexpectedEnd, at: position) }
+        if byte(position) == 0x5D { position += 1; return }
+        while true {
+            skipWhitespace()
+            _ = try scanValue(depth: depth)
+            skipWhitespace()
+            guard position < end else { throw JSONSyntaxError(.unexpectedEnd, at: position) }
+            let b = byte(position)
+            position += 1
+            if b == 0x2C { continue }
+            if b == 0x5D { return }
+            throw JSONSyntaxError(.unexpectedByte, at: position - 1)
+        }
+    }
+}

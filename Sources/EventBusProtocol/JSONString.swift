@@ -1,0 +1,120 @@
+// Decoding and encoding of JSON strings (RFC 8259 section 7), and comparison of
+// a scanned string token against ASCII without decoding it when it has no escapes.
+//
+// Before editing: tokens handed in have already been validated by `JSONScanner`,
+// so decoding never meets a malformed escape or lone surrogate.
+
+public enum JSONString {
+    /// Decodes a validated string token (quotes included) into its UTF-8 bytes.
+    public static func decodeBytes(_ bytes: UnsafeRawBufferPointer, _ token: JSONToken) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(token.count - 2)
+        var i = token.start + 1
+        let end = token.end - 1
+        while i < end {
+            let b = bytes[i]
+            if b != 0x5C { out.append(b); i += 1; continue }
+            let e = bytes[i + 1]
+            i += 2
+            switch e {
+            case 0x62: out.append(0x08)
+            case 0x66: out.append(0x0C)
+            case 0x6E: out.append(0x0A)
+            case 0x72: out.append(0x0D)
+            case 0x74: out.append(0x09)
+            case 0x75:
+                var scalar = hex4(bytes, i)
+                i += 4
+                if scalar >= 0xD800 && scalar <= 0xDBFF {
+                    let low = hex4(bytes, i + 2)
+                    i += 6
+                    scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                }
+                appendUTF8(scalar, to: &out)
+            default: out.append(e)  // " \ /
+            }
+        }
+        return out
+    }
+
+    /// Decodes a validated string token into a `String`.
+    public static func decode(_ bytes: UnsafeRawBufferPointer, _ token: JSONToken) -> String {
+        if case .string(escaped: false) = token.kind {
+            return String(decoding: UnsafeRawBufferPointer(rebasing: bytes[(token.start + 1)..<(token.end - 1)]), as: UTF8.self)
+        }
+        return String(decoding: decodeBytes(bytes, token), as: UTF8.self)
+    }
+
+    /// Whether a validated string token decodes to exactly `ascii`.
+    public static func equals(_ bytes: UnsafeRawBufferPointer, _ token: JSONToken, _ ascii: StaticString) -> Bool {
+        let expected = UnsafeRawBufferPointer(start: ascii.utf8Start, count: ascii.utf8CodeUnitCount)
+        if case .string(escaped: false) = token.kind {
+            guard token.count - 2 == expected.count else { return false }
+            return memoryEqual(bytes.baseAddress! + token.start + 1, expected.baseAddress!, expected.count)
+        }
+        let decoded = decodeBytes(bytes, token)
+        return decoded.elementsEqual(expected)
+    }
+
+    @inline(__always) static func memoryEqual(_ a: UnsafeRawPointer, _ b: UnsafeRawPointer, _ n: Int) -> Bool {
+        for i in 0..<n where a.load(fromByteOffset: i, as: UInt8.self) != b.load(fromByteOffset: i, as: UInt8.self) {
+            return false
+        }
+        return true
+    }
+
+    static func hex4(_ bytes: UnsafeRawBufferPointer, _ at: Int) -> UInt32 {
+        var value: UInt32 = 0
+        for k in 0..<4 {
+            let b = bytes[at + k]
+            let d: UInt32 = b <= 0x39 ? UInt32(b - 0x30) : UInt32((b | 0x20) - 0x61 + 10)
+            value = value << 4 | d
+        }
+        return value
+    }
+
+    static func appendUTF8(_ scalar: UInt32, to out: inout [UInt8]) {
+        switch scalar {
+        case 0..<0x80: out.append(UInt8(scalar))
+        case 0x80..<0x800:
+            out.append(UInt8(0xC0 | (scalar >> 6)))
+            out.append(UInt8(0x80 | (scalar & 0x3F)))
+        case 0x800..<0x10000:
+            out.append(UInt8(0xE0 | (scalar >> 12)))
+            out.append(UInt8(0x80 | ((scalar >> 6) & 0x3F)))
+            out.append(UInt8(0x80 | (scalar & 0x3F)))
+        default:
+            out.append(UInt8(0xF0 | (scalar >> 18)))
+            out.append(UInt8(0x80 | ((scalar >> 12) & 0x3F)))
+            out.append(UInt8(0x80 | ((scalar >> 6) & 0x3F)))
+            out.append(UInt8(0x80 | (scalar & 0x3F)))
+        }
+    }
+
+    /// Appends `text` as a JSON string literal (quotes included), escaping `"`,
+    /// `\` and control characters; other characters are written as UTF-8.
+    public static func appendQuoted(_ text: String, to out: inout [UInt8]) {
+        out.append(0x22)
+        for b in text.utf8 {
+            switch b {
+            case 0x22: out.append(0x5C); out.append(0x22)
+            case 0x5C: out.append(0x5C); out.append(0x5C)
+            case 0x0A: out.append(0x5C); out.append(0x6E)
+            case 0x0D: out.append(0x5C); out.append(0x72)
+            case 0x09: out.append(0x5C); out.append(0x74)
+            case 0..<0x20:
+                let hex: [UInt8] = Array("0123456789abcdef".utf8)
+                out.append(contentsOf: [0x5C, 0x75, 0x30, 0x30, hex[Int(b >> 4)], hex[Int(b & 0xF)]])
+            default: out.append(b)
+            }
+        }
+        out.append(0x22)
+    }
+
+    /// `text` as a JSON string literal.
+    public static func quoted(_ text: String) -> String {
+        var out: [UInt8] = []
+        appendQuoted(text, to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+}

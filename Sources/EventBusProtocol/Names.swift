@@ -1,0 +1,100 @@
+// Event type names and subscription patterns (PROTOCOL.md "Names and patterns"),
+// the same shape as NATS subjects: `.`-separated segments, `*` for exactly one
+// segment, a trailing `>` for one or more.
+//
+// Before editing: both types can only be made through their failable
+// initialisers, so holding one means it is valid.
+
+/// A validated event type: 1 to 255 bytes of `.`-separated segments, each one or
+/// more of `A-Z a-z 0-9 _ - :`. Case-sensitive. Example: `order.created`.
+public struct EventType: Hashable, Sendable, CustomStringConvertible {
+    /// The type as sent on the wire.
+    public let name: String
+
+    /// Validates `name`; nil when it breaks a rule of PROTOCOL.md "Names and patterns".
+    public init?(_ name: String) {
+        guard EventType.isValid(name.utf8) else { return nil }
+        self.name = name
+    }
+
+    /// Whether `utf8` is a valid event type.
+    public static func isValid<C: Collection>(_ utf8: C) -> Bool where C.Element == UInt8 {
+        let count = utf8.count
+        guard count >= 1 && count <= 255 else { return false }
+        var segmentLength = 0
+        for b in utf8 {
+            if b == 0x2E {
+                if segmentLength == 0 { return false }
+                segmentLength = 0
+            } else if isSegmentByte(b) {
+                segmentLength += 1
+            } else {
+                return false
+            }
+        }
+        return segmentLength > 0
+    }
+
+    /// Whether the type starts with `eventbus.` (reserved for the broker).
+    public var isReserved: Bool { name.utf8.starts(with: "eventbus.".utf8) }
+
+    public var description: String { name }
+
+    /// `A-Z a-z 0-9 _ - :`
+    @inlinable public static func isSegmentByte(_ b: UInt8) -> Bool {
+        switch b {
+        case 0x41...0x5A, 0x61...0x7A, 0x30...0x39, 0x5F, 0x2D, 0x3A: return true
+        default: return false
+        }
+    }
+}
+
+/// A validated subscription pattern: an event type in which a whole segment may
+/// be `*` (exactly one segment) and the last segment may be `>` (one or more
+/// segments). `>` alone matches every type. Examples: `order.*`, `order.>`.
+public struct Pattern: Hashable, Sendable, CustomStringConvertible {
+    /// The pattern as sent on the wire.
+    public let text: String
+    /// Whether it contains `*` or `>` (otherwise it matches exactly one type).
+    public let hasWildcards: Bool
+
+    /// Validates `text`; nil when it breaks a rule of PROTOCOL.md "Names and patterns".
+    public init?(_ text: String) {
+        let utf8 = Array(text.utf8)
+        guard utf8.count >= 1 && utf8.count <= 255 else { return nil }
+        let segments = utf8.split(separator: 0x2E, omittingEmptySubsequences: false)
+        var wild = false
+        for (index, segment) in segments.enumerated() {
+            if segment.isEmpty { return nil }
+            if segment.count == 1 && segment.first == 0x2A { wild = true; continue }
+            if segment.count == 1 && segment.first == 0x3E {
+                guard index == segments.count - 1 else { return nil }
+                wild = true
+                continue
+            }
+            guard segment.allSatisfy(EventType.isSegmentByte) else { return nil }
+        }
+        self.text = text
+        self.hasWildcards = wild
+    }
+
+    /// The segments of the pattern, e.g. `["order", "*"]`.
+    public var segments: [Substring] { text.split(separator: ".", omittingEmptySubsequences: false) }
+
+    /// Whether this pattern matches `type` (reference implementation; the broker
+    /// uses an index with the same semantics).
+    public func matches(_ type: EventType) -> Bool {
+        let p = segments
+        let t = type.name.split(separator: ".", omittingEmptySubsequences: false)
+        var i = 0
+        while i < p.count {
+            if p[i] == ">" { return t.count > i }
+            guard i < t.count else { return false }
+            if p[i] != "*" && p[i] != t[i] { return false }
+            i += 1
+        }
+        return i == t.count
+    }
+
+    public var description: String { text }
+}

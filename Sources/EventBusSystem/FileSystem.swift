@@ -1,0 +1,63 @@
+// The few filesystem calls the broker needs for its socket path: lstat(2),
+// mkdir(2), unlink(2), chmod(2). Used to create the parent directory, detect a
+// stale socket and never remove anything that is not a socket.
+import Glibc
+
+/// What, if anything, is at a path (lstat(2): links are not followed).
+public enum FileKind: Equatable, Sendable {
+    case missing
+    case socket
+    case regular
+    case directory
+    case other
+}
+
+public enum FileSystem {
+    /// lstat(2) of `path`.
+    /// - Throws: `SystemError("lstat", errno)` for errors other than ENOENT/ENOTDIR.
+    public static func kind(ofPath path: String) throws(SystemError) -> FileKind {
+        var info = stat()
+        if lstat(path, &info) != 0 {
+            let e = errno
+            if e == ENOENT || e == ENOTDIR { return .missing }
+            throw SystemError("lstat", Errno(rawValue: e))
+        }
+        switch info.st_mode & S_IFMT {
+        case S_IFSOCK: return .socket
+        case S_IFREG: return .regular
+        case S_IFDIR: return .directory
+        default: return .other
+        }
+    }
+
+    /// Creates `path` and missing parents with `mode` (like `mkdir -p`); an
+    /// existing directory is fine.
+    /// - Throws: `SystemError("mkdir", errno)`.
+    public static func createDirectories(_ path: String, mode: mode_t = 0o755) throws(SystemError) {
+        if path.isEmpty || path == "/" { return }
+        if try kind(ofPath: path) == .directory { return }
+        if let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")), slash != path.utf8.startIndex {
+            try createDirectories(String(path[..<slash]), mode: mode)
+        }
+        if mkdir(path, mode) != 0 && errno != EEXIST { throw SystemError("mkdir", .current) }
+    }
+
+    /// unlink(2).
+    /// - Throws: `SystemError("unlink", errno)`.
+    public static func unlink(_ path: String) throws(SystemError) {
+        guard Glibc.unlink(path) == 0 else { throw SystemError("unlink", .current) }
+    }
+
+    /// chmod(2).
+    /// - Throws: `SystemError("chmod", errno)`.
+    public static func chmod(_ path: String, mode: mode_t) throws(SystemError) {
+        guard Glibc.chmod(path, mode) == 0 else { throw SystemError("chmod", .current) }
+    }
+
+    /// The directory part of a path (`/a/b` for `/a/b/c`, `.` for `c`).
+    public static func parentDirectory(of path: String) -> String {
+        guard let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) else { return "." }
+        if slash == path.utf8.startIndex { return "/" }
+        return String(path[..<slash])
+    }
+}

@@ -1,0 +1,135 @@
+// AF_UNIX stream sockets (unix(7)): socket(2), bind(2), listen(2), accept4(2),
+// connect(2), SO_PEERCRED.
+//
+// Before editing: every socket is created with SOCK_CLOEXEC, and accepted ones
+// with SOCK_NONBLOCK|SOCK_CLOEXEC at creation (never a separate fcntl), so no
+// fd leaks into a child and none can block the event loop.
+import CEventBusShims
+import Glibc
+
+/// The kernel-verified identity of a socket's peer (`SO_PEERCRED`, unix(7)),
+/// captured at connect time.
+public struct PeerCredentials: Equatable, Sendable {
+    public var pid: Int32
+    public var uid: UInt32
+    public var gid: UInt32
+
+    public init(pid: Int32, uid: UInt32, gid: UInt32) {
+        self.pid = pid
+        self.uid = uid
+        self.gid = gid
+    }
+}
+
+/// A filled `sockaddr_un` for a filesystem path.
+public struct UnixAddress: Sendable {
+    /// The path, at most 107 bytes (sun_path holds 108 with the NUL).
+    public let path: String
+
+    /// - Throws: `SystemError("socket path", ENAMETOOLONG)` when the path does not fit
+    ///   sun_path, `EINVAL` when it is empty or contains NUL.
+    public init(path: String) throws(SystemError) {
+        let bytes = Array(path.utf8)
+        guard !bytes.isEmpty, !bytes.contains(0) else { throw SystemError("socket path", .invalidArgument) }
+        guard bytes.count <= UnixAddress.maxPathBytes else { throw SystemError("socket path", .nameTooLong) }
+        self.path = path
+    }
+
+    /// Longest path that fits (107 bytes).
+    public static var maxPathBytes: Int { MemoryLayout.size(ofValue: sockaddr_un().sun_path) - 1 }
+
+    func withSockaddr<R>(_ body: (UnsafePointer<sockaddr>, socklen_t) -> R) -> R {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        return withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+    }
+}
+
+extension FileDescriptor {
+    /// socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC [| SOCK_NONBLOCK], 0). The caller owns the fd.
+    /// - Throws: `SystemError("socket", errno)`, e.g. EMFILE.
+    public static func unixStreamSocket(nonBlocking: Bool = true) throws(SystemError) -> FileDescriptor {
+        var type = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
+        if nonBlocking { type |= Int32(SOCK_NONBLOCK.rawValue) }
+        let fd = Glibc.socket(AF_UNIX, type, 0)
+        guard fd >= 0 else { throw SystemError("socket", .current) }
+        return FileDescriptor(rawValue: fd)
+    }
+
+    /// bind(2) to a filesystem path.
+    /// - Throws: `SystemError("bind", errno)` (EADDRINUSE when the path exists), or the
+    ///   `UnixAddress` errors.
+    public func bind(toPath path: String) throws(SystemError) {
+        let address = try UnixAddress(path: path)
+        let result = address.withSockaddr { Glibc.bind(rawValue, $0, $1) }
+        guard result == 0 else { throw SystemError("bind", .current) }
+    }
+
+    /// listen(2).
+    /// - Parameter backlog: queue length (the kernel caps it at somaxconn).
+    /// - Throws: `SystemError("listen", errno)`.
+    public func listen(backlog: Int32) throws(SystemError) {
+        guard Glibc.listen(rawValue, backlog) == 0 else { throw SystemError("listen", .current) }
+    }
+
+    /// accept4(2) with SOCK_NONBLOCK|SOCK_CLOEXEC. The caller owns the new fd.
+    /// - Returns: nil when no connection is pending (EAGAIN).
+    /// - Throws: `SystemError("accept4", errno)`: EMFILE/ENFILE/ENOBUFS/ENOMEM mean
+    ///   resources ran out; ECONNABORTED means the peer gave up (try again).
+    public func accept() throws(SystemError) -> FileDescriptor? {
+        guard let fd = try retryingInterrupts("accept4", { eventbus_accept_nonblocking(rawValue) }) else { return nil }
+        return FileDescriptor(rawValue: fd)
+    }
+
+    /// connect(2) to a filesystem path. On a non-blocking socket a full
+    /// backlog gives `SystemError("connect", EAGAIN)`.
+    /// - Throws: `SystemError("connect", errno)`: ENOENT (no socket file),
+    ///   ECONNREFUSED (nobody listening), EACCES, or the `UnixAddress` errors.
+    public func connect(toPath path: String) throws(SystemError) {
+        let address = try UnixAddress(path: path)
+        while true {
+            let result = address.withSockaddr { Glibc.connect(rawValue, $0, $1) }
+            if result == 0 { return }
+            if Glibc.errno == EINTR { continue }
+            throw SystemError("connect", .current)
+        }
+    }
+
+    /// getsockopt(SO_PEERCRED): the peer's pid, uid, gid as of connect(2).
+    /// - Throws: `SystemError("getsockopt(SO_PEERCRED)", errno)`.
+    public func peerCredentials() throws(SystemError) -> PeerCredentials {
+        var credentials = eventbus_ucred()
+        guard eventbus_peer_credentials(rawValue, &credentials) == 0 else {
+            throw SystemError("getsockopt(SO_PEERCRED)", .current)
+        }
+        return PeerCredentials(pid: credentials.pid, uid: credentials.uid, gid: credentials.gid)
+    }
+
+    /// Sets SO_SNDBUF (bytes; the kernel doubles it).
+    public func setSendBufferSize(_ bytes: Int32) throws(SystemError) {
+        var value = bytes
+        guard setsockopt(rawValue, SOL_SOCKET, SO_SNDBUF, &value, socklen_t(MemoryLayout<Int32>.size)) == 0 else {
+            throw SystemError("setsockopt(SO_SNDBUF)", .current)
+        }
+    }
+
+    /// Connects a new blocking-or-not socket to `path`; closes it on failure.
+    /// - Throws: the `socket` or `connect` `SystemError`.
+    public static func connectedUnixSocket(toPath path: String, nonBlocking: Bool = false) throws(SystemError) -> FileDescriptor {
+        let fd = try unixStreamSocket(nonBlocking: nonBlocking)
+        do {
+            try fd.connect(toPath: path)
+        } catch {
+            fd.close()
+            throw error
+        }
+        return fd
+    }
+}
