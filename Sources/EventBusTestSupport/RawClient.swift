@@ -63,6 +63,8 @@ public final class RawClient {
     public var isAtEOF: Bool { sawEOF && rxStart == rx.count }
     /// True if the connection ended with `ECONNRESET` rather than a clean EOF.
     public private(set) var endedWithReset = false
+    /// The cut-off last line left by `readUntilEOF(allowingPartialLastLine: true)`, if any.
+    public private(set) var partialLastLine: [UInt8]?
 
     private var rx: [UInt8] = []
     private var rxStart = 0
@@ -242,14 +244,24 @@ public final class RawClient {
     }
 
     /// Reads frames until the broker closes the connection; returns them.
-    /// - Throws: `.timedOut` if the connection is still open after `timeout`.
-    public func readUntilEOF(timeout: Duration = RawClient.defaultTimeout) throws -> [Frame] {
+    /// - Parameter allowingPartialLastLine: when true, a last line cut off by
+    ///   the close ends the read without error and is kept in `partialLastLine`
+    ///   (a broker may close a slow consumer in the middle of a frame).
+    /// - Throws: `.timedOut` if the connection is still open after `timeout`;
+    ///   `.truncatedAtEOF` for a cut-off last line unless allowed.
+    public func readUntilEOF(
+        timeout: Duration = RawClient.defaultTimeout, allowingPartialLastLine: Bool = false
+    ) throws -> [Frame] {
         let deadline = ContinuousClock.now + timeout
         var frames: [Frame] = []
         while true {
             do {
                 frames.append(try readFrame(timeout: max(deadline - ContinuousClock.now, .zero)))
             } catch RawClientError.endOfStream {
+                return frames
+            } catch RawClientError.truncatedAtEOF where allowingPartialLastLine {
+                partialLastLine = Array(rx[rxStart...])
+                rxStart = rx.count
                 return frames
             } catch RawClientError.timedOut(_, _, let pending) {
                 throw RawClientError.timedOut(

@@ -133,6 +133,7 @@ func lossProblems(published: [Int], frames: [Frame], notQueued: Set<Int>? = nil)
         case "event":
             if let seq = frame.seq, next < missing.count, missing[next] < seq {
                 problems.append("event seq \(seq) arrived before a dropped notice for lost seq \(missing[next])")
+                problems.append("timeline: " + timeline(frames))
                 return (problems, droppedTotal)
             }
         case "dropped":
@@ -154,7 +155,40 @@ func lossProblems(published: [Int], frames: [Frame], notQueued: Set<Int>? = nil)
     if droppedTotal != missing.count {
         problems.append("dropped counts sum to \(droppedTotal) but \(missing.count) of \(published.count) events were not received")
     }
+    if !problems.isEmpty { problems.append("timeline: " + timeline(frames)) }
     return (problems, droppedTotal)
+}
+
+/// `events 1...60, dropped(340 since 61), events 401...512`: what a subscriber read, compactly.
+func timeline(_ frames: [Frame]) -> String {
+    var parts: [String] = []
+    var run: [Int] = []
+    var drops: [(count: Int, since: Int)] = []
+    func flush() {
+        if !run.isEmpty { parts.append("events " + summary(run).dropFirst().dropLast()) }
+        run = []
+        if drops.count == 1 {
+            parts.append("dropped(\(drops[0].count) since \(drops[0].since))")
+        } else if drops.count > 1 {
+            let total = drops.reduce(0) { $0 + $1.count }
+            parts.append("\(drops.count) dropped notices in a row (total \(total), since_seq \(drops[0].since)...\(drops[drops.count - 1].since))")
+        }
+        drops = []
+    }
+    for frame in frames {
+        if frame.op == "event", let seq = frame.seq {
+            if !drops.isEmpty { flush() }
+            run.append(seq)
+        } else if frame.op == "dropped" {
+            if !run.isEmpty { flush() }
+            drops.append((frame.int("count") ?? -1, frame.int("since_seq") ?? -1))
+        } else {
+            flush()
+            parts.append(String(frame.raw.prefix(120)))
+        }
+    }
+    flush()
+    return parts.joined(separator: ", ")
 }
 
 /// `[1...5, 9]`-style summary of sorted integers, for messages.

@@ -30,7 +30,7 @@ struct OverflowTests {
             // Not blocked: every publish was answered, and the publisher is still served.
             try publisher.ok(#"{"op":"ping","req":"after"}"#)
             peakKiB = max(peakKiB, try broker.rssKiB())
-            let allowedKiB = maxOutbound / 1024 + 64 * 1024  // limit + generous fixed overhead
+            let allowedKiB = maxOutbound / 1024 + 24 * 1024  // limit + generous fixed overhead (measured: limit + ~0.7 MiB)
             #expect(peakKiB - baselineKiB < allowedKiB, "broker RSS grew \(peakKiB - baselineKiB) KiB (baseline \(baselineKiB) KiB)")
 
             let drained = try slow.settle(timeout: .seconds(60))
@@ -99,7 +99,8 @@ struct OverflowTests {
             try slow.subscribe("ov.>")
             let publisher = try broker.connect()
             _ = try publisher.publishMany("ov.x", count: 512, padding: 4096)
-            let frames = try slow.readUntilEOF()
+            // The broker may have to close in the middle of a frame the kernel half took.
+            let frames = try slow.readUntilEOF(allowingPartialLastLine: true)
             let errors = frames.filter { $0.op != "event" }
             // The slow_consumer error is only "tried"; if it came, it is the last frame.
             #expect(errors.allSatisfy { $0.op == "error" && $0.code == "slow_consumer" }, "\(errors.map(\.raw))")
