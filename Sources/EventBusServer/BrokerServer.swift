@@ -67,6 +67,9 @@ public final class BrokerServer {
     var shutdownDeadline: Int64? = nil
     var idleSince: Int64
     var nextPeriodic: [Int64]
+    /// Connections whose slow-consumer state was already logged at notice
+    /// level; later episodes go to debug so a flood cannot fill the journal.
+    var loggedSlowConsumers: Set<ConnectionID> = []
 
     // Tokens: connections carry (id-derived tag << 32 | fd); specials have tag 0.
     static let signalToken: UInt64 = 0xFFFF_FFFF
@@ -349,6 +352,7 @@ public final class BrokerServer {
         epoll.remove(fd)
         fd.close()
         slots[index] = nil
+        loggedSlowConsumers.remove(connection.id)
         if broker.connectionCount == 0 { idleSince = Clock.monotonicNanoseconds() }
         if !listenersEnabled { setListenersEnabled(true) }
         if logger.enabled(.debug) {
@@ -421,7 +425,8 @@ public final class BrokerServer {
         for notice in broker.takeNotices() {
             switch notice {
             case .startedDropping(let id, let pid):
-                logger.notice("connection \(id) (pid \(pid)) is a slow consumer: dropping events for it",
+                let level: LogLevel = loggedSlowConsumers.insert(id).inserted ? .notice : .debug
+                logger.log(level, "connection \(id) (pid \(pid)) is a slow consumer: dropping events for it",
                               fields: [("EVENTBUS_CONN", "\(id)"), ("EVENTBUS_PID", "\(pid)")])
             case .limitReached(let id, let pid, let message):
                 logger.notice("connection \(id) (pid \(pid)) reached a limit: \(message)",
