@@ -124,7 +124,7 @@ func lossProblems(published: [Int], frames: [Frame], notQueued: Set<Int>? = nil)
     }
     let missing = published.filter { !receivedSet.contains($0) }
     if let notQueued, Set(missing) != notQueued {
-        problems.append("lost seqs \(summary(missing)) differ from the publishes answered delivered 0: \(summary(notQueued.sorted()))")
+        problems.append("lost seqs \(rangeSummary(missing)) differ from the publishes answered delivered 0: \(rangeSummary(notQueued.sorted()))")
     }
     var next = 0  // index in `missing` of the first loss not yet announced
     var droppedTotal = 0
@@ -165,7 +165,7 @@ func timeline(_ frames: [Frame]) -> String {
     var run: [Int] = []
     var drops: [(count: Int, since: Int)] = []
     func flush() {
-        if !run.isEmpty { parts.append("events " + summary(run).dropFirst().dropLast()) }
+        if !run.isEmpty { parts.append("events " + rangeSummary(run).dropFirst().dropLast()) }
         run = []
         if drops.count == 1 {
             parts.append("dropped(\(drops[0].count) since \(drops[0].since))")
@@ -192,7 +192,7 @@ func timeline(_ frames: [Frame]) -> String {
 }
 
 /// `[1...5, 9]`-style summary of sorted integers, for messages.
-func summary(_ values: [Int]) -> String {
+func rangeSummary(_ values: [Int]) -> String {
     var parts: [String] = []
     var i = 0
     while i < values.count {
@@ -213,7 +213,7 @@ func fileMode(_ path: String) -> (permissions: UInt32, isSocket: Bool, isDirecto
 }
 
 /// Whether `path` exists (lstat(2) succeeds: a dangling socket file counts).
-func exists(_ path: String) -> Bool { fileMode(path) != nil }
+func pathExists(_ path: String) -> Bool { fileMode(path) != nil }
 
 /// RFC 3339 UTC with exactly three fractional digits, e.g. `2026-11-29T13:00:00.123Z`.
 func isRFC3339UTCMillis(_ text: String) -> Bool {

@@ -110,7 +110,7 @@ struct TransportTests {
             try client.ok(#"{"op":"subscribe","type":"a.b","req":1}"#)
             #expect(broker.terminate(signal: signal) == .exited(0))
             #expect(!broker.neededSIGKILL)
-            #expect(!exists(broker.socketPath), "socket file still at \(broker.socketPath)")
+            #expect(!pathExists(broker.socketPath), "socket file still at \(broker.socketPath)")
         }
     }
 
@@ -147,7 +147,7 @@ struct TransportTests {
         let other = tmp.path + "/other.sock"
         try withBroker(environment: ["EVENTBUS_SOCKET": other]) { broker in
             #expect(fileMode(broker.socketPath)?.isSocket == true)
-            #expect(!exists(other))
+            #expect(!pathExists(other))
         }
     }
 
