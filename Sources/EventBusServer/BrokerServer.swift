@@ -154,7 +154,12 @@ public final class BrokerServer {
         }
         if connection.isClosed { release(connection); return }
         if events.contains(.error) || (events.contains(.hangup) && !connection.wantsInput) {
-            // Peer gone completely; all input it sent has been read above.
+            // Peer gone completely. Frames it sent before closing still count
+            // (PROTOCOL.md "Semantics": every frame is read before EOF is
+            // handled), even when its reading was paused by backpressure.
+            if !connection.inputClosed && shutdownDeadline == nil && !events.contains(.error) {
+                drainInput(connection, fd: FileDescriptor(rawValue: CInt(fd)))
+            }
             broker.close(connection)
             release(connection)
             return
@@ -276,6 +281,20 @@ public final class BrokerServer {
                 broker.receive(connection, UnsafeRawBufferPointer(rebasing: readBuffer[0..<n]), at: currentTime())
                 if n < readBuffer.count { return }
             }
+        }
+    }
+
+    /// Reads and handles everything a departed peer left in the socket, then
+    /// its EOF; its replies are dropped with the connection.
+    func drainInput(_ connection: Connection, fd: FileDescriptor) {
+        while !connection.isClosed && !connection.inputClosed {
+            guard case .complete(let n) = (try? fd.read(into: readBuffer)) ?? .complete(0) else { return }
+            if n == 0 {
+                broker.endOfInput(connection, at: currentTime())
+                return
+            }
+            broker.resumeReading(connection)
+            broker.receive(connection, UnsafeRawBufferPointer(rebasing: readBuffer[0..<n]), at: currentTime())
         }
     }
 
