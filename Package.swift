@@ -63,6 +63,13 @@ let package = Package(
             dependencies: ["CEventBusShims"],
             swiftSettings: strict
         ),
+        // Test helper for EventBusSystemdTests (not installed): runs the
+        // EventBusSystemd calls in a process of its own environment.
+        .executableTarget(
+            name: "eventbus-systemd-probe",
+            dependencies: ["EventBusSystemd"],
+            swiftSettings: strict
+        ),
         .target(
             name: "EventBusTestSupport",
             dependencies: [],
@@ -71,6 +78,11 @@ let package = Package(
         .testTarget(name: "EventBusProtocolTests", dependencies: ["EventBusProtocol"], swiftSettings: strict),
         .testTarget(name: "EventBusCoreTests", dependencies: ["EventBusCore"], swiftSettings: strict),
         .testTarget(name: "EventBusSystemTests", dependencies: ["EventBusSystem"], swiftSettings: strict),
+        .testTarget(
+            name: "EventBusSystemdTests",
+            dependencies: ["EventBusSystemd", "eventbus-systemd-probe"],
+            swiftSettings: strict
+        ),
         .testTarget(
             name: "EventBusClientTests",
             dependencies: ["EventBusClient", "EventBusTestSupport"],
