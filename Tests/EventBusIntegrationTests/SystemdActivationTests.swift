@@ -106,6 +106,30 @@ struct SystemdActivationTests {
         #expect(gaps.allSatisfy { $0 > .milliseconds(250) }, "gaps \(gaps)")
     }
 
+    @Test func exitIdleTimeExitsWhenIdleAndTheNextClientIsServedByARestartedBroker() async throws {
+        let dir = try SystemdFixture.TempDirectory()
+        let path = dir.file("bus.sock")
+        // Plays systemd's part: keep the listening socket, start the broker again
+        // whenever it exits. `exec` in a subshell keeps $BASHPID, so LISTEN_PID names it.
+        let script = #"while :; do ( LISTEN_PID=$BASHPID exec "$0" --exit-idle-time 300ms ); echo "broker exited $?" >&2; sleep 0.05; done"#
+        let activator = try SystemdFixture.Child("systemd-socket-activate",
+                                                 ["-l", path, "/bin/bash", "-c", script, SystemdFixture.eventbusd], in: dir)
+        try await SystemdFixture.waitForPath(path)
+        func instance() throws -> String {
+            let client = try SystemdFixture.LineClient(path)
+            try client.send(#"{"op":"hello","req":1}"#)
+            let reply = try client.readLine()
+            let object = try JSONSerialization.jsonObject(with: Data(reply.utf8)) as? [String: Any]
+            return try #require(object?["instance"] as? String, "reply: \(reply)")
+        }
+        let first = try instance()  // the client closes on return
+        try await SystemdFixture.waitUntil("the idle broker exiting") { activator.stderrSoFar().contains("broker exited 0") }
+        #expect(activator.stderrSoFar().contains("--exit-idle-time"))
+        let second = try instance()
+        #expect(first != second, "the second client was not served by a new broker run")
+        _ = try await activator.stop(SIGTERM)
+    }
+
     @Test func stoppingArrivesOnSigtermAndTheBrokerExitsZero() async throws {
         let dir = try SystemdFixture.TempDirectory()
         let path = dir.file("bus.sock")
