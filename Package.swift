@@ -43,7 +43,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "eventbusd",
-            dependencies: ["EventBusServer", "EventBusSystemd"],
+            dependencies: ["EventBusServer", "EventBusSystemd", "EventBusProtocol", "EventBusSystem"],
             swiftSettings: strict
         ),
         .executableTarget(
