@@ -10,6 +10,13 @@ let strict: [SwiftSetting] = [
     .swiftLanguageMode(.v6),
 ]
 
+// The broker's own targets (never part of the EventBus library product) skip
+// run-time exclusivity checks in the per-frame path; the checks cost ~8% of
+// broker instructions under callgrind. Debug builds keep them.
+let brokerHotPath: [SwiftSetting] = strict + [
+    .unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release)),
+]
+
 let package = Package(
     name: "eventbus",
     products: [
@@ -28,13 +35,13 @@ let package = Package(
             providers: [.apt(["libsystemd-dev"])]
         ),
         .target(name: "EventBusProtocol", swiftSettings: strict),
-        .target(name: "EventBusCore", dependencies: ["EventBusProtocol"], swiftSettings: strict),
+        .target(name: "EventBusCore", dependencies: ["EventBusProtocol"], swiftSettings: brokerHotPath),
         .target(name: "EventBusSystem", dependencies: ["CEventBusShims"], swiftSettings: strict),
         .target(name: "EventBusSystemd", dependencies: ["CSystemd", "EventBusSystem"], swiftSettings: strict),
         .target(
             name: "EventBusServer",
             dependencies: ["EventBusCore", "EventBusSystem", "EventBusProtocol"],
-            swiftSettings: strict
+            swiftSettings: brokerHotPath
         ),
         .target(
             name: "EventBusClient",

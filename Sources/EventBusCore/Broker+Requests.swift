@@ -116,20 +116,20 @@ extension Broker {
 
     func buildEvent(seq: UInt64, type: EventType, frame: UnsafeRawBufferPointer, data: JSONToken?, source: JSONToken?, id: JSONToken?, publisher: Connection) -> OutboundFrame {
         timestamps.format(nanosecondsSinceEpoch: now.wallNanoseconds, into: &timeScratch)
-        scratch.removeAll(keepingCapacity: true)
         func slice(_ token: JSONToken?) -> UnsafeRawBufferPointer? {
             token.map { UnsafeRawBufferPointer(rebasing: frame[$0.start..<$0.end]) }
         }
-        timeScratch.withUnsafeBytes { time in
+        return timeScratch.withUnsafeBytes { time in
             let parts = FrameEncoder.EventParts(
                 seq: seq, type: type.name, time: time,
                 source: slice(source), defaultSource: publisher.defaultSource,
                 id: slice(id), instance: instance,
                 pid: publisher.credentials.pid, uid: publisher.credentials.uid, gid: publisher.credentials.gid,
                 data: slice(data))
-            FrameEncoder.appendEvent(parts, to: &scratch)
+            return OutboundFrame(capacity: FrameEncoder.eventByteCountUpperBound(parts)) {
+                FrameEncoder.writeEvent(parts, into: $0)
+            }
         }
-        return scratch.withUnsafeBytes { OutboundFrame(copying: $0) }
     }
 
     /// Queues an event under the outbound limits and the connection's
@@ -151,6 +151,11 @@ extension Broker {
                 recordDrops(connection, count: 1, firstSeq: seq)
                 return false
             case .dropOld:
+                if size > limit {
+                    // It could never fit: keep what is queued, lose only this one.
+                    recordDrops(connection, count: 1, firstSeq: seq)
+                    return false
+                }
                 let target = max(0, min(limit, connection.outbound.byteCount) - size)
                 let result = connection.outbound.dropOldestEvents(untilAtMost: target)
                 statistics.queuedBytes -= result.bytes

@@ -207,6 +207,12 @@ public final class Broker {
         }
     }
 
+    /// Lifts backpressure regardless of the queue, for a peer that has gone:
+    /// its remaining frames are handled, its replies dropped with it.
+    public func resumeReading(_ connection: Connection) {
+        connection.readPaused = false
+    }
+
     /// Pauses reading a connection whose queue is over its limit.
     func updateBackpressure(_ connection: Connection) {
         if connection.outbound.byteCount > configuration.maxOutboundBytes { connection.readPaused = true }

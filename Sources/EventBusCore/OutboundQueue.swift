@@ -21,6 +21,14 @@ public final class OutboundFrame: @unchecked Sendable {
         count = source.count
     }
 
+    /// Allocates `capacity` bytes and lets `write` fill them; `write` returns
+    /// how many it wrote (at most `capacity`).
+    public init(capacity: Int, _ write: (UnsafeMutableRawPointer) -> Int) {
+        bytes = .allocate(byteCount: max(capacity, 1), alignment: 1)
+        count = write(bytes.baseAddress!)
+        precondition(count <= capacity, "frame writer overran its buffer")
+    }
+
     /// The frame's length in bytes.
     public let count: Int
 

@@ -187,3 +187,105 @@ public enum FrameEncoder {
         out.append(0x0A)
     }
 }
+
+/// Writes bytes to raw memory the caller sized with an upper bound.
+@usableFromInline struct RawWriter {
+    @usableFromInline var pointer: UnsafeMutableRawPointer
+    @usableFromInline let start: UnsafeMutableRawPointer
+
+    @inlinable init(_ pointer: UnsafeMutableRawPointer) {
+        self.pointer = pointer
+        self.start = pointer
+    }
+
+    @inlinable var count: Int { pointer - start }
+
+    @inlinable mutating func put(_ byte: UInt8) {
+        pointer.storeBytes(of: byte, as: UInt8.self)
+        pointer += 1
+    }
+
+    @inlinable mutating func put(_ bytes: UnsafeRawBufferPointer) {
+        guard let base = bytes.baseAddress else { return }
+        pointer.copyMemory(from: base, byteCount: bytes.count)
+        pointer += bytes.count
+    }
+
+    @inlinable mutating func put(_ text: StaticString) {
+        put(UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+    }
+
+    @inlinable mutating func put(_ text: String) {
+        var text = text
+        text.withUTF8 { put(UnsafeRawBufferPointer($0)) }
+    }
+
+    @inlinable mutating func put(int value: UInt64) {
+        var digits = 1
+        var limit: UInt64 = 10
+        while digits < 20 && value >= limit {
+            digits += 1
+            limit = limit &* 10
+        }
+        var n = value
+        for i in stride(from: digits - 1, through: 0, by: -1) {
+            (pointer + i).storeBytes(of: 0x30 + UInt8(n % 10), as: UInt8.self)
+            n /= 10
+        }
+        pointer += digits
+    }
+}
+
+extension FrameEncoder {
+    /// An upper bound of the size of the event frame `appendEvent` would write.
+    public static func eventByteCountUpperBound(_ e: EventParts) -> Int {
+        128 + 5 * 20 + e.type.utf8.count + e.time.count
+            + (e.source?.count ?? e.defaultSource.utf8.count + 2)
+            + (e.id?.count ?? e.instance.utf8.count + 24)
+            + (e.data?.count ?? 4)
+    }
+
+    /// Writes the event frame of `appendEvent` to `destination`, which must hold
+    /// `eventByteCountUpperBound(e)` bytes. Used by the broker to build each
+    /// event once, in place, in the buffer its subscribers share.
+    /// - Returns: the bytes written.
+    public static func writeEvent(_ e: EventParts, into destination: UnsafeMutableRawPointer) -> Int {
+        var w = RawWriter(destination)
+        w.put("{\"op\":\"event\",\"seq\":")
+        w.put(int: e.seq)
+        w.put(",\"type\":\"")
+        w.put(e.type)
+        w.put("\",\"time\":\"")
+        w.put(e.time)
+        w.put("\",\"source\":")
+        if let source = e.source {
+            w.put(source)
+        } else {
+            w.put(0x22)
+            w.put(e.defaultSource)
+            w.put(0x22)
+        }
+        w.put(",\"id\":")
+        if let id = e.id {
+            w.put(id)
+        } else {
+            w.put(0x22)
+            w.put(e.instance)
+            w.put(0x2D)
+            w.put(int: e.seq)
+            w.put(0x22)
+        }
+        w.put(",\"pid\":")
+        if e.pid < 0 { w.put(0x2D) }
+        w.put(int: UInt64(e.pid.magnitude))
+        w.put(",\"uid\":")
+        w.put(int: UInt64(e.uid))
+        w.put(",\"gid\":")
+        w.put(int: UInt64(e.gid))
+        w.put(",\"data\":")
+        if let data = e.data { w.put(data) } else { w.put("null") }
+        w.put(0x7D)
+        w.put(0x0A)
+        return w.count
+    }
+}

@@ -17,6 +17,28 @@ public struct EventType: Hashable, Sendable, CustomStringConvertible {
         self.name = name
     }
 
+    /// For callers that validated with `isValid(raw:)`.
+    init(unchecked name: String) { self.name = name }
+
+    /// Whether the bytes are a valid event type (the broker's per-publish check).
+    public static func isValid(raw: UnsafeRawBufferPointer) -> Bool {
+        let count = raw.count
+        guard count >= 1 && count <= 255, let base = raw.baseAddress else { return false }
+        var segmentLength = 0
+        for i in 0..<count {
+            let b = base.load(fromByteOffset: i, as: UInt8.self)
+            if b == 0x2E {
+                if segmentLength == 0 { return false }
+                segmentLength = 0
+            } else if isSegmentByte(b) {
+                segmentLength += 1
+            } else {
+                return false
+            }
+        }
+        return segmentLength > 0
+    }
+
     /// Whether `utf8` is a valid event type.
     public static func isValid<C: Collection>(_ utf8: C) -> Bool where C.Element == UInt8 {
         let count = utf8.count
@@ -36,7 +58,14 @@ public struct EventType: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// Whether the type starts with `eventbus.` (reserved for the broker).
-    public var isReserved: Bool { name.utf8.starts(with: "eventbus.".utf8) }
+    public var isReserved: Bool {
+        guard name.utf8.first == 0x65 else { return false }  // "e"
+        var utf8 = name.utf8.makeIterator()
+        for expected in "eventbus.".utf8 {
+            guard utf8.next() == expected else { return false }
+        }
+        return true
+    }
 
     public var description: String { name }
 

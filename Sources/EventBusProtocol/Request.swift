@@ -57,26 +57,13 @@ public enum RequestDecoder {
     static func decodeRequest(_ frame: UnsafeRawBufferPointer, _ fields: EnvelopeFields) -> Result<Request, ProtocolError> {
         guard let opToken = fields[.op] else { return .failure(ProtocolError(.badRequest, "missing field \"op\"")) }
         guard case .string = opToken.kind else { return .failure(ProtocolError(.badRequest, "field \"op\" must be a string")) }
+        if JSONString.equals(frame, opToken, "publish") {
+            return decodePublish(frame, fields)
+        }
         let op = JSONString.decode(frame, opToken)
         switch op {
         case "publish":
-            guard let typeToken = fields[.type] else { return .failure(ProtocolError(.badRequest, "publish needs a string field \"type\"")) }
-            guard case .string = typeToken.kind else { return .failure(ProtocolError(.badRequest, "field \"type\" must be a string")) }
-            let name = JSONString.decode(frame, typeToken)
-            guard let type = EventType(name) else {
-                if Pattern(name) != nil {
-                    return .failure(ProtocolError(.badType, "patterns are not allowed in publish: \(JSONString.quoted(name))"))
-                }
-                return .failure(ProtocolError(.badType, "invalid event type \(JSONString.quoted(name)): 1-255 bytes of '.'-separated segments of A-Z a-z 0-9 _ - :"))
-            }
-            if type.isReserved {
-                return .failure(ProtocolError(.forbidden, "event types beginning \"eventbus.\" are reserved for the broker"))
-            }
-            let source = fields[.source]
-            if let source, !source.isString { return .failure(ProtocolError(.badRequest, "field \"source\" must be a string")) }
-            let id = fields[.id]
-            if let id, !id.isString { return .failure(ProtocolError(.badRequest, "field \"id\" must be a string")) }
-            return .success(.publish(type: type, data: fields[.data], source: source, id: id))
+            return decodePublish(frame, fields)
         case "subscribe", "unsubscribe":
             guard let typeToken = fields[.type] else { return .failure(ProtocolError(.badRequest, "\(op) needs a string field \"type\"")) }
             guard case .string = typeToken.kind else { return .failure(ProtocolError(.badRequest, "field \"type\" must be a string")) }
@@ -118,6 +105,38 @@ public enum RequestDecoder {
         default:
             return .failure(ProtocolError(.unknownOp, "unknown op \(JSONString.quoted(op))"))
         }
+    }
+
+    static func decodePublish(_ frame: UnsafeRawBufferPointer, _ fields: EnvelopeFields) -> Result<Request, ProtocolError> {
+        guard let typeToken = fields[.type] else { return .failure(ProtocolError(.badRequest, "publish needs a string field \"type\"")) }
+        guard case .string = typeToken.kind else { return .failure(ProtocolError(.badRequest, "field \"type\" must be a string")) }
+        if case .string(escaped: false) = typeToken.kind {
+            // Fast path: validate the raw bytes, build the String only once valid.
+            let raw = UnsafeRawBufferPointer(rebasing: frame[(typeToken.start + 1)..<(typeToken.end - 1)])
+            if EventType.isValid(raw: raw) {
+                let type = EventType(unchecked: String(decoding: raw, as: UTF8.self))
+                return finishPublish(type, fields)
+            }
+        }
+        let name = JSONString.decode(frame, typeToken)
+        guard let type = EventType(name) else {
+            if Pattern(name) != nil {
+                return .failure(ProtocolError(.badType, "patterns are not allowed in publish: \(JSONString.quoted(name))"))
+            }
+            return .failure(ProtocolError(.badType, "invalid event type \(JSONString.quoted(name)): 1-255 bytes of '.'-separated segments of A-Z a-z 0-9 _ - :"))
+        }
+        return finishPublish(type, fields)
+    }
+
+    static func finishPublish(_ type: EventType, _ fields: EnvelopeFields) -> Result<Request, ProtocolError> {
+        if type.isReserved {
+            return .failure(ProtocolError(.forbidden, "event types beginning \"eventbus.\" are reserved for the broker"))
+        }
+        let source = fields[.source]
+        if let source, !source.isString { return .failure(ProtocolError(.badRequest, "field \"source\" must be a string")) }
+        let id = fields[.id]
+        if let id, !id.isString { return .failure(ProtocolError(.badRequest, "field \"id\" must be a string")) }
+        return .success(.publish(type: type, data: fields[.data], source: source, id: id))
     }
 
     /// A `req` is a string, or an integer (no fraction or exponent) within ±2^53.
@@ -280,10 +299,32 @@ struct EnvelopeFields {
     }
 
     static func knownKey(_ frame: UnsafeRawBufferPointer, _ key: JSONToken) -> EnvelopeKey? {
-        let length = key.count - 2
-        if case .string(escaped: false) = key.kind, length > 8 || length < 2 { return nil }
-        for candidate in EnvelopeKey.allCases where JSONString.equals(frame, key, candidate.name) {
-            return candidate
+        guard case .string(escaped: false) = key.kind else {
+            // Rare: an escaped key such as "\u006fp"; compare decoded.
+            for candidate in EnvelopeKey.allCases where JSONString.equals(frame, key, candidate.name) { return candidate }
+            return nil
+        }
+        let p = frame.baseAddress! + key.start + 1
+        func b(_ i: Int) -> UInt8 { p.load(fromByteOffset: i, as: UInt8.self) }
+        func word32(_ text: StaticString) -> UInt32 { UnsafeRawPointer(text.utf8Start).loadUnaligned(as: UInt32.self) }
+        switch key.count - 2 {
+        case 2:
+            if b(0) == 0x6F && b(1) == 0x70 { return .op }  // op
+            if b(0) == 0x69 && b(1) == 0x64 { return .id }  // id
+        case 3:
+            if b(0) == 0x72 && b(1) == 0x65 && b(2) == 0x71 { return .req }
+        case 4:
+            let w = p.loadUnaligned(as: UInt32.self)
+            if w == word32("type") { return .type }
+            if w == word32("data") { return .data }
+            if w == word32("echo") { return .echo }
+        case 6:
+            if JSONString.equals(frame, key, "source") { return .source }
+            if JSONString.equals(frame, key, "client") { return .client }
+        case 8:
+            if JSONString.equals(frame, key, "overflow") { return .overflow }
+        default:
+            break
         }
         return nil
     }

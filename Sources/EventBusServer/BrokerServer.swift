@@ -67,6 +67,9 @@ public final class BrokerServer {
     var shutdownDeadline: Int64? = nil
     var idleSince: Int64
     var nextPeriodic: [Int64]
+    /// Connections whose slow-consumer state was already logged at notice
+    /// level; later episodes go to debug so a flood cannot fill the journal.
+    var loggedSlowConsumers: Set<ConnectionID> = []
 
     // Tokens: connections carry (id-derived tag << 32 | fd); specials have tag 0.
     static let signalToken: UInt64 = 0xFFFF_FFFF
@@ -151,7 +154,12 @@ public final class BrokerServer {
         }
         if connection.isClosed { release(connection); return }
         if events.contains(.error) || (events.contains(.hangup) && !connection.wantsInput) {
-            // Peer gone completely; all input it sent has been read above.
+            // Peer gone completely. Frames it sent before closing still count
+            // (PROTOCOL.md "Semantics": every frame is read before EOF is
+            // handled), even when its reading was paused by backpressure.
+            if !connection.inputClosed && shutdownDeadline == nil && !events.contains(.error) {
+                drainInput(connection, fd: FileDescriptor(rawValue: CInt(fd)))
+            }
             broker.close(connection)
             release(connection)
             return
@@ -276,6 +284,20 @@ public final class BrokerServer {
         }
     }
 
+    /// Reads and handles everything a departed peer left in the socket, then
+    /// its EOF; its replies are dropped with the connection.
+    func drainInput(_ connection: Connection, fd: FileDescriptor) {
+        while !connection.isClosed && !connection.inputClosed {
+            guard case .complete(let n) = (try? fd.read(into: readBuffer)) ?? .complete(0) else { return }
+            if n == 0 {
+                broker.endOfInput(connection, at: currentTime())
+                return
+            }
+            broker.resumeReading(connection)
+            broker.receive(connection, UnsafeRawBufferPointer(rebasing: readBuffer[0..<n]), at: currentTime())
+        }
+    }
+
     func currentTime() -> BrokerTime {
         BrokerTime(wallNanoseconds: Clock.wallNanoseconds(), monotonicNanoseconds: Clock.monotonicNanoseconds())
     }
@@ -349,6 +371,7 @@ public final class BrokerServer {
         epoll.remove(fd)
         fd.close()
         slots[index] = nil
+        loggedSlowConsumers.remove(connection.id)
         if broker.connectionCount == 0 { idleSince = Clock.monotonicNanoseconds() }
         if !listenersEnabled { setListenersEnabled(true) }
         if logger.enabled(.debug) {
@@ -421,7 +444,8 @@ public final class BrokerServer {
         for notice in broker.takeNotices() {
             switch notice {
             case .startedDropping(let id, let pid):
-                logger.notice("connection \(id) (pid \(pid)) is a slow consumer: dropping events for it",
+                let level: LogLevel = loggedSlowConsumers.insert(id).inserted ? .notice : .debug
+                logger.log(level, "connection \(id) (pid \(pid)) is a slow consumer: dropping events for it",
                               fields: [("EVENTBUS_CONN", "\(id)"), ("EVENTBUS_PID", "\(pid)")])
             case .limitReached(let id, let pid, let message):
                 logger.notice("connection \(id) (pid \(pid)) reached a limit: \(message)",

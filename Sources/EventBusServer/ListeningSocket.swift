@@ -17,8 +17,12 @@ public final class ListeningSocket {
     public let unlinkOnClose: Bool
     private var closed = false
 
-    /// Adopts an already listening fd (e.g. from socket activation); never unlinks.
-    public init(adopting descriptor: FileDescriptor, path: String?) {
+    /// Adopts an already listening fd (e.g. from socket activation); never
+    /// unlinks. Makes it non-blocking: systemd passes blocking sockets, and a
+    /// blocking accept(2) would stall the event loop.
+    /// - Throws: `SystemError("fcntl", errno)`.
+    public init(adopting descriptor: FileDescriptor, path: String?) throws(SystemError) {
+        try descriptor.setNonBlocking(true)
         self.descriptor = descriptor
         self.path = path
         self.unlinkOnClose = false
