@@ -84,8 +84,17 @@ final class BrokerConnection {
     }
 
     /// The error for a connection the broker closed before the command finished.
-    var closedError: CLIError {
-        CLIError(.unavailable, "the broker at \(path) closed the connection")
+    var closedError: CLIError { closedError(reason: nil) }
+
+    /// The error for a closed connection, given the `error` frame without
+    /// `req` the broker sent before closing (e.g. `limit` for a connection
+    /// over `--max-connections`, `slow_consumer`): its message, and the exit
+    /// status its code maps to. Without a reason: 69.
+    func closedError(reason: Reply?) -> CLIError {
+        guard let reason else { return CLIError(.unavailable, "the broker at \(path) closed the connection") }
+        var error = reason.failure("closing")
+        error.message = "the broker at \(path) closed the connection: \(reason.string("message") ?? "no reason given") (\(reason.string("code") ?? "unknown"))"
+        return error
     }
 
     /// Writes all of `bytes`, waiting as needed.
@@ -113,8 +122,20 @@ final class BrokerConnection {
     }
 
     func ioError(_ error: SystemError) -> CLIError {
-        if error.errno == .brokenPipe || error.errno == .connectionReset { return closedError }
+        if error.errno == .brokenPipe || error.errno == .connectionReset { return refusalOrClosed() }
         return CLIError(.unavailable, "connection to the broker at \(path) failed: \(error)")
+    }
+
+    /// After a write failed because the broker closed: an `error` frame it
+    /// sent first explains why (e.g. `limit` for one connection too many,
+    /// PROTOCOL.md "Semantics"); otherwise the plain "closed" error.
+    private func refusalOrClosed() -> CLIError {
+        var refusal: Reply? = nil
+        _ = try? receive(deadline: 0) { frame in
+            if let reply = Reply(frame), !reply.isOK { refusal = reply; return false }
+            return true
+        }
+        return closedError(reason: refusal)
     }
 
     /// Reads once (waiting until the deadline) and calls `body` for every

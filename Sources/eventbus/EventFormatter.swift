@@ -43,26 +43,62 @@ struct EventFields {
     var gid: JSONToken?
     var data: JSONToken?
 
-    /// Reads the members of a frame already known to be an object.
+    /// Reads the top-level members of an `event` frame without allocating
+    /// (keys are compared in place); nil when the frame is not a JSON object
+    /// whose `op` is `event`.
     init?(_ frame: UnsafeRawBufferPointer) {
-        guard let members = try? JSONObject.members(frame) else { return nil }
+        var s = JSONScanner(frame, maxDepth: ProtocolConstants.maxDepth)
         var isEvent = false
-        for member in members {
-            switch member.key {
-            case "op": isEvent = JSONString.equals(frame, member.value, "event")
-            case "seq": seq = decodeUnsigned(frame, member.value)
-            case "type": type = member.value
-            case "time": time = member.value
-            case "source": source = member.value
-            case "id": id = member.value
-            case "pid": pid = member.value
-            case "uid": uid = member.value
-            case "gid": gid = member.value
-            case "data": data = member.value
-            default: break
+        do throws(JSONSyntaxError) {
+            s.skipWhitespace()
+            guard s.position < frame.count, frame[s.position] == 0x7B else { return nil }
+            s.position += 1
+            s.skipWhitespace()
+            guard s.position < frame.count else { return nil }
+            if frame[s.position] == 0x7D { return nil }
+            while true {
+                guard s.position < frame.count, frame[s.position] == 0x22 else { return nil }
+                let keyStart = s.position
+                let escaped = try s.scanString()
+                let key = JSONToken(start: keyStart, end: s.position, kind: .string(escaped: escaped))
+                s.skipWhitespace()
+                guard s.position < frame.count, frame[s.position] == 0x3A else { return nil }
+                s.position += 1
+                s.skipWhitespace()
+                let value = try s.scanValue(depth: 1)
+                if JSONString.equals(frame, key, "op") {
+                    isEvent = value.isString && JSONString.equals(frame, value, "event")
+                } else if JSONString.equals(frame, key, "seq") {
+                    seq = decodeUnsigned(frame, value)
+                } else if JSONString.equals(frame, key, "type") {
+                    type = value
+                } else if JSONString.equals(frame, key, "time") {
+                    time = value
+                } else if JSONString.equals(frame, key, "source") {
+                    source = value
+                } else if JSONString.equals(frame, key, "id") {
+                    id = value
+                } else if JSONString.equals(frame, key, "pid") {
+                    pid = value
+                } else if JSONString.equals(frame, key, "uid") {
+                    uid = value
+                } else if JSONString.equals(frame, key, "gid") {
+                    gid = value
+                } else if JSONString.equals(frame, key, "data") {
+                    data = value
+                }
+                s.skipWhitespace()
+                guard s.position < frame.count else { return nil }
+                let b = frame[s.position]
+                s.position += 1
+                if b == 0x2C { s.skipWhitespace(); continue }
+                if b == 0x7D { break }
+                return nil
             }
+        } catch {
+            return nil
         }
-        guard isEvent else { return nil }
+        guard isEvent, s.atEndAfterWhitespace() else { return nil }
     }
 }
 

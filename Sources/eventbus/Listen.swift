@@ -47,6 +47,7 @@ func runListen(_ args: ParsedArguments, socket: String) throws(CLIError) {
     var output = StandardOutput()
     var printed = 0
     var failure: CLIError? = nil
+    var brokerError: Reply? = nil
     while true {
         var watchOutput = [PollEntry(.standardOutput, events: [])]
         let before = printed
@@ -65,7 +66,7 @@ func runListen(_ args: ParsedArguments, socket: String) throws(CLIError) {
                     failure = reply.failure("subscribing to '\(patterns[Int(req) - 1])'")
                     return false
                 }
-                printError("the broker reported: \(reply.string("message") ?? "an error") (\(reply.string("code") ?? "unknown"))")
+                brokerError = reply  // reported below: as the reason if the broker then closes
             case .other:
                 break
             }
@@ -74,6 +75,11 @@ func runListen(_ args: ParsedArguments, socket: String) throws(CLIError) {
         try output.flush()
         if let failure { throw failure }
         if let limit, printed >= limit { return }
+        if let error = brokerError, outcome != .closed ? printed > before : reconnect {
+            // The connection outlived the error (or is being replaced): report it on its own.
+            printError(error.failure("listening").message ?? "")
+            brokerError = nil
+        }
         if printed > before, let idleNanoseconds { idleDeadline = Clock.monotonicNanoseconds() + idleNanoseconds }
         switch outcome {
         case .frames, .stopped:
@@ -83,7 +89,7 @@ func runListen(_ args: ParsedArguments, socket: String) throws(CLIError) {
         case .extra:
             if !watchOutput[0].returned.intersection([.hangup, .error]).isEmpty { throw .quiet(.success) }
         case .closed:
-            guard reconnect else { throw connection.closedError }
+            guard reconnect else { throw connection.closedError(reason: brokerError) }
             printError("lost the connection to the broker at \(socket); reconnecting")
             connection = try reconnectLoop(socket, patterns: patterns, deadline: idleDeadline, announce: true)
         }

@@ -47,6 +47,7 @@ func runWait(_ args: ParsedArguments, socket: String) throws(CLIError) {
     var childDone = commandLine.isEmpty
     var eventSeen = false
     var failure: CLIError? = nil
+    var brokerError: Reply? = nil  // an `error` without `req`: the reason if the broker then closes
     var output = StandardOutput()
 
     while !(eventSeen && childDone) {
@@ -71,9 +72,7 @@ func runWait(_ args: ParsedArguments, socket: String) throws(CLIError) {
                     return false
                 case .reply(let reply):
                     guard let req = reply.req, req >= 1 && req <= UInt64(patterns.count) else {
-                        if !reply.isOK {
-                            printError("the broker reported: \(reply.string("message") ?? "an error") (\(reply.string("code") ?? "unknown"))")
-                        }
+                        if !reply.isOK { brokerError = reply }
                         return true
                     }
                     guard reply.isOK else {
@@ -114,7 +113,7 @@ func runWait(_ args: ParsedArguments, socket: String) throws(CLIError) {
         if eventSeen && childDone { return }
         switch outcome {
         case .closed:
-            if !eventSeen { throw connection.closedError }
+            if !eventSeen { throw connection.closedError(reason: brokerError) }
         case .timedOut:
             if let deadline, Clock.monotonicNanoseconds() >= deadline {
                 if let running = child, !childDone { running.send(signal: SIGTERM) }

@@ -179,17 +179,20 @@ final class RunningProcess {
 final class TestBroker {
     let scratch: ScratchDirectory
     let socket: String
+    /// Extra `eventbusd` options, e.g. `["--max-connections", "1"]`.
+    let options: [String]
     private var process: RunningProcess?
 
-    init(scratch: ScratchDirectory? = nil) throws {
+    init(scratch: ScratchDirectory? = nil, options: [String] = []) throws {
         self.scratch = try scratch ?? ScratchDirectory()
         socket = self.scratch.path + "/bus.sock"
+        self.options = options
         try start()
     }
 
     /// Starts the broker (again) on the same path and waits until it answers.
     func start() throws {
-        process = try RunningProcess(cliProduct("eventbusd"), ["--socket", socket], in: scratch)
+        process = try RunningProcess(cliProduct("eventbusd"), ["--socket", socket] + options, in: scratch)
         let deadline = ContinuousClock.now + .seconds(10)
         while ContinuousClock.now < deadline {
             if let client = try? LineClient(socket), (try? client.request("{\"op\":\"ping\",\"req\":\"ready\"}")) != nil { return }

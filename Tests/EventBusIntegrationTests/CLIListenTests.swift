@@ -193,6 +193,44 @@ struct CLIListenTests {
             """)
     }
 
+    @Test func reconnectWaitsForABrokerThatIsNotRunningYet() throws {
+        let scratch = try ScratchDirectory()
+        let socket = scratch.path + "/bus.sock"
+        let listener = try RunningProcess(cliProduct("eventbus"), ["--socket", socket, "listen", "-r", "-f", "data", "-n", "1"], in: scratch)
+        usleep(300_000)
+        let broker = try TestBroker(scratch: scratch)
+        try broker.waitForSubscriptions(1)
+        try publishRaw(broker, "late.event", data: "true")
+        let run = try listener.wait()
+        #expect(run.status == 0, "\(run)")
+        #expect(run.stdout == "true\n")
+        let lines = run.stderr.split(separator: "\n")
+        #expect(lines.count == 2, "\(run.stderr)")
+        #expect(lines.first?.hasPrefix("eventbus: cannot connect to the broker at \(socket): ") == true)
+        #expect(lines.first?.hasSuffix("; retrying") == true)
+        #expect(lines.last == "eventbus: connected to the broker at \(socket)")
+    }
+
+    @Test func aConnectionOverTheBrokersLimitExitsTempfailWithItsMessage() throws {
+        let broker = try TestBroker(options: ["--max-connections", "2"])
+        // Fill both slots: a raw client (also used to watch the broker) and a listener.
+        let watcher = try LineClient(broker.socket)
+        let holder = try broker.start(["listen"])
+        let deadline = ContinuousClock.now + .seconds(10)
+        while try watcher.request("{\"op\":\"stats\",\"req\":1}")["subscriptions"] as? Int != 1 {
+            try #require(ContinuousClock.now < deadline)
+            usleep(5_000)
+        }
+        for command in [["listen"], ["wait", "a.b"], ["publish", "a.b", "1"], ["stats"]] {
+            let run = try broker.run(command)
+            #expect(run.status == 75, "\(command): \(run)")
+            #expect(run.stderr.contains("too many connections"), "\(command): \(run)")
+            #expect(run.stderr.hasSuffix("(limit)\n"), "\(command): \(run)")
+        }
+        holder.send(signal: SIGTERM)
+        _ = try holder.wait()
+    }
+
     @Test func badPatternIsAUsageError() throws {
         let broker = try TestBroker()
         let run = try broker.run(["listen", "order.>.x"])
