@@ -46,6 +46,17 @@ extension FileDescriptor {
         return Int(n)
     }
 
+    /// Opens /dev/null on any of fds 0, 1, 2 that is not open (fcntl(2)
+    /// F_GETFD gives EBADF), so that a socket opened later can never become
+    /// "standard output" (`eventbus listen >&-` would otherwise write events
+    /// into its own broker connection). Call first thing in `main`.
+    public static func openNullOnClosedStandardDescriptors() {
+        for fd: CInt in 0...2 where fcntl(fd, F_GETFD) == -1 && Glibc.errno == EBADF {
+            // open(2) returns the lowest free descriptor: this one.
+            _ = Glibc.open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY)
+        }
+    }
+
     /// isatty(3): whether the descriptor is a terminal.
     public var isTerminal: Bool { isatty(rawValue) == 1 }
 }

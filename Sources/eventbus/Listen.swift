@@ -48,8 +48,9 @@ func runListen(_ args: ParsedArguments, socket: String) throws(CLIError) {
     var printed = 0
     var failure: CLIError? = nil
     var brokerError: Reply? = nil
+    var watchingOutput = true  // false if fd 1 is not open (poll reports POLLNVAL)
     while true {
-        var watchOutput = [PollEntry(.standardOutput, events: [])]
+        var watchOutput = watchingOutput ? [PollEntry(.standardOutput, events: [])] : []
         let before = printed
         let outcome = try connection.receive(deadline: idleDeadline, extra: &watchOutput) { frame in
             switch SubscriberFrame(frame) {
@@ -88,6 +89,7 @@ func runListen(_ args: ParsedArguments, socket: String) throws(CLIError) {
             throw .quiet(.timedOut)
         case .extra:
             if !watchOutput[0].returned.intersection([.hangup, .error]).isEmpty { throw .quiet(.success) }
+            watchingOutput = false
         case .closed:
             guard reconnect else { throw connection.closedError(reason: brokerError) }
             printError("lost the connection to the broker at \(socket); reconnecting")
@@ -98,7 +100,8 @@ func runListen(_ args: ParsedArguments, socket: String) throws(CLIError) {
 
 /// Retries connecting and subscribing with growing pauses (100 ms doubling
 /// to 2 s) until it works, the idle deadline passes (124) or standard
-/// output's reader goes away (0). Usage-type errors are not retried.
+/// output's reader goes away (0). Only "unavailable" (69) and "try again"
+/// (75, e.g. the broker's connection limit) are retried; other errors end the run.
 func reconnectLoop(_ socket: String, patterns: [String], deadline: Int64?, announce: Bool) throws(CLIError) -> BrokerConnection {
     var pauseMilliseconds: Int32 = 100
     while true {
@@ -113,7 +116,7 @@ func reconnectLoop(_ socket: String, patterns: [String], deadline: Int64?, annou
             let connection = try connectAndSubscribe(socket, patterns: patterns)
             if announce { printError("reconnected to the broker at \(socket)") } else { printError("connected to the broker at \(socket)") }
             return connection
-        } catch where error.status == ExitStatus.unavailable.rawValue {
+        } catch where error.status == ExitStatus.unavailable.rawValue || error.status == ExitStatus.temporaryFailure.rawValue {
             pauseMilliseconds = min(pauseMilliseconds * 2, 2000)
         }
     }

@@ -8,6 +8,7 @@ import EventBusProtocol
 import EventBusSystem
 import Glibc
 
+FileDescriptor.openNullOnClosedStandardDescriptors()
 ProcessSettings.ignoreBrokenPipeSignal()
 exit(runCommandLine(Array(CommandLine.arguments.dropFirst())))
 

@@ -82,7 +82,8 @@ final class RunningProcess {
     ///   - stdin: bytes for standard input (/dev/null when nil).
     ///   - environment: extra variables over the test's environment
     ///     (`EVENTBUS_SOCKET` and `NO_COLOR` are removed first).
-    init(_ executable: String, _ arguments: [String], in scratch: ScratchDirectory, stdin: String? = nil, environment: [String: String] = [:]) throws {
+    ///   - closeStandardOutput: start the child with fd 1 closed.
+    init(_ executable: String, _ arguments: [String], in scratch: ScratchDirectory, stdin: String? = nil, environment: [String: String] = [:], closeStandardOutput: Bool = false) throws {
         self.executable = executable
         self.arguments = arguments
         let tag = UUID().uuidString.prefix(8)
@@ -104,6 +105,7 @@ final class RunningProcess {
         posix_spawn_file_actions_addopen(&actions, 0, inPath, O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, outPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         posix_spawn_file_actions_addopen(&actions, 2, errPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        if closeStandardOutput { posix_spawn_file_actions_addclose(&actions, 1) }
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
@@ -249,8 +251,11 @@ final class LineClient {
     private let fd: Int32
     private var buffer: [UInt8] = []
 
+    /// Connects to `path`. The descriptor is owned (and closed once, in
+    /// `deinit`) only once the connection is made: closing it twice would
+    /// close another parallel test's descriptor that reused the number.
     init(_ path: String) throws {
-        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw HarnessError("socket: errno \(errno)") }
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
@@ -269,6 +274,7 @@ final class LineClient {
             close(fd)
             throw HarnessError("connect \(path): errno \(e)")
         }
+        self.fd = fd
     }
 
     deinit { close(fd) }
@@ -276,7 +282,8 @@ final class LineClient {
     /// Sends one frame and returns the next `ok` reply's fields.
     func request(_ frame: String) throws -> [String: Any] {
         let bytes = Array((frame + "\n").utf8)
-        guard send(fd, bytes, bytes.count, Int32(MSG_NOSIGNAL)) == bytes.count else { throw HarnessError("send failed") }
+        let sent = send(fd, bytes, bytes.count, Int32(MSG_NOSIGNAL))
+        guard sent == bytes.count else { throw HarnessError("send returned \(sent), errno \(errno)") }
         while true {
             let line = try readLine()
             guard let object = try JSONSerialization.jsonObject(with: Data(line)) as? [String: Any] else { continue }

@@ -154,6 +154,19 @@ struct CLIListenTests {
         #expect(try broker.stats()["subscriptions"] as? Int == 0)
     }
 
+    @Test func aClosedStdoutDescriptorNeverBecomesTheBrokerConnection() throws {
+        let broker = try TestBroker()
+        // With fd 1 closed, the socket would get fd 1 and events would be written back to the broker.
+        let listener = try RunningProcess(cliProduct("eventbus"), ["--socket", broker.socket, "listen", "--count", "1"], in: broker.scratch, closeStandardOutput: true)
+        try broker.waitForSubscriptions(1)
+        let stdoutTarget = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(listener.pid)/fd/1")
+        #expect(stdoutTarget == "/dev/null")
+        try publishRaw(broker, "a", data: "1")
+        let run = try listener.wait()
+        #expect(run.status == 0, "\(run)")
+        #expect(run.stderr == "")
+    }
+
     @Test func sigintEndsListenQuietly() throws {
         let broker = try TestBroker()
         let listener = try broker.start(["listen"])
