@@ -64,7 +64,8 @@ func runPing(_ args: ParsedArguments, socket: String) throws(CLIError) {
             var none: [PollEntry] = []
             _ = try? FileDescriptor.poll(&none, timeoutMilliseconds: min(pingRetryMilliseconds, remaining))
         } catch where error.status == ExitStatus.timedOut.rawValue {
-            throw CLIError(.unavailable, "the broker at \(socket) did not answer within \(args.value("wait") ?? "")")
+            let text = args.value("wait") ?? ""
+            throw CLIError(.unavailable, "the broker at \(socket) did not answer within \(text.last?.isNumber == true ? text + "s" : text)")
         }
     }
 }

@@ -37,7 +37,7 @@ func runWait(_ args: ParsedArguments, socket: String) throws(CLIError) {
     if let text = args.value("timeout") {
         guard let ms = parseDurationMilliseconds(text) else { throw .usage(command, "invalid DURATION '\(text)' for --timeout (examples: 10, 2.5s, 500ms, 1m)") }
         deadline = Clock.monotonicNanoseconds() + ms * 1_000_000
-        timeoutText = text
+        timeoutText = text.last?.isNumber == true ? text + "s" : text
     }
     let formatter = EventFormatter(format: format)
 
