@@ -63,6 +63,33 @@ let package = Package(
             dependencies: ["CEventBusShims"],
             swiftSettings: strict
         ),
+        // Examples (docs/CLIENT.md): two programs that talk through the bus.
+        .executableTarget(
+            name: "settings-service",
+            dependencies: ["EventBusClient"],
+            path: "Examples/SettingsService",
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "dashboard",
+            dependencies: ["EventBusClient"],
+            path: "Examples/Dashboard",
+            swiftSettings: strict
+        ),
+        // The other process of EventBusClientTests' cross-process scenarios.
+        .executableTarget(
+            name: "eventbus-client-peer",
+            dependencies: ["EventBusClient"],
+            path: "Tests/EventBusClientPeer",
+            swiftSettings: strict
+        ),
+        // Test helper for EventBusSystemdTests (not installed): runs the
+        // EventBusSystemd calls in a process of its own environment.
+        .executableTarget(
+            name: "eventbus-systemd-probe",
+            dependencies: ["EventBusSystemd"],
+            swiftSettings: strict
+        ),
         .target(
             name: "EventBusTestSupport",
             dependencies: [],
@@ -72,8 +99,13 @@ let package = Package(
         .testTarget(name: "EventBusCoreTests", dependencies: ["EventBusCore"], swiftSettings: strict),
         .testTarget(name: "EventBusSystemTests", dependencies: ["EventBusSystem"], swiftSettings: strict),
         .testTarget(
+            name: "EventBusSystemdTests",
+            dependencies: ["EventBusSystemd", "eventbus-systemd-probe"],
+            swiftSettings: strict
+        ),
+        .testTarget(
             name: "EventBusClientTests",
-            dependencies: ["EventBusClient", "EventBusTestSupport"],
+            dependencies: ["EventBusClient", "EventBusTestSupport", "eventbusd", "settings-service", "dashboard", "eventbus-client-peer"],
             swiftSettings: strict
         ),
         .testTarget(

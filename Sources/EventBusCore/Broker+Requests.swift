@@ -126,7 +126,7 @@ extension Broker {
                 id: slice(id), instance: instance,
                 pid: publisher.credentials.pid, uid: publisher.credentials.uid, gid: publisher.credentials.gid,
                 data: slice(data))
-            return OutboundFrame(capacity: FrameEncoder.eventByteCountUpperBound(parts)) {
+            return OutboundFrame.make(capacity: FrameEncoder.eventByteCountUpperBound(parts)) {
                 FrameEncoder.writeEvent(parts, into: $0)
             }
         }

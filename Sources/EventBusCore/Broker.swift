@@ -233,7 +233,7 @@ public final class Broker {
     }
 
     func enqueue(bytes: [UInt8], to connection: Connection) {
-        let frame = bytes.withUnsafeBytes { OutboundFrame(copying: $0) }
+        let frame = bytes.withUnsafeBytes { OutboundFrame.copying($0) }
         enqueue(frame, seq: 0, to: connection)
     }
 

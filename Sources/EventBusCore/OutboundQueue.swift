@@ -6,33 +6,36 @@
 // subscriber's queue (reference counted), so fan-out copies no bytes. The head
 // frame may be partly written (`headOffset`); it is never dropped.
 
-/// An immutable, heap-allocated frame whose bytes stay put for its lifetime, so
-/// a gathered write can point at them. Shared between queues.
-///
-/// `@unchecked Sendable`: the bytes are written once in `init` and only read
-/// afterwards, and the buffer is freed only in `deinit`.
-public final class OutboundFrame: @unchecked Sendable {
-    public let bytes: UnsafeMutableRawBufferPointer
-
-    /// Copies `source` (one whole frame, LF included).
-    public init(copying source: UnsafeRawBufferPointer) {
-        bytes = .allocate(byteCount: max(source.count, 1), alignment: 1)
-        bytes.copyMemory(from: source)
-        count = source.count
+/// An immutable frame whose bytes live inline in the object (one heap
+/// allocation per frame) and stay put for its lifetime, so a gathered write
+/// can point at them. Shared between the queues of every subscriber.
+public final class OutboundFrame: ManagedBuffer<Int, UInt8> {
+    /// Creates a frame of at most `capacity` bytes that `write` fills; `write`
+    /// returns how many bytes it wrote.
+    public static func make(capacity: Int, _ write: (UnsafeMutableRawPointer) -> Int) -> OutboundFrame {
+        let frame = unsafeDowncast(OutboundFrame.create(minimumCapacity: max(capacity, 1)) { _ in 0 }, to: OutboundFrame.self)
+        let written = frame.withUnsafeMutablePointerToElements { write(UnsafeMutableRawPointer($0)) }
+        precondition(written <= capacity, "frame writer overran its buffer")
+        frame.header = written
+        return frame
     }
 
-    /// Allocates `capacity` bytes and lets `write` fill them; `write` returns
-    /// how many it wrote (at most `capacity`).
-    public init(capacity: Int, _ write: (UnsafeMutableRawPointer) -> Int) {
-        bytes = .allocate(byteCount: max(capacity, 1), alignment: 1)
-        count = write(bytes.baseAddress!)
-        precondition(count <= capacity, "frame writer overran its buffer")
+    /// A frame holding a copy of `source` (one whole frame, LF included).
+    public static func copying(_ source: UnsafeRawBufferPointer) -> OutboundFrame {
+        make(capacity: source.count) { destination in
+            if let base = source.baseAddress { destination.copyMemory(from: base, byteCount: source.count) }
+            return source.count
+        }
     }
 
     /// The frame's length in bytes.
-    public let count: Int
+    @inline(__always) public var count: Int { header }
 
-    deinit { bytes.deallocate() }
+    /// The first byte. The storage is inline in this object, so the pointer
+    /// stays valid for as long as the frame is alive (held by a queue).
+    @inline(__always) public var baseAddress: UnsafeRawPointer {
+        withUnsafeMutablePointerToElements { UnsafeRawPointer($0) }
+    }
 }
 
 /// A FIFO of frames with `seq` tags (0 = not an event: replies and notices,
@@ -69,9 +72,9 @@ public struct OutboundQueue {
         while i < entries.count && n < maxChunks {
             let frame = entries[i].frame
             if i == head {
-                body(UnsafeRawPointer(frame.bytes.baseAddress!) + headOffset, frame.count - headOffset)
+                body(frame.baseAddress + headOffset, frame.count - headOffset)
             } else {
-                body(UnsafeRawPointer(frame.bytes.baseAddress!), frame.count)
+                body(frame.baseAddress, frame.count)
             }
             n += 1
             i += 1
@@ -139,16 +142,17 @@ public struct OutboundQueue {
             w -= 1
             entries[w] = entries[head]
         }
-        // Release dropped frames now rather than at the next compaction.
-        let dead = OutboundQueue.placeholder
-        for j in head..<w { entries[j].frame = dead }
+        // Release dropped frames now rather than at the next compaction: the
+        // dead slots borrow a live frame (or vanish below when none is left).
+        if w < entries.count {
+            let live = entries[w].frame
+            for j in head..<w { entries[j].frame = live }
+        }
         head = w
         compactIfNeeded()
         return (dropped, firstSeq, freed)
     }
 
-    /// Stands in for released entries until the next compaction.
-    static let placeholder = OutboundFrame(copying: UnsafeRawBufferPointer(start: nil, count: 0))
 
     /// Releases every queued frame.
     mutating func removeAll() {

@@ -23,6 +23,12 @@ public final class SubscriptionIndex {
     var exact: [String: [Connection]] = [:]
     let root = TrieNode()
     var wildcardCount = 0
+    /// While wildcard patterns exist: each routed type's full, de-duplicated
+    /// subscriber list (exact and wildcard), as nats-server's sublist caches
+    /// results. Emptied whenever a wildcard subscription changes; one entry
+    /// dropped when an exact subscription of that type changes.
+    var cache: [String: [Connection]] = [:]
+    static let maxCachedTypes = 4096
 
     public init() {}
 
@@ -33,8 +39,10 @@ public final class SubscriptionIndex {
     func add(_ pattern: Pattern, _ connection: Connection) {
         guard pattern.hasWildcards else {
             exact[pattern.text, default: []].append(connection)
+            if !cache.isEmpty { cache[pattern.text] = nil }
             return
         }
+        cache.removeAll()
         wildcardCount += 1
         var node = root
         let segments = pattern.segments
@@ -62,11 +70,13 @@ public final class SubscriptionIndex {
     /// Removes `(pattern, connection)` and prunes empty nodes.
     func remove(_ pattern: Pattern, _ connection: Connection) {
         guard pattern.hasWildcards else {
+            if !cache.isEmpty { cache[pattern.text] = nil }
             guard var list = exact[pattern.text] else { return }
             if let i = list.firstIndex(where: { $0 === connection }) { list.swapAt(i, list.count - 1); list.removeLast() }
             exact[pattern.text] = list.isEmpty ? nil : list
             return
         }
+        cache.removeAll()
         wildcardCount -= 1
         _ = remove(Array(pattern.segments)[...], connection, from: root)
     }
@@ -90,20 +100,41 @@ public final class SubscriptionIndex {
         return node.isEmpty
     }
 
-    /// Calls `body` for every subscriber of a pattern matching `type`; a
-    /// connection with several matching patterns is visited once per pattern
-    /// (the broker de-duplicates by seq).
+    /// Calls `body` for every connection with a pattern matching `type`.
+    /// Without wildcards a connection appears once per exact pattern, i.e.
+    /// once; with wildcards the cached list is de-duplicated. (The broker also
+    /// guards at-most-once delivery by seq.)
     @inline(__always)
     func forEachMatch(_ type: String, _ body: (Connection) -> Void) {
-        if let list = exact[type] {
-            for connection in list { body(connection) }
+        if wildcardCount == 0 {
+            if let list = exact[type] {
+                for connection in list { body(connection) }
+            }
+            return
         }
-        if wildcardCount > 0 {
-            var segments: [Substring] = []
-            segments.reserveCapacity(8)
-            for s in type.split(separator: ".", omittingEmptySubsequences: false) { segments.append(s) }
-            match(segments[...], root, body)
+        let list = cache[type] ?? buildMatches(type)
+        for connection in list { body(connection) }
+    }
+
+    /// Walks the exact map and the trie once for `type` and caches the result.
+    func buildMatches(_ type: String) -> [Connection] {
+        var list: [Connection] = []
+        var seen = Set<ObjectIdentifier>()
+        func add(_ connection: Connection) {
+            if seen.insert(ObjectIdentifier(connection)).inserted { list.append(connection) }
         }
+        if let direct = exact[type] { for connection in direct { add(connection) } }
+        var segments: [Substring] = []
+        var start = type.startIndex
+        for index in type.utf8.indices where type.utf8[index] == 0x2E {
+            segments.append(type[start..<index])
+            start = type.utf8.index(after: index)
+        }
+        segments.append(type[start...])
+        match(segments[...], root, add)
+        if cache.count >= SubscriptionIndex.maxCachedTypes { cache.removeAll(keepingCapacity: true) }
+        cache[type] = list
+        return list
     }
 
     private func match(_ segments: ArraySlice<Substring>, _ node: TrieNode, _ body: (Connection) -> Void) {

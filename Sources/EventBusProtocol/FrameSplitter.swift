@@ -27,6 +27,9 @@ public struct FrameSplitter {
     /// Inside an oversized frame: dropping bytes until its LF.
     public private(set) var discarding = false
     var discardedBytes = 0
+    /// The last byte dropped while discarding was a CR (it may precede the LF,
+    /// and is then not counted in the reported size, whatever the chunking).
+    var discardedEndsWithCR = false
 
     /// - Parameter maxFrameBytes: the frame limit in bytes (PROTOCOL.md default 1 MiB).
     public init(maxFrameBytes: Int = ProtocolConstants.defaultMaxFrameBytes) {
@@ -71,11 +74,13 @@ public struct FrameSplitter {
     mutating func absorbTail(_ tail: UnsafeRawBufferPointer) {
         if discarding {
             discardedBytes += tail.count
+            if tail.count > 0 { discardedEndsWithCR = tail[tail.count - 1] == 0x0D }
             return
         }
         if pending.count + tail.count > maxFrameBytes + 1 {
             discarding = true
             discardedBytes = pending.count + tail.count
+            discardedEndsWithCR = tail.count > 0 ? tail[tail.count - 1] == 0x0D : pending.last == 0x0D
             pending = []
             return
         }
@@ -86,9 +91,11 @@ public struct FrameSplitter {
     mutating func completeFrame(with piece: UnsafeRawBufferPointer, _ body: (SplitFrame) -> Bool) -> Bool {
         if discarding {
             var total = discardedBytes + piece.count
-            if total > 0, lastByte(piece, orPendingFallback: false) == 0x0D { total -= 1 }
+            let endsWithCR = piece.count > 0 ? piece[piece.count - 1] == 0x0D : discardedEndsWithCR
+            if endsWithCR { total -= 1 }
             discarding = false
             discardedBytes = 0
+            discardedEndsWithCR = false
             return body(.tooLarge(bytes: total))
         }
         if pending.isEmpty {
@@ -96,18 +103,14 @@ public struct FrameSplitter {
         }
         if pending.count + piece.count > maxFrameBytes + 1 {
             let total = pending.count + piece.count
+            let last = piece.count > 0 ? piece[piece.count - 1] : pending[pending.count - 1]
             pending = []
-            let last = piece.count > 0 ? piece[piece.count - 1] : 0
             return body(.tooLarge(bytes: last == 0x0D ? total - 1 : total))
         }
         pending.append(contentsOf: piece)
         let whole = pending
         pending = []
         return whole.withUnsafeBytes { deliver($0, body) }
-    }
-
-    private func lastByte(_ piece: UnsafeRawBufferPointer, orPendingFallback: Bool) -> UInt8 {
-        piece.count > 0 ? piece[piece.count - 1] : 0
     }
 
     /// Strips a trailing CR, skips blank lines, enforces the limit, calls `body`.

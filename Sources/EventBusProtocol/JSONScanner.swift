@@ -157,7 +157,9 @@ public struct JSONScanner {
         var escaped = false
         while true {
             // Fastest path: 8 bytes at a time while none is `"`, `\`, a control
-            // character or non-ASCII (SWAR; false alarms only fall through).
+            // character or non-ASCII (SWAR). The lowest flagged byte is always a
+            // real one (borrows only run upwards), so jump straight to it.
+            var found = false
             if let base = bytes.baseAddress {
                 let ones: UInt64 = 0x0101_0101_0101_0101
                 let highs: UInt64 = 0x8080_8080_8080_8080
@@ -165,16 +167,22 @@ public struct JSONScanner {
                     let w = (base + position).loadUnaligned(as: UInt64.self)
                     let quote = w ^ (ones &* 0x22)
                     let backslash = w ^ (ones &* 0x5C)
-                    let special = ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash)
-                        | ((w &- ones &* 0x20) & ~w) | w
-                    if special & highs != 0 { break }
+                    let special = (((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash)
+                        | ((w &- ones &* 0x20) & ~w) | w) & highs
+                    if special != 0 {
+                        position += special.trailingZeroBitCount >> 3
+                        found = true
+                        break
+                    }
                     position += 8
                 }
             }
-            // Fast path: plain printable ASCII.
-            while position < end {
-                let b = byte(position)
-                if b >= 0x20 && b < 0x80 && b != 0x22 && b != 0x5C { position += 1 } else { break }
+            // Fewer than 8 bytes left: one at a time.
+            if !found {
+                while position < end {
+                    let b = byte(position)
+                    if b >= 0x20 && b < 0x80 && b != 0x22 && b != 0x5C { position += 1 } else { break }
+                }
             }
             guard position < end else { throw JSONSyntaxError(.unexpectedEnd, at: position) }
             let b = byte(position)

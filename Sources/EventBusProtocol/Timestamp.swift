@@ -15,8 +15,14 @@ public struct TimestampFormatter {
     /// Writes the 24-byte timestamp for `nanosecondsSinceEpoch` into `out`
     /// (replacing its contents).
     public mutating func format(nanosecondsSinceEpoch ns: Int64, into out: inout [UInt8]) {
-        let second = ns >= 0 ? ns / 1_000_000_000 : (ns - 999_999_999) / 1_000_000_000
-        let millis = Int((ns - second * 1_000_000_000) / 1_000_000)
+        // Floor division without overflow: `ns - 999_999_999` would trap near Int64.min.
+        var second = ns / 1_000_000_000
+        var rest = ns % 1_000_000_000
+        if rest < 0 {
+            second -= 1
+            rest += 1_000_000_000
+        }
+        let millis = Int(rest / 1_000_000)
         if second != cachedSecond {
             cachedSecond = second
             prefix = TimestampFormatter.prefix(forSecond: second)

@@ -2,6 +2,7 @@
 import EventBusProtocol
 import EventBusServer
 import EventBusSystem
+import EventBusSystemd
 import Glibc
 
 let version = "0.1.0"
@@ -27,26 +28,63 @@ if options.showVersion {
     exit(0)
 }
 options.server.broker.version = version
-let logger = Logger(level: options.logLevel, sink: stderrSink)
+// Under systemd, stderr is the journal: write structured entries there instead.
+let logSink = RateLimitedLogSink(wrapping: stderrIsJournal() ? JournalLogSink(identifier: "eventbusd") : stderrSink)
+let logger = Logger(level: options.logLevel, sink: logSink)
 ProcessSettings.raiseOpenFileLimit()
 
 let listeners: [ListeningSocket]
 let path: String
+let activated: [ActivatedSocket]?
 do {
-    path = try SocketPath.resolve(options.bus, environment: Environment.variables(), effectiveUID: geteuid())
-} catch {
-    fail("\(error)", status: 64)
-}
-do {
-    listeners = [try ListeningSocket.bind(path: path, mode: mode_t(options.socketMode))]
+    activated = try SocketActivation.takeListeningSockets()
 } catch {
     fail("\(error)", status: 69)
 }
+if let activated {
+    // sd_listen_fds(3): serve the passed sockets; never bind or unlink a path.
+    path = activated.map { "fd \($0.fd) (\($0.name))" }.joined(separator: ", ")
+    do {
+        listeners = try activated.map { try ListeningSocket(adopting: FileDescriptor(rawValue: $0.fd), path: nil) }
+    } catch {
+        fail("cannot use the passed sockets \(path): \(error)", status: 69)
+    }
+} else {
+    do {
+        path = try SocketPath.resolve(options.bus, environment: Environment.variables(), effectiveUID: geteuid())
+    } catch {
+        fail("\(error)", status: 64)
+    }
+    do {
+        listeners = [try ListeningSocket.bind(path: path, mode: mode_t(options.socketMode))]
+    } catch {
+        fail("\(error)", status: 69)
+    }
+}
+
+// sd_notify(3): READY=1 once the listeners are in the loop, STOPPING=1 on the way
+// out, WATCHDOG=1 from the loop itself, STATUS= with live counters every 5 s.
+var hooks = ServerHooks()
+hooks.ready = { ServiceManager.notifyReady() }
+hooks.stopping = { ServiceManager.notifyStopping() }
+if let interval = ServiceManager.watchdogPingInterval() {
+    let nanoseconds = interval.components.seconds * 1_000_000_000 + interval.components.attoseconds / 1_000_000_000
+    hooks.periodic.append((intervalNanoseconds: max(nanoseconds, 1_000_000), action: { _ in ServiceManager.notifyWatchdog() }))
+}
+final class PublishedCount { var value: UInt64 = 0 }
+let lastPublished = PublishedCount()
+let statusSeconds: UInt64 = 5
+hooks.periodic.append((intervalNanoseconds: Int64(statusSeconds) * 1_000_000_000, action: { stats in
+    let rate = (stats.published &- lastPublished.value) / statusSeconds
+    lastPublished.value = stats.published
+    ServiceManager.notifyStatus("\(stats.connections) connections, \(stats.subscriptions) subscriptions, \(rate) events/s")
+    logSink.flush()
+}))
 
 let server: BrokerServer
 do {
     server = try BrokerServer(configuration: options.server, listeners: listeners,
-                              instance: InstanceID.random(), logger: logger)
+                              instance: InstanceID.random(), logger: logger, hooks: hooks)
 } catch {
     fail("failed to start the event loop: \(error)", status: 70)
 }
@@ -57,4 +95,5 @@ do {
     fail("event loop failed: \(error)", status: 70)
 }
 logger.info("stopped")
+logSink.flush(includingOpenWindows: true)
 exit(0)

@@ -1,0 +1,316 @@
+// The I/O half of the client: one reader thread per bus that connects,
+// reads and dispatches frames, sweeps dead observers and reconnects with
+// backoff; writes happen on the caller's thread under the writer lock.
+//
+// Before editing, the locking rules (they prevent deadlock and reordering):
+// - lock order is writer, then state; nothing takes the writer lock while
+//   holding the state lock;
+// - a state change that writes bytes holds the writer lock from the decision
+//   to the end of the write, so frames reach the socket in decision order
+//   (a `subscribe` can never overtake the `unsubscribe` decided before it);
+// - the reader thread never waits for the writer lock while connected (only
+//   `withLockIfAvailable`): a writer blocked on a full socket needs the reader
+//   to keep reading, or the broker stops reading us (PROTOCOL.md back-pressure);
+// - the reader thread owns the socket: only it closes the fd, and only after
+//   clearing `shutdownHandle`, so `close()` can never shut down a reused fd
+//   number; effects (deliveries, completions) run with no lock held.
+import Dispatch
+import EventBusProtocol
+import EventBusSystem
+import Foundation
+import Synchronization
+
+/// What the writer lock guards: the connected socket, if any.
+struct Writer {
+    var fd: FileDescriptor?
+}
+
+/// Shared core of an `EventBus`: state, writer, reader thread.
+final class BusCore: Sendable {
+    let configuration: EventBus.Configuration
+    /// The socket path this bus connects to (resolved once).
+    let path: String
+    let state: Locked<ClientState>
+    let writer = Locked(Writer())
+    /// The fd `close()` may shut down to wake the reader; set and cleared by the reader.
+    let shutdownHandle = Locked<FileDescriptor?>(nil)
+    /// Wakes the reader thread from its backoff sleep (close, a publish started waiting).
+    let wake = DispatchSemaphore(value: 0)
+    /// `notices()` streams by id.
+    let noticeStreams = Locked<[UInt64: AsyncStream<BusNotice>.Continuation]>([:])
+    let nextNoticeStream = Atomic<UInt64>(0)
+
+    init(configuration: EventBus.Configuration, path: String, firstConnect: @escaping Completion<ConnectionInfo>) {
+        self.configuration = configuration
+        self.path = path
+        let me = ProcessIdentity.current
+        self.state = Locked(ClientState(
+            path: path,
+            clientName: configuration.clientName,
+            overflow: configuration.overflow,
+            whileDisconnected: configuration.whileDisconnected,
+            identity: (me.pid, me.uid, me.gid),
+            firstConnect: firstConnect
+        ))
+    }
+
+    /// Starts the reader thread. It holds the core until the bus is closed.
+    func start() {
+        let thread = Thread { [self] in self.run() }
+        thread.name = "EventBus reader"
+        thread.start()
+    }
+
+    // MARK: Changing state
+
+    /// Runs `decide` under the writer and state locks, writes the bytes it
+    /// asks for, then performs its effects with no lock held.
+    func change(_ decide: (inout ClientState) -> Step) {
+        let effects = writer.withLock { writer -> [Effect] in
+            let step = state.withLock { decide(&$0) }
+            if !step.write.isEmpty, let fd = writer.fd { write(step.write, to: fd) }
+            return step.effects
+        }
+        perform(effects)
+    }
+
+    /// Runs `decide` under the state lock only, for changes that never write.
+    func update(_ decide: (inout ClientState) -> Step) {
+        let step = state.withLock { decide(&$0) }
+        precondition(step.write.isEmpty, "a state change that writes must go through change(_:)")
+        perform(step.effects)
+    }
+
+    /// Writes `bytes`, blocking until the kernel took them. A failed write
+    /// shuts the socket down so the reader sees the loss and handles it.
+    private func write(_ bytes: [UInt8], to fd: FileDescriptor) {
+        let attempt = bytes.withUnsafeBytes { raw in
+            Result { () throws(SystemError) in try fd.writeAll(raw) }
+        }
+        if case .failure = attempt { try? fd.shutdown(.both) }
+    }
+
+    /// Performs effects in order; runs with no lock held.
+    func perform(_ effects: [Effect]) {
+        for effect in effects {
+            switch effect {
+            case .deliver(let event, let sinks):
+                for sink in sinks { report(sink.deliver(event), type: event.type) }
+            case .published(let event, let sinks, let delivered, let completion):
+                var local = 0
+                for sink in sinks {
+                    let outcome = sink.deliver(event)
+                    if outcome == .delivered { local += 1 }
+                    report(outcome, type: event.type)
+                }
+                completion(.success(PublishReceipt(seq: event.metadata.seq, delivered: delivered, deliveredLocally: local)))
+            case .reply(let completion, let result):
+                completion(result)
+            case .failPublish(let completion, let error):
+                completion(.failure(error))
+            case .finish(let sinks, let error, let discard):
+                for sink in sinks { sink.finish(error, discardQueued: discard) }
+            case .notice(let notice):
+                post(notice)
+            case .firstConnect(let completion, let result):
+                completion(result)
+            case .wakeReader:
+                wake.signal()
+            case .dropConnection:
+                shutdownHandle.withLock { fd in _ = try? fd?.shutdown(.both) }
+                wake.signal()
+            }
+        }
+        if effects.contains(where: { if case .dropConnection = $0 { true } else { false } }) {
+            finishNotices()
+        }
+    }
+
+    private func report(_ outcome: SinkOutcome, type: String) {
+        switch outcome {
+        case .delivered, .inactive: break
+        case .bufferFull: post(.droppedLocally(type: type))
+        case .undecodable(let error): post(.undecodable(error))
+        }
+    }
+
+    // MARK: Notices
+
+    func notices() -> AsyncStream<BusNotice> {
+        let (stream, continuation) = AsyncStream<BusNotice>.makeStream(bufferingPolicy: .bufferingNewest(1000))
+        let id = nextNoticeStream.add(1, ordering: .relaxed).newValue
+        let closed = state.withLock { $0.isClosed }
+        if closed {
+            continuation.finish()
+            return stream
+        }
+        noticeStreams.withLock { $0[id] = continuation }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.noticeStreams.withLock { $0.removeValue(forKey: id) }
+        }
+        return stream
+    }
+
+    private func post(_ notice: BusNotice) {
+        let targets = noticeStreams.withLock { Array($0.values) }
+        for continuation in targets { continuation.yield(notice) }
+    }
+
+    private func finishNotices() {
+        let targets = noticeStreams.withLock { streams in
+            defer { streams = [:] }
+            return Array(streams.values)
+        }
+        for continuation in targets { continuation.finish() }
+    }
+
+    /// Closes the bus: fails what is pending, ends every stream, stops the reader.
+    func close() {
+        update { $0.close(error: nil) }
+    }
+
+    // MARK: Reader thread
+
+    /// The reader thread's body: connect, read until the connection ends,
+    /// back off, reconnect; until the bus is closed.
+    private func run() {
+        var failures = 0
+        while !state.withLock({ $0.isClosed }) {
+            let fd: FileDescriptor
+            do {
+                fd = try FileDescriptor.connectedUnixSocket(toPath: path, nonBlocking: false)
+            } catch {
+                update { $0.connectFailed(reason: error.description) }
+                failures += 1
+                if !backOff(failures: failures, reason: error.description) { break }
+                continue
+            }
+            guard handshake(fd) else { break }
+            let reason = readUntilLoss(fd)
+            let wasGreeted = state.withLock { $0.connectionInfo != nil }
+            let effects = writer.withLock { writer -> [Effect] in
+                shutdownHandle.withLock { $0 = nil }
+                fd.close()
+                writer.fd = nil
+                return state.withLock { $0.connectionLost(reason: reason).effects }
+            }
+            perform(effects)
+            failures = wasGreeted ? 0 : failures + 1
+            if !backOff(failures: failures, reason: reason) { break }
+        }
+    }
+
+    /// Makes `fd` the connection and writes the handshake.
+    /// - Returns: false when the bus was closed meanwhile (fd closed here).
+    private func handshake(_ fd: FileDescriptor) -> Bool {
+        writer.withLock { writer -> Bool in
+            guard let step = state.withLock({ $0.connectionEstablished() }) else {
+                fd.close()
+                return false
+            }
+            shutdownHandle.withLock { $0 = fd }
+            writer.fd = fd
+            write(step.write, to: fd)
+            return true
+        }
+    }
+
+    /// Reads and dispatches frames until EOF or an error; sweeps dead
+    /// observers every `sweepInterval`.
+    /// - Returns: why the connection ended, for `EventBusError.connectionLost`.
+    private func readUntilLoss(_ fd: FileDescriptor) -> String {
+        var splitter = FrameSplitter(maxFrameBytes: configuration.maxIncomingFrameBytes)
+        var buffer = [UInt8](repeating: 0, count: 64 << 10)
+        let interval = configuration.sweepInterval
+        let sweepNanoseconds = Int64(interval.seconds * 1e9)
+        var nextSweep = Clock.monotonicNanoseconds() + sweepNanoseconds
+        while true {
+            let ready: PollEvents
+            do {
+                ready = try fd.poll(.readable, timeoutMilliseconds: interval.pollMilliseconds)
+            } catch {
+                return error.description
+            }
+            if !ready.isEmpty {
+                let attempt = buffer.withUnsafeMutableBytes { raw in
+                    Result { () throws(SystemError) -> IOResult<Int> in try fd.read(into: raw) }
+                }
+                let result: IOResult<Int>
+                switch attempt {
+                case .success(let value): result = value
+                case .failure(let error): return error.description
+                }
+                switch result {
+                case .wouldBlock:
+                    break
+                case .complete(0):
+                    splitter.finish { self.dispatch($0) }
+                    return "the broker closed the connection"
+                case .complete(let count):
+                    buffer.withUnsafeBytes { raw in
+                        _ = splitter.feed(UnsafeRawBufferPointer(rebasing: raw[0..<count])) { self.dispatch($0) }
+                    }
+                }
+            }
+            let now = Clock.monotonicNanoseconds()
+            if now >= nextSweep {
+                nextSweep = now + sweepNanoseconds
+                sweep()
+            }
+        }
+    }
+
+    /// Handles one frame from the splitter. Always continues with the next.
+    private func dispatch(_ piece: SplitFrame) -> Bool {
+        switch piece {
+        case .frame(let bytes):
+            let frame: ServerFrame
+            do {
+                frame = try ServerFrame.parse(bytes)
+            } catch {
+                post(.brokerError(error))
+                return true
+            }
+            let wall = Clock.wallNanoseconds()
+            update { $0.handle(frame, wallNanoseconds: wall) }
+        case .tooLarge(let bytes):
+            post(.brokerError(.malformedFrame("skipped a \(bytes)-byte frame, over maxIncomingFrameBytes")))
+        }
+        return true
+    }
+
+    /// Removes registrations whose observer is gone and unsubscribes their
+    /// patterns, unless a writer holds the socket (then: next time).
+    private func sweep() {
+        guard state.withLock({ $0.hasDeadRegistrations }) else { return }
+        let effects = writer.withLockIfAvailable { writer -> [Effect] in
+            let step = state.withLock { $0.sweep() }
+            if !step.write.isEmpty, let fd = writer.fd { write(step.write, to: fd) }
+            return step.effects
+        }
+        if let effects { perform(effects) }
+    }
+
+    /// Waits before the next connection attempt, failing waiting publishes
+    /// whose deadline passes meanwhile.
+    /// - Returns: false when the bus is closed (by `close()` or by giving up).
+    private func backOff(failures: Int, reason: String) -> Bool {
+        let policy = configuration.reconnect
+        if !policy.enabled || (policy.maxAttempts.map { failures > $0 } ?? false) {
+            update { $0.close(error: .unavailable(path: path, reason: reason)) }
+            return false
+        }
+        let delay = policy.delay(afterFailures: max(0, failures - 1), random: Double.random(in: 0...1))
+        let until = Clock.monotonicNanoseconds() + Int64(delay.seconds * 1e9)
+        while true {
+            let now = Clock.monotonicNanoseconds()
+            update { $0.expireWaiting(now: now) }
+            let (closed, earliest) = state.withLock { ($0.isClosed, $0.earliestWaitingDeadline) }
+            if closed { return false }
+            if now >= until { return true }
+            let wakeAt = min(until, earliest ?? until)
+            let nanoseconds = max(0, wakeAt - now)
+            _ = wake.wait(timeout: .now() + .nanoseconds(Int(min(nanoseconds, Int64(Int.max)))))
+        }
+    }
+}

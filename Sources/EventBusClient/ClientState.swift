@@ -1,0 +1,496 @@
+// The client as a state machine: local registrations grouped by pattern (one
+// broker subscription per pattern), requests waiting for their reply, publishes
+// waiting for a connection, and the link state. Every method updates the state
+// and returns a `Step`: bytes to write and effects to perform, both done by
+// `BusCore` after the lock is released. No I/O, no threads, no clock reads.
+//
+// Before editing: `subscribed` must always equal the patterns this connection
+// has asked the broker for and not withdrawn; a pattern is subscribed exactly
+// while it has at least one local registration and the link is up.
+import EventBusProtocol
+
+/// Called once with the outcome of a request.
+typealias Completion<T> = @Sendable (Result<T, EventBusError>) -> Void
+
+/// A publish on its way to the broker.
+struct OutgoingPublish: Sendable {
+    var type: String
+    /// One line of valid JSON.
+    var data: [UInt8]
+    var source: String?
+    var id: String?
+    /// The local observer that triggered it: not notified (`publish(_:from:)`).
+    var exclude: (AnyObject & Sendable)?
+    var completion: Completion<PublishReceipt>
+}
+
+/// What to do after a state change, outside the lock.
+struct Step {
+    /// Bytes to write to the connection (empty: nothing).
+    var write: [UInt8] = []
+    var effects: [Effect] = []
+
+    mutating func append(_ frame: [UInt8]) { write.append(contentsOf: frame) }
+}
+
+/// An effect of a state change.
+enum Effect {
+    /// Hand `event` to each sink.
+    case deliver(RawEvent, [any EventSink])
+    /// Hand a just-published event to local sinks, then complete the publish.
+    case published(RawEvent, [any EventSink], delivered: Int, Completion<PublishReceipt>)
+    /// Complete a `ping` or `stats` request with its reply.
+    case reply(Completion<Reply>, Result<Reply, EventBusError>)
+    /// Fail a publish.
+    case failPublish(Completion<PublishReceipt>, EventBusError)
+    /// End these sinks.
+    case finish([any EventSink], EventBusError?, discardQueued: Bool)
+    /// Report to `notices()` streams.
+    case notice(BusNotice)
+    /// The first connection is up (or failed): resume `EventBus.connect`.
+    case firstConnect(Completion<ConnectionInfo>, Result<ConnectionInfo, EventBusError>)
+    /// Wake the reader thread so it recomputes its sleep (a publish started waiting).
+    case wakeReader
+    /// Close the connection: it can no longer be trusted to be in step.
+    case dropConnection
+}
+
+/// The link to the broker.
+enum Link: Equatable {
+    /// No connection yet, or between attempts after a loss.
+    case disconnected
+    /// The handshake was written; `info` arrives with the `hello` reply.
+    case connected(ConnectionInfo?)
+    /// For good; `error` is nil after `close()`.
+    case closed(EventBusError?)
+}
+
+/// A request waiting for its `ok` or `error`.
+enum PendingRequest {
+    case hello
+    case subscribe(String)
+    case unsubscribe(String)
+    case publish(OutgoingPublish)
+    case ping(Completion<Reply>)
+    case stats(Completion<Reply>)
+}
+
+/// The registrations on one pattern.
+struct PatternEntry {
+    let pattern: Pattern
+    var sinks: [UInt64: any EventSink] = [:]
+}
+
+/// The whole client state, behind `BusCore`'s state lock.
+struct ClientState {
+    let path: String
+    let clientName: String?
+    let overflow: OverflowPolicy
+    let whileDisconnected: EventBus.DisconnectedPublishing
+    let identity: (pid: Int32, uid: UInt32, gid: UInt32)
+
+    private(set) var link: Link = .disconnected
+    /// Local registrations by pattern text.
+    private(set) var patterns: [String: PatternEntry] = [:]
+    /// Pattern text of each registration id.
+    private var patternOfRegistration: [UInt64: String] = [:]
+    /// Patterns subscribed at the broker on the current connection.
+    private(set) var subscribed: Set<String> = []
+    /// Requests written on the current connection, by `req`.
+    private(set) var pending: [Int64: PendingRequest] = [:]
+    /// Publishes waiting for a connection, oldest first, with their deadline (monotonic ns).
+    private(set) var waiting: [(publish: OutgoingPublish, deadline: Int64)] = []
+    /// Resumes `EventBus.connect` once.
+    private var firstConnect: Completion<ConnectionInfo>?
+    /// Why the last connection attempt or connection failed (for error messages).
+    private(set) var lastFailure: String = "not connected yet"
+    private var nextReq: Int64 = 1
+    private var nextRegistration: UInt64 = 1
+    private var timestamps = TimestampFormatter()
+
+    init(path: String, clientName: String?, overflow: OverflowPolicy, whileDisconnected: EventBus.DisconnectedPublishing, identity: (pid: Int32, uid: UInt32, gid: UInt32), firstConnect: Completion<ConnectionInfo>?) {
+        self.path = path
+        self.clientName = clientName
+        self.overflow = overflow
+        self.whileDisconnected = whileDisconnected
+        self.identity = identity
+        self.firstConnect = firstConnect
+    }
+
+    var isClosed: Bool {
+        if case .closed = link { return true }
+        return false
+    }
+
+    var isConnected: Bool {
+        if case .connected = link { return true }
+        return false
+    }
+
+    /// The `hello` reply of the current connection, once it arrived.
+    var connectionInfo: ConnectionInfo? {
+        if case .connected(let info) = link { return info }
+        return nil
+    }
+
+    /// Registrations in total (observers and streams).
+    var registrationCount: Int { patternOfRegistration.count }
+
+    /// The earliest deadline among waiting publishes.
+    var earliestWaitingDeadline: Int64? { waiting.map(\.deadline).min() }
+
+    private mutating func takeReq() -> Int64 {
+        defer { nextReq += 1 }
+        return nextReq
+    }
+
+    // MARK: Connection
+
+    /// A socket is connected: queue `hello`, a `subscribe` per pattern and the
+    /// publishes that waited (PROTOCOL.md: requests are handled in order, so
+    /// they can be written at once).
+    /// - Returns: nil when the bus was closed meanwhile (close the socket).
+    mutating func connectionEstablished() -> Step? {
+        if isClosed { return nil }
+        // Observers that died while disconnected are dropped before their
+        // patterns are subscribed again (no unsubscribe: not connected yet).
+        var step = sweep()
+        link = .connected(nil)
+        let hello = takeReq()
+        pending[hello] = .hello
+        step.append(RequestFrame.hello(req: hello, client: clientName, overflow: overflow))
+        subscribed = []
+        for pattern in patterns.keys.sorted() {
+            let req = takeReq()
+            pending[req] = .subscribe(pattern)
+            subscribed.insert(pattern)
+            step.append(RequestFrame.subscribe(req: req, pattern: pattern))
+        }
+        for (publish, _) in waiting {
+            let req = takeReq()
+            pending[req] = .publish(publish)
+            step.append(RequestFrame.publish(req: req, type: publish.type, data: publish.data, source: publish.source, id: publish.id))
+        }
+        waiting = []
+        return step
+    }
+
+    /// The connection ended (EOF, reset, write failure). Requests in flight
+    /// fail with `connectionLost`; registrations stay and are subscribed again
+    /// on the next connection.
+    /// - Parameter reason: e.g. `the broker closed the connection`.
+    mutating func connectionLost(reason: String) -> Step {
+        var step = Step()
+        let wasUp = connectionInfo != nil
+        if case .connected = link { link = .disconnected }
+        lastFailure = reason
+        subscribed = []
+        let error = EventBusError.connectionLost(reason: reason)
+        for req in pending.keys.sorted() {
+            switch pending[req]! {
+            case .publish(let p): step.effects.append(.failPublish(p.completion, error))
+            case .ping(let c), .stats(let c): step.effects.append(.reply(c, .failure(error)))
+            case .hello, .subscribe, .unsubscribe: break
+            }
+        }
+        pending = [:]
+        if let first = firstConnect {
+            // Lost before the first `hello` reply: `connect` fails, no retry.
+            firstConnect = nil
+            let failure = EventBusError.unavailable(path: path, reason: reason)
+            step.effects.append(.firstConnect(first, .failure(failure)))
+            step.effects += close(error: failure, notice: false).effects
+        } else if wasUp {
+            step.effects.append(.notice(.disconnected(error)))
+        }
+        return step
+    }
+
+    /// A connection attempt failed with `reason` (connect(2)'s error).
+    /// - Returns: the step, and whether this was the first attempt (the bus then closes).
+    mutating func connectFailed(reason: String) -> Step {
+        lastFailure = reason
+        var step = Step()
+        if let first = firstConnect {
+            firstConnect = nil
+            step.effects.append(.firstConnect(first, .failure(.unavailable(path: path, reason: reason))))
+            step.effects += close(error: .unavailable(path: path, reason: reason), notice: false).effects
+        }
+        return step
+    }
+
+    /// Fails waiting publishes whose deadline is at or before `now` (monotonic ns).
+    mutating func expireWaiting(now: Int64) -> Step {
+        var step = Step()
+        guard waiting.contains(where: { $0.deadline <= now }) else { return step }
+        let error = EventBusError.unavailable(path: path, reason: "no connection within the wait limit (\(lastFailure))")
+        waiting.removeAll { entry in
+            guard entry.deadline <= now else { return false }
+            step.effects.append(.failPublish(entry.publish.completion, error))
+            return true
+        }
+        return step
+    }
+
+    /// Closes the bus for good: everything pending or waiting fails, every
+    /// sink ends (with `error` when it is not a plain `close()`).
+    mutating func close(error: EventBusError?, notice: Bool = true) -> Step {
+        var step = Step()
+        if isClosed { return step }
+        link = .closed(error)
+        let failure = error ?? .closed
+        for req in pending.keys.sorted() {
+            switch pending[req]! {
+            case .publish(let p): step.effects.append(.failPublish(p.completion, failure))
+            case .ping(let c), .stats(let c): step.effects.append(.reply(c, .failure(failure)))
+            case .hello, .subscribe, .unsubscribe: break
+            }
+        }
+        pending = [:]
+        for (publish, _) in waiting { step.effects.append(.failPublish(publish.completion, failure)) }
+        waiting = []
+        if let first = firstConnect {
+            firstConnect = nil
+            step.effects.append(.firstConnect(first, .failure(failure)))
+        }
+        let sinks = patterns.values.flatMap { $0.sinks.values }
+        patterns = [:]
+        patternOfRegistration = [:]
+        subscribed = []
+        if !sinks.isEmpty { step.effects.append(.finish(sinks, error, discardQueued: false)) }
+        if notice, let error { step.effects.append(.notice(.gaveUp(error))) }
+        step.effects.append(.dropConnection)
+        return step
+    }
+
+    // MARK: Registrations
+
+    /// Adds a local registration on `pattern`; subscribes at the broker when it
+    /// is the pattern's first and the link is up (otherwise the next
+    /// connection subscribes it).
+    /// - Returns: the registration id (for `remove`) and the step. On a closed
+    ///   bus the sink is ended at once.
+    mutating func add(_ sink: any EventSink, on pattern: Pattern) -> (UInt64, Step) {
+        var step = Step()
+        let id = nextRegistration
+        nextRegistration += 1
+        if case .closed(let error) = link {
+            step.effects.append(.finish([sink], error ?? .closed, discardQueued: true))
+            return (id, step)
+        }
+        patterns[pattern.text, default: PatternEntry(pattern: pattern)].sinks[id] = sink
+        patternOfRegistration[id] = pattern.text
+        if isConnected && !subscribed.contains(pattern.text) {
+            let req = takeReq()
+            pending[req] = .subscribe(pattern.text)
+            subscribed.insert(pattern.text)
+            step.append(RequestFrame.subscribe(req: req, pattern: pattern.text))
+        }
+        return (id, step)
+    }
+
+    /// Removes registration `id` (cancel, stream ended); unsubscribes at the
+    /// broker when it was its pattern's last.
+    mutating func remove(_ id: UInt64) -> Step {
+        var step = Step()
+        guard let text = patternOfRegistration.removeValue(forKey: id),
+              let sink = patterns[text]?.sinks.removeValue(forKey: id) else { return step }
+        step.effects.append(.finish([sink], nil, discardQueued: true))
+        unsubscribeIfUnused(text, &step)
+        return step
+    }
+
+    /// Removes registrations whose observer was deallocated (observers are
+    /// held weakly and may go away without cancelling).
+    mutating func sweep() -> Step {
+        var step = Step()
+        var dead: [any EventSink] = []
+        for (text, entry) in patterns {
+            let gone = entry.sinks.filter { !$0.value.isAlive }
+            guard !gone.isEmpty else { continue }
+            for id in gone.keys {
+                patterns[text]?.sinks[id] = nil
+                patternOfRegistration[id] = nil
+            }
+            dead += gone.values
+            unsubscribeIfUnused(text, &step)
+        }
+        if !dead.isEmpty { step.effects.append(.finish(dead, nil, discardQueued: true)) }
+        return step
+    }
+
+    /// Whether any registration's observer is gone (cheap pre-check for `sweep`).
+    var hasDeadRegistrations: Bool {
+        patterns.values.contains { $0.sinks.values.contains { !$0.isAlive } }
+    }
+
+    private mutating func unsubscribeIfUnused(_ text: String, _ step: inout Step) {
+        guard let entry = patterns[text], entry.sinks.isEmpty else { return }
+        patterns[text] = nil
+        if isConnected && subscribed.remove(text) != nil {
+            let req = takeReq()
+            pending[req] = .unsubscribe(text)
+            step.append(RequestFrame.unsubscribe(req: req, pattern: text))
+        }
+    }
+
+    /// The sinks whose pattern matches `type`, minus the registrations of `excluding`.
+    func sinks(matching type: String, excluding: AnyObject? = nil) -> [any EventSink] {
+        var result: [any EventSink] = []
+        if let exact = patterns[type] { result += exact.sinks.values }
+        if let eventType = EventType(type) {
+            for entry in patterns.values where entry.pattern.hasWildcards && entry.pattern.matches(eventType) {
+                result += entry.sinks.values
+            }
+        }
+        if let excluding { result.removeAll { $0.isObserver(excluding) } }
+        return result
+    }
+
+    // MARK: Requests
+
+    /// Starts a publish: written at once when connected; otherwise waiting or
+    /// failed by `whileDisconnected`.
+    /// - Parameter now: monotonic clock in nanoseconds (for the wait deadline).
+    mutating func publish(_ publish: OutgoingPublish, now: Int64) -> Step {
+        var step = Step()
+        switch link {
+        case .connected:
+            let req = takeReq()
+            pending[req] = .publish(publish)
+            step.append(RequestFrame.publish(req: req, type: publish.type, data: publish.data, source: publish.source, id: publish.id))
+        case .closed(let error):
+            step.effects.append(.failPublish(publish.completion, error ?? .closed))
+        case .disconnected:
+            switch whileDisconnected {
+            case .fail:
+                step.effects.append(.failPublish(publish.completion, .unavailable(path: path, reason: lastFailure)))
+            case .wait(let limit, let maxWaiting):
+                if waiting.count >= maxWaiting {
+                    let reason = "\(maxWaiting) publishes already waiting for a connection (\(lastFailure))"
+                    step.effects.append(.failPublish(publish.completion, .unavailable(path: path, reason: reason)))
+                } else {
+                    let (seconds, attoseconds) = limit.components
+                    let deadline = now &+ seconds &* 1_000_000_000 &+ attoseconds / 1_000_000_000
+                    waiting.append((publish, deadline))
+                    step.effects.append(.wakeReader)
+                }
+            }
+        }
+        return step
+    }
+
+    /// Starts a `ping` (`stats` when `stats` is true); fails at once when not connected.
+    mutating func request(stats: Bool, _ completion: @escaping Completion<Reply>) -> Step {
+        var step = Step()
+        switch link {
+        case .connected:
+            let req = takeReq()
+            pending[req] = stats ? .stats(completion) : .ping(completion)
+            step.append(stats ? RequestFrame.stats(req: req) : RequestFrame.ping(req: req))
+        case .closed(let error):
+            step.effects.append(.reply(completion, .failure(error ?? .closed)))
+        case .disconnected:
+            step.effects.append(.reply(completion, .failure(.unavailable(path: path, reason: lastFailure))))
+        }
+        return step
+    }
+
+    // MARK: Incoming frames
+
+    /// Handles one frame from the broker.
+    /// - Parameter wallNanoseconds: wall clock, used to stamp local deliveries.
+    mutating func handle(_ frame: ServerFrame, wallNanoseconds: Int64) -> Step {
+        var step = Step()
+        switch frame {
+        case .event(let event):
+            let sinks = sinks(matching: event.metadata.type)
+            if !sinks.isEmpty { step.effects.append(.deliver(event, sinks)) }
+        case .dropped(let count, let since):
+            step.effects.append(.notice(.dropped(count: count, sinceSeq: since)))
+        case .ok(let req, let reply):
+            guard let req, let request = pending.removeValue(forKey: req) else { break }
+            succeeded(request, reply, wallNanoseconds: wallNanoseconds, &step)
+        case .error(let req, let error):
+            if let req, let request = pending.removeValue(forKey: req) {
+                failed(request, error, &step)
+            } else if req == nil, case .protocolError(let code, _) = error,
+                      code == .frameTooLarge || code == .badFrame || code == .badRequest,
+                      let oldest = pending.keys.min() {
+                // PROTOCOL.md "Requests": a frame too large or broken for its
+                // `req` to be read is answered without `req`. Requests are
+                // answered in order, so it answers the oldest one waiting.
+                failed(pending.removeValue(forKey: oldest)!, error, &step)
+            } else {
+                if case .protocolError(let code, let message) = error { lastFailure = "\(code.rawValue): \(message)" }
+                step.effects.append(.notice(.brokerError(error)))
+            }
+        case .unknown:
+            break  // PROTOCOL.md "Framing": unknown fields and ops are for newer peers.
+        }
+        return step
+    }
+
+    private mutating func succeeded(_ request: PendingRequest, _ reply: Reply, wallNanoseconds: Int64, _ step: inout Step) {
+        switch request {
+        case .hello:
+            let info = ConnectionInfo(
+                server: reply.string("server") ?? "",
+                version: reply.string("version") ?? "",
+                instance: reply.string("instance") ?? "",
+                connection: reply.uint("conn") ?? 0,
+                features: reply.strings("features") ?? []
+            )
+            link = .connected(info)
+            if let first = firstConnect {
+                firstConnect = nil
+                step.effects.append(.firstConnect(first, .success(info)))
+            }
+            step.effects.append(.notice(.connected(info)))
+        case .subscribe, .unsubscribe:
+            break
+        case .publish(let publish):
+            let seq = reply.uint("seq") ?? 0
+            let delivered = Int(reply.uint("delivered") ?? 0)
+            let time = timestamps.string(nanosecondsSinceEpoch: wallNanoseconds)
+            let instance = connectionInfo?.instance ?? ""
+            let metadata = EventMetadata(
+                type: publish.type, seq: seq, time: time,
+                source: publish.source ?? clientName ?? "pid/\(identity.pid)",
+                id: publish.id ?? "\(instance)-\(seq)",
+                pid: identity.pid, uid: identity.uid, gid: identity.gid, isLocal: true
+            )
+            let sinks = sinks(matching: publish.type, excluding: publish.exclude)
+            step.effects.append(.published(RawEvent(metadata: metadata, data: publish.data), sinks, delivered: delivered, publish.completion))
+        case .ping(let completion), .stats(let completion):
+            step.effects.append(.reply(completion, .success(reply)))
+        }
+    }
+
+    private mutating func failed(_ request: PendingRequest, _ error: EventBusError, _ step: inout Step) {
+        switch request {
+        case .hello:
+            // The connection stays usable without a name (PROTOCOL.md), but a
+            // refused hello is a bug worth reporting.
+            if let first = firstConnect {
+                firstConnect = nil
+                step.effects.append(.firstConnect(first, .failure(error)))
+                step.effects += close(error: error, notice: false).effects
+            } else {
+                step.effects.append(.notice(.brokerError(error)))
+            }
+        case .subscribe(let text):
+            subscribed.remove(text)
+            guard let entry = patterns.removeValue(forKey: text) else { break }
+            for id in entry.sinks.keys { patternOfRegistration[id] = nil }
+            step.effects.append(.finish(Array(entry.sinks.values), error, discardQueued: false))
+            step.effects.append(.notice(.subscriptionRefused(pattern: text, error)))
+        case .unsubscribe:
+            step.effects.append(.notice(.brokerError(error)))
+        case .publish(let publish):
+            step.effects.append(.failPublish(publish.completion, error))
+        case .ping(let completion), .stats(let completion):
+            step.effects.append(.reply(completion, .failure(error)))
+        }
+    }
+}

@@ -1,0 +1,156 @@
+// Options of an `EventBus`: which socket, the `hello` fields, reconnect
+// backoff, what publishing does while disconnected, local buffering.
+//
+// Before editing: `ReconnectPolicy.delay(afterFailures:jitter:)` is pure so it
+// can be tested; the reader thread is its only runtime caller.
+import EventBusProtocol
+import Foundation
+
+extension EventBus {
+    /// How an `EventBus` connects and behaves. Every field has a default.
+    public struct Configuration: Sendable {
+        /// Which socket: `.path(P)` (`--socket`), `.system`, `.user`, or
+        /// `.automatic`: `$EVENTBUS_SOCKET`, else the user bus when
+        /// `XDG_RUNTIME_DIR` is set and the process is not root, else the
+        /// system bus (PROTOCOL.md "Transport").
+        public var bus: BusSelection
+        /// The `hello` `client` name (1-64 bytes of `A-Z a-z 0-9 _ . - :`),
+        /// shown as the `source` of events that set none. Default: the process
+        /// name with other bytes removed.
+        public var clientName: String?
+        /// The `hello` `overflow` option: what the broker does when this
+        /// connection falls 8 MiB (its `--max-outbound`) behind.
+        public var overflow: OverflowPolicy
+        /// When and how often to reconnect after the broker goes away.
+        public var reconnect: ReconnectPolicy
+        /// What `publish` does while there is no connection.
+        public var whileDisconnected: DisconnectedPublishing
+        /// Events each local observer or stream may have waiting before new
+        /// ones are dropped for it (reported as `BusNotice.droppedLocally`).
+        public var bufferLimit: Int
+        /// How often the reader looks for observers that were deallocated
+        /// without cancelling, to unsubscribe their patterns at the broker.
+        public var sweepInterval: Duration
+        /// Largest incoming frame in bytes; longer ones are skipped. Events may
+        /// exceed the broker's 1 MiB request limit by their envelope, so the
+        /// default is 64 MiB.
+        public var maxIncomingFrameBytes: Int
+        /// Encodes typed payloads. Output is compacted onto one line if it is not.
+        public var encoder: JSONEncoder
+        /// Decodes typed payloads.
+        public var decoder: JSONDecoder
+        /// The environment used to resolve `.automatic` (default: this process's).
+        public var environment: [String: String]
+
+        /// - Parameters: see the properties; all have defaults.
+        public init(
+            bus: BusSelection = .automatic,
+            clientName: String? = Configuration.defaultClientName(),
+            overflow: OverflowPolicy = .dropNew,
+            reconnect: ReconnectPolicy = .standard,
+            whileDisconnected: DisconnectedPublishing = .wait(upTo: .seconds(5), maxWaiting: 1000),
+            bufferLimit: Int = 10_000,
+            sweepInterval: Duration = .milliseconds(250),
+            maxIncomingFrameBytes: Int = 64 << 20,
+            encoder: JSONEncoder = JSONEncoder(),
+            decoder: JSONDecoder = JSONDecoder(),
+            environment: [String: String] = ProcessInfo.processInfo.environment
+        ) {
+            self.bus = bus
+            self.clientName = clientName
+            self.overflow = overflow
+            self.reconnect = reconnect
+            self.whileDisconnected = whileDisconnected
+            self.bufferLimit = bufferLimit
+            self.sweepInterval = sweepInterval
+            self.maxIncomingFrameBytes = maxIncomingFrameBytes
+            self.encoder = encoder
+            self.decoder = decoder
+            self.environment = environment
+        }
+
+        /// The process name reduced to the bytes a `client` name allows,
+        /// at most 64; nil if nothing is left.
+        public static func defaultClientName() -> String? {
+            let name = ProcessInfo.processInfo.processName
+            let kept = name.utf8.filter { EventType.isSegmentByte($0) || $0 == 0x2E }.prefix(64)
+            return kept.isEmpty ? nil : String(decoding: kept, as: UTF8.self)
+        }
+    }
+
+    /// Reconnecting with exponential backoff: after the n-th failed attempt in
+    /// a row, wait `initialDelay * multiplier^(n-1)`, capped at `maximumDelay`,
+    /// each delay shortened by up to `jitter` (a fraction) at random so many
+    /// clients do not return in step when a broker restarts.
+    public struct ReconnectPolicy: Equatable, Sendable {
+        /// Whether to reconnect at all; false closes the bus on the first loss.
+        public var enabled: Bool
+        /// Wait before the first attempt after a loss.
+        public var initialDelay: Duration
+        /// The longest wait between attempts.
+        public var maximumDelay: Duration
+        /// Growth of the wait per failed attempt (at least 1).
+        public var multiplier: Double
+        /// Fraction 0...1 of each wait that is taken off at random.
+        public var jitter: Double
+        /// Failed attempts in a row before giving up and closing; nil: never give up.
+        public var maxAttempts: Int?
+
+        /// - Parameters: see the properties; `multiplier` is raised to at least
+        ///   1 and `jitter` clamped to 0...1.
+        public init(enabled: Bool = true, initialDelay: Duration = .milliseconds(50), maximumDelay: Duration = .seconds(5), multiplier: Double = 2, jitter: Double = 0.2, maxAttempts: Int? = nil) {
+            self.enabled = enabled
+            self.initialDelay = initialDelay
+            self.maximumDelay = maximumDelay
+            self.multiplier = max(1, multiplier)
+            self.jitter = min(1, max(0, jitter))
+            self.maxAttempts = maxAttempts
+        }
+
+        /// 50 ms, doubling, at most 5 s, 20 % jitter, forever.
+        public static let standard = ReconnectPolicy()
+        /// Do not reconnect: the first connection loss closes the bus.
+        public static let never = ReconnectPolicy(enabled: false)
+
+        /// The wait before attempt number `failures + 1` (attempt 1 follows the loss).
+        /// - Parameters:
+        ///   - failures: attempts that failed in a row so far (0 right after the loss).
+        ///   - random: a number in 0...1 that picks how much jitter is taken off.
+        public func delay(afterFailures failures: Int, random: Double) -> Duration {
+            let initial = initialDelay.seconds
+            let cap = maximumDelay.seconds
+            var seconds = initial
+            var step = 0
+            while step < failures && seconds < cap {
+                seconds *= multiplier
+                step += 1
+            }
+            seconds = min(seconds, cap)
+            seconds -= seconds * jitter * min(1, max(0, random))
+            return .nanoseconds(Int64(seconds * 1e9))
+        }
+    }
+
+    /// What `publish` does while the bus has no connection.
+    public enum DisconnectedPublishing: Equatable, Sendable {
+        /// Throw `EventBusError.unavailable` at once.
+        case fail
+        /// Wait for the reconnect at most `upTo`, with at most `maxWaiting`
+        /// publishes waiting; beyond either, throw `EventBusError.unavailable`.
+        case wait(upTo: Duration, maxWaiting: Int)
+    }
+}
+
+extension Duration {
+    /// The duration in seconds as a `Double`.
+    var seconds: Double {
+        let (s, attoseconds) = components
+        return Double(s) + Double(attoseconds) / 1e18
+    }
+
+    /// Whole milliseconds, rounded up, clamped to `Int32` for poll(2).
+    var pollMilliseconds: Int32 {
+        let ms = (seconds * 1000).rounded(.up)
+        return ms >= Double(Int32.max) ? Int32.max : Int32(max(0, ms))
+    }
+}

@@ -1,0 +1,97 @@
+// Events as AsyncSequences: `events(of:)` for typed events, `events(matching:)`
+// for raw events on a pattern. Ending the iteration (break, return, throw,
+// task cancelled) or dropping a stream never iterated removes the
+// registration and, if it was the pattern's last, the broker subscription.
+//
+// Before editing: the registration is made when the stream is created, not
+// when iteration starts, so events published after `events(...)` returns (and
+// a `ping()`) are not missed. A stream is single-pass: its one iterator owns
+// the registration and cancels it when it goes away.
+import EventBusProtocol
+
+/// An `AsyncSequence` of events that throws only `EventBusError`.
+///
+/// It ends normally when the bus is closed, and throws when the broker
+/// refuses the subscription (`.protocolError`, e.g. `limit`) or the bus gives
+/// up reconnecting (`.unavailable`). Typed streams skip events that do not
+/// decode (reported as `BusNotice.undecodable`).
+///
+/// Single-pass: iterate it once. When that iteration ends the registration
+/// ends with it, even if the stream value is still held.
+public struct EventStream<Element: Sendable>: AsyncSequence, Sendable {
+    /// Streams throw only `EventBusError`.
+    public typealias Failure = EventBusError
+
+    let base: AsyncStream<StreamItem<Element>>
+    let subscription: Subscription
+
+    /// The one iterator of this stream; when it goes away the registration ends.
+    public func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(base: base.makeAsyncIterator(), owner: IterationOwner(subscription))
+    }
+
+    /// Cancels the registration when the iterator holding it goes away.
+    final class IterationOwner {
+        let subscription: Subscription
+        init(_ subscription: Subscription) { self.subscription = subscription }
+        deinit { subscription.cancel() }
+    }
+
+    /// Iterator of an `EventStream`.
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        var base: AsyncStream<StreamItem<Element>>.Iterator
+        let owner: IterationOwner
+
+        /// The next event, nil once the stream ended.
+        /// - Throws: the `EventBusError` that ended the stream.
+        public mutating func next() async throws(EventBusError) -> Element? {
+            switch await base.next() {
+            case .value(let element): return element
+            case .failure(let error): throw error
+            case nil: return nil
+            }
+        }
+
+        /// As `next()`, staying on the caller's isolation.
+        public mutating func next(isolation actor: isolated (any Actor)?) async throws(EventBusError) -> Element? {
+            switch await base.next(isolation: actor) {
+            case .value(let element): return element
+            case .failure(let error): throw error
+            case nil: return nil
+            }
+        }
+    }
+}
+
+extension EventBus {
+    /// Events of type `Event`, decoded, with their metadata, in `seq` order.
+    ///
+    /// Includes this process's own publishes (`metadata.isLocal`).
+    /// ```swift
+    /// for try await delivery in bus.events(of: CurrencyChanged.self) {
+    ///     print(delivery.event.code, delivery.metadata.seq)
+    /// }
+    /// ```
+    public func events<Event: BusEvent>(of type: Event.Type) -> EventStream<Delivery<Event>> {
+        let decoder = core.configuration.decoder
+        return stream(on: Event.validatedEventType.name) { raw throws(EventBusError) in
+            Delivery(event: try raw.decode(Event.self, using: decoder), metadata: raw.metadata)
+        }
+    }
+
+    /// Raw events whose type matches `pattern`: `*` stands for one segment,
+    /// a final `>` for one or more (`order.>`), `>` alone for everything
+    /// (PROTOCOL.md "Names and patterns").
+    /// - Throws: `.invalidName` when `pattern` is not a valid pattern.
+    public func events(matching pattern: String) throws(EventBusError) -> EventStream<RawEvent> {
+        guard Pattern(pattern) != nil else { throw .invalidName(pattern) }
+        return stream(on: pattern) { raw throws(EventBusError) in raw }
+    }
+
+    private func stream<Element: Sendable>(on pattern: String, transform: @escaping Sink<Element>.Transform) -> EventStream<Element> {
+        let (sink, base) = Sink<Element>.make(bufferLimit: core.configuration.bufferLimit, transform: transform)
+        let subscription = register(sink, on: pattern, cancelsOnDeinit: false)
+        sink.continuation.onTermination = { _ in subscription.cancel() }
+        return EventStream(base: base, subscription: subscription)
+    }
+}

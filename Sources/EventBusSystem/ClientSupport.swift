@@ -1,0 +1,20 @@
+// Process identity for the client library (getpid(2), getuid(2), getgid(2),
+// geteuid(2)): the client stamps locally delivered events with the same
+// pid/uid/gid the broker would report, and resolves the default socket path
+// from the effective uid (PROTOCOL.md "Transport").
+//
+// Before editing: these calls cannot fail; keep this file free of state.
+import Glibc
+
+/// The calling process's own credentials.
+public enum ProcessIdentity {
+    /// getpid(2), getuid(2), getgid(2): the values the broker reads with
+    /// `SO_PEERCRED` for a connection this process opens.
+    public static var current: PeerCredentials {
+        PeerCredentials(pid: getpid(), uid: getuid(), gid: getgid())
+    }
+
+    /// geteuid(2): the effective uid (root is 0), used to pick the system or
+    /// user bus.
+    public static var effectiveUID: UInt32 { geteuid() }
+}

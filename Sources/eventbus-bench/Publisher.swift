@@ -1,0 +1,203 @@
+// The publisher role: floods pipelined publish frames from one prebuilt
+// buffer (throughput), or sends stamped frames at a fixed rate (latency),
+// then syncs with the broker and prints `sent=N ...` on stdout.
+//
+// Before editing: the flood loop does one write(2) per up to 64 KiB and
+// no per-message work at all; keep it that way, or the generator becomes
+// the bottleneck it must never be.
+import Glibc
+
+/// What the publisher process does, from its command line.
+struct PublisherOptions {
+    var wire: Wire
+    var socket: String
+    var type = "bench.t"
+    /// Payload size in bytes (see `Payload`).
+    var payloadBytes = 64
+    /// Fixed rate in messages per second; 0 floods as fast as the broker reads.
+    var rate = 0
+    /// Upper bound on messages sent.
+    var count = 50_000_000
+    /// Upper bound on sending time, in seconds.
+    var seconds = 1.0
+}
+
+/// Reads and counts the broker's replies to the publisher without blocking:
+/// redis answers every PUBLISH with `:N`; eventbus answers nothing unless a
+/// frame failed (an `error` frame) or it is the final sync ping.
+private struct ReplyReader {
+    let fd: Int32
+    let wire: Wire
+    let capacity = 1 << 16
+    let buffer: UnsafeMutablePointer<UInt8>
+    var used = 0
+    var lines = 0
+    var errors = 0
+    var sawSyncOK = false
+    var firstError: String?
+
+    init(fd: Int32, wire: Wire) {
+        self.fd = fd
+        self.wire = wire
+        buffer = .allocate(capacity: capacity)
+    }
+
+    /// Reads what is there (MSG_DONTWAIT) and counts complete lines.
+    /// - Returns: false at EOF.
+    mutating func drain() -> Bool {
+        while true {
+            let n = recv(fd, buffer + used, capacity - used, Int32(MSG_DONTWAIT))
+            if n == 0 { return false }
+            if n < 0 {
+                if errno == EINTR { continue }
+                if errno == EAGAIN { return true }
+                fail("failed to read publisher replies: \(errnoText())")
+            }
+            used += n
+            consumeLines()
+            if n < capacity / 2 { return true }
+        }
+    }
+
+    private mutating func consumeLines() {
+        let raw = UnsafeMutableRawPointer(buffer)
+        var pos = 0
+        while pos < used, let lf = memchr(raw + pos, 0x0A, used - pos) {
+            let end = raw.distance(to: lf)
+            lines += 1
+            let first = buffer[pos]
+            let isError: Bool
+            switch wire {
+            case .redis:
+                isError = first == 0x2D  // '-'
+            case .eventbus:
+                // {"op":"error"... ; {"op":"ok","req":"sync"} ends the run.
+                isError = end - pos > 8 && buffer[pos + 7] == 0x65 && buffer[pos + 8] == 0x72
+                if end - pos > 8 && buffer[pos + 7] == 0x6F && buffer[pos + 8] == 0x6B {
+                    sawSyncOK = true
+                }
+            }
+            if isError {
+                errors += 1
+                if firstError == nil {
+                    firstError = String(decoding: UnsafeBufferPointer(start: buffer + pos, count: min(end - pos, 300)), as: UTF8.self)
+                }
+            }
+            pos = end + 1
+        }
+        if pos > 0 {
+            memmove(buffer, buffer + pos, used - pos)
+            used -= pos
+        }
+        if used == capacity { used = 0 }  // a reply longer than 64 KiB: not ours, skip it
+    }
+}
+
+/// Runs the publisher role and exits.
+/// Prints `sent=N t_start=NS t_end=NS t_synced=NS errors=E` (CLOCK_MONOTONIC ns).
+func runPublisher(_ options: PublisherOptions) -> Never {
+    let fd = connectUnix(options.socket)
+    setNonBlocking(fd)
+    var replies = ReplyReader(fd: fd, wire: options.wire)
+    let (frame, stampOffset) = publishFrame(options.wire, type: options.type, payload: Payload.make(size: options.payloadBytes))
+    let start = monotonicNanos()
+    let sent = options.rate > 0
+        ? paced(fd: fd, frame: frame, stampOffset: stampOffset, options: options, replies: &replies)
+        : flood(fd: fd, frame: frame, options: options, replies: &replies)
+    let end = monotonicNanos()
+
+    // Sync: every publish is handled once the broker answered what follows it.
+    let syncDeadline = monotonicNanos() + 60_000_000_000
+    if options.wire == .eventbus {
+        let ping = pingFrame(.eventbus)
+        ping.withUnsafeBytes { writeAll(fd, $0.baseAddress!, $0.count) }
+    }
+    while true {
+        let done = options.wire == .eventbus ? replies.sawSyncOK : replies.lines >= sent
+        if done { break }
+        if monotonicNanos() > syncDeadline { fail("publisher: broker did not answer the final sync in 60 s") }
+        var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        _ = poll(&p, 1, 100)
+        if !replies.drain() { fail("publisher: broker closed the connection") }
+    }
+    let synced = monotonicNanos()
+    if let first = replies.firstError { printErr("publisher: first error reply: \(first)") }
+    close(fd)
+    writeAll(1, "sent=\(sent) t_start=\(start) t_end=\(end) t_synced=\(synced) errors=\(replies.errors)\n")
+    exit(0)
+}
+
+/// Writes copies of `frame` as fast as the socket takes them, for up to
+/// `options.count` frames or `options.seconds`, ending on a frame boundary.
+/// - Returns: frames sent.
+private func flood(fd: Int32, frame: [UInt8], options: PublisherOptions, replies: inout ReplyReader) -> Int {
+    let frameBytes = frame.count
+    let perChunk = max(1, (1 << 16) / frameBytes)
+    let chunkBytes = perChunk * frameBytes
+    let chunk = UnsafeMutablePointer<UInt8>.allocate(capacity: chunkBytes)
+    for i in 0..<perChunk {
+        frame.withUnsafeBufferPointer { (chunk + i * frameBytes).update(from: $0.baseAddress!, count: frameBytes) }
+    }
+    var target = options.count * frameBytes
+    var written = 0
+    let deadline = monotonicNanos() + Int64(options.seconds * 1e9)
+    var stopped = false
+    let wantsReplies = options.wire == .redis
+    while written < target {
+        if !stopped && monotonicNanos() >= deadline {
+            stopped = true
+            target = (written + frameBytes - 1) / frameBytes * frameBytes
+            if written >= target { break }
+        }
+        let offset = written % chunkBytes
+        let length = min(chunkBytes - offset, target - written)
+        let n = write(fd, chunk + offset, length)
+        if n > 0 {
+            written += n
+        } else if n < 0 && errno == EAGAIN {
+            var p = pollfd(fd: fd, events: Int16(POLLOUT | POLLIN), revents: 0)
+            _ = poll(&p, 1, 100)
+        } else if n < 0 && errno == EINTR {
+            continue
+        } else {
+            fail("publisher: failed to write: \(errnoText())")
+        }
+        // Redis answers every PUBLISH; read them so its reply buffer for us stays small.
+        // Our broker answers only errors; look for those too.
+        if wantsReplies || written % (1 << 20) < n {
+            if !replies.drain() { fail("publisher: broker closed the connection") }
+        }
+    }
+    return written / frameBytes
+}
+
+/// Sends stamped frames at `options.rate` per second for `options.seconds`
+/// (at most `options.count`). Each frame carries the CLOCK_MONOTONIC time just
+/// before its write; frames that fall due together go in one write.
+/// - Returns: frames sent.
+private func paced(fd: Int32, frame: [UInt8], stampOffset: Int, options: PublisherOptions, replies: inout ReplyReader) -> Int {
+    let frameBytes = frame.count
+    let total = min(options.count, Int(Double(options.rate) * options.seconds))
+    let interval = 1e9 / Double(options.rate)
+    let batchLimit = 64
+    let batch = UnsafeMutablePointer<UInt8>.allocate(capacity: batchLimit * frameBytes)
+    for i in 0..<batchLimit {
+        frame.withUnsafeBufferPointer { (batch + i * frameBytes).update(from: $0.baseAddress!, count: frameBytes) }
+    }
+    let start = monotonicNanos() + 1_000_000
+    var sent = 0
+    while sent < total {
+        sleepUntil(nanos: start + Int64(Double(sent) * interval))
+        let now = monotonicNanos()
+        var n = 0
+        while sent + n < total && n < batchLimit && start + Int64(Double(sent + n) * interval) <= now {
+            writeStamp(now, at: batch + n * frameBytes + stampOffset)
+            n += 1
+        }
+        if n == 0 { continue }
+        writeAll(fd, batch, n * frameBytes)
+        sent += n
+        if !replies.drain() { fail("publisher: broker closed the connection") }
+    }
+    return sent
+}

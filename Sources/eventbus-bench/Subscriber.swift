@@ -1,0 +1,213 @@
+// The subscriber role: one process holding every subscriber connection of a
+// run (live ones read from the start, stalled ones only once told to drain),
+// counting event frames and `dropped` notices, optionally recording latency.
+//
+// Control, one line each way: it prints `ready` once every subscription is
+// acknowledged; on `drain` it reads all connections (stalled ones too) and
+// prints `idle` once nothing arrived for the idle time; on `result` it prints
+// its `key=value` result line and exits. EOF on stdin ends it.
+import Glibc
+
+/// What the subscriber process does, from its command line.
+struct SubscriberOptions {
+    var wire: Wire
+    var socket: String
+    var type = "bench.t"
+    /// Connections that read from the start.
+    var live = 1
+    /// Connections that subscribe, then read nothing until `drain`.
+    var stalled = 0
+    /// Latency samples to make room for; 0 records none.
+    var latencySamples = 0
+    /// Quiet time that counts as idle after `drain`, in milliseconds.
+    var idleMs = 300
+    /// Hard limit on the whole process life, in seconds.
+    var deadlineSeconds = 300
+}
+
+/// One subscriber connection and its unconsumed bytes.
+private final class Inbound {
+    let fd: Int32
+    let stalled: Bool
+    let buffer: UnsafeMutablePointer<UInt8>
+    let capacity = 1 << 18
+    var used = 0
+    var closed = false
+    var tally = Tally()
+    var firstEvent: Int64 = 0
+    var lastEvent: Int64 = 0
+
+    init(fd: Int32, stalled: Bool) {
+        self.fd = fd
+        self.stalled = stalled
+        buffer = .allocate(capacity: capacity)
+    }
+}
+
+/// Runs the subscriber role and exits.
+func runSubscriber(_ options: SubscriberOptions) -> Never {
+    var connections: [Inbound] = []
+    for index in 0..<(options.live + options.stalled) {
+        let fd = connectUnix(options.socket)
+        writeAll(fd, subscribeFrame(options.wire, type: options.type, req: 1))
+        switch options.wire {
+        case .eventbus:
+            readFrames(fd, .eventbus) { line in
+                if line.hasPrefix(#"{"op":"error""#) { fail("subscribe refused: \(line)") }
+                return line.hasPrefix(#"{"op":"ok""#)
+            }
+        case .redis:
+            readFrames(fd, .redis) { frame in
+                if frame.hasPrefix("-") { fail("SUBSCRIBE refused: \(frame)") }
+                return frame.hasPrefix("subscribe ")
+            }
+        }
+        setNonBlocking(fd)
+        connections.append(Inbound(fd: fd, stalled: index >= options.live))
+    }
+    var samples: UnsafeMutablePointer<Int64>?
+    if options.latencySamples > 0 {
+        samples = .allocate(capacity: options.latencySamples)
+        for c in connections where !c.stalled {
+            c.tally.samples = samples
+            c.tally.sampleCapacity = options.latencySamples
+        }
+    }
+    writeAll(1, "ready\n")
+
+    let eventbusScanner = EventBusScanner()
+    let redisScanner = RedisScanner()
+    let latency = samples != nil
+    let hardDeadline = monotonicNanos() + Int64(options.deadlineSeconds) * 1_000_000_000
+    let idleNanos = Int64(options.idleMs) * 1_000_000
+    var draining = false
+    var waitingForIdle = false
+    var lastActivity = monotonicNanos()
+    var control: [UInt8] = []
+    var pollSet: [pollfd] = []
+    var polled: [Inbound] = []
+
+    func rebuildPollSet() {
+        polled = connections.filter { !$0.closed && (draining || !$0.stalled) }
+        pollSet = [pollfd(fd: 0, events: Int16(POLLIN), revents: 0)]
+            + polled.map { pollfd(fd: $0.fd, events: Int16(POLLIN), revents: 0) }
+    }
+    rebuildPollSet()
+
+    while true {
+        let now = monotonicNanos()
+        if now > hardDeadline { fail("subscriber: no `result` command within \(options.deadlineSeconds) s") }
+        var timeout: Int32 = 1000
+        if waitingForIdle {
+            let quietFor = now - lastActivity
+            if quietFor >= idleNanos {
+                waitingForIdle = false
+                writeAll(1, "idle\n")
+            } else {
+                timeout = Int32(max(1, (idleNanos - quietFor) / 1_000_000))
+            }
+        }
+        let ready = poll(&pollSet, nfds_t(pollSet.count), timeout)
+        if ready < 0 && errno != EINTR { fail("subscriber: poll failed: \(errnoText())") }
+        if ready <= 0 { continue }
+
+        var needsRebuild = false
+        for index in 1..<pollSet.count where pollSet[index].revents != 0 {
+            let c = polled[index - 1]
+            // Up to four reads per wake-up: fewer poll calls under load.
+            for _ in 0..<4 {
+                let n = read(c.fd, c.buffer + c.used, c.capacity - c.used)
+                if n < 0 && errno == EAGAIN { break }
+                if n < 0 && errno == EINTR { continue }
+                if n <= 0 {  // EOF or reset: the broker closed us (redis: output buffer limit)
+                    c.closed = true
+                    needsRebuild = true
+                    break
+                }
+                let at = monotonicNanos()
+                lastActivity = at
+                c.used += n
+                let before = c.tally.events
+                c.tally.now = at
+                let consumed = options.wire == .eventbus
+                    ? eventbusScanner.scan(c.buffer, c.used, into: &c.tally, latency: latency)
+                    : redisScanner.scan(c.buffer, c.used, into: &c.tally, latency: latency)
+                if c.tally.events != before {
+                    if c.firstEvent == 0 { c.firstEvent = at }
+                    c.lastEvent = at
+                }
+                if consumed > 0 {
+                    memmove(c.buffer, c.buffer + consumed, c.used - consumed)
+                    c.used -= consumed
+                }
+                if c.used == c.capacity { fail("subscriber: a frame longer than \(c.capacity) bytes") }
+                if n < c.capacity / 4 { break }
+            }
+        }
+
+        if pollSet[0].revents != 0 {
+            var chunk = [UInt8](repeating: 0, count: 256)
+            let n = chunk.withUnsafeMutableBytes { read(0, $0.baseAddress, $0.count) }
+            if n <= 0 && !(n < 0 && errno == EINTR) { exit(1) }  // the driver went away
+            if n > 0 { control += chunk[0..<n] }
+            while let lf = control.firstIndex(of: 0x0A) {
+                let command = String(decoding: control[0..<lf], as: UTF8.self)
+                control.removeFirst(lf + 1)
+                switch command {
+                case "drain":
+                    if !draining { draining = true; needsRebuild = true }
+                    waitingForIdle = true
+                    lastActivity = monotonicNanos()
+                case "result":
+                    printResult(connections, samples: samples)
+                    exit(0)
+                default:
+                    fail("subscriber: unknown command \(command)")
+                }
+            }
+        }
+        if needsRebuild { rebuildPollSet() }
+    }
+}
+
+/// Prints the result line: live totals (`events`, `dropped`, `drop_notices`,
+/// `other`, `t_first`, `t_last` in CLOCK_MONOTONIC ns), stalled totals
+/// (`stalled_events`, `stalled_dropped`, `stalled_closed`) and, when
+/// recording, latency percentiles in microseconds (`p50_us`, `p99_us`,
+/// `p999_us`, `max_us`, `samples`).
+private func printResult(_ connections: [Inbound], samples: UnsafeMutablePointer<Int64>?) {
+    var fields = Fields()
+    let live = connections.filter { !$0.stalled }
+    let stalled = connections.filter { $0.stalled }
+    fields["events"] = String(live.reduce(0) { $0 + $1.tally.events })
+    fields["dropped"] = String(live.reduce(0) { $0 + $1.tally.dropped })
+    fields["drop_notices"] = String(live.reduce(0) { $0 + $1.tally.dropNotices })
+    fields["other"] = String(connections.reduce(0) { $0 + $1.tally.other })
+    fields["closed"] = String(live.filter(\.closed).count)
+    let firsts = live.map(\.firstEvent).filter { $0 > 0 }
+    fields["t_first"] = String(firsts.min() ?? 0)
+    fields["t_last"] = String(live.map(\.lastEvent).max() ?? 0)
+    fields["stalled_events"] = String(stalled.reduce(0) { $0 + $1.tally.events })
+    fields["stalled_dropped"] = String(stalled.reduce(0) { $0 + $1.tally.dropped })
+    fields["stalled_drop_notices"] = String(stalled.reduce(0) { $0 + $1.tally.dropNotices })
+    fields["stalled_closed"] = String(stalled.filter(\.closed).count)
+    if let samples {
+        let count = live.reduce(0) { $0 + $1.tally.sampleCount }
+        var sorted = Array(UnsafeBufferPointer(start: samples, count: count))
+        sorted.sort()
+        func percentile(_ q: Double) -> String {
+            guard !sorted.isEmpty else { return "0" }
+            let rank = Int((q * Double(sorted.count)).rounded(.up)) - 1
+            return fixed(Double(sorted[min(max(rank, 0), sorted.count - 1)]) / 1000, 1)
+        }
+        fields["samples"] = String(count)
+        fields["p50_us"] = percentile(0.50)
+        fields["p99_us"] = percentile(0.99)
+        fields["p999_us"] = percentile(0.999)
+        fields["max_us"] = percentile(1.0)
+    }
+    if let other = connections.compactMap(\.tally.firstOther).first {
+        printErr("subscriber: first unexpected frame: \(other)")
+    }
+    writeAll(1, fields.line + "\n")
+}

@@ -1,0 +1,185 @@
+// Thin POSIX helpers for the load generator: clock, Unix-socket connect,
+// blocking/non-blocking I/O, /proc readers, fatal errors.
+//
+// Before editing: nothing here may allocate per message; the hot loops in
+// Publisher.swift and Subscriber.swift call these with raw buffers only.
+import CEventBusShims
+import Glibc
+
+/// Prints `eventbus-bench: MESSAGE` on stderr and exits with status 1.
+func fail(_ message: String) -> Never {
+    printErr(message)
+    exit(1)
+}
+
+/// Writes `eventbus-bench: MESSAGE` and a newline to fd 2 (not the `stderr`
+/// global, which strict concurrency rejects).
+func printErr(_ message: String) {
+    var line = "eventbus-bench: " + message + "\n"
+    line.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
+}
+
+/// The text of the current `errno`, from strerror(3).
+func errnoText() -> String {
+    String(cString: strerror(errno))
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: system-wide, so stamps taken in one
+/// process compare with stamps taken in another (clock_gettime(2)).
+@inline(__always)
+func monotonicNanos() -> Int64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return Int64(ts.tv_sec) &* 1_000_000_000 &+ Int64(ts.tv_nsec)
+}
+
+/// Sleeps until the CLOCK_MONOTONIC instant `nanos` (clock_nanosleep(2),
+/// TIMER_ABSTIME); returns at once if it has passed. EINTR just returns early.
+func sleepUntil(nanos: Int64) {
+    var ts = timespec(tv_sec: Int(nanos / 1_000_000_000), tv_nsec: Int(nanos % 1_000_000_000))
+    _ = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nil)
+}
+
+/// Sleeps for `milliseconds` (nanosleep(2)).
+func sleepMillis(_ milliseconds: Int) {
+    sleepUntil(nanos: monotonicNanos() + Int64(milliseconds) * 1_000_000)
+}
+
+/// Raises the soft RLIMIT_NOFILE to the hard limit (setrlimit(2)), so the
+/// idle-connection case can hold 1,000 sockets.
+func raiseFileLimit() {
+    var limit = rlimit()
+    guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return }
+    limit.rlim_cur = limit.rlim_max
+    _ = setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit)
+}
+
+/// Connects a blocking `AF_UNIX` `SOCK_STREAM` socket (close-on-exec) to `path`.
+/// - Returns: the connected descriptor, owned by the caller, or nil with
+///   errno set (unix(7): ENOENT, ECONNREFUSED, EAGAIN when the backlog is full).
+func tryConnectUnix(_ path: String) -> Int32? {
+    let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    guard fd >= 0 else { return nil }
+    var address = sockaddr_un()
+    address.sun_family = sa_family_t(AF_UNIX)
+    let bytes = Array(path.utf8)
+    guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else {
+        close(fd)
+        fail("socket path too long for sun_path (108 bytes): \(path)")
+    }
+    withUnsafeMutableBytes(of: &address.sun_path) { raw in
+        raw.copyBytes(from: bytes)
+        raw[bytes.count] = 0
+    }
+    let rc = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+        }
+    }
+    if rc != 0 {
+        let saved = errno
+        close(fd)
+        errno = saved
+        return nil
+    }
+    return fd
+}
+
+/// `tryConnectUnix`, retrying EAGAIN (listen backlog full) for up to one
+/// second and failing the process on any other error.
+func connectUnix(_ path: String) -> Int32 {
+    let deadline = monotonicNanos() + 1_000_000_000
+    while true {
+        if let fd = tryConnectUnix(path) { return fd }
+        if errno == EAGAIN && monotonicNanos() < deadline {
+            sleepMillis(1)
+            continue
+        }
+        fail("failed to connect to \(path): \(errnoText())")
+    }
+}
+
+/// Sets O_NONBLOCK on `fd` (fcntl(2)).
+func setNonBlocking(_ fd: Int32) {
+    let flags = fcntl(fd, F_GETFL)
+    _ = fcntl(fd, F_SETFL, flags | O_NONBLOCK)
+}
+
+/// Sets FD_CLOEXEC on `fd` (fcntl(2)).
+func setCloseOnExec(_ fd: Int32) {
+    _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+}
+
+/// Writes every byte to a descriptor, waiting in poll(2) when it would block.
+/// Fails the process on any error but EINTR/EAGAIN (EPIPE included: the
+/// broker went away mid-run).
+func writeAll(_ fd: Int32, _ base: UnsafeRawPointer, _ count: Int) {
+    var offset = 0
+    while offset < count {
+        let n = write(fd, base + offset, count - offset)
+        if n > 0 {
+            offset += n
+        } else if n < 0 && (errno == EINTR) {
+            continue
+        } else if n < 0 && errno == EAGAIN {
+            var p = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+            _ = poll(&p, 1, 1000)
+        } else {
+            fail("failed to write to fd \(fd): \(errnoText())")
+        }
+    }
+}
+
+/// `writeAll` for a byte array.
+func writeAll(_ fd: Int32, _ bytes: [UInt8]) {
+    bytes.withUnsafeBytes { writeAll(fd, $0.baseAddress!, $0.count) }
+}
+
+/// `writeAll` for a string's UTF-8.
+func writeAll(_ fd: Int32, _ text: String) {
+    writeAll(fd, Array(text.utf8))
+}
+
+/// Reads the whole of a small file such as `/proc/PID/status`; nil if it
+/// cannot be opened (the process is gone).
+func readSmallFile(_ path: String) -> [UInt8]? {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { return nil }
+    defer { close(fd) }
+    var result: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 4096)
+    while true {
+        let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        if n < 0 && errno == EINTR { continue }
+        if n <= 0 { break }
+        result.append(contentsOf: chunk[0..<n])
+    }
+    return result
+}
+
+/// CPU time (user + system, all threads) the process `pid` has used, in
+/// microseconds, from fields 14 and 15 of `/proc/PID/stat` (proc(5)); its
+/// resolution is one clock tick (`sysconf(_SC_CLK_TCK)`, usually 10 ms).
+func processCPUMicros(pid: Int32) -> Int64? {
+    guard let bytes = readSmallFile("/proc/\(pid)/stat"),
+          let close = bytes.lastIndex(of: UInt8(ascii: ")")) else { return nil }
+    // Fields after the command name start at field 3 (state).
+    let fields = bytes[(close + 1)...].split(separator: UInt8(ascii: " "))
+    guard fields.count > 12,
+          let user = Int64(String(decoding: fields[11], as: UTF8.self)),
+          let system = Int64(String(decoding: fields[12], as: UTF8.self)) else { return nil }
+    let ticks = Int64(sysconf(Int32(_SC_CLK_TCK)))
+    return (user + system) * 1_000_000 / max(ticks, 1)
+}
+
+/// A `kB` field of `/proc/PID/status` (proc(5)), such as `VmRSS` (resident
+/// set now) or `VmHWM` (peak resident set), in KiB.
+func processStatusKiB(pid: Int32, field: String) -> Int? {
+    guard let bytes = readSmallFile("/proc/\(pid)/status") else { return nil }
+    let text = String(decoding: bytes, as: UTF8.self)
+    for line in text.split(separator: "\n") where line.hasPrefix(field + ":") {
+        let digits = line.dropFirst(field.count + 1).filter { $0.isNumber }
+        return Int(digits)
+    }
+    return nil
+}

@@ -1,0 +1,408 @@
+// The bytes the load generator sends and the frames it recognises, for our
+// NDJSON protocol (PROTOCOL.md) and for RESP (Redis SUBSCRIBE/PUBLISH).
+//
+// Before editing: the scanners run once per delivered message; they compare
+// fixed prefixes and count, they never parse JSON and never allocate.
+import Glibc
+
+/// The two protocols the generator speaks.
+enum Wire: String {
+    /// Our NDJSON protocol, PROTOCOL.md version 1.
+    case eventbus
+    /// RESP2 as spoken by redis-server 7 (`SUBSCRIBE`, `PSUBSCRIBE`, `PUBLISH`, `PING`).
+    case redis
+}
+
+/// The benchmark payload: a JSON object of exactly `size` bytes carrying a
+/// send timestamp as 19 zero-padded decimal digits of CLOCK_MONOTONIC
+/// nanoseconds, e.g. `{"ts":"0000001234567890123","pad":"xxxxxxxxxxxxxxxxxxxxxxxxxxx"}`
+/// (64 bytes). The stamp is a JSON string: a number may not have leading zeros.
+enum Payload {
+    /// Bytes before the digits: `{"ts":"`.
+    static let prefix: [UInt8] = Array(#"{"ts":""#.utf8)
+    /// Number of timestamp digits.
+    static let digits = 19
+    /// Smallest payload `make(size:)` can build, in bytes.
+    static let minimumSize = 37
+
+    /// Builds a payload of exactly `size` bytes (at least `minimumSize`) with a zero stamp.
+    static func make(size: Int) -> [UInt8] {
+        precondition(size >= minimumSize, "payload must be at least \(minimumSize) bytes")
+        let head = #"{"ts":""# + String(repeating: "0", count: digits) + #"","pad":""#
+        let pad = String(repeating: "x", count: size - minimumSize)
+        let bytes = Array((head + pad + #""}"#).utf8)
+        precondition(bytes.count == size)
+        return bytes
+    }
+}
+
+/// Writes `value` (>= 0) as exactly 19 zero-padded decimal digits at `at`.
+@inline(__always)
+func writeStamp(_ value: Int64, at: UnsafeMutablePointer<UInt8>) {
+    var v = UInt64(max(value, 0))
+    var i = Payload.digits - 1
+    while i >= 0 {
+        at[i] = UInt8(truncatingIfNeeded: 0x30 &+ v % 10)
+        v /= 10
+        i -= 1
+    }
+}
+
+/// Reads 19 decimal digits at `at`; -1 if any byte is not a digit.
+@inline(__always)
+func readStamp(_ at: UnsafePointer<UInt8>) -> Int64 {
+    var v: Int64 = 0
+    for i in 0..<Payload.digits {
+        let d = Int64(at[i]) &- 0x30
+        if d < 0 || d > 9 { return -1 }
+        v = v &* 10 &+ d
+    }
+    return v
+}
+
+/// A RESP2 command: an array of bulk strings.
+func respCommand(_ parts: [String]) -> [UInt8] {
+    var out = Array("*\(parts.count)\r\n".utf8)
+    for part in parts {
+        let bytes = Array(part.utf8)
+        out += Array("$\(bytes.count)\r\n".utf8) + bytes + [0x0D, 0x0A]
+    }
+    return out
+}
+
+/// One publish frame and where the payload's stamp digits sit inside it.
+/// - eventbus: `{"op":"publish","type":"bench.t","data":PAYLOAD}` + LF, no
+///   `req` (pipelined; success is silent, PROTOCOL.md "Requests").
+/// - redis: `PUBLISH bench.t PAYLOAD` as a RESP array.
+func publishFrame(_ wire: Wire, type: String, payload: [UInt8]) -> (bytes: [UInt8], stampOffset: Int) {
+    switch wire {
+    case .eventbus:
+        let head = Array(#"{"op":"publish","type":""#.utf8) + Array(type.utf8) + Array(#"","data":"#.utf8)
+        return (head + payload + Array("}\n".utf8), head.count + Payload.prefix.count)
+    case .redis:
+        let head = Array("*3\r\n$7\r\nPUBLISH\r\n$\(type.utf8.count)\r\n\(type)\r\n$\(payload.count)\r\n".utf8)
+        return (head + payload + [0x0D, 0x0A], head.count + Payload.prefix.count)
+    }
+}
+
+/// A subscribe request for `type`.
+/// - eventbus: `{"op":"subscribe","type":"bench.t","req":1}` (or without `req`).
+/// - redis: `SUBSCRIBE type`, or `PSUBSCRIBE` when `pattern` (a Redis glob).
+func subscribeFrame(_ wire: Wire, type: String, req: Int?, pattern: Bool = false) -> [UInt8] {
+    switch wire {
+    case .eventbus:
+        let reqPart = req.map { #","req":\#($0)"# } ?? ""
+        return Array(#"{"op":"subscribe","type":"\#(type)"\#(reqPart)}"#.utf8) + [0x0A]
+    case .redis:
+        return respCommand([pattern ? "PSUBSCRIBE" : "SUBSCRIBE", type])
+    }
+}
+
+/// A ping that the broker answers once every earlier request is handled:
+/// eventbus `{"op":"ping","req":"sync"}` (answered `{"op":"ok","req":"sync"}`),
+/// redis `PING` (answered `+PONG`, or `pong` as an array in subscribed mode).
+func pingFrame(_ wire: Wire) -> [UInt8] {
+    switch wire {
+    case .eventbus: return Array(#"{"op":"ping","req":"sync"}"#.utf8) + [0x0A]
+    case .redis: return respCommand(["PING"])
+    }
+}
+
+/// Counts of what one connection received, plus optional latency samples.
+struct Tally {
+    /// Event frames (eventbus `{"op":"event"...`, redis `message`/`pmessage`).
+    var events = 0
+    /// Sum of the `count` fields of eventbus `{"op":"dropped",...}` notices.
+    var dropped = 0
+    /// Number of `dropped` notices.
+    var dropNotices = 0
+    /// Any other frame (errors, replies); the first is kept for diagnostics.
+    var other = 0
+    var firstOther: String?
+    /// Latency samples in nanoseconds (receipt time minus payload stamp), when recording.
+    var samples: UnsafeMutablePointer<Int64>?
+    var sampleCount = 0
+    var sampleCapacity = 0
+    /// Receipt time of the bytes being scanned (CLOCK_MONOTONIC ns).
+    var now: Int64 = 0
+
+    @inline(__always)
+    mutating func record(stampAt: UnsafePointer<UInt8>) {
+        guard let samples, sampleCount < sampleCapacity else { return }
+        let stamp = readStamp(stampAt)
+        guard stamp > 0 else { return }
+        samples[sampleCount] = now &- stamp
+        sampleCount += 1
+    }
+
+    mutating func noteOther(_ base: UnsafePointer<UInt8>, _ count: Int) {
+        other += 1
+        if firstOther == nil {
+            firstOther = String(decoding: UnsafeBufferPointer(start: base, count: min(count, 300)), as: UTF8.self)
+        }
+    }
+}
+
+/// Loads 8 bytes from an unaligned address.
+@inline(__always)
+private func load8(_ p: UnsafePointer<UInt8>) -> UInt64 {
+    UnsafeRawPointer(p).loadUnaligned(as: UInt64.self)
+}
+
+/// The first 8 bytes of `text` as a little-endian word, for prefix tests.
+private func word(_ text: String) -> UInt64 {
+    let bytes = Array(text.utf8)
+    precondition(bytes.count == 8)
+    return bytes.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }
+}
+
+/// Index of the first occurrence of `needle` in `base[0..<count]`, or nil.
+func find(_ needle: [UInt8], in base: UnsafePointer<UInt8>, count: Int) -> Int? {
+    guard needle.count <= count, let first = needle.first else { return nil }
+    var i = 0
+    while i + needle.count <= count {
+        if base[i] == first {
+            var j = 1
+            while j < needle.count && base[i + j] == needle[j] { j += 1 }
+            if j == needle.count { return i }
+        }
+        i += 1
+    }
+    return nil
+}
+
+/// Scans LF-terminated eventbus frames and tallies them without parsing JSON.
+struct EventBusScanner {
+    private let opE = word(#"{"op":"e"#)
+    private let opEvent = word(#":"event""#)  // bytes 5..<13 of {"op":"event"
+    private let opD = word(#"{"op":"d"#)
+    private let countKey = Array(#""count":"#.utf8)
+
+    /// Tallies every complete line in `base[0..<count]`.
+    /// - Returns: bytes consumed, up to and including the last LF.
+    @inline(__always)
+    func scan(_ base: UnsafeMutablePointer<UInt8>, _ count: Int, into tally: inout Tally, latency: Bool) -> Int {
+        let raw = UnsafeMutableRawPointer(base)
+        var pos = 0
+        while pos < count {
+            guard let lf = memchr(raw + pos, 0x0A, count - pos) else { break }
+            let end = raw.distance(to: lf)
+            let line = UnsafePointer(base + pos)
+            let length = end - pos
+            if length >= 13 && load8(line) == opE && load8(line + 5) == opEvent {
+                tally.events &+= 1
+                if latency, let at = find(Payload.prefix, in: line, count: length),
+                   at + Payload.prefix.count + Payload.digits <= length {
+                    tally.record(stampAt: line + at + Payload.prefix.count)
+                }
+            } else if length >= 8 && load8(line) == opD {
+                tally.dropNotices += 1
+                if let at = find(countKey, in: line, count: length) {
+                    var i = at + countKey.count
+                    var n = 0
+                    while i < length && line[i] >= 0x30 && line[i] <= 0x39 {
+                        n = n &* 10 &+ Int(line[i] &- 0x30)
+                        i += 1
+                    }
+                    tally.dropped &+= n
+                }
+            } else if length > 0 && !(length == 1 && line[0] == 0x0D) {
+                tally.noteOther(line, length)
+            }
+            pos = end + 1
+        }
+        return pos
+    }
+}
+
+/// Where one complete RESP frame ends and what its first and last elements are.
+struct RespFrame {
+    /// Offset just past the frame.
+    var end = 0
+    /// `*` for an array, else the type byte of a one-line reply (`+`, `-`, `:`).
+    var kind: UInt8 = 0
+    /// Offset and length of the first element's bytes (the line itself for a one-line reply).
+    var firstStart = 0
+    var firstLength = 0
+    /// Offset and length of the last element's bytes.
+    var lastStart = 0
+    var lastLength = 0
+}
+
+/// Parses one RESP2 frame starting at `start`: a one-line reply or an array
+/// of bulk strings, integers and simple strings (nested arrays are not used
+/// by pub/sub). Returns nil when the frame is not complete in `count` bytes.
+@inline(__always)
+func parseResp(_ p: UnsafePointer<UInt8>, _ start: Int, _ count: Int) -> RespFrame? {
+    // Parses the decimal number (maybe negative) after a type byte at `at`,
+    // up to CR LF; returns the value and the offset after the LF.
+    @inline(__always)
+    func number(_ at: Int) -> (Int, Int)? {
+        var i = at + 1
+        var negative = false
+        if i < count && p[i] == 0x2D { negative = true; i += 1 }
+        var n = 0
+        while i < count && p[i] != 0x0D {
+            n = n &* 10 &+ Int(p[i] &- 0x30)
+            i += 1
+        }
+        guard i + 1 < count else { return nil }
+        return (negative ? -n : n, i + 2)
+    }
+    @inline(__always)
+    func lineEnd(_ at: Int) -> Int? {
+        guard let lf = memchr(p + at, 0x0A, count - at) else { return nil }
+        return UnsafeRawPointer(p).distance(to: UnsafeRawPointer(lf)) + 1
+    }
+    guard start < count else { return nil }
+    var frame = RespFrame()
+    frame.kind = p[start]
+    if frame.kind != 0x2A {  // not '*': one line
+        guard let end = lineEnd(start) else { return nil }
+        frame.end = end
+        frame.firstStart = start
+        frame.firstLength = end - start - 2
+        frame.lastStart = frame.firstStart
+        frame.lastLength = frame.firstLength
+        return frame
+    }
+    guard let (elements, afterHeader) = number(start) else { return nil }
+    var at = afterHeader
+    for index in 0..<max(elements, 0) {
+        guard at < count else { return nil }
+        var elementStart: Int
+        var elementLength: Int
+        if p[at] == 0x24 {  // '$' bulk string
+            guard let (length, dataStart) = number(at) else { return nil }
+            let len = max(length, 0)
+            guard dataStart + len + 2 <= count else { return nil }
+            elementStart = dataStart
+            elementLength = len
+            at = length < 0 ? dataStart : dataStart + len + 2
+        } else {
+            guard let end = lineEnd(at) else { return nil }
+            elementStart = at + 1
+            elementLength = end - at - 3
+            at = end
+        }
+        if index == 0 {
+            frame.firstStart = elementStart
+            frame.firstLength = elementLength
+        }
+        frame.lastStart = elementStart
+        frame.lastLength = elementLength
+    }
+    frame.end = at
+    return frame
+}
+
+/// Scans RESP push frames and tallies `message`/`pmessage` as events.
+struct RedisScanner {
+    private let message = Array("message".utf8)
+
+    /// Tallies every complete frame in `base[0..<count]`.
+    /// - Returns: bytes consumed, up to the end of the last complete frame.
+    @inline(__always)
+    func scan(_ base: UnsafeMutablePointer<UInt8>, _ count: Int, into tally: inout Tally, latency: Bool) -> Int {
+        let p = UnsafePointer(base)
+        var pos = 0
+        while let frame = parseResp(p, pos, count) {
+            let first = p + frame.firstStart
+            // "message" (7 bytes) or "pmessage" (8 bytes, skip the 'p').
+            let isMessage = frame.kind == 0x2A
+                && ((frame.firstLength == 7 && memcmp(first, message, 7) == 0)
+                    || (frame.firstLength == 8 && first[0] == 0x70 && memcmp(first + 1, message, 7) == 0))
+            if isMessage {
+                tally.events &+= 1
+                if latency && frame.lastLength >= Payload.prefix.count + Payload.digits {
+                    tally.record(stampAt: p + frame.lastStart + Payload.prefix.count)
+                }
+            } else {
+                tally.noteOther(p + pos, frame.end - pos)
+            }
+            pos = frame.end
+        }
+        return pos
+    }
+}
+
+/// Reads frames from a blocking descriptor until `done` returns true for one,
+/// giving each frame as text (eventbus: the line; redis: the elements' bytes
+/// joined by spaces, e.g. `subscribe bench.t 1`, `pong `, `-ERR ...`).
+/// Setup-only: allocates per frame. Fails the process on EOF, and after
+/// `timeoutMs` unless `failOnTimeout` is false.
+/// - Returns: true when `done` accepted a frame, false on timeout.
+@discardableResult
+func readFrames(_ fd: Int32, _ wire: Wire, timeoutMs: Int = 10_000, failOnTimeout: Bool = true,
+                until done: (String) -> Bool) -> Bool {
+    let capacity = 1 << 20
+    let buffer = UnsafeMutablePointer<UInt8>.allocate(capacity: capacity)
+    defer { buffer.deallocate() }
+    var used = 0
+    let deadline = monotonicNanos() + Int64(timeoutMs) * 1_000_000
+    while true {
+        var pos = 0
+        while let (text, next) = nextFrame(buffer, pos, used, wire) {
+            pos = next
+            if done(text) { return true }
+        }
+        if pos > 0 {
+            memmove(buffer, buffer + pos, used - pos)
+            used -= pos
+        }
+        let left = Int((deadline - monotonicNanos()) / 1_000_000)
+        if left <= 0 {
+            if failOnTimeout { fail("timed out waiting for a reply from the broker") }
+            return false
+        }
+        var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        if poll(&p, 1, Int32(min(left, 1000))) <= 0 { continue }
+        let n = read(fd, buffer + used, capacity - used)
+        if n < 0 && (errno == EINTR || errno == EAGAIN) { continue }
+        if n <= 0 { fail("broker closed the connection during setup" + (n < 0 ? ": \(errnoText())" : "")) }
+        used += n
+    }
+}
+
+/// The next complete frame at `pos` as text, and the offset after it.
+private func nextFrame(_ buffer: UnsafeMutablePointer<UInt8>, _ pos: Int, _ used: Int, _ wire: Wire) -> (String, Int)? {
+    guard pos < used else { return nil }
+    switch wire {
+    case .eventbus:
+        guard let lf = memchr(buffer + pos, 0x0A, used - pos) else { return nil }
+        let next = UnsafeMutableRawPointer(buffer).distance(to: lf) + 1
+        // Whitespace outside strings is allowed in frames (PROTOCOL.md "Framing");
+        // setup checks compare compact prefixes, so drop it here.
+        let line = UnsafeBufferPointer(start: buffer + pos, count: next - pos - 1)
+        return (String(decoding: line.filter { $0 != 0x20 && $0 != 0x09 && $0 != 0x0D }, as: UTF8.self), next)
+    case .redis:
+        guard let frame = parseResp(buffer, pos, used) else { return nil }
+        return (frameText(buffer, pos, frame), frame.end)
+    }
+}
+
+/// The text form of a RESP frame used by `readFrames`.
+private func frameText(_ p: UnsafePointer<UInt8>, _ start: Int, _ frame: RespFrame) -> String {
+    if frame.kind != 0x2A {
+        return String(decoding: UnsafeBufferPointer(start: p + start, count: frame.end - start - 2), as: UTF8.self)
+    }
+    var parts: [String] = []
+    var at = start
+    // Re-walk the elements for their text (setup only).
+    guard let header = memchr(p + at, 0x0A, frame.end - at) else { return "" }
+    at = UnsafeRawPointer(p).distance(to: UnsafeRawPointer(header)) + 1
+    while at < frame.end {
+        guard let lf = memchr(p + at, 0x0A, frame.end - at) else { break }
+        let lineEnd = UnsafeRawPointer(p).distance(to: UnsafeRawPointer(lf)) + 1
+        if p[at] == 0x24 {
+            let lengthText = String(decoding: UnsafeBufferPointer(start: p + at + 1, count: lineEnd - at - 3), as: UTF8.self)
+            let length = max(Int(lengthText) ?? 0, 0)
+            parts.append(String(decoding: UnsafeBufferPointer(start: p + lineEnd, count: length), as: UTF8.self))
+            at = lineEnd + length + 2
+        } else {
+            parts.append(String(decoding: UnsafeBufferPointer(start: p + at + 1, count: lineEnd - at - 3), as: UTF8.self))
+            at = lineEnd
+        }
+    }
+    return parts.joined(separator: " ")
+}

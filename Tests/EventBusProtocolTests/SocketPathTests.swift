@@ -1,0 +1,52 @@
+// SocketPath.resolve (PROTOCOL.md "Transport"): first that applies, the
+// `--socket PATH` flag; `--system` or `--user`; `$EVENTBUS_SOCKET`; the user
+// bus when XDG_RUNTIME_DIR is set and the process is not root; the system bus.
+import EventBusProtocol
+import Testing
+
+@Suite("Socket path")
+struct SocketPathTests {
+    static let full = ["EVENTBUS_SOCKET": "/tmp/env.sock", "XDG_RUNTIME_DIR": "/run/user/1000"]
+
+    static let table: [(String, BusSelection, [String: String], UInt32, String)] = [
+        ("--socket beats everything", .path("/x/flag.sock"), full, 1000, "/x/flag.sock"),
+        ("--socket beats everything for root", .path("/x/flag.sock"), full, 0, "/x/flag.sock"),
+        ("--system beats the environment", .system, full, 1000, "/run/eventbus/bus.sock"),
+        ("--user beats EVENTBUS_SOCKET", .user, full, 1000, "/run/user/1000/eventbus/bus.sock"),
+        ("--user works for root too", .user, full, 0, "/run/user/1000/eventbus/bus.sock"),
+        ("EVENTBUS_SOCKET beats the user bus", .automatic, full, 1000, "/tmp/env.sock"),
+        ("EVENTBUS_SOCKET applies to root", .automatic, full, 0, "/tmp/env.sock"),
+        ("user bus for a non-root process", .automatic, ["XDG_RUNTIME_DIR": "/run/user/1000"], 1000, "/run/user/1000/eventbus/bus.sock"),
+        ("system bus for root even with XDG_RUNTIME_DIR", .automatic, ["XDG_RUNTIME_DIR": "/run/user/0"], 0, "/run/eventbus/bus.sock"),
+        ("system bus without XDG_RUNTIME_DIR", .automatic, [:], 1000, "/run/eventbus/bus.sock"),
+        ("empty EVENTBUS_SOCKET is ignored", .automatic, ["EVENTBUS_SOCKET": "", "XDG_RUNTIME_DIR": "/r"], 5, "/r/eventbus/bus.sock"),
+        ("empty XDG_RUNTIME_DIR is ignored", .automatic, ["XDG_RUNTIME_DIR": ""], 1000, "/run/eventbus/bus.sock"),
+        ("relative --socket is kept as given", .path("bus.sock"), [:], 1000, "bus.sock"),
+    ]
+
+    @Test("resolves the first rule that applies", arguments: table)
+    func resolvesFirstRuleThatApplies(_ row: (String, BusSelection, [String: String], UInt32, String)) throws {
+        let path = try SocketPath.resolve(row.1, environment: row.2, effectiveUID: row.3)
+        #expect(path == row.4, "\(row.0)")
+    }
+
+    @Test func userWithoutRuntimeDirectoryIsAnError() {
+        #expect(throws: SocketPath.ResolutionError.self) {
+            try SocketPath.resolve(.user, environment: ["EVENTBUS_SOCKET": "/x"], effectiveUID: 1000)
+        }
+        #expect(throws: SocketPath.ResolutionError.self) {
+            try SocketPath.resolve(.user, environment: ["XDG_RUNTIME_DIR": ""], effectiveUID: 1000)
+        }
+    }
+
+    @Test func emptySocketFlagIsAnError() {
+        #expect(throws: SocketPath.ResolutionError.self) {
+            try SocketPath.resolve(.path(""), environment: Self.full, effectiveUID: 1000)
+        }
+    }
+
+    @Test func wellKnownPaths() {
+        #expect(SocketPath.systemBus == "/run/eventbus/bus.sock")
+        #expect(SocketPath.userBus(runtimeDirectory: "/run/user/42") == "/run/user/42/eventbus/bus.sock")
+    }
+}

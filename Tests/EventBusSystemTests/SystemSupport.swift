@@ -1,0 +1,81 @@
+// Helpers for the tier-2 tests: real kernel objects (socketpairs, sockets on
+// short temporary paths), each owned by the test that made it and closed or
+// removed before it returns.
+//
+// Before editing: keep paths short (sun_path holds 108 bytes) and unique per
+// test so the tests can run in parallel.
+import EventBusSystem
+import Glibc
+import Testing
+
+/// A connected, non-blocking, close-on-exec AF_UNIX stream socketpair. The caller owns both fds.
+func makeSocketPair(sourceLocation: SourceLocation = #_sourceLocation) throws -> (FileDescriptor, FileDescriptor) {
+    var fds: [Int32] = [-1, -1]
+    let type = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
+    let result = socketpair(AF_UNIX, type, 0, &fds)
+    try #require(result == 0, "socketpair: \(Errno.current)", sourceLocation: sourceLocation)
+    return (FileDescriptor(rawValue: fds[0]), FileDescriptor(rawValue: fds[1]))
+}
+
+/// A fresh directory under /tmp, removed with everything in it by `cleanUp`.
+final class TemporaryDirectory {
+    let path: String
+
+    init() throws {
+        var template = Array("/tmp/ebsys.XXXXXX".utf8CString)
+        let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
+        try #require(made != nil, "mkdtemp: \(Errno.current)")
+        path = String(decoding: template.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    func file(_ name: String) -> String { path + "/" + name }
+
+    /// Removes the directory tree (depth-first; only what the tests create).
+    func cleanUp() {
+        removeTree(path)
+    }
+
+    private func removeTree(_ path: String) {
+        guard let dir = opendir(path) else {
+            _ = unlink(path)
+            return
+        }
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+            }
+            if name == "." || name == ".." { continue }
+            let child = path + "/" + name
+            var info = stat()
+            if lstat(child, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR { removeTree(child) } else { _ = unlink(child) }
+        }
+        closedir(dir)
+        _ = rmdir(path)
+    }
+}
+
+/// The fd's file status flags (fcntl F_GETFL) and descriptor flags (F_GETFD).
+func flags(_ fd: FileDescriptor) -> (status: Int32, descriptor: Int32) {
+    (fcntl(fd.rawValue, F_GETFL), fcntl(fd.rawValue, F_GETFD))
+}
+
+/// Reads what is available now (non-blocking fd), up to `max` bytes.
+func readAvailable(_ fd: FileDescriptor, max: Int = 65536) throws -> [UInt8] {
+    var buffer = [UInt8](repeating: 0, count: max)
+    let result = try buffer.withUnsafeMutableBytes { try fd.read(into: $0) }
+    switch result {
+    case .complete(let n): return Array(buffer[..<n])
+    case .wouldBlock: return []
+    }
+}
+
+/// Writes `text` and expects it to be taken whole.
+func writeText(_ fd: FileDescriptor, _ text: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
+    let bytes = Array(text.utf8)
+    let result = try bytes.withUnsafeBytes { try fd.write($0) }
+    guard case .complete(let n) = result else {
+        Issue.record("write would block", sourceLocation: sourceLocation)
+        return
+    }
+    #expect(n == bytes.count, sourceLocation: sourceLocation)
+}
