@@ -5,6 +5,7 @@
 // LF, and the JSON ones are compact (no whitespace outside strings) so the
 // output is JSON Lines, ready for `jq`.
 import EventBusProtocol
+import EventBusSystem
 import Glibc
 
 /// How `listen` and `wait` print an event.
@@ -29,7 +30,7 @@ enum OutputFormat: String, CaseIterable {
     }
 }
 
-var isStandardOutputTerminal: Bool { isatty(1) == 1 }
+var isStandardOutputTerminal: Bool { FileDescriptor.standardOutput.isTerminal }
 
 /// The fields of one `event` frame (PROTOCOL.md "Events"), as byte ranges of the frame.
 struct EventFields {
