@@ -62,10 +62,12 @@ final class BrokerConnection {
     /// The message for a failed connect: names the path and how to start the broker.
     static func connectError(_ error: SystemError, path: String) -> CLIError {
         switch error.errno {
+        case .connectionRefused where (try? FileSystem.kind(ofPath: path)) != .socket:
+            return CLIError(.unavailable, "cannot connect to the broker at \(path): it is not a socket (give the broker's socket with --socket or $EVENTBUS_SOCKET)")
         case .noSuchFile, .connectionRefused:
             return CLIError(.unavailable, "cannot connect to the broker at \(path): \(error.errno) (is eventbusd running? start it with 'eventbusd --socket \(path)'\(startHint(for: path)))")
         case .permissionDenied, Errno(rawValue: EPERM):
-            return CLIError(.noPermission, "cannot connect to the broker at \(path): \(error.errno)")
+            return CLIError(.noPermission, "cannot connect to the broker at \(path): \(error.errno) (the socket's mode or group must allow you to write to it; see eventbusd --mode and SocketGroup= in the .socket unit)")
         case .nameTooLong:
             return CLIError(.usage, "socket path is longer than \(UnixAddress.maxPathBytes) bytes: \(path)")
         case .invalidArgument where error.call == "socket path":

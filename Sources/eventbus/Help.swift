@@ -10,12 +10,12 @@ let cliVersion = "0.1.0"
 let versionText = "eventbus \(cliVersion) (wire protocol 1)\n"
 
 private let socketOptionsHelp = """
-      -s, --socket PATH    broker socket (default: $EVENTBUS_SOCKET, else the
+  -s, --socket PATH        broker socket (default: $EVENTBUS_SOCKET, else the
                            user bus $XDG_RUNTIME_DIR/eventbus/bus.sock when not
                            root, else the system bus /run/eventbus/bus.sock)
-          --system         use the system bus /run/eventbus/bus.sock
-          --user           use the user bus $XDG_RUNTIME_DIR/eventbus/bus.sock
-      -h, --help           show this help
+      --system             use the system bus /run/eventbus/bus.sock
+      --user               use the user bus $XDG_RUNTIME_DIR/eventbus/bus.sock
+  -h, --help               show this help
 """
 
 private let durationHelp = "DURATION is a number with an optional unit ms, s (default), m, h or d: 10, 2.5s, 500ms."
@@ -34,7 +34,7 @@ Commands:
 
 Options:
 \(socketOptionsHelp)
-  -V, --version        show the version
+  -V, --version            show the version
 
 Run 'eventbus COMMAND --help' for the options and examples of each command.
 

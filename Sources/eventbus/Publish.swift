@@ -94,7 +94,7 @@ func validateEventType(_ name: String, command: String) throws(CLIError) {
 
 /// Validates `bytes` as one JSON value and appends it compacted.
 /// - Throws: `CLIError` 65 (`EX_DATAERR`) naming `origin` and the position.
-func appendValidatedJSON(_ bytes: [UInt8], origin: String, to out: inout [UInt8]) throws(CLIError) {
+func appendValidatedJSON(_ bytes: [UInt8], origin: String, textHint: String = "; to publish text use --string TEXT", to out: inout [UInt8]) throws(CLIError) {
     let result: Result<JSONToken, JSONSyntaxError> = bytes.withUnsafeBytes { raw in
         do throws(JSONSyntaxError) {
             let token = try JSONScanner.validate(raw, maxDepth: ProtocolConstants.maxDepth)
@@ -105,7 +105,7 @@ func appendValidatedJSON(_ bytes: [UInt8], origin: String, to out: inout [UInt8]
         }
     }
     if case .failure(let error) = result {
-        let hint = looksLikeBareText(bytes) ? "; to publish text use --string TEXT" : ""
+        let hint = looksLikeBareText(bytes) ? textHint : ""
         throw CLIError(.dataError, "\(origin) is not valid JSON: \(error)\(hint)")
     }
 }

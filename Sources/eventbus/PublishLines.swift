@@ -141,7 +141,7 @@ struct LinePublisher {
                 return
             }
             do {
-                try appendValidatedJSON(bytes, origin: "line \(lineNumber)", to: &unsent)
+                try appendValidatedJSON(bytes, origin: "line \(lineNumber)", textHint: "; without --json-lines each line is published as a string", to: &unsent)
             } catch {
                 unsent.removeSubrange(mark...)
                 recordFailure(error)
