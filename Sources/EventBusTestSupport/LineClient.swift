@@ -18,18 +18,7 @@ public final class LineClient {
     /// Connects to the socket at `path`.
     /// - Throws: `TestFailure` when socket(2) or connect(2) fails.
     public init(_ path: String) throws {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw TestFailure("socket failed: errno \(errno)") }
-        var address = try unixAddress(path)
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard result == 0 else {
-            let code = errno
-            Glibc.close(fd)
-            throw TestFailure("connect \(path) failed: errno \(code)")
-        }
-        self.fd = fd
+        fd = try unixSocket(Int32(SOCK_STREAM.rawValue), "connect", path, connect)
     }
 
     deinit { Glibc.close(fd) }
@@ -115,18 +104,7 @@ public final class DatagramReceiver {
     /// - Throws: `TestFailure` when socket(2) or bind(2) fails.
     public init(path: String) throws {
         self.path = path
-        let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw TestFailure("socket failed: errno \(errno)") }
-        var address = try unixAddress(path)
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard result == 0 else {
-            let code = errno
-            Glibc.close(fd)
-            throw TestFailure("bind \(path) failed: errno \(code)")
-        }
-        self.fd = fd
+        fd = try unixSocket(Int32(SOCK_DGRAM.rawValue), "bind", path, bind)
     }
 
     deinit { Glibc.close(fd) }
@@ -172,6 +150,28 @@ public final class DatagramReceiver {
         }
         return messages
     }
+}
+
+/// A new close-on-exec `AF_UNIX` socket of `type`, connected or bound (`operation`)
+/// to `path`; closed again when that fails, so it is never closed twice.
+/// - Throws: `TestFailure` naming the failed call and errno.
+private func unixSocket(
+    _ type: Int32, _ name: String, _ path: String,
+    _ operation: (Int32, UnsafePointer<sockaddr>, socklen_t) -> Int32
+) throws -> Int32 {
+    let fd = socket(AF_UNIX, type | Int32(SOCK_CLOEXEC.rawValue), 0)
+    guard fd >= 0 else { throw TestFailure("socket failed: errno \(errno)") }
+    var address: sockaddr_un
+    do { address = try unixAddress(path) } catch { Glibc.close(fd); throw error }
+    let result = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { operation(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+    }
+    guard result == 0 else {
+        let code = errno
+        Glibc.close(fd)
+        throw TestFailure("\(name) \(path) failed: errno \(code)")
+    }
+    return fd
 }
 
 /// poll(2) for input on `fd` until `deadline`, retrying on `EINTR`.

@@ -40,11 +40,13 @@ public final class SpawnedProcess: Sendable {
     /// The file receiving the child's stderr (equal to `stdoutPath` when merged).
     public let stderrPath: String
     private let status = Mutex<ExitStatus?>(nil)
+    /// Kept so the output files outlive neither this object nor the child.
+    private let directory: TemporaryDirectory
 
     /// Starts `executable` with `arguments` (see `spawnChild` for the signal state
     /// and descriptors the child gets).
     /// - Parameters:
-    ///   - directory: where `<tag>.in/.out/.err` files are created.
+    ///   - directory: where `<tag>.in/.out/.err` files are created; kept alive as long as this object.
     ///   - environment: changes to the inherited environment; `nil` unsets.
     ///   - stdin: bytes for standard input (/dev/null when nil).
     ///   - stderrPath: a file for stderr instead of a new one (truncated, keeping its inode).
@@ -63,6 +65,7 @@ public final class SpawnedProcess: Sendable {
     ) throws {
         self.executable = executable
         self.arguments = arguments
+        self.directory = directory
         let tag = directory.file(String(UUID().uuidString.prefix(8)))
         stdoutPath = tag + ".out"
         self.stderrPath = mergeStderr ? stdoutPath : (stderrPath ?? tag + ".err")

@@ -66,14 +66,12 @@ final class BrokerProcess {
 /// Foundation.Process), its stdout and stderr collected in files.
 final class ChildProcess: Sendable {
     let name: String
-    private let directory: TemporaryDirectory
     private let process: SpawnedProcess
 
     /// Starts product `name` with `arguments`.
     init(_ name: String, _ arguments: [String]) throws {
         self.name = name
-        directory = try TemporaryDirectory(prefix: "ebc-")
-        process = try SpawnedProcess(productsDirectory() + "/" + name, arguments, in: directory)
+        process = try SpawnedProcess(productsDirectory() + "/" + name, arguments, in: try TemporaryDirectory(prefix: "ebc-"))
     }
 
     var stdout: String { process.stdoutSoFar() }

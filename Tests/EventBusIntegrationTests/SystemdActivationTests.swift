@@ -67,12 +67,7 @@ struct SystemdActivationTests {
     }
 
     @Test func readyArrivesOnceAndTheSocketServesWhenItDoes() async throws {
-        let dir = try TemporaryDirectory(prefix: "ebsa.")
-        let path = dir.file("bus.sock")
-        let notify = try DatagramReceiver(path: dir.file("notify.sock"))
-        let broker = try SystemdFixture.spawn("systemd-socket-activate",
-                                       ["-l", path, "-E", "NOTIFY_SOCKET=\(notify.path)", SystemdFixture.eventbusd], in: dir)
-        try await waitForPath(path)
+        let (path, notify, broker) = try await SystemdFixture.activateWithNotifySocket()
         let first = try LineClient(path)
         #expect(try notify.receive(ignoringStatus: true) == "READY=1")
         try first.send(#"{"op":"ping","req":1}"#)
@@ -87,13 +82,7 @@ struct SystemdActivationTests {
     }
 
     @Test func watchdogPingsArriveAtHalfTheWatchdogInterval() async throws {
-        let dir = try TemporaryDirectory(prefix: "ebsa.")
-        let path = dir.file("bus.sock")
-        let notify = try DatagramReceiver(path: dir.file("notify.sock"))
-        let broker = try SystemdFixture.spawn("systemd-socket-activate",
-                                       ["-l", path, "-E", "NOTIFY_SOCKET=\(notify.path)", "-E", "WATCHDOG_USEC=1000000",
-                                        SystemdFixture.eventbusd], in: dir)
-        try await waitForPath(path)
+        let (path, notify, broker) = try await SystemdFixture.activateWithNotifySocket(["-E", "WATCHDOG_USEC=1000000"])
         _ = try LineClient(path)  // starts the broker
         #expect(try notify.receive(ignoringStatus: true) == "READY=1")
         let start = ContinuousClock.now
@@ -132,12 +121,7 @@ struct SystemdActivationTests {
     }
 
     @Test func stoppingArrivesOnSigtermAndTheBrokerExitsZero() async throws {
-        let dir = try TemporaryDirectory(prefix: "ebsa.")
-        let path = dir.file("bus.sock")
-        let notify = try DatagramReceiver(path: dir.file("notify.sock"))
-        let broker = try SystemdFixture.spawn("systemd-socket-activate",
-                                       ["-l", path, "-E", "NOTIFY_SOCKET=\(notify.path)", SystemdFixture.eventbusd], in: dir)
-        try await waitForPath(path)
+        let (path, notify, broker) = try await SystemdFixture.activateWithNotifySocket()
         let client = try LineClient(path)
         #expect(try notify.receive(ignoringStatus: true) == "READY=1")
         try client.send(#"{"op":"ping","req":1}"#)
@@ -159,6 +143,19 @@ private enum SystemdFixture {
     /// A child with stdout and stderr in one log, without the runner's systemd variables.
     static func spawn(_ executable: String, _ arguments: [String], in directory: TemporaryDirectory) throws -> SpawnedProcess {
         try SpawnedProcess(executable, arguments, in: directory, environment: withoutSystemdVariables(), mergeStderr: true)
+    }
+
+    /// systemd-socket-activate serving `<dir>/bus.sock` with eventbusd, its
+    /// NOTIFY_SOCKET a test receiver, `options` added; returns once the socket exists.
+    static func activateWithNotifySocket(_ options: [String] = []) async throws
+        -> (path: String, notify: DatagramReceiver, activator: SpawnedProcess) {
+        let dir = try TemporaryDirectory(prefix: "ebsa.")
+        let path = dir.file("bus.sock")
+        let notify = try DatagramReceiver(path: dir.file("notify.sock"))
+        let activator = try spawn("systemd-socket-activate",
+                                  ["-l", path, "-E", "NOTIFY_SOCKET=\(notify.path)"] + options + [eventbusd], in: dir)
+        try await waitForPath(path)
+        return (path, notify, activator)
     }
 
     static func inode(_ path: String) throws -> UInt64 {
