@@ -100,7 +100,7 @@ let package = Package(
         .testTarget(name: "EventBusSystemTests", dependencies: ["EventBusSystem"], swiftSettings: strict),
         .testTarget(
             name: "EventBusSystemdTests",
-            dependencies: ["EventBusSystemd", "eventbus-systemd-probe"],
+            dependencies: ["EventBusSystemd", "EventBusTestSupport", "eventbus-systemd-probe"],
             swiftSettings: strict
         ),
         .testTarget(

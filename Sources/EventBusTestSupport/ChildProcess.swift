@@ -26,6 +26,18 @@ public enum ExitStatus: Equatable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// The exit code, or nil when a signal ended the process.
+    public var exitCode: Int32? {
+        if case .exited(let code) = self { return code }
+        return nil
+    }
+
+    /// The signal that ended the process, or nil when it exited.
+    public var signal: Int32? {
+        if case .signaled(let signal) = self { return signal }
+        return nil
+    }
+
     /// `exit 0`, `exit 3`, `signal 9`.
     public var description: String {
         switch self {
@@ -33,6 +45,11 @@ public enum ExitStatus: Equatable, Sendable, CustomStringConvertible {
         case .signaled(let signal): "signal \(signal)"
         }
     }
+}
+
+extension ExitStatus: ExpressibleByIntegerLiteral {
+    /// `0` is `.exited(0)`, so tests can write `status == 0` (a signal never equals a literal).
+    public init(integerLiteral code: Int32) { self = .exited(code) }
 }
 
 /// A failure of the process helpers; every case says what was being done.
@@ -149,8 +166,10 @@ public func findInPath(_ name: String) -> String? {
 }
 
 /// Starts `path` with `arguments` through posix_spawn(3): stdio from/to the
-/// given files (stdout/stderr created or truncated, mode 0644), all signals at
-/// their default disposition, empty signal mask, no other descriptor inherited.
+/// given files (stdout/stderr created or truncated, mode 0644; when `stderrPath`
+/// equals `stdoutPath`, fd 2 is a duplicate of fd 1), all signals at their
+/// default disposition, empty signal mask, no other descriptor inherited.
+/// `closeStandardOutput` starts the child with fd 1 closed.
 /// - Returns: the child's pid; the caller must reap it (`waitForChild`).
 /// - Throws: `ChildProcessError.system(call: "posix_spawn …")`.
 public func spawnChild(
@@ -159,14 +178,20 @@ public func spawnChild(
     environment: [String: String?] = [:],
     stdinPath: String = "/dev/null",
     stdoutPath: String = "/dev/null",
-    stderrPath: String = "/dev/null"
+    stderrPath: String = "/dev/null",
+    closeStandardOutput: Bool = false
 ) throws -> pid_t {
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
     defer { posix_spawn_file_actions_destroy(&actions) }
     posix_spawn_file_actions_addopen(&actions, 0, stdinPath, O_RDONLY, 0)
     posix_spawn_file_actions_addopen(&actions, 1, stdoutPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-    posix_spawn_file_actions_addopen(&actions, 2, stderrPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+    if stderrPath == stdoutPath {
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+    } else {
+        posix_spawn_file_actions_addopen(&actions, 2, stderrPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+    }
+    if closeStandardOutput { posix_spawn_file_actions_addclose(&actions, 1) }
     if let closeFrom = addCloseFrom {
         _ = closeFrom(&actions, 3)
     }

@@ -4,13 +4,14 @@
 // (108 bytes, unix(7)); `/tmp/eb-XXXXXX/s` leaves plenty of room.
 import Foundation
 import Glibc
+import Synchronization
 
 /// A fresh directory `/tmp/<prefix>XXXXXX` (mkdtemp(3), mode 0700), removed
 /// with everything in it by `remove()` or, as a last resort, on deinit.
-public final class TemporaryDirectory {
+public final class TemporaryDirectory: Sendable {
     /// Absolute path, e.g. `/tmp/eb-a1B2c3`.
     public let path: String
-    private var removed = false
+    private let removed = Atomic<Bool>(false)
 
     /// Creates the directory.
     /// - Parameter prefix: the name before the six random characters (keep it short).
@@ -26,10 +27,12 @@ public final class TemporaryDirectory {
 
     /// Removes the directory and its contents; idempotent.
     public func remove() {
-        guard !removed else { return }
-        removed = true
+        guard !removed.exchange(true, ordering: .relaxed) else { return }
         try? FileManager.default.removeItem(atPath: path)
     }
+
+    /// `path + "/" + name`.
+    public func file(_ name: String) -> String { path + "/" + name }
 
     deinit { remove() }
 }

@@ -1,6 +1,7 @@
 // `eventbus listen` against a real broker: every `--format`, `--count`,
 // `--timeout` (124), a closed stdout (`| head -n 1`, quiet 0), SIGINT, the
 // broker going away (69) and `--reconnect` across a broker restart.
+import EventBusTestSupport
 import Foundation
 import Glibc
 import Testing
@@ -207,7 +208,7 @@ struct CLIListenTests {
     }
 
     @Test func reconnectWaitsForABrokerThatIsNotRunningYet() throws {
-        let scratch = try ScratchDirectory()
+        let scratch = try TemporaryDirectory(prefix: "ebcli.")
         let socket = scratch.path + "/bus.sock"
         let listener = try RunningProcess(cliProduct("eventbus"), ["--socket", socket, "listen", "-r", "-f", "data", "-n", "1"], in: scratch)
         usleep(300_000)

@@ -1,6 +1,7 @@
 // `eventbus publish` against a real broker: DATA forms, standard input,
 // `--string`, `--lines`/`--json-lines`, `--print-seq`, and the exit statuses
 // for bad JSON (65, nothing sent), reserved types (77) and a missing broker (69).
+import EventBusTestSupport
 import Foundation
 import Testing
 
@@ -108,7 +109,7 @@ struct CLIPublishTests {
     }
 
     @Test func brokerNotRunningExitsUnavailableNamingThePath() throws {
-        let scratch = try ScratchDirectory()
+        let scratch = try TemporaryDirectory(prefix: "ebcli.")
         let socket = scratch.path + "/absent.sock"
         for command in [["publish", "x.y", "1"], ["listen"], ["stats"], ["ping"], ["wait", "x.y"]] {
             let run = try RunningProcess(cliProduct("eventbus"), ["--socket", socket] + command, in: scratch).wait()

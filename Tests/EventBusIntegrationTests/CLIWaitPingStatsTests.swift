@@ -1,6 +1,7 @@
 // `eventbus wait`, `ping` and `stats` against a real broker, and the usage
 // conventions every subcommand shares (`--help`, `--version`, exit 64 with
 // one stderr line).
+import EventBusTestSupport
 import Foundation
 import Glibc
 import Testing
@@ -65,7 +66,7 @@ struct CLIWaitPingStatsTests {
     }
 
     @Test func pingWaitSucceedsOnceTheBrokerStarts() throws {
-        let scratch = try ScratchDirectory()
+        let scratch = try TemporaryDirectory(prefix: "ebcli.")
         let socket = scratch.path + "/bus.sock"
         let ping = try RunningProcess(cliProduct("eventbus"), ["--socket", socket, "ping", "--wait", "10s"], in: scratch)
         usleep(200_000)
@@ -77,7 +78,7 @@ struct CLIWaitPingStatsTests {
     }
 
     @Test func pingWaitGivesUpWithUnavailable() throws {
-        let scratch = try ScratchDirectory()
+        let scratch = try TemporaryDirectory(prefix: "ebcli.")
         let run = try RunningProcess(cliProduct("eventbus"), ["--socket", scratch.path + "/bus.sock", "ping", "--wait", "200ms"], in: scratch).wait()
         #expect(run.status == 69, "\(run)")
         #expect(run.stderr.contains(scratch.path + "/bus.sock"))
@@ -104,7 +105,7 @@ struct CLIWaitPingStatsTests {
 @Suite("eventbus usage")
 struct CLIUsageTests {
     private func run(_ arguments: [String]) throws -> CLIRun {
-        let scratch = try ScratchDirectory()
+        let scratch = try TemporaryDirectory(prefix: "ebcli.")
         return try RunningProcess(cliProduct("eventbus"), ["--socket", scratch.path + "/none.sock"] + arguments, in: scratch).wait()
     }
 
