@@ -1,7 +1,7 @@
 // swift-tools-version:6.0
 // eventbus: a cross-process event broker for Linux.
 //
-// Targets import only targets listed above them (see STYLE in docs/DESIGN.md):
+// Targets import only targets listed above them (see "How it is built" in README.md):
 // Protocol -> Core -> System -> Server -> executables. libsystemd sits behind
 // CSystemd/EventBusSystemd so everything else builds without it.
 import PackageDescription
@@ -107,7 +107,7 @@ let package = Package(
         .testTarget(name: "EventBusSystemTests", dependencies: ["EventBusSystem"], swiftSettings: strict),
         .testTarget(
             name: "EventBusSystemdTests",
-            dependencies: ["EventBusSystemd", "eventbus-systemd-probe"],
+            dependencies: ["EventBusSystemd", "EventBusTestSupport", "eventbus-systemd-probe"],
             swiftSettings: strict
         ),
         .testTarget(

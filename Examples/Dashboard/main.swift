@@ -53,7 +53,7 @@ func say(_ line: String) {
     let (done, finish) = AsyncStream<Void>.makeStream()
     let onChange: @MainActor () -> Void = {
         seen += 1
-        if seen >= 2 * limit { finish.yield() }
+        if seen / 2 >= limit { finish.yield() }  // two views see each change
     }
     let views = [PriceView(name: "totals", bus: bus, onChange: onChange), PriceView(name: "cart", bus: bus, onChange: onChange)]
     try await bus.ping()  // the broker has our subscription now

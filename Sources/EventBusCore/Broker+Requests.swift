@@ -156,10 +156,17 @@ extension Broker {
                     recordDrops(connection, count: 1, firstSeq: seq)
                     return false
                 }
-                let target = max(0, min(limit, connection.outbound.byteCount) - size)
+                // Leave room for the `dropped` notice placed below.
+                let target = max(0, min(limit, connection.outbound.byteCount) - size - OutboundQueue.dropNoticeMaxBytes)
                 let result = connection.outbound.dropOldestEvents(untilAtMost: target)
                 statistics.queuedBytes -= result.bytes
-                recordDrops(connection, count: result.count, firstSeq: result.firstSeq)
+                if result.count > 0 {
+                    // The notice goes where the gap is, not after newer events.
+                    let placed = connection.outbound.placeDropNotice(count: result.count, since: result.firstSeq)
+                    statistics.queuedBytes += placed.bytes
+                    statistics.dropped += result.count
+                    if placed.added { notices.append(.startedDropping(connection.id, pid: connection.credentials.pid)) }
+                }
                 let stillOver = connection.outbound.byteCount + size > limit
                     || (statistics.queuedBytes + size > configuration.maxQueuedBytes && result.count == 0)
                 if stillOver {

@@ -6,6 +6,8 @@
 // subscriber's queue (reference counted), so fan-out copies no bytes. The head
 // frame may be partly written (`headOffset`); it is never dropped.
 
+import EventBusProtocol
+
 /// An immutable frame whose bytes live inline in the object (one heap
 /// allocation per frame) and stay put for its lifetime, so a gathered write
 /// can point at them. Shared between the queues of every subscriber.
@@ -44,6 +46,10 @@ public struct OutboundQueue {
     struct Entry {
         var frame: OutboundFrame
         var seq: UInt64
+        /// For a `dropped` notice placed by `placeDropNotice`: its count and
+        /// since_seq, so a later drop can merge into it. 0 otherwise.
+        var noticeCount: UInt64 = 0
+        var noticeSince: UInt64 = 0
     }
 
     var entries: [Entry] = []
@@ -153,6 +159,49 @@ public struct OutboundQueue {
         return (dropped, firstSeq, freed)
     }
 
+
+    /// Puts a `dropped` notice where the dropped events were: first in line
+    /// after a partly written frame (PROTOCOL.md "Semantics": the notice comes
+    /// before the next event). If a placed notice is already there, unwritten,
+    /// it is merged (counts add up, the earlier since_seq stays). Call right
+    /// after `dropOldestEvents` dropped `count` events starting at `since`.
+    /// - Returns: the change in queued bytes, and whether a new notice was added.
+    mutating func placeDropNotice(count: UInt64, since: UInt64) -> (bytes: Int, added: Bool) {
+        let position = headOffset > 0 ? head + 1 : head
+        if position < entries.count, entries[position].noticeCount > 0 {
+            let merged = entries[position]
+            let frame = OutboundQueue.dropNotice(count: merged.noticeCount + count, since: merged.noticeSince)
+            let delta = frame.count - merged.frame.count
+            entries[position] = Entry(frame: frame, seq: 0, noticeCount: merged.noticeCount + count, noticeSince: merged.noticeSince)
+            byteCount += delta
+            return (delta, false)
+        }
+        let frame = OutboundQueue.dropNotice(count: count, since: since)
+        let notice = Entry(frame: frame, seq: 0, noticeCount: count, noticeSince: since)
+        if head > 0 {
+            // Dropping freed the slots before `head`: step back into one.
+            if headOffset > 0 {
+                entries[head - 1] = entries[head]
+                entries[head] = notice
+            } else {
+                entries[head - 1] = notice
+            }
+            head -= 1
+        } else {
+            entries.insert(notice, at: position)
+        }
+        byteCount += frame.count
+        return (frame.count, true)
+    }
+
+    /// Largest `dropped` notice: `{"op":"dropped","count":<20 digits>,"since_seq":<20 digits>}\n`.
+    static let dropNoticeMaxBytes = 80
+
+    static func dropNotice(count: UInt64, since: UInt64) -> OutboundFrame {
+        var bytes: [UInt8] = []
+        FrameEncoder.appendDropped(count: count, sinceSeq: since, to: &bytes)
+        return bytes.withUnsafeBytes { OutboundFrame.copying($0) }
+    }
 
     /// Releases every queued frame.
     mutating func removeAll() {

@@ -41,20 +41,8 @@ public struct EventType: Hashable, Sendable, CustomStringConvertible {
 
     /// Whether `utf8` is a valid event type.
     public static func isValid<C: Collection>(_ utf8: C) -> Bool where C.Element == UInt8 {
-        let count = utf8.count
-        guard count >= 1 && count <= 255 else { return false }
-        var segmentLength = 0
-        for b in utf8 {
-            if b == 0x2E {
-                if segmentLength == 0 { return false }
-                segmentLength = 0
-            } else if isSegmentByte(b) {
-                segmentLength += 1
-            } else {
-                return false
-            }
-        }
-        return segmentLength > 0
+        let bytes = Array(utf8)
+        return bytes.withUnsafeBytes { isValid(raw: $0) }
     }
 
     /// Whether the type starts with `eventbus.` (reserved for the broker).

@@ -66,7 +66,7 @@ public final class BrokerServer {
 
     var listenersEnabled = true
     var acceptRetryAt: Int64? = nil
-    var lastAcceptFailureLog: Int64 = .min
+    var lastAcceptFailureLog: Int64? = nil
     var shutdownDeadline: Int64? = nil
     var idleSince: Int64
     var nextPeriodic: [Int64]
@@ -204,7 +204,7 @@ public final class BrokerServer {
             let now = Clock.monotonicNanoseconds()
             setListenersEnabled(false)
             acceptRetryAt = now + 200_000_000
-            if now - lastAcceptFailureLog > 10_000_000_000 {
+            if lastAcceptFailureLog.map({ now - $0 > 10_000_000_000 }) ?? true {
                 lastAcceptFailureLog = now
                 logger.warning("failed to accept connection: \(error); pausing accepts until descriptors free up")
             }

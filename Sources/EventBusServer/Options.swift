@@ -138,7 +138,8 @@ public struct BrokerOptions: Sendable {
     Usage: eventbusd [OPTIONS]
 
     The eventbus broker: routes newline-delimited JSON events between processes
-    over a Unix domain socket (wire protocol: PROTOCOL.md, version 1).
+    over a Unix domain socket (wire protocol version 1: docs/PROTOCOL.md in the
+    source tree).
 
     Socket (first that applies; under systemd socket activation the passed
     sockets are used instead and no path is bound or unlinked):

@@ -30,8 +30,8 @@ public enum FileSystem {
         }
     }
 
-    /// Creates `path` and missing parents with `mode` (like `mkdir -p`); an
-    /// existing directory is fine.
+    /// Creates `path` and missing parents with exactly `mode` (like
+    /// `mkdir -p -m`, whatever the umask); an existing directory is left as it is.
     /// - Throws: `SystemError("mkdir", errno)`.
     public static func createDirectories(_ path: String, mode: mode_t = 0o755) throws(SystemError) {
         if path.isEmpty || path == "/" { return }
@@ -39,7 +39,12 @@ public enum FileSystem {
         if let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")), slash != path.utf8.startIndex {
             try createDirectories(String(path[..<slash]), mode: mode)
         }
-        if mkdir(path, mode) != 0 && errno != EEXIST { throw SystemError("mkdir", .current) }
+        if mkdir(path, mode) == 0 {
+            // mkdir(2) applies the umask; the directory must get `mode` exactly.
+            try chmod(path, mode: mode)
+        } else if errno != EEXIST {
+            throw SystemError("mkdir", .current)
+        }
     }
 
     /// unlink(2).

@@ -1,1 +1,81 @@
-print("not yet")
+// Entry point of the `eventbus` CLI: find the subcommand, parse its options,
+// resolve the socket path, run it, and turn any `CLIError` into one stderr
+// line and an exit status (sysexits(3)).
+//
+// Before editing: nothing here may load more than a publish needs; start-up
+// time is measured against redis-cli (docs/CLI.md). No Foundation.
+import EventBusProtocol
+import EventBusSystem
+import Glibc
+
+FileDescriptor.openNullOnClosedStandardDescriptors()
+ProcessSettings.ignoreBrokenPipeSignal()
+exit(runCommandLine(Array(CommandLine.arguments.dropFirst())))
+
+/// Runs one command line (without the program name) and returns the exit status.
+func runCommandLine(_ arguments: [String]) -> Int32 {
+    do {
+        try dispatch(arguments)
+        return ExitStatus.success.rawValue
+    } catch {
+        if let message = error.message { printError(message) }
+        return error.status
+    }
+}
+
+private func dispatch(_ arguments: [String]) throws(CLIError) {
+    let top = try parseArguments(arguments[...], specs: globalOptions, command: nil, stopAtFirstOperand: true)
+    guard let name = top.operands.first else {
+        if top.has("help") { return try StandardOutput.write(mainHelp) }
+        if top.has("version") { return try StandardOutput.write(versionText) }
+        throw .usage(nil, "missing COMMAND (publish, listen, wait, stats or ping)")
+    }
+    let specs: [OptionSpec]
+    let run: (ParsedArguments, String) throws(CLIError) -> Void
+    switch name {
+    case "publish": specs = publishOptions; run = runPublish
+    case "listen": specs = listenOptions; run = runListen
+    case "wait": specs = waitOptions; run = runWait
+    case "stats": specs = statsOptions; run = runStats
+    case "ping": specs = pingOptions; run = runPing
+    case "help":
+        guard let topic = top.operands.dropFirst().first else { return try StandardOutput.write(mainHelp) }
+        guard let text = helpText(for: topic) else { throw .usage(nil, "unknown command '\(topic)'") }
+        return try StandardOutput.write(text)
+    default:
+        if top.has("help") { return try StandardOutput.write(mainHelp) }
+        throw .usage(nil, "unknown command '\(name)'")
+    }
+    var args = try parseArguments(top.operands.dropFirst(), specs: specs, command: name)
+    args.options.insert(contentsOf: top.options, at: 0)
+    if args.has("help") { return try StandardOutput.write(helpText(for: name)!) }
+    if args.has("version") { return try StandardOutput.write(versionText) }
+    try run(args, resolveSocket(args, command: name))
+}
+
+/// The socket path per PROTOCOL.md "Transport": `--socket`; `--system` or
+/// `--user`; `$EVENTBUS_SOCKET`; the user bus when `XDG_RUNTIME_DIR` is set
+/// and not root; the system bus.
+private func resolveSocket(_ args: ParsedArguments, command: String) throws(CLIError) -> String {
+    let selection: BusSelection
+    let chosen = [args.has("socket"), args.has("system"), args.has("user")].filter { $0 }.count
+    guard chosen <= 1 else { throw .usage(command, "give only one of --socket, --system and --user") }
+    if let path = args.value("socket") {
+        selection = .path(path)
+    } else if args.has("system") {
+        selection = .system
+    } else if args.has("user") {
+        selection = .user
+    } else {
+        selection = .automatic
+    }
+    var environment: [String: String] = [:]
+    for key in ["EVENTBUS_SOCKET", "XDG_RUNTIME_DIR"] {
+        if let value = getenv(key) { environment[key] = String(cString: value) }
+    }
+    do {
+        return try SocketPath.resolve(selection, environment: environment, effectiveUID: geteuid())
+    } catch {
+        throw .usage(command, error.description)
+    }
+}

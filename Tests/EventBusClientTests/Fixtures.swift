@@ -4,22 +4,13 @@
 //
 // Before editing: every wait here is bounded, every child is killed and
 // reaped by the test that started it (or by deinit), and each broker gets its
-// own directory so tests can run in parallel.
+// own directory so tests can run in parallel. Children are EventBusTestSupport's
+// `SpawnedProcess` (posix_spawn, emptied signal mask), never Foundation.Process.
 @testable import EventBusClient
+import EventBusTestSupport
 import Foundation
 import Synchronization
 import Testing
-
-/// Built products of this build (`.build/<triple>/debug`): the folder of the
-/// running test executable.
-enum Products {
-    static let directory: URL = {
-        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-        return URL(fileURLWithPath: exe).deletingLastPathComponent()
-    }()
-
-    static func url(_ name: String) -> URL { directory.appendingPathComponent(name) }
-}
 
 /// Polls `condition` every 10 ms until it holds or `limit` passes.
 /// - Returns: whether it held.
@@ -35,17 +26,15 @@ func eventually(within limit: Duration = .seconds(10), isolation: isolated (any 
 
 /// A running `eventbusd --socket <dir>/bus.sock`, stopped and reaped on `stop()` or deinit.
 final class BrokerProcess {
-    let directory: URL
+    let directory: TemporaryDirectory
     let socketPath: String
-    private var process: Process?
+    private var process: SpawnedProcess?
 
     /// Starts a broker on a new temporary path and waits until it answers `ping`.
     /// - Parameter arguments: extra options, e.g. `["--max-outbound", "64K"]`.
     init(arguments: [String] = []) async throws {
-        let name = "ebc-" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
-        directory = URL(fileURLWithPath: "/tmp").appendingPathComponent(name)
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        socketPath = directory.appendingPathComponent("bus.sock").path
+        directory = try TemporaryDirectory(prefix: "ebc-")
+        socketPath = directory.file("bus.sock")
         self.arguments = arguments
         try await start()
     }
@@ -55,12 +44,8 @@ final class BrokerProcess {
     /// Starts (or restarts) the broker on the same path; returns once it answers `ping`.
     func start() async throws {
         precondition(process == nil, "broker already running")
-        let process = Process()
-        process.executableURL = Products.url("eventbusd")
-        process.arguments = ["--socket", socketPath, "--log-level", "warning"] + arguments
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
-        self.process = process
+        process = try SpawnedProcess(productsDirectory() + "/eventbusd",
+                                     ["--socket", socketPath, "--log-level", "warning"] + arguments, in: directory)
         let ready = await eventually {
             guard let bus = try? await EventBus.connect(EventBus.Configuration(bus: .path(socketPath), clientName: "fixture", reconnect: .never)) else { return false }
             defer { bus.close() }
@@ -73,60 +58,24 @@ final class BrokerProcess {
     func stop() async {
         guard let process else { return }
         self.process = nil
-        process.terminate()
-        if !(await eventually(within: .seconds(5)) { !process.isRunning }) {
-            kill(process.processIdentifier, SIGKILL)
-        }
-        process.waitUntilExit()
-    }
-
-    deinit {
-        if let process, process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
-        try? FileManager.default.removeItem(at: directory)
+        _ = try? await process.stop(SIGTERM, timeout: .seconds(5))
     }
 }
 
-/// A child process built from this package, its stdout collected line by line.
+/// A child process built from this package (a `SpawnedProcess`: posix_spawn, not
+/// Foundation.Process), its stdout and stderr collected in files.
 final class ChildProcess: Sendable {
     let name: String
-    private let process: Process
-    private let output = Locked<String>("")
-    private let errors = Locked<String>("")
+    private let process: SpawnedProcess
 
     /// Starts product `name` with `arguments`.
     init(_ name: String, _ arguments: [String]) throws {
         self.name = name
-        let process = Process()
-        process.executableURL = Products.url(name)
-        process.arguments = arguments
-        let out = Pipe(), err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        self.process = process
-        try process.run()
-        for (pipe, isOutput) in [(out, true), (err, false)] {
-            let handle = pipe.fileHandleForReading
-            let thread = Thread { [self] in
-                while true {
-                    let data = handle.availableData
-                    if data.isEmpty { break }
-                    let text = String(decoding: data, as: UTF8.self)
-                    if isOutput { self.output.withLock { $0 += text } } else { self.errors.withLock { $0 += text } }
-                }
-                self.readersDone.add(1, ordering: .releasing)
-            }
-            thread.start()
-        }
+        process = try SpawnedProcess(productsDirectory() + "/" + name, arguments, in: try TemporaryDirectory(prefix: "ebc-"))
     }
 
-    /// Pipe readers that saw EOF (2 when all output is in).
-    private let readersDone = Atomic<Int>(0)
-
-    var stdout: String { output.withLock { $0 } }
-    var stderr: String { errors.withLock { $0 } }
+    var stdout: String { process.stdoutSoFar() }
+    var stderr: String { process.stderrSoFar() }
 
     /// Waits until stdout has a line equal to `line`.
     func waitForLine(_ line: String, within limit: Duration = .seconds(10)) async -> Bool {
@@ -134,19 +83,12 @@ final class ChildProcess: Sendable {
     }
 
     /// Waits for the exit status; kills the child if it outlives `limit`.
-    /// - Returns: the status, or nil when it had to be killed.
+    /// - Returns: the exit code (the signal number if a signal ended it), or nil when it had to be killed.
     func waitForExit(within limit: Duration = .seconds(10)) async -> Int32? {
-        let exited = await eventually(within: limit) { !process.isRunning }
-        if !exited { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
-        _ = await eventually(within: .seconds(5)) { readersDone.load(ordering: .acquiring) == 2 }
-        return exited ? process.terminationStatus : nil
-    }
-
-    deinit {
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+        guard let output = try? await process.wait(timeout: limit) else { return nil }
+        switch output.status {
+        case .exited(let code): return code
+        case .signaled(let signal): return signal
         }
     }
 }

@@ -2,6 +2,7 @@
 // sd_journal_sendv sends (captured in a private mount namespace), and JOURNAL_STREAM
 // matching in a child whose stderr the test chose.
 @testable import EventBusSystemd
+import EventBusTestSupport
 import Foundation
 import Glibc
 import Testing
@@ -46,20 +47,20 @@ struct JournalTests {
 
     @Test(arguments: [true, false])
     func stderrIsJournalComparesJournalStreamWithFd2(matching: Bool) async throws {
-        let dir = try TempDirectory()
+        let dir = try makeTempDirectory()
         let stderrPath = dir.file("stderr")
         try createEmptyFile(stderrPath)
         var status = stat()
         #expect(stat(stderrPath, &status) == 0)
         let inode = UInt64(status.st_ino) + (matching ? 0 : 1)
-        let child = try Child(probePath, ["stderr-is-journal"], environment: ["JOURNAL_STREAM": "\(status.st_dev):\(inode)"],
+        let child = try spawn(probePath, ["stderr-is-journal"], environment: ["JOURNAL_STREAM": "\(status.st_dev):\(inode)"],
                               stderrTo: stderrPath, in: dir)
         let finished = try await child.wait()
         #expect(finished.stdout == "\(matching)\n")
     }
 
     @Test func stderrIsNotJournalWithoutJournalStream() async throws {
-        let dir = try TempDirectory()
+        let dir = try makeTempDirectory()
         #expect(try await run(probePath, ["stderr-is-journal"], in: dir).stdout == "false\n")
     }
 
@@ -67,7 +68,7 @@ struct JournalTests {
     /// /run/systemd/journal/socket itself and catch what `sd_journal_sendv` sends.
     @Test(.enabled(if: canUnshareMount, "needs root and a working `unshare --mount`"))
     func sinkSendsOneStructuredEntryToTheJournalSocket() async throws {
-        let dir = try TempDirectory()
+        let dir = try makeTempDirectory()
         let script = "mount -t tmpfs tmpfs /run && mkdir -p /run/systemd/journal && exec \"$0\" \"$@\""
         let finished = try await run("unshare", ["--mount", "--propagation", "private", "/bin/sh", "-c", script,
                                                       probePath, "journal-capture", "line one\nline two",
@@ -81,10 +82,10 @@ struct JournalTests {
 
 /// Whether this process may make a private mount namespace (root, and not forbidden by a container).
 let canUnshareMount: Bool = {
-    guard getuid() == 0, haveExecutable("unshare") else { return false }
-    guard let dir = try? TempDirectory(),
-          let child = try? Child("unshare", ["--mount", "--propagation", "private", "true"], in: dir) else { return false }
-    return child.waitBlocking() == 0
+    guard getuid() == 0, findInPath("unshare") != nil else { return false }
+    guard let dir = try? makeTempDirectory(),
+          let child = try? spawn("unshare", ["--mount", "--propagation", "private", "true"], in: dir) else { return false }
+    return (try? child.waitBlocking())?.status == 0
 }()
 
 /// Parses journald's native protocol (`systemd-journald.service(8)`, "Native Protocol"):

@@ -1,12 +1,13 @@
 // ServiceManager in real processes: notifications reach a test NOTIFY_SOCKET, and the
 // watchdog interval follows WATCHDOG_USEC/WATCHDOG_PID.
+import EventBusTestSupport
 import Glibc
 import Testing
 
 @Suite(.timeLimit(.minutes(1)))
 struct ServiceManagerTests {
     @Test func notificationsArriveOnNotifySocketInOrder() async throws {
-        let dir = try TempDirectory()
+        let dir = try makeTempDirectory()
         let receiver = try DatagramReceiver(path: dir.file("notify.sock"))
         let finished = try await run(probePath, ["notify", "status=3 connections\n2 subscriptions", "ready", "watchdog", "stopping"],
                                      environment: ["NOTIFY_SOCKET": receiver.path], in: dir)
@@ -19,7 +20,7 @@ struct ServiceManagerTests {
     }
 
     @Test func notificationsWithoutNotifySocketAreSilentNoOps() async throws {
-        let dir = try TempDirectory()
+        let dir = try makeTempDirectory()
         let finished = try await run(probePath, ["notify", "ready", "status=x", "watchdog", "stopping"], in: dir)
         #expect(finished.status == 0)
         #expect(finished.stderr == "")
@@ -36,7 +37,7 @@ struct ServiceManagerTests {
         ("", "interval=nil"),
     ])
     func watchdogIntervalIsHalfOfWatchdogUsecForThisProcess(assignments: String, expected: String) async throws {
-        let dir = try TempDirectory()
+        let dir = try makeTempDirectory()
         let finished = try await run("/bin/sh", ["-c", "\(assignments) exec \"$0\" watchdog", probePath], in: dir)
         #expect(finished.status == 0, "stderr: \(finished.stderr)")
         #expect(finished.stdout == expected + "\n")

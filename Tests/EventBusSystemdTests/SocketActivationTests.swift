@@ -1,21 +1,22 @@
 // SocketActivation.takeListeningSockets() in real processes: under systemd's own
 // systemd-socket-activate, and with hand-made LISTEN_* variables.
+import EventBusTestSupport
 import Foundation
 import Glibc
 import Testing
 
-@Suite(.enabled(if: haveExecutable("systemd-socket-activate"), "needs systemd-socket-activate (package systemd)"),
+@Suite(.enabled(if: findInPath("systemd-socket-activate") != nil, "needs systemd-socket-activate (package systemd)"),
        .timeLimit(.minutes(1)))
 struct SocketActivationTests {
     @Test(arguments: [(["--fdname=bus"], "bus"), ([], "unknown")])
     func passedListeningSocketIsTakenWithItsNameAndServesAClientThatConnectedFirst(options: [String], name: String) async throws {
-        let dir = try TempDirectory()
+        let dir = try makeTempDirectory()
         let path = dir.file("bus.sock")
-        let activator = try Child("systemd-socket-activate", ["-l", path] + options + [probePath, "listen", "serve"], in: dir)
+        let activator = try spawn("systemd-socket-activate", ["-l", path] + options + [probePath, "listen", "serve"], in: dir)
         try await waitForPath(path)
         // systemd-socket-activate starts the probe only once this client has connected.
-        let client = try StreamClient(connectingTo: path)
-        #expect(try client.readToEnd() == "served fd=3 name=\(name)\n")
+        let client = try LineClient(path)
+        #expect(try client.readToEnd(resetIsEOF: false) == "served fd=3 name=\(name)\n")
         let finished = try await activator.wait()
         #expect(finished.status == 0, "stderr: \(finished.stderr)")
         #expect(finished.stdout == """
@@ -28,31 +29,31 @@ struct SocketActivationTests {
     }
 
     @Test func everyPassedSocketIsTakenInFdOrder() async throws {
-        let dir = try TempDirectory()
+        let dir = try makeTempDirectory()
         let first = dir.file("a.sock"), second = dir.file("b.sock")
-        let activator = try Child("systemd-socket-activate", ["-l", first, "-l", second,
+        let activator = try spawn("systemd-socket-activate", ["-l", first, "-l", second,
                                                    "--fdname=system:extra", probePath, "listen", "serve"], in: dir)
         try await waitForPath(first)
         try await waitForPath(second)
-        let secondClient = try StreamClient(connectingTo: second)
-        let firstClient = try StreamClient(connectingTo: first)
-        #expect(try firstClient.readToEnd() == "served fd=3 name=system\n")
-        #expect(try secondClient.readToEnd() == "served fd=4 name=extra\n")
+        let secondClient = try LineClient(second)
+        let firstClient = try LineClient(first)
+        #expect(try firstClient.readToEnd(resetIsEOF: false) == "served fd=3 name=system\n")
+        #expect(try secondClient.readToEnd(resetIsEOF: false) == "served fd=4 name=extra\n")
         let finished = try await activator.wait()
         #expect(finished.status == 0, "stderr: \(finished.stderr)")
         #expect(finished.stdout.hasPrefix("socket fd=3 name=system\nsocket fd=4 name=extra\n"))
     }
 
     @Test func acceptModeIsRefusedWithOneClearLine() async throws {
-        let dir = try TempDirectory()
+        let dir = try makeTempDirectory()
         let path = dir.file("bus.sock")
-        let activator = try Child("systemd-socket-activate", ["--accept", "-l", path, probePath, "listen", "serve"], in: dir)
+        let activator = try spawn("systemd-socket-activate", ["--accept", "-l", path, probePath, "listen", "serve"], in: dir)
         try await waitForPath(path)
-        let client = try StreamClient(connectingTo: path)
+        let client = try LineClient(path)
         // The probe exits without serving: the connection just closes.
-        #expect(try client.readToEnd() == "")
+        #expect(try client.readToEnd(resetIsEOF: false) == "")
         // systemd-socket-activate stays up in --accept mode; it logs the child's exit first.
-        try await waitUntil("the child's exit being logged") { activator.stderrSoFar().contains("died with code") }
+        try await pollUntil("the child's exit being logged") { activator.stderrSoFar().contains("died with code") }
         let finished = try await activator.stop()
         #expect(finished.stderr.contains(
             "eventbus-systemd-probe: fd 3 (name 'unknown') is not a listening AF_UNIX stream socket; Accept=yes is not supported\n"))
@@ -63,8 +64,8 @@ struct SocketActivationTests {
 /// Hand-made LISTEN_* variables; `sh -c '... exec probe'` keeps the pid that `$$` names.
 @Suite(.timeLimit(.minutes(1)))
 struct ListenEnvironmentTests {
-    private func probeListen(_ assignments: String, redirect: String = "") async throws -> Finished {
-        let dir = try TempDirectory()
+    private func probeListen(_ assignments: String, redirect: String = "") async throws -> ProcessOutput {
+        let dir = try makeTempDirectory()
         return try await run("/bin/sh", ["-c", "\(assignments) exec \"$0\" listen \(redirect)", probePath], in: dir)
     }
 

@@ -1,0 +1,148 @@
+// System calls the `eventbus` CLI needs beyond single-descriptor I/O: poll(2)
+// over several descriptors, and running a COMMAND for `eventbus wait`
+// (posix_spawnp(3), waitpid(2), kill(2)).
+//
+// Before editing: a spawned child gets SIGPIPE (and SIGINT/SIGTERM/SIGQUIT)
+// back at their default dispositions, because the CLI ignores SIGPIPE and an
+// ignored disposition would otherwise be inherited across exec. Every socket
+// this package creates is close-on-exec, so no broker connection leaks into it.
+import Glibc
+
+/// One descriptor of a multi-descriptor poll(2): what to wait for, what happened.
+public struct PollEntry: Sendable {
+    /// The descriptor watched (not owned).
+    public var descriptor: FileDescriptor
+    /// Events asked for; may be empty to hear only `.hangup` and `.error`
+    /// (for example to notice that the reader of a pipe has gone).
+    public var events: PollEvents
+    /// Events that happened, filled in by `FileDescriptor.poll(_:timeoutMilliseconds:)`.
+    public var returned: PollEvents = []
+
+    public init(_ descriptor: FileDescriptor, events: PollEvents) {
+        self.descriptor = descriptor
+        self.events = events
+    }
+}
+
+extension FileDescriptor {
+    /// poll(2) over several descriptors.
+    /// - Parameters:
+    ///   - entries: descriptors and wanted events; each entry's `returned` is
+    ///     set (empty when nothing happened to it).
+    ///   - timeoutMilliseconds: -1 waits forever; 0 does not wait.
+    /// - Returns: how many entries have events (0 on timeout or EINTR).
+    /// - Throws: `SystemError("poll", errno)`.
+    public static func poll(_ entries: inout [PollEntry], timeoutMilliseconds: Int32) throws(SystemError) -> Int {
+        var raw = entries.map { pollfd(fd: $0.descriptor.rawValue, events: Int16(truncatingIfNeeded: $0.events.rawValue), revents: 0) }
+        let n = raw.withUnsafeMutableBufferPointer { Glibc.poll($0.baseAddress, nfds_t($0.count), timeoutMilliseconds) }
+        if n < 0 {
+            if Glibc.errno == EINTR {
+                for i in entries.indices { entries[i].returned = [] }
+                return 0
+            }
+            throw SystemError("poll", .current)
+        }
+        for i in entries.indices { entries[i].returned = PollEvents(rawValue: Int32(raw[i].revents)) }
+        return Int(n)
+    }
+
+    /// Opens /dev/null on any of fds 0, 1, 2 that is not open (fcntl(2)
+    /// F_GETFD gives EBADF), so that a socket opened later can never become
+    /// "standard output" (`eventbus listen >&-` would otherwise write events
+    /// into its own broker connection). Call first thing in `main`.
+    public static func openNullOnClosedStandardDescriptors() {
+        for fd: CInt in 0...2 where fcntl(fd, F_GETFD) == -1 && Glibc.errno == EBADF {
+            // open(2) returns the lowest free descriptor: this one.
+            _ = Glibc.open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY)
+        }
+    }
+
+    /// isatty(3): whether the descriptor is a terminal.
+    public var isTerminal: Bool { isatty(rawValue) == 1 }
+}
+
+/// How a child process ended, decoded from a waitpid(2) status word.
+public enum ChildExit: Equatable, Sendable, CustomStringConvertible {
+    /// `exit(code)`, code 0...255.
+    case exited(Int32)
+    /// Killed by signal number `signal`.
+    case signaled(Int32)
+
+    /// Decodes waitpid(2)'s status (the WIFEXITED/WEXITSTATUS/WTERMSIG macros,
+    /// which Swift does not import).
+    public init(waitStatus status: Int32) {
+        let low = status & 0x7F
+        self = low == 0 ? .exited((status >> 8) & 0xFF) : .signaled(low)
+    }
+
+    /// The status a shell would report: the exit code, or 128 + signal.
+    public var shellStatus: Int32 {
+        switch self {
+        case .exited(let code): code
+        case .signaled(let signal): 128 + signal
+        }
+    }
+
+    /// `exit status 3`, `signal 9`.
+    public var description: String {
+        switch self {
+        case .exited(let code): "exit status \(code)"
+        case .signaled(let signal): "signal \(signal)"
+        }
+    }
+}
+
+/// A child process started with `ChildProcess.spawn`. Not an owner of anything
+/// but the duty to reap it once (`poll()` or `wait()` returning non-nil).
+public struct ChildProcess: Sendable {
+    /// The child's process id.
+    public let pid: pid_t
+
+    /// Starts `arguments[0]`, searched in `PATH` like execvp(3), with the
+    /// caller's environment, standard descriptors and working directory.
+    /// SIGPIPE, SIGINT, SIGTERM and SIGQUIT are reset to their defaults.
+    /// - Parameter arguments: the command and its arguments; not empty.
+    /// - Throws: `SystemError("posix_spawnp", errno)`: ENOENT when the command
+    ///   is not found, EACCES when it cannot be executed.
+    public static func spawn(_ arguments: [String]) throws(SystemError) -> ChildProcess {
+        precondition(!arguments.isEmpty, "spawn needs a command")
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for signal in [SIGPIPE, SIGINT, SIGTERM, SIGQUIT] { sigaddset(&defaults, signal) }
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        var empty = sigset_t()
+        sigemptyset(&empty)
+        posix_spawnattr_setsigmask(&attributes, &empty)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
+
+        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) }
+        argv.append(nil)
+        defer { for pointer in argv { free(pointer) } }
+        var pid: pid_t = 0
+        let result = posix_spawnp(&pid, argv[0]!, nil, &attributes, &argv, environ)
+        guard result == 0 else { throw SystemError("posix_spawnp", Errno(rawValue: result)) }
+        return ChildProcess(pid: pid)
+    }
+
+    /// waitpid(2) with WNOHANG: the exit if the child has ended (it is reaped
+    /// then; do not call again), nil while it runs.
+    /// - Throws: `SystemError("waitpid", errno)`.
+    public func poll() throws(SystemError) -> ChildExit? {
+        var status: Int32 = 0
+        while true {
+            let result = waitpid(pid, &status, WNOHANG)
+            if result == 0 { return nil }
+            if result == pid { return ChildExit(waitStatus: status) }
+            if Glibc.errno == EINTR { continue }
+            throw SystemError("waitpid", .current)
+        }
+    }
+
+    /// kill(2); errors (the child already gone) are ignored.
+    public func send(signal: Int32) {
+        _ = kill(pid, signal)
+    }
+}

@@ -1,0 +1,266 @@
+// Starting, waiting for and reaping child processes for tests (posix_spawn(3), waitpid(2)).
+//
+// Before editing: every wait here is bounded, children get default signal
+// dispositions and an empty signal mask, and no descriptor of the test
+// process except 0/1/2 leaks into a child (closefrom when glibc has it, and
+// every descriptor this module opens is close-on-exec anyway). A leaked socket
+// would keep a peer from ever seeing EOF in a parallel test.
+import Foundation
+import Glibc
+
+/// How a child process ended, decoded from a waitpid(2) status.
+public enum ExitStatus: Equatable, Sendable, CustomStringConvertible {
+    /// `exit(code)` or a return from `main`; `code` is 0...255.
+    case exited(Int32)
+    /// Killed by signal number `signal` (e.g. `SIGKILL` = 9).
+    case signaled(Int32)
+
+    /// Decodes the `status` word filled in by waitpid(2) (the WIFEXITED /
+    /// WEXITSTATUS / WTERMSIG macros, which Swift does not import).
+    public init(waitStatus status: Int32) {
+        let low = status & 0x7f
+        if low == 0 {
+            self = .exited((status >> 8) & 0xff)
+        } else {
+            self = .signaled(low)
+        }
+    }
+
+    /// The exit code, or nil when a signal ended the process.
+    public var exitCode: Int32? {
+        if case .exited(let code) = self { return code }
+        return nil
+    }
+
+    /// The signal that ended the process, or nil when it exited.
+    public var signal: Int32? {
+        if case .signaled(let signal) = self { return signal }
+        return nil
+    }
+
+    /// `exit 0`, `exit 3`, `signal 9`.
+    public var description: String {
+        switch self {
+        case .exited(let code): "exit \(code)"
+        case .signaled(let signal): "signal \(signal)"
+        }
+    }
+}
+
+extension ExitStatus: ExpressibleByIntegerLiteral {
+    /// `0` is `.exited(0)`, so tests can write `status == 0` (a signal never equals a literal).
+    public init(integerLiteral code: Int32) { self = .exited(code) }
+}
+
+/// A failure of the process helpers; every case says what was being done.
+public enum ChildProcessError: Error, CustomStringConvertible {
+    /// A libc call failed: `call` is its name, `errno` the error number.
+    case system(call: String, errno: Int32)
+    /// The built product `name` is not in `directory`.
+    case productNotFound(name: String, directory: String)
+    /// The child did not exit within `seconds`; it was killed with SIGKILL.
+    case timedOut(command: String, seconds: Double, stdout: String, stderr: String)
+
+    public var description: String {
+        switch self {
+        case .system(let call, let errno):
+            "failed to \(call): \(String(cString: strerror(errno))) (errno \(errno))"
+        case .productNotFound(let name, let directory):
+            "built product \(name) not found in \(directory) (run `swift build --build-tests` first)"
+        case .timedOut(let command, let seconds, let stdout, let stderr):
+            "\(command) did not exit within \(seconds) s; killed. stdout: \(stdout.suffix(2000)) stderr: \(stderr.suffix(2000))"
+        }
+    }
+}
+
+/// The folder holding the built products of this build (e.g. `.build/debug`),
+/// found as the folder of the running test executable (`/proc/self/exe`),
+/// the way swift-argument-parser's TestHelpers find `productsDirectory` on Linux.
+/// `$EVENTBUS_TEST_PRODUCTS` overrides it.
+public func productsDirectory() -> String {
+    if let override = ProcessInfo.processInfo.environment["EVENTBUS_TEST_PRODUCTS"], !override.isEmpty {
+        return override
+    }
+    let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+        ?? Bundle.main.executablePath ?? CommandLine.arguments[0]
+    var dir = URL(fileURLWithPath: exe).deletingLastPathComponent()
+    // On Linux the test bundle is an executable inside the products folder; if a
+    // toolchain ever nests it (`X.xctest/...`), step out of the bundle.
+    while dir.path.contains(".xctest") { dir = dir.deletingLastPathComponent() }
+    return dir.path
+}
+
+/// Absolute path of the built executable `name` (e.g. `"eventbusd"`) in
+/// `productsDirectory()`.
+/// - Throws: `ChildProcessError.productNotFound` when it is not there or not executable.
+public func builtProduct(_ name: String) throws -> String {
+    let dir = productsDirectory()
+    let path = dir + "/" + name
+    guard access(path, X_OK) == 0 else { throw ChildProcessError.productNotFound(name: name, directory: dir) }
+    return path
+}
+
+/// Output of `runProcess`: exit status, the whole of stdout and stderr (UTF-8,
+/// invalid bytes replaced), and the child's pid (to compare with `SO_PEERCRED`).
+public struct ProcessOutput: Sendable {
+    public var status: ExitStatus
+    public var stdout: String
+    public var stderr: String
+    public var pid: pid_t
+}
+
+/// Runs `executable` with `arguments` to completion and returns what it wrote.
+///
+/// stdin is `stdin`'s bytes (or /dev/null when nil); stdout and stderr go to
+/// temporary files, so a chatty child never blocks on a full pipe.
+/// - Parameters:
+///   - executable: absolute path, or a bare name looked up in `$PATH`.
+///   - environment: changes to the inherited environment; a `nil` value unsets the variable.
+///   - timeout: bound on the run; the child is then killed with SIGKILL.
+/// - Throws: `ChildProcessError.timedOut` (with partial output) or `.system` when spawning fails.
+public func runProcess(
+    _ executable: String,
+    _ arguments: [String] = [],
+    stdin: String? = nil,
+    environment: [String: String?] = [:],
+    timeout: Duration = .seconds(30)
+) throws -> ProcessOutput {
+    let dir = try TemporaryDirectory(prefix: "eb-run-")
+    defer { dir.remove() }
+    var stdinPath = "/dev/null"
+    if let stdin {
+        stdinPath = dir.path + "/stdin"
+        guard FileManager.default.createFile(atPath: stdinPath, contents: Data(stdin.utf8)) else {
+            throw ChildProcessError.system(call: "create \(stdinPath)", errno: errno)
+        }
+    }
+    let outPath = dir.path + "/stdout"
+    let errPath = dir.path + "/stderr"
+    let path = executable.contains("/") ? executable : (findInPath(executable) ?? executable)
+    let pid = try spawnChild(
+        path, arguments, environment: environment,
+        stdinPath: stdinPath, stdoutPath: outPath, stderrPath: errPath
+    )
+    let status = waitForChild(pid, timeout: timeout)
+    let out = readTextFile(outPath)
+    let err = readTextFile(errPath)
+    guard let status else {
+        kill(pid, SIGKILL)
+        _ = waitForChild(pid, timeout: .seconds(5))
+        throw ChildProcessError.timedOut(
+            command: ([executable] + arguments).joined(separator: " "),
+            seconds: timeout.seconds, stdout: out, stderr: err
+        )
+    }
+    return ProcessOutput(status: status, stdout: out, stderr: err, pid: pid)
+}
+
+/// The first executable `name` in `$PATH`, or nil.
+public func findInPath(_ name: String) -> String? {
+    let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
+    for dir in path.split(separator: ":") {
+        let candidate = "\(dir)/\(name)"
+        if access(candidate, X_OK) == 0 { return candidate }
+    }
+    return nil
+}
+
+/// Starts `path` with `arguments` through posix_spawn(3): stdio from/to the
+/// given files (stdout/stderr created or truncated, mode 0644; when `stderrPath`
+/// equals `stdoutPath`, fd 2 is a duplicate of fd 1), all signals at their
+/// default disposition, empty signal mask, no other descriptor inherited.
+/// `closeStandardOutput` starts the child with fd 1 closed.
+/// - Returns: the child's pid; the caller must reap it (`waitForChild`).
+/// - Throws: `ChildProcessError.system(call: "posix_spawn …")`.
+public func spawnChild(
+    _ path: String,
+    _ arguments: [String],
+    environment: [String: String?] = [:],
+    stdinPath: String = "/dev/null",
+    stdoutPath: String = "/dev/null",
+    stderrPath: String = "/dev/null",
+    closeStandardOutput: Bool = false
+) throws -> pid_t {
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, 0, stdinPath, O_RDONLY, 0)
+    posix_spawn_file_actions_addopen(&actions, 1, stdoutPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+    if stderrPath == stdoutPath {
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+    } else {
+        posix_spawn_file_actions_addopen(&actions, 2, stderrPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+    }
+    if closeStandardOutput { posix_spawn_file_actions_addclose(&actions, 1) }
+    if let closeFrom = addCloseFrom {
+        _ = closeFrom(&actions, 3)
+    }
+
+    var attributes = posix_spawnattr_t()
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    var noSignals = sigset_t()
+    sigemptyset(&noSignals)
+    var allSignals = sigset_t()
+    sigfillset(&allSignals)
+    posix_spawnattr_setsigmask(&attributes, &noSignals)
+    posix_spawnattr_setsigdefault(&attributes, &allSignals)
+    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+
+    var env = ProcessInfo.processInfo.environment
+    for (key, value) in environment { env[key] = value }
+    let argv = ([path] + arguments).map { strdup($0) } + [nil]
+    let envp = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
+    defer {
+        for p in argv { free(p) }
+        for p in envp { free(p) }
+    }
+    var pid: pid_t = 0
+    let rc = posix_spawn(&pid, path, &actions, &attributes, argv, envp)
+    guard rc == 0 else { throw ChildProcessError.system(call: "posix_spawn \(path)", errno: rc) }
+    return pid
+}
+
+/// Waits up to `timeout` for child `pid` to exit and reaps it (waitpid(2) with
+/// `WNOHANG`, polled every 5 ms). Returns nil if it is still running.
+public func waitForChild(_ pid: pid_t, timeout: Duration) -> ExitStatus? {
+    let deadline = ContinuousClock.now + timeout
+    while true {
+        var status: Int32 = 0
+        let rc = waitpid(pid, &status, WNOHANG)
+        if rc == pid { return ExitStatus(waitStatus: status) }
+        if rc == -1 && errno != EINTR { return nil }
+        if ContinuousClock.now >= deadline { return nil }
+        usleep(5_000)
+    }
+}
+
+/// Reads a whole file as UTF-8 (invalid bytes replaced); "" when unreadable.
+func readTextFile(_ path: String) -> String {
+    guard let data = FileManager.default.contents(atPath: path) else { return "" }
+    return String(decoding: data, as: UTF8.self)
+}
+
+/// glibc ≥ 2.34's `posix_spawn_file_actions_addclosefrom_np`, which Swift's
+/// Glibc module does not import; looked up with dlsym(3), nil when absent.
+private let addCloseFrom: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32)? = {
+    guard let symbol = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np") else { return nil }
+    return unsafeBitCast(
+        symbol,
+        to: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32).self
+    )
+}()
+
+extension Duration {
+    /// This duration in seconds, as a `Double`.
+    public var seconds: Double {
+        let (s, atto) = components
+        return Double(s) + Double(atto) / 1e18
+    }
+
+    /// This duration in whole milliseconds, rounded up, clamped to `Int32` (for poll(2)).
+    var pollMilliseconds: Int32 {
+        let ms = (seconds * 1000).rounded(.up)
+        return ms <= 0 ? 0 : Int32(min(ms, Double(Int32.max)))
+    }
+}

@@ -1,0 +1,331 @@
+// One connection from the CLI to the broker: connect with a helpful error,
+// send frames, read frames with a deadline (PROTOCOL.md "Transport",
+// "Framing"). The socket is non-blocking; every wait is a poll(2).
+//
+// Before editing: frames handed to a `receive` callback point into a buffer
+// that is reused by the next read; copy what must outlive the callback.
+import EventBusProtocol
+import EventBusSystem
+import Glibc
+
+/// What ended one `BrokerConnection.receive` call.
+enum ReceiveOutcome {
+    /// Bytes arrived and their complete frames were handed out.
+    case frames
+    /// The deadline passed with nothing to read.
+    case timedOut
+    /// The broker closed the connection (EOF or reset).
+    case closed
+    /// The callback asked to stop.
+    case stopped
+    /// Another watched descriptor became ready (see `receive(extra:)`).
+    case extra
+}
+
+final class BrokerConnection {
+    /// The socket path this connection went to (for messages).
+    let path: String
+    /// The connected socket; owned and closed by this object.
+    let descriptor: FileDescriptor
+    private var splitter = FrameSplitter(maxFrameBytes: BrokerConnection.maxIncomingFrameBytes)
+    private let readBuffer: UnsafeMutableRawBufferPointer
+
+    /// Largest frame accepted from the broker. Events may exceed the broker's
+    /// own 1 MiB request limit by their envelope (PROTOCOL.md "Framing") and
+    /// the limit is configurable there, so this is only a guard against a runaway peer.
+    static let maxIncomingFrameBytes = 256 << 20
+
+    private init(path: String, descriptor: FileDescriptor) {
+        self.path = path
+        self.descriptor = descriptor
+        readBuffer = .allocate(byteCount: 1 << 16, alignment: 16)
+    }
+
+    deinit {
+        descriptor.close()
+        readBuffer.deallocate()
+    }
+
+    /// Connects to the broker's socket at `path`.
+    /// - Throws: `CLIError` 69 (`EX_UNAVAILABLE`) naming the path and how to
+    ///   start the broker; 77 when permission is denied; 64 when the path does
+    ///   not fit a socket address.
+    static func connect(to path: String) throws(CLIError) -> BrokerConnection {
+        do {
+            let fd = try FileDescriptor.connectedUnixSocket(toPath: path, nonBlocking: true)
+            return BrokerConnection(path: path, descriptor: fd)
+        } catch {
+            throw connectError(error, path: path)
+        }
+    }
+
+    /// The message for a failed connect: names the path and how to start the broker.
+    static func connectError(_ error: SystemError, path: String) -> CLIError {
+        switch error.errno {
+        case .connectionRefused where (try? FileSystem.kind(ofPath: path)) != .socket:
+            return CLIError(.unavailable, "cannot connect to the broker at \(path): it is not a socket (give the broker's socket with --socket or $EVENTBUS_SOCKET)")
+        case .noSuchFile, .connectionRefused:
+            return CLIError(.unavailable, "cannot connect to the broker at \(path): \(error.errno) (is eventbusd running? start it with 'eventbusd --socket \(path)'\(startHint(for: path)))")
+        case .permissionDenied, Errno(rawValue: EPERM):
+            return CLIError(.noPermission, "cannot connect to the broker at \(path): \(error.errno) (the socket's mode or group must allow you to write to it; see eventbusd --mode and SocketGroup= in the .socket unit)")
+        case .nameTooLong:
+            return CLIError(.usage, "socket path is longer than \(UnixAddress.maxPathBytes) bytes: \(path)")
+        case .invalidArgument where error.call == "socket path":
+            return CLIError(.usage, "invalid socket path: \(path)")
+        case .wouldBlock:
+            return CLIError(.unavailable, "cannot connect to the broker at \(path): its listen queue is full")
+        default:
+            return CLIError(.unavailable, "cannot connect to the broker at \(path): \(error)")
+        }
+    }
+
+    private static func startHint(for path: String) -> String {
+        if path == SocketPath.systemBus { return " or 'systemctl start eventbus.socket'" }
+        if path.hasSuffix("/eventbus/bus.sock") { return " or 'systemctl --user start eventbus.socket'" }
+        return ""
+    }
+
+    /// The error for a connection the broker closed before the command finished.
+    var closedError: CLIError { closedError(reason: nil) }
+
+    /// The error for a closed connection, given the `error` frame without
+    /// `req` the broker sent before closing (e.g. `limit` for a connection
+    /// over `--max-connections`, `slow_consumer`): its message, and the exit
+    /// status its code maps to. Without a reason: 69.
+    func closedError(reason: Reply?) -> CLIError {
+        guard let reason else { return CLIError(.unavailable, "the broker at \(path) closed the connection") }
+        var error = reason.failure("closing")
+        error.message = "the broker at \(path) closed the connection: \(reason.string("message") ?? "no reason given") (\(reason.string("code") ?? "unknown"))"
+        return error
+    }
+
+    /// Writes all of `bytes`, waiting as needed.
+    /// - Throws: `CLIError` 69 when the broker has gone.
+    func send(_ bytes: [UInt8]) throws(CLIError) {
+        do throws(SystemError) {
+            try bytes.withBytes { (raw) throws(SystemError) in try descriptor.writeAll(raw) }
+        } catch {
+            throw ioError(error)
+        }
+    }
+
+    /// Writes what the socket takes now without waiting.
+    /// - Returns: bytes written (0 when it would block).
+    /// - Throws: `CLIError` 69 when the broker has gone.
+    func sendSome(_ bytes: UnsafeRawBufferPointer) throws(CLIError) -> Int {
+        do {
+            switch try descriptor.write(bytes) {
+            case .complete(let n): return n
+            case .wouldBlock: return 0
+            }
+        } catch {
+            throw ioError(error)
+        }
+    }
+
+    func ioError(_ error: SystemError) -> CLIError {
+        if error.errno == .brokenPipe || error.errno == .connectionReset { return refusalOrClosed() }
+        return CLIError(.unavailable, "connection to the broker at \(path) failed: \(error)")
+    }
+
+    /// After a write failed because the broker closed: an `error` frame it
+    /// sent first explains why (e.g. `limit` for one connection too many,
+    /// PROTOCOL.md "Semantics"); otherwise the plain "closed" error.
+    private func refusalOrClosed() -> CLIError {
+        var refusal: Reply? = nil
+        _ = try? receive(deadline: 0) { frame in
+            if let reply = Reply(frame), !reply.isOK { refusal = reply; return false }
+            return true
+        }
+        return closedError(reason: refusal)
+    }
+
+    /// Reads once (waiting until the deadline) and calls `body` for every
+    /// complete frame; `body` returns false to stop.
+    /// - Parameters:
+    ///   - deadline: monotonic nanoseconds (`Clock.monotonicNanoseconds`), or nil to wait forever.
+    ///   - extra: more descriptors to watch; when one has events (including
+    ///     only `.hangup`/`.error`), `.extra` is returned and `extra` holds them.
+    /// - Throws: `CLIError` 69 on a read error other than a reset.
+    func receive(deadline: Int64?, extra: inout [PollEntry], _ body: (UnsafeRawBufferPointer) -> Bool) throws(CLIError) -> ReceiveOutcome {
+        while true {
+            switch try readOnce() {
+            case .complete(0):
+                return .closed
+            case .complete(let n):
+                var stopped = false
+                splitter.feed(UnsafeRawBufferPointer(rebasing: readBuffer[..<n])) { piece in
+                    switch piece {
+                    case .frame(let frame):
+                        if !body(frame) { stopped = true; return false }
+                        return true
+                    case .tooLarge(let bytes):
+                        printError("ignoring a frame of \(bytes) bytes from the broker (larger than \(BrokerConnection.maxIncomingFrameBytes))")
+                        return true
+                    }
+                }
+                return stopped ? .stopped : .frames
+            case .wouldBlock:
+                var entries = [PollEntry(descriptor, events: .readable)] + extra
+                let timeout = BrokerConnection.pollTimeout(until: deadline)
+                if timeout == 0 { return .timedOut }
+                do {
+                    _ = try FileDescriptor.poll(&entries, timeoutMilliseconds: timeout)
+                } catch {
+                    throw CLIError(.software, "\(error)")
+                }
+                if entries.count > 1 && entries.dropFirst().contains(where: { !$0.returned.isEmpty }) {
+                    extra = Array(entries.dropFirst())
+                    return .extra
+                }
+                if entries[0].returned.isEmpty, let deadline, Clock.monotonicNanoseconds() >= deadline {
+                    return .timedOut
+                }
+            }
+        }
+    }
+
+    /// `receive` without extra descriptors.
+    func receive(deadline: Int64?, _ body: (UnsafeRawBufferPointer) -> Bool) throws(CLIError) -> ReceiveOutcome {
+        var none: [PollEntry] = []
+        return try receive(deadline: deadline, extra: &none, body)
+    }
+
+    private func readOnce() throws(CLIError) -> IOResult<Int> {
+        do {
+            return try descriptor.read(into: readBuffer)
+        } catch {
+            if error.errno == .connectionReset { return .complete(0) }
+            throw ioError(error)
+        }
+    }
+
+    /// Milliseconds until `deadline` for poll(2): -1 without a deadline,
+    /// at least 1 while time remains (so poll never spins), 0 once it passed.
+    static func pollTimeout(until deadline: Int64?) -> Int32 {
+        guard let deadline else { return -1 }
+        let remaining = deadline - Clock.monotonicNanoseconds()
+        if remaining <= 0 { return 0 }
+        let milliseconds = (remaining + 999_999) / 1_000_000
+        return Int32(clamping: milliseconds)
+    }
+
+    /// Sends one request frame and waits for the reply carrying `req`.
+    /// Frames that are not that reply are passed to `other` (events, notices).
+    /// An `error` without `req` is taken as the answer (the broker could not
+    /// read the request's `req`, PROTOCOL.md "Requests").
+    /// - Throws: `CLIError` 69 when the connection closes first; 124 (quiet)
+    ///   at the deadline.
+    func request(_ frame: [UInt8], req: UInt64, deadline: Int64? = nil, other: (UnsafeRawBufferPointer) -> Void = { _ in }) throws(CLIError) -> Reply {
+        try send(frame)
+        var reply: Reply? = nil
+        while reply == nil {
+            let outcome = try receive(deadline: deadline) { bytes in
+                if let candidate = Reply(bytes), candidate.req == req || (candidate.req == nil && !candidate.isOK) {
+                    reply = candidate
+                    return false
+                }
+                other(bytes)
+                return true
+            }
+            switch outcome {
+            case .closed: throw closedError
+            case .timedOut: throw .quiet(.timedOut)
+            case .frames, .stopped, .extra: break
+            }
+        }
+        return reply!
+    }
+}
+
+/// A decoded `ok` or `error` reply (PROTOCOL.md "Requests", "Errors"):
+/// `{"op":"ok","req":1,"seq":42,"delivered":0}`.
+struct Reply {
+    /// Whether `op` is `ok` (otherwise `error`).
+    var isOK: Bool
+    /// The integer `req`, when present.
+    var req: UInt64?
+    /// Top-level members other than `op` and `req`, raw bytes of each value.
+    var fields: [(key: String, raw: [UInt8], kind: JSONKind)]
+
+    /// Decodes a frame; nil when it is not an `ok` or `error` object.
+    init?(_ frame: UnsafeRawBufferPointer) {
+        guard let members = try? JSONObject.members(frame) else { return nil }
+        var op: String? = nil
+        var req: UInt64? = nil
+        var fields: [(key: String, raw: [UInt8], kind: JSONKind)] = []
+        for member in members {
+            switch member.key {
+            case "op":
+                guard member.value.isString else { return nil }
+                op = JSONString.decode(frame, member.value)
+            case "req":
+                req = decodeUnsigned(frame, member.value)
+            default:
+                fields.append((member.key, Array(frame[member.value.start..<member.value.end]), member.value.kind))
+            }
+        }
+        guard op == "ok" || op == "error" else { return nil }
+        self.isOK = op == "ok"
+        self.req = req
+        self.fields = fields
+    }
+
+    /// The decoded string field `key`.
+    func string(_ key: String) -> String? {
+        guard let field = fields.first(where: { $0.key == key }), case .string = field.kind else { return nil }
+        return field.raw.withUnsafeBytes { JSONString.decode($0, JSONToken(start: 0, end: field.raw.count, kind: field.kind)) }
+    }
+
+    /// The unsigned integer field `key`.
+    func unsigned(_ key: String) -> UInt64? {
+        guard let field = fields.first(where: { $0.key == key }) else { return nil }
+        return field.raw.withUnsafeBytes { decodeUnsigned($0, JSONToken(start: 0, end: field.raw.count, kind: field.kind)) }
+    }
+
+    /// The `CLIError` for an `error` reply: the broker's message, and an exit
+    /// status chosen by its code (see `ExitStatus`).
+    /// - Parameter action: what failed, e.g. `"publish"`.
+    func failure(_ action: String) -> CLIError {
+        let code = string("code") ?? "unknown"
+        let message = string("message") ?? "no message"
+        let status: ExitStatus
+        switch ErrorCode(rawValue: code) {
+        case .badFrame, .badRequest, .badType, .frameTooLarge: status = .dataError
+        case .forbidden: status = .noPermission
+        case .limit, .slowConsumer: status = .temporaryFailure
+        case .unknownOp, nil: status = .protocolError
+        }
+        return CLIError(status, "\(action) failed: \(message) (\(code))")
+    }
+}
+
+/// A non-negative JSON integer token as `UInt64`; nil for anything else or overflow.
+func decodeUnsigned(_ bytes: UnsafeRawBufferPointer, _ token: JSONToken) -> UInt64? {
+    guard case .number(integer: true) = token.kind, bytes[token.start] != 0x2D else { return nil }
+    var value: UInt64 = 0
+    for i in token.start..<token.end {
+        let (times, o1) = value.multipliedReportingOverflow(by: 10)
+        let (sum, o2) = times.addingReportingOverflow(UInt64(bytes[i] - 0x30))
+        if o1 || o2 { return nil }
+        value = sum
+    }
+    return value
+}
+
+/// A JSON integer token as `Int64`; nil for anything else or overflow.
+func decodeSigned(_ bytes: UnsafeRawBufferPointer, _ token: JSONToken) -> Int64? {
+    guard case .number(integer: true) = token.kind else { return nil }
+    var i = token.start
+    let negative = bytes[i] == 0x2D
+    if negative { i += 1 }
+    var magnitude: Int64 = 0
+    while i < token.end {
+        let (times, o1) = magnitude.multipliedReportingOverflow(by: 10)
+        let (sum, o2) = times.addingReportingOverflow(Int64(bytes[i] - 0x30))
+        if o1 || o2 { return nil }
+        magnitude = sum
+        i += 1
+    }
+    return negative ? -magnitude : magnitude
+}

@@ -1,0 +1,212 @@
+// `--help` texts for `eventbus` and each subcommand, and `--version`.
+// Printed to standard output with exit status 0 (GNU coding standards).
+//
+// Before editing: keep the option lists in step with the `OptionSpec`
+// tables of each subcommand, and every example runnable as written.
+
+/// The CLI's version, printed by `--version`.
+let cliVersion = "0.1.0"
+
+let versionText = "eventbus \(cliVersion) (wire protocol 1)\n"
+
+private let socketOptionsHelp = """
+  -s, --socket PATH        broker socket (default: $EVENTBUS_SOCKET, else the
+                           user bus $XDG_RUNTIME_DIR/eventbus/bus.sock when not
+                           root, else the system bus /run/eventbus/bus.sock)
+      --system             use the system bus /run/eventbus/bus.sock
+      --user               use the user bus $XDG_RUNTIME_DIR/eventbus/bus.sock
+  -h, --help               show this help
+"""
+
+private let durationHelp = "DURATION is a number with an optional unit ms, s (default), m, h or d: 10, 2.5s, 500ms."
+
+let mainHelp = """
+Usage: eventbus [--socket PATH | --system | --user] COMMAND [ARGS...]
+
+Publish and receive events on an eventbus broker (eventbusd).
+
+Commands:
+  publish TYPE [DATA]     publish one event (or one per input line with --lines)
+  listen [PATTERN...]     print events as they arrive
+  wait PATTERN [-- CMD]   run CMD once subscribed, then wait for one event
+  stats                   show the broker's counters
+  ping                    check that the broker answers
+
+Options:
+\(socketOptionsHelp)
+  -V, --version            show the version
+
+Run 'eventbus COMMAND --help' for the options and examples of each command.
+
+Exit status: 0 success, 64 usage error, 65 bad data, 69 broker unavailable,
+77 permission denied, 124 timed out (see each command's help for more).
+
+"""
+
+let publishHelp = """
+Usage: eventbus publish [OPTIONS] TYPE [DATA | -]
+       eventbus publish [OPTIONS] --string TEXT TYPE
+       eventbus publish [OPTIONS] --lines [--json-lines] TYPE
+
+Publish an event of type TYPE and wait for the broker to accept it. Quiet on
+success. DATA is one JSON value (object, array, string, number, true, false,
+null); pretty-printed JSON is compacted before it is sent. Without DATA, or
+with '-', DATA is read from standard input unless that is a terminal (then
+the event has no data: null; empty input also gives null).
+
+Options:
+      --string TEXT        publish TEXT as a JSON string (no quoting needed)
+      --source SOURCE      the event's source (default: pid/<pid> of this process)
+      --id ID              the event's id (default: <broker instance>-<seq>)
+  -p, --print-seq          print the broker's sequence number of the event
+  -l, --lines              publish every line of standard input as one event,
+                           a JSON string, over one connection
+  -j, --json-lines         with --lines: every line is a JSON value (blank
+                           lines are skipped, bad lines reported and skipped)
+\(socketOptionsHelp)
+
+TYPE is 1-255 bytes of '.'-separated segments of A-Z a-z 0-9 _ - : (no
+wildcards). A negative number can be given as DATA directly: -5.
+
+Examples:
+  eventbus publish order.created '{"id": 42, "total": 9.5}'
+  eventbus publish backup.finished                  # no data (null)
+  eventbus publish --string "disk almost full" alert.disk
+  jq -c '.items[]' items.json | eventbus publish --lines --json-lines item.added
+  tail -F /var/log/app.log | eventbus publish --lines app.log.line
+  seq=$(eventbus publish --print-seq job.started '{"job": 7}')
+
+In a 'while read' loop, give DATA (or '< /dev/null') so publish does not
+read the loop's input.
+
+Exit status: 0 published, 64 usage error, 65 DATA is not valid JSON or the
+broker rejected it (nothing is sent for invalid JSON), 69 broker unavailable,
+75 a broker limit was reached, 77 forbidden (types beginning 'eventbus.' are
+reserved).
+
+"""
+
+let listenHelp = """
+Usage: eventbus listen [OPTIONS] [PATTERN...]
+
+Print events matching any PATTERN (default: every event) as they arrive,
+one per line.
+
+Options:
+  -f, --format FORMAT      json: the event as the broker sent it, compact
+                             (default when standard output is not a terminal)
+                           pretty: local time, type and data, coloured on a
+                             terminal unless NO_COLOR is set (default on a terminal)
+                           data: only the event's data
+                           cloudevents: a CloudEvents 1.0 JSON object
+  -n, --count N            exit after N events
+  -t, --timeout DURATION   exit with status 124 when no event arrives for
+                           DURATION (the clock restarts with every event)
+  -r, --reconnect          keep listening when the broker restarts: reconnect,
+                           resubscribe, and say so on standard error (events
+                           published while disconnected are missed)
+\(socketOptionsHelp)
+
+PATTERN is an event type in which a whole segment may be '*' (exactly one
+segment) and the last segment may be '>' (one or more): 'order.*',
+'order.>', '>'. Quote patterns so the shell leaves '*' and '>' alone.
+\(durationHelp)
+
+Examples:
+  eventbus listen                                   # everything, pretty on a terminal
+  eventbus listen 'order.>' | jq -r '.data.id'
+  eventbus listen --format data --count 1 'job.finished'
+  eventbus listen --timeout 30s --reconnect 'sensor.*.temperature' >> temps.jsonl
+  eventbus listen --format cloudevents 'order.*'
+
+Exit status: 0 after --count events, or when standard output is closed
+(e.g. '| head -n 1'); 64 usage error; 69 broker unavailable or gone (without
+--reconnect); 124 --timeout passed with no event. Ctrl-C ends it quietly.
+
+"""
+
+let waitHelp = """
+Usage: eventbus wait [OPTIONS] PATTERN... [-- COMMAND [ARGS...]]
+
+Subscribe to PATTERN; once the broker has acknowledged the subscription, run
+COMMAND (if given); then wait for the first matching event, print it as
+'listen' does, and exit 0. Because the subscription exists before COMMAND
+starts, an event that COMMAND causes cannot be missed. With several
+patterns, the first event matching any of them ends the wait.
+
+The wait ends when the event has arrived and COMMAND has exited 0. If
+COMMAND fails first, wait stops at once with COMMAND's exit status (128+N if
+killed by signal N).
+
+Options:
+  -t, --timeout DURATION   give up after DURATION (counted from the start,
+                           COMMAND included) with status 124; a COMMAND still
+                           running then gets SIGTERM
+  -f, --format FORMAT      json, pretty, data or cloudevents (see 'listen')
+  -q, --quiet              do not print the event
+\(socketOptionsHelp)
+
+\(durationHelp)
+
+Examples:
+  eventbus wait --timeout 30s backup.finished -- systemctl start backup.service
+  eventbus wait -q 'deploy.done' -- ./deploy.sh && echo deployed
+  eventbus wait --format data 'job.42.*' -- eventbus publish job.42.start
+  eventbus wait --timeout 5 'build.finished' || echo 'no build in 5 s'
+
+Exit status: 0 event received (and COMMAND succeeded), 64 usage error, 69
+broker unavailable, 124 timed out, 126 COMMAND cannot be run, 127 COMMAND not
+found, otherwise COMMAND's own failure status.
+
+"""
+
+let statsHelp = """
+Usage: eventbus stats [OPTIONS]
+
+Show the broker's counters: connections, subscriptions, published,
+delivered, dropped, queued_bytes, uptime_s, instance.
+
+Options:
+  -j, --json               print one compact JSON object instead
+\(socketOptionsHelp)
+
+Examples:
+  eventbus stats
+  eventbus stats --json | jq .dropped
+
+Exit status: 0 success, 64 usage error, 69 broker unavailable.
+
+"""
+
+let pingHelp = """
+Usage: eventbus ping [OPTIONS]
+
+Check that the broker answers. Quiet; exit status 0 once it has answered.
+
+Options:
+  -w, --wait DURATION      keep trying (every 50 ms) until the broker answers
+                           or DURATION has passed
+\(socketOptionsHelp)
+
+\(durationHelp)
+
+Examples:
+  eventbusd --socket /tmp/bus.sock & eventbus --socket /tmp/bus.sock ping --wait 5s
+  until eventbus ping; do sleep 1; done
+
+Exit status: 0 the broker answered, 64 usage error, 69 broker unavailable
+(no answer within DURATION with --wait).
+
+"""
+
+/// The help text of a subcommand, or nil for an unknown name.
+func helpText(for command: String) -> String? {
+    switch command {
+    case "publish": publishHelp
+    case "listen": listenHelp
+    case "wait": waitHelp
+    case "stats": statsHelp
+    case "ping": pingHelp
+    default: nil
+    }
+}

@@ -1,0 +1,144 @@
+// `eventbus publish TYPE [DATA]`: one event, acknowledged by the broker
+// (PROTOCOL.md "Requests", `publish`). `--lines` is in PublishLines.swift.
+//
+// Before editing: this is the start-up-critical path (a shell loop calling
+// `eventbus publish` is the most common use). Validate everything before
+// connecting, send one frame, read one reply, exit: no hello, no extra
+// round trip, nothing loaded that a publish does not need.
+import EventBusProtocol
+import EventBusSystem
+import Glibc
+
+let publishOptions: [OptionSpec] = globalOptions + [
+    OptionSpec("string", value: true),
+    OptionSpec("source", value: true),
+    OptionSpec("id", value: true),
+    OptionSpec("print-seq", "p"),
+    OptionSpec("lines", "l"),
+    OptionSpec("json-lines", "j"),
+]
+
+/// What `publish` sends in each event besides `type` and `data`.
+struct PublishEnvelope {
+    var type: String
+    var source: String?
+    var id: String?
+
+    /// Appends `{"op":"publish","req":R,"type":"T"[,"source":S][,"id":I],"data":` (no closing brace).
+    func appendHead(req: UInt64, to out: inout [UInt8]) {
+        FrameEncoder.appendASCII("{\"op\":\"publish\",\"req\":", to: &out)
+        FrameEncoder.appendInt(req, to: &out)
+        FrameEncoder.appendASCII(",\"type\":\"", to: &out)
+        out.append(contentsOf: type.utf8)  // validated: no escaping needed
+        out.append(0x22)
+        if let source { FrameEncoder.appendField("source", string: source, to: &out) }
+        if let id { FrameEncoder.appendField("id", string: id, to: &out) }
+        FrameEncoder.appendASCII(",\"data\":", to: &out)
+    }
+}
+
+func runPublish(_ args: ParsedArguments, socket: String) throws(CLIError) {
+    let command = "publish"
+    guard let typeName = args.operands.first else { throw .usage(command, "missing event TYPE") }
+    try validateEventType(typeName, command: command)
+    let envelope = PublishEnvelope(type: typeName, source: args.value("source"), id: args.value("id"))
+
+    if args.has("lines") || args.has("json-lines") {
+        guard args.operands.count == 1 else { throw .usage(command, "--lines reads events from standard input and takes no DATA") }
+        guard !args.has("string") else { throw .usage(command, "--lines and --string cannot be combined") }
+        try publishLines(envelope, json: args.has("json-lines"), printSeq: args.has("print-seq"), socket: socket)
+        return
+    }
+    guard args.operands.count <= 2 else { throw .usage(command, "too many arguments; quote DATA as one argument, e.g. '{\"a\": 1}'") }
+
+    // The data, validated and compacted before anything is sent.
+    var frame: [UInt8] = []
+    frame.reserveCapacity(256)
+    envelope.appendHead(req: 1, to: &frame)
+    if let text = args.value("string") {
+        guard args.operands.count == 1 else { throw .usage(command, "give either DATA or --string TEXT, not both") }
+        JSONString.appendQuoted(text, to: &frame)
+    } else if args.operands.count == 2 && args.operands[1] != "-" {
+        try appendValidatedJSON(Array(args.operands[1].utf8), origin: "DATA", to: &frame)
+    } else if args.operands.count == 2 || !FileDescriptor.standardInput.isTerminal {
+        let input = try readAllStandardInput()
+        if isBlank(input) {
+            FrameEncoder.appendASCII("null", to: &frame)
+        } else {
+            try appendValidatedJSON(input, origin: "standard input", to: &frame)
+        }
+    } else {
+        FrameEncoder.appendASCII("null", to: &frame)
+    }
+    frame.append(0x7D)
+    frame.append(0x0A)
+
+    let connection = try BrokerConnection.connect(to: socket)
+    let reply = try connection.request(frame, req: 1)
+    guard reply.isOK else { throw reply.failure("publish") }
+    if args.has("print-seq") {
+        guard let seq = reply.unsigned("seq") else { throw CLIError(.software, "the broker's reply has no seq") }
+        try StandardOutput.write("\(seq)\n")
+    }
+}
+
+/// Event types are checked here so a bad one is a usage error and nothing is
+/// sent (PROTOCOL.md "Names and patterns").
+func validateEventType(_ name: String, command: String) throws(CLIError) {
+    guard EventType(name) == nil else { return }
+    if Pattern(name) != nil {
+        throw .usage(command, "'\(name)' is a pattern; publish needs an exact event TYPE")
+    }
+    throw .usage(command, "invalid event TYPE '\(name)': 1-255 bytes of '.'-separated segments of A-Z a-z 0-9 _ - :")
+}
+
+/// Validates `bytes` as one JSON value and appends it compacted.
+/// - Throws: `CLIError` 65 (`EX_DATAERR`) naming `origin` and the position.
+func appendValidatedJSON(_ bytes: [UInt8], origin: String, textHint: String = "; to publish text use --string TEXT", to out: inout [UInt8]) throws(CLIError) {
+    let result: Result<JSONToken, JSONSyntaxError> = bytes.withUnsafeBytes { raw in
+        do throws(JSONSyntaxError) {
+            let token = try JSONScanner.validate(raw, maxDepth: ProtocolConstants.maxDepth)
+            JSONObject.appendCompacted(raw, token, to: &out)
+            return .success(token)
+        } catch {
+            return .failure(error)
+        }
+    }
+    if case .failure(let error) = result {
+        let hint = looksLikeBareText(bytes) ? textHint : ""
+        throw CLIError(.dataError, "\(origin) is not valid JSON: \(error)\(hint)")
+    }
+}
+
+/// Whether the input starts like plain text (a letter), not like JSON.
+private func looksLikeBareText(_ bytes: [UInt8]) -> Bool {
+    guard let first = bytes.first(where: { $0 != 0x20 && $0 != 0x09 && $0 != 0x0A && $0 != 0x0D }) else { return false }
+    return (0x41...0x5A).contains(first) || (0x61...0x7A).contains(first)
+}
+
+func isBlank(_ bytes: [UInt8]) -> Bool {
+    bytes.allSatisfy { $0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D }
+}
+
+/// Reads standard input to its end.
+/// - Throws: `CLIError` 74 on a read error.
+func readAllStandardInput() throws(CLIError) -> [UInt8] {
+    var result: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 1 << 16)
+    while true {
+        let outcome: IOResult<Int>
+        do throws(SystemError) {
+            outcome = try chunk.withMutableBytes { (raw) throws(SystemError) in try FileDescriptor.standardInput.read(into: raw) }
+        } catch {
+            throw CLIError(.ioError, "cannot read standard input: \(error.errno)")
+        }
+        switch outcome {
+        case .complete(0): return result
+        case .complete(let n): result.append(contentsOf: chunk[..<n])
+        case .wouldBlock:
+            do { _ = try FileDescriptor.standardInput.poll(.readable, timeoutMilliseconds: -1) } catch {
+                throw CLIError(.ioError, "cannot read standard input: \(error.errno)")
+            }
+        }
+    }
+}

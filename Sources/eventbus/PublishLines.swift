@@ -1,0 +1,197 @@
+// `eventbus publish --lines TYPE`: every line of standard input becomes one
+// event over one connection (`tail -F app.log | eventbus publish --lines
+// app.log.line`). Requests are pipelined: lines are sent as they are read,
+// replies are read as they come, and the two never wait for each other.
+//
+// Before editing: the broker answers requests of one connection in order
+// (PROTOCOL.md "Requests"), so replies are matched to lines first-in
+// first-out; an `error` without `req` (a line too large for the broker to
+// read its `req`) belongs to the oldest unanswered line. Each `req` is the
+// line's number in the input, so messages can name the line.
+import EventBusProtocol
+import EventBusSystem
+
+/// Bytes of unsent frames above which standard input is not read until the
+/// broker has taken some (the broker back-pressures a busy connection).
+private let maxUnsentBytes = 1 << 20
+
+func publishLines(_ envelope: PublishEnvelope, json: Bool, printSeq: Bool, socket: String) throws(CLIError) {
+    let connection = try BrokerConnection.connect(to: socket)
+    var state = LinePublisher(envelope: envelope, json: json, printSeq: printSeq)
+    let input = FileDescriptor.standardInput
+    var inputOpen = true
+    var chunk = [UInt8](repeating: 0, count: 1 << 16)
+
+    while inputOpen || state.hasUnsent || !state.awaitingIsEmpty {
+        var entries = [PollEntry(connection.descriptor, events: state.hasUnsent ? [.readable, .writable] : .readable)]
+        let readInput = inputOpen && state.unsentBytes < maxUnsentBytes
+        if readInput { entries.append(PollEntry(input, events: .readable)) }
+        do {
+            _ = try FileDescriptor.poll(&entries, timeoutMilliseconds: -1)
+        } catch {
+            throw CLIError(.software, "\(error)")
+        }
+
+        if readInput && !entries[1].returned.isEmpty {
+            let outcome: IOResult<Int>
+            do throws(SystemError) {
+                outcome = try chunk.withMutableBytes { (raw) throws(SystemError) in try input.read(into: raw) }
+            } catch {
+                throw CLIError(.ioError, "cannot read standard input: \(error.errno)")
+            }
+            switch outcome {
+            case .complete(0):
+                inputOpen = false
+                state.finishInput()
+            case .complete(let n):
+                chunk.withUnsafeBytes { state.feed(UnsafeRawBufferPointer(rebasing: $0[..<n])) }
+            case .wouldBlock:
+                break
+            }
+        }
+        if entries[0].returned.contains(.writable) || (state.hasUnsent && !entries[0].returned.isEmpty) {
+            try state.sendSome(connection)
+        }
+        if entries[0].returned.contains(.readable) || entries[0].returned.contains(.hangup) || entries[0].returned.contains(.error) {
+            let outcome = try connection.receive(deadline: 0) { frame in
+                state.handleReply(frame)
+                return true
+            }
+            try state.output.flush()
+            if outcome == .closed {
+                if state.hasUnsent || !state.awaitingIsEmpty || inputOpen { throw connection.closedError }
+                break
+            }
+        }
+    }
+    try state.output.flush()
+    if let failure = state.firstFailure {
+        if state.failedLines > 1 { printError("\(state.failedLines) lines were not published") }
+        throw CLIError(status: failure.status, message: nil)
+    }
+}
+
+/// The bookkeeping of `publish --lines`: line splitting, frames not yet sent,
+/// lines awaiting their reply, failures.
+struct LinePublisher {
+    let envelope: PublishEnvelope
+    let json: Bool
+    let printSeq: Bool
+    /// Bytes of an input line whose LF has not arrived yet.
+    var partialLine: [UInt8] = []
+    /// Number of the last input line seen (1-based).
+    var lineNumber: UInt64 = 0
+    /// Encoded frames; bytes before `sentOffset` are already written.
+    var unsent: [UInt8] = []
+    var sentOffset = 0
+    /// Line numbers (= `req`) sent or queued and not yet answered, oldest first.
+    var awaiting: [UInt64] = []
+    var awaitingHead = 0
+    var output = StandardOutput()
+    var firstFailure: CLIError?
+    var failedLines = 0
+
+    init(envelope: PublishEnvelope, json: Bool, printSeq: Bool) {
+        self.envelope = envelope
+        self.json = json
+        self.printSeq = printSeq
+    }
+
+    var unsentBytes: Int { unsent.count - sentOffset }
+    var hasUnsent: Bool { unsentBytes > 0 }
+
+    /// Splits `chunk` into lines and encodes each complete one.
+    mutating func feed(_ chunk: UnsafeRawBufferPointer) {
+        var start = 0
+        for i in 0..<chunk.count where chunk[i] == 0x0A {
+            if partialLine.isEmpty {
+                encodeLine(UnsafeRawBufferPointer(rebasing: chunk[start..<i]))
+            } else {
+                partialLine.append(contentsOf: chunk[start..<i])
+                let line = partialLine
+                partialLine.removeAll(keepingCapacity: true)
+                line.withUnsafeBytes { encodeLine($0) }
+            }
+            start = i + 1
+        }
+        if start < chunk.count { partialLine.append(contentsOf: chunk[start...]) }
+    }
+
+    /// End of input: a last line without LF is published too.
+    mutating func finishInput() {
+        guard !partialLine.isEmpty else { return }
+        let line = partialLine
+        partialLine = []
+        line.withUnsafeBytes { encodeLine($0) }
+    }
+
+    /// One line (without its LF; a CR before the LF is dropped) to one frame:
+    /// a JSON string in text mode (invalid UTF-8 replaced by U+FFFD), the
+    /// line's JSON value compacted with `--json-lines` (blank lines skipped).
+    private mutating func encodeLine(_ raw: UnsafeRawBufferPointer) {
+        lineNumber += 1
+        var line = raw
+        if line.count > 0 && line[line.count - 1] == 0x0D { line = UnsafeRawBufferPointer(rebasing: line[..<(line.count - 1)]) }
+        let mark = unsent.count
+        envelope.appendHead(req: lineNumber, to: &unsent)
+        if json {
+            let bytes = Array(line)
+            if isBlank(bytes) {
+                unsent.removeSubrange(mark...)
+                return
+            }
+            do {
+                try appendValidatedJSON(bytes, origin: "line \(lineNumber)", textHint: "; without --json-lines each line is published as a string", to: &unsent)
+            } catch {
+                unsent.removeSubrange(mark...)
+                recordFailure(error)
+                return
+            }
+        } else {
+            JSONString.appendQuoted(String(decoding: line, as: UTF8.self), to: &unsent)
+        }
+        unsent.append(0x7D)
+        unsent.append(0x0A)
+        awaiting.append(lineNumber)
+    }
+
+    /// Writes what the socket takes now.
+    mutating func sendSome(_ connection: BrokerConnection) throws(CLIError) {
+        let written = try unsent.withBytes { (raw) throws(CLIError) in
+            try connection.sendSome(UnsafeRawBufferPointer(rebasing: raw[sentOffset...]))
+        }
+        sentOffset += written
+        if sentOffset == unsent.count {
+            unsent.removeAll(keepingCapacity: true)
+            sentOffset = 0
+        } else if sentOffset > 1 << 20 {
+            unsent.removeSubrange(..<sentOffset)
+            sentOffset = 0
+        }
+    }
+
+    /// Matches one broker frame to the oldest line awaiting a reply.
+    mutating func handleReply(_ frame: UnsafeRawBufferPointer) {
+        guard let reply = Reply(frame), awaitingHead < awaiting.count else { return }
+        if let req = reply.req, req != awaiting[awaitingHead] { return }  // not ours
+        let line = awaiting[awaitingHead]
+        awaitingHead += 1
+        if awaitingHead > 4096 && awaitingHead * 2 > awaiting.count {
+            awaiting.removeSubrange(..<awaitingHead)
+            awaitingHead = 0
+        }
+        if reply.isOK {
+            if printSeq, let seq = reply.unsigned("seq") { output.append("\(seq)\n") }
+        } else {
+            recordFailure(reply.failure("publishing line \(line)"))
+        }
+    }
+
+    private mutating func recordFailure(_ error: CLIError) {
+        failedLines += 1
+        if let message = error.message { printError(message) }
+        if firstFailure == nil { firstFailure = error }
+    }
+
+    var awaitingIsEmpty: Bool { awaitingHead == awaiting.count }
+}
