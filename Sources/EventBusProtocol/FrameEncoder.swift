@@ -151,40 +151,11 @@ public enum FrameEncoder {
     /// Appends one event frame:
     /// `{"op":"event","seq":42,"type":"t","time":"...","source":"s","id":"i","pid":1,"uid":0,"gid":0,"data":...}\n`.
     public static func appendEvent(_ e: EventParts, to out: inout [UInt8]) {
-        appendASCII("{\"op\":\"event\",\"seq\":", to: &out)
-        appendInt(e.seq, to: &out)
-        appendASCII(",\"type\":\"", to: &out)
-        out.append(contentsOf: e.type.utf8)
-        appendASCII("\",\"time\":\"", to: &out)
-        out.append(contentsOf: e.time)
-        appendASCII("\",\"source\":", to: &out)
-        if let source = e.source {
-            out.append(contentsOf: source)
-        } else {
-            out.append(0x22)
-            out.append(contentsOf: e.defaultSource.utf8)
-            out.append(0x22)
-        }
-        appendASCII(",\"id\":", to: &out)
-        if let id = e.id {
-            out.append(contentsOf: id)
-        } else {
-            out.append(0x22)
-            out.append(contentsOf: e.instance.utf8)
-            out.append(0x2D)
-            appendInt(e.seq, to: &out)
-            out.append(0x22)
-        }
-        appendASCII(",\"pid\":", to: &out)
-        appendInt(Int64(e.pid), to: &out)
-        appendASCII(",\"uid\":", to: &out)
-        appendInt(UInt64(e.uid), to: &out)
-        appendASCII(",\"gid\":", to: &out)
-        appendInt(UInt64(e.gid), to: &out)
-        appendASCII(",\"data\":", to: &out)
-        if let data = e.data { out.append(contentsOf: data) } else { appendASCII("null", to: &out) }
-        out.append(0x7D)
-        out.append(0x0A)
+        let bound = eventByteCountUpperBound(e)
+        let start = out.count
+        out.append(contentsOf: repeatElement(0, count: bound))
+        let written = out.withUnsafeMutableBytes { writeEvent(e, into: $0.baseAddress! + start) }
+        out.removeLast(bound - written)
     }
 }
 

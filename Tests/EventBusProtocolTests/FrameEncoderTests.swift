@@ -135,29 +135,35 @@ struct FrameEncoderTests {
         #expect(object.count == 10)
     }
 
-    @Test("writeEvent writes exactly what appendEvent appends, within its upper bound", arguments: [
+    @Test("writeEvent stays within its upper bound and writes every field at its extremes", arguments: [
         (UInt64(1), Int32(1), UInt32(0), UInt32(0), true),
         (UInt64(9), Int32(-1), UInt32(1000), UInt32(1000), false),
         (UInt64(10), Int32.max, UInt32.max, UInt32.max, true),
         (UInt64.max, Int32.min, UInt32.max, UInt32(7), false),
         (UInt64(1) << 53, Int32(0), UInt32(0), UInt32.max, true),
     ])
-    func writeEventMatchesAppendEvent(_ seq: UInt64, _ pid: Int32, _ uid: UInt32, _ gid: UInt32, _ withFields: Bool) {
+    func writeEventStaysWithinItsBound(_ seq: UInt64, _ pid: Int32, _ uid: UInt32, _ gid: UInt32, _ withFields: Bool) throws {
         let time = utf8("2026-11-29T13:00:00.123Z")
         let source = utf8(#""s\"x""#), id = utf8(#""id-1""#), data = utf8(#"{"k":[1,2,{"é":null}]}"#)
-        time.withUnsafeBytes { t in source.withUnsafeBytes { s in id.withUnsafeBytes { i in data.withUnsafeBytes { d in
+        let (written, bound) = time.withUnsafeBytes { t in source.withUnsafeBytes { s in id.withUnsafeBytes { i in data.withUnsafeBytes { d in
             let parts = FrameEncoder.EventParts(
                 seq: seq, type: "order.created.v2", time: t, source: withFields ? s : nil, defaultSource: "pid/\(pid)",
                 id: withFields ? i : nil, instance: "0123456789abcdef", pid: pid, uid: uid, gid: gid, data: withFields ? d : nil)
-            var appended: [UInt8] = []
-            FrameEncoder.appendEvent(parts, to: &appended)
             let bound = FrameEncoder.eventByteCountUpperBound(parts)
             let written = [UInt8](unsafeUninitializedCapacity: bound) { buffer, count in
                 count = FrameEncoder.writeEvent(parts, into: UnsafeMutableRawPointer(buffer.baseAddress!))
             }
-            #expect(written == appended)
-            #expect(written.count <= bound)
+            return (written, bound)
         } } } }
+        #expect(written.count <= bound)
+        let object = try parseFrame(written)
+        #expect((object["seq"] as? NSNumber)?.uint64Value == seq)
+        #expect((object["pid"] as? NSNumber)?.int64Value == Int64(pid))
+        #expect((object["uid"] as? NSNumber)?.uint64Value == UInt64(uid))
+        #expect((object["gid"] as? NSNumber)?.uint64Value == UInt64(gid))
+        #expect(object["source"] as? String == (withFields ? #"s"x"# : "pid/\(pid)"))
+        #expect(object["id"] as? String == (withFields ? "id-1" : "0123456789abcdef-\(seq)"))
+        #expect(withFields ? object["data"] is [String: Any] : object["data"] is NSNull)
     }
 
     @Test func framesAppendWithoutDisturbingWhatIsThere() throws {
