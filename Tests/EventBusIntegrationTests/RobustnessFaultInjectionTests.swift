@@ -76,6 +76,8 @@ struct RobustnessFaultInjectionTests {
     @Test func twoThousandConnectionsOpenedAndDroppedAtOnceReturnToZero() throws {
         try withBroker(["--max-connections", "2500"]) { broker in
             let observer = try broker.connect()
+            // The broker has accepted the observer (and holds its fd) once it answers.
+            try waitForStats(observer, connections: 1, subscriptions: 0)
             let descriptorsAtStart = try broker.fdCount()
             var sockets: [Int32] = []
             defer { for fd in sockets { close(fd) } }
