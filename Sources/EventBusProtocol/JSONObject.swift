@@ -32,36 +32,10 @@ public enum JSONObject {
             throw .notAnObject
         }
         var result: [JSONMember] = []
-        do throws(JSONSyntaxError) {
-            s.position += 1
-            s.skipWhitespace()
-            guard s.position < bytes.count else { throw JSONSyntaxError(.unexpectedEnd, at: s.position) }
-            if bytes[s.position] == 0x7D {
-                s.position += 1
-            } else {
-                while true {
-                    guard s.position < bytes.count else { throw JSONSyntaxError(.unexpectedEnd, at: s.position) }
-                    guard bytes[s.position] == 0x22 else { throw JSONSyntaxError(.unexpectedByte, at: s.position) }
-                    let keyStart = s.position
-                    let escaped = try s.scanString()
-                    let key = JSONString.decode(bytes, JSONToken(start: keyStart, end: s.position, kind: .string(escaped: escaped)))
-                    s.skipWhitespace()
-                    guard s.position < bytes.count, bytes[s.position] == 0x3A else { throw JSONSyntaxError(.unexpectedByte, at: s.position) }
-                    s.position += 1
-                    s.skipWhitespace()
-                    let value = try s.scanValue(depth: 1)
-                    result.append(JSONMember(key: key, value: value))
-                    s.skipWhitespace()
-                    guard s.position < bytes.count else { throw JSONSyntaxError(.unexpectedEnd, at: s.position) }
-                    let b = bytes[s.position]
-                    s.position += 1
-                    if b == 0x2C { s.skipWhitespace(); continue }
-                    if b == 0x7D { break }
-                    throw JSONSyntaxError(.unexpectedByte, at: s.position - 1)
-                }
+        do {
+            try s.scanTopLevelObject { key, value in
+                result.append(JSONMember(key: JSONString.decode(bytes, key), value: value))
             }
-            s.skipWhitespace()
-            if s.position != bytes.count { throw JSONSyntaxError(.trailingBytes, at: s.position) }
         } catch {
             throw .syntax(error)
         }

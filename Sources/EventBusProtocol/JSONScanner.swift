@@ -310,6 +310,15 @@ public struct JSONScanner {
     }
 
     @usableFromInline mutating func scanObject(depth: Int) throws(JSONSyntaxError) {
+        try scanMembers(depth: depth) { _, _ in }
+    }
+
+    /// Scans an object starting at its `{` and calls `member(key, value)` for
+    /// each member in order (the key token includes its quotes). `depth` counts
+    /// this object. Leaves `position` just after the `}`. The one member loop
+    /// that validation, the broker's envelope and the clients' reader share.
+    @inlinable
+    public mutating func scanMembers(depth: Int, _ member: (JSONToken, JSONToken) -> Void) throws(JSONSyntaxError) {
         guard depth <= maxDepth else { throw JSONSyntaxError(.tooDeep, at: position) }
         position += 1
         skipWhitespace()
@@ -318,13 +327,16 @@ public struct JSONScanner {
         while true {
             guard position < end else { throw JSONSyntaxError(.unexpectedEnd, at: position) }
             guard byte(position) == 0x22 else { throw JSONSyntaxError(.unexpectedByte, at: position) }
-            _ = try scanString()
+            let keyStart = position
+            let escaped = try scanString()
+            let key = JSONToken(start: keyStart, end: position, kind: .string(escaped: escaped))
             skipWhitespace()
             guard position < end else { throw JSONSyntaxError(.unexpectedEnd, at: position) }
             guard byte(position) == 0x3A else { throw JSONSyntaxError(.unexpectedByte, at: position) }
             position += 1
             skipWhitespace()
-            _ = try scanValue(depth: depth)
+            let value = try scanValue(depth: depth)
+            member(key, value)
             skipWhitespace()
             guard position < end else { throw JSONSyntaxError(.unexpectedEnd, at: position) }
             let b = byte(position)
@@ -333,6 +345,16 @@ public struct JSONScanner {
             if b == 0x7D { return }
             throw JSONSyntaxError(.unexpectedByte, at: position - 1)
         }
+    }
+
+    /// Scans a whole text that is one object (whitespace around it allowed),
+    /// calling `member` for each top-level member; `position` must be at the `{`.
+    /// - Throws: `JSONSyntaxError`, including `.trailingBytes`.
+    @inlinable
+    public mutating func scanTopLevelObject(_ member: (JSONToken, JSONToken) -> Void) throws(JSONSyntaxError) {
+        try scanMembers(depth: 1, member)
+        skipWhitespace()
+        if position != end { throw JSONSyntaxError(.trailingBytes, at: position) }
     }
 
     @usableFromInline mutating func scanArray(depth: Int) throws(JSONSyntaxError) {

@@ -239,45 +239,11 @@ struct EnvelopeFields {
             case .failure(let error): throw ProtocolError(.badFrame, "invalid JSON: \(error)")
             }
         }
-        do {
-            try scanMembers(&scanner)
+        do throws(JSONSyntaxError) {
+            try scanner.scanTopLevelObject { key, value in record(frame, key: key, value: value) }
         } catch {
             throw ProtocolError(.badFrame, "invalid JSON: \(error)")
         }
-    }
-
-    private mutating func scanMembers(_ s: inout JSONScanner) throws(JSONSyntaxError) {
-        let frame = s.bytes
-        s.position += 1
-        s.skipWhitespace()
-        guard s.position < frame.count else { throw JSONSyntaxError(.unexpectedEnd, at: s.position) }
-        if frame[s.position] == 0x7D {
-            s.position += 1
-        } else {
-            while true {
-                guard s.position < frame.count else { throw JSONSyntaxError(.unexpectedEnd, at: s.position) }
-                guard frame[s.position] == 0x22 else { throw JSONSyntaxError(.unexpectedByte, at: s.position) }
-                let keyStart = s.position
-                let escaped = try s.scanString()
-                let keyToken = JSONToken(start: keyStart, end: s.position, kind: .string(escaped: escaped))
-                s.skipWhitespace()
-                guard s.position < frame.count else { throw JSONSyntaxError(.unexpectedEnd, at: s.position) }
-                guard frame[s.position] == 0x3A else { throw JSONSyntaxError(.unexpectedByte, at: s.position) }
-                s.position += 1
-                s.skipWhitespace()
-                let value = try s.scanValue(depth: 1)
-                record(frame, key: keyToken, value: value)
-                s.skipWhitespace()
-                guard s.position < frame.count else { throw JSONSyntaxError(.unexpectedEnd, at: s.position) }
-                let b = frame[s.position]
-                s.position += 1
-                if b == 0x2C { s.skipWhitespace(); continue }
-                if b == 0x7D { break }
-                throw JSONSyntaxError(.unexpectedByte, at: s.position - 1)
-            }
-        }
-        s.skipWhitespace()
-        if s.position != frame.count { throw JSONSyntaxError(.trailingBytes, at: s.position) }
     }
 
     private mutating func record(_ frame: UnsafeRawBufferPointer, key: JSONToken, value: JSONToken) {

@@ -264,27 +264,23 @@ public final class BrokerServer {
         // One read per turn keeps one busy client from starving the others and
         // lets queued events be written before more input is taken in;
         // level-triggered epoll brings us back.
-        for _ in 0..<1 {
-            guard connection.wantsInput else { return }
-            let result: IOResult<Int>
-            do {
-                result = try fd.read(into: readBuffer)
-            } catch {
-                logger.debug("failed to read from connection \(connection.id): \(error); closing it")
-                broker.close(connection)
-                return
-            }
-            switch result {
-            case .wouldBlock:
-                return
-            case .complete(0):
-                broker.endOfInput(connection, at: currentTime())
-                updateInterest(connection)
-                return
-            case .complete(let n):
-                broker.receive(connection, UnsafeRawBufferPointer(rebasing: readBuffer[0..<n]), at: currentTime())
-                if n < readBuffer.count { return }
-            }
+        guard connection.wantsInput else { return }
+        let result: IOResult<Int>
+        do {
+            result = try fd.read(into: readBuffer)
+        } catch {
+            logger.debug("failed to read from connection \(connection.id): \(error); closing it")
+            broker.close(connection)
+            return
+        }
+        switch result {
+        case .wouldBlock:
+            return
+        case .complete(0):
+            broker.endOfInput(connection, at: currentTime())
+            updateInterest(connection)
+        case .complete(let n):
+            broker.receive(connection, UnsafeRawBufferPointer(rebasing: readBuffer[0..<n]), at: currentTime())
         }
     }
 
