@@ -107,7 +107,7 @@ let package = Package(
         .testTarget(name: "EventBusSystemTests", dependencies: ["EventBusSystem"], swiftSettings: strict),
         .testTarget(
             name: "EventBusSystemdTests",
-            dependencies: ["EventBusSystemd", "EventBusTestSupport", "eventbus-systemd-probe"],
+            dependencies: ["EventBusSystemd", "EventBusTestSupport", "eventbus-systemd-probe", "eventbusd"],
             swiftSettings: strict
         ),
         .testTarget(
