@@ -82,9 +82,15 @@ final class BrokerConnection {
         }
     }
 
+    /// The systemd way to start the broker of a well-known bus, and where to
+    /// look when the socket unit failed (systemd removes the socket then).
     private static func startHint(for path: String) -> String {
-        if path == SocketPath.systemBus { return " or 'systemctl start eventbus.socket'" }
-        if path.hasSuffix("/eventbus/bus.sock") { return " or 'systemctl --user start eventbus.socket'" }
+        if path == SocketPath.systemBus {
+            return " or 'systemctl start eventbus.socket'; if that fails, see 'systemctl status eventbus.socket eventbus.service'"
+        }
+        if path.hasSuffix("/eventbus/bus.sock") {
+            return " or 'systemctl --user start eventbus.socket'; if that fails, see 'systemctl --user status eventbus.socket eventbus.service'"
+        }
         return ""
     }
 

@@ -31,4 +31,12 @@ struct CLIStartFailureTests {
         #expect(run.status == 69, "\(run)")
         #expect(run.stderr == "eventbus: the broker at \(socket) closed the connection before answering: it may have failed to start (see 'systemctl --user status eventbus.service' and 'journalctl --user -u eventbus')\n")
     }
+
+    /// After a few failed starts systemd gives up on the socket unit and removes the socket.
+    @Test func noSocketOnTheUserBusPointsAtStartingAndAtTheUnitsStatus() throws {
+        let scratch = try TemporaryDirectory(prefix: "ebcli.")
+        let run = try RunningProcess(cliProduct("eventbus"), ["--user", "ping"], in: scratch, environment: ["XDG_RUNTIME_DIR": scratch.path]).wait()
+        #expect(run.status == 69, "\(run)")
+        #expect(run.stderr.hasSuffix("or 'systemctl --user start eventbus.socket'; if that fails, see 'systemctl --user status eventbus.socket eventbus.service')\n"), "\(run)")
+    }
 }
