@@ -83,6 +83,14 @@ let package = Package(
             path: "Examples/Dashboard",
             swiftSettings: strict
         ),
+        // The Swift example of README.md, compiled so it cannot rot (ReadmeExampleTests
+        // checks the README's code block is this file).
+        .executableTarget(
+            name: "readme-example",
+            dependencies: ["EventBusClient"],
+            path: "Examples/ReadmeExample",
+            swiftSettings: strict
+        ),
         // The other process of EventBusClientTests' cross-process scenarios.
         .executableTarget(
             name: "eventbus-client-peer",
@@ -107,12 +115,12 @@ let package = Package(
         .testTarget(name: "EventBusSystemTests", dependencies: ["EventBusSystem"], swiftSettings: strict),
         .testTarget(
             name: "EventBusSystemdTests",
-            dependencies: ["EventBusSystemd", "EventBusTestSupport", "eventbus-systemd-probe"],
+            dependencies: ["EventBusSystemd", "EventBusTestSupport", "eventbus-systemd-probe", "eventbusd"],
             swiftSettings: strict
         ),
         .testTarget(
             name: "EventBusClientTests",
-            dependencies: ["EventBusClient", "EventBusTestSupport", "eventbusd", "settings-service", "dashboard", "eventbus-client-peer"],
+            dependencies: ["EventBusClient", "EventBusTestSupport", "eventbusd", "settings-service", "dashboard", "eventbus-client-peer", "readme-example"],
             swiftSettings: strict
         ),
         .testTarget(

@@ -50,7 +50,8 @@ final class BusCore: Sendable {
             overflow: configuration.overflow,
             whileDisconnected: configuration.whileDisconnected,
             identity: (me.pid, me.uid, me.gid),
-            firstConnect: firstConnect
+            firstConnect: firstConnect,
+            runtimeDirectory: configuration.environment["XDG_RUNTIME_DIR"]
         ))
     }
 

@@ -104,12 +104,20 @@ struct ClientState {
     private var firstConnect: Completion<ConnectionInfo>?
     /// Why the last connection attempt or connection failed (for error messages).
     private(set) var lastFailure: String = "not connected yet"
+    /// `$XDG_RUNTIME_DIR` of the configuration, to name the user bus in messages.
+    let runtimeDirectory: String?
+    /// Whether a frame arrived on the current connection; a first connection
+    /// lost before one did is reported with `EventBusError.closedBeforeAnswering`.
+    private var heardOnConnection = false
+    /// The last `error` frame without `req` on the current connection, as `code: message`.
+    private var refusalOnConnection: String?
     private var nextReq: Int64 = 1
     private var nextRegistration: UInt64 = 1
     private var timestamps = TimestampFormatter()
 
-    init(path: String, clientName: String?, overflow: OverflowPolicy, whileDisconnected: EventBus.DisconnectedPublishing, identity: (pid: Int32, uid: UInt32, gid: UInt32), firstConnect: Completion<ConnectionInfo>?) {
+    init(path: String, clientName: String?, overflow: OverflowPolicy, whileDisconnected: EventBus.DisconnectedPublishing, identity: (pid: Int32, uid: UInt32, gid: UInt32), firstConnect: Completion<ConnectionInfo>?, runtimeDirectory: String? = nil) {
         self.path = path
+        self.runtimeDirectory = runtimeDirectory
         self.clientName = clientName
         self.overflow = overflow
         self.whileDisconnected = whileDisconnected
@@ -156,6 +164,8 @@ struct ClientState {
         // patterns are subscribed again (no unsubscribe: not connected yet).
         var step = sweep()
         link = .connected(nil)
+        heardOnConnection = false
+        refusalOnConnection = nil
         let hello = takeReq()
         pending[hello] = .hello
         step.append(RequestFrame.hello(req: hello, client: clientName, overflow: overflow))
@@ -196,8 +206,16 @@ struct ClientState {
         pending = [:]
         if let first = firstConnect {
             // Lost before the first `hello` reply: `connect` fails, no retry.
+            // Silence may be a broker that failed to start; a refusal (`limit`) is named.
             firstConnect = nil
-            let failure = EventBusError.unavailable(path: path, reason: reason)
+            let failure: EventBusError
+            if !heardOnConnection {
+                failure = .closedBeforeAnswering(path: path, runtimeDirectory: runtimeDirectory)
+            } else if let refusal = refusalOnConnection {
+                failure = .unavailable(path: path, reason: "\(reason) (\(refusal))")
+            } else {
+                failure = .unavailable(path: path, reason: reason)
+            }
             step.effects.append(.firstConnect(first, .failure(failure)))
             step.effects += close(error: failure, notice: false).effects
         } else if wasUp {
@@ -402,6 +420,7 @@ struct ClientState {
     /// - Parameter wallNanoseconds: wall clock, used to stamp local deliveries.
     mutating func handle(_ frame: ServerFrame, wallNanoseconds: Int64) -> Step {
         var step = Step()
+        heardOnConnection = true
         switch frame {
         case .event(let event):
             let sinks = sinks(matching: event.metadata.type)
@@ -422,7 +441,10 @@ struct ClientState {
                 // answered in order, so it answers the oldest one waiting.
                 failed(pending.removeValue(forKey: oldest)!, error, &step)
             } else {
-                if case .protocolError(let code, let message) = error { lastFailure = "\(code.rawValue): \(message)" }
+                if case .protocolError(let code, let message) = error {
+                    lastFailure = "\(code.rawValue): \(message)"
+                    if req == nil { refusalOnConnection = lastFailure }
+                }
                 step.effects.append(.notice(.brokerError(error)))
             }
         case .unknown:

@@ -17,7 +17,8 @@ public enum EventBusError: Error, Equatable, Sendable, CustomStringConvertible {
     /// No broker could be reached at `path`: connect(2) failed (`reason` is its
     /// error, e.g. `connect: No such file or directory`), or the bus is
     /// disconnected and the publish could not wait (policy `.fail`, the wait
-    /// bound passed, or too many publishes were waiting).
+    /// bound passed, or too many publishes were waiting), or the broker closed
+    /// the first connection before answering (`closedBeforeAnswering`).
     case unavailable(path: String, reason: String)
     /// The connection was lost after the request was written: the broker may
     /// or may not have handled it (delivery is at-most-once).
@@ -54,6 +55,21 @@ public enum EventBusError: Error, Equatable, Sendable, CustomStringConvertible {
         case .malformedFrame(let reason): "unreadable frame from the event bus: \(reason)"
         case .closed: "the event bus connection was closed"
         }
+    }
+}
+
+extension EventBusError {
+    /// The error for a first connection the broker closed before sending
+    /// anything: `.unavailable` whose reason says where to look, e.g.
+    /// `the broker closed the connection before answering: it may have failed
+    /// to start (see 'systemctl --user status eventbus.service' and
+    /// 'journalctl --user -u eventbus')` for the user bus, the system
+    /// manager's commands for the system bus, `it may have exited` for another
+    /// path (`SocketPath.startFailureHint`).
+    /// - Parameter runtimeDirectory: `$XDG_RUNTIME_DIR`, to recognise the user bus.
+    public static func closedBeforeAnswering(path: String, runtimeDirectory: String?) -> EventBusError {
+        let hint = SocketPath.startFailureHint(for: path, runtimeDirectory: runtimeDirectory)
+        return .unavailable(path: path, reason: "the broker closed the connection before answering: \(hint)")
     }
 }
 

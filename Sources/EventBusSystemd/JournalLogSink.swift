@@ -32,6 +32,47 @@ public struct JournalLogSink: LogSink {
     }
 }
 
+/// Writes the one line of a start-up failure (before the broker's logger
+/// exists) so that it reaches the journal however systemd wired stderr:
+/// - started by systemd (`startedBySystemd()`) with stderr connected to the
+///   journal: a stderr line with the `<3>` priority prefix journald's stream
+///   transport reads (`sd-daemon(3)`; `SyslogLevelPrefix=` is on by default),
+///   which journald attributes to the unit even when the process has already
+///   exited;
+/// - started by systemd with stderr elsewhere (`StandardError=null`, a file, a
+///   terminal): a structured entry with `sd_journal_sendv(3)` (`PRIORITY=`,
+///   `SYSLOG_IDENTIFIER=`, as `JournalLogSink`), and the plain stderr line too;
+/// - otherwise: the plain stderr line of `StderrLogSink`
+///   (`eventbusd: error: <message>`).
+public struct StartupFailureLogSink: LogSink {
+    /// The program name and `SYSLOG_IDENTIFIER=`, e.g. `"eventbusd"`.
+    public let program: String
+
+    /// - Parameter program: the name before each line and the journal identifier.
+    public init(program: String) { self.program = program }
+
+    public func write(level: LogLevel, message: String, fields: [(String, String)]) {
+        let plain = StderrLogSink(program: program)
+        guard startedBySystemd() else { return plain.write(level: level, message: message, fields: fields) }
+        if stderrIsJournal() {
+            // One physical line per message: the prefix applies to the line it starts.
+            let line = message.map { $0.isNewline ? " " : $0 }
+            let bytes = Array("<\(level.rawValue)>\(program): \(level.name): \(String(line))\n".utf8)
+            bytes.withUnsafeBytes { raw in try? FileDescriptor.standardError.writeAll(raw) }
+        } else {
+            _ = sendToJournal(journalEntry(identifier: program, level: level, message: message, fields: fields))
+            plain.write(level: level, message: message, fields: fields)
+        }
+    }
+}
+
+/// True when systemd started this process as (part of) a unit: `$INVOCATION_ID`
+/// or `$JOURNAL_STREAM` is set (`systemd.exec(5)`, "Environment Variables in
+/// Spawned Processes").
+public func startedBySystemd() -> Bool {
+    environment("INVOCATION_ID") != nil || environment("JOURNAL_STREAM") != nil
+}
+
 /// True when fd 2 is connected to the journal: `$JOURNAL_STREAM` is set (as
 /// `<device>:<inode>`, decimal) and matches `fstat(2)` of fd 2 (`systemd.exec(5)`,
 /// "JOURNAL_STREAM"). A redirected stderr (`2>file`, a pipe) no longer matches, even

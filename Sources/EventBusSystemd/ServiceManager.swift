@@ -29,6 +29,17 @@ public enum ServiceManager {
         send("STATUS=" + line)
     }
 
+    /// The broker's `STATUS=` text: `"1 connection, 0 subscriptions, 350 events/s"`,
+    /// each count with its noun in the singular for exactly 1 and the plural otherwise.
+    public static func statusText(connections: Int, subscriptions: Int, eventsPerSecond: UInt64) -> String {
+        "\(counted(connections, "connection")), \(counted(subscriptions, "subscription")), \(eventsPerSecond) events/s"
+    }
+
+    /// `"1 connection"`, `"0 connections"`, `"2 connections"`.
+    private static func counted(_ count: Int, _ noun: String) -> String {
+        count == 1 ? "1 \(noun)" : "\(count) \(noun)s"
+    }
+
     /// Sends `WATCHDOG=1` (`sd_notify(3)`, `sd_watchdog_enabled(3)`). Send it from the
     /// event loop itself every `watchdogPingInterval()`, so a stuck loop is caught.
     public static func notifyWatchdog() { send("WATCHDOG=1") }

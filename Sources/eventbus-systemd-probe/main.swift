@@ -17,6 +17,11 @@
 //                                           run it in a private mount namespace with a tmpfs on
 //                                           /run), logs MESSAGE at .notice with JournalLogSink and
 //                                           writes the datagram journald would get to stdout.
+//   eventbus-systemd-probe journal-capture-run PROGRAM [ARG...]
+//                                           Binds /run/systemd/journal/socket as journal-capture
+//                                           does, runs PROGRAM (same stdio and environment), and
+//                                           once it exited writes every datagram it sent there
+//                                           to stdout; exits with PROGRAM's status.
 import EventBusSystem
 import EventBusSystemd
 import Glibc
@@ -82,12 +87,36 @@ func notify(_ steps: ArraySlice<String>) {
     }
 }
 
-func journalCapture(message: String, fieldArguments: ArraySlice<String>) {
+/// Binds the journal's native socket (only in a private mount namespace).
+/// - Returns: the datagram socket.
+func bindJournalSocket() -> CInt {
     let path = "/run/systemd/journal/socket"
     if access(path, F_OK) == 0 { fail("\(path) exists; run this only in a private mount namespace") }
     let fd = socket(AF_UNIX, CInt(SOCK_DGRAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0)
     guard fd >= 0 else { fail("socket failed: errno \(errno)") }
     guard withUnixAddress(path, { bind(fd, $0, $1) }) == 0 else { fail("bind \(path) failed: errno \(errno)") }
+    return fd
+}
+
+func journalCaptureRun(_ command: [String]) -> Never {
+    let fd = bindJournalSocket()
+    let child: EventBusSystem.ChildProcess
+    do { child = try EventBusSystem.ChildProcess.spawn(command) } catch { fail("\(error)") }
+    var status: Int32 = 0
+    while waitpid(child.pid, &status, 0) < 0 {
+        guard errno == EINTR else { fail("waitpid failed: errno \(errno)") }
+    }
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, CInt(MSG_DONTWAIT)) }
+        if count < 0 { break }
+        _ = buffer.withUnsafeMutableBytes { write(1, $0.baseAddress, count) }
+    }
+    exit(ChildExit(waitStatus: status).shellStatus)
+}
+
+func journalCapture(message: String, fieldArguments: ArraySlice<String>) {
+    let fd = bindJournalSocket()
     let fields = fieldArguments.map { argument -> (String, String) in
         let parts = argument.split(separator: "=", maxSplits: 1)
         return (String(parts[0]), parts.count > 1 ? String(parts[1]) : "")
@@ -112,5 +141,6 @@ case "watchdog":
     }
 case "stderr-is-journal": put("\(stderrIsJournal())\n")
 case "journal-capture" where arguments.count >= 3: journalCapture(message: arguments[2], fieldArguments: arguments.dropFirst(3))
-default: fail("usage: eventbus-systemd-probe listen [serve] | notify STEP... | watchdog | stderr-is-journal | journal-capture MESSAGE [KEY=VALUE...]")
+case "journal-capture-run" where arguments.count >= 3: journalCaptureRun(Array(arguments.dropFirst(2)))
+default: fail("usage: eventbus-systemd-probe listen [serve] | notify STEP... | watchdog | stderr-is-journal | journal-capture MESSAGE [KEY=VALUE...] | journal-capture-run PROGRAM [ARG...]")
 }

@@ -28,6 +28,9 @@ final class BrokerConnection {
     /// The connected socket; owned and closed by this object.
     let descriptor: FileDescriptor
     private var splitter = FrameSplitter(maxFrameBytes: BrokerConnection.maxIncomingFrameBytes)
+    /// Whether any byte has arrived from the broker on this connection (a
+    /// close before that may be a broker that failed to start, see `closedError`).
+    private var heardFromBroker = false
     private let readBuffer: UnsafeMutableRawBufferPointer
 
     /// Largest frame accepted from the broker. Events may exceed the broker's
@@ -79,9 +82,15 @@ final class BrokerConnection {
         }
     }
 
+    /// The systemd way to start the broker of a well-known bus, and where to
+    /// look when the socket unit failed (systemd removes the socket then).
     private static func startHint(for path: String) -> String {
-        if path == SocketPath.systemBus { return " or 'systemctl start eventbus.socket'" }
-        if path.hasSuffix("/eventbus/bus.sock") { return " or 'systemctl --user start eventbus.socket'" }
+        if path == SocketPath.systemBus {
+            return " or 'systemctl start eventbus.socket'; if that fails, see 'systemctl status eventbus.socket eventbus.service'"
+        }
+        if path.hasSuffix("/eventbus/bus.sock") {
+            return " or 'systemctl --user start eventbus.socket'; if that fails, see 'systemctl --user status eventbus.socket eventbus.service'"
+        }
         return ""
     }
 
@@ -91,9 +100,19 @@ final class BrokerConnection {
     /// The error for a closed connection, given the `error` frame without
     /// `req` the broker sent before closing (e.g. `limit` for a connection
     /// over `--max-connections`, `slow_consumer`): its message, and the exit
-    /// status its code maps to. Without a reason: 69.
+    /// status its code maps to. Without a reason: 69, and when nothing at all
+    /// came from the broker, where to look for why it did not start
+    /// (`SocketPath.startFailureHint`: under socket activation systemd accepts
+    /// the connection for a broker that then fails).
     func closedError(reason: Reply?) -> CLIError {
-        guard let reason else { return CLIError(.unavailable, "the broker at \(path) closed the connection") }
+        guard let reason else {
+            guard heardFromBroker else {
+                let runtime = getenv("XDG_RUNTIME_DIR").map { String(cString: $0) }
+                let hint = SocketPath.startFailureHint(for: path, runtimeDirectory: runtime)
+                return CLIError(.unavailable, "the broker at \(path) closed the connection before answering: \(hint)")
+            }
+            return CLIError(.unavailable, "the broker at \(path) closed the connection")
+        }
         var error = reason.failure("closing")
         error.message = "the broker at \(path) closed the connection: \(reason.string("message") ?? "no reason given") (\(reason.string("code") ?? "unknown"))"
         return error
@@ -193,7 +212,9 @@ final class BrokerConnection {
 
     private func readOnce() throws(CLIError) -> IOResult<Int> {
         do {
-            return try descriptor.read(into: readBuffer)
+            let result = try descriptor.read(into: readBuffer)
+            if case .complete(let n) = result, n > 0 { heardFromBroker = true }
+            return result
         } catch {
             if error.errno == .connectionReset { return .complete(0) }
             throw ioError(error)

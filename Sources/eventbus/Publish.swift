@@ -65,7 +65,7 @@ func runPublish(_ args: ParsedArguments, socket: String) throws(CLIError) {
         if isBlank(input) {
             FrameEncoder.appendASCII("null", to: &frame)
         } else {
-            try appendValidatedJSON(input, origin: "standard input", to: &frame)
+            try appendValidatedJSON(input, origin: "standard input", alwaysHint: args.operands.count == 2 ? "" : implicitInputHint, to: &frame)
         }
     } else {
         FrameEncoder.appendASCII("null", to: &frame)
@@ -92,9 +92,21 @@ func validateEventType(_ name: String, command: String) throws(CLIError) {
     throw .usage(command, "invalid event TYPE '\(name)': 1-255 bytes of '.'-separated segments of A-Z a-z 0-9 _ - :")
 }
 
+/// The hint for DATA that starts like plain text.
+let defaultTextHint = "; to publish text use --string TEXT"
+
+/// The hint for standard input read as DATA because none was given: in a
+/// `while read` loop that input is the rest of the loop's (docs/CLI.md).
+let implicitInputHint = "; no DATA was given, so standard input was read as DATA (in a 'while read' loop that is the loop's input): give DATA as an argument, or '</dev/null' for none"
+
 /// Validates `bytes` as one JSON value and appends it compacted.
-/// - Throws: `CLIError` 65 (`EX_DATAERR`) naming `origin` and the position.
-func appendValidatedJSON(_ bytes: [UInt8], origin: String, textHint: String = "; to publish text use --string TEXT", to out: inout [UInt8]) throws(CLIError) {
+/// - Parameters:
+///   - textHint: added to the message when the text starts like plain text
+///     (a letter) and no quoting mistake explains the error.
+///   - alwaysHint: added to the message in every case (e.g. `implicitInputHint`).
+/// - Throws: `CLIError` 65 (`EX_DATAERR`) naming `origin` and the position,
+///   with the text around it (`invalidJSONMessage`).
+func appendValidatedJSON(_ bytes: [UInt8], origin: String, textHint: String = defaultTextHint, alwaysHint: String = "", to out: inout [UInt8]) throws(CLIError) {
     let result: Result<JSONToken, JSONSyntaxError> = bytes.withUnsafeBytes { raw in
         do throws(JSONSyntaxError) {
             let token = try JSONScanner.validate(raw, maxDepth: ProtocolConstants.maxDepth)
@@ -105,8 +117,8 @@ func appendValidatedJSON(_ bytes: [UInt8], origin: String, textHint: String = ";
         }
     }
     if case .failure(let error) = result {
-        let hint = looksLikeBareText(bytes) ? textHint : ""
-        throw CLIError(.dataError, "\(origin) is not valid JSON: \(error)\(hint)")
+        let hint = alwaysHint.isEmpty && looksLikeBareText(bytes) ? textHint : ""
+        throw CLIError(.dataError, invalidJSONMessage(bytes, error, origin: origin, hint: hint, alwaysHint: alwaysHint))
     }
 }
 

@@ -8,8 +8,10 @@ import Glibc
 let version = "0.1.0"
 let stderrSink = StderrLogSink(program: "eventbusd")
 
+/// Start-up failures: one line, which reaches the journal under systemd
+/// however stderr is wired (`StartupFailureLogSink`), then exit.
 func fail(_ message: String, status: Int32) -> Never {
-    stderrSink.write(level: .error, message: message, fields: [])
+    StartupFailureLogSink(program: "eventbusd").write(level: .error, message: message, fields: [])
     exit(status)
 }
 
@@ -77,7 +79,7 @@ let statusSeconds: UInt64 = 5
 hooks.periodic.append((intervalNanoseconds: Int64(statusSeconds) * 1_000_000_000, action: { stats in
     let rate = (stats.published &- lastPublished.value) / statusSeconds
     lastPublished.value = stats.published
-    ServiceManager.notifyStatus("\(stats.connections) connections, \(stats.subscriptions) subscriptions, \(rate) events/s")
+    ServiceManager.notifyStatus(ServiceManager.statusText(connections: stats.connections, subscriptions: stats.subscriptions, eventsPerSecond: rate))
     logSink.flush()
 }))
 

@@ -274,8 +274,27 @@ final class Outcomes: Sendable {
         var lost = ClientState(path: "/p", clientName: nil, overflow: .dropNew, whileDisconnected: .fail, identity: (1, 1, 1), firstConnect: { r in other.first.withLock { $0.append(r) } })
         _ = lost.connectionEstablished()
         perform(lost.connectionLost(reason: "the broker closed the connection"))
-        #expect(other.first.withLock { $0 } == [.failure(.unavailable(path: "/p", reason: "the broker closed the connection"))])
+        #expect(other.first.withLock { $0 } == [.failure(.unavailable(path: "/p", reason: "the broker closed the connection before answering: it may have exited (see its standard error or log)"))])
         #expect(lost.isClosed)
+    }
+
+    @Test func aFirstConnectionClosedSilentlyOnTheUserBusPointsAtTheUserUnit() {
+        let other = Outcomes()
+        var lost = ClientState(path: "/run/user/1000/eventbus/bus.sock", clientName: nil, overflow: .dropNew, whileDisconnected: .fail, identity: (1, 1, 1),
+                               firstConnect: { r in other.first.withLock { $0.append(r) } }, runtimeDirectory: "/run/user/1000")
+        _ = lost.connectionEstablished()
+        perform(lost.connectionLost(reason: "read: Connection reset by peer"))
+        guard case .failure(let error)? = other.first.withLock({ $0.first }) else { Issue.record("connect did not fail"); return }
+        #expect("\(error)" == "event bus unavailable at /run/user/1000/eventbus/bus.sock: the broker closed the connection before answering: it may have failed to start (see 'systemctl --user status eventbus.service' and 'journalctl --user -u eventbus')")
+    }
+
+    @Test func aFirstConnectionRefusedWithLimitNamesTheRefusalNotAStartFailure() {
+        let other = Outcomes()
+        var lost = ClientState(path: "/p", clientName: nil, overflow: .dropNew, whileDisconnected: .fail, identity: (1, 1, 1), firstConnect: { r in other.first.withLock { $0.append(r) } })
+        _ = lost.connectionEstablished()
+        perform(lost.handle(.error(req: nil, .protocolError(code: .limit, message: "too many connections")), wallNanoseconds: 0))
+        perform(lost.connectionLost(reason: "the broker closed the connection"))
+        #expect(other.first.withLock { $0 } == [.failure(.unavailable(path: "/p", reason: "the broker closed the connection (limit: too many connections)"))])
     }
 }
 

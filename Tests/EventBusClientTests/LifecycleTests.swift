@@ -3,6 +3,7 @@
 // withdrawn, streams that unsubscribe when iteration ends, reconnecting
 // across a broker restart, `dropped` notices, typed errors.
 import EventBusClient
+import EventBusTestSupport
 import Foundation
 import Testing
 
@@ -137,6 +138,29 @@ final class Counter: Sendable {
         }
         await #expect(throws: EventBusError.invalidClientName("bad name")) {
             try await EventBus.connect(socketPath: path, clientName: "bad name")
+        }
+    }
+
+    /// What a socket-activated broker that failed to start looks like: the
+    /// connection is accepted and closed without a byte.
+    @Test func aBrokerThatClosesAtOnceIsReportedWithWhereToLook() async throws {
+        let directory = try TemporaryDirectory(prefix: "ebc-")
+        let custom = try ClosingListener(path: directory.file("bus.sock"))
+        defer { custom.stop() }
+        await #expect {
+            try await EventBus.connect(socketPath: custom.path)
+        } throws: { error in
+            "\(error)" == "event bus unavailable at \(custom.path): the broker closed the connection before answering: it may have exited (see its standard error or log)"
+        }
+
+        try FileManager.default.createDirectory(atPath: directory.file("eventbus"), withIntermediateDirectories: false)
+        let user = try ClosingListener(path: directory.file("eventbus/bus.sock"))
+        defer { user.stop() }
+        let configuration = EventBus.Configuration(bus: .user, environment: ["XDG_RUNTIME_DIR": directory.path])
+        await #expect {
+            try await EventBus.connect(configuration)
+        } throws: { error in
+            "\(error)".hasSuffix("before answering: it may have failed to start (see 'systemctl --user status eventbus.service' and 'journalctl --user -u eventbus')")
         }
     }
 

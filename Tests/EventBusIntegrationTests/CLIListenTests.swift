@@ -240,6 +240,7 @@ struct CLIListenTests {
             #expect(run.status == 75, "\(command): \(run)")
             #expect(run.stderr.contains("too many connections"), "\(command): \(run)")
             #expect(run.stderr.hasSuffix("(limit)\n"), "\(command): \(run)")
+            #expect(!run.stderr.contains("before answering"), "the broker did answer: \(run)")
         }
         holder.send(signal: SIGTERM)
         _ = try holder.wait()

@@ -82,11 +82,64 @@ struct CLIPublishTests {
             #expect(run.stdout == "")
             #expect(run.stderr.hasPrefix("eventbus: "))
             #expect(run.stderr.contains("not valid JSON"))
-            #expect(run.stderr.filter { $0 == "\n" }.count == 1, "one line: \(run.stderr)")
+            #expect(run.stderr.filter { $0 == "\n" }.count == 3, "message, excerpt, caret: \(run.stderr)")
         }
         let hint = try broker.run(["publish", "x.y", "hello"])
         #expect(hint.stderr.contains("--string"))
         #expect(try broker.stats()["published"] as? Int == 0)
+    }
+
+    /// Runs `eventbus --socket <absent> ARGS` (invalid data never reaches the connect).
+    private func runWithoutBroker(_ arguments: [String], stdin: String? = nil) throws -> CLIRun {
+        let scratch = try TemporaryDirectory(prefix: "ebcli.")
+        return try RunningProcess(cliProduct("eventbus"), ["--socket", scratch.path + "/absent.sock"] + arguments, in: scratch, stdin: stdin).wait()
+    }
+
+    @Test func invalidJSONShowsTheTextAroundTheOffendingByteWithACaret() throws {
+        let run = try runWithoutBroker(["publish", "x.y", "{\"id\": 1, \"name\": \"ada\", \"ok\": yes}"])
+        #expect(run.status == 65, "\(run)")
+        #expect(run.stderr == """
+            eventbus: DATA is not valid JSON: unexpected character at byte 31
+              {"id": 1, "name": "ada", "ok": yes}
+                                             ^
+
+            """)
+        // Only the offending line of pretty JSON is shown, cut to 40 bytes before the offending one.
+        let long = "{\n  \"pad\": \"\(String(repeating: "p", count: 60))\", \"n\": 1.}\n"
+        let cut = try runWithoutBroker(["publish", "x.y", long])
+        #expect(cut.stderr.components(separatedBy: "\n") == [
+            "eventbus: DATA is not valid JSON: invalid number at byte 80",
+            "  …\(String(repeating: "p", count: 32))\", \"n\": 1.}",
+            String(repeating: " ", count: 2 + 41) + "^",
+            "",
+        ], "\(cut)")
+    }
+
+    @Test(arguments: ["{id: 1}", "{\"a\": 1, id: 2}", "{'id': 1}"])
+    func unquotedKeysAreNamedAsTheMistake(data: String) throws {
+        let run = try runWithoutBroker(["publish", "x.y", data])
+        #expect(run.status == 65, "\(run)")
+        #expect(run.stderr.contains("object keys need double quotes, e.g. {\"id\": 1}"), "\(run)")
+        #expect(!run.stderr.contains("--string"))
+    }
+
+    @Test func anUnquotedWordThatIsNoKeyIsNotCalledOne() throws {
+        let run = try runWithoutBroker(["publish", "x.y", "[1, two]"])
+        #expect(run.status == 65, "\(run)")
+        #expect(!run.stderr.contains("keys"), "\(run)")
+    }
+
+    /// `while read f; do eventbus publish file.seen; done < list`: publish reads the rest of the list.
+    @Test func standardInputReadForMissingDataPointsToTheWhileReadFix() throws {
+        let run = try runWithoutBroker(["publish", "file.seen"], stdin: "b.txt\nc.txt\n")
+        #expect(run.status == 65, "\(run)")
+        #expect(run.stderr.contains("no DATA was given, so standard input was read as DATA"), "\(run)")
+        #expect(run.stderr.contains("give DATA as an argument, or '</dev/null' for none"))
+        #expect(!run.stderr.contains("--string"))
+        // An explicit '-' asked for standard input: no such hint.
+        let dash = try runWithoutBroker(["publish", "file.seen", "-"], stdin: "b.txt\n")
+        #expect(dash.status == 65, "\(dash)")
+        #expect(!dash.stderr.contains("no DATA was given"))
     }
 
     @Test func badTypeIsAUsageErrorAndSendsNothing() throws {

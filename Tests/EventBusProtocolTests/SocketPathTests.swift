@@ -49,4 +49,25 @@ struct SocketPathTests {
         #expect(SocketPath.systemBus == "/run/eventbus/bus.sock")
         #expect(SocketPath.userBus(runtimeDirectory: "/run/user/42") == "/run/user/42/eventbus/bus.sock")
     }
+
+    @Test(arguments: [
+        ("/run/eventbus/bus.sock", "/run/user/1000", WellKnownBus.system),
+        ("/run/user/1000/eventbus/bus.sock", "/run/user/1000", .user),
+        ("/run/user/1000/eventbus/bus.sock", nil, nil),
+        ("/run/user/1000/eventbus/bus.sock", "", nil),
+        ("/run/user/1001/eventbus/bus.sock", "/run/user/1000", nil),
+        ("/tmp/x/eventbus/bus.sock", "/run/user/1000", nil),
+    ] as [(String, String?, WellKnownBus?)])
+    func wellKnownBusIsRecognisedByItsExactPath(path: String, runtime: String?, expected: WellKnownBus?) {
+        #expect(SocketPath.wellKnownBus(path, runtimeDirectory: runtime) == expected)
+    }
+
+    @Test func startFailureHintNamesTheUnitCommandsOfTheBusTried() {
+        #expect(SocketPath.startFailureHint(for: "/run/eventbus/bus.sock", runtimeDirectory: nil)
+            == "it may have failed to start (see 'systemctl status eventbus.service' and 'journalctl -u eventbus')")
+        #expect(SocketPath.startFailureHint(for: "/run/user/7/eventbus/bus.sock", runtimeDirectory: "/run/user/7")
+            == "it may have failed to start (see 'systemctl --user status eventbus.service' and 'journalctl --user -u eventbus')")
+        #expect(SocketPath.startFailureHint(for: "/tmp/bus.sock", runtimeDirectory: "/run/user/7")
+            == "it may have exited (see its standard error or log)")
+    }
 }

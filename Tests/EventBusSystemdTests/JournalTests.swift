@@ -80,6 +80,58 @@ struct JournalTests {
     }
 }
 
+/// eventbusd's start-up failure under systemd, run by the probe in a private mount
+/// namespace that catches what reaches /run/systemd/journal/socket.
+@Suite(.timeLimit(.minutes(1)))
+struct StartupFailureJournalTests {
+    /// Runs `eventbusd --no-such-option` (a start-up failure: exit 64) with `environment`
+    /// and stderr to a file. Returns its status, the datagrams sent to the journal and stderr.
+    private func failingBroker(environment: (_ stderrPath: String) throws -> [String: String]) async throws -> (status: EventBusTestSupport.ExitStatus, journal: [UInt8], stderr: String) {
+        let dir = try makeTempDirectory()
+        let stderrPath = dir.file("stderr")
+        try createEmptyFile(stderrPath)
+        let script = "mount -t tmpfs tmpfs /run && mkdir -p /run/systemd/journal && exec \"$0\" \"$@\""
+        let child = try spawn("unshare", ["--mount", "--propagation", "private", "/bin/sh", "-c", script,
+                                          probePath, "journal-capture-run", productsDirectory() + "/eventbusd", "--no-such-option"],
+                              environment: try environment(stderrPath), stderrTo: stderrPath, in: dir)
+        let finished = try await child.wait()
+        return (finished.status, Array(finished.stdout.utf8), try String(contentsOfFile: stderrPath, encoding: .utf8))
+    }
+
+    @Test(.enabled(if: canUnshareMount, "needs root and a working `unshare --mount`"))
+    func withStderrElsewhereTheFailureIsAJournalEntryAndAStderrLine() async throws {
+        let outcome = try await failingBroker { _ in ["INVOCATION_ID": "0123456789abcdef0123456789abcdef"] }
+        #expect(outcome.status == 64)
+        let fields = try parseNativeJournal(outcome.journal)
+        #expect(fields.map(\.0) == ["PRIORITY", "MESSAGE", "SYSLOG_IDENTIFIER"])
+        let message = try #require(fields.first { $0.0 == "MESSAGE" }?.1)
+        #expect(message.contains("--no-such-option"))
+        #expect(fields.first?.1 == "3")
+        #expect(fields.last?.1 == "eventbusd")
+        #expect(outcome.stderr == "eventbusd: error: \(message)\n")
+    }
+
+    @Test(.enabled(if: canUnshareMount, "needs root and a working `unshare --mount`"))
+    func withStderrOnTheJournalTheFailureIsOneLineWithItsPriorityPrefix() async throws {
+        let outcome = try await failingBroker { stderrPath in
+            var status = stat()
+            guard stat(stderrPath, &status) == 0 else { throw TestFailure("stat \(stderrPath) failed") }
+            return ["JOURNAL_STREAM": "\(status.st_dev):\(status.st_ino)"]
+        }
+        #expect(outcome.status == 64)
+        #expect(outcome.journal.isEmpty, "the stream line is enough: \(outcome.journal.count) bytes sent natively")
+        #expect(outcome.stderr.hasPrefix("<3>eventbusd: error: "), "\(outcome.stderr)")
+        #expect(outcome.stderr.contains("--no-such-option"))
+    }
+
+    @Test func notUnderSystemdTheFailureIsThePlainStderrLine() async throws {
+        let dir = try makeTempDirectory()
+        let finished = try await run(productsDirectory() + "/eventbusd", ["--no-such-option"], in: dir)
+        #expect(finished.status == 64)
+        #expect(finished.stderr.hasPrefix("eventbusd: error: "), "\(finished.stderr)")
+    }
+}
+
 /// Whether this process may make a private mount namespace (root, and not forbidden by a container).
 let canUnshareMount: Bool = {
     guard getuid() == 0, findInPath("unshare") != nil else { return false }

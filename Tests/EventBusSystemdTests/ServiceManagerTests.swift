@@ -1,5 +1,7 @@
 // ServiceManager in real processes: notifications reach a test NOTIFY_SOCKET, and the
-// watchdog interval follows WATCHDOG_USEC/WATCHDOG_PID.
+// watchdog interval follows WATCHDOG_USEC/WATCHDOG_PID; the broker's STATUS= text
+// says "1 connection" but "0 connections".
+import EventBusSystemd
 import EventBusTestSupport
 import Glibc
 import Testing
@@ -17,6 +19,15 @@ struct ServiceManagerTests {
         #expect(try receiver.receive() == "WATCHDOG=1")
         #expect(try receiver.receive() == "STOPPING=1")
         #expect(try receiver.receive(timeout: .milliseconds(100)) == nil)
+    }
+
+    @Test(arguments: [
+        (0, 0, 0 as UInt64, "0 connections, 0 subscriptions, 0 events/s"),
+        (1, 1, 1, "1 connection, 1 subscription, 1 events/s"),
+        (2, 40, 350, "2 connections, 40 subscriptions, 350 events/s"),
+    ])
+    func statusTextCountsInTheSingularOnlyForOne(connections: Int, subscriptions: Int, rate: UInt64, expected: String) {
+        #expect(ServiceManager.statusText(connections: connections, subscriptions: subscriptions, eventsPerSecond: rate) == expected)
     }
 
     @Test func notificationsWithoutNotifySocketAreSilentNoOps() async throws {

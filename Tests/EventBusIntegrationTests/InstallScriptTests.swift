@@ -1,0 +1,115 @@
+// scripts/install and scripts/uninstall into temporary trees: `--user` into a
+// temporary HOME with no user manager answering, `--prefix` with DESTDIR, and
+// uninstall with the same arguments leaving nothing behind. The scripts install
+// this build's debug products (`--bin-dir`), so no release build runs here.
+// Also: every script exits 64 on a usage error and 0 on --help.
+//
+// Before editing: never run the scripts here without DESTDIR or a temporary
+// HOME, and keep XDG_RUNTIME_DIR pointing at a temporary folder, so no real
+// systemd manager is ever reached.
+import EventBusTestSupport
+import Foundation
+import Testing
+
+/// The repository's root (where scripts/ is), from this file's path.
+private let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+
+@Suite("scripts/install and scripts/uninstall", .timeLimit(.minutes(2)))
+struct InstallScriptTests {
+    /// Runs `scripts/NAME ARGS` with `environment` over the test's, no
+    /// D-Bus session and `XDG_RUNTIME_DIR` in `scratch` (no user manager there).
+    private func script(_ name: String, _ arguments: [String], environment: [String: String?] = [:], in scratch: TemporaryDirectory) throws -> ProcessOutput {
+        var changes: [String: String?] = ["DBUS_SESSION_BUS_ADDRESS": nil, "XDG_CONFIG_HOME": nil, "DESTDIR": nil,
+                                           "XDG_RUNTIME_DIR": scratch.file("run")]
+        for (key, value) in environment { changes[key] = value }
+        try FileManager.default.createDirectory(atPath: scratch.file("run"), withIntermediateDirectories: true)
+        return try SpawnedProcess(repositoryRoot + "/scripts/" + name, arguments, in: scratch, environment: changes)
+            .waitBlocking(timeout: .seconds(60))
+    }
+
+    /// Every path under `root`, relative, sorted ("" entries excluded).
+    private func tree(_ root: String) -> [String] {
+        (FileManager.default.subpaths(atPath: root) ?? []).sorted()
+    }
+
+    /// Checks `path` is an executable ELF file without a symbol table, and that it runs.
+    private func expectStrippedExecutable(_ path: String, in scratch: TemporaryDirectory) throws {
+        #expect(FileManager.default.isExecutableFile(atPath: path), "\(path)")
+        if let readelf = findInPath("readelf") {
+            let sections = try SpawnedProcess(readelf, ["-S", "-W", path], in: scratch).waitBlocking(timeout: .seconds(10))
+            #expect(sections.status == 0)
+            #expect(!sections.stdout.contains(".symtab"), "\(path) still has its symbol table")
+        }
+        let version = try SpawnedProcess(path, ["--version"], in: scratch).waitBlocking(timeout: .seconds(10))
+        #expect(version.status == 0, "\(path) --version: \(version.stderr)")
+    }
+
+    @Test func userInstallPutsBinariesAndUnitsUnderHomeAndUninstallRemovesThemAll() throws {
+        let scratch = try TemporaryDirectory(prefix: "ebin.")
+        let home = scratch.file("home")
+        try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: false)
+        let installed = try script("install", ["--user", "--bin-dir", productsDirectory()], environment: ["HOME": home], in: scratch)
+        #expect(installed.status == 0, "\(installed.stdout)\(installed.stderr)")
+        #expect(installed.stdout.contains("no systemd user manager answers here; did not run systemctl"), "\(installed.stdout)")
+
+        try expectStrippedExecutable(home + "/.local/bin/eventbusd", in: scratch)
+        try expectStrippedExecutable(home + "/.local/bin/eventbus", in: scratch)
+        let unit = try String(contentsOfFile: home + "/.config/systemd/user/eventbus.service", encoding: .utf8)
+        #expect(unit.split(separator: "\n").filter { $0.hasPrefix("ExecStart=") } == ["ExecStart=\(home)/.local/bin/eventbusd"])
+        #expect(FileManager.default.fileExists(atPath: home + "/.config/systemd/user/eventbus.socket"))
+        #expect(!tree(home).contains { $0.contains("systemd/system") }, "no system units for --user: \(tree(home))")
+
+        let removed = try script("uninstall", ["--user"], environment: ["HOME": home], in: scratch)
+        #expect(removed.status == 0, "\(removed.stdout)\(removed.stderr)")
+        #expect(tree(home) == [], "left behind: \(tree(home))")
+    }
+
+    @Test(arguments: [
+        ("/usr/local", "/etc/systemd/system", "/etc/systemd/user"),
+        ("/usr", "/usr/lib/systemd/system", "/usr/lib/systemd/user"),
+        ("/opt/eventbus", "/opt/eventbus/lib/systemd/system", "/opt/eventbus/lib/systemd/user"),
+    ])
+    func prefixInstallWithDestdirFollowsThePrefixAndUninstallLeavesTheStageEmpty(prefix: String, systemUnits: String, userUnits: String) throws {
+        let scratch = try TemporaryDirectory(prefix: "ebin.")
+        let stage = scratch.file("stage")
+        try FileManager.default.createDirectory(atPath: stage, withIntermediateDirectories: false)
+        let installed = try script("install", ["--prefix", prefix, "--bin-dir", productsDirectory()], environment: ["DESTDIR": stage], in: scratch)
+        #expect(installed.status == 0, "\(installed.stdout)\(installed.stderr)")
+        #expect(installed.stdout.contains("DESTDIR is set: staged under \(stage), systemctl not run"))
+
+        try expectStrippedExecutable(stage + prefix + "/bin/eventbusd", in: scratch)
+        try expectStrippedExecutable(stage + prefix + "/bin/eventbus", in: scratch)
+        for directory in [systemUnits, userUnits] {
+            let unit = try String(contentsOfFile: stage + directory + "/eventbus.service", encoding: .utf8)
+            #expect(unit.split(separator: "\n").filter { $0.hasPrefix("ExecStart=") } == ["ExecStart=\(prefix)/bin/eventbusd"], "\(directory)")
+            #expect(FileManager.default.fileExists(atPath: stage + directory + "/eventbus.socket"))
+        }
+
+        let removed = try script("uninstall", ["--prefix", prefix], environment: ["DESTDIR": stage], in: scratch)
+        #expect(removed.status == 0, "\(removed.stdout)\(removed.stderr)")
+        #expect(tree(stage) == [], "left behind: \(tree(stage))")
+    }
+
+    @Test func uninstallKeepsADirectoryThatInstallCreatedOnceItHoldsSomethingElse() throws {
+        let scratch = try TemporaryDirectory(prefix: "ebin.")
+        let stage = scratch.file("stage")
+        try FileManager.default.createDirectory(atPath: stage, withIntermediateDirectories: false)
+        let environment: [String: String?] = ["DESTDIR": stage]
+        #expect(try script("install", ["--prefix", "/opt/eb", "--bin-dir", productsDirectory()], environment: environment, in: scratch).status == 0)
+        try "mine\n".write(toFile: stage + "/opt/eb/bin/other-tool", atomically: false, encoding: .utf8)
+        let removed = try script("uninstall", ["--prefix", "/opt/eb"], environment: environment, in: scratch)
+        #expect(removed.status == 0)
+        #expect(tree(stage) == ["opt", "opt/eb", "opt/eb/bin", "opt/eb/bin/other-tool"], "\(removed.stdout)")
+    }
+
+    @Test(arguments: ["install", "uninstall", "test", "bench", "check-units", "demo", "deps", "fuzz", "soak"])
+    func usageErrorsExit64AndHelpExits0(name: String) throws {
+        let scratch = try TemporaryDirectory(prefix: "ebin.")
+        let wrong = try script(name, ["--no-such-option"], in: scratch)
+        #expect(wrong.status == 64, "scripts/\(name) --no-such-option: \(wrong.stderr)")
+        #expect(!wrong.stderr.isEmpty)
+        let help = try script(name, ["--help"], in: scratch)
+        #expect(help.status == 0, "scripts/\(name) --help: \(help.stderr)")
+        #expect(help.stdout.contains("Usage: scripts/\(name)"), "scripts/\(name) --help: \(help.stdout)")
+    }
+}
