@@ -45,6 +45,25 @@ public struct ParsedArguments: Sendable {
 
     /// The last value given for `name` (later options override earlier ones).
     public func value(_ name: String) -> String? { options.last { $0.name == name }?.value }
+
+    /// The last value of `--name` read with `parse` (`parseDuration`,
+    /// `parseSize`, `parseCount`), nil when the option was not given.
+    /// - Throws: `UsageError` worded as `parseValue` words it.
+    public func value<T>(_ name: String, as parse: (String) throws(ValueError) -> T) throws(UsageError) -> T? {
+        guard let text = value(name) else { return nil }
+        return try parseValue(text, of: "--" + name, parse)
+    }
+}
+
+/// `parse(value)`, its `ValueError` turned into a `UsageError` for `option`:
+/// `invalid duration '5x' for --timeout: unknown unit 'x' (examples: ...)`.
+/// - Parameter option: the option as shown to the user, e.g. `"--timeout"`.
+public func parseValue<T>(_ value: String, of option: String, _ parse: (String) throws(ValueError) -> T) throws(UsageError) -> T {
+    do {
+        return try parse(value)
+    } catch {
+        throw UsageError(error.message(for: option))
+    }
 }
 
 /// A command line that does not fit the option table: one line for the user,

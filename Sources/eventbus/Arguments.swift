@@ -3,9 +3,9 @@
 // pointer to the command's --help). The parser itself and the DURATION and N
 // parsers are EventBusCommandLine's, shared with eventbusd.
 //
-// Before editing: parse option values only through `ParsedArguments.duration`
-// and `.count` below, so every command words a bad value the same way (with
-// examples of good ones).
+// Before editing: parse option values only through
+// `ParsedArguments.value(_:command:as:)` below, so every command words a bad
+// value the same way (with examples of good ones).
 import EventBusCommandLine
 
 /// Options every command accepts (PROTOCOL.md "Transport" for the bus choice).
@@ -32,26 +32,15 @@ func parseCommand(_ arguments: ArraySlice<String>, specs: [OptionSpec], command:
 }
 
 extension ParsedArguments {
-    /// The last value of `--name` as a DURATION (`parseDuration`), nil when not given.
+    /// The last value of `--name` read with `parse` (`parseDuration`,
+    /// `parseCount`), nil when not given.
     /// - Throws: `CLIError` 64, e.g. `invalid duration '5x' for --timeout:
     ///   unknown unit 'x' (examples: 10, 500ms, 30s, 5min, 1h30m, 2d) (see 'eventbus listen --help')`.
-    func duration(_ name: String, command: String) throws(CLIError) -> Duration? {
-        guard let text = value(name) else { return nil }
+    func value<T>(_ name: String, command: String, as parse: (String) throws(ValueError) -> T) throws(CLIError) -> T? {
         do {
-            return try parseDuration(text)
+            return try value(name, as: parse)
         } catch {
-            throw .usage(command, error.message(for: "--" + name))
-        }
-    }
-
-    /// The last value of `--name` as N, a positive whole number (`parseCount`), nil when not given.
-    /// - Throws: `CLIError` 64 when it is not one.
-    func count(_ name: String, command: String) throws(CLIError) -> Int? {
-        guard let text = value(name) else { return nil }
-        do {
-            return try parseCount(text)
-        } catch {
-            throw .usage(command, error.message(for: "--" + name))
+            throw .usage(command, error.message)
         }
     }
 }

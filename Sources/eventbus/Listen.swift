@@ -23,8 +23,8 @@ func runListen(_ args: ParsedArguments, socket: String) throws(CLIError) {
     let patterns = args.operands.isEmpty ? [">"] : args.operands
     try validatePatterns(patterns, command: command)
     let format = try OutputFormat.chosen(args.value("format"), command: command)
-    let limit = try args.count("count", command: command)
-    let idleNanoseconds = try args.duration("timeout", command: command)?.totalNanoseconds
+    let limit = try args.value("count", command: command, as: parseCount)
+    let idleNanoseconds = try args.value("timeout", command: command, as: parseDuration)?.totalNanoseconds
     let reconnect = args.has("reconnect")
     let formatter = EventFormatter(format: format)
 

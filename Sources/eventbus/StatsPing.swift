@@ -47,7 +47,7 @@ private let pingRetryMilliseconds: Int32 = 50
 func runPing(_ args: ParsedArguments, socket: String) throws(CLIError) {
     guard args.operands.isEmpty else { throw .usage("ping", "unexpected argument '\(args.operands[0])'") }
     var deadline: Int64? = nil
-    if let wait = try args.duration("wait", command: "ping") {
+    if let wait = try args.value("wait", command: "ping", as: parseDuration) {
         deadline = Clock.monotonicNanoseconds() + wait.totalNanoseconds
     }
     let frame = Array("{\"op\":\"ping\",\"req\":1}\n".utf8)

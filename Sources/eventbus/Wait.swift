@@ -35,7 +35,7 @@ func runWait(_ args: ParsedArguments, socket: String) throws(CLIError) {
     let quiet = args.has("quiet")
     var timeoutText = "" as String
     var deadline: Int64? = nil
-    if let timeout = try args.duration("timeout", command: command), let text = args.value("timeout") {
+    if let timeout = try args.value("timeout", command: command, as: parseDuration), let text = args.value("timeout") {
         deadline = Clock.monotonicNanoseconds() + timeout.totalNanoseconds
         timeoutText = text.last?.isNumber == true ? text + "s" : text
     }

@@ -64,7 +64,7 @@ struct BrokerOptions {
     private mutating func apply(_ name: String, _ value: String) throws(UsageError) {
         /// `value` through a DURATION, SIZE or N parser, its error worded for this option.
         func parsed<T>(_ parse: (String) throws(ValueError) -> T) throws(UsageError) -> T {
-            do { return try parse(value) } catch { throw UsageError(error.message(for: "--" + name)) }
+            try parseValue(value, of: "--" + name, parse)
         }
         switch name {
         case "help": showHelp = true

@@ -71,4 +71,12 @@ struct OptionParserTests {
         let error = #expect(throws: UsageError.self) { try parse(arguments) }
         #expect(error?.message == message)
     }
+
+    @Test func valuesAreReadWithTheirParserAndBadOnesNameTheOption() throws {
+        let parsed = try parse(["-t", "1h30m"])
+        #expect(try parsed.value("timeout", as: parseDuration) == .seconds(5400))
+        #expect(try parsed.value("socket", as: parseDuration) == nil)
+        let error = #expect(throws: UsageError.self) { try parse(["--timeout=soon"]).value("timeout", as: parseDuration) }
+        #expect(error?.message == "invalid duration 'soon' for --timeout: no number before 'soon' (examples: \(durationExamples))")
+    }
 }
