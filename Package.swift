@@ -27,7 +27,7 @@ let package = Package(
     ],
     targets: [
         // Header-only bridge to the Linux APIs Swift's Glibc module lacks
-        // (epoll, signalfd, accept4, pipe2, struct ucred).
+        // (epoll, signalfd, eventfd, accept4, struct ucred).
         .systemLibrary(name: "CEventBusShims"),
         .systemLibrary(
             name: "CSystemd",

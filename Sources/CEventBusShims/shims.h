@@ -1,5 +1,5 @@
 // Header-only bridge to Linux APIs that Swift's Glibc module does not import:
-// epoll, signalfd, accept4, struct ucred, pipe2.
+// epoll, signalfd, eventfd, accept4, struct ucred, pipe2.
 //
 // Before editing: do not define _GNU_SOURCE for the whole module (it turns the
 // sockaddr parameters of bind/connect/accept into a transparent union Swift
@@ -9,6 +9,7 @@
 
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/uio.h>
