@@ -48,14 +48,16 @@ let package = Package(
             dependencies: ["EventBusProtocol", "EventBusSystem"],
             swiftSettings: strict
         ),
+        // The executables' shared command-line parsing (options, DURATION, SIZE, N).
+        .target(name: "EventBusCommandLine", swiftSettings: strict),
         .executableTarget(
             name: "eventbusd",
-            dependencies: ["EventBusServer", "EventBusSystemd", "EventBusProtocol", "EventBusSystem"],
+            dependencies: ["EventBusServer", "EventBusSystemd", "EventBusProtocol", "EventBusSystem", "EventBusCommandLine"],
             swiftSettings: strict
         ),
         .executableTarget(
             name: "eventbus",
-            dependencies: ["EventBusProtocol", "EventBusSystem"],
+            dependencies: ["EventBusProtocol", "EventBusSystem", "EventBusCommandLine"],
             swiftSettings: strict
         ),
         .executableTarget(
@@ -113,6 +115,7 @@ let package = Package(
         .testTarget(name: "EventBusProtocolTests", dependencies: ["EventBusProtocol"], swiftSettings: strict),
         .testTarget(name: "EventBusCoreTests", dependencies: ["EventBusCore"], swiftSettings: strict),
         .testTarget(name: "EventBusSystemTests", dependencies: ["EventBusSystem"], swiftSettings: strict),
+        .testTarget(name: "EventBusCommandLineTests", dependencies: ["EventBusCommandLine"], swiftSettings: strict),
         .testTarget(
             name: "EventBusSystemdTests",
             dependencies: ["EventBusSystemd", "EventBusTestSupport", "eventbus-systemd-probe", "eventbusd"],
@@ -125,7 +128,7 @@ let package = Package(
         ),
         .testTarget(
             name: "EventBusIntegrationTests",
-            dependencies: ["EventBusTestSupport", "EventBusProtocol", "eventbusd", "eventbus"],
+            dependencies: ["EventBusTestSupport", "EventBusProtocol", "EventBusCommandLine", "eventbusd", "eventbus"],
             swiftSettings: strict
         ),
     ]

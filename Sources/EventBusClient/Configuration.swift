@@ -4,6 +4,7 @@
 // Before editing: `ReconnectPolicy.delay(afterFailures:jitter:)` is pure so it
 // can be tested; the reader thread is its only runtime caller.
 import EventBusProtocol
+import EventBusSystem
 import Foundation
 
 extension EventBus {
@@ -54,7 +55,7 @@ extension EventBus {
             maxIncomingFrameBytes: Int = 64 << 20,
             encoder: JSONEncoder = JSONEncoder(),
             decoder: JSONDecoder = JSONDecoder(),
-            environment: [String: String] = ProcessInfo.processInfo.environment
+            environment: [String: String] = ProcessEnvironment.variables()
         ) {
             self.bus = bus
             self.clientName = clientName

@@ -24,7 +24,7 @@ public struct BrokerConfiguration: Sendable {
     public var maxQueuedBytes = 512 << 20
     /// `server` and `version` in the `hello` reply.
     public var serverName = "eventbusd"
-    public var version = "0.1.0"
+    public var version = EventBusRelease.version
 
     public init() {}
 }

@@ -1,8 +1,10 @@
-// epoll(7), signalfd(2), eventfd(2) for the broker's single-threaded event loop.
+// epoll(7) for the broker's single-threaded event loop: epoll_create1(2),
+// epoll_ctl(2), epoll_wait(2).
 //
 // Before editing: `Epoll` owns its epoll fd only; registered fds stay owned by
 // their creators and must be removed (or closed, which removes them) by them.
-// Level-triggered: a ready fd is reported again until drained.
+// Level-triggered: a ready fd is reported again until drained. EINTR from
+// epoll_wait is "nothing ready" (the loop recomputes its timers), never a retry.
 import CEventBusShims
 import Glibc
 
@@ -33,8 +35,7 @@ public final class Epoll {
     /// - Parameter maxEvents: events returned per `wait` at most.
     /// - Throws: `SystemError("epoll_create1", errno)`.
     public init(maxEvents: Int = 256) throws(SystemError) {
-        let fd = epoll_create1(Int32(EPOLL_CLOEXEC))
-        guard fd >= 0 else { throw SystemError("epoll_create1", .current) }
+        let fd = try checkedCall("epoll_create1") { epoll_create1(Int32(EPOLL_CLOEXEC)) }
         descriptor = FileDescriptor(rawValue: fd)
         capacity = maxEvents
         buffer = .allocate(capacity: maxEvents)
@@ -49,9 +50,7 @@ public final class Epoll {
         var event = epoll_event()
         event.events = events.rawValue
         event.data.u64 = token
-        guard epoll_ctl(descriptor.rawValue, op, fd.rawValue, &event) == 0 else {
-            throw SystemError("epoll_ctl", .current)
-        }
+        _ = try checkedCall("epoll_ctl") { epoll_ctl(descriptor.rawValue, op, fd.rawValue, &event) }
     }
 
     /// EPOLL_CTL_ADD. - Throws: `SystemError("epoll_ctl", errno)`.
@@ -67,7 +66,7 @@ public final class Epoll {
     /// EPOLL_CTL_DEL; errors (e.g. never added) are ignored.
     public func remove(_ fd: FileDescriptor) {
         var event = epoll_event()
-        _ = epoll_ctl(descriptor.rawValue, EPOLL_CTL_DEL, fd.rawValue, &event)
+        _ = systemCall { epoll_ctl(descriptor.rawValue, EPOLL_CTL_DEL, fd.rawValue, &event) }
     }
 
     /// epoll_wait(2); calls `body(token, events)` for each ready registration.
@@ -76,89 +75,13 @@ public final class Epoll {
     /// - Throws: `SystemError("epoll_wait", errno)`.
     @discardableResult
     public func wait(timeoutMilliseconds: Int32, _ body: (UInt64, EpollEvents) -> Void) throws(SystemError) -> Int {
-        let n = epoll_wait(descriptor.rawValue, buffer, Int32(capacity), timeoutMilliseconds)
-        if n < 0 {
-            if errno == EINTR { return 0 }
-            throw SystemError("epoll_wait", .current)
+        let n = try checkedCall("epoll_wait", .returnZero) {
+            epoll_wait(descriptor.rawValue, buffer, Int32(capacity), timeoutMilliseconds)
         }
         for i in 0..<Int(n) {
             let event = buffer[i]
             body(event.data.u64, EpollEvents(rawValue: event.events))
         }
         return Int(n)
-    }
-}
-
-/// A signalfd(2) for a set of signals, which it blocks for the calling thread
-/// first (threads started later inherit the mask). Owns its fd.
-public final class SignalDescriptor {
-    public let descriptor: FileDescriptor
-
-    /// - Throws: `SystemError("pthread_sigmask" | "signalfd", errno)`.
-    public init(signals: [Int32]) throws(SystemError) {
-        let blocked = signals.withUnsafeBufferPointer { eventbus_block_signals($0.baseAddress, Int32($0.count)) }
-        guard blocked == 0 else { throw SystemError("pthread_sigmask", Errno(rawValue: blocked)) }
-        let fd = signals.withUnsafeBufferPointer { eventbus_signalfd($0.baseAddress, Int32($0.count)) }
-        guard fd >= 0 else { throw SystemError("signalfd", .current) }
-        descriptor = FileDescriptor(rawValue: fd)
-    }
-
-    deinit { descriptor.close() }
-
-    /// Reads pending signals; returns their numbers (empty when none).
-    public func readSignals() -> [Int32] {
-        var result: [Int32] = []
-        var info = signalfd_siginfo()
-        while true {
-            let n = withUnsafeMutableBytes(of: &info) { Glibc.read(descriptor.rawValue, $0.baseAddress, $0.count) }
-            if n == MemoryLayout<signalfd_siginfo>.size {
-                result.append(Int32(info.ssi_signo))
-            } else if n < 0 && errno == EINTR {
-                continue
-            } else {
-                return result
-            }
-        }
-    }
-}
-
-/// Process-wide signal and resource settings.
-public enum ProcessSettings {
-    /// Ignores SIGPIPE for the process (writes use MSG_NOSIGNAL as well).
-    public static func ignoreBrokenPipeSignal() { eventbus_ignore_sigpipe() }
-
-    /// getrlimit(RLIMIT_NOFILE): (soft, hard).
-    public static func openFileLimit() -> (soft: UInt64, hard: UInt64) {
-        var limit = rlimit()
-        getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit)
-        return (UInt64(limit.rlim_cur), UInt64(limit.rlim_max))
-    }
-
-    /// Raises the soft RLIMIT_NOFILE to the hard limit (or to `cap` if lower).
-    public static func raiseOpenFileLimit(cap: UInt64 = 1 << 20) {
-        var limit = rlimit()
-        guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return }
-        let target = min(limit.rlim_max, rlim_t(cap))
-        if limit.rlim_cur < target {
-            limit.rlim_cur = target
-            _ = setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit)
-        }
-    }
-}
-
-/// Clock readings (clock_gettime(2)).
-public enum Clock {
-    /// CLOCK_MONOTONIC in nanoseconds.
-    public static func monotonicNanoseconds() -> Int64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
-    }
-
-    /// CLOCK_REALTIME in nanoseconds since the Unix epoch.
-    public static func wallNanoseconds() -> Int64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
-        return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
     }
 }

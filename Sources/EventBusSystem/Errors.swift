@@ -1,6 +1,9 @@
 // Error policy of the syscall layer, after swift-system and swift-nio:
-// - EINTR is retried inside each wrapper and never seen by callers;
-// - EAGAIN/EWOULDBLOCK is not an error: wrappers return `IOResult.wouldBlock`;
+// - EINTR is handled by `systemCall` below and nowhere else: retried inside
+//   each wrapper, except that poll(2) and epoll_wait(2) return "nothing
+//   ready" so their callers recompute the deadline; callers never see it;
+// - EAGAIN/EWOULDBLOCK is not an error: I/O wrappers return `IOResult.wouldBlock`
+//   (connect(2), where it means a full backlog, throws it instead);
 // - any other -1 becomes a thrown `SystemError` carrying errno and the call's name;
 // - `close` is called once and never retried (Linux closes the fd even on EINTR).
 import Glibc
@@ -73,16 +76,51 @@ public enum IOResult<T> {
     case wouldBlock
 }
 
-/// Calls `body` until it does not fail with EINTR. Returns its result, or
-/// `nil` for EAGAIN; throws `SystemError(call, errno)` for other failures.
+/// What a wrapper does when its call fails with EINTR (signal(7),
+/// "Interruption of system calls by signal handlers").
+enum InterruptHandling {
+    /// Call again: the caller expects the call to finish (read, write,
+    /// connect, accept4, waitpid, ...).
+    case retry
+    /// Return 0, as if the wait timed out: for poll(2) and epoll_wait(2),
+    /// whose callers recompute their deadline and wait again, so a stop and
+    /// SIGCONT never stretches a timeout.
+    case returnZero
+}
+
+/// The one place EINTR is handled: calls `body` (a libc call that returns -1
+/// and sets errno on failure) again while it fails with EINTR, or returns 0
+/// for `.returnZero`.
+/// - Returns: the call's result, or the errno of its failure (never EINTR).
 @inline(__always)
-func retryingInterrupts<T: BinaryInteger>(_ call: String, _ body: () -> T) throws(SystemError) -> T? {
+func systemCall<T: BinaryInteger>(_ interrupt: InterruptHandling = .retry, _ body: () -> T) -> Result<T, Errno> {
     while true {
         let result = body()
-        if result != -1 { return result }
+        if result != -1 { return .success(result) }
         let e = Glibc.errno
-        if e == EINTR { continue }
-        if e == EAGAIN || e == EWOULDBLOCK { return nil }
-        throw SystemError(call, Errno(rawValue: e))
+        if e != EINTR { return .failure(Errno(rawValue: e)) }
+        if interrupt == .returnZero { return .success(0) }
+    }
+}
+
+/// `systemCall` for non-blocking I/O: EAGAIN/EWOULDBLOCK is `nil`, any other
+/// failure throws `SystemError(call, errno)`.
+@inline(__always)
+func retryingInterrupts<T: BinaryInteger>(_ call: String, _ body: () -> T) throws(SystemError) -> T? {
+    switch systemCall(.retry, body) {
+    case .success(let result): return result
+    case .failure(let e) where e == .wouldBlock: return nil
+    case .failure(let e): throw SystemError(call, e)
+    }
+}
+
+/// `systemCall` for calls where EAGAIN is an error like any other (connect(2)
+/// on a full backlog) or cannot happen: every failure throws
+/// `SystemError(call, errno)`.
+@inline(__always)
+func checkedCall<T: BinaryInteger>(_ call: String, _ interrupt: InterruptHandling = .retry, _ body: () -> T) throws(SystemError) -> T {
+    switch systemCall(interrupt, body) {
+    case .success(let result): return result
+    case .failure(let e): throw SystemError(call, e)
     }
 }

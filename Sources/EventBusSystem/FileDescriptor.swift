@@ -1,5 +1,6 @@
-// A typed file descriptor and the I/O calls on it (read(2), write(2),
-// sendmsg(2), close(2), poll(2), fcntl(2), shutdown(2)).
+// A typed file descriptor and the calls on one descriptor: read(2), write(2),
+// sendmsg(2), close(2), shutdown(2), fcntl(2), isatty(3). Waiting for
+// readiness is poll(2) in Poll.swift.
 //
 // Before editing: `FileDescriptor` is a plain value and owns nothing; whoever
 // created it closes it exactly once. An epoll registration never owns an fd
@@ -91,39 +92,29 @@ public struct FileDescriptor: Hashable, Sendable, CustomStringConvertible {
     /// Sets or clears `O_NONBLOCK` (fcntl(2)).
     /// - Throws: `SystemError("fcntl", errno)`.
     public func setNonBlocking(_ on: Bool) throws(SystemError) {
-        let flags = fcntl(rawValue, F_GETFL)
-        guard flags >= 0 else { throw SystemError("fcntl", .current) }
+        let flags = try checkedCall("fcntl") { fcntl(rawValue, F_GETFL) }
         let updated = on ? flags | O_NONBLOCK : flags & ~O_NONBLOCK
-        guard fcntl(rawValue, F_SETFL, updated) == 0 else { throw SystemError("fcntl", .current) }
+        _ = try checkedCall("fcntl") { fcntl(rawValue, F_SETFL, updated) }
     }
 
-    /// Waits with poll(2) until the fd is ready for `events` or the timeout passes.
-    /// - Parameter timeoutMilliseconds: -1 waits forever; 0 does not wait.
-    /// - Returns: the events that are ready (empty on timeout). `.hangup` and
-    ///   `.error` may be returned without being asked for.
-    /// - Throws: `SystemError("poll", errno)`; EINTR returns an empty set.
-    public func poll(_ events: PollEvents, timeoutMilliseconds: Int32) throws(SystemError) -> PollEvents {
-        var entry = pollfd(fd: rawValue, events: Int16(events.rawValue), revents: 0)
-        let n = Glibc.poll(&entry, 1, timeoutMilliseconds)
-        if n < 0 {
-            if Glibc.errno == EINTR { return [] }
-            throw SystemError("poll", .current)
+    /// fcntl(2) `F_GETFD`: whether the descriptor is open (EBADF means not).
+    public var isOpen: Bool {
+        if case .failure(let e) = systemCall(.retry, { fcntl(rawValue, F_GETFD) }), e.rawValue == EBADF { return false }
+        return true
+    }
+
+    /// isatty(3): whether the descriptor is a terminal.
+    public var isTerminal: Bool { isatty(rawValue) == 1 }
+
+    /// Opens /dev/null (open(2)) on any of fds 0, 1, 2 that is not open, so
+    /// that a socket opened later can never become "standard output"
+    /// (`eventbus listen >&-` would otherwise write events into its own
+    /// broker connection). Call first thing in `main`; failures are ignored
+    /// (the descriptor then stays closed).
+    public static func openNullOnClosedStandardDescriptors() {
+        for fd: CInt in 0...2 where !FileDescriptor(rawValue: fd).isOpen {
+            // open(2) returns the lowest free descriptor: this one.
+            _ = systemCall { Glibc.open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY) }
         }
-        return PollEvents(rawValue: Int32(entry.revents))
     }
-}
-
-/// poll(2) event bits.
-public struct PollEvents: OptionSet, Sendable {
-    public let rawValue: Int32
-    public init(rawValue: Int32) { self.rawValue = rawValue }
-
-    /// `POLLIN`
-    public static let readable = PollEvents(rawValue: Int32(POLLIN))
-    /// `POLLOUT`
-    public static let writable = PollEvents(rawValue: Int32(POLLOUT))
-    /// `POLLHUP`
-    public static let hangup = PollEvents(rawValue: Int32(POLLHUP))
-    /// `POLLERR`
-    public static let error = PollEvents(rawValue: Int32(POLLERR))
 }

@@ -17,10 +17,9 @@ public enum FileSystem {
     /// - Throws: `SystemError("lstat", errno)` for errors other than ENOENT/ENOTDIR.
     public static func kind(ofPath path: String) throws(SystemError) -> FileKind {
         var info = stat()
-        if lstat(path, &info) != 0 {
-            let e = errno
-            if e == ENOENT || e == ENOTDIR { return .missing }
-            throw SystemError("lstat", Errno(rawValue: e))
+        if case .failure(let e) = systemCall(.retry, { lstat(path, &info) }) {
+            if e.rawValue == ENOENT || e.rawValue == ENOTDIR { return .missing }
+            throw SystemError("lstat", e)
         }
         switch info.st_mode & S_IFMT {
         case S_IFSOCK: return .socket
@@ -39,24 +38,27 @@ public enum FileSystem {
         if let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")), slash != path.utf8.startIndex {
             try createDirectories(String(path[..<slash]), mode: mode)
         }
-        if mkdir(path, mode) == 0 {
+        switch systemCall(.retry, { mkdir(path, mode) }) {
+        case .success:
             // mkdir(2) applies the umask; the directory must get `mode` exactly.
             try chmod(path, mode: mode)
-        } else if errno != EEXIST {
-            throw SystemError("mkdir", .current)
+        case .failure(let e) where e == .fileExists:
+            return
+        case .failure(let e):
+            throw SystemError("mkdir", e)
         }
     }
 
     /// unlink(2).
     /// - Throws: `SystemError("unlink", errno)`.
     public static func unlink(_ path: String) throws(SystemError) {
-        guard Glibc.unlink(path) == 0 else { throw SystemError("unlink", .current) }
+        _ = try checkedCall("unlink") { Glibc.unlink(path) }
     }
 
     /// chmod(2).
     /// - Throws: `SystemError("chmod", errno)`.
     public static func chmod(_ path: String, mode: mode_t) throws(SystemError) {
-        guard Glibc.chmod(path, mode) == 0 else { throw SystemError("chmod", .current) }
+        _ = try checkedCall("chmod") { Glibc.chmod(path, mode) }
     }
 
     /// The directory part of a path (`/a/b` for `/a/b/c`, `.` for `c`).

@@ -2,7 +2,6 @@
 //
 // Before editing: sinks are called on the broker's event-loop thread, so they
 // must not block for long (stderr and journal writes are fine).
-import Glibc
 
 /// Severity of a log message, with syslog(3) priority numbers as raw values
 /// (the journal's `PRIORITY=` field uses the same numbers).
@@ -60,12 +59,14 @@ public struct StderrLogSink: LogSink {
         var line = "\(program): \(level.name): \(message)"
         for (key, value) in fields { line += " \(key.lowercased())=\(value)" }
         line += "\n"
-        var bytes = Array(line.utf8)
-        bytes.withUnsafeMutableBytes { buffer in
+        // A full non-blocking stderr (EAGAIN) or a failed write drops the rest
+        // of the line: the sink must not block the event loop.
+        let bytes = Array(line.utf8)
+        bytes.withUnsafeBytes { buffer in
             var offset = 0
-            while offset < buffer.count {
-                let n = Glibc.write(2, buffer.baseAddress! + offset, buffer.count - offset)
-                if n < 0 { if errno == EINTR { continue } else { return } }
+            while offset < buffer.count,
+                  case .complete(let n)? = try? FileDescriptor.standardError.write(UnsafeRawBufferPointer(rebasing: buffer[offset...])),
+                  n > 0 {
                 offset += n
             }
         }

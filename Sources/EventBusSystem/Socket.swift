@@ -58,8 +58,7 @@ extension FileDescriptor {
     public static func unixStreamSocket(nonBlocking: Bool = true) throws(SystemError) -> FileDescriptor {
         var type = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
         if nonBlocking { type |= Int32(SOCK_NONBLOCK.rawValue) }
-        let fd = Glibc.socket(AF_UNIX, type, 0)
-        guard fd >= 0 else { throw SystemError("socket", .current) }
+        let fd = try checkedCall("socket") { Glibc.socket(AF_UNIX, type, 0) }
         return FileDescriptor(rawValue: fd)
     }
 
@@ -68,15 +67,14 @@ extension FileDescriptor {
     ///   `UnixAddress` errors.
     public func bind(toPath path: String) throws(SystemError) {
         let address = try UnixAddress(path: path)
-        let result = address.withSockaddr { Glibc.bind(rawValue, $0, $1) }
-        guard result == 0 else { throw SystemError("bind", .current) }
+        _ = try checkedCall("bind") { address.withSockaddr { Glibc.bind(rawValue, $0, $1) } }
     }
 
     /// listen(2).
     /// - Parameter backlog: queue length (the kernel caps it at somaxconn).
     /// - Throws: `SystemError("listen", errno)`.
     public func listen(backlog: Int32) throws(SystemError) {
-        guard Glibc.listen(rawValue, backlog) == 0 else { throw SystemError("listen", .current) }
+        _ = try checkedCall("listen") { Glibc.listen(rawValue, backlog) }
     }
 
     /// accept4(2) with SOCK_NONBLOCK|SOCK_CLOEXEC. The caller owns the new fd.
@@ -94,30 +92,22 @@ extension FileDescriptor {
     ///   ECONNREFUSED (nobody listening), EACCES, or the `UnixAddress` errors.
     public func connect(toPath path: String) throws(SystemError) {
         let address = try UnixAddress(path: path)
-        while true {
-            let result = address.withSockaddr { Glibc.connect(rawValue, $0, $1) }
-            if result == 0 { return }
-            if Glibc.errno == EINTR { continue }
-            throw SystemError("connect", .current)
-        }
+        _ = try checkedCall("connect") { address.withSockaddr { Glibc.connect(rawValue, $0, $1) } }
     }
 
     /// getsockopt(SO_PEERCRED): the peer's pid, uid, gid as of connect(2).
     /// - Throws: `SystemError("getsockopt(SO_PEERCRED)", errno)`.
     public func peerCredentials() throws(SystemError) -> PeerCredentials {
         var credentials = eventbus_ucred()
-        guard eventbus_peer_credentials(rawValue, &credentials) == 0 else {
-            throw SystemError("getsockopt(SO_PEERCRED)", .current)
-        }
+        _ = try checkedCall("getsockopt(SO_PEERCRED)") { eventbus_peer_credentials(rawValue, &credentials) }
         return PeerCredentials(pid: credentials.pid, uid: credentials.uid, gid: credentials.gid)
     }
 
-    /// Sets SO_SNDBUF (bytes; the kernel doubles it).
+    /// Sets SO_SNDBUF (bytes; the kernel doubles it) with setsockopt(2).
+    /// - Throws: `SystemError("setsockopt(SO_SNDBUF)", errno)`.
     public func setSendBufferSize(_ bytes: Int32) throws(SystemError) {
         var value = bytes
-        guard setsockopt(rawValue, SOL_SOCKET, SO_SNDBUF, &value, socklen_t(MemoryLayout<Int32>.size)) == 0 else {
-            throw SystemError("setsockopt(SO_SNDBUF)", .current)
-        }
+        _ = try checkedCall("setsockopt(SO_SNDBUF)") { setsockopt(rawValue, SOL_SOCKET, SO_SNDBUF, &value, socklen_t(MemoryLayout<Int32>.size)) }
     }
 
     /// Connects a new blocking-or-not socket to `path`; closes it on failure.

@@ -4,6 +4,7 @@
 // (so children do not inherit them) and must therefore be called once, early, before
 // other threads read the environment.
 import CSystemd
+import EventBusSystem
 import Glibc
 
 /// One listening socket passed by the service manager.
@@ -115,9 +116,9 @@ public enum SocketActivation {
     }
 }
 
-/// `getenv(3)` as a Swift string; nil when unset.
+/// `getenv(3)` as a Swift string; nil when unset (`ProcessEnvironment.value`).
 func environment(_ name: String) -> String? {
-    getenv(name).map { String(cString: $0) }
+    ProcessEnvironment.value(name)
 }
 
 /// `"Invalid argument (errno 22)"`: `strerror(3)` text plus the number.

@@ -116,8 +116,8 @@ struct EventFormatter {
     }
 
     static func environmentAllowsColour() -> Bool {
-        if let noColour = getenv("NO_COLOR"), noColour.pointee != 0 { return false }
-        if let term = getenv("TERM"), String(cString: term) == "dumb" { return false }
+        if let noColour = ProcessEnvironment.value("NO_COLOR"), !noColour.isEmpty { return false }
+        if ProcessEnvironment.value("TERM") == "dumb" { return false }
         return true
     }
 

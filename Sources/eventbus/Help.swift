@@ -2,12 +2,13 @@
 // Printed to standard output with exit status 0 (GNU coding standards).
 //
 // Before editing: keep the option lists in step with the `OptionSpec`
-// tables of each subcommand, and every example runnable as written.
+// tables of each subcommand, and every example runnable as written (every
+// DURATION shown here is parsed by DocumentedDurationTests). The version is
+// `EventBusRelease.version`, shared with eventbusd.
+import EventBusProtocol
 
-/// The CLI's version, printed by `--version`.
-let cliVersion = "0.1.0"
-
-let versionText = "eventbus \(cliVersion) (wire protocol 1)\n"
+/// What `--version` prints: the package's release and the wire protocol version.
+let versionText = "eventbus \(EventBusRelease.version) (wire protocol \(ProtocolConstants.version))\n"
 
 private let socketOptionsHelp = """
   -s, --socket PATH        broker socket (default: $EVENTBUS_SOCKET, else the
@@ -18,7 +19,11 @@ private let socketOptionsHelp = """
   -h, --help               show this help
 """
 
-private let durationHelp = "DURATION is a number with an optional unit ms, s (default), m, h or d: 10, 2.5s, 500ms."
+private let durationHelp = """
+DURATION is a time span as in systemd.time(7): a number with an optional unit
+us, ms, s (default), min (or m), h, d, w, M or y, and parts add up: 10, 2.5s,
+500ms, 5min, 1h30m, 2d.
+"""
 
 let mainHelp = """
 Usage: eventbus [--socket PATH | --system | --user] COMMAND [ARGS...]

@@ -7,6 +7,7 @@
 // `--timeout` with nothing arriving: 124, quietly, like timeout(1). Broker
 // gone: 69 unless `--reconnect`. SIGINT keeps its default action (quiet;
 // the shell sees 130).
+import EventBusCommandLine
 import EventBusProtocol
 import EventBusSystem
 
@@ -22,16 +23,8 @@ func runListen(_ args: ParsedArguments, socket: String) throws(CLIError) {
     let patterns = args.operands.isEmpty ? [">"] : args.operands
     try validatePatterns(patterns, command: command)
     let format = try OutputFormat.chosen(args.value("format"), command: command)
-    var limit: Int? = nil
-    if let text = args.value("count") {
-        guard let n = parsePositiveInteger(text) else { throw .usage(command, "--count needs a positive integer, not '\(text)'") }
-        limit = n
-    }
-    var idleNanoseconds: Int64? = nil
-    if let text = args.value("timeout") {
-        guard let ms = parseDurationMilliseconds(text) else { throw .usage(command, "invalid DURATION '\(text)' for --timeout (examples: 10, 2.5s, 500ms, 1m)") }
-        idleNanoseconds = ms * 1_000_000
-    }
+    let limit = try args.value("count", command: command, as: parseCount)
+    let idleNanoseconds = try args.value("timeout", command: command, as: parseDuration)?.totalNanoseconds
     let reconnect = args.has("reconnect")
     let formatter = EventFormatter(format: format)
 

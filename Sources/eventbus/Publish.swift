@@ -5,6 +5,7 @@
 // `eventbus publish` is the most common use). Validate everything before
 // connecting, send one frame, read one reply, exit: no hello, no extra
 // round trip, nothing loaded that a publish does not need.
+import EventBusCommandLine
 import EventBusProtocol
 import EventBusSystem
 import Glibc

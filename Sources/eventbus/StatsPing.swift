@@ -1,5 +1,6 @@
 // `eventbus stats [--json]` and `eventbus ping [--wait DURATION]`: one
 // request each (PROTOCOL.md "Requests", `stats` and `ping`).
+import EventBusCommandLine
 import EventBusProtocol
 import EventBusSystem
 
@@ -46,9 +47,8 @@ private let pingRetryMilliseconds: Int32 = 50
 func runPing(_ args: ParsedArguments, socket: String) throws(CLIError) {
     guard args.operands.isEmpty else { throw .usage("ping", "unexpected argument '\(args.operands[0])'") }
     var deadline: Int64? = nil
-    if let text = args.value("wait") {
-        guard let ms = parseDurationMilliseconds(text) else { throw .usage("ping", "invalid DURATION '\(text)' for --wait (examples: 10, 2.5s, 500ms, 1m)") }
-        deadline = Clock.monotonicNanoseconds() + ms * 1_000_000
+    if let wait = try args.value("wait", command: "ping", as: parseDuration) {
+        deadline = Clock.monotonicNanoseconds() + wait.totalNanoseconds
     }
     let frame = Array("{\"op\":\"ping\",\"req\":1}\n".utf8)
     while true {

@@ -9,6 +9,7 @@
 // COMMAND's status (as timeout(1) and env(1) pass it on). The timeout covers
 // subscribing, COMMAND and the wait; if it passes while COMMAND still runs,
 // COMMAND gets SIGTERM, as with timeout(1).
+import EventBusCommandLine
 import EventBusProtocol
 import EventBusSystem
 import Glibc
@@ -34,9 +35,8 @@ func runWait(_ args: ParsedArguments, socket: String) throws(CLIError) {
     let quiet = args.has("quiet")
     var timeoutText = "" as String
     var deadline: Int64? = nil
-    if let text = args.value("timeout") {
-        guard let ms = parseDurationMilliseconds(text) else { throw .usage(command, "invalid DURATION '\(text)' for --timeout (examples: 10, 2.5s, 500ms, 1m)") }
-        deadline = Clock.monotonicNanoseconds() + ms * 1_000_000
+    if let timeout = try args.value("timeout", command: command, as: parseDuration), let text = args.value("timeout") {
+        deadline = Clock.monotonicNanoseconds() + timeout.totalNanoseconds
         timeoutText = text.last?.isNumber == true ? text + "s" : text
     }
     let formatter = EventFormatter(format: format)

@@ -4,6 +4,7 @@
 //
 // Before editing: nothing here may load more than a publish needs; start-up
 // time is measured against redis-cli (docs/CLI.md). No Foundation.
+import EventBusCommandLine
 import EventBusProtocol
 import EventBusSystem
 import Glibc
@@ -24,7 +25,7 @@ func runCommandLine(_ arguments: [String]) -> Int32 {
 }
 
 private func dispatch(_ arguments: [String]) throws(CLIError) {
-    let top = try parseArguments(arguments[...], specs: globalOptions, command: nil, stopAtFirstOperand: true)
+    let top = try parseCommand(arguments[...], specs: globalOptions, command: nil, stopAtFirstOperand: true)
     guard let name = top.operands.first else {
         if top.has("help") { return try StandardOutput.write(mainHelp) }
         if top.has("version") { return try StandardOutput.write(versionText) }
@@ -46,7 +47,7 @@ private func dispatch(_ arguments: [String]) throws(CLIError) {
         if top.has("help") { return try StandardOutput.write(mainHelp) }
         throw .usage(nil, "unknown command '\(name)'")
     }
-    var args = try parseArguments(top.operands.dropFirst(), specs: specs, command: name)
+    var args = try parseCommand(top.operands.dropFirst(), specs: specs, command: name)
     args.options.insert(contentsOf: top.options, at: 0)
     if args.has("help") { return try StandardOutput.write(helpText(for: name)!) }
     if args.has("version") { return try StandardOutput.write(versionText) }
@@ -69,12 +70,8 @@ private func resolveSocket(_ args: ParsedArguments, command: String) throws(CLIE
     } else {
         selection = .automatic
     }
-    var environment: [String: String] = [:]
-    for key in ["EVENTBUS_SOCKET", "XDG_RUNTIME_DIR"] {
-        if let value = getenv(key) { environment[key] = String(cString: value) }
-    }
     do {
-        return try SocketPath.resolve(selection, environment: environment, effectiveUID: geteuid())
+        return try SocketPath.resolve(selection, environment: ProcessEnvironment.variables(), effectiveUID: ProcessIdentity.effectiveUID)
     } catch {
         throw .usage(command, error.description)
     }

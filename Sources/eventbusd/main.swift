@@ -1,11 +1,14 @@
 // eventbusd: parse options, take or bind the listening sockets, run the loop.
+//
+// Before editing: the options and the --help text are BrokerOptions.swift; the
+// version is `EventBusRelease.version` (EventBusProtocol), shared with the CLI
+// and the `hello` reply.
 import EventBusProtocol
 import EventBusServer
 import EventBusSystem
 import EventBusSystemd
 import Glibc
 
-let version = "0.1.0"
 let stderrSink = StderrLogSink(program: "eventbusd")
 
 /// Start-up failures: one line, which reaches the journal under systemd
@@ -26,10 +29,9 @@ if options.showHelp {
     exit(0)
 }
 if options.showVersion {
-    print("eventbusd \(version) (protocol 1)")
+    print("eventbusd \(EventBusRelease.version) (protocol \(ProtocolConstants.version))")
     exit(0)
 }
-options.server.broker.version = version
 // Under systemd, stderr is the journal: write structured entries there instead.
 let logSink = RateLimitedLogSink(wrapping: stderrIsJournal() ? JournalLogSink(identifier: "eventbusd") : stderrSink)
 let logger = Logger(level: options.logLevel, sink: logSink)
@@ -53,7 +55,7 @@ if let activated {
     }
 } else {
     do {
-        path = try SocketPath.resolve(options.bus, environment: Environment.variables(), effectiveUID: geteuid())
+        path = try SocketPath.resolve(options.bus, environment: ProcessEnvironment.variables(), effectiveUID: ProcessIdentity.effectiveUID)
     } catch {
         fail("\(error)", status: 64)
     }

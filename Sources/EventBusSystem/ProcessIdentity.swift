@@ -1,7 +1,8 @@
-// Process identity for the client library (getpid(2), getuid(2), getgid(2),
-// geteuid(2)): the client stamps locally delivered events with the same
-// pid/uid/gid the broker would report, and resolves the default socket path
-// from the effective uid (PROTOCOL.md "Transport").
+// The calling process's identity (getpid(2), getuid(2), getgid(2), geteuid(2)):
+// the one place the executables and the client library read it. The client
+// stamps locally delivered events with the pid/uid/gid the broker would
+// report; every program resolves the default socket path from the effective
+// uid and `ProcessEnvironment` (PROTOCOL.md "Transport", `SocketPath.resolve`).
 //
 // Before editing: these calls cannot fail; keep this file free of state.
 import Glibc

@@ -1,65 +1,10 @@
-// System calls the `eventbus` CLI needs beyond single-descriptor I/O: poll(2)
-// over several descriptors, and running a COMMAND for `eventbus wait`
-// (posix_spawnp(3), waitpid(2), kill(2)).
+// Running a COMMAND for `eventbus wait`: posix_spawnp(3), waitpid(2), kill(2).
 //
 // Before editing: a spawned child gets SIGPIPE (and SIGINT/SIGTERM/SIGQUIT)
 // back at their default dispositions, because the CLI ignores SIGPIPE and an
 // ignored disposition would otherwise be inherited across exec. Every socket
 // this package creates is close-on-exec, so no broker connection leaks into it.
 import Glibc
-
-/// One descriptor of a multi-descriptor poll(2): what to wait for, what happened.
-public struct PollEntry: Sendable {
-    /// The descriptor watched (not owned).
-    public var descriptor: FileDescriptor
-    /// Events asked for; may be empty to hear only `.hangup` and `.error`
-    /// (for example to notice that the reader of a pipe has gone).
-    public var events: PollEvents
-    /// Events that happened, filled in by `FileDescriptor.poll(_:timeoutMilliseconds:)`.
-    public var returned: PollEvents = []
-
-    public init(_ descriptor: FileDescriptor, events: PollEvents) {
-        self.descriptor = descriptor
-        self.events = events
-    }
-}
-
-extension FileDescriptor {
-    /// poll(2) over several descriptors.
-    /// - Parameters:
-    ///   - entries: descriptors and wanted events; each entry's `returned` is
-    ///     set (empty when nothing happened to it).
-    ///   - timeoutMilliseconds: -1 waits forever; 0 does not wait.
-    /// - Returns: how many entries have events (0 on timeout or EINTR).
-    /// - Throws: `SystemError("poll", errno)`.
-    public static func poll(_ entries: inout [PollEntry], timeoutMilliseconds: Int32) throws(SystemError) -> Int {
-        var raw = entries.map { pollfd(fd: $0.descriptor.rawValue, events: Int16(truncatingIfNeeded: $0.events.rawValue), revents: 0) }
-        let n = raw.withUnsafeMutableBufferPointer { Glibc.poll($0.baseAddress, nfds_t($0.count), timeoutMilliseconds) }
-        if n < 0 {
-            if Glibc.errno == EINTR {
-                for i in entries.indices { entries[i].returned = [] }
-                return 0
-            }
-            throw SystemError("poll", .current)
-        }
-        for i in entries.indices { entries[i].returned = PollEvents(rawValue: Int32(raw[i].revents)) }
-        return Int(n)
-    }
-
-    /// Opens /dev/null on any of fds 0, 1, 2 that is not open (fcntl(2)
-    /// F_GETFD gives EBADF), so that a socket opened later can never become
-    /// "standard output" (`eventbus listen >&-` would otherwise write events
-    /// into its own broker connection). Call first thing in `main`.
-    public static func openNullOnClosedStandardDescriptors() {
-        for fd: CInt in 0...2 where fcntl(fd, F_GETFD) == -1 && Glibc.errno == EBADF {
-            // open(2) returns the lowest free descriptor: this one.
-            _ = Glibc.open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY)
-        }
-    }
-
-    /// isatty(3): whether the descriptor is a terminal.
-    public var isTerminal: Bool { isatty(rawValue) == 1 }
-}
 
 /// How a child process ended, decoded from a waitpid(2) status word.
 public enum ChildExit: Equatable, Sendable, CustomStringConvertible {
@@ -132,13 +77,8 @@ public struct ChildProcess: Sendable {
     /// - Throws: `SystemError("waitpid", errno)`.
     public func poll() throws(SystemError) -> ChildExit? {
         var status: Int32 = 0
-        while true {
-            let result = waitpid(pid, &status, WNOHANG)
-            if result == 0 { return nil }
-            if result == pid { return ChildExit(waitStatus: status) }
-            if Glibc.errno == EINTR { continue }
-            throw SystemError("waitpid", .current)
-        }
+        let result = try checkedCall("waitpid") { waitpid(pid, &status, WNOHANG) }
+        return result == pid ? ChildExit(waitStatus: status) : nil
     }
 
     /// kill(2); errors (the child already gone) are ignored.

@@ -1,0 +1,67 @@
+// poll(2): waiting until one or several descriptors are ready, for the CLI
+// and the client library (the broker waits with epoll, Epoll.swift).
+//
+// Before editing: EINTR is "nothing ready", not an error and not a retry
+// (`systemCall(.returnZero)`): every caller waits in a loop that recomputes
+// its deadline, so an interrupted wait never outlasts its timeout.
+import Glibc
+
+/// poll(2) event bits.
+public struct PollEvents: OptionSet, Sendable {
+    public let rawValue: Int32
+    public init(rawValue: Int32) { self.rawValue = rawValue }
+
+    /// `POLLIN`
+    public static let readable = PollEvents(rawValue: Int32(POLLIN))
+    /// `POLLOUT`
+    public static let writable = PollEvents(rawValue: Int32(POLLOUT))
+    /// `POLLHUP`
+    public static let hangup = PollEvents(rawValue: Int32(POLLHUP))
+    /// `POLLERR`
+    public static let error = PollEvents(rawValue: Int32(POLLERR))
+}
+
+/// One descriptor of a multi-descriptor poll(2): what to wait for, what happened.
+public struct PollEntry: Sendable {
+    /// The descriptor watched (not owned).
+    public var descriptor: FileDescriptor
+    /// Events asked for; may be empty to hear only `.hangup` and `.error`
+    /// (for example to notice that the reader of a pipe has gone).
+    public var events: PollEvents
+    /// Events that happened, filled in by `FileDescriptor.poll(_:timeoutMilliseconds:)`.
+    public var returned: PollEvents = []
+
+    public init(_ descriptor: FileDescriptor, events: PollEvents) {
+        self.descriptor = descriptor
+        self.events = events
+    }
+}
+
+extension FileDescriptor {
+    /// Waits with poll(2) until the fd is ready for `events` or the timeout passes.
+    /// - Parameter timeoutMilliseconds: -1 waits forever; 0 does not wait.
+    /// - Returns: the events that are ready (empty on timeout or EINTR).
+    ///   `.hangup` and `.error` may be returned without being asked for.
+    /// - Throws: `SystemError("poll", errno)`.
+    public func poll(_ events: PollEvents, timeoutMilliseconds: Int32) throws(SystemError) -> PollEvents {
+        var entry = pollfd(fd: rawValue, events: Int16(events.rawValue), revents: 0)
+        let n = try checkedCall("poll", .returnZero) { Glibc.poll(&entry, 1, timeoutMilliseconds) }
+        return n == 0 ? [] : PollEvents(rawValue: Int32(entry.revents))
+    }
+
+    /// poll(2) over several descriptors.
+    /// - Parameters:
+    ///   - entries: descriptors and wanted events; each entry's `returned` is
+    ///     set (empty when nothing happened to it).
+    ///   - timeoutMilliseconds: -1 waits forever; 0 does not wait.
+    /// - Returns: how many entries have events (0 on timeout or EINTR).
+    /// - Throws: `SystemError("poll", errno)`.
+    public static func poll(_ entries: inout [PollEntry], timeoutMilliseconds: Int32) throws(SystemError) -> Int {
+        var raw = entries.map { pollfd(fd: $0.descriptor.rawValue, events: Int16(truncatingIfNeeded: $0.events.rawValue), revents: 0) }
+        let n = try checkedCall("poll", .returnZero) {
+            raw.withUnsafeMutableBufferPointer { Glibc.poll($0.baseAddress, nfds_t($0.count), timeoutMilliseconds) }
+        }
+        for i in entries.indices { entries[i].returned = n == 0 ? [] : PollEvents(rawValue: Int32(raw[i].revents)) }
+        return Int(n)
+    }
+}

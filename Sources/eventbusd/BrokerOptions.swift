@@ -1,0 +1,146 @@
+// The broker's command line: its option table, what each option sets, and the
+// `eventbusd --help` text. Parsing is EventBusCommandLine's GNU-style parser
+// (`--opt value`, `--opt=value`, `-s PATH`, `-sPATH`, `--`), with its
+// DURATION, SIZE and N parsers, shared with `eventbus`.
+//
+// Before editing: a new option is one `OptionSpec` in `specs`, one `case` in
+// `apply`, and one line in `usage`; the help states the real defaults because
+// it reads them from `ServerConfiguration()`. EventBusIntegrationTests checks
+// that every option in the help is accepted, and that every documented
+// DURATION parses (DocumentedDurationTests).
+import EventBusCommandLine
+import EventBusProtocol
+import EventBusServer
+import EventBusSystem
+
+/// The broker's command-line options.
+struct BrokerOptions {
+    var bus = BusSelection.automatic
+    var server = ServerConfiguration()
+    /// Socket file mode for a path the broker binds (`--mode`, octal, default 0666).
+    var socketMode: UInt32 = 0o666
+    var logLevel = LogLevel.info
+    var showHelp = false
+    var showVersion = false
+
+    /// Every option `eventbusd` accepts.
+    static let specs: [OptionSpec] = [
+        OptionSpec("socket", "s", value: true),
+        OptionSpec("system"),
+        OptionSpec("user"),
+        OptionSpec("mode", value: true),
+        OptionSpec("max-frame", value: true),
+        OptionSpec("max-outbound", value: true),
+        OptionSpec("max-queued", value: true),
+        OptionSpec("max-connections", value: true),
+        OptionSpec("max-subscriptions", value: true),
+        OptionSpec("exit-idle-time", value: true),
+        OptionSpec("shutdown-timeout", value: true),
+        OptionSpec("log-level", value: true),
+        OptionSpec("help", "h"),
+        OptionSpec("version", "V"),
+    ]
+
+    /// Parses `arguments` (without the program name). Options apply in order,
+    /// so a later `--socket`/`--system`/`--user` overrides an earlier one.
+    /// - Throws: `UsageError`, one line ending in `(see eventbusd --help)`, for
+    ///   unknown options, operands, missing or malformed values.
+    static func parse(_ arguments: [String]) throws(UsageError) -> BrokerOptions {
+        var options = BrokerOptions()
+        do throws(UsageError) {
+            let parsed = try parseArguments(arguments[...], specs: specs)
+            if let operand = parsed.operands.first { throw UsageError("unexpected argument '\(operand)'") }
+            for (name, value) in parsed.options {
+                try options.apply(name, value ?? "")
+            }
+        } catch {
+            throw UsageError("\(error.message) (see eventbusd --help)")
+        }
+        return options
+    }
+
+    /// Sets what option `--name` (from `specs`) with `value` sets; `value` is
+    /// empty for flags.
+    private mutating func apply(_ name: String, _ value: String) throws(UsageError) {
+        /// `value` through a DURATION, SIZE or N parser, its error worded for this option.
+        func parsed<T>(_ parse: (String) throws(ValueError) -> T) throws(UsageError) -> T {
+            try parseValue(value, of: "--" + name, parse)
+        }
+        switch name {
+        case "help": showHelp = true
+        case "version": showVersion = true
+        case "socket": bus = .path(value)
+        case "system": bus = .system
+        case "user": bus = .user
+        case "mode":
+            guard let mode = UInt32(value, radix: 8), mode <= 0o777 else {
+                throw UsageError("--mode takes octal permission bits such as 0660, not '\(value)'")
+            }
+            socketMode = mode
+        case "log-level":
+            guard let level = LogLevel(name: value) else {
+                throw UsageError("--log-level takes error, warning, notice, info or debug, not '\(value)'")
+            }
+            logLevel = level
+        case "max-frame": server.broker.maxFrameBytes = try parsed { v throws(ValueError) in try parseSize(v, minimum: 64) }
+        case "max-outbound": server.broker.maxOutboundBytes = try parsed { v throws(ValueError) in try parseSize(v, minimum: 1024) }
+        case "max-queued": server.broker.maxQueuedBytes = try parsed { v throws(ValueError) in try parseSize(v, minimum: 1024) }
+        case "max-connections": server.broker.maxConnections = try parsed(parseCount)
+        case "max-subscriptions": server.broker.maxSubscriptionsPerConnection = try parsed(parseCount)
+        case "exit-idle-time":
+            let nanoseconds = try parsed(parseDuration).totalNanoseconds
+            server.exitIdleNanoseconds = nanoseconds > 0 ? nanoseconds : nil
+        case "shutdown-timeout": server.shutdownFlushNanoseconds = try parsed(parseDuration).totalNanoseconds
+        default: preconditionFailure("option --\(name) is in `specs` but not handled")
+        }
+    }
+
+    /// The `--help` text; defaults are read from `ServerConfiguration()`.
+    static var usage: String {
+        let defaults = ServerConfiguration()
+        let limits = defaults.broker
+        let mode = "0" + String(BrokerOptions().socketMode, radix: 8)
+        return """
+        Usage: eventbusd [OPTIONS]
+
+        The eventbus broker: routes newline-delimited JSON events between processes
+        over a Unix domain socket (wire protocol version \(ProtocolConstants.version): docs/PROTOCOL.md in the
+        source tree).
+
+        Socket (first that applies; under systemd socket activation the passed
+        sockets are used instead and no path is bound or unlinked):
+          -s, --socket PATH        listen on PATH
+              --system             the system bus, \(SocketPath.systemBus)
+              --user               the user bus, $XDG_RUNTIME_DIR/eventbus/bus.sock
+                                   otherwise $EVENTBUS_SOCKET; else the user bus when
+                                   XDG_RUNTIME_DIR is set and not root; else the system bus
+              --mode OCTAL         permissions of the socket file (default \(mode))
+
+        Limits:
+              --max-frame SIZE         largest incoming frame (default \(sizeText(limits.maxFrameBytes)) = \(limits.maxFrameBytes) bytes)
+              --max-outbound SIZE      outbound queue per connection (default \(sizeText(limits.maxOutboundBytes)))
+              --max-queued SIZE        all outbound queues together (default \(sizeText(limits.maxQueuedBytes)))
+              --max-connections N      connections at most (default \(limits.maxConnections))
+              --max-subscriptions N    patterns per connection (default \(limits.maxSubscriptionsPerConnection))
+            SIZE is bytes, or with K, M, G (binary multiples).
+
+        Lifecycle:
+              --exit-idle-time DURATION  exit after DURATION with no connections
+                                         (for socket activation; default: never)
+              --shutdown-timeout DURATION  how long SIGTERM/SIGINT waits for queued
+                                         events to be written (default \(durationText(.nanoseconds(defaults.shutdownFlushNanoseconds))))
+              --log-level LEVEL        error, warning, notice, info (default) or debug
+          -h, --help                   show this help
+          -V, --version                show the version
+            DURATION is a time span as in systemd.time(7): 500ms, 30s, 5min, 1h30m,
+            2d, or plain seconds; units us, ms, s, min (or m), h, d, w, M, y.
+
+        Signals: SIGTERM and SIGINT stop accepting, flush queues (bounded by
+        --shutdown-timeout), unlink the socket path if this process bound it, and
+        exit 0. SIGHUP is not a restart: it is logged and otherwise ignored.
+
+        Exit status: 0 clean stop, 64 usage error, 69 cannot listen (path in use by
+        a live broker, not a socket, too long), 70 internal failure.
+        """
+    }
+}
