@@ -35,6 +35,8 @@ public struct AccessPolicy: Sendable {
     /// call "default" is allowed and `bridge` is for uid 0 and `brokerUID`.
     public var hasFiles: Bool { !paths.isEmpty }
 
+    /// `rules[i]`'s pattern, split once (nil for `-`).
+    let shapes: [RuleShape?]
     /// Every origin a verdict can name; `PolicyVerdict.origin` indexes it.
     let origins: [PolicyOrigin]
     /// The same, as a message names them (`/etc/eventbus/policy.conf:3 (default subscribe deny)`).
@@ -101,6 +103,7 @@ public struct AccessPolicy: Sendable {
         self.defaultLines = defaultLines
         self.limits = limits
         self.brokerUID = brokerUID
+        self.shapes = rules.map { $0.pattern.map(RuleShape.init) }
         var origins: [PolicyOrigin] = [.reserved, .builtInDefault, .bridgeNeedsRule, .noPolicyFile, .tooComplex]
         var labels = origins.map(\.description)
         for rule in rules {
@@ -137,25 +140,18 @@ public struct AccessPolicy: Sendable {
     /// The rules of `action` for compiling, with their origin numbers.
     /// - Parameters:
     ///   - identity: keep only the rules that apply to it; nil keeps all.
-    ///   - uid: the `%u` value; nil puts a placeholder no type can contain.
+    ///   - uid: the `%u` value; nil puts the widest uid (only the number of
+    ///     states matters then).
     func automatonRules(_ action: PolicyAction, identity: PolicyIdentity?, uid: UInt32?) -> [AutomatonRule] {
         var out: [AutomatonRule] = []
-        if action == .publish, let reserved = Pattern("eventbus.>") {
-            out.append(AutomatonRule(pattern: reserved, level: .mandatory, effect: .deny, origin: AccessPolicy.reservedOrigin))
+        if action == .publish {
+            out.append(AutomatonRule(fixed: ["eventbus"], tail: true, level: .mandatory, effect: .deny, origin: AccessPolicy.reservedOrigin))
         }
         for (i, rule) in rules.enumerated() where rule.action == action {
             if let identity, !rule.applies(to: identity) { continue }
-            guard let text = rule.pattern else { continue }
-            let expanded: Pattern?
-            if let uid {
-                expanded = rule.expandedPattern(uid: uid)
-            } else {
-                // `%u` as the widest uid: a literal of its own, as a real
-                // uid mostly is (only the state count matters here).
-                expanded = Pattern(text.replacing("%u", with: widestUID))
-            }
-            guard let pattern = expanded else { preconditionFailure("the parser admitted a pattern that does not expand: \(text)") }
-            out.append(AutomatonRule(pattern: pattern, level: rule.level, effect: rule.effect, origin: AccessPolicy.firstRuleOrigin + Int32(i)))
+            guard let shape = shapes[i] else { continue }
+            out.append(AutomatonRule(fixed: shape.expanded(uid: uid), tail: shape.tail, level: rule.level,
+                                     effect: rule.effect, origin: AccessPolicy.firstRuleOrigin + Int32(i)))
         }
         return out
     }

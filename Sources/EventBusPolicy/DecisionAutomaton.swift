@@ -1,7 +1,7 @@
 // The rules of one action for one identity, compiled into a deterministic
-// automaton over segments, so that a decision for a type costs one dictionary
-// lookup per segment until the answer no longer depends on the rest (for most
-// types under the shipped policy: one lookup), with no cache to churn.
+// automaton over segments, so that a decision for a type costs one table probe
+// per segment until the answer no longer depends on the rest (for most types
+// under the shipped policy: one probe), with no cache to churn.
 //
 // Before editing: a state is the set of rules still able to match after the
 // segments read so far (`prefix`, all at the same depth) plus the `>` rules
@@ -28,6 +28,43 @@ public struct PolicyVerdict: Hashable, Sendable {
     }
 }
 
+/// A rule's pattern, split once when the policy is loaded: the segments
+/// before any `>` (a segment with `%u` kept as a template for each uid).
+struct RuleShape: Sendable {
+    enum Segment: Sendable {
+        case literal(Substring)
+        case star
+        /// A segment containing `%u`, e.g. `%u` or `u%u`.
+        case template(String)
+    }
+
+    var fixed: [Segment]
+    var tail: Bool
+
+    /// - Parameter text: a pattern the parser accepted, `%u` unexpanded.
+    init(_ text: String) {
+        var segments = text.split(separator: ".", omittingEmptySubsequences: false)
+        tail = segments.last == ">"
+        if tail { segments.removeLast() }
+        fixed = segments.map { segment in
+            if segment == "*" { return .star }
+            if segment.contains("%u") { return .template(String(segment)) }
+            return .literal(segment)
+        }
+    }
+
+    /// The segments with `%u` replaced by `uid` (nil: by the widest uid), nil for `*`.
+    func expanded(uid: UInt32?) -> [Substring?] {
+        fixed.map { segment in
+            switch segment {
+            case .literal(let literal): literal
+            case .star: nil
+            case .template(let template): Substring(template.replacing("%u", with: uid.map(String.init) ?? widestUID))
+            }
+        }
+    }
+}
+
 /// A rule ready for compiling: `%u` expanded, identity already checked.
 struct AutomatonRule {
     /// Segments before any `>`: a literal, or nil for `*`.
@@ -37,16 +74,6 @@ struct AutomatonRule {
     var level: PolicyLevel
     var effect: PolicyEffect
     var origin: Int32
-
-    init(pattern: Pattern, level: PolicyLevel, effect: PolicyEffect, origin: Int32) {
-        var segments = pattern.segments
-        tail = segments.last == ">"
-        if tail { segments.removeLast() }
-        fixed = segments.map { $0 == "*" ? nil : $0 }
-        self.level = level
-        self.effect = effect
-        self.origin = origin
-    }
 }
 
 /// Cheapest way (in bytes) to finish a type from a state with each effect:
@@ -87,6 +114,9 @@ struct DecisionAutomaton: Sendable {
     private(set) var reach: [Reach] = []
     /// Per state: cheapest completions with one or more further segments.
     private(set) var reachPlus: [Reach] = []
+    /// The same states for the per-event walk: a summary each and one edge table.
+    private(set) var summaries: [StateSummary] = []
+    private(set) var table = EdgeTable(edges: [])
 
     var stateCount: Int { edges.count }
 
@@ -180,6 +210,7 @@ struct DecisionAutomaton: Sendable {
             otherCost.append(DecisionAutomaton.shortestOtherSegment(out) + 1)
         }
         finish(absorbing: keys.map { $0.depth < 0 })
+        summarise()
     }
 
     /// Bytes of the shortest valid segment that is not a key of `edges`.
@@ -226,22 +257,14 @@ struct DecisionAutomaton: Sendable {
         }
     }
 
-    // MARK: Deciding
-
-    /// The verdict for `type`: one lookup per segment until a state decides
-    /// every continuation.
-    @inline(__always)
-    func verdict(_ type: EventType) -> PolicyVerdict {
-        var s = 0
-        var result: PolicyVerdict? = nil
-        type.forEachSegment { segment in
-            if let u = uniform[s] { result = u; return false }
-            s = Int(edges[s][segment] ?? other[s])
-            return true
-        }
-        return result ?? end[s]
-    }
-
     /// Whether every type gets the same verdict (then it is that verdict).
     var constantVerdict: PolicyVerdict? { uniform[0] }
+
+    /// Builds what `verdict(_:)` reads (DecisionAutomaton+Walk.swift).
+    private mutating func summarise() {
+        summaries = (0..<edges.count).map { s in
+            StateSummary(other: other[s], end: end[s], uniform: uniform[s] ?? end[s], isUniform: uniform[s] != nil)
+        }
+        table = EdgeTable(edges: edges)
+    }
 }
