@@ -74,3 +74,46 @@ struct ShippedPolicyTests {
         #expect(AccessPolicy.withoutFiles(brokerUID: 0).view(for: Self.alice).constantReceiveVerdict?.isAllowed == true)
     }
 }
+
+@Suite("docs/POLICY.md recipes on top of the shipped policy")
+struct RecipeTests {
+    static func shippedPlus(_ path: String, _ text: String) throws -> AccessPolicy {
+        let names = TableNameResolver(users: ["backup": 34, "kiosk": 1500], groups: ["auditors": 3001])
+        return try AccessPolicy.load([PolicySource(path: "/usr/share/eventbus/policy.conf", text: try shippedPolicyText()),
+                                      PolicySource(path: path, text: text)], resolver: names, brokerUID: testBrokerUID)
+    }
+
+    @Test func aGroupThatMayReadAudit() throws {
+        let policy = try Self.shippedPlus("10-audit.conf", "deny  subscribe audit.>\nallow subscribe audit.>  group=auditors\n")
+        check(policy, [
+            row(who(1000, groups: [3001]), .subscribe, "audit.>", "allowed"),
+            row(who(1000, gid: 3001), .subscribe, "audit.login", "allow"),
+            row(who(1000), .subscribe, "audit.>", "forbidden", "10-audit.conf:1"),
+            row(who(1000), .subscribe, ">", "filtered"),
+            row(who(1000), .subscribe, "audit.login", "deny", "10-audit.conf:1"),
+            row(who(0), .subscribe, "audit.login", "deny", "10-audit.conf:1"),
+        ])
+    }
+
+    @Test func aServiceUIDThatAloneMayPublishBackup() throws {
+        let policy = try Self.shippedPlus("20-backup.conf", "deny  publish backup.>\nallow publish backup.>  user=backup\n")
+        check(policy, [
+            row(who(34), .publish, "backup.done", "allow", "20-backup.conf:2"),
+            row(who(1000), .publish, "backup.done", "deny", "20-backup.conf:1"),
+            row(who(0), .publish, "backup.done", "deny", "20-backup.conf:1"),
+            row(who(1000), .subscribe, "backup.>", "allowed"),
+        ])
+    }
+
+    @Test func aReadOnlyUser() throws {
+        let policy = try Self.shippedPlus("30-readonly.conf", "deny publish >  user=kiosk\n")
+        check(policy, [
+            row(who(1500), .connect, "-", "allow"),
+            row(who(1500), .publish, "order.created", "deny", "30-readonly.conf:1"),
+            row(who(1500), .publish, "user.1500.note", "deny", "30-readonly.conf:1"),
+            row(who(1500), .subscribe, ">", "filtered"),
+            row(who(1500), .subscribe, "order.>", "allowed"),
+            row(who(1000), .publish, "order.created", "allow"),
+        ])
+    }
+}
