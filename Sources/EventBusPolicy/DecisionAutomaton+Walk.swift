@@ -109,8 +109,8 @@ extension DecisionAutomaton {
     @inline(__always)
     func verdict(_ type: EventType) -> PolicyVerdict {
         if let verdict = type.name.utf8.withContiguousStorageIfAvailable({ walk($0) }) { return verdict }
-        var copy = Array(type.name.utf8)  // a bridged string; never in the broker
-        return copy.withUnsafeMutableBufferPointer { walk(UnsafeBufferPointer($0)) }
+        let copy = Array(type.name.utf8)  // a bridged string; never in the broker
+        return copy.withUnsafeBufferPointer { walk($0) }
     }
 
     @inline(__always)

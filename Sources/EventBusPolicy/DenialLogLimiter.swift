@@ -48,6 +48,9 @@ public struct DenialLogLimiter: Sendable {
     private var overflowLoggedAt: Int64? = nil
     private var overflowCount = 0
 
+    /// - Parameters:
+    ///   - intervalNanoseconds: at most one line per key per this long (60 s).
+    ///   - capacity: keys per window (4096); beyond, one overflow line per interval.
     public init(intervalNanoseconds: Int64 = 60_000_000_000, capacity: Int = 4096) {
         precondition(intervalNanoseconds > 0 && capacity > 0)
         self.intervalNanoseconds = intervalNanoseconds

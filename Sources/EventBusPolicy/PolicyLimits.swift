@@ -53,11 +53,14 @@ public enum LimitValue: Hashable, Sendable, CustomStringConvertible {
 /// Example: `limit connections 1024 user=eventbus-bridge`.
 public struct PolicyLimit: Hashable, Sendable {
     public var resource: LimitResource
+    /// A count (`connections`, `subscriptions`) or bytes (the others).
     public var value: LimitValue
+    /// `user=` and `group=`, resolved; the names as written when they were names.
     public var uid: UInt32?
     public var gid: UInt32?
     public var userName: String?
     public var groupName: String?
+    /// The file:line of the `limit` line.
     public var origin: PolicyOrigin
 
     public init(resource: LimitResource, value: LimitValue, uid: UInt32? = nil, gid: UInt32? = nil,

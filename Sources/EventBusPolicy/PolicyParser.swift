@@ -61,6 +61,7 @@ public struct PolicyError: Error, Hashable, Sendable, CustomStringConvertible {
 
 /// Why a set of files gave no policy: every error found, in file order.
 public struct PolicyLoadError: Error, Sendable, CustomStringConvertible {
+    /// In file order, at most one per line.
     public var errors: [PolicyError]
 
     /// One error per line.

@@ -15,6 +15,9 @@ public final class PolicyViewCache {
     public let capacity: Int
     private var views: [PolicyIdentity: PolicyView] = [:]
 
+    /// - Parameters:
+    ///   - policy: the policy in force; a reload makes a new cache.
+    ///   - capacity: identities kept at most (1024).
     public init(policy: AccessPolicy, capacity: Int = 1024) {
         precondition(capacity > 0)
         self.policy = policy

@@ -109,10 +109,11 @@ struct AutomatonPropertyTests {
             guard let (text, policy) = Self.randomPolicy(&rng) else { return }
             for identity in identities {
                 let view = policy.view(for: identity)
+                let reference = Reference(policy, identity)
                 for _ in 0..<12 {
                     let t = randomType(&rng, literals: Self.typeLiterals, maxSegments: 5)
-                    #expect(view.publish(t).effect == referenceEffect(policy, .publish, identity, t), "publish \(t) as \(identity) under\n\(text)")
-                    #expect(view.receive(t).effect == referenceEffect(policy, .subscribe, identity, t), "receive \(t) as \(identity) under\n\(text)")
+                    #expect(view.publish(t).effect == reference.effect(.publish, t), "publish \(t) as \(identity) under\n\(text)")
+                    #expect(view.receive(t).effect == reference.effect(.subscribe, t), "receive \(t) as \(identity) under\n\(text)")
                 }
             }
         }
@@ -126,16 +127,17 @@ struct AutomatonPropertyTests {
             guard let (text, policy) = Self.randomPolicy(&rng) else { return }
             for identity in identities {
                 let view = policy.view(for: identity)
+                let reference = Reference(policy, identity)
                 for _ in 0..<6 {
                     let p = randomPattern(&rng, literals: Self.ruleLiterals, maxSegments: 3)
-                    let expected = referenceSubscribe(policy, identity, p, literals: Self.typeLiterals, maxSegments: 5)
+                    let expected = reference.subscribe(p, literals: Self.typeLiterals, maxSegments: 5)
                     let got = words(view.subscribe(p))
                     seen[got, default: 0] += 1
                     #expect(got == expected, "subscribe \(p) as \(identity) under\n\(text)")
                     // A filtered subscription's checks deliver exactly what the policy allows.
                     if got == "filtered" {
                         for t in allInstances(of: p, literals: Self.typeLiterals, maxSegments: 4) {
-                            #expect(view.receive(t).effect == referenceEffect(policy, .subscribe, identity, t))
+                            #expect(view.receive(t).effect == reference.effect(.subscribe, t))
                         }
                     }
                 }

@@ -138,41 +138,59 @@ func allInstances(of p: Pattern, literals: [String], maxSegments: Int) -> [Event
 /// user (or using %u) beat those naming a group, which beat the rest; deny
 /// beats allow at one level; none: the default lines (deny beats allow), else
 /// allow. `publish eventbus.>` is always denied; `bridge` has its own default.
-func referenceEffect(_ policy: AccessPolicy, _ action: PolicyAction, _ identity: PolicyIdentity, _ target: EventType? = nil) -> PolicyEffect {
-    if action == .publish, let target, target.name.hasPrefix("eventbus.") { return .deny }
-    func level(_ rule: PolicyRule) -> Int {
-        if rule.uid != nil || (rule.pattern ?? "").contains("%u") { return 2 }
-        return rule.gid != nil ? 1 : 0
+struct Reference {
+    let policy: AccessPolicy
+    let identity: PolicyIdentity
+    /// The rules that apply to `identity`: action, level, effect, expanded pattern.
+    let rules: [(action: PolicyAction, level: Int, effect: PolicyEffect, pattern: Pattern?)]
+
+    init(_ policy: AccessPolicy, _ identity: PolicyIdentity) {
+        self.policy = policy
+        self.identity = identity
+        rules = policy.rules.compactMap { rule in
+            if let uid = rule.uid, uid != identity.uid { return nil }
+            if let gid = rule.gid, !identity.gids.contains(gid) { return nil }
+            let level = rule.uid != nil || (rule.pattern ?? "").contains("%u") ? 2 : rule.gid != nil ? 1 : 0
+            return (rule.action, level, rule.effect, rule.pattern.map { pattern($0.replacing("%u", with: String(identity.uid))) })
+        }
     }
-    let matching = policy.rules.filter { rule in
-        guard rule.action == action else { return false }
-        if let uid = rule.uid, uid != identity.uid { return false }
-        if let gid = rule.gid, !identity.gids.contains(gid) { return false }
-        guard let text = rule.pattern else { return true }
-        let expanded = pattern(text.replacing("%u", with: String(identity.uid)))
-        return expanded.matches(target!)
+
+    func effect(_ action: PolicyAction, _ target: EventType? = nil) -> PolicyEffect {
+        if action == .publish, let target, target.name.hasPrefix("eventbus.") { return .deny }
+        var top = -1
+        var denied = false
+        for rule in rules where rule.action == action {
+            if let p = rule.pattern, !p.matches(target!) { continue }
+            if rule.level > top { top = rule.level; denied = false }
+            if rule.level == top && rule.effect == .deny { denied = true }
+        }
+        if top >= 0 { return denied ? .deny : .allow }
+        if action == .bridge {
+            if policy.hasFiles { return .deny }
+            return identity.uid == 0 || identity.uid == policy.brokerUID ? .allow : .deny
+        }
+        return policy.defaultLines.contains { $0.action == action && $0.effect == .deny } ? .deny : .allow
     }
-    if let top = matching.map(level).max() {
-        return matching.contains { level($0) == top && $0.effect == .deny } ? .deny : .allow
+
+    /// The answer to `subscribe`, by enumerating the pattern's types over
+    /// `literals` (which must hold every literal of the rules and the
+    /// pattern, plus one more) up to `maxSegments` segments.
+    func subscribe(_ p: Pattern, literals: [String], maxSegments: Int) -> String {
+        var allowed = false, denied = false
+        for t in allInstances(of: p, literals: literals, maxSegments: maxSegments) {
+            if effect(.subscribe, t) == .allow { allowed = true } else { denied = true }
+            if allowed && denied { break }
+        }
+        return denied ? (allowed ? "filtered" : "forbidden") : "allowed"
     }
-    if action == .bridge {
-        if policy.hasFiles { return .deny }
-        return identity.uid == 0 || identity.uid == policy.brokerUID ? .allow : .deny
-    }
-    let defaults = policy.defaultLines.filter { $0.action == action }
-    return defaults.contains { $0.effect == .deny } ? .deny : .allow
 }
 
-/// The reference answer to `subscribe`, by enumerating the pattern's types
-/// over `literals` (which must hold every literal of the rules and the
-/// pattern, plus one more) up to `maxSegments` segments.
+func referenceEffect(_ policy: AccessPolicy, _ action: PolicyAction, _ identity: PolicyIdentity, _ target: EventType? = nil) -> PolicyEffect {
+    Reference(policy, identity).effect(action, target)
+}
+
 func referenceSubscribe(_ policy: AccessPolicy, _ identity: PolicyIdentity, _ p: Pattern, literals: [String], maxSegments: Int) -> String {
-    var allowed = false, denied = false
-    for t in allInstances(of: p, literals: literals, maxSegments: maxSegments) {
-        if referenceEffect(policy, .subscribe, identity, t) == .allow { allowed = true } else { denied = true }
-        if allowed && denied { break }
-    }
-    return denied ? (allowed ? "filtered" : "forbidden") : "allowed"
+    Reference(policy, identity).subscribe(p, literals: literals, maxSegments: maxSegments)
 }
 
 /// `SubscribeDecision` as the same words.
