@@ -2,7 +2,7 @@
 // eventbus: a cross-process event broker for Linux.
 //
 // Targets import only targets listed above them (see "How it is built" in README.md):
-// Protocol -> Core -> System -> Server -> executables. libsystemd sits behind
+// Protocol -> Policy -> Core -> System -> Server -> executables. libsystemd sits behind
 // CSystemd/EventBusSystemd so everything else builds without it.
 import PackageDescription
 
@@ -35,6 +35,9 @@ let package = Package(
             providers: [.apt(["libsystemd-dev"])]
         ),
         .target(name: "EventBusProtocol", swiftSettings: strict),
+        // Access policy (PROTOCOL.md "Access policy (1.1)"): parsing and
+        // decisions, pure like Protocol; Core will import it.
+        .target(name: "EventBusPolicy", dependencies: ["EventBusProtocol"], swiftSettings: brokerHotPath),
         .target(name: "EventBusCore", dependencies: ["EventBusProtocol"], swiftSettings: brokerHotPath),
         .target(name: "EventBusSystem", dependencies: ["CEventBusShims"], swiftSettings: strict),
         .target(name: "EventBusSystemd", dependencies: ["CSystemd", "EventBusSystem"], swiftSettings: strict),
@@ -63,6 +66,12 @@ let package = Package(
         .executableTarget(
             name: "eventbus-bench",
             dependencies: ["CEventBusShims"],
+            swiftSettings: strict
+        ),
+        // Micro-benchmark of policy decisions (not part of the test suite).
+        .executableTarget(
+            name: "eventbus-policy-bench",
+            dependencies: ["EventBusPolicy"],
             swiftSettings: strict
         ),
         // libFuzzer target (scripts/fuzz builds it with -DEVENTBUS_FUZZER and
@@ -113,6 +122,7 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(name: "EventBusProtocolTests", dependencies: ["EventBusProtocol"], swiftSettings: strict),
+        .testTarget(name: "EventBusPolicyTests", dependencies: ["EventBusPolicy", "EventBusProtocol"], swiftSettings: strict),
         .testTarget(name: "EventBusCoreTests", dependencies: ["EventBusCore"], swiftSettings: strict),
         .testTarget(name: "EventBusSystemTests", dependencies: ["EventBusSystem"], swiftSettings: strict),
         .testTarget(name: "EventBusCommandLineTests", dependencies: ["EventBusCommandLine"], swiftSettings: strict),

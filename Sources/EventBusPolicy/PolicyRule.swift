@@ -1,0 +1,169 @@
+// The vocabulary of the access policy (PROTOCOL.md "Access policy (1.1)"):
+// actions, effects, the rules and `default` and `limit` lines as parsed, and
+// where each came from, so that every decision can name its file:line.
+//
+// Before editing: these are the parser's output and the renderer's input;
+// `%u` stays unexpanded here (`PolicyView` expands it per uid), names are
+// already numbers.
+import EventBusProtocol
+
+/// What a rule is about: `connect`, `publish`, `subscribe` or `bridge`.
+public enum PolicyAction: String, CaseIterable, Hashable, Sendable {
+    case connect, publish, subscribe, bridge
+
+    /// Whether rules of this action take a pattern (`publish`, `subscribe`)
+    /// rather than `-` (`connect`, `bridge`).
+    public var takesPattern: Bool { self == .publish || self == .subscribe }
+}
+
+/// `allow` or `deny`.
+public enum PolicyEffect: UInt8, Hashable, Sendable, CustomStringConvertible {
+    case allow, deny
+
+    public var description: String { self == .allow ? "allow" : "deny" }
+}
+
+/// How specific a rule's identity is (PROTOCOL.md: rules naming a `user` beat
+/// those naming a `group`, which beat those naming neither). `mandatory` is
+/// the built-in `eventbus.>` rule that no file can override.
+public enum PolicyLevel: UInt8, Comparable, Hashable, Sendable {
+    case everyone = 0, group = 1, user = 2, mandatory = 3
+
+    public static func < (a: PolicyLevel, b: PolicyLevel) -> Bool { a.rawValue < b.rawValue }
+}
+
+/// Where a rule, default or decision comes from: a file line or a built-in.
+/// Its `description` is what a `forbidden` error message and the log name.
+public enum PolicyOrigin: Hashable, Sendable, CustomStringConvertible {
+    /// A line of a policy file, e.g. `/etc/eventbus/policy.conf:7`.
+    case line(path: String, line: Int)
+    /// `publish eventbus.>` is forbidden to every client (PROTOCOL.md "Names and patterns").
+    case reserved
+    /// No rule matched and no `default` line was given: allow.
+    case builtInDefault
+    /// No rule allows `bridge` (it is denied unless one does).
+    case bridgeNeedsRule
+    /// No policy file: `bridge` is allowed to uid 0 and the broker's own uid only.
+    case noPolicyFile
+    /// This identity's rules need more automaton states than allowed: it is denied everything.
+    case tooComplex
+
+    public var description: String {
+        switch self {
+        case .line(let path, let line): "\(path):\(line)"
+        case .reserved: "built-in rule (eventbus.> is reserved for the broker)"
+        case .builtInDefault: "built-in default (allow)"
+        case .bridgeNeedsRule: "built-in rule (bridge is denied unless a rule allows it)"
+        case .noPolicyFile: "built-in rule (without a policy file, bridge is for uid 0 and the broker's uid only)"
+        case .tooComplex: "built-in rule (the policy is too complex for this identity, so everything is denied)"
+        }
+    }
+}
+
+/// One `allow|deny` line, names resolved, `%u` kept.
+/// Example: `allow publish user.%u.> group=100` from `/etc/eventbus/policy.conf:4`.
+public struct PolicyRule: Hashable, Sendable {
+    public var effect: PolicyEffect
+    public var action: PolicyAction
+    /// The pattern as written, `%u` unexpanded (`user.%u.>`); nil for `-`.
+    public var pattern: String?
+    /// `user=`: the uid it names, resolved.
+    public var uid: UInt32?
+    /// `group=`: the gid it names, resolved.
+    public var gid: UInt32?
+    /// The names as written when they were names (for `--check-policy`).
+    public var userName: String?
+    public var groupName: String?
+    public var origin: PolicyOrigin
+
+    public init(effect: PolicyEffect, action: PolicyAction, pattern: String?, uid: UInt32? = nil, gid: UInt32? = nil,
+                userName: String? = nil, groupName: String? = nil, origin: PolicyOrigin) {
+        self.effect = effect
+        self.action = action
+        self.pattern = pattern
+        self.uid = uid
+        self.gid = gid
+        self.userName = userName
+        self.groupName = groupName
+        self.origin = origin
+    }
+
+    /// Whether the pattern uses `%u`, which makes the rule per-uid: it ranks
+    /// with the rules naming a `user` (see `level`).
+    public var usesUID: Bool { pattern?.contains("%u") ?? false }
+
+    /// The rule's rank. A pattern with `%u` means "this connection's own
+    /// uid", as if the rule were written once per uid with `user=` that uid,
+    /// so it ranks as a `user` rule: that is what lets `allow subscribe
+    /// user.%u.>` win over `deny subscribe user.>` (docs/POLICY.md).
+    public var level: PolicyLevel {
+        if uid != nil || usesUID { return .user }
+        if gid != nil { return .group }
+        return .everyone
+    }
+
+    /// Whether the rule's identity conditions hold for `identity`: `user=`
+    /// equals its uid, `group=` is its primary gid or a supplementary one.
+    public func applies(to identity: PolicyIdentity) -> Bool {
+        if let uid, uid != identity.uid { return false }
+        if let gid, !identity.isMember(of: gid) { return false }
+        return true
+    }
+
+    /// The pattern with `%u` replaced by `uid` in decimal (`user.1000.>`).
+    /// nil for `-`. The parser checked that every expansion is a valid pattern.
+    public func expandedPattern(uid: UInt32) -> Pattern? {
+        guard let pattern else { return nil }
+        guard usesUID else { return Pattern(pattern) }
+        return Pattern(pattern.replacing("%u", with: String(uid)))
+    }
+}
+
+/// A `default publish|subscribe|connect allow|deny` line.
+public struct PolicyDefault: Hashable, Sendable {
+    public var action: PolicyAction
+    public var effect: PolicyEffect
+    public var origin: PolicyOrigin
+
+    public init(action: PolicyAction, effect: PolicyEffect, origin: PolicyOrigin) {
+        self.action = action
+        self.effect = effect
+        self.origin = origin
+    }
+}
+
+/// A connection's identity as the policy sees it: `SO_PEERCRED` uid and gid
+/// plus the supplementary groups from `SO_PEERGROUPS`, all taken at connect.
+/// Two connections with equal identities share one `PolicyView`.
+public struct PolicyIdentity: Hashable, Sendable, CustomStringConvertible {
+    public let uid: UInt32
+    /// The primary gid and the supplementary ones, sorted, without duplicates.
+    public let gids: [UInt32]
+
+    /// - Parameters:
+    ///   - uid: the peer's uid (`SO_PEERCRED`).
+    ///   - gid: the peer's primary gid (`SO_PEERCRED`).
+    ///   - supplementaryGroups: `SO_PEERGROUPS`, in any order, duplicates allowed.
+    public init(uid: UInt32, gid: UInt32, supplementaryGroups: [UInt32] = []) {
+        self.uid = uid
+        var all = supplementaryGroups
+        all.append(gid)
+        all.sort()
+        var unique: [UInt32] = []
+        unique.reserveCapacity(all.count)
+        for g in all where unique.last != g { unique.append(g) }
+        self.gids = unique
+    }
+
+    /// Whether `gid` is the primary gid or a supplementary group (binary search).
+    public func isMember(of gid: UInt32) -> Bool {
+        var low = 0, high = gids.count
+        while low < high {
+            let mid = (low + high) / 2
+            if gids[mid] < gid { low = mid + 1 } else { high = mid }
+        }
+        return low < gids.count && gids[low] == gid
+    }
+
+    public var description: String { "uid \(uid) gids \(gids.map(String.init).joined(separator: ","))" }
+}
