@@ -9,7 +9,14 @@
 // (Broker+Output.swift) so the per-connection and global byte counts stay
 // exact; every subscription is made and ended by `addSubscription` /
 // `removeSubscription` (Broker+Requests.swift); every close goes through
-// `forget`.
+// `forget`. Where the 1.1 features plug in: per-uid accounting in `open`,
+// `forget`, the subscription pair and `enqueue`; an inbound budget between
+// frames in `receive` (`.pauseReading`/`.resumeReading` may name many
+// connections in one step); timers as a `tick(at:)` step that closes with a
+// final error through `disconnect` (`timeout`); `forbidden` at connect as a
+// `RefusedConnection`; a policy reload as a step that calls
+// `removeSubscription` and `reply` for many connections; replay right after a
+// subscribe's `ok` (marked in `subscribe`).
 import EventBusProtocol
 
 /// Limits and identity of a broker (PROTOCOL.md "Semantics" defaults).
