@@ -46,7 +46,9 @@ public enum BrokerNotice: Equatable, Sendable {
     case slowConsumerDisconnected(ConnectionID, pid: Int32)
 }
 
-/// The result of one broker step.
+/// The result of one broker step. Example: a publisher on connection 7 whose
+/// frames filled its own queue with replies, and a subscriber on 3 that got
+/// the events: `BrokerStep(output: [3, 7], effects: [.pauseReading(7)])`.
 public struct BrokerStep: Equatable, Sendable {
     /// Connections whose queue got new bytes, each once, in the order they
     /// got them: write them (after the current batch of input).
@@ -61,11 +63,6 @@ public struct BrokerStep: Equatable, Sendable {
 
     /// Whether there is nothing to do.
     public var isEmpty: Bool { output.isEmpty && effects.isEmpty }
-
-    /// The notices of this step.
-    public var notices: [BrokerNotice] {
-        effects.compactMap { if case .notice(let notice) = $0 { return notice } else { return nil } }
-    }
 }
 
 extension Broker {
