@@ -65,6 +65,8 @@ public struct BrokerStatistics: Equatable, Sendable {
     public var queuedBytes = 0
 }
 
+/// The broker core, owned by one thread (the server's loop). Each public
+/// method is a step that returns what the server must do (`BrokerStep`).
 public final class Broker {
     public let configuration: BrokerConfiguration
     /// Random id of this broker run (PROTOCOL.md "Events": `instance`).

@@ -24,6 +24,8 @@ public struct Credentials: Equatable, Sendable {
     }
 }
 
+/// One client connection, made by `Broker.open`; the server holds it next to
+/// its own record (fd, epoll interest) under the same `id`.
 public final class Connection {
     public let id: ConnectionID
     public let credentials: Credentials
