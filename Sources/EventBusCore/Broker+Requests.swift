@@ -1,12 +1,15 @@
 // Request handling and event routing (PROTOCOL.md "Requests", "Events",
-// "Semantics"): one method per op, and the fan-out of a publish with the echo
-// rule, at-most-once delivery and the overflow rules.
+// "Semantics"): one method per op, the one pair of functions that makes and
+// ends a subscription, and the fan-out of a publish with the echo rule and
+// at-most-once delivery (the overflow rules are in Broker+Output.swift).
 //
-// Before editing: a reply is never dropped; only event frames go through the
-// overflow rules in `offer`.
+// Before editing: a subscription is made and ended only by
+// `addSubscription`/`removeSubscription`, which keep both directions of the
+// index and `statistics.subscriptions` in step; a reply is never dropped.
 import EventBusProtocol
 
 extension Broker {
+    @inline(__always)
     func perform(_ request: Request, frame: UnsafeRawBufferPointer, req: UnsafeRawBufferPointer?, from connection: Connection) {
         switch request {
         case .publish(let type, let data, let source, let id):
@@ -14,11 +17,7 @@ extension Broker {
         case .subscribe(let pattern):
             subscribe(pattern, req: req, from: connection)
         case .unsubscribe(let pattern):
-            let removed = connection.patterns.remove(pattern) != nil
-            if removed {
-                index.remove(pattern, connection)
-                statistics.subscriptions -= 1
-            }
+            let removed = removeSubscription(pattern, from: connection)
             replyOKIfAsked(to: connection, req: req) { out in
                 FrameEncoder.appendField("type", string: pattern.text, to: &out)
                 FrameEncoder.appendField("removed", bool: removed, to: &out)
@@ -75,21 +74,48 @@ extension Broker {
     }
 
     func subscribe(_ pattern: Pattern, req: UnsafeRawBufferPointer?, from connection: Connection) {
-        if !connection.patterns.contains(pattern) {
-            guard connection.patterns.count < configuration.maxSubscriptionsPerConnection else {
+        if connection.subscriptions[pattern] == nil {
+            guard connection.subscriptions.count < configuration.maxSubscriptionsPerConnection else {
                 let message = "too many subscriptions on this connection (limit \(configuration.maxSubscriptionsPerConnection))"
                 reply(to: connection, req: req, error: ProtocolError(.limit, message))
-                notices.append(.limitReached(connection.id, pid: connection.credentials.pid, message: message))
+                notice(.limitReached(connection.id, pid: connection.credentials.pid, message: message))
                 return
             }
-            connection.patterns.insert(pattern)
-            index.add(pattern, connection)
-            statistics.subscriptions += 1
+            addSubscription(pattern, to: connection)
         }
         replyOKIfAsked(to: connection, req: req) { out in
             FrameEncoder.appendField("type", string: pattern.text, to: &out)
         }
+        // Replays of retained and history events (1.1) are offered here,
+        // right after the `ok`, through `offer` like live events.
     }
+
+    // MARK: The subscription pair
+
+    /// Makes a subscription: both directions of the index and the counters
+    /// (the only place that adds one; per-uid accounting belongs here).
+    /// - Returns: false when the connection already had the pattern.
+    @discardableResult
+    func addSubscription(_ pattern: Pattern, to connection: Connection) -> Bool {
+        guard connection.subscriptions[pattern] == nil else { return false }
+        connection.subscriptions[pattern] = index.add(pattern, connection)
+        statistics.subscriptions += 1
+        return true
+    }
+
+    /// Ends a subscription: both directions of the index and the counters
+    /// (the only place that removes one: unsubscribe, close, and a policy
+    /// reload's revocation). O(1) in the subscribers of the pattern.
+    /// - Returns: whether the connection had the pattern.
+    @discardableResult
+    func removeSubscription(_ pattern: Pattern, from connection: Connection) -> Bool {
+        guard let subscription = connection.subscriptions.removeValue(forKey: pattern) else { return false }
+        index.remove(subscription)
+        statistics.subscriptions -= 1
+        return true
+    }
+
+    // MARK: Publish
 
     func publish(type: EventType, frame: UnsafeRawBufferPointer, data: JSONToken?, source: JSONToken?, id: JSONToken?, req: UnsafeRawBufferPointer?, from publisher: Connection) {
         seq += 1
@@ -101,7 +127,7 @@ extension Broker {
             guard subscriber.lastRoutedSeq != seq else { return }  // at most once
             subscriber.lastRoutedSeq = seq
             if subscriber === publisher && !publisher.echo { return }  // no echo
-            if subscriber.isClosed || subscriber.closeWhenFlushed || subscriber.closeAfterNextWrite { return }
+            if !subscriber.isRoutable { return }
             if shared == nil {
                 shared = buildEvent(seq: seq, type: type, frame: frame, data: data, source: source, id: id, publisher: publisher)
             }
@@ -130,58 +156,5 @@ extension Broker {
                 FrameEncoder.writeEvent(parts, into: $0)
             }
         }
-    }
-
-    /// Queues an event under the outbound limits and the connection's
-    /// `overflow` rule (PROTOCOL.md "Semantics").
-    /// - Returns: whether the event was queued.
-    func offer(_ frame: OutboundFrame, seq: UInt64, to connection: Connection) -> Bool {
-        let limit = configuration.maxOutboundBytes
-        let size = frame.count
-        var overLocal = connection.outbound.byteCount + size > limit
-        // Global bound: beyond --max-queued, the connections holding at least a
-        // fair share of it (the largest queues) are treated as over their limit.
-        if !overLocal && statistics.queuedBytes + size > configuration.maxQueuedBytes {
-            let fairShare = configuration.maxQueuedBytes / max(1, connections.count)
-            if connection.outbound.byteCount + size > fairShare { overLocal = true }
-        }
-        if overLocal {
-            switch connection.overflow {
-            case .dropNew:
-                recordDrops(connection, count: 1, firstSeq: seq)
-                return false
-            case .dropOld:
-                if size > limit {
-                    // It could never fit: keep what is queued, lose only this one.
-                    recordDrops(connection, count: 1, firstSeq: seq)
-                    return false
-                }
-                // Leave room for the `dropped` notice placed below.
-                let target = max(0, min(limit, connection.outbound.byteCount) - size - OutboundQueue.dropNoticeMaxBytes)
-                let result = connection.outbound.dropOldestEvents(untilAtMost: target)
-                statistics.queuedBytes -= result.bytes
-                if result.count > 0 {
-                    // The notice goes where the gap is, not after newer events.
-                    let placed = connection.outbound.placeDropNotice(count: result.count, since: result.firstSeq)
-                    statistics.queuedBytes += placed.bytes
-                    statistics.dropped += result.count
-                    if placed.added { notices.append(.startedDropping(connection.id, pid: connection.credentials.pid)) }
-                }
-                let stillOver = connection.outbound.byteCount + size > limit
-                    || (statistics.queuedBytes + size > configuration.maxQueuedBytes && result.count == 0)
-                if stillOver {
-                    recordDrops(connection, count: 1, firstSeq: seq)
-                    return false
-                }
-            case .disconnect:
-                reply(to: connection, req: nil, error: ProtocolError(.slowConsumer, "outbound queue over its limit of \(limit) bytes; closing (overflow: disconnect)"))
-                connection.closeAfterNextWrite = true
-                notices.append(.slowConsumerDisconnected(connection.id, pid: connection.credentials.pid))
-                return false
-            }
-        }
-        if connection.pendingDropCount > 0 { queueDropNotice(connection) }
-        enqueue(frame, seq: seq, to: connection)
-        return true
     }
 }

@@ -1,13 +1,22 @@
 // The broker as a state machine (PROTOCOL.md "Requests", "Events",
 // "Semantics"): connections, subscriptions, routing, seq, the echo rule,
 // outbound limits, drop accounting and stats. No fds, no threads, no clock
-// reads: time comes in as an argument, and effects come out as connection
-// state the server acts on (`takeConnectionsToFlush`, `wantsInput`,
-// `readyToClose`).
+// reads: time comes in as an argument. Each public method is one step that
+// returns a `BrokerStep` (connections with new output, connections to close,
+// reading to pause or resume, notices), which the server applies.
 //
-// Before editing: every path that queues bytes goes through `enqueue` so the
-// per-connection and global byte counts stay exact; every removal of a
-// subscription updates both the connection and the index.
+// Before editing: every path that queues bytes goes through `enqueue`
+// (Broker+Output.swift) so the per-connection and global byte counts stay
+// exact; every subscription is made and ended by `addSubscription` /
+// `removeSubscription` (Broker+Requests.swift); every close goes through
+// `forget`. Where the 1.1 features plug in: per-uid accounting in `open`,
+// `forget`, the subscription pair and `enqueue`; an inbound budget between
+// frames in `receive` (`.pauseReading`/`.resumeReading` may name many
+// connections in one step); timers as a `tick(at:)` step that closes with a
+// final error through `disconnect` (`timeout`); `forbidden` at connect as a
+// `RefusedConnection`; a policy reload as a step that calls
+// `removeSubscription` and `reply` for many connections; replay right after a
+// subscribe's `ok` (marked in `subscribe`).
 import EventBusProtocol
 
 /// Limits and identity of a broker (PROTOCOL.md "Semantics" defaults).
@@ -56,6 +65,8 @@ public struct BrokerStatistics: Equatable, Sendable {
     public var queuedBytes = 0
 }
 
+/// The broker core, owned by one thread (the server's loop). Each public
+/// method is a step that returns what the server must do (`BrokerStep`).
 public final class Broker {
     public let configuration: BrokerConfiguration
     /// Random id of this broker run (PROTOCOL.md "Events": `instance`).
@@ -68,10 +79,10 @@ public final class Broker {
     var nextConnectionID: ConnectionID = 1
     var seq: UInt64 = 0
 
-    /// Things worth logging, collected for the server (`takeNotices`).
-    var notices: [BrokerNotice] = []
-    /// Connections given new output since the server last asked.
-    var toFlush: [Connection] = []
+    /// What the running step has decided so far (`finishStep` hands it out).
+    var current = BrokerStep()
+    /// Numbers the steps, so `markOutput` lists a connection once per step.
+    var stepNumber: UInt64 = 1
     /// Reused buffers, so a publish allocates only its shared frame.
     var scratch: [UInt8] = []
     var timeScratch: [UInt8] = []
@@ -100,7 +111,8 @@ public final class Broker {
 
     /// Admits a new connection, or refuses it at `--max-connections`.
     /// - Returns: the connection, or the bytes of the `limit` error frame to
-    ///   write before closing the socket.
+    ///   write before closing the socket, e.g.
+    ///   `{"op":"error","code":"limit","message":"too many connections (limit 4096)"}`.
     public func open(credentials: Credentials) -> Result<Connection, RefusedConnection> {
         guard connections.count < configuration.maxConnections else {
             var bytes: [UInt8] = []
@@ -114,49 +126,77 @@ public final class Broker {
         return .success(connection)
     }
 
-    /// Forgets a connection: its subscriptions vanish (weak subscriptions,
-    /// PROTOCOL.md "Semantics") and its queue is released. Idempotent.
-    public func close(_ connection: Connection) {
+    /// Forgets a connection the server is closing (peer gone, I/O error,
+    /// after the write of `.close(id, .afterWrite)`, shutdown deadline): its
+    /// subscriptions vanish (weak subscriptions, PROTOCOL.md "Semantics") and
+    /// its queue is released. Idempotent.
+    /// - Returns: `.close(id, .now)` (nothing if it was closed already).
+    public func close(_ connection: Connection) -> BrokerStep {
+        forget(connection)
+        return finishStep()
+    }
+
+    /// The one close path: removes every subscription, releases the queue and
+    /// tells the server to close the socket (`.close(id, .now)`).
+    func forget(_ connection: Connection) {
         guard !connection.isClosed else { return }
         connection.isClosed = true
-        for pattern in connection.patterns { index.remove(pattern, connection) }
-        statistics.subscriptions -= connection.patterns.count
-        connection.patterns = []
+        for pattern in Array(connection.subscriptions.keys) { removeSubscription(pattern, from: connection) }
         statistics.queuedBytes -= connection.outbound.byteCount
         connection.outbound.removeAll()
         connections[connection.id] = nil
         statistics.connections = connections.count
+        current.effects.append(.close(connection.id, .now))
+    }
+
+    /// Closes once the queue is written (at once when it is empty already).
+    func closeWhenFlushed(_ connection: Connection) {
+        guard connection.closing == nil, !connection.isClosed else { return }
+        if connection.outbound.isEmpty {
+            forget(connection)
+        } else {
+            connection.closing = .afterFlush
+            current.effects.append(.close(connection.id, .afterFlush))
+        }
     }
 
     // MARK: Input
 
     /// Handles bytes read from a connection: every complete frame in order.
+    /// Input of a connection that is closing or whose input ended is ignored.
     /// - Parameters:
     ///   - bytes: the chunk read; not retained.
     ///   - time: when it was read (stamps events).
-    public func receive(_ connection: Connection, _ bytes: UnsafeRawBufferPointer, at time: BrokerTime) {
-        guard !connection.isClosed, !connection.inputClosed else { return }
+    /// - Returns: output for the replies and events queued, `.pauseReading`
+    ///   when the connection's queue went over its limit, closes of
+    ///   subscribers under `overflow: disconnect`, notices.
+    public func receive(_ connection: Connection, _ bytes: UnsafeRawBufferPointer, at time: BrokerTime) -> BrokerStep {
+        guard connection.closing == nil, !connection.isClosed, !connection.inputClosed else { return finishStep() }
         now = time
         connection.splitter.feed(bytes) { piece in
             handle(piece, from: connection)
-            return !connection.isClosed && !connection.closeAfterNextWrite
+            return connection.closing == nil && !connection.isClosed
         }
-        updateBackpressure(connection)
+        if connection.outbound.byteCount > configuration.maxOutboundBytes { pauseReading(connection) }
+        return finishStep()
     }
 
     /// Handles end of input (the client shut down its writing side): a last
     /// frame without LF is handled, then a connection without subscriptions is
     /// closed once its replies are written; one with subscriptions keeps
     /// receiving events (PROTOCOL.md "Semantics": half-close).
-    public func endOfInput(_ connection: Connection, at time: BrokerTime) {
-        guard !connection.isClosed, !connection.inputClosed else { return }
+    /// - Returns: for a connection without subscriptions `.close(id, .now)`
+    ///   when nothing is queued, `.close(id, .afterFlush)` otherwise.
+    public func endOfInput(_ connection: Connection, at time: BrokerTime) -> BrokerStep {
+        guard connection.closing == nil, !connection.isClosed, !connection.inputClosed else { return finishStep() }
         now = time
         connection.splitter.finish { piece in
             handle(piece, from: connection)
             return true
         }
         connection.inputClosed = true
-        if connection.patterns.isEmpty { connection.closeWhenFlushed = true }
+        if connection.subscriptions.isEmpty { closeWhenFlushed(connection) }
+        return finishStep()
     }
 
     func handle(_ piece: SplitFrame, from connection: Connection) {
@@ -177,117 +217,36 @@ public final class Broker {
 
     // MARK: Output
 
-    /// The connections that got new output since the last call, each once.
-    /// The server writes their queues (`outbound`) and reports with `didWrite`.
-    public func takeConnectionsToFlush() -> [Connection] {
-        let list = toFlush
-        toFlush.removeAll(keepingCapacity: true)
-        for connection in list { connection.isMarkedForWrite = false }
-        return list
-    }
-
-    /// Records that `bytes` of the connection's queue were written. Resumes
-    /// reading below half the limit and queues a pending `dropped` notice then.
-    public func didWrite(_ connection: Connection, bytes: Int) {
-        guard bytes > 0 else { return }
+    /// Records that `bytes` of the connection's queue were written.
+    /// - Returns: `.close(id, .now)` when a connection closing after its
+    ///   flush has nothing left; below half the limit `.resumeReading` (if it
+    ///   was paused) and output for a pending `dropped` notice.
+    public func didWrite(_ connection: Connection, bytes: Int) -> BrokerStep {
+        guard bytes > 0, !connection.isClosed else { return finishStep() }
         connection.outbound.consume(bytes)
         statistics.queuedBytes -= bytes
-        let limit = configuration.maxOutboundBytes
-        if connection.outbound.byteCount < limit / 2 {
-            connection.readPaused = false
-            if connection.pendingDropCount > 0 && !connection.closeAfterNextWrite { queueDropNotice(connection) }
+        if connection.outbound.byteCount < configuration.maxOutboundBytes / 2 {
+            resumeReading(connection)
+            if connection.pendingDropCount > 0 && connection.closing != .afterWrite { queuePendingDropNotice(connection) }
         }
+        if connection.closing == .afterFlush && connection.outbound.isEmpty { forget(connection) }
+        return finishStep()
     }
 
     /// Starts a graceful stop: no more input is handled from any connection;
     /// each is closed once its queue is written.
-    public func beginShutdown() {
-        for connection in connections.values {
-            connection.closeWhenFlushed = true
+    /// - Returns: `.close(id, .now)` for every connection with nothing queued,
+    ///   `.close(id, .afterFlush)` for the others.
+    public func beginShutdown() -> BrokerStep {
+        for connection in connections.values.sorted(by: { $0.id < $1.id }) {
+            closeWhenFlushed(connection)
         }
-    }
-
-    /// Lifts backpressure regardless of the queue, for a peer that has gone:
-    /// its remaining frames are handled, its replies dropped with it.
-    public func resumeReading(_ connection: Connection) {
-        connection.readPaused = false
-    }
-
-    /// Pauses reading a connection whose queue is over its limit.
-    func updateBackpressure(_ connection: Connection) {
-        if connection.outbound.byteCount > configuration.maxOutboundBytes { connection.readPaused = true }
-    }
-
-    func markForWrite(_ connection: Connection) {
-        if !connection.isMarkedForWrite {
-            connection.isMarkedForWrite = true
-            toFlush.append(connection)
-        }
-    }
-
-    /// Queues a frame (the single place that grows queues).
-    func enqueue(_ frame: OutboundFrame, seq: UInt64, to connection: Connection) {
-        connection.outbound.append(frame, seq: seq)
-        statistics.queuedBytes += frame.count
-        markForWrite(connection)
-    }
-
-    func enqueue(bytes: [UInt8], to connection: Connection) {
-        let frame = bytes.withUnsafeBytes { OutboundFrame.copying($0) }
-        enqueue(frame, seq: 0, to: connection)
-    }
-
-    func reply(to connection: Connection, req: UnsafeRawBufferPointer?, error: ProtocolError) {
-        scratch.removeAll(keepingCapacity: true)
-        FrameEncoder.appendError(req: req, error, to: &scratch)
-        enqueue(bytes: scratch, to: connection)
-    }
-
-    func replyOK(to connection: Connection, req: UnsafeRawBufferPointer?, fields: (inout [UInt8]) -> Void = { _ in }) {
-        scratch.removeAll(keepingCapacity: true)
-        FrameEncoder.appendOK(req: req, to: &scratch, fields: fields)
-        enqueue(bytes: scratch, to: connection)
-    }
-
-    func queueDropNotice(_ connection: Connection) {
-        var bytes: [UInt8] = []
-        FrameEncoder.appendDropped(count: connection.pendingDropCount, sinceSeq: connection.pendingDropSince, to: &bytes)
-        connection.pendingDropCount = 0
-        connection.pendingDropSince = 0
-        enqueue(bytes: bytes, to: connection)
-    }
-
-    func recordDrops(_ connection: Connection, count: UInt64, firstSeq: UInt64) {
-        guard count > 0 else { return }
-        if connection.pendingDropCount == 0 {
-            connection.pendingDropSince = firstSeq
-            notices.append(.startedDropping(connection.id, pid: connection.credentials.pid))
-        }
-        connection.pendingDropCount += count
-        statistics.dropped += count
+        return finishStep()
     }
 }
 
-/// Something the server may log; produced only on state changes, never per event.
-public enum BrokerNotice: Equatable, Sendable {
-    /// A connection began losing events (its next `dropped` notice is pending).
-    case startedDropping(ConnectionID, pid: Int32)
-    /// A connection hit a limit (`limit` error sent).
-    case limitReached(ConnectionID, pid: Int32, message: String)
-    /// A connection is being closed under `overflow: disconnect`.
-    case slowConsumerDisconnected(ConnectionID, pid: Int32)
-}
-
-extension Broker {
-    /// Notices collected since the last call.
-    public func takeNotices() -> [BrokerNotice] {
-        guard !notices.isEmpty else { return [] }
-        defer { notices.removeAll() }
-        return notices
-    }
-}
-
-/// A connection refused at `--max-connections`: write `frame`, then close.
+/// A connection refused at `--max-connections`: write `frame`, then close
+/// the socket.
 public struct RefusedConnection: Error {
     public let frame: [UInt8]
 }

@@ -1,8 +1,11 @@
 // One client connection as the broker core sees it: identity, options from
-// `hello`, its subscriptions, framing state, outbound queue, drop accounting.
+// `hello`, its subscriptions, framing state, outbound queue, drop accounting,
+// and where it is in its life (open, closing, closed).
 //
-// Before editing: the core never touches fds; the server maps its fds to these
-// objects. Fields the server reads are public; all changes go through `Broker`.
+// Before editing: the core knows no fds; the server keeps its own record per
+// connection id and learns what to do only from the `BrokerStep`s the broker
+// returns. Every change goes through `Broker`; the server reads `outbound`
+// to write it.
 import EventBusProtocol
 
 /// Broker-assigned connection number, unique within one broker run; 1, 2, 3...
@@ -21,6 +24,8 @@ public struct Credentials: Equatable, Sendable {
     }
 }
 
+/// One client connection, made by `Broker.open`; the server holds it next to
+/// its own record (fd, epoll interest) under the same `id`.
 public final class Connection {
     public let id: ConnectionID
     public let credentials: Credentials
@@ -33,10 +38,14 @@ public final class Connection {
     /// The value used for `source` when a publish has none: client name or `pid/<pid>`.
     var defaultSource: String
 
-    /// This connection's patterns (PROTOCOL.md "Semantics": weak, gone with it).
-    public internal(set) var patterns: Set<Pattern> = []
+    /// This connection's side of the subscription index (PROTOCOL.md
+    /// "Semantics": weak, gone with it). Changed only by
+    /// `Broker.addSubscription`/`removeSubscription`.
+    var subscriptions: [Pattern: Subscription] = [:]
 
     var splitter: FrameSplitter
+    /// Frames waiting to be written; the server writes them and reports with
+    /// `Broker.didWrite`.
     public internal(set) var outbound = OutboundQueue()
 
     /// Events lost since the last `dropped` notice, and the seq of the first.
@@ -47,22 +56,17 @@ public final class Connection {
 
     /// The client shut down its writing side (EOF read).
     public internal(set) var inputClosed = false
-    /// The broker will close this connection once its queue is written
-    /// (EOF without subscriptions, `slow_consumer`, shutdown).
-    public internal(set) var closeWhenFlushed = false
-    /// Close right after the next write attempt, written or not (`overflow: disconnect`).
-    public internal(set) var closeAfterNextWrite = false
     /// Requests are not read while the queue is over the outbound limit
-    /// (PROTOCOL.md "Semantics": requests are back-pressured).
-    public internal(set) var readPaused = false
-    /// Closed by the core; the server must release it.
+    /// (PROTOCOL.md "Semantics": requests are back-pressured); the server
+    /// was told with `.pauseReading`.
+    var readPaused = false
+    /// Set once the broker has decided to close it (`.close(id, .afterFlush)`
+    /// or `.afterWrite`): no input is handled and no event routed to it.
+    var closing: CloseTiming?
+    /// Forgotten by the broker (`.close(id, .now)` was returned).
     public internal(set) var isClosed = false
-    /// In the broker's list of connections with new output.
-    var isMarkedForWrite = false
-
-    /// Free for the server (e.g. the fd and its epoll interest).
-    public var serverTag: Int = -1
-    public var serverInterest: UInt32 = 0
+    /// The step in which it was last listed in `BrokerStep.output`.
+    var outputStep: UInt64 = 0
 
     init(id: ConnectionID, credentials: Credentials, maxFrameBytes: Int) {
         self.id = id
@@ -71,10 +75,12 @@ public final class Connection {
         self.defaultSource = "pid/\(credentials.pid)"
     }
 
-    /// Whether the server should watch this connection for readable input.
-    public var wantsInput: Bool { !inputClosed && !readPaused && !isClosed && !closeWhenFlushed && !closeAfterNextWrite }
+    /// The patterns it is subscribed to (a copy: for tests and introspection).
+    public var patterns: Set<Pattern> { Set(subscriptions.keys) }
 
-    /// Whether the server should close it now: nothing left to write and the
-    /// core asked to close after flushing.
-    public var readyToClose: Bool { isClosed || (closeWhenFlushed && outbound.isEmpty) }
+    /// How many patterns it is subscribed to.
+    public var subscriptionCount: Int { subscriptions.count }
+
+    /// Whether events may still be routed to it.
+    var isRoutable: Bool { closing == nil && !isClosed }
 }

@@ -4,7 +4,9 @@
 //
 // Before editing: an event frame is built once per publish and shared by every
 // subscriber's queue (reference counted), so fan-out copies no bytes. The head
-// frame may be partly written (`headOffset`); it is never dropped.
+// frame may be partly written (`headOffset`); it is never dropped. Only
+// `Broker.enqueue` grows a queue (`append`, `putNoticeInFront`), so the
+// broker's byte counts stay exact.
 
 import EventBusProtocol
 
@@ -46,7 +48,7 @@ public struct OutboundQueue {
     struct Entry {
         var frame: OutboundFrame
         var seq: UInt64
-        /// For a `dropped` notice placed by `placeDropNotice`: its count and
+        /// For a `dropped` notice placed by `putNoticeInFront`: its count and
         /// since_seq, so a later drop can merge into it. 0 otherwise.
         var noticeCount: UInt64 = 0
         var noticeSince: UInt64 = 0
@@ -63,7 +65,8 @@ public struct OutboundQueue {
 
     public var isEmpty: Bool { head == entries.count }
 
-    /// Queues a frame. `seq` is the event's seq, or 0 for a reply or notice.
+    /// Queues a frame at the back. `seq` is the event's seq, or 0 for a reply
+    /// or notice. Only `Broker.enqueue` calls it.
     mutating func append(_ frame: OutboundFrame, seq: UInt64) {
         entries.append(Entry(frame: frame, seq: seq))
         byteCount += frame.count
@@ -160,24 +163,32 @@ public struct OutboundQueue {
     }
 
 
+    /// Where a `dropped` notice placed by drop-old stands: first in line,
+    /// after a partly written frame.
+    var frontPosition: Int { headOffset > 0 ? head + 1 : head }
+
+    /// The unwritten `dropped` notice first in line, if one was placed there
+    /// by `putNoticeInFront`: its count and since_seq (so a later drop can
+    /// merge into it).
+    var noticeInFront: (count: UInt64, since: UInt64)? {
+        let position = frontPosition
+        guard position < entries.count, entries[position].noticeCount > 0 else { return nil }
+        return (entries[position].noticeCount, entries[position].noticeSince)
+    }
+
     /// Puts a `dropped` notice where the dropped events were: first in line
     /// after a partly written frame (PROTOCOL.md "Semantics": the notice comes
-    /// before the next event). If a placed notice is already there, unwritten,
-    /// it is merged (counts add up, the earlier since_seq stays). Call right
-    /// after `dropOldestEvents` dropped `count` events starting at `since`.
-    /// - Returns: the change in queued bytes, and whether a new notice was added.
-    mutating func placeDropNotice(count: UInt64, since: UInt64) -> (bytes: Int, added: Bool) {
-        let position = headOffset > 0 ? head + 1 : head
-        if position < entries.count, entries[position].noticeCount > 0 {
-            let merged = entries[position]
-            let frame = OutboundQueue.dropNotice(count: merged.noticeCount + count, since: merged.noticeSince)
-            let delta = frame.count - merged.frame.count
-            entries[position] = Entry(frame: frame, seq: 0, noticeCount: merged.noticeCount + count, noticeSince: merged.noticeSince)
-            byteCount += delta
-            return (delta, false)
-        }
-        let frame = OutboundQueue.dropNotice(count: count, since: since)
+    /// before the next event), replacing the notice already there if
+    /// `noticeInFront` is not nil. Call right after `dropOldestEvents`; only
+    /// `Broker.enqueue` calls it.
+    mutating func putNoticeInFront(_ frame: OutboundFrame, count: UInt64, since: UInt64) {
+        let position = frontPosition
         let notice = Entry(frame: frame, seq: 0, noticeCount: count, noticeSince: since)
+        if position < entries.count, entries[position].noticeCount > 0 {
+            byteCount += frame.count - entries[position].frame.count
+            entries[position] = notice
+            return
+        }
         if head > 0 {
             // Dropping freed the slots before `head`: step back into one.
             if headOffset > 0 {
@@ -191,17 +202,10 @@ public struct OutboundQueue {
             entries.insert(notice, at: position)
         }
         byteCount += frame.count
-        return (frame.count, true)
     }
 
     /// Largest `dropped` notice: `{"op":"dropped","count":<20 digits>,"since_seq":<20 digits>}\n`.
     static let dropNoticeMaxBytes = 80
-
-    static func dropNotice(count: UInt64, since: UInt64) -> OutboundFrame {
-        var bytes: [UInt8] = []
-        FrameEncoder.appendDropped(count: count, sinceSeq: since, to: &bytes)
-        return bytes.withUnsafeBytes { OutboundFrame.copying($0) }
-    }
 
     /// Releases every queued frame.
     mutating func removeAll() {

@@ -1,27 +1,44 @@
 // The subscription index: exact event types in a hash map, wildcard patterns
-// in a segment trie (the shape of nats-server's sublist), so routing an event
-// costs in proportion to the subscribers that match, not to all subscriptions.
+// in a segment trie (SubscriptionTrie.swift, the shape of nats-server's
+// sublist), so routing an event costs in proportion to the subscribers that
+// match, not to all subscriptions; with wildcards, each routed type's result
+// is cached. Each (connection, pattern) pair has one `Subscription` record,
+// held by the connection (by pattern), which knows the pair's position in its
+// subscriber list, so removing it is O(1) whatever the number of subscribers
+// of that pattern.
 //
-// Before editing: both directions must stay in step — every (connection,
-// pattern) here is also in `connection.patterns` and vice versa — and trie
-// nodes are pruned on removal so the index is empty once every subscription is
-// gone (`isEmpty` is checked by the tests).
+// Before editing: only `Broker.addSubscription`/`removeSubscription` call
+// `add`/`remove` (they keep the connection's side and the counters in step:
+// `remove` finds the moved member's record through its connection);
+// empty lists and trie nodes are removed at once, so the index is empty once
+// every subscription is gone (`isEmpty`, and `BrokerHarness.checkInvariants`
+// walks it all).
 import EventBusProtocol
 
-final class TrieNode {
-    var children: [Substring: TrieNode] = [:]
-    var star: TrieNode?
-    /// Subscribers whose pattern ends here.
-    var subscribers: [Connection] = []
-    /// Subscribers whose pattern has `>` after this node's segments.
-    var tailSubscribers: [Connection] = []
+/// One subscription: `pattern` on one connection, at `position` in the list
+/// of connections subscribed with that pattern (an exact type's, or a trie
+/// node's).
+final class Subscription {
+    let pattern: Pattern
+    /// For a wildcard pattern, the trie node whose list holds it
+    /// (`tailSubscribers` when the pattern ends in `>`); nil for an exact type.
+    let node: TrieNode?
+    let isTail: Bool
+    /// Its index in that list; kept up to date when another member is moved
+    /// into its place.
+    var position: Int
 
-    var isEmpty: Bool { children.isEmpty && star == nil && subscribers.isEmpty && tailSubscribers.isEmpty }
+    init(pattern: Pattern, node: TrieNode?, isTail: Bool, position: Int) {
+        self.pattern = pattern
+        self.node = node
+        self.isTail = isTail
+        self.position = position
+    }
 }
 
 public final class SubscriptionIndex {
     var exact: [String: [Connection]] = [:]
-    let root = TrieNode()
+    let root = TrieNode(parent: nil, edge: [])
     var wildcardCount = 0
     /// While wildcard patterns exist: each routed type's full, de-duplicated
     /// subscriber list (exact and wildcard), as nats-server's sublist caches
@@ -35,69 +52,64 @@ public final class SubscriptionIndex {
     /// Whether nothing is subscribed (no exact entries, trie pruned to the root).
     public var isEmpty: Bool { exact.isEmpty && root.isEmpty }
 
-    /// Adds `(pattern, connection)`. The caller ensures it is not present yet.
-    func add(_ pattern: Pattern, _ connection: Connection) {
+    /// Adds `(pattern, connection)`; the caller ensures it is not present yet.
+    /// - Returns: the record, for the connection's side and for `remove`.
+    func add(_ pattern: Pattern, _ connection: Connection) -> Subscription {
         guard pattern.hasWildcards else {
-            exact[pattern.text, default: []].append(connection)
             if !cache.isEmpty { cache[pattern.text] = nil }
-            return
+            let position = exact[pattern.text]?.count ?? 0
+            exact[pattern.text, default: []].append(connection)
+            return Subscription(pattern: pattern, node: nil, isTail: false, position: position)
         }
         cache.removeAll()
         wildcardCount += 1
-        var node = root
-        let segments = pattern.segments
-        for (i, segment) in segments.enumerated() {
-            if segment == ">" && i == segments.count - 1 {
-                node.tailSubscribers.append(connection)
-                return
-            }
-            if segment == "*" {
-                if node.star == nil { node.star = TrieNode() }
-                node = node.star!
-            } else {
-                if let next = node.children[segment] {
-                    node = next
-                } else {
-                    let next = TrieNode()
-                    node.children[segment] = next
-                    node = next
-                }
-            }
+        var segments = pattern.segments[...]
+        let isTail = segments.last == ">"
+        if isTail { segments = segments.dropLast() }
+        let node = TrieNode.node(for: segments, from: root)
+        if isTail {
+            node.tailSubscribers.append(connection)
+            return Subscription(pattern: pattern, node: node, isTail: true, position: node.tailSubscribers.count - 1)
         }
         node.subscribers.append(connection)
+        return Subscription(pattern: pattern, node: node, isTail: false, position: node.subscribers.count - 1)
     }
 
-    /// Removes `(pattern, connection)` and prunes empty nodes.
-    func remove(_ pattern: Pattern, _ connection: Connection) {
-        guard pattern.hasWildcards else {
+    /// Removes a subscription made by `add`: O(1) in the number of
+    /// subscribers of its pattern (the last one moves into the gap); an empty
+    /// exact entry goes at once, and empty trie nodes are pruned upwards.
+    func remove(_ subscription: Subscription) {
+        let pattern = subscription.pattern
+        guard let leaf = subscription.node else {
             if !cache.isEmpty { cache[pattern.text] = nil }
-            guard var list = exact[pattern.text] else { return }
-            if let i = list.firstIndex(where: { $0 === connection }) { list.swapAt(i, list.count - 1); list.removeLast() }
-            exact[pattern.text] = list.isEmpty ? nil : list
+            Self.remove(subscription, from: &exact[pattern.text]!)
+            if exact[pattern.text]!.isEmpty { exact[pattern.text] = nil }
             return
         }
         cache.removeAll()
         wildcardCount -= 1
-        _ = remove(Array(pattern.segments)[...], connection, from: root)
+        if subscription.isTail {
+            Self.remove(subscription, from: &leaf.tailSubscribers)
+        } else {
+            Self.remove(subscription, from: &leaf.subscribers)
+        }
+        TrieNode.prune(from: leaf)
     }
 
-    /// Recursive removal; returns whether `node` became empty (so the parent drops it).
-    private func remove(_ segments: ArraySlice<Substring>, _ connection: Connection, from node: TrieNode) -> Bool {
-        guard let first = segments.first else {
-            if let i = node.subscribers.firstIndex(where: { $0 === connection }) { node.subscribers.remove(at: i) }
-            return node.isEmpty
+    /// Takes the subscription's connection out of `list` by moving the last
+    /// member into its place.
+    private static func remove(_ subscription: Subscription, from list: inout [Connection]) {
+        let i = subscription.position
+        let last = list.count - 1
+        if i != last {
+            let moved = list[last]
+            list[i] = moved
+            guard let record = moved.subscriptions[subscription.pattern] else {
+                preconditionFailure("subscriber list and connection disagree on \(subscription.pattern)")
+            }
+            record.position = i
         }
-        if first == ">" && segments.count == 1 {
-            if let i = node.tailSubscribers.firstIndex(where: { $0 === connection }) { node.tailSubscribers.remove(at: i) }
-            return node.isEmpty
-        }
-        let rest = segments.dropFirst()
-        if first == "*" {
-            if let star = node.star, remove(rest, connection, from: star) { node.star = nil }
-        } else if let child = node.children[first], remove(rest, connection, from: child) {
-            node.children[first] = nil
-        }
-        return node.isEmpty
+        list.removeLast()
     }
 
     /// Calls `body` for every connection with a pattern matching `type`.
@@ -131,20 +143,9 @@ public final class SubscriptionIndex {
             start = type.utf8.index(after: index)
         }
         segments.append(type[start...])
-        match(segments[...], root, add)
+        root.match(segments, at: 0, add)
         if cache.count >= SubscriptionIndex.maxCachedTypes { cache.removeAll(keepingCapacity: true) }
         cache[type] = list
         return list
-    }
-
-    private func match(_ segments: ArraySlice<Substring>, _ node: TrieNode, _ body: (Connection) -> Void) {
-        guard let first = segments.first else {
-            for connection in node.subscribers { body(connection) }
-            return
-        }
-        for connection in node.tailSubscribers { body(connection) }
-        let rest = segments.dropFirst()
-        if let child = node.children[first] { match(rest, child, body) }
-        if let star = node.star { match(rest, star, body) }
     }
 }

@@ -1,13 +1,16 @@
 // The broker's event loop: one thread, one epoll set holding the listening
-// sockets, a signalfd and every connection; it owns one `Broker` and performs
-// the effects the core asks for (write these queues, close those connections,
-// pause reading that one).
+// sockets, a signalfd and every connection; it owns one `Broker`, feeds it
+// what it reads, and applies the `BrokerStep` each call returns (write these
+// queues, close those connections, pause reading that one) in
+// BrokerServer+Connections.swift. This file: setup, the loop, dispatch of
+// epoll events, timers and shutdown.
 //
 // Before editing: level-triggered epoll. Reads go into one shared buffer and
 // complete frames are handled in place, so an idle connection holds no buffer.
 // Writes are batched: after each epoll batch every connection with new output
-// gets one gathered sendmsg(2). A connection is removed from epoll before its
-// fd is closed, and its slot is cleared in the same step.
+// is written with gathered writev(2) calls (up to 1024 frames each) until its
+// queue is empty or the socket is full. Epoll tokens are connection ids, so an
+// event for a connection already closed finds no record and is ignored.
 import CEventBusShims
 import EventBusCore
 import EventBusProtocol
@@ -59,7 +62,10 @@ public final class BrokerServer {
 
     let epoll: Epoll
     let signals: SignalDescriptor
-    var slots: [Connection?] = []
+    /// The server's side of every open connection, by id (fd, epoll interest).
+    var records: [ConnectionID: ServerConnection] = [:]
+    /// Connections with output to write after the current epoll batch.
+    var pendingFlush: [ServerConnection] = []
     let readBuffer: UnsafeMutableRawBufferPointer
     let iovecs: UnsafeMutablePointer<iovec>
     let maxIovecs = 1024  // IOV_MAX
@@ -74,9 +80,9 @@ public final class BrokerServer {
     /// level; later episodes go to debug so a flood cannot fill the journal.
     var loggedSlowConsumers: Set<ConnectionID> = []
 
-    // Tokens: connections carry (id-derived tag << 32 | fd); specials have tag 0.
-    static let signalToken: UInt64 = 0xFFFF_FFFF
-    static func listenerToken(_ i: Int) -> UInt64 { UInt64(i) }
+    // Tokens: a connection's is its id (1, 2, 3...); the specials count down from the top.
+    static let signalToken: UInt64 = .max
+    static func listenerToken(_ i: Int) -> UInt64 { .max - 1 - UInt64(i) }
 
     /// - Parameters:
     ///   - listeners: sockets to accept on (owned by the server from now on).
@@ -124,8 +130,7 @@ public final class BrokerServer {
             try epoll.wait(timeoutMilliseconds: nextTimeout(now: now)) { token, events in
                 dispatch(token: token, events: events, exitReason: &exitReason)
             }
-            flushAll()
-            logNotices()
+            flushPending()
         }
         closeEverything()
         return exitReason ?? .idle
@@ -146,237 +151,26 @@ public final class BrokerServer {
             }
             return
         }
-        if token >> 32 == 0 {
-            acceptConnections(from: Int(token))
+        let listenerIndex = UInt64.max - 1 - token  // the signal token is handled above
+        if listenerIndex < UInt64(listeners.count) {
+            acceptConnections(from: Int(listenerIndex))
             return
         }
-        let fd = Int(token & 0xFFFF_FFFF)
-        guard fd < slots.count, let connection = slots[fd], BrokerServer.tag(connection.id) == token >> 32 else { return }
-        if events.contains(.readable) && connection.wantsInput {
-            readAvailable(connection, fd: FileDescriptor(rawValue: CInt(fd)))
-        }
-        if connection.isClosed { release(connection); return }
-        if events.contains(.error) || (events.contains(.hangup) && !connection.wantsInput) {
+        guard let record = records[token] else { return }
+        if events.contains(.readable) && record.wantsInput { readAvailable(record) }
+        if record.released { return }
+        if events.contains(.error) || (events.contains(.hangup) && !record.wantsInput) {
             // Peer gone completely. Frames it sent before closing still count
             // (PROTOCOL.md "Semantics": every frame is read before EOF is
             // handled), even when its reading was paused by backpressure.
-            if !connection.inputClosed && shutdownDeadline == nil && !events.contains(.error) {
-                drainInput(connection, fd: FileDescriptor(rawValue: CInt(fd)))
+            if !record.inputClosed && record.closing == nil && shutdownDeadline == nil && !events.contains(.error) {
+                drainInput(record)
             }
-            broker.close(connection)
-            release(connection)
+            close(record)
             return
         }
-        if events.contains(.writable) { flush(connection) }
-    }
-
-    static func tag(_ id: ConnectionID) -> UInt64 { (id % 0xFFFF_FFFE) + 1 }
-
-    func token(for connection: Connection) -> UInt64 {
-        (BrokerServer.tag(connection.id) << 32) | UInt64(connection.serverTag)
-    }
-
-    // MARK: Accept
-
-    func acceptConnections(from index: Int) {
-        guard index < listeners.count, shutdownDeadline == nil else { return }
-        let listener = listeners[index]
-        for _ in 0..<64 {
-            let fd: FileDescriptor
-            do {
-                guard let accepted = try listener.descriptor.accept() else { return }
-                fd = accepted
-            } catch {
-                handleAcceptFailure(error)
-                return
-            }
-            admit(fd)
-        }
-    }
-
-    func handleAcceptFailure(_ error: SystemError) {
-        switch error.errno {
-        case .connectionAborted, .interrupted:
-            return
-        case .tooManyOpenFiles, .tooManyOpenFilesInSystem, .noBufferSpace, .outOfMemory:
-            // Out of descriptors: stop watching the listeners (level-triggered
-            // epoll would spin) until a connection closes or 200 ms pass.
-            let now = Clock.monotonicNanoseconds()
-            setListenersEnabled(false)
-            acceptRetryAt = now + 200_000_000
-            if lastAcceptFailureLog.map({ now - $0 > 10_000_000_000 }) ?? true {
-                lastAcceptFailureLog = now
-                logger.warning("failed to accept connection: \(error); pausing accepts until descriptors free up")
-            }
-        default:
-            logger.warning("failed to accept connection: \(error); ignoring")
-        }
-    }
-
-    func setListenersEnabled(_ enabled: Bool) {
-        guard enabled != listenersEnabled, shutdownDeadline == nil else { return }
-        listenersEnabled = enabled
-        for (i, listener) in listeners.enumerated() {
-            try? epoll.modify(listener.descriptor, events: enabled ? .readable : [], token: BrokerServer.listenerToken(i))
-        }
-        if enabled { acceptRetryAt = nil }
-    }
-
-    func admit(_ fd: FileDescriptor) {
-        let credentials: PeerCredentials
-        do {
-            credentials = try fd.peerCredentials()
-        } catch {
-            logger.warning("failed to read peer credentials of new connection: \(error); closing it")
-            fd.close()
-            return
-        }
-        switch broker.open(credentials: Credentials(pid: credentials.pid, uid: credentials.uid, gid: credentials.gid)) {
-        case .failure(let refused):
-            refused.frame.withUnsafeBytes { _ = try? fd.write($0) }
-            fd.close()
-            logger.notice("refused connection from pid \(credentials.pid): connection limit \(configuration.broker.maxConnections) reached",
-                          fields: [("EVENTBUS_PID", "\(credentials.pid)"), ("EVENTBUS_UID", "\(credentials.uid)")])
-        case .success(let connection):
-            let index = Int(fd.rawValue)
-            if index >= slots.count { slots.append(contentsOf: repeatElement(nil, count: max(index + 1 - slots.count, slots.count))) }
-            connection.serverTag = index
-            connection.serverInterest = EpollEvents.readable.rawValue
-            slots[index] = connection
-            do {
-                try epoll.add(fd, events: .readable, token: token(for: connection))
-            } catch {
-                logger.warning("failed to watch new connection: \(error); closing it")
-                broker.close(connection)
-                release(connection)
-                return
-            }
-            if logger.enabled(.debug) {
-                logger.debug("connection \(connection.id) opened by pid \(credentials.pid) uid \(credentials.uid)",
-                             fields: [("EVENTBUS_CONN", "\(connection.id)"), ("EVENTBUS_PID", "\(credentials.pid)"), ("EVENTBUS_UID", "\(credentials.uid)")])
-            }
-        }
-    }
-
-    // MARK: Read
-
-    func readAvailable(_ connection: Connection, fd: FileDescriptor) {
-        // One read per turn keeps one busy client from starving the others and
-        // lets queued events be written before more input is taken in;
-        // level-triggered epoll brings us back.
-        guard connection.wantsInput else { return }
-        let result: IOResult<Int>
-        do {
-            result = try fd.read(into: readBuffer)
-        } catch {
-            logger.debug("failed to read from connection \(connection.id): \(error); closing it")
-            broker.close(connection)
-            return
-        }
-        switch result {
-        case .wouldBlock:
-            return
-        case .complete(0):
-            broker.endOfInput(connection, at: currentTime())
-            updateInterest(connection)
-        case .complete(let n):
-            broker.receive(connection, UnsafeRawBufferPointer(rebasing: readBuffer[0..<n]), at: currentTime())
-        }
-    }
-
-    /// Reads and handles everything a departed peer left in the socket, then
-    /// its EOF; its replies are dropped with the connection.
-    func drainInput(_ connection: Connection, fd: FileDescriptor) {
-        while !connection.isClosed && !connection.inputClosed {
-            guard case .complete(let n) = (try? fd.read(into: readBuffer)) ?? .complete(0) else { return }
-            if n == 0 {
-                broker.endOfInput(connection, at: currentTime())
-                return
-            }
-            broker.resumeReading(connection)
-            broker.receive(connection, UnsafeRawBufferPointer(rebasing: readBuffer[0..<n]), at: currentTime())
-        }
-    }
-
-    func currentTime() -> BrokerTime {
-        BrokerTime(wallNanoseconds: Clock.wallNanoseconds(), monotonicNanoseconds: Clock.monotonicNanoseconds())
-    }
-
-    // MARK: Write
-
-    func flushAll() {
-        for connection in broker.takeConnectionsToFlush() where !connection.isClosed {
-            flush(connection)
-        }
-    }
-
-    /// Writes as much of the connection's queue as the socket takes, then
-    /// closes it or updates its epoll interest.
-    func flush(_ connection: Connection) {
-        guard !connection.isClosed, connection.serverTag >= 0 else { return }
-        let fd = FileDescriptor(rawValue: CInt(connection.serverTag))
-        var blocked = false
-        while !connection.outbound.isEmpty {
-            var count = 0
-            _ = connection.outbound.forEachChunk(maxChunks: maxIovecs) { pointer, length in
-                iovecs[count] = iovec(iov_base: UnsafeMutableRawPointer(mutating: pointer), iov_len: length)
-                count += 1
-            }
-            do {
-                switch try fd.writev(iovecs, count: count) {
-                case .wouldBlock:
-                    blocked = true
-                case .complete(let n):
-                    broker.didWrite(connection, bytes: n)
-                    continue
-                }
-            } catch {
-                logger.debug("failed to write to connection \(connection.id): \(error); closing it")
-                broker.close(connection)
-                release(connection)
-                return
-            }
-            break
-        }
-        if connection.closeAfterNextWrite || connection.readyToClose {
-            broker.close(connection)
-            release(connection)
-            return
-        }
-        updateInterest(connection, writeBlocked: blocked)
-    }
-
-    func updateInterest(_ connection: Connection, writeBlocked: Bool? = nil) {
-        guard !connection.isClosed else { return }
-        var events: EpollEvents = []
-        if connection.wantsInput { events.insert(.readable) }
-        let blocked = writeBlocked ?? (connection.serverInterest & EpollEvents.writable.rawValue != 0)
-        if blocked && !connection.outbound.isEmpty { events.insert(.writable) }
-        if connection.readyToClose {
-            broker.close(connection)
-            release(connection)
-            return
-        }
-        guard events.rawValue != connection.serverInterest else { return }
-        connection.serverInterest = events.rawValue
-        try? epoll.modify(FileDescriptor(rawValue: CInt(connection.serverTag)), events: events, token: token(for: connection))
-    }
-
-    /// Removes a closed connection from epoll and closes its fd (once).
-    func release(_ connection: Connection) {
-        let index = connection.serverTag
-        guard index >= 0 else { return }
-        connection.serverTag = -1
-        let fd = FileDescriptor(rawValue: CInt(index))
-        epoll.remove(fd)
-        fd.close()
-        slots[index] = nil
-        loggedSlowConsumers.remove(connection.id)
-        if broker.connectionCount == 0 { idleSince = Clock.monotonicNanoseconds() }
-        if !listenersEnabled { setListenersEnabled(true) }
-        if logger.enabled(.debug) {
-            logger.debug("connection \(connection.id) closed", fields: [("EVENTBUS_CONN", "\(connection.id)")])
-        }
+        // `flush` registers the new interest itself (e.g. no input after EOF).
+        if events.contains(.writable) { flush(record) } else { updateInterest(record) }
     }
 
     // MARK: Timers and shutdown
@@ -418,42 +212,16 @@ public final class BrokerServer {
             epoll.remove(listener.descriptor)
             listener.close()
         }
-        broker.beginShutdown()
-        for case let connection? in slots {
-            if connection.outbound.isEmpty {
-                broker.close(connection)
-                release(connection)
-            } else {
-                updateInterest(connection, writeBlocked: true)
-            }
-        }
+        apply(broker.beginShutdown())
     }
 
     func closeEverything() {
-        for case let connection? in slots {
-            broker.close(connection)
-            release(connection)
+        for record in records.values.sorted(by: { $0.connection.id < $1.connection.id }) {
+            close(record)
         }
         for listener in listeners {
             epoll.remove(listener.descriptor)
             listener.close()
-        }
-    }
-
-    func logNotices() {
-        for notice in broker.takeNotices() {
-            switch notice {
-            case .startedDropping(let id, let pid):
-                let level: LogLevel = loggedSlowConsumers.insert(id).inserted ? .notice : .debug
-                logger.log(level, "connection \(id) (pid \(pid)) is a slow consumer: dropping events for it",
-                              fields: [("EVENTBUS_CONN", "\(id)"), ("EVENTBUS_PID", "\(pid)")])
-            case .limitReached(let id, let pid, let message):
-                logger.notice("connection \(id) (pid \(pid)) reached a limit: \(message)",
-                              fields: [("EVENTBUS_CONN", "\(id)"), ("EVENTBUS_PID", "\(pid)")])
-            case .slowConsumerDisconnected(let id, let pid):
-                logger.notice("connection \(id) (pid \(pid)) closed as a slow consumer (overflow: disconnect)",
-                              fields: [("EVENTBUS_CONN", "\(id)"), ("EVENTBUS_PID", "\(pid)")])
-            }
         }
     }
 }

@@ -1,13 +1,19 @@
 // Properties of the broker core (`Broker`) driven by a fuzz input read as a
 // script: each line is one frame sent by one of four connections (a leading
 // digit 0-3 picks it; otherwise 0), `c`+digit closes and reopens that
-// connection, `e`+digit ends its input (half-close). After every step the
-// queues are drained as a perfect writer would, and:
+// connection, `e`+digit ends its input (half-close). The driver plays the
+// server from the `BrokerStep`s the broker returns (closing, then closed;
+// writes after `.afterWrite` end with `close`). After every step the queues
+// are drained as a perfect writer would, and:
 // - every event goes exactly to the connections whose patterns match its
 //   type (reference: `Pattern.matches` over `connection.patterns`, so the
 //   subscription trie is checked against the plain definition), at most once,
 //   never back to the publisher without `echo` (PROTOCOL.md "Semantics");
 // - `delivered` in the publish reply counts those connections;
+// - a step's `output` lists each connection that got bytes, once, and no
+//   other; `.afterFlush` comes only with bytes queued, and the write that
+//   empties the queue answers `.close(id, .now)`; after a perfect drain no
+//   connection is left paused;
 // - stats counters agree with the connections; the index is empty at the end.
 //
 // Before editing: a violated property must trap (`fuzzFailure`).
@@ -15,7 +21,20 @@ import EventBusCore
 import EventBusProtocol
 
 enum RoutingProperties {
-    static let slots = 4
+    static let slotCount = 4
+
+    /// What the driver, as the server, knows of one slot's connection.
+    struct Slot {
+        var connection: Connection
+        /// The broker is closing it (`.afterFlush` / `.afterWrite`).
+        var closing: CloseTiming?
+        var paused = false
+        /// `.close(id, .now)` received.
+        var closed = false
+
+        /// Whether events may be routed to it, by what the server was told.
+        var routable: Bool { closing == nil && !closed }
+    }
 
     static func check(_ input: [UInt8]) {
         var configuration = BrokerConfiguration()
@@ -23,7 +42,7 @@ enum RoutingProperties {
         configuration.maxSubscriptionsPerConnection = 8
         let time = BrokerTime(wallNanoseconds: 1_764_421_200_000_000_000, monotonicNanoseconds: 1)
         let broker = Broker(configuration: configuration, instance: "fuzz", startTime: time)
-        var connections: [Connection] = (0..<slots).map { _ in open(broker) }
+        var slots: [Slot] = (0..<slotCount).map { _ in Slot(connection: open(broker)) }
 
         for line in input.split(separator: 0x0A, omittingEmptySubsequences: true).prefix(64) {
             var bytes = Array(line)
@@ -34,18 +53,27 @@ enum RoutingProperties {
             } else if bytes.count == 2, bytes[1] >= 0x30 && bytes[1] <= 0x33, bytes[0] == 0x63 || bytes[0] == 0x65 {
                 slot = Int(bytes[1] - 0x30)
                 if bytes[0] == 0x63 {  // c: close and reopen
-                    broker.close(connections[slot])
-                    connections[slot] = open(broker)
+                    let step = broker.close(slots[slot].connection)
+                    apply(step, &slots, queuedBefore: [])
+                    if !slots[slot].closed { fuzzFailure("close did not answer .close(id, .now)") }
+                    slots[slot] = Slot(connection: open(broker))
                 } else {  // e: end of input
-                    broker.endOfInput(connections[slot], at: time)
+                    let connection = slots[slot].connection
+                    let step = broker.endOfInput(connection, at: time)
+                    apply(step, &slots, queuedBefore: [])
+                    if !slots[slot].closed && slots[slot].closing == nil && connection.subscriptionCount == 0 {
+                        fuzzFailure("end of input without subscriptions left the connection open")
+                    }
                 }
-                _ = drain(broker, connections)
-                checkCounters(broker, connections)
+                _ = drain(broker, &slots)
+                checkCounters(broker, slots)
                 continue
             }
-            step(broker, &connections, slot: slot, frame: bytes, time: time)
+            step(broker, &slots, slot: slot, frame: bytes, time: time)
         }
-        for connection in connections { broker.close(connection) }
+        for slot in slots.indices where !slots[slot].closed {
+            apply(broker.close(slots[slot].connection), &slots, queuedBefore: [])
+        }
         if !broker.indexIsEmpty { fuzzFailure("subscription index not empty after every connection closed") }
         let stats = broker.statistics
         if stats.connections != 0 || stats.subscriptions != 0 || stats.queuedBytes != 0 {
@@ -60,13 +88,57 @@ enum RoutingProperties {
         }
     }
 
-    static func step(_ broker: Broker, _ connections: inout [Connection], slot: Int, frame: [UInt8], time: BrokerTime) {
-        let publisher = connections[slot]
+    /// Applies a step as the server would, checking it against the queues.
+    /// - Parameter queuedBefore: each slot's queued bytes before the step
+    ///   (empty: do not check `output`).
+    static func apply(_ step: BrokerStep, _ slots: inout [Slot], queuedBefore: [Int]) {
+        if Set(step.output).count != step.output.count { fuzzFailure("a connection listed twice in one step's output: \(step.output)") }
+        if !queuedBefore.isEmpty {
+            for (i, slot) in slots.enumerated() where !slot.connection.isClosed {
+                let grew = slot.connection.outbound.byteCount > queuedBefore[i]
+                if grew != step.output.contains(slot.connection.id) {
+                    fuzzFailure("slot \(i): queue grew \(grew), listed in output \(step.output.contains(slot.connection.id))")
+                }
+            }
+        }
+        for effect in step.effects {
+            func slotIndex(_ id: ConnectionID) -> Int {
+                guard let i = slots.firstIndex(where: { $0.connection.id == id && !$0.closed }) else {
+                    fuzzFailure("effect \(effect) for a connection that is not open")
+                }
+                return i
+            }
+            switch effect {
+            case .notice:
+                break
+            case .pauseReading(let id):
+                slots[slotIndex(id)].paused = true
+            case .resumeReading(let id):
+                let i = slotIndex(id)
+                if !slots[i].paused { fuzzFailure("resumeReading without pauseReading") }
+                slots[i].paused = false
+            case .close(let id, .now):
+                let i = slotIndex(id)
+                if !slots[i].connection.isClosed { fuzzFailure(".close(id, .now) for a connection the broker still holds") }
+                slots[i].closed = true
+            case .close(let id, let timing):
+                let i = slotIndex(id)
+                if slots[i].closing != nil { fuzzFailure("closing twice: \(effect)") }
+                if timing == .afterFlush && slots[i].connection.outbound.isEmpty { fuzzFailure(".afterFlush with nothing queued") }
+                slots[i].closing = timing
+            }
+        }
+    }
+
+    static func step(_ broker: Broker, _ slots: inout [Slot], slot: Int, frame: [UInt8], time: BrokerTime) {
+        let publisher = slots[slot].connection
         // Who should get an event of each type, judged before the frame runs.
-        let before = connections.map { (patterns: $0.patterns, open: !$0.isClosed && !$0.closeWhenFlushed && !$0.closeAfterNextWrite) }
+        let before = slots.map { (patterns: $0.connection.patterns, open: $0.routable) }
         let publishedBefore = broker.statistics.published
-        (frame + [0x0A]).withUnsafeBytes { broker.receive(publisher, $0, at: time) }
-        let outputs = drain(broker, connections)
+        let queuedBefore = slots.map { $0.connection.outbound.byteCount }
+        let result = (frame + [0x0A]).withUnsafeBytes { broker.receive(publisher, $0, at: time) }
+        apply(result, &slots, queuedBefore: queuedBefore)
+        let outputs = drain(broker, &slots)
         let published = broker.statistics.published - publishedBefore
         if published > 1 { fuzzFailure("one frame published \(published) events") }
 
@@ -97,7 +169,7 @@ enum RoutingProperties {
         }
         // Exactly the matching connections got the event, once each.
         if published == 1, let typeToken = publishedType(frame) {
-            let recipients = (0..<slots).filter { j in
+            let recipients = (0..<slotCount).filter { j in
                 before[j].open && (j != slot || publisher.echo) && before[j].patterns.contains { $0.matches(typeToken) }
             }
             if eventsSeen != recipients.count {
@@ -110,7 +182,7 @@ enum RoutingProperties {
                 }
             }
         }
-        checkCounters(broker, connections)
+        checkCounters(broker, slots)
     }
 
     /// The type of the publish in `frame`, when the decoder accepts it as one.
@@ -121,10 +193,12 @@ enum RoutingProperties {
         }
     }
 
-    /// Writes every queued byte (a perfect peer) and returns the frames per slot.
-    static func drain(_ broker: Broker, _ connections: [Connection]) -> [[[UInt8]]] {
-        _ = broker.takeConnectionsToFlush()
-        return connections.map { connection in
+    /// Writes every queued byte (a perfect peer) and returns the frames per
+    /// slot; closes what `.afterWrite` asked to close.
+    static func drain(_ broker: Broker, _ slots: inout [Slot]) -> [[[UInt8]]] {
+        var outputs: [[[UInt8]]] = []
+        for i in slots.indices {
+            let connection = slots[i].connection
             var bytes: [UInt8] = []
             while !connection.outbound.isEmpty && !connection.isClosed {
                 var written = 0
@@ -132,22 +206,29 @@ enum RoutingProperties {
                     bytes.append(contentsOf: UnsafeRawBufferPointer(start: pointer, count: length))
                     written += length
                 }
-                broker.didWrite(connection, bytes: written)
+                apply(broker.didWrite(connection, bytes: written), &slots, queuedBefore: [])
             }
-            if bytes.isEmpty { return [] }
-            if bytes.last != 0x0A { fuzzFailure("output does not end with LF") }
-            return bytes.split(separator: 0x0A).map(Array.init)
+            if slots[i].closing == .afterFlush && !slots[i].closed { fuzzFailure("the write that emptied a closing queue did not close it") }
+            if slots[i].closing == .afterWrite && !slots[i].closed {
+                apply(broker.close(connection), &slots, queuedBefore: [])
+                if !slots[i].closed { fuzzFailure("close after .afterWrite did not answer .close(id, .now)") }
+            }
+            if slots[i].paused && !slots[i].closed { fuzzFailure("still paused after its queue was written") }
+            if bytes.last.map({ $0 != 0x0A }) ?? false { fuzzFailure("output does not end with LF") }
+            outputs.append(bytes.isEmpty ? [] : bytes.split(separator: 0x0A).map(Array.init))
         }
+        return outputs
     }
 
-    static func checkCounters(_ broker: Broker, _ connections: [Connection]) {
+    static func checkCounters(_ broker: Broker, _ slots: [Slot]) {
         let stats = broker.statistics
-        let open = connections.filter { !$0.isClosed }
+        let open = slots.filter { !$0.closed }
+        if open.contains(where: { $0.connection.isClosed }) { fuzzFailure("the broker closed a connection without saying so") }
         if stats.connections != open.count { fuzzFailure("stats.connections \(stats.connections), open \(open.count)") }
-        let patterns = open.reduce(0) { $0 + $1.patterns.count }
+        let patterns = open.reduce(0) { $0 + $1.connection.subscriptionCount }
         if stats.subscriptions != patterns { fuzzFailure("stats.subscriptions \(stats.subscriptions), patterns held \(patterns)") }
         if stats.queuedBytes != 0 { fuzzFailure("queued_bytes \(stats.queuedBytes) after every queue was written") }
-        if open.contains(where: { $0.patterns.count > broker.configuration.maxSubscriptionsPerConnection }) {
+        if open.contains(where: { $0.connection.subscriptionCount > broker.configuration.maxSubscriptionsPerConnection }) {
             fuzzFailure("a connection holds more patterns than --max-subscriptions")
         }
     }

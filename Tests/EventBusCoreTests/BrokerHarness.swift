@@ -1,8 +1,11 @@
 // Drives a `Broker` the way the server does, without sockets: opens
 // connections with fake credentials, feeds bytes, writes queues (all or part),
-// and parses what a client would have read. `checkInvariants` verifies after
-// each scenario that both sides of the subscription index agree, the trie is
-// pruned, and the statistics match the connections.
+// and parses what a client would have read. Every step's `BrokerStep` is kept
+// (`lastStep`, and the effects in `effectLog`) for tests to assert on.
+// `checkInvariants` verifies after each scenario that both sides of the
+// subscription index agree record for record (positions included), the trie
+// is pruned and each node linked to its parent under its edge's first
+// segment, and the statistics match the connections.
 //
 // Before editing: uses `@testable` internals (`connections`, `index`, `seq`)
 // only to check invariants, never to drive the broker.
@@ -46,6 +49,10 @@ final class BrokerHarness {
     var nextPID: Int32 = 100
     /// Bytes each connection's client has read but not yet split into frames.
     var received: [ConnectionID: [UInt8]] = [:]
+    /// What the broker returned from the last step driven through the harness.
+    var lastStep = BrokerStep()
+    /// The effects of every step so far, in order (`takeEffects` empties it).
+    var effectLog: [BrokerEffect] = []
 
     static let instance = "00000000deadbeef"
 
@@ -74,14 +81,47 @@ final class BrokerHarness {
         }
     }
 
+    /// Keeps a step's result for the test.
+    @discardableResult
+    func record(_ step: BrokerStep) -> BrokerStep {
+        lastStep = step
+        effectLog += step.effects
+        return step
+    }
+
     /// Feeds `lines`, each followed by LF, as one chunk.
-    func send(_ connection: Connection, _ lines: String...) {
+    @discardableResult
+    func send(_ connection: Connection, _ lines: String...) -> BrokerStep {
         sendRaw(connection, utf8(lines.map { $0 + "\n" }.joined()))
     }
 
     /// Feeds raw bytes as one chunk.
-    func sendRaw(_ connection: Connection, _ bytes: [UInt8]) {
-        bytes.withUnsafeBytes { broker.receive(connection, $0, at: now) }
+    @discardableResult
+    func sendRaw(_ connection: Connection, _ bytes: [UInt8]) -> BrokerStep {
+        record(bytes.withUnsafeBytes { broker.receive(connection, $0, at: now) })
+    }
+
+    /// The client shuts down its writing side.
+    @discardableResult
+    func endOfInput(_ connection: Connection) -> BrokerStep {
+        record(broker.endOfInput(connection, at: now))
+    }
+
+    /// The server closes the connection.
+    @discardableResult
+    func close(_ connection: Connection) -> BrokerStep {
+        record(broker.close(connection))
+    }
+
+    /// The effects logged since the last call.
+    func takeEffects() -> [BrokerEffect] {
+        defer { effectLog = [] }
+        return effectLog
+    }
+
+    /// The notices logged since the last call to `takeEffects` or this.
+    func takeNotices() -> [BrokerNotice] {
+        takeEffects().compactMap { if case .notice(let notice) = $0 { return notice } else { return nil } }
     }
 
     /// Everything queued for `connection`, without consuming it.
@@ -99,12 +139,13 @@ final class BrokerHarness {
     }
 
     /// Writes up to `maxBytes` of the queue as the server would, reports it with
-    /// `didWrite`, and returns the frames the client now has complete.
+    /// `didWrite` (its step in `lastStep`), and returns the frames the client
+    /// now has complete.
     @discardableResult
     func read(_ connection: Connection, maxBytes: Int = .max) -> [Frame] {
         let all = queued(connection)
         let n = min(maxBytes, all.count)
-        broker.didWrite(connection, bytes: n)
+        record(broker.didWrite(connection, bytes: n))
         var buffer = received[connection.id, default: []] + all[..<n]
         var frames: [Frame] = []
         while let lf = buffer.firstIndex(of: 0x0A) {
@@ -122,7 +163,9 @@ final class BrokerHarness {
 
     /// Closes every open connection and checks that nothing is left behind.
     func closeAll(sourceLocation: SourceLocation = #_sourceLocation) {
-        for connection in Array(broker.connections.values) { broker.close(connection) }
+        for connection in Array(broker.connections.values) {
+            #expect(broker.close(connection).effects == [.close(connection.id, .now)], sourceLocation: sourceLocation)
+        }
         #expect(broker.indexIsEmpty, "subscription index not empty after every connection closed", sourceLocation: sourceLocation)
         #expect(broker.connectionCount == 0, sourceLocation: sourceLocation)
         #expect(broker.statistics.connections == 0, sourceLocation: sourceLocation)
@@ -131,37 +174,62 @@ final class BrokerHarness {
         checkInvariants(sourceLocation: sourceLocation)
     }
 
-    /// Both sides of the subscription index agree, the trie holds no empty
-    /// nodes, and the statistics match the connections and queues.
+    /// Both sides of the subscription index agree record for record, every
+    /// record is at its recorded position, the trie holds no empty nodes and
+    /// each node links to its parent, and the statistics match the
+    /// connections and queues.
     func checkInvariants(sourceLocation: SourceLocation = #_sourceLocation) {
         let index = broker.index
         var fromIndex: [String] = []
         var wildcardPairs = 0
-        for (type, list) in index.exact {
-            #expect(!list.isEmpty, "empty exact list for \(type)", sourceLocation: sourceLocation)
-            #expect(Pattern(type)?.hasWildcards == false, "wildcard \(type) in the exact map", sourceLocation: sourceLocation)
-            for connection in list { fromIndex.append("\(type) @\(connection.id)") }
-            for connection in list {
+        /// One list: not empty, one entry per connection, each at the position
+        /// its connection's record says, and in the place the record names.
+        func checkList(_ list: [Connection], _ text: String, node: TrieNode?, isTail: Bool) {
+            #expect(!list.isEmpty, "empty subscriber list at \(text)", sourceLocation: sourceLocation)
+            #expect(Set(list.map(\.id)).count == list.count, "a connection twice at \(text)", sourceLocation: sourceLocation)
+            guard let pattern = Pattern(text) else {
+                Issue.record("index holds an invalid pattern \(text)", sourceLocation: sourceLocation)
+                return
+            }
+            for (i, connection) in list.enumerated() {
                 #expect(broker.connections[connection.id] === connection, "closed connection \(connection.id) still in the index",
                         sourceLocation: sourceLocation)
+                guard let record = connection.subscriptions[pattern] else {
+                    Issue.record("\(text) @\(connection.id) in the index but not held by its connection", sourceLocation: sourceLocation)
+                    continue
+                }
+                #expect(record.position == i && record.node === node && record.isTail == isTail,
+                        "\(text) @\(connection.id) at \(i), its record says \(record.position)", sourceLocation: sourceLocation)
+                fromIndex.append("\(text) @\(connection.id)")
             }
+        }
+        for (type, list) in index.exact {
+            #expect(Pattern(type)?.hasWildcards == false, "wildcard \(type) in the exact map", sourceLocation: sourceLocation)
+            checkList(list, type, node: nil, isTail: false)
         }
         func walk(_ node: TrieNode, _ path: [String]) {
             if !path.isEmpty { #expect(!node.isEmpty, "unpruned trie node at \(path)", sourceLocation: sourceLocation) }
             if path.isEmpty { #expect(node.subscribers.isEmpty, sourceLocation: sourceLocation) }
-            for connection in node.subscribers {
-                fromIndex.append("\(path.joined(separator: ".")) @\(connection.id)")
-                wildcardPairs += 1
-                #expect(broker.connections[connection.id] === connection, sourceLocation: sourceLocation)
+            if !node.subscribers.isEmpty {
+                checkList(node.subscribers, path.joined(separator: "."), node: node, isTail: false)
+                wildcardPairs += node.subscribers.count
             }
-            for connection in node.tailSubscribers {
-                fromIndex.append("\((path + [">"]).joined(separator: ".")) @\(connection.id)")
-                wildcardPairs += 1
-                #expect(broker.connections[connection.id] === connection, sourceLocation: sourceLocation)
+            if !node.tailSubscribers.isEmpty {
+                checkList(node.tailSubscribers, (path + [">"]).joined(separator: "."), node: node, isTail: true)
+                wildcardPairs += node.tailSubscribers.count
             }
-            for (segment, child) in node.children { walk(child, path + [String(segment)]) }
-            if let star = node.star { walk(star, path + ["*"]) }
+            for (segment, child) in node.children {
+                #expect(child.parent === node && child.edge.first == segment && segment != "*", "trie child \(segment) mislinked at \(path)",
+                        sourceLocation: sourceLocation)
+                #expect(!child.edge.contains(">"), sourceLocation: sourceLocation)
+                walk(child, path + child.edge.map(String.init))
+            }
+            if let star = node.star {
+                #expect(star.parent === node && star.edge.first == "*", "star child mislinked at \(path)", sourceLocation: sourceLocation)
+                walk(star, path + star.edge.map(String.init))
+            }
         }
+        #expect(index.root.parent == nil && index.root.edge.isEmpty, sourceLocation: sourceLocation)
         walk(index.root, [])
         #expect(wildcardPairs == index.wildcardCount, "wildcardCount out of step", sourceLocation: sourceLocation)
 
@@ -170,8 +238,15 @@ final class BrokerHarness {
         var queuedBytes = 0
         for connection in broker.connections.values {
             #expect(!connection.isClosed, sourceLocation: sourceLocation)
-            for pattern in connection.patterns { fromConnections.append("\(pattern.text) @\(connection.id)") }
-            subscriptions += connection.patterns.count
+            for (pattern, subscription) in connection.subscriptions {
+                fromConnections.append("\(pattern.text) @\(connection.id)")
+                #expect(subscription.pattern == pattern, sourceLocation: sourceLocation)
+                let list = subscription.node.map { subscription.isTail ? $0.tailSubscribers : $0.subscribers }
+                    ?? index.exact[pattern.text] ?? []
+                #expect(subscription.position < list.count && list[subscription.position] === connection,
+                        "\(pattern.text) @\(connection.id) is not where its record says", sourceLocation: sourceLocation)
+            }
+            subscriptions += connection.subscriptions.count
             queuedBytes += connection.outbound.byteCount
             #expect(queued(connection).count == connection.outbound.byteCount, "queue byteCount differs from its chunks",
                     sourceLocation: sourceLocation)

@@ -1,7 +1,9 @@
 // Half-close and shutdown (PROTOCOL.md "Semantics"): after EOF every frame the
 // client wrote is handled (a last one without LF too) and every reply
 // written; a connection with subscriptions keeps receiving events, one without
-// is closed once its replies are written.
+// is closed once its replies are written. Asserted on the steps the broker
+// returns: `.close(id, .afterFlush)`, then `.close(id, .now)` from the write
+// that empties the queue.
 @testable import EventBusCore
 import EventBusProtocol
 import Testing
@@ -16,25 +18,26 @@ struct HalfCloseTests {
         // The last frame has no LF: it is handled at EOF.
         h.sendRaw(c, utf8(#"{"op":"publish","type":"a","req":1}"# + "\n" + #"{"op":"ping","req":2}"#))
         #expect(h.peek(c).count == 1)
-        h.broker.endOfInput(c, at: h.now)
-        #expect(c.inputClosed && !c.wantsInput)
-        #expect(!c.readyToClose, "replies are still queued")
+        let eof = h.endOfInput(c)
+        #expect(eof.effects == [.close(c.id, .afterFlush)], "replies are still queued")
+        #expect(eof.output == [c.id])
         #expect(h.read(c, maxBytes: 5).isEmpty)
-        #expect(!c.readyToClose)
+        #expect(h.lastStep.isEmpty)
         #expect(h.read(c).map { $0.int("req") } == [1, 2])
-        #expect(c.readyToClose)
+        #expect(h.lastStep.effects == [.close(c.id, .now)], "closed by the write that emptied the queue")
+        #expect(c.isClosed && h.broker.connectionCount == 1)
         #expect(h.read(s).count == 1, "the publish before EOF was routed")
-        h.broker.close(c)
+        #expect(h.close(c).isEmpty, "closing twice does nothing")
         h.checkInvariants()
         h.closeAll()
     }
 
-    @Test func endOfInputWithNothingQueuedIsReadyToCloseAtOnce() {
+    @Test func endOfInputWithNothingQueuedClosesAtOnce() {
         let h = BrokerHarness()
         let c = h.connect()
         h.send(c, #"{"op":"ping"}"#)
-        h.broker.endOfInput(c, at: h.now)
-        #expect(c.readyToClose)
+        #expect(h.endOfInput(c) == BrokerStep(effects: [.close(c.id, .now)]))
+        #expect(c.isClosed)
         h.closeAll()
     }
 
@@ -43,12 +46,12 @@ struct HalfCloseTests {
         let s = h.connect()
         let p = h.connect()
         h.send(s, #"{"op":"subscribe","type":"a.>"}"#)
-        h.broker.endOfInput(s, at: h.now)
-        #expect(s.inputClosed && !s.wantsInput && !s.readyToClose)
+        #expect(h.endOfInput(s).isEmpty)
         h.send(p, #"{"op":"publish","type":"a.b","req":1}"#)
+        #expect(h.lastStep.output == [s.id, p.id])
         #expect(h.read(p).first?.int("delivered") == 1)
         #expect(h.read(s).map(\.type) == ["a.b"])
-        #expect(!s.readyToClose)
+        #expect(h.lastStep.isEmpty, "not closed after its queue is written")
         h.checkInvariants()
         h.closeAll()
     }
@@ -56,10 +59,13 @@ struct HalfCloseTests {
     @Test func bytesAfterEndOfInputAreIgnored() {
         let h = BrokerHarness()
         let c = h.connect()
-        h.broker.endOfInput(c, at: h.now)
-        h.send(c, #"{"op":"ping","req":1}"#)
-        h.broker.endOfInput(c, at: h.now)
+        let s = h.connect()
+        h.send(c, #"{"op":"subscribe","type":"x"}"#)
+        h.endOfInput(c)
+        #expect(h.send(c, #"{"op":"ping","req":1}"#).isEmpty)
+        #expect(h.endOfInput(c).isEmpty)
         #expect(h.read(c).isEmpty)
+        #expect(h.send(s, #"{"op":"ping","req":1}"#).output == [s.id])
         h.closeAll()
     }
 
@@ -70,7 +76,7 @@ struct HalfCloseTests {
         let p = h.connect()
         h.send(s, #"{"op":"subscribe","type":">"}"#)
         h.send(c, #"{"op":"ping","req":1}"#)
-        h.broker.endOfInput(c, at: h.now)
+        #expect(h.endOfInput(c).effects == [.close(c.id, .afterFlush)])
         h.send(p, #"{"op":"publish","type":"x","req":2}"#)
         #expect(h.read(p).first?.int("delivered") == 1)
         #expect(h.read(c).map(\.op) == ["ok"])
@@ -81,10 +87,10 @@ struct HalfCloseTests {
         let h = BrokerHarness { $0.maxFrameBytes = 32 }
         let c = h.connect()
         h.sendRaw(c, utf8(#"{"op":"ping","req":1,"pad":"\#(String(repeating: "x", count: 40))"}"#))
-        h.broker.endOfInput(c, at: h.now)
+        #expect(h.endOfInput(c) == BrokerStep(output: [c.id], effects: [.close(c.id, .afterFlush)]))
         let frames = h.read(c)
         #expect(frames.map(\.code) == ["frame_too_large"])
-        #expect(c.readyToClose)
+        #expect(h.lastStep.effects == [.close(c.id, .now)])
         h.closeAll()
     }
 
@@ -92,12 +98,13 @@ struct HalfCloseTests {
         let h = BrokerHarness()
         let a = h.connect(), b = h.connect()
         h.send(a, #"{"op":"subscribe","type":"x"}"#, #"{"op":"ping","req":1}"#)
-        h.broker.beginShutdown()
-        #expect(!a.wantsInput && !b.wantsInput)
-        #expect(b.readyToClose)
-        #expect(!a.readyToClose)
-        _ = h.read(a)
-        #expect(a.readyToClose)
+        #expect(h.record(h.broker.beginShutdown()).effects == [.close(a.id, .afterFlush), .close(b.id, .now)])
+        #expect(h.send(a, #"{"op":"ping","req":2}"#).isEmpty, "no input is handled while closing")
+        _ = h.read(a, maxBytes: 3)
+        #expect(h.lastStep.isEmpty)
+        #expect(h.read(a).map { $0.int("req") } == [1])
+        #expect(h.lastStep.effects == [.close(a.id, .now)])
+        #expect(h.broker.connectionCount == 0)
         h.closeAll()
     }
 }

@@ -2,7 +2,7 @@
 // disconnect with their `dropped` notices (count, since_seq, placed before the
 // next event, or queued once the queue drains below half), the global
 // --max-queued rule, replies that are never dropped, and back-pressure on
-// requests (paused over the limit, resumed below half).
+// requests (`.pauseReading` over the limit, `.resumeReading` below half).
 @testable import EventBusCore
 import EventBusProtocol
 import Testing
@@ -42,7 +42,7 @@ struct OverflowTests {
         #expect(h.read(p).map { $0.int("delivered") } == [1, 1, 1, 0, 0])
         #expect(s.pendingDropCount == 2)
         #expect(h.broker.statistics.dropped == 2 && h.broker.statistics.delivered == 3)
-        #expect(h.broker.takeNotices().contains(.startedDropping(s.id, pid: s.credentials.pid)))
+        #expect(h.takeNotices() == [.startedDropping(s.id, pid: s.credentials.pid)], "one notice per episode")
 
         // Write one event: the queue is still above half, so no notice yet.
         #expect(h.read(s, maxBytes: Self.e).compactMap(\.seq) == [1])
@@ -55,7 +55,7 @@ struct OverflowTests {
         #expect(frames.compactMap(\.seq) == [2, 3, 6])
         #expect(frames.compactMap(dropped).first.map { [$0.0, $0.1] } == [2, 4])
         #expect(s.pendingDropCount == 0)
-        #expect(!s.readPaused, "events never pause reading")
+        #expect(h.takeEffects().isEmpty, "events never pause reading")
         h.checkInvariants()
         h.closeAll()
     }
@@ -73,7 +73,7 @@ struct OverflowTests {
         #expect(queued.map(\.op) == ["event", "dropped"])
         #expect(queued.last.flatMap(dropped).map { [$0.0, $0.1] } == [1, 4])
         #expect(s.pendingDropCount == 0)
-        #expect(h.broker.takeConnectionsToFlush().contains { $0 === s })
+        #expect(h.lastStep == BrokerStep(output: [s.id]), "the notice is new output")
         h.checkInvariants()
         h.closeAll()
     }
@@ -87,6 +87,7 @@ struct OverflowTests {
         h.send(p, paddedPublish(req: 4))
         h.send(p, paddedPublish(req: 5))
         #expect(h.read(p).map { $0.int("delivered") } == [1, 1])
+        #expect(h.takeNotices() == [.startedDropping(s.id, pid: s.credentials.pid)], "the merged notice is one episode")
         let frames = h.read(s)
         // Event 1 arrives whole; 2 and 3 were dropped to make room for 4 and 5.
         #expect(frames.compactMap(\.seq) == [1, 4, 5])
@@ -138,17 +139,21 @@ struct OverflowTests {
         let h = BrokerHarness(Self.configure)
         let s = h.connect(), p = h.connect()
         h.send(s, #"{"op":"hello","overflow":"disconnect"}"#, #"{"op":"subscribe","type":">"}"#)
-        for i in 1...5 { h.send(p, paddedPublish(req: i)) }
+        for i in 1...3 { h.send(p, paddedPublish(req: i)) }
+        #expect(h.takeEffects().isEmpty)
+        #expect(h.send(p, paddedPublish(req: 4)).effects
+                == [.close(s.id, .afterWrite), .notice(.slowConsumerDisconnected(s.id, pid: s.credentials.pid))])
+        #expect(h.lastStep.output == [s.id, p.id])
+        #expect(h.send(p, paddedPublish(req: 5)).effects.isEmpty, "closed once, and no longer routed to")
+        #expect(h.send(s, #"{"op":"ping","req":1}"#).isEmpty, "no input is handled while closing")
         #expect(h.read(p).map { $0.int("delivered") } == [1, 1, 1, 0, 0])
-        #expect(s.closeAfterNextWrite)
-        #expect(!s.wantsInput)
-        #expect(h.broker.takeNotices().contains(.slowConsumerDisconnected(s.id, pid: s.credentials.pid)))
         let queued = h.peek(s)
         #expect(queued.map(\.op) == ["event", "event", "event", "error"])
         #expect(queued.last?.code == "slow_consumer" && queued.last?.hasReq == false)
-        // The server closes it after its next write attempt.
-        _ = h.read(s)
-        h.broker.close(s)
+        // The server closes it after its next write attempt, written or not.
+        _ = h.read(s, maxBytes: 10)
+        #expect(h.lastStep.isEmpty)
+        #expect(h.close(s).effects == [.close(s.id, .now)])
         h.checkInvariants()
         h.closeAll()
     }
@@ -157,18 +162,19 @@ struct OverflowTests {
         let h = BrokerHarness { $0.maxOutboundBytes = 200 }
         let c = h.connect()
         let pings = (1...20).map { #"{"op":"ping","req":\#($0 + 10)}"# }  // 21-byte replies
-        h.sendRaw(c, utf8(pings.joined(separator: "\n") + "\n"))
+        #expect(h.sendRaw(c, utf8(pings.joined(separator: "\n") + "\n")) == BrokerStep(output: [c.id], effects: [.pauseReading(c.id)]))
         #expect(c.outbound.byteCount == 20 * 21)
-        #expect(c.readPaused && !c.wantsInput)
         // Below the limit but not below half: still paused.
         #expect(h.read(c, maxBytes: 21 * 12).count == 12)
         #expect(c.outbound.byteCount == 8 * 21)
-        #expect(c.readPaused)
+        #expect(h.lastStep.isEmpty)
         // Below half (100 bytes): reading resumes.
         #expect(h.read(c, maxBytes: 21 * 4).count == 4)
         #expect(c.outbound.byteCount == 4 * 21)
-        #expect(!c.readPaused && c.wantsInput)
+        #expect(h.lastStep.effects == [.resumeReading(c.id)])
         #expect(h.read(c).count == 4)
+        #expect(h.lastStep.isEmpty, "resumed once")
+        #expect(h.send(c, #"{"op":"ping","req":1}"#).effects.isEmpty, "paused only over the limit")
         h.checkInvariants()
         h.closeAll()
     }
@@ -238,7 +244,7 @@ struct OverflowTests {
         let slow = h.connect(), p = h.connect()
         h.send(slow, #"{"op":"hello","overflow":"disconnect"}"#, #"{"op":"subscribe","type":">"}"#)
         for _ in 1...5 { h.send(p, paddedPublish()) }
-        #expect(slow.closeAfterNextWrite)
+        #expect(h.takeEffects().contains(.close(slow.id, .afterWrite)))
         #expect(h.peek(slow).last?.code == "slow_consumer")
         h.closeAll()
     }

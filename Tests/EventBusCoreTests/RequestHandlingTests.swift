@@ -71,7 +71,7 @@ struct SubscriptionTests {
         #expect(replies[2].code == "limit" && replies[2].int("req") == 3)
         #expect(replies[4].code == "limit" && !replies[4].hasReq)
         #expect(c.patterns == [Pattern("a")!, Pattern("b")!])
-        #expect(h.broker.takeNotices().filter { if case .limitReached = $0 { true } else { false } }.count == 2)
+        #expect(h.takeNotices().filter { if case .limitReached = $0 { true } else { false } }.count == 2)
         // Room again after an unsubscribe.
         h.send(c, #"{"op":"unsubscribe","type":"b"}"#, #"{"op":"subscribe","type":"c","req":5}"#)
         #expect(h.read(c).map(\.op) == ["ok"])
@@ -84,13 +84,13 @@ struct SubscriptionTests {
         let a = h.connect(), b = h.connect(), p = h.connect()
         h.send(a, #"{"op":"subscribe","type":"x.*"}"#, #"{"op":"subscribe","type":"x.y"}"#, #"{"op":"subscribe","type":">"}"#)
         h.send(b, #"{"op":"subscribe","type":"x.*"}"#, #"{"op":"subscribe","type":"x.y"}"#)
-        h.broker.close(a)
-        h.broker.close(a)  // idempotent
+        #expect(h.close(a).effects == [.close(a.id, .now)])
+        #expect(h.close(a).isEmpty, "idempotent")
         h.checkInvariants()
         #expect(h.broker.statistics.subscriptions == 2)
         h.send(p, #"{"op":"publish","type":"x.y","req":1}"#)
         #expect(h.read(p).first?.int("delivered") == 1)
-        h.broker.close(b)
+        h.close(b)
         h.checkInvariants()
         #expect(h.broker.indexIsEmpty)
         h.closeAll()
@@ -169,7 +169,8 @@ struct RequestHandlingTests {
                                         "bad_type", "bad_request", nil])
         #expect(replies.map { $0.req as? Int } == [nil, nil, 2, 3, 4, 5, 6, nil, 7])
         #expect(replies.allSatisfy { $0.op == "ok" || ($0.op == "error" && $0.string("message")?.isEmpty == false) })
-        #expect(!c.isClosed && c.wantsInput)
+        #expect(h.lastStep.effects.isEmpty, "nothing paused or closed")
+        #expect(!c.isClosed)
         h.closeAll()
     }
 
@@ -195,26 +196,23 @@ struct RequestHandlingTests {
         #expect(refused.frame.last == 0x0A)
         #expect(frame.op == "error" && frame.code == "limit" && !frame.hasReq)
         #expect(h.broker.connectionCount == 2 && h.broker.statistics.connections == 2)
-        h.broker.close(a)
+        h.close(a)
         let c = h.connect()
         #expect(c.id == 3, "connection ids are not reused")
         h.checkInvariants()
         h.closeAll()
     }
 
-    @Test func takeConnectionsToFlushListsEachConnectionOnce() {
+    @Test func aStepListsEachConnectionWithNewOutputOnce() {
         let h = BrokerHarness()
         let a = h.connect(), b = h.connect(), idle = h.connect()
-        #expect(h.broker.takeConnectionsToFlush().isEmpty)
-        h.send(a, #"{"op":"subscribe","type":"t","req":1}"#, #"{"op":"ping","req":2}"#)
-        h.send(b, #"{"op":"publish","type":"t","req":3}"#, #"{"op":"publish","type":"t","req":4}"#)
-        let list = h.broker.takeConnectionsToFlush()
-        #expect(Set(list.map(\.id)) == [a.id, b.id])
-        #expect(list.count == 2)
-        #expect(!list.contains { $0 === idle })
-        #expect(h.broker.takeConnectionsToFlush().isEmpty)
-        h.send(a, #"{"op":"ping","req":5}"#)
-        #expect(h.broker.takeConnectionsToFlush().map(\.id) == [a.id])
+        #expect(h.send(idle, #"{"op":"ping"}"#).isEmpty, "success without req is silent")
+        #expect(h.send(a, #"{"op":"subscribe","type":"t","req":1}"#, #"{"op":"ping","req":2}"#).output == [a.id])
+        // The events reach a before the replies reach b; each is listed once.
+        #expect(h.send(b, #"{"op":"publish","type":"t","req":3}"#, #"{"op":"publish","type":"t","req":4}"#).output == [a.id, b.id])
+        #expect(h.send(a, #"{"op":"ping","req":5}"#).output == [a.id])
+        #expect(h.read(a).count == 5)
+        #expect(h.lastStep.isEmpty, "writing queues nothing new")
         h.closeAll()
     }
 }

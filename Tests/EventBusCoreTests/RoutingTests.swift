@@ -202,7 +202,7 @@ struct RoutingTests {
                 let pattern = c.patterns.randomElement(using: &rng)?.text ?? Self.randomPattern(&rng)
                 h.send(c, #"{"op":"unsubscribe","type":"\#(pattern)"}"#)
             default:
-                h.broker.close(c)
+                h.close(c)
                 connections.removeAll { $0 === c }
                 connections.append(h.connect())
             }

@@ -1,0 +1,101 @@
+// What a step of the broker asks the server to do: the connections that got
+// bytes to write, and the effects to perform (reading paused or resumed,
+// connections to close, notices to log). Every public `Broker` method that
+// changes state returns one `BrokerStep`; the server applies it in one place
+// (`BrokerServer.apply`), and Core tests assert on it directly. This is the
+// client's `ClientState.Step` model (STYLE.md "Concurrency").
+//
+// Before editing: effects are collected while a step runs (`Broker.current`)
+// and handed out by `Broker.finishStep`, which every public step method
+// returns through; `output` lists each connection once per step.
+
+/// When the server closes a connection the broker has given up on.
+public enum CloseTiming: Equatable, Sendable {
+    /// Close the socket now: the broker has forgotten the connection and
+    /// released its queue (its subscriptions are gone).
+    case now
+    /// Stop reading it and write its queue; once the queue is written the
+    /// broker returns `.close(id, .now)` from `didWrite`. (EOF without
+    /// subscriptions, PROTOCOL.md "Semantics"; graceful shutdown.)
+    case afterFlush
+    /// Stop reading it, write what the socket takes now (a final error frame
+    /// is queued last), then close it whether all was written or not: call
+    /// `Broker.close`. (`overflow: disconnect`.)
+    case afterWrite
+}
+
+/// One thing the server must do, in the order the broker decided it.
+public enum BrokerEffect: Equatable, Sendable {
+    /// Stop reading requests from it (its queue is over the outbound limit).
+    case pauseReading(ConnectionID)
+    /// Read it again (its queue drained below half the limit).
+    case resumeReading(ConnectionID)
+    /// Close it, now or once written (see `CloseTiming`).
+    case close(ConnectionID, CloseTiming)
+    /// Log this.
+    case notice(BrokerNotice)
+}
+
+/// Something the server may log; produced only on state changes, never per event.
+public enum BrokerNotice: Equatable, Sendable {
+    /// A connection began losing events (its next `dropped` notice is pending).
+    case startedDropping(ConnectionID, pid: Int32)
+    /// A connection hit a limit (`limit` error sent).
+    case limitReached(ConnectionID, pid: Int32, message: String)
+    /// A connection is being closed under `overflow: disconnect`.
+    case slowConsumerDisconnected(ConnectionID, pid: Int32)
+}
+
+/// The result of one broker step. Example: a publisher on connection 7 whose
+/// frames filled its own queue with replies, and a subscriber on 3 that got
+/// the events: `BrokerStep(output: [3, 7], effects: [.pauseReading(7)])`.
+public struct BrokerStep: Equatable, Sendable {
+    /// Connections whose queue got new bytes, each once, in the order they
+    /// got them: write them (after the current batch of input).
+    public var output: [ConnectionID] = []
+    /// Effects in the order they were decided; apply them in this order.
+    public var effects: [BrokerEffect] = []
+
+    public init(output: [ConnectionID] = [], effects: [BrokerEffect] = []) {
+        self.output = output
+        self.effects = effects
+    }
+
+    /// Whether there is nothing to do.
+    public var isEmpty: Bool { output.isEmpty && effects.isEmpty }
+}
+
+extension Broker {
+    /// Lists the connection in this step's output (once).
+    @inline(__always)
+    func markOutput(_ connection: Connection) {
+        if connection.outputStep != stepNumber {
+            connection.outputStep = stepNumber
+            current.output.append(connection.id)
+        }
+    }
+
+    func pauseReading(_ connection: Connection) {
+        guard !connection.readPaused else { return }
+        connection.readPaused = true
+        if connection.closing == nil && !connection.inputClosed { current.effects.append(.pauseReading(connection.id)) }
+    }
+
+    func resumeReading(_ connection: Connection) {
+        guard connection.readPaused else { return }
+        connection.readPaused = false
+        if connection.closing == nil && !connection.inputClosed { current.effects.append(.resumeReading(connection.id)) }
+    }
+
+    func notice(_ notice: BrokerNotice) {
+        current.effects.append(.notice(notice))
+    }
+
+    /// Ends the running step: hands out what it collected.
+    func finishStep() -> BrokerStep {
+        let step = current
+        current = BrokerStep()
+        stepNumber &+= 1
+        return step
+    }
+}

@@ -1,0 +1,311 @@
+// The server's side of each connection: its record (fd, epoll interest,
+// what the core asked), accepting, reading, writing, and `apply`, the one
+// place where a `BrokerStep` from the core is carried out.
+//
+// Before editing: a connection is closed only by `close` (the server gave up
+// on it) or by the core (`.close(id, .now)`); both end in `apply`, which
+// calls `release` — the only code that removes a connection from epoll,
+// closes its fd and drops its record, in that order.
+import CEventBusShims
+import EventBusCore
+import EventBusProtocol
+import EventBusSystem
+import Glibc
+
+/// What the server keeps per connection, next to the core's `Connection`.
+final class ServerConnection {
+    let connection: Connection
+    /// Owned by this record; closed by `BrokerServer.release`.
+    let fd: FileDescriptor
+    /// The epoll mask last registered.
+    var interest: EpollEvents = .readable
+    /// EOF was read.
+    var inputClosed = false
+    /// The core said `.pauseReading` (and not yet `.resumeReading`).
+    var readPaused = false
+    /// The core is closing it (`.afterFlush` or `.afterWrite`).
+    var closing: CloseTiming?
+    /// The last write would have blocked with bytes left: watch for EPOLLOUT.
+    var writeBlocked = false
+    /// In `BrokerServer.pendingFlush`.
+    var flushPending = false
+    /// Out of epoll, fd closed, record dropped.
+    var released = false
+
+    init(connection: Connection, fd: FileDescriptor) {
+        self.connection = connection
+        self.fd = fd
+    }
+
+    /// Its epoll token.
+    var token: UInt64 { connection.id }
+
+    /// Whether to watch it for readable input.
+    var wantsInput: Bool { !inputClosed && !readPaused && closing == nil }
+}
+
+extension BrokerServer {
+    // MARK: Accept
+
+    func acceptConnections(from index: Int) {
+        guard index < listeners.count, shutdownDeadline == nil else { return }
+        let listener = listeners[index]
+        for _ in 0..<64 {
+            let fd: FileDescriptor
+            do {
+                guard let accepted = try listener.descriptor.accept() else { return }
+                fd = accepted
+            } catch {
+                handleAcceptFailure(error)
+                return
+            }
+            admit(fd)
+        }
+    }
+
+    func handleAcceptFailure(_ error: SystemError) {
+        switch error.errno {
+        case .connectionAborted, .interrupted:
+            return
+        case .tooManyOpenFiles, .tooManyOpenFilesInSystem, .noBufferSpace, .outOfMemory:
+            // Out of descriptors: stop watching the listeners (level-triggered
+            // epoll would spin) until a connection closes or 200 ms pass.
+            let now = Clock.monotonicNanoseconds()
+            setListenersEnabled(false)
+            acceptRetryAt = now + 200_000_000
+            if lastAcceptFailureLog.map({ now - $0 > 10_000_000_000 }) ?? true {
+                lastAcceptFailureLog = now
+                logger.warning("failed to accept connection: \(error); pausing accepts until descriptors free up")
+            }
+        default:
+            logger.warning("failed to accept connection: \(error); ignoring")
+        }
+    }
+
+    func setListenersEnabled(_ enabled: Bool) {
+        guard enabled != listenersEnabled, shutdownDeadline == nil else { return }
+        listenersEnabled = enabled
+        for (i, listener) in listeners.enumerated() {
+            try? epoll.modify(listener.descriptor, events: enabled ? .readable : [], token: BrokerServer.listenerToken(i))
+        }
+        if enabled { acceptRetryAt = nil }
+    }
+
+    func admit(_ fd: FileDescriptor) {
+        let credentials: PeerCredentials
+        do {
+            credentials = try fd.peerCredentials()
+        } catch {
+            logger.warning("failed to read peer credentials of new connection: \(error); closing it")
+            fd.close()
+            return
+        }
+        switch broker.open(credentials: Credentials(pid: credentials.pid, uid: credentials.uid, gid: credentials.gid)) {
+        case .failure(let refused):
+            refused.frame.withUnsafeBytes { _ = try? fd.write($0) }
+            fd.close()
+            logger.notice("refused connection from pid \(credentials.pid): connection limit \(configuration.broker.maxConnections) reached",
+                          fields: [("EVENTBUS_PID", "\(credentials.pid)"), ("EVENTBUS_UID", "\(credentials.uid)")])
+        case .success(let connection):
+            let record = ServerConnection(connection: connection, fd: fd)
+            records[connection.id] = record
+            do {
+                try epoll.add(fd, events: record.interest, token: record.token)
+            } catch {
+                logger.warning("failed to watch new connection: \(error); closing it")
+                close(record)
+                return
+            }
+            if logger.enabled(.debug) {
+                logger.debug("connection \(connection.id) opened by pid \(credentials.pid) uid \(credentials.uid)",
+                             fields: [("EVENTBUS_CONN", "\(connection.id)"), ("EVENTBUS_PID", "\(credentials.pid)"), ("EVENTBUS_UID", "\(credentials.uid)")])
+            }
+        }
+    }
+
+    // MARK: Read
+
+    /// One read per turn keeps one busy client from starving the others and
+    /// lets queued events be written before more input is taken in;
+    /// level-triggered epoll brings us back.
+    func readAvailable(_ record: ServerConnection) {
+        let result: IOResult<Int>
+        do {
+            result = try record.fd.read(into: readBuffer)
+        } catch {
+            logger.debug("failed to read from connection \(record.connection.id): \(error); closing it")
+            close(record)
+            return
+        }
+        switch result {
+        case .wouldBlock:
+            return
+        case .complete(0):
+            // `dispatch` updates the interest afterwards, unless the peer is
+            // gone altogether and the connection is closed instead.
+            record.inputClosed = true
+            apply(broker.endOfInput(record.connection, at: currentTime()))
+        case .complete(let n):
+            apply(broker.receive(record.connection, UnsafeRawBufferPointer(rebasing: readBuffer[0..<n]), at: currentTime()))
+        }
+    }
+
+    /// Reads and handles everything a departed peer left in the socket, then
+    /// its EOF, even while the core has paused its reading; its replies are
+    /// dropped with the connection.
+    func drainInput(_ record: ServerConnection) {
+        while !record.released && !record.inputClosed && record.closing == nil {
+            guard case .complete(let n) = (try? record.fd.read(into: readBuffer)) ?? .complete(0) else { return }
+            if n == 0 {
+                record.inputClosed = true
+                apply(broker.endOfInput(record.connection, at: currentTime()))
+                return
+            }
+            apply(broker.receive(record.connection, UnsafeRawBufferPointer(rebasing: readBuffer[0..<n]), at: currentTime()))
+        }
+    }
+
+    func currentTime() -> BrokerTime {
+        BrokerTime(wallNanoseconds: Clock.wallNanoseconds(), monotonicNanoseconds: Clock.monotonicNanoseconds())
+    }
+
+    // MARK: Write
+
+    /// Writes every connection that got output since the last call (and any
+    /// that writing them gave output to).
+    func flushPending() {
+        while !pendingFlush.isEmpty {
+            let list = pendingFlush
+            pendingFlush.removeAll(keepingCapacity: true)
+            for record in list {
+                record.flushPending = false
+                flush(record)
+            }
+        }
+    }
+
+    /// Writes as much of the connection's queue as the socket takes, with
+    /// gathered writes of up to `maxIovecs` frames, then closes it (after a
+    /// final write the core asked for) or updates its epoll interest.
+    func flush(_ record: ServerConnection) {
+        guard !record.released else { return }
+        let connection = record.connection
+        var blocked = false
+        while !connection.outbound.isEmpty {
+            var count = 0
+            _ = connection.outbound.forEachChunk(maxChunks: maxIovecs) { pointer, length in
+                iovecs[count] = iovec(iov_base: UnsafeMutableRawPointer(mutating: pointer), iov_len: length)
+                count += 1
+            }
+            do {
+                switch try record.fd.writev(iovecs, count: count) {
+                case .wouldBlock:
+                    blocked = true
+                case .complete(let n):
+                    apply(broker.didWrite(connection, bytes: n))
+                    if record.released { return }
+                    continue
+                }
+            } catch {
+                logger.debug("failed to write to connection \(connection.id): \(error); closing it")
+                close(record)
+                return
+            }
+            break
+        }
+        if record.closing == .afterWrite {
+            close(record)
+            return
+        }
+        record.writeBlocked = blocked
+        updateInterest(record)
+    }
+
+    /// Registers what to watch: input unless paused or ended or closing,
+    /// EPOLLOUT while a write is blocked with bytes left.
+    func updateInterest(_ record: ServerConnection) {
+        guard !record.released else { return }
+        var events: EpollEvents = []
+        if record.wantsInput { events.insert(.readable) }
+        if record.writeBlocked && !record.connection.outbound.isEmpty { events.insert(.writable) }
+        guard events != record.interest else { return }
+        record.interest = events
+        try? epoll.modify(record.fd, events: events, token: record.token)
+    }
+
+    // MARK: Effects and closing
+
+    /// Carries out what the core decided: the one place its steps take effect.
+    func apply(_ step: BrokerStep) {
+        for id in step.output {
+            guard let record = records[id], !record.flushPending else { continue }
+            record.flushPending = true
+            pendingFlush.append(record)
+        }
+        for effect in step.effects {
+            switch effect {
+            case .notice(let notice):
+                log(notice)
+            case .pauseReading(let id):
+                guard let record = records[id] else { continue }
+                record.readPaused = true
+                updateInterest(record)
+            case .resumeReading(let id):
+                guard let record = records[id] else { continue }
+                record.readPaused = false
+                updateInterest(record)
+            case .close(let id, .now):
+                if let record = records[id] { release(record) }
+            case .close(let id, let timing):
+                guard let record = records[id] else { continue }
+                record.closing = timing
+                if !record.flushPending {
+                    record.flushPending = true
+                    pendingFlush.append(record)
+                }
+                updateInterest(record)
+            }
+        }
+    }
+
+    /// Closes a connection the server gives up on (peer gone, I/O error, a
+    /// final write done, shutdown): the core forgets it and answers
+    /// `.close(id, .now)`, which `apply` carries out.
+    func close(_ record: ServerConnection) {
+        guard !record.released else { return }
+        apply(broker.close(record.connection))
+        precondition(record.released, "the core did not close connection \(record.connection.id)")
+    }
+
+    /// Removes a connection from epoll, closes its fd and drops its record
+    /// (once; only `apply` calls it).
+    func release(_ record: ServerConnection) {
+        guard !record.released else { return }
+        let id = record.connection.id
+        record.released = true
+        records[id] = nil
+        epoll.remove(record.fd)
+        record.fd.close()
+        loggedSlowConsumers.remove(id)
+        if broker.connectionCount == 0 { idleSince = Clock.monotonicNanoseconds() }
+        if !listenersEnabled { setListenersEnabled(true) }
+        if logger.enabled(.debug) {
+            logger.debug("connection \(id) closed", fields: [("EVENTBUS_CONN", "\(id)")])
+        }
+    }
+
+    func log(_ notice: BrokerNotice) {
+        switch notice {
+        case .startedDropping(let id, let pid):
+            let level: LogLevel = loggedSlowConsumers.insert(id).inserted ? .notice : .debug
+            logger.log(level, "connection \(id) (pid \(pid)) is a slow consumer: dropping events for it",
+                       fields: [("EVENTBUS_CONN", "\(id)"), ("EVENTBUS_PID", "\(pid)")])
+        case .limitReached(let id, let pid, let message):
+            logger.notice("connection \(id) (pid \(pid)) reached a limit: \(message)",
+                          fields: [("EVENTBUS_CONN", "\(id)"), ("EVENTBUS_PID", "\(pid)")])
+        case .slowConsumerDisconnected(let id, let pid):
+            logger.notice("connection \(id) (pid \(pid)) closed as a slow consumer (overflow: disconnect)",
+                          fields: [("EVENTBUS_CONN", "\(id)"), ("EVENTBUS_PID", "\(pid)")])
+        }
+    }
+}
