@@ -198,7 +198,22 @@ public func pollUntil(_ what: @autoclosure () -> String, timeout: Duration = .se
     }
 }
 
-/// Waits until `path` exists (access(2)), at most `timeout`.
-public func waitForPath(_ path: String, timeout: Duration = .seconds(10)) async throws {
-    try await pollUntil("\(path) appearing", timeout: timeout) { access(path, F_OK) == 0 }
+/// Waits until a Unix socket bound to `path` is listening, without connecting
+/// to it (a probe connection would count as a client, e.g. start a
+/// socket-activated service). Reads /proc/net/unix (proc(5)): a listening
+/// socket has `__SO_ACCEPTCON` (0x10000) in its Flags column. The socket file
+/// appears at bind(2), before listen(2): waiting for the file alone races.
+public func waitForListeningSocket(_ path: String, timeout: Duration = .seconds(10)) async throws {
+    try await pollUntil("a socket listening on \(path)", timeout: timeout) { isListeningUnixSocket(path) }
+}
+
+/// Whether /proc/net/unix lists a listening socket bound to `path`.
+public func isListeningUnixSocket(_ path: String) -> Bool {
+    guard let table = try? String(contentsOfFile: "/proc/net/unix", encoding: .utf8) else { return false }
+    for line in table.split(separator: "\n").dropFirst() {
+        let columns = line.split(separator: " ", omittingEmptySubsequences: true)
+        guard columns.count >= 8, columns[7] == path, let flags = UInt32(columns[3], radix: 16) else { continue }
+        if flags & 0x10000 != 0 { return true }
+    }
+    return false
 }

@@ -20,7 +20,7 @@ struct SystemdActivationTests {
         let broker = try SystemdFixture.spawn("systemd-socket-activate",
                                        ["-l", path] + (fdName.map { ["--fdname=\($0)"] } ?? [])
                                            + [SystemdFixture.eventbusd, "--socket", other], in: dir)
-        try await waitForPath(path)
+        try await waitForListeningSocket(path)
         let inode = try SystemdFixture.inode(path)
         // systemd-socket-activate starts the broker on this first connection.
         let first = try LineClient(path)
@@ -43,7 +43,7 @@ struct SystemdActivationTests {
         let broker = try SystemdFixture.spawn("systemd-socket-activate",
                                        ["-l", path, "/bin/sh", "-c", #"until [ -e "$1" ]; do sleep 0.01; done; exec "$0""#,
                                         SystemdFixture.eventbusd, go], in: dir)
-        try await waitForPath(path)
+        try await waitForListeningSocket(path)
         let early = try LineClient(path)
         try early.send(#"{"op":"ping","req":"early"}"#)
         #expect(!(try early.hasInput(within: .milliseconds(100))), "something answered before the broker started")
@@ -56,7 +56,7 @@ struct SystemdActivationTests {
         let dir = try TemporaryDirectory(prefix: "ebsa.")
         let path = dir.file("bus.sock")
         let activator = try SystemdFixture.spawn("systemd-socket-activate", ["--accept", "-l", path, SystemdFixture.eventbusd], in: dir)
-        try await waitForPath(path)
+        try await waitForListeningSocket(path)
         let client = try LineClient(path)
         try client.send(#"{"op":"ping","req":1}"#)
         #expect(try client.readToEnd() == "", "a broker given a connected socket must not serve it")
@@ -104,7 +104,7 @@ struct SystemdActivationTests {
         let script = #"while :; do ( LISTEN_PID=$BASHPID exec "$0" --exit-idle-time 300ms ); echo "broker exited $?" >&2; sleep 0.05; done"#
         let activator = try SystemdFixture.spawn("systemd-socket-activate",
                                                  ["-l", path, "/bin/bash", "-c", script, SystemdFixture.eventbusd], in: dir)
-        try await waitForPath(path)
+        try await waitForListeningSocket(path)
         func instance() throws -> String {
             let client = try LineClient(path)
             try client.send(#"{"op":"hello","req":1}"#)
@@ -154,7 +154,7 @@ private enum SystemdFixture {
         let notify = try DatagramReceiver(path: dir.file("notify.sock"))
         let activator = try spawn("systemd-socket-activate",
                                   ["-l", path, "-E", "NOTIFY_SOCKET=\(notify.path)"] + options + [eventbusd], in: dir)
-        try await waitForPath(path)
+        try await waitForListeningSocket(path)
         return (path, notify, activator)
     }
 

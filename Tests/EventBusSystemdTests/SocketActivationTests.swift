@@ -13,7 +13,7 @@ struct SocketActivationTests {
         let dir = try makeTempDirectory()
         let path = dir.file("bus.sock")
         let activator = try spawn("systemd-socket-activate", ["-l", path] + options + [probePath, "listen", "serve"], in: dir)
-        try await waitForPath(path)
+        try await waitForListeningSocket(path)
         // systemd-socket-activate starts the probe only once this client has connected.
         let client = try LineClient(path)
         #expect(try client.readToEnd(resetIsEOF: false) == "served fd=3 name=\(name)\n")
@@ -33,8 +33,8 @@ struct SocketActivationTests {
         let first = dir.file("a.sock"), second = dir.file("b.sock")
         let activator = try spawn("systemd-socket-activate", ["-l", first, "-l", second,
                                                    "--fdname=system:extra", probePath, "listen", "serve"], in: dir)
-        try await waitForPath(first)
-        try await waitForPath(second)
+        try await waitForListeningSocket(first)
+        try await waitForListeningSocket(second)
         let secondClient = try LineClient(second)
         let firstClient = try LineClient(first)
         #expect(try firstClient.readToEnd(resetIsEOF: false) == "served fd=3 name=system\n")
@@ -48,7 +48,7 @@ struct SocketActivationTests {
         let dir = try makeTempDirectory()
         let path = dir.file("bus.sock")
         let activator = try spawn("systemd-socket-activate", ["--accept", "-l", path, probePath, "listen", "serve"], in: dir)
-        try await waitForPath(path)
+        try await waitForListeningSocket(path)
         let client = try LineClient(path)
         // The probe exits without serving: the connection just closes.
         #expect(try client.readToEnd(resetIsEOF: false) == "")
