@@ -1,6 +1,7 @@
 // Decoding of one incoming frame into a typed request (PROTOCOL.md "Framing",
 // "Requests"). Field values that are forwarded (`data`, `source`, `id`, `req`)
 // stay token ranges into the frame so the broker can splice them unchanged.
+// The op and key names, and the reading of the envelope, are in Envelope.swift.
 //
 // Before editing: the order of checks decides which error a broken frame gets
 // and whether its `req` is echoed; it follows PROTOCOL.md "Requests" exactly:

@@ -80,16 +80,19 @@ enum RequestProperties {
                     id: idSlice, instance: "0123456789abcdef", pid: 1, uid: 0, gid: 0, data: dataSlice), to: &event)
             }
             checkOutgoing(event, what: "event")
-            // `data` is forwarded byte for byte: the event's last member is exactly it.
-            let members = event.dropLast().withUnsafeBytes { bytes in
-                (try? JSONObject.members(bytes))?.map { (key: $0.key, value: Array(bytes[$0.value.start..<$0.value.end])) }
+            // `data` is forwarded byte for byte, and the clients' reader finds it.
+            let body = Array(event.dropLast())
+            let read = body.withUnsafeBytes { try? BrokerFrame.read($0) }
+            guard case .event(let fields)? = read, let token = fields.data, token.end == body.count - 1 else {
+                fuzzFailure("the client reader finds no event whose last member is data in \(FuzzInput.preview(event))")
             }
-            guard let members, let last = members.last, last.key == "data" else {
-                fuzzFailure("event has no data member")
-            }
+            let forwarded = Array(body[token.start..<token.end])
             let expected = dataSlice.map { Array($0) } ?? Array("null".utf8)
-            if last.value != expected {
-                fuzzFailure("data not forwarded byte for byte: \(FuzzInput.preview(last.value)) vs \(FuzzInput.preview(expected))")
+            if forwarded != expected {
+                fuzzFailure("data not forwarded byte for byte: \(FuzzInput.preview(forwarded)) vs \(FuzzInput.preview(expected))")
+            }
+            if fields.seq != 42 || body.withUnsafeBytes({ JSONString.decode($0, fields.type) }) != type.name {
+                fuzzFailure("the client reader reads seq/type \(fields.seq) wrong in \(FuzzInput.preview(event))")
             }
         case .subscribe(let pattern), .unsubscribe(let pattern):
             if Pattern(pattern.text) == nil { fuzzFailure("decoder made an invalid pattern \(pattern.text)") }

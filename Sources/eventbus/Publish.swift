@@ -18,22 +18,15 @@ let publishOptions: [OptionSpec] = globalOptions + [
     OptionSpec("json-lines", "j"),
 ]
 
-/// What `publish` sends in each event besides `type` and `data`.
+/// What `publish` sends in each event besides `data`.
 struct PublishEnvelope {
     var type: String
     var source: String?
     var id: String?
 
-    /// Appends `{"op":"publish","req":R,"type":"T"[,"source":S][,"id":I],"data":` (no closing brace).
-    func appendHead(req: UInt64, to out: inout [UInt8]) {
-        FrameEncoder.appendASCII("{\"op\":\"publish\",\"req\":", to: &out)
-        FrameEncoder.appendInt(req, to: &out)
-        FrameEncoder.appendASCII(",\"type\":\"", to: &out)
-        out.append(contentsOf: type.utf8)  // validated: no escaping needed
-        out.append(0x22)
-        if let source { FrameEncoder.appendField("source", string: source, to: &out) }
-        if let id { FrameEncoder.appendField("id", string: id, to: &out) }
-        FrameEncoder.appendASCII(",\"data\":", to: &out)
+    /// `{"op":"publish","req":R,"type":"T"[,"source":S][,"id":I],"data":D}`
+    func request(data: JSONText) -> ClientRequest {
+        .publish(type: type, source: source, id: id, data: data)
     }
 }
 
@@ -52,29 +45,20 @@ func runPublish(_ args: ParsedArguments, socket: String) throws(CLIError) {
     guard args.operands.count <= 2 else { throw .usage(command, "too many arguments; quote DATA as one argument, e.g. '{\"a\": 1}'") }
 
     // The data, validated and compacted before anything is sent.
-    var frame: [UInt8] = []
-    frame.reserveCapacity(256)
-    envelope.appendHead(req: 1, to: &frame)
+    let data: JSONText
     if let text = args.value("string") {
         guard args.operands.count == 1 else { throw .usage(command, "give either DATA or --string TEXT, not both") }
-        JSONString.appendQuoted(text, to: &frame)
+        data = JSONText(quoting: text)
     } else if args.operands.count == 2 && args.operands[1] != "-" {
-        try appendValidatedJSON(Array(args.operands[1].utf8), origin: "DATA", to: &frame)
+        data = try validatedJSON(Array(args.operands[1].utf8), origin: "DATA")
     } else if args.operands.count == 2 || !FileDescriptor.standardInput.isTerminal {
         let input = try readAllStandardInput()
-        if isBlank(input) {
-            FrameEncoder.appendASCII("null", to: &frame)
-        } else {
-            try appendValidatedJSON(input, origin: "standard input", to: &frame)
-        }
+        data = isBlank(input) ? .null : try validatedJSON(input, origin: "standard input")
     } else {
-        FrameEncoder.appendASCII("null", to: &frame)
+        data = .null
     }
-    frame.append(0x7D)
-    frame.append(0x0A)
-
     let connection = try BrokerConnection.connect(to: socket)
-    let reply = try connection.request(frame, req: 1)
+    let reply = try connection.request(envelope.request(data: data), req: 1)
     guard reply.isOK else { throw reply.failure("publish") }
     if args.has("print-seq") {
         guard let seq = reply.unsigned("seq") else { throw CLIError(.software, "the broker's reply has no seq") }
@@ -92,19 +76,12 @@ func validateEventType(_ name: String, command: String) throws(CLIError) {
     throw .usage(command, "invalid event TYPE '\(name)': 1-255 bytes of '.'-separated segments of A-Z a-z 0-9 _ - :")
 }
 
-/// Validates `bytes` as one JSON value and appends it compacted.
+/// Validates `bytes` as one JSON value and returns it compacted.
 /// - Throws: `CLIError` 65 (`EX_DATAERR`) naming `origin` and the position.
-func appendValidatedJSON(_ bytes: [UInt8], origin: String, textHint: String = "; to publish text use --string TEXT", to out: inout [UInt8]) throws(CLIError) {
-    let result: Result<JSONToken, JSONSyntaxError> = bytes.withUnsafeBytes { raw in
-        do throws(JSONSyntaxError) {
-            let token = try JSONScanner.validate(raw, maxDepth: ProtocolConstants.maxDepth)
-            JSONObject.appendCompacted(raw, token, to: &out)
-            return .success(token)
-        } catch {
-            return .failure(error)
-        }
-    }
-    if case .failure(let error) = result {
+func validatedJSON(_ bytes: [UInt8], origin: String, textHint: String = "; to publish text use --string TEXT") throws(CLIError) -> JSONText {
+    do {
+        return try JSONText(validating: bytes, layout: .compact)
+    } catch {
         let hint = looksLikeBareText(bytes) ? textHint : ""
         throw CLIError(.dataError, "\(origin) is not valid JSON: \(error)\(hint)")
     }
