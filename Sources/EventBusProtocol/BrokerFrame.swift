@@ -39,7 +39,7 @@ public enum BrokerFrame: Sendable, Equatable {
             }
             guard let opToken = fields[.op], opToken.isString else { throw .noOp(frame: preview(frame)) }
             guard let op = BrokerOp.find(opToken, in: frame) else { return .unknown(op: JSONString.decode(frame, opToken)) }
-            let missing = BrokerFrameError.missingFields(op: op.name, fields: op.requiredFields, frame: preview(frame))
+            func missing() -> BrokerFrameError { .missingFields(op: op.name, fields: op.requiredFields, frame: preview(frame)) }
             switch op {
             case .ok, .error:
                 let req = fields[.req].flatMap { JSONInteger.signed(frame, $0) }
@@ -47,7 +47,7 @@ public enum BrokerFrame: Sendable, Equatable {
                 return op == .ok ? .ok(reply) : .error(reply)
             case .event:
                 guard let seq = fields[.seq].flatMap({ JSONInteger.unsigned(frame, $0) }),
-                      let type = fields[.type], type.isString else { throw missing }
+                      let type = fields[.type], type.isString else { throw missing() }
                 func string(_ key: BrokerFrameKey) -> JSONToken? { fields[key].flatMap { $0.isString ? $0 : nil } }
                 func integer(_ key: BrokerFrameKey) -> Int64? { fields[key].flatMap { JSONInteger.signed(frame, $0) } }
                 return .event(EventFields(
@@ -58,12 +58,12 @@ public enum BrokerFrame: Sendable, Equatable {
                 ))
             case .dropped:
                 guard let count = fields[.count].flatMap({ JSONInteger.unsigned(frame, $0) }),
-                      let since = fields[.sinceSeq].flatMap({ JSONInteger.unsigned(frame, $0) }) else { throw missing }
+                      let since = fields[.sinceSeq].flatMap({ JSONInteger.unsigned(frame, $0) }) else { throw missing() }
                 return .dropped(count: count, sinceSeq: since)
             case .gap:
                 guard let pattern = fields[.type], pattern.isString,
                       let since = fields[.sinceSeq].flatMap({ JSONInteger.unsigned(frame, $0) }),
-                      let first = fields[.firstSeq].flatMap({ JSONInteger.unsigned(frame, $0) }) else { throw missing }
+                      let first = fields[.firstSeq].flatMap({ JSONInteger.unsigned(frame, $0) }) else { throw missing() }
                 return .gap(pattern: JSONString.decode(frame, pattern), sinceSeq: since, firstSeq: first)
             }
         }
@@ -90,13 +90,17 @@ public struct EventFields: Sendable, Equatable {
     public var seq: UInt64
     /// The event type, a string token.
     public var type: JSONToken
-    /// `2026-11-29T13:00:00.123Z`, a string token; nil when absent or not a string (likewise `source`, `id`).
+    /// `"2026-11-29T13:00:00.123Z"`, a string token; nil when absent or not a string.
     public var time: JSONToken?
+    /// `"billing"`, a string token; nil when absent or not a string.
     public var source: JSONToken?
+    /// `"3f9a1c07-42"`, a string token; nil when absent or not a string.
     public var id: JSONToken?
-    /// The publisher's credentials; nil when absent or not an integer within `Int64`.
+    /// The publisher's process id; nil when absent or not an integer within `Int64`.
     public var pid: Int64?
+    /// The publisher's user id; nil when absent or not an integer within `Int64`.
     public var uid: Int64?
+    /// The publisher's group id; nil when absent or not an integer within `Int64`.
     public var gid: Int64?
     /// The publisher's `data`, byte for byte; nil when absent (then it is `null`).
     public var data: JSONToken?

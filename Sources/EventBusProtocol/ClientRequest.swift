@@ -2,10 +2,10 @@
 // by the library, the CLI and the fuzz target. Op and key names come from
 // the tables in Envelope.swift, the same ones the broker reads with.
 //
-// Before editing: a new request field is a parameter here plus one line in
-// `EnvelopeKey`; strings are escaped, `data` and `origin` are spliced as the
-// validated `JSONText` they are. Optional fields left nil are not written
-// (the broker's default applies).
+// Before editing: a new request field is a parameter here (and its entry in
+// `fields`) plus one line in `EnvelopeKey`; strings are escaped, `data` and
+// `origin` are spliced as the validated `JSONText` they are. Optional fields
+// left nil are not written (the broker's default applies).
 
 /// One request a client sends, e.g. `.subscribe(pattern: "order.>")`.
 public enum ClientRequest: Sendable, Hashable {

@@ -1,14 +1,15 @@
 // The request envelope's tables (PROTOCOL.md "Requests"): the ops and the
 // top-level keys, each spelled once, here, and read by the broker's
-// `RequestDecoder` and written by the clients' `RequestEncoder`. Then the
+// `RequestDecoder` and written by the clients' `ClientRequest`. Then the
 // broker's reading of one envelope: the value token of each known key, and
 // duplicate keys found in time linear in the frame (PROTOCOL.md "Framing":
 // duplicate envelope keys are `bad_request`).
 //
 // Before editing: a new key is one `case` line in `EnvelopeKey` plus its
-// handling in `RequestDecoder` (and a parameter of `RequestEncoder`); a new
-// op is one `case` in `RequestOp` plus the same. `EnvelopeFields.scan` is the
-// broker's per-frame path: no allocation for a frame of known keys.
+// handling in `RequestDecoder` (and, for clients, its place in
+// `ClientRequest`); a new op is one `case` in `RequestOp` plus the same.
+// `EnvelopeFields.scan` is the broker's per-frame path: no allocation for a
+// frame of known keys.
 
 /// The ops a client may send, in the wire spelling of their case names.
 enum RequestOp: Int, FrameKey {

@@ -6,7 +6,7 @@
 // integer token is `-?(0|[1-9][0-9]*)`; overflow must give nil, never wrap.
 
 public enum JSONInteger {
-    /// A non-negative integer token as `UInt64`.
+    /// A non-negative integer token as `UInt64`, e.g. `18446744073709551615`.
     /// - Returns: nil for a negative number (also `-0`), a fraction or
     ///   exponent, any other kind of token, or a value above `UInt64.max`.
     @inlinable

@@ -186,7 +186,7 @@ struct KeyedTokens<Key: FrameKey> {
     /// `KeyTable.init`.)
     @inline(__always)
     static func withEmpty<R, E: Error>(_ body: (inout KeyedTokens) throws(E) -> R) throws(E) -> R {
-        try withUnsafeTemporaryAllocation(of: JSONToken.self, capacity: 32) { (buffer) throws(E) -> R in
+        try withUnsafeTemporaryAllocation(of: JSONToken.self, capacity: capacity) { (buffer) throws(E) -> R in
             var tokens = KeyedTokens(storage: buffer.baseAddress!)
             return try body(&tokens)
         }
