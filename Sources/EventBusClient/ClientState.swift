@@ -16,12 +16,15 @@ typealias Completion<T> = @Sendable (Result<T, EventBusError>) -> Void
 struct OutgoingPublish: Sendable {
     var type: String
     /// One line of valid JSON.
-    var data: [UInt8]
+    var data: JSONText
     var source: String?
     var id: String?
     /// The local observer that triggered it: not notified (`publish(_:from:)`).
     var exclude: (AnyObject & Sendable)?
     var completion: Completion<PublishReceipt>
+
+    /// The request that carries it.
+    var request: ClientRequest { .publish(type: type, source: source, id: id, data: data) }
 }
 
 /// What to do after a state change, outside the lock.
@@ -30,7 +33,8 @@ struct Step {
     var write: [UInt8] = []
     var effects: [Effect] = []
 
-    mutating func append(_ frame: [UInt8]) { write.append(contentsOf: frame) }
+    /// Queues `request`'s frame with `req`.
+    mutating func send(_ request: ClientRequest, req: Int64) { request.encode(req: req, to: &write) }
 }
 
 /// An effect of a state change.
@@ -168,18 +172,18 @@ struct ClientState {
         refusalOnConnection = nil
         let hello = takeReq()
         pending[hello] = .hello
-        step.append(RequestFrame.hello(req: hello, client: clientName, overflow: overflow))
+        step.send(.hello(client: clientName, echo: false, overflow: overflow), req: hello)
         subscribed = []
         for pattern in patterns.keys.sorted() {
             let req = takeReq()
             pending[req] = .subscribe(pattern)
             subscribed.insert(pattern)
-            step.append(RequestFrame.subscribe(req: req, pattern: pattern))
+            step.send(.subscribe(pattern: pattern), req: req)
         }
         for (publish, _) in waiting {
             let req = takeReq()
             pending[req] = .publish(publish)
-            step.append(RequestFrame.publish(req: req, type: publish.type, data: publish.data, source: publish.source, id: publish.id))
+            step.send(publish.request, req: req)
         }
         waiting = []
         return step
@@ -196,14 +200,7 @@ struct ClientState {
         lastFailure = reason
         subscribed = []
         let error = EventBusError.connectionLost(reason: reason)
-        for req in pending.keys.sorted() {
-            switch pending[req]! {
-            case .publish(let p): step.effects.append(.failPublish(p.completion, error))
-            case .ping(let c), .stats(let c): step.effects.append(.reply(c, .failure(error)))
-            case .hello, .subscribe, .unsubscribe: break
-            }
-        }
-        pending = [:]
+        failPending(error, &step)
         if let first = firstConnect {
             // Lost before the first `hello` reply: `connect` fails, no retry.
             // Silence may be a broker that failed to start; a refusal (`limit`) is named.
@@ -222,6 +219,18 @@ struct ClientState {
             step.effects.append(.notice(.disconnected(error)))
         }
         return step
+    }
+
+    /// Fails every request in flight with `error`, oldest first, and forgets them.
+    private mutating func failPending(_ error: EventBusError, _ step: inout Step) {
+        for req in pending.keys.sorted() {
+            switch pending[req]! {
+            case .publish(let p): step.effects.append(.failPublish(p.completion, error))
+            case .ping(let c), .stats(let c): step.effects.append(.reply(c, .failure(error)))
+            case .hello, .subscribe, .unsubscribe: break
+            }
+        }
+        pending = [:]
     }
 
     /// A connection attempt failed with `reason` (connect(2)'s error).
@@ -257,14 +266,7 @@ struct ClientState {
         if isClosed { return step }
         link = .closed(error)
         let failure = error ?? .closed
-        for req in pending.keys.sorted() {
-            switch pending[req]! {
-            case .publish(let p): step.effects.append(.failPublish(p.completion, failure))
-            case .ping(let c), .stats(let c): step.effects.append(.reply(c, .failure(failure)))
-            case .hello, .subscribe, .unsubscribe: break
-            }
-        }
-        pending = [:]
+        failPending(failure, &step)
         for (publish, _) in waiting { step.effects.append(.failPublish(publish.completion, failure)) }
         waiting = []
         if let first = firstConnect {
@@ -302,7 +304,7 @@ struct ClientState {
             let req = takeReq()
             pending[req] = .subscribe(pattern.text)
             subscribed.insert(pattern.text)
-            step.append(RequestFrame.subscribe(req: req, pattern: pattern.text))
+            step.send(.subscribe(pattern: pattern.text), req: req)
         }
         return (id, step)
     }
@@ -348,7 +350,7 @@ struct ClientState {
         if isConnected && subscribed.remove(text) != nil {
             let req = takeReq()
             pending[req] = .unsubscribe(text)
-            step.append(RequestFrame.unsubscribe(req: req, pattern: text))
+            step.send(.unsubscribe(pattern: text), req: req)
         }
     }
 
@@ -376,7 +378,7 @@ struct ClientState {
         case .connected:
             let req = takeReq()
             pending[req] = .publish(publish)
-            step.append(RequestFrame.publish(req: req, type: publish.type, data: publish.data, source: publish.source, id: publish.id))
+            step.send(publish.request, req: req)
         case .closed(let error):
             step.effects.append(.failPublish(publish.completion, error ?? .closed))
         case .disconnected:
@@ -405,7 +407,7 @@ struct ClientState {
         case .connected:
             let req = takeReq()
             pending[req] = stats ? .stats(completion) : .ping(completion)
-            step.append(stats ? RequestFrame.stats(req: req) : RequestFrame.ping(req: req))
+            step.send(stats ? .stats : .ping, req: req)
         case .closed(let error):
             step.effects.append(.reply(completion, .failure(error ?? .closed)))
         case .disconnected:
@@ -416,24 +418,26 @@ struct ClientState {
 
     // MARK: Incoming frames
 
-    /// Handles one frame from the broker.
+    /// Handles one frame from the broker, read from `bytes` by `BrokerFrame.read`.
     /// - Parameter wallNanoseconds: wall clock, used to stamp local deliveries.
-    mutating func handle(_ frame: ServerFrame, wallNanoseconds: Int64) -> Step {
+    mutating func handle(_ frame: BrokerFrame, in bytes: UnsafeRawBufferPointer, wallNanoseconds: Int64) -> Step {
         var step = Step()
         heardOnConnection = true
         switch frame {
-        case .event(let event):
+        case .event(let fields):
+            let event = RawEvent(fields, in: bytes)
             let sinks = sinks(matching: event.metadata.type)
             if !sinks.isEmpty { step.effects.append(.deliver(event, sinks)) }
         case .dropped(let count, let since):
             step.effects.append(.notice(.dropped(count: count, sinceSeq: since)))
-        case .ok(let req, let reply):
-            guard let req, let request = pending.removeValue(forKey: req) else { break }
+        case .ok(let reply):
+            guard let req = reply.req, let request = pending.removeValue(forKey: req) else { break }
             succeeded(request, reply, wallNanoseconds: wallNanoseconds, &step)
-        case .error(let req, let error):
-            if let req, let request = pending.removeValue(forKey: req) {
+        case .error(let reply):
+            let error = EventBusError(errorReply: reply)
+            if let req = reply.req, let request = pending.removeValue(forKey: req) {
                 failed(request, error, &step)
-            } else if req == nil, case .protocolError(let code, _) = error,
+            } else if reply.req == nil, case .protocolError(let code, _) = error,
                       code == .frameTooLarge || code == .badFrame || code == .badRequest,
                       let oldest = pending.keys.min() {
                 // PROTOCOL.md "Requests": a frame too large or broken for its
@@ -443,12 +447,12 @@ struct ClientState {
             } else {
                 if case .protocolError(let code, let message) = error {
                     lastFailure = "\(code.rawValue): \(message)"
-                    if req == nil { refusalOnConnection = lastFailure }
+                    if reply.req == nil { refusalOnConnection = lastFailure }
                 }
                 step.effects.append(.notice(.brokerError(error)))
             }
-        case .unknown:
-            break  // PROTOCOL.md "Framing": unknown fields and ops are for newer peers.
+        case .gap, .unknown:
+            break  // PROTOCOL.md "Framing": unknown fields and ops are for newer peers; no `since` is sent yet.
         }
         return step
     }
@@ -460,7 +464,7 @@ struct ClientState {
                 server: reply.string("server") ?? "",
                 version: reply.string("version") ?? "",
                 instance: reply.string("instance") ?? "",
-                connection: reply.uint("conn") ?? 0,
+                connection: reply.unsigned("conn") ?? 0,
                 features: reply.strings("features") ?? []
             )
             link = .connected(info)
@@ -472,8 +476,8 @@ struct ClientState {
         case .subscribe, .unsubscribe:
             break
         case .publish(let publish):
-            let seq = reply.uint("seq") ?? 0
-            let delivered = Int(reply.uint("delivered") ?? 0)
+            let seq = reply.unsigned("seq") ?? 0
+            let delivered = Int(reply.unsigned("delivered") ?? 0)
             let time = timestamps.string(nanosecondsSinceEpoch: wallNanoseconds)
             let instance = connectionInfo?.instance ?? ""
             let metadata = EventMetadata(
@@ -483,7 +487,7 @@ struct ClientState {
                 pid: identity.pid, uid: identity.uid, gid: identity.gid, isLocal: true
             )
             let sinks = sinks(matching: publish.type, excluding: publish.exclude)
-            step.effects.append(.published(RawEvent(metadata: metadata, data: publish.data), sinks, delivered: delivered, publish.completion))
+            step.effects.append(.published(RawEvent(metadata: metadata, data: publish.data.bytes), sinks, delivered: delivered, publish.completion))
         case .ping(let completion), .stats(let completion):
             step.effects.append(.reply(completion, .success(reply)))
         }

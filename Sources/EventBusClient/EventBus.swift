@@ -140,7 +140,7 @@ public final class EventBus: Sendable {
         return try await send(OutgoingPublish(type: type, data: bytes, source: source, id: id, exclude: observer, completion: { _ in }))
     }
 
-    private func encode(_ value: some Encodable, type: String) throws(EventBusError) -> [UInt8] {
+    private func encode(_ value: some Encodable, type: String) throws(EventBusError) -> JSONText {
         let data: Data
         do {
             data = try core.configuration.encoder.encode(value)
@@ -180,12 +180,12 @@ public final class EventBus: Sendable {
     public func stats() async throws(EventBusError) -> BrokerStats {
         let reply = try await request(stats: true)
         return BrokerStats(
-            connections: Int(reply.uint("connections") ?? 0),
-            subscriptions: Int(reply.uint("subscriptions") ?? 0),
-            published: reply.uint("published") ?? 0,
-            delivered: reply.uint("delivered") ?? 0,
-            dropped: reply.uint("dropped") ?? 0,
-            queuedBytes: reply.uint("queued_bytes") ?? 0,
+            connections: Int(reply.unsigned("connections") ?? 0),
+            subscriptions: Int(reply.unsigned("subscriptions") ?? 0),
+            published: reply.unsigned("published") ?? 0,
+            delivered: reply.unsigned("delivered") ?? 0,
+            dropped: reply.unsigned("dropped") ?? 0,
+            queuedBytes: reply.unsigned("queued_bytes") ?? 0,
             uptimeSeconds: reply.double("uptime_s") ?? 0,
             instance: reply.string("instance") ?? ""
         )

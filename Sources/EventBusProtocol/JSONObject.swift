@@ -1,8 +1,11 @@
-// Reading the top-level members of a JSON object for clients (CLI, library),
-// where a small allocation per frame is fine. The broker uses RequestDecoder.
+// Reading the top-level members of one JSON object (a whole frame), and
+// compacting validated JSON.
+//
+// Before editing: `scan` is on the broker's per-frame path (the envelope);
+// `members` allocates and is for clients and tests.
 
 /// One top-level member of a scanned object: decoded key, raw value token.
-public struct JSONMember: Sendable {
+public struct JSONMember: Equatable, Sendable {
     public var key: String
     public var value: JSONToken
 }
@@ -22,22 +25,32 @@ public enum JSONObject {
     }
 
     /// Validates `bytes` as one JSON object (whitespace around it allowed) and
-    /// returns its top-level members in order, later duplicates included.
+    /// calls `member(key, value)` for each top-level member in order, later
+    /// duplicates included (the key token includes its quotes). The one way a
+    /// whole frame is read: the broker's envelope, the clients' `BrokerFrame`
+    /// and `members` all go through it.
     /// - Throws: `ReadError`.
-    public static func members(_ bytes: UnsafeRawBufferPointer, maxDepth: Int = ProtocolConstants.maxDepth) throws(ReadError) -> [JSONMember] {
+    @inline(__always)
+    public static func scan(_ bytes: UnsafeRawBufferPointer, maxDepth: Int = ProtocolConstants.maxDepth, _ member: (JSONToken, JSONToken) -> Void) throws(ReadError) {
         var s = JSONScanner(bytes, maxDepth: maxDepth)
         s.skipWhitespace()
         guard s.position < bytes.count, bytes[s.position] == 0x7B else {
             do { _ = try JSONScanner.validate(bytes, maxDepth: maxDepth) } catch { throw .syntax(error) }
             throw .notAnObject
         }
-        var result: [JSONMember] = []
         do {
-            try s.scanTopLevelObject { key, value in
-                result.append(JSONMember(key: JSONString.decode(bytes, key), value: value))
-            }
+            try s.scanTopLevelObject(member)
         } catch {
             throw .syntax(error)
+        }
+    }
+
+    /// The top-level members of one JSON object, in order, later duplicates included.
+    /// - Throws: `ReadError`.
+    public static func members(_ bytes: UnsafeRawBufferPointer, maxDepth: Int = ProtocolConstants.maxDepth) throws(ReadError) -> [JSONMember] {
+        var result: [JSONMember] = []
+        try scan(bytes, maxDepth: maxDepth) { key, value in
+            result.append(JSONMember(key: JSONString.decode(bytes, key), value: value))
         }
         return result
     }

@@ -358,6 +358,14 @@ public struct JSONScanner {
     }
 
     @usableFromInline mutating func scanArray(depth: Int) throws(JSONSyntaxError) {
+        try scanElements(depth: depth) { _ in }
+    }
+
+    /// Scans an array starting at its `[` and calls `element(value)` for each
+    /// element in order. `depth` counts this array. Leaves `position` just
+    /// after the `]`. The one element loop (validation, the clients' reader).
+    @inlinable
+    public mutating func scanElements(depth: Int, _ element: (JSONToken) -> Void) throws(JSONSyntaxError) {
         guard depth <= maxDepth else { throw JSONSyntaxError(.tooDeep, at: position) }
         position += 1
         skipWhitespace()
@@ -365,7 +373,7 @@ public struct JSONScanner {
         if byte(position) == 0x5D { position += 1; return }
         while true {
             skipWhitespace()
-            _ = try scanValue(depth: depth)
+            element(try scanValue(depth: depth))
             skipWhitespace()
             guard position < end else { throw JSONSyntaxError(.unexpectedEnd, at: position) }
             let b = byte(position)

@@ -1,6 +1,7 @@
 // Decoding of one incoming frame into a typed request (PROTOCOL.md "Framing",
 // "Requests"). Field values that are forwarded (`data`, `source`, `id`, `req`)
 // stay token ranges into the frame so the broker can splice them unchanged.
+// The op and key names, and the reading of the envelope, are in Envelope.swift.
 //
 // Before editing: the order of checks decides which error a broken frame gets
 // and whether its `req` is echoed; it follows PROTOCOL.md "Requests" exactly:
@@ -35,9 +36,13 @@ public enum RequestDecoder {
     ///   request or the `ProtocolError` to answer (`bad_frame`, `bad_request`,
     ///   `unknown_op`, `bad_type`, `forbidden`).
     public static func decode(_ frame: UnsafeRawBufferPointer) -> DecodedFrame {
-        var fields = EnvelopeFields()
+        KeyedTokens<EnvelopeKey>.withEmpty { tokens in decode(frame, into: tokens) }
+    }
+
+    private static func decode(_ frame: UnsafeRawBufferPointer, into tokens: KeyedTokens<EnvelopeKey>) -> DecodedFrame {
+        let fields: EnvelopeFields
         do {
-            try fields.scan(frame)
+            fields = try EnvelopeFields(frame, into: tokens)
         } catch {
             return DecodedFrame(req: nil, request: .failure(error))
         }
@@ -48,7 +53,7 @@ public enum RequestDecoder {
             }
             req = token
         }
-        if let key = fields.duplicateKey {
+        if let key = fields.duplicateKey(in: frame) {
             return DecodedFrame(req: req, request: .failure(ProtocolError(.badRequest, "duplicate key \(JSONString.quoted(key)) in frame")))
         }
         return DecodedFrame(req: req, request: decodeRequest(frame, fields))
@@ -57,26 +62,25 @@ public enum RequestDecoder {
     static func decodeRequest(_ frame: UnsafeRawBufferPointer, _ fields: EnvelopeFields) -> Result<Request, ProtocolError> {
         guard let opToken = fields[.op] else { return .failure(ProtocolError(.badRequest, "missing field \"op\"")) }
         guard case .string = opToken.kind else { return .failure(ProtocolError(.badRequest, "field \"op\" must be a string")) }
-        if JSONString.equals(frame, opToken, "publish") {
-            return decodePublish(frame, fields)
+        guard let op = RequestOp.find(opToken, in: frame) else {
+            return .failure(ProtocolError(.unknownOp, "unknown op \(JSONString.quoted(JSONString.decode(frame, opToken)))"))
         }
-        let op = JSONString.decode(frame, opToken)
         switch op {
-        case "publish":
+        case .publish:
             return decodePublish(frame, fields)
-        case "subscribe", "unsubscribe":
-            guard let typeToken = fields[.type] else { return .failure(ProtocolError(.badRequest, "\(op) needs a string field \"type\"")) }
+        case .subscribe, .unsubscribe:
+            guard let typeToken = fields[.type] else { return .failure(ProtocolError(.badRequest, "\(op.name) needs a string field \"type\"")) }
             guard case .string = typeToken.kind else { return .failure(ProtocolError(.badRequest, "field \"type\" must be a string")) }
             let text = JSONString.decode(frame, typeToken)
             guard let pattern = Pattern(text) else {
                 return .failure(ProtocolError(.badType, "invalid pattern \(JSONString.quoted(text)): '.'-separated segments of A-Z a-z 0-9 _ - :, a whole segment may be '*', the last may be '>'"))
             }
-            return .success(op == "subscribe" ? .subscribe(pattern) : .unsubscribe(pattern))
-        case "ping":
+            return .success(op == .subscribe ? .subscribe(pattern) : .unsubscribe(pattern))
+        case .ping:
             return .success(.ping)
-        case "stats":
+        case .stats:
             return .success(.stats)
-        case "hello":
+        case .hello:
             var client: String? = nil
             if let token = fields[.client] {
                 guard token.isString else { return .failure(ProtocolError(.badRequest, "field \"client\" must be a string")) }
@@ -102,8 +106,9 @@ public enum RequestDecoder {
                 overflow = policy
             }
             return .success(.hello(client: client, echo: echo, overflow: overflow))
-        default:
-            return .failure(ProtocolError(.unknownOp, "unknown op \(JSONString.quoted(op))"))
+        case .clear, .clients:
+            // 1.1 ops this broker does not implement yet.
+            return .failure(ProtocolError(.unknownOp, "unknown op \(JSONString.quoted(op.name))"))
         }
     }
 
@@ -144,12 +149,8 @@ public enum RequestDecoder {
         switch token.kind {
         case .string: return true
         case .number(integer: true):
-            var i = token.start
-            if frame[i] == 0x2D { i += 1 }
-            guard token.end - i <= 16 else { return false }
-            var value: UInt64 = 0
-            while i < token.end { value = value * 10 + UInt64(frame[i] - 0x30); i += 1 }
-            return value <= ProtocolConstants.maxRequestInteger
+            guard let value = JSONInteger.signed(frame, token) else { return false }
+            return value.magnitude <= ProtocolConstants.maxRequestInteger
         default: return false
         }
     }
@@ -167,131 +168,5 @@ extension JSONToken {
     @inlinable public var isString: Bool {
         if case .string = kind { return true }
         return false
-    }
-}
-
-/// Top-level keys the broker reads.
-enum EnvelopeKey: Int, CaseIterable {
-    case op, req, type, data, source, id, client, echo, overflow
-
-    var name: StaticString {
-        switch self {
-        case .op: "op"
-        case .req: "req"
-        case .type: "type"
-        case .data: "data"
-        case .source: "source"
-        case .id: "id"
-        case .client: "client"
-        case .echo: "echo"
-        case .overflow: "overflow"
-        }
-    }
-}
-
-/// The envelope's known members, with duplicate detection over all keys.
-struct EnvelopeFields {
-    // Stored one by one (not in an array) so decoding a frame allocates nothing.
-    var op, req, type, data, source, id, client, echo, overflow: JSONToken?
-    var duplicatedMask: UInt32 = 0
-    var duplicateKey: String? = nil
-    var unknownKeys: [[UInt8]] = []
-
-    subscript(key: EnvelopeKey) -> JSONToken? {
-        get {
-            switch key {
-            case .op: op
-            case .req: req
-            case .type: type
-            case .data: data
-            case .source: source
-            case .id: id
-            case .client: client
-            case .echo: echo
-            case .overflow: overflow
-            }
-        }
-        set {
-            switch key {
-            case .op: op = newValue
-            case .req: req = newValue
-            case .type: type = newValue
-            case .data: data = newValue
-            case .source: source = newValue
-            case .id: id = newValue
-            case .client: client = newValue
-            case .echo: echo = newValue
-            case .overflow: overflow = newValue
-            }
-        }
-    }
-
-    func duplicated(_ key: EnvelopeKey) -> Bool { duplicatedMask & (1 << UInt32(key.rawValue)) != 0 }
-
-    mutating func scan(_ frame: UnsafeRawBufferPointer) throws(ProtocolError) {
-        var scanner = JSONScanner(frame, maxDepth: ProtocolConstants.maxDepth)
-        scanner.skipWhitespace()
-        guard scanner.position < frame.count, frame[scanner.position] == 0x7B else {
-            // Not an object: say whether it is JSON at all.
-            let whole = Result { () throws(JSONSyntaxError) in try JSONScanner.validate(frame) }
-            switch whole {
-            case .success: throw ProtocolError(.badFrame, "frame must be a JSON object")
-            case .failure(let error): throw ProtocolError(.badFrame, "invalid JSON: \(error)")
-            }
-        }
-        do throws(JSONSyntaxError) {
-            try scanner.scanTopLevelObject { key, value in record(frame, key: key, value: value) }
-        } catch {
-            throw ProtocolError(.badFrame, "invalid JSON: \(error)")
-        }
-    }
-
-    private mutating func record(_ frame: UnsafeRawBufferPointer, key: JSONToken, value: JSONToken) {
-        if let known = EnvelopeFields.knownKey(frame, key) {
-            if self[known] != nil {
-                duplicatedMask |= 1 << UInt32(known.rawValue)
-                if duplicateKey == nil { duplicateKey = String(describing: known.name) }
-            } else {
-                self[known] = value
-            }
-            return
-        }
-        let bytes = JSONString.decodeBytes(frame, key)
-        if unknownKeys.contains(bytes) {
-            if duplicateKey == nil { duplicateKey = String(decoding: bytes, as: UTF8.self) }
-        } else {
-            unknownKeys.append(bytes)
-        }
-    }
-
-    static func knownKey(_ frame: UnsafeRawBufferPointer, _ key: JSONToken) -> EnvelopeKey? {
-        guard case .string(escaped: false) = key.kind else {
-            // Rare: an escaped key such as "\u006fp"; compare decoded.
-            for candidate in EnvelopeKey.allCases where JSONString.equals(frame, key, candidate.name) { return candidate }
-            return nil
-        }
-        let p = frame.baseAddress! + key.start + 1
-        func b(_ i: Int) -> UInt8 { p.load(fromByteOffset: i, as: UInt8.self) }
-        func word32(_ text: StaticString) -> UInt32 { UnsafeRawPointer(text.utf8Start).loadUnaligned(as: UInt32.self) }
-        switch key.count - 2 {
-        case 2:
-            if b(0) == 0x6F && b(1) == 0x70 { return .op }  // op
-            if b(0) == 0x69 && b(1) == 0x64 { return .id }  // id
-        case 3:
-            if b(0) == 0x72 && b(1) == 0x65 && b(2) == 0x71 { return .req }
-        case 4:
-            let w = p.loadUnaligned(as: UInt32.self)
-            if w == word32("type") { return .type }
-            if w == word32("data") { return .data }
-            if w == word32("echo") { return .echo }
-        case 6:
-            if JSONString.equals(frame, key, "source") { return .source }
-            if JSONString.equals(frame, key, "client") { return .client }
-        case 8:
-            if JSONString.equals(frame, key, "overflow") { return .overflow }
-        default:
-            break
-        }
-        return nil
     }
 }

@@ -1,8 +1,9 @@
 // Properties of `RequestDecoder.decode` on one frame: its verdict agrees with
 // `JSONScanner.validate` (PROTOCOL.md "Framing": bad JSON is bad_frame, no
 // req), every token it returns lies in the frame and is valid JSON of the
-// right kind, and every reply or event the broker would build from it is one
-// valid JSON object on one line.
+// right kind, every reply or event the broker would build from it is one
+// valid JSON object on one line that the clients' reader reads back, and the
+// clients' encoder writes the request so that it decodes the same again.
 //
 // Before editing: a violated property must trap (`fuzzFailure`).
 import EventBusProtocol
@@ -56,6 +57,7 @@ enum RequestProperties {
                 checkOutgoing(out, what: "error reply")
             case .success(let request):
                 checkRequest(request, frame: bytes, req: reqSlice)
+                checkRoundTrip(request, frame: bytes)
             }
         }
     }
@@ -80,16 +82,19 @@ enum RequestProperties {
                     id: idSlice, instance: "0123456789abcdef", pid: 1, uid: 0, gid: 0, data: dataSlice), to: &event)
             }
             checkOutgoing(event, what: "event")
-            // `data` is forwarded byte for byte: the event's last member is exactly it.
-            let members = event.dropLast().withUnsafeBytes { bytes in
-                (try? JSONObject.members(bytes))?.map { (key: $0.key, value: Array(bytes[$0.value.start..<$0.value.end])) }
+            // `data` is forwarded byte for byte, and the clients' reader finds it.
+            let body = Array(event.dropLast())
+            let read = body.withUnsafeBytes { try? BrokerFrame.read($0) }
+            guard case .event(let fields)? = read, let token = fields.data, token.end == body.count - 1 else {
+                fuzzFailure("the client reader finds no event whose last member is data in \(FuzzInput.preview(event))")
             }
-            guard let members, let last = members.last, last.key == "data" else {
-                fuzzFailure("event has no data member")
-            }
+            let forwarded = Array(body[token.start..<token.end])
             let expected = dataSlice.map { Array($0) } ?? Array("null".utf8)
-            if last.value != expected {
-                fuzzFailure("data not forwarded byte for byte: \(FuzzInput.preview(last.value)) vs \(FuzzInput.preview(expected))")
+            if forwarded != expected {
+                fuzzFailure("data not forwarded byte for byte: \(FuzzInput.preview(forwarded)) vs \(FuzzInput.preview(expected))")
+            }
+            if fields.seq != 42 || body.withUnsafeBytes({ JSONString.decode($0, fields.type) }) != type.name {
+                fuzzFailure("the client reader reads seq/type \(fields.seq) wrong in \(FuzzInput.preview(event))")
             }
         case .subscribe(let pattern), .unsubscribe(let pattern):
             if Pattern(pattern.text) == nil { fuzzFailure("decoder made an invalid pattern \(pattern.text)") }
@@ -105,6 +110,48 @@ enum RequestProperties {
             var out: [UInt8] = []
             FrameEncoder.appendOK(req: req, to: &out)
             checkOutgoing(out, what: "ok reply")
+        }
+    }
+
+    /// The clients' encoder (`ClientRequest`) writes the request so that the
+    /// broker decodes it to the same request again: both sides spell every
+    /// name from the tables in Envelope.swift, and strings survive escaping.
+    static func checkRoundTrip(_ request: Request, frame: UnsafeRawBufferPointer) {
+        func string(_ token: JSONToken?, _ bytes: UnsafeRawBufferPointer) -> String? { token.map { JSONString.decode(bytes, $0) } }
+        func compact(_ token: JSONToken?, _ bytes: UnsafeRawBufferPointer) -> [UInt8]? {
+            let raw = token.map { Array(bytes[$0.start..<$0.end]) } ?? Array("null".utf8)
+            return (try? JSONText(validating: raw, layout: .compact))?.bytes
+        }
+        let client: ClientRequest
+        switch request {
+        case .hello(let name, let echo, let overflow): client = .hello(client: name, echo: echo, overflow: overflow)
+        case .subscribe(let pattern): client = .subscribe(pattern: pattern.text)
+        case .unsubscribe(let pattern): client = .unsubscribe(pattern: pattern.text)
+        case .ping: client = .ping
+        case .stats: client = .stats
+        case .publish(let type, let data, let source, let id):
+            let raw = data.map { Array(frame[$0.start..<$0.end]) } ?? Array("null".utf8)
+            guard let text = try? JSONText(validating: raw) else { fuzzFailure("data does not validate on its own: \(FuzzInput.preview(raw))") }
+            client = .publish(type: type.name, source: string(source, frame), id: string(id, frame), data: text)
+        }
+        var encoded = client.encoded(req: 1)
+        guard encoded.popLast() == 0x0A, !encoded.contains(0x0A) else { fuzzFailure("encoded request is not one line: \(FuzzInput.preview(encoded))") }
+        encoded.withUnsafeBytes { again in
+            let decoded = RequestDecoder.decode(again)
+            guard case .success(let back) = decoded.request else {
+                fuzzFailure("the broker refuses the clients' encoding \(FuzzInput.preview(encoded)): \(describe(decoded))")
+            }
+            let same: Bool
+            switch (request, back) {
+            case (.hello(let c1, let e1, let o1), .hello(let c2, let e2, let o2)): same = c1 == c2 && e1 == e2 && o1 == o2
+            case (.subscribe(let p1), .subscribe(let p2)), (.unsubscribe(let p1), .unsubscribe(let p2)): same = p1 == p2
+            case (.ping, .ping), (.stats, .stats): same = true
+            case (.publish(let t1, let d1, let s1, let i1), .publish(let t2, let d2, let s2, let i2)):
+                same = t1 == t2 && string(s1, frame) == string(s2, again) && string(i1, frame) == string(i2, again)
+                    && compact(d1, frame) == compact(d2, again)
+            default: same = false
+            }
+            if !same { fuzzFailure("round trip changed \(request) into \(back) via \(FuzzInput.preview(encoded))") }
         }
     }
 

@@ -14,7 +14,8 @@
 //   other; `.afterFlush` comes only with bytes queued, and the write that
 //   empties the queue answers `.close(id, .now)`; after a perfect drain no
 //   connection is left paused;
-// - stats counters agree with the connections; the index is empty at the end.
+// - stats counters agree with the connections; the index is empty at the end;
+// - every frame the broker writes is read by the clients' `BrokerFrame.read`.
 //
 // Before editing: a violated property must trap (`fuzzFailure`).
 import EventBusCore
@@ -145,22 +146,22 @@ enum RoutingProperties {
         var eventsSeen = 0
         for (index, frames) in outputs.enumerated() {
             for frame in frames {
-                guard let members = frame.withUnsafeBytes({ try? JSONObject.members($0) }) else {
-                    fuzzFailure("connection \(index) got a frame that is not a JSON object: \(FuzzInput.preview(frame))")
+                guard let read = frame.withUnsafeBytes({ try? BrokerFrame.read($0) }) else {
+                    fuzzFailure("connection \(index) got a frame the client reader refuses: \(FuzzInput.preview(frame))")
                 }
-                switch string(frame, members, "op") {
-                case "event":
-                    guard published == 1, let type = string(frame, members, "type"), let eventType = EventType(type) else {
+                switch read {
+                case .event(let fields):
+                    let type = frame.withUnsafeBytes { JSONString.decode($0, fields.type) }
+                    guard published == 1, let eventType = EventType(type) else {
                         fuzzFailure("connection \(index) got an event without a publish: \(FuzzInput.preview(frame))")
                     }
-                    let seq = integer(frame, members, "seq")
-                    if seq != Int(broker.statistics.published) { fuzzFailure("event seq \(String(describing: seq)), expected \(broker.statistics.published)") }
+                    if fields.seq != broker.statistics.published { fuzzFailure("event seq \(fields.seq), expected \(broker.statistics.published)") }
                     let matching = before[index].open && (index != slot || publisher.echo) && before[index].patterns.contains { $0.matches(eventType) }
                     if !matching {
                         fuzzFailure("event \(type) went to connection \(index) (patterns \(before[index].patterns.map(\.text)), publisher \(slot), echo \(publisher.echo))")
                     }
                     eventsSeen += 1
-                case "dropped":
+                case .dropped:
                     fuzzFailure("drop notice although every queue is written at once: \(FuzzInput.preview(frame))")
                 default:
                     break
@@ -176,8 +177,8 @@ enum RoutingProperties {
                 fuzzFailure("event \(typeToken) reached \(eventsSeen) connections, expected \(recipients) (patterns \(before.map { $0.patterns.map(\.text) }))")
             }
             for frame in outputs[slot] {
-                guard let members = frame.withUnsafeBytes({ try? JSONObject.members($0) }) else { continue }
-                if string(frame, members, "op") == "ok", let delivered = integer(frame, members, "delivered"), delivered != recipients.count {
+                guard case .ok(let reply)? = frame.withUnsafeBytes({ try? BrokerFrame.read($0) }) else { continue }
+                if let delivered = reply.unsigned("delivered"), delivered != recipients.count {
                     fuzzFailure("publish reply says delivered \(delivered), \(recipients.count) connections matched")
                 }
             }
@@ -233,13 +234,4 @@ enum RoutingProperties {
         }
     }
 
-    static func string(_ frame: [UInt8], _ members: [JSONMember], _ key: String) -> String? {
-        guard let member = members.last(where: { $0.key == key }), member.value.isString else { return nil }
-        return frame.withUnsafeBytes { JSONString.decode($0, member.value) }
-    }
-
-    static func integer(_ frame: [UInt8], _ members: [JSONMember], _ key: String) -> Int? {
-        guard let member = members.last(where: { $0.key == key }), case .number(integer: true) = member.value.kind else { return nil }
-        return Int(String(decoding: frame[member.value.start..<member.value.end], as: UTF8.self))
-    }
 }

@@ -153,7 +153,7 @@ final class BrokerConnection {
     private func refusalOrClosed() -> CLIError {
         var refusal: Reply? = nil
         _ = try? receive(deadline: 0) { frame in
-            if let reply = Reply(frame), !reply.isOK { refusal = reply; return false }
+            if case .error(let reply)? = try? BrokerFrame.read(frame) { refusal = reply; return false }
             return true
         }
         return closedError(reason: refusal)
@@ -231,18 +231,18 @@ final class BrokerConnection {
         return Int32(clamping: milliseconds)
     }
 
-    /// Sends one request frame and waits for the reply carrying `req`.
+    /// Sends one request with `req` and waits for the reply carrying it.
     /// Frames that are not that reply are passed to `other` (events, notices).
     /// An `error` without `req` is taken as the answer (the broker could not
     /// read the request's `req`, PROTOCOL.md "Requests").
     /// - Throws: `CLIError` 69 when the connection closes first; 124 (quiet)
     ///   at the deadline.
-    func request(_ frame: [UInt8], req: UInt64, deadline: Int64? = nil, other: (UnsafeRawBufferPointer) -> Void = { _ in }) throws(CLIError) -> Reply {
-        try send(frame)
+    func request(_ request: ClientRequest, req: Int64 = 1, deadline: Int64? = nil, other: (UnsafeRawBufferPointer) -> Void = { _ in }) throws(CLIError) -> Reply {
+        try send(request.encoded(req: req))
         var reply: Reply? = nil
         while reply == nil {
             let outcome = try receive(deadline: deadline) { bytes in
-                if let candidate = Reply(bytes), candidate.req == req || (candidate.req == nil && !candidate.isOK) {
+                if let candidate = (try? BrokerFrame.read(bytes))?.reply, candidate.req == req || (candidate.req == nil && !candidate.isOK) {
                     reply = candidate
                     return false
                 }
@@ -259,51 +259,7 @@ final class BrokerConnection {
     }
 }
 
-/// A decoded `ok` or `error` reply (PROTOCOL.md "Requests", "Errors"):
-/// `{"op":"ok","req":1,"seq":42,"delivered":0}`.
-struct Reply {
-    /// Whether `op` is `ok` (otherwise `error`).
-    var isOK: Bool
-    /// The integer `req`, when present.
-    var req: UInt64?
-    /// Top-level members other than `op` and `req`, raw bytes of each value.
-    var fields: [(key: String, raw: [UInt8], kind: JSONKind)]
-
-    /// Decodes a frame; nil when it is not an `ok` or `error` object.
-    init?(_ frame: UnsafeRawBufferPointer) {
-        guard let members = try? JSONObject.members(frame) else { return nil }
-        var op: String? = nil
-        var req: UInt64? = nil
-        var fields: [(key: String, raw: [UInt8], kind: JSONKind)] = []
-        for member in members {
-            switch member.key {
-            case "op":
-                guard member.value.isString else { return nil }
-                op = JSONString.decode(frame, member.value)
-            case "req":
-                req = decodeUnsigned(frame, member.value)
-            default:
-                fields.append((member.key, Array(frame[member.value.start..<member.value.end]), member.value.kind))
-            }
-        }
-        guard op == "ok" || op == "error" else { return nil }
-        self.isOK = op == "ok"
-        self.req = req
-        self.fields = fields
-    }
-
-    /// The decoded string field `key`.
-    func string(_ key: String) -> String? {
-        guard let field = fields.first(where: { $0.key == key }), case .string = field.kind else { return nil }
-        return field.raw.withUnsafeBytes { JSONString.decode($0, JSONToken(start: 0, end: field.raw.count, kind: field.kind)) }
-    }
-
-    /// The unsigned integer field `key`.
-    func unsigned(_ key: String) -> UInt64? {
-        guard let field = fields.first(where: { $0.key == key }) else { return nil }
-        return field.raw.withUnsafeBytes { decodeUnsigned($0, JSONToken(start: 0, end: field.raw.count, kind: field.kind)) }
-    }
-
+extension Reply {
     /// The `CLIError` for an `error` reply: the broker's message, and an exit
     /// status chosen by its code (see `ExitStatus`).
     /// - Parameter action: what failed, e.g. `"publish"`.
@@ -319,34 +275,4 @@ struct Reply {
         }
         return CLIError(status, "\(action) failed: \(message) (\(code))")
     }
-}
-
-/// A non-negative JSON integer token as `UInt64`; nil for anything else or overflow.
-func decodeUnsigned(_ bytes: UnsafeRawBufferPointer, _ token: JSONToken) -> UInt64? {
-    guard case .number(integer: true) = token.kind, bytes[token.start] != 0x2D else { return nil }
-    var value: UInt64 = 0
-    for i in token.start..<token.end {
-        let (times, o1) = value.multipliedReportingOverflow(by: 10)
-        let (sum, o2) = times.addingReportingOverflow(UInt64(bytes[i] - 0x30))
-        if o1 || o2 { return nil }
-        value = sum
-    }
-    return value
-}
-
-/// A JSON integer token as `Int64`; nil for anything else or overflow.
-func decodeSigned(_ bytes: UnsafeRawBufferPointer, _ token: JSONToken) -> Int64? {
-    guard case .number(integer: true) = token.kind else { return nil }
-    var i = token.start
-    let negative = bytes[i] == 0x2D
-    if negative { i += 1 }
-    var magnitude: Int64 = 0
-    while i < token.end {
-        let (times, o1) = magnitude.multipliedReportingOverflow(by: 10)
-        let (sum, o2) = times.addingReportingOverflow(Int64(bytes[i] - 0x30))
-        if o1 || o2 { return nil }
-        magnitude = sum
-        i += 1
-    }
-    return negative ? -magnitude : magnitude
 }

@@ -32,77 +32,6 @@ enum OutputFormat: String, CaseIterable {
 
 var isStandardOutputTerminal: Bool { FileDescriptor.standardOutput.isTerminal }
 
-/// The fields of one `event` frame (PROTOCOL.md "Events"), as byte ranges of the frame.
-struct EventFields {
-    var seq: UInt64?
-    var type: JSONToken?
-    var time: JSONToken?
-    var source: JSONToken?
-    var id: JSONToken?
-    var pid: JSONToken?
-    var uid: JSONToken?
-    var gid: JSONToken?
-    var data: JSONToken?
-
-    /// Reads the top-level members of an `event` frame without allocating
-    /// (keys are compared in place); nil when the frame is not a JSON object
-    /// whose `op` is `event`.
-    init?(_ frame: UnsafeRawBufferPointer) {
-        var s = JSONScanner(frame, maxDepth: ProtocolConstants.maxDepth)
-        var isEvent = false
-        do throws(JSONSyntaxError) {
-            s.skipWhitespace()
-            guard s.position < frame.count, frame[s.position] == 0x7B else { return nil }
-            s.position += 1
-            s.skipWhitespace()
-            guard s.position < frame.count else { return nil }
-            if frame[s.position] == 0x7D { return nil }
-            while true {
-                guard s.position < frame.count, frame[s.position] == 0x22 else { return nil }
-                let keyStart = s.position
-                let escaped = try s.scanString()
-                let key = JSONToken(start: keyStart, end: s.position, kind: .string(escaped: escaped))
-                s.skipWhitespace()
-                guard s.position < frame.count, frame[s.position] == 0x3A else { return nil }
-                s.position += 1
-                s.skipWhitespace()
-                let value = try s.scanValue(depth: 1)
-                if JSONString.equals(frame, key, "op") {
-                    isEvent = value.isString && JSONString.equals(frame, value, "event")
-                } else if JSONString.equals(frame, key, "seq") {
-                    seq = decodeUnsigned(frame, value)
-                } else if JSONString.equals(frame, key, "type") {
-                    type = value
-                } else if JSONString.equals(frame, key, "time") {
-                    time = value
-                } else if JSONString.equals(frame, key, "source") {
-                    source = value
-                } else if JSONString.equals(frame, key, "id") {
-                    id = value
-                } else if JSONString.equals(frame, key, "pid") {
-                    pid = value
-                } else if JSONString.equals(frame, key, "uid") {
-                    uid = value
-                } else if JSONString.equals(frame, key, "gid") {
-                    gid = value
-                } else if JSONString.equals(frame, key, "data") {
-                    data = value
-                }
-                s.skipWhitespace()
-                guard s.position < frame.count else { return nil }
-                let b = frame[s.position]
-                s.position += 1
-                if b == 0x2C { s.skipWhitespace(); continue }
-                if b == 0x7D { break }
-                return nil
-            }
-        } catch {
-            return nil
-        }
-        guard isEvent, s.atEndAfterWhitespace() else { return nil }
-    }
-}
-
 /// Formats events in one `OutputFormat`.
 struct EventFormatter {
     let format: OutputFormat
@@ -130,7 +59,7 @@ struct EventFormatter {
             out.append(0x0A)
             return true
         }
-        guard let fields = EventFields(frame) else { return false }
+        guard case .event(let fields)? = try? BrokerFrame.read(frame) else { return false }
         switch format {
         case .json:
             break
@@ -164,7 +93,7 @@ struct EventFormatter {
         if colour { FrameEncoder.appendASCII("\u{1B}[0m", to: &out) }
         out.append(0x20)
         if colour { FrameEncoder.appendASCII("\u{1B}[1;36m", to: &out) }
-        if let type = fields.type { out.append(contentsOf: JSONString.decodeBytes(frame, type)) }
+        out.append(contentsOf: JSONString.decodeBytes(frame, fields.type))
         if colour { FrameEncoder.appendASCII("\u{1B}[0m", to: &out) }
         out.append(0x20)
         appendData(frame, fields.data, to: &out)
@@ -178,17 +107,17 @@ struct EventFormatter {
     /// orders lexicographically, so zero-padded to 20 digits); `pid`/`uid`/`gid`
     /// are Integer extensions (strings if beyond the 32-bit Integer range).
     private func appendCloudEvent(_ frame: UnsafeRawBufferPointer, _ fields: EventFields, to out: inout [UInt8]) {
-        let seqText = fields.seq.map { String($0) } ?? "0"
+        let seqText = String(fields.seq)
         FrameEncoder.appendASCII("{\"specversion\":\"1.0\",\"id\":", to: &out)
         let id = fields.id.map { JSONString.decode(frame, $0) } ?? ""
         JSONString.appendQuoted(id.isEmpty ? seqText : id, to: &out)
         FrameEncoder.appendASCII(",\"source\":", to: &out)
         var source = fields.source.map { JSONString.decode(frame, $0) } ?? ""
-        if source.isEmpty { source = "pid/" + (fields.pid.map { String(decoding: frame[$0.start..<$0.end], as: UTF8.self) } ?? "0") }
+        if source.isEmpty { source = "pid/" + (fields.pid.map { String($0) } ?? "0") }
         JSONString.appendQuoted(URIReference.escape(source), to: &out)
         FrameEncoder.appendASCII(",\"type\":", to: &out)
-        JSONString.appendQuoted(fields.type.map { JSONString.decode(frame, $0) } ?? "", to: &out)
-        if let time = fields.time, time.isString {
+        JSONString.appendQuoted(JSONString.decode(frame, fields.type), to: &out)
+        if let time = fields.time {
             FrameEncoder.appendASCII(",\"time\":", to: &out)
             out.append(contentsOf: frame[time.start..<time.end])
         }
@@ -196,17 +125,17 @@ struct EventFormatter {
         out.append(contentsOf: repeatElement(0x30, count: max(0, 20 - seqText.utf8.count)))
         out.append(contentsOf: seqText.utf8)
         out.append(0x22)
-        appendIntegerExtension("pid", frame, fields.pid, to: &out)
-        appendIntegerExtension("uid", frame, fields.uid, to: &out)
-        appendIntegerExtension("gid", frame, fields.gid, to: &out)
+        appendIntegerExtension("pid", fields.pid, to: &out)
+        appendIntegerExtension("uid", fields.uid, to: &out)
+        appendIntegerExtension("gid", fields.gid, to: &out)
         FrameEncoder.appendASCII(",\"data\":", to: &out)
         appendData(frame, fields.data, to: &out)
         out.append(0x7D)
     }
 
     /// `,"name":N` for a CloudEvents Integer (-2^31...2^31-1), `,"name":"N"` beyond.
-    private func appendIntegerExtension(_ name: StaticString, _ frame: UnsafeRawBufferPointer, _ token: JSONToken?, to out: inout [UInt8]) {
-        guard let token, let value = decodeSigned(frame, token) else { return }
+    private func appendIntegerExtension(_ name: StaticString, _ value: Int64?, to out: inout [UInt8]) {
+        guard let value else { return }
         out.append(0x2C); out.append(0x22)
         FrameEncoder.appendASCII(name, to: &out)
         out.append(0x22); out.append(0x3A)

@@ -56,7 +56,7 @@ func runListen(_ args: ParsedArguments, socket: String) throws(CLIError) {
                 reportDropped(count: count, sinceSeq: since)
             case .reply(let reply):
                 if reply.isOK { break }
-                if let req = reply.req, req >= 1 && req <= UInt64(patterns.count) {
+                if let req = reply.req, req >= 1 && req <= Int64(patterns.count) {
                     failure = reply.failure("subscribing to '\(patterns[Int(req) - 1])'")
                     return false
                 }

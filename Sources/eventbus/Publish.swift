@@ -19,22 +19,15 @@ let publishOptions: [OptionSpec] = globalOptions + [
     OptionSpec("json-lines", "j"),
 ]
 
-/// What `publish` sends in each event besides `type` and `data`.
+/// What `publish` sends in each event besides `data`.
 struct PublishEnvelope {
     var type: String
     var source: String?
     var id: String?
 
-    /// Appends `{"op":"publish","req":R,"type":"T"[,"source":S][,"id":I],"data":` (no closing brace).
-    func appendHead(req: UInt64, to out: inout [UInt8]) {
-        FrameEncoder.appendASCII("{\"op\":\"publish\",\"req\":", to: &out)
-        FrameEncoder.appendInt(req, to: &out)
-        FrameEncoder.appendASCII(",\"type\":\"", to: &out)
-        out.append(contentsOf: type.utf8)  // validated: no escaping needed
-        out.append(0x22)
-        if let source { FrameEncoder.appendField("source", string: source, to: &out) }
-        if let id { FrameEncoder.appendField("id", string: id, to: &out) }
-        FrameEncoder.appendASCII(",\"data\":", to: &out)
+    /// `{"op":"publish","req":R,"type":"T"[,"source":S][,"id":I],"data":D}`
+    func request(data: JSONText) -> ClientRequest {
+        .publish(type: type, source: source, id: id, data: data)
     }
 }
 
@@ -53,29 +46,24 @@ func runPublish(_ args: ParsedArguments, socket: String) throws(CLIError) {
     guard args.operands.count <= 2 else { throw .usage(command, "too many arguments; quote DATA as one argument, e.g. '{\"a\": 1}'") }
 
     // The data, validated and compacted before anything is sent.
-    var frame: [UInt8] = []
-    frame.reserveCapacity(256)
-    envelope.appendHead(req: 1, to: &frame)
+    let data: JSONText
     if let text = args.value("string") {
         guard args.operands.count == 1 else { throw .usage(command, "give either DATA or --string TEXT, not both") }
-        JSONString.appendQuoted(text, to: &frame)
+        data = JSONText(quoting: text)
     } else if args.operands.count == 2 && args.operands[1] != "-" {
-        try appendValidatedJSON(Array(args.operands[1].utf8), origin: "DATA", to: &frame)
+        data = try validatedJSON(Array(args.operands[1].utf8), origin: "DATA")
     } else if args.operands.count == 2 || !FileDescriptor.standardInput.isTerminal {
         let input = try readAllStandardInput()
         if isBlank(input) {
-            FrameEncoder.appendASCII("null", to: &frame)
+            data = .null
         } else {
-            try appendValidatedJSON(input, origin: "standard input", alwaysHint: args.operands.count == 2 ? "" : implicitInputHint, to: &frame)
+            data = try validatedJSON(input, origin: "standard input", alwaysHint: args.operands.count == 2 ? "" : implicitInputHint)
         }
     } else {
-        FrameEncoder.appendASCII("null", to: &frame)
+        data = .null
     }
-    frame.append(0x7D)
-    frame.append(0x0A)
-
     let connection = try BrokerConnection.connect(to: socket)
-    let reply = try connection.request(frame, req: 1)
+    let reply = try connection.request(envelope.request(data: data), req: 1)
     guard reply.isOK else { throw reply.failure("publish") }
     if args.has("print-seq") {
         guard let seq = reply.unsigned("seq") else { throw CLIError(.software, "the broker's reply has no seq") }
@@ -100,24 +88,17 @@ let defaultTextHint = "; to publish text use --string TEXT"
 /// `while read` loop that input is the rest of the loop's (docs/CLI.md).
 let implicitInputHint = "; no DATA was given, so standard input was read as DATA (in a 'while read' loop that is the loop's input): give DATA as an argument, or '</dev/null' for none"
 
-/// Validates `bytes` as one JSON value and appends it compacted.
+/// Validates `bytes` as one JSON value and returns it compacted.
 /// - Parameters:
 ///   - textHint: added to the message when the text starts like plain text
 ///     (a letter) and no quoting mistake explains the error.
 ///   - alwaysHint: added to the message in every case (e.g. `implicitInputHint`).
 /// - Throws: `CLIError` 65 (`EX_DATAERR`) naming `origin` and the position,
 ///   with the text around it (`invalidJSONMessage`).
-func appendValidatedJSON(_ bytes: [UInt8], origin: String, textHint: String = defaultTextHint, alwaysHint: String = "", to out: inout [UInt8]) throws(CLIError) {
-    let result: Result<JSONToken, JSONSyntaxError> = bytes.withUnsafeBytes { raw in
-        do throws(JSONSyntaxError) {
-            let token = try JSONScanner.validate(raw, maxDepth: ProtocolConstants.maxDepth)
-            JSONObject.appendCompacted(raw, token, to: &out)
-            return .success(token)
-        } catch {
-            return .failure(error)
-        }
-    }
-    if case .failure(let error) = result {
+func validatedJSON(_ bytes: [UInt8], origin: String, textHint: String = defaultTextHint, alwaysHint: String = "") throws(CLIError) -> JSONText {
+    do {
+        return try JSONText(validating: bytes, layout: .compact)
+    } catch {
         let hint = alwaysHint.isEmpty && looksLikeBareText(bytes) ? textHint : ""
         throw CLIError(.dataError, invalidJSONMessage(bytes, error, origin: origin, hint: hint, alwaysHint: alwaysHint))
     }

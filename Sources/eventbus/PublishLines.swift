@@ -80,12 +80,12 @@ struct LinePublisher {
     /// Bytes of an input line whose LF has not arrived yet.
     var partialLine: [UInt8] = []
     /// Number of the last input line seen (1-based).
-    var lineNumber: UInt64 = 0
+    var lineNumber: Int64 = 0
     /// Encoded frames; bytes before `sentOffset` are already written.
     var unsent: [UInt8] = []
     var sentOffset = 0
     /// Line numbers (= `req`) sent or queued and not yet answered, oldest first.
-    var awaiting: [UInt64] = []
+    var awaiting: [Int64] = []
     var awaitingHead = 0
     var output = StandardOutput()
     var firstFailure: CLIError?
@@ -132,26 +132,20 @@ struct LinePublisher {
         lineNumber += 1
         var line = raw
         if line.count > 0 && line[line.count - 1] == 0x0D { line = UnsafeRawBufferPointer(rebasing: line[..<(line.count - 1)]) }
-        let mark = unsent.count
-        envelope.appendHead(req: lineNumber, to: &unsent)
+        let data: JSONText
         if json {
             let bytes = Array(line)
-            if isBlank(bytes) {
-                unsent.removeSubrange(mark...)
-                return
-            }
+            if isBlank(bytes) { return }
             do {
-                try appendValidatedJSON(bytes, origin: "line \(lineNumber)", textHint: "; without --json-lines each line is published as a string", to: &unsent)
+                data = try validatedJSON(bytes, origin: "line \(lineNumber)", textHint: "; without --json-lines each line is published as a string")
             } catch {
-                unsent.removeSubrange(mark...)
                 recordFailure(error)
                 return
             }
         } else {
-            JSONString.appendQuoted(String(decoding: line, as: UTF8.self), to: &unsent)
+            data = JSONText(quoting: String(decoding: line, as: UTF8.self))
         }
-        unsent.append(0x7D)
-        unsent.append(0x0A)
+        envelope.request(data: data).encode(req: lineNumber, to: &unsent)
         awaiting.append(lineNumber)
     }
 
@@ -172,7 +166,7 @@ struct LinePublisher {
 
     /// Matches one broker frame to the oldest line awaiting a reply.
     mutating func handleReply(_ frame: UnsafeRawBufferPointer) {
-        guard let reply = Reply(frame), awaitingHead < awaiting.count else { return }
+        guard let reply = (try? BrokerFrame.read(frame))?.reply, awaitingHead < awaiting.count else { return }
         if let req = reply.req, req != awaiting[awaitingHead] { return }  // not ours
         let line = awaiting[awaitingHead]
         awaitingHead += 1

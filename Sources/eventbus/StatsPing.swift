@@ -10,32 +10,34 @@ let pingOptions: [OptionSpec] = globalOptions + [OptionSpec("wait", "w", value: 
 func runStats(_ args: ParsedArguments, socket: String) throws(CLIError) {
     guard args.operands.isEmpty else { throw .usage("stats", "unexpected argument '\(args.operands[0])'") }
     let connection = try BrokerConnection.connect(to: socket)
-    let reply = try connection.request(Array("{\"op\":\"stats\",\"req\":1}\n".utf8), req: 1)
+    let reply = try connection.request(.stats, req: 1)
     guard reply.isOK else { throw reply.failure("stats") }
     var out: [UInt8] = []
-    if args.has("json") {
-        // The reply's fields as one compact object, without `op` and `req`.
-        out.append(0x7B)
-        for (index, field) in reply.fields.enumerated() {
-            if index > 0 { out.append(0x2C) }
-            JSONString.appendQuoted(field.key, to: &out)
-            out.append(0x3A)
-            field.raw.withUnsafeBytes { JSONObject.appendCompacted($0, JSONToken(start: 0, end: field.raw.count, kind: field.kind), to: &out) }
-        }
-        out.append(0x7D)
-        out.append(0x0A)
-    } else {
-        // `name  value` lines in the broker's order, names as on the wire.
-        let width = reply.fields.map { $0.key.count }.max() ?? 0
-        for field in reply.fields {
-            out.append(contentsOf: field.key.utf8)
-            out.append(contentsOf: repeatElement(0x20, count: width - field.key.count + 2))
-            if case .string = field.kind {
-                out.append(contentsOf: reply.string(field.key)?.utf8 ?? "".utf8)
-            } else {
-                field.raw.withUnsafeBytes { JSONObject.appendCompacted($0, JSONToken(start: 0, end: field.raw.count, kind: field.kind), to: &out) }
+    reply.bytes.withUnsafeBytes { bytes in
+        if args.has("json") {
+            // The reply's fields as one compact object, without `op` and `req`.
+            out.append(0x7B)
+            for (index, member) in reply.members.enumerated() {
+                if index > 0 { out.append(0x2C) }
+                JSONString.appendQuoted(member.key, to: &out)
+                out.append(0x3A)
+                JSONObject.appendCompacted(bytes, member.value, to: &out)
             }
+            out.append(0x7D)
             out.append(0x0A)
+        } else {
+            // `name  value` lines in the broker's order, names as on the wire.
+            let width = reply.members.map { $0.key.count }.max() ?? 0
+            for member in reply.members {
+                out.append(contentsOf: member.key.utf8)
+                out.append(contentsOf: repeatElement(0x20, count: width - member.key.count + 2))
+                if member.value.isString {
+                    out.append(contentsOf: JSONString.decodeBytes(bytes, member.value))
+                } else {
+                    JSONObject.appendCompacted(bytes, member.value, to: &out)
+                }
+                out.append(0x0A)
+            }
         }
     }
     try StandardOutput.write(out)
@@ -50,11 +52,10 @@ func runPing(_ args: ParsedArguments, socket: String) throws(CLIError) {
     if let wait = try args.value("wait", command: "ping", as: parseDuration) {
         deadline = Clock.monotonicNanoseconds() + wait.totalNanoseconds
     }
-    let frame = Array("{\"op\":\"ping\",\"req\":1}\n".utf8)
     while true {
         do throws(CLIError) {
             let connection = try BrokerConnection.connect(to: socket)
-            let reply = try connection.request(frame, req: 1, deadline: deadline)
+            let reply = try connection.request(.ping, req: 1, deadline: deadline)
             guard reply.isOK else { throw reply.failure("ping") }
             return
         } catch where error.status == ExitStatus.unavailable.rawValue && deadline != nil {

@@ -20,11 +20,7 @@ func validatePatterns(_ patterns: [String], command: String) throws(CLIError) {
 func subscribeFrames(_ patterns: [String]) -> [UInt8] {
     var out: [UInt8] = []
     for (index, pattern) in patterns.enumerated() {
-        FrameEncoder.appendASCII("{\"op\":\"subscribe\",\"req\":", to: &out)
-        FrameEncoder.appendInt(UInt64(index + 1), to: &out)
-        FrameEncoder.appendField("type", string: pattern, to: &out)
-        out.append(0x7D)
-        out.append(0x0A)
+        ClientRequest.subscribe(pattern: pattern).encode(req: Int64(index + 1), to: &out)
     }
     return out
 }
@@ -37,11 +33,12 @@ enum SubscriberFrame {
     case dropped(count: UInt64, sinceSeq: UInt64)
     /// An `ok` or `error` reply.
     case reply(Reply)
-    /// Anything else (a newer broker's frame): ignored.
+    /// Anything else (a newer broker's frame, one that cannot be read): ignored.
     case other
 
     /// Classifies a frame; events the broker writes start with
-    /// `{"op":"event",` and are recognised without parsing the rest.
+    /// `{"op":"event",` and are recognised without reading the rest (the
+    /// formatter reads what its format needs).
     init(_ frame: UnsafeRawBufferPointer) {
         let prefix: StaticString = "{\"op\":\"event\","
         if frame.count > prefix.utf8CodeUnitCount,
@@ -49,24 +46,11 @@ enum SubscriberFrame {
             self = .event
             return
         }
-        if let reply = Reply(frame) {
-            self = .reply(reply)
-            return
-        }
-        guard let members = try? JSONObject.members(frame),
-              let op = members.first(where: { $0.key == "op" }), op.value.isString else {
-            self = .other
-            return
-        }
-        switch JSONString.decode(frame, op.value) {
-        case "event":
-            self = .event
-        case "dropped":
-            let count = members.first { $0.key == "count" }.flatMap { decodeUnsigned(frame, $0.value) } ?? 0
-            let since = members.first { $0.key == "since_seq" }.flatMap { decodeUnsigned(frame, $0.value) } ?? 0
-            self = .dropped(count: count, sinceSeq: since)
-        default:
-            self = .other
+        switch try? BrokerFrame.read(frame) {
+        case .event?: self = .event
+        case .ok(let reply)?, .error(let reply)?: self = .reply(reply)
+        case .dropped(let count, let since)?: self = .dropped(count: count, sinceSeq: since)
+        case .gap?, .unknown?, nil: self = .other
         }
     }
 }

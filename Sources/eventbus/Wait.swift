@@ -71,7 +71,7 @@ func runWait(_ args: ParsedArguments, socket: String) throws(CLIError) {
                     eventSeen = true
                     return false
                 case .reply(let reply):
-                    guard let req = reply.req, req >= 1 && req <= UInt64(patterns.count) else {
+                    guard let req = reply.req, req >= 1 && req <= Int64(patterns.count) else {
                         if !reply.isOK { brokerError = reply }
                         return true
                     }

@@ -78,15 +78,25 @@ final class Outcomes: Sendable {
         return notices
     }
 
-    func ok(_ req: Int64, _ fields: [String: ReplyValue] = [:]) -> ServerFrame { .ok(req: req, Reply(fields: fields)) }
+    /// `{"op":"ok","req":R,<fields>}`
+    func ok(_ req: Int64, _ fields: String = "") -> String { #"{"op":"ok","req":\#(req)"# + (fields.isEmpty ? "" : "," + fields) + "}" }
 
-    func event(_ type: String, seq: UInt64 = 1) -> ServerFrame {
-        .event(RawEvent(metadata: EventMetadata(type: type, seq: seq, time: "t", source: "s", id: "i", pid: 1, uid: 2, gid: 3), data: Array("{}".utf8)))
+    func event(_ type: String, seq: UInt64 = 1) -> String {
+        #"{"op":"event","seq":\#(seq),"type":"\#(type)","time":"t","source":"s","id":"i","pid":1,"uid":2,"gid":3,"data":{}}"#
     }
+
+    /// Hands one broker frame, as text, to the state the way BusCore does.
+    func handle(_ state: inout ClientState, _ frame: String, wall: Int64 = 0) -> Step {
+        Array(frame.utf8).withUnsafeBytes { bytes in
+            state.handle(try! BrokerFrame.read(bytes), in: bytes, wallNanoseconds: wall)
+        }
+    }
+
+    func json(_ text: String) -> JSONText { try! JSONText(validating: Array(text.utf8)) }
 
     func connect(_ state: inout ClientState) -> [String] {
         let step = state.connectionEstablished()!
-        _ = perform(state.handle(ok(1, ["instance": .string("inst"), "conn": .number("7")]), wallNanoseconds: 0))
+        _ = perform(handle(&state, ok(1, #""instance":"inst","conn":7"#)))
         return frames(step)
     }
 
@@ -129,8 +139,8 @@ final class Outcomes: Sendable {
         _ = state.add(wildcard, on: Pattern("order.*")!)
         _ = state.add(all, on: Pattern(">")!)
         _ = state.add(other, on: Pattern("user.>")!)
-        perform(state.handle(event("order.created"), wallNanoseconds: 0))
-        perform(state.handle(event("order.a.b"), wallNanoseconds: 0))
+        perform(handle(&state, event("order.created")))
+        perform(handle(&state, event("order.a.b")))
         #expect(exact.types == ["order.created"])
         #expect(wildcard.types == ["order.created"])
         #expect(all.types == ["order.created", "order.a.b"])
@@ -144,10 +154,10 @@ final class Outcomes: Sendable {
         let likerSink = RecordingSink(owner: liker), viewerSink = RecordingSink(owner: viewer)
         _ = state.add(likerSink, on: Pattern("post.liked")!)
         _ = state.add(viewerSink, on: Pattern("post.liked")!)
-        let publish = OutgoingPublish(type: "post.liked", data: Array(#"{"post":1}"#.utf8), source: nil, id: nil, exclude: liker, completion: outcomes.publishCompletion)
+        let publish = OutgoingPublish(type: "post.liked", data: json(#"{"post":1}"#), source: nil, id: nil, exclude: liker, completion: outcomes.publishCompletion)
         #expect(frames(state.publish(publish, now: 0)) == [#"{"op":"publish","req":3,"type":"post.liked","data":{"post":1}}"#])
         #expect(viewerSink.types.isEmpty, "local delivery waits for the broker's ok")
-        perform(state.handle(ok(3, ["seq": .number("11"), "delivered": .number("2")]), wallNanoseconds: 1_000_000_000))
+        perform(handle(&state, ok(3, #""seq":11,"delivered":2"#), wall: 1_000_000_000))
         #expect(likerSink.types.isEmpty)
         let got = viewerSink.received.withLock { $0 }
         #expect(got.count == 1)
@@ -159,7 +169,7 @@ final class Outcomes: Sendable {
     @Test func requestsInFlightFailWhenTheConnectionIsLost() {
         var state = makeState()
         _ = connect(&state)
-        let publish = OutgoingPublish(type: "a.b", data: Array("1".utf8), source: nil, id: nil, exclude: nil, completion: outcomes.publishCompletion)
+        let publish = OutgoingPublish(type: "a.b", data: json("1"), source: nil, id: nil, exclude: nil, completion: outcomes.publishCompletion)
         _ = state.publish(publish, now: 0)
         _ = state.request(stats: true, outcomes.replyCompletion)
         perform(state.connectionLost(reason: "reset"))
@@ -170,7 +180,7 @@ final class Outcomes: Sendable {
 
     @Test func publishingWhileDisconnectedFailsAtOnceUnderPolicyFail() {
         var state = makeState(.fail)
-        let publish = OutgoingPublish(type: "a.b", data: Array("1".utf8), source: nil, id: nil, exclude: nil, completion: outcomes.publishCompletion)
+        let publish = OutgoingPublish(type: "a.b", data: json("1"), source: nil, id: nil, exclude: nil, completion: outcomes.publishCompletion)
         perform(state.publish(publish, now: 0))
         guard case .failure(.unavailable(let path, _)) = outcomes.publishes.withLock({ $0.first }) else {
             Issue.record("expected unavailable")
@@ -181,7 +191,7 @@ final class Outcomes: Sendable {
 
     @Test func publishingWhileDisconnectedWaitsBoundedThenIsSentOnConnect() {
         var state = makeState(.wait(upTo: .seconds(2), maxWaiting: 2))
-        let make = { (n: Int) in OutgoingPublish(type: "a.b", data: Array("\(n)".utf8), source: nil, id: nil, exclude: nil, completion: self.outcomes.publishCompletion) }
+        let make = { (n: Int) in OutgoingPublish(type: "a.b", data: json("\(n)"), source: nil, id: nil, exclude: nil, completion: self.outcomes.publishCompletion) }
         _ = state.publish(make(1), now: 0)
         _ = state.publish(make(2), now: 1_000_000_000)
         perform(state.publish(make(3), now: 1_000_000_000))
@@ -197,13 +207,13 @@ final class Outcomes: Sendable {
     @Test func anErrorWithoutReqAnswersTheOldestRequest() {
         var state = makeState()
         _ = connect(&state)
-        let publish = OutgoingPublish(type: "a.b", data: Array("1".utf8), source: nil, id: nil, exclude: nil, completion: outcomes.publishCompletion)
+        let publish = OutgoingPublish(type: "a.b", data: json("1"), source: nil, id: nil, exclude: nil, completion: outcomes.publishCompletion)
         _ = state.publish(publish, now: 0)
         _ = state.request(stats: false, outcomes.replyCompletion)
-        perform(state.handle(.error(req: nil, .protocolError(code: .frameTooLarge, message: "too big")), wallNanoseconds: 0))
+        perform(handle(&state, #"{"op":"error","code":"frame_too_large","message":"too big"}"#))
         #expect(outcomes.publishes.withLock { $0 } == [.failure(.protocolError(code: .frameTooLarge, message: "too big"))])
         #expect(outcomes.replies.withLock { $0 }.isEmpty)
-        perform(state.handle(ok(3), wallNanoseconds: 0))
+        perform(handle(&state, ok(3)))
         #expect(outcomes.replies.withLock { $0 }.count == 1)
     }
 
@@ -213,7 +223,7 @@ final class Outcomes: Sendable {
         let sink = RecordingSink()
         _ = state.add(sink, on: Pattern("a.b")!)
         let error = EventBusError.protocolError(code: .limit, message: "too many subscriptions")
-        let notices = perform(state.handle(.error(req: 2, error), wallNanoseconds: 0))
+        let notices = perform(handle(&state, #"{"op":"error","req":2,"code":"limit","message":"too many subscriptions"}"#))
         #expect(notices == [.subscriptionRefused(pattern: "a.b", error)])
         #expect(sink.endings.withLock { $0 } == [error])
         #expect(state.patterns.isEmpty && state.subscribed.isEmpty)
@@ -254,7 +264,7 @@ final class Outcomes: Sendable {
         var state = makeState(.wait(upTo: .seconds(5), maxWaiting: 10))
         let sink = RecordingSink()
         _ = state.add(sink, on: Pattern("a.b")!)
-        let publish = OutgoingPublish(type: "a.b", data: Array("1".utf8), source: nil, id: nil, exclude: nil, completion: outcomes.publishCompletion)
+        let publish = OutgoingPublish(type: "a.b", data: json("1"), source: nil, id: nil, exclude: nil, completion: outcomes.publishCompletion)
         _ = state.publish(publish, now: 0)
         perform(state.close(error: nil))
         #expect(outcomes.publishes.withLock { $0 } == [.failure(.closed)])
@@ -292,7 +302,7 @@ final class Outcomes: Sendable {
         let other = Outcomes()
         var lost = ClientState(path: "/p", clientName: nil, overflow: .dropNew, whileDisconnected: .fail, identity: (1, 1, 1), firstConnect: { r in other.first.withLock { $0.append(r) } })
         _ = lost.connectionEstablished()
-        perform(lost.handle(.error(req: nil, .protocolError(code: .limit, message: "too many connections")), wallNanoseconds: 0))
+        perform(handle(&lost, #"{"op":"error","code":"limit","message":"too many connections"}"#))
         perform(lost.connectionLost(reason: "the broker closed the connection"))
         #expect(other.first.withLock { $0 } == [.failure(.unavailable(path: "/p", reason: "the broker closed the connection (limit: too many connections)"))])
     }

@@ -298,6 +298,9 @@ struct RequestDecoderTests {
         #"{"op":"ping","":1,"":2}"#,
         #"{"op":"ping","é":1,"\u00e9":2}"#,
         #"{"op":"ping","overflowing":1,"overflowing":2}"#,
+        #"{"op":"publish","type":"a","retain":true,"retain":false}"#,
+        #"{"op":"subscribe","type":"a","since":1,"since":2}"#,
+        #"{"op":"subscribe","type":"a","instance":"i","inst\u0061nce":"j"}"#,
     ])
     func duplicateKeysAreBadRequest(_ frame: String) {
         #expect(Decoded(frame).code == .badRequest)

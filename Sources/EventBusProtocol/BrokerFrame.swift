@@ -1,0 +1,160 @@
+// The one reader of broker-to-client frames (PROTOCOL.md "Requests",
+// "Events", "Errors", "Semantics", and the 1.1 `gap` frame and revocation
+// error), used by the library, the CLI and the fuzz target. Event fields
+// stay token ranges into the frame, read in place without allocating
+// (`eventbus listen` formats thousands a second); replies own a copy.
+//
+// Before editing: a frame whose `op` this reader does not know is
+// `.unknown`, not an error (PROTOCOL.md "Framing": forward compatibility);
+// an extra member is ignored. A key is read where it first appears.
+
+/// One frame from the broker.
+public enum BrokerFrame: Sendable, Equatable {
+    /// `{"op":"ok","req":7,"seq":42,"delivered":2}`
+    case ok(Reply)
+    /// `{"op":"error","req":7,"code":"bad_type","message":"..."}`, and (1.1)
+    /// `{"op":"error","code":"forbidden","type":"a.>","message":"..."}` when a
+    /// policy reload removed a subscription (`Reply.revokedPattern`).
+    case error(Reply)
+    /// `{"op":"event","seq":42,"type":"order.created",...,"data":{...}}`:
+    /// token ranges into the frame that was read.
+    case event(EventFields)
+    /// `{"op":"dropped","count":3,"since_seq":17}`: `count` events lost, the first was `since_seq`.
+    case dropped(count: UInt64, sinceSeq: UInt64)
+    /// (1.1) `{"op":"gap","type":"a.>","since_seq":10,"first_seq":50}`: the
+    /// history no longer reaches back to `since_seq + 1`; replay starts at `first_seq`.
+    case gap(pattern: String, sinceSeq: UInt64, firstSeq: UInt64)
+    /// `{"op":"hello-from-the-future",...}`: an op this reader does not know (ignore it).
+    case unknown(op: String)
+
+    /// Reads one frame (the bytes before its LF; a CR before it is whitespace).
+    /// - Throws: `BrokerFrameError` when it is not a JSON object, has no
+    ///   string `op`, or an `event`, `dropped` or `gap` lacks a field it must have.
+    public static func read(_ frame: UnsafeRawBufferPointer) throws(BrokerFrameError) -> BrokerFrame {
+        try KeyedTokens<BrokerFrameKey>.withEmpty { (fields) throws(BrokerFrameError) -> BrokerFrame in
+            do throws(JSONObject.ReadError) {
+                try fields.scan(frame)
+            } catch {
+                throw .unreadable(error)
+            }
+            guard let opToken = fields[.op], opToken.isString else { throw .noOp(frame: preview(frame)) }
+            guard let op = BrokerOp.find(opToken, in: frame) else { return .unknown(op: JSONString.decode(frame, opToken)) }
+            func missing() -> BrokerFrameError { .missingFields(op: op.name, fields: op.requiredFields, frame: preview(frame)) }
+            switch op {
+            case .ok, .error:
+                let req = fields[.req].flatMap { JSONInteger.signed(frame, $0) }
+                let reply = Reply(isOK: op == .ok, req: req, frame: frame)
+                return op == .ok ? .ok(reply) : .error(reply)
+            case .event:
+                guard let seq = fields[.seq].flatMap({ JSONInteger.unsigned(frame, $0) }),
+                      let type = fields[.type], type.isString else { throw missing() }
+                func string(_ key: BrokerFrameKey) -> JSONToken? { fields[key].flatMap { $0.isString ? $0 : nil } }
+                func integer(_ key: BrokerFrameKey) -> Int64? { fields[key].flatMap { JSONInteger.signed(frame, $0) } }
+                return .event(EventFields(
+                    seq: seq, type: type, time: string(.time), source: string(.source), id: string(.id),
+                    pid: integer(.pid), uid: integer(.uid), gid: integer(.gid), data: fields[.data],
+                    retained: fields[.retained]?.kind == .true, replayed: fields[.replayed]?.kind == .true,
+                    origin: fields[.origin].flatMap { $0.kind == .object ? $0 : nil }
+                ))
+            case .dropped:
+                guard let count = fields[.count].flatMap({ JSONInteger.unsigned(frame, $0) }),
+                      let since = fields[.sinceSeq].flatMap({ JSONInteger.unsigned(frame, $0) }) else { throw missing() }
+                return .dropped(count: count, sinceSeq: since)
+            case .gap:
+                guard let pattern = fields[.type], pattern.isString,
+                      let since = fields[.sinceSeq].flatMap({ JSONInteger.unsigned(frame, $0) }),
+                      let first = fields[.firstSeq].flatMap({ JSONInteger.unsigned(frame, $0) }) else { throw missing() }
+                return .gap(pattern: JSONString.decode(frame, pattern), sinceSeq: since, firstSeq: first)
+            }
+        }
+    }
+
+    /// The reply of an `ok` or `error` frame, nil for any other frame.
+    public var reply: Reply? {
+        switch self {
+        case .ok(let reply), .error(let reply): reply
+        default: nil
+        }
+    }
+
+    /// The first 120 bytes of a frame, for messages.
+    static func preview(_ frame: UnsafeRawBufferPointer) -> String {
+        String(decoding: UnsafeRawBufferPointer(rebasing: frame[0..<min(frame.count, 120)]), as: UTF8.self)
+    }
+}
+
+/// The members of one `event` frame (PROTOCOL.md "Events"), as token ranges
+/// of the frame it was read from: read strings with `JSONString.decode(frame, token)`.
+public struct EventFields: Sendable, Equatable {
+    /// Broker-wide sequence number.
+    public var seq: UInt64
+    /// The event type, a string token.
+    public var type: JSONToken
+    /// `"2026-11-29T13:00:00.123Z"`, a string token; nil when absent or not a string.
+    public var time: JSONToken?
+    /// `"billing"`, a string token; nil when absent or not a string.
+    public var source: JSONToken?
+    /// `"3f9a1c07-42"`, a string token; nil when absent or not a string.
+    public var id: JSONToken?
+    /// The publisher's process id; nil when absent or not an integer within `Int64`.
+    public var pid: Int64?
+    /// The publisher's user id; nil when absent or not an integer within `Int64`.
+    public var uid: Int64?
+    /// The publisher's group id; nil when absent or not an integer within `Int64`.
+    public var gid: Int64?
+    /// The publisher's `data`, byte for byte; nil when absent (then it is `null`).
+    public var data: JSONToken?
+    /// (1.1) `"retained":true`: sent after a `subscribe` with `last`.
+    public var retained: Bool
+    /// (1.1) `"replayed":true`: sent from the history after a `subscribe` with `since`.
+    public var replayed: Bool
+    /// (1.1) The remote identity of a bridged event, an object token.
+    public var origin: JSONToken?
+}
+
+/// Why a frame from the broker could not be read.
+public enum BrokerFrameError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// Not JSON, or JSON that is not an object.
+    case unreadable(JSONObject.ReadError)
+    /// No `op`, or an `op` that is not a string; `frame` is its first 120 bytes.
+    case noOp(frame: String)
+    /// An `event`, `dropped` or `gap` without a field it must have, e.g. `seq/type`.
+    case missingFields(op: String, fields: String, frame: String)
+
+    public var description: String {
+        switch self {
+        case .unreadable(let error): "\(error)"
+        case .noOp(let frame): "no \"op\" in \(frame)"
+        case .missingFields(let op, let fields, let frame): "\(op) without \(fields): \(frame)"
+        }
+    }
+}
+
+/// The ops a broker sends, in the wire spelling of their case names.
+enum BrokerOp: Int, FrameKey {
+    case ok, error, event, dropped, gap
+
+    static let table = KeyTable(Self.self)
+
+    /// For messages: the fields `read` requires of this op.
+    var requiredFields: String {
+        switch self {
+        case .ok, .error: ""
+        case .event: "seq/type"
+        case .dropped: "count/since_seq"
+        case .gap: "type/since_seq/first_seq"
+        }
+    }
+}
+
+/// The members of broker frames that `BrokerFrame.read` reads, in the wire
+/// spelling of their case names (`sinceSeq` is `since_seq`).
+enum BrokerFrameKey: Int, FrameKey {
+    case op, req
+    case seq, type, time, source, id, pid, uid, gid, data  // event
+    case retained, replayed, origin  // event (1.1)
+    case count, sinceSeq  // dropped, gap
+    case firstSeq  // gap (1.1)
+
+    static let table = KeyTable(Self.self)
+}

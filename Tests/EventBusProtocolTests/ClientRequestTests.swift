@@ -1,0 +1,87 @@
+// The clients' request encoder (PROTOCOL.md "Requests"): every op byte for
+// byte, the 1.1 fields, escaping, spliced JSON, and the round trip through
+// the broker's own decoder (both read their names from one table).
+import Testing
+@testable import EventBusProtocol
+
+@Suite("Client requests")
+struct ClientRequestTests {
+    static let origin = try! JSONText(validating: utf8(#"{"node":"host-b","seq":9123}"#))
+    static let data = try! JSONText(validating: utf8(#"{"code":"EUR"}"#))
+
+    static let frames: [(ClientRequest, Int64?, String)] = [
+        (.hello(), 0, #"{"op":"hello","req":0}"#),
+        (.hello(client: "dash-1", echo: false, overflow: .dropOld), 1, #"{"op":"hello","req":1,"client":"dash-1","echo":false,"overflow":"drop-old"}"#),
+        (.subscribe(pattern: "order.>"), 2, #"{"op":"subscribe","req":2,"type":"order.>"}"#),
+        (.subscribe(pattern: "a.*", last: true, since: 41, instance: "4f0c"), 2,
+         #"{"op":"subscribe","req":2,"type":"a.*","last":true,"since":41,"instance":"4f0c"}"#),
+        (.subscribe(pattern: "a", since: UInt64.max), nil, #"{"op":"subscribe","type":"a","since":18446744073709551615}"#),
+        (.unsubscribe(pattern: "order.>"), 3, #"{"op":"unsubscribe","req":3,"type":"order.>"}"#),
+        (.publish(type: "currency.changed", data: data), 4, #"{"op":"publish","req":4,"type":"currency.changed","data":{"code":"EUR"}}"#),
+        (.publish(type: "a", source: "s", id: "i", retain: true, origin: origin, data: .null), -9007199254740992,
+         #"{"op":"publish","req":-9007199254740992,"type":"a","source":"s","id":"i","retain":true,"origin":{"node":"host-b","seq":9123},"data":null}"#),
+        (.publish(type: "a"), nil, #"{"op":"publish","type":"a"}"#),
+        (.clear(type: "currency.changed"), 5, #"{"op":"clear","req":5,"type":"currency.changed"}"#),
+        (.clients, 6, #"{"op":"clients","req":6}"#),
+        (.ping, 7, #"{"op":"ping","req":7}"#),
+        (.stats, 8, #"{"op":"stats","req":8}"#),
+    ]
+
+    @Test("each request is one frame, byte for byte", arguments: frames)
+    func encodesEachRequest(_ request: ClientRequest, _ req: Int64?, _ expected: String) {
+        #expect(String(decoding: request.encoded(req: req), as: UTF8.self) == expected + "\n")
+    }
+
+    @Test func framesAppendToWhatIsThere() {
+        var out = utf8("x")
+        ClientRequest.ping.encode(req: 1, to: &out)
+        ClientRequest.stats.encode(req: 2, to: &out)
+        #expect(String(decoding: out, as: UTF8.self) == "x" + #"{"op":"ping","req":1}"# + "\n" + #"{"op":"stats","req":2}"# + "\n")
+    }
+
+    @Test func stringsAreEscapedAndStayOnOneLine() {
+        let frame = ClientRequest.publish(type: "a", source: "say \"hi\"\\\n\u{1}", id: "é", data: JSONText(quoting: "line\nbreak")).encoded(req: 1)
+        #expect(String(decoding: frame, as: UTF8.self)
+            == #"{"op":"publish","req":1,"type":"a","source":"say \"hi\"\\\n\u0001","id":"é","data":"line\nbreak"}"# + "\n")
+        #expect(frame.firstIndex(of: 0x0A) == frame.count - 1)
+    }
+
+    @Test("the broker decodes every request it has as the one encoded", arguments: [
+        ClientRequest.hello(client: "c.1", echo: true, overflow: .disconnect),
+        .subscribe(pattern: "a.*.>"), .unsubscribe(pattern: ">"), .ping, .stats,
+        .publish(type: "x.y", source: "src", id: "id-1", data: data),
+    ])
+    func roundTripsThroughTheBrokersDecoder(_ request: ClientRequest) {
+        var frame = request.encoded(req: 77)
+        frame.removeLast()
+        let decoded = frame.withUnsafeBytes { RequestDecoder.decode($0) }
+        #expect(decoded.req.map { String(decoding: frame[$0.start..<$0.end], as: UTF8.self) } == "77")
+        guard case .success(let got) = decoded.request else {
+            Issue.record("refused: \(decoded.request)")
+            return
+        }
+        switch (request, got) {
+        case (.hello(let client, let echo, let overflow), .hello(let c, let e, let o)):
+            #expect(client == c && echo == e && overflow == o)
+        case (.subscribe(let pattern, _, _, _), .subscribe(let p)), (.unsubscribe(let pattern), .unsubscribe(let p)):
+            #expect(pattern == p.text)
+        case (.ping, .ping), (.stats, .stats):
+            break
+        case (.publish(let type, let source, let id, _, _, let data), .publish(let t, let d, let s, let i)):
+            func text(_ token: JSONToken?) -> String? { token.map { String(decoding: frame[$0.start..<$0.end], as: UTF8.self) } }
+            #expect(type == t.name && text(s) == source.map { "\"\($0)\"" } && text(i) == id.map { "\"\($0)\"" } && text(d) == data?.description)
+        default:
+            Issue.record("encoded \(request), decoded \(got)")
+        }
+    }
+
+    @Test func dataIsValidatedAndLaidOutAsAsked() throws {
+        let pretty = utf8("{\n  \"a\" : [ 1, 2 ]\n}\n")
+        #expect(try JSONText(validating: pretty).description == #"{"a":[1,2]}"#)
+        #expect(try JSONText(validating: utf8(#"{"a": 1}"#)).description == #"{"a": 1}"#)
+        #expect(try JSONText(validating: utf8(#"{"a": 1}"#), layout: .compact).description == #"{"a":1}"#)
+        #expect(try JSONText(validating: utf8(" 7 ")).description == "7")
+        #expect(throws: JSONSyntaxError.self) { try JSONText(validating: utf8("{\"a\":}")) }
+        #expect(throws: JSONSyntaxError.self) { try JSONText(validating: nestedArrays(ProtocolConstants.maxDepth + 1)) }
+    }
+}
