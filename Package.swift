@@ -48,6 +48,10 @@ let package = Package(
             dependencies: ["EventBusProtocol", "EventBusSystem"],
             swiftSettings: strict
         ),
+        // NATS client (text protocol, failover, reconnect forever) and the
+        // bridge's pure logic (issue 13; docs in the target folders' file comments).
+        .target(name: "EventBusNATS", dependencies: ["EventBusProtocol", "EventBusSystem"], swiftSettings: strict),
+        .target(name: "EventBusBridge", dependencies: ["EventBusNATS", "EventBusProtocol"], swiftSettings: strict),
         .executableTarget(
             name: "eventbusd",
             dependencies: ["EventBusServer", "EventBusSystemd", "EventBusProtocol", "EventBusSystem"],
@@ -115,6 +119,8 @@ let package = Package(
             dependencies: ["EventBusClient", "EventBusTestSupport", "eventbusd", "settings-service", "dashboard", "eventbus-client-peer"],
             swiftSettings: strict
         ),
+        .testTarget(name: "EventBusNATSTests", dependencies: ["EventBusNATS", "EventBusTestSupport"], swiftSettings: strict),
+        .testTarget(name: "EventBusBridgeTests", dependencies: ["EventBusBridge", "EventBusNATS", "EventBusProtocol"], swiftSettings: strict),
         .testTarget(
             name: "EventBusIntegrationTests",
             dependencies: ["EventBusTestSupport", "EventBusProtocol", "eventbusd", "eventbus"],

@@ -85,4 +85,6 @@ public struct ClientStatistics: Equatable, Sendable {
     public var connectAttempts = 0
     public var reconnects = 0
     public var serverErrors = 0
+
+    public init() {}
 }

@@ -11,7 +11,7 @@
 // and protocol lines are discarded (the next connection sends its own).
 
 /// A message to publish.
-public struct OutgoingMessage: Sendable {
+public struct OutgoingMessage: Equatable, Sendable {
     public var subject: Subject
     /// Sent as HPUB when present, PUB when nil.
     public var headers: Headers?

@@ -35,6 +35,12 @@ public struct Subject: Hashable, Sendable, CustomStringConvertible {
         self.hasWildcards = false
     }
 
+    /// Any text, unchecked: only for tests that must send what a server refuses.
+    init(unchecked text: String) {
+        self.text = text
+        self.hasWildcards = false
+    }
+
     /// Whether `text` is well formed; the result tells whether it has wildcard tokens.
     /// Nil when malformed (or when `wildcards` is false and it has one).
     static func check(_ text: String, wildcards: Bool) -> Bool? {
