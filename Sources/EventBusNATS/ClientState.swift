@@ -88,6 +88,8 @@ public struct ClientState {
 
     var outbox: Outbox
     var parser: Parser
+    /// Bound on unwritten protocol lines (PONGs, SUBs) before the link is dropped.
+    static let maxUnwrittenControlBytes = 1 << 20
     var random: SplitMix64
     private var nextSID: UInt64 = 1
     private var pingsOutstanding = 0
@@ -307,6 +309,11 @@ public struct ClientState {
             statistics.skippedOversized += 1
             return Step(effects: [.skippedOversized(subject: subject, bytes: bytes)])
         case .ping:
+            // A server that PINGs while not reading our PONGs would grow the
+            // outbox without bound; 1 MiB of unwritten protocol lines ends it.
+            if outbox.controlBytes > ClientState.maxUnwrittenControlBytes {
+                return drop(reason: "the server sends PINGs faster than it reads the PONGs", now: now)
+            }
             outbox.appendControl(Encoder.pong)
             return Step()
         case .pong:

@@ -68,8 +68,9 @@ struct Outbox {
     private var wireHead = 0
     /// Bytes of `wire[wireHead]` already written.
     private var writtenOfHead = 0
-    /// Bytes in `wire` not written yet.
+    /// Bytes in `wire` not written yet, and how many of them are protocol lines.
     private(set) var wireBytes = 0
+    private(set) var controlBytes = 0
     /// Waiting for a ready connection, oldest first.
     private var held: [QueuedMessage] = []
 
@@ -93,6 +94,7 @@ struct Outbox {
     mutating func appendControl(_ bytes: [UInt8]) {
         wire.append(.control(bytes))
         wireBytes += bytes.count
+        controlBytes += bytes.count
     }
 
     /// Appends to `wire` (connected) or `held` (not ready). The caller checked `fits`.
@@ -149,9 +151,14 @@ struct Outbox {
                 return
             }
             left -= rest
-            if case .message(let message) = wire[wireHead], !message.exempt {
+            switch wire[wireHead] {
+            case .message(let message) where !message.exempt:
                 messageCount -= 1
                 messageBytes -= message.bytes.count
+            case .control(let bytes):
+                controlBytes -= bytes.count
+            case .message:
+                break
             }
             wire[wireHead] = .control([])  // release the bytes now
             wireHead += 1
@@ -171,6 +178,7 @@ struct Outbox {
         wireHead = 0
         writtenOfHead = 0
         wireBytes = 0
+        controlBytes = 0
         held = back + held
     }
 

@@ -192,6 +192,15 @@ func isLinkUp(_ effect: Effect, reconnect: Bool) -> Bool {
         ])
     }
 
+    @Test func aServerThatPingsWithoutReadingThePongsIsLeft() {
+        var h = Harness()
+        h.up()
+        h.advance(.seconds(5))
+        let effects = h.feed(String(repeating: "PING\r\n", count: 200_000))
+        #expect(effects.contains(.linkDown(reason: "the server sends PINGs faster than it reads the PONGs")))
+        #expect(effects.last == .connect(address("b:2")))
+    }
+
     @Test(arguments: [
         ("Invalid Subject", false), ("Invalid Publish Subject", false),
         ("Permissions Violation for Subscription to \"x.y\"", false), ("Permissions Violation for Publish to \"x\"", false),
