@@ -77,7 +77,7 @@ func isLinkUp(_ effect: Effect, reconnect: Bool) -> Bool {
     return false
 }
 
-@Suite struct ClientStateTests {
+@Suite struct NATSClientStateTests {
     @Test func nothingIsWrittenBeforeInfoAndNothingButTheHandshakeBeforePong() {
         var h = Harness()
         #expect(h.state.start(now: h.now).effects == [.connect(address("a:1"))])
