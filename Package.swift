@@ -53,6 +53,10 @@ let package = Package(
         ),
         // The executables' shared command-line parsing (options, DURATION, SIZE, N).
         .target(name: "EventBusCommandLine", swiftSettings: strict),
+        // NATS client (text protocol, failover, reconnect forever) and the
+        // bridge's pure logic (issue 13; docs in the target folders' file comments).
+        .target(name: "EventBusNATS", dependencies: ["EventBusProtocol", "EventBusSystem"], swiftSettings: strict),
+        .target(name: "EventBusBridge", dependencies: ["EventBusNATS", "EventBusProtocol"], swiftSettings: strict),
         .executableTarget(
             name: "eventbusd",
             dependencies: ["EventBusServer", "EventBusSystemd", "EventBusProtocol", "EventBusSystem", "EventBusCommandLine"],
@@ -136,6 +140,8 @@ let package = Package(
             dependencies: ["EventBusClient", "EventBusTestSupport", "eventbusd", "settings-service", "dashboard", "eventbus-client-peer", "readme-example"],
             swiftSettings: strict
         ),
+        .testTarget(name: "EventBusNATSTests", dependencies: ["EventBusNATS", "EventBusTestSupport"], swiftSettings: strict),
+        .testTarget(name: "EventBusBridgeTests", dependencies: ["EventBusBridge", "EventBusNATS", "EventBusProtocol"], swiftSettings: strict),
         .testTarget(
             name: "EventBusIntegrationTests",
             dependencies: ["EventBusTestSupport", "EventBusProtocol", "EventBusCommandLine", "eventbusd", "eventbus"],

@@ -1,0 +1,312 @@
+// The bridge's decisions, with no I/O: which local events go out and how
+// (subject, CloudEvents headers), which NATS messages come in and as what
+// local publish (with `origin`), loop prevention, the duplicate-node hello,
+// drop reports, and the counters. The executable (issue 13, step 2) feeds it
+// events and messages and does what it answers.
+//
+// Before editing, the loop rules, in layers (DESIGN-NOTES-1.1 A.7):
+// 1. the NATS connection says `echo:false`;
+// 2. only events without `origin` are exported (one hop, like NATS routes);
+// 3. imports whose subject names our own node are dropped (`loop`);
+// 4. a hello from another instance under our node id stops exporting, loudly.
+// And overlapping import patterns make NATS deliver a message once per
+// matching subscription: only the lowest matching sid's copy is imported.
+import EventBusNATS
+import EventBusProtocol
+
+/// The bridge's state. One owner; not thread-safe.
+public struct BridgeCore {
+    public let mapping: SubjectMapping
+    /// Export patterns (local types that go to NATS).
+    public let exports: [Pattern]
+    /// Import patterns, minus those another one covers (see `minimalPatterns`).
+    public let imports: [Pattern]
+    /// This bridge process's random id, sent in hellos: two processes under
+    /// one node id tell each other apart by it.
+    public let bridgeInstance: String
+    /// The local broker's `instance` (from its `hello` reply); `seq` counts within it.
+    public private(set) var brokerInstance = ""
+    /// False once another bridge instance claimed our node id.
+    public private(set) var exporting = true
+    /// The other instance that claimed our node id, if any.
+    public private(set) var duplicateInstance: String?
+    public private(set) var counters = BridgeCounters()
+    /// Import subscriptions by sid, each with its pattern, lowest sid first.
+    private var importSubscriptions: [(sid: SubscriptionID, pattern: Pattern)] = []
+
+    /// - Parameters:
+    ///   - bridgeInstance: a random id for this process (e.g. 16 hex digits).
+    public init(mapping: SubjectMapping, exports: [Pattern], imports: [Pattern], bridgeInstance: String) {
+        self.mapping = mapping
+        self.exports = exports
+        self.imports = BridgeCore.minimalPatterns(imports)
+        self.bridgeInstance = bridgeInstance
+    }
+
+    /// The local bus connection is up; `instance` is the broker's (its `hello` reply).
+    public mutating func localBusConnected(instance: String) {
+        brokerInstance = instance
+    }
+
+    // MARK: NATS subscriptions
+
+    /// What to subscribe on NATS: one subject per import pattern
+    /// (`PREFIX.evt.*.P`), our hello subject, and, when importing, every
+    /// node's drop reports. Pass each sid back to `subscribed(_:to:)`.
+    public var natsSubscriptions: [Subject] {
+        var subjects = imports.map(mapping.importSubject(for:))
+        subjects.append(mapping.helloSubject)
+        if !imports.isEmpty { subjects.append(mapping.allDroppedSubject) }
+        return subjects
+    }
+
+    /// Records the sid the NATS client gave `subject`.
+    public mutating func subscribed(_ sid: SubscriptionID, to subject: Subject) {
+        guard let pattern = imports.first(where: { mapping.importSubject(for: $0) == subject }) else { return }
+        importSubscriptions.append((sid, pattern))
+        importSubscriptions.sort { $0.sid < $1.sid }
+    }
+
+    /// The patterns of `patterns` that no other one covers (duplicates removed,
+    /// order kept): `>` alone instead of `>` and `order.*`.
+    public static func minimalPatterns(_ patterns: [Pattern]) -> [Pattern] {
+        var result: [Pattern] = []
+        for (i, p) in patterns.enumerated() {
+            let covered = patterns.enumerated().contains { j, q in
+                j != i && covers(q, p) && (!covers(p, q) || j < i)
+            }
+            if !covered { result.append(p) }
+        }
+        return result
+    }
+
+    /// Whether every type `inner` matches is matched by `outer` (same rules as NATS subject subsumption).
+    public static func covers(_ outer: Pattern, _ inner: Pattern) -> Bool {
+        let o = outer.segments
+        let n = inner.segments
+        for i in o.indices {
+            if o[i] == ">" { return n.count > i }
+            guard i < n.count else { return false }
+            if n[i] == ">" { return false }
+            if o[i] != "*" && o[i] != n[i] { return false }
+        }
+        return o.count == n.count
+    }
+
+    // MARK: Export
+
+    /// Why a local event is not exported.
+    public enum ExportSkip: Equatable, Sendable {
+        /// It carries `origin`: it came through a bridge (rule 2).
+        case bridged
+        /// No export pattern matches its type.
+        case notExported
+        /// `eventbus.` types are the broker's own and stay local.
+        case reserved
+        /// Another bridge claims our node id (rule 4).
+        case suspended
+    }
+
+    public enum ExportDecision: Equatable, Sendable {
+        /// Hand this to the NATS client, then report the outcome to `exported(_:)`.
+        case publish(OutgoingMessage)
+        case skip(ExportSkip)
+    }
+
+    /// Decides about one local event. The message's `tag` is the event's `seq`.
+    public mutating func export(_ event: LocalEvent) -> ExportDecision {
+        if event.hasOrigin {
+            counters.skippedBridged += 1
+            return .skip(.bridged)
+        }
+        if event.type.isReserved { return .skip(.reserved) }
+        guard exports.contains(where: { $0.matches(event.type) }) else { return .skip(.notExported) }
+        guard exporting else {
+            counters.suspended += 1
+            return .skip(.suspended)
+        }
+        let headers = CloudEventsHeaders.export(event, node: mapping.node, instance: brokerInstance)
+        return .publish(OutgoingMessage(subject: mapping.exportSubject(for: event.type), headers: headers, payload: event.data, tag: event.seq))
+    }
+
+    /// Counts an export the NATS client accepted (`queued` or `held`); its
+    /// refusals (`tooLarge`, `dropped`) are counted by the client itself.
+    public mutating func exported(_ outcome: PublishOutcome) {
+        switch outcome {
+        case .queued, .held: counters.exported += 1
+        case .tooLarge, .dropped, .closed: break
+        }
+    }
+
+    // MARK: Import
+
+    /// What to do with a message from NATS.
+    public enum Inbound: Equatable, Sendable {
+        /// Publish this on the local bus, then report the outcome to `imported(_:)`.
+        case publishLocally(LocalPublish)
+        /// Dropped and counted (`reason`); `detail` is for a debug log.
+        case dropped(DropReason, detail: String)
+        /// Another bridge claims our node id: exporting has stopped. Log it
+        /// loudly; publish `reply` on NATS when present (so it notices too).
+        case duplicateNode(otherInstance: String, reply: OutgoingMessage?)
+        /// A node reported exports it lost (`PREFIX.ctl.NODE.dropped`).
+        case remoteGap(node: NodeName, count: Int, sinceSeq: UInt64?, instance: String?)
+        /// Nothing to do (our own hello, a second copy for an overlapping pattern, an unknown subject).
+        case ignored
+    }
+
+    /// Decides about one NATS message.
+    public mutating func handle(_ message: Message) -> Inbound {
+        if message.subject == mapping.helloSubject.text { return handleHello(message) }
+        if let node = mapping.dropReportNode(message.subject) { return handleDropReport(message, from: node) }
+        switch mapping.parse(message.subject) {
+        case .other:
+            return .ignored
+        case .badType(let subject):
+            return drop(.badType, "subject \(subject.prefix(300).debugDescription) is not PREFIX.evt.NODE.TYPE with a valid node and type")
+        case .event(let node, let type):
+            if let first = importSubscriptions.first(where: { $0.pattern.matches(type) }), first.sid != message.sid {
+                return .ignored  // the same message, delivered again for an overlapping pattern
+            }
+            if node == mapping.node { return drop(.loop, "\(message.subject) names our own node") }
+            if type.isReserved { return drop(.badType, "\(type.name) is reserved for the broker") }
+            if let error = message.headerError { return drop(.badHeader, "\(message.subject): \(error)") }
+            var problem: String?
+            guard let fields = CloudEventsHeaders.import(message.headers, node: node, type: type, problem: &problem) else {
+                return drop(.badHeader, "\(message.subject): \(problem ?? "bad headers")")
+            }
+            let data: [UInt8]?
+            switch BridgeCore.localData(message.payload) {
+            case .absent: data = nil
+            case .value(let bytes): data = bytes
+            case .invalid: return drop(.badData, "\(message.subject): the payload is not one JSON value")
+            }
+            return .publishLocally(LocalPublish(type: type, data: data, source: fields.source, id: fields.id, origin: fields.origin))
+        }
+    }
+
+    /// How the local publish of an import ended.
+    public enum ImportOutcome: Equatable, Sendable {
+        case accepted
+        /// The broker answered `forbidden`.
+        case denied
+        /// The local bus was unreachable or refused it for another reason.
+        case lost
+    }
+
+    /// Counts the outcome of a `publishLocally`.
+    public mutating func imported(_ outcome: ImportOutcome) {
+        switch outcome {
+        case .accepted: counters.imported += 1
+        case .denied: counters.count(.denied)
+        case .lost: counters.count(.localBus)
+        }
+    }
+
+    private mutating func drop(_ reason: DropReason, _ detail: String) -> Inbound {
+        counters.count(reason)
+        return .dropped(reason, detail: detail)
+    }
+
+    /// A NATS payload as the local `data`.
+    enum LocalData: Equatable {
+        /// Empty payload: publish without `data` (`null`).
+        case absent
+        /// One JSON value on one line: `bytes` (unchanged, or compacted when
+        /// the value spanned lines, since the bus's frames are lines).
+        case value([UInt8])
+        /// Not one JSON value.
+        case invalid
+    }
+
+    static func localData(_ payload: [UInt8]) -> LocalData {
+        if payload.isEmpty { return .absent }
+        let token: JSONToken
+        do {
+            token = try payload.withUnsafeBytes { raw throws(JSONSyntaxError) in try JSONScanner.validate(raw) }
+        } catch {
+            return .invalid
+        }
+        guard payload.contains(0x0A) || payload.contains(0x0D) else { return .value(payload) }
+        var compact: [UInt8] = []
+        payload.withUnsafeBytes { JSONObject.appendCompacted($0, token, to: &compact) }
+        return .value(compact)
+    }
+
+    // MARK: Hello and drop reports
+
+    /// `PREFIX.ctl.NODE.hello` with `{"node":"host-a","instance":"<bridge instance>","reply":false}`:
+    /// publish it after every NATS link-up (`ClientConfiguration.announcements`).
+    public var hello: OutgoingMessage { helloMessage(reply: false) }
+
+    private func helloMessage(reply: Bool) -> OutgoingMessage {
+        var payload: [UInt8] = Array("{\"node\":".utf8)
+        JSONString.appendQuoted(mapping.node.text, to: &payload)
+        payload.append(contentsOf: ",\"instance\":".utf8)
+        JSONString.appendQuoted(bridgeInstance, to: &payload)
+        payload.append(contentsOf: ",\"reply\":\(reply)}".utf8)
+        return OutgoingMessage(subject: mapping.helloSubject, payload: payload)
+    }
+
+    private mutating func handleHello(_ message: Message) -> Inbound {
+        let fields = BridgeCore.members(message.payload)
+        guard let instance = fields.strings["instance"], !instance.isEmpty else { return .ignored }
+        if instance == bridgeInstance { return .ignored }
+        exporting = false
+        duplicateInstance = instance
+        let isReply = fields.bools["reply"] ?? false
+        return .duplicateNode(otherInstance: instance, reply: isReply ? nil : helloMessage(reply: true))
+    }
+
+    private func handleDropReport(_ message: Message, from node: NodeName) -> Inbound {
+        guard node != mapping.node else { return .ignored }
+        let fields = BridgeCore.members(message.payload)
+        guard let count = fields.integers["count"] else { return .ignored }
+        return .remoteGap(node: node, count: Int(clamping: count), sinceSeq: fields.integers["since_seq"], instance: fields.strings["instance"])
+    }
+
+    /// `PREFIX.ctl.NODE.dropped` with
+    /// `{"node":"host-a","bridge":"<bridge instance>","instance":"<broker instance>","count":30,"since_seq":51}`
+    /// (`since_seq`: the `seq` of the first lost event). Static and pure so a
+    /// `ClientConfiguration.gapReport` closure can call it without touching
+    /// the core (it runs under the NATS client's lock).
+    public static func droppedReport(_ summary: DropSummary, mapping: SubjectMapping, bridgeInstance: String, brokerInstance: String) -> OutgoingMessage {
+        var payload: [UInt8] = Array("{\"node\":".utf8)
+        JSONString.appendQuoted(mapping.node.text, to: &payload)
+        payload.append(contentsOf: ",\"bridge\":".utf8)
+        JSONString.appendQuoted(bridgeInstance, to: &payload)
+        payload.append(contentsOf: ",\"instance\":".utf8)
+        JSONString.appendQuoted(brokerInstance, to: &payload)
+        payload.append(contentsOf: ",\"count\":\(summary.count)".utf8)
+        if let first = summary.firstTag { payload.append(contentsOf: ",\"since_seq\":\(first)".utf8) }
+        payload.append(0x7D)
+        return OutgoingMessage(subject: mapping.droppedSubject, payload: payload)
+    }
+
+    /// The counters merged with the NATS client's.
+    public func status(nats: ClientStatistics) -> BridgeStatus {
+        BridgeStatus(node: mapping.node, counters: counters, nats: nats, exporting: exporting)
+    }
+
+    /// String, integer and boolean top-level members of a JSON object (others ignored; nothing for non-objects).
+    static func members(_ payload: [UInt8]) -> (strings: [String: String], integers: [String: UInt64], bools: [String: Bool]) {
+        var strings: [String: String] = [:]
+        var integers: [String: UInt64] = [:]
+        var bools: [String: Bool] = [:]
+        payload.withUnsafeBytes { raw in
+            guard let members = try? JSONObject.members(raw) else { return }
+            for member in members {
+                let token = member.value
+                switch token.kind {
+                case .string: strings[member.key] = JSONString.decode(raw, token)
+                case .number(integer: true):
+                    integers[member.key] = UInt64(String(decoding: UnsafeRawBufferPointer(rebasing: raw[token.start..<token.end]), as: UTF8.self))
+                case .true: bools[member.key] = true
+                case .false: bools[member.key] = false
+                default: break
+                }
+            }
+        }
+        return (strings, integers, bools)
+    }
+}

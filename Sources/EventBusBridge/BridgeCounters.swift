@@ -1,0 +1,91 @@
+// The bridge's counters (issue 13: link state, buffered, exported, imported,
+// dropped by reason, reconnects) and their JSON form for `--status` or a
+// status event.
+//
+// Before editing: `buffer` and `too_large` drops, the buffered amounts, the
+// link state and reconnects are counted by the NATS client (EventBusNATS
+// `ClientStatistics`) and merged in by `BridgeStatus.init`, never counted
+// twice here.
+import EventBusNATS
+import EventBusProtocol
+
+/// Why the bridge dropped something. Raw values are the names used in status output.
+public enum DropReason: String, CaseIterable, Sendable {
+    /// An export found the outbox full while NATS was unreachable or slow.
+    case buffer
+    /// An export whose header block plus data exceeds the server's `max_payload`.
+    case tooLarge = "too_large"
+    /// An import whose subject is not `PREFIX.evt.NODE.TYPE` with a valid node and eventbus type.
+    case badType = "bad_type"
+    /// An import from our own node id (it would be an echo of our own export).
+    case loop
+    /// An import the local broker refused (`forbidden`: the policy denies the bridge that type).
+    case denied
+    /// An import whose header block or `ce-*` headers are malformed.
+    case badHeader = "bad_header"
+    /// An import whose payload is not one JSON value.
+    case badData = "bad_data"
+    /// An import lost because the local bus was unreachable or refused it for another reason.
+    case localBus = "local_bus"
+}
+
+/// What the bridge itself counts.
+public struct BridgeCounters: Equatable, Sendable {
+    /// Events handed to the NATS client (queued or held).
+    public var exported = 0
+    /// Imports handed to the local bus.
+    public var imported = 0
+    /// Drops counted by the bridge (all reasons but `buffer` and `too_large`).
+    public var dropped: [DropReason: Int] = [:]
+    /// Local events not exported because they carry `origin` (bridged already).
+    public var skippedBridged = 0
+    /// Local events not exported while another bridge claims our node id.
+    public var suspended = 0
+
+    public init() {}
+
+    public mutating func count(_ reason: DropReason) { dropped[reason, default: 0] += 1 }
+}
+
+/// Everything `--status` shows, merged from the bridge's and the NATS client's counters.
+public struct BridgeStatus: Equatable, Sendable {
+    public var node: String
+    public var linkUp: Bool
+    public var server: String?
+    public var bufferedEvents: Int
+    public var bufferedBytes: Int
+    public var exported: Int
+    public var imported: Int
+    public var dropped: [DropReason: Int]
+    public var reconnects: Int
+    public var exporting: Bool
+
+    public init(node: NodeName, counters: BridgeCounters, nats: ClientStatistics, exporting: Bool) {
+        self.node = node.text
+        linkUp = nats.linkUp
+        server = nats.server?.description
+        bufferedEvents = nats.bufferedMessages
+        bufferedBytes = nats.bufferedBytes
+        exported = counters.exported
+        imported = counters.imported
+        var dropped = counters.dropped
+        dropped[.buffer] = nats.droppedBufferFull
+        dropped[.tooLarge] = nats.refusedTooLarge
+        self.dropped = dropped
+        reconnects = nats.reconnects
+        self.exporting = exporting
+    }
+
+    /// One line of JSON, every reason present:
+    /// `{"node":"host-a","link":"up","server":"nats://127.0.0.1:4222","buffered":0,"buffered_bytes":0,"exported":12,"imported":3,"dropped":{"buffer":0,"too_large":0,"bad_type":0,"loop":0,"denied":0,"bad_header":0,"bad_data":0,"local_bus":0},"reconnects":1,"exporting":true}`
+    public var json: String {
+        var out: [UInt8] = Array("{\"node\":".utf8)
+        JSONString.appendQuoted(node, to: &out)
+        out.append(contentsOf: ",\"link\":\"\(linkUp ? "up" : "down")\",\"server\":".utf8)
+        if let server { JSONString.appendQuoted(server, to: &out) } else { out.append(contentsOf: "null".utf8) }
+        out.append(contentsOf: ",\"buffered\":\(bufferedEvents),\"buffered_bytes\":\(bufferedBytes),\"exported\":\(exported),\"imported\":\(imported),\"dropped\":{".utf8)
+        out.append(contentsOf: DropReason.allCases.map { "\"\($0.rawValue)\":\(dropped[$0] ?? 0)" }.joined(separator: ",").utf8)
+        out.append(contentsOf: "},\"reconnects\":\(reconnects),\"exporting\":\(exporting)}".utf8)
+        return String(decoding: out, as: UTF8.self)
+    }
+}

@@ -1,0 +1,148 @@
+// The bridge's settings: what `/etc/eventbus/bridge.conf` and the command
+// line can set (each field optional, so the two can be overlaid: the command
+// line wins), and the resolved configuration with every default filled in,
+// from which the NATS client's configuration is built.
+//
+// Before editing: defaults live in `BridgeConfiguration` only, and every
+// setting has the same name in the file as its flag (`--export` is `export`).
+import EventBusNATS
+import EventBusProtocol
+
+/// Which local bus to attach to (PROTOCOL.md "Transport").
+public enum BusChoice: Equatable, Sendable {
+    case socket(String)
+    case system
+    case user
+}
+
+/// Settings as given (nil: not given). Lists are replaced whole by an overlay.
+public struct BridgeSettings: Equatable, Sendable {
+    public var bus: BusChoice?
+    public var servers: [ServerAddress]?
+    public var node: NodeName?
+    public var exports: [Pattern]?
+    public var imports: [Pattern]?
+    public var prefix: SubjectPrefix?
+    public var reconnectInitial: Duration?
+    public var reconnectMaximum: Duration?
+    public var bufferBytes: Int?
+    public var bufferEvents: Int?
+    public var pingInterval: Duration?
+    /// CONNECT `name` (default `eventbus-bridge NODE`).
+    public var name: String?
+    public var user: String?
+    public var password: String?
+    public var token: String?
+
+    public init() {}
+
+    /// These settings with every field `other` sets taken from `other`.
+    public func overlaid(by other: BridgeSettings) -> BridgeSettings {
+        var result = self
+        if let v = other.bus { result.bus = v }
+        if let v = other.servers { result.servers = v }
+        if let v = other.node { result.node = v }
+        if let v = other.exports { result.exports = v }
+        if let v = other.imports { result.imports = v }
+        if let v = other.prefix { result.prefix = v }
+        if let v = other.reconnectInitial { result.reconnectInitial = v }
+        if let v = other.reconnectMaximum { result.reconnectMaximum = v }
+        if let v = other.bufferBytes { result.bufferBytes = v }
+        if let v = other.bufferEvents { result.bufferEvents = v }
+        if let v = other.pingInterval { result.pingInterval = v }
+        if let v = other.name { result.name = v }
+        if let v = other.user { result.user = v }
+        if let v = other.password { result.password = v }
+        if let v = other.token { result.token = v }
+        return result
+    }
+
+    /// Fills in the defaults and checks what only the whole can tell.
+    /// - Throws: `SettingsError` when `nats` or `node` is missing, when there
+    ///   is neither an export nor an import, or when the reconnect bounds are reversed.
+    public func resolved() throws(SettingsError) -> BridgeConfiguration {
+        guard let servers, !servers.isEmpty else { throw SettingsError("no NATS server: give --nats URL[,URL...] (or nats = ... in the config file)") }
+        guard let node else { throw SettingsError("no node name: give --node NAME (or node = ... in the config file)") }
+        let exports = self.exports ?? []
+        let imports = self.imports ?? []
+        guard !exports.isEmpty || !imports.isEmpty else { throw SettingsError("nothing to bridge: give at least one --export or --import pattern") }
+        var configuration = BridgeConfiguration(servers: servers, node: node)
+        configuration.bus = bus
+        configuration.exports = exports
+        configuration.imports = imports
+        if let prefix { configuration.prefix = prefix }
+        if let reconnectInitial { configuration.reconnectInitial = reconnectInitial }
+        if let reconnectMaximum { configuration.reconnectMaximum = reconnectMaximum }
+        guard configuration.reconnectInitial <= configuration.reconnectMaximum else {
+            throw SettingsError("reconnect-initial (\(configuration.reconnectInitial)) is longer than reconnect-max (\(configuration.reconnectMaximum))")
+        }
+        if let bufferBytes { configuration.bufferBytes = bufferBytes }
+        if let bufferEvents { configuration.bufferEvents = bufferEvents }
+        if let pingInterval { configuration.pingInterval = pingInterval }
+        configuration.name = name ?? "eventbus-bridge \(node.text)"
+        configuration.user = user
+        configuration.password = password
+        configuration.token = token
+        return configuration
+    }
+}
+
+/// A setting that is missing or inconsistent as a whole.
+public struct SettingsError: Error, Equatable, Sendable, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// Every setting resolved, defaults filled in.
+public struct BridgeConfiguration: Equatable, Sendable {
+    /// nil: the usual socket-path resolution (PROTOCOL.md "Transport").
+    public var bus: BusChoice?
+    public var servers: [ServerAddress]
+    public var node: NodeName
+    public var exports: [Pattern] = []
+    public var imports: [Pattern] = []
+    public var prefix = SubjectPrefix.standard
+    /// Backoff between failed passes over the servers (defaults 250 ms and 30 s); retried forever.
+    public var reconnectInitial: Duration = .milliseconds(250)
+    public var reconnectMaximum: Duration = .seconds(30)
+    /// Exports held while NATS is unreachable (defaults 8 MiB and 10,000 events), then dropped and counted.
+    public var bufferBytes = 8 << 20
+    public var bufferEvents = 10_000
+    /// PING interval (default 20 s, faster than NATS's 2 min to notice a dead link).
+    public var pingInterval: Duration = .seconds(20)
+    public var name: String
+    public var user: String?
+    public var password: String?
+    public var token: String?
+
+    public init(servers: [ServerAddress], node: NodeName) {
+        self.servers = servers
+        self.node = node
+        name = "eventbus-bridge \(node.text)"
+    }
+
+    public var mapping: SubjectMapping { SubjectMapping(prefix: prefix, node: node) }
+
+    /// The NATS client's configuration for `core`: `echo:false`, the hello
+    /// announced after every link-up, and the drop report at every gap.
+    /// - Parameter brokerInstance: the local broker's current instance; called
+    ///   under the NATS client's lock, so it must only read (e.g. a Mutex
+    ///   that nothing holds while calling into the client).
+    public func clientConfiguration(core: BridgeCore, brokerInstance: @escaping @Sendable () -> String) -> ClientConfiguration {
+        var configuration = ClientConfiguration(
+            servers: servers,
+            connect: ConnectOptions(name: name, echo: false, user: user, password: password, token: token)
+        )
+        configuration.backoff = Backoff(initial: reconnectInitial, maximum: reconnectMaximum)
+        configuration.bufferLimitBytes = bufferBytes
+        configuration.bufferLimitMessages = bufferEvents
+        configuration.pingInterval = pingInterval
+        configuration.announcements = [core.hello]
+        let mapping = self.mapping
+        let bridgeInstance = core.bridgeInstance
+        configuration.gapReport = { summary in
+            BridgeCore.droppedReport(summary, mapping: mapping, bridgeInstance: bridgeInstance, brokerInstance: brokerInstance())
+        }
+        return configuration
+    }
+}

@@ -1,0 +1,103 @@
+// The two shapes the bridge moves between the bus and NATS: an event read
+// from the local bus (to export) and a publish for the local bus (an import,
+// with `origin`, PROTOCOL.md "Bridged events (1.1)").
+//
+// Before editing: these are plain values so the bridge's logic stays pure;
+// the eventbus side (step 2 of issue 13) fills `LocalEvent` from the
+// client library's event and turns `LocalPublish` into a publish request.
+import EventBusProtocol
+
+/// An event delivered to the bridge by the local broker (PROTOCOL.md "Events").
+public struct LocalEvent: Equatable, Sendable {
+    public var type: EventType
+    public var seq: UInt64
+    /// RFC 3339 UTC as the broker stamped it, e.g. `2026-11-29T13:00:00.123Z`.
+    public var time: String
+    public var source: String
+    public var id: String
+    public var pid: Int32
+    public var uid: UInt32
+    public var gid: UInt32
+    /// The `data` value's exact bytes (one line of JSON; `null` when absent).
+    public var data: [UInt8]
+    /// Whether the event carries `origin` (it came through a bridge).
+    public var hasOrigin: Bool
+
+    public init(type: EventType, seq: UInt64, time: String, source: String, id: String, pid: Int32, uid: UInt32, gid: UInt32, data: [UInt8], hasOrigin: Bool = false) {
+        self.type = type
+        self.seq = seq
+        self.time = time
+        self.source = source
+        self.id = id
+        self.pid = pid
+        self.uid = uid
+        self.gid = gid
+        self.data = data
+        self.hasOrigin = hasOrigin
+    }
+}
+
+/// What a remote bridge asserted about an event: PROTOCOL.md's `origin`.
+/// Fields the remote side did not send are nil and left out of the JSON.
+/// Trust: an assertion by the remote bridge, authenticated only by NATS
+/// credentials; never compare `uid` with local uids.
+public struct Origin: Equatable, Sendable {
+    public var node: String
+    /// The remote broker's instance (its `seq` counts within it).
+    public var instance: String?
+    public var seq: UInt64?
+    public var time: String?
+    public var pid: Int64?
+    public var uid: UInt64?
+    public var gid: UInt64?
+
+    public init(node: String, instance: String? = nil, seq: UInt64? = nil, time: String? = nil, pid: Int64? = nil, uid: UInt64? = nil, gid: UInt64? = nil) {
+        self.node = node
+        self.instance = instance
+        self.seq = seq
+        self.time = time
+        self.pid = pid
+        self.uid = uid
+        self.gid = gid
+    }
+
+    /// `{"node":"host-b","instance":"…","seq":9123,"time":"…","pid":811,"uid":1000,"gid":1000}`,
+    /// in that order, absent fields left out.
+    public var json: [UInt8] {
+        var out: [UInt8] = Array("{\"node\":".utf8)
+        JSONString.appendQuoted(node, to: &out)
+        if let instance {
+            out.append(contentsOf: ",\"instance\":".utf8)
+            JSONString.appendQuoted(instance, to: &out)
+        }
+        if let seq { out.append(contentsOf: ",\"seq\":\(seq)".utf8) }
+        if let time {
+            out.append(contentsOf: ",\"time\":".utf8)
+            JSONString.appendQuoted(time, to: &out)
+        }
+        if let pid { out.append(contentsOf: ",\"pid\":\(pid)".utf8) }
+        if let uid { out.append(contentsOf: ",\"uid\":\(uid)".utf8) }
+        if let gid { out.append(contentsOf: ",\"gid\":\(gid)".utf8) }
+        out.append(0x7D)
+        return out
+    }
+}
+
+/// A publish for the local bus, made from a NATS message.
+public struct LocalPublish: Equatable, Sendable {
+    public var type: EventType
+    /// One line of valid JSON, or nil for none (an empty NATS payload).
+    public var data: [UInt8]?
+    /// `ce-source` and `ce-id` as the remote side sent them (nil: absent; the broker fills in its defaults).
+    public var source: String?
+    public var id: String?
+    public var origin: Origin
+
+    public init(type: EventType, data: [UInt8]?, source: String?, id: String?, origin: Origin) {
+        self.type = type
+        self.data = data
+        self.source = source
+        self.id = id
+        self.origin = origin
+    }
+}

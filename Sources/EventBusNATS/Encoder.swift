@@ -1,0 +1,123 @@
+// What this client writes to a NATS server: CONNECT, PUB, HPUB, SUB, UNSUB,
+// PING, PONG (nats-io/nats.docs reference/nats-protocol).
+//
+// Before editing: every variable part of a control line is a validated
+// `Subject`, a `SubscriptionID` or a number, and header values are
+// percent-encoded by `Headers.encoded()`, so nothing a publisher controls can
+// end a line early. CONNECT always spells out `verbose:false` and
+// `pedantic:false`: the server's defaults for omitted fields are `true`
+// (nats-server client.go `defaultOpts`).
+import EventBusProtocol
+
+/// The CONNECT options this client sends.
+public struct ConnectOptions: Equatable, Sendable {
+    /// CONNECT `name`, shown by the server's monitoring (`connz`).
+    public var name: String
+    /// CONNECT `echo`: false means the server never sends this connection its
+    /// own publishes (checked on nats-server 2.9.10; the protocol page words it
+    /// the other way round).
+    public var echo: Bool
+    /// CONNECT `version`: this client's version.
+    public var version: String
+    /// `user`/`pass` when the server asks for them (nil: not sent).
+    public var user: String?
+    public var password: String?
+    /// `auth_token` (nil: not sent).
+    public var token: String?
+
+    public init(name: String, echo: Bool = false, version: String = "1.1", user: String? = nil, password: String? = nil, token: String? = nil) {
+        self.name = name
+        self.echo = echo
+        self.version = version
+        self.user = user
+        self.password = password
+        self.token = token
+    }
+}
+
+/// Builders for client operations, each a complete line (and payload) ending in CRLF.
+public enum Encoder {
+    /// `CONNECT {"verbose":false,"pedantic":false,"headers":true,"no_responders":false,"echo":false,"protocol":1,"lang":"swift","version":"1.1","name":"…"}\r\n`.
+    public static func connect(_ options: ConnectOptions) -> [UInt8] {
+        var out = Array("CONNECT {\"verbose\":false,\"pedantic\":false,\"tls_required\":false,\"headers\":true,\"no_responders\":false,\"echo\":".utf8)
+        out.append(contentsOf: (options.echo ? "true" : "false").utf8)
+        out.append(contentsOf: ",\"protocol\":1,\"lang\":\"swift\",\"version\":".utf8)
+        JSONString.appendQuoted(options.version, to: &out)
+        out.append(contentsOf: ",\"name\":".utf8)
+        JSONString.appendQuoted(options.name, to: &out)
+        if let user = options.user {
+            out.append(contentsOf: ",\"user\":".utf8)
+            JSONString.appendQuoted(user, to: &out)
+        }
+        if let password = options.password {
+            out.append(contentsOf: ",\"pass\":".utf8)
+            JSONString.appendQuoted(password, to: &out)
+        }
+        if let token = options.token {
+            out.append(contentsOf: ",\"auth_token\":".utf8)
+            JSONString.appendQuoted(token, to: &out)
+        }
+        out.append(contentsOf: "}\r\n".utf8)
+        return out
+    }
+
+    /// `PUB <subject> [reply] <#bytes>\r\n<payload>\r\n`.
+    public static func pub(_ subject: Subject, replyTo: Subject? = nil, payload: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(subject.text.utf8.count + payload.count + 24)
+        out.append(contentsOf: "PUB ".utf8)
+        out.append(contentsOf: subject.text.utf8)
+        if let replyTo {
+            out.append(0x20)
+            out.append(contentsOf: replyTo.text.utf8)
+        }
+        out.append(0x20)
+        out.append(contentsOf: String(payload.count).utf8)
+        out.append(contentsOf: [0x0D, 0x0A])
+        out.append(contentsOf: payload)
+        out.append(contentsOf: [0x0D, 0x0A])
+        return out
+    }
+
+    /// `HPUB <subject> [reply] <#header bytes> <#total bytes>\r\n<header block><payload>\r\n`,
+    /// e.g. `HPUB FOO 22 33\r\nNATS/1.0\r\nBar: Baz\r\n\r\nHello NATS!\r\n`.
+    /// - Parameter headerBlock: `Headers.encoded()`.
+    public static func hpub(_ subject: Subject, replyTo: Subject? = nil, headerBlock: [UInt8], payload: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(subject.text.utf8.count + headerBlock.count + payload.count + 32)
+        out.append(contentsOf: "HPUB ".utf8)
+        out.append(contentsOf: subject.text.utf8)
+        if let replyTo {
+            out.append(0x20)
+            out.append(contentsOf: replyTo.text.utf8)
+        }
+        out.append(0x20)
+        out.append(contentsOf: String(headerBlock.count).utf8)
+        out.append(0x20)
+        out.append(contentsOf: String(headerBlock.count + payload.count).utf8)
+        out.append(contentsOf: [0x0D, 0x0A])
+        out.append(contentsOf: headerBlock)
+        out.append(contentsOf: payload)
+        out.append(contentsOf: [0x0D, 0x0A])
+        return out
+    }
+
+    /// `SUB <subject> [queue group] <sid>\r\n`.
+    /// - Parameter queue: a queue group name (a one-token literal `Subject`).
+    public static func sub(_ subject: Subject, queue: Subject? = nil, sid: SubscriptionID) -> [UInt8] {
+        var line = "SUB " + subject.text
+        if let queue { line += " " + queue.text }
+        line += " \(sid)\r\n"
+        return Array(line.utf8)
+    }
+
+    /// `UNSUB <sid>\r\n`.
+    public static func unsub(_ sid: SubscriptionID) -> [UInt8] {
+        Array("UNSUB \(sid)\r\n".utf8)
+    }
+
+    /// `PING\r\n`.
+    public static let ping: [UInt8] = Array("PING\r\n".utf8)
+    /// `PONG\r\n`.
+    public static let pong: [UInt8] = Array("PONG\r\n".utf8)
+}

@@ -1,0 +1,217 @@
+// The NATS header block (nats-io/nats-architecture-and-design ADR-4, carried by
+// HPUB/HMSG): `NATS/1.0[ status[ description]]\r\n`, then `Name: Value\r\n`
+// lines, then an empty line. Names keep their case and may repeat.
+//
+// Before editing: every value is percent-encoded when written (CloudEvents'
+// rule for header values: space, `"`, `%` and every byte outside 0x21...0x7E
+// become `%XX`), and percent-decoded when read. So no value can ever carry a
+// CR or LF onto the wire, whatever the caller passes: this is the header
+// injection guard. Names are checked instead (RFC 9110 `token`), because they
+// are chosen by code, never by a publisher.
+
+/// An ordered list of header fields, as the application sees them (values
+/// decoded). Example on the wire: `NATS/1.0\r\nce-id: a%0D%0Ab\r\n\r\n` holds
+/// the field `("ce-id", "a\r\nb")`.
+public struct Headers: Equatable, Sendable {
+    /// The fields in order; names as written, values decoded.
+    public private(set) var fields: [(name: String, value: String)] = []
+    /// The status code of the version line (`NATS/1.0 503`), nil when absent.
+    /// Only servers send statuses; `encoded()` never writes one.
+    public internal(set) var status: Int? = nil
+    /// The text after the status code, if any (`No Responders`).
+    public internal(set) var statusDescription: String? = nil
+
+    public init() {}
+
+    /// Appends a field.
+    /// - Precondition: `name` is a non-empty RFC 9110 token (letters, digits,
+    ///   ``!#$%&'*+-.^_`|~``), since names come from code, never from input.
+    public mutating func append(_ name: String, _ value: String) {
+        precondition(Headers.isToken(name), "header name \(name.debugDescription) is not an RFC 9110 token")
+        fields.append((name, value))
+    }
+
+    /// The first value of the field called `name` (ASCII case-insensitive), or nil.
+    public func first(_ name: String) -> String? {
+        fields.first { Headers.sameName($0.name, name) }?.value
+    }
+
+    public static func == (a: Headers, b: Headers) -> Bool {
+        a.status == b.status && a.statusDescription == b.statusDescription
+            && a.fields.elementsEqual(b.fields) { $0.name == $1.name && $0.value == $1.value }
+    }
+
+    // MARK: Wire form
+
+    /// The header block: `NATS/1.0\r\n`, one `Name: %-encoded value\r\n` per
+    /// field, `\r\n`. Its byte count is HPUB's `#header bytes`.
+    public func encoded() -> [UInt8] {
+        var out: [UInt8] = Array("NATS/1.0\r\n".utf8)
+        for (name, value) in fields {
+            out.append(contentsOf: name.utf8)
+            out.append(0x3A)
+            out.append(0x20)
+            Headers.appendPercentEncoded(value, to: &out)
+            out.append(0x0D)
+            out.append(0x0A)
+        }
+        out.append(0x0D)
+        out.append(0x0A)
+        return out
+    }
+
+    /// Parses a header block as HMSG delivers it (the first `#header bytes`
+    /// of the message). Values are trimmed of spaces and tabs and percent-decoded
+    /// (`%XX` with two hex digits; any other `%` stays as it is).
+    /// - Throws: `HeaderError` when the block does not start with `NATS/1.0`,
+    ///   does not end with an empty line, or has a line without `:` or with
+    ///   a name that is not a token.
+    public static func parse(_ block: UnsafeRawBufferPointer) throws(HeaderError) -> Headers {
+        var lines: [Range<Int>] = []
+        var start = 0
+        var i = 0
+        while i + 1 < block.count {
+            if block[i] == 0x0D && block[i + 1] == 0x0A {
+                lines.append(start..<i)
+                start = i + 2
+                i += 2
+            } else {
+                i += 1
+            }
+        }
+        guard start == block.count, lines.count >= 2, lines.last!.isEmpty else { throw .notTerminated }
+        var headers = Headers()
+        try parseVersionLine(UnsafeRawBufferPointer(rebasing: block[lines[0]]), into: &headers)
+        for range in lines.dropFirst().dropLast() {
+            let line = UnsafeRawBufferPointer(rebasing: block[range])
+            guard let colon = line.firstIndex(of: 0x3A) else { throw .malformedField(String(decoding: line, as: UTF8.self)) }
+            let name = String(decoding: UnsafeRawBufferPointer(rebasing: line[..<colon]), as: UTF8.self)
+            guard isToken(name) else { throw .malformedField(String(decoding: line, as: UTF8.self)) }
+            var valueStart = colon + 1
+            var valueEnd = line.count
+            while valueStart < valueEnd && (line[valueStart] == 0x20 || line[valueStart] == 0x09) { valueStart += 1 }
+            while valueEnd > valueStart && (line[valueEnd - 1] == 0x20 || line[valueEnd - 1] == 0x09) { valueEnd -= 1 }
+            let value = percentDecoded(UnsafeRawBufferPointer(rebasing: line[valueStart..<valueEnd]))
+            headers.fields.append((name, value))
+        }
+        return headers
+    }
+
+    private static func parseVersionLine(_ line: UnsafeRawBufferPointer, into headers: inout Headers) throws(HeaderError) {
+        let version = Array("NATS/1.0".utf8)
+        guard line.count >= version.count, line.prefix(version.count).elementsEqual(version) else {
+            throw .badVersionLine(String(decoding: line, as: UTF8.self))
+        }
+        let rest = line.dropFirst(version.count)
+        guard !rest.isEmpty else { return }
+        guard rest.first == 0x20 || rest.first == 0x09 else { throw .badVersionLine(String(decoding: line, as: UTF8.self)) }
+        let text = String(decoding: rest, as: UTF8.self).trimmingSpaces()
+        guard !text.isEmpty else { return }
+        let code = text.prefix { $0 != " " && $0 != "\t" }
+        guard code.count == 3, let number = Int(code) else { throw .badVersionLine(String(decoding: line, as: UTF8.self)) }
+        headers.status = number
+        let description = String(text.dropFirst(code.count)).trimmingSpaces()
+        headers.statusDescription = description.isEmpty ? nil : description
+    }
+
+    // MARK: Percent coding
+
+    /// Whether `b` is written as itself: printable ASCII except `"` and `%`.
+    @inline(__always) static func isPlain(_ b: UInt8) -> Bool {
+        b >= 0x21 && b <= 0x7E && b != 0x22 && b != 0x25
+    }
+
+    static func appendPercentEncoded(_ value: String, to out: inout [UInt8]) {
+        let hex = Array("0123456789ABCDEF".utf8)
+        for b in value.utf8 {
+            if isPlain(b) {
+                out.append(b)
+            } else {
+                out.append(0x25)
+                out.append(hex[Int(b >> 4)])
+                out.append(hex[Int(b & 0x0F)])
+            }
+        }
+    }
+
+    /// `value` percent-encoded as `encoded()` writes it.
+    public static func percentEncoded(_ value: String) -> String {
+        var out: [UInt8] = []
+        appendPercentEncoded(value, to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Decodes `%XX`; a `%` not followed by two hex digits is kept. Invalid
+    /// UTF-8 after decoding becomes U+FFFD.
+    static func percentDecoded(_ bytes: UnsafeRawBufferPointer) -> String {
+        guard bytes.contains(0x25) else { return String(decoding: bytes, as: UTF8.self) }
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count)
+        var i = 0
+        while i < bytes.count {
+            if bytes[i] == 0x25, i + 2 < bytes.count, let high = hexValue(bytes[i + 1]), let low = hexValue(bytes[i + 2]) {
+                out.append(high << 4 | low)
+                i += 3
+            } else {
+                out.append(bytes[i])
+                i += 1
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    private static func hexValue(_ b: UInt8) -> UInt8? {
+        switch b {
+        case 0x30...0x39: b - 0x30
+        case 0x41...0x46: b - 0x41 + 10
+        case 0x61...0x66: b - 0x61 + 10
+        default: nil
+        }
+    }
+
+    /// RFC 9110 `token`: 1 or more of letters, digits and ``!#$%&'*+-.^_`|~``.
+    public static func isToken(_ name: String) -> Bool {
+        !name.isEmpty && name.utf8.allSatisfy { b in
+            switch b {
+            case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: true
+            case 0x21, 0x23, 0x24, 0x25, 0x26, 0x27, 0x2A, 0x2B, 0x2D, 0x2E, 0x5E, 0x5F, 0x60, 0x7C, 0x7E: true
+            default: false
+            }
+        }
+    }
+
+    /// ASCII case-insensitive equality of two header names.
+    static func sameName(_ a: String, _ b: String) -> Bool {
+        a.utf8.count == b.utf8.count && zip(a.utf8, b.utf8).allSatisfy { lower($0) == lower($1) }
+    }
+
+    @inline(__always) static func lower(_ b: UInt8) -> UInt8 { b >= 0x41 && b <= 0x5A ? b | 0x20 : b }
+}
+
+/// Why a header block could not be read.
+public enum HeaderError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The first line is not `NATS/1.0[ NNN[ text]]`.
+    case badVersionLine(String)
+    /// The block does not end with an empty line (`\r\n\r\n`).
+    case notTerminated
+    /// A field line without `:` or with a name that is not a token.
+    case malformedField(String)
+
+    public var description: String {
+        switch self {
+        case .badVersionLine(let line): "header block starts with \(line.prefix(80).debugDescription), not NATS/1.0"
+        case .notTerminated: "header block does not end with an empty line"
+        case .malformedField(let line): "malformed header line \(line.prefix(80).debugDescription)"
+        }
+    }
+}
+
+extension String {
+    /// Without leading and trailing spaces and tabs.
+    func trimmingSpaces() -> String {
+        var s = Substring(self)
+        while let c = s.first, c == " " || c == "\t" { s = s.dropFirst() }
+        while let c = s.last, c == " " || c == "\t" { s = s.dropLast() }
+        return String(s)
+    }
+}

@@ -1,0 +1,275 @@
+// The incremental parser of what a NATS server sends: INFO, MSG, HMSG, PING,
+// PONG, +OK, -ERR (nats-io/nats.docs reference/nats-protocol; nats-server
+// parser.go). Bytes arrive in any chunking, down to one at a time.
+//
+// Before editing: everything this parser buffers is bounded. A control line
+// may be at most `maxControlLineBytes` (an INFO line `maxInfoLineBytes`)
+// before its LF, or the stream is a `ProtocolViolation`; a message payload
+// over `maxPayloadBytes` is skipped byte by byte without being buffered and
+// reported as `.oversized`, so the connection stays in step and usable.
+
+/// One message delivered by MSG or HMSG.
+public struct Message: Equatable, Sendable {
+    /// The subject it was published to, e.g. `eventbus.evt.host-b.order.created`.
+    public var subject: String
+    /// The subscription it was delivered for.
+    public var sid: SubscriptionID
+    /// The reply subject, if the publisher gave one.
+    public var replyTo: String?
+    /// The header block of an HMSG (nil for MSG, or when `headerError` is set).
+    public var headers: Headers?
+    /// Why an HMSG's header block could not be read (the message is still delivered).
+    public var headerError: HeaderError?
+    /// The payload bytes, exactly as published.
+    public var payload: [UInt8]
+
+    public init(subject: String, sid: SubscriptionID, replyTo: String? = nil, headers: Headers? = nil, headerError: HeaderError? = nil, payload: [UInt8]) {
+        self.subject = subject
+        self.sid = sid
+        self.replyTo = replyTo
+        self.headers = headers
+        self.headerError = headerError
+        self.payload = payload
+    }
+}
+
+/// One operation from the server.
+public enum ServerOperation: Equatable, Sendable {
+    case info(ServerInfo)
+    case message(Message)
+    /// A MSG/HMSG whose size (`#bytes`, or HMSG's `#total bytes`) is over
+    /// `maxPayloadBytes`; its bytes were skipped.
+    case oversized(subject: String, sid: SubscriptionID, bytes: Int)
+    case ping
+    case pong
+    /// `+OK` (only with `verbose:true`, which this client never asks for).
+    case ok
+    /// `-ERR 'text'`: `text` without the quotes, as the server wrote it.
+    case error(String)
+}
+
+/// The parser's state between chunks.
+public struct Parser {
+    /// Longest control line accepted before its LF (bytes). nats-server's own
+    /// limit for what clients send is 4096 (`MAX_CONTROL_LINE_SIZE`, const.go).
+    public let maxControlLineBytes: Int
+    /// Longest INFO line accepted (bytes): INFO grows with `connect_urls`.
+    public let maxInfoLineBytes: Int
+    /// Largest MSG/HMSG payload buffered (bytes, header block included);
+    /// `ClientState` sets it from INFO's `max_payload`.
+    public var maxPayloadBytes: Int
+
+    private enum State {
+        case line
+        /// A MSG/HMSG line was read; `total` payload bytes then CRLF follow.
+        case payload(subject: String, sid: SubscriptionID, replyTo: String?, headerBytes: Int?, total: Int)
+        /// Skipping an oversized payload: `remaining` bytes (its CRLF included).
+        case skip(remaining: Int)
+    }
+
+    private var state = State.line
+    private var buffer: [UInt8] = []
+    /// Where unparsed bytes start in `buffer`.
+    private var start = 0
+    /// How far past `start` the current line was already searched for LF.
+    private var searched = 0
+
+    /// - Parameters:
+    ///   - maxControlLineBytes: default 4096.
+    ///   - maxInfoLineBytes: default 64 KiB.
+    ///   - maxPayloadBytes: default 1 MiB (nats-server's default `max_payload`).
+    public init(maxControlLineBytes: Int = 4096, maxInfoLineBytes: Int = 64 << 10, maxPayloadBytes: Int = 1 << 20) {
+        self.maxControlLineBytes = maxControlLineBytes
+        self.maxInfoLineBytes = maxInfoLineBytes
+        self.maxPayloadBytes = maxPayloadBytes
+    }
+
+    /// Bytes held for an operation not complete yet.
+    public var bufferedBytes: Int { buffer.count - start }
+
+    /// Forgets everything buffered (a new connection starts clean).
+    public mutating func reset() {
+        state = .line
+        buffer = []
+        start = 0
+        searched = 0
+    }
+
+    /// Parses `bytes`, appending each complete operation to `operations` in order.
+    /// - Throws: `ProtocolViolation` for a line that is too long, an unknown
+    ///   operation, a malformed MSG/HMSG line or a payload without its CRLF.
+    ///   Operations before the fault are in `operations`; the parser is then
+    ///   unusable until `reset()`.
+    public mutating func feed(_ bytes: UnsafeRawBufferPointer, into operations: inout [ServerOperation]) throws(ProtocolViolation) {
+        buffer.append(contentsOf: bytes)
+        defer { compact() }
+        while true {
+            switch state {
+            case .line:
+                guard let lf = findLineFeed() else {
+                    try checkPartialLine()
+                    return
+                }
+                var end = lf
+                if end > start && buffer[end - 1] == 0x0D { end -= 1 }
+                let lineStart = start
+                start = lf + 1
+                searched = 0
+                try parseLine(lineStart..<end, into: &operations)
+            case .payload(let subject, let sid, let replyTo, let headerBytes, let total):
+                guard buffer.count - start >= total + 2 else { return }
+                let payloadStart = start
+                guard buffer[start + total] == 0x0D, buffer[start + total + 1] == 0x0A else {
+                    throw ProtocolViolation("payload of \(total) bytes on \(subject) is not followed by CRLF")
+                }
+                start += total + 2
+                state = .line
+                var message = Message(subject: subject, sid: sid, replyTo: replyTo, payload: [])
+                if let headerBytes {
+                    buffer.withUnsafeBytes { raw in
+                        let block = UnsafeRawBufferPointer(rebasing: raw[payloadStart..<(payloadStart + headerBytes)])
+                        do throws(HeaderError) {
+                            message.headers = try Headers.parse(block)
+                        } catch {
+                            message.headerError = error
+                        }
+                    }
+                    message.payload = Array(buffer[(payloadStart + headerBytes)..<(payloadStart + total)])
+                } else {
+                    message.payload = Array(buffer[payloadStart..<(payloadStart + total)])
+                }
+                operations.append(.message(message))
+            case .skip(let remaining):
+                let available = buffer.count - start
+                if available < remaining {
+                    start = buffer.count
+                    state = .skip(remaining: remaining - available)
+                    return
+                }
+                start += remaining
+                state = .line
+            }
+        }
+    }
+
+    private mutating func findLineFeed() -> Int? {
+        var i = start + searched
+        while i < buffer.count {
+            if buffer[i] == 0x0A { return i }
+            i += 1
+        }
+        searched = buffer.count - start
+        return nil
+    }
+
+    /// Throws when the line being read is already over its limit.
+    private func checkPartialLine() throws(ProtocolViolation) {
+        let length = buffer.count - start - 1  // the last byte may be the line's CR
+        guard length > maxControlLineBytes else { return }
+        if length <= maxInfoLineBytes && startsWithInfo(start) { return }
+        throw ProtocolViolation("control line longer than \(startsWithInfo(start) ? maxInfoLineBytes : maxControlLineBytes) bytes")
+    }
+
+    private func startsWithInfo(_ at: Int) -> Bool {
+        guard buffer.count - at >= 5 else { return false }
+        return Headers.lower(buffer[at]) == 0x69 && Headers.lower(buffer[at + 1]) == 0x6E
+            && Headers.lower(buffer[at + 2]) == 0x66 && Headers.lower(buffer[at + 3]) == 0x6F
+            && (buffer[at + 4] == 0x20 || buffer[at + 4] == 0x09)
+    }
+
+    private mutating func compact() {
+        if start == buffer.count {
+            buffer.removeAll(keepingCapacity: buffer.capacity <= 64 << 10)
+            start = 0
+        } else if start > 0 && start >= buffer.count / 2 {
+            buffer.removeSubrange(0..<start)
+            start = 0
+        }
+    }
+
+    // MARK: Lines
+
+    private mutating func parseLine(_ range: Range<Int>, into operations: inout [ServerOperation]) throws(ProtocolViolation) {
+        let limit = startsWithInfo(range.lowerBound) ? maxInfoLineBytes : maxControlLineBytes
+        guard range.count <= limit else { throw ProtocolViolation("control line longer than \(limit) bytes") }
+        let fields = splitFields(range)
+        guard let first = fields.first else { return }  // an empty line: nothing to do
+        switch opName(first) {
+        case "INFO":
+            var jsonStart = first.upperBound
+            while jsonStart < range.upperBound && isBlank(buffer[jsonStart]) { jsonStart += 1 }
+            let result = buffer.withUnsafeBytes { raw in
+                Result { () throws(ProtocolViolation) -> ServerInfo in
+                    try ServerInfo(json: UnsafeRawBufferPointer(rebasing: raw[jsonStart..<range.upperBound]))
+                }
+            }
+            operations.append(.info(try result.get()))
+        case "MSG":
+            guard fields.count == 4 || fields.count == 5 else { throw ProtocolViolation("MSG line has \(fields.count - 1) argument(s), not 3 or 4") }
+            let total = try size(fields[fields.count - 1], "MSG #bytes")
+            try beginPayload(fields, replyIndex: fields.count == 5 ? 3 : nil, headerBytes: nil, total: total, into: &operations)
+        case "HMSG":
+            guard fields.count == 5 || fields.count == 6 else { throw ProtocolViolation("HMSG line has \(fields.count - 1) argument(s), not 4 or 5") }
+            let headerBytes = try size(fields[fields.count - 2], "HMSG #header bytes")
+            let total = try size(fields[fields.count - 1], "HMSG #total bytes")
+            guard headerBytes <= total else { throw ProtocolViolation("HMSG header size \(headerBytes) over total size \(total)") }
+            try beginPayload(fields, replyIndex: fields.count == 6 ? 3 : nil, headerBytes: headerBytes, total: total, into: &operations)
+        case "PING": operations.append(.ping)
+        case "PONG": operations.append(.pong)
+        case "+OK": operations.append(.ok)
+        case "-ERR":
+            var text = text(first.upperBound..<range.upperBound).trimmingSpaces()
+            if text.count >= 2 && text.hasPrefix("'") && text.hasSuffix("'") { text = String(text.dropFirst().dropLast()) }
+            operations.append(.error(text))
+        default:
+            throw ProtocolViolation("unknown operation \(text(first).prefix(20).debugDescription)")
+        }
+    }
+
+    private mutating func beginPayload(_ fields: [Range<Int>], replyIndex: Int?, headerBytes: Int?, total: Int, into operations: inout [ServerOperation]) throws(ProtocolViolation) {
+        let subject = text(fields[1])
+        let sidText = text(fields[2])
+        guard let sidValue = UInt64(sidText) else { throw ProtocolViolation("sid \(sidText.prefix(20).debugDescription) is not one this client issued") }
+        let sid = SubscriptionID(sidValue)
+        if total > maxPayloadBytes {
+            operations.append(.oversized(subject: subject, sid: sid, bytes: total))
+            state = .skip(remaining: total + 2)
+            return
+        }
+        state = .payload(subject: subject, sid: sid, replyTo: replyIndex.map { text(fields[$0]) }, headerBytes: headerBytes, total: total)
+    }
+
+    /// A decimal size of at most 10 digits.
+    private func size(_ range: Range<Int>, _ what: String) throws(ProtocolViolation) -> Int {
+        guard range.count <= 10, buffer[range].allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let value = Int(text(range)) else {
+            throw ProtocolViolation("\(what) \(text(range).prefix(20).debugDescription) is not a size")
+        }
+        return value
+    }
+
+    private func splitFields(_ range: Range<Int>) -> [Range<Int>] {
+        var fields: [Range<Int>] = []
+        var fieldStart: Int? = nil
+        for i in range {
+            if isBlank(buffer[i]) {
+                if let s = fieldStart { fields.append(s..<i); fieldStart = nil }
+                // HMSG has at most 6 fields; a 7th is enough to refuse the
+                // line. -ERR and INFO read their rest from `first` instead.
+                if fields.count == 7 { return fields }
+            } else if fieldStart == nil {
+                fieldStart = i
+            }
+        }
+        if let s = fieldStart { fields.append(s..<range.upperBound) }
+        return fields
+    }
+
+    @inline(__always) private func isBlank(_ b: UInt8) -> Bool { b == 0x20 || b == 0x09 }
+
+    private func opName(_ range: Range<Int>) -> String {
+        guard range.count <= 4 else { return "" }
+        return String(decoding: buffer[range].map { $0 >= 0x61 && $0 <= 0x7A ? $0 - 0x20 : $0 }, as: UTF8.self)
+    }
+
+    private func text(_ range: Range<Int>) -> String { String(decoding: buffer[range], as: UTF8.self) }
+}

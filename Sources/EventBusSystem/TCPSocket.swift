@@ -1,0 +1,171 @@
+// TCP client sockets (tcp(7), ip(7), ipv6(7)): getaddrinfo(3) for a host and
+// port, socket(2), a non-blocking connect(2) bounded by poll(2) and read back
+// with SO_ERROR, and TCP_NODELAY. Used by the NATS client (EventBusNATS); the
+// broker itself never opens TCP.
+//
+// Before editing: getaddrinfo(3) may block on DNS and reports its own EAI_*
+// codes rather than errno, so it has its own error type; call it from a thread
+// that may block (never from an event loop). Sockets are created with
+// SOCK_CLOEXEC|SOCK_NONBLOCK at creation, like every socket of this package.
+import CEventBusShims
+import Glibc
+
+/// One resolved socket address (a copy of a `sockaddr_in` or `sockaddr_in6`).
+public struct SocketAddress: Sendable, Equatable, CustomStringConvertible {
+    /// `AF_INET` or `AF_INET6`.
+    public let family: Int32
+    /// The raw `sockaddr` bytes, `length` of them.
+    let bytes: [UInt8]
+
+    init(_ pointer: UnsafePointer<sockaddr>, length: socklen_t) {
+        family = Int32(pointer.pointee.sa_family)
+        bytes = Array(UnsafeRawBufferPointer(start: UnsafeRawPointer(pointer), count: Int(length)))
+    }
+
+    func withSockaddr<R>(_ body: (UnsafePointer<sockaddr>, socklen_t) -> R) -> R {
+        bytes.withUnsafeBytes { raw in
+            body(raw.baseAddress!.assumingMemoryBound(to: sockaddr.self), socklen_t(raw.count))
+        }
+    }
+
+    /// `127.0.0.1:4222` or `[::1]:4222` (inet_ntop(3)).
+    public var description: String {
+        var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
+        return bytes.withUnsafeBytes { raw -> String in
+            if family == AF_INET6 {
+                var address = raw.loadUnaligned(as: sockaddr_in6.self)
+                inet_ntop(AF_INET6, &address.sin6_addr, &text, socklen_t(text.count))
+                return "[\(cText(text))]:\(UInt16(bigEndian: address.sin6_port))"
+            }
+            var address = raw.loadUnaligned(as: sockaddr_in.self)
+            inet_ntop(AF_INET, &address.sin_addr, &text, socklen_t(text.count))
+            return "\(cText(text)):\(UInt16(bigEndian: address.sin_port))"
+        }
+    }
+}
+
+/// A NUL-terminated C buffer as a String.
+private func cText(_ buffer: [CChar]) -> String {
+    String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+}
+
+/// getaddrinfo(3) failed: `code` is its `EAI_*` return value.
+/// `description` reads `getaddrinfo nats.example:4222: Name or service not known`.
+public struct AddressResolutionError: Error, Sendable, CustomStringConvertible {
+    public let host: String
+    public let port: UInt16
+    /// The `EAI_*` code (negative on glibc).
+    public let code: Int32
+    /// errno when `code` is `EAI_SYSTEM`, else 0.
+    public let systemErrno: Int32
+
+    public var description: String {
+        let reason = code == EAI_SYSTEM ? String(cString: strerror(systemErrno)) : String(cString: gai_strerror(code))
+        return "getaddrinfo \(host):\(port): \(reason)"
+    }
+}
+
+/// Host name resolution for TCP.
+public enum TCPResolver {
+    /// getaddrinfo(3) with `AF_UNSPEC`, `SOCK_STREAM`, `AI_NUMERICSERV`: the
+    /// addresses of `host` (a name or an IPv4/IPv6 literal without brackets),
+    /// in the order the resolver gives them. Blocks while DNS answers.
+    /// - Throws: `AddressResolutionError` (for example `EAI_NONAME`).
+    public static func resolve(host: String, port: UInt16) throws(AddressResolutionError) -> [SocketAddress] {
+        var hints = addrinfo()
+        hints.ai_family = AF_UNSPEC
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        hints.ai_flags = AI_NUMERICSERV
+        var list: UnsafeMutablePointer<addrinfo>?
+        var code: Int32
+        repeat {
+            code = getaddrinfo(host, String(port), &hints, &list)
+        } while code == EAI_SYSTEM && errno == EINTR
+        guard code == 0 else {
+            throw AddressResolutionError(host: host, port: port, code: code, systemErrno: code == EAI_SYSTEM ? errno : 0)
+        }
+        defer { freeaddrinfo(list) }
+        var result: [SocketAddress] = []
+        var entry = list
+        while let current = entry {
+            if let address = current.pointee.ai_addr,
+               current.pointee.ai_family == AF_INET || current.pointee.ai_family == AF_INET6 {
+                let candidate = SocketAddress(address, length: current.pointee.ai_addrlen)
+                if !result.contains(candidate) { result.append(candidate) }
+            }
+            entry = current.pointee.ai_next
+        }
+        if result.isEmpty { throw AddressResolutionError(host: host, port: port, code: EAI_NONAME, systemErrno: 0) }
+        return result
+    }
+}
+
+extension FileDescriptor {
+    /// socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0). The caller owns the fd.
+    /// - Parameter family: `AF_INET` or `AF_INET6` (`SocketAddress.family`).
+    /// - Throws: `SystemError("socket", errno)`, e.g. EMFILE.
+    public static func tcpSocket(family: Int32) throws(SystemError) -> FileDescriptor {
+        let type = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
+        let fd = Glibc.socket(family, type, 0)
+        guard fd >= 0 else { throw SystemError("socket", .current) }
+        return FileDescriptor(rawValue: fd)
+    }
+
+    /// connect(2) on a non-blocking socket, waiting with poll(2) for at most
+    /// `timeoutMilliseconds`, then reading the outcome with getsockopt(SO_ERROR).
+    /// EINTR is absorbed (the connection attempt carries on in the kernel).
+    /// - Throws: `SystemError("connect", errno)`: ECONNREFUSED (nobody
+    ///   listening), ETIMEDOUT (no answer within the timeout), ENETUNREACH...
+    public func connect(to address: SocketAddress, timeoutMilliseconds: Int32) throws(SystemError) {
+        let result = address.withSockaddr { Glibc.connect(rawValue, $0, $1) }
+        if result == 0 { return }
+        let error = Glibc.errno
+        guard error == EINPROGRESS || error == EINTR else { throw SystemError("connect", Errno(rawValue: error)) }
+        let deadline = Clock.monotonicNanoseconds() + Int64(timeoutMilliseconds) * 1_000_000
+        while true {
+            let left = (deadline - Clock.monotonicNanoseconds()) / 1_000_000
+            guard left > 0 else { throw SystemError("connect", Errno(rawValue: ETIMEDOUT)) }
+            let ready = try poll(.writable, timeoutMilliseconds: Int32(min(left, Int64(Int32.max))))
+            if !ready.isEmpty { break }
+        }
+        var pending: Int32 = 0
+        var length = socklen_t(MemoryLayout<Int32>.size)
+        guard getsockopt(rawValue, SOL_SOCKET, SO_ERROR, &pending, &length) == 0 else {
+            throw SystemError("getsockopt(SO_ERROR)", .current)
+        }
+        if pending != 0 { throw SystemError("connect", Errno(rawValue: pending)) }
+    }
+
+    /// setsockopt(IPPROTO_TCP, TCP_NODELAY): send small writes at once (no Nagle delay).
+    /// - Throws: `SystemError("setsockopt(TCP_NODELAY)", errno)`.
+    public func setNoDelay(_ on: Bool = true) throws(SystemError) {
+        var value: Int32 = on ? 1 : 0
+        guard setsockopt(rawValue, Int32(IPPROTO_TCP), TCP_NODELAY, &value, socklen_t(MemoryLayout<Int32>.size)) == 0 else {
+            throw SystemError("setsockopt(TCP_NODELAY)", .current)
+        }
+    }
+
+    /// A non-blocking TCP socket connected to the first of `addresses` that
+    /// accepts within `timeoutMilliseconds` each, with TCP_NODELAY set. The
+    /// caller owns the fd; sockets of failed attempts are closed here.
+    /// - Throws: the `SystemError` of the last address tried.
+    public static func connectedTCPSocket(to addresses: [SocketAddress], timeoutMilliseconds: Int32) throws(SystemError) -> FileDescriptor {
+        var last = SystemError("connect", .invalidArgument)
+        for address in addresses {
+            do throws(SystemError) {
+                let fd = try tcpSocket(family: address.family)
+                do {
+                    try fd.connect(to: address, timeoutMilliseconds: timeoutMilliseconds)
+                    try fd.setNoDelay()
+                    return fd
+                } catch {
+                    fd.close()
+                    throw error
+                }
+            } catch {
+                last = error
+            }
+        }
+        throw last
+    }
+}
