@@ -12,10 +12,10 @@ extension Broker {
     @inline(__always)
     func perform(_ request: Request, frame: UnsafeRawBufferPointer, req: UnsafeRawBufferPointer?, from connection: Connection) {
         switch request {
-        case .publish(let type, let data, let source, let id):
-            publish(type: type, frame: frame, data: data, source: source, id: id, req: req, from: connection)
-        case .subscribe(let pattern):
-            subscribe(pattern, req: req, from: connection)
+        case .publish(let publish):
+            self.publish(publish, frame: frame, req: req, from: connection)
+        case .subscribe(let subscribe):
+            self.subscribe(subscribe, req: req, from: connection)
         case .unsubscribe(let pattern):
             let removed = removeSubscription(pattern, from: connection)
             replyOKIfAsked(to: connection, req: req) { out in
@@ -25,45 +25,12 @@ extension Broker {
         case .ping:
             replyOKIfAsked(to: connection, req: req)
         case .stats:
-            let s = statistics
-            let uptime = UInt64(max(0, now.monotonicNanoseconds - startMonotonic) / 1_000_000_000)
-            replyOKIfAsked(to: connection, req: req) { out in
-                FrameEncoder.appendField("connections", int: UInt64(s.connections), to: &out)
-                FrameEncoder.appendField("subscriptions", int: UInt64(s.subscriptions), to: &out)
-                FrameEncoder.appendField("published", int: s.published, to: &out)
-                FrameEncoder.appendField("delivered", int: s.delivered, to: &out)
-                FrameEncoder.appendField("dropped", int: s.dropped, to: &out)
-                FrameEncoder.appendField("queued_bytes", int: UInt64(max(0, s.queuedBytes)), to: &out)
-                FrameEncoder.appendField("uptime_s", int: uptime, to: &out)
-                FrameEncoder.appendField("instance", string: instance, to: &out)
-            }
-        case .hello(let client, let echo, let overflow):
-            guard !connection.saidHello else {
-                reply(to: connection, req: req, error: ProtocolError(.badRequest, "hello may be sent once per connection"))
-                return
-            }
-            connection.saidHello = true
-            connection.echo = echo
-            connection.overflow = overflow
-            if let client {
-                connection.clientName = client
-                connection.defaultSource = client
-            }
-            let configuration = self.configuration
-            let instance = self.instance
-            replyOKIfAsked(to: connection, req: req) { out in
-                FrameEncoder.appendField("server", string: configuration.serverName, to: &out)
-                FrameEncoder.appendField("version", string: configuration.version, to: &out)
-                FrameEncoder.appendField("protocol", int: UInt64(ProtocolConstants.version), to: &out)
-                FrameEncoder.appendField("instance", string: instance, to: &out)
-                FrameEncoder.appendField("conn", int: connection.id, to: &out)
-                FrameEncoder.appendASCII(",\"features\":[", to: &out)
-                for (i, feature) in ProtocolConstants.features.enumerated() {
-                    if i > 0 { out.append(0x2C) }
-                    JSONString.appendQuoted(feature, to: &out)
-                }
-                out.append(0x5D)
-            }
+            stats(req: req, to: connection)
+        case .hello(let hello):
+            self.hello(hello, req: req, from: connection)
+        case .clear, .clients:
+            // 1.1 ops not implemented yet: answered as before they were known.
+            reply(to: connection, req: req, error: ProtocolError(.unknownOp, "unknown op \"\(request.opName)\""))
         }
     }
 
@@ -73,7 +40,8 @@ extension Broker {
         replyOK(to: connection, req: req, fields: fields)
     }
 
-    func subscribe(_ pattern: Pattern, req: UnsafeRawBufferPointer?, from connection: Connection) {
+    func subscribe(_ request: SubscribeRequest, req: UnsafeRawBufferPointer?, from connection: Connection) {
+        let pattern = request.pattern
         if connection.subscriptions[pattern] == nil {
             guard connection.subscriptions.count < configuration.maxSubscriptionsPerConnection else {
                 let message = "too many subscriptions on this connection (limit \(configuration.maxSubscriptionsPerConnection))"
@@ -117,7 +85,8 @@ extension Broker {
 
     // MARK: Publish
 
-    func publish(type: EventType, frame: UnsafeRawBufferPointer, data: JSONToken?, source: JSONToken?, id: JSONToken?, req: UnsafeRawBufferPointer?, from publisher: Connection) {
+    func publish(_ request: PublishRequest, frame: UnsafeRawBufferPointer, req: UnsafeRawBufferPointer?, from publisher: Connection) {
+        let type = request.type
         seq += 1
         let seq = self.seq
         statistics.published += 1
@@ -129,7 +98,7 @@ extension Broker {
             if subscriber === publisher && !publisher.echo { return }  // no echo
             if !subscriber.isRoutable { return }
             if shared == nil {
-                shared = buildEvent(seq: seq, type: type, frame: frame, data: data, source: source, id: id, publisher: publisher)
+                shared = buildEvent(seq: seq, request, frame: frame, publisher: publisher)
             }
             if offer(shared!, seq: seq, to: subscriber) { delivered += 1 }
         }
@@ -140,18 +109,18 @@ extension Broker {
         }
     }
 
-    func buildEvent(seq: UInt64, type: EventType, frame: UnsafeRawBufferPointer, data: JSONToken?, source: JSONToken?, id: JSONToken?, publisher: Connection) -> OutboundFrame {
+    func buildEvent(seq: UInt64, _ request: PublishRequest, frame: UnsafeRawBufferPointer, publisher: Connection) -> OutboundFrame {
         timestamps.format(nanosecondsSinceEpoch: now.wallNanoseconds, into: &timeScratch)
         func slice(_ token: JSONToken?) -> UnsafeRawBufferPointer? {
             token.map { UnsafeRawBufferPointer(rebasing: frame[$0.start..<$0.end]) }
         }
         return timeScratch.withUnsafeBytes { time in
             let parts = FrameEncoder.EventParts(
-                seq: seq, type: type.name, time: time,
-                source: slice(source), defaultSource: publisher.defaultSource,
-                id: slice(id), instance: instance,
+                seq: seq, type: request.type.name, time: time,
+                source: slice(request.source), defaultSource: publisher.defaultSource,
+                id: slice(request.id), instance: instance,
                 pid: publisher.credentials.pid, uid: publisher.credentials.uid, gid: publisher.credentials.gid,
-                data: slice(data))
+                data: slice(request.data))
             return OutboundFrame.make(capacity: FrameEncoder.eventByteCountUpperBound(parts)) {
                 FrameEncoder.writeEvent(parts, into: $0)
             }

@@ -10,13 +10,75 @@
 
 /// A validated request, its forwarded fields still pointing into the frame.
 public enum Request {
-    case hello(client: String?, echo: Bool, overflow: OverflowPolicy)
-    case subscribe(Pattern)
+    case hello(HelloRequest)
+    case subscribe(SubscribeRequest)
     case unsubscribe(Pattern)
-    /// `data`, `source`, `id` are token ranges in the frame (validated JSON).
-    case publish(type: EventType, data: JSONToken?, source: JSONToken?, id: JSONToken?)
+    case publish(PublishRequest)
+    /// (1.1) Remove the retained event of this type.
+    case clear(EventType)
+    /// (1.1) List the connections the caller may see.
+    case clients
     case ping
     case stats
+}
+
+/// `{"op":"hello","client":"dashboard","echo":false,"overflow":"drop-new"}`
+/// (PROTOCOL.md "Requests").
+public struct HelloRequest: Equatable {
+    /// 1-64 bytes of `A-Z a-z 0-9 _ . - :`, or nil.
+    public var client: String?
+    public var echo: Bool
+    public var overflow: OverflowPolicy
+
+    public init(client: String? = nil, echo: Bool = false, overflow: OverflowPolicy = .dropNew) {
+        self.client = client
+        self.echo = echo
+        self.overflow = overflow
+    }
+}
+
+/// `{"op":"subscribe","type":"order.>","last":true,"since":41,"instance":"9f2c..."}`
+/// (PROTOCOL.md "Requests"; `last`, `since`, `instance` are 1.1, see
+/// "Retained events and history").
+public struct SubscribeRequest: Equatable {
+    public var pattern: Pattern
+    /// Send the retained events the pattern matches right after the `ok`.
+    public var last: Bool
+    /// Replay the history ring's events after this seq.
+    public var since: UInt64?
+    /// The broker instance `since` refers to.
+    public var instance: String?
+
+    public init(pattern: Pattern, last: Bool = false, since: UInt64? = nil, instance: String? = nil) {
+        self.pattern = pattern
+        self.last = last
+        self.since = since
+        self.instance = instance
+    }
+}
+
+/// `{"op":"publish","type":"order.created","data":{...},"source":"s","id":"i","retain":true}`
+/// (PROTOCOL.md "Requests"; `retain` and `origin` are 1.1).
+public struct PublishRequest {
+    public var type: EventType
+    /// Token ranges in the frame (validated JSON): `data` any value,
+    /// `source` and `id` strings, `origin` an object.
+    public var data: JSONToken?
+    public var source: JSONToken?
+    public var id: JSONToken?
+    /// Keep it as the retained event of its type.
+    public var retain: Bool
+    /// A bridge's remote identity of the event (PROTOCOL.md "Bridged events").
+    public var origin: JSONToken?
+
+    public init(type: EventType, data: JSONToken? = nil, source: JSONToken? = nil, id: JSONToken? = nil, retain: Bool = false, origin: JSONToken? = nil) {
+        self.type = type
+        self.data = data
+        self.source = source
+        self.id = id
+        self.retain = retain
+        self.origin = origin
+    }
 }
 
 /// The result of decoding one frame.
@@ -75,7 +137,8 @@ public enum RequestDecoder {
             guard let pattern = Pattern(text) else {
                 return .failure(ProtocolError(.badType, "invalid pattern \(JSONString.quoted(text)): '.'-separated segments of A-Z a-z 0-9 _ - :, a whole segment may be '*', the last may be '>'"))
             }
-            return .success(op == .subscribe ? .subscribe(pattern) : .unsubscribe(pattern))
+            guard op == .subscribe else { return .success(.unsubscribe(pattern)) }
+            return decodeSubscribe(pattern, frame, fields)
         case .ping:
             return .success(.ping)
         case .stats:
@@ -90,13 +153,10 @@ public enum RequestDecoder {
                 }
                 client = name
             }
-            var echo = false
-            if let token = fields[.echo] {
-                switch token.kind {
-                case .true: echo = true
-                case .false: echo = false
-                default: return .failure(ProtocolError(.badRequest, "field \"echo\" must be true or false"))
-                }
+            let echo: Bool
+            switch boolField(.echo, fields) {
+            case .success(let value): echo = value
+            case .failure(let error): return .failure(error)
             }
             var overflow = OverflowPolicy.dropNew
             if let token = fields[.overflow] {
@@ -105,43 +165,90 @@ public enum RequestDecoder {
                 }
                 overflow = policy
             }
-            return .success(.hello(client: client, echo: echo, overflow: overflow))
-        case .clear, .clients:
-            // 1.1 ops this broker does not implement yet.
-            return .failure(ProtocolError(.unknownOp, "unknown op \(JSONString.quoted(op.name))"))
+            return .success(.hello(HelloRequest(client: client, echo: echo, overflow: overflow)))
+        case .clear:
+            return decodeEventType(frame, fields, op: op).map { .clear($0) }
+        case .clients:
+            return .success(.clients)
         }
     }
 
     static func decodePublish(_ frame: UnsafeRawBufferPointer, _ fields: EnvelopeFields) -> Result<Request, ProtocolError> {
-        guard let typeToken = fields[.type] else { return .failure(ProtocolError(.badRequest, "publish needs a string field \"type\"")) }
+        decodeEventType(frame, fields, op: .publish).flatMap { finishPublish($0, fields) }
+    }
+
+    /// The `type` of a `publish` or `clear`: an event type, not a pattern, not reserved.
+    static func decodeEventType(_ frame: UnsafeRawBufferPointer, _ fields: EnvelopeFields, op: RequestOp) -> Result<EventType, ProtocolError> {
+        guard let typeToken = fields[.type] else { return .failure(ProtocolError(.badRequest, "\(op.name) needs a string field \"type\"")) }
         guard case .string = typeToken.kind else { return .failure(ProtocolError(.badRequest, "field \"type\" must be a string")) }
+        var type: EventType? = nil
         if case .string(escaped: false) = typeToken.kind {
             // Fast path: validate the raw bytes, build the String only once valid.
             let raw = UnsafeRawBufferPointer(rebasing: frame[(typeToken.start + 1)..<(typeToken.end - 1)])
-            if EventType.isValid(raw: raw) {
-                let type = EventType(unchecked: String(decoding: raw, as: UTF8.self))
-                return finishPublish(type, fields)
+            if EventType.isValid(raw: raw) { type = EventType(unchecked: String(decoding: raw, as: UTF8.self)) }
+        }
+        if type == nil {
+            let name = JSONString.decode(frame, typeToken)
+            type = EventType(name)
+            if type == nil {
+                if Pattern(name) != nil {
+                    return .failure(ProtocolError(.badType, "patterns are not allowed in \(op.name): \(JSONString.quoted(name))"))
+                }
+                return .failure(ProtocolError(.badType, "invalid event type \(JSONString.quoted(name)): 1-255 bytes of '.'-separated segments of A-Z a-z 0-9 _ - :"))
             }
         }
-        let name = JSONString.decode(frame, typeToken)
-        guard let type = EventType(name) else {
-            if Pattern(name) != nil {
-                return .failure(ProtocolError(.badType, "patterns are not allowed in publish: \(JSONString.quoted(name))"))
-            }
-            return .failure(ProtocolError(.badType, "invalid event type \(JSONString.quoted(name)): 1-255 bytes of '.'-separated segments of A-Z a-z 0-9 _ - :"))
+        if type!.isReserved {
+            return .failure(ProtocolError(.forbidden, "event types beginning \"eventbus.\" are reserved for the broker"))
         }
-        return finishPublish(type, fields)
+        return .success(type!)
     }
 
     static func finishPublish(_ type: EventType, _ fields: EnvelopeFields) -> Result<Request, ProtocolError> {
-        if type.isReserved {
-            return .failure(ProtocolError(.forbidden, "event types beginning \"eventbus.\" are reserved for the broker"))
-        }
         let source = fields[.source]
         if let source, !source.isString { return .failure(ProtocolError(.badRequest, "field \"source\" must be a string")) }
         let id = fields[.id]
         if let id, !id.isString { return .failure(ProtocolError(.badRequest, "field \"id\" must be a string")) }
-        return .success(.publish(type: type, data: fields[.data], source: source, id: id))
+        let retain: Bool
+        switch boolField(.retain, fields) {
+        case .success(let value): retain = value
+        case .failure(let error): return .failure(error)
+        }
+        let origin = fields[.origin]
+        if let origin, case .object = origin.kind {} else if origin != nil {
+            return .failure(ProtocolError(.badRequest, "field \"origin\" must be an object"))
+        }
+        return .success(.publish(PublishRequest(type: type, data: fields[.data], source: source, id: id, retain: retain, origin: origin)))
+    }
+
+    static func decodeSubscribe(_ pattern: Pattern, _ frame: UnsafeRawBufferPointer, _ fields: EnvelopeFields) -> Result<Request, ProtocolError> {
+        let last: Bool
+        switch boolField(.last, fields) {
+        case .success(let value): last = value
+        case .failure(let error): return .failure(error)
+        }
+        var since: UInt64? = nil
+        if let token = fields[.since] {
+            guard let value = JSONInteger.unsigned(frame, token) else {
+                return .failure(ProtocolError(.badRequest, "field \"since\" must be a non-negative integer seq"))
+            }
+            since = value
+        }
+        var instance: String? = nil
+        if let token = fields[.instance] {
+            guard token.isString else { return .failure(ProtocolError(.badRequest, "field \"instance\" must be a string")) }
+            instance = JSONString.decode(frame, token)
+        }
+        return .success(.subscribe(SubscribeRequest(pattern: pattern, last: last, since: since, instance: instance)))
+    }
+
+    /// An optional boolean field: false when absent, `bad_request` when not `true`/`false`.
+    static func boolField(_ key: EnvelopeKey, _ fields: EnvelopeFields) -> Result<Bool, ProtocolError> {
+        guard let token = fields[key] else { return .success(false) }
+        switch token.kind {
+        case .true: return .success(true)
+        case .false: return .success(false)
+        default: return .failure(ProtocolError(.badRequest, "field \"\(key.name)\" must be true or false"))
+        }
     }
 
     /// A `req` is a string, or an integer (no fraction or exponent) within ±2^53.
@@ -168,5 +275,21 @@ extension JSONToken {
     @inlinable public var isString: Bool {
         if case .string = kind { return true }
         return false
+    }
+}
+
+extension Request {
+    /// The op's wire name, e.g. `"publish"`.
+    public var opName: String {
+        switch self {
+        case .hello: RequestOp.hello.name
+        case .subscribe: RequestOp.subscribe.name
+        case .unsubscribe: RequestOp.unsubscribe.name
+        case .publish: RequestOp.publish.name
+        case .clear: RequestOp.clear.name
+        case .clients: RequestOp.clients.name
+        case .ping: RequestOp.ping.name
+        case .stats: RequestOp.stats.name
+        }
     }
 }

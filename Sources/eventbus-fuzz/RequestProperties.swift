@@ -64,7 +64,12 @@ enum RequestProperties {
 
     static func checkRequest(_ request: Request, frame: UnsafeRawBufferPointer, req: UnsafeRawBufferPointer?) {
         switch request {
-        case .publish(let type, let data, let source, let id):
+        case .publish(let publish):
+            let (type, data, source, id) = (publish.type, publish.data, publish.source, publish.id)
+            if let origin = publish.origin {
+                checkToken(origin, in: frame, what: "origin")
+                guard case .object = origin.kind else { fuzzFailure("non-object origin accepted") }
+            }
             if !EventType.isValid(type.name.utf8) || type.isReserved { fuzzFailure("publish accepted type \(type.name)") }
             if Pattern(type.name) == nil { fuzzFailure("valid type \(type.name) is not a valid pattern") }
             let dataSlice = data.map { checkToken($0, in: frame, what: "data") }
@@ -96,21 +101,30 @@ enum RequestProperties {
             if fields.seq != 42 || body.withUnsafeBytes({ JSONString.decode($0, fields.type) }) != type.name {
                 fuzzFailure("the client reader reads seq/type \(fields.seq) wrong in \(FuzzInput.preview(event))")
             }
-        case .subscribe(let pattern), .unsubscribe(let pattern):
-            if Pattern(pattern.text) == nil { fuzzFailure("decoder made an invalid pattern \(pattern.text)") }
-            var out: [UInt8] = []
-            FrameEncoder.appendOK(req: req, to: &out) { FrameEncoder.appendField("type", string: pattern.text, to: &$0) }
-            checkOutgoing(out, what: "subscribe reply")
-        case .hello(let client, _, _):
+        case .clear(let type):
+            if !EventType.isValid(type.name.utf8) || type.isReserved { fuzzFailure("clear accepted type \(type.name)") }
+        case .subscribe(let subscribe):
+            checkPattern(subscribe.pattern, req: req)
+        case .unsubscribe(let pattern):
+            checkPattern(pattern, req: req)
+        case .hello(let hello):
+            let client = hello.client
             if let client, !RequestDecoder.isValidClientName(client) { fuzzFailure("hello accepted client \(client)") }
             var out: [UInt8] = []
             FrameEncoder.appendOK(req: req, to: &out) { FrameEncoder.appendField("server", string: client ?? "", to: &$0) }
             checkOutgoing(out, what: "hello reply")
-        case .ping, .stats:
+        case .ping, .stats, .clients:
             var out: [UInt8] = []
             FrameEncoder.appendOK(req: req, to: &out)
             checkOutgoing(out, what: "ok reply")
         }
+    }
+
+    static func checkPattern(_ pattern: Pattern, req: UnsafeRawBufferPointer?) {
+            if Pattern(pattern.text) == nil { fuzzFailure("decoder made an invalid pattern \(pattern.text)") }
+            var out: [UInt8] = []
+            FrameEncoder.appendOK(req: req, to: &out) { FrameEncoder.appendField("type", string: pattern.text, to: &$0) }
+            checkOutgoing(out, what: "subscribe reply")
     }
 
     /// The clients' encoder (`ClientRequest`) writes the request so that the
@@ -124,15 +138,20 @@ enum RequestProperties {
         }
         let client: ClientRequest
         switch request {
-        case .hello(let name, let echo, let overflow): client = .hello(client: name, echo: echo, overflow: overflow)
-        case .subscribe(let pattern): client = .subscribe(pattern: pattern.text)
+        case .hello(let hello): client = .hello(client: hello.client, echo: hello.echo, overflow: hello.overflow)
+        case .subscribe(let subscribe):
+            client = .subscribe(pattern: subscribe.pattern.text, last: subscribe.last ? true : nil, since: subscribe.since, instance: subscribe.instance)
         case .unsubscribe(let pattern): client = .unsubscribe(pattern: pattern.text)
+        case .clear(let type): client = .clear(type: type.name)
+        case .clients: client = .clients
         case .ping: client = .ping
         case .stats: client = .stats
-        case .publish(let type, let data, let source, let id):
-            let raw = data.map { Array(frame[$0.start..<$0.end]) } ?? Array("null".utf8)
+        case .publish(let publish):
+            let raw = publish.data.map { Array(frame[$0.start..<$0.end]) } ?? Array("null".utf8)
             guard let text = try? JSONText(validating: raw) else { fuzzFailure("data does not validate on its own: \(FuzzInput.preview(raw))") }
-            client = .publish(type: type.name, source: string(source, frame), id: string(id, frame), data: text)
+            let origin = publish.origin.flatMap { try? JSONText(validating: Array(frame[$0.start..<$0.end])) }
+            client = .publish(type: publish.type.name, source: string(publish.source, frame), id: string(publish.id, frame),
+                              retain: publish.retain ? true : nil, origin: origin, data: text)
         }
         var encoded = client.encoded(req: 1)
         guard encoded.popLast() == 0x0A, !encoded.contains(0x0A) else { fuzzFailure("encoded request is not one line: \(FuzzInput.preview(encoded))") }
@@ -143,12 +162,16 @@ enum RequestProperties {
             }
             let same: Bool
             switch (request, back) {
-            case (.hello(let c1, let e1, let o1), .hello(let c2, let e2, let o2)): same = c1 == c2 && e1 == e2 && o1 == o2
-            case (.subscribe(let p1), .subscribe(let p2)), (.unsubscribe(let p1), .unsubscribe(let p2)): same = p1 == p2
-            case (.ping, .ping), (.stats, .stats): same = true
-            case (.publish(let t1, let d1, let s1, let i1), .publish(let t2, let d2, let s2, let i2)):
-                same = t1 == t2 && string(s1, frame) == string(s2, again) && string(i1, frame) == string(i2, again)
-                    && compact(d1, frame) == compact(d2, again)
+            case (.hello(let h1), .hello(let h2)): same = h1 == h2
+            case (.subscribe(let s1), .subscribe(let s2)): same = s1 == s2
+            case (.unsubscribe(let p1), .unsubscribe(let p2)): same = p1 == p2
+            case (.clear(let t1), .clear(let t2)): same = t1 == t2
+            case (.ping, .ping), (.stats, .stats), (.clients, .clients): same = true
+            case (.publish(let p1), .publish(let p2)):
+                same = p1.type == p2.type && p1.retain == p2.retain
+                    && string(p1.source, frame) == string(p2.source, again) && string(p1.id, frame) == string(p2.id, again)
+                    && compact(p1.data, frame) == compact(p2.data, again) && (p1.origin == nil) == (p2.origin == nil)
+                    && (p1.origin == nil || compact(p1.origin, frame) == compact(p2.origin, again))
             default: same = false
             }
             if !same { fuzzFailure("round trip changed \(request) into \(back) via \(FuzzInput.preview(encoded))") }

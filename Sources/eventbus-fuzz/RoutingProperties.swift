@@ -189,7 +189,7 @@ enum RoutingProperties {
     /// The type of the publish in `frame`, when the decoder accepts it as one.
     static func publishedType(_ frame: [UInt8]) -> EventType? {
         frame.withUnsafeBytes { bytes in
-            if case .success(.publish(let type, _, _, _)) = RequestDecoder.decode(bytes).request { return type }
+            if case .success(.publish(let publish)) = RequestDecoder.decode(bytes).request { return publish.type }
             return nil
         }
     }

@@ -50,6 +50,9 @@ struct ClientRequestTests {
         ClientRequest.hello(client: "c.1", echo: true, overflow: .disconnect),
         .subscribe(pattern: "a.*.>"), .unsubscribe(pattern: ">"), .ping, .stats,
         .publish(type: "x.y", source: "src", id: "id-1", data: data),
+        .publish(type: "x.y", retain: true, origin: try! JSONText(validating: Array(#"{"node":"b","seq":9}"#.utf8)), data: data),
+        .subscribe(pattern: "a.>", last: true, since: 41, instance: "9f2c"),
+        .clear(type: "currency.changed"), .clients,
     ])
     func roundTripsThroughTheBrokersDecoder(_ request: ClientRequest) {
         var frame = request.encoded(req: 77)
@@ -61,15 +64,22 @@ struct ClientRequestTests {
             return
         }
         switch (request, got) {
-        case (.hello(let client, let echo, let overflow), .hello(let c, let e, let o)):
-            #expect(client == c && echo == e && overflow == o)
-        case (.subscribe(let pattern, _, _, _), .subscribe(let p)), (.unsubscribe(let pattern), .unsubscribe(let p)):
+        case (.hello(let client, let echo, let overflow), .hello(let h)):
+            #expect(client == h.client && (echo ?? false) == h.echo && (overflow ?? .dropNew) == h.overflow)
+        case (.subscribe(let pattern, let last, let since, let instance), .subscribe(let s)):
+            #expect(pattern == s.pattern.text && (last ?? false) == s.last && since == s.since && instance == s.instance)
+        case (.unsubscribe(let pattern), .unsubscribe(let p)):
             #expect(pattern == p.text)
+        case (.clear(let type), .clear(let t)):
+            #expect(type == t.name)
+        case (.clients, .clients):
+            break
         case (.ping, .ping), (.stats, .stats):
             break
-        case (.publish(let type, let source, let id, _, _, let data), .publish(let t, let d, let s, let i)):
+        case (.publish(let type, let source, let id, let retain, let origin, let data), .publish(let p)):
             func text(_ token: JSONToken?) -> String? { token.map { String(decoding: frame[$0.start..<$0.end], as: UTF8.self) } }
-            #expect(type == t.name && text(s) == source.map { "\"\($0)\"" } && text(i) == id.map { "\"\($0)\"" } && text(d) == data?.description)
+            #expect(type == p.type.name && text(p.source) == source.map { "\"\($0)\"" } && text(p.id) == id.map { "\"\($0)\"" } && text(p.data) == data?.description)
+            #expect((retain ?? false) == p.retain && text(p.origin) == origin?.description)
         default:
             Issue.record("encoded \(request), decoded \(got)")
         }

@@ -39,7 +39,7 @@ struct RequestDecoderTests {
 
     @Test func helloWithDefaults() {
         let d = Decoded(#"{"op":"hello"}"#)
-        guard case .hello(let client, let echo, let overflow) = d.request else {
+        guard case .hello(let hello) = d.request, case let (client, echo, overflow) = (hello.client, hello.echo, hello.overflow) else {
             Issue.record("got \(String(describing: d.error))")
             return
         }
@@ -49,12 +49,53 @@ struct RequestDecoderTests {
     @Test("hello reads client, echo and overflow", arguments: OverflowPolicy.allCases)
     func helloWithEveryOption(_ policy: OverflowPolicy) {
         let d = Decoded(#"{"op":"hello","client":"billing.v2:worker-1_a","echo":true,"overflow":"\#(policy.rawValue)","req":1}"#)
-        guard case .hello(let client, let echo, let overflow) = d.request else {
+        guard case .hello(let hello) = d.request, case let (client, echo, overflow) = (hello.client, hello.echo, hello.overflow) else {
             Issue.record("got \(String(describing: d.error))")
             return
         }
         #expect(client == "billing.v2:worker-1_a" && echo && overflow == policy)
         #expect(d.req == "1")
+    }
+
+    @Test func publishReadsRetainAndOrigin() {
+        let d = Decoded(#"{"op":"publish","type":"a.b","retain":true,"origin":{"node":"n","seq":1},"data":2}"#)
+        guard case .publish(let pub) = d.request else { Issue.record("got \(String(describing: d.error))"); return }
+        #expect(pub.retain && d.text(pub.origin) == #"{"node":"n","seq":1}"# && d.text(pub.data) == "2")
+        guard case .publish(let plain) = Decoded(#"{"op":"publish","type":"a.b"}"#).request else { Issue.record("refused"); return }
+        #expect(!plain.retain && plain.origin == nil)
+    }
+
+    @Test func subscribeReadsLastSinceAndInstance() {
+        let d = Decoded(#"{"op":"subscribe","type":"a.>","last":true,"since":18446744073709551615,"instance":"9f2c"}"#)
+        guard case .subscribe(let sub) = d.request else { Issue.record("got \(String(describing: d.error))"); return }
+        #expect(sub == SubscribeRequest(pattern: Pattern("a.>")!, last: true, since: UInt64.max, instance: "9f2c"))
+        guard case .subscribe(let plain) = Decoded(#"{"op":"subscribe","type":"a"}"#).request else { Issue.record("refused"); return }
+        #expect(plain == SubscribeRequest(pattern: Pattern("a")!, last: false, since: nil, instance: nil))
+    }
+
+    @Test func clearReadsAnEventTypeAndClientsTakesNoField() {
+        guard case .clear(let type) = Decoded(#"{"op":"clear","type":"currency.changed"}"#).request else { Issue.record("refused"); return }
+        #expect(type.name == "currency.changed")
+        guard case .clients = Decoded(#"{"op":"clients","req":1}"#).request else { Issue.record("refused"); return }
+    }
+
+    @Test("1.1 fields of the wrong shape are refused", arguments: [
+        (#"{"op":"publish","type":"a","retain":1}"#, ErrorCode.badRequest),
+        (#"{"op":"publish","type":"a","retain":"yes"}"#, .badRequest),
+        (#"{"op":"publish","type":"a","origin":"host-b"}"#, .badRequest),
+        (#"{"op":"publish","type":"a","origin":[1]}"#, .badRequest),
+        (#"{"op":"subscribe","type":"a","last":null}"#, .badRequest),
+        (#"{"op":"subscribe","type":"a","since":-1}"#, .badRequest),
+        (#"{"op":"subscribe","type":"a","since":1.5}"#, .badRequest),
+        (#"{"op":"subscribe","type":"a","since":18446744073709551616}"#, .badRequest),
+        (#"{"op":"subscribe","type":"a","since":"3"}"#, .badRequest),
+        (#"{"op":"subscribe","type":"a","instance":7}"#, .badRequest),
+        (#"{"op":"clear"}"#, .badRequest),
+        (#"{"op":"clear","type":"a.*"}"#, .badType),
+        (#"{"op":"clear","type":"eventbus.x"}"#, .forbidden),
+    ])
+    func badOneOneFields(_ frame: String, _ code: ErrorCode) {
+        #expect(Decoded(frame).code == code)
     }
 
     @Test("hello refuses bad option values with bad_request", arguments: [
@@ -79,15 +120,15 @@ struct RequestDecoderTests {
 
     @Test func helloClientNameOf64BytesIsAccepted() {
         let name = String(repeating: "c", count: 64)
-        guard case .hello(let client, _, _) = Decoded(#"{"op":"hello","client":"\#(name)"}"#).request else {
+        guard case .hello(let hello) = Decoded(#"{"op":"hello","client":"\#(name)"}"#).request else {
             Issue.record("refused a 64-byte client name")
             return
         }
-        #expect(client == name)
+        #expect(hello.client == name)
     }
 
     @Test func subscribeAndUnsubscribeCarryTheirPattern() {
-        guard case .subscribe(let p) = Decoded(#"{"op":"subscribe","type":"order.>"}"#).request,
+        guard case .subscribe(let s) = Decoded(#"{"op":"subscribe","type":"order.>"}"#).request, case let p = s.pattern,
               case .unsubscribe(let q) = Decoded(#"{"op":"unsubscribe","type":"*.created"}"#).request else {
             Issue.record("did not decode")
             return
@@ -111,7 +152,7 @@ struct RequestDecoderTests {
 
     @Test func publishKeepsDataSourceAndIdAsExactBytes() {
         let d = Decoded(#"{"op":"publish","type":"order.created","data": { "b" : [1, 2.50e1], "a":"\u00e9" } ,"source":"bill\"ing","id":"x-1"}"#)
-        guard case .publish(let type, let data, let source, let id) = d.request else {
+        guard case .publish(let pub) = d.request, case let (type, data, source, id) = (pub.type, pub.data, pub.source, pub.id) else {
             Issue.record("got \(String(describing: d.error))")
             return
         }
@@ -122,7 +163,7 @@ struct RequestDecoderTests {
     }
 
     @Test func publishWithoutDataHasNoDataToken() {
-        guard case .publish(_, let data, let source, let id) = Decoded(#"{"op":"publish","type":"a"}"#).request else {
+        guard case .publish(let pub) = Decoded(#"{"op":"publish","type":"a"}"#).request, case let (data, source, id) = (pub.data, pub.source, pub.id) else {
             Issue.record("did not decode")
             return
         }
@@ -132,7 +173,7 @@ struct RequestDecoderTests {
     @Test("publish accepts any JSON value as data", arguments: ["null", "0", "-1.5e300", "\"s\"", "[]", "{}", "true", "1e400"])
     func publishAcceptsAnyData(_ value: String) {
         let d = Decoded(#"{"op":"publish","type":"a","data":\#(value)}"#)
-        guard case .publish(_, let data, _, _) = d.request else {
+        guard case .publish(let pub) = d.request, case let data = pub.data else {
             Issue.record("got \(String(describing: d.error))")
             return
         }
@@ -141,7 +182,7 @@ struct RequestDecoderTests {
 
     @Test func duplicateKeysInsideDataAreThePublishersBusiness() {
         let d = Decoded(#"{"op":"publish","type":"a","data":{"k":1,"k":2,"op":"x"}}"#)
-        guard case .publish(_, let data, _, _) = d.request else {
+        guard case .publish(let pub) = d.request, case let data = pub.data else {
             Issue.record("got \(String(describing: d.error))")
             return
         }
@@ -173,7 +214,7 @@ struct RequestDecoderTests {
     }
 
     @Test func escapedTypeIsDecodedBeforeValidation() {
-        guard case .publish(let type, _, _, _) = Decoded(#"{"op":"publish","type":"order\u002ecreated"}"#).request else {
+        guard case .publish(let pub) = Decoded(#"{"op":"publish","type":"order\u002ecreated"}"#).request, case let type = pub.type else {
             Issue.record("did not decode")
             return
         }

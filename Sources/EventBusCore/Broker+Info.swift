@@ -1,0 +1,55 @@
+// The ops that describe the connection and the broker (PROTOCOL.md
+// "Requests": `hello`, `stats`): the `hello` reply's identity and features,
+// and the `stats` counters.
+//
+// Before editing: a feature is listed in `hello` (`ProtocolConstants.features`)
+// only once the broker implements all of it (PROTOCOL.md second edition).
+import EventBusProtocol
+
+extension Broker {
+    /// `hello`: names the connection and sets its options, once.
+    func hello(_ hello: HelloRequest, req: UnsafeRawBufferPointer?, from connection: Connection) {
+        guard !connection.saidHello else {
+            reply(to: connection, req: req, error: ProtocolError(.badRequest, "hello may be sent once per connection"))
+            return
+        }
+        connection.saidHello = true
+        connection.echo = hello.echo
+        connection.overflow = hello.overflow
+        if let client = hello.client {
+            connection.clientName = client
+            connection.defaultSource = client
+        }
+        let configuration = self.configuration
+        let instance = self.instance
+        replyOKIfAsked(to: connection, req: req) { out in
+            FrameEncoder.appendField("server", string: configuration.serverName, to: &out)
+            FrameEncoder.appendField("version", string: configuration.version, to: &out)
+            FrameEncoder.appendField("protocol", int: UInt64(ProtocolConstants.version), to: &out)
+            FrameEncoder.appendField("instance", string: instance, to: &out)
+            FrameEncoder.appendField("conn", int: connection.id, to: &out)
+            FrameEncoder.appendASCII(",\"features\":[", to: &out)
+            for (i, feature) in ProtocolConstants.features.enumerated() {
+                if i > 0 { out.append(0x2C) }
+                JSONString.appendQuoted(feature, to: &out)
+            }
+            out.append(0x5D)
+        }
+    }
+
+    /// `stats`: the broker-wide counters.
+    func stats(req: UnsafeRawBufferPointer?, to connection: Connection) {
+        let s = statistics
+        let uptime = UInt64(max(0, now.monotonicNanoseconds - startMonotonic) / 1_000_000_000)
+        replyOKIfAsked(to: connection, req: req) { out in
+            FrameEncoder.appendField("connections", int: UInt64(s.connections), to: &out)
+            FrameEncoder.appendField("subscriptions", int: UInt64(s.subscriptions), to: &out)
+            FrameEncoder.appendField("published", int: s.published, to: &out)
+            FrameEncoder.appendField("delivered", int: s.delivered, to: &out)
+            FrameEncoder.appendField("dropped", int: s.dropped, to: &out)
+            FrameEncoder.appendField("queued_bytes", int: UInt64(max(0, s.queuedBytes)), to: &out)
+            FrameEncoder.appendField("uptime_s", int: uptime, to: &out)
+            FrameEncoder.appendField("instance", string: instance, to: &out)
+        }
+    }
+}
