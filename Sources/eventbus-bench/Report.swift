@@ -45,11 +45,12 @@ enum Unit {
     func format(_ v: Double) -> String {
         switch self {
         case .rate:
-            if v >= 1e6 { return fixed(v / 1e6, 2) + "M" }
+            if v >= 999_500 { return fixed(v / 1e6, 2) + "M" }  // not "1000k"
             if v >= 1e4 { return fixed(v / 1e3, 0) + "k" }
             if v >= 1e3 { return fixed(v / 1e3, 1) + "k" }
             return fixed(v, 0)
-        case .count, .instructions: return fixed(v, 0)
+        case .count: return fixed(v, 0)
+        case .instructions: return group(Int(v.rounded()))
         case .micros: return fixed(v, v >= 100 ? 0 : 1)
         case .cpuMicros: return fixed(v, 3)
         case .kib: return fixed(v, 2)
