@@ -156,34 +156,7 @@ public struct JSONScanner {
         position += 1  // opening quote
         var escaped = false
         while true {
-            // Fastest path: 8 bytes at a time while none is `"`, `\`, a control
-            // character or non-ASCII (SWAR). The lowest flagged byte is always a
-            // real one (borrows only run upwards), so jump straight to it.
-            var found = false
-            if let base = bytes.baseAddress {
-                let ones: UInt64 = 0x0101_0101_0101_0101
-                let highs: UInt64 = 0x8080_8080_8080_8080
-                while position + 8 <= end {
-                    let w = (base + position).loadUnaligned(as: UInt64.self)
-                    let quote = w ^ (ones &* 0x22)
-                    let backslash = w ^ (ones &* 0x5C)
-                    let special = (((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash)
-                        | ((w &- ones &* 0x20) & ~w) | w) & highs
-                    if special != 0 {
-                        position += special.trailingZeroBitCount >> 3
-                        found = true
-                        break
-                    }
-                    position += 8
-                }
-            }
-            // Fewer than 8 bytes left: one at a time.
-            if !found {
-                while position < end {
-                    let b = byte(position)
-                    if b >= 0x20 && b < 0x80 && b != 0x22 && b != 0x5C { position += 1 } else { break }
-                }
-            }
+            position = JSONScanner.plainRunEnd(bytes, from: position)
             guard position < end else { throw JSONSyntaxError(.unexpectedEnd, at: position) }
             let b = byte(position)
             if b == 0x22 {
@@ -195,9 +168,55 @@ public struct JSONScanner {
             } else if b < 0x20 {
                 throw JSONSyntaxError(.controlCharacterInString, at: position)
             } else {
+                // Non-ASCII text tends to come in runs: stay in the exact
+                // validator while it lasts.
                 try scanUTF8Sequence(lead: b)
+                while position < end, byte(position) >= 0x80 { try scanUTF8Sequence(lead: byte(position)) }
             }
         }
+    }
+
+    /// The offset of the first byte at or after `start` that ends a run of
+    /// plain string bytes (`"`, `\`, a control character or non-ASCII), or
+    /// `bytes.count`. 16 bytes at a time (`SIMD16<UInt8>`: one signed compare
+    /// catches control and non-ASCII bytes, two equality compares the quote
+    /// and the backslash), then 8 (SWAR), then one by one.
+    @inline(__always) @usableFromInline
+    static func plainRunEnd(_ bytes: UnsafeRawBufferPointer, from start: Int) -> Int {
+        var position = start
+        let end = bytes.count
+        guard let base = bytes.baseAddress else { return position }
+        let quote = SIMD16<UInt8>(repeating: 0x22)
+        let backslash = SIMD16<UInt8>(repeating: 0x5C)
+        let space = SIMD16<Int8>(repeating: 0x20)
+        while end &- position >= 16 {
+            let v = (base + position).loadUnaligned(as: SIMD16<UInt8>.self)
+            // Signed: non-ASCII bytes are negative, so `< 0x20` takes them too.
+            let special = unsafeBitCast(v, to: SIMD16<Int8>.self) .< space .| v .== quote .| v .== backslash
+            let lanes = unsafeBitCast(special, to: SIMD2<UInt64>.self)
+            if lanes[0] | lanes[1] != 0 {
+                // Lanes are 0x00 or 0xFF: the first set byte is the first special one.
+                if lanes[0] != 0 { return position &+ lanes[0].trailingZeroBitCount &>> 3 }
+                return position &+ 8 &+ lanes[1].trailingZeroBitCount &>> 3
+            }
+            position &+= 16
+        }
+        if end &- position >= 8 {
+            // SWAR: the lowest flagged byte is always a real one (borrows only
+            // run upwards), so jump straight to it.
+            let ones: UInt64 = 0x0101_0101_0101_0101
+            let w = (base + position).loadUnaligned(as: UInt64.self)
+            let q = w ^ (ones &* 0x22)
+            let b = w ^ (ones &* 0x5C)
+            let special = (((q &- ones) & ~q) | ((b &- ones) & ~b) | ((w &- ones &* 0x20) & ~w) | w) & (ones &* 0x80)
+            if special != 0 { return position &+ special.trailingZeroBitCount &>> 3 }
+            position &+= 8
+        }
+        while position < end {
+            let b = base.load(fromByteOffset: position, as: UInt8.self)
+            if b >= 0x20 && b < 0x80 && b != 0x22 && b != 0x5C { position &+= 1 } else { break }
+        }
+        return position
     }
 
     @usableFromInline mutating func scanEscape() throws(JSONSyntaxError) {
