@@ -204,7 +204,9 @@ public final class Broker {
         case .tooLarge(let size):
             reply(to: connection, req: nil, error: ProtocolError(.frameTooLarge, "frame of \(size) bytes exceeds the limit of \(configuration.maxFrameBytes) bytes; discarded"))
         case .frame(let frame):
-            let decoded = RequestDecoder.decode(frame)
+            // The common publish shape the specialised way, everything else
+            // (every error included) the general way.
+            let decoded = RequestDecoder.decodeCommonPublish(frame) ?? RequestDecoder.decode(frame)
             let req = decoded.req.map { UnsafeRawBufferPointer(rebasing: frame[$0.start..<$0.end]) }
             switch decoded.request {
             case .failure(let error):
