@@ -66,6 +66,7 @@ extension Broker {
     @discardableResult
     func addSubscription(_ pattern: Pattern, to connection: Connection) -> Bool {
         guard connection.subscriptions[pattern] == nil else { return false }
+        if !pattern.hasWildcards { types.dropRoutes(of: pattern.text) }
         connection.subscriptions[pattern] = index.add(pattern, connection)
         statistics.subscriptions += 1
         return true
@@ -78,6 +79,7 @@ extension Broker {
     @discardableResult
     func removeSubscription(_ pattern: Pattern, from connection: Connection) -> Bool {
         guard let subscription = connection.subscriptions.removeValue(forKey: pattern) else { return false }
+        if !pattern.hasWildcards { types.dropRoutes(of: pattern.text) }
         index.remove(subscription)
         statistics.subscriptions -= 1
         return true
@@ -85,14 +87,16 @@ extension Broker {
 
     // MARK: Publish
 
-    func publish(_ request: PublishRequest, frame: UnsafeRawBufferPointer, req: UnsafeRawBufferPointer?, from publisher: Connection) {
+    /// - Parameter typeEntry: the type's entry in `types`, when the caller
+    ///   found it already.
+    func publish(_ request: PublishRequest, frame: UnsafeRawBufferPointer, req: UnsafeRawBufferPointer?, from publisher: Connection, typeEntry: Int? = nil) {
         let type = request.type
         seq += 1
         let seq = self.seq
         statistics.published += 1
         var shared: OutboundFrame? = nil
         var delivered: UInt64 = 0
-        index.forEachMatch(type.name) { subscriber in
+        forEachSubscriber(of: type, entry: typeEntry) { subscriber in
             guard subscriber.lastRoutedSeq != seq else { return }  // at most once
             subscriber.lastRoutedSeq = seq
             if subscriber === publisher && !publisher.echo { return }  // no echo
@@ -107,6 +111,18 @@ extension Broker {
             FrameEncoder.appendField("seq", int: seq, to: &out)
             FrameEncoder.appendField("delivered", int: delivered, to: &out)
         }
+    }
+
+    /// Calls `body` for every connection subscribed to `type` (the index's
+    /// `forEachMatch`, through the type's entry in `types` and its kept list).
+    @inline(__always)
+    func forEachSubscriber(of type: EventType, entry: Int?, _ body: (Connection) -> Void) {
+        var name = type.name
+        guard let entry = entry ?? name.withUTF8({ types.entry(for: UnsafeRawBufferPointer($0)) }) else {
+            index.forEachMatch(type.name, body)
+            return
+        }
+        for connection in types.routes(entry, in: index) { body(connection) }
     }
 
     func buildEvent(seq: UInt64, _ request: PublishRequest, frame: UnsafeRawBufferPointer, publisher: Connection) -> OutboundFrame {

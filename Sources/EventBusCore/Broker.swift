@@ -88,6 +88,8 @@ public final class Broker {
     var timeScratch: [UInt8] = []
     var timestamps = TimestampFormatter()
     var now = BrokerTime(wallNanoseconds: 0, monotonicNanoseconds: 0)
+    /// Published types by their bytes, with their route lists (EventTypeTable.swift).
+    var types: EventTypeTable
 
     /// - Parameters:
     ///   - configuration: limits.
@@ -98,6 +100,9 @@ public final class Broker {
         self.instance = instance
         self.startMonotonic = startTime.monotonicNanoseconds
         self.now = startTime
+        var seed = Hasher()  // the standard library's per-process random seed
+        seed.combine(instance)
+        types = EventTypeTable(seed: UInt64(truncatingIfNeeded: seed.finalize()))
         scratch.reserveCapacity(4096)
     }
 
@@ -204,9 +209,16 @@ public final class Broker {
         case .tooLarge(let size):
             reply(to: connection, req: nil, error: ProtocolError(.frameTooLarge, "frame of \(size) bytes exceeds the limit of \(configuration.maxFrameBytes) bytes; discarded"))
         case .frame(let frame):
-            // The common publish shape the specialised way, everything else
-            // (every error included) the general way.
-            let decoded = RequestDecoder.decodeCommonPublish(frame) ?? RequestDecoder.decode(frame)
+            // The common publish shape the specialised way, its type found
+            // by its bytes; everything else (every error included) the
+            // general way.
+            var tokens = PublishTokens()
+            if PublishScanner.scan(frame, into: &tokens), let entry = types.entry(for: tokens.typeBytes(in: frame)) {
+                let req = tokens.req.map { UnsafeRawBufferPointer(rebasing: frame[$0.start..<$0.end]) }
+                publish(tokens.request(type: types.type(entry)), frame: frame, req: req, from: connection, typeEntry: entry)
+                return
+            }
+            let decoded = RequestDecoder.decode(frame)
             let req = decoded.req.map { UnsafeRawBufferPointer(rebasing: frame[$0.start..<$0.end]) }
             switch decoded.request {
             case .failure(let error):

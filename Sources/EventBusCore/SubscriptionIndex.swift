@@ -46,6 +46,9 @@ public final class SubscriptionIndex {
     /// dropped when an exact subscription of that type changes.
     var cache: [String: [Connection]] = [:]
     static let maxCachedTypes = 4096
+    /// Goes up with every change of a subscription, so a list taken from
+    /// `matches` (the broker's `EventTypeTable` keeps them) is known stale.
+    private(set) var version: UInt64 = 0
 
     public init() {}
 
@@ -55,6 +58,7 @@ public final class SubscriptionIndex {
     /// Adds `(pattern, connection)`; the caller ensures it is not present yet.
     /// - Returns: the record, for the connection's side and for `remove`.
     func add(_ pattern: Pattern, _ connection: Connection) -> Subscription {
+        version &+= 1
         guard pattern.hasWildcards else {
             if !cache.isEmpty { cache[pattern.text] = nil }
             let position = exact[pattern.text]?.count ?? 0
@@ -79,6 +83,7 @@ public final class SubscriptionIndex {
     /// subscribers of its pattern (the last one moves into the gap); an empty
     /// exact entry goes at once, and empty trie nodes are pruned upwards.
     func remove(_ subscription: Subscription) {
+        version &+= 1
         let pattern = subscription.pattern
         guard let leaf = subscription.node else {
             if !cache.isEmpty { cache[pattern.text] = nil }
@@ -118,14 +123,15 @@ public final class SubscriptionIndex {
     /// guards at-most-once delivery by seq.)
     @inline(__always)
     func forEachMatch(_ type: String, _ body: (Connection) -> Void) {
-        if wildcardCount == 0 {
-            if let list = exact[type] {
-                for connection in list { body(connection) }
-            }
-            return
-        }
-        let list = cache[type] ?? buildMatches(type)
-        for connection in list { body(connection) }
+        for connection in matches(type) { body(connection) }
+    }
+
+    /// The connections `forEachMatch` calls for `type`, valid until `version`
+    /// changes. (Without wildcards this is the exact type's own list: a
+    /// holder must let go of it before that type's subscriptions change.)
+    func matches(_ type: String) -> [Connection] {
+        if wildcardCount == 0 { return exact[type] ?? [] }
+        return cache[type] ?? buildMatches(type)
     }
 
     /// Walks the exact map and the trie once for `type` and caches the result.

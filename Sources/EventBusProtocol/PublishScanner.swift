@@ -30,6 +30,21 @@ public struct PublishTokens {
     public var retain: Bool
     public var origin: JSONToken?
 
+    /// No members yet (what `PublishScanner.scan(_:into:)` fills).
+    public init() {
+        self.init(req: nil, type: JSONToken(start: 0, end: 0, kind: .null), data: nil, source: nil, id: nil, retain: false, origin: nil)
+    }
+
+    init(req: JSONToken?, type: JSONToken, data: JSONToken?, source: JSONToken?, id: JSONToken?, retain: Bool, origin: JSONToken?) {
+        self.req = req
+        self.type = type
+        self.data = data
+        self.source = source
+        self.id = id
+        self.retain = retain
+        self.origin = origin
+    }
+
     /// The type's bytes, between its quotes.
     @inlinable
     public func typeBytes(in frame: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer {
@@ -39,8 +54,13 @@ public struct PublishTokens {
     /// What `RequestDecoder.decode` makes of the frame, given the event type
     /// its type bytes are (valid and not reserved).
     public func decoded(type: EventType) -> DecodedFrame {
-        DecodedFrame(req: req, request: .success(.publish(PublishRequest(
-            type: type, data: data, source: source, id: id, retain: retain, origin: origin))))
+        DecodedFrame(req: req, request: .success(.publish(request(type: type))))
+    }
+
+    /// The request `RequestDecoder.decode` makes of the frame, given its type.
+    @inlinable
+    public func request(type: EventType) -> PublishRequest {
+        PublishRequest(type: type, data: data, source: source, id: id, retain: retain, origin: origin)
     }
 }
 
@@ -50,45 +70,52 @@ public enum PublishScanner {
     /// - Returns: its members, or nil when the frame is of any other shape or
     ///   has any error (the general `RequestDecoder.decode` then decides it).
     public static func scan(_ frame: UnsafeRawBufferPointer) -> PublishTokens? {
-        guard let base = frame.baseAddress else { return nil }
+        var tokens = PublishTokens()
+        return scan(frame, into: &tokens) ? tokens : nil
+    }
+
+    /// `scan(_:)` into the caller's `tokens` (no copy of the result).
+    /// - Returns: false when the frame is left to the general decoder
+    ///   (`tokens` is then partly filled).
+    public static func scan(_ frame: UnsafeRawBufferPointer, into tokens: inout PublishTokens) -> Bool {
+        guard let base = frame.baseAddress else { return false }
         let end = frame.count
         var s = JSONScanner(frame, maxDepth: ProtocolConstants.maxDepth)
         s.skipWhitespace()
-        guard s.position < end, base.load(fromByteOffset: s.position, as: UInt8.self) == 0x7B else { return nil }  // {
+        guard s.position < end, base.load(fromByteOffset: s.position, as: UInt8.self) == 0x7B else { return false }  // {
         s.position &+= 1
         s.skipWhitespace()
-        var tokens = PublishTokens(req: nil, type: JSONToken(start: 0, end: 0, kind: .null), data: nil, source: nil, id: nil, retain: false, origin: nil)
         var seen: UInt32 = 0
         while true {
             // The key, as one word: in a frame of this shape at least 8 bytes
             // follow a key's opening quote (the shortest member left, `"id":""}`).
             let at = s.position
-            guard end &- at >= 8 else { return nil }
-            guard let (key, length) = Key.match(word(base + at)) else { return nil }
-            guard seen & key.rawValue == 0 else { return nil }
+            guard end &- at >= 8 else { return false }
+            guard let (key, length) = Key.match(word(base + at)) else { return false }
+            guard seen & key.rawValue == 0 else { return false }
             seen |= key.rawValue
             s.position = at &+ length
             s.skipWhitespace()
-            guard s.position < end, base.load(fromByteOffset: s.position, as: UInt8.self) == 0x3A else { return nil }  // :
+            guard s.position < end, base.load(fromByteOffset: s.position, as: UInt8.self) == 0x3A else { return false }  // :
             s.position &+= 1
             s.skipWhitespace()
-            guard s.position < end else { return nil }
+            guard s.position < end else { return false }
             let start = s.position
             let first = base.load(fromByteOffset: start, as: UInt8.self)
             switch key {
             case .op:
                 // "publish" and nothing else (escaped spellings go the general way).
                 guard end &- start >= 9, word(base + start) == Key.publishWord,
-                      base.load(fromByteOffset: start &+ 8, as: UInt8.self) == 0x22 else { return nil }
+                      base.load(fromByteOffset: start &+ 8, as: UInt8.self) == 0x22 else { return false }
                 s.position = start &+ 9
             case .type:
-                guard first == 0x22 else { return nil }
+                guard first == 0x22 else { return false }
                 let close = JSONScanner.plainRunEnd(frame, from: start &+ 1)
-                guard close < end, base.load(fromByteOffset: close, as: UInt8.self) == 0x22 else { return nil }
+                guard close < end, base.load(fromByteOffset: close, as: UInt8.self) == 0x22 else { return false }
                 s.position = close &+ 1
                 tokens.type = JSONToken(start: start, end: s.position, kind: .string(escaped: false))
             case .source, .id:
-                guard first == 0x22, let escaped = s.quickString() else { return nil }
+                guard first == 0x22, let escaped = s.quickString() else { return false }
                 let token = JSONToken(start: start, end: s.position, kind: .string(escaped: escaped))
                 if key == .source { tokens.source = token } else { tokens.id = token }
             case .retain:
@@ -99,34 +126,34 @@ public enum PublishScanner {
                           base.load(fromByteOffset: start &+ 4, as: UInt8.self) == 0x65 {
                     s.position = start &+ 5
                 } else {
-                    return nil
+                    return false
                 }
             case .req:
-                guard let token = s.quickValue(depth: 1), RequestDecoder.isValidRequestID(frame, token) else { return nil }
+                guard let token = s.quickValue(depth: 1), RequestDecoder.isValidRequestID(frame, token) else { return false }
                 tokens.req = token
             case .data:
-                guard let token = s.quickValue(depth: 1) else { return nil }
+                guard let token = s.quickValue(depth: 1) else { return false }
                 tokens.data = token
             case .origin:
-                guard first == 0x7B, let token = s.quickValue(depth: 1) else { return nil }
+                guard first == 0x7B, let token = s.quickValue(depth: 1) else { return false }
                 tokens.origin = token
             default:
-                return nil
+                return false
             }
             s.skipWhitespace()
-            guard s.position < end else { return nil }
+            guard s.position < end else { return false }
             let separator = base.load(fromByteOffset: s.position, as: UInt8.self)
             s.position &+= 1
             if separator == 0x2C {  // ,
                 s.skipWhitespace()
                 continue
             }
-            guard separator == 0x7D else { return nil }  // }
+            guard separator == 0x7D else { return false }  // }
             break
         }
         s.skipWhitespace()
-        guard s.position == end, seen & Key.required == Key.required else { return nil }
-        return tokens
+        guard s.position == end, seen & Key.required == Key.required else { return false }
+        return true
     }
 
     /// 8 bytes at `p`, little-endian.
