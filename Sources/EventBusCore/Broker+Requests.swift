@@ -126,17 +126,16 @@ extension Broker {
     }
 
     func buildEvent(seq: UInt64, _ request: PublishRequest, frame: UnsafeRawBufferPointer, publisher: Connection) -> OutboundFrame {
-        timestamps.format(nanosecondsSinceEpoch: now.wallNanoseconds, into: &timeScratch)
         func slice(_ token: JSONToken?) -> UnsafeRawBufferPointer? {
             token.map { UnsafeRawBufferPointer(rebasing: frame[$0.start..<$0.end]) }
         }
-        return timeScratch.withUnsafeBytes { time in
-            let parts = FrameEncoder.EventParts(
-                seq: seq, type: request.type.name, time: time,
-                source: slice(request.source), defaultSource: publisher.defaultSource,
-                id: slice(request.id), instance: instance,
-                pid: publisher.credentials.pid, uid: publisher.credentials.uid, gid: publisher.credentials.gid,
-                data: slice(request.data))
+        let time = timestamps.bytes(nanosecondsSinceEpoch: now.wallNanoseconds)
+        var type = request.type.name
+        return type.withUTF8 { type in
+            let parts = FrameEncoder.EventBytes(
+                seq: seq, type: UnsafeRawBufferPointer(type), time: time,
+                source: slice(request.source) ?? publisher.eventSource.bytes, id: slice(request.id),
+                idPrefix: eventIDPrefix.bytes, identity: publisher.eventIdentity.bytes, origin: nil, data: slice(request.data))
             return OutboundFrame.make(capacity: FrameEncoder.eventByteCountUpperBound(parts)) {
                 FrameEncoder.writeEvent(parts, into: $0)
             }

@@ -85,11 +85,12 @@ public final class Broker {
     var stepNumber: UInt64 = 1
     /// Reused buffers, so a publish allocates only its shared frame.
     var scratch: [UInt8] = []
-    var timeScratch: [UInt8] = []
     var timestamps = TimestampFormatter()
     var now = BrokerTime(wallNanoseconds: 0, monotonicNanoseconds: 0)
     /// Published types by their bytes, with their route lists (EventTypeTable.swift).
     var types: EventTypeTable
+    /// `"<instance>-`, which opens a default event id.
+    let eventIDPrefix: StampBytes
 
     /// - Parameters:
     ///   - configuration: limits.
@@ -103,6 +104,7 @@ public final class Broker {
         var seed = Hasher()  // the standard library's per-process random seed
         seed.combine(instance)
         types = EventTypeTable(seed: UInt64(truncatingIfNeeded: seed.finalize()))
+        eventIDPrefix = EventStamp.idPrefix(instance: instance)
         scratch.reserveCapacity(4096)
     }
 

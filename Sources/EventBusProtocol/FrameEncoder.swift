@@ -157,6 +157,44 @@ public enum FrameEncoder {
         let written = out.withUnsafeMutableBytes { writeEvent(e, into: $0.baseAddress! + start) }
         out.removeLast(bound - written)
     }
+
+    /// The bytes of an event frame (PROTOCOL.md "Events"), the broker's form
+    /// of `EventParts`: the parts that depend only on the publisher or the
+    /// broker run come ready-made (`EventStamp`), the rest are spliced from
+    /// the publish frame.
+    public struct EventBytes {
+        public var seq: UInt64
+        /// The event type (validated; needs no escaping).
+        public var type: UnsafeRawBufferPointer
+        /// 24 bytes `2026-11-29T13:00:00.123Z`.
+        public var time: TimestampBytes
+        /// The publisher's raw `source` token, or its default (`EventStamp.source`).
+        public var source: UnsafeRawBufferPointer
+        /// The publisher's raw `id` token, or nil for `idPrefix`, the seq and a quote.
+        public var id: UnsafeRawBufferPointer?
+        /// `"<instance>-` (`EventStamp.idPrefix`).
+        public var idPrefix: UnsafeRawBufferPointer
+        /// `,"pid":1,"uid":0,"gid":0` (`EventStamp.identity`).
+        public var identity: UnsafeRawBufferPointer
+        /// (1.1) A bridge's raw `origin` object, or nil for none.
+        public var origin: UnsafeRawBufferPointer?
+        /// The raw `data` token, or nil for `null`.
+        public var data: UnsafeRawBufferPointer?
+
+        @inlinable
+        public init(seq: UInt64, type: UnsafeRawBufferPointer, time: TimestampBytes, source: UnsafeRawBufferPointer, id: UnsafeRawBufferPointer?,
+                    idPrefix: UnsafeRawBufferPointer, identity: UnsafeRawBufferPointer, origin: UnsafeRawBufferPointer?, data: UnsafeRawBufferPointer?) {
+            self.seq = seq
+            self.type = type
+            self.time = time
+            self.source = source
+            self.id = id
+            self.idPrefix = idPrefix
+            self.identity = identity
+            self.origin = origin
+            self.data = data
+        }
+    }
 }
 
 /// Writes bytes to raw memory the caller sized with an upper bound.
@@ -191,6 +229,14 @@ public enum FrameEncoder {
         text.withUTF8 { put(UnsafeRawBufferPointer($0)) }
     }
 
+    /// The 24 bytes of a timestamp, as three word stores.
+    @inlinable mutating func put(_ time: TimestampBytes) {
+        pointer.storeBytes(of: time.words.0, as: UInt64.self)
+        (pointer + 8).storeBytes(of: time.words.1, as: UInt64.self)
+        (pointer + 16).storeBytes(of: time.words.2, as: UInt64.self)
+        pointer += 24
+    }
+
     @inlinable mutating func put(int value: UInt64) {
         var digits = 1
         var limit: UInt64 = 10
@@ -217,42 +263,61 @@ extension FrameEncoder {
     }
 
     /// Writes the event frame of `appendEvent` to `destination`, which must hold
-    /// `eventByteCountUpperBound(e)` bytes. Used by the broker to build each
-    /// event once, in place, in the buffer its subscribers share.
+    /// `eventByteCountUpperBound(e)` bytes.
     /// - Returns: the bytes written.
     public static func writeEvent(_ e: EventParts, into destination: UnsafeMutableRawPointer) -> Int {
+        precondition(e.time.count == 24, "an event's time is 24 bytes")
+        var time = TimestampBytes()
+        withUnsafeMutableBytes(of: &time.words) { $0.copyMemory(from: e.time) }
+        let source = EventStamp.source(e.defaultSource)
+        let identity = EventStamp.identity(pid: e.pid, uid: e.uid, gid: e.gid)
+        let idPrefix = EventStamp.idPrefix(instance: e.instance)
+        var type = e.type
+        return type.withUTF8 { type in
+            writeEvent(EventBytes(seq: e.seq, type: UnsafeRawBufferPointer(type), time: time, source: e.source ?? source.bytes, id: e.id,
+                                  idPrefix: idPrefix.bytes, identity: identity.bytes, origin: nil, data: e.data), into: destination)
+        }
+    }
+
+    /// An upper bound of the size of the event frame `writeEvent` writes.
+    @inlinable
+    public static func eventByteCountUpperBound(_ e: EventBytes) -> Int {
+        // 91 bytes of fixed text and time, two seqs of at most 20 digits.
+        131 + e.type.count + e.source.count + (e.id?.count ?? e.idPrefix.count + 21) + e.identity.count
+            + (e.origin.map { $0.count + 10 } ?? 0) + (e.data?.count ?? 4)
+    }
+
+    /// Writes one event frame to `destination`, which must hold
+    /// `eventByteCountUpperBound(e)` bytes: the broker builds each event once,
+    /// in place, with this.
+    /// `{"op":"event","seq":42,"type":"t","time":"...","source":"s","id":"i","pid":1,"uid":0,"gid":0,"data":...}\n`,
+    /// with `"origin":{...}` before `data` when the event has one.
+    /// - Returns: the bytes written.
+    public static func writeEvent(_ e: EventBytes, into destination: UnsafeMutableRawPointer) -> Int {
         var w = RawWriter(destination)
         w.put("{\"op\":\"event\",\"seq\":")
+        let seqStart = w.pointer
         w.put(int: e.seq)
+        let seqDigits = UnsafeRawBufferPointer(start: seqStart, count: w.pointer - seqStart)
         w.put(",\"type\":\"")
         w.put(e.type)
         w.put("\",\"time\":\"")
         w.put(e.time)
         w.put("\",\"source\":")
-        if let source = e.source {
-            w.put(source)
-        } else {
-            w.put(0x22)
-            w.put(e.defaultSource)
-            w.put(0x22)
-        }
+        w.put(e.source)
         w.put(",\"id\":")
         if let id = e.id {
             w.put(id)
         } else {
-            w.put(0x22)
-            w.put(e.instance)
-            w.put(0x2D)
-            w.put(int: e.seq)
+            w.put(e.idPrefix)
+            w.put(seqDigits)
             w.put(0x22)
         }
-        w.put(",\"pid\":")
-        if e.pid < 0 { w.put(0x2D) }
-        w.put(int: UInt64(e.pid.magnitude))
-        w.put(",\"uid\":")
-        w.put(int: UInt64(e.uid))
-        w.put(",\"gid\":")
-        w.put(int: UInt64(e.gid))
+        w.put(e.identity)
+        if let origin = e.origin {
+            w.put(",\"origin\":")
+            w.put(origin)
+        }
         w.put(",\"data\":")
         if let data = e.data { w.put(data) } else { w.put("null") }
         w.put(0x7D)
