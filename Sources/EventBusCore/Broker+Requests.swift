@@ -87,22 +87,26 @@ extension Broker {
 
     // MARK: Publish
 
-    /// - Parameter typeEntry: the type's entry in `types`, when the caller
-    ///   found it already.
-    func publish(_ request: PublishRequest, frame: UnsafeRawBufferPointer, req: UnsafeRawBufferPointer?, from publisher: Connection, typeEntry: Int? = nil) {
-        let type = request.type
+    /// - Parameters:
+    ///   - typeEntry: the type's entry in `types`, when the caller found it already.
+    ///   - typeBytes: the type's bytes in `frame`, when it is written there without escapes.
+    func publish(_ request: PublishRequest, frame: UnsafeRawBufferPointer, req: UnsafeRawBufferPointer?, from publisher: Connection,
+                 typeEntry: Int? = nil, typeBytes: UnsafeRawBufferPointer? = nil) {
         seq += 1
         let seq = self.seq
         statistics.published += 1
+        // What the event takes from the frame, as plain byte ranges: the
+        // routing closure below copies no request (and counts no references).
+        let content = EventContent(request, frame: frame, typeBytes: typeBytes)
         var shared: OutboundFrame? = nil
         var delivered: UInt64 = 0
-        forEachSubscriber(of: type, entry: typeEntry) { subscriber in
+        forEachSubscriber(of: request.type, entry: typeEntry) { subscriber in
             guard subscriber.lastRoutedSeq != seq else { return }  // at most once
             subscriber.lastRoutedSeq = seq
             if subscriber === publisher && !publisher.echo { return }  // no echo
             if !subscriber.isRoutable { return }
             if shared == nil {
-                shared = buildEvent(seq: seq, request, frame: frame, publisher: publisher)
+                shared = buildEvent(seq: seq, content, of: request.type, publisher: publisher)
             }
             if offer(shared!, seq: seq, to: subscriber) { delivered += 1 }
         }
@@ -117,28 +121,60 @@ extension Broker {
     /// `forEachMatch`, through the type's entry in `types` and its kept list).
     @inline(__always)
     func forEachSubscriber(of type: EventType, entry: Int?, _ body: (Connection) -> Void) {
-        var name = type.name
-        guard let entry = entry ?? name.withUTF8({ types.entry(for: UnsafeRawBufferPointer($0)) }) else {
+        var found = entry
+        if found == nil {
+            var name = type.name
+            found = name.withUTF8 { types.entry(for: UnsafeRawBufferPointer($0)) }
+        }
+        guard let found else {
             index.forEachMatch(type.name, body)
             return
         }
-        for connection in types.routes(entry, in: index) { body(connection) }
+        for connection in types.routes(found, in: index) { body(connection) }
     }
 
-    func buildEvent(seq: UInt64, _ request: PublishRequest, frame: UnsafeRawBufferPointer, publisher: Connection) -> OutboundFrame {
-        func slice(_ token: JSONToken?) -> UnsafeRawBufferPointer? {
-            token.map { UnsafeRawBufferPointer(rebasing: frame[$0.start..<$0.end]) }
-        }
+    /// Builds the frame of event `seq` once, in an `OutboundFrame` every
+    /// subscriber's queue shares.
+    /// - Parameter type: the event's type, whose bytes are written when
+    ///   `content` has none.
+    func buildEvent(seq: UInt64, _ content: EventContent, of type: EventType, publisher: Connection) -> OutboundFrame {
         let time = timestamps.bytes(nanosecondsSinceEpoch: now.wallNanoseconds)
-        var type = request.type.name
-        return type.withUTF8 { type in
+        func build(_ typeBytes: UnsafeRawBufferPointer) -> OutboundFrame {
             let parts = FrameEncoder.EventBytes(
-                seq: seq, type: UnsafeRawBufferPointer(type), time: time,
-                source: slice(request.source) ?? publisher.eventSource.bytes, id: slice(request.id),
-                idPrefix: eventIDPrefix.bytes, identity: publisher.eventIdentity.bytes, origin: nil, data: slice(request.data))
+                seq: seq, type: typeBytes, time: time,
+                source: content.source ?? publisher.eventSource.bytes, id: content.id,
+                idPrefix: eventIDPrefix.bytes, identity: publisher.eventIdentity.bytes, origin: nil, data: content.data)
             return OutboundFrame.make(capacity: FrameEncoder.eventByteCountUpperBound(parts)) {
                 FrameEncoder.writeEvent(parts, into: $0)
             }
         }
+        if let typeBytes = content.type { return build(typeBytes) }
+        var name = type.name
+        return name.withUTF8 { build(UnsafeRawBufferPointer($0)) }
+    }
+}
+
+/// What an event frame takes from its publish frame, as ranges of the
+/// frame's bytes (plain values: copying one counts no references). Valid
+/// while the frame is.
+struct EventContent {
+    /// The type's bytes, when the frame spells it without escapes (else the
+    /// event is written from `PublishRequest.type`).
+    var type: UnsafeRawBufferPointer?
+    var source: UnsafeRawBufferPointer?
+    var id: UnsafeRawBufferPointer?
+    var data: UnsafeRawBufferPointer?
+    var origin: UnsafeRawBufferPointer?
+
+    @inline(__always)
+    init(_ request: PublishRequest, frame: UnsafeRawBufferPointer, typeBytes: UnsafeRawBufferPointer?) {
+        func slice(_ token: JSONToken?) -> UnsafeRawBufferPointer? {
+            token.map { UnsafeRawBufferPointer(start: frame.baseAddress.unsafelyUnwrapped + $0.start, count: $0.end &- $0.start) }
+        }
+        type = typeBytes
+        source = slice(request.source)
+        id = slice(request.id)
+        data = slice(request.data)
+        origin = slice(request.origin)
     }
 }

@@ -217,7 +217,8 @@ public final class Broker {
             var tokens = PublishTokens()
             if PublishScanner.scan(frame, into: &tokens), let entry = types.entry(for: tokens.typeBytes(in: frame)) {
                 let req = tokens.req.map { UnsafeRawBufferPointer(rebasing: frame[$0.start..<$0.end]) }
-                publish(tokens.request(type: types.type(entry)), frame: frame, req: req, from: connection, typeEntry: entry)
+                publish(tokens.request(type: types.type(entry)), frame: frame, req: req, from: connection,
+                        typeEntry: entry, typeBytes: tokens.typeBytes(in: frame))
                 return
             }
             let decoded = RequestDecoder.decode(frame)

@@ -1,6 +1,7 @@
 // The validating scanner's quick form for the broker's specialised publish
 // path (PublishScanner.swift): one value, one loop, the open containers on a
-// bit stack, the position in a register, no error to describe. It accepts
+// bit stack (64 deep; deeper values go to the general scanner), the
+// position in a local, no error to describe. It accepts
 // exactly what `scanValue(depth:)` accepts and returns the same token; where
 // `scanValue` would throw it returns nil, and the caller hands the whole
 // frame to the general decoder, which says what is wrong.
@@ -35,12 +36,16 @@ extension JSONScanner {
         case 0x22:
             guard let escaped = quickString() else { return nil }
             return JSONToken(start: start, end: position, kind: .string(escaped: escaped))
-        case 0x7B:
-            guard quickContainers(depth: depth) else { return nil }
-            return JSONToken(start: start, end: position, kind: .object)
-        case 0x5B:
-            guard quickContainers(depth: depth) else { return nil }
-            return JSONToken(start: start, end: position, kind: .array)
+        case 0x7B, 0x5B:
+            switch quickContainers(depth: depth) {
+            case .valid:
+                return JSONToken(start: start, end: position, kind: base.load(fromByteOffset: start, as: UInt8.self) == 0x7B ? .object : .array)
+            case .invalid:
+                return nil
+            case .tooDeepToTell:
+                position = start
+                return try? scanValue(depth: depth)
+            }
         default:
             guard let kind = quickScalar() else { return nil }
             return JSONToken(start: start, end: position, kind: kind)
@@ -94,77 +99,122 @@ extension JSONScanner {
         }
     }
 
+    /// What `quickContainers` found.
+    @usableFromInline
+    enum QuickVerdict {
+        case valid
+        case invalid
+        /// Nested deeper than its bit stack: ask `scanValue`.
+        case tooDeepToTell
+    }
+
     /// The object or array at `position` with everything nested in it;
     /// `depth` containers are open around it (the limit is `maxDepth`, as
-    /// `scanObject(depth:)` counts). Returns false where the general
-    /// scanner throws.
+    /// `scanObject(depth:)` counts). `.invalid` where the general scanner
+    /// throws; `position` is after the value when `.valid`.
     @usableFromInline
-    mutating func quickContainers(depth: Int) -> Bool {
-        // Bit i of `kinds` (words of 64) is set when the container at level
-        // i + 1 is an array; `level` containers are open.
-        var kinds: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0, 0)
-        let capacity = 512
-        return withUnsafeMutableBytes(of: &kinds) { raw in
-            let stack = raw.baseAddress.unsafelyUnwrapped.assumingMemoryBound(to: UInt64.self)
-            var level = 0
-            // Opens the container at `position` ({ or [); false past the limit.
-            func open(_ isArray: Bool) -> Bool {
-                guard depth &+ level &+ 1 <= maxDepth, level < capacity else { return false }
-                let word = level &>> 6, bit: UInt64 = 1 &<< UInt64(truncatingIfNeeded: level & 63)
-                if isArray { stack[word] |= bit } else { stack[word] &= ~bit }
-                level &+= 1
-                position &+= 1
-                return true
-            }
-            func innermostIsArray() -> Bool {
-                let i = level &- 1
-                return stack[i &>> 6] & (1 &<< UInt64(truncatingIfNeeded: i & 63)) != 0
-            }
-            guard open(byte(position) == 0x5B) else { return false }
-            // At the start of a container: it may close at once.
-            var justOpened = true
-            while true {
-                skipWhitespace()
-                guard position < end else { return false }
-                let isArray = innermostIsArray()
-                if justOpened && byte(position) == (isArray ? 0x5D : 0x7D) {
-                    position &+= 1
-                    level &-= 1
+    mutating func quickContainers(depth: Int) -> QuickVerdict {
+        let base = bytes.baseAddress.unsafelyUnwrapped
+        let end = self.end
+        // The position lives in `p` and goes to `position` only around the
+        // general scanner's routines (escapes, non-ASCII, numbers, literals).
+        var p = position
+        // Bit i is set when the container at level i + 1 is an array;
+        // `level` containers are open.
+        var kinds: UInt64 = 0
+        var level = 0
+        var justOpened = true
+        // Open the first container.
+        if depth &+ 1 > maxDepth { return .invalid }
+        if Self.at(base, p) == 0x5B { kinds = 1 }
+        level = 1
+        p &+= 1
+        while true {
+            Self.skipWhitespace(base, &p, end)
+            guard p < end else { return .invalid }
+            let isArray = kinds & (1 &<< UInt64(truncatingIfNeeded: level &- 1)) != 0
+            if justOpened && Self.at(base, p) == (isArray ? 0x5D : 0x7D) {
+                p &+= 1
+                level &-= 1
+            } else {
+                if !isArray {
+                    // "key" : value
+                    guard Self.at(base, p) == 0x22 else { return .invalid }
+                    let after = Self.plainStringEnd(bytes, p)
+                    if after > 0 { p = after } else if !quickString(at: &p) { return .invalid }
+                    Self.skipWhitespace(base, &p, end)
+                    guard p < end, Self.at(base, p) == 0x3A else { return .invalid }
+                    p &+= 1
+                    Self.skipWhitespace(base, &p, end)
+                    guard p < end else { return .invalid }
+                }
+                let b = Self.at(base, p)
+                if b == 0x22 {
+                    let after = Self.plainStringEnd(bytes, p)
+                    if after > 0 { p = after } else if !quickString(at: &p) { return .invalid }
+                } else if b == 0x7B || b == 0x5B {
+                    if depth &+ level &+ 1 > maxDepth { return .invalid }
+                    if level == 64 { return .tooDeepToTell }
+                    let bit: UInt64 = 1 &<< UInt64(truncatingIfNeeded: level)
+                    if b == 0x5B { kinds |= bit } else { kinds &= ~bit }
+                    level &+= 1
+                    p &+= 1
+                    justOpened = true
+                    continue
                 } else {
-                    if !isArray {
-                        // "key" : value
-                        guard byte(position) == 0x22, quickString() != nil else { return false }
-                        skipWhitespace()
-                        guard position < end, byte(position) == 0x3A else { return false }
-                        position &+= 1
-                        skipWhitespace()
-                        guard position < end else { return false }
-                    }
-                    let b = byte(position)
-                    if b == 0x22 {
-                        guard quickString() != nil else { return false }
-                    } else if b == 0x7B || b == 0x5B {
-                        guard open(b == 0x5B) else { return false }
-                        justOpened = true
-                        continue
-                    } else {
-                        guard quickScalar() != nil else { return false }
-                    }
+                    position = p
+                    guard quickScalar() != nil else { return .invalid }
+                    p = position
                 }
-                // After a value (or a closed container): `,` for the next one,
-                // or the close of the innermost container, perhaps several.
-                while true {
-                    guard level > 0 else { return true }
-                    skipWhitespace()
-                    guard position < end else { return false }
-                    let b = byte(position)
-                    position &+= 1
-                    if b == 0x2C { break }
-                    guard b == (innermostIsArray() ? 0x5D : 0x7D) else { return false }
-                    level &-= 1
-                }
-                justOpened = false
             }
+            // After a value (or a closed container): `,` for the next one,
+            // or the close of the innermost container, perhaps several.
+            while true {
+                guard level > 0 else {
+                    position = p
+                    return .valid
+                }
+                Self.skipWhitespace(base, &p, end)
+                guard p < end else { return .invalid }
+                let b = Self.at(base, p)
+                p &+= 1
+                if b == 0x2C { break }
+                let innermostIsArray = kinds & (1 &<< UInt64(truncatingIfNeeded: level &- 1)) != 0
+                guard b == (innermostIsArray ? 0x5D : 0x7D) else { return .invalid }
+                level &-= 1
+            }
+            justOpened = false
+        }
+    }
+
+    /// Where the string at `start` ends (after its closing quote) when it
+    /// is all plain bytes, else 0 (it has an escape, a non-ASCII or control
+    /// byte, or no end).
+    @inline(__always) @usableFromInline
+    static func plainStringEnd(_ bytes: UnsafeRawBufferPointer, _ start: Int) -> Int {
+        let close = plainRunEnd(bytes, from: start &+ 1)
+        return close < bytes.count && at(bytes.baseAddress.unsafelyUnwrapped, close) == 0x22 ? close &+ 1 : 0
+    }
+
+    /// A string at `p` by `quickString`. False where `scanString` throws.
+    @usableFromInline
+    mutating func quickString(at p: inout Int) -> Bool {
+        position = p
+        guard quickString() != nil else { return false }
+        p = position
+        return true
+    }
+
+    @inline(__always) @usableFromInline
+    static func at(_ base: UnsafeRawPointer, _ i: Int) -> UInt8 { base.load(fromByteOffset: i, as: UInt8.self) }
+
+    /// `skipWhitespace` on a local position.
+    @inline(__always) @usableFromInline
+    static func skipWhitespace(_ base: UnsafeRawPointer, _ p: inout Int, _ end: Int) {
+        while p < end {
+            let b = at(base, p)
+            guard b == 0x20 || b == 0x09 || b == 0x0A || b == 0x0D else { return }
+            p &+= 1
         }
     }
 }

@@ -95,10 +95,8 @@ public enum PublishScanner {
             guard seen & key.rawValue == 0 else { return false }
             seen |= key.rawValue
             s.position = at &+ length
-            s.skipWhitespace()
-            guard s.position < end, base.load(fromByteOffset: s.position, as: UInt8.self) == 0x3A else { return false }  // :
-            s.position &+= 1
-            s.skipWhitespace()
+            guard expect(0x3A, &s, base) else { return false }  // :
+            if s.position < end && base.load(fromByteOffset: s.position, as: UInt8.self) <= 0x20 { s.skipWhitespace() }
             guard s.position < end else { return false }
             let start = s.position
             let first = base.load(fromByteOffset: start, as: UInt8.self)
@@ -140,12 +138,12 @@ public enum PublishScanner {
             default:
                 return false
             }
-            s.skipWhitespace()
+            if s.position < end && base.load(fromByteOffset: s.position, as: UInt8.self) <= 0x20 { s.skipWhitespace() }
             guard s.position < end else { return false }
             let separator = base.load(fromByteOffset: s.position, as: UInt8.self)
             s.position &+= 1
             if separator == 0x2C {  // ,
-                s.skipWhitespace()
+                if s.position < end && base.load(fromByteOffset: s.position, as: UInt8.self) <= 0x20 { s.skipWhitespace() }
                 continue
             }
             guard separator == 0x7D else { return false }  // }
@@ -153,6 +151,21 @@ public enum PublishScanner {
         }
         s.skipWhitespace()
         guard s.position == end, seen & Key.required == Key.required else { return false }
+        return true
+    }
+
+    /// Steps over `byte` at the scanner's position, after whitespace if any
+    /// comes first (the compact frames clients send have none).
+    @inline(__always)
+    static func expect(_ byte: UInt8, _ s: inout JSONScanner, _ base: UnsafeRawPointer) -> Bool {
+        let end = s.bytes.count
+        if s.position < end && base.load(fromByteOffset: s.position, as: UInt8.self) == byte {
+            s.position &+= 1
+            return true
+        }
+        s.skipWhitespace()
+        guard s.position < end, base.load(fromByteOffset: s.position, as: UInt8.self) == byte else { return false }
+        s.position &+= 1
         return true
     }
 
