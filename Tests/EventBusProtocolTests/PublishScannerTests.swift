@@ -22,6 +22,10 @@ struct PublishScannerTests {
         #"{"op":"publish","type":"a","id":""}"#,
         #"{"op":"publish","type":"eventbu.x"}"#,
         #"{"op":"publish","type":"a","data":"\u0000\ud83d\ude00"}"#,
+        // Deeper than the quick scan's 64 levels: the full scan decides, the path still takes it.
+        #"{"op":"publish","type":"a","data":"# + String(repeating: #"[{"a":"#, count: 50) + "1" + String(repeating: "}]", count: 50) + "}",
+        // The deepest data allowed: 511 levels inside the envelope.
+        #"{"op":"publish","type":"a","data":"# + String(repeating: "[", count: 511) + String(repeating: "]", count: 511) + "}",
     ]
 
     /// Frames the specialised path leaves to the general decoder, and what
@@ -58,6 +62,7 @@ struct PublishScannerTests {
         (#"{"op":"publish","type":"a",}"#, .badFrame),
         (#"{"op":"publish","type":"a""#, .badFrame),
         (#"["op","publish"]"#, .badFrame),
+        (#"{"op":"publish","type":"a","data":"# + String(repeating: "[", count: 512) + String(repeating: "]", count: 512) + "}", .badFrame),
     ]
 
     @Test("takes the common shape and reads it as the general decoder does", arguments: taken)
