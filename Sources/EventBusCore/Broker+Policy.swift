@@ -45,6 +45,7 @@ extension Broker {
     /// `{"op":"error","req":7,"code":"forbidden","message":"publish system.reboot denied for uid 1000 by /usr/share/eventbus/policy.conf:22"}`.
     @inline(__always)
     func mayPublish(_ connection: Connection, _ type: EventType, req: UnsafeRawBufferPointer?) -> Bool {
+        if publishIsOpen { return true }
         let verdict = connection.policy.publish(type)
         if verdict.isAllowed { return true }
         deny(connection, .publish, type.name, verdict, req: req)
@@ -86,6 +87,14 @@ extension Broker {
             deny(connection, .subscribe, pattern.text, verdict, req: req)
             return nil
         }
+    }
+
+    /// Whether `policy` allows every publish but the reserved types (no
+    /// `publish` rule, no `default publish deny`). The reserved
+    /// `eventbus.` types never reach `mayPublish`: `RequestDecoder` refuses
+    /// them for `publish` and `clear` (PROTOCOL.md "Names and patterns").
+    static func publishIsOpen(_ policy: AccessPolicy) -> Bool {
+        !policy.rules.contains { $0.action == .publish } && policy.defaultVerdict(.publish).isAllowed
     }
 
     /// Sets a subscription's filtered mark and the connection's count of them
@@ -152,6 +161,7 @@ extension Broker {
     public func reloadPolicy(_ policy: AccessPolicy, at time: BrokerTime) -> BrokerStep {
         now = time
         policyViews = PolicyViewCache(policy: policy)
+        publishIsOpen = Broker.publishIsOpen(policy)
         policyGeneration += 1
         denialLog = DenialLogLimiter()  // verdict origins index the old policy
         var decisions: [DecisionKey: SubscribeDecision] = [:]

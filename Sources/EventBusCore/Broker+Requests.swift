@@ -141,12 +141,13 @@ extension Broker {
             token.map { UnsafeRawBufferPointer(rebasing: frame[$0.start..<$0.end]) }
         }
         return timeScratch.withUnsafeBytes { time in
-            let parts = FrameEncoder.EventParts(
+            var parts = FrameEncoder.EventParts(
                 seq: seq, type: request.type.name, time: time,
                 source: slice(request.source), defaultSource: publisher.defaultSource,
                 id: slice(request.id), instance: instance,
                 pid: publisher.credentials.pid, uid: publisher.credentials.uid, gid: publisher.credentials.gid,
-                data: slice(request.data), origin: slice(request.origin))
+                data: slice(request.data))
+            if request.origin != nil { parts.origin = slice(request.origin) }
             return OutboundFrame.make(capacity: FrameEncoder.eventByteCountUpperBound(parts)) {
                 FrameEncoder.writeEvent(parts, into: $0)
             }

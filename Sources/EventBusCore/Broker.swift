@@ -103,6 +103,10 @@ public final class Broker {
     public internal(set) var policyGeneration: UInt64 = 1
     /// Denials are logged once per (uid, rule) per minute.
     var denialLog = DenialLogLimiter()
+    /// The policy has no `publish` rule and no `default publish deny`: every
+    /// publish is allowed but the reserved `eventbus.` types, which the
+    /// decoder already refuses, so `mayPublish` need not ask.
+    var publishIsOpen = true
 
     /// - Parameters:
     ///   - configuration: limits.
@@ -114,6 +118,7 @@ public final class Broker {
         self.startMonotonic = startTime.monotonicNanoseconds
         self.now = startTime
         self.policyViews = PolicyViewCache(policy: configuration.policy ?? .withoutFiles(brokerUID: configuration.ownCredentials.uid))
+        self.publishIsOpen = Broker.publishIsOpen(policyViews.policy)
         scratch.reserveCapacity(4096)
     }
 

@@ -145,10 +145,12 @@ public enum FrameEncoder {
         /// The raw `data` token, or nil for `null`.
         public var data: UnsafeRawBufferPointer?
         /// (1.1) A bridge's raw `origin` object, forwarded unchanged
-        /// (PROTOCOL.md "Bridged events"); nil: no `origin` member.
-        public var origin: UnsafeRawBufferPointer?
+        /// (PROTOCOL.md "Bridged events"); nil: no `origin` member. Set it
+        /// after `init` (the initialiser keeps its 1.0 shape, which the
+        /// optimiser inlines into the broker's publish path).
+        public var origin: UnsafeRawBufferPointer? = nil
 
-        public init(seq: UInt64, type: String, time: UnsafeRawBufferPointer, source: UnsafeRawBufferPointer?, defaultSource: String, id: UnsafeRawBufferPointer?, instance: String, pid: Int32, uid: UInt32, gid: UInt32, data: UnsafeRawBufferPointer?, origin: UnsafeRawBufferPointer? = nil) {
+        public init(seq: UInt64, type: String, time: UnsafeRawBufferPointer, source: UnsafeRawBufferPointer?, defaultSource: String, id: UnsafeRawBufferPointer?, instance: String, pid: Int32, uid: UInt32, gid: UInt32, data: UnsafeRawBufferPointer?) {
             self.seq = seq
             self.type = type
             self.time = time
@@ -160,7 +162,6 @@ public enum FrameEncoder {
             self.uid = uid
             self.gid = gid
             self.data = data
-            self.origin = origin
         }
     }
 
@@ -231,7 +232,7 @@ extension FrameEncoder {
             + (e.source?.count ?? e.defaultSource.utf8.count + 2)
             + (e.id?.count ?? e.instance.utf8.count + 24)
             + (e.data?.count ?? 4)
-            + (e.origin.map { $0.count + 10 } ?? 0)
+            + (e.origin?.count ?? -10) + 10
     }
 
     /// Writes the event frame of `appendEvent` to `destination`, which must hold
