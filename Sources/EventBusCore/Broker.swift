@@ -13,10 +13,10 @@
 // `forget`, the subscription pair and `enqueue`; an inbound budget between
 // frames in `receive` (`.pauseReading`/`.resumeReading` may name many
 // connections in one step); timers as a `tick(at:)` step that closes with a
-// final error through `disconnect` (`timeout`); `forbidden` at connect as a
-// `RefusedConnection`; a policy reload as a step that calls
-// `removeSubscription` and `reply` for many connections; replay right after a
-// subscribe's `ok` (marked in `subscribe`).
+// final error through `disconnect` (`timeout`); replay right after a
+// subscribe's `ok` (marked in `subscribe`). The access policy is in
+// Broker+Policy.swift: other ops ask `mayPublish` (also for `clear`),
+// `mayReceive` (retained and replayed events), `mayBridge`, `maySubscribe`.
 import EventBusPolicy
 import EventBusProtocol
 
