@@ -44,7 +44,7 @@ let logSink = RateLimitedLogSink(wrapping: stderrIsJournal() ? JournalLogSink(id
 let logger = Logger(level: options.logLevel, sink: logSink)
 ProcessSettings.raiseOpenFileLimit()
 
-let listeners: [ListeningSocket]
+var listeners: [ListeningSocket]
 let path: String
 let activated: [ActivatedSocket]?
 do {
@@ -66,7 +66,7 @@ if let activated {
     } catch {
         fail("\(error)", status: 64)
     }
-    listeners = []
+    listeners = []  // bound below, once the policy is loaded
 }
 
 // The access policy (PROTOCOL.md "Access policy (1.1)"): refuse to start on an
@@ -85,10 +85,9 @@ case .failure(let error):
     fail("invalid access policy, not starting: \(error.lines.first ?? "")\(more)", status: 65)
 }
 
-var boundListeners = listeners
 if activated == nil {
     do {
-        boundListeners = [try ListeningSocket.bind(path: path, mode: mode_t(options.socketMode))]
+        listeners = [try ListeningSocket.bind(path: path, mode: mode_t(options.socketMode))]
     } catch {
         fail("\(error)", status: 69)
     }
@@ -116,7 +115,7 @@ hooks.periodic.append((intervalNanoseconds: Int64(statusSeconds) * 1_000_000_000
 
 let server: BrokerServer
 do {
-    server = try BrokerServer(configuration: options.server, listeners: boundListeners,
+    server = try BrokerServer(configuration: options.server, listeners: listeners,
                               instance: InstanceID.random(), logger: logger, hooks: hooks)
 } catch {
     fail("failed to start the event loop: \(error)", status: 70)

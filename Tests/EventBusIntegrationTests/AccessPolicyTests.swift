@@ -253,6 +253,16 @@ struct AccessPolicyTests {
         #expect(lines.count == 2 && lines[0].hasPrefix("\(bad.path):1: ") && lines[1].hasPrefix("\(bad.path):2: "), "\(failed.stderr)")
     }
 
+    @Test("A broker whose policy is invalid at start refuses to start (65), naming file:line, and leaves no socket")
+    func invalidPolicyAtStartRefusesToStart() throws {
+        let bad = try PolicyFile("deny publish system.>\nallow publish x user=no-such-user-here\n")
+        let broker = try BrokerProcess(arguments: ["--policy", bad.path], waitUntilReady: false)
+        defer { broker.cleanUp() }
+        #expect(broker.waitForExit() == .exited(65))
+        #expect(broker.stderrText().contains("\(bad.path):2: "), "\(broker.stderrText())")
+        #expect(access(broker.socketPath, F_OK) != 0, "a socket was bound")
+    }
+
     @Test("origin needs the bridge right; with it, the event is delivered with origin unchanged")
     func originNeedsTheBridgeRight() throws {
         let policy = try PolicyFile("allow bridge - user=4321\n")
