@@ -42,17 +42,23 @@ extension Broker {
 
     func subscribe(_ request: SubscribeRequest, req: UnsafeRawBufferPointer?, from connection: Connection) {
         let pattern = request.pattern
-        if connection.subscriptions[pattern] == nil {
+        let filtered: Bool
+        if let existing = connection.subscriptions[pattern] {
+            filtered = existing.isFiltered
+        } else {
+            guard let decision = maySubscribe(connection, pattern, req: req) else { return }
             guard connection.subscriptions.count < configuration.maxSubscriptionsPerConnection else {
                 let message = "too many subscriptions on this connection (limit \(configuration.maxSubscriptionsPerConnection))"
                 reply(to: connection, req: req, error: ProtocolError(.limit, message))
                 notice(.limitReached(connection.id, pid: connection.credentials.pid, message: message))
                 return
             }
-            addSubscription(pattern, to: connection)
+            filtered = decision.filtered
+            addSubscription(pattern, to: connection, filtered: filtered)
         }
         replyOKIfAsked(to: connection, req: req) { out in
             FrameEncoder.appendField("type", string: pattern.text, to: &out)
+            if filtered { FrameEncoder.appendField("filtered", bool: true, to: &out) }
         }
         // Replays of retained and history events (1.1) are offered here,
         // right after the `ok`, through `offer` like live events.
@@ -62,12 +68,16 @@ extension Broker {
 
     /// Makes a subscription: both directions of the index and the counters
     /// (the only place that adds one; per-uid accounting belongs here).
+    /// - Parameter filtered: the policy denies some of the pattern's types to
+    ///   the connection (`maySubscribe`'s answer); routing then checks it.
     /// - Returns: false when the connection already had the pattern.
     @discardableResult
-    func addSubscription(_ pattern: Pattern, to connection: Connection) -> Bool {
+    func addSubscription(_ pattern: Pattern, to connection: Connection, filtered: Bool = false) -> Bool {
         guard connection.subscriptions[pattern] == nil else { return false }
         if !pattern.hasWildcards { types.dropRoutes(of: pattern.text) }
-        connection.subscriptions[pattern] = index.add(pattern, connection)
+        let subscription = index.add(pattern, connection)
+        connection.subscriptions[pattern] = subscription
+        if filtered { setFiltered(subscription, true, on: connection) }
         statistics.subscriptions += 1
         return true
     }
@@ -80,6 +90,7 @@ extension Broker {
     func removeSubscription(_ pattern: Pattern, from connection: Connection) -> Bool {
         guard let subscription = connection.subscriptions.removeValue(forKey: pattern) else { return false }
         if !pattern.hasWildcards { types.dropRoutes(of: pattern.text) }
+        setFiltered(subscription, false, on: connection)
         index.remove(subscription)
         statistics.subscriptions -= 1
         return true
@@ -92,33 +103,51 @@ extension Broker {
     ///   - typeBytes: the type's bytes in `frame`, when it is written there without escapes.
     func publish(_ request: PublishRequest, frame: UnsafeRawBufferPointer, req: UnsafeRawBufferPointer?, from publisher: Connection,
                  typeEntry: Int? = nil, typeBytes: UnsafeRawBufferPointer? = nil) {
+        // Policy first: a denied publish takes no seq (PROTOCOL.md "Access policy (1.1)").
+        guard mayPublish(publisher, request.type, req: req), request.origin == nil || mayBridge(publisher, req: req) else { return }
         seq += 1
         let seq = self.seq
         statistics.published += 1
         // What the event takes from the frame, as plain byte ranges: the
-        // routing closure below copies no request (and counts no references).
+        // routing below copies no request (and counts no references).
         let content = EventContent(request, frame: frame, typeBytes: typeBytes)
-        var shared: OutboundFrame? = nil
-        var delivered: UInt64 = 0
-        forEachSubscriber(of: request.type, entry: typeEntry) { subscriber in
-            guard subscriber.lastRoutedSeq != seq else { return }  // at most once
-            subscriber.lastRoutedSeq = seq
-            if subscriber === publisher && !publisher.echo { return }  // no echo
-            if !subscriber.isRoutable { return }
-            if shared == nil {
-                shared = buildEvent(seq: seq, content, of: request.type, publisher: publisher)
-            }
-            if offer(shared!, seq: seq, to: subscriber) { delivered += 1 }
+        let delivered = fanOut(seq: seq, type: request.type, entry: typeEntry, publisher: publisher) {
+            buildEvent(seq: seq, content, of: request.type, publisher: publisher)
         }
-        statistics.delivered += delivered
         replyOKIfAsked(to: publisher, req: req) { out in
             FrameEncoder.appendField("seq", int: seq, to: &out)
             FrameEncoder.appendField("delivered", int: delivered, to: &out)
         }
     }
 
-    /// Calls `body` for every connection subscribed to `type` (the index's
-    /// `forEachMatch`, through the type's entry in `types` and its kept list).
+    /// Queues the event `seq` of `type` to every connection that has a
+    /// matching pattern and may receive it: at most once per connection, not
+    /// to `publisher` unless it asked for echo, under each one's overflow
+    /// rule. The frame is built once, by `build`, when the first receiver is
+    /// found. Counts `statistics.delivered`.
+    /// - Parameters:
+    ///   - entry: the type's entry in `types`, when the caller found it already.
+    ///   - publisher: nil for the broker's own events.
+    /// - Returns: how many connections it was queued to (`delivered`).
+    @inline(__always)
+    func fanOut(seq: UInt64, type: EventType, entry: Int? = nil, publisher: Connection?, _ build: () -> OutboundFrame) -> UInt64 {
+        var shared: OutboundFrame? = nil
+        var delivered: UInt64 = 0
+        forEachSubscriber(of: type, entry: entry) { subscriber in
+            guard subscriber.lastRoutedSeq != seq else { return }  // at most once
+            subscriber.lastRoutedSeq = seq
+            if subscriber === publisher && !subscriber.echo { return }  // no echo
+            if !subscriber.isRoutable { return }
+            if shared == nil { shared = build() }
+            if offer(shared!, seq: seq, to: subscriber) { delivered += 1 }
+        }
+        statistics.delivered += delivered
+        return delivered
+    }
+
+    /// Calls `body` for every connection subscribed to `type` that may
+    /// receive it (the index's `forEachMatch`, through the type's entry in
+    /// `types` and its kept list; the broker's own reserved types have none).
     @inline(__always)
     func forEachSubscriber(of type: EventType, entry: Int?, _ body: (Connection) -> Void) {
         var found = entry
@@ -127,7 +156,7 @@ extension Broker {
             found = name.withUTF8 { types.entry(for: UnsafeRawBufferPointer($0)) }
         }
         guard let found else {
-            index.forEachMatch(type.name, body)
+            index.forEachMatch(type, body)
             return
         }
         for connection in types.routes(found, in: index) { body(connection) }
@@ -143,7 +172,7 @@ extension Broker {
             let parts = FrameEncoder.EventBytes(
                 seq: seq, type: typeBytes, time: time,
                 source: content.source ?? publisher.eventSource.bytes, id: content.id,
-                idPrefix: eventIDPrefix.bytes, identity: publisher.eventIdentity.bytes, origin: nil, data: content.data)
+                idPrefix: eventIDPrefix.bytes, identity: publisher.eventIdentity.bytes, origin: content.origin, data: content.data)
             return OutboundFrame.make(capacity: FrameEncoder.eventByteCountUpperBound(parts)) {
                 FrameEncoder.writeEvent(parts, into: $0)
             }

@@ -107,7 +107,7 @@ struct EventTypeTable {
     @inline(__always)
     mutating func routes(_ i: Int, in index: SubscriptionIndex) -> [Connection] {
         if let routes = entries[i].routes, entries[i].version == index.version { return routes }
-        let routes = index.matches(entries[i].type.unsafelyUnwrapped.name)
+        let routes = index.matches(entries[i].type.unsafelyUnwrapped)
         entries[i].routes = routes
         entries[i].version = index.version
         return routes
