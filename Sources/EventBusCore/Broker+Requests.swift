@@ -104,7 +104,7 @@ extension Broker {
     func publish(_ request: PublishRequest, frame: UnsafeRawBufferPointer, req: UnsafeRawBufferPointer?, from publisher: Connection,
                  typeEntry: Int? = nil, typeBytes: UnsafeRawBufferPointer? = nil) {
         // Policy first: a denied publish takes no seq (PROTOCOL.md "Access policy (1.1)").
-        guard mayPublish(publisher, request.type, req: req), request.origin == nil || mayBridge(publisher, req: req) else { return }
+        guard mayPublish(publisher, request.type, entry: typeEntry, req: req), request.origin == nil || mayBridge(publisher, req: req) else { return }
         seq += 1
         let seq = self.seq
         statistics.published += 1

@@ -6,11 +6,15 @@
 // the old one there), so a client publishing random types costs itself a
 // validation per publish, as before, and can grow nothing.
 //
+// The entry also remembers the last policy view allowed to publish the type,
+// so a publisher that may publish it is not asked again (`mayPublish(_:_:entry:req:)`).
+//
 // Before editing: a route list is used only while `SubscriptionIndex.version`
 // is what it was when the list was taken; and a list shared with the index's
 // own array of an exact type must be dropped (`dropRoutes`) before the index
 // changes that array, or the change copies it (Broker.addSubscription and
 // removeSubscription do).
+import EventBusPolicy
 import EventBusProtocol
 
 struct EventTypeTable {
@@ -25,6 +29,9 @@ struct EventTypeTable {
         var type: EventType? = nil
         var routes: [Connection]? = nil
         var version: UInt64 = 0
+        /// The last policy view that was allowed to publish the type (held,
+        /// so no other view can take its address; a reload makes new views).
+        var publisherView: PolicyView? = nil
     }
 
     /// The bytes of a type reduced to what finds and identifies its entry.
@@ -94,7 +101,7 @@ struct EventTypeTable {
             return i
         }
         guard let type = EventType.publishable(raw) else { return nil }
-        entries[i] = Entry(w0: key.w0, w1: key.w1, count: key.count, type: type, routes: nil, version: 0)
+        entries[i] = Entry(w0: key.w0, w1: key.w1, count: key.count, type: type)
         return i
     }
 
@@ -112,6 +119,13 @@ struct EventTypeTable {
         entries[i].version = index.version
         return routes
     }
+
+    /// Whether `view` is the one last allowed to publish entry `i`'s type.
+    @inline(__always)
+    func isAllowedPublisher(_ view: PolicyView, _ i: Int) -> Bool { entries[i].publisherView === view }
+
+    /// Remembers that `view` may publish entry `i`'s type.
+    mutating func setAllowedPublisher(_ view: PolicyView, _ i: Int) { entries[i].publisherView = view }
 
     /// Forgets the route list of the exact type `name`, if it is here: the
     /// index is about to change that type's own list.
@@ -150,4 +164,21 @@ struct EventTypeTable {
 
     /// Entries holding a type (for tests).
     var count: Int { entries.reduce(0) { $0 + ($1.count > 0 ? 1 : 0) } }
+}
+
+extension Broker {
+    /// `mayPublish` with the type's entry in `types`: a policy view allowed
+    /// to publish the type before is not asked again (a verdict depends on
+    /// the view and the type only). Denials are asked every time, so each is
+    /// answered and logged as `mayPublish` does.
+    @inline(__always)
+    func mayPublish(_ connection: Connection, _ type: EventType, entry: Int?, req: UnsafeRawBufferPointer?) -> Bool {
+        if publishIsOpen { return true }
+        guard let entry else { return mayPublish(connection, type, req: req) }
+        let view = connection.policy
+        if types.isAllowedPublisher(view, entry) { return true }
+        guard mayPublish(connection, type, req: req) else { return false }
+        types.setAllowedPublisher(view, entry)
+        return true
+    }
 }

@@ -3,8 +3,10 @@
 // and the length identify types of up to 16 bytes, longer ones are compared
 // in full), invalid and reserved bytes are refused, a full table replaces
 // entries without ever answering with another type, and route lists follow
-// every subscription change, through the broker.
+// every subscription change, through the broker. The publish verdict kept
+// per type is one view's, and only an allowing one.
 @testable import EventBusCore
+import EventBusPolicy
 import EventBusProtocol
 import Testing
 
@@ -85,6 +87,22 @@ struct EventTypeTableTests {
         h.send(publisher, #"{"op":"publish","type":"a\u0062","data":1}"#, #"{"op":"publish","type":"ab","data":2}"#)
         let events = h.read(subscriber).filter { $0.op == "event" }
         #expect(events.map(\.type) == ["ab", "ab"])
+        h.closeAll()
+    }
+
+    @Test func aKeptPublishVerdictIsOneViewsAndDenialsAreAskedEveryTime() throws {
+        let policy = try AccessPolicy.load([PolicySource(path: "p.conf", text: "deny publish system.>\nallow publish system.> user=0\n")], resolver: TableNameResolver(), brokerUID: 0)
+        let h = BrokerHarness { $0.policy = policy }
+        let root = h.connect(uid: 0), user = h.connect(uid: 1000), subscriber = h.connect(uid: 0)
+        h.send(subscriber, #"{"op":"subscribe","type":"system.>"}"#)
+        for round in 1...3 {
+            // Allowed for root (its view kept), still denied for uid 1000, each time.
+            h.send(root, #"{"op":"publish","req":\#(round),"type":"system.reboot"}"#)
+            #expect(h.read(root).last?.int("delivered") == 1)
+            h.send(user, #"{"op":"publish","req":\#(round),"type":"system.reboot"}"#)
+            #expect(h.read(user).last?.code == "forbidden", "round \(round)")
+        }
+        #expect(h.read(subscriber).filter { $0.op == "event" }.count == 3)
         h.closeAll()
     }
 }
