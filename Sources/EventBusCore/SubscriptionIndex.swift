@@ -12,7 +12,8 @@
 // `remove` finds the moved member's record through its connection);
 // empty lists and trie nodes are removed at once, so the index is empty once
 // every subscription is gone (`isEmpty`, and `BrokerHarness.checkInvariants`
-// walks it all).
+// walks it all). Whatever changes what `matches` returns must move `version`
+// (the broker's EventTypeTable keeps those lists while it stands).
 import EventBusPolicy
 import EventBusProtocol
 
