@@ -87,13 +87,13 @@ public struct Origin: Equatable, Sendable {
 public struct LocalPublish: Equatable, Sendable {
     public var type: EventType
     /// One line of valid JSON, or nil for none (an empty NATS payload).
-    public var data: [UInt8]?
+    public var data: JSONText?
     /// `ce-source` and `ce-id` as the remote side sent them (nil: absent; the broker fills in its defaults).
     public var source: String?
     public var id: String?
     public var origin: Origin
 
-    public init(type: EventType, data: [UInt8]?, source: String?, id: String?, origin: Origin) {
+    public init(type: EventType, data: JSONText?, source: String?, id: String?, origin: Origin) {
         self.type = type
         self.data = data
         self.source = source
