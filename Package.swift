@@ -150,6 +150,11 @@ let package = Package(
         .testTarget(name: "EventBusNATSTests", dependencies: ["EventBusNATS", "EventBusTestSupport"], swiftSettings: strict),
         .testTarget(name: "EventBusBridgeTests", dependencies: ["EventBusBridge", "EventBusNATS", "EventBusProtocol"], swiftSettings: strict),
         .testTarget(
+            name: "EventBusBridgeIntegrationTests",
+            dependencies: ["EventBusTestSupport", "eventbusd", "eventbus-bridge"],
+            swiftSettings: strict
+        ),
+        .testTarget(
             name: "EventBusIntegrationTests",
             dependencies: ["EventBusTestSupport", "EventBusProtocol", "EventBusCommandLine", "eventbusd", "eventbus"],
             swiftSettings: strict
