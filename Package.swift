@@ -156,7 +156,7 @@ let package = Package(
         ),
         .testTarget(
             name: "EventBusIntegrationTests",
-            dependencies: ["EventBusTestSupport", "EventBusProtocol", "EventBusCommandLine", "eventbusd", "eventbus"],
+            dependencies: ["EventBusTestSupport", "EventBusProtocol", "EventBusCommandLine", "eventbusd", "eventbus", "eventbus-bridge"],
             swiftSettings: strict
         ),
     ]

@@ -4,6 +4,7 @@
 import EventBusBridge
 import EventBusNATS
 import EventBusProtocol
+import Foundation
 import Testing
 
 @Suite struct ConfigFileTests {
@@ -44,6 +45,27 @@ import Testing
         #expect(settings.name == "bridge#1" && settings.password == "se#cret", "# inside a value is not a comment")
         #expect(settings.user == "bridge" && settings.token == "t")
         #expect(settings.statusFile == "/run/eb/a.json" && settings.logLevel == .debug)
+    }
+
+    @Test func theShippedExampleIsAllCommentsAndEverySettingInItIsValidOnceUncommented() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let text = try String(contentsOf: root.appendingPathComponent("config/bridge.conf"), encoding: .utf8)
+        #expect(try ConfigFile.parse(text, file: "bridge.conf") == BridgeSettings())
+        // Uncomment `#key = value` lines (not prose); keys that repeat in the example may, the others appear once.
+        let settingLines = text.split(separator: "\n").filter { $0.hasPrefix("#") && $0.contains(" = ") && !$0.hasPrefix("# ") }
+        var uncommented = settingLines.map { String($0.dropFirst()) }
+        // One bus choice only: the example shows `socket`.
+        uncommented.removeAll { $0.hasPrefix("bus ") }
+        let settings = try ConfigFile.parse(uncommented.joined(separator: "\n"), file: "bridge.conf")
+        let keys = Set(uncommented.map { String($0.prefix { $0 != " " }) })
+        #expect(keys == Set(ConfigFile.keys).subtracting(["bus"]), "every key is shown in the example: missing \(Set(ConfigFile.keys).subtracting(keys))")
+        #expect(settings.exports?.map(\.text) == ["order.>", "audit.*"])
+        _ = try settings.resolved()
+    }
+
+    @Test func durationsReadAsSystemdDoes() throws {
+        let settings = try ConfigFile.parse("reconnect-initial = 1.5\nreconnect-max = 1h 30min\nping-interval = 5m", file: "f")
+        #expect(settings.reconnectInitial == .milliseconds(1500) && settings.reconnectMaximum == .seconds(5400) && settings.pingInterval == .seconds(300))
     }
 
     @Test func crlfLineEndsAndAnEmptyFileAreFine() throws {
