@@ -165,7 +165,7 @@ public struct BridgeCore {
         case .badType(let subject):
             return drop(.badType, "subject \(subject.prefix(300).debugDescription) is not PREFIX.evt.NODE.TYPE with a valid node and type")
         case .event(let node, let type):
-            if let first = importSubscriptions.first(where: { $0.pattern.matches(type) }), first.sid != message.sid {
+            if importSubscriptions.count > 1, let first = importSubscriptions.first(where: { $0.pattern.matches(type) }), first.sid != message.sid {
                 return .ignored  // the same message, delivered again for an overlapping pattern
             }
             if node == mapping.node { return drop(.loop, "\(message.subject) names our own node") }
@@ -194,12 +194,13 @@ public struct BridgeCore {
         case lost
     }
 
-    /// Counts the outcome of a `publishLocally`.
-    public mutating func imported(_ outcome: ImportOutcome) {
+    /// Counts the outcome of `count` `publishLocally`s.
+    public mutating func imported(_ outcome: ImportOutcome, count: Int = 1) {
+        guard count > 0 else { return }
         switch outcome {
-        case .accepted: counters.imported += 1
-        case .denied: counters.count(.denied)
-        case .lost: counters.count(.localBus)
+        case .accepted: counters.imported += count
+        case .denied: counters.dropped[.denied, default: 0] += count
+        case .lost: counters.dropped[.localBus, default: 0] += count
         }
     }
 

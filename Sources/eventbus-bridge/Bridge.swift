@@ -46,7 +46,9 @@ final class Bridge: Sendable {
         // The handler is made before `self` exists; it reaches the bridge through `reference`.
         let reference = Reference()
         self.reference = reference
-        nats = try Client(configuration: natsConfiguration) { effect in reference.bridge?.handle(effect) }
+        let bus = self.bus
+        nats = try Client(configuration: natsConfiguration, handler: { effect in reference.bridge?.handle(effect) },
+                          afterMessages: { bus.wake() })
         reference.bridge = self
         for subject in subjects {
             let sid = nats.subscribe(subject)
@@ -97,24 +99,29 @@ final class Bridge: Sendable {
 
     private func handle(_ report: BusReport) {
         switch report {
-        case .event(let event):
-            core.withLock { core in
-                guard case .publish(let message) = core.export(event) else { return }
-                let outcome = nats.publish(message)
-                core.exported(outcome)
+        case .events(let events):
+            let messages = core.withLock { core in
+                events.compactMap { event -> OutgoingMessage? in
+                    if case .publish(let message) = core.export(event) { message } else { nil }
+                }
+            }
+            guard !messages.isEmpty else { return }
+            let outcomes = nats.publish(contentsOf: messages)
+            core.withLock { core in for outcome in outcomes { core.exported(outcome) } }
+            for (message, outcome) in zip(messages, outcomes) {
                 if case .tooLarge(let size, let limit) = outcome {
-                    logger.warning("dropped the export of \(event.type.name) (seq \(event.seq)): \(size) bytes with headers, over the NATS server's max_payload of \(limit)")
+                    logger.warning("dropped the export of \(message.subject.text) (seq \(message.tag ?? 0)): \(size) bytes with headers, over the NATS server's max_payload of \(limit)")
                 }
             }
         case .dropped(let count, let since):
             let report = core.withLock { $0.localOverflow(count: count, sinceSeq: since) }
             logger.warning("the broker dropped \(count) events for the bridge (from seq \(since)): the bridge fell behind the bus; reporting the gap on NATS")
             _ = nats.publish(report)
-        case .imported(let outcome, let message):
+        case .imported(let count):
+            core.withLock { $0.imported(.accepted, count: count) }
+        case .importRefused(let outcome, let message):
             core.withLock { $0.imported(outcome) }
-            if let message {
-                logger.log(outcome == .denied ? .warning : .info, "the broker did not take an imported event: \(message)")
-            }
+            logger.log(outcome == .denied ? .warning : .info, "the broker did not take an imported event: \(message)")
         case .up(let instance, let features, let isReconnect):
             brokerInstance.value = instance
             core.withLock { $0.localBusConnected(instance: instance) }
@@ -123,7 +130,7 @@ final class Bridge: Sendable {
                 logger.warning("the broker at \(bus.path) does not list \"origin\" in its features: imported events arrive without origin, and a second bridge on this bus would export them again")
             }
         case .down(let reason, let unconfirmed):
-            core.withLock { core in for _ in 0..<unconfirmed { core.imported(.lost) } }
+            core.withLock { $0.imported(.lost, count: unconfirmed) }
             logger.warning("lost the bus at \(bus.path): \(reason)\(unconfirmed > 0 ? " (\(unconfirmed) imports unconfirmed, counted lost)" : ""); reconnecting, imports are dropped meanwhile")
         case .attemptFailed(let reason, let failures):
             // The first failure in a row, then every 20th: the reconnect goes on forever.

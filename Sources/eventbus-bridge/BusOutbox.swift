@@ -1,11 +1,14 @@
 // What the bridge's bus connection has to send and what it waits for: the
-// encoded request frames not yet written (one byte buffer, written from its
-// head) and, in order, the requests whose `ok`/`error` has not come back.
+// encoded request frames not yet taken by the writer, and, in order, the
+// requests whose `ok`/`error` has not come back.
 //
-// Before editing: the broker answers the requests of one connection in order
-// (PROTOCOL.md "Semantics"), so replies are matched by popping the front of
-// `awaiting`, never by searching it; both queues drop what they consumed
-// from their front in O(1) and compact only once half of them is dead.
+// Before editing: imports are published without `req` (success is silent,
+// PROTOCOL.md "Requests"), so the broker writes no reply per event; each
+// batch of them is closed by one `ping` with `req` (`markImports`), whose
+// `ok` confirms every import before it, less those answered with an `error`
+// meanwhile. The broker answers one connection's requests in order, so
+// replies are matched by popping the front of `awaiting`, never by search.
+
 import EventBusProtocol
 
 /// A request whose reply has not arrived yet.
@@ -14,24 +17,24 @@ enum AwaitedReply: Equatable {
     case hello
     /// A `subscribe` to an export pattern.
     case subscribe(Pattern)
-    /// An imported event's `publish`.
-    case importPublish
+    /// The `ping` after `count` imports.
+    case importBatch(count: Int)
 }
 
-/// The connection's outgoing bytes and awaited replies. One owner (under the connection's lock).
+/// The connection's outgoing frames and awaited replies. One owner (under the connection's lock).
 struct BusOutbox {
-    /// Encoded frames; bytes before `head` are written.
+    /// Encoded frames the writer has not taken yet.
     private(set) var bytes: [UInt8] = []
-    private(set) var head = 0
+    /// Bytes the writer took and has not written yet (for the bound).
+    var writing = 0
     private var awaiting: [(req: Int64, what: AwaitedReply)] = []
     private var awaitingHead = 0
     private var nextReq: Int64 = 1
+    /// Imports queued since the last `markImports`.
+    private(set) var unmarkedImports = 0
 
-    /// Bytes not written yet.
-    var unwrittenBytes: Int { bytes.count - head }
-
-    /// Requests sent (or queued) whose reply has not arrived.
-    var awaitingCount: Int { awaiting.count - awaitingHead }
+    /// Bytes queued or being written.
+    var pendingBytes: Int { bytes.count + writing }
 
     /// Appends `request` with the next `req` and remembers what it was.
     mutating func append(_ request: ClientRequest, awaiting what: AwaitedReply) {
@@ -41,58 +44,52 @@ struct BusOutbox {
         awaiting.append((req, what))
     }
 
-    /// Calls `body` with the unwritten bytes; `body` returns how many it wrote.
-    mutating func write(_ body: (UnsafeRawBufferPointer) -> Int) {
-        guard head < bytes.count else { return }
-        let written = bytes.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[head...])) }
-        head += written
-        if head == bytes.count {
-            bytes.removeAll(keepingCapacity: bytes.capacity <= 1 << 20)
-            head = 0
-        } else if head >= 64 << 10 && head * 2 >= bytes.count {
-            bytes.removeSubrange(..<head)
-            head = 0
-        }
+    /// Appends an import's `publish`, without `req`.
+    mutating func appendImport(_ request: ClientRequest) {
+        request.encode(req: nil, to: &bytes)
+        unmarkedImports += 1
+    }
+
+    /// Closes the current batch of imports with a `ping` (nothing when there is none).
+    mutating func markImports() {
+        guard unmarkedImports > 0 else { return }
+        append(.ping, awaiting: .importBatch(count: unmarkedImports))
+        unmarkedImports = 0
+    }
+
+    /// Takes every queued byte for the writer (which reports progress in `writing`).
+    mutating func take() -> [UInt8] {
+        var taken: [UInt8] = []
+        swap(&taken, &bytes)
+        writing += taken.count
+        return taken
     }
 
     /// The request the reply with `req` answers, removed from the queue; nil
-    /// when `req` is not awaited (then nothing is removed). Requests before it
-    /// that got no reply (impossible from a broker that follows PROTOCOL.md)
-    /// are returned in `skipped`, so their outcome can still be counted.
-    mutating func reply(to req: Int64) -> (what: AwaitedReply, skipped: [AwaitedReply])? {
-        guard awaitingHead < awaiting.count, awaiting[awaitingHead].req <= req, awaiting[awaiting.count - 1].req >= req else { return nil }
-        var skipped: [AwaitedReply] = []
-        while awaitingHead < awaiting.count {
-            let entry = awaiting[awaitingHead]
-            awaitingHead += 1
-            if entry.req == req {
-                compactAwaiting()
-                return (entry.what, skipped)
-            }
-            skipped.append(entry.what)
-        }
-        compactAwaiting()
-        return nil
-    }
-
-    private mutating func compactAwaiting() {
+    /// when `req` is not the oldest awaited one's (then nothing is removed:
+    /// a broker that follows PROTOCOL.md answers in order).
+    mutating func reply(to req: Int64) -> AwaitedReply? {
+        guard awaitingHead < awaiting.count, awaiting[awaitingHead].req == req else { return nil }
+        let what = awaiting[awaitingHead].what
+        awaitingHead += 1
         if awaitingHead == awaiting.count {
-            awaiting.removeAll(keepingCapacity: awaiting.capacity <= 1 << 16)
+            awaiting.removeAll(keepingCapacity: awaiting.capacity <= 1 << 12)
             awaitingHead = 0
-        } else if awaitingHead >= 4096 && awaitingHead * 2 >= awaiting.count {
+        } else if awaitingHead >= 1024 && awaitingHead * 2 >= awaiting.count {
             awaiting.removeSubrange(..<awaitingHead)
             awaitingHead = 0
         }
+        return what
     }
 
-    /// Empties both queues (the connection ended).
-    /// - Returns: how many awaited replies were import publishes (their fate is unknown).
+    /// Empties everything (the connection ended).
+    /// - Returns: how many imports were sent or queued without their batch's `ok`.
     mutating func reset() -> Int {
-        let unconfirmed = awaiting[awaitingHead...].reduce(0) { $0 + ($1.what == .importPublish ? 1 : 0) }
-        bytes.removeAll()
-        head = 0
-        awaiting.removeAll()
-        awaitingHead = 0
+        var unconfirmed = unmarkedImports
+        for entry in awaiting[awaitingHead...] {
+            if case .importBatch(let count) = entry.what { unconfirmed += count }
+        }
+        self = BusOutbox()
         return unconfirmed
     }
 }

@@ -8,13 +8,16 @@
 //
 // Before editing, the rules that keep the bridge reading NATS at all times
 // (DESIGN-NOTES-1.1 A.2):
-// - `publish` never blocks: it appends to a bounded outbox under the lock and
-//   wakes the bus thread; a full outbox, or no connection, refuses the import
-//   (the caller counts it as `local_bus`);
-// - only the bus thread touches the socket (non-blocking; it writes under
-//   the lock, which a non-blocking write never holds for long);
+// - `publish` never blocks: it appends to a bounded outbox under the lock; a
+//   full outbox, or no connection, refuses the import (the caller counts it
+//   as `local_bus`); `wake()` then gets the bus thread to write, once per
+//   batch of imports rather than once per event;
+// - only the bus thread touches the socket (non-blocking); it takes the
+//   queued bytes under the lock and writes them after releasing it;
 // - the report handler runs on the bus thread with no lock held (it may call
-//   into the NATS client, whose own handler calls `publish` here).
+//   into the NATS client, whose own handler calls `publish` here). Events
+//   come in batches (one per read), so the bridge takes its locks once per
+//   batch; the reports keep the order of the frames.
 import EventBusBridge
 import EventBusNATS
 import EventBusProtocol
@@ -30,12 +33,14 @@ enum BusReport {
     case down(reason: String, unconfirmedImports: Int)
     /// A connection attempt failed (`failures` in a row so far).
     case attemptFailed(reason: String, failures: Int)
-    /// An event for one of the export patterns.
-    case event(LocalEvent)
+    /// Events for the export patterns, in order (the consecutive events of one read).
+    case events([LocalEvent])
     /// `{"op":"dropped","count":3,"since_seq":17}`: the broker dropped events for us.
     case dropped(count: UInt64, sinceSeq: UInt64)
-    /// The answer to an import's publish (`message`: the broker's, for a refusal).
-    case imported(BridgeCore.ImportOutcome, message: String?)
+    /// The broker confirmed `count` imports (a batch's `ping` answered).
+    case imported(count: Int)
+    /// The broker refused an import (`forbidden`: `.denied`; anything else: `.lost`).
+    case importRefused(BridgeCore.ImportOutcome, message: String)
     /// The broker refused the `hello` or a `subscribe` (`request` names it).
     case refused(request: String, code: String, message: String)
     /// Anything else worth a log line (an error without `req`, an unreadable frame).
@@ -103,27 +108,28 @@ final class LocalBus: Sendable {
         state.withLock { BusStatus(up: $0.greeted, path: path, reconnects: $0.reconnects) }
     }
 
-    /// Queues an import: `{"op":"publish","req":9,"type":"order.created","source":"billing","id":"x-1","origin":{"node":"host-b",...},"data":{...}}`.
-    /// Never blocks.
+    /// Queues an import: `{"op":"publish","type":"order.created","source":"billing","id":"x-1","origin":{"node":"host-b",...},"data":{...}}`
+    /// (no `req`: a `ping` closes each batch). Never blocks; call `wake()` after a batch.
     /// - Returns: false when it was not queued: no connection, or the outbox is full.
     func publish(_ event: LocalPublish) -> Bool {
-        guard let origin = try? JSONText(validating: event.origin.json) else { return false }
-        let request = ClientRequest.publish(type: event.type.name, source: event.source, id: event.id, origin: origin, data: event.data)
-        let (queued, wake) = state.withLock { state -> (Bool, Bool) in
-            guard state.connected, !state.closed, state.outbox.unwrittenBytes < outboxLimitBytes else { return (false, false) }
-            let wasEmpty = state.outbox.unwrittenBytes == 0
-            state.outbox.append(request, awaiting: .importPublish)
-            return (true, wasEmpty)
+        let request = ClientRequest.publish(type: event.type.name, source: event.source, id: event.id, origin: event.origin.json, data: event.data)
+        return state.withLock { state -> Bool in
+            guard state.connected, !state.closed, state.outbox.pendingBytes < outboxLimitBytes else { return false }
+            state.outbox.appendImport(request)
+            return true
         }
-        if wake { wakeup.signal() }
-        return queued
+    }
+
+    /// Gets the bus thread to write what `publish` queued.
+    func wake() {
+        if state.withLock({ $0.outbox.bytes.count > 0 }) { wakeup.signal() }
     }
 
     // MARK: The bus thread
 
     private var isClosed: Bool { state.withLock { $0.closed } }
 
-    private func run(_ handler: @Sendable (BusReport) -> Void) {
+    private func run(_ handler: @escaping @Sendable (BusReport) -> Void) {
         var failures = 0
         while !isClosed {
             let fd: FileDescriptor
@@ -138,7 +144,7 @@ final class LocalBus: Sendable {
             let began = state.withLock { state -> Bool in
                 guard !state.closed else { return false }
                 state.connected = true
-                _ = state.outbox.reset()
+                state.outbox = BusOutbox()
                 state.outbox.append(.hello(client: LocalBus.clientName, echo: false, overflow: .dropNew), awaiting: .hello)
                 for pattern in patterns { state.outbox.append(.subscribe(pattern: pattern.text), awaiting: .subscribe(pattern)) }
                 return true
@@ -149,11 +155,12 @@ final class LocalBus: Sendable {
             }
             let reason = serve(fd, handler)
             fd.close()
+            let errors = errorsUnconfirmed
             let (unconfirmed, wasGreeted) = state.withLock { state -> (Int, Bool) in
                 let greeted = state.greeted
                 state.connected = false
                 state.greeted = false
-                return (state.outbox.reset(), greeted)
+                return (max(0, state.outbox.reset() - errors), greeted)
             }
             if isClosed { break }
             handler(.down(reason: reason, unconfirmedImports: unconfirmed))
@@ -179,12 +186,16 @@ final class LocalBus: Sendable {
 
     /// Reads and writes `fd` until the connection ends or the bus is closed.
     /// - Returns: why it ended.
-    private func serve(_ fd: FileDescriptor, _ handler: @Sendable (BusReport) -> Void) -> String {
+    private func serve(_ fd: FileDescriptor, _ handler: @escaping @Sendable (BusReport) -> Void) -> String {
         var splitter = FrameSplitter(maxFrameBytes: 256 << 20)
         var buffer = [UInt8](repeating: 0, count: 64 << 10)
+        var reader = Reader(handler: handler)
+        defer { errorsUnconfirmed = reader.errorsInOldestBatch }
+        var writer = Writer()
         while true {
-            let (closed, wantsWrite) = state.withLock { ($0.closed, $0.outbox.unwrittenBytes > 0) }
+            let (closed, queued) = state.withLock { ($0.closed, $0.outbox.bytes.count > 0) }
             if closed { return "closed" }
+            let wantsWrite = queued || writer.hasBytes
             var entries = [PollEntry(wakeup.descriptor, events: .readable), PollEntry(fd, events: wantsWrite ? [.readable, .writable] : .readable)]
             do {
                 _ = try FileDescriptor.poll(&entries, timeoutMilliseconds: -1)
@@ -205,65 +216,108 @@ final class LocalBus: Sendable {
                     case .success(.wouldBlock):
                         break reading
                     case .success(.complete(0)):
-                        splitter.finish { self.dispatch($0, handler) }
+                        splitter.finish { self.dispatch($0, &reader) }
+                        reader.flushEvents()
                         return "the broker closed the connection"
                     case .success(.complete(let count)):
                         buffer.withUnsafeBytes { raw in
-                            _ = splitter.feed(UnsafeRawBufferPointer(rebasing: raw[0..<count])) { self.dispatch($0, handler) }
+                            _ = splitter.feed(UnsafeRawBufferPointer(rebasing: raw[0..<count])) { self.dispatch($0, &reader) }
                         }
+                        reader.flushEvents()
                         if count < buffer.count { break reading }
                     }
                 }
             }
             // Imports may have been queued while we read: write whatever waits.
-            if let failure = flush(fd) { return failure }
+            if let failure = writer.flush(fd, from: state) { return failure }
         }
     }
 
-    /// Writes what the socket takes now. - Returns: a reason when the write failed.
-    private func flush(_ fd: FileDescriptor) -> String? {
-        state.withLock { state -> String? in
-            var failure: String?
-            while failure == nil && state.outbox.unwrittenBytes > 0 {
-                var progressed = false
-                state.outbox.write { raw in
-                    switch Result(catching: { () throws(SystemError) -> IOResult<Int> in try fd.write(raw) }) {
-                    case .success(.complete(let n)):
-                        progressed = n > 0
-                        return n
-                    case .success(.wouldBlock):
-                        return 0
-                    case .failure(let error):
-                        failure = error.description
-                        return 0
+    /// Errors received for the oldest unconfirmed batch when the last connection ended.
+    private let errorsUnconfirmedStorage = Mutex(0)
+    private var errorsUnconfirmed: Int {
+        get { errorsUnconfirmedStorage.withLock { $0 } }
+        set { errorsUnconfirmedStorage.withLock { $0 = newValue } }
+    }
+
+    /// The bus thread's bytes in flight: taken from the outbox under the lock, written without it.
+    private struct Writer {
+        var pending: [UInt8] = []
+        var offset = 0
+
+        var hasBytes: Bool { offset < pending.count }
+
+        /// Writes what the socket takes now, taking newly queued frames first
+        /// (closing the imports' batch with a `ping`). - Returns: a reason when the write failed.
+        mutating func flush(_ fd: FileDescriptor, from state: borrowing Mutex<State>) -> String? {
+            while true {
+                if !hasBytes {
+                    let taken = state.withLock { state -> [UInt8] in
+                        state.outbox.writing = 0
+                        state.outbox.markImports()
+                        return state.outbox.take()
                     }
+                    pending = taken
+                    offset = 0
+                    if pending.isEmpty { return nil }
                 }
-                if !progressed { break }
+                let attempt = pending.withUnsafeBytes { raw in
+                    Result { () throws(SystemError) -> IOResult<Int> in try fd.write(UnsafeRawBufferPointer(rebasing: raw[offset...])) }
+                }
+                switch attempt {
+                case .failure(let error):
+                    return error.description
+                case .success(.wouldBlock), .success(.complete(0)):
+                    let left = pending.count - offset
+                    state.withLock { $0.outbox.writing = left }
+                    return nil
+                case .success(.complete(let n)):
+                    offset += n
+                }
             }
-            return failure
+        }
+    }
+
+    /// The bus thread's reading state: events gathered into batches, and the
+    /// errors of the oldest import batch not yet confirmed.
+    private struct Reader {
+        let handler: @Sendable (BusReport) -> Void
+        var events: [LocalEvent] = []
+        var errorsInOldestBatch = 0
+
+        /// Reports what is gathered (before any other report, and after each read).
+        mutating func flushEvents() {
+            guard !events.isEmpty else { return }
+            handler(.events(events))
+            events.removeAll(keepingCapacity: true)
+        }
+
+        mutating func report(_ report: BusReport) {
+            flushEvents()
+            handler(report)
         }
     }
 
     /// Handles one frame from the broker.
-    private func dispatch(_ piece: SplitFrame, _ handler: @Sendable (BusReport) -> Void) -> Bool {
+    private func dispatch(_ piece: SplitFrame, _ reader: inout Reader) -> Bool {
         guard case .frame(let bytes) = piece else {
-            handler(.notice("skipped an oversized frame from the broker"))
+            reader.report(.notice("skipped an oversized frame from the broker"))
             return true
         }
         let frame: BrokerFrame
         do {
             frame = try BrokerFrame.read(bytes)
         } catch {
-            handler(.notice("unreadable frame from the broker: \(error)"))
+            reader.report(.notice("unreadable frame from the broker: \(error)"))
             return true
         }
         switch frame {
         case .event(let fields):
-            if let event = LocalBus.localEvent(fields, in: bytes) { handler(.event(event)) }
+            if let event = LocalBus.localEvent(fields, in: bytes) { reader.events.append(event) }
         case .dropped(let count, let since):
-            handler(.dropped(count: count, sinceSeq: since))
+            reader.report(.dropped(count: count, sinceSeq: since))
         case .ok(let reply), .error(let reply):
-            answered(reply, handler)
+            answered(reply, &reader)
         case .gap, .unknown:
             break
         }
@@ -271,44 +325,47 @@ final class LocalBus: Sendable {
     }
 
     /// Matches a reply with its request and reports what it means.
-    private func answered(_ reply: Reply, _ handler: @Sendable (BusReport) -> Void) {
+    private func answered(_ reply: Reply, _ reader: inout Reader) {
+        let code = reply.string("code") ?? "unknown"
+        let message = reply.string("message") ?? "no message"
         guard let req = reply.req else {
-            handler(.notice("the broker says: \(reply.string("message") ?? "?") (\(reply.string("code") ?? "?"))"))
+            if let pattern = reply.revokedPattern {
+                reader.report(.refused(request: "subscribe \(pattern) (revoked by a policy reload)", code: code, message: message))
+            } else {
+                // The only requests without `req` are imports: this error is the oldest unconfirmed one's.
+                reader.errorsInOldestBatch += 1
+                reader.report(.importRefused(code == ErrorCode.forbidden.rawValue ? .denied : .lost, message: "\(message) (\(code))"))
+            }
             return
         }
-        let match = state.withLock { state -> (what: AwaitedReply, skipped: [AwaitedReply], isReconnect: Bool)? in
-            guard let found = state.outbox.reply(to: req) else { return nil }
+        let match = state.withLock { state -> (what: AwaitedReply, isReconnect: Bool)? in
+            guard let what = state.outbox.reply(to: req) else { return nil }
             var isReconnect = false
-            if found.what == .hello && reply.isOK {
+            if what == .hello && reply.isOK {
                 state.greeted = true
                 isReconnect = state.everGreeted
                 if isReconnect { state.reconnects += 1 }
                 state.everGreeted = true
             }
-            return (found.what, found.skipped, isReconnect)
+            return (what, isReconnect)
         }
         guard let match else { return }
-        for case .importPublish in match.skipped { handler(.imported(.lost, message: "no reply from the broker")) }
-        let code = reply.string("code") ?? "unknown"
-        let message = reply.string("message") ?? "no message"
         switch match.what {
         case .hello:
             if reply.isOK {
                 let features = reply.withValue("features") { raw, token in
                     String(decoding: UnsafeRawBufferPointer(rebasing: raw[token.start..<token.end]), as: UTF8.self)
                 } ?? "[]"
-                handler(.up(instance: reply.string("instance") ?? "", features: features, isReconnect: match.isReconnect))
+                reader.report(.up(instance: reply.string("instance") ?? "", features: features, isReconnect: match.isReconnect))
             } else {
-                handler(.refused(request: "hello", code: code, message: message))
+                reader.report(.refused(request: "hello", code: code, message: message))
             }
         case .subscribe(let pattern):
-            if !reply.isOK { handler(.refused(request: "subscribe \(pattern.text)", code: code, message: message)) }
-        case .importPublish:
-            if reply.isOK {
-                handler(.imported(.accepted, message: nil))
-            } else {
-                handler(.imported(code == ErrorCode.forbidden.rawValue ? .denied : .lost, message: "\(message) (\(code))"))
-            }
+            if !reply.isOK { reader.report(.refused(request: "subscribe \(pattern.text)", code: code, message: message)) }
+        case .importBatch(let count):
+            let accepted = count - reader.errorsInOldestBatch
+            reader.errorsInOldestBatch = 0
+            if accepted > 0 { reader.report(.imported(count: accepted)) }
         }
     }
 
