@@ -11,23 +11,12 @@ import EventBusCommandLine
 import EventBusProtocol
 import Foundation
 
-/// Exit statuses of `eventbus-bridge` (sysexits(3), as the CLI's).
-enum BridgeExit: Int32 {
-    /// Clean stop (SIGTERM, SIGINT), `--help`, `--version`, `--status` of live bridges.
-    case success = 0
-    /// `EX_USAGE`: bad option or value, a setting missing.
-    case usage = 64
-    /// `EX_UNAVAILABLE`: `--status` found no live bridge.
-    case unavailable = 69
-    /// `EX_SOFTWARE`: an internal failure (no eventfd, no thread).
-    case software = 70
-    /// `EX_CONFIG`: the config file cannot be read or has a bad line.
-    case config = 78
-}
-
 /// A reason to stop before running: a status and one line for stderr.
+/// Statuses used: 0 clean stop (SIGTERM, SIGINT), `--help`, `--version`, live
+/// bridges for `--status`; 64 usage; 69 no live bridge for `--status`; 70
+/// internal failure (no eventfd); 78 config file unreadable or invalid.
 struct BridgeFailure: Error {
-    var status: BridgeExit
+    var status: ExitStatus
     var message: String
 }
 

@@ -10,6 +10,7 @@
 // (`RuntimeDirectory=eventbus-bridge`, i.e. /run/eventbus-bridge) is found by an
 // administrator's `eventbus-bridge --status` with no option at all.
 import EventBusBridge
+import EventBusCommandLine
 import EventBusSystem
 import Foundation
 
@@ -99,7 +100,7 @@ enum StatusFile {
         guard !found.isEmpty else {
             let looked = (paths.isEmpty ? directories.map { $0 + "/*.json" } : paths).joined(separator: ", ")
             StderrLogSink(program: "eventbus-bridge").write(level: .error, message: "no running bridge found (looked for \(looked))", fields: [])
-            return BridgeExit.unavailable.rawValue
+            return ExitStatus.unavailable.rawValue
         }
         var stale = false
         for status in found {
@@ -109,6 +110,6 @@ enum StatusFile {
                 StderrLogSink(program: "eventbus-bridge").write(level: .warning, message: "\(status.path) was last written \(Int(status.age)) s ago: that bridge is not running (or is stuck)", fields: [])
             }
         }
-        return stale ? BridgeExit.unavailable.rawValue : BridgeExit.success.rawValue
+        return stale ? ExitStatus.unavailable.rawValue : ExitStatus.success.rawValue
     }
 }

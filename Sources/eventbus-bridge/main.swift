@@ -6,6 +6,7 @@
 // Before editing: the signals are blocked (signalfd) before any thread starts,
 // so every thread inherits the mask and only this loop sees SIGTERM.
 import EventBusBridge
+import EventBusCommandLine
 import EventBusProtocol
 import EventBusSystem
 import EventBusSystemd
@@ -15,7 +16,7 @@ FileDescriptor.openNullOnClosedStandardDescriptors()
 ProcessSettings.ignoreBrokenPipeSignal()
 
 /// Start-up failures: one line (reaching the journal under systemd), then exit.
-func fail(_ message: String, _ status: BridgeExit) -> Never {
+func fail(_ message: String, _ status: ExitStatus) -> Never {
     StartupFailureLogSink(program: "eventbus-bridge").write(level: .error, message: message, fields: [])
     exit(status.rawValue)
 }
