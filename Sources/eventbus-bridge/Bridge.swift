@@ -110,7 +110,7 @@ final class Bridge: Sendable {
             core.withLock { core in for outcome in outcomes { core.exported(outcome) } }
             for (message, outcome) in zip(messages, outcomes) {
                 if case .tooLarge(let size, let limit) = outcome {
-                    logger.warning("dropped the export of \(message.subject.text) (seq \(message.tag ?? 0)): \(size) bytes with headers, over the NATS server's max_payload of \(limit)")
+                    logger.notice("dropped the export of \(message.subject.text) (seq \(message.tag ?? 0)): \(size) bytes with headers, over the NATS server's max_payload of \(limit)")
                 }
             }
         case .dropped(let count, let since):
@@ -121,7 +121,8 @@ final class Bridge: Sendable {
             core.withLock { $0.imported(.accepted, count: count) }
         case .importRefused(let outcome, let message):
             core.withLock { $0.imported(outcome) }
-            logger.log(outcome == .denied ? .warning : .info, "the broker did not take an imported event: \(message)")
+            // Notice, not warning: notices are rate-limited per message shape, and a policy can refuse every import.
+            logger.log(outcome == .denied ? .notice : .info, "the broker did not take an imported event: \(message)")
         case .up(let instance, let features, let isReconnect):
             brokerInstance.value = instance
             core.withLock { $0.localBusConnected(instance: instance) }
@@ -175,7 +176,7 @@ final class Bridge: Sendable {
         case .serverError(let text, let closes):
             logger.warning("NATS server error: \(text)\(closes ? " (it closes the connection; reconnecting)" : "")")
         case .refusedTooLarge(let subject, let size, let limit, let tag):
-            logger.warning("dropped the held export \(subject.text)\(tag.map { " (seq \($0))" } ?? ""): \(size) bytes, over the new server's max_payload of \(limit)")
+            logger.notice("dropped the held export \(subject.text)\(tag.map { " (seq \($0))" } ?? ""): \(size) bytes, over the new server's max_payload of \(limit)")
         case .skippedOversized(let subject, let bytes):
             logger.warning("skipped a NATS message on \(subject) of \(bytes) bytes, over max_payload")
         case .discovered(let servers):

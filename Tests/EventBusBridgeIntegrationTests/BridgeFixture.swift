@@ -21,14 +21,28 @@ final class BridgeProcess {
 
     /// Starts `eventbus-bridge --socket SOCKET --nats NATS --node NODE --status-file ...`
     /// with fast reconnects and `extra` arguments (default: export and import `>`).
+    /// - Parameter uid: run it as this uid and gid (`setpriv`; the status file
+    ///   then goes to a world-writable directory inside `directory`).
     init(socket: String, nats: String, node: String, in directory: TemporaryDirectory,
-         extra: [String] = ["--export", ">", "--import", ">"]) throws {
+         extra: [String] = ["--export", ">", "--import", ">"], uid: UInt32? = nil) throws {
         self.node = node
-        statusPath = directory.file("\(node)-\(UInt32.random(in: 0...UInt32.max)).json")
+        var statusDirectory = directory.path
+        if uid != nil {
+            statusDirectory = directory.file("status-\(node)")
+            guard mkdir(statusDirectory, 0o777) == 0, chmod(statusDirectory, 0o777) == 0, chmod(directory.path, 0o755) == 0 else {
+                throw TestFailure("cannot make \(statusDirectory)")
+            }
+        }
+        statusPath = statusDirectory + "/\(node)-\(UInt32.random(in: 0...UInt32.max)).json"
         arguments = ["--socket", socket, "--nats", nats, "--node", node, "--status-file", statusPath,
                      "--reconnect-initial", "20ms", "--reconnect-max", "200ms", "--log-level", "debug"] + extra
-        process = try SpawnedProcess(try builtProduct("eventbus-bridge"), arguments, in: directory,
-                                     environment: withoutSystemdVariables(), mergeStderr: true)
+        let executable = try builtProduct("eventbus-bridge")
+        if let uid {
+            process = try SpawnedProcess("setpriv", ["--reuid", "\(uid)", "--regid", "\(uid)", "--clear-groups", executable] + arguments,
+                                         in: directory, environment: withoutSystemdVariables(), mergeStderr: true)
+        } else {
+            process = try SpawnedProcess(executable, arguments, in: directory, environment: withoutSystemdVariables(), mergeStderr: true)
+        }
     }
 
     /// Everything it logged so far.
@@ -60,6 +74,18 @@ final class BridgeProcess {
         } catch {
             throw TestFailure("\(error)\nlast status: \(String(describing: status()))\n--- bridge \(node) log ---\n\(log.suffix(3000))")
         }
+    }
+
+    /// The status once the bridge has rewritten its file after this call (it does every second).
+    func freshStatus(timeout: Duration = .seconds(10)) throws -> [String: Any] {
+        let before = status()?["updated"] as? String
+        var fresh: [String: Any] = [:]
+        try waitForStatus("a status written after now", timeout: timeout) { status in
+            guard let updated = status["updated"] as? String, updated != before else { return false }
+            fresh = status
+            return true
+        }
+        return fresh
     }
 
     /// Waits until both links are up.
