@@ -14,6 +14,9 @@
 //   (slow consumer, DESIGN-NOTES-1.1 A.2);
 // - a publish that makes the outbox writable wakes the thread (eventfd); the
 //   thread otherwise sleeps until the socket is ready or the next deadline.
+//   `publish(contentsOf:)` takes the lock and wakes once for a whole batch,
+//   and `afterMessages` tells a consumer when one read's messages are done,
+//   so that both sides pay for a wake-up per batch, not per message.
 import EventBusSystem
 import Foundation
 import Synchronization

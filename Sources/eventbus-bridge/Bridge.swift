@@ -2,12 +2,15 @@
 // bus connection (`LocalBus`) and the NATS client (`Client`), and the log
 // line for everything that happens.
 //
-// Before editing, the lock rules (no lock is ever taken while another is held,
-// except `core` → the NATS client's, in that order):
+// Before editing, the lock rules (no lock is ever taken while another is held):
 // - the NATS handler runs on the NATS thread: it decides under `core`,
-//   releases it, then queues the import on the bus (never blocking);
-// - the bus handler runs on the bus thread: an export is decided and handed
-//   to `Client.publish` under `core` (which keeps exports in `seq` order);
+//   releases it, then queues the import on the bus (never blocking); after
+//   each read's messages the client calls `afterMessages`, which wakes the bus
+//   thread once for the whole batch;
+// - the bus handler runs on the bus thread, the only exporter (so exports
+//   keep their `seq` order): a batch of events is decided under `core`, handed
+//   to `Client.publish(contentsOf:)` (one lock, one wake), and the outcomes
+//   counted under `core` again;
 // - the client's `gapReport` closure runs under the NATS lock and reads only
 //   `brokerInstance`, a lock of its own that nothing holds while calling out.
 import EventBusBridge
