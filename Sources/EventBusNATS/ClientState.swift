@@ -222,12 +222,6 @@ public struct ClientState {
         var step = Step()
         step.effects.reserveCapacity(operations.count)
         for operation in operations {
-            // Messages, the bulk of what arrives, are appended without a Step of their own.
-            if case .message(let message) = operation {
-                statistics.received += 1
-                step.effects.append(.message(message))
-                continue
-            }
             step.effects += handle(operation, now: now).effects
             switch link {
             case .handshaking, .connected: continue
