@@ -28,7 +28,9 @@ extension Broker {
             stats(req: req, to: connection)
         case .hello(let hello):
             self.hello(hello, req: req, from: connection)
-        case .clear, .clients:
+        case .clients:
+            clients(req: req, to: connection)
+        case .clear:
             // 1.1 ops not implemented yet: answered as before they were known.
             reply(to: connection, req: req, error: ProtocolError(.unknownOp, "unknown op \"\(request.opName)\""))
         }
@@ -43,10 +45,9 @@ extension Broker {
     func subscribe(_ request: SubscribeRequest, req: UnsafeRawBufferPointer?, from connection: Connection) {
         let pattern = request.pattern
         if connection.subscriptions[pattern] == nil {
-            guard connection.subscriptions.count < configuration.maxSubscriptionsPerConnection else {
-                let message = "too many subscriptions on this connection (limit \(configuration.maxSubscriptionsPerConnection))"
-                reply(to: connection, req: req, error: ProtocolError(.limit, message))
-                notice(.limitReached(connection.id, pid: connection.credentials.pid, message: message))
+            if let error = subscriptionLimitError(connection) {
+                reply(to: connection, req: req, error: error)
+                notice(.limitReached(connection.id, pid: connection.credentials.pid, message: error.message))
                 return
             }
             addSubscription(pattern, to: connection)
@@ -60,14 +61,14 @@ extension Broker {
 
     // MARK: The subscription pair
 
-    /// Makes a subscription: both directions of the index and the counters
-    /// (the only place that adds one; per-uid accounting belongs here).
+    /// Makes a subscription: both directions of the index and the counters,
+    /// per uid too (the only place that adds one).
     /// - Returns: false when the connection already had the pattern.
     @discardableResult
     func addSubscription(_ pattern: Pattern, to connection: Connection) -> Bool {
         guard connection.subscriptions[pattern] == nil else { return false }
         connection.subscriptions[pattern] = index.add(pattern, connection)
-        statistics.subscriptions += 1
+        chargeSubscription(pattern, of: connection, sign: 1)
         return true
     }
 
@@ -79,7 +80,7 @@ extension Broker {
     func removeSubscription(_ pattern: Pattern, from connection: Connection) -> Bool {
         guard let subscription = connection.subscriptions.removeValue(forKey: pattern) else { return false }
         index.remove(subscription)
-        statistics.subscriptions -= 1
+        chargeSubscription(pattern, of: connection, sign: -1)
         return true
     }
 
@@ -90,17 +91,23 @@ extension Broker {
         seq += 1
         let seq = self.seq
         statistics.published += 1
-        var shared: OutboundFrame? = nil
+        publisher.publishedCount += 1
+        let uid = publisher.credentials.uid
+        var built = false
+        var shared: OutboundChunk? = nil
+        var length = 0
         var delivered: UInt64 = 0
         index.forEachMatch(type.name) { subscriber in
             guard subscriber.lastRoutedSeq != seq else { return }  // at most once
             subscriber.lastRoutedSeq = seq
             if subscriber === publisher && !publisher.echo { return }  // no echo
             if !subscriber.isRoutable { return }
-            if shared == nil {
-                shared = buildEvent(seq: seq, request, frame: frame, publisher: publisher)
+            if !built {
+                built = true
+                shared = buildEvent(seq: seq, request, frame: frame, publisher: publisher, length: &length)
             }
-            if offer(shared!, seq: seq, to: subscriber) { delivered += 1 }
+            let queued = withEventFrame(shared, length: length) { event in offer(event, seq: seq, publisher: uid, to: subscriber) }
+            if queued { delivered += 1 }
         }
         statistics.delivered += delivered
         replyOKIfAsked(to: publisher, req: req) { out in
@@ -109,7 +116,23 @@ extension Broker {
         }
     }
 
-    func buildEvent(seq: UInt64, _ request: PublishRequest, frame: UnsafeRawBufferPointer, publisher: Connection) -> OutboundFrame {
+    /// The event just built: in `eventScratch`, or in `shared` when large.
+    @inline(__always)
+    func withEventFrame<T>(_ shared: OutboundChunk?, length: Int, _ body: (EventFrame) -> T) -> T {
+        if let shared {
+            return body(EventFrame(bytes: UnsafeRawBufferPointer(start: shared.baseAddress, count: length), shared: shared))
+        }
+        return eventScratch.withUnsafeBytes { raw in
+            body(EventFrame(bytes: UnsafeRawBufferPointer(rebasing: raw[0..<length]), shared: nil))
+        }
+    }
+
+    /// Writes the event frame once per publish: into `eventScratch` (copied
+    /// into each subscriber's chunk), or, when it may exceed
+    /// `OutboundQueue.copyLimitBytes`, into a chunk of its own that every
+    /// subscriber's queue shares.
+    /// - Returns: that shared chunk, or nil; `length` gets the frame's size.
+    func buildEvent(seq: UInt64, _ request: PublishRequest, frame: UnsafeRawBufferPointer, publisher: Connection, length: inout Int) -> OutboundChunk? {
         timestamps.format(nanosecondsSinceEpoch: now.wallNanoseconds, into: &timeScratch)
         func slice(_ token: JSONToken?) -> UnsafeRawBufferPointer? {
             token.map { UnsafeRawBufferPointer(rebasing: frame[$0.start..<$0.end]) }
@@ -121,9 +144,15 @@ extension Broker {
                 id: slice(request.id), instance: instance,
                 pid: publisher.credentials.pid, uid: publisher.credentials.uid, gid: publisher.credentials.gid,
                 data: slice(request.data))
-            return OutboundFrame.make(capacity: FrameEncoder.eventByteCountUpperBound(parts)) {
-                FrameEncoder.writeEvent(parts, into: $0)
+            let bound = FrameEncoder.eventByteCountUpperBound(parts)
+            if bound > OutboundQueue.copyLimitBytes {
+                let chunk = OutboundChunk.make(capacity: bound) { FrameEncoder.writeEvent(parts, into: $0) }
+                length = chunk.used
+                return chunk
             }
+            if eventScratch.count < bound { eventScratch = [UInt8](repeating: 0, count: max(bound, OutboundQueue.copyLimitBytes)) }
+            length = eventScratch.withUnsafeMutableBytes { FrameEncoder.writeEvent(parts, into: $0.baseAddress!) }
+            return nil
         }
     }
 }

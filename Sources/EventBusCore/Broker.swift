@@ -31,6 +31,8 @@ public struct BrokerConfiguration: Sendable {
     public var maxSubscriptionsPerConnection = 4096
     /// All outbound queues together in bytes (`--max-queued`, default 512 MiB).
     public var maxQueuedBytes = 512 << 20
+    /// Per-uid and total limits (PROTOCOL.md "Quotas (1.1)").
+    public var quotas = QuotaConfiguration()
     /// `server` and `version` in the `hello` reply.
     public var serverName = "eventbusd"
     public var version = EventBusRelease.version
@@ -61,7 +63,7 @@ public struct BrokerStatistics: Equatable, Sendable {
     public var delivered: UInt64 = 0
     /// Events dropped for slow subscribers.
     public var dropped: UInt64 = 0
-    /// Bytes in all outbound queues.
+    /// Bytes in all outbound queues, as charged (`OutboundQueue.chargedBytes`).
     public var queuedBytes = 0
 }
 
@@ -78,6 +80,11 @@ public final class Broker {
     let index = SubscriptionIndex()
     var nextConnectionID: ConnectionID = 1
     var seq: UInt64 = 0
+    /// Per-uid accounts (UserAccounts.swift) and the totals beyond `statistics`.
+    var accounts: [UInt32: UserAccount] = [:]
+    var quotaTotals = QuotaTotals()
+    /// Fair-share charges a queue operation handed back (`applyOutbound` releases them).
+    var releasedScratch: [ActorCharge] = []
 
     /// What the running step has decided so far (`finishStep` hands it out).
     var current = BrokerStep()
@@ -86,6 +93,8 @@ public final class Broker {
     /// Reused buffers, so a publish allocates only its shared frame.
     var scratch: [UInt8] = []
     var timeScratch: [UInt8] = []
+    /// Where a small event is built once per publish before it is copied into each queue.
+    var eventScratch = [UInt8](repeating: 0, count: OutboundQueue.copyLimitBytes)
     var timestamps = TimestampFormatter()
     var now = BrokerTime(wallNanoseconds: 0, monotonicNanoseconds: 0)
 
@@ -109,19 +118,33 @@ public final class Broker {
 
     // MARK: Connections
 
-    /// Admits a new connection, or refuses it at `--max-connections`.
+    /// Admits a new connection, or refuses it at a connection limit
+    /// (PROTOCOL.md "Quotas (1.1)": `--max-connections` with the last 64 kept
+    /// for uid 0, and the per-uid limit).
+    /// - Parameters:
+    ///   - credentials: the peer's `SO_PEERCRED`.
+    ///   - limitOverrides: per-uid limits from its policy view's `limit` lines;
+    ///     they become its uid's limits.
+    ///   - time: when it connected (`clients`: `since`); the last known time if nil.
     /// - Returns: the connection, or the bytes of the `limit` error frame to
     ///   write before closing the socket, e.g.
-    ///   `{"op":"error","code":"limit","message":"too many connections (limit 4096)"}`.
-    public func open(credentials: Credentials) -> Result<Connection, RefusedConnection> {
-        guard connections.count < configuration.maxConnections else {
+    ///   `{"op":"error","code":"limit","message":"256 connections for uid 1000 (limit)"}`.
+    public func open(credentials: Credentials, limitOverrides: UserLimitOverrides = UserLimitOverrides(), at time: BrokerTime? = nil) -> Result<Connection, RefusedConnection> {
+        if let time { now = time }
+        let uid = credentials.uid
+        let limits = self.limits(for: uid, limitOverrides)
+        if let error = connectionLimitError(uid: uid, account: accounts[uid], limits: limits) {
             var bytes: [UInt8] = []
-            FrameEncoder.appendError(req: nil, ProtocolError(.limit, "too many connections (limit \(configuration.maxConnections))"), to: &bytes)
-            return .failure(RefusedConnection(frame: bytes))
+            FrameEncoder.appendError(req: nil, error, to: &bytes)
+            return .failure(RefusedConnection(frame: bytes, message: error.message))
         }
-        let connection = Connection(id: nextConnectionID, credentials: credentials, maxFrameBytes: configuration.maxFrameBytes)
+        let account = account(for: uid)
+        account.limits = limits  // the newest connection's view decides (views of one uid differ only by groups)
+        let connection = Connection(id: nextConnectionID, credentials: credentials, maxFrameBytes: configuration.maxFrameBytes,
+                                    connectedAt: now.wallNanoseconds, limitOverrides: limitOverrides)
         nextConnectionID += 1
         connections[connection.id] = connection
+        admit(connection, to: account)
         statistics.connections = connections.count
         return .success(connection)
     }
@@ -137,14 +160,20 @@ public final class Broker {
     }
 
     /// The one close path: removes every subscription, releases the queue and
-    /// tells the server to close the socket (`.close(id, .now)`).
+    /// the inbound bytes, stops counting it for its uid and tells the server
+    /// to close the socket (`.close(id, .now)`).
     func forget(_ connection: Connection) {
         guard !connection.isClosed else { return }
         connection.isClosed = true
         for pattern in Array(connection.subscriptions.keys) { removeSubscription(pattern, from: connection) }
-        statistics.queuedBytes -= connection.outbound.byteCount
-        connection.outbound.removeAll()
+        applyOutbound(connection, connection.outbound.removeAll(released: &releasedScratch))
+        forgetPauses(connection)
+        connection.splitter = FrameSplitter(maxFrameBytes: configuration.maxFrameBytes)
+        syncInbound(connection)
         connections[connection.id] = nil
+        dismiss(connection)
+        let account = connection.account!
+        if !account.inboundThrottle.isEmpty && account.inboundReader == nil && !account.members.isEmpty { chooseInboundReader(account) }
         statistics.connections = connections.count
         current.effects.append(.close(connection.id, .now))
     }
@@ -173,11 +202,12 @@ public final class Broker {
     public func receive(_ connection: Connection, _ bytes: UnsafeRawBufferPointer, at time: BrokerTime) -> BrokerStep {
         guard connection.closing == nil, !connection.isClosed, !connection.inputClosed else { return finishStep() }
         now = time
+        if bytes.count > 0 { connection.inboundProgressAt = time.monotonicNanoseconds }
         connection.splitter.feed(bytes) { piece in
             handle(piece, from: connection)
-            return connection.closing == nil && !connection.isClosed
+            return mayReadNextFrame(connection)
         }
-        if connection.outbound.byteCount > configuration.maxOutboundBytes { pauseReading(connection) }
+        syncInbound(connection)
         return finishStep()
     }
 
@@ -192,9 +222,10 @@ public final class Broker {
         now = time
         connection.splitter.finish { piece in
             handle(piece, from: connection)
-            return true
+            return connection.closing == nil && !connection.isClosed
         }
         connection.inputClosed = true
+        syncInbound(connection)
         if connection.subscriptions.isEmpty { closeWhenFlushed(connection) }
         return finishStep()
     }
@@ -223,11 +254,10 @@ public final class Broker {
     ///   was paused) and output for a pending `dropped` notice.
     public func didWrite(_ connection: Connection, bytes: Int) -> BrokerStep {
         guard bytes > 0, !connection.isClosed else { return finishStep() }
-        connection.outbound.consume(bytes)
-        statistics.queuedBytes -= bytes
-        if connection.outbound.byteCount < configuration.maxOutboundBytes / 2 {
-            resumeReading(connection)
-            if connection.pendingDropCount > 0 && connection.closing != .afterWrite { queuePendingDropNotice(connection) }
+        applyOutbound(connection, connection.outbound.consume(bytes, released: &releasedScratch))
+        if connection.pendingDropCount > 0 && connection.closing != .afterWrite
+            && connection.outbound.chargedBytes < configuration.maxOutboundBytes / 2 {
+            queuePendingDropNotice(connection)
         }
         if connection.closing == .afterFlush && connection.outbound.isEmpty { forget(connection) }
         return finishStep()
@@ -245,8 +275,9 @@ public final class Broker {
     }
 }
 
-/// A connection refused at `--max-connections`: write `frame`, then close
-/// the socket.
+/// A connection refused at a connection limit: write `frame`, then close
+/// the socket; `message` says which limit (for the log).
 public struct RefusedConnection: Error {
     public let frame: [UInt8]
+    public let message: String
 }

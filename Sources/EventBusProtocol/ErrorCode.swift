@@ -11,6 +11,8 @@ public enum ErrorCode: String, Sendable, CaseIterable {
     case forbidden = "forbidden"
     case limit = "limit"
     case slowConsumer = "slow_consumer"
+    /// (1.1) An incomplete frame made no progress for `--frame-timeout`; the connection is closed.
+    case timeout = "timeout"
 }
 
 /// A request the broker refuses: the code and a human-readable message.

@@ -270,7 +270,7 @@ extension Reply {
         switch ErrorCode(rawValue: code) {
         case .badFrame, .badRequest, .badType, .frameTooLarge: status = .dataError
         case .forbidden: status = .noPermission
-        case .limit, .slowConsumer: status = .temporaryFailure
+        case .limit, .slowConsumer, .timeout: status = .temporaryFailure
         case .unknownOp, nil: status = .protocolError
         }
         return CLIError(status, "\(action) failed: \(message) (\(code))")
