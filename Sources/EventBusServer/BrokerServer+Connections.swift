@@ -18,7 +18,10 @@ final class ServerConnection {
     /// Owned by this record; closed by `BrokerServer.release`.
     let fd: FileDescriptor
     /// The epoll mask last registered (input edge-triggered).
-    var interest: EpollEvents = [.readable, .edgeTriggered]
+    var interest: EpollEvents = [.readable, .readHangup, .edgeTriggered]
+    /// epoll reported EPOLLRDHUP: after the data, a read will give EOF, so a
+    /// short read does not end the connection's readiness.
+    var peerShutWriting = false
     /// In its uid's ready queue (BrokerServer+Scheduling.swift).
     var ready = false
     /// EOF was read.
@@ -204,7 +207,7 @@ extension BrokerServer {
     func updateInterest(_ record: ServerConnection) {
         guard !record.released else { return }
         var events: EpollEvents = []
-        if !record.inputClosed && record.closing == nil { events.formUnion([.readable, .edgeTriggered]) }
+        if !record.inputClosed && record.closing == nil { events.formUnion([.readable, .readHangup, .edgeTriggered]) }
         if record.writeBlocked && !record.connection.outbound.isEmpty { events.insert(.writable) }
         guard events != record.interest else { return }
         record.interest = events

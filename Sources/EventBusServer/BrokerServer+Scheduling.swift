@@ -9,7 +9,7 @@
 // Before editing: connections are in epoll edge-triggered for input, so a
 // connection is ready until a read would block or comes back short (an
 // AF_UNIX stream read takes all that is queued, up to the buffer); readiness
-// lives here, not in epoll. A paused connection leaves its queue when served
+// lives here, not in epoll (after EPOLLRDHUP it lasts until EOF is read). A paused connection leaves its queue when served
 // and comes back on `.resumeReading` (with input the core kept, too).
 import EventBusCore
 import EventBusSystem
@@ -124,7 +124,8 @@ extension BrokerServer {
             return 0
         case .complete(let n):
             apply(broker.receive(connection, UnsafeRawBufferPointer(rebasing: readBuffer[0..<n]), at: currentTime()))
-            if n == readBuffer.count { markReady(record) }
+            // A full buffer may leave more; after EPOLLRDHUP the EOF is still to be read.
+            if n == readBuffer.count || record.peerShutWriting { markReady(record) }
             return n
         }
     }

@@ -180,7 +180,8 @@ public final class BrokerServer {
             close(record)
             return
         }
-        if events.contains(.readable) { markReady(record) }
+        if events.contains(.readHangup) { record.peerShutWriting = true }
+        if events.contains(.readable) || events.contains(.readHangup) { markReady(record) }
         if events.contains(.writable) { flush(record) }
     }
 
