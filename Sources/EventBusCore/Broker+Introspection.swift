@@ -19,7 +19,7 @@ extension Broker {
     /// "queued_bytes":67108864,"retained_bytes":8388608}}`; a limit that does
     /// not apply (uid 0, the broker's uid, `unlimited`) is `null`.
     func appendMe(for connection: Connection, to out: inout [UInt8]) {
-        let account = connection.account!
+        let account = connection.account
         FrameEncoder.appendASCII(",\"me\":{\"uid\":", to: &out)
         FrameEncoder.appendInt(UInt64(account.uid), to: &out)
         FrameEncoder.appendField("connections", int: UInt64(account.members.count), to: &out)

@@ -130,7 +130,7 @@ extension Broker {
     /// - Returns: whether the event was queued.
     @inline(__always)
     func offer(_ event: EventFrame, seq: UInt64, publisher: UInt32, to connection: Connection) -> Bool {
-        let subscriber = connection.account!
+        let subscriber = connection.account
         // Outside every fair share: own events, and those of uid 0 and the broker's uid.
         let actor = publisher == subscriber.uid || isPrivileged(publisher) ? OutboundQueue.noActor : publisher
         let size = event.count + OutboundQueue.entryOverheadBytes
@@ -156,7 +156,7 @@ extension Broker {
     func refusal(size: Int, actor: UInt32, connection: Connection) -> Refusal? {
         let queued = connection.outbound.chargedBytes
         if queued + size > configuration.maxOutboundBytes { return .connection }
-        let account = connection.account!
+        let account = connection.account
         if let limit = account.limits.outboundBytes, account.queuedBytes + size > limit { return .user }
         // Beyond --max-queued, the connections holding at least a fair share
         // of it (the largest queues) are treated as over their limit.
@@ -188,7 +188,7 @@ extension Broker {
         case .connection, .total:
             target = min(limit, queued) - size - reserve
         case .user:
-            let account = connection.account!
+            let account = connection.account
             target = queued - (account.queuedBytes + size - (account.limits.outboundBytes ?? .max)) - reserve
         case .fairShare:
             let own = connection.actorShares[actor] ?? 0

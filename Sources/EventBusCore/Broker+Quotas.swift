@@ -72,7 +72,7 @@ extension Broker {
         if connection.subscriptions.count >= perConnection {
             return ProtocolError(.limit, "too many subscriptions on this connection (limit \(perConnection))")
         }
-        let account = connection.account!
+        let account = connection.account
         if let limit = account.limits.subscriptions, account.subscriptions >= limit {
             return ProtocolError(.limit, "\(limit) subscriptions for uid \(account.uid) (limit)")
         }
@@ -91,7 +91,7 @@ extension Broker {
         let held = connection.isClosed || connection.closing != nil ? 0 : connection.splitter.heldBytes
         let delta = held - connection.inboundCharged
         guard delta != 0 else { return }
-        let account = connection.account!
+        let account = connection.account
         if connection.inboundCharged == 0 {
             connection.inboundSince = now.monotonicNanoseconds
             connection.inboundProgressAt = now.monotonicNanoseconds
@@ -209,7 +209,7 @@ extension Broker {
     /// limit is left behind.
     @inline(__always)
     func applyOutbound(_ connection: Connection, _ delta: Int) {
-        let account = connection.account!
+        let account = connection.account
         account.queuedBytes += delta
         statistics.queuedBytes += delta
         if !releasedScratch.isEmpty { releaseActorCharges(connection) }
@@ -224,7 +224,7 @@ extension Broker {
     }
 
     private func releaseActorCharges(_ connection: Connection) {
-        let account = connection.account!
+        let account = connection.account
         for charge in releasedScratch {
             Broker.release(charge, from: &connection.actorShares)
             Broker.release(charge, from: &account.actorShares)
@@ -262,7 +262,7 @@ extension Broker {
         guard connection.closing == nil && !connection.isClosed else { return false }
         let charged = connection.outbound.chargedBytes
         if charged > configuration.maxOutboundBytes { pause(connection, .outbound) }
-        let account = connection.account!
+        let account = connection.account
         if let limit = account.limits.outboundBytes, account.queuedBytes > limit, !connection.pauses.contains(.userOutbound) {
             pause(connection, .userOutbound)
             account.outboundPaused.append(connection)

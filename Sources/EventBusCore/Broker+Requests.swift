@@ -93,21 +93,15 @@ extension Broker {
         statistics.published += 1
         publisher.publishedCount += 1
         let uid = publisher.credentials.uid
-        var built = false
-        var shared: OutboundChunk? = nil
-        var length = 0
+        var event: EventFrame? = nil
         var delivered: UInt64 = 0
         index.forEachMatch(type.name) { subscriber in
             guard subscriber.lastRoutedSeq != seq else { return }  // at most once
             subscriber.lastRoutedSeq = seq
             if subscriber === publisher && !publisher.echo { return }  // no echo
             if !subscriber.isRoutable { return }
-            if !built {
-                built = true
-                shared = buildEvent(seq: seq, request, frame: frame, publisher: publisher, length: &length)
-            }
-            let queued = withEventFrame(shared, length: length) { event in offer(event, seq: seq, publisher: uid, to: subscriber) }
-            if queued { delivered += 1 }
+            if event == nil { event = buildEvent(seq: seq, request, frame: frame, publisher: publisher) }
+            if offer(event!, seq: seq, publisher: uid, to: subscriber) { delivered += 1 }
         }
         statistics.delivered += delivered
         replyOKIfAsked(to: publisher, req: req) { out in
@@ -116,23 +110,12 @@ extension Broker {
         }
     }
 
-    /// The event just built: in `eventScratch`, or in `shared` when large.
-    @inline(__always)
-    func withEventFrame<T>(_ shared: OutboundChunk?, length: Int, _ body: (EventFrame) -> T) -> T {
-        if let shared {
-            return body(EventFrame(bytes: UnsafeRawBufferPointer(start: shared.baseAddress, count: length), shared: shared))
-        }
-        return eventScratch.withUnsafeBytes { raw in
-            body(EventFrame(bytes: UnsafeRawBufferPointer(rebasing: raw[0..<length]), shared: nil))
-        }
-    }
-
     /// Writes the event frame once per publish: into `eventScratch` (copied
     /// into each subscriber's chunk), or, when it may exceed
     /// `OutboundQueue.copyLimitBytes`, into a chunk of its own that every
     /// subscriber's queue shares.
-    /// - Returns: that shared chunk, or nil; `length` gets the frame's size.
-    func buildEvent(seq: UInt64, _ request: PublishRequest, frame: UnsafeRawBufferPointer, publisher: Connection, length: inout Int) -> OutboundChunk? {
+    /// - Returns: the frame (valid until the next publish).
+    func buildEvent(seq: UInt64, _ request: PublishRequest, frame: UnsafeRawBufferPointer, publisher: Connection) -> EventFrame {
         timestamps.format(nanosecondsSinceEpoch: now.wallNanoseconds, into: &timeScratch)
         func slice(_ token: JSONToken?) -> UnsafeRawBufferPointer? {
             token.map { UnsafeRawBufferPointer(rebasing: frame[$0.start..<$0.end]) }
@@ -147,12 +130,10 @@ extension Broker {
             let bound = FrameEncoder.eventByteCountUpperBound(parts)
             if bound > OutboundQueue.copyLimitBytes {
                 let chunk = OutboundChunk.make(capacity: bound) { FrameEncoder.writeEvent(parts, into: $0) }
-                length = chunk.used
-                return chunk
+                return EventFrame(bytes: UnsafeRawBufferPointer(start: chunk.baseAddress, count: chunk.used), shared: chunk)
             }
-            if eventScratch.count < bound { eventScratch = [UInt8](repeating: 0, count: max(bound, OutboundQueue.copyLimitBytes)) }
-            length = eventScratch.withUnsafeMutableBytes { FrameEncoder.writeEvent(parts, into: $0.baseAddress!) }
-            return nil
+            let length = FrameEncoder.writeEvent(parts, into: eventScratch.baseAddress!)
+            return EventFrame(bytes: UnsafeRawBufferPointer(start: eventScratch.baseAddress, count: length), shared: nil)
         }
     }
 }

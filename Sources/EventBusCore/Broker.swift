@@ -93,8 +93,9 @@ public final class Broker {
     /// Reused buffers, so a publish allocates only its shared frame.
     var scratch: [UInt8] = []
     var timeScratch: [UInt8] = []
-    /// Where a small event is built once per publish before it is copied into each queue.
-    var eventScratch = [UInt8](repeating: 0, count: OutboundQueue.copyLimitBytes)
+    /// Where a small event (up to `OutboundQueue.copyLimitBytes`) is built
+    /// once per publish before it is copied into each queue; owned, freed in `deinit`.
+    let eventScratch = UnsafeMutableRawBufferPointer.allocate(byteCount: OutboundQueue.copyLimitBytes, alignment: 16)
     var timestamps = TimestampFormatter()
     var now = BrokerTime(wallNanoseconds: 0, monotonicNanoseconds: 0)
 
@@ -109,6 +110,8 @@ public final class Broker {
         self.now = startTime
         scratch.reserveCapacity(4096)
     }
+
+    deinit { eventScratch.deallocate() }
 
     /// Number of open connections.
     public var connectionCount: Int { connections.count }
@@ -140,7 +143,7 @@ public final class Broker {
         }
         let account = account(for: uid)
         account.limits = limits  // the newest connection's view decides (views of one uid differ only by groups)
-        let connection = Connection(id: nextConnectionID, credentials: credentials, maxFrameBytes: configuration.maxFrameBytes,
+        let connection = Connection(id: nextConnectionID, credentials: credentials, account: account, maxFrameBytes: configuration.maxFrameBytes,
                                     connectedAt: now.wallNanoseconds, limitOverrides: limitOverrides)
         nextConnectionID += 1
         connections[connection.id] = connection
@@ -171,8 +174,8 @@ public final class Broker {
         connection.splitter = FrameSplitter(maxFrameBytes: configuration.maxFrameBytes)
         syncInbound(connection)
         connections[connection.id] = nil
-        dismiss(connection)
-        let account = connection.account!
+        let account = connection.account
+        dismiss(connection)  // may retire the account: not read after this
         if !account.inboundThrottle.isEmpty && account.inboundReader == nil && !account.members.isEmpty { chooseInboundReader(account) }
         statistics.connections = connections.count
         current.effects.append(.close(connection.id, .now))

@@ -48,9 +48,10 @@ public final class Connection {
     /// `Broker.didWrite`.
     public internal(set) var outbound = OutboundQueue()
 
-    /// Its uid's account (set by `Broker.open`), and its index among the
-    /// account's members.
-    var account: UserAccount!
+    /// Its uid's account, and its index among the account's members. Not
+    /// retained: the broker keeps the account while the connection is open
+    /// (never read after `Broker.forget`).
+    unowned(unsafe) let account: UserAccount
     var memberIndex = 0
     /// When it connected, wall clock ns since the epoch (`clients`: `since`).
     public let connectedAtWallNanoseconds: Int64
@@ -95,8 +96,9 @@ public final class Connection {
     /// The step in which it was last listed in `BrokerStep.output`.
     var outputStep: UInt64 = 0
 
-    init(id: ConnectionID, credentials: Credentials, maxFrameBytes: Int, connectedAt: Int64, limitOverrides: UserLimitOverrides) {
+    init(id: ConnectionID, credentials: Credentials, account: UserAccount, maxFrameBytes: Int, connectedAt: Int64, limitOverrides: UserLimitOverrides) {
         self.id = id
+        self.account = account
         self.credentials = credentials
         self.connectedAtWallNanoseconds = connectedAt
         self.limitOverrides = limitOverrides

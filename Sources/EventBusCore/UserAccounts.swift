@@ -217,7 +217,6 @@ extension Broker {
 
     /// Counts a new connection for its uid.
     func admit(_ connection: Connection, to account: UserAccount) {
-        connection.account = account
         connection.memberIndex = account.members.count
         account.members.append(connection)
     }
@@ -225,7 +224,7 @@ extension Broker {
     /// Stops counting a connection that is being forgotten (its
     /// subscriptions, queue and inbound bytes were released before).
     func dismiss(_ connection: Connection) {
-        let account = connection.account!
+        let account = connection.account
         let i = connection.memberIndex
         let last = account.members.count - 1
         if i != last {
