@@ -113,6 +113,13 @@ let package = Package(
             path: "Tests/EventBusClientPeer",
             swiftSettings: strict
         ),
+        // The other process of the per-uid tests: connects as the uid setpriv
+        // gave it and passes the sockets back (EventBusTestSupport `connectAs`).
+        .executableTarget(
+            name: "eventbus-uid-peer",
+            path: "Tests/EventBusUIDPeer",
+            swiftSettings: strict
+        ),
         // Test helper for EventBusSystemdTests (not installed): runs the
         // EventBusSystemd calls in a process of its own environment.
         .executableTarget(
@@ -144,7 +151,7 @@ let package = Package(
         .testTarget(name: "EventBusBridgeTests", dependencies: ["EventBusBridge", "EventBusNATS", "EventBusProtocol"], swiftSettings: strict),
         .testTarget(
             name: "EventBusIntegrationTests",
-            dependencies: ["EventBusTestSupport", "EventBusProtocol", "EventBusCommandLine", "eventbusd", "eventbus"],
+            dependencies: ["EventBusTestSupport", "EventBusProtocol", "EventBusCommandLine", "eventbusd", "eventbus", "eventbus-uid-peer"],
             swiftSettings: strict
         ),
     ]
