@@ -153,13 +153,19 @@ extension BrokerServer {
 
     /// Writes every connection that got output since the last call (and any
     /// that writing them gave output to).
+    /// The time each write takes is charged to its connection's uid in the
+    /// read scheduling (a uid pays for writing its replies and events too).
     func flushPending() {
+        var start = Clock.monotonicNanoseconds()
         while !pendingFlush.isEmpty {
             let list = pendingFlush
             pendingFlush.removeAll(keepingCapacity: true)
             for record in list {
                 record.flushPending = false
                 flush(record)
+                let end = Clock.monotonicNanoseconds()
+                chargeWrite(record.connection.credentials.uid, nanoseconds: end - start)
+                start = end
             }
         }
     }

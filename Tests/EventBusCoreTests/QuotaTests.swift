@@ -337,3 +337,40 @@ struct QuotaTests {
         h.closeAll()
     }
 }
+
+@Suite("Quotas: inbound totals under load")
+struct InboundTotalLoadTests {
+    /// 8 uids of 64 connections, joining one after the other, each feeding
+    /// frames of 1 MiB − 4 bytes in 64 KiB reads, served round robin as the
+    /// server would (only connections not paused).
+    @Test func manyUidsFeedingIncompleteFramesStayNearTheTotalBudget() {
+        let chunk = 65536
+        let h = BrokerHarness { _ in }
+        var conns: [Connection] = []
+        var fed: [ObjectIdentifier: Int] = [:]
+        let start = utf8(#"{"op":"ping","x":""#)
+        for uid in UInt32(2001)...2008 {
+            for _ in 0..<64 { conns.append(h.connect(uid: uid)) }
+            for _ in 0..<6 {
+                for c in conns where !c.readPaused && fed[ObjectIdentifier(c), default: 0] + chunk < (1 << 20) {
+                    let first = fed[ObjectIdentifier(c), default: 0] == 0
+                    h.sendRaw(c, first ? start + [UInt8](repeating: 0x61, count: chunk - start.count) : [UInt8](repeating: 0x61, count: chunk))
+                    fed[ObjectIdentifier(c), default: 0] += chunk
+                }
+            }
+        }
+        let held = h.broker.quotaTotals.inboundBytes
+        let perUID = (UInt32(2001)...2008).map { uid -> String in
+            let a = h.broker.accounts[uid]!
+            return "\(uid): \(a.inboundBytes >> 20) MiB \(a.inboundThrottle.rawValue) paused \(a.members.filter(\.readPaused).count) holders \(a.inboundHolders)"
+        }
+        // Over the total only uids above their share stop: the uids that came
+        // later still get their share, so the bound is twice the budget plus
+        // the frame each throttled uid's one connection may finish.
+        #expect(held <= 2 * (64 << 20) + 8 * (2 << 20), "held \(held >> 20) MiB; per uid \(perUID)")
+        #expect(h.broker.quotaTotals.inboundThrottled)
+        #expect(perUID.allSatisfy { !$0.contains(" 0 MiB") }, "every uid got some of its input read: \(perUID)")
+        h.checkInvariants()
+        for c in conns { h.close(c) }
+    }
+}
