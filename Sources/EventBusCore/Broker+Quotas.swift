@@ -45,6 +45,18 @@ extension Broker {
         }
     }
 
+    // MARK: Limits
+
+    /// After a policy reload: each uid's limits from the view of its newest
+    /// connection. A lower limit applies to new allocations only; nothing
+    /// already held is taken back (DESIGN-NOTES-1.1.md C.2).
+    func refreshLimits() {
+        for account in accounts.values {
+            guard let newest = account.members.max(by: { $0.id < $1.id }) else { continue }
+            account.limits = limits(for: account.uid, UserLimitOverrides(newest.policy.limits))
+        }
+    }
+
     // MARK: Admission
 
     /// The `limit` error for one connection too many, nil when it may connect:

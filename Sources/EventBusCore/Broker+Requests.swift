@@ -44,16 +44,22 @@ extension Broker {
 
     func subscribe(_ request: SubscribeRequest, req: UnsafeRawBufferPointer?, from connection: Connection) {
         let pattern = request.pattern
-        if connection.subscriptions[pattern] == nil {
+        let filtered: Bool
+        if let existing = connection.subscriptions[pattern] {
+            filtered = existing.isFiltered
+        } else {
+            guard let decision = maySubscribe(connection, pattern, req: req) else { return }
             if let error = subscriptionLimitError(connection) {
                 reply(to: connection, req: req, error: error)
                 notice(.limitReached(connection.id, pid: connection.credentials.pid, message: error.message))
                 return
             }
-            addSubscription(pattern, to: connection)
+            filtered = decision.filtered
+            addSubscription(pattern, to: connection, filtered: filtered)
         }
         replyOKIfAsked(to: connection, req: req) { out in
             FrameEncoder.appendField("type", string: pattern.text, to: &out)
+            if filtered { FrameEncoder.appendField("filtered", bool: true, to: &out) }
         }
         // Replays of retained and history events (1.1) are offered here,
         // right after the `ok`, through `offer` like live events.
@@ -63,11 +69,15 @@ extension Broker {
 
     /// Makes a subscription: both directions of the index and the counters,
     /// per uid too (the only place that adds one).
+    /// - Parameter filtered: the policy denies some of the pattern's types to
+    ///   the connection (`maySubscribe`'s answer); routing then checks it.
     /// - Returns: false when the connection already had the pattern.
     @discardableResult
-    func addSubscription(_ pattern: Pattern, to connection: Connection) -> Bool {
+    func addSubscription(_ pattern: Pattern, to connection: Connection, filtered: Bool = false) -> Bool {
         guard connection.subscriptions[pattern] == nil else { return false }
-        connection.subscriptions[pattern] = index.add(pattern, connection)
+        let subscription = index.add(pattern, connection)
+        connection.subscriptions[pattern] = subscription
+        if filtered { setFiltered(subscription, true, on: connection) }
         chargeSubscription(pattern, of: connection, sign: 1)
         return true
     }
@@ -79,6 +89,7 @@ extension Broker {
     @discardableResult
     func removeSubscription(_ pattern: Pattern, from connection: Connection) -> Bool {
         guard let subscription = connection.subscriptions.removeValue(forKey: pattern) else { return false }
+        setFiltered(subscription, false, on: connection)
         index.remove(subscription)
         chargeSubscription(pattern, of: connection, sign: -1)
         return true
@@ -88,52 +99,75 @@ extension Broker {
 
     func publish(_ request: PublishRequest, frame: UnsafeRawBufferPointer, req: UnsafeRawBufferPointer?, from publisher: Connection) {
         let type = request.type
+        // Policy first: a denied publish takes no seq (PROTOCOL.md "Access policy (1.1)").
+        guard mayPublish(publisher, type, req: req), request.origin == nil || mayBridge(publisher, req: req) else { return }
         seq += 1
         let seq = self.seq
         statistics.published += 1
         publisher.publishedCount += 1
-        let uid = publisher.credentials.uid
-        var event: EventFrame? = nil
-        var delivered: UInt64 = 0
-        index.forEachMatch(type.name) { subscriber in
-            guard subscriber.lastRoutedSeq != seq else { return }  // at most once
-            subscriber.lastRoutedSeq = seq
-            if subscriber === publisher && !publisher.echo { return }  // no echo
-            if !subscriber.isRoutable { return }
-            if event == nil { event = buildEvent(seq: seq, request, frame: frame, publisher: publisher) }
-            if offer(event!, seq: seq, publisher: uid, to: subscriber) { delivered += 1 }
+        let delivered = fanOut(seq: seq, type: type, publisher: publisher) {
+            buildEvent(seq: seq, request, frame: frame, publisher: publisher)
         }
-        statistics.delivered += delivered
         replyOKIfAsked(to: publisher, req: req) { out in
             FrameEncoder.appendField("seq", int: seq, to: &out)
             FrameEncoder.appendField("delivered", int: delivered, to: &out)
         }
     }
 
-    /// Writes the event frame once per publish: into `eventScratch` (copied
-    /// into each subscriber's chunk), or, when it may exceed
-    /// `OutboundQueue.copyLimitBytes`, into a chunk of its own that every
-    /// subscriber's queue shares.
-    /// - Returns: the frame (valid until the next publish).
+    /// Queues the event `seq` of `type` to every connection that has a
+    /// matching pattern and may receive it: at most once per connection, not
+    /// to `publisher` unless it asked for echo, under each one's overflow
+    /// rule and the publisher uid's fair share. The frame is built once, by
+    /// `build`, when the first receiver is found. Counts `statistics.delivered`.
+    /// - Parameter publisher: nil for the broker's own events.
+    /// - Returns: how many connections it was queued to (`delivered`).
+    @inline(__always)
+    func fanOut(seq: UInt64, type: EventType, publisher: Connection?, _ build: () -> EventFrame) -> UInt64 {
+        let uid = publisher?.credentials.uid ?? configuration.ownCredentials.uid
+        var event: EventFrame? = nil
+        var delivered: UInt64 = 0
+        index.forEachMatch(type) { subscriber in
+            guard subscriber.lastRoutedSeq != seq else { return }  // at most once
+            subscriber.lastRoutedSeq = seq
+            if subscriber === publisher && !subscriber.echo { return }  // no echo
+            if !subscriber.isRoutable { return }
+            if event == nil { event = build() }
+            if offer(event!, seq: seq, publisher: uid, to: subscriber) { delivered += 1 }
+        }
+        statistics.delivered += delivered
+        return delivered
+    }
+
+    /// Writes a publish's event frame once (see `makeEvent`).
     func buildEvent(seq: UInt64, _ request: PublishRequest, frame: UnsafeRawBufferPointer, publisher: Connection) -> EventFrame {
         timestamps.format(nanosecondsSinceEpoch: now.wallNanoseconds, into: &timeScratch)
         func slice(_ token: JSONToken?) -> UnsafeRawBufferPointer? {
             token.map { UnsafeRawBufferPointer(rebasing: frame[$0.start..<$0.end]) }
         }
         return timeScratch.withUnsafeBytes { time in
-            let parts = FrameEncoder.EventParts(
+            var parts = FrameEncoder.EventParts(
                 seq: seq, type: request.type.name, time: time,
                 source: slice(request.source), defaultSource: publisher.defaultSource,
                 id: slice(request.id), instance: instance,
                 pid: publisher.credentials.pid, uid: publisher.credentials.uid, gid: publisher.credentials.gid,
                 data: slice(request.data))
-            let bound = FrameEncoder.eventByteCountUpperBound(parts)
-            if bound > OutboundQueue.copyLimitBytes {
-                let chunk = OutboundChunk.make(capacity: bound) { FrameEncoder.writeEvent(parts, into: $0) }
-                return EventFrame(bytes: UnsafeRawBufferPointer(start: chunk.baseAddress, count: chunk.used), shared: chunk)
-            }
-            let length = FrameEncoder.writeEvent(parts, into: eventScratch.baseAddress!)
-            return EventFrame(bytes: UnsafeRawBufferPointer(start: eventScratch.baseAddress, count: length), shared: nil)
+            if request.origin != nil { parts.origin = slice(request.origin) }
+            return makeEvent(parts)
         }
+    }
+
+    /// Writes an event frame once per event: into `eventScratch` (copied
+    /// into each subscriber's chunk), or, when it may exceed
+    /// `OutboundQueue.copyLimitBytes`, into a chunk of its own that every
+    /// subscriber's queue shares.
+    /// - Returns: the frame (valid until the next event is made).
+    func makeEvent(_ parts: FrameEncoder.EventParts) -> EventFrame {
+        let bound = FrameEncoder.eventByteCountUpperBound(parts)
+        if bound > OutboundQueue.copyLimitBytes {
+            let chunk = OutboundChunk.make(capacity: bound) { FrameEncoder.writeEvent(parts, into: $0) }
+            return EventFrame(bytes: UnsafeRawBufferPointer(start: chunk.baseAddress, count: chunk.used), shared: chunk)
+        }
+        let length = FrameEncoder.writeEvent(parts, into: eventScratch.baseAddress!)
+        return EventFrame(bytes: UnsafeRawBufferPointer(start: eventScratch.baseAddress, count: length), shared: nil)
     }
 }

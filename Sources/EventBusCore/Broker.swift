@@ -13,10 +13,11 @@
 // `forget`, the subscription pair and `enqueue`; an inbound budget between
 // frames in `receive` (`.pauseReading`/`.resumeReading` may name many
 // connections in one step); timers as a `tick(at:)` step that closes with a
-// final error through `disconnect` (`timeout`); `forbidden` at connect as a
-// `RefusedConnection`; a policy reload as a step that calls
-// `removeSubscription` and `reply` for many connections; replay right after a
-// subscribe's `ok` (marked in `subscribe`).
+// final error through `disconnect` (`timeout`); replay right after a
+// subscribe's `ok` (marked in `subscribe`). The access policy is in
+// Broker+Policy.swift: other ops ask `mayPublish` (also for `clear`),
+// `mayReceive` (retained and replayed events), `mayBridge`, `maySubscribe`.
+import EventBusPolicy
 import EventBusProtocol
 
 /// Limits and identity of a broker (PROTOCOL.md "Semantics" defaults).
@@ -36,6 +37,13 @@ public struct BrokerConfiguration: Sendable {
     /// `server` and `version` in the `hello` reply.
     public var serverName = "eventbusd"
     public var version = EventBusRelease.version
+    /// The broker process's own pid, uid and gid: stamped on its own
+    /// `eventbus.` events; the uid may `bridge` without a policy file.
+    public var ownCredentials = Credentials(pid: 0, uid: 0, gid: 0)
+    /// The access policy at start (PROTOCOL.md "Access policy (1.1)"); nil:
+    /// no policy file (`AccessPolicy.withoutFiles` for `ownCredentials.uid`).
+    /// `Broker.reloadPolicy` replaces it.
+    public var policy: AccessPolicy? = nil
 
     public init() {}
 }
@@ -99,6 +107,17 @@ public final class Broker {
     var timestamps = TimestampFormatter()
     var now = BrokerTime(wallNanoseconds: 0, monotonicNanoseconds: 0)
 
+    /// The policy in force and its per-identity views (Broker+Policy.swift).
+    var policyViews: PolicyViewCache
+    /// `stats.policy_generation`: 1 for the policy loaded at start, +1 per reload.
+    public internal(set) var policyGeneration: UInt64 = 1
+    /// Denials are logged once per (uid, rule) per minute.
+    var denialLog = DenialLogLimiter()
+    /// The policy has no `publish` rule and no `default publish deny`: every
+    /// publish is allowed but the reserved `eventbus.` types, which the
+    /// decoder already refuses, so `mayPublish` need not ask.
+    var publishIsOpen = true
+
     /// - Parameters:
     ///   - configuration: limits.
     ///   - instance: this run's id, e.g. 16 random hex digits.
@@ -108,6 +127,8 @@ public final class Broker {
         self.instance = instance
         self.startMonotonic = startTime.monotonicNanoseconds
         self.now = startTime
+        self.policyViews = PolicyViewCache(policy: configuration.policy ?? .withoutFiles(brokerUID: configuration.ownCredentials.uid))
+        self.publishIsOpen = Broker.publishIsOpen(policyViews.policy)
         scratch.reserveCapacity(4096)
     }
 
@@ -123,28 +144,34 @@ public final class Broker {
 
     /// Admits a new connection, or refuses it at a connection limit
     /// (PROTOCOL.md "Quotas (1.1)": `--max-connections` with the last 64 kept
-    /// for uid 0, and the per-uid limit).
+    /// for uid 0, and the per-uid limit) or when the policy denies it `connect`.
     /// - Parameters:
-    ///   - credentials: the peer's `SO_PEERCRED`.
-    ///   - limitOverrides: per-uid limits from its policy view's `limit` lines;
-    ///     they become its uid's limits.
+    ///   - credentials: the peer's `SO_PEERCRED` (and groups).
+    ///   - limitOverrides: per-uid limits in place of those of its policy
+    ///     view's `limit` lines (tests); nil: the view's. They become its
+    ///     uid's limits (the newest connection's view decides: views of one
+    ///     uid differ only by groups).
     ///   - time: when it connected (`clients`: `since`); the last known time if nil.
-    /// - Returns: the connection, or the bytes of the `limit` error frame to
-    ///   write before closing the socket, e.g.
-    ///   `{"op":"error","code":"limit","message":"256 connections for uid 1000 (limit)"}`.
-    public func open(credentials: Credentials, limitOverrides: UserLimitOverrides = UserLimitOverrides(), at time: BrokerTime? = nil) -> Result<Connection, RefusedConnection> {
+    /// - Returns: the connection, or the bytes of the error frame to write
+    ///   before closing the socket, e.g.
+    ///   `{"op":"error","code":"limit","message":"256 connections for uid 1000 (limit)"}` or
+    ///   `{"op":"error","code":"forbidden","message":"connect denied for uid 2002 by /etc/eventbus/policy.conf:4"}`.
+    public func open(credentials: Credentials, limitOverrides: UserLimitOverrides? = nil, at time: BrokerTime? = nil) -> Result<Connection, RefusedConnection> {
         if let time { now = time }
         let uid = credentials.uid
-        let limits = self.limits(for: uid, limitOverrides)
+        let view = policyViews.view(for: credentials.policyIdentity)
+        let overrides = limitOverrides ?? UserLimitOverrides(view.limits)
+        let limits = self.limits(for: uid, overrides)
         if let error = connectionLimitError(uid: uid, account: accounts[uid], limits: limits) {
             var bytes: [UInt8] = []
             FrameEncoder.appendError(req: nil, error, to: &bytes)
-            return .failure(RefusedConnection(frame: bytes, message: error.message))
+            return .failure(RefusedConnection(frame: bytes, logLine: error.message))
         }
+        if let refusal = connectRefusal(credentials, view) { return .failure(refusal) }
         let account = account(for: uid)
-        account.limits = limits  // the newest connection's view decides (views of one uid differ only by groups)
-        let connection = Connection(id: nextConnectionID, credentials: credentials, account: account, maxFrameBytes: configuration.maxFrameBytes,
-                                    connectedAt: now.wallNanoseconds, limitOverrides: limitOverrides)
+        account.limits = limits
+        let connection = Connection(id: nextConnectionID, credentials: credentials, policy: view, account: account,
+                                    maxFrameBytes: configuration.maxFrameBytes, connectedAt: now.wallNanoseconds, limitOverrides: overrides)
         nextConnectionID += 1
         connections[connection.id] = connection
         admit(connection, to: account)
@@ -278,9 +305,20 @@ public final class Broker {
     }
 }
 
-/// A connection refused at a connection limit: write `frame`, then close
-/// the socket; `message` says which limit (for the log).
+/// A connection refused at a connection limit or by the policy: write
+/// `frame`, then close the socket.
 public struct RefusedConnection: Error {
     public let frame: [UInt8]
-    public let message: String
+    /// For a policy refusal: the line to log (naming uid, pid and the rule),
+    /// or nil when the denial log's once-a-minute limit holds it back; for a
+    /// connection limit, which limit (the server words the log line).
+    public let logLine: String?
+    /// Whether the policy refused it (`forbidden`), not a limit.
+    public let forbidden: Bool
+
+    public init(frame: [UInt8], logLine: String? = nil, forbidden: Bool = false) {
+        self.frame = frame
+        self.logLine = logLine
+        self.forbidden = forbidden
+    }
 }

@@ -10,6 +10,7 @@
 // reports its delta there), retained bytes in `chargeRetained`/
 // `releaseRetained` (the retention code calls them). An account lives while
 // its uid has a connection or retained bytes.
+import EventBusPolicy
 import EventBusProtocol
 
 /// The per-uid and total limits of PROTOCOL.md's quota table that are not
@@ -38,23 +39,18 @@ public struct QuotaConfiguration: Sendable, Equatable {
     /// An incomplete frame that gets no byte for this long while the broker
     /// reads its connection closes it with `timeout` (`--frame-timeout`, 60 s), ns.
     public var frameTimeoutNanoseconds: Int64 = 60_000_000_000
-    /// The broker's own uid: like uid 0, no per-uid limits (the server sets it).
-    public var brokerUID: UInt32 = 0
-
     public init() {}
 
     /// The per-uid retained bytes limit in force.
     public var retainedBytesPerUID: Int { maxRetainedBytesPerUID ?? maxRetainedBytes / 8 }
 }
 
-/// A per-uid budget (the "per uid" column of the quota table; the names of
-/// the policy file's `limit` lines).
-public enum QuotaResource: String, CaseIterable, Sendable {
-    case connections, subscriptions, inbound, outbound, retained
-}
+/// A per-uid budget (the "per uid" column of the quota table): the policy
+/// file's `limit` resources.
+public typealias QuotaResource = LimitResource
 
-/// One uid's limits; nil is unlimited (uid 0, the broker's uid, or a
-/// `limit ... unlimited` line).
+/// One uid's limits; nil is unlimited (uid 0, the broker's uid
+/// `BrokerConfiguration.ownCredentials.uid`, or a `limit ... unlimited` line).
 public struct UserLimits: Equatable, Sendable {
     public var connections: Int?
     public var subscriptions: Int?
@@ -101,6 +97,19 @@ public struct UserLimitOverrides: Equatable, Sendable {
     public var values: [QuotaResource: Int?]
 
     public init(_ values: [QuotaResource: Int?] = [:]) { self.values = values }
+
+    /// The overrides a policy view's `limit` lines make.
+    init(_ limits: PerUIDLimits) {
+        var values: [QuotaResource: Int?] = [:]
+        for resource in LimitResource.allCases {
+            guard let line = limits[resource] else { continue }
+            switch line.value {
+            case .value(let n): values[resource] = .some(n)
+            case .unlimited: values[resource] = .some(nil)
+            }
+        }
+        self.values = values
+    }
 }
 
 /// What one uid holds, and its limits.
@@ -187,7 +196,7 @@ extension Broker {
     // MARK: Accounts
 
     /// Whether `uid` has no per-uid limits by default (PROTOCOL.md "Quotas").
-    func isPrivileged(_ uid: UInt32) -> Bool { uid == 0 || uid == configuration.quotas.brokerUID }
+    func isPrivileged(_ uid: UInt32) -> Bool { uid == 0 || uid == configuration.ownCredentials.uid }
 
     /// The limits of `uid` with `overrides` applied.
     func limits(for uid: UInt32, _ overrides: UserLimitOverrides) -> UserLimits {

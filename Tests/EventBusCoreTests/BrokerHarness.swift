@@ -68,7 +68,7 @@ final class BrokerHarness {
     }
 
     /// Opens a connection, or returns the refusal's error frame.
-    func tryConnect(uid: UInt32 = 1000, gid: UInt32 = 1000, limits: UserLimitOverrides = UserLimitOverrides()) -> Result<Connection, RefusedConnection> {
+    func tryConnect(uid: UInt32 = 1000, gid: UInt32 = 1000, limits: UserLimitOverrides? = nil) -> Result<Connection, RefusedConnection> {
         let credentials = Credentials(pid: nextPID, uid: uid, gid: gid)
         nextPID += 1
         return broker.open(credentials: credentials, limitOverrides: limits, at: now)

@@ -5,6 +5,7 @@
 // uid and in total, the fair share per publisher uid, retained bytes, and the
 // accounts `stats.me` and `clients` report.
 @testable import EventBusCore
+import EventBusPolicy
 import EventBusProtocol
 import Foundation
 import Testing
@@ -25,7 +26,7 @@ struct QuotaTests {
     // MARK: Connections
 
     @Test func aUidGetsItsConnectionLimitAndRootAndTheBrokersUidNone() {
-        let h = BrokerHarness { $0.quotas.maxConnectionsPerUID = 3; $0.quotas.brokerUID = 999 }
+        let h = BrokerHarness { $0.quotas.maxConnectionsPerUID = 3; $0.ownCredentials = Credentials(pid: 1, uid: 999, gid: 999) }
         for _ in 0..<3 { _ = h.connect(uid: 2001) }
         let text = refusalText(h.tryConnect(uid: 2001))
         #expect(text?.contains(#""code":"limit""#) == true && text?.contains("3 connections for uid 2001") == true)
@@ -59,6 +60,23 @@ struct QuotaTests {
         // `unlimited`
         for _ in 0..<5 { _ = h.tryConnect(uid: 2001, limits: UserLimitOverrides([.connections: Int?.none])) }
         #expect(h.broker.accounts[2001]?.members.count == 8)
+        h.closeAll()
+    }
+
+    @Test func limitLinesOfThePolicyFileSetAUidsLimitsAndAReloadChangesThem() throws {
+        func policy(_ text: String) throws -> AccessPolicy {
+            try AccessPolicy.load([PolicySource(path: "p.conf", text: text)], resolver: TableNameResolver(), brokerUID: 0)
+        }
+        let h = BrokerHarness { $0.quotas.maxConnectionsPerUID = 2; $0.policy = try? policy("limit connections 3 user=2001\nlimit subscriptions unlimited user=2001\n") }
+        for _ in 0..<3 { _ = h.connect(uid: 2001) }
+        #expect(refusalText(h.tryConnect(uid: 2001))?.contains("3 connections for uid 2001") == true)
+        #expect(h.broker.accounts[2001]?.limits.subscriptions == nil, "unlimited")
+        _ = h.connect(uid: 2002)
+        _ = h.connect(uid: 2002)
+        #expect(refusalText(h.tryConnect(uid: 2002)) != nil, "other uids keep the default")
+        h.record(h.broker.reloadPolicy(try policy("limit connections 5 user=2001\n"), at: h.now))
+        #expect(h.broker.accounts[2001]?.limits.connections == 5 && h.broker.accounts[2001]?.limits.subscriptions == 16384)
+        _ = h.connect(uid: 2001)
         h.closeAll()
     }
 
