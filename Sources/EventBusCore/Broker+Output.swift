@@ -130,11 +130,12 @@ extension Broker {
     /// - Returns: whether the event was queued.
     @inline(__always)
     func offer(_ event: EventFrame, seq: UInt64, publisher: UInt32, to connection: Connection) -> Bool {
-        let subscriber = connection.account
         // Outside every fair share: own events, and those of uid 0 and the broker's uid.
-        let actor = publisher == subscriber.uid || isPrivileged(publisher) ? OutboundQueue.noActor : publisher
+        let actor = publisher == connection.credentials.uid || isPrivileged(publisher) ? OutboundQueue.noActor : publisher
         let size = event.count + OutboundQueue.entryOverheadBytes
-        if let refusal = refusal(size: size, actor: actor, connection: connection) {
+        // While all queues hold less than the smallest limit, none can be reached.
+        let mayFit = actor == OutboundQueue.noActor && statistics.queuedBytes + size <= outboundFastPathBytes
+        if !mayFit, let refusal = refusal(size: size, actor: actor, connection: connection) {
             guard makeRoom(for: size, actor: actor, refusal: refusal, connection: connection) else {
                 if connection.overflow == .disconnect {
                     disconnect(connection, with: ProtocolError(.slowConsumer, "\(refusalText(refusal, connection)); closing (overflow: disconnect)"))
@@ -156,8 +157,7 @@ extension Broker {
     func refusal(size: Int, actor: UInt32, connection: Connection) -> Refusal? {
         let queued = connection.outbound.chargedBytes
         if queued + size > configuration.maxOutboundBytes { return .connection }
-        let account = connection.account
-        if let limit = account.limits.outboundBytes, account.queuedBytes + size > limit { return .user }
+        if let limit = connection.account.limits.outboundBytes, connection.account.queuedBytes + size > limit { return .user }
         // Beyond --max-queued, the connections holding at least a fair share
         // of it (the largest queues) are treated as over their limit.
         if statistics.queuedBytes + size > configuration.maxQueuedBytes

@@ -54,6 +54,7 @@ extension Broker {
         for account in accounts.values {
             guard let newest = account.members.max(by: { $0.id < $1.id }) else { continue }
             account.limits = limits(for: account.uid, UserLimitOverrides(newest.policy.limits))
+            noteOutboundLimit(account.limits)
         }
     }
 
@@ -221,11 +222,20 @@ extension Broker {
     /// limit is left behind.
     @inline(__always)
     func applyOutbound(_ connection: Connection, _ delta: Int) {
-        let account = connection.account
-        account.queuedBytes += delta
+        connection.account.queuedBytes += delta
         statistics.queuedBytes += delta
         if !releasedScratch.isEmpty { releaseActorCharges(connection) }
-        if delta < 0 { outboundShrank(connection, account) }
+        if delta < 0 && (connection.pauses.contains(.outbound) || usersPausedForOutbound > 0 || !quotaTotals.outboundPaused.isEmpty) {
+            outboundShrank(connection)
+        }
+    }
+
+    /// The smallest outbound limit any connection is under (its own, its
+    /// uid's, the total): while all queues together hold no more, no limit
+    /// can be reached and the per-event and per-frame checks are skipped.
+    /// Lowered when a uid gets a lower limit; never raised.
+    func noteOutboundLimit(_ limits: UserLimits) {
+        if let bytes = limits.outboundBytes { outboundFastPathBytes = min(outboundFastPathBytes, bytes) }
     }
 
     /// Charges the fair share of publisher uid `actor` for an event of
@@ -249,13 +259,15 @@ extension Broker {
         if held <= charge.bytes { shares[charge.actor] = nil } else { shares[charge.actor] = held - charge.bytes }
     }
 
-    private func outboundShrank(_ connection: Connection, _ account: UserAccount) {
+    private func outboundShrank(_ connection: Connection) {
         if connection.pauses.contains(.outbound) && connection.outbound.chargedBytes < configuration.maxOutboundBytes / 2 {
             unpause(connection, .outbound)
         }
+        let account = connection.account
         if !account.outboundPaused.isEmpty && account.queuedBytes < (account.limits.outboundBytes ?? .max) / 2 {
             let paused = account.outboundPaused
             account.outboundPaused.removeAll()
+            usersPausedForOutbound -= 1
             for member in paused { unpause(member, .userOutbound) }
         }
         if !quotaTotals.outboundPaused.isEmpty && statistics.queuedBytes < configuration.maxQueuedBytes / 2 {
@@ -270,13 +282,16 @@ extension Broker {
     /// back-pressured, PROTOCOL.md "Semantics"), so one read cannot overshoot
     /// by more than one frame's replies.
     /// - Returns: whether to go on with its next frame.
+    @inline(__always)
     func mayReadNextFrame(_ connection: Connection) -> Bool {
         guard connection.closing == nil && !connection.isClosed else { return false }
+        if statistics.queuedBytes <= outboundFastPathBytes { return connection.pauses.isEmpty }
         let charged = connection.outbound.chargedBytes
         if charged > configuration.maxOutboundBytes { pause(connection, .outbound) }
         let account = connection.account
         if let limit = account.limits.outboundBytes, account.queuedBytes > limit, !connection.pauses.contains(.userOutbound) {
             pause(connection, .userOutbound)
+            if account.outboundPaused.isEmpty { usersPausedForOutbound += 1 }
             account.outboundPaused.append(connection)
         }
         if statistics.queuedBytes > configuration.maxQueuedBytes, !connection.pauses.contains(.totalOutbound),
@@ -289,7 +304,10 @@ extension Broker {
 
     /// Takes a closing connection out of the lists of paused connections.
     func forgetPauses(_ connection: Connection) {
-        if connection.pauses.contains(.userOutbound) { connection.account.outboundPaused.removeAll { $0 === connection } }
+        if connection.pauses.contains(.userOutbound) {
+            connection.account.outboundPaused.removeAll { $0 === connection }
+            if connection.account.outboundPaused.isEmpty { usersPausedForOutbound -= 1 }
+        }
         if connection.pauses.contains(.totalOutbound) { quotaTotals.outboundPaused.removeAll { $0 === connection } }
         connection.pauses = []
     }

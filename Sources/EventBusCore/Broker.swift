@@ -93,6 +93,10 @@ public final class Broker {
     var quotaTotals = QuotaTotals()
     /// Fair-share charges a queue operation handed back (`applyOutbound` releases them).
     var releasedScratch: [ActorCharge] = []
+    /// See `noteOutboundLimit` (Broker+Quotas.swift).
+    var outboundFastPathBytes: Int
+    /// Accounts with connections paused for the uid's outbound limit.
+    var usersPausedForOutbound = 0
 
     /// What the running step has decided so far (`finishStep` hands it out).
     var current = BrokerStep()
@@ -126,6 +130,7 @@ public final class Broker {
         self.configuration = configuration
         self.instance = instance
         self.startMonotonic = startTime.monotonicNanoseconds
+        self.outboundFastPathBytes = min(configuration.maxOutboundBytes, configuration.maxQueuedBytes, configuration.quotas.maxOutboundBytesPerUID)
         self.now = startTime
         self.policyViews = PolicyViewCache(policy: configuration.policy ?? .withoutFiles(brokerUID: configuration.ownCredentials.uid))
         self.publishIsOpen = Broker.publishIsOpen(policyViews.policy)
@@ -170,6 +175,7 @@ public final class Broker {
         if let refusal = connectRefusal(credentials, view) { return .failure(refusal) }
         let account = account(for: uid)
         account.limits = limits
+        noteOutboundLimit(limits)
         let connection = Connection(id: nextConnectionID, credentials: credentials, policy: view, account: account,
                                     maxFrameBytes: configuration.maxFrameBytes, connectedAt: now.wallNanoseconds, limitOverrides: overrides)
         nextConnectionID += 1

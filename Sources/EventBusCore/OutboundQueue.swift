@@ -156,14 +156,17 @@ public struct OutboundQueue {
     /// - Returns: the change of `chargedBytes`.
     mutating func appendEvent(_ frame: EventFrame, seq: UInt64, actor: UInt32) -> Int {
         let n = frame.count
-        let entry: Entry
         if let shared = frame.shared {
-            entry = Entry(chunk: shared, start: 0, end: UInt32(n), seq: seq, actor: actor)
+            entries.append(Entry(chunk: shared, start: 0, end: UInt32(n), seq: seq, actor: actor))
         } else {
-            let chunk = appendCopy(frame.bytes, tail: &eventTail)
-            entry = Entry(chunk: chunk, start: UInt32(chunk.used - n), end: UInt32(chunk.used), seq: seq, actor: actor)
+            if eventTail == nil || eventTail.unsafelyUnwrapped.freeBytes < n {
+                eventTail = OutboundChunk.make(capacity: max(n, OutboundQueue.chunkBytes))
+            }
+            let chunk = eventTail.unsafelyUnwrapped
+            let start = chunk.used
+            chunk.append(frame.bytes)
+            entries.append(Entry(chunk: chunk, start: UInt32(start), end: UInt32(start + n), seq: seq, actor: actor))
         }
-        entries.append(entry)
         if actor != OutboundQueue.noActor { actorEntries += 1 }
         byteCount += n
         return n + OutboundQueue.entryOverheadBytes
