@@ -54,7 +54,7 @@ final class ReadyQueue {
 
 extension BrokerServer {
     /// A uid's slice of a turn when several uids have input.
-    static let sharedSliceNanoseconds: Int64 = 1_000_000
+    static let sharedSliceNanoseconds: Int64 = 2_000_000
     /// A uid's slice when it is alone: turns stay short (a new uid's first
     /// request waits for at most one), yet one busy uid gets many reads per
     /// write-out.
