@@ -1,13 +1,15 @@
 // Everything that puts bytes into an outbound queue (PROTOCOL.md
-// "Semantics"): `enqueue`, the replies, the overflow rules for events
+// "Semantics", "Quotas (1.1)"): `enqueue`, the replies, the outbound limits
+// and the publisher uid's fair share for events with the overflow rules
 // (`offer`), the one path for `dropped` notices, and closing a connection
 // after a final error frame.
 //
-// Before editing: `enqueue` is the only place that grows a queue, so
-// `statistics.queuedBytes` and each queue's `byteCount` stay exact (the
-// shrinking side is `didWrite`, `dropOldestEvents` in `offer`, and
-// `forget`); per-uid queue accounting belongs next to it. Replies are never
-// dropped; only event frames go through `offer`.
+// Before editing: the `enqueue` functions are the only places that grow a
+// queue; every queue change hands its change of charge to `applyOutbound`
+// (Broker+Quotas.swift), so each queue's charge, its uid's and
+// `statistics.queuedBytes` stay exact (the shrinking side is `didWrite`,
+// `makeRoom` under drop-old, and `forget`). Replies are never dropped; only
+// event frames go through `offer`.
 import EventBusProtocol
 
 extension Broker {

@@ -9,12 +9,12 @@
 // (Broker+Output.swift) so the per-connection and global byte counts stay
 // exact; every subscription is made and ended by `addSubscription` /
 // `removeSubscription` (Broker+Requests.swift); every close goes through
-// `forget`. Where the 1.1 features plug in: per-uid accounting in `open`,
-// `forget`, the subscription pair and `enqueue`; an inbound budget between
-// frames in `receive` (`.pauseReading`/`.resumeReading` may name many
-// connections in one step); timers as a `tick(at:)` step that closes with a
-// final error through `disconnect` (`timeout`); replay right after a
-// subscribe's `ok` (marked in `subscribe`). The access policy is in
+// `forget`. The 1.1 features: per-uid accounting and quotas in
+// UserAccounts.swift and Broker+Quotas.swift (called from `open`, `forget`,
+// the subscription pair, `enqueue`, between frames in `receive`, and the
+// frame timeout's `tick(at:)`; `.pauseReading`/`.resumeReading` may name
+// many connections in one step); introspection in Broker+Introspection.swift;
+// replay right after a subscribe's `ok` (marked in `subscribe`). The access policy is in
 // Broker+Policy.swift: other ops ask `mayPublish` (also for `clear`),
 // `mayReceive` (retained and replayed events), `mayBridge`, `maySubscribe`.
 import EventBusPolicy
@@ -177,7 +177,7 @@ public final class Broker {
         account.limits = limits
         noteOutboundLimit(limits)
         let connection = Connection(id: nextConnectionID, credentials: credentials, policy: view, account: account,
-                                    maxFrameBytes: configuration.maxFrameBytes, connectedAt: now.wallNanoseconds, limitOverrides: overrides)
+                                    maxFrameBytes: configuration.maxFrameBytes, connectedAt: now.wallNanoseconds)
         nextConnectionID += 1
         connections[connection.id] = connection
         admit(connection, to: account)

@@ -73,8 +73,6 @@ public final class Connection {
     var memberIndex = 0
     /// When it connected, wall clock ns since the epoch (`clients`: `since`).
     public let connectedAtWallNanoseconds: Int64
-    /// Per-uid limits its policy view sets (`limit` lines).
-    public let limitOverrides: UserLimitOverrides
 
     /// Counters for `clients` (PROTOCOL.md "Introspection"): events it
     /// published, events queued to it, events it lost.
@@ -115,13 +113,12 @@ public final class Connection {
     var outputStep: UInt64 = 0
 
     init(id: ConnectionID, credentials: Credentials, policy: PolicyView, account: UserAccount, maxFrameBytes: Int,
-         connectedAt: Int64, limitOverrides: UserLimitOverrides) {
+         connectedAt: Int64) {
         self.id = id
         self.account = account
         self.credentials = credentials
         self.policy = policy
         self.connectedAtWallNanoseconds = connectedAt
-        self.limitOverrides = limitOverrides
         self.splitter = FrameSplitter(maxFrameBytes: maxFrameBytes)
         self.defaultSource = "pid/\(credentials.pid)"
     }
