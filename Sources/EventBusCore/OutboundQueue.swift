@@ -56,6 +56,26 @@ public final class OutboundChunk: ManagedBuffer<Int, UInt8> {
     }
 }
 
+extension OutboundChunk {
+    /// A chunk holding a copy of `source` (one whole frame, LF included): a
+    /// frame kept beyond its publish (retained events, the history ring) and
+    /// queued by reference (`Broker.offer(_:seq:publisher:to:)` with a frame).
+    public static func copying(_ source: UnsafeRawBufferPointer) -> OutboundChunk {
+        let chunk = make(capacity: source.count)
+        chunk.append(source)
+        return chunk
+    }
+
+    /// Its bytes in use (a whole frame for a chunk made by `copying`).
+    public var count: Int { header }
+
+    /// Its bytes, valid while the chunk is alive.
+    public var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: baseAddress, count: header) }
+}
+
+/// The name the broker's frames had before chunks (one frame per object).
+public typealias OutboundFrame = OutboundChunk
+
 /// An event frame as built once per publish: its bytes (valid during the
 /// fan-out) and, for a large one, the chunk every queue shares.
 struct EventFrame {

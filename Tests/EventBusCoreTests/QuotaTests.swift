@@ -260,6 +260,20 @@ struct QuotaTests {
         h.closeAll()
     }
 
+    @Test func aFrameKeptBeyondItsPublishIsQueuedByReferenceUnderTheSameLimits() {
+        let h = BrokerHarness { $0.maxOutboundBytes = 300 }
+        let s = h.connect(uid: 2002)
+        let frame = utf8(#"{"op":"event","seq":1,"type":"t","data":"\#(String(repeating: "x", count: 100))"}"#) + [0x0A]
+        let kept = frame.withUnsafeBytes { OutboundFrame.copying($0) }
+        #expect(h.broker.offer(kept, seq: 1, to: s))
+        #expect(s.outbound.entries[s.outbound.head].chunk === kept, "shared, not copied")
+        #expect(s.outbound.chargedBytes == frame.count + OutboundQueue.entryOverheadBytes)
+        #expect(!h.broker.offer(kept, seq: 2, to: s) || !h.broker.offer(kept, seq: 3, to: s), "the outbound limit applies")
+        #expect(h.read(s).first?.seq == 1)
+        h.checkInvariants()
+        h.closeAll()
+    }
+
     @Test func theFairShareFormulaIsDbusBrokers() {
         // (users + 1) · (charge + share) − share ≤ remaining
         #expect(Broker.fairShareAllows(charge: 10, share: 0, users: 0, remaining: 10))
