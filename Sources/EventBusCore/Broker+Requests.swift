@@ -28,7 +28,9 @@ extension Broker {
             stats(req: req, to: connection)
         case .hello(let hello):
             self.hello(hello, req: req, from: connection)
-        case .clear, .clients:
+        case .clients:
+            clients(req: req, to: connection)
+        case .clear:
             // 1.1 ops not implemented yet: answered as before they were known.
             reply(to: connection, req: req, error: ProtocolError(.unknownOp, "unknown op \"\(request.opName)\""))
         }
@@ -47,10 +49,9 @@ extension Broker {
             filtered = existing.isFiltered
         } else {
             guard let decision = maySubscribe(connection, pattern, req: req) else { return }
-            guard connection.subscriptions.count < configuration.maxSubscriptionsPerConnection else {
-                let message = "too many subscriptions on this connection (limit \(configuration.maxSubscriptionsPerConnection))"
-                reply(to: connection, req: req, error: ProtocolError(.limit, message))
-                notice(.limitReached(connection.id, pid: connection.credentials.pid, message: message))
+            if let error = subscriptionLimitError(connection) {
+                reply(to: connection, req: req, error: error)
+                notice(.limitReached(connection.id, pid: connection.credentials.pid, message: error.message))
                 return
             }
             filtered = decision.filtered
@@ -66,8 +67,8 @@ extension Broker {
 
     // MARK: The subscription pair
 
-    /// Makes a subscription: both directions of the index and the counters
-    /// (the only place that adds one; per-uid accounting belongs here).
+    /// Makes a subscription: both directions of the index and the counters,
+    /// per uid too (the only place that adds one).
     /// - Parameter filtered: the policy denies some of the pattern's types to
     ///   the connection (`maySubscribe`'s answer); routing then checks it.
     /// - Returns: false when the connection already had the pattern.
@@ -77,7 +78,7 @@ extension Broker {
         let subscription = index.add(pattern, connection)
         connection.subscriptions[pattern] = subscription
         if filtered { setFiltered(subscription, true, on: connection) }
-        statistics.subscriptions += 1
+        chargeSubscription(pattern, of: connection, sign: 1)
         return true
     }
 
@@ -90,7 +91,7 @@ extension Broker {
         guard let subscription = connection.subscriptions.removeValue(forKey: pattern) else { return false }
         setFiltered(subscription, false, on: connection)
         index.remove(subscription)
-        statistics.subscriptions -= 1
+        chargeSubscription(pattern, of: connection, sign: -1)
         return true
     }
 
@@ -103,6 +104,7 @@ extension Broker {
         seq += 1
         let seq = self.seq
         statistics.published += 1
+        publisher.publishedCount += 1
         let delivered = fanOut(seq: seq, type: type, publisher: publisher) {
             buildEvent(seq: seq, request, frame: frame, publisher: publisher)
         }
@@ -115,27 +117,29 @@ extension Broker {
     /// Queues the event `seq` of `type` to every connection that has a
     /// matching pattern and may receive it: at most once per connection, not
     /// to `publisher` unless it asked for echo, under each one's overflow
-    /// rule. The frame is built once, by `build`, when the first receiver is
-    /// found. Counts `statistics.delivered`.
+    /// rule and the publisher uid's fair share. The frame is built once, by
+    /// `build`, when the first receiver is found. Counts `statistics.delivered`.
     /// - Parameter publisher: nil for the broker's own events.
     /// - Returns: how many connections it was queued to (`delivered`).
     @inline(__always)
-    func fanOut(seq: UInt64, type: EventType, publisher: Connection?, _ build: () -> OutboundFrame) -> UInt64 {
-        var shared: OutboundFrame? = nil
+    func fanOut(seq: UInt64, type: EventType, publisher: Connection?, _ build: () -> EventFrame) -> UInt64 {
+        let uid = publisher?.credentials.uid ?? configuration.ownCredentials.uid
+        var event: EventFrame? = nil
         var delivered: UInt64 = 0
         index.forEachMatch(type) { subscriber in
             guard subscriber.lastRoutedSeq != seq else { return }  // at most once
             subscriber.lastRoutedSeq = seq
             if subscriber === publisher && !subscriber.echo { return }  // no echo
             if !subscriber.isRoutable { return }
-            if shared == nil { shared = build() }
-            if offer(shared!, seq: seq, to: subscriber) { delivered += 1 }
+            if event == nil { event = build() }
+            if offer(event!, seq: seq, publisher: uid, to: subscriber) { delivered += 1 }
         }
         statistics.delivered += delivered
         return delivered
     }
 
-    func buildEvent(seq: UInt64, _ request: PublishRequest, frame: UnsafeRawBufferPointer, publisher: Connection) -> OutboundFrame {
+    /// Writes a publish's event frame once (see `makeEvent`).
+    func buildEvent(seq: UInt64, _ request: PublishRequest, frame: UnsafeRawBufferPointer, publisher: Connection) -> EventFrame {
         timestamps.format(nanosecondsSinceEpoch: now.wallNanoseconds, into: &timeScratch)
         func slice(_ token: JSONToken?) -> UnsafeRawBufferPointer? {
             token.map { UnsafeRawBufferPointer(rebasing: frame[$0.start..<$0.end]) }
@@ -148,9 +152,22 @@ extension Broker {
                 pid: publisher.credentials.pid, uid: publisher.credentials.uid, gid: publisher.credentials.gid,
                 data: slice(request.data))
             if request.origin != nil { parts.origin = slice(request.origin) }
-            return OutboundFrame.make(capacity: FrameEncoder.eventByteCountUpperBound(parts)) {
-                FrameEncoder.writeEvent(parts, into: $0)
-            }
+            return makeEvent(parts)
         }
+    }
+
+    /// Writes an event frame once per event: into `eventScratch` (copied
+    /// into each subscriber's chunk), or, when it may exceed
+    /// `OutboundQueue.copyLimitBytes`, into a chunk of its own that every
+    /// subscriber's queue shares.
+    /// - Returns: the frame (valid until the next event is made).
+    func makeEvent(_ parts: FrameEncoder.EventParts) -> EventFrame {
+        let bound = FrameEncoder.eventByteCountUpperBound(parts)
+        if bound > OutboundQueue.copyLimitBytes {
+            let chunk = OutboundChunk.make(capacity: bound) { FrameEncoder.writeEvent(parts, into: $0) }
+            return EventFrame(bytes: UnsafeRawBufferPointer(start: chunk.baseAddress, count: chunk.used), shared: chunk)
+        }
+        let length = FrameEncoder.writeEvent(parts, into: eventScratch.baseAddress!)
+        return EventFrame(bytes: UnsafeRawBufferPointer(start: eventScratch.baseAddress, count: length), shared: nil)
     }
 }
