@@ -31,7 +31,9 @@ extension Broker {
             stats(req: req, to: connection)
         case .hello(let hello):
             self.hello(hello, req: req, from: connection)
-        case .clear, .clients:
+        case .clients:
+            clients(req: req, to: connection)
+        case .clear:
             // 1.1 ops not implemented yet: answered as before they were known.
             reply(to: connection, req: req, error: ProtocolError(.unknownOp, "unknown op \"\(request.opName)\""))
         }
@@ -50,10 +52,9 @@ extension Broker {
             filtered = existing.isFiltered
         } else {
             guard let decision = maySubscribe(connection, pattern, req: req) else { return }
-            guard connection.subscriptions.count < configuration.maxSubscriptionsPerConnection else {
-                let message = "too many subscriptions on this connection (limit \(configuration.maxSubscriptionsPerConnection))"
-                reply(to: connection, req: req, error: ProtocolError(.limit, message))
-                notice(.limitReached(connection.id, pid: connection.credentials.pid, message: message))
+            if let error = subscriptionLimitError(connection) {
+                reply(to: connection, req: req, error: error)
+                notice(.limitReached(connection.id, pid: connection.credentials.pid, message: error.message))
                 return
             }
             filtered = decision.filtered
@@ -69,8 +70,8 @@ extension Broker {
 
     // MARK: The subscription pair
 
-    /// Makes a subscription: both directions of the index and the counters
-    /// (the only place that adds one; per-uid accounting belongs here).
+    /// Makes a subscription: both directions of the index and the counters,
+    /// per uid too (the only place that adds one).
     /// - Parameter filtered: the policy denies some of the pattern's types to
     ///   the connection (`maySubscribe`'s answer); routing then checks it.
     /// - Returns: false when the connection already had the pattern.
@@ -81,7 +82,7 @@ extension Broker {
         let subscription = index.add(pattern, connection)
         connection.subscriptions[pattern] = subscription
         if filtered { setFiltered(subscription, true, on: connection) }
-        statistics.subscriptions += 1
+        chargeSubscription(pattern, of: connection, sign: 1)
         return true
     }
 
@@ -95,7 +96,7 @@ extension Broker {
         if !pattern.hasWildcards { types.dropRoutes(of: pattern.text) }
         setFiltered(subscription, false, on: connection)
         index.remove(subscription)
-        statistics.subscriptions -= 1
+        chargeSubscription(pattern, of: connection, sign: -1)
         return true
     }
 
@@ -111,6 +112,7 @@ extension Broker {
         seq += 1
         let seq = self.seq
         statistics.published += 1
+        publisher.publishedCount += 1
         // What the event takes from the frame, as plain byte ranges: the
         // routing below copies no request (and counts no references).
         let content = EventContent(request, frame: frame, typeBytes: typeBytes)
@@ -126,23 +128,24 @@ extension Broker {
     /// Queues the event `seq` of `type` to every connection that has a
     /// matching pattern and may receive it: at most once per connection, not
     /// to `publisher` unless it asked for echo, under each one's overflow
-    /// rule. The frame is built once, by `build`, when the first receiver is
-    /// found. Counts `statistics.delivered`.
+    /// rule and the publisher uid's fair share. The frame is built once, by
+    /// `build`, when the first receiver is found. Counts `statistics.delivered`.
     /// - Parameters:
     ///   - entry: the type's entry in `types`, when the caller found it already.
     ///   - publisher: nil for the broker's own events.
     /// - Returns: how many connections it was queued to (`delivered`).
     @inline(__always)
-    func fanOut(seq: UInt64, type: EventType, entry: Int? = nil, publisher: Connection?, _ build: () -> OutboundFrame) -> UInt64 {
-        var shared: OutboundFrame? = nil
+    func fanOut(seq: UInt64, type: EventType, entry: Int? = nil, publisher: Connection?, _ build: () -> EventFrame) -> UInt64 {
+        let uid = publisher?.credentials.uid ?? configuration.ownCredentials.uid
+        var event: EventFrame? = nil
         var delivered: UInt64 = 0
         forEachSubscriber(of: type, entry: entry) { subscriber in
             guard subscriber.lastRoutedSeq != seq else { return }  // at most once
             subscriber.lastRoutedSeq = seq
             if subscriber === publisher && !subscriber.echo { return }  // no echo
             if !subscriber.isRoutable { return }
-            if shared == nil { shared = build() }
-            if offer(shared!, seq: seq, to: subscriber) { delivered += 1 }
+            if event == nil { event = build() }
+            if offer(event!, seq: seq, publisher: uid, to: subscriber) { delivered += 1 }
         }
         statistics.delivered += delivered
         return delivered
@@ -165,24 +168,47 @@ extension Broker {
         for connection in types.routes(found, in: index) { body(connection) }
     }
 
-    /// Builds the frame of event `seq` once, in an `OutboundFrame` every
-    /// subscriber's queue shares.
+    /// Writes a publish's event frame once (see `makeEvent`).
     /// - Parameter type: the event's type, whose bytes are written when
     ///   `content` has none.
-    func buildEvent(seq: UInt64, _ content: EventContent, of type: EventType, publisher: Connection) -> OutboundFrame {
+    func buildEvent(seq: UInt64, _ content: EventContent, of type: EventType, publisher: Connection) -> EventFrame {
         let time = timestamps.bytes(nanosecondsSinceEpoch: now.wallNanoseconds)
-        func build(_ typeBytes: UnsafeRawBufferPointer) -> OutboundFrame {
-            let parts = FrameEncoder.EventBytes(
+        func build(_ typeBytes: UnsafeRawBufferPointer) -> EventFrame {
+            makeEvent(FrameEncoder.EventBytes(
                 seq: seq, type: typeBytes, time: time,
                 source: content.source ?? publisher.eventSource.bytes, id: content.id,
-                idPrefix: eventIDPrefix.bytes, identity: publisher.eventIdentity.bytes, origin: content.origin, data: content.data)
-            return OutboundFrame.make(capacity: FrameEncoder.eventByteCountUpperBound(parts)) {
-                FrameEncoder.writeEvent(parts, into: $0)
-            }
+                idPrefix: eventIDPrefix.bytes, identity: publisher.eventIdentity.bytes, origin: content.origin, data: content.data))
         }
         if let typeBytes = content.type { return build(typeBytes) }
         var name = type.name
         return name.withUTF8 { build(UnsafeRawBufferPointer($0)) }
+    }
+
+    /// Writes an event frame once per event: into `eventScratch` (copied
+    /// into each subscriber's chunk), or, when it may exceed
+    /// `OutboundQueue.copyLimitBytes`, into a chunk of its own that every
+    /// subscriber's queue shares.
+    /// - Returns: the frame (valid until the next event is made).
+    @inline(__always)
+    func makeEvent(_ parts: FrameEncoder.EventBytes) -> EventFrame {
+        let bound = FrameEncoder.eventByteCountUpperBound(parts)
+        if bound > OutboundQueue.copyLimitBytes {
+            let chunk = OutboundChunk.make(capacity: bound) { FrameEncoder.writeEvent(parts, into: $0) }
+            return EventFrame(bytes: UnsafeRawBufferPointer(start: chunk.baseAddress, count: chunk.used), shared: chunk)
+        }
+        let length = FrameEncoder.writeEvent(parts, into: eventScratch.baseAddress!)
+        return EventFrame(bytes: UnsafeRawBufferPointer(start: eventScratch.baseAddress, count: length), shared: nil)
+    }
+
+    /// `makeEvent` for the broker's own events, written from `EventParts`.
+    func makeEvent(_ parts: FrameEncoder.EventParts) -> EventFrame {
+        let bound = FrameEncoder.eventByteCountUpperBound(parts)
+        if bound > OutboundQueue.copyLimitBytes {
+            let chunk = OutboundChunk.make(capacity: bound) { FrameEncoder.writeEvent(parts, into: $0) }
+            return EventFrame(bytes: UnsafeRawBufferPointer(start: chunk.baseAddress, count: chunk.used), shared: chunk)
+        }
+        let length = FrameEncoder.writeEvent(parts, into: eventScratch.baseAddress!)
+        return EventFrame(bytes: UnsafeRawBufferPointer(start: eventScratch.baseAddress, count: length), shared: nil)
     }
 }
 
@@ -209,4 +235,5 @@ struct EventContent {
         data = slice(request.data)
         origin = slice(request.origin)
     }
+
 }

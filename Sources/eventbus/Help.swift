@@ -34,7 +34,8 @@ Commands:
   publish TYPE [DATA]     publish one event (or one per input line with --lines)
   listen [PATTERN...]     print events as they arrive
   wait PATTERN [-- CMD]   run CMD once subscribed, then wait for one event
-  stats                   show the broker's counters
+  stats                   show the broker's counters and your own usage
+  clients                 list the connections you may see and what they hold
   ping                    check that the broker answers
   reload [--wait]         make the broker read its access policy again
 
@@ -170,7 +171,9 @@ let statsHelp = """
 Usage: eventbus stats [OPTIONS]
 
 Show the broker's counters: connections, subscriptions, published,
-delivered, dropped, queued_bytes, uptime_s, instance.
+delivered, dropped, queued_bytes, uptime_s, instance; and under 'me' your own
+uid's usage and limits (connections, subscriptions, inbound_bytes,
+queued_bytes, retained_bytes; a limit of null does not apply).
 
 Options:
   -j, --json               print one compact JSON object instead
@@ -202,6 +205,28 @@ Examples:
 
 Exit status: 0 the broker answered, 64 usage error, 69 broker unavailable
 (no answer within DURATION with --wait).
+
+"""
+
+let clientsHelp = """
+Usage: eventbus clients [OPTIONS]
+
+List the broker's connections: id, uid, gid, pid, client name, connected
+since, subscriptions, queued bytes, events published, delivered and dropped,
+overflow rule, echo, and the first patterns. uid 0 sees every connection,
+other users see their own uid's. This is how to find who holds the memory.
+
+Options:
+  -f, --format FORMAT      table: aligned columns (default on a terminal)
+                           json: one JSON object per connection and line, as
+                             the broker sent it (default when piped)
+\(socketOptionsHelp)
+
+Examples:
+  sudo eventbus --system clients
+  eventbus clients --format json | jq -s 'sort_by(-.queued_bytes) | .[0]'
+
+Exit status: 0 success, 64 usage error, 69 broker unavailable.
 
 """
 
@@ -240,6 +265,7 @@ func helpText(for command: String) -> String? {
     case "wait": waitHelp
     case "stats": statsHelp
     case "ping": pingHelp
+    case "clients": clientsHelp
     case "reload": reloadHelp
     default: nil
     }

@@ -47,9 +47,9 @@ func runListen(_ args: ParsedArguments, socket: String) throws(CLIError) {
         let before = printed
         let outcome = try connection.receive(deadline: idleDeadline, extra: &watchOutput) { frame in
             switch SubscriberFrame(frame) {
-            case .event:
+            case .event(let fields):
                 output.withBuffer { buffer in
-                    if formatter.append(event: frame, to: &buffer) { printed += 1 }
+                    if formatter.append(event: frame, fields, to: &buffer) { printed += 1 }
                 }
                 if let limit, printed >= limit { return false }
             case .dropped(let count, let since):
