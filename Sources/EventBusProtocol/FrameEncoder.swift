@@ -232,19 +232,28 @@ public enum FrameEncoder {
         pointer += 1
     }
 
-    @inlinable mutating func put(_ bytes: UnsafeRawBufferPointer) {
+    /// Copies `bytes`: up to 16 of them by two overlapping loads and
+    /// stores (the spliced tokens and stamps are mostly that short), more
+    /// by `memcpy`.
+    @inlinable @inline(__always) mutating func put(_ bytes: UnsafeRawBufferPointer) {
         guard let base = bytes.baseAddress else { return }
-        pointer.copyMemory(from: base, byteCount: bytes.count)
-        pointer += bytes.count
+        let n = bytes.count
+        if n >= 8 && n <= 16 {
+            let head = base.loadUnaligned(as: UInt64.self), tail = base.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self)
+            pointer.storeBytes(of: head, as: UInt64.self)
+            pointer.storeBytes(of: tail, toByteOffset: n &- 8, as: UInt64.self)
+        } else if n >= 4 && n < 8 {
+            let head = base.loadUnaligned(as: UInt32.self), tail = base.loadUnaligned(fromByteOffset: n &- 4, as: UInt32.self)
+            pointer.storeBytes(of: head, as: UInt32.self)
+            pointer.storeBytes(of: tail, toByteOffset: n &- 4, as: UInt32.self)
+        } else {
+            pointer.copyMemory(from: base, byteCount: n)
+        }
+        pointer += n
     }
 
     @inlinable mutating func put(_ text: StaticString) {
         put(UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
-    }
-
-    @inlinable mutating func put(_ text: String) {
-        var text = text
-        text.withUTF8 { put(UnsafeRawBufferPointer($0)) }
     }
 
     /// The 24 bytes of a timestamp, as three word stores.
@@ -255,20 +264,35 @@ public enum FrameEncoder {
         pointer += 24
     }
 
+    /// Writes `value` in decimal, two digits at a time from a table.
     @inlinable mutating func put(int value: UInt64) {
         var digits = 1
         var limit: UInt64 = 10
         while digits < 20 && value >= limit {
-            digits += 1
+            digits &+= 1
             limit = limit &* 10
         }
+        let pairs = RawWriter.digitPairs.utf8Start
         var n = value
-        for i in stride(from: digits - 1, through: 0, by: -1) {
-            (pointer + i).storeBytes(of: 0x30 + UInt8(n % 10), as: UInt8.self)
-            n /= 10
+        var i = digits
+        while n >= 100 {
+            let q = n / 100
+            let r = Int(truncatingIfNeeded: n &- q &* 100)
+            i &-= 2
+            (pointer + i).storeBytes(of: UnsafeRawPointer(pairs).loadUnaligned(fromByteOffset: r &* 2, as: UInt16.self), as: UInt16.self)
+            n = q
+        }
+        if n >= 10 {
+            (pointer + (i &- 2)).storeBytes(of: UnsafeRawPointer(pairs).loadUnaligned(fromByteOffset: Int(truncatingIfNeeded: n) &* 2, as: UInt16.self), as: UInt16.self)
+        } else {
+            (pointer + (i &- 1)).storeBytes(of: 0x30 &+ UInt8(truncatingIfNeeded: n), as: UInt8.self)
         }
         pointer += digits
     }
+
+    /// "00", "01", ... "99".
+    @usableFromInline static let digitPairs: StaticString =
+        "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899"
 }
 
 extension FrameEncoder {

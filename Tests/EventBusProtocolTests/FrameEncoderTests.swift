@@ -224,4 +224,25 @@ struct FrameEncoderTests {
             == #"{"op":"event","seq":9,"type":"a","time":"1970-01-01T00:00:00.000Z","source":"pid/1","id":"ab-9","pid":1,"uid":2,"gid":3,"origin":{"node":"n","seq":1},"data":null}"# + "\n")
         _ = try parseFrame(written)
     }
+
+    @Test func seqDigitsAtEveryLength() {
+        var rng = SeededGenerator(seed: 0xD161)
+        var values: [UInt64] = [0, 1, 9, 10, 99, 100, 101, 999, 1000, UInt64.max, UInt64.max - 1]
+        for digits in 1...20 { values.append(UInt64(String(repeating: "9", count: digits).prefix(20)) ?? UInt64.max) }
+        values += (0..<2000).map { _ in rng.next() >> (rng.next() % 64) }
+        var formatter = TimestampFormatter()
+        let time = formatter.bytes(nanosecondsSinceEpoch: 0)
+        let type = utf8("a"), source = EventStamp.source("s"), identity = EventStamp.identity(pid: 1, uid: 2, gid: 3), idPrefix = EventStamp.idPrefix(instance: "i")
+        for value in values {
+            let text = type.withUnsafeBytes { ty in
+                let parts = FrameEncoder.EventBytes(seq: value, type: ty, time: time, source: source.bytes, id: nil,
+                                                    idPrefix: idPrefix.bytes, identity: identity.bytes, origin: nil, data: nil)
+                let bytes = [UInt8](unsafeUninitializedCapacity: FrameEncoder.eventByteCountUpperBound(parts)) { buffer, count in
+                    count = FrameEncoder.writeEvent(parts, into: UnsafeMutableRawPointer(buffer.baseAddress!))
+                }
+                return String(decoding: bytes, as: UTF8.self)
+            }
+            #expect(text.hasPrefix(#"{"op":"event","seq":\#(value),"type":"a""#) && text.contains(#""id":"i-\#(value)","#), "\(value): \(text)")
+        }
+    }
 }
