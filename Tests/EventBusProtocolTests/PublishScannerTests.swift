@@ -20,6 +20,8 @@ struct PublishScannerTests {
         #"{"op":"publish","type":"a","data":[1,-0.5e-3,true,false,null,"x",{"a":[[]]},[]]}"#,
         #"{"op":"publish","type":"a","data":123456789012345678901234567890}"#,
         #"{"op":"publish","type":"a","id":""}"#,
+        #"{"op":"publish", "type":"a"}"#,
+        "{\"op\":\"publish\",\t\"data\":1,\"type\":\"a\"}",
         #"{"op":"publish","type":"eventbu.x"}"#,
         #"{"op":"publish","type":"a","data":"\u0000\ud83d\ude00"}"#,
         // Deeper than the quick scan's 64 levels: the full scan decides, the path still takes it.
@@ -32,6 +34,8 @@ struct PublishScannerTests {
     /// the general decoder answers (nil: a successful publish all the same).
     static let leftToGeneral: [(String, ErrorCode?)] = [
         (#"{"op":"publish","type":"a","extra":1}"#, nil),  // unknown key
+        (#"{"op":"publish","op":"x","type":"a"}"#, .badRequest),  // the opening, then op again
+        (#"{"op":"publish",}"#, .badFrame),
         (#"{"\u006fp":"publish","type":"a"}"#, nil),  // escaped key
         (#"{"op":"publ\u0069sh","type":"a"}"#, nil),  // escaped op
         (#"{"op":"publish","type":"\u0061"}"#, nil),  // escaped type
@@ -131,8 +135,10 @@ struct PublishScannerTests {
         #expect(Self.match(text + ":") == nil)
     }
 
-    @Test func thePublishWordIsItsSpelling() {
+    @Test func thePublishWordsAreTheirSpellings() {
         #expect(utf8("\"publish\"").withUnsafeBytes { PublishScanner.word($0.baseAddress!) } == PublishScanner.Key.publishWord)
+        let opening = utf8("{\"op\":\"publish\",").withUnsafeBytes { (PublishScanner.word($0.baseAddress!), PublishScanner.word($0.baseAddress! + 8)) }
+        #expect(opening == PublishScanner.Key.openingWords)
     }
 
     /// `Key.match` on the first 8 bytes of `text` (padded with colons).
