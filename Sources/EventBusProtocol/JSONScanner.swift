@@ -206,10 +206,21 @@ public struct JSONScanner {
         var position = start
         let end = bytes.count
         guard let base = bytes.baseAddress else { return position }
-        while end &- position >= 16 {
+        if end &- position >= 16 {
+            // Most strings end in their first 16 bytes: look there inline,
+            // and go to the loop for long runs only past them.
             let lanes = specialLanes(base + position)
             if lanes.low | lanes.high != 0 { return position &+ firstLane(lanes) }
             position &+= 16
+            if end &- position >= 64 {
+                position = longRunEnd(base, from: position, end: end)
+                if position < end &- 15 { return position }  // found in a whole block
+            }
+            while end &- position >= 16 {
+                let lanes = specialLanes(base + position)
+                if lanes.low | lanes.high != 0 { return position &+ firstLane(lanes) }
+                position &+= 16
+            }
         }
         guard position < end else { return position }
         if end >= 16 {
@@ -232,15 +243,44 @@ public struct JSONScanner {
         return position
     }
 
-    /// The 16 bytes at `p` as two words whose bytes are 0xFF where the byte
-    /// is `"`, `\\`, below 0x20 or non-ASCII, 0x00 elsewhere.
+    /// `plainRunEnd` past a run's first 16 bytes: 64 bytes per turn while
+    /// they last (four masks or-ed into one test), then 16.
+    /// - Returns: the special byte's offset, or where fewer than 16 bytes
+    ///   are left (at least `end - 15`).
+    @usableFromInline
+    static func longRunEnd(_ base: UnsafeRawPointer, from start: Int, end: Int) -> Int {
+        var position = start
+        while end &- position >= 64 {
+            let p = base + position
+            let a = specialVector(p), b = specialVector(p + 16), c = specialVector(p + 32), d = specialVector(p + 48)
+            let any = unsafeBitCast(a | b | c | d, to: SIMD2<UInt64>.self)
+            if any[0] | any[1] != 0 { break }  // the 16-byte loop below finds it
+            position &+= 64
+        }
+        while end &- position >= 16 {
+            let lanes = specialLanes(base + position)
+            if lanes.low | lanes.high != 0 { return position &+ firstLane(lanes) }
+            position &+= 16
+        }
+        return position
+    }
+
+    /// The 16 bytes at `p` as lanes of 0xFF where the byte is `"`, `\\`,
+    /// below 0x20 or non-ASCII, 0x00 elsewhere.
     @inline(__always) @usableFromInline
-    static func specialLanes(_ p: UnsafeRawPointer) -> (low: UInt64, high: UInt64) {
+    static func specialVector(_ p: UnsafeRawPointer) -> SIMD16<UInt8> {
         let v = p.loadUnaligned(as: SIMD16<UInt8>.self)
         // Signed: non-ASCII bytes are negative, so `< 0x20` takes them too.
         let special = unsafeBitCast(v, to: SIMD16<Int8>.self) .< SIMD16<Int8>(repeating: 0x20)
             .| v .== SIMD16<UInt8>(repeating: 0x22) .| v .== SIMD16<UInt8>(repeating: 0x5C)
-        let words = unsafeBitCast(special, to: SIMD2<UInt64>.self)
+        return unsafeBitCast(special, to: SIMD16<UInt8>.self)
+    }
+
+    /// The 16 bytes at `p` as two words whose bytes are 0xFF where the byte
+    /// is `"`, `\\`, below 0x20 or non-ASCII, 0x00 elsewhere.
+    @inline(__always) @usableFromInline
+    static func specialLanes(_ p: UnsafeRawPointer) -> (low: UInt64, high: UInt64) {
+        let words = unsafeBitCast(specialVector(p), to: SIMD2<UInt64>.self)
         return (UInt64(littleEndian: words[0]), UInt64(littleEndian: words[1]))
     }
 
