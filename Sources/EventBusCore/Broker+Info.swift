@@ -22,6 +22,7 @@ extension Broker {
         }
         let configuration = self.configuration
         let instance = self.instance
+        let retentionFeatures = self.retentionFeatures
         replyOKIfAsked(to: connection, req: req) { out in
             FrameEncoder.appendField("server", string: configuration.serverName, to: &out)
             FrameEncoder.appendField("version", string: configuration.version, to: &out)
@@ -29,7 +30,7 @@ extension Broker {
             FrameEncoder.appendField("instance", string: instance, to: &out)
             FrameEncoder.appendField("conn", int: connection.id, to: &out)
             FrameEncoder.appendASCII(",\"features\":[", to: &out)
-            for (i, feature) in ProtocolConstants.features.enumerated() {
+            for (i, feature) in (ProtocolConstants.features + retentionFeatures).enumerated() {
                 if i > 0 { out.append(0x2C) }
                 JSONString.appendQuoted(feature, to: &out)
             }
@@ -50,6 +51,7 @@ extension Broker {
             FrameEncoder.appendField("queued_bytes", int: UInt64(max(0, s.queuedBytes)), to: &out)
             FrameEncoder.appendField("uptime_s", int: uptime, to: &out)
             FrameEncoder.appendField("instance", string: instance, to: &out)
+            appendRetentionStats(to: &out)
         }
     }
 }

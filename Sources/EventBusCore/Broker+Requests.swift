@@ -28,7 +28,9 @@ extension Broker {
             stats(req: req, to: connection)
         case .hello(let hello):
             self.hello(hello, req: req, from: connection)
-        case .clear, .clients:
+        case .clear(let type):
+            clear(type, req: req, from: connection)
+        case .clients:
             // 1.1 ops not implemented yet: answered as before they were known.
             reply(to: connection, req: req, error: ProtocolError(.unknownOp, "unknown op \"\(request.opName)\""))
         }
@@ -49,13 +51,27 @@ extension Broker {
                 notice(.limitReached(connection.id, pid: connection.credentials.pid, message: message))
                 return
             }
-            addSubscription(pattern, to: connection)
         }
+        // (1.1) The retained events for `last`, found before anything changes.
+        var retained: [RetainedEvent] = []
+        if request.last {
+            guard let found = retainedMatches(pattern, for: connection) else {
+                reply(to: connection, req: req, error: ProtocolError(.limit, "replay budget of uid \(connection.credentials.uid) used up; subscribe with last again later"))
+                return
+            }
+            retained = found
+        }
+        addSubscription(pattern, to: connection)
         replyOKIfAsked(to: connection, req: req) { out in
             FrameEncoder.appendField("type", string: pattern.text, to: &out)
+            if request.last { FrameEncoder.appendField("retained", int: UInt64(retained.count), to: &out) }
         }
-        // Replays of retained and history events (1.1) are offered here,
-        // right after the `ok`, through `offer` like live events.
+        // Replays of retained and history events (1.1), right after the `ok`,
+        // through `offer` like live events.
+        if request.last { sendRetained(retained, to: connection) }
+        if let since = request.since, let subscription = connection.subscriptions[pattern] {
+            replayHistory(since: since, instance: request.instance, subscription: subscription, to: connection)
+        }
     }
 
     // MARK: The subscription pair
@@ -66,7 +82,9 @@ extension Broker {
     @discardableResult
     func addSubscription(_ pattern: Pattern, to connection: Connection) -> Bool {
         guard connection.subscriptions[pattern] == nil else { return false }
-        connection.subscriptions[pattern] = index.add(pattern, connection)
+        let subscription = index.add(pattern, connection)
+        subscription.offeredFrom = seq + 1
+        connection.subscriptions[pattern] = subscription
         statistics.subscriptions += 1
         return true
     }
@@ -87,10 +105,22 @@ extension Broker {
 
     func publish(_ request: PublishRequest, frame: UnsafeRawBufferPointer, req: UnsafeRawBufferPointer?, from publisher: Connection) {
         let type = request.type
+        var shared: OutboundFrame? = nil
+        if request.retain {
+            // (1.1) Kept before the event takes a seq: refused means not routed.
+            let event = buildEvent(seq: self.seq + 1, request, frame: frame, publisher: publisher)
+            if let error = retain(event, seq: self.seq + 1, type: type.name, uid: publisher.credentials.uid) {
+                reply(to: publisher, req: req, error: error)
+                return
+            }
+            shared = event
+        }
         seq += 1
         let seq = self.seq
         statistics.published += 1
-        var shared: OutboundFrame? = nil
+        if shared == nil && retention.history.isEnabled {
+            shared = buildEvent(seq: seq, request, frame: frame, publisher: publisher)  // the ring keeps every event
+        }
         var delivered: UInt64 = 0
         index.forEachMatch(type.name) { subscriber in
             guard subscriber.lastRoutedSeq != seq else { return }  // at most once
@@ -102,6 +132,7 @@ extension Broker {
             }
             if offer(shared!, seq: seq, to: subscriber) { delivered += 1 }
         }
+        recordHistory(shared, seq: seq, type: type, publisher: publisher)
         statistics.delivered += delivered
         replyOKIfAsked(to: publisher, req: req) { out in
             FrameEncoder.appendField("seq", int: seq, to: &out)

@@ -31,6 +31,8 @@ public struct BrokerConfiguration: Sendable {
     public var maxSubscriptionsPerConnection = 4096
     /// All outbound queues together in bytes (`--max-queued`, default 512 MiB).
     public var maxQueuedBytes = 512 << 20
+    /// Retained events and the history ring (1.1), Broker+Retention.swift.
+    public var retention = RetentionConfiguration()
     /// `server` and `version` in the `hello` reply.
     public var serverName = "eventbusd"
     public var version = EventBusRelease.version
@@ -78,6 +80,8 @@ public final class Broker {
     let index = SubscriptionIndex()
     var nextConnectionID: ConnectionID = 1
     var seq: UInt64 = 0
+    /// Retained events and the history ring (Broker+Retention.swift, Broker+History.swift).
+    var retention: RetentionState
 
     /// What the running step has decided so far (`finishStep` hands it out).
     var current = BrokerStep()
@@ -98,6 +102,7 @@ public final class Broker {
         self.instance = instance
         self.startMonotonic = startTime.monotonicNanoseconds
         self.now = startTime
+        self.retention = RetentionState(configuration.retention)
         scratch.reserveCapacity(4096)
     }
 

@@ -27,6 +27,10 @@ final class Subscription {
     /// Its index in that list; kept up to date when another member is moved
     /// into its place.
     var position: Int
+    /// (1.1) The seq from which this subscription has been offered every
+    /// event it matches: live from the one after its subscribe, earlier when
+    /// a `since` replay filled in (Broker+History.swift de-duplicates by it).
+    var offeredFrom: UInt64 = .max
 
     init(pattern: Pattern, node: TrieNode?, isTail: Bool, position: Int) {
         self.pattern = pattern
