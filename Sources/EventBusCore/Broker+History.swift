@@ -57,7 +57,9 @@ extension Broker {
     /// not this run's (then `since` counts as 0), or when the uid's replay
     /// credit cuts the replay short:
     /// `{"op":"gap","type":"a.>","since_seq":10,"first_seq":50}`.
-    func replayHistory(since requested: UInt64, instance: String?, subscription: Subscription, to connection: Connection) {
+    /// - Parameter sentRetained: seqs just sent as retained events (a
+    ///   subscribe with both `last` and `since`): not sent again.
+    func replayHistory(since requested: UInt64, instance: String?, subscription: Subscription, to connection: Connection, sentRetained: Set<UInt64> = []) {
         let ring = retention.history
         let foreign = instance != nil && instance != self.instance
         let since = foreign ? 0 : requested
@@ -123,7 +125,7 @@ extension Broker {
                     break
                 }
             }
-            if offered { continue }
+            if offered || (!sentRetained.isEmpty && sentRetained.contains(entry.seq)) { continue }
             if offer(entry.frame.flagged(.replayed), seq: entry.seq, to: connection) { delivered += 1 }
             if !connection.isRoutable { break }  // closed under `overflow: disconnect`
         }

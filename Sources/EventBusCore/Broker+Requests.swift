@@ -70,7 +70,8 @@ extension Broker {
         // through `offer` like live events.
         if request.last { sendRetained(retained, to: connection) }
         if let since = request.since, let subscription = connection.subscriptions[pattern] {
-            replayHistory(since: since, instance: request.instance, subscription: subscription, to: connection)
+            replayHistory(since: since, instance: request.instance, subscription: subscription, to: connection,
+                          sentRetained: Set(retained.map(\.seq)))
         }
     }
 

@@ -34,6 +34,9 @@ struct BrokerOptions {
         OptionSpec("max-queued", value: true),
         OptionSpec("max-connections", value: true),
         OptionSpec("max-subscriptions", value: true),
+        OptionSpec("history-events", value: true),
+        OptionSpec("history-bytes", value: true),
+        OptionSpec("state-dir", value: true),
         OptionSpec("exit-idle-time", value: true),
         OptionSpec("shutdown-timeout", value: true),
         OptionSpec("log-level", value: true),
@@ -87,6 +90,11 @@ struct BrokerOptions {
         case "max-queued": server.broker.maxQueuedBytes = try parsed { v throws(ValueError) in try parseSize(v, minimum: 1024) }
         case "max-connections": server.broker.maxConnections = try parsed(parseCount)
         case "max-subscriptions": server.broker.maxSubscriptionsPerConnection = try parsed(parseCount)
+        case "history-events": server.broker.retention.historyEvents = value == "0" ? 0 : try parsed(parseCount)
+        case "history-bytes": server.broker.retention.historyBytes = try parsed { v throws(ValueError) in try parseSize(v) }
+        case "state-dir":
+            guard !value.isEmpty else { throw UsageError("--state-dir needs a directory") }
+            server.stateDirectory = value
         case "exit-idle-time":
             let nanoseconds = try parsed(parseDuration).totalNanoseconds
             server.exitIdleNanoseconds = nanoseconds > 0 ? nanoseconds : nil
@@ -123,6 +131,14 @@ struct BrokerOptions {
               --max-connections N      connections at most (default \(limits.maxConnections))
               --max-subscriptions N    patterns per connection (default \(limits.maxSubscriptionsPerConnection))
             SIZE is bytes, or with K, M, G (binary multiples).
+
+        Retained events and history (1.1):
+              --state-dir DIR          keep retained events in DIR/retained.jsonl across
+                                       restarts (the units pass $STATE_DIRECTORY;
+                                       default: none, retention lasts for the run)
+              --history-events N       events kept for 'subscribe' with 'since'
+                                       (default \(defaults.broker.retention.historyEvents); 0 turns history off)
+              --history-bytes SIZE     bytes of events kept for it (default \(sizeText(defaults.broker.retention.historyBytes)); 0: off)
 
         Lifecycle:
               --exit-idle-time DURATION  exit after DURATION with no connections

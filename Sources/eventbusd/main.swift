@@ -33,6 +33,8 @@ if options.showVersion {
     exit(0)
 }
 // Under systemd, stderr is the journal: write structured entries there instead.
+// The broker's own uid has no per-uid retained share (PROTOCOL.md "Quotas").
+options.server.broker.retention.brokerUID = ProcessIdentity.effectiveUID
 let logSink = RateLimitedLogSink(wrapping: stderrIsJournal() ? JournalLogSink(identifier: "eventbusd") : stderrSink)
 let logger = Logger(level: options.logLevel, sink: logSink)
 ProcessSettings.raiseOpenFileLimit()

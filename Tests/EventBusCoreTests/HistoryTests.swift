@@ -108,6 +108,21 @@ struct HistoryTests {
         h.closeAll()
     }
 
+    @Test func lastAndSinceTogetherSendTheRetainedEventsFirstAndNotAgainFromTheRing() throws {
+        let h = BrokerHarness()
+        let p = h.connect()
+        h.send(p, #"{"op":"publish","type":"a","retain":true}"#)
+        publish(h, p, ["b", "a"])
+        h.send(p, #"{"op":"publish","type":"c","retain":true}"#)
+        let s = h.connect()
+        h.send(s, #"{"op":"subscribe","type":">","last":true,"since":0,"req":1}"#)
+        let frames = h.read(s)
+        // `a` keeps its retained event 1 (3 was published without retain).
+        #expect(Self.summary(frames) == ["ok", "event 1", "event 4", "event 2 replayed", "event 3 replayed"])
+        #expect(frames[1].object["retained"] as? Bool == true && frames[0].int("retained") == 2)
+        h.closeAll()
+    }
+
     @Test func replayObeysNoEchoUnlessEchoIsOn() throws {
         let h = BrokerHarness()
         let me = h.connect()
