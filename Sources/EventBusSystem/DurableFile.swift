@@ -13,9 +13,12 @@ public enum DurableFile {
     /// Writes `chunks` as the new content of `path`: to `path + ".tmp"`
     /// (mode 0600), fsync(2), rename(2) onto `path`, fsync(2) of the directory.
     /// On failure the temporary file is removed and `path` is unchanged.
+    /// - Parameter durable: false skips both fsyncs: the replacement stays
+    ///   atomic for readers and across a crash of this process, but a power
+    ///   loss may bring back the old content (for files rewritten often).
     /// - Throws: `SystemError` naming the failed call (`open`, `write`,
     ///   `fsync`, `rename`), e.g. ENOSPC or EIO from `write` or `fsync`.
-    public static func replace(_ path: String, with chunks: [UnsafeRawBufferPointer]) throws(SystemError) {
+    public static func replace(_ path: String, with chunks: [UnsafeRawBufferPointer], durable: Bool = true) throws(SystemError) {
         let temporary = path + ".tmp"
         let raw = try checkedCall("open") { open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600) }
         let fd = FileDescriptor(rawValue: raw)
@@ -27,7 +30,7 @@ public enum DurableFile {
                     offset += n
                 }
             }
-            _ = try checkedCall("fsync") { fsync(raw) }
+            if durable { _ = try checkedCall("fsync") { fsync(raw) } }
         } catch {
             fd.close()
             _ = Glibc.unlink(temporary)
@@ -42,6 +45,7 @@ public enum DurableFile {
         }
         // The rename is durable once the directory is; a failure here leaves
         // the new file in place, which is what the caller asked for.
+        guard durable else { return }
         let directory = FileSystem.parentDirectory(of: path)
         if case .success(let dirfd) = systemCall(.retry, { open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }) {
             _ = systemCall(.retry) { fsync(dirfd) }

@@ -6,6 +6,8 @@
 enum ExitStatus: Int32 {
     /// Success.
     case success = 0
+    /// `get`: no retained event matched; `clear`: there was none to remove.
+    case nothing = 1
     /// `EX_USAGE`: bad option, missing or malformed argument.
     case usage = 64
     /// `EX_DATAERR`: the data to publish is not valid JSON, or the broker
