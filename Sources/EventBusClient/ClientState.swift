@@ -19,12 +19,14 @@ struct OutgoingPublish: Sendable {
     var data: JSONText
     var source: String?
     var id: String?
+    /// (1.1) Keep it as the retained event of its type.
+    var retain = false
     /// The local observer that triggered it: not notified (`publish(_:from:)`).
     var exclude: (AnyObject & Sendable)?
     var completion: Completion<PublishReceipt>
 
     /// The request that carries it.
-    var request: ClientRequest { .publish(type: type, source: source, id: id, data: data) }
+    var request: ClientRequest { .publish(type: type, source: source, id: id, retain: retain ? true : nil, data: data) }
 }
 
 /// What to do after a state change, outside the lock.
@@ -57,6 +59,10 @@ enum Effect {
     case wakeReader
     /// Close the connection: it can no longer be trusted to be in step.
     case dropConnection
+    /// (1.1) Complete a `current(_:)` request.
+    case completeCurrent(Completion<RawEvent?>, Result<RawEvent?, EventBusError>)
+    /// (1.1) Attach a gap to the next event of these sinks.
+    case markGap([any EventSink], BusGap)
 }
 
 /// The link to the broker.
@@ -73,6 +79,12 @@ enum Link: Equatable {
 enum PendingRequest {
     case hello
     case subscribe(String)
+    /// (1.1) A subscribe with `last` for these registrations' initial value.
+    case subscribeInitial(String, [UInt64])
+    /// (1.1) A subscribe with `last` for `current(_:)`.
+    case current(Completion<RawEvent?>)
+    /// (1.1) The ping after a `current` subscribe (req): nothing retained if still waiting.
+    case currentSentinel(Int64)
     case unsubscribe(String)
     case publish(OutgoingPublish)
     case ping(Completion<Reply>)
@@ -82,7 +94,14 @@ enum PendingRequest {
 /// The registrations on one pattern.
 struct PatternEntry {
     let pattern: Pattern
+    /// Registrations that receive its events.
     var sinks: [UInt64: any EventSink] = [:]
+    /// (1.1) Registrations made with `initial: .last`, waiting for the
+    /// answer to their subscribe with `last`: they join `sinks` then, just
+    /// before their retained events, so nothing older reaches them after.
+    var waitingInitial: [UInt64: any EventSink] = [:]
+
+    var isEmpty: Bool { sinks.isEmpty && waitingInitial.isEmpty }
 }
 
 /// The whole client state, behind `BusCore`'s state lock.
@@ -95,13 +114,22 @@ struct ClientState {
 
     private(set) var link: Link = .disconnected
     /// Local registrations by pattern text.
-    private(set) var patterns: [String: PatternEntry] = [:]
+    var patterns: [String: PatternEntry] = [:]
     /// Pattern text of each registration id.
-    private var patternOfRegistration: [UInt64: String] = [:]
+    var patternOfRegistration: [UInt64: String] = [:]
     /// Patterns subscribed at the broker on the current connection.
-    private(set) var subscribed: Set<String> = []
+    var subscribed: Set<String> = []
     /// Requests written on the current connection, by `req`.
-    private(set) var pending: [Int64: PendingRequest] = [:]
+    var pending: [Int64: PendingRequest] = [:]
+    /// (1.1) Where this process has got to, for `since` on reconnect
+    /// (ClientState+History.swift).
+    var history = HistoryPosition()
+    /// (1.1) Who gets the retained events that follow the last `ok` of a
+    /// subscribe with `last` (they come right after it, before any other reply).
+    var retainedTarget: RetainedTarget?
+    /// (1.1) `current(_:)` requests answered with a count of retained events
+    /// still to come, by the subscribe's `req`.
+    var currentWaiting: [Int64: Completion<RawEvent?>] = [:]
     /// Publishes waiting for a connection, oldest first, with their deadline (monotonic ns).
     private(set) var waiting: [(publish: OutgoingPublish, deadline: Int64)] = []
     /// Resumes `EventBus.connect` once.
@@ -151,7 +179,7 @@ struct ClientState {
     /// The earliest deadline among waiting publishes.
     var earliestWaitingDeadline: Int64? { waiting.map(\.deadline).min() }
 
-    private mutating func takeReq() -> Int64 {
+    mutating func takeReq() -> Int64 {
         defer { nextReq += 1 }
         return nextReq
     }
@@ -174,11 +202,9 @@ struct ClientState {
         pending[hello] = .hello
         step.send(.hello(client: clientName, echo: false, overflow: overflow), req: hello)
         subscribed = []
+        history.connectionStarted()
         for pattern in patterns.keys.sorted() {
-            let req = takeReq()
-            pending[req] = .subscribe(pattern)
-            subscribed.insert(pattern)
-            step.send(.subscribe(pattern: pattern), req: req)
+            resubscribe(pattern, &step)
         }
         for (publish, _) in waiting {
             let req = takeReq()
@@ -201,6 +227,7 @@ struct ClientState {
         subscribed = []
         let error = EventBusError.connectionLost(reason: reason)
         failPending(error, &step)
+        failCurrent(error, &step)
         if let first = firstConnect {
             // Lost before the first `hello` reply: `connect` fails, no retry.
             // Silence may be a broker that failed to start; a refusal (`limit`) is named.
@@ -227,7 +254,8 @@ struct ClientState {
             switch pending[req]! {
             case .publish(let p): step.effects.append(.failPublish(p.completion, error))
             case .ping(let c), .stats(let c): step.effects.append(.reply(c, .failure(error)))
-            case .hello, .subscribe, .unsubscribe: break
+            case .current(let c): step.effects.append(.completeCurrent(c, .failure(error)))
+            case .hello, .subscribe, .subscribeInitial, .unsubscribe, .currentSentinel: break
             }
         }
         pending = [:]
@@ -267,13 +295,14 @@ struct ClientState {
         link = .closed(error)
         let failure = error ?? .closed
         failPending(failure, &step)
+        failCurrent(failure, &step)
         for (publish, _) in waiting { step.effects.append(.failPublish(publish.completion, failure)) }
         waiting = []
         if let first = firstConnect {
             firstConnect = nil
             step.effects.append(.firstConnect(first, .failure(failure)))
         }
-        let sinks = patterns.values.flatMap { $0.sinks.values }
+        let sinks = patterns.values.flatMap { Array($0.sinks.values) + Array($0.waitingInitial.values) }
         patterns = [:]
         patternOfRegistration = [:]
         subscribed = []
@@ -290,7 +319,10 @@ struct ClientState {
     /// connection subscribes it).
     /// - Returns: the registration id (for `remove`) and the step. On a closed
     ///   bus the sink is ended at once.
-    mutating func add(_ sink: any EventSink, on pattern: Pattern) -> (UInt64, Step) {
+    /// - Parameter initial: (1.1) first hand it the retained events of the
+    ///   pattern (`initial: .last`): it waits for the answer to a subscribe
+    ///   with `last`, sent now when connected, or on the next connection.
+    mutating func add(_ sink: any EventSink, on pattern: Pattern, initial: Bool = false) -> (UInt64, Step) {
         var step = Step()
         let id = nextRegistration
         nextRegistration += 1
@@ -298,8 +330,18 @@ struct ClientState {
             step.effects.append(.finish([sink], error ?? .closed, discardQueued: true))
             return (id, step)
         }
-        patterns[pattern.text, default: PatternEntry(pattern: pattern)].sinks[id] = sink
         patternOfRegistration[id] = pattern.text
+        if initial {
+            patterns[pattern.text, default: PatternEntry(pattern: pattern)].waitingInitial[id] = sink
+            if isConnected {
+                let req = takeReq()
+                pending[req] = .subscribeInitial(pattern.text, [id])
+                subscribed.insert(pattern.text)
+                step.send(.subscribe(pattern: pattern.text, last: true), req: req)
+            }
+            return (id, step)
+        }
+        patterns[pattern.text, default: PatternEntry(pattern: pattern)].sinks[id] = sink
         if isConnected && !subscribed.contains(pattern.text) {
             let req = takeReq()
             pending[req] = .subscribe(pattern.text)
@@ -314,7 +356,7 @@ struct ClientState {
     mutating func remove(_ id: UInt64) -> Step {
         var step = Step()
         guard let text = patternOfRegistration.removeValue(forKey: id),
-              let sink = patterns[text]?.sinks.removeValue(forKey: id) else { return step }
+              let sink = patterns[text]?.sinks.removeValue(forKey: id) ?? patterns[text]?.waitingInitial.removeValue(forKey: id) else { return step }
         step.effects.append(.finish([sink], nil, discardQueued: true))
         unsubscribeIfUnused(text, &step)
         return step
@@ -326,10 +368,11 @@ struct ClientState {
         var step = Step()
         var dead: [any EventSink] = []
         for (text, entry) in patterns {
-            let gone = entry.sinks.filter { !$0.value.isAlive }
+            let gone = entry.sinks.filter { !$0.value.isAlive }.merging(entry.waitingInitial.filter { !$0.value.isAlive }) { a, _ in a }
             guard !gone.isEmpty else { continue }
             for id in gone.keys {
                 patterns[text]?.sinks[id] = nil
+                patterns[text]?.waitingInitial[id] = nil
                 patternOfRegistration[id] = nil
             }
             dead += gone.values
@@ -341,12 +384,13 @@ struct ClientState {
 
     /// Whether any registration's observer is gone (cheap pre-check for `sweep`).
     var hasDeadRegistrations: Bool {
-        patterns.values.contains { $0.sinks.values.contains { !$0.isAlive } }
+        patterns.values.contains { $0.sinks.values.contains { !$0.isAlive } || $0.waitingInitial.values.contains { !$0.isAlive } }
     }
 
-    private mutating func unsubscribeIfUnused(_ text: String, _ step: inout Step) {
-        guard let entry = patterns[text], entry.sinks.isEmpty else { return }
+    mutating func unsubscribeIfUnused(_ text: String, _ step: inout Step) {
+        guard let entry = patterns[text], entry.isEmpty else { return }
         patterns[text] = nil
+        history.forget(text)
         if isConnected && subscribed.remove(text) != nil {
             let req = takeReq()
             pending[req] = .unsubscribe(text)
@@ -426,14 +470,21 @@ struct ClientState {
         switch frame {
         case .event(let fields):
             let event = RawEvent(fields, in: bytes)
+            if fields.retained {
+                routeRetained(event, &step)  // (1.1) an answer to a subscribe with `last`
+                break
+            }
+            history.saw(fields.seq)
             let sinks = sinks(matching: event.metadata.type)
             if !sinks.isEmpty { step.effects.append(.deliver(event, sinks)) }
         case .dropped(let count, let since):
             step.effects.append(.notice(.dropped(count: count, sinceSeq: since)))
         case .ok(let reply):
+            retainedTarget = nil
             guard let req = reply.req, let request = pending.removeValue(forKey: req) else { break }
-            succeeded(request, reply, wallNanoseconds: wallNanoseconds, &step)
+            succeeded(request, req: req, reply, wallNanoseconds: wallNanoseconds, &step)
         case .error(let reply):
+            retainedTarget = nil
             let error = EventBusError(errorReply: reply)
             if let req = reply.req, let request = pending.removeValue(forKey: req) {
                 failed(request, error, &step)
@@ -451,13 +502,15 @@ struct ClientState {
                 }
                 step.effects.append(.notice(.brokerError(error)))
             }
-        case .gap, .unknown:
-            break  // PROTOCOL.md "Framing": unknown fields and ops are for newer peers; no `since` is sent yet.
+        case .gap(let pattern, let since, let first):
+            reportGap(pattern: pattern, sinceSeq: since, firstSeq: first, &step)
+        case .unknown:
+            break  // PROTOCOL.md "Framing": unknown fields and ops are for newer peers.
         }
         return step
     }
 
-    private mutating func succeeded(_ request: PendingRequest, _ reply: Reply, wallNanoseconds: Int64, _ step: inout Step) {
+    private mutating func succeeded(_ request: PendingRequest, req: Int64, _ reply: Reply, wallNanoseconds: Int64, _ step: inout Step) {
         switch request {
         case .hello:
             let info = ConnectionInfo(
@@ -468,15 +521,27 @@ struct ClientState {
                 features: reply.strings("features") ?? []
             )
             link = .connected(info)
+            history.greeted(instance: info.instance)
             if let first = firstConnect {
                 firstConnect = nil
                 step.effects.append(.firstConnect(first, .success(info)))
             }
             step.effects.append(.notice(.connected(info)))
-        case .subscribe, .unsubscribe:
+        case .subscribe(let text):
+            history.covered.insert(text)
+        case .subscribeInitial(let text, let ids):
+            initialAnswered(text, ids, retained: reply.unsigned("retained") ?? 0, &step)
+        case .current(let completion):
+            currentAnswered(req, completion, retained: reply.unsigned("retained") ?? 0, &step)
+        case .currentSentinel(let subscribeReq):
+            if let completion = currentWaiting.removeValue(forKey: subscribeReq) {
+                step.effects.append(.completeCurrent(completion, .success(nil)))
+            }
+        case .unsubscribe:
             break
         case .publish(let publish):
             let seq = reply.unsigned("seq") ?? 0
+            history.saw(seq)
             let delivered = Int(reply.unsigned("delivered") ?? 0)
             let time = timestamps.string(nanosecondsSinceEpoch: wallNanoseconds)
             let instance = connectionInfo?.instance ?? ""
@@ -493,6 +558,17 @@ struct ClientState {
         }
     }
 
+    /// The broker refused to subscribe `text`: every registration on it ends.
+    private mutating func refuse(_ text: String, _ error: EventBusError, _ step: inout Step) {
+        subscribed.remove(text)
+        history.forget(text)
+        guard let entry = patterns.removeValue(forKey: text) else { return }
+        for id in entry.sinks.keys { patternOfRegistration[id] = nil }
+        for id in entry.waitingInitial.keys { patternOfRegistration[id] = nil }
+        step.effects.append(.finish(Array(entry.sinks.values) + Array(entry.waitingInitial.values), error, discardQueued: false))
+        step.effects.append(.notice(.subscriptionRefused(pattern: text, error)))
+    }
+
     private mutating func failed(_ request: PendingRequest, _ error: EventBusError, _ step: inout Step) {
         switch request {
         case .hello:
@@ -506,11 +582,24 @@ struct ClientState {
                 step.effects.append(.notice(.brokerError(error)))
             }
         case .subscribe(let text):
-            subscribed.remove(text)
-            guard let entry = patterns.removeValue(forKey: text) else { break }
-            for id in entry.sinks.keys { patternOfRegistration[id] = nil }
-            step.effects.append(.finish(Array(entry.sinks.values), error, discardQueued: false))
-            step.effects.append(.notice(.subscriptionRefused(pattern: text, error)))
+            refuse(text, error, &step)
+        case .subscribeInitial(let text, let ids):
+            if patterns[text]?.sinks.isEmpty ?? true {
+                refuse(text, error, &step)
+            } else {
+                // The pattern stays subscribed for the others; only these end.
+                var ended: [any EventSink] = []
+                for id in ids {
+                    if let sink = patterns[text]?.waitingInitial.removeValue(forKey: id) { ended.append(sink) }
+                    patternOfRegistration[id] = nil
+                }
+                step.effects.append(.finish(ended, error, discardQueued: false))
+                step.effects.append(.notice(.subscriptionRefused(pattern: text, error)))
+            }
+        case .current(let completion):
+            step.effects.append(.completeCurrent(completion, .failure(error)))
+        case .currentSentinel:
+            break
         case .unsubscribe:
             step.effects.append(.notice(.brokerError(error)))
         case .publish(let publish):
