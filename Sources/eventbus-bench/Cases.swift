@@ -1,9 +1,12 @@
-// The benchmark cases of issue 6, run against one broker that is already
-// listening: each spawns its subscriber and publisher processes, reads the
-// broker's /proc entries, and prints one `key=value` result line.
+// The benchmark cases of issues 6 and 14, run against brokers that are
+// already listening: each spawns its subscriber and publisher processes,
+// reads the brokers' /proc entries, and prints one `key=value` result line.
+// The one-shot shell case (8) is Shell.swift.
 //
 // Before editing: every case is bounded in message count and in time, and
-// aims only at the Unix socket it is given.
+// aims only at the addresses it is given (a Unix socket, or loopback TCP).
+// Publisher and subscribers may talk to different brokers (`--sub-proto`,
+// `--sub-socket`): a case through a bridge measures both ends that way.
 import Glibc
 
 /// The cases, by the id `scripts/bench` passes and the report groups by.
@@ -13,8 +16,11 @@ enum BenchCase: String, CaseIterable {
     /// (1) 1→1 throughput, 1 KiB payload.
     case oneToOne1K = "c1-1k"
     /// (2) 1→10 fan-out, 64-byte payload, deliveries/s.
-    case fanOut = "c2"
-    /// (3) latency at a fixed 10,000 msg/s, 64-byte payload.
+    case fanOut64 = "c2-64"
+    /// (2) 1→10 fan-out, 1 KiB payload, deliveries/s.
+    case fanOut1K = "c2-1k"
+    /// (3) latency at a fixed 10,000 msg/s, 64-byte payload (scripts/bench
+    /// runs it with the broker and both clients on one CPU).
     case latency = "c3"
     /// (5) broker RSS increase per idle subscriber connection (1,000 of them).
     case idle = "c5"
@@ -22,17 +28,21 @@ enum BenchCase: String, CaseIterable {
     case routing = "c6"
     /// (7) a stalled subscriber next to a live one.
     case stalled = "c7"
-    /// (8) one-shot shell publish: `eventbus publish` vs `redis-cli publish`.
-    case shell = "c8"
 }
 
 /// How a case run is configured, from `eventbus-bench run` arguments.
 struct RunOptions {
     var benchCase: BenchCase
+    /// The publisher's protocol and broker address (`--proto`, `--socket`).
     var wire: Wire
     var socket: String
-    /// The broker's pid, for /proc/PID/stat and /proc/PID/status.
-    var brokerPID: Int32
+    /// The subscribers' protocol and address (`--sub-proto`, `--sub-socket`;
+    /// the publisher's unless given).
+    var subscriberWire: Wire
+    var subscriberSocket: String
+    /// The brokers' pids (`--pid 12,34`), for /proc/PID/stat and /proc/PID/status;
+    /// CPU and memory figures are their sums.
+    var brokerPIDs: [Int32]
     /// Seconds of load per throughput run.
     var seconds = 3.0
     /// Messages per throughput run at most (the run ends at whichever bound
@@ -40,10 +50,6 @@ struct RunOptions {
     var count = 50_000_000
     /// Seconds of paced load for the latency case.
     var latencySeconds = 5.0
-    /// Runs of the CLI for the shell case.
-    var shellRuns = 200
-    /// The CLI binary for the shell case: `eventbus` or `redis-cli`.
-    var cli = ""
 }
 
 /// Runs one case and prints its result line on stdout.
@@ -53,7 +59,8 @@ func runCase(_ options: RunOptions) {
     switch options.benchCase {
     case .oneToOne64: result = throughput(options, payload: 64, subscribers: 1)
     case .oneToOne1K: result = throughput(options, payload: 1024, subscribers: 1)
-    case .fanOut: result = throughput(options, payload: 64, subscribers: 10)
+    case .fanOut64: result = throughput(options, payload: 64, subscribers: 10)
+    case .fanOut1K: result = throughput(options, payload: 1024, subscribers: 10)
     case .latency: result = latency(options)
     case .idle: result = idleConnections(options, count: 1000)
     case .routing:
@@ -61,14 +68,28 @@ func runCase(_ options: RunOptions) {
         result = throughput(options, payload: 64, subscribers: 1)
         noise.forEach { close($0) }
     case .stalled: result = stalledSubscriber(options)
-    case .shell: result = shellPublish(options)
     }
     writeAll(1, result.line + "\n")
 }
 
-/// Common command-line arguments for the child roles.
-private func roleArguments(_ options: RunOptions) -> [String] {
-    ["--proto", options.wire.rawValue, "--socket", options.socket]
+/// Command-line arguments of the publisher role.
+private func publisherArguments(_ options: RunOptions) -> [String] {
+    ["pub", "--proto", options.wire.rawValue, "--socket", options.socket]
+}
+
+/// Command-line arguments of the subscriber role.
+private func subscriberArguments(_ options: RunOptions) -> [String] {
+    ["sub", "--proto", options.subscriberWire.rawValue, "--socket", options.subscriberSocket]
+}
+
+/// CPU time all the brokers used so far, in µs (0 for a pid that is gone).
+private func brokersCPUMicros(_ options: RunOptions) -> Int64 {
+    options.brokerPIDs.reduce(0) { $0 + (processCPUMicros(pid: $1) ?? 0) }
+}
+
+/// A `/proc/PID/status` field summed over the brokers, in KiB.
+private func brokersStatusKiB(_ options: RunOptions, field: String) -> Int {
+    options.brokerPIDs.reduce(0) { $0 + (processStatusKiB(pid: $1, field: field) ?? 0) }
 }
 
 /// Cases 1, 2, 4 and 6: `subscribers` live subscribers, one flooding
@@ -79,16 +100,16 @@ private func roleArguments(_ options: RunOptions) -> [String] {
 /// delivery), `sent`, `delivered`, `errors`, `disconnected` (subscribers the
 /// broker closed, e.g. Redis's `client-output-buffer-limit pubsub`).
 private func throughput(_ options: RunOptions, payload: Int, subscribers: Int) -> Fields {
-    let subscriber = Child(name: "subscriber", arguments: ["sub"] + roleArguments(options) + ["--live", String(subscribers)])
+    let subscriber = Child(name: "subscriber", arguments: subscriberArguments(options) + ["--live", String(subscribers)])
     subscriber.expect("ready", timeoutMs: 30_000)
-    let cpuBefore = processCPUMicros(pid: options.brokerPID) ?? 0
-    let publisher = Child(name: "publisher", arguments: ["pub"] + roleArguments(options)
+    let cpuBefore = brokersCPUMicros(options)
+    let publisher = Child(name: "publisher", arguments: publisherArguments(options)
         + ["--payload", String(payload), "--seconds", String(options.seconds), "--count", String(options.count)])
     let published = publisher.readResult(timeoutMs: Int(options.seconds * 1000) + 90_000)
     reap(publisher.pid, timeoutMs: 5000)
     subscriber.send("drain")
     subscriber.expect("idle", timeoutMs: 60_000)
-    let cpuAfter = processCPUMicros(pid: options.brokerPID) ?? 0
+    let cpuAfter = brokersCPUMicros(options)
     subscriber.send("result")
     let received = subscriber.readResult(timeoutMs: 10_000)
     reap(subscriber.pid, timeoutMs: 5000)
@@ -114,10 +135,10 @@ private func throughput(_ options: RunOptions, payload: Int, subscribers: Int) -
 private func latency(_ options: RunOptions) -> Fields {
     let rate = 10_000
     let expected = Int(Double(rate) * options.latencySeconds)
-    let subscriber = Child(name: "subscriber", arguments: ["sub"] + roleArguments(options)
+    let subscriber = Child(name: "subscriber", arguments: subscriberArguments(options)
         + ["--live", "1", "--latency-samples", String(expected + 16)])
     subscriber.expect("ready", timeoutMs: 30_000)
-    let publisher = Child(name: "publisher", arguments: ["pub"] + roleArguments(options)
+    let publisher = Child(name: "publisher", arguments: publisherArguments(options)
         + ["--payload", "64", "--rate", String(rate), "--seconds", String(options.latencySeconds)])
     let published = publisher.readResult(timeoutMs: Int(options.latencySeconds * 1000) + 60_000)
     reap(publisher.pid, timeoutMs: 5000)
@@ -137,18 +158,15 @@ private func latency(_ options: RunOptions) -> Fields {
 /// `bench.idle.N` and then stay idle; measures the broker's VmRSS before and
 /// after. Result: `rss_kib_per_conn`, `rss_before_kib`, `rss_after_kib`.
 private func idleConnections(_ options: RunOptions, count: Int) -> Fields {
-    let before = processStatusKiB(pid: options.brokerPID, field: "VmRSS") ?? 0
+    let before = brokersStatusKiB(options, field: "VmRSS")
     var fds: [Int32] = []
     for index in 0..<count {
-        let fd = connectUnix(options.socket)
-        writeAll(fd, subscribeFrame(options.wire, type: "bench.idle.\(index)", req: 1))
+        let fd = openClient(options.subscriberWire, options.subscriberSocket)
+        subscribe(fd, options.subscriberWire, types: ["bench.idle.\(index)"])
         fds.append(fd)
     }
-    for fd in fds {
-        awaitSubscribed(fd, options.wire)
-    }
     sleepMillis(100)
-    let after = processStatusKiB(pid: options.brokerPID, field: "VmRSS") ?? 0
+    let after = brokersStatusKiB(options, field: "VmRSS")
     fds.forEach { close($0) }
     var fields = Fields()
     fields["rss_kib_per_conn"] = fixed(Double(after - before) / Double(count), 2)
@@ -157,26 +175,18 @@ private func idleConnections(_ options: RunOptions, count: Int) -> Fields {
     return fields
 }
 
-/// Waits for the acknowledgement of one subscribe request.
-private func awaitSubscribed(_ fd: Int32, _ wire: Wire) {
-    readFrames(fd, wire) { frame in
-        if frame.hasPrefix(#"{"op":"error""#) || frame.hasPrefix("-") { fail("subscribe refused: \(frame)") }
-        return wire == .eventbus ? frame.hasPrefix(#"{"op":"ok""#) : frame.hasPrefix("subscribe ")
-    }
-}
-
 /// Case 6 set-up: `total` subscriptions that never match `bench.t`, spread
 /// over connections of `perConnection` each (under the broker's default
 /// per-connection limit of 4096): nine in ten exact types `other.nI.created`,
 /// one in ten patterns, cycling through `other.nI.*`, `other.nI.>`, `*.nI`
 /// and `bench.*.nI` (redis: PSUBSCRIBE with the glob closest in meaning,
-/// `>` becoming `*`). Returns once the broker acknowledged them all; the
-/// caller closes the returned descriptors.
+/// `>` becoming `*`; mqtt: `+` and `#` filters; see `subscribe`). Returns
+/// once the broker acknowledged them all; the caller closes the descriptors.
 private func holdUnrelatedSubscriptions(_ options: RunOptions, total: Int, perConnection: Int) -> [Int32] {
     var fds: [Int32] = []
     var next = 0
     while next < total {
-        let fd = connectUnix(options.socket)
+        let fd = openClient(options.subscriberWire, options.subscriberSocket)
         fds.append(fd)
         var exact: [String] = []
         var patterns: [String] = []
@@ -187,27 +197,14 @@ private func holdUnrelatedSubscriptions(_ options: RunOptions, total: Int, perCo
             } else {
                 switch (i / 10) % 4 {
                 case 0: patterns.append("other.n\(i).*")
-                case 1: patterns.append(options.wire == .eventbus ? "other.n\(i).>" : "other.n\(i).*")
+                case 1: patterns.append("other.n\(i).>")
                 case 2: patterns.append("*.n\(i)")
                 default: patterns.append("bench.*.n\(i)")
                 }
             }
         }
         next = end
-        var request: [UInt8] = []
-        switch options.wire {
-        case .eventbus:
-            for type in exact + patterns { request += subscribeFrame(.eventbus, type: type, req: nil) }
-        case .redis:
-            request += respCommand(["SUBSCRIBE"] + exact)
-            request += respCommand(["PSUBSCRIBE"] + patterns)
-        }
-        request += pingFrame(options.wire)
-        writeAll(fd, request)
-        readFrames(fd, options.wire, timeoutMs: 30_000) { frame in
-            if frame.hasPrefix(#"{"op":"error""#) || frame.hasPrefix("-") { fail("subscribe refused: \(frame)") }
-            return frame.hasPrefix(#"{"op":"ok""#) || frame.hasPrefix("pong")
-        }
+        subscribe(fd, options.subscriberWire, types: exact, patterns: patterns)
     }
     return fds
 }
@@ -221,27 +218,18 @@ private func holdUnrelatedSubscriptions(_ options: RunOptions, total: Int, perCo
 /// `stalled_loss` (events it never got), `stalled_dropped` (sum of its
 /// `dropped` notices), `stalled_closed` (1 if the broker disconnected it).
 private func stalledSubscriber(_ options: RunOptions) -> Fields {
-    let subscriber = Child(name: "subscriber", arguments: ["sub"] + roleArguments(options) + ["--live", "1", "--stalled", "1"])
+    let subscriber = Child(name: "subscriber", arguments: subscriberArguments(options) + ["--live", "1", "--stalled", "1"])
     subscriber.expect("ready", timeoutMs: 30_000)
-    let publisher = Child(name: "publisher", arguments: ["pub"] + roleArguments(options)
+    let publisher = Child(name: "publisher", arguments: publisherArguments(options)
         + ["--payload", "64", "--seconds", String(options.seconds), "--count", String(options.count)])
     let published = publisher.readResult(timeoutMs: Int(options.seconds * 1000) + 90_000)
     reap(publisher.pid, timeoutMs: 5000)
-    let peak = processStatusKiB(pid: options.brokerPID, field: "VmHWM") ?? 0
+    let peak = brokersStatusKiB(options, field: "VmHWM")
     subscriber.send("drain")
     subscriber.expect("idle", timeoutMs: 60_000)
 
     // One more event, acknowledged, so a pending `dropped` notice goes out.
-    let fd = connectUnix(options.socket)
-    switch options.wire {
-    case .eventbus:
-        writeAll(fd, Array(#"{"op":"publish","type":"bench.t","data":{"tail":true},"req":1}"#.utf8) + [0x0A])
-        readFrames(fd, .eventbus) { $0.hasPrefix(#"{"op":"ok""#) || $0.hasPrefix(#"{"op":"error""#) }
-    case .redis:
-        writeAll(fd, respCommand(["PUBLISH", "bench.t", #"{"tail":true}"#]))
-        readFrames(fd, .redis) { $0.hasPrefix(":") || $0.hasPrefix("-") }
-    }
-    close(fd)
+    publishOnce(options.wire, options.socket, type: "bench.t", data: #"{"tail":true}"#)
     subscriber.send("drain")
     subscriber.expect("idle", timeoutMs: 60_000)
     subscriber.send("result")
@@ -259,62 +247,5 @@ private func stalledSubscriber(_ options: RunOptions) -> Fields {
     fields["stalled_dropped"] = String(received.int("stalled_dropped"))
     fields["stalled_closed"] = String(received.int("stalled_closed"))
     fields["sent"] = String(sent)
-    return fields
-}
-
-/// Case 8: runs the CLI `options.shellRuns` times, one publish each, stdout
-/// to /dev/null, and takes the wall time of each spawn-to-reap.
-/// eventbus: `EVENTBUS_SOCKET=SOCK eventbus publish bench.shell {"n":1}`;
-/// redis: `redis-cli -s SOCK publish bench.shell {"n":1}`.
-/// Result: `ms` (median), `ms_min`, `ms_p90`, `failures`; or `skipped=REASON`
-/// when the first run fails or publishes nothing a subscriber sees.
-private func shellPublish(_ options: RunOptions) -> Fields {
-    guard access(options.cli, X_OK) == 0 else { fail("shell case: \(options.cli) is not executable") }
-    let arguments: [String]
-    switch options.wire {
-    case .eventbus:
-        setenv("EVENTBUS_SOCKET", options.socket, 1)
-        arguments = ["publish", "bench.shell", #"{"n":1}"#]
-    case .redis:
-        arguments = ["-s", options.socket, "publish", "bench.shell", #"{"n":1}"#]
-    }
-    let devNull = open("/dev/null", O_WRONLY | O_CLOEXEC)
-    blockChildSignal()
-    // One visible run first, watched by a subscriber: a CLI that fails says
-    // why, once, and one that exits 0 without publishing is caught.
-    let watcher = connectUnix(options.socket)
-    writeAll(watcher, subscribeFrame(options.wire, type: "bench.shell", req: 1))
-    awaitSubscribed(watcher, options.wire)
-    let firstStatus = reapPromptly(spawn(options.cli, arguments, stdout: devNull), timeoutMs: 10_000)
-    var skipped: Fields?
-    if firstStatus != 0 {
-        printErr("shell case: \(options.cli) \(arguments.joined(separator: " ")) exited \(firstStatus)")
-        skipped = Fields(parsing: "skipped=CLI_exited_\(firstStatus)")
-    } else if !readFrames(watcher, options.wire, timeoutMs: 2000, failOnTimeout: false, until: { frame in
-        frame.hasPrefix(#"{"op":"event""#) || frame.hasPrefix("message ")
-    }) {
-        printErr("shell case: \(options.cli) exited 0 but no event reached a subscriber within 2 s")
-        skipped = Fields(parsing: "skipped=CLI_did_not_publish")
-    }
-    close(watcher)
-    if let skipped {
-        close(devNull)
-        return skipped
-    }
-    var times: [Int64] = []
-    var failures = 0
-    for _ in 0..<options.shellRuns {
-        let start = monotonicNanos()
-        let status = reapPromptly(spawn(options.cli, arguments, stdout: devNull, stderr: devNull), timeoutMs: 10_000)
-        times.append(monotonicNanos() - start)
-        if status != 0 { failures += 1 }
-    }
-    close(devNull)
-    times.sort()
-    var fields = Fields()
-    fields["ms"] = fixed(Double(times[times.count / 2]) / 1e6, 2)
-    fields["ms_min"] = fixed(Double(times[0]) / 1e6, 2)
-    fields["ms_p90"] = fixed(Double(times[times.count * 9 / 10]) / 1e6, 2)
-    fields["failures"] = String(failures)
     return fields
 }

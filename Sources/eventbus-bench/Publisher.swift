@@ -1,6 +1,6 @@
 // The publisher role: floods pipelined publish frames from one prebuilt
 // buffer (throughput), or sends stamped frames at a fixed rate (latency),
-// then syncs with the broker and prints `sent=N ...` on stdout.
+// then syncs with the broker (`syncRequest`) and prints `sent=N ...` on stdout.
 //
 // Before editing: the flood loop does one write(2) per up to 64 KiB and
 // no per-message work at all; keep it that way, or the generator becomes
@@ -24,16 +24,19 @@ struct PublisherOptions {
 
 /// Reads and counts the broker's replies to the publisher without blocking:
 /// redis answers every PUBLISH with `:N`; eventbus answers nothing unless a
-/// frame failed (an `error` frame) or it is the final sync ping.
+/// frame failed (an `error` frame); nats and mqtt answer nothing at QoS 0 but
+/// `-ERR` (nats) and the server's own PINGs (nats). Each answers the sync
+/// marker (`syncRequest`) in order after the publishes; the relay answers nothing.
 private struct ReplyReader {
     let fd: Int32
     let wire: Wire
     let capacity = 1 << 16
     let buffer: UnsafeMutablePointer<UInt8>
     var used = 0
-    var lines = 0
     var errors = 0
-    var sawSyncOK = false
+    var sawSync = false
+    /// NATS server PINGs not answered yet (answered between whole frames).
+    var pings = 0
     var firstError: String?
 
     init(fd: Int32, wire: Wire) {
@@ -42,7 +45,7 @@ private struct ReplyReader {
         buffer = .allocate(capacity: capacity)
     }
 
-    /// Reads what is there (MSG_DONTWAIT) and counts complete lines.
+    /// Reads what is there (MSG_DONTWAIT) and counts complete replies.
     /// - Returns: false at EOF.
     mutating func drain() -> Bool {
         while true {
@@ -54,49 +57,66 @@ private struct ReplyReader {
                 fail("failed to read publisher replies: \(errnoText())")
             }
             used += n
-            consumeLines()
+            let consumed = wire == .mqtt ? consumePackets() : consumeLines()
+            if consumed > 0 {
+                memmove(buffer, buffer + consumed, used - consumed)
+                used -= consumed
+            }
+            if used == capacity { used = 0 }  // a reply longer than 64 KiB: not ours, skip it
             if n < capacity / 2 { return true }
         }
     }
 
-    private mutating func consumeLines() {
+    private mutating func consumeLines() -> Int {
         let raw = UnsafeMutableRawPointer(buffer)
         var pos = 0
         while pos < used, let lf = memchr(raw + pos, 0x0A, used - pos) {
             let end = raw.distance(to: lf)
-            lines += 1
-            let first = buffer[pos]
+            let length = end - pos
+            let line = buffer + pos
             let isError: Bool
             switch wire {
             case .redis:
-                isError = first == 0x2D  // '-'
+                isError = line[0] == 0x2D  // '-'
+                if length >= 5 && line[0] == 0x2B && line[1] == 0x50 { sawSync = true }  // +PONG
             case .eventbus:
                 // {"op":"error"... ; {"op":"ok","req":"sync"} ends the run.
-                isError = end - pos > 8 && buffer[pos + 7] == 0x65 && buffer[pos + 8] == 0x72
-                if end - pos > 8 && buffer[pos + 7] == 0x6F && buffer[pos + 8] == 0x6B {
-                    sawSyncOK = true
-                }
+                isError = length > 8 && line[7] == 0x65 && line[8] == 0x72
+                if length > 8 && line[7] == 0x6F && line[8] == 0x6B { sawSync = true }
+            case .nats:
+                isError = line[0] == 0x2D  // -ERR
+                if length >= 4 && line[0] == 0x50 && line[1] == 0x4F { sawSync = true }  // PONG
+                if length >= 4 && line[0] == 0x50 && line[1] == 0x49 { pings += 1 }  // PING
+            case .relay, .mqtt:
+                isError = true  // nothing comes back
             }
-            if isError {
-                errors += 1
-                if firstError == nil {
-                    firstError = String(decoding: UnsafeBufferPointer(start: buffer + pos, count: min(end - pos, 300)), as: UTF8.self)
-                }
-            }
+            if isError { noteError(line, length) }
             pos = end + 1
         }
-        if pos > 0 {
-            memmove(buffer, buffer + pos, used - pos)
-            used -= pos
+        return pos
+    }
+
+    private mutating func consumePackets() -> Int {
+        var pos = 0
+        while let packet = parseMQTT(buffer, pos, used) {
+            if packet.first == 0xD0 { sawSync = true } else { noteError(buffer + pos, packet.end - pos) }
+            pos = packet.end
         }
-        if used == capacity { used = 0 }  // a reply longer than 64 KiB: not ours, skip it
+        return pos
+    }
+
+    private mutating func noteError(_ line: UnsafeMutablePointer<UInt8>, _ length: Int) {
+        errors += 1
+        if firstError == nil {
+            firstError = String(decoding: UnsafeBufferPointer(start: line, count: min(length, 300)), as: UTF8.self)
+        }
     }
 }
 
 /// Runs the publisher role and exits.
 /// Prints `sent=N t_start=NS t_end=NS t_synced=NS errors=E` (CLOCK_MONOTONIC ns).
 func runPublisher(_ options: PublisherOptions) -> Never {
-    let fd = connectUnix(options.socket)
+    let fd = openClient(options.wire, options.socket)
     setNonBlocking(fd)
     var replies = ReplyReader(fd: fd, wire: options.wire)
     let (frame, stampOffset) = publishFrame(options.wire, type: options.type, payload: Payload.make(size: options.payloadBytes))
@@ -107,18 +127,19 @@ func runPublisher(_ options: PublisherOptions) -> Never {
     let end = monotonicNanos()
 
     // Sync: every publish is handled once the broker answered what follows it.
+    // The relay answers nothing: what it has not read yet it reads after we close.
     let syncDeadline = monotonicNanos() + 60_000_000_000
-    if options.wire == .eventbus {
-        let ping = pingFrame(.eventbus)
-        ping.withUnsafeBytes { writeAll(fd, $0.baseAddress!, $0.count) }
-    }
-    while true {
-        let done = options.wire == .eventbus ? replies.sawSyncOK : replies.lines >= sent
-        if done { break }
+    let sync = syncRequest(options.wire)
+    if !sync.isEmpty { writeAll(fd, sync) }
+    while !sync.isEmpty && !replies.sawSync {
         if monotonicNanos() > syncDeadline { fail("publisher: broker did not answer the final sync in 60 s") }
         var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         _ = poll(&p, 1, 100)
         if !replies.drain() { fail("publisher: broker closed the connection") }
+        while replies.pings > 0 {  // between whole frames now
+            writeAll(fd, NATS.pong)
+            replies.pings -= 1
+        }
     }
     let synced = monotonicNanos()
     if let first = replies.firstError { printErr("publisher: first error reply: \(first)") }
@@ -163,7 +184,7 @@ private func flood(fd: Int32, frame: [UInt8], options: PublisherOptions, replies
             fail("publisher: failed to write: \(errnoText())")
         }
         // Redis answers every PUBLISH; read them so its reply buffer for us stays small.
-        // Our broker answers only errors; look for those too.
+        // The others answer only errors (and nats its PINGs); look for those too.
         if wantsReplies || written % (1 << 20) < n {
             if !replies.drain() { fail("publisher: broker closed the connection") }
         }

@@ -48,20 +48,8 @@ private final class Inbound {
 func runSubscriber(_ options: SubscriberOptions) -> Never {
     var connections: [Inbound] = []
     for index in 0..<(options.live + options.stalled) {
-        let fd = connectUnix(options.socket)
-        writeAll(fd, subscribeFrame(options.wire, type: options.type, req: 1))
-        switch options.wire {
-        case .eventbus:
-            readFrames(fd, .eventbus) { line in
-                if line.hasPrefix(#"{"op":"error""#) { fail("subscribe refused: \(line)") }
-                return line.hasPrefix(#"{"op":"ok""#)
-            }
-        case .redis:
-            readFrames(fd, .redis) { frame in
-                if frame.hasPrefix("-") { fail("SUBSCRIBE refused: \(frame)") }
-                return frame.hasPrefix("subscribe ")
-            }
-        }
+        let fd = openClient(options.wire, options.socket)
+        subscribe(fd, options.wire, types: options.wire == .relay ? [] : [options.type])
         setNonBlocking(fd)
         connections.append(Inbound(fd: fd, stalled: index >= options.live))
     }
@@ -77,6 +65,9 @@ func runSubscriber(_ options: SubscriberOptions) -> Never {
 
     let eventbusScanner = EventBusScanner()
     let redisScanner = RedisScanner()
+    let natsScanner = NATSScanner()
+    let mqttScanner = MQTTScanner()
+    let relayScanner = RelayScanner()
     let latency = samples != nil
     let hardDeadline = monotonicNanos() + Int64(options.deadlineSeconds) * 1_000_000_000
     let idleNanos = Int64(options.idleMs) * 1_000_000
@@ -129,9 +120,18 @@ func runSubscriber(_ options: SubscriberOptions) -> Never {
                 c.used += n
                 let before = c.tally.events
                 c.tally.now = at
-                let consumed = options.wire == .eventbus
-                    ? eventbusScanner.scan(c.buffer, c.used, into: &c.tally, latency: latency)
-                    : redisScanner.scan(c.buffer, c.used, into: &c.tally, latency: latency)
+                let consumed: Int
+                switch options.wire {
+                case .eventbus: consumed = eventbusScanner.scan(c.buffer, c.used, into: &c.tally, latency: latency)
+                case .redis: consumed = redisScanner.scan(c.buffer, c.used, into: &c.tally, latency: latency)
+                case .nats: consumed = natsScanner.scan(c.buffer, c.used, into: &c.tally, latency: latency)
+                case .mqtt: consumed = mqttScanner.scan(c.buffer, c.used, into: &c.tally, latency: latency)
+                case .relay: consumed = relayScanner.scan(c.buffer, c.used, into: &c.tally, latency: latency)
+                }
+                while c.tally.pings > 0 {  // nats-server's keep-alive; we write nothing else
+                    writeAll(c.fd, NATS.pong)
+                    c.tally.pings -= 1
+                }
                 if c.tally.events != before {
                     if c.firstEvent == 0 { c.firstEvent = at }
                     c.lastEvent = at

@@ -1,4 +1,4 @@
-// Thin POSIX helpers for the load generator: clock, Unix-socket connect,
+// Thin POSIX helpers for the load generator: clock, Unix-socket and loopback TCP connect,
 // blocking/non-blocking I/O, /proc readers, fatal errors.
 //
 // Before editing: nothing here may allocate per message; the hot loops in
@@ -85,17 +85,59 @@ func tryConnectUnix(_ path: String) -> Int32? {
     return fd
 }
 
-/// `tryConnectUnix`, retrying EAGAIN (listen backlog full) for up to one
+/// Connects a blocking TCP socket (close-on-exec, `TCP_NODELAY` as NATS
+/// clients set it) to `host:port`; `host` must be a loopback IPv4 address
+/// (127.0.0.0/8): the benchmark never aims anywhere else.
+/// - Returns: the connected descriptor, or nil with errno set (ECONNREFUSED).
+func tryConnectTCP(host: String, port: UInt16) -> Int32? {
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = port.bigEndian
+    guard inet_pton(AF_INET, host, &address.sin_addr) == 1,
+          UInt32(bigEndian: address.sin_addr.s_addr) >> 24 == 127 else {
+        fail("not a loopback IPv4 address: \(host) (the benchmark only connects to 127.0.0.0/8)")
+    }
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    guard fd >= 0 else { return nil }
+    var one: Int32 = 1
+    _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+    let rc = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+        }
+    }
+    if rc != 0 {
+        let saved = errno
+        close(fd)
+        errno = saved
+        return nil
+    }
+    return fd
+}
+
+/// Connects to a broker address as `scripts/bench` passes it with `--socket`:
+/// a Unix socket path, or `tcp:127.0.0.1:PORT` (NATS has no Unix listener).
+/// - Returns: the connected descriptor, or nil with errno set.
+func tryConnect(_ address: String) -> Int32? {
+    guard address.hasPrefix("tcp:") else { return tryConnectUnix(address) }
+    let rest = address.dropFirst(4)
+    guard let colon = rest.lastIndex(of: ":"), let port = UInt16(rest[rest.index(after: colon)...]) else {
+        fail("a TCP address is tcp:HOST:PORT, got \(address)")
+    }
+    return tryConnectTCP(host: String(rest[..<colon]), port: port)
+}
+
+/// `tryConnect`, retrying EAGAIN (listen backlog full) for up to one
 /// second and failing the process on any other error.
-func connectUnix(_ path: String) -> Int32 {
+func connectBroker(_ address: String) -> Int32 {
     let deadline = monotonicNanos() + 1_000_000_000
     while true {
-        if let fd = tryConnectUnix(path) { return fd }
+        if let fd = tryConnect(address) { return fd }
         if errno == EAGAIN && monotonicNanos() < deadline {
             sleepMillis(1)
             continue
         }
-        fail("failed to connect to \(path): \(errnoText())")
+        fail("failed to connect to \(address): \(errnoText())")
     }
 }
 

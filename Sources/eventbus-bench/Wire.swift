@@ -1,16 +1,27 @@
 // The bytes the load generator sends and the frames it recognises, for our
-// NDJSON protocol (PROTOCOL.md) and for RESP (Redis SUBSCRIBE/PUBLISH).
+// NDJSON protocol (PROTOCOL.md), for RESP (Redis SUBSCRIBE/PUBLISH) and for
+// the C relay's bare lines; NATS and MQTT have files of their own
+// (WireNATS.swift, WireMQTT.swift), the set-up exchanges are in Session.swift.
 //
 // Before editing: the scanners run once per delivered message; they compare
 // fixed prefixes and count, they never parse JSON and never allocate.
 import Glibc
 
-/// The two protocols the generator speaks.
-enum Wire: String {
+/// The protocols the generator speaks, by the name `--proto` takes.
+enum Wire: String, CaseIterable {
     /// Our NDJSON protocol, PROTOCOL.md version 1.
     case eventbus
     /// RESP2 as spoken by redis-server 7 (`SUBSCRIBE`, `PSUBSCRIBE`, `PUBLISH`, `PING`).
     case redis
+    /// The NATS client protocol of nats-server 2.9 (`CONNECT`, `SUB`, `PUB`,
+    /// `MSG`, `PING`/`PONG`; DESIGN-NOTES-1.1.md A.1), over loopback TCP.
+    case nats
+    /// MQTT 3.1.1 at QoS 0 as spoken by mosquitto 2.0 (`CONNECT`, `SUBSCRIBE`,
+    /// `PUBLISH`, `PINGREQ`/`PINGRESP`).
+    case mqtt
+    /// scripts/bench-relay.c: a subscriber's first line is `SUB` (answered
+    /// `OK`); every other LF-terminated line is forwarded unparsed.
+    case relay
 }
 
 /// The benchmark payload: a JSON object of exactly `size` bytes carrying a
@@ -73,45 +84,32 @@ func respCommand(_ parts: [String]) -> [UInt8] {
 /// One publish frame and where the payload's stamp digits sit inside it.
 /// - eventbus: `{"op":"publish","type":"bench.t","data":PAYLOAD}` + LF, no
 ///   `req` (pipelined; success is silent, PROTOCOL.md "Requests").
+/// - relay: the same line, which the relay forwards as it is.
 /// - redis: `PUBLISH bench.t PAYLOAD` as a RESP array.
+/// - nats: `PUB bench.t 64` CR LF PAYLOAD CR LF.
+/// - mqtt: a QoS 0 PUBLISH to `bench/t` (`MQTT.topic`).
 func publishFrame(_ wire: Wire, type: String, payload: [UInt8]) -> (bytes: [UInt8], stampOffset: Int) {
     switch wire {
-    case .eventbus:
+    case .eventbus, .relay:
         let head = Array(#"{"op":"publish","type":""#.utf8) + Array(type.utf8) + Array(#"","data":"#.utf8)
         return (head + payload + Array("}\n".utf8), head.count + Payload.prefix.count)
     case .redis:
         let head = Array("*3\r\n$7\r\nPUBLISH\r\n$\(type.utf8.count)\r\n\(type)\r\n$\(payload.count)\r\n".utf8)
         return (head + payload + [0x0D, 0x0A], head.count + Payload.prefix.count)
-    }
-}
-
-/// A subscribe request for `type`.
-/// - eventbus: `{"op":"subscribe","type":"bench.t","req":1}` (or without `req`).
-/// - redis: `SUBSCRIBE type`, or `PSUBSCRIBE` when `pattern` (a Redis glob).
-func subscribeFrame(_ wire: Wire, type: String, req: Int?, pattern: Bool = false) -> [UInt8] {
-    switch wire {
-    case .eventbus:
-        let reqPart = req.map { #","req":\#($0)"# } ?? ""
-        return Array(#"{"op":"subscribe","type":"\#(type)"\#(reqPart)}"#.utf8) + [0x0A]
-    case .redis:
-        return respCommand([pattern ? "PSUBSCRIBE" : "SUBSCRIBE", type])
-    }
-}
-
-/// A ping that the broker answers once every earlier request is handled:
-/// eventbus `{"op":"ping","req":"sync"}` (answered `{"op":"ok","req":"sync"}`),
-/// redis `PING` (answered `+PONG`, or `pong` as an array in subscribed mode).
-func pingFrame(_ wire: Wire) -> [UInt8] {
-    switch wire {
-    case .eventbus: return Array(#"{"op":"ping","req":"sync"}"#.utf8) + [0x0A]
-    case .redis: return respCommand(["PING"])
+    case .nats:
+        return NATS.publish(subject: type, payload: payload)
+    case .mqtt:
+        return MQTT.publish(topic: MQTT.topic(type), payload: payload)
     }
 }
 
 /// Counts of what one connection received, plus optional latency samples.
 struct Tally {
-    /// Event frames (eventbus `{"op":"event"...`, redis `message`/`pmessage`).
+    /// Event frames (eventbus `{"op":"event"...`, redis `message`/`pmessage`,
+    /// nats `MSG`, mqtt `PUBLISH`, relay any line).
     var events = 0
+    /// NATS `PING`s from the server, which the reader must answer with `PONG`.
+    var pings = 0
     /// Sum of the `count` fields of eventbus `{"op":"dropped",...}` notices.
     var dropped = 0
     /// Number of `dropped` notices.
@@ -208,6 +206,32 @@ struct EventBusScanner {
                 }
             } else if length > 0 && !(length == 1 && line[0] == 0x0D) {
                 tally.noteOther(line, length)
+            }
+            pos = end + 1
+        }
+        return pos
+    }
+}
+
+/// Counts the C relay's deliveries: every LF-terminated line is one
+/// forwarded publish frame (the relay sends nothing else after `OK`).
+struct RelayScanner {
+    /// Tallies every complete line in `base[0..<count]`.
+    /// - Returns: bytes consumed, up to and including the last LF.
+    @inline(__always)
+    func scan(_ base: UnsafeMutablePointer<UInt8>, _ count: Int, into tally: inout Tally, latency: Bool) -> Int {
+        let raw = UnsafeMutableRawPointer(base)
+        var pos = 0
+        while pos < count {
+            guard let lf = memchr(raw + pos, 0x0A, count - pos) else { break }
+            let end = raw.distance(to: lf)
+            tally.events &+= 1
+            if latency {
+                let line = UnsafePointer(base + pos)
+                if let at = find(Payload.prefix, in: line, count: end - pos),
+                   at + Payload.prefix.count + Payload.digits <= end - pos {
+                    tally.record(stampAt: line + at + Payload.prefix.count)
+                }
             }
             pos = end + 1
         }
@@ -326,83 +350,3 @@ struct RedisScanner {
     }
 }
 
-/// Reads frames from a blocking descriptor until `done` returns true for one,
-/// giving each frame as text (eventbus: the line; redis: the elements' bytes
-/// joined by spaces, e.g. `subscribe bench.t 1`, `pong `, `-ERR ...`).
-/// Setup-only: allocates per frame. Fails the process on EOF, and after
-/// `timeoutMs` unless `failOnTimeout` is false.
-/// - Returns: true when `done` accepted a frame, false on timeout.
-@discardableResult
-func readFrames(_ fd: Int32, _ wire: Wire, timeoutMs: Int = 10_000, failOnTimeout: Bool = true,
-                until done: (String) -> Bool) -> Bool {
-    let capacity = 1 << 20
-    let buffer = UnsafeMutablePointer<UInt8>.allocate(capacity: capacity)
-    defer { buffer.deallocate() }
-    var used = 0
-    let deadline = monotonicNanos() + Int64(timeoutMs) * 1_000_000
-    while true {
-        var pos = 0
-        while let (text, next) = nextFrame(buffer, pos, used, wire) {
-            pos = next
-            if done(text) { return true }
-        }
-        if pos > 0 {
-            memmove(buffer, buffer + pos, used - pos)
-            used -= pos
-        }
-        let left = Int((deadline - monotonicNanos()) / 1_000_000)
-        if left <= 0 {
-            if failOnTimeout { fail("timed out waiting for a reply from the broker") }
-            return false
-        }
-        var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        if poll(&p, 1, Int32(min(left, 1000))) <= 0 { continue }
-        let n = read(fd, buffer + used, capacity - used)
-        if n < 0 && (errno == EINTR || errno == EAGAIN) { continue }
-        if n <= 0 { fail("broker closed the connection during setup" + (n < 0 ? ": \(errnoText())" : "")) }
-        used += n
-    }
-}
-
-/// The next complete frame at `pos` as text, and the offset after it.
-private func nextFrame(_ buffer: UnsafeMutablePointer<UInt8>, _ pos: Int, _ used: Int, _ wire: Wire) -> (String, Int)? {
-    guard pos < used else { return nil }
-    switch wire {
-    case .eventbus:
-        guard let lf = memchr(buffer + pos, 0x0A, used - pos) else { return nil }
-        let next = UnsafeMutableRawPointer(buffer).distance(to: lf) + 1
-        // Whitespace outside strings is allowed in frames (PROTOCOL.md "Framing");
-        // setup checks compare compact prefixes, so drop it here.
-        let line = UnsafeBufferPointer(start: buffer + pos, count: next - pos - 1)
-        return (String(decoding: line.filter { $0 != 0x20 && $0 != 0x09 && $0 != 0x0D }, as: UTF8.self), next)
-    case .redis:
-        guard let frame = parseResp(buffer, pos, used) else { return nil }
-        return (frameText(buffer, pos, frame), frame.end)
-    }
-}
-
-/// The text form of a RESP frame used by `readFrames`.
-private func frameText(_ p: UnsafePointer<UInt8>, _ start: Int, _ frame: RespFrame) -> String {
-    if frame.kind != 0x2A {
-        return String(decoding: UnsafeBufferPointer(start: p + start, count: frame.end - start - 2), as: UTF8.self)
-    }
-    var parts: [String] = []
-    var at = start
-    // Re-walk the elements for their text (setup only).
-    guard let header = memchr(p + at, 0x0A, frame.end - at) else { return "" }
-    at = UnsafeRawPointer(p).distance(to: UnsafeRawPointer(header)) + 1
-    while at < frame.end {
-        guard let lf = memchr(p + at, 0x0A, frame.end - at) else { break }
-        let lineEnd = UnsafeRawPointer(p).distance(to: UnsafeRawPointer(lf)) + 1
-        if p[at] == 0x24 {
-            let lengthText = String(decoding: UnsafeBufferPointer(start: p + at + 1, count: lineEnd - at - 3), as: UTF8.self)
-            let length = max(Int(lengthText) ?? 0, 0)
-            parts.append(String(decoding: UnsafeBufferPointer(start: p + lineEnd, count: length), as: UTF8.self))
-            at = lineEnd + length + 2
-        } else {
-            parts.append(String(decoding: UnsafeBufferPointer(start: p + at + 1, count: lineEnd - at - 3), as: UTF8.self))
-            at = lineEnd
-        }
-    }
-    return parts.joined(separator: " ")
-}

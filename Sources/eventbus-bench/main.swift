@@ -1,6 +1,7 @@
-// eventbus-bench: the load generator behind scripts/bench (issue 6). It
-// speaks our NDJSON protocol and RESP over Unix sockets, runs one case
-// against one already-running broker, and renders the collected results.
+// eventbus-bench: the load generator behind scripts/bench (issues 6 and 14).
+// It speaks our NDJSON protocol, RESP, NATS, MQTT 3.1.1 and the C relay's
+// lines, runs one case against brokers that are already running, times the
+// one-shot shell publishers, and renders the collected results.
 //
 // Before editing: `sub` and `pub` are internal roles this binary spawns of
 // itself; `scripts/bench` drives `wait`, `run` and `report`.
@@ -9,14 +10,23 @@ import Glibc
 
 let usage = """
     usage:
-      eventbus-bench wait --proto eventbus|redis --socket PATH [--timeout-ms MS]
-          exit 0 once the broker answers a ping (eventbus: {"op":"ping","req":…} → ok; redis: PING)
-      eventbus-bench run CASE --proto eventbus|redis --socket PATH --pid BROKER_PID
-                     [--seconds S] [--count N] [--latency-seconds S] [--shell-runs N] [--cli PATH]
+      eventbus-bench wait --proto PROTO --socket ADDRESS [--timeout-ms MS]
+          exit 0 once the broker answers its greeting and a ping
+      eventbus-bench run CASE --proto PROTO --socket ADDRESS --pid BROKER_PID[,PID...]
+                     [--sub-proto PROTO --sub-socket ADDRESS]
+                     [--seconds S] [--count N] [--latency-seconds S]
           run one case and print `key=value ...`; CASE is one of:
           \(BenchCase.allCases.map(\.rawValue).joined(separator: " "))
+          the subscribers use --sub-proto/--sub-socket when given (a case
+          through a bridge); CPU and memory are summed over the pids
+      eventbus-bench shell --tool TOOL --cli PATH [--socket SOCKET] [--runs N]
+          case 8: time N runs of a one-shot publisher; TOOL is one of:
+          \(ShellTool.allCases.map(\.rawValue).joined(separator: " "))
       eventbus-bench report RESULTS_FILE
-          print the markdown table for result lines `rep=R case=C broker=B key=value ...`
+          print the markdown tables for result lines `rep=R case=C broker=B key=value ...`
+
+    PROTO is one of \(Wire.allCases.map(\.rawValue).joined(separator: " ")); ADDRESS is a
+    Unix socket path or tcp:127.0.0.1:PORT (loopback only).
 
     """
 
@@ -54,23 +64,31 @@ struct Options {
         return number
     }
 
-    var wire: Wire {
-        let name = string("proto")
-        guard let wire = Wire(rawValue: name) else { fail("--proto is eventbus or redis, not \(name)") }
+    var wire: Wire { wire("proto") }
+
+    func wire(_ key: String) -> Wire {
+        let name = string(key)
+        guard let wire = Wire(rawValue: name) else {
+            fail("--\(key) is one of \(Wire.allCases.map(\.rawValue).joined(separator: ", ")), not \(name)")
+        }
         return wire
     }
 }
 
-/// `wait`: connects and pings until the broker answers, up to the timeout.
+/// `wait`: connects, greets and syncs until the broker answers, up to the timeout.
 func waitForBroker(_ options: Options) -> Never {
     let wire = options.wire
     let socket = options.string("socket")
-    let deadline = monotonicNanos() + Int64(options.int("timeout-ms", default: 5000)) * 1_000_000
+    let timeoutMs = options.int("timeout-ms", default: 5000)
+    let deadline = monotonicNanos() + Int64(timeoutMs) * 1_000_000
     while monotonicNanos() < deadline {
-        if let fd = tryConnectUnix(socket) {
-            writeAll(fd, pingFrame(wire))
-            readFrames(fd, wire, timeoutMs: 2000) { frame in
-                frame.hasPrefix(#"{"op":"ok""#) || frame.hasPrefix("+PONG") || frame.hasPrefix("-")
+        if let fd = tryConnect(socket) {
+            greet(fd, wire, timeoutMs: timeoutMs)
+            if wire == .relay {
+                subscribe(fd, .relay, types: [], timeoutMs: timeoutMs)
+            } else {
+                writeAll(fd, syncRequest(wire))
+                readFrames(fd, wire, timeoutMs: timeoutMs) { isSyncReply($0, wire) || isErrorReply($0, wire) }
             }
             close(fd)
             exit(0)
@@ -95,16 +113,28 @@ case "run":
     guard let name = options.positional.first, let benchCase = BenchCase(rawValue: name) else {
         fail("run needs a case name\n\(usage)")
     }
+    let pids = options.string("pid").split(separator: ",").compactMap { Int32($0) }
+    if pids.isEmpty || pids.contains(where: { $0 <= 0 }) { fail("run needs --pid BROKER_PID[,PID...]") }
     var run = RunOptions(
         benchCase: benchCase, wire: options.wire, socket: options.string("socket"),
-        brokerPID: Int32(options.int("pid", default: 0)))
+        subscriberWire: options.named["sub-proto"] == nil ? options.wire : options.wire("sub-proto"),
+        subscriberSocket: options.named["sub-socket"] ?? options.string("socket"),
+        brokerPIDs: pids)
     run.seconds = options.double("seconds", default: run.seconds)
     run.count = options.int("count", default: run.count)
     run.latencySeconds = options.double("latency-seconds", default: run.latencySeconds)
-    run.shellRuns = options.int("shell-runs", default: run.shellRuns)
-    run.cli = options.named["cli"] ?? ""
-    if run.brokerPID <= 0 { fail("run needs --pid BROKER_PID") }
     runCase(run)
+case "shell":
+    let name = options.string("tool")
+    guard let tool = ShellTool(rawValue: name) else {
+        fail("--tool is one of \(ShellTool.allCases.map(\.rawValue).joined(separator: ", ")), not \(name)")
+    }
+    var shell = ShellOptions(tool: tool, cli: options.string("cli"))
+    shell.socket = options.named["socket"] ?? ""
+    shell.runs = options.int("runs", default: shell.runs)
+    shell.monitor = options.named["monitor"] ?? shell.monitor
+    if tool != .floor && shell.socket.isEmpty { fail("shell --tool \(name) needs --socket") }
+    runShell(shell)
 case "report":
     guard let path = options.positional.first else { fail("report needs a results file\n\(usage)") }
     printReport(path: path)
