@@ -55,7 +55,7 @@ struct InstallScriptTests {
         try expectStrippedExecutable(home + "/.local/bin/eventbusd", in: scratch)
         try expectStrippedExecutable(home + "/.local/bin/eventbus", in: scratch)
         let unit = try String(contentsOfFile: home + "/.config/systemd/user/eventbus.service", encoding: .utf8)
-        #expect(unit.split(separator: "\n").filter { $0.hasPrefix("ExecStart=") } == ["ExecStart=\(home)/.local/bin/eventbusd"])
+        #expect(unit.split(separator: "\n").filter { $0.hasPrefix("ExecStart=") } == ["ExecStart=\(home)/.local/bin/eventbusd --state-dir ${STATE_DIRECTORY}"])
         #expect(FileManager.default.fileExists(atPath: home + "/.config/systemd/user/eventbus.socket"))
         #expect(!tree(home).contains { $0.contains("systemd/system") }, "no system units for --user: \(tree(home))")
 
@@ -81,7 +81,7 @@ struct InstallScriptTests {
         try expectStrippedExecutable(stage + prefix + "/bin/eventbus", in: scratch)
         for directory in [systemUnits, userUnits] {
             let unit = try String(contentsOfFile: stage + directory + "/eventbus.service", encoding: .utf8)
-            #expect(unit.split(separator: "\n").filter { $0.hasPrefix("ExecStart=") } == ["ExecStart=\(prefix)/bin/eventbusd"], "\(directory)")
+            #expect(unit.split(separator: "\n").filter { $0.hasPrefix("ExecStart=") } == ["ExecStart=\(prefix)/bin/eventbusd --state-dir ${STATE_DIRECTORY}"], "\(directory)")
             #expect(FileManager.default.fileExists(atPath: stage + directory + "/eventbus.socket"))
         }
 
