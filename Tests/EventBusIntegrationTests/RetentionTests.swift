@@ -96,6 +96,25 @@ struct RetentionTests {
         }
     }
 
+    @Test func aStateFileThatCannotBeWrittenIsLoggedRetriedAndTheBrokerKeepsServing() throws {
+        let state = try TemporaryDirectory(prefix: "ebstate-")
+        defer { state.remove() }
+        // A directory where the temporary file must go: open(2) fails (EISDIR), even for root.
+        let blocker = state.file("retained.jsonl.tmp")
+        try FileManager.default.createDirectory(atPath: blocker, withIntermediateDirectories: false)
+        try withBroker(["--state-dir", state.path]) { broker in
+            let client = try broker.connect()
+            try client.ok(#"{"op":"publish","type":"kept","retain":true,"req":1}"#)
+            try waitUntil("the failed write is logged") { broker.stderrText().contains("failed to write state file") }
+            #expect(try client.publish("still.serving", req: 2).seq == 2)
+            try FileManager.default.removeItem(atPath: blocker)
+            try waitUntil("the retry writes the file") {
+                (try? String(contentsOfFile: state.file("retained.jsonl"), encoding: .utf8))?.contains("\"kept\"") == true
+            }
+            try waitUntil("the recovery is logged") { broker.stderrText().contains("wrote state file") }
+        }
+    }
+
     @Test func sinceReplaysExactlyWhileEventsArePublished() throws {
         try withBroker { broker in
             let publisher = try broker.connect()
