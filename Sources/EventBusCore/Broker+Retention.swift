@@ -162,6 +162,7 @@ extension Broker {
         var delivered: UInt64 = 0
         for event in events {
             if offer(event.frame.flagged(.retained), seq: event.seq, to: connection) { delivered += 1 }
+            if !connection.isRoutable { break }  // closed under `overflow: disconnect`
         }
         statistics.delivered += delivered
     }
