@@ -36,14 +36,14 @@ let package = Package(
         ),
         .target(name: "EventBusProtocol", swiftSettings: strict),
         // Access policy (PROTOCOL.md "Access policy (1.1)"): parsing and
-        // decisions, pure like Protocol; Core will import it.
+        // decisions, pure like Protocol; Core applies it.
         .target(name: "EventBusPolicy", dependencies: ["EventBusProtocol"], swiftSettings: brokerHotPath),
-        .target(name: "EventBusCore", dependencies: ["EventBusProtocol"], swiftSettings: brokerHotPath),
+        .target(name: "EventBusCore", dependencies: ["EventBusProtocol", "EventBusPolicy"], swiftSettings: brokerHotPath),
         .target(name: "EventBusSystem", dependencies: ["CEventBusShims"], swiftSettings: strict),
         .target(name: "EventBusSystemd", dependencies: ["CSystemd", "EventBusSystem"], swiftSettings: strict),
         .target(
             name: "EventBusServer",
-            dependencies: ["EventBusCore", "EventBusSystem", "EventBusProtocol"],
+            dependencies: ["EventBusCore", "EventBusPolicy", "EventBusSystem", "EventBusProtocol"],
             swiftSettings: brokerHotPath
         ),
         .target(
@@ -59,7 +59,7 @@ let package = Package(
         .target(name: "EventBusBridge", dependencies: ["EventBusNATS", "EventBusProtocol"], swiftSettings: strict),
         .executableTarget(
             name: "eventbusd",
-            dependencies: ["EventBusServer", "EventBusSystemd", "EventBusProtocol", "EventBusSystem", "EventBusCommandLine"],
+            dependencies: ["EventBusServer", "EventBusPolicy", "EventBusSystemd", "EventBusProtocol", "EventBusSystem", "EventBusCommandLine"],
             swiftSettings: strict
         ),
         .executableTarget(
@@ -127,7 +127,7 @@ let package = Package(
         ),
         .testTarget(name: "EventBusProtocolTests", dependencies: ["EventBusProtocol"], swiftSettings: strict),
         .testTarget(name: "EventBusPolicyTests", dependencies: ["EventBusPolicy", "EventBusProtocol"], swiftSettings: strict),
-        .testTarget(name: "EventBusCoreTests", dependencies: ["EventBusCore"], swiftSettings: strict),
+        .testTarget(name: "EventBusCoreTests", dependencies: ["EventBusCore", "EventBusPolicy"], swiftSettings: strict),
         .testTarget(name: "EventBusSystemTests", dependencies: ["EventBusSystem"], swiftSettings: strict),
         .testTarget(name: "EventBusCommandLineTests", dependencies: ["EventBusCommandLine"], swiftSettings: strict),
         .testTarget(

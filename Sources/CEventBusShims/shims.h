@@ -1,5 +1,5 @@
 // Header-only bridge to Linux APIs that Swift's Glibc module does not import:
-// epoll, signalfd, eventfd, accept4, struct ucred, pipe2.
+// epoll, signalfd, eventfd, accept4, struct ucred, SO_PEERGROUPS, pipe2.
 //
 // Before editing: do not define _GNU_SOURCE for the whole module (it turns the
 // sockaddr parameters of bind/connect/accept into a transparent union Swift
@@ -41,6 +41,21 @@ static inline int eventbus_accept_nonblocking(int fd) {
 static inline int eventbus_peer_credentials(int fd, eventbus_ucred *out) {
     socklen_t len = sizeof(*out);
     return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, out, &len);
+}
+
+#ifndef SO_PEERGROUPS
+#define SO_PEERGROUPS 59
+#endif
+
+/// `getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS)` (Linux 4.13+, socket(7)): the
+/// peer's supplementary groups as of connect(2), up to `*count` of them.
+/// 0 on success with `*count` set to the number written; -1 with errno
+/// (ERANGE: `*count` is set to the number needed).
+static inline int eventbus_peer_groups(int fd, gid_t *groups, int *count) {
+    socklen_t len = (socklen_t)((unsigned)*count * sizeof(gid_t));
+    int result = getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len);
+    if (result == 0 || errno == ERANGE) *count = (int)(len / sizeof(gid_t));
+    return result;
 }
 
 /// `pipe2(fds, O_CLOEXEC | O_NONBLOCK)`.

@@ -36,13 +36,14 @@ extension Broker {
     /// Records the event that just took `seq` in the history ring. `frame` is
     /// nil only while history is off (nothing built it).
     @inline(__always)
-    func recordHistory(_ frame: OutboundFrame?, seq: UInt64, type: EventType, publisher: Connection) {
+    /// - Parameter publisher: nil for the broker's own events.
+    func recordHistory(_ frame: OutboundFrame?, seq: UInt64, type: EventType, publisher: Connection?) {
         guard let frame else {
             retention.history.record(nil, seq: seq)
             return
         }
         let typeStart = OutboundFrame.typeOffset(seq: seq)
-        retention.history.record(HistoryEntry(seq: seq, frame: frame, publisher: publisher.id,
+        retention.history.record(HistoryEntry(seq: seq, frame: frame, publisher: publisher?.id ?? 0,
                                               typeStart: Int32(typeStart), typeCount: Int32(type.name.utf8.count)), seq: seq)
     }
 
@@ -116,7 +117,7 @@ extension Broker {
             let type = entry.typeBytes
             guard matcher.matches(type) else { continue }
             if entry.publisher == connection.id && !connection.echo { continue }  // no echo
-            guard retentionMayReceive(connection, type) else { continue }
+            if subscription.isFiltered && !retentionMayReceive(connection, type) { continue }  // the policy
             var offered = false
             for earlier in dedup {
                 checks += 1

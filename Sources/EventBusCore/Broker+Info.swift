@@ -41,6 +41,7 @@ extension Broker {
     /// `stats`: the broker-wide counters.
     func stats(req: UnsafeRawBufferPointer?, to connection: Connection) {
         let s = statistics
+        let policyGeneration = self.policyGeneration
         let uptime = UInt64(max(0, now.monotonicNanoseconds - startMonotonic) / 1_000_000_000)
         replyOKIfAsked(to: connection, req: req) { out in
             FrameEncoder.appendField("connections", int: UInt64(s.connections), to: &out)
@@ -51,6 +52,7 @@ extension Broker {
             FrameEncoder.appendField("queued_bytes", int: UInt64(max(0, s.queuedBytes)), to: &out)
             FrameEncoder.appendField("uptime_s", int: uptime, to: &out)
             FrameEncoder.appendField("instance", string: instance, to: &out)
+            FrameEncoder.appendField("policy_generation", int: policyGeneration, to: &out)
             appendRetentionStats(to: &out)
         }
     }

@@ -44,26 +44,32 @@ extension Broker {
 
     func subscribe(_ request: SubscribeRequest, req: UnsafeRawBufferPointer?, from connection: Connection) {
         let pattern = request.pattern
-        if connection.subscriptions[pattern] == nil {
+        let filtered: Bool
+        if let existing = connection.subscriptions[pattern] {
+            filtered = existing.isFiltered
+        } else {
+            guard let decision = maySubscribe(connection, pattern, req: req) else { return }
             guard connection.subscriptions.count < configuration.maxSubscriptionsPerConnection else {
                 let message = "too many subscriptions on this connection (limit \(configuration.maxSubscriptionsPerConnection))"
                 reply(to: connection, req: req, error: ProtocolError(.limit, message))
                 notice(.limitReached(connection.id, pid: connection.credentials.pid, message: message))
                 return
             }
+            filtered = decision.filtered
         }
         // (1.1) The retained events for `last`, found before anything changes.
         var retained: [RetainedEvent] = []
         if request.last {
-            guard let found = retainedMatches(pattern, for: connection) else {
+            guard let found = retainedMatches(pattern, for: connection, filtered: filtered) else {
                 reply(to: connection, req: req, error: ProtocolError(.limit, "replay budget of uid \(connection.credentials.uid) used up; subscribe with last again later"))
                 return
             }
             retained = found
         }
-        addSubscription(pattern, to: connection)
+        addSubscription(pattern, to: connection, filtered: filtered)
         replyOKIfAsked(to: connection, req: req) { out in
             FrameEncoder.appendField("type", string: pattern.text, to: &out)
+            if filtered { FrameEncoder.appendField("filtered", bool: true, to: &out) }
             if request.last { FrameEncoder.appendField("retained", int: UInt64(retained.count), to: &out) }
         }
         // Replays of retained and history events (1.1), right after the `ok`,
@@ -79,13 +85,16 @@ extension Broker {
 
     /// Makes a subscription: both directions of the index and the counters
     /// (the only place that adds one; per-uid accounting belongs here).
+    /// - Parameter filtered: the policy denies some of the pattern's types to
+    ///   the connection (`maySubscribe`'s answer); routing then checks it.
     /// - Returns: false when the connection already had the pattern.
     @discardableResult
-    func addSubscription(_ pattern: Pattern, to connection: Connection) -> Bool {
+    func addSubscription(_ pattern: Pattern, to connection: Connection, filtered: Bool = false) -> Bool {
         guard connection.subscriptions[pattern] == nil else { return false }
         let subscription = index.add(pattern, connection)
         subscription.offeredFrom = seq + 1
         connection.subscriptions[pattern] = subscription
+        if filtered { setFiltered(subscription, true, on: connection) }
         statistics.subscriptions += 1
         return true
     }
@@ -97,6 +106,7 @@ extension Broker {
     @discardableResult
     func removeSubscription(_ pattern: Pattern, from connection: Connection) -> Bool {
         guard let subscription = connection.subscriptions.removeValue(forKey: pattern) else { return false }
+        setFiltered(subscription, false, on: connection)
         index.remove(subscription)
         statistics.subscriptions -= 1
         return true
@@ -106,7 +116,9 @@ extension Broker {
 
     func publish(_ request: PublishRequest, frame: UnsafeRawBufferPointer, req: UnsafeRawBufferPointer?, from publisher: Connection) {
         let type = request.type
-        var shared: OutboundFrame? = nil
+        // Policy first: a denied publish takes no seq (PROTOCOL.md "Access policy (1.1)").
+        guard mayPublish(publisher, type, req: req), request.origin == nil || mayBridge(publisher, req: req) else { return }
+        var kept: OutboundFrame? = nil
         if request.retain {
             // (1.1) Kept before the event takes a seq: refused means not routed.
             let event = buildEvent(seq: self.seq + 1, request, frame: frame, publisher: publisher)
@@ -114,31 +126,46 @@ extension Broker {
                 reply(to: publisher, req: req, error: error)
                 return
             }
-            shared = event
+            kept = event
         }
         seq += 1
         let seq = self.seq
         statistics.published += 1
-        if shared == nil && retention.history.isEnabled {
-            shared = buildEvent(seq: seq, request, frame: frame, publisher: publisher)  // the ring keeps every event
+        let delivered = fanOut(seq: seq, type: type, publisher: publisher, built: kept) {
+            buildEvent(seq: seq, request, frame: frame, publisher: publisher)
         }
-        var delivered: UInt64 = 0
-        index.forEachMatch(type.name) { subscriber in
-            guard subscriber.lastRoutedSeq != seq else { return }  // at most once
-            subscriber.lastRoutedSeq = seq
-            if subscriber === publisher && !publisher.echo { return }  // no echo
-            if !subscriber.isRoutable { return }
-            if shared == nil {
-                shared = buildEvent(seq: seq, request, frame: frame, publisher: publisher)
-            }
-            if offer(shared!, seq: seq, to: subscriber) { delivered += 1 }
-        }
-        recordHistory(shared, seq: seq, type: type, publisher: publisher)
-        statistics.delivered += delivered
         replyOKIfAsked(to: publisher, req: req) { out in
             FrameEncoder.appendField("seq", int: seq, to: &out)
             FrameEncoder.appendField("delivered", int: delivered, to: &out)
         }
+    }
+
+    /// Queues the event `seq` of `type` to every connection that has a
+    /// matching pattern and may receive it: at most once per connection, not
+    /// to `publisher` unless it asked for echo, under each one's overflow
+    /// rule. The frame is built once, by `build`, when the first receiver is
+    /// found, or at once while the history ring is on (it keeps every event:
+    /// `recordHistory`, Broker+History.swift). Counts `statistics.delivered`.
+    /// - Parameters:
+    ///   - publisher: nil for the broker's own events.
+    ///   - built: the frame when it was built already (a retained publish).
+    /// - Returns: how many connections it was queued to (`delivered`).
+    @inline(__always)
+    func fanOut(seq: UInt64, type: EventType, publisher: Connection?, built: OutboundFrame? = nil, _ build: () -> OutboundFrame) -> UInt64 {
+        var shared = built
+        if shared == nil && retention.history.isEnabled { shared = build() }
+        var delivered: UInt64 = 0
+        index.forEachMatch(type) { subscriber in
+            guard subscriber.lastRoutedSeq != seq else { return }  // at most once
+            subscriber.lastRoutedSeq = seq
+            if subscriber === publisher && !subscriber.echo { return }  // no echo
+            if !subscriber.isRoutable { return }
+            if shared == nil { shared = build() }
+            if offer(shared!, seq: seq, to: subscriber) { delivered += 1 }
+        }
+        recordHistory(shared, seq: seq, type: type, publisher: publisher)
+        statistics.delivered += delivered
+        return delivered
     }
 
     func buildEvent(seq: UInt64, _ request: PublishRequest, frame: UnsafeRawBufferPointer, publisher: Connection) -> OutboundFrame {
@@ -147,12 +174,13 @@ extension Broker {
             token.map { UnsafeRawBufferPointer(rebasing: frame[$0.start..<$0.end]) }
         }
         return timeScratch.withUnsafeBytes { time in
-            let parts = FrameEncoder.EventParts(
+            var parts = FrameEncoder.EventParts(
                 seq: seq, type: request.type.name, time: time,
                 source: slice(request.source), defaultSource: publisher.defaultSource,
                 id: slice(request.id), instance: instance,
                 pid: publisher.credentials.pid, uid: publisher.credentials.uid, gid: publisher.credentials.gid,
                 data: slice(request.data))
+            if request.origin != nil { parts.origin = slice(request.origin) }
             return OutboundFrame.make(capacity: FrameEncoder.eventByteCountUpperBound(parts)) {
                 FrameEncoder.writeEvent(parts, into: $0)
             }

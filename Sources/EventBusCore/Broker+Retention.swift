@@ -5,12 +5,12 @@
 // `since` replays are in Broker+History.swift; the state file's format in
 // RetainedStateFile.swift.
 //
-// Before editing: three single points that other features plug into, kept
+// Before editing: two single points that other features plug into, kept
 // small on purpose: `chargeRetained` (per-uid accounting: the `quota` branch
-// will provide the real per-uid ledger; switch the body to it),
-// `retentionMayReceive` and `retentionMayPublish` (the access policy: the
-// `access` branch provides the decisions; until then they allow all). A
-// retained event is refused before the publish takes a seq, so an error
+// will provide the real per-uid ledger; switch the body to it), and
+// `retentionMayReceive` (the access policy's `mayReceive`, asked only for
+// filtered subscriptions, as live routing does; `clear` asks `mayPublish`).
+// A retained event is refused before the publish takes a seq, so an error
 // reply always means nothing happened.
 import EventBusProtocol
 
@@ -24,10 +24,9 @@ public struct RetentionConfiguration: Sendable {
     /// Retained events in all (default 65,536).
     public var maxRetainedEvents = 65_536
     /// Bytes of retained event frames in all (default 64 MiB); each uid may
-    /// hold 1/8 of it, except uid 0 and `brokerUID`.
+    /// hold 1/8 of it, except uid 0 and the broker's own
+    /// (`BrokerConfiguration.ownCredentials`).
     public var maxRetainedBytes = 64 << 20
-    /// The broker's own uid: no per-uid limit, like uid 0 (PROTOCOL.md "Quotas").
-    public var brokerUID: UInt32? = nil
     /// Replay work a uid may spend at once, in entries examined (ring or
     /// retained entries, subscriptions, de-duplication checks; each costs
     /// about 10 ns), and how much comes back per second. See
@@ -76,21 +75,21 @@ extension Broker {
     ///   the uid past its share; uid 0 and the broker's own uid have none.
     func chargeRetained(uid: UInt32, delta: Int) -> Bool {
         let used = retention.retainedBytesByUID[uid] ?? 0
-        let exempt = uid == 0 || uid == configuration.retention.brokerUID
+        let exempt = uid == 0 || uid == configuration.ownCredentials.uid
         if delta > 0 && !exempt && used + delta > configuration.retention.maxRetainedBytesPerUID { return false }
         let now = used + delta
         retention.retainedBytesByUID[uid] = now > 0 ? now : nil
         return true
     }
 
-    /// Whether the access policy lets `connection` receive events of `type`
-    /// (used by `last` and `since` replays). Allows all until the policy is wired in.
-    @inline(__always)
-    func retentionMayReceive(_ connection: Connection, _ type: UnsafeRawBufferPointer) -> Bool { true }
-
-    /// Whether the access policy lets `connection` publish `type` (`clear`
-    /// needs it). Allows all until the policy is wired in.
-    func retentionMayPublish(_ connection: Connection, _ type: EventType) -> ProtocolError? { nil }
+    /// Whether the access policy lets `connection` receive events of the
+    /// type whose bytes are `type` (`last` and `since` replays through a
+    /// filtered subscription ask it; an unfiltered one may receive every
+    /// type it matches): `mayReceive` (Broker+Policy.swift).
+    func retentionMayReceive(_ connection: Connection, _ type: UnsafeRawBufferPointer) -> Bool {
+        guard let eventType = EventType(String(decoding: type, as: UTF8.self)) else { return false }
+        return mayReceive(connection, eventType)
+    }
 
     // MARK: Publish with retain
 
@@ -121,11 +120,9 @@ extension Broker {
 
     /// `clear`: removes the retained event of `type`. `ok` carries `type` and
     /// `removed`: `{"op":"ok","req":5,"type":"currency.changed","removed":true}`.
+    /// Needs publish permission for the type (`mayPublish` answers `forbidden`).
     func clear(_ type: EventType, req: UnsafeRawBufferPointer?, from connection: Connection) {
-        if let error = retentionMayPublish(connection, type) {
-            reply(to: connection, req: req, error: error)
-            return
-        }
+        guard mayPublish(connection, type, req: req) else { return }
         let removed = retention.retained.remove(type.name)
         if let removed { _ = chargeRetained(uid: removed.uid, delta: -removed.frame.count) }
         replyOKIfAsked(to: connection, req: req) { out in
@@ -138,18 +135,20 @@ extension Broker {
 
     /// The retained events `pattern` matches that `connection` may receive,
     /// in seq order; charged to the uid's replay credit.
+    /// - Parameter filtered: the subscription is (or will be) marked filtered:
+    ///   ask the policy for each type.
     /// - Returns: nil when the uid's replay credit cannot pay for the search
     ///   (answer `limit`).
-    func retainedMatches(_ pattern: Pattern, for connection: Connection) -> [RetainedEvent]? {
+    func retainedMatches(_ pattern: Pattern, for connection: Connection, filtered: Bool) -> [RetainedEvent]? {
         guard pattern.hasWildcards else {
             guard let event = retention.retained[pattern.text] else { return [] }
-            return withUTF8(event.type) { retentionMayReceive(connection, $0) } ? [event] : []
+            return !filtered || withUTF8(event.type) { retentionMayReceive(connection, $0) } ? [event] : []
         }
         guard spendReplayCredit(uid: connection.credentials.uid, units: retention.retained.count, allowDebt: false) else { return nil }
         let matcher = PatternMatcher(pattern)
         var found: [RetainedEvent] = []
         for event in retention.retained.events.values {
-            let take = withUTF8(event.type) { matcher.matches($0) && retentionMayReceive(connection, $0) }
+            let take = withUTF8(event.type) { matcher.matches($0) && (!filtered || retentionMayReceive(connection, $0)) }
             if take { found.append(event) }
         }
         found.sort { $0.seq < $1.seq }

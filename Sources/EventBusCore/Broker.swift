@@ -13,10 +13,11 @@
 // `forget`, the subscription pair and `enqueue`; an inbound budget between
 // frames in `receive` (`.pauseReading`/`.resumeReading` may name many
 // connections in one step); timers as a `tick(at:)` step that closes with a
-// final error through `disconnect` (`timeout`); `forbidden` at connect as a
-// `RefusedConnection`; a policy reload as a step that calls
-// `removeSubscription` and `reply` for many connections; replay right after a
-// subscribe's `ok` (marked in `subscribe`).
+// final error through `disconnect` (`timeout`); replay right after a
+// subscribe's `ok` (marked in `subscribe`). The access policy is in
+// Broker+Policy.swift: other ops ask `mayPublish` (also for `clear`),
+// `mayReceive` (retained and replayed events), `mayBridge`, `maySubscribe`.
+import EventBusPolicy
 import EventBusProtocol
 
 /// Limits and identity of a broker (PROTOCOL.md "Semantics" defaults).
@@ -36,6 +37,13 @@ public struct BrokerConfiguration: Sendable {
     /// `server` and `version` in the `hello` reply.
     public var serverName = "eventbusd"
     public var version = EventBusRelease.version
+    /// The broker process's own pid, uid and gid: stamped on its own
+    /// `eventbus.` events; the uid may `bridge` without a policy file.
+    public var ownCredentials = Credentials(pid: 0, uid: 0, gid: 0)
+    /// The access policy at start (PROTOCOL.md "Access policy (1.1)"); nil:
+    /// no policy file (`AccessPolicy.withoutFiles` for `ownCredentials.uid`).
+    /// `Broker.reloadPolicy` replaces it.
+    public var policy: AccessPolicy? = nil
 
     public init() {}
 }
@@ -93,6 +101,17 @@ public final class Broker {
     var timestamps = TimestampFormatter()
     var now = BrokerTime(wallNanoseconds: 0, monotonicNanoseconds: 0)
 
+    /// The policy in force and its per-identity views (Broker+Policy.swift).
+    var policyViews: PolicyViewCache
+    /// `stats.policy_generation`: 1 for the policy loaded at start, +1 per reload.
+    public internal(set) var policyGeneration: UInt64 = 1
+    /// Denials are logged once per (uid, rule) per minute.
+    var denialLog = DenialLogLimiter()
+    /// The policy has no `publish` rule and no `default publish deny`: every
+    /// publish is allowed but the reserved `eventbus.` types, which the
+    /// decoder already refuses, so `mayPublish` need not ask.
+    var publishIsOpen = true
+
     /// - Parameters:
     ///   - configuration: limits.
     ///   - instance: this run's id, e.g. 16 random hex digits.
@@ -102,6 +121,8 @@ public final class Broker {
         self.instance = instance
         self.startMonotonic = startTime.monotonicNanoseconds
         self.now = startTime
+        self.policyViews = PolicyViewCache(policy: configuration.policy ?? .withoutFiles(brokerUID: configuration.ownCredentials.uid))
+        self.publishIsOpen = Broker.publishIsOpen(policyViews.policy)
         self.retention = RetentionState(configuration.retention)
         scratch.reserveCapacity(4096)
     }
@@ -114,17 +135,21 @@ public final class Broker {
 
     // MARK: Connections
 
-    /// Admits a new connection, or refuses it at `--max-connections`.
-    /// - Returns: the connection, or the bytes of the `limit` error frame to
-    ///   write before closing the socket, e.g.
-    ///   `{"op":"error","code":"limit","message":"too many connections (limit 4096)"}`.
+    /// Admits a new connection, or refuses it at `--max-connections` or when
+    /// the policy denies it `connect`.
+    /// - Returns: the connection, or the bytes of the error frame to write
+    ///   before closing the socket, e.g.
+    ///   `{"op":"error","code":"limit","message":"too many connections (limit 4096)"}` or
+    ///   `{"op":"error","code":"forbidden","message":"connect denied for uid 2002 by /etc/eventbus/policy.conf:4"}`.
     public func open(credentials: Credentials) -> Result<Connection, RefusedConnection> {
         guard connections.count < configuration.maxConnections else {
             var bytes: [UInt8] = []
             FrameEncoder.appendError(req: nil, ProtocolError(.limit, "too many connections (limit \(configuration.maxConnections))"), to: &bytes)
             return .failure(RefusedConnection(frame: bytes))
         }
-        let connection = Connection(id: nextConnectionID, credentials: credentials, maxFrameBytes: configuration.maxFrameBytes)
+        let view = policyViews.view(for: credentials.policyIdentity)
+        if let refusal = connectRefusal(credentials, view) { return .failure(refusal) }
+        let connection = Connection(id: nextConnectionID, credentials: credentials, policy: view, maxFrameBytes: configuration.maxFrameBytes)
         nextConnectionID += 1
         connections[connection.id] = connection
         statistics.connections = connections.count
@@ -250,8 +275,20 @@ public final class Broker {
     }
 }
 
-/// A connection refused at `--max-connections`: write `frame`, then close
-/// the socket.
+/// A connection refused at `--max-connections` or by the policy: write
+/// `frame`, then close the socket.
 public struct RefusedConnection: Error {
     public let frame: [UInt8]
+    /// For a policy refusal: the line to log (naming uid, pid and the rule),
+    /// or nil when the denial log's once-a-minute limit holds it back. nil
+    /// for a connection limit too (the server words that itself).
+    public let logLine: String?
+    /// Whether the policy refused it (`forbidden`), not a limit.
+    public let forbidden: Bool
+
+    public init(frame: [UInt8], logLine: String? = nil, forbidden: Bool = false) {
+        self.frame = frame
+        self.logLine = logLine
+        self.forbidden = forbidden
+    }
 }

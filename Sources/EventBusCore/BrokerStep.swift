@@ -44,6 +44,12 @@ public enum BrokerNotice: Equatable, Sendable {
     case limitReached(ConnectionID, pid: Int32, message: String)
     /// A connection is being closed under `overflow: disconnect`.
     case slowConsumerDisconnected(ConnectionID, pid: Int32)
+    /// The policy denied a request (`forbidden` sent); `line` names the uid,
+    /// pid, client and rule. Already rate-limited: at most one per uid and
+    /// rule per minute (Broker+Policy.swift).
+    case denied(ConnectionID, pid: Int32, uid: UInt32, line: String)
+    /// A new policy is in force; `revokedSubscriptions` were removed.
+    case policyReloaded(generation: UInt64, revokedSubscriptions: Int)
 }
 
 /// The result of one broker step. Example: a publisher on connection 7 whose

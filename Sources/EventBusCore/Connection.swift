@@ -1,26 +1,37 @@
-// One client connection as the broker core sees it: identity, options from
-// `hello`, its subscriptions, framing state, outbound queue, drop accounting,
-// and where it is in its life (open, closing, closed).
+// One client connection as the broker core sees it: identity and the policy
+// view of that identity, options from `hello`, its subscriptions, framing
+// state, outbound queue, drop accounting, and where it is in its life (open,
+// closing, closed).
 //
 // Before editing: the core knows no fds; the server keeps its own record per
 // connection id and learns what to do only from the `BrokerStep`s the broker
 // returns. Every change goes through `Broker`; the server reads `outbound`
 // to write it.
+import EventBusPolicy
 import EventBusProtocol
 
 /// Broker-assigned connection number, unique within one broker run; 1, 2, 3...
 public typealias ConnectionID = UInt64
 
-/// The peer's kernel credentials (`SO_PEERCRED`), captured at connect time.
+/// The peer's kernel credentials (`SO_PEERCRED`, and the supplementary
+/// groups from `SO_PEERGROUPS`), captured at connect time.
 public struct Credentials: Equatable, Sendable {
     public var pid: Int32
     public var uid: UInt32
     public var gid: UInt32
+    /// `SO_PEERGROUPS`, in any order (`group=` policy rules match these and `gid`).
+    public var supplementaryGroups: [UInt32]
 
-    public init(pid: Int32, uid: UInt32, gid: UInt32) {
+    public init(pid: Int32, uid: UInt32, gid: UInt32, supplementaryGroups: [UInt32] = []) {
         self.pid = pid
         self.uid = uid
         self.gid = gid
+        self.supplementaryGroups = supplementaryGroups
+    }
+
+    /// The identity the access policy judges (PROTOCOL.md "Access policy (1.1)").
+    public var policyIdentity: PolicyIdentity {
+        PolicyIdentity(uid: uid, gid: gid, supplementaryGroups: supplementaryGroups)
     }
 }
 
@@ -29,6 +40,13 @@ public struct Credentials: Equatable, Sendable {
 public final class Connection {
     public let id: ConnectionID
     public let credentials: Credentials
+    /// The policy as this connection's identity sees it (shared with other
+    /// connections of that identity); replaced by a policy reload
+    /// (Broker+Policy.swift).
+    public internal(set) var policy: PolicyView
+    /// How many of its subscriptions are `filtered` (some of their types are
+    /// denied to it): while 0, routing never asks the policy about it.
+    var filteredCount = 0
 
     /// `hello` options (PROTOCOL.md "Requests").
     public internal(set) var clientName: String?
@@ -68,9 +86,10 @@ public final class Connection {
     /// The step in which it was last listed in `BrokerStep.output`.
     var outputStep: UInt64 = 0
 
-    init(id: ConnectionID, credentials: Credentials, maxFrameBytes: Int) {
+    init(id: ConnectionID, credentials: Credentials, policy: PolicyView, maxFrameBytes: Int) {
         self.id = id
         self.credentials = credentials
+        self.policy = policy
         self.splitter = FrameSplitter(maxFrameBytes: maxFrameBytes)
         self.defaultSource = "pid/\(credentials.pid)"
     }

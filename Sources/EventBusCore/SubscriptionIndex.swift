@@ -13,6 +13,7 @@
 // empty lists and trie nodes are removed at once, so the index is empty once
 // every subscription is gone (`isEmpty`, and `BrokerHarness.checkInvariants`
 // walks it all).
+import EventBusPolicy
 import EventBusProtocol
 
 /// One subscription: `pattern` on one connection, at `position` in the list
@@ -27,6 +28,10 @@ final class Subscription {
     /// Its index in that list; kept up to date when another member is moved
     /// into its place.
     var position: Int
+    /// The policy denies the connection some of the types the pattern
+    /// matches (PROTOCOL.md "Access policy (1.1)": `filtered: true`); only a
+    /// wildcard pattern can be. Counted in `Connection.filteredCount`.
+    var isFiltered = false
     /// (1.1) The seq from which this subscription has been offered every
     /// event it matches: live from the one after its subscribe, earlier when
     /// a `since` replay filled in (Broker+History.swift de-duplicates by it).
@@ -116,29 +121,41 @@ public final class SubscriptionIndex {
         list.removeLast()
     }
 
-    /// Calls `body` for every connection with a pattern matching `type`.
-    /// Without wildcards a connection appears once per exact pattern, i.e.
-    /// once; with wildcards the cached list is de-duplicated. (The broker also
-    /// guards at-most-once delivery by seq.)
+    /// Calls `body` for every connection with a pattern matching `type` that
+    /// the policy lets receive it. Without wildcards a connection appears once
+    /// per exact pattern, i.e. once; with wildcards the cached list is
+    /// de-duplicated. (The broker also guards at-most-once delivery by seq.)
+    ///
+    /// The policy costs nothing here: an exact subscription is never
+    /// `filtered` (its one type is allowed, or it would have been refused),
+    /// so the exact-only path needs no check, and `buildMatches` leaves out
+    /// connections that may not receive the type when it fills the cache.
     @inline(__always)
-    func forEachMatch(_ type: String, _ body: (Connection) -> Void) {
+    func forEachMatch(_ type: EventType, _ body: (Connection) -> Void) {
         if wildcardCount == 0 {
-            if let list = exact[type] {
+            if let list = exact[type.name] {
                 for connection in list { body(connection) }
             }
             return
         }
-        let list = cache[type] ?? buildMatches(type)
+        let list = cache[type.name] ?? buildMatches(type)
         for connection in list { body(connection) }
     }
 
     /// Walks the exact map and the trie once for `type` and caches the result.
-    func buildMatches(_ type: String) -> [Connection] {
+    /// A connection with a `filtered` subscription is left out when its
+    /// policy denies it `type`: exact, because its unfiltered patterns match
+    /// only types it may receive (docs/POLICY.md "How the broker applies it").
+    /// The cache must be emptied when a policy changes (`removeAllCached`).
+    func buildMatches(_ type: EventType) -> [Connection] {
         var list: [Connection] = []
         var seen = Set<ObjectIdentifier>()
         func add(_ connection: Connection) {
-            if seen.insert(ObjectIdentifier(connection)).inserted { list.append(connection) }
+            guard seen.insert(ObjectIdentifier(connection)).inserted else { return }
+            if connection.filteredCount > 0 && !connection.policy.receive(type).isAllowed { return }
+            list.append(connection)
         }
+        let type = type.name
         if let direct = exact[type] { for connection in direct { add(connection) } }
         var segments: [Substring] = []
         var start = type.startIndex
@@ -151,5 +168,11 @@ public final class SubscriptionIndex {
         if cache.count >= SubscriptionIndex.maxCachedTypes { cache.removeAll(keepingCapacity: true) }
         cache[type] = list
         return list
+    }
+
+    /// Forgets every cached route list (a policy reload changed who may
+    /// receive what).
+    func removeAllCached() {
+        cache.removeAll()
     }
 }

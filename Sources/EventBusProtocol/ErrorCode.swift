@@ -48,5 +48,5 @@ public enum ProtocolConstants {
     /// Largest `req` integer magnitude accepted (2^53).
     public static let maxRequestInteger: UInt64 = 1 << 53
     /// Optional features this implementation has, listed in the `hello` reply.
-    public static let features = ["overflow", "echo", "drop-notice", "wildcards", "peer-credentials", "half-close"]
+    public static let features = ["overflow", "echo", "drop-notice", "wildcards", "peer-credentials", "half-close", "policy", "origin"]
 }

@@ -70,6 +70,18 @@ public enum FrameEncoder {
         out.append(0x0A)
     }
 
+    /// Appends the notice of a subscription a policy reload removed
+    /// (PROTOCOL.md "Access policy (1.1)"), an `error` without `req`:
+    /// `{"op":"error","code":"forbidden","type":"secret.>","message":"..."}\n`.
+    public static func appendRevocation(pattern: String, message: String, to out: inout [UInt8]) {
+        appendASCII("{\"op\":\"error\",\"code\":\"forbidden\",\"type\":", to: &out)
+        JSONString.appendQuoted(pattern, to: &out)
+        appendASCII(",\"message\":", to: &out)
+        JSONString.appendQuoted(message, to: &out)
+        out.append(0x7D)
+        out.append(0x0A)
+    }
+
     /// Appends `{"op":"dropped","count":N,"since_seq":S}\n` (PROTOCOL.md "Semantics").
     public static func appendDropped(count: UInt64, sinceSeq: UInt64, to out: inout [UInt8]) {
         appendASCII("{\"op\":\"dropped\",\"count\":", to: &out)
@@ -132,6 +144,11 @@ public enum FrameEncoder {
         public var gid: UInt32
         /// The raw `data` token, or nil for `null`.
         public var data: UnsafeRawBufferPointer?
+        /// (1.1) A bridge's raw `origin` object, forwarded unchanged
+        /// (PROTOCOL.md "Bridged events"); nil: no `origin` member. Set it
+        /// after `init` (the initialiser keeps its 1.0 shape, which the
+        /// optimiser inlines into the broker's publish path).
+        public var origin: UnsafeRawBufferPointer? = nil
 
         public init(seq: UInt64, type: String, time: UnsafeRawBufferPointer, source: UnsafeRawBufferPointer?, defaultSource: String, id: UnsafeRawBufferPointer?, instance: String, pid: Int32, uid: UInt32, gid: UInt32, data: UnsafeRawBufferPointer?) {
             self.seq = seq
@@ -149,7 +166,8 @@ public enum FrameEncoder {
     }
 
     /// Appends one event frame:
-    /// `{"op":"event","seq":42,"type":"t","time":"...","source":"s","id":"i","pid":1,"uid":0,"gid":0,"data":...}\n`.
+    /// `{"op":"event","seq":42,"type":"t","time":"...","source":"s","id":"i","pid":1,"uid":0,"gid":0,"data":...}\n`,
+    /// with `"origin":{...}` before `data` when the event has one.
     public static func appendEvent(_ e: EventParts, to out: inout [UInt8]) {
         let bound = eventByteCountUpperBound(e)
         let start = out.count
@@ -214,6 +232,7 @@ extension FrameEncoder {
             + (e.source?.count ?? e.defaultSource.utf8.count + 2)
             + (e.id?.count ?? e.instance.utf8.count + 24)
             + (e.data?.count ?? 4)
+            + (e.origin?.count ?? -10) + 10
     }
 
     /// Writes the event frame of `appendEvent` to `destination`, which must hold
@@ -253,6 +272,10 @@ extension FrameEncoder {
         w.put(int: UInt64(e.uid))
         w.put(",\"gid\":")
         w.put(int: UInt64(e.gid))
+        if let origin = e.origin {
+            w.put(",\"origin\":")
+            w.put(origin)
+        }
         w.put(",\"data\":")
         if let data = e.data { w.put(data) } else { w.put("null") }
         w.put(0x7D)

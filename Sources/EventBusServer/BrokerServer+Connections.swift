@@ -93,19 +93,27 @@ extension BrokerServer {
 
     func admit(_ fd: FileDescriptor) {
         let credentials: PeerCredentials
+        let groups: [UInt32]
         do {
             credentials = try fd.peerCredentials()
+            // Supplementary groups decide `group=` rules: without them a
+            // `deny ... group=G` could be bypassed, so fail closed.
+            groups = try fd.peerGroups()
         } catch {
             logger.warning("failed to read peer credentials of new connection: \(error); closing it")
             fd.close()
             return
         }
-        switch broker.open(credentials: Credentials(pid: credentials.pid, uid: credentials.uid, gid: credentials.gid)) {
+        switch broker.open(credentials: Credentials(pid: credentials.pid, uid: credentials.uid, gid: credentials.gid, supplementaryGroups: groups)) {
         case .failure(let refused):
             refused.frame.withUnsafeBytes { _ = try? fd.write($0) }
             fd.close()
-            logger.notice("refused connection from pid \(credentials.pid): connection limit \(configuration.broker.maxConnections) reached",
-                          fields: [("EVENTBUS_PID", "\(credentials.pid)"), ("EVENTBUS_UID", "\(credentials.uid)")])
+            let fields = [("EVENTBUS_PID", "\(credentials.pid)"), ("EVENTBUS_UID", "\(credentials.uid)")]
+            if refused.forbidden {
+                if let line = refused.logLine { logger.notice("refused connection: \(line)", fields: fields) }
+            } else {
+                logger.notice("refused connection from pid \(credentials.pid): connection limit \(configuration.broker.maxConnections) reached", fields: fields)
+            }
         case .success(let connection):
             let record = ServerConnection(connection: connection, fd: fd)
             records[connection.id] = record
@@ -306,6 +314,11 @@ extension BrokerServer {
         case .slowConsumerDisconnected(let id, let pid):
             logger.notice("connection \(id) (pid \(pid)) closed as a slow consumer (overflow: disconnect)",
                           fields: [("EVENTBUS_CONN", "\(id)"), ("EVENTBUS_PID", "\(pid)")])
+        case .denied(let id, let pid, let uid, let line):
+            logger.notice("denied: \(line)", fields: [("EVENTBUS_CONN", "\(id)"), ("EVENTBUS_PID", "\(pid)"), ("EVENTBUS_UID", "\(uid)")])
+        case .policyReloaded(let generation, let revoked):
+            logger.info("reloaded: \(BrokerServer.policySummary(broker.policy, generation: generation)); \(revoked) subscription\(revoked == 1 ? "" : "s") revoked",
+                        fields: [("EVENTBUS_POLICY_GENERATION", "\(generation)")])
         }
     }
 }

@@ -33,8 +33,15 @@ public struct ServerConfiguration: Sendable {
     /// (1.1) Where retained events are kept across restarts (`--state-dir`);
     /// nil: they last for the run (StatePersistence.swift).
     public var stateDirectory: String? = nil
+    /// The access-policy files SIGHUP reads again (`broker.policy` holds the
+    /// policy loaded from them at start; BrokerServer+Policy.swift).
+    public var policyFiles = PolicyFiles.none
 
-    public init() {}
+    /// Defaults; the broker's own credentials are this process's.
+    public init() {
+        let own = ProcessIdentity.current
+        broker.ownCredentials = Credentials(pid: own.pid, uid: own.uid, gid: own.gid)
+    }
 }
 
 /// Callbacks for the service manager, run on the loop thread.
@@ -43,6 +50,9 @@ public struct ServerHooks {
     public var ready: () -> Void = {}
     /// When a graceful stop begins (sd_notify STOPPING=1).
     public var stopping: () -> Void = {}
+    /// When a policy reload (SIGHUP) begins (sd_notify RELOADING=1); `ready`
+    /// runs again when it is over, whether or not the new policy was taken.
+    public var reloading: () -> Void = {}
     /// Timers: every `intervalNanoseconds`, `action(stats)` runs from the loop
     /// itself (so a stuck loop stops them: sd_watchdog_enabled(3)).
     public var periodic: [(intervalNanoseconds: Int64, action: (BrokerStatistics) -> Void)] = []
@@ -150,7 +160,7 @@ public final class BrokerServer {
         if token == BrokerServer.signalToken {
             for signal in signals.readSignals() {
                 if signal == SIGHUP {
-                    logger.info("received SIGHUP; it reloads nothing (logs go to stderr/the journal): ignoring")
+                    if shutdownDeadline == nil { reloadPolicy() }
                 } else if shutdownDeadline == nil {
                     logger.info("received signal \(signal); stopping: no new connections, flushing queues for up to \(configuration.shutdownFlushNanoseconds / 1_000_000) ms")
                     exitReason = .signal(signal)

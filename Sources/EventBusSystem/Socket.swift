@@ -1,5 +1,5 @@
 // AF_UNIX stream sockets (unix(7)): socket(2), bind(2), listen(2), accept4(2),
-// connect(2), SO_PEERCRED.
+// connect(2), getsockname(2), SO_PEERCRED, SO_PEERGROUPS.
 //
 // Before editing: every socket is created with SOCK_CLOEXEC, and accepted ones
 // with SOCK_NONBLOCK|SOCK_CLOEXEC at creation (never a separate fcntl), so no
@@ -101,6 +101,47 @@ extension FileDescriptor {
         var credentials = eventbus_ucred()
         _ = try checkedCall("getsockopt(SO_PEERCRED)") { eventbus_peer_credentials(rawValue, &credentials) }
         return PeerCredentials(pid: credentials.pid, uid: credentials.uid, gid: credentials.gid)
+    }
+
+    /// getsockopt(SO_PEERGROUPS) (Linux 4.13+, socket(7)): the peer's
+    /// supplementary groups as of connect(2), in the kernel's order (the
+    /// primary gid is in `peerCredentials` and may be absent here). Asks
+    /// again with a larger buffer on ERANGE.
+    /// - Throws: `SystemError("getsockopt(SO_PEERGROUPS)", errno)`, e.g.
+    ///   ENOPROTOOPT on a kernel older than 4.13.
+    public func peerGroups() throws(SystemError) -> [UInt32] {
+        var capacity: Int32 = 64
+        while true {
+            var groups = [gid_t](repeating: 0, count: Int(capacity))
+            var count = capacity
+            let result = systemCall { groups.withUnsafeMutableBufferPointer { eventbus_peer_groups(rawValue, $0.baseAddress!, &count) } }
+            switch result {
+            case .success:
+                return Array(groups.prefix(Int(count)))
+            case .failure(let e) where e.rawValue == ERANGE && count > capacity:
+                capacity = count
+            case .failure(let e):
+                throw SystemError("getsockopt(SO_PEERGROUPS)", e)
+            }
+        }
+    }
+
+    /// getsockname(2) of an AF_UNIX socket: the filesystem path it is bound
+    /// to, e.g. a listening socket passed by systemd.
+    /// - Returns: nil for an unbound or abstract-namespace socket.
+    /// - Throws: `SystemError("getsockname", errno)` (ENOTSOCK...).
+    public func localPath() throws(SystemError) -> String? {
+        var address = sockaddr_un()
+        var length = socklen_t(MemoryLayout<sockaddr_un>.size)
+        _ = try checkedCall("getsockname") {
+            withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(rawValue, $0, &length) } }
+        }
+        guard address.sun_family == sa_family_t(AF_UNIX) else { return nil }
+        let pathBytes = Int(length) - MemoryLayout.offset(of: \sockaddr_un.sun_path)!
+        guard pathBytes > 0 else { return nil }
+        let path = withUnsafeBytes(of: address.sun_path) { raw in Array(raw.prefix(min(pathBytes, raw.count)).prefix { $0 != 0 }) }
+        guard !path.isEmpty else { return nil }  // abstract: starts with NUL
+        return String(decoding: path, as: UTF8.self)
     }
 
     /// Sets SO_SNDBUF (bytes; the kernel doubles it) with setsockopt(2).

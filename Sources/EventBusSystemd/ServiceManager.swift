@@ -1,8 +1,9 @@
-// Talking to the service manager: readiness, status, stopping and watchdog pings.
+// Talking to the service manager: readiness, reloading, status, stopping and watchdog pings.
 //
 // Before editing: every call is a no-op when NOTIFY_SOCKET is unset (not under
 // systemd, or Type= is not notify), so callers never need to check first.
 import CSystemd
+import EventBusSystem
 import Glibc
 
 /// `sd_notify(3)` messages for a `Type=notify` service (`systemd.service(5)`).
@@ -14,6 +15,14 @@ public enum ServiceManager {
     /// Sends `READY=1`: startup is finished and the listening sockets are served
     /// (`sd_notify(3)`). systemd starts ordering dependants after this.
     public static func notifyReady() { send("READY=1") }
+
+    /// Sends `RELOADING=1` with `MONOTONIC_USEC=` (CLOCK_MONOTONIC, µs): a
+    /// configuration reload has begun (`sd_notify(3)`); send `READY=1` when it
+    /// is over. systemd shows the unit as reloading meanwhile (systemd 253's
+    /// `Type=notify-reload` needs the timestamp; older managers ignore it).
+    public static func notifyReloading() {
+        send("RELOADING=1\nMONOTONIC_USEC=\(Clock.monotonicNanoseconds() / 1000)")
+    }
 
     /// Sends `STOPPING=1`: shutdown has begun (`sd_notify(3)`); send it before flushing
     /// clients so `systemctl stop` shows the unit as deactivating.

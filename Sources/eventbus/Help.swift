@@ -38,6 +38,7 @@ Commands:
   clear TYPE              remove the retained event of TYPE
   stats                   show the broker's counters
   ping                    check that the broker answers
+  reload [--wait]         make the broker read its access policy again
 
 Options:
 \(socketOptionsHelp)
@@ -266,6 +267,33 @@ unavailable, 77 forbidden.
 
 """
 
+let reloadHelp = """
+Usage: eventbus reload [OPTIONS]
+
+Ask the broker to read its access-policy files again (docs/POLICY.md): sends
+SIGHUP to the broker process at the other end of the socket. Reloading is
+all or nothing: if any file is invalid, the broker keeps the policy in force.
+Subscriptions the new policy forbids are removed (their connections are told).
+
+Options:
+  -w, --wait               wait for the outcome: print the new policy
+                           generation, or fail with the broker's reason
+  -t, --timeout DURATION   with --wait: give up after DURATION (default \(defaultReloadTimeoutText))
+\(socketOptionsHelp)
+
+\(durationHelp)
+
+Examples:
+  eventbus --system reload --wait
+  eventbusd --check-policy /etc/eventbus/policy.d/50-audit.conf && eventbus --system reload --wait
+
+Exit status: 0 reloaded (without --wait: signal sent), 64 usage error, 65 the
+broker refused the new policy (its files are invalid; the old one stays), 69
+broker unavailable, 77 not allowed to signal the broker (run as root or as
+its user), 124 timed out.
+
+"""
+
 /// The help text of a subcommand, or nil for an unknown name.
 func helpText(for command: String) -> String? {
     switch command {
@@ -276,6 +304,7 @@ func helpText(for command: String) -> String? {
     case "ping": pingHelp
     case "get": getHelp
     case "clear": clearHelp
+    case "reload": reloadHelp
     default: nil
     }
 }

@@ -22,6 +22,12 @@ struct BrokerOptions {
     var logLevel = LogLevel.info
     var showHelp = false
     var showVersion = false
+    /// `--policy FILE`, in the order given (repeatable).
+    var policyFiles: [String] = []
+    /// `--check-policy [FILE...]`: check and print the policy, then exit.
+    var checkPolicy = false
+    /// The operands (only with `--check-policy`: the files to check).
+    var checkFiles: [String] = []
 
     /// Every option `eventbusd` accepts.
     static let specs: [OptionSpec] = [
@@ -40,6 +46,8 @@ struct BrokerOptions {
         OptionSpec("exit-idle-time", value: true),
         OptionSpec("shutdown-timeout", value: true),
         OptionSpec("log-level", value: true),
+        OptionSpec("policy", value: true),
+        OptionSpec("check-policy"),
         OptionSpec("help", "h"),
         OptionSpec("version", "V"),
     ]
@@ -52,10 +60,11 @@ struct BrokerOptions {
         var options = BrokerOptions()
         do throws(UsageError) {
             let parsed = try parseArguments(arguments[...], specs: specs)
-            if let operand = parsed.operands.first { throw UsageError("unexpected argument '\(operand)'") }
             for (name, value) in parsed.options {
                 try options.apply(name, value ?? "")
             }
+            if let operand = parsed.operands.first, !options.checkPolicy { throw UsageError("unexpected argument '\(operand)'") }
+            options.checkFiles = parsed.operands
         } catch {
             throw UsageError("\(error.message) (see eventbusd --help)")
         }
@@ -99,6 +108,10 @@ struct BrokerOptions {
             let nanoseconds = try parsed(parseDuration).totalNanoseconds
             server.exitIdleNanoseconds = nanoseconds > 0 ? nanoseconds : nil
         case "shutdown-timeout": server.shutdownFlushNanoseconds = try parsed(parseDuration).totalNanoseconds
+        case "policy":
+            guard !value.isEmpty else { throw UsageError("--policy takes a file name") }
+            policyFiles.append(value)
+        case "check-policy": checkPolicy = true
         default: preconditionFailure("option --\(name) is in `specs` but not handled")
         }
     }
@@ -140,6 +153,19 @@ struct BrokerOptions {
                                        (default \(defaults.broker.retention.historyEvents); 0 turns history off)
               --history-bytes SIZE     bytes of events kept for it (default \(sizeText(defaults.broker.retention.historyBytes)); 0: off)
 
+        Access policy (docs/POLICY.md):
+              --policy FILE            read the policy from FILE; repeat for more files,
+                                       read in order. Default: none, except on the
+                                       system bus (\(SocketPath.systemBus), or --system
+                                       under socket activation): the vendor file
+                                       PREFIX/share/eventbus/policy.conf next to this
+                                       binary's PREFIX/bin, then /etc/eventbus/policy.conf
+                                       if it exists, then /etc/eventbus/policy.d/*.conf
+              --check-policy [FILE...] read FILE... (default: the files this command
+                                       line would read), print the effective rules with
+                                       names resolved to numbers, and exit: 0 valid,
+                                       65 invalid (each error as file:line: message)
+
         Lifecycle:
               --exit-idle-time DURATION  exit after DURATION with no connections
                                          (for socket activation; default: never)
@@ -153,10 +179,13 @@ struct BrokerOptions {
 
         Signals: SIGTERM and SIGINT stop accepting, flush queues (bounded by
         --shutdown-timeout), unlink the socket path if this process bound it, and
-        exit 0. SIGHUP is not a restart: it is logged and otherwise ignored.
+        exit 0. SIGHUP reads the policy files again: all or nothing (an invalid
+        file keeps the policy in force and logs file:line); 'eventbus reload
+        --wait' sends it and reports the outcome.
 
-        Exit status: 0 clean stop, 64 usage error, 69 cannot listen (path in use by
-        a live broker, not a socket, too long), 70 internal failure.
+        Exit status: 0 clean stop, 64 usage error, 65 invalid policy file, 69 cannot
+        listen (path in use by a live broker, not a socket, too long), 70 internal
+        failure.
         """
     }
 }

@@ -1,8 +1,12 @@
-// eventbusd: parse options, take or bind the listening sockets, run the loop.
+// eventbusd: parse options, take or resolve the listening sockets, load the
+// access policy, bind, run the loop.
 //
 // Before editing: the options and the --help text are BrokerOptions.swift; the
 // version is `EventBusRelease.version` (EventBusProtocol), shared with the CLI
-// and the `hello` reply.
+// and the `hello` reply. The policy is loaded before a path is bound, so a
+// broker that refuses to start on an invalid policy leaves no socket behind;
+// which files it reads is PolicySelection.swift.
+import EventBusPolicy
 import EventBusProtocol
 import EventBusServer
 import EventBusSystem
@@ -32,14 +36,15 @@ if options.showVersion {
     print("eventbusd \(EventBusRelease.version) (protocol \(ProtocolConstants.version))")
     exit(0)
 }
+if options.checkPolicy {
+    exit(checkPolicy(options))
+}
 // Under systemd, stderr is the journal: write structured entries there instead.
-// The broker's own uid has no per-uid retained share (PROTOCOL.md "Quotas").
-options.server.broker.retention.brokerUID = ProcessIdentity.effectiveUID
 let logSink = RateLimitedLogSink(wrapping: stderrIsJournal() ? JournalLogSink(identifier: "eventbusd") : stderrSink)
 let logger = Logger(level: options.logLevel, sink: logSink)
 ProcessSettings.raiseOpenFileLimit()
 
-let listeners: [ListeningSocket]
+var listeners: [ListeningSocket]
 let path: String
 let activated: [ActivatedSocket]?
 do {
@@ -61,6 +66,26 @@ if let activated {
     } catch {
         fail("\(error)", status: 64)
     }
+    listeners = []  // bound below, once the policy is loaded
+}
+
+// The access policy (PROTOCOL.md "Access policy (1.1)"): refuse to start on an
+// invalid one rather than run without it.
+let policyFiles = selectPolicyFiles(options, boundPath: activated == nil ? path : nil, activated: activated)
+if let vendor = policyFiles.missingVendorFile {
+    logger.warning("the system bus's vendor policy \(vendor) is missing (install config/policy.conf there with scripts/install); reading only /etc/eventbus")
+}
+switch policyFiles.load(brokerUID: ProcessIdentity.current.uid) {
+case .success(let policy):
+    options.server.broker.policy = policy
+    options.server.policyFiles = policyFiles
+case .failure(let error):
+    for line in error.lines { logger.error("invalid access policy: \(line)") }
+    let more = error.lines.count > 1 ? " (and \(error.lines.count - 1) more, logged above)" : ""
+    fail("invalid access policy, not starting: \(error.lines.first ?? "")\(more)", status: 65)
+}
+
+if activated == nil {
     do {
         listeners = [try ListeningSocket.bind(path: path, mode: mode_t(options.socketMode))]
     } catch {
@@ -73,6 +98,7 @@ if let activated {
 var hooks = ServerHooks()
 hooks.ready = { ServiceManager.notifyReady() }
 hooks.stopping = { ServiceManager.notifyStopping() }
+hooks.reloading = { ServiceManager.notifyReloading() }
 if let interval = ServiceManager.watchdogPingInterval() {
     let nanoseconds = interval.components.seconds * 1_000_000_000 + interval.components.attoseconds / 1_000_000_000
     hooks.periodic.append((intervalNanoseconds: max(nanoseconds, 1_000_000), action: { _ in ServiceManager.notifyWatchdog() }))
@@ -94,7 +120,7 @@ do {
 } catch {
     fail("failed to start the event loop: \(error)", status: 70)
 }
-logger.info("listening on \(path) (instance \(server.broker.instance))")
+logger.info("listening on \(path) (instance \(server.broker.instance)); \(BrokerServer.policySummary(server.broker.policy, generation: server.broker.policyGeneration))")
 do {
     _ = try server.run()
 } catch {

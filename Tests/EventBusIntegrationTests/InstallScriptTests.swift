@@ -79,11 +79,19 @@ struct InstallScriptTests {
 
         try expectStrippedExecutable(stage + prefix + "/bin/eventbusd", in: scratch)
         try expectStrippedExecutable(stage + prefix + "/bin/eventbus", in: scratch)
-        for directory in [systemUnits, userUnits] {
+        for (directory, bus) in [(systemUnits, "--system"), (userUnits, "--user")] {
             let unit = try String(contentsOfFile: stage + directory + "/eventbus.service", encoding: .utf8)
-            #expect(unit.split(separator: "\n").filter { $0.hasPrefix("ExecStart=") } == ["ExecStart=\(prefix)/bin/eventbusd --state-dir ${STATE_DIRECTORY}"], "\(directory)")
+            let lines = unit.split(separator: "\n")
+            let start = bus == "--system" ? "ExecStart=\(prefix)/bin/eventbusd --system --state-dir ${STATE_DIRECTORY}" : "ExecStart=\(prefix)/bin/eventbusd --state-dir ${STATE_DIRECTORY}"
+            #expect(lines.filter { $0.hasPrefix("ExecStart=") } == [Substring(start)], "\(directory)")
+            #expect(lines.filter { $0.hasPrefix("ExecReload=") } == ["ExecReload=\(prefix)/bin/eventbus \(bus) reload --wait"], "\(directory)")
             #expect(FileManager.default.fileExists(atPath: stage + directory + "/eventbus.socket"))
         }
+        // The vendor policy, where the installed broker looks for it (../share/eventbus from its bin).
+        let vendor = stage + prefix + "/share/eventbus/policy.conf"
+        #expect(FileManager.default.contents(atPath: vendor) == FileManager.default.contents(atPath: repositoryRoot + "/config/policy.conf"))
+        let check = try SpawnedProcess(stage + prefix + "/bin/eventbusd", ["--system", "--check-policy"], in: scratch).waitBlocking(timeout: .seconds(10))
+        #expect(check.status == 0 && check.stdout.hasPrefix("# effective policy of ") && check.stdout.contains(" \(vendor)"), "\(check.stdout)\(check.stderr)")
 
         let removed = try script("uninstall", ["--prefix", prefix], environment: ["DESTDIR": stage], in: scratch)
         #expect(removed.status == 0, "\(removed.stdout)\(removed.stderr)")

@@ -1,6 +1,7 @@
 // eventbusd under systemd's own systemd-socket-activate: it serves the passed socket
 // without binding or unlinking, serves a client that connected before it started,
-// refuses --accept, and sends READY=1, WATCHDOG=1 and STOPPING=1 to NOTIFY_SOCKET.
+// refuses --accept, and sends READY=1, WATCHDOG=1, RELOADING=1 (SIGHUP) and
+// STOPPING=1 to NOTIFY_SOCKET.
 //
 // Before editing: children are started with posix_spawn (see `SpawnedProcess` for why
 // not Foundation.Process), every wait is bounded, and systemd-socket-activate passes
@@ -118,6 +119,21 @@ struct SystemdActivationTests {
         let second = try instance()
         #expect(first != second, "the second client was not served by a new broker run")
         _ = try await activator.stop(SIGTERM)
+    }
+
+    @Test func sighupReloadsBetweenReloadingAndReady() async throws {
+        let (path, notify, broker) = try await SystemdFixture.activateWithNotifySocket()
+        let client = try LineClient(path)
+        #expect(try notify.receive(ignoringStatus: true) == "READY=1")
+        try client.send(#"{"op":"subscribe","type":"eventbus.policy.>","req":1}"#)
+        #expect(try client.readLine() == #"{"op":"ok","req":1,"type":"eventbus.policy.>"}"#)
+        kill(broker.pid, SIGHUP)
+        let reloading = try #require(try notify.receive(ignoringStatus: true))
+        #expect(reloading.hasPrefix("RELOADING=1\nMONOTONIC_USEC="), "\(reloading)")
+        #expect(try notify.receive(ignoringStatus: true) == "READY=1")
+        let event = try client.readLine()
+        #expect(event.contains(#""type":"eventbus.policy.reloaded""#) && event.contains(#""data":{"generation":2,"files":[]}"#), "\(event)")
+        _ = try await broker.stop(SIGTERM)
     }
 
     @Test func stoppingArrivesOnSigtermAndTheBrokerExitsZero() async throws {

@@ -1,0 +1,98 @@
+// `eventbus reload [--wait] [--timeout DURATION]`: ask the broker to read its
+// access-policy files again (SIGHUP, docs/POLICY.md "Reload") and, with
+// `--wait`, report the outcome: the new `policy_generation`, or the broker's
+// reason for keeping the old policy (exit 65). The service unit's
+// `ExecReload=` runs `eventbus reload --wait`.
+//
+// Before editing: the broker's pid is the SO_PEERCRED pid of our own
+// connection (the socket's peer *is* the broker), never a pid file. The
+// outcome arrives as the broker's own event, `eventbus.policy.reloaded` or
+// `eventbus.policy.refused` (docs/PROTOCOL-NOTES.md); we subscribe and have
+// the `ok` before the signal is sent, so the event cannot be missed.
+import EventBusCommandLine
+import EventBusProtocol
+import EventBusSystem
+import Glibc
+
+let reloadOptions: [OptionSpec] = globalOptions + [
+    OptionSpec("wait", "w"),
+    OptionSpec("timeout", "t", value: true),
+]
+
+/// How long `--wait` waits for the outcome unless `--timeout` says otherwise.
+let defaultReloadTimeoutText = "30s"  // 30_000_000_000 ns in `runReload`
+
+func runReload(_ args: ParsedArguments, socket: String) throws(CLIError) {
+    let command = "reload"
+    guard args.operands.isEmpty else { throw .usage(command, "unexpected argument '\(args.operands[0])'") }
+    let wait = args.has("wait")
+    if args.has("timeout") && !wait { throw .usage(command, "--timeout needs --wait") }
+    let timeoutText = args.value("timeout") ?? defaultReloadTimeoutText
+    let timeoutNanoseconds = try args.value("timeout", command: command, as: parseDuration)?.totalNanoseconds ?? 30_000_000_000
+    let deadline = Clock.monotonicNanoseconds() + timeoutNanoseconds
+
+    let connection = try BrokerConnection.connect(to: socket)
+    let broker: PeerCredentials
+    do {
+        broker = try connection.descriptor.peerCredentials()
+    } catch {
+        throw CLIError(.software, "cannot tell the broker's pid: \(error)")
+    }
+    if wait {
+        let reply = try connection.request(.subscribe(pattern: "eventbus.policy.>"), req: 1, deadline: deadline)
+        guard reply.isOK else { throw reply.failure("subscribing to the broker's reload events") }
+    }
+    do {
+        try ProcessSignals.send(SIGHUP, to: broker.pid)
+    } catch {
+        let status: ExitStatus = error.errno == Errno(rawValue: EPERM) ? .noPermission : .unavailable
+        throw CLIError(status, "cannot send SIGHUP to the broker (pid \(broker.pid), uid \(broker.uid)): \(error.errno) (run as root or as the broker's user)")
+    }
+    guard wait else { return }
+
+    var outcome: ReloadOutcome? = nil
+    while outcome == nil {
+        let result = try connection.receive(deadline: deadline) { frame in
+            outcome = ReloadOutcome(frame)
+            return outcome == nil
+        }
+        switch result {
+        case .closed: throw connection.closedError
+        case .timedOut: throw CLIError(.timedOut, "timed out after \(timeoutText) waiting for the broker (pid \(broker.pid)) to reload its policy")
+        case .frames, .stopped, .extra: break
+        }
+    }
+    switch outcome! {
+    case .reloaded(let generation):
+        try StandardOutput.write("policy reloaded: generation \(generation)\n")
+    case .refused(let generation, let reason):
+        throw CLIError(.dataError, "the broker kept its policy (generation \(generation)): \(reason)")
+    }
+}
+
+/// What the broker announced about a reload.
+enum ReloadOutcome: Equatable {
+    /// `eventbus.policy.reloaded`, `{"generation":3,"files":[...]}`.
+    case reloaded(generation: UInt64)
+    /// `eventbus.policy.refused`, `{"generation":2,"error":"file:line: ..."}`.
+    case refused(generation: UInt64, reason: String)
+
+    /// Reads an event frame of either type; nil for any other frame.
+    init?(_ frame: UnsafeRawBufferPointer) {
+        guard case .event(let event)? = try? BrokerFrame.read(frame), let dataToken = event.data else { return nil }
+        let type = JSONString.decode(frame, event.type)
+        let data = UnsafeRawBufferPointer(rebasing: frame[dataToken.start..<dataToken.end])
+        guard let members = try? JSONObject.members(data) else { return nil }
+        func member(_ key: String) -> JSONToken? { members.first { $0.key == key }?.value }
+        guard let generationToken = member("generation"), let generation = JSONInteger.unsigned(data, generationToken) else { return nil }
+        switch type {
+        case "eventbus.policy.reloaded":
+            self = .reloaded(generation: generation)
+        case "eventbus.policy.refused":
+            let reason = member("error").flatMap { $0.isString ? JSONString.decode(data, $0) : nil } ?? "no reason given"
+            self = .refused(generation: generation, reason: reason)
+        default:
+            return nil
+        }
+    }
+}
