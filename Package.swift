@@ -23,6 +23,7 @@ let package = Package(
         .executable(name: "eventbusd", targets: ["eventbusd"]),
         .executable(name: "eventbus", targets: ["eventbus"]),
         .executable(name: "eventbus-bench", targets: ["eventbus-bench"]),
+        .executable(name: "eventbus-bridge", targets: ["eventbus-bridge"]),
         .library(name: "EventBus", targets: ["EventBusClient"]),
     ],
     targets: [
@@ -56,7 +57,7 @@ let package = Package(
         // NATS client (text protocol, failover, reconnect forever) and the
         // bridge's pure logic (issue 13; docs in the target folders' file comments).
         .target(name: "EventBusNATS", dependencies: ["EventBusProtocol", "EventBusSystem"], swiftSettings: strict),
-        .target(name: "EventBusBridge", dependencies: ["EventBusNATS", "EventBusProtocol"], swiftSettings: strict),
+        .target(name: "EventBusBridge", dependencies: ["EventBusNATS", "EventBusProtocol", "EventBusSystem", "EventBusCommandLine"], swiftSettings: strict),
         .executableTarget(
             name: "eventbusd",
             dependencies: ["EventBusServer", "EventBusPolicy", "EventBusSystemd", "EventBusProtocol", "EventBusSystem", "EventBusCommandLine"],
@@ -65,6 +66,12 @@ let package = Package(
         .executableTarget(
             name: "eventbus",
             dependencies: ["EventBusProtocol", "EventBusSystem", "EventBusCommandLine"],
+            swiftSettings: strict
+        ),
+        // The bridge between the local bus and a NATS cluster (issue 13; docs/BRIDGE.md).
+        .executableTarget(
+            name: "eventbus-bridge",
+            dependencies: ["EventBusBridge", "EventBusNATS", "EventBusProtocol", "EventBusSystem", "EventBusSystemd", "EventBusCommandLine"],
             swiftSettings: strict
         ),
         .executableTarget(
@@ -143,8 +150,13 @@ let package = Package(
         .testTarget(name: "EventBusNATSTests", dependencies: ["EventBusNATS", "EventBusTestSupport"], swiftSettings: strict),
         .testTarget(name: "EventBusBridgeTests", dependencies: ["EventBusBridge", "EventBusNATS", "EventBusProtocol"], swiftSettings: strict),
         .testTarget(
+            name: "EventBusBridgeIntegrationTests",
+            dependencies: ["EventBusTestSupport", "eventbusd", "eventbus-bridge"],
+            swiftSettings: strict
+        ),
+        .testTarget(
             name: "EventBusIntegrationTests",
-            dependencies: ["EventBusTestSupport", "EventBusProtocol", "EventBusCommandLine", "eventbusd", "eventbus"],
+            dependencies: ["EventBusTestSupport", "EventBusProtocol", "EventBusCommandLine", "eventbusd", "eventbus", "eventbus-bridge"],
             swiftSettings: strict
         ),
     ]

@@ -165,7 +165,7 @@ public struct BridgeCore {
         case .badType(let subject):
             return drop(.badType, "subject \(subject.prefix(300).debugDescription) is not PREFIX.evt.NODE.TYPE with a valid node and type")
         case .event(let node, let type):
-            if let first = importSubscriptions.first(where: { $0.pattern.matches(type) }), first.sid != message.sid {
+            if importSubscriptions.count > 1, let first = importSubscriptions.first(where: { $0.pattern.matches(type) }), first.sid != message.sid {
                 return .ignored  // the same message, delivered again for an overlapping pattern
             }
             if node == mapping.node { return drop(.loop, "\(message.subject) names our own node") }
@@ -175,10 +175,10 @@ public struct BridgeCore {
             guard let fields = CloudEventsHeaders.import(message.headers, node: node, type: type, problem: &problem) else {
                 return drop(.badHeader, "\(message.subject): \(problem ?? "bad headers")")
             }
-            let data: [UInt8]?
+            let data: JSONText?
             switch BridgeCore.localData(message.payload) {
             case .absent: data = nil
-            case .value(let bytes): data = bytes
+            case .value(let text): data = text
             case .invalid: return drop(.badData, "\(message.subject): the payload is not one JSON value")
             }
             return .publishLocally(LocalPublish(type: type, data: data, source: fields.source, id: fields.id, origin: fields.origin))
@@ -194,12 +194,13 @@ public struct BridgeCore {
         case lost
     }
 
-    /// Counts the outcome of a `publishLocally`.
-    public mutating func imported(_ outcome: ImportOutcome) {
+    /// Counts the outcome of `count` `publishLocally`s.
+    public mutating func imported(_ outcome: ImportOutcome, count: Int = 1) {
+        guard count > 0 else { return }
         switch outcome {
-        case .accepted: counters.imported += 1
-        case .denied: counters.count(.denied)
-        case .lost: counters.count(.localBus)
+        case .accepted: counters.imported += count
+        case .denied: counters.dropped[.denied, default: 0] += count
+        case .lost: counters.dropped[.localBus, default: 0] += count
         }
     }
 
@@ -212,25 +213,21 @@ public struct BridgeCore {
     enum LocalData: Equatable {
         /// Empty payload: publish without `data` (`null`).
         case absent
-        /// One JSON value on one line: `bytes` (unchanged, or compacted when
-        /// the value spanned lines, since the bus's frames are lines).
-        case value([UInt8])
+        /// One JSON value: kept byte for byte when it is exactly one value on
+        /// one line (what an eventbus bridge sends), compacted otherwise
+        /// (spread over lines, or blanks around it), since the bus's frames are lines.
+        case value(JSONText)
         /// Not one JSON value.
         case invalid
     }
 
     static func localData(_ payload: [UInt8]) -> LocalData {
         if payload.isEmpty { return .absent }
-        let token: JSONToken
         do {
-            token = try payload.withUnsafeBytes { raw throws(JSONSyntaxError) in try JSONScanner.validate(raw) }
+            return .value(try JSONText(validating: payload, layout: .asGiven))
         } catch {
             return .invalid
         }
-        guard payload.contains(0x0A) || payload.contains(0x0D) else { return .value(payload) }
-        var compact: [UInt8] = []
-        payload.withUnsafeBytes { JSONObject.appendCompacted($0, token, to: &compact) }
-        return .value(compact)
     }
 
     // MARK: Hello and drop reports
@@ -258,10 +255,12 @@ public struct BridgeCore {
         return .duplicateNode(otherInstance: instance, reply: isReply ? nil : helloMessage(reply: true))
     }
 
-    private func handleDropReport(_ message: Message, from node: NodeName) -> Inbound {
+    private mutating func handleDropReport(_ message: Message, from node: NodeName) -> Inbound {
         guard node != mapping.node else { return .ignored }
         let fields = BridgeCore.members(message.payload)
         guard let count = fields.integers["count"] else { return .ignored }
+        counters.remoteReports += 1
+        counters.remoteLost += Int(clamping: count)
         return .remoteGap(node: node, count: Int(clamping: count), sinceSeq: fields.integers["since_seq"], instance: fields.strings["instance"])
     }
 
@@ -283,9 +282,18 @@ public struct BridgeCore {
         return OutgoingMessage(subject: mapping.droppedSubject, payload: payload)
     }
 
-    /// The counters merged with the NATS client's.
-    public func status(nats: ClientStatistics) -> BridgeStatus {
-        BridgeStatus(node: mapping.node, counters: counters, nats: nats, exporting: exporting)
+    /// Counts `count` exports the local broker dropped before the bridge read
+    /// them (its `dropped` notice, PROTOCOL.md "Semantics"), and returns the
+    /// report that tells the other nodes (`PREFIX.ctl.NODE.dropped`).
+    public mutating func localOverflow(count: UInt64, sinceSeq: UInt64) -> OutgoingMessage {
+        counters.dropped[.localOverflow, default: 0] += Int(clamping: count)
+        return BridgeCore.droppedReport(DropSummary(count: Int(clamping: count), firstTag: sinceSeq), mapping: mapping,
+                                        bridgeInstance: bridgeInstance, brokerInstance: brokerInstance)
+    }
+
+    /// The counters merged with the NATS client's and the bus connection's.
+    public func status(nats: ClientStatistics, bus: BusStatus = BusStatus()) -> BridgeStatus {
+        BridgeStatus(node: mapping.node, counters: counters, nats: nats, bus: bus, exporting: exporting)
     }
 
     /// String, integer and boolean top-level members of a JSON object (others ignored; nothing for non-objects).

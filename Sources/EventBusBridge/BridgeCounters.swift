@@ -25,8 +25,13 @@ public enum DropReason: String, CaseIterable, Sendable {
     case badHeader = "bad_header"
     /// An import whose payload is not one JSON value.
     case badData = "bad_data"
-    /// An import lost because the local bus was unreachable or refused it for another reason.
+    /// An import lost because the local bus was unreachable, refused it for
+    /// another reason, or did not take it fast enough (the bridge's own bound
+    /// on what waits for the bus socket: it never stops reading NATS).
     case localBus = "local_bus"
+    /// Exports the local broker dropped before the bridge read them (its
+    /// `dropped` notice: the bridge fell behind the bus).
+    case localOverflow = "local_overflow"
 }
 
 /// What the bridge itself counts.
@@ -41,15 +46,40 @@ public struct BridgeCounters: Equatable, Sendable {
     public var skippedBridged = 0
     /// Local events not exported while another bridge claims our node id.
     public var suspended = 0
+    /// Drop reports received from other nodes (`PREFIX.ctl.NODE.dropped`), and the events they say were lost.
+    public var remoteReports = 0
+    public var remoteLost = 0
 
     public init() {}
 
     public mutating func count(_ reason: DropReason) { dropped[reason, default: 0] += 1 }
 }
 
-/// Everything `--status` shows, merged from the bridge's and the NATS client's counters.
+/// The local bus connection's state, as the executable's connection keeps it.
+public struct BusStatus: Equatable, Sendable {
+    /// Whether the connection is up and greeted (`hello` answered).
+    public var up = false
+    /// The socket path.
+    public var path = ""
+    /// Connections after the first.
+    public var reconnects = 0
+
+    public init(up: Bool = false, path: String = "", reconnects: Int = 0) {
+        self.up = up
+        self.path = path
+        self.reconnects = reconnects
+    }
+}
+
+/// Everything `--status` shows, merged from the bridge's, the NATS client's
+/// and the bus connection's counters.
 public struct BridgeStatus: Equatable, Sendable {
     public var node: String
+    /// The bridge's pid and the time of this snapshot (RFC 3339 UTC), set by
+    /// the executable; left out of the JSON while `updated` is empty.
+    public var pid: Int32 = 0
+    public var updated = ""
+    public var bus: BusStatus
     public var linkUp: Bool
     public var server: String?
     public var bufferedEvents: Int
@@ -59,9 +89,12 @@ public struct BridgeStatus: Equatable, Sendable {
     public var dropped: [DropReason: Int]
     public var reconnects: Int
     public var exporting: Bool
+    public var remoteReports: Int
+    public var remoteLost: Int
 
-    public init(node: NodeName, counters: BridgeCounters, nats: ClientStatistics, exporting: Bool) {
+    public init(node: NodeName, counters: BridgeCounters, nats: ClientStatistics, bus: BusStatus = BusStatus(), exporting: Bool) {
         self.node = node.text
+        self.bus = bus
         linkUp = nats.linkUp
         server = nats.server?.description
         bufferedEvents = nats.bufferedMessages
@@ -74,18 +107,28 @@ public struct BridgeStatus: Equatable, Sendable {
         self.dropped = dropped
         reconnects = nats.reconnects
         self.exporting = exporting
+        remoteReports = counters.remoteReports
+        remoteLost = counters.remoteLost
     }
 
-    /// One line of JSON, every reason present:
-    /// `{"node":"host-a","link":"up","server":"nats://127.0.0.1:4222","buffered":0,"buffered_bytes":0,"exported":12,"imported":3,"dropped":{"buffer":0,"too_large":0,"bad_type":0,"loop":0,"denied":0,"bad_header":0,"bad_data":0,"local_bus":0},"reconnects":1,"exporting":true}`
+    /// One line of JSON, every reason present (`pid` and `updated` only once set):
+    /// `{"node":"host-a","pid":812,"updated":"2026-11-29T13:00:00.123Z","bus":"up","bus_path":"/run/eventbus/bus.sock","bus_reconnects":0,"link":"up","server":"nats://127.0.0.1:4222","buffered":0,"buffered_bytes":0,"exported":12,"imported":3,"dropped":{"buffer":0,"too_large":0,"bad_type":0,"loop":0,"denied":0,"bad_header":0,"bad_data":0,"local_bus":0,"local_overflow":0},"reconnects":1,"exporting":true,"remote_reports":0,"remote_lost":0}`
     public var json: String {
         var out: [UInt8] = Array("{\"node\":".utf8)
         JSONString.appendQuoted(node, to: &out)
+        if !updated.isEmpty {
+            out.append(contentsOf: ",\"pid\":\(pid),\"updated\":".utf8)
+            JSONString.appendQuoted(updated, to: &out)
+        }
+        out.append(contentsOf: ",\"bus\":\"\(bus.up ? "up" : "down")\",\"bus_path\":".utf8)
+        JSONString.appendQuoted(bus.path, to: &out)
+        out.append(contentsOf: ",\"bus_reconnects\":\(bus.reconnects)".utf8)
         out.append(contentsOf: ",\"link\":\"\(linkUp ? "up" : "down")\",\"server\":".utf8)
         if let server { JSONString.appendQuoted(server, to: &out) } else { out.append(contentsOf: "null".utf8) }
         out.append(contentsOf: ",\"buffered\":\(bufferedEvents),\"buffered_bytes\":\(bufferedBytes),\"exported\":\(exported),\"imported\":\(imported),\"dropped\":{".utf8)
         out.append(contentsOf: DropReason.allCases.map { "\"\($0.rawValue)\":\(dropped[$0] ?? 0)" }.joined(separator: ",").utf8)
-        out.append(contentsOf: "},\"reconnects\":\(reconnects),\"exporting\":\(exporting)}".utf8)
+        out.append(contentsOf: "},\"reconnects\":\(reconnects),\"exporting\":\(exporting)".utf8)
+        out.append(contentsOf: ",\"remote_reports\":\(remoteReports),\"remote_lost\":\(remoteLost)}".utf8)
         return String(decoding: out, as: UTF8.self)
     }
 }

@@ -7,17 +7,12 @@
 // setting has the same name in the file as its flag (`--export` is `export`).
 import EventBusNATS
 import EventBusProtocol
-
-/// Which local bus to attach to (PROTOCOL.md "Transport").
-public enum BusChoice: Equatable, Sendable {
-    case socket(String)
-    case system
-    case user
-}
+import EventBusSystem
 
 /// Settings as given (nil: not given). Lists are replaced whole by an overlay.
 public struct BridgeSettings: Equatable, Sendable {
-    public var bus: BusChoice?
+    /// `.path`, `.system` or `.user` (`.automatic` when not given: PROTOCOL.md "Transport").
+    public var bus: BusSelection?
     public var servers: [ServerAddress]?
     public var node: NodeName?
     public var exports: [Pattern]?
@@ -30,6 +25,9 @@ public struct BridgeSettings: Equatable, Sendable {
     public var pingInterval: Duration?
     /// CONNECT `name` (default `eventbus-bridge NODE`).
     public var name: String?
+    public var statusFile: String?
+    public var logLevel: LogLevel?
+    /// NATS credentials (`nats-user`, `nats-password`, `nats-token`: file only).
     public var user: String?
     public var password: String?
     public var token: String?
@@ -51,6 +49,8 @@ public struct BridgeSettings: Equatable, Sendable {
         if let v = other.bufferEvents { result.bufferEvents = v }
         if let v = other.pingInterval { result.pingInterval = v }
         if let v = other.name { result.name = v }
+        if let v = other.statusFile { result.statusFile = v }
+        if let v = other.logLevel { result.logLevel = v }
         if let v = other.user { result.user = v }
         if let v = other.password { result.password = v }
         if let v = other.token { result.token = v }
@@ -67,7 +67,7 @@ public struct BridgeSettings: Equatable, Sendable {
         let imports = self.imports ?? []
         guard !exports.isEmpty || !imports.isEmpty else { throw SettingsError("nothing to bridge: give at least one --export or --import pattern") }
         var configuration = BridgeConfiguration(servers: servers, node: node)
-        configuration.bus = bus
+        if let bus { configuration.bus = bus }
         configuration.exports = exports
         configuration.imports = imports
         if let prefix { configuration.prefix = prefix }
@@ -80,6 +80,8 @@ public struct BridgeSettings: Equatable, Sendable {
         if let bufferEvents { configuration.bufferEvents = bufferEvents }
         if let pingInterval { configuration.pingInterval = pingInterval }
         configuration.name = name ?? "eventbus-bridge \(node.text)"
+        configuration.statusFile = statusFile
+        if let logLevel { configuration.logLevel = logLevel }
         configuration.user = user
         configuration.password = password
         configuration.token = token
@@ -95,8 +97,8 @@ public struct SettingsError: Error, Equatable, Sendable, CustomStringConvertible
 
 /// Every setting resolved, defaults filled in.
 public struct BridgeConfiguration: Equatable, Sendable {
-    /// nil: the usual socket-path resolution (PROTOCOL.md "Transport").
-    public var bus: BusChoice?
+    /// Which local bus (default: the usual resolution, PROTOCOL.md "Transport").
+    public var bus = BusSelection.automatic
     public var servers: [ServerAddress]
     public var node: NodeName
     public var exports: [Pattern] = []
@@ -111,6 +113,9 @@ public struct BridgeConfiguration: Equatable, Sendable {
     /// PING interval (default 20 s, faster than NATS's 2 min to notice a dead link).
     public var pingInterval: Duration = .seconds(20)
     public var name: String
+    /// Where the counters are written for `eventbus-bridge --status` (nil: the default place, see the executable).
+    public var statusFile: String?
+    public var logLevel = LogLevel.info
     public var user: String?
     public var password: String?
     public var token: String?

@@ -35,7 +35,7 @@ public enum CloudEventsHeaders {
     /// `ce-ebseq`, `ce-ebpid`, `ce-ebuid`, `ce-ebgid`, `Nats-Msg-Id: NODE:INSTANCE:SEQ`.
     /// - Parameter instance: the local broker's `instance` (its `seq` counts within it).
     public static func export(_ event: LocalEvent, node: NodeName, instance: String) -> Headers {
-        var headers = Headers()
+        var headers = Headers(capacity: 13)
         headers.append(HeaderName.specVersion, "1.0")
         headers.append(HeaderName.id, event.id)
         headers.append(HeaderName.source, event.source)
@@ -75,34 +75,47 @@ public enum CloudEventsHeaders {
                 problem = "\(name) is longer than 4096 bytes"
                 return nil
             }
-            switch name.lowercased() {
-            case HeaderName.id: result.id = value
-            case HeaderName.source: result.source = value
-            case HeaderName.time: result.origin.time = value
-            case HeaderName.instance: result.origin.instance = value
-            case HeaderName.type:
+            // Names are matched case-insensitively (lower-casing only what needs it), by one hash lookup.
+            let key = name.utf8.contains(where: { $0 >= 0x41 && $0 <= 0x5A }) ? name.lowercased() : name
+            switch importedFields[key] {
+            case .id?: result.id = value
+            case .source?: result.source = value
+            case .time?: result.origin.time = value
+            case .instance?: result.origin.instance = value
+            case .type?:
                 guard value == type.name else { problem = "ce-type \(value.prefix(80).debugDescription) is not the subject's type \(type.name)"; return nil }
-            case HeaderName.node:
+            case .node?:
                 guard value == node.text else { problem = "ce-ebnode \(value.prefix(80).debugDescription) is not the subject's node \(node.text)"; return nil }
                 result.assertedNode = value
-            case HeaderName.seq:
+            case .seq?:
                 guard let seq = decimal(value, max: UInt64.max) else { problem = "ce-ebseq \(value.prefix(40).debugDescription) is not a number"; return nil }
                 result.origin.seq = seq
-            case HeaderName.pid:
+            case .pid?:
                 guard let pid = decimal(value, max: UInt64(Int32.max)) else { problem = "ce-ebpid \(value.prefix(40).debugDescription) is not a pid"; return nil }
                 result.origin.pid = Int64(pid)
-            case HeaderName.uid:
+            case .uid?:
                 guard let uid = decimal(value, max: UInt64(UInt32.max)) else { problem = "ce-ebuid \(value.prefix(40).debugDescription) is not a uid"; return nil }
                 result.origin.uid = uid
-            case HeaderName.gid:
+            case .gid?:
                 guard let gid = decimal(value, max: UInt64(UInt32.max)) else { problem = "ce-ebgid \(value.prefix(40).debugDescription) is not a gid"; return nil }
                 result.origin.gid = gid
-            default:
+            case nil:
                 break  // ce-specversion, ce-datacontenttype, Nats-Msg-Id, anything else
             }
         }
         return result
     }
+
+    /// The headers `import` reads, by wire name.
+    private enum ImportedField {
+        case id, source, time, instance, type, node, seq, pid, uid, gid
+    }
+
+    private static let importedFields: [String: ImportedField] = [
+        HeaderName.id: .id, HeaderName.source: .source, HeaderName.time: .time, HeaderName.instance: .instance,
+        HeaderName.type: .type, HeaderName.node: .node, HeaderName.seq: .seq, HeaderName.pid: .pid,
+        HeaderName.uid: .uid, HeaderName.gid: .gid,
+    ]
 
     /// Digits only (no sign, no spaces), at most `max`.
     static func decimal(_ text: String, max: UInt64) -> UInt64? {

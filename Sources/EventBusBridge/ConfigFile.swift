@@ -1,7 +1,9 @@
 // The parser of `/etc/eventbus/bridge.conf`. The caller reads the file; this
 // turns its text into `BridgeSettings`, or an error naming file and line.
+// `apply` is also what the command line calls for each flag, so a value is
+// checked the same way wherever it is given.
 //
-// The format, one setting per line:
+// The format, one setting per line (config/bridge.conf is the commented example):
 //
 //     # eventbus-bridge settings (the same names as the flags)
 //     nats   = nats://127.0.0.1:4222, nats://127.0.0.1:4223
@@ -16,22 +18,27 @@
 //     buffer-events     = 10000
 //     ping-interval     = 20s
 //     socket = /run/eventbus/bus.sock   # or: bus = system | user
-//     name = eventbus-bridge host-a     # CONNECT name
-//     user = bridge                     # NATS credentials, when the server wants them
-//     password = secret
-//     token = ...
+//     name = eventbus-bridge-host-a     # CONNECT name
+//     status-file = /run/eventbus-bridge/host-a.json
+//     log-level = info
+//     nats-user = bridge                # NATS credentials (file only: never on a command line)
+//     nats-password = secret
+//     nats-token = ...
 //
 // `key = value`, blanks around both ignored; `#` starts a comment at the start
 // of a line or after a blank; blank lines are ignored. `nats`, `export` and
 // `import` may repeat (their values add up; `nats` and both pattern keys also
 // take comma-separated lists); any other key given twice is an error.
-// Durations: a number with `ms`, `s`, `m` or `h` (plain: seconds). Sizes:
-// bytes, or with `K`, `M`, `G` (binary; `KiB`... accepted).
+// Durations and sizes are read by EventBusCommandLine's parsers, as every
+// executable's flags are: DURATION as systemd.time(7) (`250ms`, `30s`,
+// `5min`, plain seconds), SIZE in bytes or with `K`, `M`, `G` (binary).
 //
-// Before editing: a new key needs the same name as its flag, a line in the
-// table in `apply`, and a line in the format above.
+// Before editing: a new key needs the same name as its flag (credentials are
+// the exception: file only), a case in `apply`, and a line in the format above.
+import EventBusCommandLine
 import EventBusNATS
 import EventBusProtocol
+import EventBusSystem
 
 /// A bad line in a settings file. `description` reads `bridge.conf:3: ...`.
 public struct ConfigError: Error, Equatable, Sendable, CustomStringConvertible {
@@ -46,8 +53,11 @@ public enum ConfigFile {
     /// The keys understood, in the order of the format above.
     public static let keys = [
         "nats", "node", "export", "import", "prefix", "reconnect-initial", "reconnect-max",
-        "buffer-bytes", "buffer-events", "ping-interval", "socket", "bus", "name", "user", "password", "token",
+        "buffer-bytes", "buffer-events", "ping-interval", "socket", "bus", "name", "status-file", "log-level",
+        "nats-user", "nats-password", "nats-token",
     ]
+    /// The keys that have no flag (secrets must not show in ps(1)).
+    public static let fileOnly: Set<String> = ["nats-user", "nats-password", "nats-token"]
     static let repeatable: Set<String> = ["nats", "export", "import"]
 
     /// Parses a settings file's text.
@@ -86,64 +96,83 @@ public enum ConfigFile {
         return settings
     }
 
-    /// Sets one key. Shared with the command line (step 2), so flags and file check values alike.
-    /// - Throws: `SettingsError` naming the key and the bad value.
-    public static func apply(_ key: String, _ value: String, to settings: inout BridgeSettings) throws(SettingsError) {
+    /// Sets one key; the command line calls it for each flag, so flags and
+    /// file check values alike.
+    /// - Parameters:
+    ///   - key: a name of `keys` (`"reconnect-max"`).
+    ///   - shownAs: the name errors use (`"--reconnect-max"` for a flag); default `key`.
+    /// - Throws: `SettingsError` naming the setting and the bad value, e.g.
+    ///   `invalid duration 'soon' for reconnect-max: no number before 'soon' (examples: ...)`.
+    public static func apply(_ key: String, _ value: String, to settings: inout BridgeSettings, shownAs: String? = nil) throws(SettingsError) {
+        let name = shownAs ?? key
+        /// `value` through an EventBusCommandLine parser, its error worded for this setting.
+        func parsed<T>(_ parse: (String) throws(ValueError) -> T) throws(SettingsError) -> T {
+            do {
+                return try parse(value)
+            } catch {
+                throw SettingsError(error.message(for: name))
+            }
+        }
         switch key {
         case "nats":
             var servers = settings.servers ?? []
             for item in list(value) {
                 guard let server = ServerAddress(url: item) else {
-                    throw SettingsError("nats: \(item.debugDescription) is not a NATS URL (nats://HOST[:PORT], HOST[:PORT])")
+                    throw SettingsError("\(name): \(item.debugDescription) is not a NATS URL (nats://HOST[:PORT], HOST[:PORT])")
                 }
                 servers.append(server)
             }
             settings.servers = servers
         case "node":
             guard let node = NodeName(value) else {
-                throw SettingsError("node: \(value.debugDescription) is not a node name (1-63 of A-Z a-z 0-9 _ -)")
+                throw SettingsError("\(name): \(value.debugDescription) is not a node name (1-63 of A-Z a-z 0-9 _ -)")
             }
             settings.node = node
         case "export", "import":
             var patterns = (key == "export" ? settings.exports : settings.imports) ?? []
             for item in list(value) {
-                guard let pattern = Pattern(item) else { throw SettingsError("\(key): \(item.debugDescription) is not an eventbus pattern") }
+                guard let pattern = Pattern(item) else { throw SettingsError("\(name): \(item.debugDescription) is not an eventbus pattern") }
                 patterns.append(pattern)
             }
             if key == "export" { settings.exports = patterns } else { settings.imports = patterns }
         case "prefix":
             guard let prefix = SubjectPrefix(value) else {
-                throw SettingsError("prefix: \(value.debugDescription) is not a subject prefix (1-8 tokens of A-Z a-z 0-9 _ -, joined by .)")
+                throw SettingsError("\(name): \(value.debugDescription) is not a subject prefix (1-8 tokens of A-Z a-z 0-9 _ -, joined by .)")
             }
             settings.prefix = prefix
         case "reconnect-initial", "reconnect-max", "ping-interval":
-            guard let duration = parseDuration(value), duration > .zero else {
-                throw SettingsError("\(key): \(value.debugDescription) is not a duration above zero (250ms, 30s, 5m, 1h)")
-            }
+            let duration = try parsed(parseDuration)
+            guard duration > .zero else { throw SettingsError("\(name): \(value.debugDescription) is not a duration above zero") }
             switch key {
             case "reconnect-initial": settings.reconnectInitial = duration
             case "reconnect-max": settings.reconnectMaximum = duration
             default: settings.pingInterval = duration
             }
         case "buffer-bytes":
-            guard let bytes = parseSize(value), bytes >= 1 else { throw SettingsError("buffer-bytes: \(value.debugDescription) is not a size (8388608, 64K, 8M)") }
-            settings.bufferBytes = bytes
+            settings.bufferBytes = try parsed { v throws(ValueError) in try parseSize(v, minimum: 1) }
         case "buffer-events":
-            guard let count = Int(value), count >= 1 else { throw SettingsError("buffer-events: \(value.debugDescription) is not a positive whole number") }
-            settings.bufferEvents = count
+            settings.bufferEvents = try parsed(parseCount)
         case "socket":
-            guard value.hasPrefix("/") else { throw SettingsError("socket: \(value.debugDescription) is not an absolute path") }
-            settings.bus = .socket(value)
+            guard value.hasPrefix("/") else { throw SettingsError("\(name): \(value.debugDescription) is not an absolute path") }
+            settings.bus = .path(value)
         case "bus":
             switch value {
             case "system": settings.bus = .system
             case "user": settings.bus = .user
-            default: throw SettingsError("bus: \(value.debugDescription) is neither system nor user")
+            default: throw SettingsError("\(name): \(value.debugDescription) is neither system nor user")
             }
+        case "status-file":
+            guard value.hasPrefix("/") else { throw SettingsError("\(name): \(value.debugDescription) is not an absolute path") }
+            settings.statusFile = value
+        case "log-level":
+            guard let level = LogLevel(name: value) else {
+                throw SettingsError("\(name): \(value.debugDescription) is not error, warning, notice, info or debug")
+            }
+            settings.logLevel = level
         case "name": settings.name = value
-        case "user": settings.user = value
-        case "password": settings.password = value
-        case "token": settings.token = value
+        case "nats-user": settings.user = value
+        case "nats-password": settings.password = value
+        case "nats-token": settings.token = value
         default:
             throw SettingsError("unknown setting \(key.debugDescription)")
         }
@@ -163,38 +192,6 @@ public enum ConfigFile {
             previous = c
         }
         return line
-    }
-
-    /// `500ms`, `30s`, `5m`, `1h`, or a plain number of seconds (decimals allowed).
-    /// (The broker and the CLI each have one too; to be merged into one shared parser.)
-    static func parseDuration(_ text: String) -> Duration? {
-        var number = Substring(text)
-        var scale = 1.0
-        for (suffix, factor) in [("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0)] where text.hasSuffix(suffix) {
-            number = number.dropLast(suffix.count)
-            scale = factor
-            break
-        }
-        guard !number.isEmpty, number.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == ".") }),
-              let value = Double(number), value.isFinite, value * scale < 1e9 else { return nil }
-        return .nanoseconds(Int64((value * scale * 1e9).rounded()))
-    }
-
-    /// `123`, `64K`, `8M`, `1G` (binary multiples; `KiB`, `KB`, `B` spellings accepted).
-    static func parseSize(_ text: String) -> Int? {
-        var digits = Substring(text)
-        var multiplier = 1
-        for (suffixes, factor) in [(["KiB", "KB", "K", "k"], 1 << 10), (["MiB", "MB", "M", "m"], 1 << 20), (["GiB", "GB", "G", "g"], 1 << 30)] {
-            if let suffix = suffixes.first(where: { text.hasSuffix($0) }) {
-                digits = digits.dropLast(suffix.count)
-                multiplier = factor
-                break
-            }
-        }
-        if multiplier == 1 && digits.hasSuffix("B") { digits = digits.dropLast() }
-        guard !digits.isEmpty, digits.allSatisfy({ $0.isASCII && $0.isNumber }), let number = Int(digits) else { return nil }
-        let (bytes, overflow) = number.multipliedReportingOverflow(by: multiplier)
-        return overflow ? nil : bytes
     }
 }
 

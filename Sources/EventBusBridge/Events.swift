@@ -63,23 +63,16 @@ public struct Origin: Equatable, Sendable {
 
     /// `{"node":"host-b","instance":"…","seq":9123,"time":"…","pid":811,"uid":1000,"gid":1000}`,
     /// in that order, absent fields left out.
-    public var json: [UInt8] {
-        var out: [UInt8] = Array("{\"node\":".utf8)
-        JSONString.appendQuoted(node, to: &out)
-        if let instance {
-            out.append(contentsOf: ",\"instance\":".utf8)
-            JSONString.appendQuoted(instance, to: &out)
-        }
-        if let seq { out.append(contentsOf: ",\"seq\":\(seq)".utf8) }
-        if let time {
-            out.append(contentsOf: ",\"time\":".utf8)
-            JSONString.appendQuoted(time, to: &out)
-        }
-        if let pid { out.append(contentsOf: ",\"pid\":\(pid)".utf8) }
-        if let uid { out.append(contentsOf: ",\"uid\":\(uid)".utf8) }
-        if let gid { out.append(contentsOf: ",\"gid\":\(gid)".utf8) }
-        out.append(0x7D)
-        return out
+    public var json: JSONText {
+        var object = JSONText.ObjectWriter()
+        object.add("node", node)
+        if let instance { object.add("instance", instance) }
+        if let seq { object.add("seq", seq) }
+        if let time { object.add("time", time) }
+        if let pid { object.add("pid", pid) }
+        if let uid { object.add("uid", uid) }
+        if let gid { object.add("gid", gid) }
+        return object.text
     }
 }
 
@@ -87,13 +80,13 @@ public struct Origin: Equatable, Sendable {
 public struct LocalPublish: Equatable, Sendable {
     public var type: EventType
     /// One line of valid JSON, or nil for none (an empty NATS payload).
-    public var data: [UInt8]?
+    public var data: JSONText?
     /// `ce-source` and `ce-id` as the remote side sent them (nil: absent; the broker fills in its defaults).
     public var source: String?
     public var id: String?
     public var origin: Origin
 
-    public init(type: EventType, data: [UInt8]?, source: String?, id: String?, origin: Origin) {
+    public init(type: EventType, data: JSONText?, source: String?, id: String?, origin: Origin) {
         self.type = type
         self.data = data
         self.source = source

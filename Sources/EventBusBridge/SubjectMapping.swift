@@ -69,10 +69,25 @@ public enum IncomingSubject: Equatable, Sendable {
 public struct SubjectMapping: Equatable, Sendable {
     public let prefix: SubjectPrefix
     public let node: NodeName
+    /// `PREFIX.ctl.NODE.hello`: where bridges claiming this node announce themselves.
+    public let helloSubject: Subject
+    /// `PREFIX.ctl.NODE.dropped`: this node's reports of exports lost while NATS was unreachable.
+    public let droppedSubject: Subject
+    /// `PREFIX.ctl.*.dropped`: every node's drop reports.
+    public let allDroppedSubject: Subject
+    /// `PREFIX.evt.` and `PREFIX.ctl.`, for reading subjects back (built once: every message is read against them).
+    private let eventHead: String
+    private let controlHead: String
 
     public init(prefix: SubjectPrefix = .standard, node: NodeName) {
         self.prefix = prefix
         self.node = node
+        // Valid by construction: tokens of valid characters.
+        helloSubject = Subject("\(prefix.text).ctl.\(node.text).hello")!
+        droppedSubject = Subject("\(prefix.text).ctl.\(node.text).dropped")!
+        allDroppedSubject = Subject(pattern: "\(prefix.text).ctl.*.dropped")!
+        eventHead = prefix.text + ".evt."
+        controlHead = prefix.text + ".ctl."
     }
 
     /// `PREFIX.evt.NODE.TYPE`, e.g. `eventbus.evt.host-a.order.created`.
@@ -87,20 +102,10 @@ public struct SubjectMapping: Equatable, Sendable {
         Subject(pattern: "\(prefix.text).evt.*.\(pattern.text)")!
     }
 
-    /// `PREFIX.ctl.NODE.hello`: where bridges claiming this node announce themselves.
-    public var helloSubject: Subject { Subject("\(prefix.text).ctl.\(node.text).hello")! }
-
-    /// `PREFIX.ctl.NODE.dropped`: this node's reports of exports lost while NATS was unreachable.
-    public var droppedSubject: Subject { Subject("\(prefix.text).ctl.\(node.text).dropped")! }
-
-    /// `PREFIX.ctl.*.dropped`: every node's drop reports.
-    public var allDroppedSubject: Subject { Subject(pattern: "\(prefix.text).ctl.*.dropped")! }
-
     /// Reads an event subject back.
     public func parse(_ subject: String) -> IncomingSubject {
-        let head = prefix.text + ".evt."
-        guard subject.hasPrefix(head) else { return .other }
-        let rest = subject.utf8.dropFirst(head.utf8.count)
+        guard subject.hasPrefix(eventHead) else { return .other }
+        let rest = subject.utf8.dropFirst(eventHead.utf8.count)
         guard let dot = rest.firstIndex(of: 0x2E) else { return .badType(subject) }
         let nodeText = String(decoding: rest[rest.startIndex..<dot], as: UTF8.self)
         let typeText = String(decoding: rest[rest.index(after: dot)...], as: UTF8.self)
@@ -110,9 +115,8 @@ public struct SubjectMapping: Equatable, Sendable {
 
     /// The node of a `PREFIX.ctl.NODE.dropped` subject, or nil.
     public func dropReportNode(_ subject: String) -> NodeName? {
-        let head = prefix.text + ".ctl."
-        guard subject.hasPrefix(head), subject.hasSuffix(".dropped") else { return nil }
-        let middle = subject.dropFirst(head.count).dropLast(".dropped".count)
+        guard subject.hasPrefix(controlHead), subject.hasSuffix(".dropped") else { return nil }
+        let middle = subject.dropFirst(controlHead.count).dropLast(".dropped".count)
         return NodeName(String(middle))
     }
 }

@@ -14,6 +14,9 @@
 //   (slow consumer, DESIGN-NOTES-1.1 A.2);
 // - a publish that makes the outbox writable wakes the thread (eventfd); the
 //   thread otherwise sleeps until the socket is ready or the next deadline.
+//   `publish(contentsOf:)` takes the lock and wakes once for a whole batch,
+//   and `afterMessages` tells a consumer when one read's messages are done,
+//   so that both sides pay for a wake-up per batch, not per message.
 import EventBusSystem
 import Foundation
 import Synchronization
@@ -39,17 +42,24 @@ public final class Client: Sendable {
     private let state: Mutex<ClientState>
     private let wakeup: Wakeup
     private let handler: Handler
+    private let afterMessages: (@Sendable () -> Void)?
     private let connectTimeout: Duration
     /// Signalled by the I/O thread when it has exited.
     private let finished = DispatchSemaphore(value: 0)
     private let started = Atomic<Bool>(false)
 
     /// A client that does nothing until `start()`.
+    /// - Parameters:
+    ///   - handler: gets every effect (see `Handler`).
+    ///   - afterMessages: called on the I/O thread after the messages of one
+    ///     read were handed to `handler`, so a consumer can act once per batch
+    ///     (e.g. wake its writer once instead of once per message).
     /// - Throws: `SystemError("eventfd", …)` when the wake-up descriptor cannot be made.
-    public init(configuration: ClientConfiguration, handler: @escaping Handler) throws(SystemError) {
+    public init(configuration: ClientConfiguration, handler: @escaping Handler, afterMessages: (@Sendable () -> Void)? = nil) throws(SystemError) {
         state = Mutex(ClientState(configuration: configuration))
         wakeup = try Wakeup()
         self.handler = handler
+        self.afterMessages = afterMessages
         connectTimeout = configuration.connectTimeout
     }
 
@@ -75,6 +85,18 @@ public final class Client: Sendable {
         }
         if wake { wakeup.signal() }
         return outcome
+    }
+
+    /// Publishes `messages` in order under one lock and wakes the I/O thread
+    /// at most once (see `ClientState.publish` for each outcome).
+    public func publish(contentsOf messages: [OutgoingMessage]) -> [PublishOutcome] {
+        let (outcomes, wake) = state.withLock { state -> ([PublishOutcome], Bool) in
+            let wasWritable = state.hasWritableBytes
+            let outcomes = messages.map { state.publish($0) }
+            return (outcomes, !wasWritable && state.hasWritableBytes)
+        }
+        if wake { wakeup.signal() }
+        return outcomes
     }
 
     /// Subscribes (see `ClientState.subscribe`); kept across reconnects.
@@ -234,7 +256,10 @@ public final class Client: Sendable {
 
     /// Performs a step's effects in order, with no lock held.
     private func perform(_ step: Step, _ connection: inout Connection) {
+        var messages = false
+        defer { if messages { afterMessages?() } }
         for effect in step.effects {
+            if case .message = effect { messages = true }
             switch effect {
             case .connect(let server):
                 connection.pendingConnect = server

@@ -220,6 +220,7 @@ public struct ClientState {
             violation = error
         }
         var step = Step()
+        step.effects.reserveCapacity(operations.count)
         for operation in operations {
             step.effects += handle(operation, now: now).effects
             switch link {

@@ -23,11 +23,18 @@ public struct Headers: Equatable, Sendable {
 
     public init() {}
 
+    /// No fields yet, with room for `capacity` of them.
+    public init(capacity: Int) {
+        fields.reserveCapacity(capacity)
+    }
+
     /// Appends a field.
     /// - Precondition: `name` is a non-empty RFC 9110 token (letters, digits,
     ///   ``!#$%&'*+-.^_`|~``), since names come from code, never from input.
     public mutating func append(_ name: String, _ value: String) {
-        precondition(Headers.isToken(name), "header name \(name.debugDescription) is not an RFC 9110 token")
+        // Checked in debug builds only: names are constants of the calling code,
+        // and this runs a dozen times per exported event.
+        assert(Headers.isToken(name), "header name \(name.debugDescription) is not an RFC 9110 token")
         fields.append((name, value))
     }
 
@@ -46,7 +53,9 @@ public struct Headers: Equatable, Sendable {
     /// The header block: `NATS/1.0\r\n`, one `Name: %-encoded value\r\n` per
     /// field, `\r\n`. Its byte count is HPUB's `#header bytes`.
     public func encoded() -> [UInt8] {
-        var out: [UInt8] = Array("NATS/1.0\r\n".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(fields.reduce(12) { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 } + 32)
+        out.append(contentsOf: "NATS/1.0\r\n".utf8)
         for (name, value) in fields {
             out.append(contentsOf: name.utf8)
             out.append(0x3A)
@@ -67,34 +76,46 @@ public struct Headers: Equatable, Sendable {
     ///   does not end with an empty line, or has a line without `:` or with
     ///   a name that is not a token.
     public static func parse(_ block: UnsafeRawBufferPointer) throws(HeaderError) -> Headers {
-        var lines: [Range<Int>] = []
-        var start = 0
-        var i = 0
-        while i + 1 < block.count {
-            if block[i] == 0x0D && block[i + 1] == 0x0A {
-                lines.append(start..<i)
-                start = i + 2
-                i += 2
-            } else {
-                i += 1
-            }
-        }
-        guard start == block.count, lines.count >= 2, lines.last!.isEmpty else { throw .notTerminated }
+        let n = block.count
+        guard n >= 4, block[n - 4] == 0x0D, block[n - 3] == 0x0A, block[n - 2] == 0x0D, block[n - 1] == 0x0A else { throw .notTerminated }
         var headers = Headers()
-        try parseVersionLine(UnsafeRawBufferPointer(rebasing: block[lines[0]]), into: &headers)
-        for range in lines.dropFirst().dropLast() {
-            let line = UnsafeRawBufferPointer(rebasing: block[range])
-            guard let colon = line.firstIndex(of: 0x3A) else { throw .malformedField(String(decoding: line, as: UTF8.self)) }
-            let name = String(decoding: UnsafeRawBufferPointer(rebasing: line[..<colon]), as: UTF8.self)
-            guard isToken(name) else { throw .malformedField(String(decoding: line, as: UTF8.self)) }
-            var valueStart = colon + 1
-            var valueEnd = line.count
-            while valueStart < valueEnd && (line[valueStart] == 0x20 || line[valueStart] == 0x09) { valueStart += 1 }
-            while valueEnd > valueStart && (line[valueEnd - 1] == 0x20 || line[valueEnd - 1] == 0x09) { valueEnd -= 1 }
-            let value = percentDecoded(UnsafeRawBufferPointer(rebasing: line[valueStart..<valueEnd]))
-            headers.fields.append((name, value))
+        headers.fields.reserveCapacity(16)
+        var start = 0
+        var lineNumber = 0
+        var i = 0
+        var ended = false
+        while i + 1 < n {
+            guard block[i] == 0x0D && block[i + 1] == 0x0A else {
+                i += 1
+                continue
+            }
+            let line = UnsafeRawBufferPointer(rebasing: block[start..<i])
+            if lineNumber == 0 {
+                try parseVersionLine(line, into: &headers)
+            } else if line.isEmpty && i + 2 == n {
+                ended = true
+            } else {
+                try parseField(line, into: &headers)
+            }
+            lineNumber += 1
+            i += 2
+            start = i
         }
+        guard ended, start == n else { throw .notTerminated }
         return headers
+    }
+
+    /// One `Name: value` line.
+    private static func parseField(_ line: UnsafeRawBufferPointer, into headers: inout Headers) throws(HeaderError) {
+        guard let colon = line.firstIndex(of: 0x3A), colon > 0,
+              line[..<colon].allSatisfy(isTokenByte) else { throw .malformedField(String(decoding: line, as: UTF8.self)) }
+        let name = String(decoding: UnsafeRawBufferPointer(rebasing: line[..<colon]), as: UTF8.self)
+        var valueStart = colon + 1
+        var valueEnd = line.count
+        while valueStart < valueEnd && (line[valueStart] == 0x20 || line[valueStart] == 0x09) { valueStart += 1 }
+        while valueEnd > valueStart && (line[valueEnd - 1] == 0x20 || line[valueEnd - 1] == 0x09) { valueEnd -= 1 }
+        let value = percentDecoded(UnsafeRawBufferPointer(rebasing: line[valueStart..<valueEnd]))
+        headers.fields.append((name, value))
     }
 
     private static func parseVersionLine(_ line: UnsafeRawBufferPointer, into headers: inout Headers) throws(HeaderError) {
@@ -122,15 +143,19 @@ public struct Headers: Equatable, Sendable {
     }
 
     static func appendPercentEncoded(_ value: String, to out: inout [UInt8]) {
-        let hex = Array("0123456789ABCDEF".utf8)
-        for b in value.utf8 {
-            if isPlain(b) {
-                out.append(b)
-            } else {
+        var value = value
+        value.withUTF8 { bytes in
+            var run = 0
+            for i in 0..<bytes.count where !isPlain(bytes[i]) {
+                if run < i { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run..<i])) }
+                run = i + 1
+                let hex: StaticString = "0123456789ABCDEF"
+                let digits = hex.utf8Start
                 out.append(0x25)
-                out.append(hex[Int(b >> 4)])
-                out.append(hex[Int(b & 0x0F)])
+                out.append(digits[Int(bytes[i] >> 4)])
+                out.append(digits[Int(bytes[i] & 0x0F)])
             }
+            if run < bytes.count { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run...])) }
         }
     }
 
@@ -171,12 +196,14 @@ public struct Headers: Equatable, Sendable {
 
     /// RFC 9110 `token`: 1 or more of letters, digits and ``!#$%&'*+-.^_`|~``.
     public static func isToken(_ name: String) -> Bool {
-        !name.isEmpty && name.utf8.allSatisfy { b in
-            switch b {
-            case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: true
-            case 0x21, 0x23, 0x24, 0x25, 0x26, 0x27, 0x2A, 0x2B, 0x2D, 0x2E, 0x5E, 0x5F, 0x60, 0x7C, 0x7E: true
-            default: false
-            }
+        !name.isEmpty && name.utf8.allSatisfy(isTokenByte)
+    }
+
+    @inline(__always) static func isTokenByte(_ b: UInt8) -> Bool {
+        switch b {
+        case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: true
+        case 0x21, 0x23, 0x24, 0x25, 0x26, 0x27, 0x2A, 0x2B, 0x2D, 0x2E, 0x5E, 0x5F, 0x60, 0x7C, 0x7E: true
+        default: false
         }
     }
 

@@ -2,8 +2,9 @@
 // by the library, the CLI and the fuzz target. Op and key names come from
 // the tables in Envelope.swift, the same ones the broker reads with.
 //
-// Before editing: a new request field is a parameter here (and its entry in
-// `fields`) plus one line in `EnvelopeKey`; strings are escaped, `data` and
+// Before editing: a new request field is a parameter here (and its line in
+// `encode`, which writes members directly, with no array per frame) plus one
+// line in `EnvelopeKey`; strings are escaped, `data` and
 // `origin` are spliced as the validated `JSONText` they are. Optional fields
 // left nil are not written (the broker's default applies).
 
@@ -34,27 +35,65 @@ public enum ClientRequest: Sendable, Hashable {
     public func encode(req: Int64?, to out: inout [UInt8]) {
         FrameEncoder.appendASCII("{\"op\":", to: &out)
         JSONString.appendQuoted(op.name, to: &out)
-        for (key, value) in [(EnvelopeKey.req, req as (any RequestValue)?)] + fields {
-            guard let value else { continue }
-            out.append(0x2C)
-            JSONString.appendQuoted(key.name, to: &out)
-            out.append(0x3A)
-            value.appendJSON(to: &out)
+        if let req {
+            Self.key(.req, &out)
+            FrameEncoder.appendInt(req, to: &out)
+        }
+        // The members after `op` and `req`, in the order they are written; nil ones are not.
+        switch self {
+        case .hello(let client, let echo, let overflow):
+            Self.put(.client, client, &out)
+            Self.put(.echo, echo, &out)
+            Self.put(.overflow, overflow?.rawValue, &out)
+        case .subscribe(let pattern, let last, let since, let instance):
+            Self.put(.type, pattern, &out)
+            Self.put(.last, last, &out)
+            if let since {
+                Self.key(.since, &out)
+                FrameEncoder.appendInt(since, to: &out)
+            }
+            Self.put(.instance, instance, &out)
+        case .unsubscribe(let pattern), .clear(type: let pattern):
+            Self.put(.type, pattern, &out)
+        case .publish(let type, let source, let id, let retain, let origin, let data):
+            Self.put(.type, type, &out)
+            Self.put(.source, source, &out)
+            Self.put(.id, id, &out)
+            Self.put(.retain, retain, &out)
+            Self.put(.origin, origin, &out)
+            Self.put(.data, data, &out)
+        case .clients, .ping, .stats:
+            break
         }
         out.append(0x7D)
         out.append(0x0A)
     }
 
-    /// The members after `op` and `req`, in the order they are written; nil ones are not.
-    private var fields: [(EnvelopeKey, (any RequestValue)?)] {
-        switch self {
-        case .hello(let client, let echo, let overflow): [(.client, client), (.echo, echo), (.overflow, overflow?.rawValue)]
-        case .subscribe(let pattern, let last, let since, let instance): [(.type, pattern), (.last, last), (.since, since), (.instance, instance)]
-        case .unsubscribe(let pattern), .clear(type: let pattern): [(.type, pattern)]
-        case .publish(let type, let source, let id, let retain, let origin, let data):
-            [(.type, type), (.source, source), (.id, id), (.retain, retain), (.origin, origin), (.data, data)]
-        case .clients, .ping, .stats: []
-        }
+    /// `,"key":`
+    private static func key(_ key: EnvelopeKey, _ out: inout [UInt8]) {
+        out.append(0x2C)
+        JSONString.appendQuoted(key.name, to: &out)
+        out.append(0x3A)
+    }
+
+    /// A string member, escaped.
+    private static func put(_ name: EnvelopeKey, _ value: String?, _ out: inout [UInt8]) {
+        guard let value else { return }
+        key(name, &out)
+        JSONString.appendQuoted(value, to: &out)
+    }
+
+    private static func put(_ name: EnvelopeKey, _ value: Bool?, _ out: inout [UInt8]) {
+        guard let value else { return }
+        key(name, &out)
+        FrameEncoder.appendASCII(value ? "true" : "false", to: &out)
+    }
+
+    /// Validated JSON, spliced as it is (one line).
+    private static func put(_ name: EnvelopeKey, _ value: JSONText?, _ out: inout [UInt8]) {
+        guard let value else { return }
+        key(name, &out)
+        out.append(contentsOf: value.bytes)
     }
 
     /// The request's frame, its LF included.
@@ -76,31 +115,4 @@ public enum ClientRequest: Sendable, Hashable {
         case .stats: .stats
         }
     }
-}
-
-/// A value a request field holds, and how it is written.
-private protocol RequestValue {
-    func appendJSON(to out: inout [UInt8])
-}
-
-extension String: RequestValue {
-    /// A JSON string, escaped.
-    fileprivate func appendJSON(to out: inout [UInt8]) { JSONString.appendQuoted(self, to: &out) }
-}
-
-extension Bool: RequestValue {
-    fileprivate func appendJSON(to out: inout [UInt8]) { FrameEncoder.appendASCII(self ? "true" : "false", to: &out) }
-}
-
-extension Int64: RequestValue {
-    fileprivate func appendJSON(to out: inout [UInt8]) { FrameEncoder.appendInt(self, to: &out) }
-}
-
-extension UInt64: RequestValue {
-    fileprivate func appendJSON(to out: inout [UInt8]) { FrameEncoder.appendInt(self, to: &out) }
-}
-
-extension JSONText: RequestValue {
-    /// Spliced as it is: validated, one line.
-    fileprivate func appendJSON(to out: inout [UInt8]) { out.append(contentsOf: bytes) }
 }

@@ -93,20 +93,30 @@ public enum JSONString {
 
     /// Appends `text` as a JSON string literal (quotes included), escaping `"`,
     /// `\` and control characters; other characters are written as UTF-8.
+    /// Runs of bytes that need no escape are copied whole.
     public static func appendQuoted(_ text: String, to out: inout [UInt8]) {
         out.append(0x22)
-        for b in text.utf8 {
-            switch b {
-            case 0x22: out.append(0x5C); out.append(0x22)
-            case 0x5C: out.append(0x5C); out.append(0x5C)
-            case 0x0A: out.append(0x5C); out.append(0x6E)
-            case 0x0D: out.append(0x5C); out.append(0x72)
-            case 0x09: out.append(0x5C); out.append(0x74)
-            case 0..<0x20:
-                let hex: [UInt8] = Array("0123456789abcdef".utf8)
-                out.append(contentsOf: [0x5C, 0x75, 0x30, 0x30, hex[Int(b >> 4)], hex[Int(b & 0xF)]])
-            default: out.append(b)
+        var text = text
+        text.withUTF8 { bytes in
+            var run = 0
+            for i in 0..<bytes.count {
+                let b = bytes[i]
+                if b >= 0x20 && b != 0x22 && b != 0x5C { continue }
+                if run < i { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run..<i])) }
+                run = i + 1
+                switch b {
+                case 0x22: out.append(0x5C); out.append(0x22)
+                case 0x5C: out.append(0x5C); out.append(0x5C)
+                case 0x0A: out.append(0x5C); out.append(0x6E)
+                case 0x0D: out.append(0x5C); out.append(0x72)
+                case 0x09: out.append(0x5C); out.append(0x74)
+                default:
+                    let hex: StaticString = "0123456789abcdef"
+                    let digits = hex.utf8Start
+                    out.append(contentsOf: [0x5C, 0x75, 0x30, 0x30, digits[Int(b >> 4)], digits[Int(b & 0xF)]])
+                }
             }
+            if run < bytes.count { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run...])) }
         }
         out.append(0x22)
     }

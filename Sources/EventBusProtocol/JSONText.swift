@@ -54,3 +54,42 @@ public struct JSONText: Hashable, Sendable, CustomStringConvertible {
 
     public var description: String { String(decoding: bytes, as: UTF8.self) }
 }
+
+extension JSONText {
+    /// Builds a flat JSON object member by member, valid by construction: keys
+    /// and string values are escaped by `JSONString.appendQuoted`, integers
+    /// written in decimal; no validation pass is needed afterwards.
+    /// `{"node":"host-b","seq":9123}` from `add("node", "host-b")`, `add("seq", 9123)`.
+    public struct ObjectWriter: Sendable {
+        private var bytes: [UInt8] = [0x7B]
+
+        public init() {}
+
+        /// Appends `"key":"value"`.
+        public mutating func add(_ key: String, _ value: String) {
+            separate(key)
+            JSONString.appendQuoted(value, to: &bytes)
+        }
+
+        /// Appends `"key":123`.
+        public mutating func add(_ key: String, _ value: Int64) {
+            separate(key)
+            FrameEncoder.appendInt(value, to: &bytes)
+        }
+
+        /// Appends `"key":123`.
+        public mutating func add(_ key: String, _ value: UInt64) {
+            separate(key)
+            FrameEncoder.appendInt(value, to: &bytes)
+        }
+
+        private mutating func separate(_ key: String) {
+            if bytes.count > 1 { bytes.append(0x2C) }
+            JSONString.appendQuoted(key, to: &bytes)
+            bytes.append(0x3A)
+        }
+
+        /// The object so far, closed.
+        public var text: JSONText { JSONText(trusted: bytes + [0x7D]) }
+    }
+}

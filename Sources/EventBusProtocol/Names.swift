@@ -4,6 +4,7 @@
 //
 // Before editing: both types can only be made through their failable
 // initialisers, so holding one means it is valid.
+import Glibc
 
 /// A validated event type: 1 to 255 bytes of `.`-separated segments, each one or
 /// more of `A-Z a-z 0-9 _ - :`. Case-sensitive. Example: `order.created`.
@@ -98,19 +99,33 @@ public struct Pattern: Hashable, Sendable, CustomStringConvertible {
     /// The segments of the pattern, e.g. `["order", "*"]`.
     public var segments: [Substring] { text.split(separator: ".", omittingEmptySubsequences: false) }
 
-    /// Whether this pattern matches `type` (reference implementation; the broker
-    /// uses an index with the same semantics).
+    /// Whether this pattern matches `type` (the broker uses an index with the
+    /// same semantics). Walks both names' bytes segment by segment; allocates nothing.
     public func matches(_ type: EventType) -> Bool {
-        let p = segments
-        let t = type.name.split(separator: ".", omittingEmptySubsequences: false)
-        var i = 0
+        var pattern = text
+        var name = type.name
+        return pattern.withUTF8 { p in name.withUTF8 { t in Pattern.matches(p, t) } }
+    }
+
+    /// `p` (a valid pattern) against `t` (a valid type), as UTF-8.
+    static func matches(_ p: UnsafeBufferPointer<UInt8>, _ t: UnsafeBufferPointer<UInt8>) -> Bool {
+        var i = 0  // start of the pattern's segment
+        var j = 0  // start of the type's segment; past `t.count` once every segment is used
         while i < p.count {
-            if p[i] == ">" { return t.count > i }
-            guard i < t.count else { return false }
-            if p[i] != "*" && p[i] != t[i] { return false }
-            i += 1
+            var pe = i
+            while pe < p.count && p[pe] != 0x2E { pe += 1 }
+            let single = pe - i == 1
+            if single && p[i] == 0x3E { return j < t.count }  // `>`: one or more segments left
+            guard j < t.count else { return false }
+            var te = j
+            while te < t.count && t[te] != 0x2E { te += 1 }
+            if !(single && p[i] == 0x2A) {
+                guard pe - i == te - j, memcmp(p.baseAddress! + i, t.baseAddress! + j, pe - i) == 0 else { return false }
+            }
+            i = pe + 1
+            j = te + 1
         }
-        return i == t.count
+        return j > t.count
     }
 
     public var description: String { text }

@@ -77,10 +77,14 @@ public enum TCPResolver {
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         hints.ai_flags = AI_NUMERICSERV
         var list: UnsafeMutablePointer<addrinfo>?
-        var code: Int32
-        repeat {
+        var code: Int32 = 0
+        // getaddrinfo(3) reports failure by its return value, not -1: an
+        // interrupted call (EAI_SYSTEM with EINTR) is handed to `systemCall`
+        // as -1, so the one EINTR helper retries it.
+        _ = systemCall { () -> Int32 in
             code = getaddrinfo(host, String(port), &hints, &list)
-        } while code == EAI_SYSTEM && errno == EINTR
+            return code == EAI_SYSTEM && errno == EINTR ? -1 : 0
+        }
         guard code == 0 else {
             throw AddressResolutionError(host: host, port: port, code: code, systemErrno: code == EAI_SYSTEM ? errno : 0)
         }
@@ -106,21 +110,23 @@ extension FileDescriptor {
     /// - Throws: `SystemError("socket", errno)`, e.g. EMFILE.
     public static func tcpSocket(family: Int32) throws(SystemError) -> FileDescriptor {
         let type = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
-        let fd = Glibc.socket(family, type, 0)
-        guard fd >= 0 else { throw SystemError("socket", .current) }
-        return FileDescriptor(rawValue: fd)
+        return FileDescriptor(rawValue: try checkedCall("socket") { Glibc.socket(family, type, 0) })
     }
 
     /// connect(2) on a non-blocking socket, waiting with poll(2) for at most
     /// `timeoutMilliseconds`, then reading the outcome with getsockopt(SO_ERROR).
-    /// EINTR is absorbed (the connection attempt carries on in the kernel).
+    /// EINTR is retried by `systemCall`; the retry finds the attempt under way
+    /// in the kernel (EALREADY) or done (EISCONN).
     /// - Throws: `SystemError("connect", errno)`: ECONNREFUSED (nobody
     ///   listening), ETIMEDOUT (no answer within the timeout), ENETUNREACH...
     public func connect(to address: SocketAddress, timeoutMilliseconds: Int32) throws(SystemError) {
-        let result = address.withSockaddr { Glibc.connect(rawValue, $0, $1) }
-        if result == 0 { return }
-        let error = Glibc.errno
-        guard error == EINPROGRESS || error == EINTR else { throw SystemError("connect", Errno(rawValue: error)) }
+        let started = systemCall { address.withSockaddr { Glibc.connect(rawValue, $0, $1) } }
+        switch started {
+        case .success: return
+        case .failure(let e) where e.rawValue == EISCONN: return
+        case .failure(let e) where e.rawValue == EINPROGRESS || e.rawValue == EALREADY: break
+        case .failure(let e): throw SystemError("connect", e)
+        }
         let deadline = Clock.monotonicNanoseconds() + Int64(timeoutMilliseconds) * 1_000_000
         while true {
             let left = (deadline - Clock.monotonicNanoseconds()) / 1_000_000
@@ -130,9 +136,7 @@ extension FileDescriptor {
         }
         var pending: Int32 = 0
         var length = socklen_t(MemoryLayout<Int32>.size)
-        guard getsockopt(rawValue, SOL_SOCKET, SO_ERROR, &pending, &length) == 0 else {
-            throw SystemError("getsockopt(SO_ERROR)", .current)
-        }
+        _ = try checkedCall("getsockopt(SO_ERROR)") { getsockopt(rawValue, SOL_SOCKET, SO_ERROR, &pending, &length) }
         if pending != 0 { throw SystemError("connect", Errno(rawValue: pending)) }
     }
 
@@ -140,8 +144,8 @@ extension FileDescriptor {
     /// - Throws: `SystemError("setsockopt(TCP_NODELAY)", errno)`.
     public func setNoDelay(_ on: Bool = true) throws(SystemError) {
         var value: Int32 = on ? 1 : 0
-        guard setsockopt(rawValue, Int32(IPPROTO_TCP), TCP_NODELAY, &value, socklen_t(MemoryLayout<Int32>.size)) == 0 else {
-            throw SystemError("setsockopt(TCP_NODELAY)", .current)
+        _ = try checkedCall("setsockopt(TCP_NODELAY)") {
+            setsockopt(rawValue, Int32(IPPROTO_TCP), TCP_NODELAY, &value, socklen_t(MemoryLayout<Int32>.size))
         }
     }
 

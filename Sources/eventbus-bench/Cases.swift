@@ -28,6 +28,10 @@ enum BenchCase: String, CaseIterable {
     case routing = "c6"
     /// (7) a stalled subscriber next to a live one.
     case stalled = "c7"
+    /// (9, issue 13) 1→1 64 B from one machine's bus to another's: publisher
+    /// and subscriber on different brokers (`--sub-socket`), through the
+    /// bridges and a NATS cluster, or from one NATS node to another.
+    case acrossMachines64 = "c9"
 }
 
 /// How a case run is configured, from `eventbus-bench run` arguments.
@@ -50,6 +54,8 @@ struct RunOptions {
     var count = 50_000_000
     /// Seconds of paced load for the latency case.
     var latencySeconds = 5.0
+    /// Messages per second for the throughput cases (0: flood).
+    var rate = 0
 }
 
 /// Runs one case and prints its result line on stdout.
@@ -68,6 +74,7 @@ func runCase(_ options: RunOptions) {
         result = throughput(options, payload: 64, subscribers: 1)
         noise.forEach { close($0) }
     case .stalled: result = stalledSubscriber(options)
+    case .acrossMachines64: result = throughput(options, payload: 64, subscribers: 1)
     }
     writeAll(1, result.line + "\n")
 }
@@ -102,9 +109,13 @@ private func brokersStatusKiB(_ options: RunOptions, field: String) -> Int {
 private func throughput(_ options: RunOptions, payload: Int, subscribers: Int) -> Fields {
     let subscriber = Child(name: "subscriber", arguments: subscriberArguments(options) + ["--live", String(subscribers)])
     subscriber.expect("ready", timeoutMs: 30_000)
+    // Across brokers the subscription must first reach the publisher's side
+    // (NATS routes carry interest asynchronously): give it half a second.
+    if options.subscriberSocket != options.socket { sleepMillis(500) }
     let cpuBefore = brokersCPUMicros(options)
     let publisher = Child(name: "publisher", arguments: publisherArguments(options)
-        + ["--payload", String(payload), "--seconds", String(options.seconds), "--count", String(options.count)])
+        + ["--payload", String(payload), "--seconds", String(options.seconds), "--count", String(options.count)]
+        + (options.rate > 0 ? ["--rate", String(options.rate)] : []))
     let published = publisher.readResult(timeoutMs: Int(options.seconds * 1000) + 90_000)
     reap(publisher.pid, timeoutMs: 5000)
     subscriber.send("drain")

@@ -90,6 +90,8 @@ private struct Row {
     let target: Target
     /// The target is issue 6's, which issue 14 left standing.
     var fromIssue6 = false
+    /// The target is issue 13's (the bridge).
+    var fromIssue13 = false
 }
 
 private let rows: [Row] = [
@@ -116,6 +118,11 @@ private let rows: [Row] = [
     Row(number: "7", caseID: "c7", key: "stalled_loss", label: "stalled subscriber: events it never got", unit: .count, better: .neither, target: .none),
     Row(number: "7", caseID: "c7", key: "stalled_dropped", label: "stalled subscriber: `dropped` count it was told", unit: .count, better: .neither, target: .none),
     Row(number: "7", caseID: "c7", key: "stalled_closed", label: "stalled subscriber: disconnected by the broker", unit: .flag, better: .neither, target: .none),
+    Row(number: "9", caseID: "c9", key: "rate", label: "1→1 64 B across machines, flooding: bus A → bridge → NATS node 1 ⇢ node 3 → bridge → bus B (eventbus); NATS node 1 → node 3 (nats), msg/s", unit: .rate, better: .higher, target: .bestPeerAtLeast(0.5), fromIssue13: true),
+    Row(number: "9", caseID: "c9", key: "loss", label: "same, flooding: messages lost (past saturation)", unit: .count, better: .neither, target: .none),
+    Row(number: "9", caseID: "c9", key: "cpu_us", label: "same: CPU per delivery of every process on the path (brokers, bridges, NATS nodes), µs", unit: .cpuMicros, better: .lower, target: .none),
+    Row(number: "9", caseID: "c9-half", key: "rate", label: "same, paced at half the eventbus flooding rate: msg/s delivered", unit: .rate, better: .higher, target: .none),
+    Row(number: "9", caseID: "c9-half", key: "loss", label: "same, paced at half the eventbus flooding rate: messages lost", unit: .count, better: .neither, target: .zero, fromIssue13: true),
 ]
 
 /// Median of a non-empty list (mean of the middle two for an even count).
@@ -219,7 +226,8 @@ func printReport(path: String) {
     }
     out += "\nMedian [min–max] of \(results.reps.count) run\(results.reps.count == 1 ? "" : "s") per cell;"
     out += " ratios are of the medians; the best peer is the best of \(peers.joined(separator: ", ")) on that row"
-    out += " (the relay is the ceiling, not a peer). Targets are issue 14's; those marked ⁶ are issue 6's, which issue 14 left standing.\n"
+    out += " (the relay is the ceiling, not a peer). Targets are issue 14's; those marked ⁶ are issue 6's, which issue 14 left standing;"
+    out += " those marked ¹³ are issue 13's (the bridge, case 9).\n"
     var reasons: [String] = []
     for (key, reason) in results.notApplicable.sorted(by: { $0.key < $1.key }) where !key.hasPrefix("c8/") {
         let parts = key.split(separator: "/")
@@ -234,7 +242,7 @@ func printReport(path: String) {
 
 /// The target cell of a row: the target and whether eventbus meets it.
 private func targetText(_ row: Row, eventbus: Double?, bestRatio: Double?, results: Results) -> String {
-    let mark = row.fromIssue6 ? "⁶" : ""
+    let mark = row.fromIssue6 ? "⁶" : row.fromIssue13 ? "¹³" : ""
     func verdict(_ met: Bool?) -> String { met.map { $0 ? " met" : " **missed**" } ?? "" }
     switch row.target {
     case .none:

@@ -14,11 +14,12 @@ let usage = """
           exit 0 once the broker answers its greeting and a ping
       eventbus-bench run CASE --proto PROTO --socket ADDRESS --pid BROKER_PID[,PID...]
                      [--sub-proto PROTO --sub-socket ADDRESS]
-                     [--seconds S] [--count N] [--latency-seconds S]
+                     [--seconds S] [--count N] [--rate N] [--latency-seconds S]
           run one case and print `key=value ...`; CASE is one of:
           \(BenchCase.allCases.map(\.rawValue).joined(separator: " "))
           the subscribers use --sub-proto/--sub-socket when given (a case
-          through a bridge); CPU and memory are summed over the pids
+          through a bridge); CPU and memory are summed over the pids;
+          --rate paces a throughput case's publisher (default: flood)
       eventbus-bench shell --tool TOOL --cli PATH [--socket SOCKET] [--runs N]
           case 8: time N runs of a one-shot publisher; TOOL is one of:
           \(ShellTool.allCases.map(\.rawValue).joined(separator: " "))
@@ -123,6 +124,7 @@ case "run":
     run.seconds = options.double("seconds", default: run.seconds)
     run.count = options.int("count", default: run.count)
     run.latencySeconds = options.double("latency-seconds", default: run.latencySeconds)
+    run.rate = options.int("rate", default: 0)
     runCase(run)
 case "shell":
     let name = options.string("tool")

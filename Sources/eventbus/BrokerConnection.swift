@@ -4,6 +4,7 @@
 //
 // Before editing: frames handed to a `receive` callback point into a buffer
 // that is reused by the next read; copy what must outlive the callback.
+import EventBusCommandLine
 import EventBusProtocol
 import EventBusSystem
 import Glibc

@@ -4,6 +4,7 @@
 import EventBusBridge
 import EventBusNATS
 import EventBusProtocol
+import Foundation
 import Testing
 
 @Suite struct ConfigFileTests {
@@ -24,9 +25,11 @@ import Testing
     ping-interval     = 5s
     bus = system
     name = bridge#1
-    user = bridge
-    password = se#cret
-    token = t
+    status-file = /run/eb/a.json
+    log-level = debug
+    nats-user = bridge
+    nats-password = se#cret
+    nats-token = t
     """
 
     @Test func everyKeyIsRead() throws {
@@ -41,11 +44,33 @@ import Testing
         #expect(settings.bus == .system)
         #expect(settings.name == "bridge#1" && settings.password == "se#cret", "# inside a value is not a comment")
         #expect(settings.user == "bridge" && settings.token == "t")
+        #expect(settings.statusFile == "/run/eb/a.json" && settings.logLevel == .debug)
+    }
+
+    @Test func theShippedExampleIsAllCommentsAndEverySettingInItIsValidOnceUncommented() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let text = try String(contentsOf: root.appendingPathComponent("config/bridge.conf"), encoding: .utf8)
+        #expect(try ConfigFile.parse(text, file: "bridge.conf") == BridgeSettings())
+        // Uncomment `#key = value` lines (not prose); keys that repeat in the example may, the others appear once.
+        let settingLines = text.split(separator: "\n").filter { $0.hasPrefix("#") && $0.contains(" = ") && !$0.hasPrefix("# ") }
+        var uncommented = settingLines.map { String($0.dropFirst()) }
+        // One bus choice only: the example shows `socket`.
+        uncommented.removeAll { $0.hasPrefix("bus ") }
+        let settings = try ConfigFile.parse(uncommented.joined(separator: "\n"), file: "bridge.conf")
+        let keys = Set(uncommented.map { String($0.prefix { $0 != " " }) })
+        #expect(keys == Set(ConfigFile.keys).subtracting(["bus"]), "every key is shown in the example: missing \(Set(ConfigFile.keys).subtracting(keys))")
+        #expect(settings.exports?.map(\.text) == ["order.>", "audit.*"])
+        _ = try settings.resolved()
+    }
+
+    @Test func durationsReadAsSystemdDoes() throws {
+        let settings = try ConfigFile.parse("reconnect-initial = 1.5\nreconnect-max = 1h 30min\nping-interval = 5m", file: "f")
+        #expect(settings.reconnectInitial == .milliseconds(1500) && settings.reconnectMaximum == .seconds(5400) && settings.pingInterval == .seconds(300))
     }
 
     @Test func crlfLineEndsAndAnEmptyFileAreFine() throws {
         let settings = try ConfigFile.parse("node = n\r\nsocket = /tmp/s\r\n", file: "f")
-        #expect(settings.node == NodeName("n") && settings.bus == .socket("/tmp/s"))
+        #expect(settings.node == NodeName("n") && settings.bus == .path("/tmp/s"))
         #expect(try ConfigFile.parse("", file: "f") == BridgeSettings())
         #expect(try ConfigFile.parse("# only\n\n   \n", file: "f") == BridgeSettings())
     }
@@ -60,10 +85,15 @@ import Testing
         ("import = a.>.b", 1, "import: \"a.>.b\" is not an eventbus pattern"),
         ("nats = tls://h:1", 1, "nats: \"tls://h:1\" is not a NATS URL"),
         ("prefix = a.*", 1, "prefix: \"a.*\" is not a subject prefix"),
-        ("reconnect-max = soon", 1, "reconnect-max: \"soon\" is not a duration"),
+        ("reconnect-max = soon", 1, "invalid duration 'soon' for reconnect-max: no number before 'soon'"),
+        ("reconnect-initial = 5 parsecs", 1, "invalid duration '5 parsecs' for reconnect-initial"),
         ("ping-interval = 0s", 1, "ping-interval: \"0s\" is not a duration above zero"),
-        ("buffer-bytes = 8X", 1, "buffer-bytes: \"8X\" is not a size"),
-        ("buffer-events = -3", 1, "buffer-events: \"-3\" is not a positive whole number"),
+        ("buffer-bytes = 8X", 1, "invalid size '8X' for buffer-bytes"),
+        ("buffer-events = -3", 1, "invalid number '-3' for buffer-events: negative values are not allowed"),
+        ("buffer-events = 0", 1, "invalid number '0' for buffer-events"),
+        ("status-file = run/x", 1, "status-file: \"run/x\" is not an absolute path"),
+        ("log-level = loud", 1, "log-level: \"loud\" is not error, warning"),
+        ("user = bridge", 1, "unknown setting \"user\""),
         ("socket = relative/s", 1, "socket: \"relative/s\" is not an absolute path"),
         ("bus = session", 1, "bus: \"session\" is neither system nor user"),
         ("bus = user\nsocket = /s", 2, "give socket or bus, not both"),
@@ -93,7 +123,7 @@ import Testing
         #expect(configuration.prefix == .standard && configuration.exports.isEmpty)
         #expect(configuration.reconnectInitial == .milliseconds(250) && configuration.reconnectMaximum == .seconds(30))
         #expect(configuration.bufferBytes == 8 << 20 && configuration.bufferEvents == 10_000)
-        #expect(configuration.pingInterval == .seconds(20) && configuration.name == "eventbus-bridge host-a" && configuration.bus == nil)
+        #expect(configuration.pingInterval == .seconds(20) && configuration.name == "eventbus-bridge host-a" && configuration.bus == .automatic)
     }
 
     @Test(arguments: [

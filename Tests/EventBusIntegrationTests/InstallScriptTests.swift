@@ -54,10 +54,11 @@ struct InstallScriptTests {
 
         try expectStrippedExecutable(home + "/.local/bin/eventbusd", in: scratch)
         try expectStrippedExecutable(home + "/.local/bin/eventbus", in: scratch)
+        try expectStrippedExecutable(home + "/.local/bin/eventbus-bridge", in: scratch)
         let unit = try String(contentsOfFile: home + "/.config/systemd/user/eventbus.service", encoding: .utf8)
         #expect(unit.split(separator: "\n").filter { $0.hasPrefix("ExecStart=") } == ["ExecStart=\(home)/.local/bin/eventbusd --state-dir ${STATE_DIRECTORY}"])
         #expect(FileManager.default.fileExists(atPath: home + "/.config/systemd/user/eventbus.socket"))
-        #expect(!tree(home).contains { $0.contains("systemd/system") }, "no system units for --user: \(tree(home))")
+        #expect(!tree(home).contains { $0.contains("systemd/system") || $0.contains("sysusers") || $0.hasSuffix("bridge.conf") }, "no system units, user or bridge config for --user: \(tree(home))")
 
         let removed = try script("uninstall", ["--user"], environment: ["HOME": home], in: scratch)
         #expect(removed.status == 0, "\(removed.stdout)\(removed.stderr)")
@@ -79,6 +80,12 @@ struct InstallScriptTests {
 
         try expectStrippedExecutable(stage + prefix + "/bin/eventbusd", in: scratch)
         try expectStrippedExecutable(stage + prefix + "/bin/eventbus", in: scratch)
+        try expectStrippedExecutable(stage + prefix + "/bin/eventbus-bridge", in: scratch)
+        let bridgeUnit = try String(contentsOfFile: stage + systemUnits + "/eventbus-bridge.service", encoding: .utf8)
+        #expect(bridgeUnit.split(separator: "\n").filter { $0.hasPrefix("ExecStart=") } == ["ExecStart=\(prefix)/bin/eventbus-bridge --system --config /etc/eventbus/bridge.conf"])
+        let sysusers = prefix == "/usr/local" ? "/etc/sysusers.d" : prefix + "/lib/sysusers.d"
+        #expect(FileManager.default.fileExists(atPath: stage + sysusers + "/eventbus-bridge.conf"), "\(tree(stage))")
+        #expect(FileManager.default.contents(atPath: stage + "/etc/eventbus/bridge.conf") == FileManager.default.contents(atPath: repositoryRoot + "/config/bridge.conf"))
         for (directory, bus) in [(systemUnits, "--system"), (userUnits, "--user")] {
             let unit = try String(contentsOfFile: stage + directory + "/eventbus.service", encoding: .utf8)
             let lines = unit.split(separator: "\n")
@@ -108,6 +115,20 @@ struct InstallScriptTests {
         let removed = try script("uninstall", ["--prefix", "/opt/eb"], environment: environment, in: scratch)
         #expect(removed.status == 0)
         #expect(tree(stage) == ["opt", "opt/eb", "opt/eb/bin", "opt/eb/bin/other-tool"], "\(removed.stdout)")
+    }
+
+    @Test func uninstallKeepsAnEditedBridgeConfig() throws {
+        let scratch = try TemporaryDirectory(prefix: "ebin.")
+        let stage = scratch.file("stage")
+        try FileManager.default.createDirectory(atPath: stage, withIntermediateDirectories: false)
+        let environment: [String: String?] = ["DESTDIR": stage]
+        #expect(try script("install", ["--bin-dir", productsDirectory()], environment: environment, in: scratch).status == 0)
+        try "nats = 127.0.0.1:4222\nnode = mine\n".write(toFile: stage + "/etc/eventbus/bridge.conf", atomically: false, encoding: .utf8)
+        let again = try script("install", ["--bin-dir", productsDirectory()], environment: environment, in: scratch)
+        #expect(again.stdout.contains("kept \(stage)/etc/eventbus/bridge.conf"), "\(again.stdout)")
+        let removed = try script("uninstall", [], environment: environment, in: scratch)
+        #expect(removed.status == 0 && removed.stdout.contains("kept \(stage)/etc/eventbus/bridge.conf (edited"), "\(removed.stdout)")
+        #expect(tree(stage) == ["etc", "etc/eventbus", "etc/eventbus/bridge.conf"], "\(tree(stage))")
     }
 
     @Test(arguments: ["install", "uninstall", "test", "bench", "check-units", "demo", "deps", "fuzz", "soak"])

@@ -94,4 +94,16 @@ struct ClientRequestTests {
         #expect(throws: JSONSyntaxError.self) { try JSONText(validating: utf8("{\"a\":}")) }
         #expect(throws: JSONSyntaxError.self) { try JSONText(validating: nestedArrays(ProtocolConstants.maxDepth + 1)) }
     }
+
+    @Test func anObjectWriterBuildsValidJSONWithEscapedStrings() throws {
+        var object = JSONText.ObjectWriter()
+        #expect(object.text.description == "{}")
+        object.add("node", "host-b")
+        object.add("note", "say \"hi\"\r\n\u{1}é")
+        object.add("seq", UInt64.max)
+        object.add("pid", Int64(-1))
+        let text = object.text
+        #expect(text.description == #"{"node":"host-b","note":"say \"hi\"\r\n\u0001é","seq":18446744073709551615,"pid":-1}"#)
+        #expect(try JSONText(validating: text.bytes) == text, "valid as built")
+    }
 }

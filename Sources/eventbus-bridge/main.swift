@@ -1,0 +1,116 @@
+// eventbus-bridge: parse the options (BridgeOptions.swift), start the bridge
+// (Bridge.swift), then wait for signals on this thread, writing the status
+// file (StatusFile.swift) and systemd's STATUS= once a second; or, with
+// `--status`, print the status files of the running bridges.
+//
+// Before editing: the signals are blocked (signalfd) before any thread starts,
+// so every thread inherits the mask and only this loop sees SIGTERM.
+import EventBusBridge
+import EventBusCommandLine
+import EventBusProtocol
+import EventBusSystem
+import EventBusSystemd
+import Glibc
+
+FileDescriptor.openNullOnClosedStandardDescriptors()
+ProcessSettings.ignoreBrokenPipeSignal()
+
+/// Start-up failures: one line (reaching the journal under systemd), then exit.
+func fail(_ message: String, _ status: ExitStatus) -> Never {
+    StartupFailureLogSink(program: "eventbus-bridge").write(level: .error, message: message, fields: [])
+    exit(status.rawValue)
+}
+
+let options: BridgeOptions
+do {
+    options = try BridgeOptions.parse(Array(CommandLine.arguments.dropFirst()))
+} catch {
+    fail(error.message, error.status)
+}
+let environment = ProcessEnvironment.variables()
+switch options.mode {
+case .help:
+    print(BridgeOptions.usage)
+    exit(0)
+case .version:
+    print("eventbus-bridge \(EventBusRelease.version) (protocol \(ProtocolConstants.version))")
+    exit(0)
+case .status:
+    exit(StatusFile.printStatus(options.settings, environment: environment))
+case .run:
+    break
+}
+
+let configuration: BridgeConfiguration
+let socketPath: String
+do {
+    configuration = try options.settings.resolved()
+    socketPath = try SocketPath.resolve(configuration.bus, environment: environment, effectiveUID: ProcessIdentity.effectiveUID)
+} catch {
+    fail("\(error) (see eventbus-bridge --help)", .usage)
+}
+
+let logSink = RateLimitedLogSink(wrapping: stderrIsJournal() ? JournalLogSink(identifier: "eventbus-bridge") : StderrLogSink(program: "eventbus-bridge"))
+let logger = Logger(level: configuration.logLevel, sink: logSink)
+
+let signals: SignalDescriptor
+let bridge: Bridge
+do {
+    signals = try SignalDescriptor(signals: [SIGTERM, SIGINT, SIGHUP])
+    let instance = String(UInt64.random(in: 0...UInt64.max), radix: 16)
+    bridge = try Bridge(configuration: configuration, socketPath: socketPath,
+                        bridgeInstance: String(repeating: "0", count: 16 - instance.count) + instance, logger: logger)
+} catch {
+    fail("failed to start: \(error)", .software)
+}
+let statusPath = StatusFile.path(for: configuration, environment: environment, effectiveUID: ProcessIdentity.effectiveUID)
+
+logger.info("eventbus-bridge \(EventBusRelease.version): node \(configuration.node.text), bus \(socketPath), NATS \(configuration.servers.map(\.description).joined(separator: ",")), prefix \(configuration.prefix.text), export [\(configuration.exports.map(\.text).joined(separator: " "))], import [\(configuration.imports.map(\.text).joined(separator: " "))], status \(statusPath ?? "(none)")")
+if statusPath == nil {
+    logger.notice("no status file (no RUNTIME_DIRECTORY or XDG_RUNTIME_DIR): give --status-file PATH for --status to see this bridge")
+}
+bridge.start()
+ServiceManager.notifyReady()
+
+var timestamps = TimestampFormatter()
+var statusWriteFailed = false
+let intervalMilliseconds = Int32(StatusFile.interval.components.seconds * 1000)
+var nextStatus = Clock.monotonicNanoseconds()
+running: while true {
+    let now = Clock.monotonicNanoseconds()
+    if now >= nextStatus {
+        nextStatus = now + Int64(intervalMilliseconds) * 1_000_000
+        var status = bridge.status
+        status.pid = getpid()
+        status.updated = timestamps.string(nanosecondsSinceEpoch: Clock.wallNanoseconds())
+        if let statusPath {
+            do {
+                try StatusFile.write(status.json, to: statusPath)
+                statusWriteFailed = false
+            } catch {
+                if !statusWriteFailed { logger.warning("failed to write the status file \(statusPath): \(error); retrying every second") }
+                statusWriteFailed = true
+            }
+        }
+        let dropped = status.dropped.values.reduce(0, +)
+        ServiceManager.notifyStatus("bus \(status.bus.up ? "up" : "down"), NATS \(status.linkUp ? "up" : "down")\(status.server.map { " (\($0))" } ?? ""); exported \(status.exported), imported \(status.imported), dropped \(dropped), held \(status.bufferedEvents)")
+        logSink.flush()
+    }
+    let wait = Int32(clamping: max(1, (nextStatus - Clock.monotonicNanoseconds() + 999_999) / 1_000_000))
+    _ = try? signals.descriptor.poll(.readable, timeoutMilliseconds: wait)
+    for signal in signals.readSignals() {
+        switch signal {
+        case SIGHUP:
+            logger.notice("SIGHUP ignored: restart the bridge to read its settings again")
+        default:
+            logger.info("stopping on signal \(signal)")
+            break running
+        }
+    }
+}
+ServiceManager.notifyStopping()
+bridge.stop()
+if let statusPath { StatusFile.remove(statusPath) }
+logger.info("stopped")
+logSink.flush(includingOpenWindows: true)
+exit(0)

@@ -1,0 +1,100 @@
+// The eventbus-bridge command line, run as a process: --help and --version,
+// exit statuses (sysexits: 64 usage, 78 config file, 69 no live bridge for
+// --status), every option of the help accepted, the config file read with
+// flags overriding it, and --status printing a running bridge's counters.
+import EventBusTestSupport
+import Foundation
+import Glibc
+import Testing
+
+extension BridgeSuites {
+    @Suite("eventbus-bridge command line")
+    struct BridgeCommandLineTests {
+        private func bridge(_ arguments: [String], environment: [String: String?] = [:]) throws -> ProcessOutput {
+            try runProcess(try builtProduct("eventbus-bridge"), arguments, environment: withoutSystemdVariables().merging(environment) { $1 }, timeout: .seconds(20))
+        }
+
+        @Test func helpAndVersionExitZero() throws {
+            let help = try bridge(["--help"])
+            #expect(help.status == .exited(0) && help.stdout.hasPrefix("Usage: eventbus-bridge"), "\(help.stdout)")
+            let version = try bridge(["-V"])
+            #expect(version.status == .exited(0) && version.stdout.hasPrefix("eventbus-bridge "))
+        }
+
+        @Test(arguments: [
+            (["--bogus"], "unknown option '--bogus'"),
+            (["--node", "a", "--export", ">"], "no NATS server"),
+            (["--nats", "127.0.0.1:1", "--export", ">"], "no node name"),
+            (["--nats", "127.0.0.1:1", "--node", "a"], "nothing to bridge"),
+            (["--nats", "127.0.0.1:1", "--node", "a.b", "--export", ">"], "--node: \"a.b\" is not a node name"),
+            (["--nats", "127.0.0.1:1", "--node", "a", "--export", ">", "--reconnect-max", "5x"], "invalid duration '5x' for --reconnect-max"),
+            (["--nats", "127.0.0.1:1", "--node", "a", "--export", ">", "--buffer-events", "0"], "invalid number '0' for --buffer-events"),
+            (["--system", "--user", "--nats", "x"], "give only one of --socket, --system and --user"),
+            (["extra"], "unexpected argument 'extra'"),
+        ])
+        func usageErrorsExit64WithOneLine(arguments: [String], message: String) throws {
+            let run = try bridge(arguments)
+            #expect(run.status == .exited(64), "\(arguments): \(run.stderr)")
+            #expect(run.stderr.contains(message) && run.stderr.contains("(see eventbus-bridge --help)"), "\(run.stderr)")
+        }
+
+        @Test func aBadConfigFileExits78NamingFileAndLine() throws {
+            let directory = try TemporaryDirectory(prefix: "ebcl-")
+            let file = directory.file("bridge.conf")
+            try "node = a\nexprot = x\n".write(toFile: file, atomically: false, encoding: .utf8)
+            let bad = try bridge(["--config", file])
+            #expect(bad.status == .exited(78) && bad.stderr.contains("\(file):2: unknown setting \"exprot\""), "\(bad.stderr)")
+            let missing = try bridge(["--config", directory.file("none.conf")])
+            #expect(missing.status == .exited(78) && missing.stderr.contains("cannot read the config file"), "\(missing.stderr)")
+        }
+
+        @Test func everyOptionOfTheHelpIsAccepted() throws {
+            let help = try bridge(["--help"]).stdout
+            let options = Set(help.split(whereSeparator: { $0 == " " || $0 == "\n" || $0 == "[" || $0 == "]" || $0 == "," })
+                .filter { $0.hasPrefix("--") && $0.count > 2 }.map { String($0.prefix { $0 != "=" && $0 != "." }) })
+            #expect(options.count >= 20, "\(options.sorted())")
+            for option in options {
+                let run = try bridge([option, "x"])
+                #expect(!run.stderr.contains("unknown option"), "\(option): \(run.stderr)")
+            }
+        }
+
+        @Test func statusWithoutARunningBridgeExits69() throws {
+            let directory = try TemporaryDirectory(prefix: "ebcl-")
+            let run = try bridge(["--status"], environment: ["RUNTIME_DIRECTORY": directory.path, "XDG_RUNTIME_DIR": nil])
+            #expect(run.status == .exited(69) && run.stderr.contains("no running bridge found"), "\(run.stderr)")
+        }
+
+        @Test(.enabled(if: NATSCluster.isAvailable))
+        func statusPrintsTheRunningBridgesCountersAndTheConfigFileIsRead() throws {
+            let cluster = try NATSCluster(count: 1)
+            let broker = try BrokerProcess()
+            defer { broker.cleanUp() }
+            let directory = try TemporaryDirectory(prefix: "ebcl-")
+            let file = directory.file("bridge.conf")
+            // The file names the NATS server and an import; the flags add the bus and override the node.
+            try "nats = \(cluster.url(0))\nnode = from-file\nimport = x.>\nbuffer-events = 7\n".write(toFile: file, atomically: false, encoding: .utf8)
+            let process = try SpawnedProcess(try builtProduct("eventbus-bridge"), ["--config", file, "--socket", broker.socketPath, "--node", "flag"],
+                                             in: directory, environment: withoutSystemdVariables(["RUNTIME_DIRECTORY": directory.path]), mergeStderr: true)
+            defer { process.send(signal: SIGKILL) }
+            let statusPath = directory.file("flag.json")
+            try waitUntil("the status file with both links up") {
+                guard let text = try? String(contentsOfFile: statusPath, encoding: .utf8) else { return false }
+                return text.contains(#""bus":"up""#) && text.contains(#""link":"up""#)
+            }
+            let status = try bridge(["--status"], environment: ["RUNTIME_DIRECTORY": directory.path])
+            #expect(status.status == .exited(0), "\(status.stderr)")
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any], "\(status.stdout)")
+            #expect(object["node"] as? String == "flag" && object["bus_path"] as? String == broker.socketPath)
+            #expect(object["server"] as? String == cluster.url(0) && (object["pid"] as? NSNumber)?.int32Value == process.pid)
+            for key in ["buffered", "buffered_bytes", "exported", "imported", "reconnects", "dropped", "exporting", "updated"] {
+                #expect(object[key] != nil, "\(key) missing: \(status.stdout)")
+            }
+            let one = try bridge(["--status", "--node", "flag"], environment: ["RUNTIME_DIRECTORY": directory.path])
+            #expect(one.status == .exited(0) && one.stdout == status.stdout)
+            process.send(signal: SIGTERM)
+            #expect(try process.waitBlocking().status == .exited(0))
+            #expect(!FileManager.default.fileExists(atPath: statusPath), "a clean stop removes the status file")
+        }
+    }
+}
