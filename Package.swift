@@ -120,6 +120,13 @@ let package = Package(
             path: "Tests/EventBusClientPeer",
             swiftSettings: strict
         ),
+        // The other process of the per-uid tests: connects as the uid setpriv
+        // gave it and passes the sockets back (EventBusTestSupport `connectAs`).
+        .executableTarget(
+            name: "eventbus-uid-peer",
+            path: "Tests/EventBusUIDPeer",
+            swiftSettings: strict
+        ),
         // Test helper for EventBusSystemdTests (not installed): runs the
         // EventBusSystemd calls in a process of its own environment.
         .executableTarget(
@@ -156,7 +163,7 @@ let package = Package(
         ),
         .testTarget(
             name: "EventBusIntegrationTests",
-            dependencies: ["EventBusTestSupport", "EventBusProtocol", "EventBusCommandLine", "eventbusd", "eventbus", "eventbus-bridge"],
+            dependencies: ["EventBusTestSupport", "EventBusProtocol", "EventBusCommandLine", "eventbusd", "eventbus", "eventbus-bridge", "eventbus-uid-peer"],
             swiftSettings: strict
         ),
     ]

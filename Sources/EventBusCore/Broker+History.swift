@@ -33,18 +33,13 @@ extension Broker {
 
     // MARK: Recording
 
-    /// Records the event that just took `seq` in the history ring. `frame` is
-    /// nil only while history is off (nothing built it).
-    @inline(__always)
+    /// Records the event that just took `seq` in the history ring. `event`
+    /// is nil only while history is off (nothing built it).
     /// - Parameter publisher: nil for the broker's own events.
-    func recordHistory(_ frame: OutboundFrame?, seq: UInt64, type: EventType, publisher: Connection?) {
-        guard let frame else {
-            retention.history.record(nil, seq: seq)
-            return
-        }
-        let typeStart = OutboundFrame.typeOffset(seq: seq)
-        retention.history.record(HistoryEntry(seq: seq, frame: frame, publisher: publisher?.id ?? 0,
-                                              typeStart: Int32(typeStart), typeCount: Int32(type.name.utf8.count)), seq: seq)
+    @inline(__always)
+    func recordHistory(_ event: EventFrame?, seq: UInt64, type: EventType, publisher: Connection?) {
+        retention.history.record(event, seq: seq, publisher: publisher?.id ?? 0,
+                                 typeStart: OutboundFrame.typeOffset(seq: seq), typeCount: type.name.utf8.count)
     }
 
     // MARK: Replay
@@ -127,7 +122,7 @@ extension Broker {
                 }
             }
             if offered || (!sentRetained.isEmpty && sentRetained.contains(entry.seq)) { continue }
-            if offer(entry.frame.flagged(.replayed), seq: entry.seq, to: connection) { delivered += 1 }
+            if offerFlagged(entry.frame, .replayed, seq: entry.seq, to: connection) { delivered += 1 }
             if !connection.isRoutable { break }  // closed under `overflow: disconnect`
         }
         statistics.delivered += delivered

@@ -52,6 +52,7 @@ extension Broker {
             FrameEncoder.appendField("queued_bytes", int: UInt64(max(0, s.queuedBytes)), to: &out)
             FrameEncoder.appendField("uptime_s", int: uptime, to: &out)
             FrameEncoder.appendField("instance", string: instance, to: &out)
+            self.appendMe(for: connection, to: &out)
             FrameEncoder.appendField("policy_generation", int: policyGeneration, to: &out)
             appendRetentionStats(to: &out)
         }

@@ -1,45 +1,43 @@
 // Everything that puts bytes into an outbound queue (PROTOCOL.md
-// "Semantics"): `enqueue`, the replies, the overflow rules for events
+// "Semantics", "Quotas (1.1)"): `enqueue`, the replies, the outbound limits
+// and the publisher uid's fair share for events with the overflow rules
 // (`offer`), the one path for `dropped` notices, and closing a connection
 // after a final error frame.
 //
-// Before editing: `enqueue` is the only place that grows a queue, so
-// `statistics.queuedBytes` and each queue's `byteCount` stay exact (the
-// shrinking side is `didWrite`, `dropOldestEvents` in `offer`, and
-// `forget`); per-uid queue accounting belongs next to it. Replies are never
-// dropped; only event frames go through `offer`.
+// Before editing: the `enqueue` functions are the only places that grow a
+// queue; every queue change hands its change of charge to `applyOutbound`
+// (Broker+Quotas.swift), so each queue's charge, its uid's and
+// `statistics.queuedBytes` stay exact (the shrinking side is `didWrite`,
+// `makeRoom` under drop-old, and `forget`). Replies are never dropped; only
+// event frames go through `offer`.
 import EventBusProtocol
 
-/// Where `enqueue` puts a frame.
-enum Placement {
-    /// After everything queued.
-    case back
-    /// First in line after a partly written frame, replacing the `dropped`
-    /// notice there: a drop-old notice with its count and since_seq.
-    case frontNotice(count: UInt64, since: UInt64)
-}
-
 extension Broker {
-    /// Queues a frame (the single place that grows queues) and lists the
-    /// connection in the step's output.
-    /// - Parameter seq: the event's seq, or 0 for a reply or notice.
-    @inline(__always)
-    func enqueue(_ frame: OutboundFrame, seq: UInt64, to connection: Connection, at placement: Placement = .back) {
-        switch placement {
-        case .back:
-            connection.outbound.append(frame, seq: seq)
-            statistics.queuedBytes += frame.count
-        case .frontNotice(let count, let since):
-            let before = connection.outbound.byteCount
-            connection.outbound.putNoticeInFront(frame, count: count, since: since)
-            statistics.queuedBytes += connection.outbound.byteCount - before
-        }
+    /// Queues a reply or notice (the single place that grows queues with
+    /// them) and lists the connection in the step's output.
+    func enqueue(bytes: UnsafeRawBufferPointer, to connection: Connection) {
+        applyOutbound(connection, connection.outbound.appendReply(bytes))
         markOutput(connection)
     }
 
     func enqueue(bytes: [UInt8], to connection: Connection) {
-        let frame = bytes.withUnsafeBytes { OutboundFrame.copying($0) }
-        enqueue(frame, seq: 0, to: connection)
+        bytes.withUnsafeBytes { enqueue(bytes: $0, to: connection) }
+    }
+
+    /// Queues an event (the single place that grows queues with events),
+    /// charging `actor`'s fair share unless it is `OutboundQueue.noActor`.
+    @inline(__always)
+    func enqueue(event: EventFrame, seq: UInt64, actor: UInt32, to connection: Connection) {
+        let delta = connection.outbound.appendEvent(event, seq: seq, actor: actor)
+        if actor != OutboundQueue.noActor { chargeActor(actor, bytes: delta, to: connection) }
+        applyOutbound(connection, delta)
+        markOutput(connection)
+    }
+
+    /// Puts a drop-old `dropped` notice first in line (see `OutboundQueue.putNoticeInFront`).
+    func enqueueNoticeInFront(_ bytes: UnsafeRawBufferPointer, count: UInt64, since: UInt64, to connection: Connection) {
+        applyOutbound(connection, connection.outbound.putNoticeInFront(bytes, count: count, since: since))
+        markOutput(connection)
     }
 
     func reply(to connection: Connection, req: UnsafeRawBufferPointer?, error: ProtocolError) {
@@ -62,6 +60,7 @@ extension Broker {
         guard connection.closing != .afterWrite, !connection.isClosed else { return }
         reply(to: connection, req: nil, error: error)
         connection.closing = .afterWrite
+        syncInbound(connection)  // its input will not be handled: release it now
         current.effects.append(.close(connection.id, .afterWrite))
     }
 
@@ -78,12 +77,13 @@ extension Broker {
     func recordDrops(_ connection: Connection, count: UInt64, firstSeq: UInt64, takenFromQueue: Bool) {
         guard count > 0 else { return }
         statistics.dropped += count
+        connection.droppedCount += count
         if takenFromQueue {
             if let placed = connection.outbound.noticeInFront {
-                enqueueDropNotice(count: placed.count + count, since: placed.since, to: connection, at: .frontNotice(count: placed.count + count, since: placed.since))
+                enqueueDropNotice(count: placed.count + count, since: placed.since, to: connection, inFront: true)
             } else {
                 notice(.startedDropping(connection.id, pid: connection.credentials.pid))
-                enqueueDropNotice(count: count, since: firstSeq, to: connection, at: .frontNotice(count: count, since: firstSeq))
+                enqueueDropNotice(count: count, since: firstSeq, to: connection, inFront: true)
             }
             return
         }
@@ -99,62 +99,129 @@ extension Broker {
         let count = connection.pendingDropCount, since = connection.pendingDropSince
         connection.pendingDropCount = 0
         connection.pendingDropSince = 0
-        enqueueDropNotice(count: count, since: since, to: connection, at: .back)
+        enqueueDropNotice(count: count, since: since, to: connection, inFront: false)
     }
 
-    /// `{"op":"dropped","count":2,"since_seq":4}`
-    private func enqueueDropNotice(count: UInt64, since: UInt64, to connection: Connection, at placement: Placement) {
+    /// `{"op":"dropped","count":2,"since_seq":4}`, at the back or first in line.
+    private func enqueueDropNotice(count: UInt64, since: UInt64, to connection: Connection, inFront: Bool) {
         scratch.removeAll(keepingCapacity: true)
         FrameEncoder.appendDropped(count: count, sinceSeq: since, to: &scratch)
-        let frame = scratch.withUnsafeBytes { OutboundFrame.copying($0) }
-        enqueue(frame, seq: 0, to: connection, at: placement)
+        scratch.withUnsafeBytes { bytes in
+            if inFront {
+                enqueueNoticeInFront(bytes, count: count, since: since, to: connection)
+            } else {
+                enqueue(bytes: bytes, to: connection)
+            }
+        }
     }
 
     // MARK: Events
 
-    /// Queues an event under the outbound limits and the connection's
-    /// `overflow` rule (PROTOCOL.md "Semantics").
+    /// Which limit an event did not fit (for the overflow rule and messages).
+    enum Refusal {
+        case connection, user, total, fairShare
+    }
+
+    /// Queues an event under the outbound limits, the fair share of its
+    /// publisher uid and the connection's `overflow` rule (PROTOCOL.md
+    /// "Semantics", "Quotas (1.1)"): a refused event is dropped (drop-new),
+    /// makes room by dropping the oldest queued events (drop-old; under the
+    /// fair share only events of the same publisher uid), or closes the
+    /// connection (disconnect).
+    /// - Parameter publisher: the publisher's uid.
     /// - Returns: whether the event was queued.
-    func offer(_ frame: OutboundFrame, seq: UInt64, to connection: Connection) -> Bool {
-        let limit = configuration.maxOutboundBytes
-        let size = frame.count
-        var overLocal = connection.outbound.byteCount + size > limit
-        // Global bound: beyond --max-queued, the connections holding at least a
-        // fair share of it (the largest queues) are treated as over their limit.
-        if !overLocal && statistics.queuedBytes + size > configuration.maxQueuedBytes {
-            let fairShare = configuration.maxQueuedBytes / max(1, connections.count)
-            if connection.outbound.byteCount + size > fairShare { overLocal = true }
-        }
-        if overLocal {
-            switch connection.overflow {
-            case .dropNew:
-                recordDrops(connection, count: 1, firstSeq: seq, takenFromQueue: false)
-                return false
-            case .dropOld:
-                if size > limit {
-                    // It could never fit: keep what is queued, lose only this one.
+    @inline(__always)
+    func offer(_ event: EventFrame, seq: UInt64, publisher: UInt32, to connection: Connection) -> Bool {
+        // Outside every fair share: own events, and those of uid 0 and the broker's uid.
+        let actor = publisher == connection.credentials.uid || isPrivileged(publisher) ? OutboundQueue.noActor : publisher
+        let size = event.count + OutboundQueue.entryOverheadBytes
+        // While all queues hold less than the smallest limit, none can be reached.
+        let mayFit = actor == OutboundQueue.noActor && statistics.queuedBytes + size <= outboundFastPathBytes
+        if !mayFit, let refusal = refusal(size: size, actor: actor, connection: connection) {
+            guard makeRoom(for: size, actor: actor, refusal: refusal, connection: connection) else {
+                if connection.overflow == .disconnect {
+                    disconnect(connection, with: ProtocolError(.slowConsumer, "\(refusalText(refusal, connection)); closing (overflow: disconnect)"))
+                    notice(.slowConsumerDisconnected(connection.id, pid: connection.credentials.pid))
+                } else {
                     recordDrops(connection, count: 1, firstSeq: seq, takenFromQueue: false)
-                    return false
                 }
-                // Leave room for the `dropped` notice placed below.
-                let target = max(0, min(limit, connection.outbound.byteCount) - size - OutboundQueue.dropNoticeMaxBytes)
-                let result = connection.outbound.dropOldestEvents(untilAtMost: target)
-                statistics.queuedBytes -= result.bytes
-                if result.count > 0 { recordDrops(connection, count: result.count, firstSeq: result.firstSeq, takenFromQueue: true) }
-                let stillOver = connection.outbound.byteCount + size > limit
-                    || (statistics.queuedBytes + size > configuration.maxQueuedBytes && result.count == 0)
-                if stillOver {
-                    recordDrops(connection, count: 1, firstSeq: seq, takenFromQueue: false)
-                    return false
-                }
-            case .disconnect:
-                disconnect(connection, with: ProtocolError(.slowConsumer, "outbound queue over its limit of \(limit) bytes; closing (overflow: disconnect)"))
-                notice(.slowConsumerDisconnected(connection.id, pid: connection.credentials.pid))
                 return false
             }
         }
         if connection.pendingDropCount > 0 { queuePendingDropNotice(connection) }
-        enqueue(frame, seq: seq, to: connection)
+        enqueue(event: event, seq: seq, actor: actor, to: connection)
+        connection.deliveredCount += 1
         return true
+    }
+
+    /// `offer` for a frame kept beyond its publish (a retained or replayed
+    /// event, `OutboundChunk.copying`): queued by reference, not copied.
+    /// - Parameter publisher: the uid charged for the fair share; nil (the
+    ///   broker's own uid) leaves it outside every fair share.
+    func offer(_ frame: OutboundFrame, seq: UInt64, publisher: UInt32? = nil, to connection: Connection) -> Bool {
+        offer(EventFrame(bytes: frame.bytes, shared: frame), seq: seq, publisher: publisher ?? configuration.ownCredentials.uid, to: connection)
+    }
+
+    /// The first limit an event of `size` charged bytes would break, nil when it fits.
+    @inline(__always)
+    func refusal(size: Int, actor: UInt32, connection: Connection) -> Refusal? {
+        let queued = connection.outbound.chargedBytes
+        if queued + size > configuration.maxOutboundBytes { return .connection }
+        if let limit = connection.account.limits.outboundBytes, connection.account.queuedBytes + size > limit { return .user }
+        // Beyond --max-queued, the connections holding at least a fair share
+        // of it (the largest queues) are treated as over their limit.
+        if statistics.queuedBytes + size > configuration.maxQueuedBytes
+            && queued + size > configuration.maxQueuedBytes / max(1, connections.count) {
+            return .total
+        }
+        if actor != OutboundQueue.noActor && fairShareDeficit(actor: actor, size: size, connection: connection) > 0 {
+            return .fairShare
+        }
+        return nil
+    }
+
+    /// Under drop-old, drops the oldest queued events until an event of
+    /// `size` fits (under the fair share, only `actor`'s, looking at no more
+    /// than 4096 queued frames).
+    /// - Returns: whether it fits now (false for the other overflow rules).
+    func makeRoom(for size: Int, actor: UInt32, refusal: Refusal, connection: Connection) -> Bool {
+        guard connection.overflow == .dropOld else { return false }
+        let limit = configuration.maxOutboundBytes
+        // It could never fit: keep what is queued, lose only this one.
+        if size + OutboundQueue.dropNoticeMaxBytes + OutboundQueue.entryOverheadBytes > limit { return false }
+        let queued = connection.outbound.chargedBytes
+        let reserve = OutboundQueue.dropNoticeMaxBytes + OutboundQueue.entryOverheadBytes  // for the notice placed below
+        var target: Int
+        var only: UInt32? = nil
+        var scanLimit = Int.max
+        switch refusal {
+        case .connection, .total:
+            target = min(limit, queued) - size - reserve
+        case .user:
+            let account = connection.account
+            target = queued - (account.queuedBytes + size - (account.limits.outboundBytes ?? .max)) - reserve
+        case .fairShare:
+            let own = connection.actorShares[actor] ?? 0
+            let deficit = fairShareDeficit(actor: actor, size: size, connection: connection)
+            guard own >= deficit else { return false }  // its own events cannot make the room
+            target = queued - deficit - reserve
+            only = actor
+            scanLimit = 4096
+        }
+        let result = connection.outbound.dropOldestEvents(untilAtMost: max(0, target), actor: only, scanLimit: scanLimit, released: &releasedScratch)
+        applyOutbound(connection, result.delta)
+        if result.count > 0 { recordDrops(connection, count: result.count, firstSeq: result.firstSeq, takenFromQueue: true) }
+        guard let still = self.refusal(size: size, actor: actor, connection: connection) else { return true }
+        // Over --max-queued, dropping some of its own is enough (others drop theirs).
+        return still == .total && result.count > 0
+    }
+
+    func refusalText(_ refusal: Refusal, _ connection: Connection) -> String {
+        switch refusal {
+        case .connection: "outbound queue over its limit of \(configuration.maxOutboundBytes) bytes"
+        case .user: "outbound queues of uid \(connection.account.uid) over their limit of \(connection.account.limits.outboundBytes ?? 0) bytes"
+        case .total: "all outbound queues over --max-queued (\(configuration.maxQueuedBytes) bytes)"
+        case .fairShare: "outbound queue full with events of other uids (fair share)"
+        }
     }
 }

@@ -192,6 +192,7 @@ extension Broker {
             if connection.inputClosed && connection.subscriptions.isEmpty { closeWhenFlushed(connection) }
         }
         index.removeAllCached()
+        refreshLimits()
         notice(.policyReloaded(generation: policyGeneration, revokedSubscriptions: revoked))
         var data: [UInt8] = []
         FrameEncoder.appendASCII("{\"generation\":", to: &data)
@@ -240,9 +241,7 @@ extension Broker {
                     let parts = FrameEncoder.EventParts(
                         seq: seq, type: type.name, time: time, source: nil, defaultSource: configuration.serverName,
                         id: nil, instance: instance, pid: own.pid, uid: own.uid, gid: own.gid, data: data)
-                    return OutboundFrame.make(capacity: FrameEncoder.eventByteCountUpperBound(parts)) {
-                        FrameEncoder.writeEvent(parts, into: $0)
-                    }
+                    return makeEvent(parts)
                 }
             }
         }

@@ -31,8 +31,7 @@ extension Broker {
         case .clear(let type):
             clear(type, req: req, from: connection)
         case .clients:
-            // 1.1 ops not implemented yet: answered as before they were known.
-            reply(to: connection, req: req, error: ProtocolError(.unknownOp, "unknown op \"\(request.opName)\""))
+            clients(req: req, to: connection)
         }
     }
 
@@ -49,10 +48,9 @@ extension Broker {
             filtered = existing.isFiltered
         } else {
             guard let decision = maySubscribe(connection, pattern, req: req) else { return }
-            guard connection.subscriptions.count < configuration.maxSubscriptionsPerConnection else {
-                let message = "too many subscriptions on this connection (limit \(configuration.maxSubscriptionsPerConnection))"
-                reply(to: connection, req: req, error: ProtocolError(.limit, message))
-                notice(.limitReached(connection.id, pid: connection.credentials.pid, message: message))
+            if let error = subscriptionLimitError(connection) {
+                reply(to: connection, req: req, error: error)
+                notice(.limitReached(connection.id, pid: connection.credentials.pid, message: error.message))
                 return
             }
             filtered = decision.filtered
@@ -83,8 +81,8 @@ extension Broker {
 
     // MARK: The subscription pair
 
-    /// Makes a subscription: both directions of the index and the counters
-    /// (the only place that adds one; per-uid accounting belongs here).
+    /// Makes a subscription: both directions of the index and the counters,
+    /// per uid too (the only place that adds one).
     /// - Parameter filtered: the policy denies some of the pattern's types to
     ///   the connection (`maySubscribe`'s answer); routing then checks it.
     /// - Returns: false when the connection already had the pattern.
@@ -95,7 +93,7 @@ extension Broker {
         subscription.offeredFrom = seq + 1
         connection.subscriptions[pattern] = subscription
         if filtered { setFiltered(subscription, true, on: connection) }
-        statistics.subscriptions += 1
+        chargeSubscription(pattern, of: connection, sign: 1)
         return true
     }
 
@@ -108,7 +106,7 @@ extension Broker {
         guard let subscription = connection.subscriptions.removeValue(forKey: pattern) else { return false }
         setFiltered(subscription, false, on: connection)
         index.remove(subscription)
-        statistics.subscriptions -= 1
+        chargeSubscription(pattern, of: connection, sign: -1)
         return true
     }
 
@@ -118,19 +116,20 @@ extension Broker {
         let type = request.type
         // Policy first: a denied publish takes no seq (PROTOCOL.md "Access policy (1.1)").
         guard mayPublish(publisher, type, req: req), request.origin == nil || mayBridge(publisher, req: req) else { return }
-        var kept: OutboundFrame? = nil
+        var kept: EventFrame? = nil
         if request.retain {
             // (1.1) Kept before the event takes a seq: refused means not routed.
-            let event = buildEvent(seq: self.seq + 1, request, frame: frame, publisher: publisher)
-            if let error = retain(event, seq: self.seq + 1, type: type.name, uid: publisher.credentials.uid) {
+            let chunk = OutboundFrame.copying(buildEvent(seq: self.seq + 1, request, frame: frame, publisher: publisher).bytes)
+            if let error = retain(chunk, seq: self.seq + 1, type: type.name, uid: publisher.credentials.uid) {
                 reply(to: publisher, req: req, error: error)
                 return
             }
-            kept = event
+            kept = EventFrame(bytes: chunk.bytes, shared: chunk)
         }
         seq += 1
         let seq = self.seq
         statistics.published += 1
+        publisher.publishedCount += 1
         let delivered = fanOut(seq: seq, type: type, publisher: publisher, built: kept) {
             buildEvent(seq: seq, request, frame: frame, publisher: publisher)
         }
@@ -143,32 +142,36 @@ extension Broker {
     /// Queues the event `seq` of `type` to every connection that has a
     /// matching pattern and may receive it: at most once per connection, not
     /// to `publisher` unless it asked for echo, under each one's overflow
-    /// rule. The frame is built once, by `build`, when the first receiver is
-    /// found, or at once while the history ring is on (it keeps every event:
-    /// `recordHistory`, Broker+History.swift). Counts `statistics.delivered`.
+    /// rule and the publisher uid's fair share. The frame is built once, by
+    /// `build`, when the first receiver is found, or at once while the history
+    /// ring is on (it keeps every event: `recordHistory`,
+    /// Broker+History.swift). Counts `statistics.delivered`.
     /// - Parameters:
     ///   - publisher: nil for the broker's own events.
-    ///   - built: the frame when it was built already (a retained publish).
+    ///   - built: the frame when it was built already (a retained publish:
+    ///     the kept chunk, queued by reference).
     /// - Returns: how many connections it was queued to (`delivered`).
     @inline(__always)
-    func fanOut(seq: UInt64, type: EventType, publisher: Connection?, built: OutboundFrame? = nil, _ build: () -> OutboundFrame) -> UInt64 {
-        var shared = built
-        if shared == nil && retention.history.isEnabled { shared = build() }
+    func fanOut(seq: UInt64, type: EventType, publisher: Connection?, built: EventFrame? = nil, _ build: () -> EventFrame) -> UInt64 {
+        let uid = publisher?.credentials.uid ?? configuration.ownCredentials.uid
+        var event = built
+        if event == nil && retention.history.isEnabled { event = build() }
         var delivered: UInt64 = 0
         index.forEachMatch(type) { subscriber in
             guard subscriber.lastRoutedSeq != seq else { return }  // at most once
             subscriber.lastRoutedSeq = seq
             if subscriber === publisher && !subscriber.echo { return }  // no echo
             if !subscriber.isRoutable { return }
-            if shared == nil { shared = build() }
-            if offer(shared!, seq: seq, to: subscriber) { delivered += 1 }
+            if event == nil { event = build() }
+            if offer(event!, seq: seq, publisher: uid, to: subscriber) { delivered += 1 }
         }
-        recordHistory(shared, seq: seq, type: type, publisher: publisher)
+        recordHistory(event, seq: seq, type: type, publisher: publisher)
         statistics.delivered += delivered
         return delivered
     }
 
-    func buildEvent(seq: UInt64, _ request: PublishRequest, frame: UnsafeRawBufferPointer, publisher: Connection) -> OutboundFrame {
+    /// Writes a publish's event frame once (see `makeEvent`).
+    func buildEvent(seq: UInt64, _ request: PublishRequest, frame: UnsafeRawBufferPointer, publisher: Connection) -> EventFrame {
         timestamps.format(nanosecondsSinceEpoch: now.wallNanoseconds, into: &timeScratch)
         func slice(_ token: JSONToken?) -> UnsafeRawBufferPointer? {
             token.map { UnsafeRawBufferPointer(rebasing: frame[$0.start..<$0.end]) }
@@ -181,9 +184,22 @@ extension Broker {
                 pid: publisher.credentials.pid, uid: publisher.credentials.uid, gid: publisher.credentials.gid,
                 data: slice(request.data))
             if request.origin != nil { parts.origin = slice(request.origin) }
-            return OutboundFrame.make(capacity: FrameEncoder.eventByteCountUpperBound(parts)) {
-                FrameEncoder.writeEvent(parts, into: $0)
-            }
+            return makeEvent(parts)
         }
+    }
+
+    /// Writes an event frame once per event: into `eventScratch` (copied
+    /// into each subscriber's chunk), or, when it may exceed
+    /// `OutboundQueue.copyLimitBytes`, into a chunk of its own that every
+    /// subscriber's queue shares.
+    /// - Returns: the frame (valid until the next event is made).
+    func makeEvent(_ parts: FrameEncoder.EventParts) -> EventFrame {
+        let bound = FrameEncoder.eventByteCountUpperBound(parts)
+        if bound > OutboundQueue.copyLimitBytes {
+            let chunk = OutboundChunk.make(capacity: bound) { FrameEncoder.writeEvent(parts, into: $0) }
+            return EventFrame(bytes: UnsafeRawBufferPointer(start: chunk.baseAddress, count: chunk.used), shared: chunk)
+        }
+        let length = FrameEncoder.writeEvent(parts, into: eventScratch.baseAddress!)
+        return EventFrame(bytes: UnsafeRawBufferPointer(start: eventScratch.baseAddress, count: length), shared: nil)
     }
 }

@@ -5,12 +5,14 @@
 // `since` replays are in Broker+History.swift; the state file's format in
 // RetainedStateFile.swift.
 //
-// Before editing: two single points that other features plug into, kept
-// small on purpose: `chargeRetained` (per-uid accounting: the `quota` branch
-// will provide the real per-uid ledger; switch the body to it), and
-// `retentionMayReceive` (the access policy's `mayReceive`, asked only for
-// filtered subscriptions, as live routing does; `clear` asks `mayPublish`).
-// A retained event is refused before the publish takes a seq, so an error
+// Before editing: the limits are the quotas' (UserAccounts.swift:
+// `retainedLimitError`, `chargeRetained`, `releaseRetained`; 65,536 events
+// and 64 MiB in all, 1/8 of the bytes per uid, `--max-retained...`): every
+// retained event is charged to its publisher's uid while it is kept, and
+// only `retain` and `clear` change the store. The access policy is asked
+// through `retentionMayReceive` (its `mayReceive`, only for filtered
+// subscriptions, as live routing does) and `mayPublish` (`clear`). A
+// retained event is refused before the publish takes a seq, so an error
 // reply always means nothing happened.
 import EventBusProtocol
 
@@ -21,12 +23,6 @@ public struct RetentionConfiguration: Sendable {
     public var historyEvents = 10_000
     /// Bytes of event frames in the history ring (`--history-bytes`, default 16 MiB; 0 turns it off).
     public var historyBytes = 16 << 20
-    /// Retained events in all (default 65,536).
-    public var maxRetainedEvents = 65_536
-    /// Bytes of retained event frames in all (default 64 MiB); each uid may
-    /// hold 1/8 of it, except uid 0 and the broker's own
-    /// (`BrokerConfiguration.ownCredentials`).
-    public var maxRetainedBytes = 64 << 20
     /// Replay work a uid may spend at once, in entries examined (ring or
     /// retained entries, subscriptions, de-duplication checks; each costs
     /// about 10 ns), and how much comes back per second. See
@@ -35,9 +31,6 @@ public struct RetentionConfiguration: Sendable {
     public var replayUnitsPerSecond = 1 << 20
 
     public init() {}
-
-    /// The share of `maxRetainedBytes` one uid may hold (1/8).
-    public var maxRetainedBytesPerUID: Int { maxRetainedBytes / 8 }
 }
 
 /// What the broker keeps besides connections: retained events, the history
@@ -45,8 +38,6 @@ public struct RetentionConfiguration: Sendable {
 struct RetentionState {
     var retained = RetainedStore()
     var history: HistoryRing
-    /// Retained bytes per publishing uid (see `Broker.chargeRetained`).
-    var retainedBytesByUID: [UInt32: Int] = [:]
     /// Replay credit per uid (see Broker+History.swift).
     var replayCredit: [UInt32: ReplayCredit] = [:]
     /// Seqs 1...restoredThrough were given to events restored from the state file.
@@ -67,20 +58,7 @@ public struct RetainedSnapshot: @unchecked Sendable {
 }
 
 extension Broker {
-    // MARK: Accounting and access (the three hooks)
-
-    /// Charges `delta` retained bytes (negative: a refund) to `uid`; the one
-    /// place per-uid retained accounting happens.
-    /// - Returns: false (and nothing charged) when a positive charge would take
-    ///   the uid past its share; uid 0 and the broker's own uid have none.
-    func chargeRetained(uid: UInt32, delta: Int) -> Bool {
-        let used = retention.retainedBytesByUID[uid] ?? 0
-        let exempt = uid == 0 || uid == configuration.ownCredentials.uid
-        if delta > 0 && !exempt && used + delta > configuration.retention.maxRetainedBytesPerUID { return false }
-        let now = used + delta
-        retention.retainedBytesByUID[uid] = now > 0 ? now : nil
-        return true
-    }
+    // MARK: Access
 
     /// Whether the access policy lets `connection` receive events of the
     /// type whose bytes are `type` (`last` and `since` replays through a
@@ -93,26 +71,25 @@ extension Broker {
 
     // MARK: Publish with retain
 
+    /// The quota charge of a retained event: its publisher's uid and the
+    /// bytes of its frame.
+    func retainedCharge(_ event: RetainedEvent) -> RetainedCharge {
+        RetainedCharge(uid: event.uid, bytes: event.frame.count)
+    }
+
     /// Keeps `frame` as the retained event of `type` (replacing the one there),
-    /// published by `uid` with `seq`, if the limits allow: 65,536 events and
-    /// 64 MiB in all, 1/8 of the bytes per uid (PROTOCOL.md "Quotas (1.1)").
-    /// Called before the publish takes `seq`.
+    /// published by `uid` with `seq`, if the quotas allow (PROTOCOL.md "Quotas
+    /// (1.1)"). Called before the publish takes `seq`.
     /// - Returns: the `limit` error to answer with (nothing kept), or nil.
     func retain(_ frame: OutboundFrame, seq: UInt64, type: String, uid: UInt32) -> ProtocolError? {
-        let limits = configuration.retention
+        let event = RetainedEvent(seq: seq, type: type, frame: frame, uid: uid)
         let old = retention.retained[type]
-        if old == nil && retention.retained.count >= limits.maxRetainedEvents {
-            return ProtocolError(.limit, "too many retained events (limit \(limits.maxRetainedEvents)); nothing kept")
+        if let error = retainedLimitError(for: retainedCharge(event), replacing: old.map(retainedCharge)) {
+            return ProtocolError(.limit, error.message + "; nothing kept")
         }
-        if retention.retained.byteCount - (old?.frame.count ?? 0) + frame.count > limits.maxRetainedBytes {
-            return ProtocolError(.limit, "retained events would exceed \(limits.maxRetainedBytes) bytes in all; nothing kept")
-        }
-        if let old { _ = chargeRetained(uid: old.uid, delta: -old.frame.count) }
-        guard chargeRetained(uid: uid, delta: frame.count) else {
-            if let old { _ = chargeRetained(uid: old.uid, delta: old.frame.count) }
-            return ProtocolError(.limit, "retained events of uid \(uid) would exceed \(limits.maxRetainedBytesPerUID) bytes (1/8 of \(limits.maxRetainedBytes)); nothing kept")
-        }
-        retention.retained.put(RetainedEvent(seq: seq, type: type, frame: frame, uid: uid))
+        if let old { releaseRetained(retainedCharge(old)) }
+        chargeRetained(retainedCharge(event))
+        retention.retained.put(event)
         return nil
     }
 
@@ -124,7 +101,7 @@ extension Broker {
     func clear(_ type: EventType, req: UnsafeRawBufferPointer?, from connection: Connection) {
         guard mayPublish(connection, type, req: req) else { return }
         let removed = retention.retained.remove(type.name)
-        if let removed { _ = chargeRetained(uid: removed.uid, delta: -removed.frame.count) }
+        if let removed { releaseRetained(retainedCharge(removed)) }
         replyOKIfAsked(to: connection, req: req) { out in
             FrameEncoder.appendField("type", string: type.name, to: &out)
             FrameEncoder.appendField("removed", bool: removed != nil, to: &out)
@@ -160,7 +137,7 @@ extension Broker {
     func sendRetained(_ events: [RetainedEvent], to connection: Connection) {
         var delivered: UInt64 = 0
         for event in events {
-            if offer(event.frame.flagged(.retained), seq: event.seq, to: connection) { delivered += 1 }
+            if offerFlagged(event.frame.bytes, .retained, seq: event.seq, to: connection) { delivered += 1 }
             if !connection.isRoutable { break }  // closed under `overflow: disconnect`
         }
         statistics.delivered += delivered
@@ -221,19 +198,33 @@ enum ReplayFlag {
     case replayed
 }
 
-extension OutboundFrame {
-    /// A copy of this event frame with `,"retained":true` or
-    /// `,"replayed":true` added before its final `}`.
-    func flagged(_ flag: ReplayFlag) -> OutboundFrame {
+extension Broker {
+    /// Offers a copy of the event frame `bytes` with `,"retained":true` or
+    /// `,"replayed":true` added before its final `}`: written into
+    /// `eventScratch` and copied into the queue's chunk like a live event, or
+    /// into a chunk of its own when larger than `OutboundQueue.copyLimitBytes`.
+    /// Outside every fair share (the subscriber asked for it).
+    func offerFlagged(_ bytes: UnsafeRawBufferPointer, _ flag: ReplayFlag, seq: UInt64, to connection: Connection) -> Bool {
         let suffix: StaticString = flag == .retained ? ",\"retained\":true}\n" : ",\"replayed\":true}\n"
-        let keep = count - 2  // without `}\n`
-        return OutboundFrame.make(capacity: keep + suffix.utf8CodeUnitCount) { destination in
-            destination.copyMemory(from: baseAddress, byteCount: keep)
+        let keep = bytes.count - 2  // without `}\n`
+        let size = keep + suffix.utf8CodeUnitCount
+        func write(_ destination: UnsafeMutableRawPointer) -> Int {
+            destination.copyMemory(from: bytes.baseAddress!, byteCount: keep)
             (destination + keep).copyMemory(from: suffix.utf8Start, byteCount: suffix.utf8CodeUnitCount)
-            return keep + suffix.utf8CodeUnitCount
+            return size
         }
+        let event: EventFrame
+        if size <= eventScratch.count {
+            event = EventFrame(bytes: UnsafeRawBufferPointer(start: eventScratch.baseAddress, count: write(eventScratch.baseAddress!)), shared: nil)
+        } else {
+            let chunk = OutboundChunk.make(capacity: size, write)
+            event = EventFrame(bytes: chunk.bytes, shared: chunk)
+        }
+        return offer(event, seq: seq, publisher: configuration.ownCredentials.uid, to: connection)
     }
+}
 
+extension OutboundFrame {
     /// A copy of this event frame whose `seq` is `seq` (every other byte
     /// kept). The frame starts `{"op":"event","seq":<digits>,` as
     /// `FrameEncoder.writeEvent` writes it.

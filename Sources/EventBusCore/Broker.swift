@@ -9,12 +9,12 @@
 // (Broker+Output.swift) so the per-connection and global byte counts stay
 // exact; every subscription is made and ended by `addSubscription` /
 // `removeSubscription` (Broker+Requests.swift); every close goes through
-// `forget`. Where the 1.1 features plug in: per-uid accounting in `open`,
-// `forget`, the subscription pair and `enqueue`; an inbound budget between
-// frames in `receive` (`.pauseReading`/`.resumeReading` may name many
-// connections in one step); timers as a `tick(at:)` step that closes with a
-// final error through `disconnect` (`timeout`); replay right after a
-// subscribe's `ok` (marked in `subscribe`). The access policy is in
+// `forget`. The 1.1 features: per-uid accounting and quotas in
+// UserAccounts.swift and Broker+Quotas.swift (called from `open`, `forget`,
+// the subscription pair, `enqueue`, between frames in `receive`, and the
+// frame timeout's `tick(at:)`; `.pauseReading`/`.resumeReading` may name
+// many connections in one step); introspection in Broker+Introspection.swift;
+// replay right after a subscribe's `ok` (marked in `subscribe`). The access policy is in
 // Broker+Policy.swift: other ops ask `mayPublish` (also for `clear`),
 // `mayReceive` (retained and replayed events), `mayBridge`, `maySubscribe`.
 import EventBusPolicy
@@ -34,6 +34,8 @@ public struct BrokerConfiguration: Sendable {
     public var maxQueuedBytes = 512 << 20
     /// Retained events and the history ring (1.1), Broker+Retention.swift.
     public var retention = RetentionConfiguration()
+    /// Per-uid and total limits (PROTOCOL.md "Quotas (1.1)").
+    public var quotas = QuotaConfiguration()
     /// `server` and `version` in the `hello` reply.
     public var serverName = "eventbusd"
     public var version = EventBusRelease.version
@@ -71,7 +73,7 @@ public struct BrokerStatistics: Equatable, Sendable {
     public var delivered: UInt64 = 0
     /// Events dropped for slow subscribers.
     public var dropped: UInt64 = 0
-    /// Bytes in all outbound queues.
+    /// Bytes in all outbound queues, as charged (`OutboundQueue.chargedBytes`).
     public var queuedBytes = 0
 }
 
@@ -90,6 +92,15 @@ public final class Broker {
     var seq: UInt64 = 0
     /// Retained events and the history ring (Broker+Retention.swift, Broker+History.swift).
     var retention: RetentionState
+    /// Per-uid accounts (UserAccounts.swift) and the totals beyond `statistics`.
+    var accounts: [UInt32: UserAccount] = [:]
+    var quotaTotals = QuotaTotals()
+    /// Fair-share charges a queue operation handed back (`applyOutbound` releases them).
+    var releasedScratch: [ActorCharge] = []
+    /// See `noteOutboundLimit` (Broker+Quotas.swift).
+    var outboundFastPathBytes: Int
+    /// Accounts with connections paused for the uid's outbound limit.
+    var usersPausedForOutbound = 0
 
     /// What the running step has decided so far (`finishStep` hands it out).
     var current = BrokerStep()
@@ -98,6 +109,9 @@ public final class Broker {
     /// Reused buffers, so a publish allocates only its shared frame.
     var scratch: [UInt8] = []
     var timeScratch: [UInt8] = []
+    /// Where a small event (up to `OutboundQueue.copyLimitBytes`) is built
+    /// once per publish before it is copied into each queue; owned, freed in `deinit`.
+    let eventScratch = UnsafeMutableRawBufferPointer.allocate(byteCount: OutboundQueue.copyLimitBytes, alignment: 16)
     var timestamps = TimestampFormatter()
     var now = BrokerTime(wallNanoseconds: 0, monotonicNanoseconds: 0)
 
@@ -120,12 +134,15 @@ public final class Broker {
         self.configuration = configuration
         self.instance = instance
         self.startMonotonic = startTime.monotonicNanoseconds
+        self.outboundFastPathBytes = min(configuration.maxOutboundBytes, configuration.maxQueuedBytes, configuration.quotas.maxOutboundBytesPerUID)
         self.now = startTime
         self.policyViews = PolicyViewCache(policy: configuration.policy ?? .withoutFiles(brokerUID: configuration.ownCredentials.uid))
         self.publishIsOpen = Broker.publishIsOpen(policyViews.policy)
         self.retention = RetentionState(configuration.retention)
         scratch.reserveCapacity(4096)
     }
+
+    deinit { eventScratch.deallocate() }
 
     /// Number of open connections.
     public var connectionCount: Int { connections.count }
@@ -135,23 +152,40 @@ public final class Broker {
 
     // MARK: Connections
 
-    /// Admits a new connection, or refuses it at `--max-connections` or when
-    /// the policy denies it `connect`.
+    /// Admits a new connection, or refuses it at a connection limit
+    /// (PROTOCOL.md "Quotas (1.1)": `--max-connections` with the last 64 kept
+    /// for uid 0, and the per-uid limit) or when the policy denies it `connect`.
+    /// - Parameters:
+    ///   - credentials: the peer's `SO_PEERCRED` (and groups).
+    ///   - limitOverrides: per-uid limits in place of those of its policy
+    ///     view's `limit` lines (tests); nil: the view's. They become its
+    ///     uid's limits (the newest connection's view decides: views of one
+    ///     uid differ only by groups).
+    ///   - time: when it connected (`clients`: `since`); the last known time if nil.
     /// - Returns: the connection, or the bytes of the error frame to write
     ///   before closing the socket, e.g.
-    ///   `{"op":"error","code":"limit","message":"too many connections (limit 4096)"}` or
+    ///   `{"op":"error","code":"limit","message":"256 connections for uid 1000 (limit)"}` or
     ///   `{"op":"error","code":"forbidden","message":"connect denied for uid 2002 by /etc/eventbus/policy.conf:4"}`.
-    public func open(credentials: Credentials) -> Result<Connection, RefusedConnection> {
-        guard connections.count < configuration.maxConnections else {
-            var bytes: [UInt8] = []
-            FrameEncoder.appendError(req: nil, ProtocolError(.limit, "too many connections (limit \(configuration.maxConnections))"), to: &bytes)
-            return .failure(RefusedConnection(frame: bytes))
-        }
+    public func open(credentials: Credentials, limitOverrides: UserLimitOverrides? = nil, at time: BrokerTime? = nil) -> Result<Connection, RefusedConnection> {
+        if let time { now = time }
+        let uid = credentials.uid
         let view = policyViews.view(for: credentials.policyIdentity)
+        let overrides = limitOverrides ?? UserLimitOverrides(view.limits)
+        let limits = self.limits(for: uid, overrides)
+        if let error = connectionLimitError(uid: uid, account: accounts[uid], limits: limits) {
+            var bytes: [UInt8] = []
+            FrameEncoder.appendError(req: nil, error, to: &bytes)
+            return .failure(RefusedConnection(frame: bytes, logLine: error.message))
+        }
         if let refusal = connectRefusal(credentials, view) { return .failure(refusal) }
-        let connection = Connection(id: nextConnectionID, credentials: credentials, policy: view, maxFrameBytes: configuration.maxFrameBytes)
+        let account = account(for: uid)
+        account.limits = limits
+        noteOutboundLimit(limits)
+        let connection = Connection(id: nextConnectionID, credentials: credentials, policy: view, account: account,
+                                    maxFrameBytes: configuration.maxFrameBytes, connectedAt: now.wallNanoseconds)
         nextConnectionID += 1
         connections[connection.id] = connection
+        admit(connection, to: account)
         statistics.connections = connections.count
         return .success(connection)
     }
@@ -167,14 +201,20 @@ public final class Broker {
     }
 
     /// The one close path: removes every subscription, releases the queue and
-    /// tells the server to close the socket (`.close(id, .now)`).
+    /// the inbound bytes, stops counting it for its uid and tells the server
+    /// to close the socket (`.close(id, .now)`).
     func forget(_ connection: Connection) {
         guard !connection.isClosed else { return }
         connection.isClosed = true
         for pattern in Array(connection.subscriptions.keys) { removeSubscription(pattern, from: connection) }
-        statistics.queuedBytes -= connection.outbound.byteCount
-        connection.outbound.removeAll()
+        applyOutbound(connection, connection.outbound.removeAll(released: &releasedScratch))
+        forgetPauses(connection)
+        connection.splitter = FrameSplitter(maxFrameBytes: configuration.maxFrameBytes)
+        syncInbound(connection)
         connections[connection.id] = nil
+        let account = connection.account
+        dismiss(connection)  // may retire the account: not read after this
+        if !account.inboundThrottle.isEmpty && account.inboundReader == nil && !account.members.isEmpty { chooseInboundReader(account) }
         statistics.connections = connections.count
         current.effects.append(.close(connection.id, .now))
     }
@@ -203,11 +243,12 @@ public final class Broker {
     public func receive(_ connection: Connection, _ bytes: UnsafeRawBufferPointer, at time: BrokerTime) -> BrokerStep {
         guard connection.closing == nil, !connection.isClosed, !connection.inputClosed else { return finishStep() }
         now = time
+        if bytes.count > 0 { connection.inboundProgressAt = time.monotonicNanoseconds }
         connection.splitter.feed(bytes) { piece in
             handle(piece, from: connection)
-            return connection.closing == nil && !connection.isClosed
+            return mayReadNextFrame(connection)
         }
-        if connection.outbound.byteCount > configuration.maxOutboundBytes { pauseReading(connection) }
+        syncInbound(connection)
         return finishStep()
     }
 
@@ -222,9 +263,10 @@ public final class Broker {
         now = time
         connection.splitter.finish { piece in
             handle(piece, from: connection)
-            return true
+            return connection.closing == nil && !connection.isClosed
         }
         connection.inputClosed = true
+        syncInbound(connection)
         if connection.subscriptions.isEmpty { closeWhenFlushed(connection) }
         return finishStep()
     }
@@ -253,11 +295,10 @@ public final class Broker {
     ///   was paused) and output for a pending `dropped` notice.
     public func didWrite(_ connection: Connection, bytes: Int) -> BrokerStep {
         guard bytes > 0, !connection.isClosed else { return finishStep() }
-        connection.outbound.consume(bytes)
-        statistics.queuedBytes -= bytes
-        if connection.outbound.byteCount < configuration.maxOutboundBytes / 2 {
-            resumeReading(connection)
-            if connection.pendingDropCount > 0 && connection.closing != .afterWrite { queuePendingDropNotice(connection) }
+        applyOutbound(connection, connection.outbound.consume(bytes, released: &releasedScratch))
+        if connection.pendingDropCount > 0 && connection.closing != .afterWrite
+            && connection.outbound.chargedBytes < configuration.maxOutboundBytes / 2 {
+            queuePendingDropNotice(connection)
         }
         if connection.closing == .afterFlush && connection.outbound.isEmpty { forget(connection) }
         return finishStep()
@@ -275,13 +316,13 @@ public final class Broker {
     }
 }
 
-/// A connection refused at `--max-connections` or by the policy: write
+/// A connection refused at a connection limit or by the policy: write
 /// `frame`, then close the socket.
 public struct RefusedConnection: Error {
     public let frame: [UInt8]
     /// For a policy refusal: the line to log (naming uid, pid and the rule),
-    /// or nil when the denial log's once-a-minute limit holds it back. nil
-    /// for a connection limit too (the server words that itself).
+    /// or nil when the denial log's once-a-minute limit holds it back; for a
+    /// connection limit, which limit (the server words the log line).
     public let logLine: String?
     /// Whether the policy refused it (`forbidden`), not a limit.
     public let forbidden: Bool

@@ -26,9 +26,13 @@ public enum CloseTiming: Equatable, Sendable {
 
 /// One thing the server must do, in the order the broker decided it.
 public enum BrokerEffect: Equatable, Sendable {
-    /// Stop reading requests from it (its queue is over the outbound limit).
+    /// Stop reading requests from it (its queue, its uid's queues or all
+    /// queues are over their outbound limit, or its uid is over an inbound
+    /// budget: PROTOCOL.md "Quotas (1.1)").
     case pauseReading(ConnectionID)
-    /// Read it again (its queue drained below half the limit).
+    /// Read it again (every reason to pause it has gone). Input it holds
+    /// already (`Connection.hasBufferedInput`) is handled by the next
+    /// `receive`, an empty chunk will do.
     case resumeReading(ConnectionID)
     /// Close it, now or once written (see `CloseTiming`).
     case close(ConnectionID, CloseTiming)
@@ -79,18 +83,6 @@ extension Broker {
             connection.outputStep = stepNumber
             current.output.append(connection.id)
         }
-    }
-
-    func pauseReading(_ connection: Connection) {
-        guard !connection.readPaused else { return }
-        connection.readPaused = true
-        if connection.closing == nil && !connection.inputClosed { current.effects.append(.pauseReading(connection.id)) }
-    }
-
-    func resumeReading(_ connection: Connection) {
-        guard connection.readPaused else { return }
-        connection.readPaused = false
-        if connection.closing == nil && !connection.inputClosed { current.effects.append(.resumeReading(connection.id)) }
     }
 
     func notice(_ notice: BrokerNotice) {

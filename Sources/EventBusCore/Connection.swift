@@ -66,6 +66,29 @@ public final class Connection {
     /// `Broker.didWrite`.
     public internal(set) var outbound = OutboundQueue()
 
+    /// Its uid's account, and its index among the account's members. Not
+    /// retained: the broker keeps the account while the connection is open
+    /// (never read after `Broker.forget`).
+    unowned(unsafe) let account: UserAccount
+    var memberIndex = 0
+    /// When it connected, wall clock ns since the epoch (`clients`: `since`).
+    public let connectedAtWallNanoseconds: Int64
+
+    /// Counters for `clients` (PROTOCOL.md "Introspection"): events it
+    /// published, events queued to it, events it lost.
+    public internal(set) var publishedCount: UInt64 = 0
+    public internal(set) var deliveredCount: UInt64 = 0
+    public internal(set) var droppedCount: UInt64 = 0
+
+    /// Inbound bytes charged to its uid (what its splitter held at the last
+    /// `syncInbound`), since when it holds any, and when a byte last arrived
+    /// for them or its reading last resumed (monotonic ns; the frame timeout).
+    var inboundCharged = 0
+    var inboundSince: Int64 = 0
+    var inboundProgressAt: Int64 = 0
+    /// Outbound bytes in its queue charged to other publisher uids (fair share).
+    var actorShares: [UInt32: Int] = [:]
+
     /// Events lost since the last `dropped` notice, and the seq of the first.
     public internal(set) var pendingDropCount: UInt64 = 0
     var pendingDropSince: UInt64 = 0
@@ -74,10 +97,13 @@ public final class Connection {
 
     /// The client shut down its writing side (EOF read).
     public internal(set) var inputClosed = false
-    /// Requests are not read while the queue is over the outbound limit
-    /// (PROTOCOL.md "Semantics": requests are back-pressured); the server
-    /// was told with `.pauseReading`.
-    var readPaused = false
+    /// Why it is not read (PROTOCOL.md "Semantics": requests are
+    /// back-pressured; "Quotas": inbound budgets); the server was told with
+    /// `.pauseReading` when the first reason came, and is told
+    /// `.resumeReading` when the last goes.
+    var pauses: PauseReasons = []
+    /// Whether the broker has paused its reading.
+    public var readPaused: Bool { !pauses.isEmpty }
     /// Set once the broker has decided to close it (`.close(id, .afterFlush)`
     /// or `.afterWrite`): no input is handled and no event routed to it.
     var closing: CloseTiming?
@@ -86,10 +112,13 @@ public final class Connection {
     /// The step in which it was last listed in `BrokerStep.output`.
     var outputStep: UInt64 = 0
 
-    init(id: ConnectionID, credentials: Credentials, policy: PolicyView, maxFrameBytes: Int) {
+    init(id: ConnectionID, credentials: Credentials, policy: PolicyView, account: UserAccount, maxFrameBytes: Int,
+         connectedAt: Int64) {
         self.id = id
+        self.account = account
         self.credentials = credentials
         self.policy = policy
+        self.connectedAtWallNanoseconds = connectedAt
         self.splitter = FrameSplitter(maxFrameBytes: maxFrameBytes)
         self.defaultSource = "pid/\(credentials.pid)"
     }
@@ -102,4 +131,9 @@ public final class Connection {
 
     /// Whether events may still be routed to it.
     var isRoutable: Bool { closing == nil && !isClosed }
+
+    /// The broker has input of it that it stopped handling (between frames)
+    /// and will handle before new input: the server serves it as readable
+    /// once its reading resumes.
+    public var hasBufferedInput: Bool { splitter.hasBacklog }
 }

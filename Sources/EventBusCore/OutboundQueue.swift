@@ -1,58 +1,128 @@
 // Per-connection outbound queue: whole frames waiting to be written, with the
-// byte accounting that the outbound limit and the drop rules work on
-// (PROTOCOL.md "Semantics").
+// byte accounting that the outbound limits, the fair share per publisher uid
+// and the drop rules work on (PROTOCOL.md "Semantics", "Quotas (1.1)").
 //
-// Before editing: an event frame is built once per publish and shared by every
-// subscriber's queue (reference counted), so fan-out copies no bytes. The head
-// frame may be partly written (`headOffset`); it is never dropped. Only
-// `Broker.enqueue` grows a queue (`append`, `putNoticeInFront`), so the
-// broker's byte counts stay exact.
-
+// Before editing: what is queued is what the broker holds, and the queue
+// charges it so (`chargedBytes`: the unwritten bytes plus
+// `entryOverheadBytes` per frame), so RSS follows the count. Small frames are
+// copied into per-connection chunks (replies into one, events into another,
+// so dropping events frees whole chunks and never leaves a chunk pinned by a
+// reply); consecutive replies share one entry. An event larger than
+// `copyLimitBytes` is built once in a chunk of its own and shared by every
+// subscriber's queue. The head frame may be partly written (`headOffset`); it
+// is never dropped. Only `Broker.enqueue` grows a queue, so the broker's byte
+// counts stay exact; every shrinking call returns the change of
+// `chargedBytes` and hands back the fair-share charges it released.
 import EventBusProtocol
 
-/// An immutable frame whose bytes live inline in the object (one heap
-/// allocation per frame) and stay put for its lifetime, so a gathered write
-/// can point at them. Shared between the queues of every subscriber.
-public final class OutboundFrame: ManagedBuffer<Int, UInt8> {
-    /// Creates a frame of at most `capacity` bytes that `write` fills; `write`
-    /// returns how many bytes it wrote.
-    public static func make(capacity: Int, _ write: (UnsafeMutableRawPointer) -> Int) -> OutboundFrame {
-        let frame = unsafeDowncast(OutboundFrame.create(minimumCapacity: max(capacity, 1)) { _ in 0 }, to: OutboundFrame.self)
-        let written = frame.withUnsafeMutablePointerToElements { write(UnsafeMutableRawPointer($0)) }
+/// Bytes the broker keeps for writing: a chunk of frames copied back to back,
+/// or one large event shared between queues. Its storage is inline (one heap
+/// allocation) and stays put, so a gathered write can point into it; bytes
+/// below `used` never change.
+public final class OutboundChunk: ManagedBuffer<Int, UInt8> {
+    /// An empty chunk of `capacity` bytes.
+    static func make(capacity: Int) -> OutboundChunk {
+        unsafeDowncast(OutboundChunk.create(minimumCapacity: max(capacity, 1)) { _ in 0 }, to: OutboundChunk.self)
+    }
+
+    /// A chunk that `write` fills with at most `capacity` bytes; `write`
+    /// returns how many it wrote.
+    static func make(capacity: Int, _ write: (UnsafeMutableRawPointer) -> Int) -> OutboundChunk {
+        let chunk = make(capacity: capacity)
+        let written = chunk.withUnsafeMutablePointerToElements { write(UnsafeMutableRawPointer($0)) }
         precondition(written <= capacity, "frame writer overran its buffer")
-        frame.header = written
-        return frame
+        chunk.header = written
+        return chunk
     }
 
-    /// A frame holding a copy of `source` (one whole frame, LF included).
-    public static func copying(_ source: UnsafeRawBufferPointer) -> OutboundFrame {
-        make(capacity: source.count) { destination in
-            if let base = source.baseAddress { destination.copyMemory(from: base, byteCount: source.count) }
-            return source.count
-        }
+    /// Bytes in use, from the start.
+    @inline(__always) var used: Int {
+        get { header }
+        set { header = newValue }
     }
 
-    /// The frame's length in bytes.
-    @inline(__always) public var count: Int { header }
-
-    /// The first byte. The storage is inline in this object, so the pointer
-    /// stays valid for as long as the frame is alive (held by a queue).
-    @inline(__always) public var baseAddress: UnsafeRawPointer {
-        withUnsafeMutablePointerToElements { UnsafeRawPointer($0) }
+    /// The first byte; valid for as long as the chunk is alive.
+    @inline(__always) var baseAddress: UnsafeMutableRawPointer {
+        withUnsafeMutablePointerToElements { UnsafeMutableRawPointer($0) }
     }
+
+    /// Room left after `used`.
+    @inline(__always) var freeBytes: Int { capacity - header }
+
+    /// Appends `bytes` after `used` (the caller checked `freeBytes`).
+    @inline(__always) func append(_ bytes: UnsafeRawBufferPointer) {
+        if let source = bytes.baseAddress { (baseAddress + header).copyMemory(from: source, byteCount: bytes.count) }
+        header += bytes.count
+    }
+}
+
+extension OutboundChunk {
+    /// A chunk holding a copy of `source` (one whole frame, LF included): a
+    /// frame kept beyond its publish (retained events, the history ring) and
+    /// queued by reference (`Broker.offer(_:seq:publisher:to:)` with a frame).
+    public static func copying(_ source: UnsafeRawBufferPointer) -> OutboundChunk {
+        let chunk = make(capacity: source.count)
+        chunk.append(source)
+        return chunk
+    }
+
+    /// Its bytes in use (a whole frame for a chunk made by `copying`).
+    public var count: Int { header }
+
+    /// Its bytes, valid while the chunk is alive.
+    public var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: baseAddress, count: header) }
+}
+
+/// The name the broker's frames had before chunks (one frame per object).
+public typealias OutboundFrame = OutboundChunk
+
+/// An event frame as built once per publish: its bytes (valid during the
+/// fan-out) and, for a large one, the chunk every queue shares.
+struct EventFrame {
+    let bytes: UnsafeRawBufferPointer
+    let shared: OutboundChunk?
+
+    var count: Int { bytes.count }
+}
+
+/// A fair-share charge released from a queue: `bytes` (frame bytes plus the
+/// entry overhead) that publisher uid `actor` held in it.
+struct ActorCharge {
+    var actor: UInt32
+    var bytes: Int
 }
 
 /// A FIFO of frames with `seq` tags (0 = not an event: replies and notices,
 /// which are never dropped).
 public struct OutboundQueue {
     struct Entry {
-        var frame: OutboundFrame
+        var chunk: OutboundChunk
+        var start: UInt32
+        var end: UInt32
+        /// The event's seq; 0 for replies and notices; `frontNoticeSeq` for a
+        /// drop-old `dropped` notice placed first in line.
         var seq: UInt64
-        /// For a `dropped` notice placed by `putNoticeInFront`: its count and
-        /// since_seq, so a later drop can merge into it. 0 otherwise.
-        var noticeCount: UInt64 = 0
-        var noticeSince: UInt64 = 0
+        /// The publisher uid charged for the fair share, or `noActor`.
+        var actor: UInt32
+
+        var length: Int { Int(end &- start) }
+        var isEvent: Bool { seq != 0 && seq != OutboundQueue.frontNoticeSeq }
     }
+
+    /// Charged per queued frame on top of its bytes: its entry here (32 bytes)
+    /// and its share of the chunk headers.
+    public static let entryOverheadBytes = 32
+    /// Events up to this size are copied into each queue's own chunk; larger
+    /// ones are shared.
+    static let copyLimitBytes = 2048
+    /// Capacity of a chunk for small frames.
+    static let chunkBytes = 4096
+    /// `Entry.actor` of a charge outside every fair share (replies, notices,
+    /// events of exempt publishers).
+    static let noActor = UInt32.max
+    static let frontNoticeSeq = UInt64.max
+    /// Largest `dropped` notice: `{"op":"dropped","count":<20 digits>,"since_seq":<20 digits>}\n`.
+    static let dropNoticeMaxBytes = 80
 
     var entries: [Entry] = []
     var head = 0
@@ -60,45 +130,118 @@ public struct OutboundQueue {
     var headOffset = 0
     /// Bytes queued and not yet written.
     public private(set) var byteCount = 0
+    /// The chunks small replies and small events are appended to.
+    var replyTail: OutboundChunk?
+    var eventTail: OutboundChunk?
+    /// count and since_seq of the notice at `frontPosition` when its seq is `frontNoticeSeq`.
+    var frontNoticeCount: UInt64 = 0
+    var frontNoticeSince: UInt64 = 0
+    /// Entries with an actor (so releases look for fair-share charges only then).
+    var actorEntries = 0
 
     public init() {}
 
     public var isEmpty: Bool { head == entries.count }
 
-    /// Queues a frame at the back. `seq` is the event's seq, or 0 for a reply
-    /// or notice. Only `Broker.enqueue` calls it.
-    mutating func append(_ frame: OutboundFrame, seq: UInt64) {
-        entries.append(Entry(frame: frame, seq: seq))
-        byteCount += frame.count
+    /// Frames queued and not completely written.
+    public var frameCount: Int { entries.count - head }
+
+    /// What the queue holds as the broker counts it: unwritten bytes plus
+    /// `entryOverheadBytes` per frame (`queued_bytes`, and what the outbound
+    /// limits compare).
+    public var chargedBytes: Int { byteCount + (entries.count - head) * OutboundQueue.entryOverheadBytes }
+
+    // MARK: Growing (only `Broker.enqueue` calls these)
+
+    /// Queues a reply or notice (seq 0): copied into the reply chunk, sharing
+    /// the last entry when it ends where this one starts.
+    /// - Returns: the change of `chargedBytes`.
+    mutating func appendReply(_ bytes: UnsafeRawBufferPointer) -> Int {
+        let n = bytes.count
+        if n <= OutboundQueue.copyLimitBytes, let tail = replyTail, tail.freeBytes >= n,
+           entries.count > head, entries[entries.count - 1].chunk === tail,
+           Int(entries[entries.count - 1].end) == tail.used, entries[entries.count - 1].seq == 0 {
+            tail.append(bytes)
+            entries[entries.count - 1].end = UInt32(tail.used)
+            byteCount += n
+            return n
+        }
+        let chunk = appendCopy(bytes, tail: &replyTail)
+        entries.append(Entry(chunk: chunk, start: UInt32(chunk.used - n), end: UInt32(chunk.used), seq: 0, actor: OutboundQueue.noActor))
+        byteCount += n
+        return n + OutboundQueue.entryOverheadBytes
     }
 
-    /// Calls `body(pointer, length)` for up to `maxChunks` unwritten chunks in
-    /// order (the first may be the rest of a partly written frame).
-    /// - Returns: how many chunks were handed out.
+    /// Queues an event: copied into the event chunk, or the shared chunk of a large one.
+    /// - Returns: the change of `chargedBytes`.
+    mutating func appendEvent(_ frame: EventFrame, seq: UInt64, actor: UInt32) -> Int {
+        let n = frame.count
+        if let shared = frame.shared {
+            entries.append(Entry(chunk: shared, start: 0, end: UInt32(n), seq: seq, actor: actor))
+        } else {
+            if eventTail == nil || eventTail.unsafelyUnwrapped.freeBytes < n {
+                eventTail = OutboundChunk.make(capacity: max(n, OutboundQueue.chunkBytes))
+            }
+            let chunk = eventTail.unsafelyUnwrapped
+            let start = chunk.used
+            chunk.append(frame.bytes)
+            entries.append(Entry(chunk: chunk, start: UInt32(start), end: UInt32(start + n), seq: seq, actor: actor))
+        }
+        if actor != OutboundQueue.noActor { actorEntries += 1 }
+        byteCount += n
+        return n + OutboundQueue.entryOverheadBytes
+    }
+
+    /// Copies `bytes` to the end of `tail`, starting a new chunk when it has
+    /// no room (a frame over `copyLimitBytes` gets a chunk of its own).
+    private func appendCopy(_ bytes: UnsafeRawBufferPointer, tail: inout OutboundChunk?) -> OutboundChunk {
+        let n = bytes.count
+        if n > OutboundQueue.copyLimitBytes {
+            let own = OutboundChunk.make(capacity: n)
+            own.append(bytes)
+            return own
+        }
+        if tail == nil || tail!.freeBytes < n { tail = OutboundChunk.make(capacity: OutboundQueue.chunkBytes) }
+        tail!.append(bytes)
+        return tail!
+    }
+
+    // MARK: Writing
+
+    /// Calls `body(pointer, length)` for up to `maxChunks` runs of unwritten
+    /// bytes in order (the first may be the rest of a partly written frame;
+    /// frames adjacent in one chunk come as one run).
+    /// - Returns: how many runs were handed out.
     public func forEachChunk(maxChunks: Int, _ body: (UnsafeRawPointer, Int) -> Void) -> Int {
         var n = 0
         var i = head
         while i < entries.count && n < maxChunks {
-            let frame = entries[i].frame
-            if i == head {
-                body(frame.baseAddress + headOffset, frame.count - headOffset)
-            } else {
-                body(frame.baseAddress, frame.count)
-            }
-            n += 1
+            let chunk = entries[i].chunk
+            let start = Int(entries[i].start) + (i == head ? headOffset : 0)
+            var end = Int(entries[i].end)
             i += 1
+            while i < entries.count && entries[i].chunk === chunk && Int(entries[i].start) == end {
+                end = Int(entries[i].end)
+                i += 1
+            }
+            body(UnsafeRawPointer(chunk.baseAddress + start), end - start)
+            n += 1
         }
         return n
     }
 
     /// Marks `written` bytes as sent, releasing whole frames.
-    mutating func consume(_ written: Int) {
+    /// - Parameter released: gets the fair-share charges of completed frames.
+    /// - Returns: the change of `chargedBytes` (negative).
+    mutating func consume(_ written: Int, released: inout [ActorCharge]) -> Int {
+        let before = chargedBytes
         var left = written
         byteCount -= written
         while left > 0 {
-            let remainingInHead = entries[head].frame.count - headOffset
+            let remainingInHead = entries[head].length - headOffset
             if left >= remainingInHead {
                 left -= remainingInHead
+                release(entries[head], into: &released)
                 head += 1
                 headOffset = 0
             } else {
@@ -107,36 +250,56 @@ public struct OutboundQueue {
             }
         }
         compactIfNeeded()
+        return chargedBytes - before
+    }
+
+    @inline(__always)
+    private mutating func release(_ entry: Entry, into released: inout [ActorCharge]) {
+        guard entry.actor != OutboundQueue.noActor else { return }
+        actorEntries -= 1
+        released.append(ActorCharge(actor: entry.actor, bytes: entry.length + OutboundQueue.entryOverheadBytes))
     }
 
     mutating func compactIfNeeded() {
         if head == entries.count {
-            entries.removeAll(keepingCapacity: entries.count <= 1024)
+            entries.removeAll(keepingCapacity: entries.capacity <= 64)
             head = 0
+            headOffset = 0
+            // Nothing left to write: give the chunks back (an idle connection holds none).
+            replyTail = nil
+            eventTail = nil
         } else if head >= 1024 && head * 2 >= entries.count {
             entries.removeFirst(head)
             head = 0
         }
     }
 
-    /// Drops the oldest whole, unwritten event frames until `byteCount <= target`
-    /// or no droppable event is left. Replies and notices keep their order.
-    /// - Returns: how many events were dropped, the seq of the first, and bytes freed.
-    mutating func dropOldestEvents(untilAtMost target: Int) -> (count: UInt64, firstSeq: UInt64, bytes: Int) {
+    // MARK: Dropping
+
+    /// Drops the oldest whole, unwritten event frames (of publisher uid
+    /// `actor` only, when given) until `chargedBytes <= target`, looking at
+    /// no more than `scanLimit` entries. Replies and notices keep their order.
+    /// - Parameter released: gets the fair-share charges of dropped frames.
+    /// - Returns: how many events were dropped, the seq of the first, and the
+    ///   change of `chargedBytes` (negative or 0).
+    mutating func dropOldestEvents(untilAtMost target: Int, actor: UInt32? = nil, scanLimit: Int = .max,
+                                   released: inout [ActorCharge]) -> (count: UInt64, firstSeq: UInt64, delta: Int) {
+        let before = chargedBytes
+        var charged = before
         var start = head
         if headOffset > 0 { start += 1 }  // never drop a partly written frame
         var i = start
         var kept: [Entry] = []
         var dropped: UInt64 = 0
         var firstSeq: UInt64 = 0
-        var freed = 0
-        while byteCount > target && i < entries.count {
+        while charged > target && i < entries.count && i - start < scanLimit {
             let entry = entries[i]
-            if entry.seq != 0 {
+            if entry.isEvent && (actor == nil || entry.actor == actor) {
                 if dropped == 0 { firstSeq = entry.seq }
                 dropped += 1
-                byteCount -= entry.frame.count
-                freed += entry.frame.count
+                byteCount -= entry.length
+                charged -= entry.length + OutboundQueue.entryOverheadBytes
+                release(entry, into: &released)
             } else {
                 kept.append(entry)
             }
@@ -152,16 +315,15 @@ public struct OutboundQueue {
             entries[w] = entries[head]
         }
         // Release dropped frames now rather than at the next compaction: the
-        // dead slots borrow a live frame (or vanish below when none is left).
+        // dead slots borrow a live entry (or vanish below when none is left).
         if w < entries.count {
-            let live = entries[w].frame
-            for j in head..<w { entries[j].frame = live }
+            let live = entries[w]
+            for j in head..<w { entries[j] = live }
         }
         head = w
         compactIfNeeded()
-        return (dropped, firstSeq, freed)
+        return (dropped, firstSeq, chargedBytes - before)
     }
-
 
     /// Where a `dropped` notice placed by drop-old stands: first in line,
     /// after a partly written frame.
@@ -172,8 +334,8 @@ public struct OutboundQueue {
     /// merge into it).
     var noticeInFront: (count: UInt64, since: UInt64)? {
         let position = frontPosition
-        guard position < entries.count, entries[position].noticeCount > 0 else { return nil }
-        return (entries[position].noticeCount, entries[position].noticeSince)
+        guard position < entries.count, entries[position].seq == OutboundQueue.frontNoticeSeq else { return nil }
+        return (frontNoticeCount, frontNoticeSince)
     }
 
     /// Puts a `dropped` notice where the dropped events were: first in line
@@ -181,13 +343,19 @@ public struct OutboundQueue {
     /// before the next event), replacing the notice already there if
     /// `noticeInFront` is not nil. Call right after `dropOldestEvents`; only
     /// `Broker.enqueue` calls it.
-    mutating func putNoticeInFront(_ frame: OutboundFrame, count: UInt64, since: UInt64) {
+    /// - Returns: the change of `chargedBytes`.
+    mutating func putNoticeInFront(_ bytes: UnsafeRawBufferPointer, count: UInt64, since: UInt64) -> Int {
+        let chunk = OutboundChunk.make(capacity: bytes.count)
+        chunk.append(bytes)
+        let notice = Entry(chunk: chunk, start: 0, end: UInt32(bytes.count), seq: OutboundQueue.frontNoticeSeq, actor: OutboundQueue.noActor)
+        frontNoticeCount = count
+        frontNoticeSince = since
         let position = frontPosition
-        let notice = Entry(frame: frame, seq: 0, noticeCount: count, noticeSince: since)
-        if position < entries.count, entries[position].noticeCount > 0 {
-            byteCount += frame.count - entries[position].frame.count
+        if position < entries.count, entries[position].seq == OutboundQueue.frontNoticeSeq {
+            let delta = bytes.count - entries[position].length
+            byteCount += delta
             entries[position] = notice
-            return
+            return delta
         }
         if head > 0 {
             // Dropping freed the slots before `head`: step back into one.
@@ -201,17 +369,25 @@ public struct OutboundQueue {
         } else {
             entries.insert(notice, at: position)
         }
-        byteCount += frame.count
+        byteCount += bytes.count
+        return bytes.count + OutboundQueue.entryOverheadBytes
     }
 
-    /// Largest `dropped` notice: `{"op":"dropped","count":<20 digits>,"since_seq":<20 digits>}\n`.
-    static let dropNoticeMaxBytes = 80
-
     /// Releases every queued frame.
-    mutating func removeAll() {
+    /// - Parameter released: gets the fair-share charges still held.
+    /// - Returns: the change of `chargedBytes`.
+    mutating func removeAll(released: inout [ActorCharge]) -> Int {
+        let before = chargedBytes
+        if actorEntries > 0 {
+            for i in head..<entries.count { release(entries[i], into: &released) }
+        }
         entries.removeAll()
         head = 0
         headOffset = 0
         byteCount = 0
+        actorEntries = 0
+        replyTail = nil
+        eventTail = nil
+        return -before
     }
 }

@@ -45,16 +45,49 @@ final class Subscription {
     }
 }
 
+/// A counter that goes up whenever a wildcard pattern of one shape changes
+/// (`GenerationKey`); a cached result is valid while the counters of the
+/// shapes that could match its type are where they were when it was built.
+final class Generation {
+    var value: UInt64 = 0
+}
+
+/// The shape of a pattern as far as the cache cares: its first segment (`*`
+/// for `*` and for `>` alone) and its segment count, or `tail` for one ending
+/// in `>` (which matches types of any greater count).
+struct GenerationKey: Hashable {
+    var first: Substring
+    var count: Int
+    static let tail = -1
+}
+
+/// A cached result: the subscribers of one type, and the four generations it
+/// depends on with their values at build time. The type of first segment `f`
+/// and `n` segments can be matched only by patterns of shape (f, n), (*, n),
+/// (f, tail) or (*, tail).
+struct CachedMatch {
+    var list: [Connection]
+    let g0: Generation, g1: Generation, g2: Generation, g3: Generation
+    let v0: UInt64, v1: UInt64, v2: UInt64, v3: UInt64
+
+    @inline(__always)
+    var isValid: Bool { g0.value == v0 && g1.value == v1 && g2.value == v2 && g3.value == v3 }
+}
+
 public final class SubscriptionIndex {
     var exact: [String: [Connection]] = [:]
-    let root = TrieNode(parent: nil, edge: [])
+    let root = TrieNode(parent: nil, edge: .empty)
     var wildcardCount = 0
     /// While wildcard patterns exist: each routed type's full, de-duplicated
     /// subscriber list (exact and wildcard), as nats-server's sublist caches
-    /// results. Emptied whenever a wildcard subscription changes; one entry
-    /// dropped when an exact subscription of that type changes.
-    var cache: [String: [Connection]] = [:]
+    /// results. A wildcard change bumps the generation of its shape, which
+    /// makes stale the results of only the types it could match (O(1), paid
+    /// by the subscriber that changes); an exact change drops its type's entry.
+    var cache: [String: CachedMatch] = [:]
+    var generations: [GenerationKey: Generation] = [:]
     static let maxCachedTypes = 4096
+    /// Generations kept at most; beyond, they are forgotten with the cache.
+    static let maxGenerations = 16384
 
     public init() {}
 
@@ -70,11 +103,11 @@ public final class SubscriptionIndex {
             exact[pattern.text, default: []].append(connection)
             return Subscription(pattern: pattern, node: nil, isTail: false, position: position)
         }
-        cache.removeAll()
+        bump(pattern)
         wildcardCount += 1
-        var segments = pattern.segments[...]
-        let isTail = segments.last == ">"
-        if isTail { segments = segments.dropLast() }
+        var segments = Segments(Substring(pattern.text))
+        let isTail = pattern.text.utf8.last == 0x3E  // ">"
+        if isTail { segments = segments.prefix(segments.count - 1) }
         let node = TrieNode.node(for: segments, from: root)
         if isTail {
             node.tailSubscribers.append(connection)
@@ -82,6 +115,29 @@ public final class SubscriptionIndex {
         }
         node.subscribers.append(connection)
         return Subscription(pattern: pattern, node: node, isTail: false, position: node.subscribers.count - 1)
+    }
+
+    /// The shape of a wildcard pattern.
+    static func key(of pattern: Pattern) -> GenerationKey {
+        let text = Substring(pattern.text)
+        let first = text.utf8.firstIndex(of: 0x2E).map { text[..<$0] } ?? text
+        if text.utf8.last == 0x3E {
+            return GenerationKey(first: first == ">" ? "*" : first, count: GenerationKey.tail)
+        }
+        return GenerationKey(first: first, count: Segments(text).count)
+    }
+
+    /// Makes stale the cached results a change of `pattern` may affect.
+    private func bump(_ pattern: Pattern) {
+        guard !cache.isEmpty else { return }
+        generations[Self.key(of: pattern)]?.value &+= 1
+    }
+
+    private func generation(_ key: GenerationKey) -> Generation {
+        if let g = generations[key] { return g }
+        let g = Generation()
+        generations[key] = g
+        return g
     }
 
     /// Removes a subscription made by `add`: O(1) in the number of
@@ -95,7 +151,7 @@ public final class SubscriptionIndex {
             if exact[pattern.text]!.isEmpty { exact[pattern.text] = nil }
             return
         }
-        cache.removeAll()
+        bump(pattern)
         wildcardCount -= 1
         if subscription.isTail {
             Self.remove(subscription, from: &leaf.tailSubscribers)
@@ -138,8 +194,11 @@ public final class SubscriptionIndex {
             }
             return
         }
-        let list = cache[type.name] ?? buildMatches(type)
-        for connection in list { body(connection) }
+        if let cached = cache[type.name], cached.isValid {
+            for connection in cached.list { body(connection) }
+            return
+        }
+        for connection in buildMatches(type) { body(connection) }
     }
 
     /// Walks the exact map and the trie once for `type` and caches the result.
@@ -165,8 +224,14 @@ public final class SubscriptionIndex {
         }
         segments.append(type[start...])
         root.match(segments, at: 0, add)
-        if cache.count >= SubscriptionIndex.maxCachedTypes { cache.removeAll(keepingCapacity: true) }
-        cache[type] = list
+        if cache.count >= SubscriptionIndex.maxCachedTypes || generations.count >= SubscriptionIndex.maxGenerations {
+            cache.removeAll(keepingCapacity: true)
+            if generations.count >= SubscriptionIndex.maxGenerations { generations.removeAll() }
+        }
+        let first = segments[0], n = segments.count
+        let g0 = generation(GenerationKey(first: first, count: n)), g1 = generation(GenerationKey(first: "*", count: n))
+        let g2 = generation(GenerationKey(first: first, count: GenerationKey.tail)), g3 = generation(GenerationKey(first: "*", count: GenerationKey.tail))
+        cache[type] = CachedMatch(list: list, g0: g0, g1: g1, g2: g2, g3: g3, v0: g0.value, v1: g1.value, v2: g2.value, v3: g3.value)
         return list
     }
 

@@ -7,20 +7,94 @@
 // pattern ends there (`subscribers`) or continues with a final `>`
 // (`tailSubscribers`).
 //
-// Before editing: a child is found by the first segment of its edge (`star`
+// Before editing: an edge is a slice of the pattern text that made the node
+// (`Segments`: 32 bytes however many segments, pointing into the pattern's
+// storage, which the subscription holds anyway, so a pattern is stored once).
+// A child is found by the first segment of its edge (`star`
 // when that is `*`); two edges below one node never start alike. Nodes know
 // their parent, so pruning walks up from a leaf; an inner node is split when
 // a new pattern leaves its edge part-way, and never merged again (it goes
 // when it is empty, like any node). `SubscriptionIndex` is the only user.
 import EventBusProtocol
 
+/// A run of `.`-separated segments, held as one slice of a pattern's text.
+struct Segments: Sequence, Equatable {
+    /// The segments joined by `.`, e.g. `order.*`; empty for none.
+    let text: Substring
+    let count: Int
+
+    init(_ text: Substring, count: Int) {
+        self.text = text
+        self.count = count
+    }
+
+    /// The segments of `text` (1 or more).
+    init(_ text: Substring) {
+        self.text = text
+        var n = text.isEmpty ? 0 : 1
+        for b in text.utf8 where b == 0x2E { n += 1 }
+        self.count = n
+    }
+
+    static let empty = Segments(Substring(), count: 0)
+
+    var isEmpty: Bool { count == 0 }
+
+    var first: Substring? { count == 0 ? nil : text.prefix { $0 != "." } }
+
+    /// The first `k` segments (`k` ≤ `count`).
+    func prefix(_ k: Int) -> Segments {
+        guard k < count else { return self }
+        guard k > 0 else { return .empty }
+        var seen = 0
+        var end = text.startIndex
+        for i in text.utf8.indices where text.utf8[i] == 0x2E {
+            seen += 1
+            if seen == k { end = i; break }
+        }
+        return Segments(text[text.startIndex..<end], count: k)
+    }
+
+    /// All but the first `k` segments (`k` ≤ `count`).
+    func dropFirst(_ k: Int) -> Segments {
+        guard k > 0 else { return self }
+        guard k < count else { return .empty }
+        var seen = 0
+        for i in text.utf8.indices where text.utf8[i] == 0x2E {
+            seen += 1
+            if seen == k { return Segments(text[text.utf8.index(after: i)...], count: count - k) }
+        }
+        return .empty
+    }
+
+    struct Iterator: IteratorProtocol {
+        let text: Substring
+        var position: Substring.Index
+        var done: Bool
+
+        mutating func next() -> Substring? {
+            guard !done else { return nil }
+            let start = position
+            var i = position
+            let utf8 = text.utf8
+            while i < utf8.endIndex && utf8[i] != 0x2E { i = utf8.index(after: i) }
+            if i == utf8.endIndex { done = true } else { position = utf8.index(after: i) }
+            return text[start..<i]
+        }
+    }
+
+    func makeIterator() -> Iterator { Iterator(text: text, position: text.startIndex, done: count == 0) }
+
+    static func == (a: Segments, b: Segments) -> Bool { a.count == b.count && a.text == b.text }
+}
+
 /// A node of the wildcard trie.
 final class TrieNode {
     /// The node above; nil for the root. The parent owns this node.
     unowned(unsafe) var parent: TrieNode?
-    /// The segments from the parent to this node, e.g. `["order", "*"]`;
-    /// empty only for the root.
-    var edge: ArraySlice<Substring>
+    /// The segments from the parent to this node, e.g. `order.*`; empty
+    /// only for the root.
+    var edge: Segments
     /// Children by the first segment of their edge (never `*`).
     var children: [Substring: TrieNode] = [:]
     /// The child whose edge starts with `*`.
@@ -30,7 +104,7 @@ final class TrieNode {
     /// Subscribers whose pattern has `>` after this node's segments.
     var tailSubscribers: [Connection] = []
 
-    init(parent: TrieNode?, edge: ArraySlice<Substring>) {
+    init(parent: TrieNode?, edge: Segments) {
         self.parent = parent
         self.edge = edge
     }
@@ -63,7 +137,7 @@ final class TrieNode {
 
     /// The node for exactly `segments` (none of them `>`), made if missing:
     /// walks down, splitting an edge that `segments` leave part-way.
-    static func node(for segments: ArraySlice<Substring>, from root: TrieNode) -> TrieNode {
+    static func node(for segments: Segments, from root: TrieNode) -> TrieNode {
         var node = root
         var rest = segments
         while let first = rest.first {
@@ -73,12 +147,10 @@ final class TrieNode {
                 return leaf
             }
             // Length of the common prefix of the child's edge and `rest` (>= 1).
-            var common = 1
+            var common = 0
+            var a = child.edge.makeIterator(), b = rest.makeIterator()
+            while let x = a.next(), let y = b.next(), x == y { common += 1 }
             let edge = child.edge
-            while common < edge.count && common < rest.count
-                    && edge[edge.startIndex + common] == rest[rest.startIndex + common] {
-                common += 1
-            }
             if common < edge.count {
                 // Split: a new node for the shared part, the old child below it.
                 let middle = TrieNode(parent: node, edge: edge.prefix(common))
@@ -122,10 +194,10 @@ final class TrieNode {
     private func matchEdge(_ segments: [Substring], at consumed: Int, _ body: (Connection) -> Void) {
         let count = edge.count
         guard segments.count - consumed >= count else { return }
-        var i = 1
-        while i < count {
-            let segment = edge[edge.startIndex + i]
-            if segment != "*" && segment != segments[consumed + i] { return }
+        var i = 0
+        for segment in edge {
+            // The first segment is known to match.
+            if i > 0 && segment != "*" && segment != segments[consumed + i] { return }
             i += 1
         }
         match(segments, at: consumed + count, body)

@@ -11,6 +11,8 @@ public enum ErrorCode: String, Sendable, CaseIterable {
     case forbidden = "forbidden"
     case limit = "limit"
     case slowConsumer = "slow_consumer"
+    /// (1.1) An incomplete frame made no progress for `--frame-timeout`; the connection is closed.
+    case timeout = "timeout"
 }
 
 /// A request the broker refuses: the code and a human-readable message.
@@ -48,5 +50,5 @@ public enum ProtocolConstants {
     /// Largest `req` integer magnitude accepted (2^53).
     public static let maxRequestInteger: UInt64 = 1 << 53
     /// Optional features this implementation has, listed in the `hello` reply.
-    public static let features = ["overflow", "echo", "drop-notice", "wildcards", "peer-credentials", "half-close", "policy", "origin"]
+    public static let features = ["overflow", "echo", "drop-notice", "wildcards", "peer-credentials", "half-close", "policy", "origin", "quotas", "clients"]
 }

@@ -4,8 +4,11 @@
 // frame without its LF is handled as if it had one.
 //
 // Before editing: complete frames inside a chunk are handed out in place (no
-// copy); only an incomplete tail is copied into `pending`. Frames handed to
-// the callback are valid only during the call.
+// copy); only an incomplete tail is copied into `pending`, and, when the
+// callback stops early, the unread rest of the chunk (the backlog, handed out
+// first by the next `feed`). Frames handed to the callback are valid only
+// during the call. `heldBytes` is what the splitter holds in memory (the
+// broker charges it to the connection's uid).
 import Glibc
 
 /// One unit of input found by `FrameSplitter`.
@@ -18,12 +21,18 @@ public enum SplitFrame {
 }
 
 /// Per-connection framing state. Memory held: at most `maxFrameBytes + 1`
-/// bytes of one incomplete frame; nothing while idle.
+/// bytes of one incomplete frame, or the rest of one chunk after an early
+/// stop (`hasBacklog`); nothing while idle.
 public struct FrameSplitter {
     /// Largest frame accepted, in bytes before the LF/CRLF.
     public let maxFrameBytes: Int
-    /// Bytes of an incomplete frame carried over from earlier chunks.
+    /// Bytes carried over from earlier chunks: an incomplete frame, or with
+    /// `hasBacklog` unread input from `backlogStart` on (which may hold
+    /// complete frames and end in an incomplete one).
     public private(set) var pending: [UInt8] = []
+    /// A callback stopped early: `pending[backlogStart...]` is input not yet split.
+    public private(set) var hasBacklog = false
+    var backlogStart = 0
     /// Inside an oversized frame: dropping bytes until its LF.
     public private(set) var discarding = false
     var discardedBytes = 0
@@ -37,34 +46,77 @@ public struct FrameSplitter {
         self.maxFrameBytes = maxFrameBytes
     }
 
-    /// Whether an incomplete frame is buffered (or being discarded).
+    /// Whether input is buffered: an incomplete frame (or one being
+    /// discarded), or a backlog.
     public var hasPartialFrame: Bool { !pending.isEmpty || discarding }
 
-    /// Feeds `chunk` and calls `body` for every complete frame in it, in order.
-    /// `body` returns false to stop: the rest of the chunk is dropped.
+    /// Bytes of memory the splitter holds (the capacity of its buffer), 0 when idle.
+    public var heldBytes: Int { pending.capacity }
+
+    /// Feeds `chunk` and calls `body` for every complete frame, in order: the
+    /// backlog's first, then the chunk's. `body` returns false to stop: the
+    /// input not yet split is kept as the backlog (`hasBacklog`), and the next
+    /// call (an empty chunk will do) goes on from there.
     /// - Returns: false when `body` stopped early.
     @discardableResult
     public mutating func feed(_ chunk: UnsafeRawBufferPointer, _ body: (SplitFrame) -> Bool) -> Bool {
-        guard let base = chunk.baseAddress, chunk.count > 0 else { return true }
+        if hasBacklog {
+            if chunk.count > 0 { pending.append(contentsOf: chunk) }
+            return splitBacklog(body)
+        }
+        guard chunk.count > 0 else { return true }
+        guard let stop = split(chunk, body) else { return true }
+        // `pending` is empty here: a frame was just completed.
+        if stop < chunk.count {
+            pending.append(contentsOf: UnsafeRawBufferPointer(rebasing: chunk[stop...]))
+            backlogStart = 0
+            hasBacklog = true
+        }
+        return false
+    }
+
+    /// Splits `chunk`; the tail without LF goes into `pending`.
+    /// - Returns: nil when all of it was used, or the offset after the frame
+    ///   whose callback stopped (`chunk.count` when that frame was the last).
+    private mutating func split(_ chunk: UnsafeRawBufferPointer, _ body: (SplitFrame) -> Bool) -> Int? {
+        guard let base = chunk.baseAddress else { return nil }
         var offset = 0
         let count = chunk.count
         while offset < count {
             let remaining = count - offset
             guard let hit = memchr(base + offset, 0x0A, remaining) else {
                 absorbTail(UnsafeRawBufferPointer(start: base + offset, count: remaining))
-                return true
+                return nil
             }
             let lf = UnsafeRawPointer(hit) - base
             let piece = UnsafeRawBufferPointer(start: base + offset, count: lf - offset)
             offset = lf + 1
-            if !completeFrame(with: piece, body) { return false }
+            if !completeFrame(with: piece, body) { return offset }
         }
-        return true
+        return nil
     }
 
-    /// Handles end of input: a buffered last frame without LF is handed to `body`
-    /// as if it had one. The splitter is empty afterwards.
+    /// Splits the backlog; a stop leaves the rest in place (no copy).
+    private mutating func splitBacklog(_ body: (SplitFrame) -> Bool) -> Bool {
+        let backlog = pending, start = backlogStart
+        pending = []
+        backlogStart = 0
+        hasBacklog = false
+        let stop = backlog.withUnsafeBytes { raw in split(UnsafeRawBufferPointer(rebasing: raw[start...]), body) }
+        guard let stop else { return true }
+        if start + stop < backlog.count {
+            pending = backlog
+            backlogStart = start + stop
+            hasBacklog = true
+        }
+        return false
+    }
+
+    /// Handles end of input: the backlog, then a buffered last frame without
+    /// LF as if it had one. The splitter is empty afterwards unless `body`
+    /// stopped in the backlog.
     public mutating func finish(_ body: (SplitFrame) -> Bool) {
+        if hasBacklog && !splitBacklog(body) { return }
         guard hasPartialFrame else { return }
         _ = completeFrame(with: UnsafeRawBufferPointer(start: nil, count: 0), body)
     }

@@ -17,8 +17,13 @@ final class ServerConnection {
     let connection: Connection
     /// Owned by this record; closed by `BrokerServer.release`.
     let fd: FileDescriptor
-    /// The epoll mask last registered.
-    var interest: EpollEvents = .readable
+    /// The epoll mask last registered (input edge-triggered).
+    var interest: EpollEvents = [.readable, .readHangup, .edgeTriggered]
+    /// epoll reported EPOLLRDHUP: after the data, a read will give EOF, so a
+    /// short read does not end the connection's readiness.
+    var peerShutWriting = false
+    /// In its uid's ready queue (BrokerServer+Scheduling.swift).
+    var ready = false
     /// EOF was read.
     var inputClosed = false
     /// The core said `.pauseReading` (and not yet `.resumeReading`).
@@ -40,7 +45,7 @@ final class ServerConnection {
     /// Its epoll token.
     var token: UInt64 { connection.id }
 
-    /// Whether to watch it for readable input.
+    /// Whether to read it.
     var wantsInput: Bool { !inputClosed && !readPaused && closing == nil }
 }
 
@@ -104,7 +109,7 @@ extension BrokerServer {
             fd.close()
             return
         }
-        switch broker.open(credentials: Credentials(pid: credentials.pid, uid: credentials.uid, gid: credentials.gid, supplementaryGroups: groups)) {
+        switch broker.open(credentials: Credentials(pid: credentials.pid, uid: credentials.uid, gid: credentials.gid, supplementaryGroups: groups), at: currentTime()) {
         case .failure(let refused):
             refused.frame.withUnsafeBytes { _ = try? fd.write($0) }
             fd.close()
@@ -112,7 +117,7 @@ extension BrokerServer {
             if refused.forbidden {
                 if let line = refused.logLine { logger.notice("refused connection: \(line)", fields: fields) }
             } else {
-                logger.notice("refused connection from pid \(credentials.pid): connection limit \(configuration.broker.maxConnections) reached", fields: fields)
+                logger.notice("refused connection from pid \(credentials.pid) uid \(credentials.uid): \(refused.logLine ?? "connection limit reached")", fields: fields)
             }
         case .success(let connection):
             let record = ServerConnection(connection: connection, fd: fd)
@@ -131,32 +136,7 @@ extension BrokerServer {
         }
     }
 
-    // MARK: Read
-
-    /// One read per turn keeps one busy client from starving the others and
-    /// lets queued events be written before more input is taken in;
-    /// level-triggered epoll brings us back.
-    func readAvailable(_ record: ServerConnection) {
-        let result: IOResult<Int>
-        do {
-            result = try record.fd.read(into: readBuffer)
-        } catch {
-            logger.debug("failed to read from connection \(record.connection.id): \(error); closing it")
-            close(record)
-            return
-        }
-        switch result {
-        case .wouldBlock:
-            return
-        case .complete(0):
-            // `dispatch` updates the interest afterwards, unless the peer is
-            // gone altogether and the connection is closed instead.
-            record.inputClosed = true
-            apply(broker.endOfInput(record.connection, at: currentTime()))
-        case .complete(let n):
-            apply(broker.receive(record.connection, UnsafeRawBufferPointer(rebasing: readBuffer[0..<n]), at: currentTime()))
-        }
-    }
+    // MARK: Read (the turns are in BrokerServer+Scheduling.swift)
 
     /// Reads and handles everything a departed peer left in the socket, then
     /// its EOF, even while the core has paused its reading; its replies are
@@ -181,13 +161,19 @@ extension BrokerServer {
 
     /// Writes every connection that got output since the last call (and any
     /// that writing them gave output to).
+    /// The time each write takes is charged to its connection's uid in the
+    /// read scheduling (a uid pays for writing its replies and events too).
     func flushPending() {
+        var start = Clock.monotonicNanoseconds()
         while !pendingFlush.isEmpty {
             let list = pendingFlush
             pendingFlush.removeAll(keepingCapacity: true)
             for record in list {
                 record.flushPending = false
                 flush(record)
+                let end = Clock.monotonicNanoseconds()
+                chargeWrite(record.connection.credentials.uid, nanoseconds: end - start)
+                start = end
             }
         }
     }
@@ -229,12 +215,13 @@ extension BrokerServer {
         updateInterest(record)
     }
 
-    /// Registers what to watch: input unless paused or ended or closing,
-    /// EPOLLOUT while a write is blocked with bytes left.
+    /// Registers what to watch: input (edge-triggered) until it ended or the
+    /// connection is closing (a pause keeps it: readiness is tracked in the
+    /// ready queues), EPOLLOUT while a write is blocked with bytes left.
     func updateInterest(_ record: ServerConnection) {
         guard !record.released else { return }
         var events: EpollEvents = []
-        if record.wantsInput { events.insert(.readable) }
+        if !record.inputClosed && record.closing == nil { events.formUnion([.readable, .readHangup, .edgeTriggered]) }
         if record.writeBlocked && !record.connection.outbound.isEmpty { events.insert(.writable) }
         guard events != record.interest else { return }
         record.interest = events
@@ -257,11 +244,10 @@ extension BrokerServer {
             case .pauseReading(let id):
                 guard let record = records[id] else { continue }
                 record.readPaused = true
-                updateInterest(record)
             case .resumeReading(let id):
                 guard let record = records[id] else { continue }
                 record.readPaused = false
-                updateInterest(record)
+                markReady(record)  // input may have arrived meanwhile, or the core kept some
             case .close(let id, .now):
                 if let record = records[id] { release(record) }
             case .close(let id, let timing):

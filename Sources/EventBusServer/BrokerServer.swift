@@ -5,12 +5,15 @@
 // BrokerServer+Connections.swift. This file: setup, the loop, dispatch of
 // epoll events, timers and shutdown.
 //
-// Before editing: level-triggered epoll. Reads go into one shared buffer and
-// complete frames are handled in place, so an idle connection holds no buffer.
-// Writes are batched: after each epoll batch every connection with new output
-// is written with gathered writev(2) calls (up to 1024 frames each) until its
-// queue is empty or the socket is full. Epoll tokens are connection ids, so an
-// event for a connection already closed finds no record and is ignored.
+// Before editing: connections are edge-triggered for input: an epoll event
+// only puts a connection in its uid's ready queue, and each loop turn serves
+// those queues fairly per uid (BrokerServer+Scheduling.swift). Reads go into
+// one shared buffer and complete frames are handled in place, so an idle
+// connection holds no buffer. Writes are batched: after each turn every
+// connection with new output is written with gathered writev(2) calls (up to
+// 1024 runs each) until its queue is empty or the socket is full. Epoll tokens
+// are connection ids, so an event for a connection already closed finds no
+// record and is ignored.
 import CEventBusShims
 import EventBusCore
 import EventBusProtocol
@@ -79,6 +82,12 @@ public final class BrokerServer {
     var records: [ConnectionID: ServerConnection] = [:]
     /// Connections with output to write after the current epoll batch.
     var pendingFlush: [ServerConnection] = []
+    /// Connections with input, by uid, and the uids that have some, in turn
+    /// order (BrokerServer+Scheduling.swift).
+    var readyQueues: [UInt32: ReadyQueue] = [:]
+    var activeQueues: [ReadyQueue] = []
+    /// When the core's `tick` is due next (frame timeouts).
+    var nextTick: Int64 = 0
     let readBuffer: UnsafeMutableRawBufferPointer
     let iovecs: UnsafeMutablePointer<iovec>
     let maxIovecs = 1024  // IOV_MAX
@@ -111,7 +120,7 @@ public final class BrokerServer {
         let now = Clock.monotonicNanoseconds()
         self.broker = Broker(configuration: configuration.broker, instance: instance,
                              startTime: BrokerTime(wallNanoseconds: Clock.wallNanoseconds(), monotonicNanoseconds: now))
-        self.epoll = try Epoll(maxEvents: 256)
+        self.epoll = try Epoll(maxEvents: 1024)
         self.signals = try SignalDescriptor(signals: [SIGTERM, SIGINT, SIGHUP])
         self.readBuffer = .allocate(byteCount: configuration.readChunkBytes, alignment: 16)
         self.iovecs = .allocate(capacity: 1024)
@@ -119,6 +128,7 @@ public final class BrokerServer {
         self.nextPeriodic = hooks.periodic.map { now + $0.intervalNanoseconds }
         self.persistence = configuration.stateDirectory.map { StatePersistence(directory: $0, logger: logger) }
         persistence?.load(into: broker)
+        self.nextTick = now + broker.tickIntervalNanoseconds
         ProcessSettings.ignoreBrokenPipeSignal()
     }
 
@@ -144,9 +154,10 @@ public final class BrokerServer {
                 break
             }
             if exitReason == .idle { break }
-            try epoll.wait(timeoutMilliseconds: nextTimeout(now: now)) { token, events in
+            try epoll.wait(timeoutMilliseconds: hasReadyConnections ? 0 : nextTimeout(now: now)) { token, events in
                 dispatch(token: token, events: events, exitReason: &exitReason)
             }
+            serveReadyConnections()
             flushPending()
         }
         closeEverything()
@@ -175,9 +186,7 @@ public final class BrokerServer {
             return
         }
         guard let record = records[token] else { return }
-        if events.contains(.readable) && record.wantsInput { readAvailable(record) }
-        if record.released { return }
-        if events.contains(.error) || (events.contains(.hangup) && !record.wantsInput) {
+        if events.contains(.error) || events.contains(.hangup) {
             // Peer gone completely. Frames it sent before closing still count
             // (PROTOCOL.md "Semantics": every frame is read before EOF is
             // handled), even when its reading was paused by backpressure.
@@ -187,8 +196,9 @@ public final class BrokerServer {
             close(record)
             return
         }
-        // `flush` registers the new interest itself (e.g. no input after EOF).
-        if events.contains(.writable) { flush(record) } else { updateInterest(record) }
+        if events.contains(.readHangup) { record.peerShutWriting = true }
+        if events.contains(.readable) || events.contains(.readHangup) { markReady(record) }
+        if events.contains(.writable) { flush(record) }
     }
 
     // MARK: Timers and shutdown
@@ -196,6 +206,10 @@ public final class BrokerServer {
     func checkTimers(now: Int64) -> ServerExit? {
         if let retry = acceptRetryAt, now >= retry { setListenersEnabled(true) }
         persistence?.tick(broker, now: now)
+        if now >= nextTick {
+            apply(broker.tick(at: currentTime()))
+            nextTick = now + broker.tickIntervalNanoseconds
+        }
         for (i, timer) in hooks.periodic.enumerated() where now >= nextPeriodic[i] {
             timer.action(broker.statistics)
             nextPeriodic[i] = now + timer.intervalNanoseconds
@@ -216,6 +230,7 @@ public final class BrokerServer {
     func nextTimeout(now: Int64) -> Int32 {
         var deadline: Int64 = .max
         if let retry = acceptRetryAt { deadline = min(deadline, retry) }
+        if broker.needsTicks { deadline = min(deadline, nextTick) }
         if let stop = shutdownDeadline { deadline = min(deadline, stop) }
         for t in nextPeriodic { deadline = min(deadline, t) }
         if let write = persistence?.nextDeadline(broker, now: now) { deadline = min(deadline, write) }

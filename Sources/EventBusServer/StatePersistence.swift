@@ -54,7 +54,7 @@ final class StatePersistence {
         } catch {
             logger.warning("failed to create state directory \(directory): \(error); retained events will not survive a restart")
         }
-        let limit = broker.configuration.retention.maxRetainedBytes * 2 + (1 << 20)
+        let limit = broker.configuration.quotas.maxRetainedBytes * 2 + (1 << 20)
         let contents: (bytes: [UInt8], truncated: Bool)?
         do {
             contents = try DurableFile.read(path, maxBytes: limit)
@@ -143,7 +143,7 @@ final class StatePersistence {
         var blocks: [[UInt8]] = [RetainedStateFile.header]
         for frame in frames {
             if blocks[blocks.count - 1].count + frame.count > 1 << 20 { blocks.append([]) }
-            blocks[blocks.count - 1].append(contentsOf: UnsafeRawBufferPointer(start: frame.baseAddress, count: frame.count))
+            blocks[blocks.count - 1].append(contentsOf: frame.bytes)
         }
         do {
             try withBuffers(blocks[...]) { chunks throws(SystemError) in try DurableFile.replace(path, with: chunks) }

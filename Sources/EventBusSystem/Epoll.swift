@@ -23,6 +23,9 @@ public struct EpollEvents: OptionSet, Sendable {
     public static let hangup = EpollEvents(rawValue: EVENTBUS_EPOLLHUP)
     /// `EPOLLRDHUP`: the peer shut down its writing side.
     public static let readHangup = EpollEvents(rawValue: EVENTBUS_EPOLLRDHUP)
+    /// `EPOLLET`: report a change of readiness once (edge-triggered), not
+    /// for as long as it lasts; the owner must then read until it would block.
+    public static let edgeTriggered = EpollEvents(rawValue: EVENTBUS_EPOLLET)
 }
 
 /// An epoll instance (epoll_create1(EPOLL_CLOEXEC)). Each registration carries

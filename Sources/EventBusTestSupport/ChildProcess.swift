@@ -169,7 +169,8 @@ public func findInPath(_ name: String) -> String? {
 /// given files (stdout/stderr created or truncated, mode 0644; when `stderrPath`
 /// equals `stdoutPath`, fd 2 is a duplicate of fd 1), all signals at their
 /// default disposition, empty signal mask, no other descriptor inherited.
-/// `closeStandardOutput` starts the child with fd 1 closed.
+/// `closeStandardOutput` starts the child with fd 1 closed; `passDescriptor`
+/// becomes the child's fd 3 (the caller keeps its own copy).
 /// - Returns: the child's pid; the caller must reap it (`waitForChild`).
 /// - Throws: `ChildProcessError.system(call: "posix_spawn …")`.
 public func spawnChild(
@@ -179,7 +180,8 @@ public func spawnChild(
     stdinPath: String = "/dev/null",
     stdoutPath: String = "/dev/null",
     stderrPath: String = "/dev/null",
-    closeStandardOutput: Bool = false
+    closeStandardOutput: Bool = false,
+    passDescriptor: Int32? = nil
 ) throws -> pid_t {
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
@@ -192,8 +194,9 @@ public func spawnChild(
         posix_spawn_file_actions_addopen(&actions, 2, stderrPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
     }
     if closeStandardOutput { posix_spawn_file_actions_addclose(&actions, 1) }
+    if let passDescriptor { posix_spawn_file_actions_adddup2(&actions, passDescriptor, 3) }
     if let closeFrom = addCloseFrom {
-        _ = closeFrom(&actions, 3)
+        _ = closeFrom(&actions, passDescriptor == nil ? 3 : 4)
     }
 
     var attributes = posix_spawnattr_t()

@@ -107,6 +107,15 @@ public final class RawClient {
         }
     }
 
+    /// Takes over a connected socket (e.g. one made by a process of another
+    /// uid, `connectAs`): made non-blocking and close-on-exec, owned from now on.
+    public init(adopting descriptor: Int32, path: String) {
+        self.path = path
+        fd = descriptor
+        _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
+        _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
+    }
+
     deinit { close() }
 
     // MARK: Writing
@@ -120,6 +129,30 @@ public final class RawClient {
     /// Sends `text` exactly as given (no LF added): for CRLF, split frames, missing LF at EOF.
     public func sendRaw(_ text: String, timeout: Duration = .seconds(60)) throws {
         try sendBytes(Array(text.utf8), timeout: timeout)
+    }
+
+    /// Writes `bytes` without ever reading (a client that floods and does not
+    /// read its replies), until all are written or the broker has taken
+    /// nothing for `stall` (it stopped reading us).
+    /// - Returns: how many bytes were written.
+    /// - Throws: `RawClientError.system(call: "send", …)`.
+    public func sendWithoutReading(_ bytes: [UInt8], stall: Duration = .milliseconds(500)) throws -> Int {
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes.withUnsafeBytes { buffer in
+                Glibc.send(fd, buffer.baseAddress! + offset, buffer.count - offset, Int32(MSG_NOSIGNAL))
+            }
+            if n > 0 {
+                offset += n
+                continue
+            }
+            let e = Glibc.errno
+            if e == EINTR { continue }
+            guard e == EAGAIN || e == EWOULDBLOCK else { throw RawClientError.system(call: "send", errno: e) }
+            var pfd = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+            if poll(&pfd, 1, stall.pollMilliseconds) == 0 { break }
+        }
+        return offset
     }
 
     /// Sends `bytes` exactly (any bytes, e.g. invalid UTF-8).

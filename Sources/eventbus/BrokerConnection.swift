@@ -168,23 +168,28 @@ final class BrokerConnection {
     ///     only `.hangup`/`.error`), `.extra` is returned and `extra` holds them.
     /// - Throws: `CLIError` 69 on a read error other than a reset.
     func receive(deadline: Int64?, extra: inout [PollEntry], _ body: (UnsafeRawBufferPointer) -> Bool) throws(CLIError) -> ReceiveOutcome {
+        func split(_ bytes: UnsafeRawBufferPointer) -> ReceiveOutcome {
+            var stopped = false
+            splitter.feed(bytes) { piece in
+                switch piece {
+                case .frame(let frame):
+                    if !body(frame) { stopped = true; return false }
+                    return true
+                case .tooLarge(let bytes):
+                    printError("ignoring a frame of \(bytes) bytes from the broker (larger than \(BrokerConnection.maxIncomingFrameBytes))")
+                    return true
+                }
+            }
+            return stopped ? .stopped : .frames
+        }
+        // Frames read before a callback stopped come first.
+        if splitter.hasBacklog { return split(UnsafeRawBufferPointer(start: nil, count: 0)) }
         while true {
             switch try readOnce() {
             case .complete(0):
                 return .closed
             case .complete(let n):
-                var stopped = false
-                splitter.feed(UnsafeRawBufferPointer(rebasing: readBuffer[..<n])) { piece in
-                    switch piece {
-                    case .frame(let frame):
-                        if !body(frame) { stopped = true; return false }
-                        return true
-                    case .tooLarge(let bytes):
-                        printError("ignoring a frame of \(bytes) bytes from the broker (larger than \(BrokerConnection.maxIncomingFrameBytes))")
-                        return true
-                    }
-                }
-                return stopped ? .stopped : .frames
+                return split(UnsafeRawBufferPointer(rebasing: readBuffer[..<n]))
             case .wouldBlock:
                 var entries = [PollEntry(descriptor, events: .readable)] + extra
                 let timeout = BrokerConnection.pollTimeout(until: deadline)
@@ -271,7 +276,7 @@ extension Reply {
         switch ErrorCode(rawValue: code) {
         case .badFrame, .badRequest, .badType, .frameTooLarge: status = .dataError
         case .forbidden: status = .noPermission
-        case .limit, .slowConsumer: status = .temporaryFailure
+        case .limit, .slowConsumer, .timeout: status = .temporaryFailure
         case .unknownOp, nil: status = .protocolError
         }
         return CLIError(status, "\(action) failed: \(message) (\(code))")

@@ -50,19 +50,14 @@ struct EventFormatter {
         return true
     }
 
-    /// Appends the line for one `event` frame.
-    /// - Returns: false when the frame is not a readable event (nothing appended).
-    func append(event frame: UnsafeRawBufferPointer, to out: inout [UInt8]) -> Bool {
-        let whole = JSONToken(start: 0, end: frame.count, kind: .object)
-        if format == .json {
-            JSONObject.appendCompacted(frame, whole, to: &out)
-            out.append(0x0A)
-            return true
-        }
-        guard case .event(let fields)? = try? BrokerFrame.read(frame) else { return false }
+    /// Appends the line for one `event` frame that `BrokerFrame.read` read
+    /// (so validated) into `fields`.
+    /// - Returns: true (a line was appended).
+    @discardableResult
+    func append(event frame: UnsafeRawBufferPointer, _ fields: EventFields, to out: inout [UInt8]) -> Bool {
         switch format {
         case .json:
-            break
+            JSONObject.appendCompacted(frame, JSONToken(start: 0, end: frame.count, kind: .object), to: &out)
         case .data:
             appendData(frame, fields.data, to: &out)
         case .pretty:
@@ -82,21 +77,26 @@ struct EventFormatter {
         }
     }
 
+    /// `HH:MM:SS.mmm type data`: every field from the broker with its
+    /// control characters escaped (`TerminalText`), so only our own colour
+    /// sequences reach the terminal.
     private func appendPretty(_ frame: UnsafeRawBufferPointer, _ fields: EventFields, to out: inout [UInt8]) {
         let time = fields.time.map { JSONString.decode(frame, $0) } ?? ""
         if colour { FrameEncoder.appendASCII("\u{1B}[2m", to: &out) }
         if let local = LocalTime.clock(fromRFC3339: time) {
             out.append(contentsOf: local.utf8)
         } else {
-            out.append(contentsOf: time.utf8)
+            TerminalText.appendEscaped(time.utf8, to: &out)
         }
         if colour { FrameEncoder.appendASCII("\u{1B}[0m", to: &out) }
         out.append(0x20)
         if colour { FrameEncoder.appendASCII("\u{1B}[1;36m", to: &out) }
-        out.append(contentsOf: JSONString.decodeBytes(frame, fields.type))
+        TerminalText.appendEscaped(JSONString.decodeBytes(frame, fields.type), to: &out)
         if colour { FrameEncoder.appendASCII("\u{1B}[0m", to: &out) }
         out.append(0x20)
-        appendData(frame, fields.data, to: &out)
+        var data: [UInt8] = []
+        appendData(frame, fields.data, to: &data)
+        TerminalText.appendEscaped(data, to: &out)
     }
 
     /// `{"specversion":"1.0","id":...,"source":...,"type":...,"time":...,

@@ -36,7 +36,8 @@ Commands:
   wait PATTERN [-- CMD]   run CMD once subscribed, then wait for one event
   get PATTERN             print the retained event(s): the current value
   clear TYPE              remove the retained event of TYPE
-  stats                   show the broker's counters
+  stats                   show the broker's counters and your own usage
+  clients                 list the connections you may see and what they hold
   ping                    check that the broker answers
   reload [--wait]         make the broker read its access policy again
 
@@ -194,7 +195,9 @@ Usage: eventbus stats [OPTIONS]
 
 Show the broker's counters: connections, subscriptions, published,
 delivered, dropped, queued_bytes, uptime_s, instance, retained,
-retained_bytes, history_first_seq, history_events.
+retained_bytes, history_first_seq, history_events; and under 'me' your own
+uid's usage and limits (connections, subscriptions, inbound_bytes,
+queued_bytes, retained_bytes; a limit of null does not apply).
 
 Options:
   -j, --json               print one compact JSON object instead
@@ -267,6 +270,28 @@ unavailable, 77 forbidden.
 
 """
 
+let clientsHelp = """
+Usage: eventbus clients [OPTIONS]
+
+List the broker's connections: id, uid, gid, pid, client name, connected
+since, subscriptions, queued bytes, events published, delivered and dropped,
+overflow rule, echo, and the first patterns. uid 0 sees every connection,
+other users see their own uid's. This is how to find who holds the memory.
+
+Options:
+  -f, --format FORMAT      table: aligned columns (default on a terminal)
+                           json: one JSON object per connection and line, as
+                             the broker sent it (default when piped)
+\(socketOptionsHelp)
+
+Examples:
+  sudo eventbus --system clients
+  eventbus clients --format json | jq -s 'sort_by(-.queued_bytes) | .[0]'
+
+Exit status: 0 success, 64 usage error, 69 broker unavailable.
+
+"""
+
 let reloadHelp = """
 Usage: eventbus reload [OPTIONS]
 
@@ -304,6 +329,7 @@ func helpText(for command: String) -> String? {
     case "ping": pingHelp
     case "get": getHelp
     case "clear": clearHelp
+    case "clients": clientsHelp
     case "reload": reloadHelp
     default: nil
     }

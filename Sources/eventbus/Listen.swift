@@ -68,17 +68,17 @@ func runListen(_ args: ParsedArguments, socket: String) throws(CLIError) {
         let before = printed
         let outcome = try connection.receive(deadline: idleDeadline, extra: &watchOutput) { frame in
             /// Prints one event; false once `--count` is reached.
-            func print(_ frame: UnsafeRawBufferPointer) -> Bool {
+            func print(_ frame: UnsafeRawBufferPointer, _ fields: EventFields) -> Bool {
                 output.withBuffer { buffer in
-                    if formatter.append(event: frame, to: &buffer) { printed += 1 }
+                    if formatter.append(event: frame, fields, to: &buffer) { printed += 1 }
                 }
-                session.printed(frame)
+                session.printed(seq: fields.seq)
                 return limit.map { printed < $0 } ?? true
             }
             switch SubscriberFrame(frame) {
-            case .event:
-                if session.holdBack(frame) { return true }
-                if !print(frame) { return false }
+            case .event(let fields):
+                if session.holdBack(frame, fields) { return true }
+                if !print(frame, fields) { return false }
             case .dropped(let count, let since):
                 reportDropped(count: count, sinceSeq: since)
             case .gap(let pattern, let since, let first):
@@ -87,8 +87,8 @@ func runListen(_ args: ParsedArguments, socket: String) throws(CLIError) {
                 switch session.handle(reply) {
                 case .handled: break
                 case .release(let held):
-                    for event in held {
-                        let more = event.withUnsafeBytes { print($0) }
+                    for (bytes, fields) in held {
+                        let more = bytes.withUnsafeBytes { print($0, fields) }
                         if !more { return false }
                     }
                     session.releasedAll()

@@ -34,8 +34,9 @@ struct ListenSession {
     private var settled = false
     private var changed = false
     private var connections = 0
-    /// Events held back until the sentinel answers (nil: none are).
-    private var heldBack: [(seq: UInt64, frame: [UInt8])]? = nil
+    /// Events held back until the sentinel answers (nil: none are); the
+    /// fields index into the copied frame.
+    private var heldBack: [(frame: [UInt8], fields: EventFields)]? = nil
     /// The sentinel's seq, reached once the held-back events are printed.
     private var reached: UInt64? = nil
 
@@ -66,16 +67,15 @@ struct ListenSession {
     }
 
     /// Whether to hold `frame`, an event, back (it is copied) rather than print it now.
-    mutating func holdBack(_ frame: UnsafeRawBufferPointer) -> Bool {
-        guard heldBack != nil else { return false }
-        guard case .event(let fields)? = try? BrokerFrame.read(frame), !fields.retained else { return false }
-        heldBack!.append((fields.seq, Array(frame)))
+    mutating func holdBack(_ frame: UnsafeRawBufferPointer, _ fields: EventFields) -> Bool {
+        guard heldBack != nil, !fields.retained else { return false }
+        heldBack!.append((Array(frame), fields))
         return true
     }
 
-    /// An event frame was printed.
-    mutating func printed(_ frame: UnsafeRawBufferPointer) {
-        guard tracking, settled, let seq = ListenSession.seq(of: frame), seq > position?.seq ?? 0 else { return }
+    /// The event of `seq` was printed.
+    mutating func printed(seq: UInt64) {
+        guard tracking, settled, seq > position?.seq ?? 0 else { return }
         position = StreamPosition(instance: instance, seq: seq)
         changed = true
     }
@@ -96,7 +96,7 @@ struct ListenSession {
         case handled
         /// The sentinel: print these events (in this order, up to `--count`),
         /// then call `releasedAll` if all of them were printed.
-        case release([[UInt8]])
+        case release([(frame: [UInt8], fields: EventFields)])
         /// The subscribe of this pattern was refused.
         case subscribeFailed(String)
         /// Not an answer to this session's requests.
@@ -127,12 +127,12 @@ struct ListenSession {
         reached = seq
         var held = heldBack ?? []
         heldBack = nil
-        held.sort { $0.seq < $1.seq }
-        var released: [[UInt8]] = []
+        held.sort { $0.fields.seq < $1.fields.seq }
+        var released: [(frame: [UInt8], fields: EventFields)] = []
         var last: UInt64? = nil
-        for (seq, frame) in held where seq != last {
-            released.append(frame)
-            last = seq
+        for event in held where event.fields.seq != last {
+            released.append(event)
+            last = event.fields.seq
         }
         return .release(released)
     }
@@ -149,25 +149,5 @@ struct ListenSession {
         guard changed, settled else { return nil }
         changed = false
         return position
-    }
-
-    /// The seq of an event frame as the broker writes it, `{"op":"event","seq":42,...`.
-    static func seq(of frame: UnsafeRawBufferPointer) -> UInt64? {
-        let prefix: StaticString = "{\"op\":\"event\",\"seq\":"
-        let n = prefix.utf8CodeUnitCount
-        if frame.count > n, frame.starts(with: UnsafeRawBufferPointer(start: prefix.utf8Start, count: n)) {
-            var value: UInt64 = 0
-            var i = n
-            while i < frame.count, frame[i] >= 0x30 && frame[i] <= 0x39 {
-                let (times, o1) = value.multipliedReportingOverflow(by: 10)
-                let (sum, o2) = times.addingReportingOverflow(UInt64(frame[i] - 0x30))
-                if o1 || o2 { return nil }
-                value = sum
-                i += 1
-            }
-            if i > n { return value }
-        }
-        if case .event(let fields)? = try? BrokerFrame.read(frame) { return fields.seq }
-        return nil
     }
 }

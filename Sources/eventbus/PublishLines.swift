@@ -7,7 +7,9 @@
 // (PROTOCOL.md "Requests"), so replies are matched to lines first-in
 // first-out; an `error` without `req` (a line too large for the broker to
 // read its `req`) belongs to the oldest unanswered line. Each `req` is the
-// line's number in the input, so messages can name the line.
+// line's number in the input, so messages can name the line. A line is
+// never buffered beyond the broker's frame limit (`maxLineBytes`): a longer
+// one is reported and skipped up to its LF, like a line that is not UTF-8.
 import EventBusProtocol
 import EventBusSystem
 
@@ -79,6 +81,12 @@ struct LinePublisher {
     let printSeq: Bool
     /// Bytes of an input line whose LF has not arrived yet.
     var partialLine: [UInt8] = []
+    /// The current line passed `maxLineBytes`: its bytes are dropped up to its LF.
+    var skippingLine = false
+    /// Longest line published: the broker's default frame limit
+    /// (PROTOCOL.md "Framing", 1 MiB); the envelope makes the frame a little
+    /// longer, and the broker answers `frame_too_large` for that rest.
+    static let maxLineBytes = ProtocolConstants.defaultMaxFrameBytes
     /// Number of the last input line seen (1-based).
     var lineNumber: Int64 = 0
     /// Encoded frames; bytes before `sentOffset` are already written.
@@ -104,8 +112,14 @@ struct LinePublisher {
     mutating func feed(_ chunk: UnsafeRawBufferPointer) {
         var start = 0
         for i in 0..<chunk.count where chunk[i] == 0x0A {
-            if partialLine.isEmpty {
+            if skippingLine {
+                skippingLine = false
+                lineTooLong()
+            } else if partialLine.isEmpty {
                 encodeLine(UnsafeRawBufferPointer(rebasing: chunk[start..<i]))
+            } else if partialLine.count + (i - start) > LinePublisher.maxLineBytes + 1 {
+                partialLine.removeAll()
+                lineTooLong()
             } else {
                 partialLine.append(contentsOf: chunk[start..<i])
                 let line = partialLine
@@ -114,20 +128,38 @@ struct LinePublisher {
             }
             start = i + 1
         }
-        if start < chunk.count { partialLine.append(contentsOf: chunk[start...]) }
+        guard start < chunk.count, !skippingLine else { return }
+        if partialLine.count + (chunk.count - start) > LinePublisher.maxLineBytes + 1 {
+            partialLine = []
+            skippingLine = true
+        } else {
+            partialLine.append(contentsOf: chunk[start...])
+        }
     }
 
     /// End of input: a last line without LF is published too.
     mutating func finishInput() {
+        if skippingLine {
+            skippingLine = false
+            lineTooLong()
+            return
+        }
         guard !partialLine.isEmpty else { return }
         let line = partialLine
         partialLine = []
         line.withUnsafeBytes { encodeLine($0) }
     }
 
+    /// Counts and reports a line over `maxLineBytes` (not published).
+    private mutating func lineTooLong() {
+        lineNumber += 1
+        recordFailure(CLIError(.dataError, "line \(lineNumber) is longer than \(LinePublisher.maxLineBytes) bytes (the broker's frame limit); not published"))
+    }
+
     /// One line (without its LF; a CR before the LF is dropped) to one frame:
-    /// a JSON string in text mode (invalid UTF-8 replaced by U+FFFD), the
-    /// line's JSON value compacted with `--json-lines` (blank lines skipped).
+    /// a JSON string in text mode, the line's JSON value compacted with
+    /// `--json-lines` (blank lines skipped). A line that is not UTF-8 is bad
+    /// input: reported with its number, not published (exit 65 at the end).
     private mutating func encodeLine(_ raw: UnsafeRawBufferPointer) {
         lineNumber += 1
         var line = raw
@@ -143,7 +175,11 @@ struct LinePublisher {
                 return
             }
         } else {
-            data = JSONText(quoting: String(decoding: line, as: UTF8.self))
+            guard let text = String(validating: line, as: UTF8.self) else {
+                recordFailure(CLIError(.dataError, "line \(lineNumber) is not valid UTF-8; not published"))
+                return
+            }
+            data = JSONText(quoting: text)
         }
         envelope.request(data: data).encode(req: lineNumber, to: &unsent)
         awaiting.append(lineNumber)

@@ -37,10 +37,10 @@ func runGet(_ args: ParsedArguments, socket: String) throws(CLIError) {
                     return false
                 }
                 expected = reply.unsigned("retained") ?? 0
-            case .event:
+            case .event(let fields):
                 // Only the retained events follow the `ok`; live ones come after them.
                 guard let expected, received < expected else { return false }
-                output.withBuffer { _ = formatter.append(event: frame, to: &$0) }
+                output.withBuffer { _ = formatter.append(event: frame, fields, to: &$0) }
                 received += 1
             case .dropped(let count, let since):
                 reportDropped(count: count, sinceSeq: since)

@@ -26,16 +26,19 @@ func runStats(_ args: ParsedArguments, socket: String) throws(CLIError) {
             out.append(0x7D)
             out.append(0x0A)
         } else {
-            // `name  value` lines in the broker's order, names as on the wire.
+            // `name  value` lines in the broker's order, names as on the wire,
+            // everything escaped for the terminal (TerminalText).
             let width = reply.members.map { $0.key.count }.max() ?? 0
             for member in reply.members {
-                out.append(contentsOf: member.key.utf8)
-                out.append(contentsOf: repeatElement(0x20, count: width - member.key.count + 2))
+                TerminalText.appendEscaped(member.key.utf8, to: &out)
+                out.append(contentsOf: repeatElement(0x20, count: max(0, width - member.key.count) + 2))
+                var value: [UInt8] = []
                 if member.value.isString {
-                    out.append(contentsOf: JSONString.decodeBytes(bytes, member.value))
+                    value = JSONString.decodeBytes(bytes, member.value)
                 } else {
-                    JSONObject.appendCompacted(bytes, member.value, to: &out)
+                    JSONObject.appendCompacted(bytes, member.value, to: &value)
                 }
+                TerminalText.appendEscaped(value, to: &out)
                 out.append(0x0A)
             }
         }

@@ -37,8 +37,8 @@ func subscribeFrames(_ patterns: [String], last: Bool = false, since: StreamPosi
 
 /// What one frame received by a subscriber is.
 enum SubscriberFrame {
-    /// An `event` frame (the raw frame is formatted by `EventFormatter`).
-    case event
+    /// An `event` frame, read and validated (its fields index into the frame).
+    case event(EventFields)
     /// `{"op":"dropped","count":N,"since_seq":S}`: events lost for this connection.
     case dropped(count: UInt64, sinceSeq: UInt64)
     /// (1.1) `{"op":"gap","type":P,"since_seq":S,"first_seq":F}`: the
@@ -49,18 +49,12 @@ enum SubscriberFrame {
     /// Anything else (a newer broker's frame, one that cannot be read): ignored.
     case other
 
-    /// Classifies a frame; events the broker writes start with
-    /// `{"op":"event",` and are recognised without reading the rest (the
-    /// formatter reads what its format needs).
+    /// Reads a frame with the clients' reader (`BrokerFrame.read`): nothing
+    /// the broker sends is printed before it has been validated as JSON and
+    /// as the frame it claims to be.
     init(_ frame: UnsafeRawBufferPointer) {
-        let prefix: StaticString = "{\"op\":\"event\","
-        if frame.count > prefix.utf8CodeUnitCount,
-           frame.starts(with: UnsafeRawBufferPointer(start: prefix.utf8Start, count: prefix.utf8CodeUnitCount)) {
-            self = .event
-            return
-        }
         switch try? BrokerFrame.read(frame) {
-        case .event?: self = .event
+        case .event(let fields)?: self = .event(fields)
         case .ok(let reply)?, .error(let reply)?: self = .reply(reply)
         case .dropped(let count, let since)?: self = .dropped(count: count, sinceSeq: since)
         case .gap(let pattern, let since, let first)?: self = .gap(pattern: pattern, sinceSeq: since, firstSeq: first)

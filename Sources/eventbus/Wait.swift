@@ -65,9 +65,9 @@ func runWait(_ args: ParsedArguments, socket: String) throws(CLIError) {
         } else {
             outcome = try connection.receive(deadline: sliceDeadline) { frame in
                 switch SubscriberFrame(frame) {
-                case .event:
+                case .event(let fields):
                     guard acknowledged == patterns.count else { return true }
-                    if !quiet { output.withBuffer { _ = formatter.append(event: frame, to: &$0) } }
+                    if !quiet { output.withBuffer { _ = formatter.append(event: frame, fields, to: &$0) } }
                     eventSeen = true
                     return false
                 case .reply(let reply):

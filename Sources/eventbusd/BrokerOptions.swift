@@ -43,6 +43,16 @@ struct BrokerOptions {
         OptionSpec("history-events", value: true),
         OptionSpec("history-bytes", value: true),
         OptionSpec("state-dir", value: true),
+        OptionSpec("max-connections-per-uid", value: true),
+        OptionSpec("max-subscriptions-per-uid", value: true),
+        OptionSpec("max-subscriptions-total", value: true),
+        OptionSpec("max-inbound-per-uid", value: true),
+        OptionSpec("max-inbound", value: true),
+        OptionSpec("max-outbound-per-uid", value: true),
+        OptionSpec("max-retained", value: true),
+        OptionSpec("max-retained-bytes", value: true),
+        OptionSpec("max-retained-bytes-per-uid", value: true),
+        OptionSpec("frame-timeout", value: true),
         OptionSpec("exit-idle-time", value: true),
         OptionSpec("shutdown-timeout", value: true),
         OptionSpec("log-level", value: true),
@@ -104,6 +114,16 @@ struct BrokerOptions {
         case "state-dir":
             guard !value.isEmpty else { throw UsageError("--state-dir needs a directory") }
             server.stateDirectory = value
+        case "max-connections-per-uid": server.broker.quotas.maxConnectionsPerUID = try parsed(parseCount)
+        case "max-subscriptions-per-uid": server.broker.quotas.maxSubscriptionsPerUID = try parsed(parseCount)
+        case "max-subscriptions-total": server.broker.quotas.maxSubscriptions = try parsed(parseCount)
+        case "max-inbound-per-uid": server.broker.quotas.maxInboundBytesPerUID = try parsed { v throws(ValueError) in try parseSize(v, minimum: 1024) }
+        case "max-inbound": server.broker.quotas.maxInboundBytes = try parsed { v throws(ValueError) in try parseSize(v, minimum: 1024) }
+        case "max-outbound-per-uid": server.broker.quotas.maxOutboundBytesPerUID = try parsed { v throws(ValueError) in try parseSize(v, minimum: 1024) }
+        case "max-retained": server.broker.quotas.maxRetainedEvents = try parsed(parseCount)
+        case "max-retained-bytes": server.broker.quotas.maxRetainedBytes = try parsed { v throws(ValueError) in try parseSize(v, minimum: 1024) }
+        case "max-retained-bytes-per-uid": server.broker.quotas.maxRetainedBytesPerUID = try parsed { v throws(ValueError) in try parseSize(v, minimum: 1024) }
+        case "frame-timeout": server.broker.quotas.frameTimeoutNanoseconds = try parsed(parseDuration).totalNanoseconds
         case "exit-idle-time":
             let nanoseconds = try parsed(parseDuration).totalNanoseconds
             server.exitIdleNanoseconds = nanoseconds > 0 ? nanoseconds : nil
@@ -120,6 +140,7 @@ struct BrokerOptions {
     static var usage: String {
         let defaults = ServerConfiguration()
         let limits = defaults.broker
+        let quotas = limits.quotas
         let mode = "0" + String(BrokerOptions().socketMode, radix: 8)
         return """
         Usage: eventbusd [OPTIONS]
@@ -141,8 +162,31 @@ struct BrokerOptions {
               --max-frame SIZE         largest incoming frame (default \(sizeText(limits.maxFrameBytes)) = \(limits.maxFrameBytes) bytes)
               --max-outbound SIZE      outbound queue per connection (default \(sizeText(limits.maxOutboundBytes)))
               --max-queued SIZE        all outbound queues together (default \(sizeText(limits.maxQueuedBytes)))
-              --max-connections N      connections at most (default \(limits.maxConnections))
+              --max-connections N      connections at most (default \(limits.maxConnections); the
+                                       last \(quotas.reservedRootConnections) are kept for uid 0)
               --max-subscriptions N    patterns per connection (default \(limits.maxSubscriptionsPerConnection))
+
+        Limits per uid (uid 0 and the broker's own uid have none; `limit` lines of
+        the policy file change them for one uid):
+              --max-connections-per-uid N    connections (default \(quotas.maxConnectionsPerUID))
+              --max-subscriptions-per-uid N  patterns over its connections (default \(quotas.maxSubscriptionsPerUID))
+              --max-inbound-per-uid SIZE     bytes of incomplete incoming frames; over it
+                                             its connections are read one at a time
+                                             (default \(sizeText(quotas.maxInboundBytesPerUID)))
+              --max-outbound-per-uid SIZE    outbound queues together (default \(sizeText(quotas.maxOutboundBytesPerUID)))
+              --max-retained-bytes-per-uid SIZE  retained events it published
+                                             (default 1/8 of --max-retained-bytes)
+
+        Limits in total:
+              --max-subscriptions-total N    patterns (default \(quotas.maxSubscriptions))
+              --max-inbound SIZE       bytes of incomplete incoming frames; over it the
+                                       uids above their share are read one connection
+                                       at a time (default \(sizeText(quotas.maxInboundBytes)))
+              --max-retained N         retained events (default \(quotas.maxRetainedEvents))
+              --max-retained-bytes SIZE  bytes of retained events (default \(sizeText(quotas.maxRetainedBytes)))
+              --frame-timeout DURATION   close a connection whose incomplete frame gets
+                                       no byte for DURATION, with error code timeout
+                                       (default \(durationText(.nanoseconds(quotas.frameTimeoutNanoseconds))); 0: never)
             SIZE is bytes, or with K, M, G (binary multiples).
 
         Retained events and history (1.1):

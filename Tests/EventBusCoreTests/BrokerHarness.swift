@@ -67,12 +67,23 @@ final class BrokerHarness {
         BrokerTime(wallNanoseconds: startNanoseconds + elapsedNanoseconds, monotonicNanoseconds: 5_000 + elapsedNanoseconds)
     }
 
+    /// Opens a connection, or returns the refusal's error frame.
+    func tryConnect(uid: UInt32 = 1000, gid: UInt32 = 1000, limits: UserLimitOverrides? = nil) -> Result<Connection, RefusedConnection> {
+        let credentials = Credentials(pid: nextPID, uid: uid, gid: gid)
+        nextPID += 1
+        return broker.open(credentials: credentials, limitOverrides: limits, at: now)
+    }
+
+    /// The broker's timer step at the harness's current time.
+    @discardableResult
+    func tick() -> BrokerStep { record(broker.tick(at: now)) }
+
     /// Opens a connection with fake credentials (pid 100, 101, ... unless given).
     func connect(pid: Int32? = nil, uid: UInt32 = 1000, gid: UInt32 = 1000,
                  sourceLocation: SourceLocation = #_sourceLocation) -> Connection {
         let credentials = Credentials(pid: pid ?? nextPID, uid: uid, gid: gid)
         nextPID += 1
-        switch broker.open(credentials: credentials) {
+        switch broker.open(credentials: credentials, at: now) {
         case .success(let connection):
             return connection
         case .failure(let refused):
@@ -247,10 +258,20 @@ final class BrokerHarness {
                         "\(pattern.text) @\(connection.id) is not where its record says", sourceLocation: sourceLocation)
             }
             subscriptions += connection.subscriptions.count
-            queuedBytes += connection.outbound.byteCount
+            queuedBytes += connection.outbound.chargedBytes
             #expect(queued(connection).count == connection.outbound.byteCount, "queue byteCount differs from its chunks",
                     sourceLocation: sourceLocation)
+            #expect(connection.inboundCharged == connection.splitter.heldBytes || connection.closing != nil,
+                    "inbound charge of \(connection.id) differs from what its splitter holds", sourceLocation: sourceLocation)
+            // Fair-share charges: what the queue's entries hold, by publisher uid.
+            var shares: [UInt32: Int] = [:]
+            let q = connection.outbound
+            for entry in q.entries[q.head...] where entry.actor != OutboundQueue.noActor {
+                shares[entry.actor, default: 0] += entry.length + OutboundQueue.entryOverheadBytes
+            }
+            #expect(shares == connection.actorShares, "fair shares of \(connection.id) out of step", sourceLocation: sourceLocation)
         }
+        checkAccounts(sourceLocation: sourceLocation)
         #expect(fromIndex.sorted() == fromConnections.sorted(), "the two sides of the subscription index disagree",
                 sourceLocation: sourceLocation)
         let stats = broker.statistics
@@ -266,9 +287,38 @@ final class BrokerHarness {
         if ring.count > 0 { #expect(ring[ring.count - 1].seq == broker.seq, sourceLocation: sourceLocation) }
         #expect(ring.count <= ring.maxEvents && ring.byteCount <= ring.maxBytes, sourceLocation: sourceLocation)
         #expect(ring.byteCount == (0..<ring.count).reduce(0) { $0 + ring[$1].frame.count }, sourceLocation: sourceLocation)
-        // Retained bytes per uid add up to the total.
-        let retained = broker.retention
-        #expect(retained.retainedBytesByUID.values.reduce(0, +) == retained.retained.byteCount, sourceLocation: sourceLocation)
+        // The quotas count every retained event, against its publisher's uid.
+        let retained = broker.retention.retained
+        #expect(broker.quotaTotals.retainedBytes == retained.byteCount && broker.quotaTotals.retainedEvents == retained.count,
+                sourceLocation: sourceLocation)
+        var byUID: [UInt32: Int] = [:]
+        for event in retained.events.values { byUID[event.uid, default: 0] += event.frame.count }
+        for (uid, bytes) in byUID { #expect(broker.accounts[uid]?.retainedBytes == bytes, sourceLocation: sourceLocation) }
+    }
+
+    /// Each uid's account counts exactly what its connections hold, and the
+    /// totals are the sums.
+    func checkAccounts(sourceLocation: SourceLocation = #_sourceLocation) {
+        var inbound = 0
+        for (uid, account) in broker.accounts {
+            let members = broker.connections.values.filter { $0.credentials.uid == uid }
+            #expect(account.uid == uid && Set(account.members.map(\.id)) == Set(members.map(\.id)), "members of uid \(uid)", sourceLocation: sourceLocation)
+            for (i, member) in account.members.enumerated() { #expect(member.memberIndex == i && member.account === account, sourceLocation: sourceLocation) }
+            #expect(account.subscriptions == members.reduce(0) { $0 + $1.subscriptions.count }, "subscriptions of uid \(uid)", sourceLocation: sourceLocation)
+            #expect(account.queuedBytes == members.reduce(0) { $0 + $1.outbound.chargedBytes }, "queued bytes of uid \(uid)", sourceLocation: sourceLocation)
+            #expect(account.inboundBytes == members.reduce(0) { $0 + $1.inboundCharged }, "inbound bytes of uid \(uid)", sourceLocation: sourceLocation)
+            #expect(account.inboundHolders == members.filter { $0.inboundCharged > 0 }.count, sourceLocation: sourceLocation)
+            var shares: [UInt32: Int] = [:]
+            for member in members { for (actor, bytes) in member.actorShares { shares[actor, default: 0] += bytes } }
+            #expect(shares == account.actorShares, "fair shares of uid \(uid)", sourceLocation: sourceLocation)
+            #expect(!account.isIdle, "idle account of uid \(uid) kept", sourceLocation: sourceLocation)
+            inbound += account.inboundBytes
+        }
+        #expect(broker.quotaTotals.inboundBytes == inbound, sourceLocation: sourceLocation)
+        #expect(broker.quotaTotals.inboundUIDs == broker.accounts.values.filter { $0.inboundBytes > 0 }.count, sourceLocation: sourceLocation)
+        for connection in broker.connections.values {
+            #expect(broker.accounts[connection.credentials.uid] != nil, "connection \(connection.id) without an account", sourceLocation: sourceLocation)
+        }
     }
 }
 

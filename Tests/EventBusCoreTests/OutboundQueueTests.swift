@@ -1,52 +1,66 @@
-// OutboundQueue against a plain model under seeded random appends, partial
-// writes and drop-oldest calls: the bytes handed to the writer, the byte
-// count, and which events are dropped must match, across compactions.
+// OutboundQueue against a plain model under seeded random appends (replies
+// packed into shared entries, small events copied, large events shared),
+// partial writes and drop-oldest calls: the bytes handed to the writer, the
+// byte count and charge, and which events are dropped must match, across
+// compactions; fair-share charges come back exactly once.
 @testable import EventBusCore
 import Testing
 
 @Suite("Outbound queue")
 struct OutboundQueueTests {
     /// A frame whose every byte names it, so misplaced bytes are caught.
-    static func frame(_ id: Int, size: Int) -> OutboundFrame {
+    static func bytes(_ id: Int, size: Int) -> [UInt8] {
         var bytes = [UInt8](repeating: UInt8(truncatingIfNeeded: id), count: size)
         bytes[size - 1] = 0x0A
-        return bytes.withUnsafeBytes { OutboundFrame.copying($0) }
+        return bytes
     }
 
-    struct ModelEntry {
+    /// Queues `bytes` as an event, shared when large.
+    @discardableResult
+    static func appendEvent(_ queue: inout OutboundQueue, _ bytes: [UInt8], seq: UInt64, actor: UInt32 = OutboundQueue.noActor) -> Int {
+        if bytes.count > OutboundQueue.copyLimitBytes {
+            let chunk = OutboundChunk.make(capacity: bytes.count)
+            bytes.withUnsafeBytes { chunk.append($0) }
+            return queue.appendEvent(EventFrame(bytes: UnsafeRawBufferPointer(start: chunk.baseAddress, count: bytes.count), shared: chunk), seq: seq, actor: actor)
+        }
+        return bytes.withUnsafeBytes { queue.appendEvent(EventFrame(bytes: $0, shared: nil), seq: seq, actor: actor) }
+    }
+
+    /// An entry of the model: frames sharing one queue entry (replies may), and its seq.
+    struct Group {
         var bytes: [UInt8]
         var seq: UInt64
     }
 
-    /// The reference: an array of entries and how much of the first is written.
+    /// The reference: groups and how much of the first is written.
     struct Model {
-        var entries: [ModelEntry] = []
+        var groups: [Group] = []
         var headOffset = 0
-        var byteCount: Int { entries.reduce(0) { $0 + $1.bytes.count } - headOffset }
-        var unwritten: [UInt8] { Array(entries.flatMap(\.bytes).dropFirst(headOffset)) }
+        var byteCount: Int { groups.reduce(0) { $0 + $1.bytes.count } - headOffset }
+        var charged: Int { byteCount + groups.count * OutboundQueue.entryOverheadBytes }
+        var unwritten: [UInt8] { Array(groups.flatMap(\.bytes).dropFirst(headOffset)) }
 
         mutating func consume(_ n: Int) {
             var left = n
             while left > 0 {
-                let rest = entries[0].bytes.count - headOffset
-                if left >= rest { left -= rest; entries.removeFirst(); headOffset = 0 } else { headOffset += left; left = 0 }
+                let rest = groups[0].bytes.count - headOffset
+                if left >= rest { left -= rest; groups.removeFirst(); headOffset = 0 } else { headOffset += left; left = 0 }
             }
         }
 
-        mutating func dropOldest(untilAtMost target: Int) -> (UInt64, UInt64, Int) {
-            var count: UInt64 = 0, first: UInt64 = 0, freed = 0
+        mutating func dropOldest(untilAtMost target: Int) -> (UInt64, UInt64) {
+            var count: UInt64 = 0, first: UInt64 = 0
             var i = headOffset > 0 ? 1 : 0
-            while byteCount > target && i < entries.count {
-                if entries[i].seq != 0 {
-                    if count == 0 { first = entries[i].seq }
+            while charged > target && i < groups.count {
+                if groups[i].seq != 0 {
+                    if count == 0 { first = groups[i].seq }
                     count += 1
-                    freed += entries[i].bytes.count
-                    entries.remove(at: i)
+                    groups.remove(at: i)
                 } else {
                     i += 1
                 }
             }
-            return (count, first, freed)
+            return (count, first)
         }
     }
 
@@ -63,58 +77,107 @@ struct OutboundQueueTests {
         var rng = SeededGenerator(seed: seed)
         var queue = OutboundQueue()
         var model = Model()
+        var released: [ActorCharge] = []
+        var actorHeld = 0
         var nextID = 1
         var seq: UInt64 = 0
         for step in 0..<6000 {
+            var delta = 0
             switch Int.random(in: 0..<10, using: &rng) {
             case 0..<5:  // append an event or a reply
-                let size = Int.random(in: 1...40, using: &rng)
-                let isEvent = Bool.random(using: &rng)
-                let tag: UInt64 = isEvent ? { seq += 1; return seq }() : 0
-                let f = Self.frame(nextID, size: size)
-                queue.append(f, seq: tag)
-                model.entries.append(ModelEntry(bytes: Array(UnsafeRawBufferPointer(start: f.baseAddress, count: f.count)), seq: tag))
+                let size = Int.random(in: 0..<20, using: &rng) == 0 ? Int.random(in: 2000...5000, using: &rng) : Int.random(in: 1...40, using: &rng)
+                let frame = Self.bytes(nextID, size: size)
                 nextID += 1
+                if Bool.random(using: &rng) {
+                    seq += 1
+                    delta = Self.appendEvent(&queue, frame, seq: seq, actor: seq % 3 == 0 ? 7 : OutboundQueue.noActor)
+                    if seq % 3 == 0 { actorHeld += delta }
+                    model.groups.append(Group(bytes: frame, seq: seq))
+                } else {
+                    delta = frame.withUnsafeBytes { queue.appendReply($0) }
+                    if delta == size, let last = model.groups.indices.last, model.groups[last].seq == 0 {
+                        model.groups[last].bytes += frame  // packed into the last reply entry
+                    } else {
+                        #expect(delta == size + OutboundQueue.entryOverheadBytes, "step \(step)")
+                        model.groups.append(Group(bytes: frame, seq: 0))
+                    }
+                }
             case 5..<8:  // write part of it
                 let n = Int.random(in: 0...min(model.byteCount, 120), using: &rng)
-                if n > 0 { queue.consume(n); model.consume(n) }
+                if n > 0 { delta = queue.consume(n, released: &released); model.consume(n) }
             default:  // drop oldest events down to a target
-                let target = Int.random(in: 0...max(0, model.byteCount), using: &rng)
-                let got = queue.dropOldestEvents(untilAtMost: target)
+                let target = Int.random(in: 0...max(0, model.charged), using: &rng)
+                let got = queue.dropOldestEvents(untilAtMost: target, released: &released)
                 let want = model.dropOldest(untilAtMost: target)
-                #expect(got.count == want.0 && got.firstSeq == want.1 && got.bytes == want.2, "step \(step)")
+                delta = got.delta
+                #expect(got.count == want.0 && got.firstSeq == want.1, "step \(step)")
             }
+            actorHeld -= released.reduce(0) { $0 + $1.bytes }
+            #expect(released.allSatisfy { $0.actor == 7 })
+            released.removeAll()
             #expect(queue.byteCount == model.byteCount, "step \(step)")
+            #expect(queue.chargedBytes == model.charged, "step \(step)")
             #expect(queue.isEmpty == (model.byteCount == 0), "step \(step)")
             let chunks = Self.contents(queue)
             #expect(chunks == model.unwritten, "step \(step)")
+            _ = delta
             if chunks != model.unwritten || queue.byteCount != model.byteCount { return }
         }
+        #expect(queue.removeAll(released: &released) == -model.charged)
+        actorHeld -= released.reduce(0) { $0 + $1.bytes }
+        #expect(actorHeld == 0, "every fair-share charge is handed back once")
     }
 
-    @Test func forEachChunkStopsAtMaxChunksStartingWithThePartlyWrittenHead() {
+    @Test func adjacentFramesOfOneChunkAreOneRunStartingWithThePartlyWrittenHead() {
         var queue = OutboundQueue()
-        for id in 1...5 { queue.append(Self.frame(id, size: 10), seq: UInt64(id)) }
-        queue.consume(4)
+        var released: [ActorCharge] = []
+        for id in 1...5 { Self.appendEvent(&queue, Self.bytes(id, size: 10), seq: UInt64(id)) }
+        _ = queue.consume(4, released: &released)
         var lengths: [Int] = []
         let n = queue.forEachChunk(maxChunks: 3) { _, length in lengths.append(length) }
-        #expect(n == 3 && lengths == [6, 10, 10])
+        #expect(n == 1 && lengths == [46])
+        #expect(queue.frameCount == 5 && queue.chargedBytes == 46 + 5 * OutboundQueue.entryOverheadBytes)
+    }
+
+    @Test func consecutiveRepliesShareAnEntryAndTheChargeFollowsWhatIsHeld() {
+        var queue = OutboundQueue()
+        var released: [ActorCharge] = []
+        let reply = Self.bytes(1, size: 21)
+        for _ in 0..<1000 { _ = reply.withUnsafeBytes { queue.appendReply($0) } }
+        // 4096-byte chunks hold 195 replies each: 6 entries, not 1000.
+        #expect(queue.frameCount == 6)
+        #expect(queue.chargedBytes == 21_000 + 6 * OutboundQueue.entryOverheadBytes)
+        _ = queue.consume(21_000, released: &released)
+        #expect(queue.isEmpty && queue.chargedBytes == 0 && queue.replyTail == nil, "an empty queue holds no chunk")
     }
 
     @Test func compactionAfterManyWrittenFramesKeepsTheRest() {
         var queue = OutboundQueue()
-        for id in 0..<3000 { queue.append(Self.frame(id, size: 3), seq: 0) }
-        queue.consume(3 * 2500 + 1)
+        var released: [ActorCharge] = []
+        for id in 0..<3000 { Self.appendEvent(&queue, Self.bytes(id, size: 3), seq: UInt64(id + 1)) }
+        _ = queue.consume(3 * 2500 + 1, released: &released)
         #expect(queue.byteCount == 3 * 500 - 1)
         #expect(Self.contents(queue).count == 3 * 500 - 1)
         #expect(queue.head < 2500, "compacted")
     }
 
+    @Test func dropOldestOfOneActorLeavesTheOthers() {
+        var queue = OutboundQueue()
+        var released: [ActorCharge] = []
+        for seq in 1...6 { Self.appendEvent(&queue, Self.bytes(Int(seq), size: 10), seq: UInt64(seq), actor: seq % 2 == 0 ? 5 : OutboundQueue.noActor) }
+        let charged = queue.chargedBytes
+        let got = queue.dropOldestEvents(untilAtMost: charged - 1, actor: 5, released: &released)
+        #expect(got.count == 1 && got.firstSeq == 2 && got.delta == -(10 + OutboundQueue.entryOverheadBytes))
+        #expect(released.map(\.actor) == [5])
+        #expect(Self.contents(queue).count == 50)
+    }
+
     @Test func removeAllEmptiesTheQueue() {
         var queue = OutboundQueue()
-        queue.append(Self.frame(1, size: 5), seq: 1)
-        queue.consume(2)
-        queue.removeAll()
-        #expect(queue.isEmpty && queue.byteCount == 0 && Self.contents(queue).isEmpty)
+        var released: [ActorCharge] = []
+        Self.appendEvent(&queue, Self.bytes(1, size: 5), seq: 1)
+        _ = queue.consume(2, released: &released)
+        _ = queue.removeAll(released: &released)
+        #expect(queue.isEmpty && queue.byteCount == 0 && queue.chargedBytes == 0 && Self.contents(queue).isEmpty)
     }
 }

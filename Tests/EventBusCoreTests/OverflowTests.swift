@@ -13,13 +13,14 @@ func paddedPublish(_ type: String = "t", padding: Int = 200, req: Int? = nil) ->
     return #"{"op":"publish","type":"\#(type)","data":"\#(String(repeating: "x", count: padding))"\#(reqField)}"#
 }
 
-/// The size in bytes of the event frame `paddedPublish` produces for a 1-digit seq.
+/// The charge in bytes of the event frame `paddedPublish` produces for a
+/// 1-digit seq (its bytes plus `OutboundQueue.entryOverheadBytes`).
 func eventSize(padding: Int = 200) -> Int {
     let h = BrokerHarness()
     let s = h.connect(), p = h.connect()
     h.send(s, #"{"op":"subscribe","type":">"}"#)
     h.send(p, paddedPublish(padding: padding))
-    return s.outbound.byteCount
+    return s.outbound.chargedBytes
 }
 
 /// A `dropped` notice's (count, since_seq), or nil for other frames.
@@ -32,7 +33,7 @@ func dropped(_ frame: Frame) -> (Int, Int)? {
 struct OverflowTests {
     /// Room for three events and a notice, not four events; half is ~1.7 events.
     static let e = eventSize()
-    static func configure(_ c: inout BrokerConfiguration) { c.maxOutboundBytes = 3 * e + e / 3 }
+    static func configure(_ c: inout BrokerConfiguration) { c.maxOutboundBytes = 3 * e + e / 2 }
 
     @Test func dropNewDropsTheNewEventAndNoticesBeforeTheNextOne() {
         let h = BrokerHarness(Self.configure)
@@ -45,7 +46,7 @@ struct OverflowTests {
         #expect(h.takeNotices() == [.startedDropping(s.id, pid: s.credentials.pid)], "one notice per episode")
 
         // Write one event: the queue is still above half, so no notice yet.
-        #expect(h.read(s, maxBytes: Self.e).compactMap(\.seq) == [1])
+        #expect(h.read(s, maxBytes: Self.e - OutboundQueue.entryOverheadBytes).compactMap(\.seq) == [1])
         #expect(!h.peek(s).contains { $0.op == "dropped" })
 
         // The next event that fits is preceded by the notice.
@@ -66,9 +67,9 @@ struct OverflowTests {
         h.send(s, #"{"op":"subscribe","type":">"}"#)
         for _ in 1...4 { h.send(p, paddedPublish()) }
         #expect(s.pendingDropCount == 1)
-        _ = h.read(s, maxBytes: Self.e)  // two events left: above half
+        _ = h.read(s, maxBytes: Self.e - OutboundQueue.entryOverheadBytes)  // two events left: above half
         #expect(!h.peek(s).contains { $0.op == "dropped" })
-        _ = h.read(s, maxBytes: Self.e)  // one event left: below half
+        _ = h.read(s, maxBytes: Self.e - OutboundQueue.entryOverheadBytes)  // one event left: below half
         let queued = h.peek(s)
         #expect(queued.map(\.op) == ["event", "dropped"])
         #expect(queued.last.flatMap(dropped).map { [$0.0, $0.1] } == [1, 4])
@@ -158,22 +159,27 @@ struct OverflowTests {
         h.closeAll()
     }
 
-    @Test func repliesAreNeverDroppedAndRequestsAreBackPressured() {
+    @Test func repliesAreNeverDroppedAndRequestsAreBackPressuredBetweenFrames() {
         let h = BrokerHarness { $0.maxOutboundBytes = 200 }
         let c = h.connect()
         let pings = (1...20).map { #"{"op":"ping","req":\#($0 + 10)}"# }  // 21-byte replies
+        // One read of 20 pings: handling stops at the frame that put the queue
+        // over its limit (9 replies and one entry: 221 bytes charged); the
+        // other 11 frames wait in the connection, unread.
         #expect(h.sendRaw(c, utf8(pings.joined(separator: "\n") + "\n")) == BrokerStep(output: [c.id], effects: [.pauseReading(c.id)]))
-        #expect(c.outbound.byteCount == 20 * 21)
+        #expect(c.outbound.byteCount == 9 * 21 && c.hasBufferedInput)
         // Below the limit but not below half: still paused.
-        #expect(h.read(c, maxBytes: 21 * 12).count == 12)
-        #expect(c.outbound.byteCount == 8 * 21)
+        #expect(h.read(c, maxBytes: 21 * 3).count == 3)
         #expect(h.lastStep.isEmpty)
-        // Below half (100 bytes): reading resumes.
-        #expect(h.read(c, maxBytes: 21 * 4).count == 4)
-        #expect(c.outbound.byteCount == 4 * 21)
+        // Below half (100 bytes): reading resumes, and the kept frames come first.
+        #expect(h.read(c, maxBytes: 21 * 3).count == 3)
         #expect(h.lastStep.effects == [.resumeReading(c.id)])
-        #expect(h.read(c).count == 4)
-        #expect(h.lastStep.isEmpty, "resumed once")
+        h.sendRaw(c, [])
+        #expect(c.hasBufferedInput && c.readPaused, "paused again after seven more")
+        #expect(h.read(c).compactMap { $0.int("req") } == Array(17...25))
+        h.sendRaw(c, [])
+        #expect(h.read(c).compactMap { $0.int("req") } == Array(26...30))
+        #expect(!c.hasBufferedInput && !c.readPaused)
         #expect(h.send(c, #"{"op":"ping","req":1}"#).effects.isEmpty, "paused only over the limit")
         h.checkInvariants()
         h.closeAll()

@@ -71,14 +71,14 @@ struct RetentionTests {
         let s = h.connect()
         h.send(s, #"{"op":"subscribe","type":"a","last":true,"req":1}"#)
         #expect(h.read(s).map { $0.int("retained") } == [0])
-        #expect(h.broker.retention.retained.count == 0 && h.broker.retention.retainedBytesByUID.isEmpty)
+        #expect(h.broker.retention.retained.count == 0 && h.broker.quotaTotals.retainedBytes == 0)
         h.closeAll()
     }
 
     @Test func overTheRetainedLimitsThePublishIsRefusedWithLimitAndNothingHappens() throws {
         let h = BrokerHarness {
-            $0.retention.maxRetainedEvents = 2
-            $0.retention.maxRetainedBytes = 8 * 600  // 600 bytes per uid
+            $0.quotas.maxRetainedEvents = 2
+            $0.quotas.maxRetainedBytes = 8 * 600  // 600 bytes per uid
         }
         let s = h.connect()
         h.send(s, #"{"op":"subscribe","type":">"}"#)

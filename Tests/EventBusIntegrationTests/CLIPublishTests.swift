@@ -202,8 +202,10 @@ struct CLIPublishTests {
     @Test func linesKeepsGoingPastABrokerRejection() throws {
         let broker = try TestBroker()
         let listener = try dataListener(broker, count: 2)
-        // A line over the broker's 1 MiB frame limit is refused (frame_too_large); the others go through.
-        let huge = String(repeating: "x", count: (1 << 20) + 10)
+        // A line under the CLI's cap (the 1 MiB frame limit) whose frame, with
+        // its envelope, is over it is refused by the broker (frame_too_large);
+        // the others go through.
+        let huge = String(repeating: "x", count: (1 << 20) - 10)
         let run = try broker.run(["publish", "--lines", "big.line"], stdin: "before\n\(huge)\nafter\n")
         #expect(run.status == 65, "\(run)")
         #expect(run.stderr.contains("publishing line 2 failed"))

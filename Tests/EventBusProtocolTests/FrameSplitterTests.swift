@@ -168,17 +168,58 @@ struct FrameSplitterTests {
         #expect(!splitter.hasPartialFrame)
     }
 
-    @Test func stoppingEarlyDropsTheRestOfTheChunk() {
+    @Test func stoppingEarlyKeepsTheRestForTheNextFeed() {
         var splitter = FrameSplitter(maxFrameBytes: 16)
         var seen: [String] = []
-        let completed = utf8("a\nb\nc\n").withUnsafeBytes { raw in
-            splitter.feed(raw) { piece in
-                if case .frame(let b) = piece { seen.append(String(decoding: b, as: UTF8.self)) }
-                return seen.count < 2
-            }
+        var stopAfter = 2
+        func collect(_ piece: SplitFrame) -> Bool {
+            if case .frame(let b) = piece { seen.append(String(decoding: b, as: UTF8.self)) }
+            return seen.count < stopAfter
         }
+        let completed = utf8("a\nb\nc\nd\npar").withUnsafeBytes { splitter.feed($0, collect) }
         #expect(!completed)
         #expect(seen == ["a", "b"])
+        #expect(splitter.hasBacklog && splitter.heldBytes >= 8)
+        // An empty feed goes on from the backlog; another stop keeps the rest again.
+        stopAfter = 3
+        #expect(!utf8("").withUnsafeBytes { splitter.feed($0, collect) })
+        #expect(seen == ["a", "b", "c"])
+        // New input goes after the backlog, and the incomplete tail joins it.
+        stopAfter = .max
+        #expect(utf8("t\ne\nf").withUnsafeBytes { splitter.feed($0, collect) })
+        #expect(seen == ["a", "b", "c", "d", "part", "e"])
+        #expect(!splitter.hasBacklog && splitter.pending == utf8("f"))
+        splitter.finish(collect)
+        #expect(seen.last == "f" && !splitter.hasPartialFrame && splitter.heldBytes == 0)
+    }
+
+    @Test func aStopOnTheLastFrameOfAChunkLeavesNoBacklog() {
+        var splitter = FrameSplitter(maxFrameBytes: 16)
+        let completed = utf8("a\nb\n").withUnsafeBytes { raw in
+            splitter.feed(raw) { piece in
+                if case .frame(let b) = piece { return b.count == 0 || b[0] != UInt8(ascii: "b") }
+                return true
+            }
+        }
+        #expect(!completed && !splitter.hasBacklog && !splitter.hasPartialFrame)
+    }
+
+    @Test func finishHandsOutTheBacklogThenTheLastFrame() {
+        var splitter = FrameSplitter(maxFrameBytes: 16)
+        var seen: [String] = []
+        _ = utf8("a\nb\nlast").withUnsafeBytes { raw in
+            splitter.feed(raw) { piece in
+                if case .frame(let b) = piece { seen.append(String(decoding: b, as: UTF8.self)) }
+                return false
+            }
+        }
+        #expect(seen == ["a"])
+        splitter.finish { piece in
+            if case .frame(let b) = piece { seen.append(String(decoding: b, as: UTF8.self)) }
+            return true
+        }
+        #expect(seen == ["a", "b", "last"])
+        #expect(!splitter.hasPartialFrame)
     }
 
     @Test func finishTwiceHandsOutTheLastFrameOnce() {

@@ -1,0 +1,350 @@
+// The quota rules (PROTOCOL.md "Quotas (1.1)", "Semantics"): who may
+// connect and subscribe, the inbound budgets with their back-pressure and the
+// frame timeout, outbound back-pressure on requests (per connection, per uid,
+// in total), and the fair share of each subscriber's budget per publisher uid.
+// The counts they read are kept in UserAccounts.swift.
+//
+// Before editing: reading is paused and resumed only through `pause` and
+// `unpause` with a reason (a connection is read when it has none left), so
+// the rules never undo each other. Nothing here is dropped for inbound
+// budgets: the kernel's socket buffers hold the rest (back-pressure).
+import EventBusProtocol
+
+/// Why the broker is not reading a connection (several may hold at once).
+struct PauseReasons: OptionSet {
+    let rawValue: UInt8
+    /// Its own queue is over `--max-outbound` (until below half).
+    static let outbound = PauseReasons(rawValue: 1)
+    /// Its uid's queues are over the per-uid outbound limit (until below half).
+    static let userOutbound = PauseReasons(rawValue: 2)
+    /// All queues are over `--max-queued` and it holds at least a fair share (until below half).
+    static let totalOutbound = PauseReasons(rawValue: 4)
+    /// Its uid is throttled for inbound bytes and it is not the one connection read.
+    static let inbound = PauseReasons(rawValue: 8)
+}
+
+extension Broker {
+    // MARK: Pausing
+
+    func pause(_ connection: Connection, _ reason: PauseReasons) {
+        guard !connection.pauses.contains(reason) else { return }
+        let wasReading = connection.pauses.isEmpty
+        connection.pauses.insert(reason)
+        if wasReading && connection.closing == nil && !connection.inputClosed && !connection.isClosed {
+            current.effects.append(.pauseReading(connection.id))
+        }
+    }
+
+    func unpause(_ connection: Connection, _ reason: PauseReasons) {
+        guard connection.pauses.contains(reason) else { return }
+        connection.pauses.remove(reason)
+        guard connection.pauses.isEmpty else { return }
+        connection.inboundProgressAt = now.monotonicNanoseconds  // the frame timeout counts while read only
+        if connection.closing == nil && !connection.inputClosed && !connection.isClosed {
+            current.effects.append(.resumeReading(connection.id))
+        }
+    }
+
+    // MARK: Limits
+
+    /// After a policy reload: each uid's limits from the view of its newest
+    /// connection. A lower limit applies to new allocations only; nothing
+    /// already held is taken back (DESIGN-NOTES-1.1.md C.2).
+    func refreshLimits() {
+        for account in accounts.values {
+            guard let newest = account.members.max(by: { $0.id < $1.id }) else { continue }
+            account.limits = limits(for: account.uid, UserLimitOverrides(newest.policy.limits))
+            noteOutboundLimit(account.limits)
+        }
+    }
+
+    // MARK: Admission
+
+    /// The `limit` error for one connection too many, nil when it may connect:
+    /// `--max-connections` (the last `reservedRootConnections` for uid 0
+    /// only, at most a quarter of it) and the per-uid limit.
+    func connectionLimitError(uid: UInt32, account: UserAccount?, limits: UserLimits) -> ProtocolError? {
+        let total = configuration.maxConnections
+        let reserved = min(configuration.quotas.reservedRootConnections, total / 4)
+        if connections.count >= total {
+            return ProtocolError(.limit, "too many connections (limit \(total))")
+        }
+        if uid != 0 && connections.count >= total - reserved {
+            return ProtocolError(.limit, "too many connections (limit \(total), the last \(reserved) kept for uid 0)")
+        }
+        if let limit = limits.connections, (account?.members.count ?? 0) >= limit {
+            return ProtocolError(.limit, "\(limit) connections for uid \(uid) (limit)")
+        }
+        return nil
+    }
+
+    /// The `limit` error for one more subscription on `connection`, nil when
+    /// it fits (per connection, per uid, in total).
+    func subscriptionLimitError(_ connection: Connection) -> ProtocolError? {
+        let perConnection = configuration.maxSubscriptionsPerConnection
+        if connection.subscriptions.count >= perConnection {
+            return ProtocolError(.limit, "too many subscriptions on this connection (limit \(perConnection))")
+        }
+        let account = connection.account
+        if let limit = account.limits.subscriptions, account.subscriptions >= limit {
+            return ProtocolError(.limit, "\(limit) subscriptions for uid \(account.uid) (limit)")
+        }
+        let total = configuration.quotas.maxSubscriptions
+        if statistics.subscriptions >= total {
+            return ProtocolError(.limit, "too many subscriptions in total (limit \(total))")
+        }
+        return nil
+    }
+
+    // MARK: Inbound bytes
+
+    /// Charges what the connection's splitter holds now (the one place
+    /// inbound bytes are counted) and applies the inbound budgets.
+    func syncInbound(_ connection: Connection) {
+        let held = connection.isClosed || connection.closing != nil ? 0 : connection.splitter.heldBytes
+        let delta = held - connection.inboundCharged
+        guard delta != 0 else { return }
+        let account = connection.account
+        if connection.inboundCharged == 0 {
+            connection.inboundSince = now.monotonicNanoseconds
+            connection.inboundProgressAt = now.monotonicNanoseconds
+            account.inboundHolders += 1
+            if account.inboundBytes == 0 { quotaTotals.inboundUIDs += 1 }
+        } else if held == 0 {
+            account.inboundHolders -= 1
+        }
+        connection.inboundCharged = held
+        account.inboundBytes += delta
+        quotaTotals.inboundBytes += delta
+        if account.inboundBytes == 0 { quotaTotals.inboundUIDs -= 1 }
+        updateInboundThrottle(account)
+        if delta > 0 && !quotaTotals.inboundThrottled && quotaTotals.inboundBytes > configuration.quotas.maxInboundBytes {
+            beginTotalInboundThrottle()
+        } else if delta < 0 && quotaTotals.inboundThrottled && quotaTotals.inboundBytes < configuration.quotas.maxInboundBytes / 2 {
+            endTotalInboundThrottle()
+        }
+    }
+
+    /// A uid's share of the total inbound budget.
+    var inboundFairShare: Int { configuration.quotas.maxInboundBytes / max(1, quotaTotals.inboundUIDs) }
+
+    /// Throttles or releases one uid after its inbound bytes changed, and
+    /// keeps its one read connection the one with the oldest incomplete frame.
+    func updateInboundThrottle(_ account: UserAccount) {
+        var throttle = account.inboundThrottle
+        if let limit = account.limits.inboundBytes {
+            if account.inboundBytes > limit { throttle.insert(.user) } else if account.inboundBytes < limit / 2 { throttle.remove(.user) }
+        }
+        if quotaTotals.inboundThrottled && account.inboundBytes >= inboundFairShare { throttle.insert(.total) }
+        if !quotaTotals.inboundThrottled { throttle.remove(.total) }
+        setInboundThrottle(account, throttle)
+    }
+
+    func setInboundThrottle(_ account: UserAccount, _ throttle: InboundThrottle) {
+        let was = account.inboundThrottle
+        account.inboundThrottle = throttle
+        if throttle.isEmpty {
+            guard !was.isEmpty else { return }
+            account.inboundReader = nil
+            for member in account.members { unpause(member, .inbound) }
+            return
+        }
+        // Throttled: read only the oldest incomplete frame's connection.
+        if was.isEmpty || account.inboundReader.map({ $0.inboundCharged == 0 || $0.isClosed }) ?? true {
+            chooseInboundReader(account)
+        }
+    }
+
+    /// Picks the member holding inbound bytes the longest (O(members), on
+    /// changes of the reader only) and pauses every other member.
+    func chooseInboundReader(_ account: UserAccount) {
+        var oldest: Connection? = nil
+        for member in account.members where member.inboundCharged > 0 && !member.isClosed && member.closing == nil {
+            if oldest == nil || member.inboundSince < oldest!.inboundSince { oldest = member }
+        }
+        account.inboundReader = oldest
+        for member in account.members where member !== oldest { pause(member, .inbound) }
+        if let oldest { unpause(oldest, .inbound) }
+    }
+
+    func beginTotalInboundThrottle() {
+        quotaTotals.inboundThrottled = true
+        let share = inboundFairShare
+        for account in accounts.values where account.inboundBytes >= share {
+            setInboundThrottle(account, account.inboundThrottle.union(.total))
+        }
+    }
+
+    func endTotalInboundThrottle() {
+        quotaTotals.inboundThrottled = false
+        for account in accounts.values where account.inboundThrottle.contains(.total) {
+            setInboundThrottle(account, account.inboundThrottle.subtracting(.total))
+        }
+    }
+
+    // MARK: Frame timeout
+
+    /// The frame timeout (PROTOCOL.md "Quotas"): closes, with `error` code
+    /// `timeout`, every connection whose incomplete frame got no byte for
+    /// `--frame-timeout` while the broker was reading it. The server calls
+    /// it about once a second (`tickIntervalNanoseconds`).
+    /// - Returns: `.close(id, .afterWrite)` for each, with the error queued.
+    public func tick(at time: BrokerTime) -> BrokerStep {
+        now = time
+        let timeout = configuration.quotas.frameTimeoutNanoseconds
+        guard timeout > 0, quotaTotals.inboundBytes > 0 else { return finishStep() }
+        var expired: [Connection] = []
+        for account in accounts.values where account.inboundHolders > 0 {
+            for member in account.members where member.inboundCharged > 0 && member.pauses.isEmpty
+                && !member.splitter.hasBacklog && member.closing == nil && !member.isClosed
+                && time.monotonicNanoseconds - member.inboundProgressAt >= timeout {
+                expired.append(member)
+            }
+        }
+        for connection in expired.sorted(by: { $0.id < $1.id }) {
+            let seconds = Double(timeout) / 1e9
+            disconnect(connection, with: ProtocolError(.timeout, "incomplete frame made no progress for \(seconds) s (--frame-timeout); closing"))
+        }
+        return finishStep()
+    }
+
+    /// How often the server should call `tick`: a tenth of the frame
+    /// timeout, between 10 ms and 1 s.
+    public var tickIntervalNanoseconds: Int64 {
+        min(1_000_000_000, max(10_000_000, configuration.quotas.frameTimeoutNanoseconds / 10))
+    }
+
+    // MARK: Outbound bytes
+
+    /// Applies a change of `connection`'s queue charge to its uid and the
+    /// total (the one place outbound bytes are counted) and releases the
+    /// fair-share charges the queue handed back; resumes reading where a
+    /// limit is left behind.
+    @inline(__always)
+    func applyOutbound(_ connection: Connection, _ delta: Int) {
+        connection.account.queuedBytes += delta
+        statistics.queuedBytes += delta
+        if !releasedScratch.isEmpty { releaseActorCharges(connection) }
+        if delta < 0 && (connection.pauses.contains(.outbound) || usersPausedForOutbound > 0 || !quotaTotals.outboundPaused.isEmpty) {
+            outboundShrank(connection)
+        }
+    }
+
+    /// The smallest outbound limit any connection is under (its own, its
+    /// uid's, the total): while all queues together hold no more, no limit
+    /// can be reached and the per-event and per-frame checks are skipped.
+    /// Lowered when a uid gets a lower limit; never raised.
+    func noteOutboundLimit(_ limits: UserLimits) {
+        if let bytes = limits.outboundBytes { outboundFastPathBytes = min(outboundFastPathBytes, bytes) }
+    }
+
+    /// Charges the fair share of publisher uid `actor` for an event of
+    /// `bytes` just queued to `connection`.
+    func chargeActor(_ actor: UInt32, bytes: Int, to connection: Connection) {
+        connection.actorShares[actor, default: 0] += bytes
+        connection.account.actorShares[actor, default: 0] += bytes
+    }
+
+    private func releaseActorCharges(_ connection: Connection) {
+        let account = connection.account
+        for charge in releasedScratch {
+            Broker.release(charge, from: &connection.actorShares)
+            Broker.release(charge, from: &account.actorShares)
+        }
+        releasedScratch.removeAll(keepingCapacity: true)
+    }
+
+    private static func release(_ charge: ActorCharge, from shares: inout [UInt32: Int]) {
+        guard let held = shares[charge.actor] else { preconditionFailure("fair share of uid \(charge.actor) not held") }
+        if held <= charge.bytes { shares[charge.actor] = nil } else { shares[charge.actor] = held - charge.bytes }
+    }
+
+    private func outboundShrank(_ connection: Connection) {
+        if connection.pauses.contains(.outbound) && connection.outbound.chargedBytes < configuration.maxOutboundBytes / 2 {
+            unpause(connection, .outbound)
+        }
+        let account = connection.account
+        if !account.outboundPaused.isEmpty && account.queuedBytes < (account.limits.outboundBytes ?? .max) / 2 {
+            let paused = account.outboundPaused
+            account.outboundPaused.removeAll()
+            usersPausedForOutbound -= 1
+            for member in paused { unpause(member, .userOutbound) }
+        }
+        if !quotaTotals.outboundPaused.isEmpty && statistics.queuedBytes < configuration.maxQueuedBytes / 2 {
+            let paused = quotaTotals.outboundPaused
+            quotaTotals.outboundPaused.removeAll()
+            for member in paused { unpause(member, .totalOutbound) }
+        }
+    }
+
+    /// Between two frames of `connection`: pauses it when its replies have
+    /// put its queue, its uid or all queues over their limits (requests are
+    /// back-pressured, PROTOCOL.md "Semantics"), so one read cannot overshoot
+    /// by more than one frame's replies.
+    /// - Returns: whether to go on with its next frame.
+    @inline(__always)
+    func mayReadNextFrame(_ connection: Connection) -> Bool {
+        guard connection.closing == nil && !connection.isClosed else { return false }
+        if statistics.queuedBytes <= outboundFastPathBytes { return connection.pauses.isEmpty }
+        let charged = connection.outbound.chargedBytes
+        if charged > configuration.maxOutboundBytes { pause(connection, .outbound) }
+        let account = connection.account
+        if let limit = account.limits.outboundBytes, account.queuedBytes > limit, !connection.pauses.contains(.userOutbound) {
+            pause(connection, .userOutbound)
+            if account.outboundPaused.isEmpty { usersPausedForOutbound += 1 }
+            account.outboundPaused.append(connection)
+        }
+        if statistics.queuedBytes > configuration.maxQueuedBytes, !connection.pauses.contains(.totalOutbound),
+           charged > configuration.maxQueuedBytes / max(1, connections.count) {
+            pause(connection, .totalOutbound)
+            quotaTotals.outboundPaused.append(connection)
+        }
+        return connection.pauses.isEmpty
+    }
+
+    /// Takes a closing connection out of the lists of paused connections.
+    func forgetPauses(_ connection: Connection) {
+        if connection.pauses.contains(.userOutbound) {
+            connection.account.outboundPaused.removeAll { $0 === connection }
+            if connection.account.outboundPaused.isEmpty { usersPausedForOutbound -= 1 }
+        }
+        if connection.pauses.contains(.totalOutbound) { quotaTotals.outboundPaused.removeAll { $0 === connection } }
+        connection.pauses = []
+    }
+
+    // MARK: Fair share
+
+    /// dbus-broker's `user_charge_check` (DESIGN-NOTES-1.1.md C.1): whether
+    /// an actor already holding `share` of a budget with `remaining` left,
+    /// shared by `users` actors (itself included when it holds a share), may
+    /// take `charge` more: `(users + 1) · (charge + share) − share ≤ remaining`.
+    @inline(__always)
+    static func fairShareAllows(charge: Int, share: Int, users: Int, remaining: Int) -> Bool {
+        (users + 1) * (charge + share) - share <= remaining
+    }
+
+    /// Bytes of `actor`'s events to drop from `connection`'s queue before a
+    /// charge of `size` passes the fair-share checks (0 when it passes now).
+    func fairShareDeficit(actor: UInt32, size: Int, connection: Connection) -> Int {
+        func deficit(_ shares: [UInt32: Int], limit: Int, used: Int) -> Int {
+            let share = shares[actor] ?? 0
+            let users = shares.count  // the actor among them when it holds a share
+            let remaining = limit - used
+            if Broker.fairShareAllows(charge: size, share: share, users: users, remaining: remaining) { return 0 }
+            // After dropping d of the actor's bytes (share - d, remaining + d) it
+            // passes iff (users + 1) · (size + share) − share − remaining ≤ (users + 1) · d.
+            let over = (users + 1) * (size + share) - share - remaining
+            return (over + users) / (users + 1)
+        }
+        var needed = deficit(connection.actorShares, limit: configuration.maxOutboundBytes, used: connection.outbound.chargedBytes)
+        if let limit = connection.account.limits.outboundBytes {
+            needed = max(needed, deficit(connection.account.actorShares, limit: limit, used: connection.account.queuedBytes))
+        }
+        return needed
+    }
+}
+
+extension Broker {
+    /// Whether `tick` has anything to watch (some incomplete frame is held).
+    public var needsTicks: Bool { configuration.quotas.frameTimeoutNanoseconds > 0 && quotaTotals.inboundBytes > 0 }
+}

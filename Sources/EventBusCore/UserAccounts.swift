@@ -1,0 +1,314 @@
+// Per-uid accounting (PROTOCOL.md "Quotas (1.1)"): what each uid holds in
+// the broker (connections, subscriptions and their memory, bytes of
+// incomplete incoming frames, outbound bytes, retained bytes), its limits, and
+// the totals. The rules that use these counts are in Broker+Quotas.swift.
+//
+// Before editing: every count is changed at exactly one place: connections
+// in `admit`/`dismiss` (called by `open`/`forget`), subscriptions in
+// `chargeSubscription` (called by the subscription pair), inbound bytes in
+// `syncInbound`, outbound bytes in `applyOutbound` (every queue change
+// reports its delta there), retained bytes in `chargeRetained`/
+// `releaseRetained` (the retention code calls them). An account lives while
+// its uid has a connection or retained bytes.
+import EventBusPolicy
+import EventBusProtocol
+
+/// The per-uid and total limits of PROTOCOL.md's quota table that are not
+/// per-connection options of `BrokerConfiguration` (defaults are the table's).
+public struct QuotaConfiguration: Sendable, Equatable {
+    /// Connections per uid (`--max-connections-per-uid`, default 256).
+    public var maxConnectionsPerUID = 256
+    /// Of `--max-connections`, how many only uid 0 may use (64).
+    public var reservedRootConnections = 64
+    /// Subscriptions per uid (`--max-subscriptions-per-uid`, default 16384).
+    public var maxSubscriptionsPerUID = 16384
+    /// Subscriptions in total (`--max-subscriptions-total`, default 262144).
+    public var maxSubscriptions = 262_144
+    /// Bytes of incomplete incoming frames per uid (`--max-inbound-per-uid`, default 16 MiB).
+    public var maxInboundBytesPerUID = 16 << 20
+    /// Bytes of incomplete incoming frames in total (`--max-inbound`, default 64 MiB).
+    public var maxInboundBytes = 64 << 20
+    /// Outbound bytes per uid, events and replies (`--max-outbound-per-uid`, default 64 MiB).
+    public var maxOutboundBytesPerUID = 64 << 20
+    /// Retained events in total (`--max-retained`, default 65536).
+    public var maxRetainedEvents = 65_536
+    /// Bytes of retained events in total (`--max-retained-bytes`, default 64 MiB).
+    public var maxRetainedBytes = 64 << 20
+    /// Bytes of retained events per publisher uid; nil: 1/8 of `maxRetainedBytes`.
+    public var maxRetainedBytesPerUID: Int? = nil
+    /// An incomplete frame that gets no byte for this long while the broker
+    /// reads its connection closes it with `timeout` (`--frame-timeout`, 60 s), ns.
+    public var frameTimeoutNanoseconds: Int64 = 60_000_000_000
+    public init() {}
+
+    /// The per-uid retained bytes limit in force.
+    public var retainedBytesPerUID: Int { maxRetainedBytesPerUID ?? maxRetainedBytes / 8 }
+}
+
+/// A per-uid budget (the "per uid" column of the quota table): the policy
+/// file's `limit` resources.
+public typealias QuotaResource = LimitResource
+
+/// One uid's limits; nil is unlimited (uid 0, the broker's uid
+/// `BrokerConfiguration.ownCredentials.uid`, or a `limit ... unlimited` line).
+public struct UserLimits: Equatable, Sendable {
+    public var connections: Int?
+    public var subscriptions: Int?
+    public var inboundBytes: Int?
+    public var outboundBytes: Int?
+    public var retainedBytes: Int?
+
+    public init(connections: Int? = nil, subscriptions: Int? = nil, inboundBytes: Int? = nil, outboundBytes: Int? = nil, retainedBytes: Int? = nil) {
+        self.connections = connections
+        self.subscriptions = subscriptions
+        self.inboundBytes = inboundBytes
+        self.outboundBytes = outboundBytes
+        self.retainedBytes = retainedBytes
+    }
+
+    public subscript(resource: QuotaResource) -> Int? {
+        get {
+            switch resource {
+            case .connections: connections
+            case .subscriptions: subscriptions
+            case .inbound: inboundBytes
+            case .outbound: outboundBytes
+            case .retained: retainedBytes
+            }
+        }
+        set {
+            switch resource {
+            case .connections: connections = newValue
+            case .subscriptions: subscriptions = newValue
+            case .inbound: inboundBytes = newValue
+            case .outbound: outboundBytes = newValue
+            case .retained: retainedBytes = newValue
+            }
+        }
+    }
+}
+
+/// The per-uid limits a connection's policy view sets (`limit` lines,
+/// PROTOCOL.md "Quotas (1.1)"): for each resource named, the value, where
+/// `.some(nil)` is `unlimited`. Resources not named keep the broker's default.
+/// Example: `limit connections 1024 user=eventbus-bridge` is
+/// `UserLimitOverrides([.connections: 1024])`.
+public struct UserLimitOverrides: Equatable, Sendable {
+    public var values: [QuotaResource: Int?]
+
+    public init(_ values: [QuotaResource: Int?] = [:]) { self.values = values }
+
+    /// The overrides a policy view's `limit` lines make.
+    init(_ limits: PerUIDLimits) {
+        var values: [QuotaResource: Int?] = [:]
+        for resource in LimitResource.allCases {
+            guard let line = limits[resource] else { continue }
+            switch line.value {
+            case .value(let n): values[resource] = .some(n)
+            case .unlimited: values[resource] = .some(nil)
+            }
+        }
+        self.values = values
+    }
+}
+
+/// What one uid holds, and its limits.
+final class UserAccount {
+    let uid: UInt32
+    /// uid 0 or the broker's own uid: no per-uid limits by default, and its
+    /// events are outside every fair share.
+    let isPrivileged: Bool
+    var limits: UserLimits
+
+    /// Its open connections (each knows its index here: O(1) removal).
+    var members: [Connection] = []
+    var subscriptions = 0
+    /// Estimated memory of its subscriptions, bytes (`subscriptionCost`).
+    var subscriptionBytes = 0
+    /// Bytes its connections' splitters hold (incomplete frames, backlogs).
+    var inboundBytes = 0
+    /// Connections of it holding inbound bytes.
+    var inboundHolders = 0
+    /// Charged bytes of its connections' outbound queues.
+    var queuedBytes = 0
+    /// Retained events it published, and their bytes.
+    var retainedBytes = 0
+    var retainedEvents = 0
+    /// Outbound bytes in its queues charged to other, unprivileged publisher
+    /// uids (the fair share of DESIGN-NOTES C.2); no entry for 0 bytes.
+    var actorShares: [UInt32: Int] = [:]
+
+    /// Why reading its connections is throttled for inbound bytes, and the
+    /// one connection read meanwhile (the oldest incomplete frame).
+    var inboundThrottle: InboundThrottle = []
+    var inboundReader: Connection?
+    /// Connections paused because it is over its outbound limit.
+    var outboundPaused: [Connection] = []
+
+    init(uid: UInt32, isPrivileged: Bool, limits: UserLimits) {
+        self.uid = uid
+        self.isPrivileged = isPrivileged
+        self.limits = limits
+    }
+
+    /// Whether nothing is held any more (the account can go).
+    var isIdle: Bool { members.isEmpty && retainedBytes == 0 && retainedEvents == 0 }
+}
+
+/// Why a uid's connections are throttled for inbound bytes.
+struct InboundThrottle: OptionSet {
+    let rawValue: UInt8
+    /// Over its own budget, until back under half of it.
+    static let user = InboundThrottle(rawValue: 1)
+    /// Over its fair share while the total is over budget, until the total is back under half.
+    static let total = InboundThrottle(rawValue: 2)
+}
+
+/// A retained event's charge (PROTOCOL.md "Quotas (1.1)", retained events):
+/// the publisher's uid and the event's bytes. The retention code keeps one
+/// with each retained event and hands it back when the event is replaced,
+/// cleared or dropped.
+public struct RetainedCharge: Equatable, Sendable {
+    public var uid: UInt32
+    public var bytes: Int
+
+    public init(uid: UInt32, bytes: Int) {
+        self.uid = uid
+        self.bytes = bytes
+    }
+}
+
+/// The totals over every uid that `BrokerStatistics` does not carry.
+struct QuotaTotals {
+    var inboundBytes = 0
+    /// Accounts with `inboundBytes > 0`.
+    var inboundUIDs = 0
+    /// Over the total inbound budget (until back under half).
+    var inboundThrottled = false
+    var retainedBytes = 0
+    var retainedEvents = 0
+    var subscriptionBytes = 0
+    /// Connections paused because all queues together are over `--max-queued`.
+    var outboundPaused: [Connection] = []
+}
+
+extension Broker {
+    // MARK: Accounts
+
+    /// Whether `uid` has no per-uid limits by default (PROTOCOL.md "Quotas").
+    func isPrivileged(_ uid: UInt32) -> Bool { uid == 0 || uid == configuration.ownCredentials.uid }
+
+    /// The limits of `uid` with `overrides` applied.
+    func limits(for uid: UInt32, _ overrides: UserLimitOverrides) -> UserLimits {
+        let q = configuration.quotas
+        var limits = isPrivileged(uid) ? UserLimits() : UserLimits(
+            connections: q.maxConnectionsPerUID, subscriptions: q.maxSubscriptionsPerUID,
+            inboundBytes: q.maxInboundBytesPerUID, outboundBytes: q.maxOutboundBytesPerUID,
+            retainedBytes: q.retainedBytesPerUID)
+        for (resource, value) in overrides.values { limits[resource] = value }
+        return limits
+    }
+
+    /// The account of `uid`, made on first use.
+    func account(for uid: UInt32) -> UserAccount {
+        if let account = accounts[uid] { return account }
+        let account = UserAccount(uid: uid, isPrivileged: isPrivileged(uid), limits: limits(for: uid, UserLimitOverrides()))
+        accounts[uid] = account
+        return account
+    }
+
+    /// Drops an account that holds nothing any more.
+    func retireIfIdle(_ account: UserAccount) {
+        if account.isIdle && accounts[account.uid] === account { accounts[account.uid] = nil }
+    }
+
+    // MARK: Connections (called by `open` and `forget` only)
+
+    /// Counts a new connection for its uid.
+    func admit(_ connection: Connection, to account: UserAccount) {
+        connection.memberIndex = account.members.count
+        account.members.append(connection)
+    }
+
+    /// Stops counting a connection that is being forgotten (its
+    /// subscriptions, queue and inbound bytes were released before).
+    func dismiss(_ connection: Connection) {
+        let account = connection.account
+        let i = connection.memberIndex
+        let last = account.members.count - 1
+        if i != last {
+            let moved = account.members[last]
+            account.members[i] = moved
+            moved.memberIndex = i
+        }
+        account.members.removeLast()
+        if account.inboundReader === connection { account.inboundReader = nil }
+        retireIfIdle(account)
+    }
+
+    // MARK: Subscriptions (called by the subscription pair only)
+
+    /// Memory one subscription costs, estimated in bytes: its pattern (held
+    /// once, shared by the connection's set, its record and the trie) and the
+    /// records around it (measured: docs/RELIABILITY.md "Quotas").
+    static func subscriptionCost(_ pattern: Pattern) -> Int { pattern.text.utf8.count + 320 }
+
+    /// Counts (`sign` 1) or releases (-1) one subscription of `connection`.
+    func chargeSubscription(_ pattern: Pattern, of connection: Connection, sign: Int) {
+        let cost = Broker.subscriptionCost(pattern) * sign
+        connection.account.subscriptions += sign
+        connection.account.subscriptionBytes += cost
+        quotaTotals.subscriptionBytes += cost
+        statistics.subscriptions += sign
+    }
+
+    // MARK: Retained events (the API for the retention code)
+
+    /// Whether `uid` may keep `charge` as a retained event in place of
+    /// `replacing` (the charge of the retained event of that type now, if
+    /// any, whoever published it): the per-uid bytes limit (uid 0 and the
+    /// broker's uid: none, unless a `limit retained` line says so) and the
+    /// totals (`--max-retained` events, `--max-retained-bytes`).
+    /// - Returns: nil when it fits, otherwise the `limit` error to answer,
+    ///   e.g. `retained bytes of uid 1000 would exceed 8388608`.
+    public func retainedLimitError(for charge: RetainedCharge, replacing: RetainedCharge?) -> ProtocolError? {
+        let q = configuration.quotas
+        let freed = replacing?.bytes ?? 0
+        let freedEvents = replacing == nil ? 0 : 1
+        if quotaTotals.retainedEvents - freedEvents + 1 > q.maxRetainedEvents {
+            return ProtocolError(.limit, "too many retained events (limit \(q.maxRetainedEvents))")
+        }
+        if quotaTotals.retainedBytes - freed + charge.bytes > q.maxRetainedBytes {
+            return ProtocolError(.limit, "retained events would exceed \(q.maxRetainedBytes) bytes in total (--max-retained-bytes)")
+        }
+        let held = accounts[charge.uid]?.retainedBytes ?? 0
+        let limit = accounts[charge.uid]?.limits.retainedBytes ?? limits(for: charge.uid, UserLimitOverrides()).retainedBytes
+        if let limit {
+            let freedOwn = replacing?.uid == charge.uid ? freed : 0
+            if held - freedOwn + charge.bytes > limit {
+                return ProtocolError(.limit, "retained events of uid \(charge.uid) would exceed \(limit) bytes")
+            }
+        }
+        return nil
+    }
+
+    /// Counts a retained event (after `retainedLimitError` said it fits, or
+    /// when restoring the state file at start).
+    public func chargeRetained(_ charge: RetainedCharge) {
+        let account = account(for: charge.uid)
+        account.retainedBytes += charge.bytes
+        account.retainedEvents += 1
+        quotaTotals.retainedBytes += charge.bytes
+        quotaTotals.retainedEvents += 1
+    }
+
+    /// Stops counting a retained event (replaced, cleared, or dropped).
+    public func releaseRetained(_ charge: RetainedCharge) {
+        guard let account = accounts[charge.uid] else { preconditionFailure("retained charge of uid \(charge.uid) has no account") }
+        account.retainedBytes -= charge.bytes
+        account.retainedEvents -= 1
+        quotaTotals.retainedBytes -= charge.bytes
+        quotaTotals.retainedEvents -= 1
+        retireIfIdle(account)
+    }
+}

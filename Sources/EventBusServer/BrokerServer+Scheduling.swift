@@ -1,0 +1,152 @@
+// Fair read scheduling (PROTOCOL.md "Quotas (1.1)": "the broker serves
+// connections in turn, each turn bounded, fairly per uid"): connections with
+// input wait in one queue per uid; each loop turn gives every uid with input
+// the same slice of the loop's time, reads and the writes of its connections
+// (deficit round robin on measured time:
+// `sharedSliceNanoseconds`, or `soleSliceNanoseconds` for a uid alone),
+// spread round-robin over its connections, a read (at most `readChunkBytes`)
+// at a time. A read that takes longer than the slice (a large frame, a
+// costly request) is paid back from later turns, so a uid's share of the
+// loop does not depend on how many connections it has nor on what its
+// requests cost.
+//
+// Before editing: connections are in epoll edge-triggered for input, so a
+// connection is ready until a read would block or comes back short (an
+// AF_UNIX stream read takes all that is queued, up to the buffer); readiness
+// lives here, not in epoll (after EPOLLRDHUP it lasts until EOF is read). A
+// paused connection leaves its queue when served and comes back on
+// `.resumeReading` (with input the core kept, too).
+import EventBusCore
+import EventBusSystem
+
+/// The connections of one uid that have input to read.
+final class ReadyQueue {
+    let uid: UInt32
+    var records: [ServerConnection] = []
+    var head = 0
+    /// In `BrokerServer.activeQueues`, or being served this turn.
+    var active = false
+    /// Time it may still use, ns: a slice is added each turn (at most one
+    /// slice banked), what its reads take is taken off (it may go negative).
+    var deficit: Int64 = 0
+
+    init(uid: UInt32) { self.uid = uid }
+
+    var count: Int { records.count - head }
+    var isEmpty: Bool { head == records.count }
+
+    func append(_ record: ServerConnection) { records.append(record) }
+
+    func popFirst() -> ServerConnection? {
+        guard head < records.count else { return nil }
+        let record = records[head]
+        head += 1
+        if head == records.count {
+            records.removeAll(keepingCapacity: records.capacity <= 256)
+            head = 0
+        } else if head >= 256 && head * 2 >= records.count {
+            records.removeFirst(head)
+            head = 0
+        }
+        return record
+    }
+}
+
+extension BrokerServer {
+    /// A uid's slice of a turn when several uids have input.
+    static let sharedSliceNanoseconds: Int64 = 2_000_000
+    /// A uid's slice when it is alone: turns stay short (a new uid's first
+    /// request waits for at most one), yet one busy uid gets many reads per
+    /// write-out.
+    static let soleSliceNanoseconds: Int64 = 10_000_000
+
+    /// Puts a connection in its uid's queue (once) if it may be read.
+    func markReady(_ record: ServerConnection) {
+        guard !record.ready, !record.released, record.wantsInput else { return }
+        record.ready = true
+        let uid = record.connection.credentials.uid
+        let queue: ReadyQueue
+        if let existing = readyQueues[uid] {
+            queue = existing
+        } else {
+            queue = ReadyQueue(uid: uid)
+            readyQueues[uid] = queue
+        }
+        queue.append(record)
+        if !queue.active {
+            // A uid that had nothing to do is served first in the next turn
+            // (fair queueing: a light user's request waits for one turn at most).
+            queue.active = true
+            activeQueues.insert(queue, at: 0)
+        }
+    }
+
+    /// Takes the time spent writing a connection of `uid` off its uid's
+    /// slice (only while that uid has input waiting: an idle reader of events
+    /// is not in the turns at all).
+    func chargeWrite(_ uid: UInt32, nanoseconds: Int64) {
+        guard let queue = readyQueues[uid], queue.active else { return }
+        queue.deficit = max(queue.deficit - nanoseconds, -BrokerServer.soleSliceNanoseconds)
+    }
+
+    /// Whether some connection waits to be read.
+    var hasReadyConnections: Bool { !activeQueues.isEmpty }
+
+    /// One turn: every uid with input gets its slice.
+    func serveReadyConnections() {
+        guard !activeQueues.isEmpty else { return }
+        let round = activeQueues
+        activeQueues.removeAll(keepingCapacity: true)
+        let slice = round.count == 1 ? BrokerServer.soleSliceNanoseconds : BrokerServer.sharedSliceNanoseconds
+        for queue in round {
+            queue.deficit = min(queue.deficit + slice, slice)
+            var start = Clock.monotonicNanoseconds()
+            while queue.deficit > 0, let record = queue.popFirst() {
+                record.ready = false
+                guard !record.released && record.wantsInput else { continue }
+                serve(record)  // queues it again when more may be waiting
+                let end = Clock.monotonicNanoseconds()
+                queue.deficit -= max(end - start, 1_000)
+                start = end
+            }
+            if queue.isEmpty {
+                queue.active = false
+                queue.deficit = 0
+                if readyQueues.count > 1024 { readyQueues[queue.uid] = nil }
+            } else {
+                activeQueues.append(queue)
+            }
+        }
+    }
+
+    /// Reads once from a ready connection (or hands the core the input it
+    /// kept) and queues it again when more may be waiting.
+    func serve(_ record: ServerConnection) {
+        let connection = record.connection
+        if connection.hasBufferedInput {
+            apply(broker.receive(connection, UnsafeRawBufferPointer(start: nil, count: 0), at: currentTime()))
+            markReady(record)  // the socket may hold more
+            return
+        }
+        let result: IOResult<Int>
+        do {
+            result = try record.fd.read(into: readBuffer)
+        } catch {
+            logger.debug("failed to read from connection \(connection.id): \(error); closing it")
+            close(record)
+            return
+        }
+        switch result {
+        case .wouldBlock:
+            return
+        case .complete(0):
+            record.inputClosed = true
+            apply(broker.endOfInput(connection, at: currentTime()))
+            updateInterest(record)
+        case .complete(let n):
+            apply(broker.receive(connection, UnsafeRawBufferPointer(rebasing: readBuffer[0..<n]), at: currentTime()))
+            // A full buffer may leave more; after EPOLLRDHUP the EOF is still to be read.
+            if n == readBuffer.count || record.peerShutWriting { markReady(record) }
+        }
+    }
+}

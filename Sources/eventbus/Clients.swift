@@ -1,0 +1,118 @@
+// `eventbus clients`: who is connected and what each connection holds
+// (PROTOCOL.md "Introspection (1.1)", the `clients` op): a table on a
+// terminal, one JSON object per line when piped (like `listen`). uid 0 sees
+// every connection, other users their own uid's.
+//
+// Before editing: every string in the table comes from the broker and is
+// printed through `TerminalText` (a connection's `client` name is the
+// broker's to check, but the CLI does not trust its socket peer either).
+import EventBusCommandLine
+import EventBusProtocol
+import EventBusSystem
+
+let clientsOptions: [OptionSpec] = globalOptions + [OptionSpec("format", "f", value: true)]
+
+/// How `clients` prints.
+enum ClientsFormat: String {
+    /// Aligned columns (default on a terminal).
+    case table
+    /// Each connection's object as the broker sent it, compact, one per line
+    /// (default when standard output is not a terminal).
+    case json
+}
+
+/// The columns of the table: header, member, right-aligned.
+private let clientColumns: [(header: String, key: String, right: Bool)] = [
+    ("CONN", "conn", true), ("UID", "uid", true), ("GID", "gid", true), ("PID", "pid", true),
+    ("CLIENT", "client", false), ("SINCE", "since", false), ("SUBS", "subscriptions", true),
+    ("QUEUED", "queued_bytes", true), ("PUBLISHED", "published", true), ("DELIVERED", "delivered", true),
+    ("DROPPED", "dropped", true), ("OVERFLOW", "overflow", false), ("ECHO", "echo", false), ("PATTERNS", "patterns", false),
+]
+
+func runClients(_ args: ParsedArguments, socket: String) throws(CLIError) {
+    guard args.operands.isEmpty else { throw .usage("clients", "unexpected argument '\(args.operands[0])'") }
+    let format: ClientsFormat
+    if let value = args.value("format") {
+        guard let chosen = ClientsFormat(rawValue: value) else { throw .usage("clients", "unknown format '\(value)'; use table or json") }
+        format = chosen
+    } else {
+        format = isStandardOutputTerminal ? .table : .json
+    }
+    let connection = try BrokerConnection.connect(to: socket)
+    let reply = try connection.request(.clients, req: 1)
+    guard reply.isOK else { throw reply.failure("clients") }
+    var out: [UInt8] = []
+    let ok = reply.bytes.withUnsafeBytes { bytes -> Bool in
+        guard let list = reply.member("clients")?.value, list.kind == .array else { return false }
+        var objects: [(bytes: UnsafeRawBufferPointer, members: [JSONMember])] = []
+        var tokens: [JSONToken] = []
+        var scanner = JSONScanner(bytes, maxDepth: ProtocolConstants.maxDepth)
+        scanner.position = list.start
+        do {
+            try scanner.scanElements(depth: 1) { item in if item.kind == .object { tokens.append(item) } }
+        } catch {
+            return false
+        }
+        for token in tokens {
+            let slice = UnsafeRawBufferPointer(rebasing: bytes[token.start..<token.end])
+            guard let members = try? JSONObject.members(slice) else { return false }
+            objects.append((slice, members))
+        }
+        switch format {
+        case .json:
+            for token in tokens {
+                JSONObject.appendCompacted(bytes, token, to: &out)
+                out.append(0x0A)
+            }
+        case .table:
+            appendClientsTable(objects, to: &out)
+        }
+        return true
+    }
+    guard ok else { throw CLIError(.protocolError, "clients failed: the broker's reply has no list of objects in \"clients\"") }
+    try StandardOutput.write(out)
+}
+
+/// One cell: strings decoded and escaped for the terminal, lists joined by
+/// `,` (at most 60 bytes, then `…`), other values compacted; `-` when absent
+/// or null.
+private func cell(_ members: [JSONMember], _ key: String, _ bytes: UnsafeRawBufferPointer) -> String {
+    guard let value = members.first(where: { $0.key == key })?.value, value.kind != .null else { return "-" }
+    var raw: [UInt8] = []
+    if value.isString {
+        raw = JSONString.decodeBytes(bytes, value)
+    } else if value.kind == .array {
+        var scanner = JSONScanner(bytes, maxDepth: ProtocolConstants.maxDepth)
+        scanner.position = value.start
+        var parts: [[UInt8]] = []
+        try? scanner.scanElements(depth: 1) { item in
+            if item.isString { parts.append(JSONString.decodeBytes(bytes, item)) }
+        }
+        raw = Array(parts.joined(separator: [0x2C]))
+        if raw.count > 60 { raw = Array(raw.prefix(60)) + Array("…".utf8) }
+    } else {
+        JSONObject.appendCompacted(bytes, value, to: &raw)
+    }
+    var safe: [UInt8] = []
+    TerminalText.appendEscaped(raw, to: &safe)
+    return String(decoding: safe, as: UTF8.self)
+}
+
+private func appendClientsTable(_ objects: [(bytes: UnsafeRawBufferPointer, members: [JSONMember])], to out: inout [UInt8]) {
+    let rows = objects.map { object in clientColumns.map { cell(object.members, $0.key, object.bytes) } }
+    var widths = clientColumns.map { $0.header.count }
+    for row in rows { for (i, text) in row.enumerated() { widths[i] = max(widths[i], text.count) } }
+    func line(_ cells: [String]) {
+        var text = ""
+        for (i, cell) in cells.enumerated() {
+            let pad = String(repeating: " ", count: widths[i] - cell.count)
+            let last = i == cells.count - 1
+            text += clientColumns[i].right ? pad + cell : (last ? cell : cell + pad)
+            if !last { text += "  " }
+        }
+        out.append(contentsOf: text.utf8)
+        out.append(0x0A)
+    }
+    line(clientColumns.map(\.header))
+    for row in rows { line(row) }
+}

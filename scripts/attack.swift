@@ -1,0 +1,772 @@
+// Attack driver for eventbusd, compiled and run by scripts/attack: replays
+// every row of issue 11's table of hostile-local-user attacks against a fresh
+// broker per row, as other uids (setpriv), measures what the issue asks for
+// (broker CPU and RSS, queued and inbound bytes, refused connections, another
+// uid's ping round trips and publish rate) and prints each figure next to
+// its bound (PROTOCOL.md "Quotas (1.1)"). Exits 1 when a bound is broken.
+//
+// Before editing: one program, several roles. The driver (root) starts the
+// broker and runs `--role attacker KIND` and `--role victim` as children
+// through `setpriv --reuid N --regid N --clear-groups` (so SO_PEERCRED says
+// uid N); children talk to the driver by lines on stdout (`ready`, then one
+// line of `key=value` results). Every attack is bounded in time and count and
+// uses local sockets only. Foundation + Glibc only, like scripts/soak.swift.
+import Foundation
+import Glibc
+
+// MARK: Small socket client
+
+func fail(_ message: String) -> Never {
+    FileHandle.standardError.write(Data("attack: \(message)\n".utf8))
+    exit(2)
+}
+
+func monotonic() -> Double {
+    var t = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &t)
+    return Double(t.tv_sec) + Double(t.tv_nsec) / 1e9
+}
+
+/// One connection to the broker: non-blocking, line-framed reads.
+final class Conn {
+    var fd: Int32
+    var rx: [UInt8] = []
+    var closed = false
+    var refused = false
+    private var buffer = [UInt8](repeating: 0, count: 65536)
+
+    /// nil when connect(2) fails (e.g. the backlog is full or fds ran out).
+    init?(_ path: String) {
+        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return nil }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (i, b) in path.utf8.enumerated() { raw[i] = b }
+        }
+        let rc = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard rc == 0 else { Glibc.close(fd); return nil }
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+    }
+
+    deinit { close() }
+
+    func close() {
+        if fd >= 0 { Glibc.close(fd) }
+        fd = -1
+        closed = true
+    }
+
+    /// Writes what the socket takes now; returns bytes written (0 when full).
+    @discardableResult
+    func writeSome(_ bytes: UnsafeRawBufferPointer) -> Int {
+        guard fd >= 0, bytes.count > 0 else { return 0 }
+        let n = send(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL))
+        if n < 0 {
+            if errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR { closed = true }
+            return 0
+        }
+        return n
+    }
+
+    /// Writes all of `bytes`, waiting up to `timeout` s.
+    func writeAll(_ bytes: [UInt8], timeout: Double = 10) -> Bool {
+        var offset = 0
+        let deadline = monotonic() + timeout
+        while offset < bytes.count {
+            let n = bytes.withUnsafeBytes { writeSome(UnsafeRawBufferPointer(rebasing: $0[offset...])) }
+            offset += n
+            if closed { return false }
+            if n == 0 {
+                if monotonic() > deadline { return false }
+                var entry = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+                _ = poll(&entry, 1, 50)
+            }
+        }
+        return true
+    }
+
+    /// Reads what is there; returns false at EOF or error.
+    @discardableResult
+    func fill() -> Bool {
+        guard fd >= 0 else { return false }
+        while true {
+            let n = read(fd, &buffer, buffer.count)
+            if n > 0 { rx.append(contentsOf: buffer[0..<n]); if n < buffer.count { return true } else { continue } }
+            if n == 0 { closed = true; return false }
+            if errno == EAGAIN || errno == EWOULDBLOCK { return true }
+            closed = true
+            return false
+        }
+    }
+
+    /// Removes and returns complete lines received so far.
+    func takeLines() -> [String] {
+        var lines: [String] = []
+        var start = 0
+        for i in 0..<rx.count where rx[i] == 0x0A {
+            lines.append(String(decoding: rx[start..<i], as: UTF8.self))
+            start = i + 1
+        }
+        if start > 0 { rx.removeFirst(start) }
+        return lines
+    }
+
+    /// Removes complete lines received so far and returns how many there were
+    /// (without making strings of them).
+    func countLines() -> Int {
+        var n = 0
+        var end = 0
+        rx.withUnsafeBytes { raw in
+            guard let base = raw.baseAddress else { return }
+            var offset = 0
+            while offset < raw.count, let hit = memchr(base + offset, 0x0A, raw.count - offset) {
+                n += 1
+                offset = UnsafeRawPointer(hit) - base + 1
+                end = offset
+            }
+        }
+        if end > 0 { rx.removeFirst(end) }
+        return n
+    }
+
+    /// Sends `line` and waits for a line containing `marker`.
+    func request(_ line: String, until marker: String, timeout: Double = 10) -> String? {
+        guard writeAll(Array((line + "\n").utf8)) else { return nil }
+        let deadline = monotonic() + timeout
+        while monotonic() < deadline {
+            for reply in takeLines() where reply.contains(marker) { return reply }
+            var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            _ = poll(&entry, 1, 20)
+            if !fill() && rx.isEmpty { return nil }
+        }
+        return nil
+    }
+
+    /// Reads until EOF or `timeout`; returns every line.
+    func readAll(timeout: Double) -> [String] {
+        var lines: [String] = []
+        let deadline = monotonic() + timeout
+        while monotonic() < deadline {
+            var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            _ = poll(&entry, 1, 20)
+            let open = fill()
+            lines += takeLines()
+            if !open { break }
+        }
+        return lines
+    }
+}
+
+func integer(_ key: String, in line: String) -> Int? {
+    guard let range = line.range(of: "\"\(key)\":") else { return nil }
+    return Int(line[range.upperBound...].prefix { $0.isNumber })
+}
+
+func raiseFileLimit() {
+    var limit = rlimit()
+    getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+    limit.rlim_cur = limit.rlim_max
+    setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+}
+
+/// Prints one line to the driver (stdout, flushed).
+func say(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
+
+/// Waits until stdin closes or `seconds` pass (the driver's "stop").
+func holdUntilStopped(_ seconds: Double, while body: () -> Void = {}) {
+    let deadline = monotonic() + seconds
+    _ = fcntl(0, F_SETFL, fcntl(0, F_GETFL) | O_NONBLOCK)
+    var sink = [UInt8](repeating: 0, count: 64)
+    while monotonic() < deadline {
+        body()
+        var entry = pollfd(fd: 0, events: Int16(POLLIN), revents: 0)
+        if poll(&entry, 1, 5) > 0 {
+            if read(0, &sink, sink.count) == 0 { return }
+        }
+    }
+}
+
+/// Keeps `burst` (carrying `perBurst` requests) flowing on every connection
+/// with at most `window` requests unanswered each, waiting in poll(2) when
+/// nothing can move (so the attacker's own CPU is spent on its traffic, as a
+/// careful attacker's would be), until stopped.
+/// - Returns: replies read.
+func pipeline(_ conns: [Conn], burst: [UInt8], perBurst: Int, window: Int, seconds: Double) -> Int {
+    var outstanding = [Int](repeating: 0, count: conns.count)
+    var offsets = [Int](repeating: 0, count: conns.count)
+    var replies = 0
+    var fds = conns.map { pollfd(fd: $0.fd, events: 0, revents: 0) }
+    holdUntilStopped(seconds) {
+        for i in conns.indices {
+            let wantsWrite = offsets[i] > 0 || outstanding[i] + perBurst <= window
+            fds[i].events = Int16(POLLIN) | (wantsWrite ? Int16(POLLOUT) : 0)
+        }
+        _ = poll(&fds, nfds_t(fds.count), 5)
+        for (i, c) in conns.enumerated() where fds[i].revents != 0 {
+            if fds[i].revents & Int16(POLLOUT) != 0 {
+                offsets[i] += burst.withUnsafeBytes { c.writeSome(UnsafeRawBufferPointer(rebasing: $0[offsets[i]...])) }
+                if offsets[i] == burst.count { offsets[i] = 0; outstanding[i] += perBurst }
+            }
+            if fds[i].revents & Int16(POLLIN) != 0 {
+                c.fill()
+                let got = c.countLines()
+                outstanding[i] -= got
+                replies += got
+            }
+        }
+    }
+    return replies
+}
+
+// MARK: Roles (run as another uid)
+
+/// `--role attacker KIND SOCKET SECONDS`: one attack of the table, as this uid.
+func runAttacker(_ kind: String, _ path: String, _ seconds: Double) {
+    raiseFileLimit()
+    var conns: [Conn] = []
+    func open(_ n: Int) -> (accepted: Int, refused: Int) {
+        var accepted = 0, refused = 0
+        for _ in 0..<n {
+            guard let c = Conn(path) else { refused += 1; continue }
+            conns.append(c)
+            accepted += 1
+        }
+        return (accepted, refused)
+    }
+    /// Connections the broker refused (`limit` then EOF): found with a ping each.
+    func sortOutRefused() -> Int {
+        var refused = 0
+        for c in conns {
+            if c.request(#"{"op":"ping","req":"alive"}"#, until: "\"req\":\"alive\"", timeout: 5) == nil { c.refused = true; refused += 1 }
+        }
+        conns.removeAll { $0.refused }
+        return refused
+    }
+    switch kind {
+    case "keys":
+        // One frame of 85,000 unknown keys (924 KB, under --max-frame), on 8 connections at once.
+        var frame = "{"
+        for i in 0..<85_000 { frame += "\"k\(i)\":1," }
+        frame += "\"op\":\"ping\",\"req\":1}\n"
+        let bytes = Array(frame.utf8)
+        _ = open(8)
+        say("ready bytes=\(bytes.count)")
+        let start = monotonic()
+        var offsets = [Int](repeating: 0, count: conns.count)
+        while offsets.contains(where: { $0 < bytes.count }) && monotonic() - start < seconds {
+            for (i, c) in conns.enumerated() where offsets[i] < bytes.count {
+                offsets[i] += bytes.withUnsafeBytes { c.writeSome(UnsafeRawBufferPointer(rebasing: $0[offsets[i]...])) }
+            }
+            usleep(200)
+        }
+        var answered = 0
+        for c in conns where c.request("", until: "\"req\":1", timeout: seconds) != nil { answered += 1 }
+        say("answered=\(answered) seconds=\(String(format: "%.3f", monotonic() - start))")
+    case "patterns":
+        // 40 connections x 4096 wildcard patterns of ~254 bytes.
+        _ = open(40)
+        var accepted = 0, limited = 0
+        for (n, c) in conns.enumerated() {
+            var batch: [UInt8] = []
+            for i in 0..<4096 {
+                var p = "c\(n)i\(i).*.y"
+                while p.utf8.count < 250 { p += p.utf8.count % 4 == 0 ? ".*" : ".y" }
+                batch += Array("{\"op\":\"subscribe\",\"type\":\"\(p).>\",\"req\":\(i)}\n".utf8)
+            }
+            guard c.writeAll(batch, timeout: 30) else { continue }
+            var replies = 0
+            let deadline = monotonic() + 30
+            while replies < 4096 && monotonic() < deadline {
+                var entry = pollfd(fd: c.fd, events: Int16(POLLIN), revents: 0)
+                _ = poll(&entry, 1, 20)
+                c.fill()
+                for line in c.takeLines() {
+                    replies += 1
+                    if line.contains("\"ok\"") { accepted += 1 } else if line.contains("\"limit\"") { limited += 1 }
+                }
+            }
+        }
+        say("ready subscribed=\(accepted) limit_errors=\(limited)")
+        holdUntilStopped(seconds)
+        let t = monotonic()
+        for c in conns { c.close() }
+        say("closed seconds=\(String(format: "%.3f", monotonic() - t))")
+    case "flood", "flood-x":
+        // 100 connections writing pings (or `x` lines) and never reading.
+        _ = open(100)
+        let line = kind == "flood" ? #"{"op":"ping","req":1}"# + "\n" : "x\n"
+        let chunk = Array(String(repeating: line, count: 65536 / line.utf8.count).utf8)
+        var sent = 0
+        let start = monotonic()
+        var idleRounds = 0
+        while monotonic() - start < seconds && idleRounds < 40 {
+            var progress = 0
+            for c in conns { progress += chunk.withUnsafeBytes { c.writeSome($0) } }
+            sent += progress
+            idleRounds = progress == 0 ? idleRounds + 1 : 0
+            if progress == 0 { usleep(50_000) }
+        }
+        say("ready sent=\(sent)")
+        holdUntilStopped(seconds)
+    case "busy", "busy-1":
+        // 200 connections pinging and reading their replies as fast as they can.
+        // 200 connections, or one with the same number of requests in flight.
+        let single = kind.hasSuffix("-1")
+        _ = open(single ? 1 : 200)
+        let burst = Array(String(repeating: #"{"op":"ping","req":1}"# + "\n", count: 64).utf8)
+        say("ready")
+        let pings = pipeline(conns, burst: burst, perBurst: 64, window: single ? 200 * 256 : 256, seconds: seconds)
+        say("pings=\(pings)")
+    case "churn", "churn-exact", "churn-1":
+        // 200 connections subscribing and unsubscribing one pattern in a loop.
+        let single = kind.hasSuffix("-1")
+        _ = open(single ? 1 : 200)
+        let type = kind == "churn-exact" ? "a.b.c" : "a.*.c"
+        let pair = Array(String(repeating: "{\"op\":\"subscribe\",\"type\":\"\(type)\",\"req\":1}\n{\"op\":\"unsubscribe\",\"type\":\"\(type)\",\"req\":2}\n", count: 16).utf8)
+        say("ready")
+        let changes = pipeline(conns, burst: pair, perBurst: 32, window: single ? 200 * 128 : 128, seconds: seconds)
+        say("changes=\(changes)")
+    case "partial":
+        // Connections each sending a frame of 1 MiB - 4 bytes without its LF.
+        let (accepted, refusedAtConnect) = open(300)
+        let refused = sortOutRefused()
+        var frame = Array(#"{"op":"ping","x":""#.utf8)
+        frame += [UInt8](repeating: 0x61, count: (1 << 20) - 4 - frame.count)
+        var offsets = [Int](repeating: 0, count: conns.count)
+        let start = monotonic()
+        var idleRounds = 0
+        while monotonic() - start < seconds && idleRounds < 20 {
+            var progress = 0
+            for (i, c) in conns.enumerated() where offsets[i] < frame.count {
+                let n = frame.withUnsafeBytes { c.writeSome(UnsafeRawBufferPointer(rebasing: $0[offsets[i]...])) }
+                offsets[i] += n
+                progress += n
+            }
+            idleRounds = progress == 0 ? idleRounds + 1 : 0
+            if progress == 0 { usleep(50_000) }
+        }
+        say("ready accepted=\(accepted - refused) refused=\(refused + refusedAtConnect) sent=\(offsets.reduce(0, +))")
+        holdUntilStopped(seconds)
+    case "slow":
+        // 400 connections: half send an incomplete frame and then nothing,
+        // half send one byte a second.
+        let (_, refusedAtConnect) = open(400)
+        let refused = sortOutRefused()
+        let stalled = Array(conns.prefix(conns.count / 2)), trickling = Array(conns.suffix(conns.count - conns.count / 2))
+        for c in stalled { _ = c.writeAll(Array(#"{"op":"ping","x":"abc"#.utf8)) }
+        for c in trickling { _ = c.writeAll(Array(#"{"op":"ping","x":""#.utf8)) }
+        say("ready accepted=\(conns.count) refused=\(refused + refusedAtConnect)")
+        var timedOut = 0, lastByte = monotonic(), firstClose = 0.0
+        let start = monotonic()
+        holdUntilStopped(seconds) {
+            if monotonic() - lastByte >= 1 {
+                lastByte = monotonic()
+                let byte: [UInt8] = [0x61]
+                for c in trickling where !c.closed { byte.withUnsafeBytes { _ = c.writeSome($0) } }
+            }
+            for c in stalled where !c.closed {
+                c.fill()
+                for line in c.takeLines() where line.contains("\"timeout\"") {
+                    timedOut += 1
+                    if firstClose == 0 { firstClose = monotonic() - start }
+                }
+            }
+        }
+        let tricklingOpen = trickling.filter { !$0.closed }.count
+        say("stalled=\(stalled.count) timed_out=\(timedOut) after=\(String(format: "%.1f", firstClose)) trickling_open=\(tricklingOpen)")
+    case "connections":
+        // One uid opens 4100 connections.
+        let start = monotonic()
+        let (_, refusedAtConnect) = open(4100)
+        let refused = sortOutRefused()
+        say("ready accepted=\(conns.count) refused=\(refused + refusedAtConnect) seconds=\(String(format: "%.2f", monotonic() - start))")
+        holdUntilStopped(seconds)
+    default:
+        fail("unknown attack \(kind)")
+    }
+}
+
+/// `--role victim SOCKET SECONDS`: another uid's publish rate (pipelined,
+/// 8192 in flight, a type nobody subscribes) and ping round trips (one every
+/// 5 ms on a second connection); prints `rate=... p50_ms=... p99_ms=... max_ms=...`.
+func runVictim(_ path: String, _ seconds: Double, publish: Bool) {
+    guard let publisher = Conn(path), let pinger = Conn(path) else { fail("victim cannot connect") }
+    let burst = Array(String(repeating: #"{"op":"publish","type":"v.load","req":1}"# + "\n", count: 64).utf8)
+    var inFlight = 0, acknowledged = 0, burstOffset = 0
+    let window = 8192
+    var rtts: [Double] = []
+    var rttTimes: [Double] = []
+    var pingSent: Double? = nil, lastPing = 0.0
+    let start = monotonic()
+    let end = start + seconds
+    var fds = [pollfd(fd: publisher.fd, events: Int16(POLLIN), revents: 0), pollfd(fd: pinger.fd, events: Int16(POLLIN), revents: 0)]
+    while monotonic() < end {
+        // Keep the window full; a burst the socket took only in part is finished first.
+        while publish && (burstOffset > 0 || inFlight <= window - 64) {
+            let n = burst.withUnsafeBytes { publisher.writeSome(UnsafeRawBufferPointer(rebasing: $0[burstOffset...])) }
+            burstOffset += n
+            if burstOffset == burst.count { burstOffset = 0; inFlight += 64 }
+            if n == 0 { break }
+        }
+        let now = monotonic()
+        if pingSent == nil && now - lastPing >= 0.005 {
+            if pinger.writeAll(Array(#"{"op":"ping","req":7}"#.utf8) + [0x0A]) { pingSent = now; lastPing = now }
+        }
+        _ = poll(&fds, 2, publish ? 1 : 5)
+        publisher.fill()
+        let acks = publisher.countLines()
+        acknowledged += acks
+        inFlight -= acks
+        pinger.fill()
+        if !pinger.takeLines().isEmpty, let sent = pingSent {
+            rtts.append((monotonic() - sent) * 1000)
+            rttTimes.append(sent - start)
+            pingSent = nil
+        }
+        if publisher.closed || pinger.closed { break }
+    }
+    if let sent = pingSent { rtts.append((monotonic() - sent) * 1000); rttTimes.append(sent - start) }  // an unanswered ping counts as long as it waited
+    if ProcessInfo.processInfo.environment["ATTACK_DEBUG"] != nil {
+        FileHandle.standardError.write(Data("victim: slowest pings (ms, at s): \(zip(rtts, rttTimes).sorted { $0.0 > $1.0 }.prefix(5).map { String(format: "%.1f@%.2f", $0.0, $0.1) })\n".utf8))
+    }
+    rtts.sort()
+    func percentile(_ p: Double) -> Double { rtts.isEmpty ? 9999 : rtts[min(rtts.count - 1, Int(Double(rtts.count) * p))] }
+    let rate = Double(acknowledged) / (monotonic() - start)
+    say(String(format: "rate=%.0f p50_ms=%.2f p99_ms=%.2f max_ms=%.2f pings=%d", rate, percentile(0.5), percentile(0.99), rtts.last ?? 9999, rtts.count))
+}
+
+// MARK: Driver
+
+struct Options {
+    var broker = ".build/release/eventbusd"
+    var rows: [String] = []
+    var attackerUID = 4321
+    var victimUID = 4322
+    var seconds = 4.0
+}
+
+/// A running child of this program (a role) or of the broker, with its stdout as lines.
+final class Child {
+    let process = Process()
+    let input = Pipe(), output = Pipe()
+    var buffer: [UInt8] = []
+
+    init(_ executable: String, _ arguments: [String]) {
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = FileHandle.standardError
+        do { try process.run() } catch { fail("cannot run \(executable): \(error)") }
+        _ = fcntl(output.fileHandleForReading.fileDescriptor, F_SETFL, O_NONBLOCK)
+    }
+
+    /// The next line of output, waiting up to `timeout` s.
+    func line(timeout: Double) -> String? {
+        let deadline = monotonic() + timeout
+        let fd = output.fileHandleForReading.fileDescriptor
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            if let lf = buffer.firstIndex(of: 0x0A) {
+                let text = String(decoding: buffer[..<lf], as: UTF8.self)
+                buffer.removeSubrange(...lf)
+                return text
+            }
+            let remaining = deadline - monotonic()
+            if remaining <= 0 { return nil }
+            var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            _ = poll(&entry, 1, Int32(min(remaining, 1) * 1000) + 1)
+            let n = read(fd, &chunk, chunk.count)
+            if n > 0 { buffer += chunk[0..<n] } else if n == 0 { return nil }
+        }
+    }
+
+    /// Closes its stdin (the "stop" of a holding role) and waits.
+    func stop() {
+        try? input.fileHandleForWriting.close()
+        let deadline = monotonic() + 20
+        while process.isRunning && monotonic() < deadline { usleep(10_000) }
+        if process.isRunning { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
+    }
+}
+
+func value(_ key: String, _ line: String?) -> Double? {
+    guard let line, let range = line.range(of: key + "=") else { return nil }
+    return Double(line[range.upperBound...].prefix { !$0.isWhitespace })
+}
+
+final class Broker {
+    let child: Child
+    let socket: String
+    var pid: Int32 { child.process.processIdentifier }
+
+    init(_ path: String, directory: String, options: [String]) {
+        socket = directory + "/bus.sock"
+        child = Child(path, ["--socket", socket, "--log-level", "warning"] + options)
+        let deadline = monotonic() + 10
+        while monotonic() < deadline {
+            if let c = Conn(socket), c.request(#"{"op":"ping","req":0}"#, until: "\"ok\"", timeout: 1) != nil { return }
+            usleep(20_000)
+        }
+        fail("eventbusd did not start")
+    }
+
+    func rssMiB() -> Double {
+        let text = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
+        let line = text.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
+        return (Double(line.filter(\.isNumber)) ?? 0) / 1024
+    }
+
+    func cpuSeconds() -> Double {
+        let text = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
+        guard let close = text.lastIndex(of: ")") else { return 0 }
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        return ((Double(fields[11]) ?? 0) + (Double(fields[12]) ?? 0)) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
+    /// `stats` as root; nil when the broker did not answer within 5 s.
+    func stats() -> (line: String, ms: Double)? {
+        guard let c = Conn(socket) else { return nil }
+        let t = monotonic()
+        guard let line = c.request(#"{"op":"stats","req":"s"}"#, until: "\"req\":\"s\"", timeout: 5) else { return nil }
+        return (line, (monotonic() - t) * 1000)
+    }
+
+    /// Sum of `key` over the `clients` entries of `uid`.
+    func clientsSum(_ key: String, uid: Int) -> Int {
+        guard let c = Conn(socket), let line = c.request(#"{"op":"clients","req":"c"}"#, until: "\"req\":\"c\"", timeout: 10) else { return -1 }
+        var sum = 0
+        for entry in line.components(separatedBy: "{\"conn\":").dropFirst() where integer("uid", in: entry) == uid {
+            sum += integer(key, in: entry) ?? 0
+        }
+        return sum
+    }
+
+    func stop() {
+        kill(pid, SIGTERM)
+        let deadline = monotonic() + 10
+        while child.process.isRunning && monotonic() < deadline { usleep(10_000) }
+        if child.process.isRunning { kill(pid, SIGKILL) }
+    }
+}
+
+/// One printed row: measured figures against bounds.
+struct Check {
+    let row: String, measure: String, value: String, bound: String, ok: Bool
+}
+
+nonisolated(unsafe) var checks: [Check] = []
+func check(_ row: String, _ measure: String, _ value: String, _ bound: String, _ ok: Bool) {
+    checks.append(Check(row: row, measure: measure, value: value, bound: bound, ok: ok))
+    FileHandle.standardError.write(Data("attack: \(row): \(measure) = \(value) (bound \(bound)) \(ok ? "ok" : "BROKEN")\n".utf8))
+}
+
+let mib = 1024.0 * 1024.0
+
+func runDriver(_ options: Options) {
+    let me = CommandLine.arguments[0]
+    let seconds = options.seconds
+    func asUID(_ uid: Int, _ arguments: [String]) -> Child {
+        Child("/usr/bin/setpriv", ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", me] + arguments)
+    }
+    func victim(_ broker: Broker, publish: Bool = true) -> String? {
+        let v = asUID(options.victimUID, ["--role", "victim", broker.socket, String(seconds), publish ? "publish" : "ping"])
+        defer { v.stop() }
+        return v.line(timeout: seconds + 20)
+    }
+    var brokersStarted = 0
+    func fresh(_ extra: [String]) -> (Broker, String) {
+        brokersStarted += 1
+        let directory = NSTemporaryDirectory() + "attack-\(getpid())-\(brokersStarted)"
+        mkdir(directory, 0o755)
+        chmod(directory, 0o755)
+        return (Broker(options.broker, directory: directory, options: extra), directory)
+    }
+    let all = ["keys", "patterns", "flood", "partial", "slow", "connections", "churn", "busy"]
+    for row in options.rows.isEmpty ? all : options.rows {
+        switch row {
+        case "keys":
+            let (broker, _) = fresh([])
+            // One frame alone, sequentially, to price it: 20 of them (CPU time comes in 10 ms ticks).
+            var frame = "{"
+            for i in 0..<85_000 { frame += "\"k\(i)\":1," }
+            frame += "\"op\":\"ping\",\"req\":1}"
+            let c = Conn(broker.socket)!
+            let cpu0 = broker.cpuSeconds()
+            for _ in 0..<20 { _ = c.request(frame, until: "\"req\":1", timeout: 30) }
+            let perFrame = (broker.cpuSeconds() - cpu0) / 20 * 1000
+            check(row, "broker CPU per 85,000-key frame (924 KB)", String(format: "%.1f ms", perFrame), "< 50 ms", perFrame < 50)
+            let attacker = asUID(options.attackerUID, ["--role", "attacker", "keys", broker.socket, "30"])
+            _ = attacker.line(timeout: 30)
+            let v = victim(broker, publish: false)
+            let done = attacker.line(timeout: 60)
+            attacker.stop()
+            let maxPing = value("max_ms", v) ?? 9999
+            check(row, "another uid's ping, max, while 8 such frames are handled (\(value("answered", done).map { String(Int($0)) } ?? "?") answered)",
+                  String(format: "%.1f ms", maxPing), "< 100 ms", maxPing < 100)
+            broker.stop()
+        case "patterns":
+            let (broker, _) = fresh([])
+            let rss0 = broker.rssMiB()
+            let attacker = asUID(options.attackerUID, ["--role", "attacker", "patterns", broker.socket, "60"])
+            let ready = attacker.line(timeout: 120)
+            let subscribed = Int(value("subscribed", ready) ?? -1)
+            check(row, "subscriptions one uid holds (40 connections x 4096 patterns of 254 bytes)", "\(subscribed)", "<= 16384 (per uid)", subscribed <= 16384 && subscribed > 0)
+            let grown = broker.rssMiB() - rss0
+            check(row, "broker RSS growth", String(format: "%.1f MiB", grown), "<= 64 MiB", grown <= 64)
+            let v = asUID(options.victimUID, ["--role", "victim", broker.socket, "2", "ping"])
+            usleep(200_000)
+            attacker.stop()  // closes all 40 connections at once
+            let vline = v.line(timeout: 30)
+            v.stop()
+            let maxPing = value("max_ms", vline) ?? 9999
+            check(row, "another uid's ping, max, while they are torn down", String(format: "%.1f ms", maxPing), "< 100 ms", maxPing < 100)
+            let stats = broker.stats()
+            check(row, "stats round trip after teardown", stats.map { String(format: "%.1f ms", $0.ms) } ?? "no answer", "< 100 ms", (stats?.ms ?? 9999) < 100)
+            broker.stop()
+        case "flood", "flood-x":
+            let (broker, _) = fresh([])
+            let idle = victim(broker)
+            let rss0 = broker.rssMiB()
+            let attacker = asUID(options.attackerUID, ["--role", "attacker", row, broker.socket, String(seconds * 3)])
+            let ready = attacker.line(timeout: 60)
+            let sent = value("sent", ready) ?? 0
+            let queued = broker.clientsSum("queued_bytes", uid: options.attackerUID)
+            let total = broker.stats().flatMap { integer("queued_bytes", in: $0.line) } ?? -1
+            check(row, "queued_bytes of 100 connections flooding \(row == "flood" ? "pings" : "`x` lines (error replies)"), never reading (sent \(Int(sent / mib)) MiB)",
+                  String(format: "%.1f MiB", Double(queued) / mib), "<= 64 MiB per uid (+1 frame per connection)", Double(queued) <= 64 * mib + 100 * 4096 && queued >= 0)
+            check(row, "queued_bytes in total", String(format: "%.1f MiB", Double(total) / mib), "<= 512 MiB (--max-queued)", Double(total) <= 512 * mib)
+            let grown = broker.rssMiB() - rss0
+            check(row, "broker RSS growth", String(format: "%.1f MiB", grown), "<= 64 MiB queued + 64 MiB", grown <= 128)
+            let v = victim(broker)
+            let idleRate = value("rate", idle) ?? 1, rate = value("rate", v) ?? 0, p99 = value("p99_ms", v) ?? 9999
+            check(row, "another uid's publish rate (idle \(Int(idleRate))/s)", "\(Int(rate))/s", ">= half idle", rate >= idleRate / 2)
+            check(row, "another uid's ping p99", String(format: "%.1f ms", p99), "< 100 ms", p99 < 100)
+            attacker.stop()
+            broker.stop()
+        case "busy", "churn", "churn-exact":
+            let (broker, _) = fresh([])
+            let idle = victim(broker)
+            /// Another uid's figures while `kind` runs.
+            func underAttack(_ kind: String) -> (victim: String?, stats: (line: String, ms: Double)?) {
+                let attacker = asUID(options.attackerUID, ["--role", "attacker", kind, broker.socket, String(seconds + 5)])
+                _ = attacker.line(timeout: 30)
+                usleep(300_000)
+                let v = victim(broker)
+                let stats = broker.stats()
+                attacker.stop()
+                return (v, stats)
+            }
+            let many = underAttack(row)
+            let what = row == "busy" ? "200 connections of one uid pinging as fast as they can" : "200 connections of one uid churning \(row == "churn-exact" ? "a.b.c" : "a.*.c")"
+            let idleRate = value("rate", idle) ?? 1, rate = value("rate", many.victim) ?? 0, p99 = value("p99_ms", many.victim) ?? 9999
+            check(row, "another uid's publish rate under \(what) (idle \(Int(idleRate))/s)", "\(Int(rate))/s (\(Int(rate * 100 / idleRate)) %)", ">= half idle", rate >= idleRate / 2)
+            check(row, "another uid's ping p99", String(format: "%.1f ms", p99), "< 100 ms", p99 < 100)
+            check(row, "stats round trip during the attack", many.stats.map { String(format: "%.1f ms", $0.ms) } ?? "no answer", "< 100 ms", (many.stats?.ms ?? 9999) < 100)
+            broker.stop()
+        case "partial":
+            let (broker, _) = fresh([])
+            let rss0 = broker.rssMiB()
+            // One uid with 300 connections, and 7 more uids with 64 each: over the total too.
+            var attackers = [asUID(options.attackerUID, ["--role", "attacker", "partial", broker.socket, "20"])]
+            let first = attackers[0].line(timeout: 60)
+            for k in 1...7 { attackers.append(asUID(options.attackerUID + 100 + k, ["--role", "attacker", "partial", broker.socket, "20"])) }
+            for a in attackers.dropFirst() { _ = a.line(timeout: 60) }
+            let inbound = broker.clientsSum("inbound_bytes", uid: options.attackerUID)
+            check(row, "connections of one uid sending 1 MiB - 4 bytes without LF: accepted",
+                  "\(Int(value("accepted", first) ?? -1)) of 300", "<= 256 (per uid)", (value("accepted", first) ?? 999) <= 256)
+            check(row, "incomplete-frame bytes held for that uid", String(format: "%.1f MiB", Double(inbound) / mib), "<= 16 MiB + 1 frame", Double(inbound) <= 17 * mib)
+            let total = (try? broker.clientsTotal("inbound_bytes")) ?? -1
+            if ProcessInfo.processInfo.environment["ATTACK_DEBUG"] != nil {
+                let perUID = (0...7).map { k in broker.clientsSum("inbound_bytes", uid: k == 0 ? options.attackerUID : options.attackerUID + 100 + k) / (1 << 20) }
+                FileHandle.standardError.write(Data("partial: MiB held per uid \(perUID)\n".utf8))
+            }
+            // Over --max-inbound only the uids above their share stop; later uids still
+            // get their share: at most twice the budget, plus one frame per throttled uid.
+            check(row, "incomplete-frame bytes held in total (8 uids)", String(format: "%.1f MiB", Double(total) / mib), "<= 2 x 64 MiB + 1 frame per uid", Double(total) <= 136 * mib)
+            let grown = broker.rssMiB() - rss0
+            check(row, "broker RSS growth", String(format: "%.1f MiB", grown), "<= 64 MiB inbound + 64 MiB", grown <= 128)
+            let v = victim(broker)
+            let p99 = value("p99_ms", v) ?? 9999
+            check(row, "another uid's ping p99", String(format: "%.1f ms", p99), "< 100 ms", p99 < 100)
+            for a in attackers { a.stop() }
+            broker.stop()
+        case "slow":
+            let (broker, _) = fresh(["--frame-timeout", "3s"])
+            let attacker = asUID(options.attackerUID, ["--role", "attacker", "slow", broker.socket, "6"])
+            let ready = attacker.line(timeout: 60)
+            let done = attacker.line(timeout: 30)
+            attacker.stop()
+            check(row, "connections of one uid accepted of 400", "\(Int(value("accepted", ready) ?? -1))", "<= 256 (per uid)", (value("accepted", ready) ?? 999) <= 256)
+            let stalled = Int(value("stalled", done) ?? -1), timedOut = Int(value("timed_out", done) ?? -2)
+            check(row, "stalled incomplete frames closed with timeout (--frame-timeout 3s, after \(value("after", done).map { String($0) } ?? "?") s)",
+                  "\(timedOut) of \(stalled)", "all", timedOut == stalled)
+            check(row, "connections sending one byte a second still open (they make progress; bounded per uid)", "\(Int(value("trickling_open", done) ?? -1))", "<= 128", (value("trickling_open", done) ?? 999) <= 128)
+            broker.stop()
+        case "connections":
+            let (broker, _) = fresh([])
+            let attacker = asUID(options.attackerUID, ["--role", "attacker", "connections", broker.socket, "20"])
+            let ready = attacker.line(timeout: 60)
+            check(row, "connections one uid got of 4100 (\(value("seconds", ready).map { String($0) } ?? "?") s)", "\(Int(value("accepted", ready) ?? -1))", "<= 256", (value("accepted", ready) ?? 999) <= 256)
+            let rootOK = Conn(broker.socket)?.request(#"{"op":"ping","req":1}"#, until: "\"ok\"") != nil
+            let v = victim(broker, publish: false)
+            check(row, "root connects", rootOK ? "yes" : "no", "yes", rootOK)
+            check(row, "a second uid connects and pings", v.flatMap { value("pings", $0) }.map { "\(Int($0)) pings" } ?? "no", "yes", (value("pings", v) ?? 0) > 0)
+            attacker.stop()
+            broker.stop()
+        default:
+            fail("unknown row \(row); rows: \(all.joined(separator: ", "))")
+        }
+    }
+    print("| row | measured | figure | bound | |")
+    print("| --- | --- | --- | --- | --- |")
+    for c in checks { print("| \(c.row) | \(c.measure) | \(c.value) | \(c.bound) | \(c.ok ? "ok" : "**broken**") |") }
+    exit(checks.allSatisfy(\.ok) ? 0 : 1)
+}
+
+extension Broker {
+    /// Sum of `key` over every `clients` entry.
+    func clientsTotal(_ key: String) throws -> Int {
+        guard let c = Conn(socket), let line = c.request(#"{"op":"clients","req":"c"}"#, until: "\"req\":\"c\"", timeout: 10) else { return -1 }
+        return line.components(separatedBy: "{\"conn\":").dropFirst().reduce(0) { $0 + (integer(key, in: $1) ?? 0) }
+    }
+}
+
+// MARK: Entry
+
+signal(SIGPIPE, SIG_IGN)
+var args = Array(CommandLine.arguments.dropFirst())
+if args.first == "--role" {
+    guard args.count >= 2 else { fail("--role needs a role") }
+    switch args[1] {
+    case "attacker":
+        guard args.count == 5, let seconds = Double(args[4]) else { fail("--role attacker KIND SOCKET SECONDS") }
+        runAttacker(args[2], args[3], seconds)
+    case "victim":
+        guard args.count == 5, let seconds = Double(args[3]) else { fail("--role victim SOCKET SECONDS publish|ping") }
+        runVictim(args[2], seconds, publish: args[4] == "publish")
+    default:
+        fail("unknown role \(args[1])")
+    }
+    exit(0)
+}
+var options = Options()
+while let arg = args.first {
+    args.removeFirst()
+    switch arg {
+    case "--broker":
+        guard !args.isEmpty else { fail("--broker needs a path") }
+        options.broker = args.removeFirst()
+    case "--seconds":
+        guard !args.isEmpty, let seconds = Double(args.removeFirst()) else { fail("--seconds takes a number") }
+        options.seconds = seconds
+    default: options.rows.append(arg)
+    }
+}
+guard getuid() == 0 else { fail("run as root: the attacks run as other uids through setpriv") }
+runDriver(options)
