@@ -9,101 +9,6 @@
 // while it has at least one local registration and the link is up.
 import EventBusProtocol
 
-/// Called once with the outcome of a request.
-typealias Completion<T> = @Sendable (Result<T, EventBusError>) -> Void
-
-/// A publish on its way to the broker.
-struct OutgoingPublish: Sendable {
-    var type: String
-    /// One line of valid JSON.
-    var data: JSONText
-    var source: String?
-    var id: String?
-    /// (1.1) Keep it as the retained event of its type.
-    var retain = false
-    /// The local observer that triggered it: not notified (`publish(_:from:)`).
-    var exclude: (AnyObject & Sendable)?
-    var completion: Completion<PublishReceipt>
-
-    /// The request that carries it.
-    var request: ClientRequest { .publish(type: type, source: source, id: id, retain: retain ? true : nil, data: data) }
-}
-
-/// What to do after a state change, outside the lock.
-struct Step {
-    /// Bytes to write to the connection (empty: nothing).
-    var write: [UInt8] = []
-    var effects: [Effect] = []
-
-    /// Queues `request`'s frame with `req`.
-    mutating func send(_ request: ClientRequest, req: Int64) { request.encode(req: req, to: &write) }
-}
-
-/// An effect of a state change.
-enum Effect {
-    /// Hand `event` to each sink.
-    case deliver(RawEvent, [any EventSink])
-    /// Hand a just-published event to local sinks, then complete the publish.
-    case published(RawEvent, [any EventSink], delivered: Int, Completion<PublishReceipt>)
-    /// Complete a `ping` or `stats` request with its reply.
-    case reply(Completion<Reply>, Result<Reply, EventBusError>)
-    /// Fail a publish.
-    case failPublish(Completion<PublishReceipt>, EventBusError)
-    /// End these sinks.
-    case finish([any EventSink], EventBusError?, discardQueued: Bool)
-    /// Report to `notices()` streams.
-    case notice(BusNotice)
-    /// The first connection is up (or failed): resume `EventBus.connect`.
-    case firstConnect(Completion<ConnectionInfo>, Result<ConnectionInfo, EventBusError>)
-    /// Wake the reader thread so it recomputes its sleep (a publish started waiting).
-    case wakeReader
-    /// Close the connection: it can no longer be trusted to be in step.
-    case dropConnection
-    /// (1.1) Complete a `current(_:)` request.
-    case completeCurrent(Completion<RawEvent?>, Result<RawEvent?, EventBusError>)
-    /// (1.1) Attach a gap to the next event of these sinks.
-    case markGap([any EventSink], BusGap)
-}
-
-/// The link to the broker.
-enum Link: Equatable {
-    /// No connection yet, or between attempts after a loss.
-    case disconnected
-    /// The handshake was written; `info` arrives with the `hello` reply.
-    case connected(ConnectionInfo?)
-    /// For good; `error` is nil after `close()`.
-    case closed(EventBusError?)
-}
-
-/// A request waiting for its `ok` or `error`.
-enum PendingRequest {
-    case hello
-    case subscribe(String)
-    /// (1.1) A subscribe with `last` for these registrations' initial value.
-    case subscribeInitial(String, [UInt64])
-    /// (1.1) A subscribe with `last` for `current(_:)`.
-    case current(Completion<RawEvent?>)
-    /// (1.1) The ping after a `current` subscribe (req): nothing retained if still waiting.
-    case currentSentinel(Int64)
-    case unsubscribe(String)
-    case publish(OutgoingPublish)
-    case ping(Completion<Reply>)
-    case stats(Completion<Reply>)
-}
-
-/// The registrations on one pattern.
-struct PatternEntry {
-    let pattern: Pattern
-    /// Registrations that receive its events.
-    var sinks: [UInt64: any EventSink] = [:]
-    /// (1.1) Registrations made with `initial: .last`, waiting for the
-    /// answer to their subscribe with `last`: they join `sinks` then, just
-    /// before their retained events, so nothing older reaches them after.
-    var waitingInitial: [UInt64: any EventSink] = [:]
-
-    var isEmpty: Bool { sinks.isEmpty && waitingInitial.isEmpty }
-}
-
 /// The whole client state, behind `BusCore`'s state lock.
 struct ClientState {
     let path: String
@@ -144,7 +49,7 @@ struct ClientState {
     /// The last `error` frame without `req` on the current connection, as `code: message`.
     private var refusalOnConnection: String?
     private var nextReq: Int64 = 1
-    private var nextRegistration: UInt64 = 1
+    var nextRegistration: UInt64 = 1
     private var timestamps = TimestampFormatter()
 
     init(path: String, clientName: String?, overflow: OverflowPolicy, whileDisconnected: EventBus.DisconnectedPublishing, identity: (pid: Int32, uid: UInt32, gid: UInt32), firstConnect: Completion<ConnectionInfo>?, runtimeDirectory: String? = nil) {
@@ -310,105 +215,6 @@ struct ClientState {
         if notice, let error { step.effects.append(.notice(.gaveUp(error))) }
         step.effects.append(.dropConnection)
         return step
-    }
-
-    // MARK: Registrations
-
-    /// Adds a local registration on `pattern`; subscribes at the broker when it
-    /// is the pattern's first and the link is up (otherwise the next
-    /// connection subscribes it).
-    /// - Returns: the registration id (for `remove`) and the step. On a closed
-    ///   bus the sink is ended at once.
-    /// - Parameter initial: (1.1) first hand it the retained events of the
-    ///   pattern (`initial: .last`): it waits for the answer to a subscribe
-    ///   with `last`, sent now when connected, or on the next connection.
-    mutating func add(_ sink: any EventSink, on pattern: Pattern, initial: Bool = false) -> (UInt64, Step) {
-        var step = Step()
-        let id = nextRegistration
-        nextRegistration += 1
-        if case .closed(let error) = link {
-            step.effects.append(.finish([sink], error ?? .closed, discardQueued: true))
-            return (id, step)
-        }
-        patternOfRegistration[id] = pattern.text
-        if initial {
-            patterns[pattern.text, default: PatternEntry(pattern: pattern)].waitingInitial[id] = sink
-            if isConnected {
-                let req = takeReq()
-                pending[req] = .subscribeInitial(pattern.text, [id])
-                subscribed.insert(pattern.text)
-                step.send(.subscribe(pattern: pattern.text, last: true), req: req)
-            }
-            return (id, step)
-        }
-        patterns[pattern.text, default: PatternEntry(pattern: pattern)].sinks[id] = sink
-        if isConnected && !subscribed.contains(pattern.text) {
-            let req = takeReq()
-            pending[req] = .subscribe(pattern.text)
-            subscribed.insert(pattern.text)
-            step.send(.subscribe(pattern: pattern.text), req: req)
-        }
-        return (id, step)
-    }
-
-    /// Removes registration `id` (cancel, stream ended); unsubscribes at the
-    /// broker when it was its pattern's last.
-    mutating func remove(_ id: UInt64) -> Step {
-        var step = Step()
-        guard let text = patternOfRegistration.removeValue(forKey: id),
-              let sink = patterns[text]?.sinks.removeValue(forKey: id) ?? patterns[text]?.waitingInitial.removeValue(forKey: id) else { return step }
-        step.effects.append(.finish([sink], nil, discardQueued: true))
-        unsubscribeIfUnused(text, &step)
-        return step
-    }
-
-    /// Removes registrations whose observer was deallocated (observers are
-    /// held weakly and may go away without cancelling).
-    mutating func sweep() -> Step {
-        var step = Step()
-        var dead: [any EventSink] = []
-        for (text, entry) in patterns {
-            let gone = entry.sinks.filter { !$0.value.isAlive }.merging(entry.waitingInitial.filter { !$0.value.isAlive }) { a, _ in a }
-            guard !gone.isEmpty else { continue }
-            for id in gone.keys {
-                patterns[text]?.sinks[id] = nil
-                patterns[text]?.waitingInitial[id] = nil
-                patternOfRegistration[id] = nil
-            }
-            dead += gone.values
-            unsubscribeIfUnused(text, &step)
-        }
-        if !dead.isEmpty { step.effects.append(.finish(dead, nil, discardQueued: true)) }
-        return step
-    }
-
-    /// Whether any registration's observer is gone (cheap pre-check for `sweep`).
-    var hasDeadRegistrations: Bool {
-        patterns.values.contains { $0.sinks.values.contains { !$0.isAlive } || $0.waitingInitial.values.contains { !$0.isAlive } }
-    }
-
-    mutating func unsubscribeIfUnused(_ text: String, _ step: inout Step) {
-        guard let entry = patterns[text], entry.isEmpty else { return }
-        patterns[text] = nil
-        history.forget(text)
-        if isConnected && subscribed.remove(text) != nil {
-            let req = takeReq()
-            pending[req] = .unsubscribe(text)
-            step.send(.unsubscribe(pattern: text), req: req)
-        }
-    }
-
-    /// The sinks whose pattern matches `type`, minus the registrations of `excluding`.
-    func sinks(matching type: String, excluding: AnyObject? = nil) -> [any EventSink] {
-        var result: [any EventSink] = []
-        if let exact = patterns[type] { result += exact.sinks.values }
-        if let eventType = EventType(type) {
-            for entry in patterns.values where entry.pattern.hasWildcards && entry.pattern.matches(eventType) {
-                result += entry.sinks.values
-            }
-        }
-        if let excluding { result.removeAll { $0.isObserver(excluding) } }
-        return result
     }
 
     // MARK: Requests
