@@ -1,5 +1,7 @@
 // Example: a dashboard whose views observe `currency.changed`. Each view is
 // an observer held weakly by the bus; the handler runs on the main actor.
+// With `initial: .last` a view first shows the current currency (the one
+// retained by the settings service), then every change.
 //
 //     dashboard [--socket PATH] [--count N]
 //
@@ -21,7 +23,7 @@ struct CurrencyChanged: BusEvent {
 
     init(name: String, bus: EventBus, onChange: @escaping @MainActor () -> Void) {
         self.name = name
-        bus.subscribe(self, to: CurrencyChanged.self) { view, event in
+        bus.subscribe(self, to: CurrencyChanged.self, initial: .last) { view, event in
             view.currency = event.code
             say("dashboard: \(view.name) shows prices in \(event.code)")
             onChange()

@@ -3,8 +3,10 @@
 //
 //     settings-service [--socket PATH] EUR GBP ...
 //
-// Each code is published once, in order; the program prints the broker's
-// receipt and exits 0 (1 with a message on stderr if the bus is unavailable).
+// Each code is published once, in order, and retained: the broker keeps the
+// last one as the current value, which a dashboard started later shows at
+// once (`initial: .last`). The program prints the broker's receipt and
+// exits 0 (1 with a message on stderr if the bus is unavailable).
 import EventBusClient
 import Foundation
 
@@ -28,7 +30,7 @@ guard !arguments.isEmpty else {
 do {
     let bus = try await EventBus.connect(configuration)
     for code in arguments {
-        let receipt = try await bus.publish(CurrencyChanged(code: code))
+        let receipt = try await bus.publish(CurrencyChanged(code: code), retain: true)
         print("settings-service: currency is now \(code) (seq \(receipt.seq), delivered to \(receipt.delivered))")
     }
     bus.close()

@@ -120,6 +120,10 @@ final class BusCore: Sendable {
             case .dropConnection:
                 shutdownHandle.withLock { fd in _ = try? fd?.shutdown(.both) }
                 wake.signal()
+            case .completeCurrent(let completion, let result):
+                completion(result)
+            case .markGap(let sinks, let gap):
+                for sink in sinks { sink.markGap(gap) }
             }
         }
         if effects.contains(where: { if case .dropConnection = $0 { true } else { false } }) {
@@ -152,7 +156,7 @@ final class BusCore: Sendable {
         return stream
     }
 
-    private func post(_ notice: BusNotice) {
+    func post(_ notice: BusNotice) {
         let targets = noticeStreams.withLock { Array($0.values) }
         for continuation in targets { continuation.yield(notice) }
     }

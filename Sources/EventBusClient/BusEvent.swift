@@ -51,9 +51,21 @@ public struct EventMetadata: Hashable, Sendable {
     /// PROTOCOL.md "Semantics"); `time` is then this process's clock when the
     /// broker's `ok` arrived, and `seq` the one in that `ok`.
     public var isLocal: Bool
+    /// (1.1) The retained event of its type, sent as the current value
+    /// (`initial: .last`, `current(_:)`) rather than as it happened; `seq`
+    /// and `time` are those of its publication.
+    public var isRetained: Bool
+    /// (1.1) Replayed from the broker's history after a reconnect: it was
+    /// published while this process was not connected.
+    public var isReplayed: Bool
+    /// (1.1) Set on the first event a registration gets after a reconnect
+    /// that could not recover everything: events before this one may have
+    /// been missed (also reported once as `BusNotice.gap`).
+    public var gap: BusGap?
 
     /// Metadata as an event frame carries it (for tests and custom decoding).
-    public init(type: String, seq: UInt64, time: String, source: String, id: String, pid: Int32, uid: UInt32, gid: UInt32, isLocal: Bool = false) {
+    public init(type: String, seq: UInt64, time: String, source: String, id: String, pid: Int32, uid: UInt32, gid: UInt32, isLocal: Bool = false,
+                isRetained: Bool = false, isReplayed: Bool = false, gap: BusGap? = nil) {
         self.type = type
         self.seq = seq
         self.time = time
@@ -63,6 +75,9 @@ public struct EventMetadata: Hashable, Sendable {
         self.uid = uid
         self.gid = gid
         self.isLocal = isLocal
+        self.isRetained = isRetained
+        self.isReplayed = isReplayed
+        self.gap = gap
     }
 
     /// `time` as a `Date`, or nil if it is not RFC 3339 with milliseconds.

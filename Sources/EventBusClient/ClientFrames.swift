@@ -33,7 +33,8 @@ extension RawEvent {
             source: string(fields.source), id: string(fields.id),
             pid: fields.pid.flatMap { Int32(exactly: $0) } ?? 0,
             uid: fields.uid.flatMap { UInt32(exactly: $0) } ?? 0,
-            gid: fields.gid.flatMap { UInt32(exactly: $0) } ?? 0
+            gid: fields.gid.flatMap { UInt32(exactly: $0) } ?? 0,
+            isRetained: fields.retained, isReplayed: fields.replayed
         )
         let data = fields.data.map { Array(UnsafeRawBufferPointer(rebasing: frame[$0.start..<$0.end])) } ?? Array("null".utf8)
         self.init(metadata: metadata, data: data)

@@ -9,82 +9,6 @@
 // while it has at least one local registration and the link is up.
 import EventBusProtocol
 
-/// Called once with the outcome of a request.
-typealias Completion<T> = @Sendable (Result<T, EventBusError>) -> Void
-
-/// A publish on its way to the broker.
-struct OutgoingPublish: Sendable {
-    var type: String
-    /// One line of valid JSON.
-    var data: JSONText
-    var source: String?
-    var id: String?
-    /// The local observer that triggered it: not notified (`publish(_:from:)`).
-    var exclude: (AnyObject & Sendable)?
-    var completion: Completion<PublishReceipt>
-
-    /// The request that carries it.
-    var request: ClientRequest { .publish(type: type, source: source, id: id, data: data) }
-}
-
-/// What to do after a state change, outside the lock.
-struct Step {
-    /// Bytes to write to the connection (empty: nothing).
-    var write: [UInt8] = []
-    var effects: [Effect] = []
-
-    /// Queues `request`'s frame with `req`.
-    mutating func send(_ request: ClientRequest, req: Int64) { request.encode(req: req, to: &write) }
-}
-
-/// An effect of a state change.
-enum Effect {
-    /// Hand `event` to each sink.
-    case deliver(RawEvent, [any EventSink])
-    /// Hand a just-published event to local sinks, then complete the publish.
-    case published(RawEvent, [any EventSink], delivered: Int, Completion<PublishReceipt>)
-    /// Complete a `ping` or `stats` request with its reply.
-    case reply(Completion<Reply>, Result<Reply, EventBusError>)
-    /// Fail a publish.
-    case failPublish(Completion<PublishReceipt>, EventBusError)
-    /// End these sinks.
-    case finish([any EventSink], EventBusError?, discardQueued: Bool)
-    /// Report to `notices()` streams.
-    case notice(BusNotice)
-    /// The first connection is up (or failed): resume `EventBus.connect`.
-    case firstConnect(Completion<ConnectionInfo>, Result<ConnectionInfo, EventBusError>)
-    /// Wake the reader thread so it recomputes its sleep (a publish started waiting).
-    case wakeReader
-    /// Close the connection: it can no longer be trusted to be in step.
-    case dropConnection
-}
-
-/// The link to the broker.
-enum Link: Equatable {
-    /// No connection yet, or between attempts after a loss.
-    case disconnected
-    /// The handshake was written; `info` arrives with the `hello` reply.
-    case connected(ConnectionInfo?)
-    /// For good; `error` is nil after `close()`.
-    case closed(EventBusError?)
-}
-
-/// A request waiting for its `ok` or `error`.
-enum PendingRequest {
-    case hello
-    case subscribe(String)
-    case unsubscribe(String)
-    case publish(OutgoingPublish)
-    case ping(Completion<Reply>)
-    case stats(Completion<Reply>)
-}
-
-/// The registrations on one pattern.
-struct PatternEntry {
-    let pattern: Pattern
-    var sinks: [UInt64: any EventSink] = [:]
-}
-
 /// The whole client state, behind `BusCore`'s state lock.
 struct ClientState {
     let path: String
@@ -95,13 +19,22 @@ struct ClientState {
 
     private(set) var link: Link = .disconnected
     /// Local registrations by pattern text.
-    private(set) var patterns: [String: PatternEntry] = [:]
+    var patterns: [String: PatternEntry] = [:]
     /// Pattern text of each registration id.
-    private var patternOfRegistration: [UInt64: String] = [:]
+    var patternOfRegistration: [UInt64: String] = [:]
     /// Patterns subscribed at the broker on the current connection.
-    private(set) var subscribed: Set<String> = []
+    var subscribed: Set<String> = []
     /// Requests written on the current connection, by `req`.
-    private(set) var pending: [Int64: PendingRequest] = [:]
+    var pending: [Int64: PendingRequest] = [:]
+    /// (1.1) Where this process has got to, for `since` on reconnect
+    /// (ClientState+History.swift).
+    var history = HistoryPosition()
+    /// (1.1) Who gets the retained events that follow the last `ok` of a
+    /// subscribe with `last` (they come right after it, before any other reply).
+    var retainedTarget: RetainedTarget?
+    /// (1.1) `current(_:)` requests answered with a count of retained events
+    /// still to come, by the subscribe's `req`.
+    var currentWaiting: [Int64: Completion<RawEvent?>] = [:]
     /// Publishes waiting for a connection, oldest first, with their deadline (monotonic ns).
     private(set) var waiting: [(publish: OutgoingPublish, deadline: Int64)] = []
     /// Resumes `EventBus.connect` once.
@@ -116,7 +49,7 @@ struct ClientState {
     /// The last `error` frame without `req` on the current connection, as `code: message`.
     private var refusalOnConnection: String?
     private var nextReq: Int64 = 1
-    private var nextRegistration: UInt64 = 1
+    var nextRegistration: UInt64 = 1
     private var timestamps = TimestampFormatter()
 
     init(path: String, clientName: String?, overflow: OverflowPolicy, whileDisconnected: EventBus.DisconnectedPublishing, identity: (pid: Int32, uid: UInt32, gid: UInt32), firstConnect: Completion<ConnectionInfo>?, runtimeDirectory: String? = nil) {
@@ -151,7 +84,7 @@ struct ClientState {
     /// The earliest deadline among waiting publishes.
     var earliestWaitingDeadline: Int64? { waiting.map(\.deadline).min() }
 
-    private mutating func takeReq() -> Int64 {
+    mutating func takeReq() -> Int64 {
         defer { nextReq += 1 }
         return nextReq
     }
@@ -174,11 +107,9 @@ struct ClientState {
         pending[hello] = .hello
         step.send(.hello(client: clientName, echo: false, overflow: overflow), req: hello)
         subscribed = []
+        history.connectionStarted()
         for pattern in patterns.keys.sorted() {
-            let req = takeReq()
-            pending[req] = .subscribe(pattern)
-            subscribed.insert(pattern)
-            step.send(.subscribe(pattern: pattern), req: req)
+            resubscribe(pattern, &step)
         }
         for (publish, _) in waiting {
             let req = takeReq()
@@ -201,6 +132,7 @@ struct ClientState {
         subscribed = []
         let error = EventBusError.connectionLost(reason: reason)
         failPending(error, &step)
+        failCurrent(error, &step)
         if let first = firstConnect {
             // Lost before the first `hello` reply: `connect` fails, no retry.
             // Silence may be a broker that failed to start; a refusal (`limit`) is named.
@@ -227,7 +159,8 @@ struct ClientState {
             switch pending[req]! {
             case .publish(let p): step.effects.append(.failPublish(p.completion, error))
             case .ping(let c), .stats(let c): step.effects.append(.reply(c, .failure(error)))
-            case .hello, .subscribe, .unsubscribe: break
+            case .current(let c): step.effects.append(.completeCurrent(c, .failure(error)))
+            case .hello, .subscribe, .subscribeInitial, .unsubscribe, .currentSentinel: break
             }
         }
         pending = [:]
@@ -267,13 +200,14 @@ struct ClientState {
         link = .closed(error)
         let failure = error ?? .closed
         failPending(failure, &step)
+        failCurrent(failure, &step)
         for (publish, _) in waiting { step.effects.append(.failPublish(publish.completion, failure)) }
         waiting = []
         if let first = firstConnect {
             firstConnect = nil
             step.effects.append(.firstConnect(first, .failure(failure)))
         }
-        let sinks = patterns.values.flatMap { $0.sinks.values }
+        let sinks = patterns.values.flatMap { Array($0.sinks.values) + Array($0.waitingInitial.values) }
         patterns = [:]
         patternOfRegistration = [:]
         subscribed = []
@@ -281,90 +215,6 @@ struct ClientState {
         if notice, let error { step.effects.append(.notice(.gaveUp(error))) }
         step.effects.append(.dropConnection)
         return step
-    }
-
-    // MARK: Registrations
-
-    /// Adds a local registration on `pattern`; subscribes at the broker when it
-    /// is the pattern's first and the link is up (otherwise the next
-    /// connection subscribes it).
-    /// - Returns: the registration id (for `remove`) and the step. On a closed
-    ///   bus the sink is ended at once.
-    mutating func add(_ sink: any EventSink, on pattern: Pattern) -> (UInt64, Step) {
-        var step = Step()
-        let id = nextRegistration
-        nextRegistration += 1
-        if case .closed(let error) = link {
-            step.effects.append(.finish([sink], error ?? .closed, discardQueued: true))
-            return (id, step)
-        }
-        patterns[pattern.text, default: PatternEntry(pattern: pattern)].sinks[id] = sink
-        patternOfRegistration[id] = pattern.text
-        if isConnected && !subscribed.contains(pattern.text) {
-            let req = takeReq()
-            pending[req] = .subscribe(pattern.text)
-            subscribed.insert(pattern.text)
-            step.send(.subscribe(pattern: pattern.text), req: req)
-        }
-        return (id, step)
-    }
-
-    /// Removes registration `id` (cancel, stream ended); unsubscribes at the
-    /// broker when it was its pattern's last.
-    mutating func remove(_ id: UInt64) -> Step {
-        var step = Step()
-        guard let text = patternOfRegistration.removeValue(forKey: id),
-              let sink = patterns[text]?.sinks.removeValue(forKey: id) else { return step }
-        step.effects.append(.finish([sink], nil, discardQueued: true))
-        unsubscribeIfUnused(text, &step)
-        return step
-    }
-
-    /// Removes registrations whose observer was deallocated (observers are
-    /// held weakly and may go away without cancelling).
-    mutating func sweep() -> Step {
-        var step = Step()
-        var dead: [any EventSink] = []
-        for (text, entry) in patterns {
-            let gone = entry.sinks.filter { !$0.value.isAlive }
-            guard !gone.isEmpty else { continue }
-            for id in gone.keys {
-                patterns[text]?.sinks[id] = nil
-                patternOfRegistration[id] = nil
-            }
-            dead += gone.values
-            unsubscribeIfUnused(text, &step)
-        }
-        if !dead.isEmpty { step.effects.append(.finish(dead, nil, discardQueued: true)) }
-        return step
-    }
-
-    /// Whether any registration's observer is gone (cheap pre-check for `sweep`).
-    var hasDeadRegistrations: Bool {
-        patterns.values.contains { $0.sinks.values.contains { !$0.isAlive } }
-    }
-
-    private mutating func unsubscribeIfUnused(_ text: String, _ step: inout Step) {
-        guard let entry = patterns[text], entry.sinks.isEmpty else { return }
-        patterns[text] = nil
-        if isConnected && subscribed.remove(text) != nil {
-            let req = takeReq()
-            pending[req] = .unsubscribe(text)
-            step.send(.unsubscribe(pattern: text), req: req)
-        }
-    }
-
-    /// The sinks whose pattern matches `type`, minus the registrations of `excluding`.
-    func sinks(matching type: String, excluding: AnyObject? = nil) -> [any EventSink] {
-        var result: [any EventSink] = []
-        if let exact = patterns[type] { result += exact.sinks.values }
-        if let eventType = EventType(type) {
-            for entry in patterns.values where entry.pattern.hasWildcards && entry.pattern.matches(eventType) {
-                result += entry.sinks.values
-            }
-        }
-        if let excluding { result.removeAll { $0.isObserver(excluding) } }
-        return result
     }
 
     // MARK: Requests
@@ -426,14 +276,21 @@ struct ClientState {
         switch frame {
         case .event(let fields):
             let event = RawEvent(fields, in: bytes)
+            if fields.retained {
+                routeRetained(event, &step)  // (1.1) an answer to a subscribe with `last`
+                break
+            }
+            history.saw(fields.seq)
             let sinks = sinks(matching: event.metadata.type)
             if !sinks.isEmpty { step.effects.append(.deliver(event, sinks)) }
         case .dropped(let count, let since):
             step.effects.append(.notice(.dropped(count: count, sinceSeq: since)))
         case .ok(let reply):
+            retainedTarget = nil
             guard let req = reply.req, let request = pending.removeValue(forKey: req) else { break }
-            succeeded(request, reply, wallNanoseconds: wallNanoseconds, &step)
+            succeeded(request, req: req, reply, wallNanoseconds: wallNanoseconds, &step)
         case .error(let reply):
+            retainedTarget = nil
             let error = EventBusError(errorReply: reply)
             if let req = reply.req, let request = pending.removeValue(forKey: req) {
                 failed(request, error, &step)
@@ -451,13 +308,15 @@ struct ClientState {
                 }
                 step.effects.append(.notice(.brokerError(error)))
             }
-        case .gap, .unknown:
-            break  // PROTOCOL.md "Framing": unknown fields and ops are for newer peers; no `since` is sent yet.
+        case .gap(let pattern, let since, let first):
+            reportGap(pattern: pattern, sinceSeq: since, firstSeq: first, &step)
+        case .unknown:
+            break  // PROTOCOL.md "Framing": unknown fields and ops are for newer peers.
         }
         return step
     }
 
-    private mutating func succeeded(_ request: PendingRequest, _ reply: Reply, wallNanoseconds: Int64, _ step: inout Step) {
+    private mutating func succeeded(_ request: PendingRequest, req: Int64, _ reply: Reply, wallNanoseconds: Int64, _ step: inout Step) {
         switch request {
         case .hello:
             let info = ConnectionInfo(
@@ -468,15 +327,27 @@ struct ClientState {
                 features: reply.strings("features") ?? []
             )
             link = .connected(info)
+            history.greeted(instance: info.instance)
             if let first = firstConnect {
                 firstConnect = nil
                 step.effects.append(.firstConnect(first, .success(info)))
             }
             step.effects.append(.notice(.connected(info)))
-        case .subscribe, .unsubscribe:
+        case .subscribe(let text):
+            history.covered.insert(text)
+        case .subscribeInitial(let text, let ids):
+            initialAnswered(text, ids, retained: reply.unsigned("retained") ?? 0, &step)
+        case .current(let completion):
+            currentAnswered(req, completion, retained: reply.unsigned("retained") ?? 0, &step)
+        case .currentSentinel(let subscribeReq):
+            if let completion = currentWaiting.removeValue(forKey: subscribeReq) {
+                step.effects.append(.completeCurrent(completion, .success(nil)))
+            }
+        case .unsubscribe:
             break
         case .publish(let publish):
             let seq = reply.unsigned("seq") ?? 0
+            history.saw(seq)
             let delivered = Int(reply.unsigned("delivered") ?? 0)
             let time = timestamps.string(nanosecondsSinceEpoch: wallNanoseconds)
             let instance = connectionInfo?.instance ?? ""
@@ -493,6 +364,17 @@ struct ClientState {
         }
     }
 
+    /// The broker refused to subscribe `text`: every registration on it ends.
+    private mutating func refuse(_ text: String, _ error: EventBusError, _ step: inout Step) {
+        subscribed.remove(text)
+        history.forget(text)
+        guard let entry = patterns.removeValue(forKey: text) else { return }
+        for id in entry.sinks.keys { patternOfRegistration[id] = nil }
+        for id in entry.waitingInitial.keys { patternOfRegistration[id] = nil }
+        step.effects.append(.finish(Array(entry.sinks.values) + Array(entry.waitingInitial.values), error, discardQueued: false))
+        step.effects.append(.notice(.subscriptionRefused(pattern: text, error)))
+    }
+
     private mutating func failed(_ request: PendingRequest, _ error: EventBusError, _ step: inout Step) {
         switch request {
         case .hello:
@@ -506,11 +388,24 @@ struct ClientState {
                 step.effects.append(.notice(.brokerError(error)))
             }
         case .subscribe(let text):
-            subscribed.remove(text)
-            guard let entry = patterns.removeValue(forKey: text) else { break }
-            for id in entry.sinks.keys { patternOfRegistration[id] = nil }
-            step.effects.append(.finish(Array(entry.sinks.values), error, discardQueued: false))
-            step.effects.append(.notice(.subscriptionRefused(pattern: text, error)))
+            refuse(text, error, &step)
+        case .subscribeInitial(let text, let ids):
+            if patterns[text]?.sinks.isEmpty ?? true {
+                refuse(text, error, &step)
+            } else {
+                // The pattern stays subscribed for the others; only these end.
+                var ended: [any EventSink] = []
+                for id in ids {
+                    if let sink = patterns[text]?.waitingInitial.removeValue(forKey: id) { ended.append(sink) }
+                    patternOfRegistration[id] = nil
+                }
+                step.effects.append(.finish(ended, error, discardQueued: false))
+                step.effects.append(.notice(.subscriptionRefused(pattern: text, error)))
+            }
+        case .current(let completion):
+            step.effects.append(.completeCurrent(completion, .failure(error)))
+        case .currentSentinel:
+            break
         case .unsubscribe:
             step.effects.append(.notice(.brokerError(error)))
         case .publish(let publish):

@@ -48,6 +48,16 @@ public final class Subscription: Sendable, Hashable {
 }
 
 extension EventBus {
+    /// (1.1) What a new registration receives before new events.
+    public enum Initial: Sendable, Equatable {
+        /// Nothing: only events published from now on.
+        case none
+        /// The retained event of the type (or pattern) first, if there is one:
+        /// the current value, as last published with `retain: true`
+        /// (`EventMetadata.isRetained`); then newer events, none older.
+        case last
+    }
+
     /// Observes events of type `Event` for `observer`, held weakly.
     ///
     /// `handler` is called once per event, in order, isolated like the code
@@ -63,8 +73,12 @@ extension EventBus {
     /// - Parameters:
     ///   - observer: the object whose lifetime bounds the registration.
     ///   - type: the event type to observe (`Event.eventType`).
+    ///   - initial: (1.1) `.last` calls the handler with the retained event
+    ///     first, so a view made after the change shows the current value at
+    ///     once: `bus.subscribe(self, to: CurrencyChanged.self, initial: .last) { view, event in ... }`.
     ///   - handler: `(observer, event)`.
-    /// - Returns: a token to cancel early; it need not be kept.
+    /// - Returns: a token to cancel early; it need not be kept (or end every
+    ///   registration of the observer with `unsubscribe(_:)`).
     // `@_inheritActorContext` (the attribute `Task.init` uses) makes a closure
     // written in `@MainActor` code main-actor isolated, so the handler can
     // touch the observer's state; `@isolated(any)` lets us read that isolation
@@ -74,6 +88,7 @@ extension EventBus {
     public func subscribe<Observer: AnyObject & Sendable, Event: BusEvent>(
         _ observer: Observer,
         to type: Event.Type,
+        initial: Initial = .none,
         @_inheritActorContext handler: @escaping @isolated(any) @Sendable (Observer, Event) -> Void
     ) -> Subscription {
         let reference = WeakReference(observer)
@@ -82,9 +97,10 @@ extension EventBus {
             bufferLimit: core.configuration.bufferLimit,
             transform: { raw throws(EventBusError) in try raw.decode(Event.self, using: decoder) },
             observerAlive: { reference.object != nil },
-            observerIdentity: { $0 === reference.object }
+            observerIdentity: { $0 === reference.object },
+            observerID: ObjectIdentifier(observer)
         )
-        let subscription = register(sink, on: Event.validatedEventType.name, cancelsOnDeinit: false)
+        let subscription = register(sink, on: Event.validatedEventType.name, initial: initial, cancelsOnDeinit: false)
         Task {
             for await item in stream {
                 guard case .value(let event) = item else { continue }
@@ -111,9 +127,11 @@ extension EventBus {
     /// the returned token is cancelled or deinitialised.
     ///
     /// `handler` runs in order, isolated like the code that registered it.
+    /// - Parameter initial: (1.1) `.last`: the retained event first.
     /// - Returns: the token that keeps the registration alive: keep it.
     public func subscribe<Event: BusEvent>(
         to type: Event.Type,
+        initial: Initial = .none,
         @_inheritActorContext handler: @escaping @isolated(any) @Sendable (Delivery<Event>) -> Void
     ) -> Subscription {
         let decoder = core.configuration.decoder
@@ -123,7 +141,7 @@ extension EventBus {
                 Delivery(event: try raw.decode(Event.self, using: decoder), metadata: raw.metadata)
             }
         )
-        let subscription = register(sink, on: Event.validatedEventType.name, cancelsOnDeinit: true)
+        let subscription = register(sink, on: Event.validatedEventType.name, initial: initial, cancelsOnDeinit: true)
         Task {
             for await item in stream {
                 guard case .value(let delivery) = item else { continue }
@@ -143,12 +161,25 @@ extension EventBus {
         await handler(delivery)
     }
 
+    /// (1.1) Ends every registration of `observer` at once (all its event
+    /// types), as the in-process observer registries of the seeds do; the
+    /// broker subscriptions left without registrations are withdrawn.
+    /// Synchronous and nonisolated, so a `@MainActor` observer can call it
+    /// from its `deinit` (a plain `deinit` is nonisolated, and `bus` is a
+    /// `Sendable` `let`): `deinit { bus.unsubscribe(self) }`; with Swift 6.2's
+    /// `isolated deinit` it works the same. (Without it the registrations
+    /// end anyway once the observer is gone, within `sweepInterval`.)
+    public func unsubscribe(_ observer: AnyObject) {
+        let id = ObjectIdentifier(observer)
+        core.change { $0.removeRegistrations(of: id) }
+    }
+
     /// Adds `sink` on `pattern` (already validated) and wraps it in a token.
-    func register(_ sink: any EventSink, on pattern: String, cancelsOnDeinit: Bool) -> Subscription {
+    func register(_ sink: any EventSink, on pattern: String, initial: Initial = .none, cancelsOnDeinit: Bool) -> Subscription {
         guard let valid = Pattern(pattern) else { preconditionFailure("pattern \(pattern) was validated") }
         var id: UInt64 = 0
         core.change { state in
-            let (registered, step) = state.add(sink, on: valid)
+            let (registered, step) = state.add(sink, on: valid, initial: initial == .last)
             id = registered
             return step
         }

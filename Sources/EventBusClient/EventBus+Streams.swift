@@ -66,15 +66,18 @@ public struct EventStream<Element: Sendable>: AsyncSequence, Sendable {
 extension EventBus {
     /// Events of type `Event`, decoded, with their metadata, in `seq` order.
     ///
-    /// Includes this process's own publishes (`metadata.isLocal`).
+    /// Includes this process's own publishes (`metadata.isLocal`). After a
+    /// reconnect that could not recover everything, the next event carries
+    /// `metadata.gap`.
     /// ```swift
-    /// for try await delivery in bus.events(of: CurrencyChanged.self) {
+    /// for try await delivery in bus.events(of: CurrencyChanged.self, initial: .last) {
     ///     print(delivery.event.code, delivery.metadata.seq)
     /// }
     /// ```
-    public func events<Event: BusEvent>(of type: Event.Type) -> EventStream<Delivery<Event>> {
+    /// - Parameter initial: (1.1) `.last`: the retained event first.
+    public func events<Event: BusEvent>(of type: Event.Type, initial: Initial = .none) -> EventStream<Delivery<Event>> {
         let decoder = core.configuration.decoder
-        return stream(on: Event.validatedEventType.name) { raw throws(EventBusError) in
+        return stream(on: Event.validatedEventType.name, initial: initial) { raw throws(EventBusError) in
             Delivery(event: try raw.decode(Event.self, using: decoder), metadata: raw.metadata)
         }
     }
@@ -82,15 +85,17 @@ extension EventBus {
     /// Raw events whose type matches `pattern`: `*` stands for one segment,
     /// a final `>` for one or more (`order.>`), `>` alone for everything
     /// (PROTOCOL.md "Names and patterns").
+    /// - Parameter initial: (1.1) `.last`: first the retained event of every
+    ///   type the pattern matches, oldest first.
     /// - Throws: `.invalidName` when `pattern` is not a valid pattern.
-    public func events(matching pattern: String) throws(EventBusError) -> EventStream<RawEvent> {
+    public func events(matching pattern: String, initial: Initial = .none) throws(EventBusError) -> EventStream<RawEvent> {
         guard Pattern(pattern) != nil else { throw .invalidName(pattern) }
-        return stream(on: pattern) { raw throws(EventBusError) in raw }
+        return stream(on: pattern, initial: initial) { raw throws(EventBusError) in raw }
     }
 
-    private func stream<Element: Sendable>(on pattern: String, transform: @escaping Sink<Element>.Transform) -> EventStream<Element> {
+    private func stream<Element: Sendable>(on pattern: String, initial: Initial, transform: @escaping Sink<Element>.Transform) -> EventStream<Element> {
         let (sink, base) = Sink<Element>.make(bufferLimit: core.configuration.bufferLimit, transform: transform)
-        let subscription = register(sink, on: pattern, cancelsOnDeinit: false)
+        let subscription = register(sink, on: pattern, initial: initial, cancelsOnDeinit: false)
         sink.continuation.onTermination = { _ in subscription.cancel() }
         return EventStream(base: base, subscription: subscription)
     }

@@ -109,35 +109,106 @@ public final class EventBus: Sendable {
     ///     process through the broker).
     ///   - source: the `source` attribute (default: the client name).
     ///   - id: the `id` attribute (default: `<instance>-<seq>`).
+    ///   - retain: (1.1) also keep it as the retained event of its type, the
+    ///     current value that `current(_:)` and `initial: .last` hand out
+    ///     (`"retain":true`, PROTOCOL.md "Retained events and history").
     /// - Returns: the event's `seq` and how many connections and local
     ///   registrations received it.
     /// - Throws: `.encodingFailed`, `.unavailable` (no connection and policy
     ///   `.fail`, or the wait bound passed), `.connectionLost` (lost before the
-    ///   broker answered), `.protocolError` (e.g. `frame_too_large`), `.closed`.
+    ///   broker answered), `.protocolError` (e.g. `frame_too_large`; with
+    ///   `retain`, `limit` when the retained events' limits are reached: then
+    ///   nothing was published), `.closed`.
     @discardableResult
-    public func publish<Event: BusEvent>(_ event: Event, from observer: (AnyObject & Sendable)? = nil, source: String? = nil, id: String? = nil) async throws(EventBusError) -> PublishReceipt {
+    public func publish<Event: BusEvent>(_ event: Event, from observer: (AnyObject & Sendable)? = nil, source: String? = nil, id: String? = nil, retain: Bool = false) async throws(EventBusError) -> PublishReceipt {
         let type = Event.validatedEventType.name
         let data = try encode(event, type: type)
-        return try await send(OutgoingPublish(type: type, data: data, source: source, id: id, exclude: observer, completion: { _ in }))
+        return try await send(OutgoingPublish(type: type, data: data, source: source, id: id, retain: retain, exclude: observer, completion: { _ in }))
+    }
+
+    /// (1.1) Publishes from synchronous code, in call order: the frame is
+    /// written (or queued while disconnected, `Configuration.whileDisconnected`)
+    /// before `post` returns, so calls from one thread or actor reach the
+    /// broker, and every subscriber, in the order they were made. The
+    /// in-process `notifyObservers()` of the seeds:
+    /// ```swift
+    /// @IBAction func tapped() { try? bus.post(Tap(n: count), from: self) }
+    /// ```
+    /// It does not wait for the broker's answer; a failure after it returned
+    /// is reported as `BusNotice.postFailed`. It may block briefly while the
+    /// socket is full (the broker back-pressures a busy connection).
+    /// - Parameters: as `publish(_:from:source:id:retain:)`.
+    /// - Throws: `.encodingFailed`, `.closed`; `.unavailable` while
+    ///   disconnected with `whileDisconnected: .fail` or too many waiting.
+    public func post<Event: BusEvent>(_ event: Event, from observer: (AnyObject & Sendable)? = nil, source: String? = nil, id: String? = nil, retain: Bool = false) throws(EventBusError) {
+        let type = Event.validatedEventType.name
+        let data = try encode(event, type: type)
+        let failure = Locked<EventBusError?>(nil)
+        let returned = Locked(false)
+        let core = self.core
+        let publish = OutgoingPublish(type: type, data: data, source: source, id: id, retain: retain, exclude: observer, completion: { result in
+            guard case .failure(let error) = result else { return }
+            // Failed at once (closed, unavailable): thrown below; later: a notice.
+            let late = returned.withLock { done in
+                if !done { failure.withLock { $0 = error } }
+                return done
+            }
+            if late { core.post(.postFailed(type: type, error)) }
+        })
+        let now = Clock.monotonicNanoseconds()
+        core.change { $0.publish(publish, now: now) }
+        let immediate = returned.withLock { done in
+            done = true
+            return failure.withLock { $0 }
+        }
+        if let immediate { throw immediate }
+    }
+
+    /// (1.1) The retained event of type `Event`, decoded: the current value,
+    /// as last published with `retain: true` (by any process), or nil when
+    /// there is none (PROTOCOL.md "Retained events and history": a
+    /// `subscribe` with `last`).
+    /// ```swift
+    /// if let now = try await bus.current(CurrencyChanged.self) { show(now.event.code) }
+    /// ```
+    /// - Throws: `.decodingFailed`, `.unavailable` when disconnected,
+    ///   `.connectionLost`, `.protocolError`, `.closed`.
+    public func current<Event: BusEvent>(_ type: Event.Type) async throws(EventBusError) -> Delivery<Event>? {
+        guard let raw = try await currentEvent(of: Event.validatedEventType.name) else { return nil }
+        return Delivery(event: try raw.decode(Event.self, using: core.configuration.decoder), metadata: raw.metadata)
+    }
+
+    /// (1.1) The retained event of the type named `type`, raw, or nil.
+    /// - Throws: `.invalidName`, then as `current(_:)`.
+    public func current(type: String) async throws(EventBusError) -> RawEvent? {
+        try await currentEvent(of: try Self.validate(type: type))
+    }
+
+    private func currentEvent(of type: String) async throws(EventBusError) -> RawEvent? {
+        guard let pattern = Pattern(type) else { throw .invalidName(type) }
+        let result: Result<RawEvent?, EventBusError> = await withCheckedContinuation { continuation in
+            core.change { $0.current(pattern) { continuation.resume(returning: $0) } }
+        }
+        return try result.get()
     }
 
     /// Publishes any `Encodable` payload under an event type given at run time.
     /// - Throws: `.invalidName` for a bad or reserved type, then as `publish(_:from:source:id:)`.
     @discardableResult
-    public func publish(type: String, data: some Encodable, from observer: (AnyObject & Sendable)? = nil, source: String? = nil, id: String? = nil) async throws(EventBusError) -> PublishReceipt {
+    public func publish(type: String, data: some Encodable, from observer: (AnyObject & Sendable)? = nil, source: String? = nil, id: String? = nil, retain: Bool = false) async throws(EventBusError) -> PublishReceipt {
         let type = try Self.validate(type: type)
         let bytes = try encode(data, type: type)
-        return try await send(OutgoingPublish(type: type, data: bytes, source: source, id: id, exclude: observer, completion: { _ in }))
+        return try await send(OutgoingPublish(type: type, data: bytes, source: source, id: id, retain: retain, exclude: observer, completion: { _ in }))
     }
 
     /// Publishes pre-encoded JSON `data` (any JSON value; pretty-printed input
     /// is put on one line) under an event type given at run time.
     /// - Throws: `.invalidName`, `.invalidJSON`, then as `publish(_:from:source:id:)`.
     @discardableResult
-    public func publish(type: String, json: some Sequence<UInt8>, from observer: (AnyObject & Sendable)? = nil, source: String? = nil, id: String? = nil) async throws(EventBusError) -> PublishReceipt {
+    public func publish(type: String, json: some Sequence<UInt8>, from observer: (AnyObject & Sendable)? = nil, source: String? = nil, id: String? = nil, retain: Bool = false) async throws(EventBusError) -> PublishReceipt {
         let type = try Self.validate(type: type)
         let bytes = try OutgoingData.prepare(Array(json))
-        return try await send(OutgoingPublish(type: type, data: bytes, source: source, id: id, exclude: observer, completion: { _ in }))
+        return try await send(OutgoingPublish(type: type, data: bytes, source: source, id: id, retain: retain, exclude: observer, completion: { _ in }))
     }
 
     private func encode(_ value: some Encodable, type: String) throws(EventBusError) -> JSONText {
@@ -187,7 +258,10 @@ public final class EventBus: Sendable {
             dropped: reply.unsigned("dropped") ?? 0,
             queuedBytes: reply.unsigned("queued_bytes") ?? 0,
             uptimeSeconds: reply.double("uptime_s") ?? 0,
-            instance: reply.string("instance") ?? ""
+            instance: reply.string("instance") ?? "",
+            retained: Int(reply.unsigned("retained") ?? 0),
+            historyFirstSeq: reply.unsigned("history_first_seq") ?? 0,
+            historyEvents: Int(reply.unsigned("history_events") ?? 0)
         )
     }
 

@@ -97,6 +97,32 @@ public enum BusNotice: Equatable, Sendable {
     case brokerError(EventBusError)
     /// Reconnecting stopped (`ReconnectPolicy.maxAttempts` reached); the bus is closed.
     case gaveUp(EventBusError)
+    /// (1.1) After a reconnect the broker's history could not replay
+    /// everything this process may have missed (the broker restarted, or
+    /// its ring no longer reaches back): reported once per reconnect, and on
+    /// the next event of each registration (`EventMetadata.gap`).
+    case gap(BusGap)
+    /// (1.1) A `post(_:from:)` failed after it returned (the broker refused
+    /// it, or the connection was lost before its answer).
+    case postFailed(type: String, EventBusError)
+}
+
+/// (1.1) What a reconnect could not recover (PROTOCOL.md "Retained events
+/// and history": the `gap` frame).
+public struct BusGap: Hashable, Sendable {
+    /// The last seq this process had seen, in the broker run it was seen in
+    /// (0 when the broker restarted: the seqs of the old run mean nothing in the new).
+    public var sinceSeq: UInt64
+    /// The first seq the broker could still replay; events between may be lost.
+    public var firstSeq: UInt64
+    /// Whether the broker restarted (a new `instance`) while this process was away.
+    public var brokerRestarted: Bool
+
+    public init(sinceSeq: UInt64, firstSeq: UInt64, brokerRestarted: Bool) {
+        self.sinceSeq = sinceSeq
+        self.firstSeq = firstSeq
+        self.brokerRestarted = brokerRestarted
+    }
 }
 
 /// What the broker said in its `hello` reply (PROTOCOL.md "Requests").
@@ -157,9 +183,16 @@ public struct BrokerStats: Equatable, Sendable {
     public var uptimeSeconds: Double
     /// The broker run's random id.
     public var instance: String
+    /// (1.1) Retained events the broker holds.
+    public var retained: Int
+    /// (1.1) The oldest seq in the broker's history (one past the newest when empty).
+    public var historyFirstSeq: UInt64
+    /// (1.1) Events in the broker's history.
+    public var historyEvents: Int
 
     /// The fields of a `stats` reply.
-    public init(connections: Int, subscriptions: Int, published: UInt64, delivered: UInt64, dropped: UInt64, queuedBytes: UInt64, uptimeSeconds: Double, instance: String) {
+    public init(connections: Int, subscriptions: Int, published: UInt64, delivered: UInt64, dropped: UInt64, queuedBytes: UInt64, uptimeSeconds: Double, instance: String,
+                retained: Int = 0, historyFirstSeq: UInt64 = 0, historyEvents: Int = 0) {
         self.connections = connections
         self.subscriptions = subscriptions
         self.published = published
@@ -168,5 +201,8 @@ public struct BrokerStats: Equatable, Sendable {
         self.queuedBytes = queuedBytes
         self.uptimeSeconds = uptimeSeconds
         self.instance = instance
+        self.retained = retained
+        self.historyFirstSeq = historyFirstSeq
+        self.historyEvents = historyEvents
     }
 }

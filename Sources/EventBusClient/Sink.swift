@@ -41,6 +41,12 @@ protocol EventSink: AnyObject, Sendable {
     var isAlive: Bool { get }
     /// Whether `object` is this registration's observer (for `publish(_:from:)`).
     func isObserver(_ object: AnyObject) -> Bool
+    /// The identity of the observer it was registered for (nil for streams
+    /// and handlers), comparable even while the observer is being deinitialised
+    /// (for `EventBus.unsubscribe(_:)` from a `deinit`).
+    var observerID: ObjectIdentifier? { get }
+    /// (1.1) Attaches `gap` to the next event delivered (`EventMetadata.gap`).
+    func markGap(_ gap: BusGap)
     /// Ends the stream. With `error`, the consumer sees it thrown after the
     /// events already queued. With `discardQueued`, queued events are not
     /// handed to an observer any more (cancel, observer gone).
@@ -56,20 +62,27 @@ final class Sink<Value: Sendable>: EventSink {
     /// Checks the weak observer; nil for streams, which live until cancelled.
     let observerAlive: (@Sendable () -> Bool)?
     let observerIdentity: (@Sendable (AnyObject) -> Bool)?
+    let observerID: ObjectIdentifier?
     /// Cleared by `finish(_:discardQueued: true)`; observers check it before each call.
     let active = Atomic<Bool>(true)
+    /// A gap to attach to the next event (`markGap`).
+    let pendingGap = Locked<BusGap?>(nil)
 
     init(
         transform: @escaping Transform,
         continuation: AsyncStream<StreamItem<Value>>.Continuation,
         observerAlive: (@Sendable () -> Bool)? = nil,
-        observerIdentity: (@Sendable (AnyObject) -> Bool)? = nil
+        observerIdentity: (@Sendable (AnyObject) -> Bool)? = nil,
+        observerID: ObjectIdentifier? = nil
     ) {
         self.transform = transform
         self.continuation = continuation
         self.observerAlive = observerAlive
         self.observerIdentity = observerIdentity
+        self.observerID = observerID
     }
+
+    func markGap(_ gap: BusGap) { pendingGap.withLock { $0 = gap } }
 
     var isActive: Bool { active.load(ordering: .acquiring) }
 
@@ -79,6 +92,8 @@ final class Sink<Value: Sendable>: EventSink {
 
     func deliver(_ event: RawEvent) -> SinkOutcome {
         guard isAlive else { return .inactive }
+        var event = event
+        if let gap = pendingGap.withLock({ $0.take() }) { event.metadata.gap = gap }
         let value: Value
         do {
             value = try transform(event)
@@ -107,10 +122,12 @@ extension Sink {
         bufferLimit: Int,
         transform: @escaping Transform,
         observerAlive: (@Sendable () -> Bool)? = nil,
-        observerIdentity: (@Sendable (AnyObject) -> Bool)? = nil
+        observerIdentity: (@Sendable (AnyObject) -> Bool)? = nil,
+        observerID: ObjectIdentifier? = nil
     ) -> (Sink<Value>, AsyncStream<StreamItem<Value>>) {
         let (stream, continuation) = AsyncStream<StreamItem<Value>>.makeStream(bufferingPolicy: .bufferingOldest(max(1, bufferLimit)))
-        let sink = Sink(transform: transform, continuation: continuation, observerAlive: observerAlive, observerIdentity: observerIdentity)
+        let sink = Sink(transform: transform, continuation: continuation, observerAlive: observerAlive, observerIdentity: observerIdentity,
+                        observerID: observerID)
         return (sink, stream)
     }
 }

@@ -9,6 +9,9 @@
 public enum ExitStatus: Int32, Sendable {
     /// Success.
     case success = 0
+    /// `eventbus get`: no retained event matched; `eventbus clear`: there
+    /// was none to remove (1.1).
+    case nothing = 1
     /// `EX_USAGE`: bad option, missing or malformed argument.
     case usage = 64
     /// `EX_DATAERR`: the data to publish is not valid JSON, or the broker

@@ -22,6 +22,7 @@ extension Broker {
         }
         let configuration = self.configuration
         let instance = self.instance
+        let retentionFeatures = self.retentionFeatures
         replyOKIfAsked(to: connection, req: req) { out in
             FrameEncoder.appendField("server", string: configuration.serverName, to: &out)
             FrameEncoder.appendField("version", string: configuration.version, to: &out)
@@ -29,7 +30,7 @@ extension Broker {
             FrameEncoder.appendField("instance", string: instance, to: &out)
             FrameEncoder.appendField("conn", int: connection.id, to: &out)
             FrameEncoder.appendASCII(",\"features\":[", to: &out)
-            for (i, feature) in ProtocolConstants.features.enumerated() {
+            for (i, feature) in (ProtocolConstants.features + retentionFeatures).enumerated() {
                 if i > 0 { out.append(0x2C) }
                 JSONString.appendQuoted(feature, to: &out)
             }
@@ -53,6 +54,7 @@ extension Broker {
             FrameEncoder.appendField("instance", string: instance, to: &out)
             self.appendMe(for: connection, to: &out)
             FrameEncoder.appendField("policy_generation", int: policyGeneration, to: &out)
+            appendRetentionStats(to: &out)
         }
     }
 }

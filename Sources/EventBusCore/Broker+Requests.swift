@@ -31,11 +31,10 @@ extension Broker {
             stats(req: req, to: connection)
         case .hello(let hello):
             self.hello(hello, req: req, from: connection)
+        case .clear(let type):
+            clear(type, req: req, from: connection)
         case .clients:
             clients(req: req, to: connection)
-        case .clear:
-            // 1.1 ops not implemented yet: answered as before they were known.
-            reply(to: connection, req: req, error: ProtocolError(.unknownOp, "unknown op \"\(request.opName)\""))
         }
     }
 
@@ -58,14 +57,29 @@ extension Broker {
                 return
             }
             filtered = decision.filtered
-            addSubscription(pattern, to: connection, filtered: filtered)
         }
+        // (1.1) The retained events for `last`, found before anything changes.
+        var retained: [RetainedEvent] = []
+        if request.last {
+            guard let found = retainedMatches(pattern, for: connection, filtered: filtered) else {
+                reply(to: connection, req: req, error: ProtocolError(.limit, "replay budget of uid \(connection.credentials.uid) used up; subscribe with last again later"))
+                return
+            }
+            retained = found
+        }
+        addSubscription(pattern, to: connection, filtered: filtered)
         replyOKIfAsked(to: connection, req: req) { out in
             FrameEncoder.appendField("type", string: pattern.text, to: &out)
             if filtered { FrameEncoder.appendField("filtered", bool: true, to: &out) }
+            if request.last { FrameEncoder.appendField("retained", int: UInt64(retained.count), to: &out) }
         }
-        // Replays of retained and history events (1.1) are offered here,
-        // right after the `ok`, through `offer` like live events.
+        // Replays of retained and history events (1.1), right after the `ok`,
+        // through `offer` like live events.
+        if request.last { sendRetained(retained, to: connection) }
+        if let since = request.since, let subscription = connection.subscriptions[pattern] {
+            replayHistory(since: since, instance: request.instance, subscription: subscription, to: connection,
+                          sentRetained: Set(retained.map(\.seq)))
+        }
     }
 
     // MARK: The subscription pair
@@ -80,6 +94,7 @@ extension Broker {
         guard connection.subscriptions[pattern] == nil else { return false }
         if !pattern.hasWildcards { types.dropRoutes(of: pattern.text) }
         let subscription = index.add(pattern, connection)
+        subscription.offeredFrom = seq + 1
         connection.subscriptions[pattern] = subscription
         if filtered { setFiltered(subscription, true, on: connection) }
         chargeSubscription(pattern, of: connection, sign: 1)
@@ -109,14 +124,24 @@ extension Broker {
                  typeEntry: Int? = nil, typeBytes: UnsafeRawBufferPointer? = nil) {
         // Policy first: a denied publish takes no seq (PROTOCOL.md "Access policy (1.1)").
         guard mayPublish(publisher, request.type, entry: typeEntry, req: req), request.origin == nil || mayBridge(publisher, req: req) else { return }
+        // What the event takes from the frame, as plain byte ranges: the
+        // routing below copies no request (and counts no references).
+        let content = EventContent(request, frame: frame, typeBytes: typeBytes)
+        var kept: EventFrame? = nil
+        if request.retain {
+            // (1.1) Kept before the event takes a seq: refused means not routed.
+            let chunk = OutboundFrame.copying(buildEvent(seq: self.seq + 1, content, of: request.type, publisher: publisher).bytes)
+            if let error = retain(chunk, seq: self.seq + 1, type: request.type.name, uid: publisher.credentials.uid) {
+                reply(to: publisher, req: req, error: error)
+                return
+            }
+            kept = EventFrame(bytes: chunk.bytes, shared: chunk)
+        }
         seq += 1
         let seq = self.seq
         statistics.published += 1
         publisher.publishedCount += 1
-        // What the event takes from the frame, as plain byte ranges: the
-        // routing below copies no request (and counts no references).
-        let content = EventContent(request, frame: frame, typeBytes: typeBytes)
-        let delivered = fanOut(seq: seq, type: request.type, entry: typeEntry, publisher: publisher) {
+        let delivered = fanOut(seq: seq, type: request.type, entry: typeEntry, publisher: publisher, built: kept) {
             buildEvent(seq: seq, content, of: request.type, publisher: publisher)
         }
         replyOKIfAsked(to: publisher, req: req) { out in
@@ -129,15 +154,20 @@ extension Broker {
     /// matching pattern and may receive it: at most once per connection, not
     /// to `publisher` unless it asked for echo, under each one's overflow
     /// rule and the publisher uid's fair share. The frame is built once, by
-    /// `build`, when the first receiver is found. Counts `statistics.delivered`.
+    /// `build`, when the first receiver is found, or at once while the history
+    /// ring is on (it keeps every event: `recordHistory`,
+    /// Broker+History.swift). Counts `statistics.delivered`.
     /// - Parameters:
     ///   - entry: the type's entry in `types`, when the caller found it already.
     ///   - publisher: nil for the broker's own events.
+    ///   - built: the frame when it was built already (a retained publish:
+    ///     the kept chunk, queued by reference).
     /// - Returns: how many connections it was queued to (`delivered`).
     @inline(__always)
-    func fanOut(seq: UInt64, type: EventType, entry: Int? = nil, publisher: Connection?, _ build: () -> EventFrame) -> UInt64 {
+    func fanOut(seq: UInt64, type: EventType, entry: Int? = nil, publisher: Connection?, built: EventFrame? = nil, _ build: () -> EventFrame) -> UInt64 {
         let uid = publisher?.credentials.uid ?? configuration.ownCredentials.uid
-        var event: EventFrame? = nil
+        var event = built
+        if event == nil && retention.history.isEnabled { event = build() }
         var delivered: UInt64 = 0
         forEachSubscriber(of: type, entry: entry) { subscriber in
             guard subscriber.lastRoutedSeq != seq else { return }  // at most once
@@ -147,6 +177,7 @@ extension Broker {
             if event == nil { event = build() }
             if offer(event!, seq: seq, publisher: uid, to: subscriber) { delivered += 1 }
         }
+        recordHistory(event, seq: seq, type: type, publisher: publisher)
         statistics.delivered += delivered
         return delivered
     }

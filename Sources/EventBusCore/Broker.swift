@@ -32,6 +32,8 @@ public struct BrokerConfiguration: Sendable {
     public var maxSubscriptionsPerConnection = 4096
     /// All outbound queues together in bytes (`--max-queued`, default 512 MiB).
     public var maxQueuedBytes = 512 << 20
+    /// Retained events and the history ring (1.1), Broker+Retention.swift.
+    public var retention = RetentionConfiguration()
     /// Per-uid and total limits (PROTOCOL.md "Quotas (1.1)").
     public var quotas = QuotaConfiguration()
     /// `server` and `version` in the `hello` reply.
@@ -88,6 +90,8 @@ public final class Broker {
     let index = SubscriptionIndex()
     var nextConnectionID: ConnectionID = 1
     var seq: UInt64 = 0
+    /// Retained events and the history ring (Broker+Retention.swift, Broker+History.swift).
+    var retention: RetentionState
     /// Per-uid accounts (UserAccounts.swift) and the totals beyond `statistics`.
     var accounts: [UInt32: UserAccount] = [:]
     var quotaTotals = QuotaTotals()
@@ -141,6 +145,7 @@ public final class Broker {
         eventIDPrefix = EventStamp.idPrefix(instance: instance)
         self.policyViews = PolicyViewCache(policy: configuration.policy ?? .withoutFiles(brokerUID: configuration.ownCredentials.uid))
         self.publishIsOpen = Broker.publishIsOpen(policyViews.policy)
+        self.retention = RetentionState(configuration.retention)
         scratch.reserveCapacity(4096)
     }
 

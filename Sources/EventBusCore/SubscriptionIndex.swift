@@ -33,6 +33,10 @@ final class Subscription {
     /// matches (PROTOCOL.md "Access policy (1.1)": `filtered: true`); only a
     /// wildcard pattern can be. Counted in `Connection.filteredCount`.
     var isFiltered = false
+    /// (1.1) The seq from which this subscription has been offered every
+    /// event it matches: live from the one after its subscribe, earlier when
+    /// a `since` replay filled in (Broker+History.swift de-duplicates by it).
+    var offeredFrom: UInt64 = .max
 
     init(pattern: Pattern, node: TrieNode?, isTail: Bool, position: Int) {
         self.pattern = pattern

@@ -33,6 +33,9 @@ public struct ServerConfiguration: Sendable {
     /// (a 64 KiB read is about 1,000 small publishes), large enough to keep
     /// syscalls rare.
     public var readChunkBytes = 64 * 1024
+    /// (1.1) Where retained events are kept across restarts (`--state-dir`);
+    /// nil: they last for the run (StatePersistence.swift).
+    public var stateDirectory: String? = nil
     /// The access-policy files SIGHUP reads again (`broker.policy` holds the
     /// policy loaded from them at start; BrokerServer+Policy.swift).
     public var policyFiles = PolicyFiles.none
@@ -98,6 +101,8 @@ public final class BrokerServer {
     /// Connections whose slow-consumer state was already logged at notice
     /// level; later episodes go to debug so a flood cannot fill the journal.
     var loggedSlowConsumers: Set<ConnectionID> = []
+    /// The state file of the retained events, with `--state-dir`.
+    let persistence: StatePersistence?
 
     // Tokens: a connection's is its id (1, 2, 3...); the specials count down from the top.
     static let signalToken: UInt64 = .max
@@ -121,6 +126,8 @@ public final class BrokerServer {
         self.iovecs = .allocate(capacity: 1024)
         self.idleSince = now
         self.nextPeriodic = hooks.periodic.map { now + $0.intervalNanoseconds }
+        self.persistence = configuration.stateDirectory.map { StatePersistence(directory: $0, logger: logger) }
+        persistence?.load(into: broker)
         self.nextTick = now + broker.tickIntervalNanoseconds
         ProcessSettings.ignoreBrokenPipeSignal()
     }
@@ -154,6 +161,7 @@ public final class BrokerServer {
             flushPending()
         }
         closeEverything()
+        persistence?.finish(broker)
         return exitReason ?? .idle
     }
 
@@ -197,6 +205,7 @@ public final class BrokerServer {
 
     func checkTimers(now: Int64) -> ServerExit? {
         if let retry = acceptRetryAt, now >= retry { setListenersEnabled(true) }
+        persistence?.tick(broker, now: now)
         if now >= nextTick {
             apply(broker.tick(at: currentTime()))
             nextTick = now + broker.tickIntervalNanoseconds
@@ -224,6 +233,7 @@ public final class BrokerServer {
         if broker.needsTicks { deadline = min(deadline, nextTick) }
         if let stop = shutdownDeadline { deadline = min(deadline, stop) }
         for t in nextPeriodic { deadline = min(deadline, t) }
+        if let write = persistence?.nextDeadline(broker, now: now) { deadline = min(deadline, write) }
         if let idle = configuration.exitIdleNanoseconds, broker.connectionCount == 0 { deadline = min(deadline, idleSince + idle) }
         if deadline == .max { return -1 }
         let ms = (deadline - now + 999_999) / 1_000_000

@@ -6,7 +6,8 @@
 // writes after `.afterWrite` end with `close`). After every step the queues
 // are drained as a perfect writer would, and:
 // - every event goes exactly to the connections whose patterns match its
-//   type (reference: `Pattern.matches` over `connection.patterns`, so the
+//   type (1.1: except the retained and replayed copies a `subscribe` with
+//   `last` or `since` asks for, which go only to the subscriber, flagged) (reference: `Pattern.matches` over `connection.patterns`, so the
 //   subscription trie is checked against the plain definition), at most once,
 //   never back to the publisher without `echo` (PROTOCOL.md "Semantics");
 // - `delivered` in the publish reply counts those connections;
@@ -144,12 +145,16 @@ enum RoutingProperties {
         if published > 1 { fuzzFailure("one frame published \(published) events") }
 
         var eventsSeen = 0
+        let asksForCopies = subscribeAsks(step: frame)
         for (index, frames) in outputs.enumerated() {
             for frame in frames {
                 guard let read = frame.withUnsafeBytes({ try? BrokerFrame.read($0) }) else {
                     fuzzFailure("connection \(index) got a frame the client reader refuses: \(FuzzInput.preview(frame))")
                 }
                 switch read {
+                case .event(let fields) where fields.retained || fields.replayed:
+                    // (1.1) An answer to this step's subscribe with `last`/`since`, to its sender only.
+                    if index != slot || !asksForCopies { fuzzFailure("a retained or replayed event not asked for: \(FuzzInput.preview(frame))") }
                 case .event(let fields):
                     let type = frame.withUnsafeBytes { JSONString.decode($0, fields.type) }
                     guard published == 1, let eventType = EventType(type) else {
@@ -184,6 +189,14 @@ enum RoutingProperties {
             }
         }
         checkCounters(broker, slots)
+    }
+
+    /// Whether the step's frame is a subscribe with `last` or `since`.
+    static func subscribeAsks(step frame: [UInt8]) -> Bool {
+        frame.withUnsafeBytes { bytes in
+            if case .success(.subscribe(let subscribe)) = RequestDecoder.decode(bytes).request { return subscribe.last || subscribe.since != nil }
+            return false
+        }
     }
 
     /// The type of the publish in `frame`, when the decoder accepts it as one.

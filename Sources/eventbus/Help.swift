@@ -34,6 +34,8 @@ Commands:
   publish TYPE [DATA]     publish one event (or one per input line with --lines)
   listen [PATTERN...]     print events as they arrive
   wait PATTERN [-- CMD]   run CMD once subscribed, then wait for one event
+  get PATTERN             print the retained event(s): the current value
+  clear TYPE              remove the retained event of TYPE
   stats                   show the broker's counters and your own usage
   clients                 list the connections you may see and what they hold
   ping                    check that the broker answers
@@ -70,6 +72,11 @@ Options:
                            a JSON string, over one connection
   -j, --json-lines         with --lines: every line is a JSON value (blank
                            lines are skipped, bad lines reported and skipped)
+  -r, --retain             also keep the event as the retained event of TYPE
+                           (its current value): 'get' prints it, 'listen
+                           --last' and new subscribers with 'last' get it
+                           first; it survives broker restarts when the broker
+                           has a state directory
 \(socketOptionsHelp)
 
 TYPE is 1-255 bytes of '.'-separated segments of A-Z a-z 0-9 _ - : (no
@@ -82,13 +89,15 @@ Examples:
   jq -c '.items[]' items.json | eventbus publish --lines --json-lines item.added
   tail -F /var/log/app.log | eventbus publish --lines app.log.line
   seq=$(eventbus publish --print-seq job.started '{"job": 7}')
+  eventbus publish --retain currency.changed '{"code": "EUR"}'
 
 In a 'while read' loop, give DATA (or '< /dev/null') so publish does not
 read the loop's input.
 
 Exit status: 0 published, 64 usage error, 65 DATA is not valid JSON or the
 broker rejected it (nothing is sent for invalid JSON), 69 broker unavailable,
-75 a broker limit was reached, 77 forbidden (types beginning 'eventbus.' are
+75 a broker limit was reached (with --retain: the retained events' limits;
+then nothing is published), 77 forbidden (types beginning 'eventbus.' are
 reserved).
 
 """
@@ -110,8 +119,20 @@ Options:
   -t, --timeout DURATION   exit with status 124 when no event arrives for
                            DURATION (the clock restarts with every event)
   -r, --reconnect          keep listening when the broker restarts: reconnect,
-                           resubscribe, and say so on standard error (events
-                           published while disconnected are missed)
+                           resubscribe, and say so on standard error; events
+                           published meanwhile are replayed from the broker's
+                           history (what it no longer holds is reported as a
+                           gap on standard error)
+      --last               print the retained event of every matching type
+                           first (the current values), then new events
+      --since SEQ          first print the events after SEQ that the broker's
+                           history still holds (a gap is reported on standard
+                           error when it no longer reaches back to SEQ + 1)
+      --resume FILE        remember in FILE where this listener got to (the
+                           broker run and seq, rewritten atomically after each
+                           batch of events); started again with the same FILE,
+                           continue from there: nothing the history still
+                           holds is missed, gaps are reported on standard error
 \(socketOptionsHelp)
 
 PATTERN is an event type in which a whole segment may be '*' (exactly one
@@ -125,6 +146,8 @@ Examples:
   eventbus listen --format data --count 1 'job.finished'
   eventbus listen --timeout 30s --reconnect 'sensor.*.temperature' >> temps.jsonl
   eventbus listen --format cloudevents 'order.*'
+  eventbus listen --last --format data currency.changed
+  eventbus listen --resume ~/.cache/orders.pos --count 100 'order.>'  # from cron
 
 Exit status: 0 after --count events, or when standard output is closed
 (e.g. '| head -n 1'); 64 usage error; 69 broker unavailable or gone (without
@@ -171,7 +194,8 @@ let statsHelp = """
 Usage: eventbus stats [OPTIONS]
 
 Show the broker's counters: connections, subscriptions, published,
-delivered, dropped, queued_bytes, uptime_s, instance; and under 'me' your own
+delivered, dropped, queued_bytes, uptime_s, instance, retained,
+retained_bytes, history_first_seq, history_events; and under 'me' your own
 uid's usage and limits (connections, subscriptions, inbound_bytes,
 queued_bytes, retained_bytes; a limit of null does not apply).
 
@@ -205,6 +229,44 @@ Examples:
 
 Exit status: 0 the broker answered, 64 usage error, 69 broker unavailable
 (no answer within DURATION with --wait).
+
+"""
+
+let getHelp = """
+Usage: eventbus get [OPTIONS] PATTERN
+
+Print the retained event of every type PATTERN matches (the current values,
+kept by 'publish --retain'), oldest first, and exit. Prints nothing and exits
+1 when there is none.
+
+Options:
+  -f, --format FORMAT      json, pretty, data or cloudevents (see 'listen')
+\(socketOptionsHelp)
+
+Examples:
+  eventbus get --format data currency.changed
+  if code=$(eventbus get -f data currency.changed); then echo "now $code"; fi
+  eventbus get 'settings.>'
+
+Exit status: 0 printed, 1 no retained event matches, 64 usage error, 69
+broker unavailable, 77 forbidden by the broker's policy.
+
+"""
+
+let clearHelp = """
+Usage: eventbus clear [OPTIONS] TYPE
+
+Remove the retained event of TYPE (kept by 'publish --retain'). Needs the
+permission to publish TYPE.
+
+Options:
+\(socketOptionsHelp)
+
+Examples:
+  eventbus clear currency.changed
+
+Exit status: 0 removed, 1 there was none, 64 usage error, 69 broker
+unavailable, 77 forbidden.
 
 """
 
@@ -265,6 +327,8 @@ func helpText(for command: String) -> String? {
     case "wait": waitHelp
     case "stats": statsHelp
     case "ping": pingHelp
+    case "get": getHelp
+    case "clear": clearHelp
     case "clients": clientsHelp
     case "reload": reloadHelp
     default: nil

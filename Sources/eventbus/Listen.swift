@@ -1,5 +1,8 @@
 // `eventbus listen [PATTERN...]`: print events as they arrive, one line each,
 // flushed per batch read from the broker (so per event when they trickle).
+// (1.1) `--last` prints the retained events first; `--since SEQ` and
+// `--resume FILE` replay the broker's history; `--reconnect` resumes from
+// where the listener got to (ListenSession.swift).
 //
 // Before editing: exits are part of the interface. `--count N` reached: 0.
 // Standard output's reader gone (`| head -n 1`): 0, quietly, noticed even
@@ -16,6 +19,9 @@ let listenOptions: [OptionSpec] = globalOptions + [
     OptionSpec("count", "n", value: true),
     OptionSpec("timeout", "t", value: true),
     OptionSpec("reconnect", "r"),
+    OptionSpec("last"),
+    OptionSpec("since", value: true),
+    OptionSpec("resume", value: true),
 ]
 
 func runListen(_ args: ParsedArguments, socket: String) throws(CLIError) {
@@ -26,15 +32,25 @@ func runListen(_ args: ParsedArguments, socket: String) throws(CLIError) {
     let limit = try args.value("count", command: command, as: parseCount)
     let idleNanoseconds = try args.value("timeout", command: command, as: parseDuration)?.totalNanoseconds
     let reconnect = args.has("reconnect")
+    let resumePath = args.value("resume")
+    var since: StreamPosition? = nil
+    if let text = args.value("since") {
+        guard resumePath == nil else { throw .usage(command, "give --since or --resume, not both") }
+        guard let seq = UInt64(text) else { throw .usage(command, "invalid seq '\(text)' for --since: a whole number, 0 or more") }
+        since = StreamPosition(instance: nil, seq: seq)
+    }
+    if let resumePath { since = try ResumeFile.read(resumePath) }
+    var session = ListenSession(patterns: patterns, last: args.has("last"), position: since,
+                                tracking: reconnect || resumePath != nil || since != nil)
     let formatter = EventFormatter(format: format)
 
     var idleDeadline = idleNanoseconds.map { Clock.monotonicNanoseconds() + $0 }
     var connection: BrokerConnection
     do {
-        connection = try connectAndSubscribe(socket, patterns: patterns)
+        connection = try connectAndSubscribe(socket, patterns: patterns, frames: { session.frames() })
     } catch where reconnect && error.status == ExitStatus.unavailable.rawValue {
         if let message = error.message { printError("\(message); retrying") }
-        connection = try reconnectLoop(socket, patterns: patterns, deadline: idleDeadline, announce: false)
+        connection = try reconnectLoop(socket, deadline: idleDeadline, announce: false) { session.frames() }
     }
 
     var output = StandardOutput()
@@ -42,25 +58,46 @@ func runListen(_ args: ParsedArguments, socket: String) throws(CLIError) {
     var failure: CLIError? = nil
     var brokerError: Reply? = nil
     var watchingOutput = true  // false if fd 1 is not open (poll reports POLLNVAL)
+    /// Saves the position once the events it covers are printed.
+    func save() throws(CLIError) {
+        guard let resumePath, let position = session.positionToSave() else { return }
+        try ResumeFile.write(position, to: resumePath)
+    }
     while true {
         var watchOutput = watchingOutput ? [PollEntry(.standardOutput, events: [])] : []
         let before = printed
         let outcome = try connection.receive(deadline: idleDeadline, extra: &watchOutput) { frame in
-            switch SubscriberFrame(frame) {
-            case .event(let fields):
+            /// Prints one event; false once `--count` is reached.
+            func print(_ frame: UnsafeRawBufferPointer, _ fields: EventFields) -> Bool {
                 output.withBuffer { buffer in
                     if formatter.append(event: frame, fields, to: &buffer) { printed += 1 }
                 }
-                if let limit, printed >= limit { return false }
+                session.printed(seq: fields.seq)
+                return limit.map { printed < $0 } ?? true
+            }
+            switch SubscriberFrame(frame) {
+            case .event(let fields):
+                if session.holdBack(frame, fields) { return true }
+                if !print(frame, fields) { return false }
             case .dropped(let count, let since):
                 reportDropped(count: count, sinceSeq: since)
+            case .gap(let pattern, let since, let first):
+                reportGap(pattern: pattern, sinceSeq: since, firstSeq: first, asked: session.asked, instance: session.instance)
             case .reply(let reply):
-                if reply.isOK { break }
-                if let req = reply.req, req >= 1 && req <= Int64(patterns.count) {
-                    failure = reply.failure("subscribing to '\(patterns[Int(req) - 1])'")
+                switch session.handle(reply) {
+                case .handled: break
+                case .release(let held):
+                    for (bytes, fields) in held {
+                        let more = bytes.withUnsafeBytes { print($0, fields) }
+                        if !more { return false }
+                    }
+                    session.releasedAll()
+                case .subscribeFailed(let pattern):
+                    failure = reply.failure("subscribing to '\(pattern)'")
                     return false
+                case .other:
+                    if !reply.isOK { brokerError = reply }  // reported below: as the reason if the broker then closes
                 }
-                brokerError = reply  // reported below: as the reason if the broker then closes
             case .other:
                 break
             }
@@ -68,6 +105,7 @@ func runListen(_ args: ParsedArguments, socket: String) throws(CLIError) {
         }
         try output.flush()
         if let failure { throw failure }
+        try save()
         if let limit, printed >= limit { return }
         if let error = brokerError, outcome != .closed ? printed > before : reconnect {
             // The connection outlived the error (or is being replaced): report it on its own.
@@ -86,16 +124,18 @@ func runListen(_ args: ParsedArguments, socket: String) throws(CLIError) {
         case .closed:
             guard reconnect else { throw connection.closedError(reason: brokerError) }
             printError("lost the connection to the broker at \(socket); reconnecting")
-            connection = try reconnectLoop(socket, patterns: patterns, deadline: idleDeadline, announce: true)
+            session.connectionLost()
+            connection = try reconnectLoop(socket, deadline: idleDeadline, announce: true) { session.frames() }
         }
     }
 }
 
-/// Retries connecting and subscribing with growing pauses (100 ms doubling
-/// to 2 s) until it works, the idle deadline passes (124) or standard
-/// output's reader goes away (0). Only "unavailable" (69) and "try again"
-/// (75, e.g. the broker's connection limit) are retried; other errors end the run.
-func reconnectLoop(_ socket: String, patterns: [String], deadline: Int64?, announce: Bool) throws(CLIError) -> BrokerConnection {
+/// Retries connecting and sending `frames()` with growing pauses (100 ms
+/// doubling to 2 s) until it works, the idle deadline passes (124) or
+/// standard output's reader goes away (0). Only "unavailable" (69) and "try
+/// again" (75, e.g. the broker's connection limit) are retried; other errors
+/// end the run.
+func reconnectLoop(_ socket: String, deadline: Int64?, announce: Bool, frames: () -> [UInt8]) throws(CLIError) -> BrokerConnection {
     var pauseMilliseconds: Int32 = 100
     while true {
         var pause = pauseMilliseconds
@@ -106,7 +146,8 @@ func reconnectLoop(_ socket: String, patterns: [String], deadline: Int64?, annou
         }
         if sleepWatchingStandardOutput(milliseconds: pause) { throw .quiet(.success) }
         do {
-            let connection = try connectAndSubscribe(socket, patterns: patterns)
+            let connection = try BrokerConnection.connect(to: socket)
+            try connection.send(frames())
             if announce { printError("reconnected to the broker at \(socket)") } else { printError("connected to the broker at \(socket)") }
             return connection
         } catch where error.status == ExitStatus.unavailable.rawValue || error.status == ExitStatus.temporaryFailure.rawValue {

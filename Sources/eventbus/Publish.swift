@@ -17,6 +17,7 @@ let publishOptions: [OptionSpec] = globalOptions + [
     OptionSpec("print-seq", "p"),
     OptionSpec("lines", "l"),
     OptionSpec("json-lines", "j"),
+    OptionSpec("retain", "r"),
 ]
 
 /// What `publish` sends in each event besides `data`.
@@ -24,10 +25,12 @@ struct PublishEnvelope {
     var type: String
     var source: String?
     var id: String?
+    /// (1.1) Keep it as the retained event of its type (`--retain`).
+    var retain = false
 
-    /// `{"op":"publish","req":R,"type":"T"[,"source":S][,"id":I],"data":D}`
+    /// `{"op":"publish","req":R,"type":"T"[,"source":S][,"id":I][,"retain":true],"data":D}`
     func request(data: JSONText) -> ClientRequest {
-        .publish(type: type, source: source, id: id, data: data)
+        .publish(type: type, source: source, id: id, retain: retain ? true : nil, data: data)
     }
 }
 
@@ -35,7 +38,7 @@ func runPublish(_ args: ParsedArguments, socket: String) throws(CLIError) {
     let command = "publish"
     guard let typeName = args.operands.first else { throw .usage(command, "missing event TYPE") }
     try validateEventType(typeName, command: command)
-    let envelope = PublishEnvelope(type: typeName, source: args.value("source"), id: args.value("id"))
+    let envelope = PublishEnvelope(type: typeName, source: args.value("source"), id: args.value("id"), retain: args.has("retain"))
 
     if args.has("lines") || args.has("json-lines") {
         guard args.operands.count == 1 else { throw .usage(command, "--lines reads events from standard input and takes no DATA") }
@@ -76,7 +79,7 @@ func runPublish(_ args: ParsedArguments, socket: String) throws(CLIError) {
 func validateEventType(_ name: String, command: String) throws(CLIError) {
     guard EventType(name) == nil else { return }
     if Pattern(name) != nil {
-        throw .usage(command, "'\(name)' is a pattern; publish needs an exact event TYPE")
+        throw .usage(command, "'\(name)' is a pattern; \(command) needs an exact event TYPE")
     }
     throw .usage(command, "invalid event TYPE '\(name)': 1-255 bytes of '.'-separated segments of A-Z a-z 0-9 _ - :")
 }

@@ -16,11 +16,21 @@ func validatePatterns(_ patterns: [String], command: String) throws(CLIError) {
     }
 }
 
-/// `{"op":"subscribe","req":1,"type":"a.*"}\n{"op":"subscribe","req":2,...}\n`
-func subscribeFrames(_ patterns: [String]) -> [UInt8] {
+/// Where a listener is in the broker's sequence (PROTOCOL.md "Retained
+/// events and history (1.1)"): every matching event up to `seq` of broker
+/// run `instance` has been handled.
+struct StreamPosition: Equatable {
+    var instance: String?
+    var seq: UInt64
+}
+
+/// `{"op":"subscribe","req":1,"type":"a.*"}\n{"op":"subscribe","req":2,...}\n`,
+/// with `last` and `since`/`instance` when given (1.1).
+func subscribeFrames(_ patterns: [String], last: Bool = false, since: StreamPosition? = nil) -> [UInt8] {
     var out: [UInt8] = []
     for (index, pattern) in patterns.enumerated() {
-        ClientRequest.subscribe(pattern: pattern).encode(req: Int64(index + 1), to: &out)
+        ClientRequest.subscribe(pattern: pattern, last: last ? true : nil, since: since?.seq, instance: since?.instance)
+            .encode(req: Int64(index + 1), to: &out)
     }
     return out
 }
@@ -31,6 +41,9 @@ enum SubscriberFrame {
     case event(EventFields)
     /// `{"op":"dropped","count":N,"since_seq":S}`: events lost for this connection.
     case dropped(count: UInt64, sinceSeq: UInt64)
+    /// (1.1) `{"op":"gap","type":P,"since_seq":S,"first_seq":F}`: the
+    /// broker's history did not reach back to `S + 1`.
+    case gap(pattern: String, sinceSeq: UInt64, firstSeq: UInt64)
     /// An `ok` or `error` reply.
     case reply(Reply)
     /// Anything else (a newer broker's frame, one that cannot be read): ignored.
@@ -44,16 +57,17 @@ enum SubscriberFrame {
         case .event(let fields)?: self = .event(fields)
         case .ok(let reply)?, .error(let reply)?: self = .reply(reply)
         case .dropped(let count, let since)?: self = .dropped(count: count, sinceSeq: since)
-        case .gap?, .unknown?, nil: self = .other
+        case .gap(let pattern, let since, let first)?: self = .gap(pattern: pattern, sinceSeq: since, firstSeq: first)
+        case .unknown?, nil: self = .other
         }
     }
 }
 
-/// Connects to `socket` and sends one subscribe per pattern (without waiting
-/// for the answers: they arrive in order with the events).
-func connectAndSubscribe(_ socket: String, patterns: [String]) throws(CLIError) -> BrokerConnection {
+/// Connects to `socket` and sends `frames` (subscribes, without waiting for
+/// the answers: they arrive in order with the events).
+func connectAndSubscribe(_ socket: String, patterns: [String], frames: (() -> [UInt8])? = nil) throws(CLIError) -> BrokerConnection {
     let connection = try BrokerConnection.connect(to: socket)
-    try connection.send(subscribeFrames(patterns))
+    try connection.send(frames?() ?? subscribeFrames(patterns))
     return connection
 }
 
@@ -63,6 +77,18 @@ func sleepWatchingStandardOutput(milliseconds: Int32) -> Bool {
     var entries = [PollEntry(.standardOutput, events: [])]
     let n = (try? FileDescriptor.poll(&entries, timeoutMilliseconds: milliseconds)) ?? 0
     return n > 0 && !entries[0].returned.intersection([.hangup, .error]).isEmpty
+}
+
+/// A note on stderr for a `gap` frame (1.1): what may have been missed.
+/// - Parameters:
+///   - asked: the position the subscribe asked for.
+///   - instance: the broker run answering (from `hello`), if known.
+func reportGap(pattern: String, sinceSeq: UInt64, firstSeq: UInt64, asked: StreamPosition?, instance: String?) {
+    if let old = asked?.instance, let instance, old != instance {
+        printError("the broker restarted (run \(old), seq \(asked!.seq), is now run \(instance)); events of '\(pattern)' published in between may have been missed, replaying this run's from seq \(firstSeq)")
+    } else {
+        printError("the broker's history no longer reaches back to seq \(sinceSeq + 1); events of '\(pattern)' from seq \(sinceSeq + 1) to \(firstSeq - 1) may have been missed")
+    }
 }
 
 /// A note on stderr for a `dropped` notice.

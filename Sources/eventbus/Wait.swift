@@ -91,7 +91,7 @@ func runWait(_ args: ParsedArguments, socket: String) throws(CLIError) {
                     }
                 case .dropped(let count, let since):
                     reportDropped(count: count, sinceSeq: since)
-                case .other:
+                case .gap, .other:
                     break
                 }
                 return true

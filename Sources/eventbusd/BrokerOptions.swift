@@ -40,6 +40,9 @@ struct BrokerOptions {
         OptionSpec("max-queued", value: true),
         OptionSpec("max-connections", value: true),
         OptionSpec("max-subscriptions", value: true),
+        OptionSpec("history-events", value: true),
+        OptionSpec("history-bytes", value: true),
+        OptionSpec("state-dir", value: true),
         OptionSpec("max-connections-per-uid", value: true),
         OptionSpec("max-subscriptions-per-uid", value: true),
         OptionSpec("max-subscriptions-total", value: true),
@@ -106,6 +109,11 @@ struct BrokerOptions {
         case "max-queued": server.broker.maxQueuedBytes = try parsed { v throws(ValueError) in try parseSize(v, minimum: 1024) }
         case "max-connections": server.broker.maxConnections = try parsed(parseCount)
         case "max-subscriptions": server.broker.maxSubscriptionsPerConnection = try parsed(parseCount)
+        case "history-events": server.broker.retention.historyEvents = value == "0" ? 0 : try parsed(parseCount)
+        case "history-bytes": server.broker.retention.historyBytes = try parsed { v throws(ValueError) in try parseSize(v) }
+        case "state-dir":
+            guard !value.isEmpty else { throw UsageError("--state-dir needs a directory") }
+            server.stateDirectory = value
         case "max-connections-per-uid": server.broker.quotas.maxConnectionsPerUID = try parsed(parseCount)
         case "max-subscriptions-per-uid": server.broker.quotas.maxSubscriptionsPerUID = try parsed(parseCount)
         case "max-subscriptions-total": server.broker.quotas.maxSubscriptions = try parsed(parseCount)
@@ -180,6 +188,14 @@ struct BrokerOptions {
                                        no byte for DURATION, with error code timeout
                                        (default \(durationText(.nanoseconds(quotas.frameTimeoutNanoseconds))); 0: never)
             SIZE is bytes, or with K, M, G (binary multiples).
+
+        Retained events and history (1.1):
+              --state-dir DIR          keep retained events in DIR/retained.jsonl across
+                                       restarts (the units pass $STATE_DIRECTORY;
+                                       default: none, retention lasts for the run)
+              --history-events N       events kept for 'subscribe' with 'since'
+                                       (default \(defaults.broker.retention.historyEvents); 0 turns history off)
+              --history-bytes SIZE     bytes of events kept for it (default \(sizeText(defaults.broker.retention.historyBytes)); 0: off)
 
         Access policy (docs/POLICY.md):
               --policy FILE            read the policy from FILE; repeat for more files,

@@ -6,6 +6,9 @@
 //     eventbus-client-peer --socket PATH like-screen N     observe N post.like events
 //     eventbus-client-peer --socket PATH search-backend N  answer N search.query events
 //     eventbus-client-peer --socket PATH sensors           publish 3 temperatures, 2 humidities
+//     eventbus-client-peer --socket PATH tapper NAME N P   publish N taps while watching the
+//                                                          taps of P tappers in all; print each
+//     eventbus-client-peer --socket PATH poster N          post N taps from synchronous code
 //
 // Roles that observe print `ready` once the broker has their subscription.
 import EventBusClient
@@ -37,6 +40,19 @@ struct TemperatureChanged: BusEvent {
 struct HumidityChanged: BusEvent {
     static let eventType = "sensor.humidity"
     var value: Double
+}
+
+/// A tap of the restart scenario (issue 12): `from` tapper's `n`-th.
+struct Tap: BusEvent {
+    static let eventType = "taps.tap"
+    var from: String
+    var n: Int
+}
+
+/// A tapper has published all its taps.
+struct TapsDone: BusEvent {
+    static let eventType = "taps.done"
+    var from: String
 }
 
 func say(_ line: String) {
@@ -89,6 +105,57 @@ func sensors(_ bus: EventBus) async throws {
     say("published 5")
 }
 
+/// Publishes `count` taps, 10 ms apart, printing `tap FROM N ID` for every tap
+/// it sees (its own are delivered locally, with the id the broker gave them:
+/// `<instance>-<seq>`), `lost N` for a publish lost with a connection, and
+/// exits once every one of the `tappers` has said it is done.
+func tapper(_ bus: EventBus, name: String, count: Int, tappers: Int) async throws {
+    let taps = bus.events(of: Tap.self)
+    let dones = bus.events(of: TapsDone.self)
+    try await bus.ping()
+    say("ready")
+    let watching = Task {
+        for try await tap in taps { say("tap \(tap.event.from) \(tap.event.n) \(tap.metadata.id)") }
+    }
+    let finished = Task {
+        var seen: Set<String> = []
+        for try await done in dones {
+            seen.insert(done.event.from)
+            if seen.count == tappers { return }
+        }
+    }
+    for n in 0..<count {
+        do {
+            try await bus.publish(Tap(from: name, n: n))
+        } catch .connectionLost {
+            say("lost \(n)")
+        }
+        try await Task.sleep(for: .milliseconds(10))
+    }
+    while true {
+        do {
+            try await bus.publish(TapsDone(from: name))
+            break
+        } catch .connectionLost {
+            continue  // done must arrive; taps need not
+        }
+    }
+    try await finished.value
+    try await bus.ping()
+    watching.cancel()
+    say("finished")
+}
+
+/// Posts `count` taps from one synchronous loop (`post`: no awaiting), then pings.
+func poster(_ bus: EventBus, count: Int) async throws {
+    func postAll() throws(EventBusError) {
+        for n in 0..<count { try bus.post(Tap(from: "poster", n: n)) }
+    }
+    try postAll()
+    try await bus.ping()
+    say("posted \(count)")
+}
+
 Thread.detachNewThread {
     Thread.sleep(forTimeInterval: 20)
     FileHandle.standardError.write(Data("eventbus-client-peer: watchdog: still running after 20 s\n".utf8))
@@ -105,6 +172,10 @@ do {
     case "like-screen": try await likeScreen(bus, count: count)
     case "search-backend": try await searchBackend(bus, count: count)
     case "sensors": try await sensors(bus)
+    case "tapper":
+        guard arguments.count >= 6, let n = Int(arguments[4]), let tappers = Int(arguments[5]) else { fail("usage: tapper NAME N TAPPERS") }
+        try await tapper(bus, name: arguments[3], count: n, tappers: tappers)
+    case "poster": try await poster(bus, count: count)
     default: fail("unknown role \(role)")
     }
     bus.close()

@@ -19,6 +19,9 @@ final class RecordingSink: EventSink {
     var types: [String] { received.withLock { $0.map(\.type) } }
     var isAlive: Bool { alive.load(ordering: .relaxed) }
     func isObserver(_ object: AnyObject) -> Bool { owner == ObjectIdentifier(object) }
+    var observerID: ObjectIdentifier? { owner }
+    let gaps = Locked<[BusGap]>([])
+    func markGap(_ gap: BusGap) { gaps.withLock { $0.append(gap) } }
     func deliver(_ event: RawEvent) -> SinkOutcome {
         guard isAlive else { return .inactive }
         received.withLock { $0.append(event) }
@@ -73,6 +76,8 @@ final class Outcomes: Sendable {
             case .notice(let notice): notices.append(notice)
             case .firstConnect(let completion, let result): completion(result)
             case .wakeReader, .dropConnection: break
+            case .completeCurrent(let completion, let result): completion(result)
+            case .markGap(let sinks, let gap): for sink in sinks { sink.markGap(gap) }
             }
         }
         return notices

@@ -55,10 +55,11 @@ final class BrokerProcess {
     }
 
     /// SIGTERM (a clean stop: the broker unlinks its socket), then reap; SIGKILL after 5 s.
-    func stop() async {
+    /// With `signal: SIGKILL`, a crash: nothing is flushed or written.
+    func stop(signal: Int32 = SIGTERM) async {
         guard let process else { return }
         self.process = nil
-        _ = try? await process.stop(SIGTERM, timeout: .seconds(5))
+        _ = try? await process.stop(signal, timeout: .seconds(5))
     }
 }
 

@@ -56,10 +56,10 @@ final class BrokerHarness {
 
     static let instance = "00000000deadbeef"
 
-    init(_ configure: (inout BrokerConfiguration) -> Void = { _ in }) {
+    init(instance: String = BrokerHarness.instance, _ configure: (inout BrokerConfiguration) -> Void = { _ in }) {
         var configuration = BrokerConfiguration()
         configure(&configuration)
-        broker = Broker(configuration: configuration, instance: Self.instance,
+        broker = Broker(configuration: configuration, instance: instance,
                         startTime: BrokerTime(wallNanoseconds: startNanoseconds, monotonicNanoseconds: 5_000))
     }
 
@@ -278,7 +278,22 @@ final class BrokerHarness {
         #expect(stats.connections == broker.connections.count, sourceLocation: sourceLocation)
         #expect(stats.subscriptions == subscriptions, sourceLocation: sourceLocation)
         #expect(stats.queuedBytes == queuedBytes, sourceLocation: sourceLocation)
-        #expect(stats.published == broker.seq, sourceLocation: sourceLocation)
+        #expect(stats.published + broker.retention.restoredThrough == broker.seq, sourceLocation: sourceLocation)
+        // (1.1) The history ring holds consecutive seqs ending at the newest.
+        let ring = broker.retention.history
+        for i in 0..<ring.count {
+            #expect(ring[i].seq == ring[0].seq + UInt64(i), "history ring not consecutive at \(i)", sourceLocation: sourceLocation)
+        }
+        if ring.count > 0 { #expect(ring[ring.count - 1].seq == broker.seq, sourceLocation: sourceLocation) }
+        #expect(ring.count <= ring.maxEvents && ring.byteCount <= ring.maxBytes, sourceLocation: sourceLocation)
+        #expect(ring.byteCount == (0..<ring.count).reduce(0) { $0 + ring[$1].frame.count }, sourceLocation: sourceLocation)
+        // The quotas count every retained event, against its publisher's uid.
+        let retained = broker.retention.retained
+        #expect(broker.quotaTotals.retainedBytes == retained.byteCount && broker.quotaTotals.retainedEvents == retained.count,
+                sourceLocation: sourceLocation)
+        var byUID: [UInt32: Int] = [:]
+        for event in retained.events.values { byUID[event.uid, default: 0] += event.frame.count }
+        for (uid, bytes) in byUID { #expect(broker.accounts[uid]?.retainedBytes == bytes, sourceLocation: sourceLocation) }
     }
 
     /// Each uid's account counts exactly what its connections hold, and the

@@ -52,6 +52,25 @@ struct PolicyRoutingTests {
         h.closeAll()
     }
 
+    @Test func replaysAndLastThroughAFilteredSubscriptionLeaveOutDeniedTypesAndClearNeedsPublish() throws {
+        let h = BrokerHarness { $0.policy = try? Self.policy("deny subscribe secret.>\ndeny publish locked.>\n") }
+        let reader = h.connect(uid: 1000)
+        let root = h.connect(uid: 0)
+        for type in ["secret.a", "open.a", "secret.b", "open.b"] {
+            h.send(root, #"{"op":"publish","type":"\#(type)","retain":true}"#)
+        }
+        h.send(reader, #"{"op":"subscribe","type":">","last":true,"req":1}"#)
+        let last = h.read(reader)
+        #expect(last.first?.int("retained") == 2 && last.dropFirst().map(\.type) == ["open.a", "open.b"])
+        h.send(reader, #"{"op":"subscribe","type":"*.*","since":0}"#)
+        #expect(h.read(reader).map(\.seq) == [2, 4], "replayed through the filtered *.*: open only")
+        h.send(reader, #"{"op":"clear","type":"locked.x","req":2}"#, #"{"op":"clear","type":"open.a","req":3}"#)
+        let replies = h.read(reader)
+        #expect(replies.map { $0.code ?? "ok" } == ["forbidden", "ok"])
+        h.checkInvariants()
+        h.closeAll()
+    }
+
     @Test func aHalfClosedConnectionLeftWithoutSubscriptionsIsClosed() throws {
         let h = BrokerHarness()
         let reader = h.connect(uid: 1000)

@@ -293,6 +293,28 @@ struct AccessPolicyTests {
         }
     }
 
+    @Test("Retained events after last, history replays after since, and clear obey the policy (issue 12)")
+    func retentionObeysThePolicy() throws {
+        let policy = try PolicyFile("deny subscribe secret.>\ndeny publish secret.> user=4321\n")
+        try withPolicyBroker([policy]) { broker, users in
+            let root = try broker.connect()
+            try root.ok(#"{"op":"publish","type":"secret.x","retain":true,"req":1}"#)
+            try root.ok(#"{"op":"publish","type":"open.x","retain":true,"req":2}"#)
+            let user = try users.connect(uid: 4321)
+            let ok = try user.ok(#"{"op":"subscribe","type":">","last":true,"since":0,"req":1}"#)
+            #expect(ok.fields["filtered"] as? Bool == true && ok.int("retained") == 1, "\(ok)")
+            let frames = try user.settle()
+            // The replay left out open.x (sent as retained) and secret.x (denied).
+            #expect(frames.map { "\($0.type!) \($0.bool("retained") == true ? "retained" : "replayed")" } == ["open.x retained"], "\(frames)")
+            let exact = try user.error(#"{"op":"subscribe","type":"secret.x","last":true,"req":2}"#)
+            #expect(exact.code == "forbidden")
+            let clear = try user.error(#"{"op":"clear","type":"secret.x","req":3}"#)
+            #expect(clear.code == "forbidden" && clear.string("message")?.contains("publish secret.x denied") == true, "\(clear)")
+            #expect(try user.ok(#"{"op":"clear","type":"open.x","req":4}"#).bool("removed") == true)
+            #expect(try root.stats().int("retained") == 1, "the denied clear removed nothing")
+        }
+    }
+
     /// Runs the `eventbus` CLI to completion.
     private func runCLI(_ arguments: [String], in directory: TemporaryDirectory) throws -> ProcessOutput {
         try SpawnedProcess(try builtProduct("eventbus"), arguments, in: directory, environment: ["EVENTBUS_SOCKET": nil]).waitBlocking(timeout: .seconds(30))

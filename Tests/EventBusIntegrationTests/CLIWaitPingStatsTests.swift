@@ -136,7 +136,7 @@ struct CLIUsageTests {
         #expect(result.stderr.contains("--help"))
     }
 
-    @Test(arguments: ["publish", "listen", "wait", "stats", "ping"])
+    @Test(arguments: ["publish", "listen", "wait", "get", "clear", "stats", "ping", "reload"])
     func eachCommandHasHelpWithExamples(_ command: String) throws {
         for form in [[command, "--help"], [command, "-h"], ["help", command]] {
             let result = try run(form)
@@ -152,7 +152,7 @@ struct CLIUsageTests {
         let help = try run(["--help"])
         #expect(help.status == 0)
         #expect(help.stdout.hasPrefix("Usage: eventbus "))
-        for command in ["publish", "listen", "wait", "stats", "ping"] { #expect(help.stdout.contains(command)) }
+        for command in ["publish", "listen", "wait", "get", "clear", "stats", "ping", "reload"] { #expect(help.stdout.contains(command)) }
         for form in [["--version"], ["-V"], ["listen", "--version"]] {
             let version = try run(form)
             #expect(version.status == 0)

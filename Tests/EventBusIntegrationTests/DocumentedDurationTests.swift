@@ -38,7 +38,7 @@ struct DocumentedDurationTests {
         var texts: [(String, String)] = []
         let eventbusd = try runProcess(try builtProduct("eventbusd"), ["--help"], timeout: .seconds(10))
         texts.append(("eventbusd --help", eventbusd.stdout))
-        for command in ["publish", "listen", "wait", "stats", "ping"] {
+        for command in ["publish", "listen", "wait", "get", "clear", "stats", "ping", "reload"] {
             let run = try runProcess(try builtProduct("eventbus"), [command, "--help"], timeout: .seconds(10))
             texts.append(("eventbus \(command) --help", run.stdout))
         }

@@ -1,0 +1,103 @@
+// The values the client state machine hands out and keeps (ClientState.swift):
+// the `Step` of bytes and effects each change returns, the requests waiting
+// for their reply, the link state, the registrations of one pattern.
+//
+// Before editing: effects are performed by `BusCore.perform` with no lock
+// held, in order; a new effect needs its case there (and in the tests'
+// effect runner, ClientStateTests.perform).
+import EventBusProtocol
+
+/// Called once with the outcome of a request.
+typealias Completion<T> = @Sendable (Result<T, EventBusError>) -> Void
+
+/// A publish on its way to the broker.
+struct OutgoingPublish: Sendable {
+    var type: String
+    /// One line of valid JSON.
+    var data: JSONText
+    var source: String?
+    var id: String?
+    /// (1.1) Keep it as the retained event of its type.
+    var retain = false
+    /// The local observer that triggered it: not notified (`publish(_:from:)`).
+    var exclude: (AnyObject & Sendable)?
+    var completion: Completion<PublishReceipt>
+
+    /// The request that carries it.
+    var request: ClientRequest { .publish(type: type, source: source, id: id, retain: retain ? true : nil, data: data) }
+}
+
+/// What to do after a state change, outside the lock.
+struct Step {
+    /// Bytes to write to the connection (empty: nothing).
+    var write: [UInt8] = []
+    var effects: [Effect] = []
+
+    /// Queues `request`'s frame with `req`.
+    mutating func send(_ request: ClientRequest, req: Int64) { request.encode(req: req, to: &write) }
+}
+
+/// An effect of a state change.
+enum Effect {
+    /// Hand `event` to each sink.
+    case deliver(RawEvent, [any EventSink])
+    /// Hand a just-published event to local sinks, then complete the publish.
+    case published(RawEvent, [any EventSink], delivered: Int, Completion<PublishReceipt>)
+    /// Complete a `ping` or `stats` request with its reply.
+    case reply(Completion<Reply>, Result<Reply, EventBusError>)
+    /// Fail a publish.
+    case failPublish(Completion<PublishReceipt>, EventBusError)
+    /// End these sinks.
+    case finish([any EventSink], EventBusError?, discardQueued: Bool)
+    /// Report to `notices()` streams.
+    case notice(BusNotice)
+    /// The first connection is up (or failed): resume `EventBus.connect`.
+    case firstConnect(Completion<ConnectionInfo>, Result<ConnectionInfo, EventBusError>)
+    /// Wake the reader thread so it recomputes its sleep (a publish started waiting).
+    case wakeReader
+    /// Close the connection: it can no longer be trusted to be in step.
+    case dropConnection
+    /// (1.1) Complete a `current(_:)` request.
+    case completeCurrent(Completion<RawEvent?>, Result<RawEvent?, EventBusError>)
+    /// (1.1) Attach a gap to the next event of these sinks.
+    case markGap([any EventSink], BusGap)
+}
+
+/// The link to the broker.
+enum Link: Equatable {
+    /// No connection yet, or between attempts after a loss.
+    case disconnected
+    /// The handshake was written; `info` arrives with the `hello` reply.
+    case connected(ConnectionInfo?)
+    /// For good; `error` is nil after `close()`.
+    case closed(EventBusError?)
+}
+
+/// A request waiting for its `ok` or `error`.
+enum PendingRequest {
+    case hello
+    case subscribe(String)
+    /// (1.1) A subscribe with `last` for these registrations' initial value.
+    case subscribeInitial(String, [UInt64])
+    /// (1.1) A subscribe with `last` for `current(_:)`.
+    case current(Completion<RawEvent?>)
+    /// (1.1) The ping after a `current` subscribe (req): nothing retained if still waiting.
+    case currentSentinel(Int64)
+    case unsubscribe(String)
+    case publish(OutgoingPublish)
+    case ping(Completion<Reply>)
+    case stats(Completion<Reply>)
+}
+
+/// The registrations on one pattern.
+struct PatternEntry {
+    let pattern: Pattern
+    /// Registrations that receive its events.
+    var sinks: [UInt64: any EventSink] = [:]
+    /// (1.1) Registrations made with `initial: .last`, waiting for the
+    /// answer to their subscribe with `last`: they join `sinks` then, just
+    /// before their retained events, so nothing older reaches them after.
+    var waitingInitial: [UInt64: any EventSink] = [:]
+
+    var isEmpty: Bool { sinks.isEmpty && waitingInitial.isEmpty }
+}

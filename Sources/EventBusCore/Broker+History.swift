@@ -1,0 +1,176 @@
+// History replay (PROTOCOL.md "Retained events and history (1.1)"): every
+// publish is recorded in the ring (HistoryRing.swift); a `subscribe` with
+// `since` gets, right after its `ok`, the ring's events after that seq that
+// its pattern matches and the connection may receive, flagged
+// `"replayed":true`, preceded by a `gap` frame when the ring no longer
+// reaches back. The broker is single-threaded and the replay runs inside the
+// subscribe step, so replay and live events form one sequence without gaps
+// or duplicates by construction: every event up to the current seq comes
+// from the ring, every later one live.
+//
+// Before editing: one event reaches a connection at most once however many
+// of its patterns match (PROTOCOL.md "Names and patterns"), so each
+// subscription remembers `offeredFrom`, the seq from which it has been
+// offered everything it matches, and a replay skips what another
+// subscription already offered. The cost of a replay is bounded whatever a
+// client does: at most `maxDeduplicated` other subscriptions are consulted
+// (beyond them a hostile client can only get duplicates on its own
+// connection), and all replay work is paid from a per-uid credit that
+// refills with time; a replay the credit cannot pay for is cut short and
+// says so with a `gap` frame. docs/PROTOCOL-NOTES.md states the rule.
+import EventBusProtocol
+
+/// A uid's replay credit: units of replay work it may still spend.
+struct ReplayCredit {
+    var units: Int
+    /// CLOCK_MONOTONIC ns when `units` was last brought up to date.
+    var updated: Int64
+}
+
+extension Broker {
+    /// Other subscriptions of the connection a replay de-duplicates against.
+    static let maxDeduplicated = 16
+
+    // MARK: Recording
+
+    /// Records the event that just took `seq` in the history ring. `event`
+    /// is nil only while history is off (nothing built it).
+    /// - Parameter publisher: nil for the broker's own events.
+    @inline(__always)
+    func recordHistory(_ event: EventFrame?, seq: UInt64, type: EventType, publisher: Connection?) {
+        retention.history.record(event, seq: seq, publisher: publisher?.id ?? 0,
+                                 typeStart: OutboundFrame.typeOffset(seq: seq), typeCount: type.name.utf8.count)
+    }
+
+    // MARK: Replay
+
+    /// Sends, right after a subscribe's `ok` (and its retained events), the
+    /// ring's events after `since` that `subscription`'s pattern matches and
+    /// the connection may receive (no echo without `echo: true`), each
+    /// flagged `"replayed":true`, in seq order, skipping those another of
+    /// the connection's subscriptions already offered; a `gap` frame first
+    /// when the ring no longer reaches back to `since + 1`, when `instance` is
+    /// not this run's (then `since` counts as 0), or when the uid's replay
+    /// credit cuts the replay short:
+    /// `{"op":"gap","type":"a.>","since_seq":10,"first_seq":50}`.
+    /// - Parameter sentRetained: seqs just sent as retained events (a
+    ///   subscribe with both `last` and `since`): not sent again.
+    func replayHistory(since requested: UInt64, instance: String?, subscription: Subscription, to connection: Connection, sentRetained: Set<UInt64> = []) {
+        let ring = retention.history
+        let foreign = instance != nil && instance != self.instance
+        let since = foreign ? 0 : requested
+        var start = ring.index(after: since)
+        var gap = foreign || ring.lostThrough > since
+
+        // What the replay may cost: the ring entries it scans plus the
+        // subscriptions it looks at; cut the scan to what the credit pays for.
+        let uid = connection.credentials.uid
+        let available = replayCredit(uid: uid)
+        let others = connection.subscriptionCount - 1
+        if (ring.count - start) + others > available {
+            let affordable = ring.count - max(0, available - others)
+            if affordable > start {
+                start = affordable
+                gap = true
+            }
+        }
+        let firstReplayed = start < ring.count ? ring[start].seq : seq + 1
+        if gap {
+            scratch.removeAll(keepingCapacity: true)
+            FrameEncoder.appendASCII("{\"op\":\"gap\",\"type\":", to: &scratch)
+            JSONString.appendQuoted(subscription.pattern.text, to: &scratch)
+            FrameEncoder.appendField("since_seq", int: since, to: &scratch)
+            FrameEncoder.appendField("first_seq", int: firstReplayed, to: &scratch)
+            FrameEncoder.appendASCII("}\n", to: &scratch)
+            enqueue(bytes: scratch, to: connection)
+        }
+        guard start < ring.count else {
+            spendReplayCredit(uid: uid, units: others)
+            subscription.offeredFrom = min(subscription.offeredFrom, firstReplayed)
+            return
+        }
+
+        // Subscriptions that may already have offered some of these events:
+        // this one (a repeated subscribe) and up to `maxDeduplicated` others
+        // that overlap it and existed before the newest ring event.
+        let newest = ring[ring.count - 1].seq
+        let matcher = PatternMatcher(subscription.pattern)
+        var dedup: [(matcher: PatternMatcher, from: UInt64)] = []
+        if subscription.offeredFrom <= newest { dedup.append((matcher, subscription.offeredFrom)) }
+        for (pattern, other) in connection.subscriptions where other !== subscription && other.offeredFrom <= newest {
+            guard dedup.count < Broker.maxDeduplicated + 1 else { break }
+            let overlaps = withUTF8(pattern.text) { other in
+                matcher.bytes.withUnsafeBytes { PatternMatcher.mayOverlap($0, other) }
+            }
+            if overlaps { dedup.append((PatternMatcher(pattern), other.offeredFrom)) }
+        }
+
+        var checks = 0
+        var delivered: UInt64 = 0
+        for i in start..<ring.count {
+            let entry = ring[i]
+            let type = entry.typeBytes
+            guard matcher.matches(type) else { continue }
+            if entry.publisher == connection.id && !connection.echo { continue }  // no echo
+            if subscription.isFiltered && !retentionMayReceive(connection, type) { continue }  // the policy
+            var offered = false
+            for earlier in dedup {
+                checks += 1
+                if entry.seq >= earlier.from && earlier.matcher.matches(type) {
+                    offered = true
+                    break
+                }
+            }
+            if offered || (!sentRetained.isEmpty && sentRetained.contains(entry.seq)) { continue }
+            if offerFlagged(entry.frame, .replayed, seq: entry.seq, to: connection) { delivered += 1 }
+            if !connection.isRoutable { break }  // closed under `overflow: disconnect`
+        }
+        statistics.delivered += delivered
+        spendReplayCredit(uid: uid, units: (ring.count - start) + others + checks)
+        subscription.offeredFrom = min(subscription.offeredFrom, firstReplayed)
+    }
+
+    // MARK: Credit
+
+    /// The units `uid` may spend now: its credit refilled for the time since
+    /// it was last used, up to the burst (`RetentionConfiguration`).
+    func replayCredit(uid: UInt32) -> Int {
+        let limits = configuration.retention
+        guard let credit = retention.replayCredit[uid] else { return limits.replayBurstUnits }
+        let elapsed = max(0, now.monotonicNanoseconds - credit.updated)
+        let refill = elapsed >= 1_000_000_000 * 64 ? limits.replayBurstUnits
+            : Int(elapsed) / 1_000 * limits.replayUnitsPerSecond / 1_000_000
+        return min(limits.replayBurstUnits, credit.units + refill)
+    }
+
+    /// Takes `units` from `uid`'s credit.
+    /// - Parameter allowDebt: when false, nothing is taken unless the credit covers it.
+    /// - Returns: whether the units were taken.
+    @discardableResult
+    func spendReplayCredit(uid: UInt32, units: Int, allowDebt: Bool = true) -> Bool {
+        let available = replayCredit(uid: uid)
+        guard allowDebt || units <= available else { return false }
+        let left = available - units
+        if left >= configuration.retention.replayBurstUnits {
+            retention.replayCredit[uid] = nil  // full again: forget the uid
+        } else {
+            retention.replayCredit[uid] = ReplayCredit(units: left, updated: now.monotonicNanoseconds)
+        }
+        return true
+    }
+}
+
+extension OutboundFrame {
+    /// Where the type's bytes start in the event frame of `seq`:
+    /// after `{"op":"event","seq":<digits>,"type":"` (`FrameEncoder.writeEvent`).
+    @inline(__always)
+    static func typeOffset(seq: UInt64) -> Int {
+        var digits = 1
+        var n = seq
+        while n >= 10 {
+            n /= 10
+            digits += 1
+        }
+        return 20 + digits + 9
+    }
+}

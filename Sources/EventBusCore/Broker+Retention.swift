@@ -1,0 +1,255 @@
+// Retained events (PROTOCOL.md "Retained events and history (1.1)",
+// "Quotas (1.1)"): keeping the event of a `publish` with `retain: true`,
+// `clear`, the retained events sent after a `subscribe` with `last: true`,
+// and the snapshot the server writes to the state file. The history ring and
+// `since` replays are in Broker+History.swift; the state file's format in
+// RetainedStateFile.swift.
+//
+// Before editing: the limits are the quotas' (UserAccounts.swift:
+// `retainedLimitError`, `chargeRetained`, `releaseRetained`; 65,536 events
+// and 64 MiB in all, 1/8 of the bytes per uid, `--max-retained...`): every
+// retained event is charged to its publisher's uid while it is kept, and
+// only `retain` and `clear` change the store. The access policy is asked
+// through `retentionMayReceive` (its `mayReceive`, only for filtered
+// subscriptions, as live routing does) and `mayPublish` (`clear`). A
+// retained event is refused before the publish takes a seq, so an error
+// reply always means nothing happened.
+import EventBusProtocol
+
+/// Bounds of retention and history (PROTOCOL.md "Quotas (1.1)", "Retained
+/// events and history (1.1)").
+public struct RetentionConfiguration: Sendable {
+    /// Events in the history ring (`--history-events`, default 10,000; 0 turns it off).
+    public var historyEvents = 10_000
+    /// Bytes of event frames in the history ring (`--history-bytes`, default 16 MiB; 0 turns it off).
+    public var historyBytes = 16 << 20
+    /// Replay work a uid may spend at once, in entries examined (ring or
+    /// retained entries, subscriptions, de-duplication checks; each costs
+    /// about 10 ns), and how much comes back per second. See
+    /// docs/PROTOCOL-NOTES.md "Retained events and history".
+    public var replayBurstUnits = 4 << 20
+    public var replayUnitsPerSecond = 1 << 20
+
+    public init() {}
+}
+
+/// What the broker keeps besides connections: retained events, the history
+/// ring, and the bookkeeping of both (one stored property of `Broker`).
+struct RetentionState {
+    var retained = RetainedStore()
+    var history: HistoryRing
+    /// Replay credit per uid (see Broker+History.swift).
+    var replayCredit: [UInt32: ReplayCredit] = [:]
+    /// Seqs 1...restoredThrough were given to events restored from the state file.
+    var restoredThrough: UInt64 = 0
+
+    init(_ configuration: RetentionConfiguration) {
+        history = HistoryRing(maxEvents: configuration.historyEvents, maxBytes: configuration.historyBytes)
+    }
+}
+
+/// A copy of the retained events for the state file writer: the frames are
+/// immutable and only read, so handing them to another thread is safe.
+public struct RetainedSnapshot: @unchecked Sendable {
+    /// `(seq, frame)` in no particular order (the writer sorts them).
+    public let events: [(seq: UInt64, frame: OutboundFrame)]
+    /// `Broker.retainedGeneration` when it was taken.
+    public let generation: UInt64
+}
+
+extension Broker {
+    // MARK: Access
+
+    /// Whether the access policy lets `connection` receive events of the
+    /// type whose bytes are `type` (`last` and `since` replays through a
+    /// filtered subscription ask it; an unfiltered one may receive every
+    /// type it matches): `mayReceive` (Broker+Policy.swift).
+    func retentionMayReceive(_ connection: Connection, _ type: UnsafeRawBufferPointer) -> Bool {
+        guard let eventType = EventType(String(decoding: type, as: UTF8.self)) else { return false }
+        return mayReceive(connection, eventType)
+    }
+
+    // MARK: Publish with retain
+
+    /// The quota charge of a retained event: its publisher's uid and the
+    /// bytes of its frame.
+    func retainedCharge(_ event: RetainedEvent) -> RetainedCharge {
+        RetainedCharge(uid: event.uid, bytes: event.frame.count)
+    }
+
+    /// Keeps `frame` as the retained event of `type` (replacing the one there),
+    /// published by `uid` with `seq`, if the quotas allow (PROTOCOL.md "Quotas
+    /// (1.1)"). Called before the publish takes `seq`.
+    /// - Returns: the `limit` error to answer with (nothing kept), or nil.
+    func retain(_ frame: OutboundFrame, seq: UInt64, type: String, uid: UInt32) -> ProtocolError? {
+        let event = RetainedEvent(seq: seq, type: type, frame: frame, uid: uid)
+        let old = retention.retained[type]
+        if let error = retainedLimitError(for: retainedCharge(event), replacing: old.map(retainedCharge)) {
+            return ProtocolError(.limit, error.message + "; nothing kept")
+        }
+        if let old { releaseRetained(retainedCharge(old)) }
+        chargeRetained(retainedCharge(event))
+        retention.retained.put(event)
+        return nil
+    }
+
+    // MARK: clear
+
+    /// `clear`: removes the retained event of `type`. `ok` carries `type` and
+    /// `removed`: `{"op":"ok","req":5,"type":"currency.changed","removed":true}`.
+    /// Needs publish permission for the type (`mayPublish` answers `forbidden`).
+    func clear(_ type: EventType, req: UnsafeRawBufferPointer?, from connection: Connection) {
+        guard mayPublish(connection, type, req: req) else { return }
+        let removed = retention.retained.remove(type.name)
+        if let removed { releaseRetained(retainedCharge(removed)) }
+        replyOKIfAsked(to: connection, req: req) { out in
+            FrameEncoder.appendField("type", string: type.name, to: &out)
+            FrameEncoder.appendField("removed", bool: removed != nil, to: &out)
+        }
+    }
+
+    // MARK: subscribe with last
+
+    /// The retained events `pattern` matches that `connection` may receive,
+    /// in seq order; charged to the uid's replay credit.
+    /// - Parameter filtered: the subscription is (or will be) marked filtered:
+    ///   ask the policy for each type.
+    /// - Returns: nil when the uid's replay credit cannot pay for the search
+    ///   (answer `limit`).
+    func retainedMatches(_ pattern: Pattern, for connection: Connection, filtered: Bool) -> [RetainedEvent]? {
+        guard pattern.hasWildcards else {
+            guard let event = retention.retained[pattern.text] else { return [] }
+            return !filtered || withUTF8(event.type) { retentionMayReceive(connection, $0) } ? [event] : []
+        }
+        guard spendReplayCredit(uid: connection.credentials.uid, units: retention.retained.count, allowDebt: false) else { return nil }
+        let matcher = PatternMatcher(pattern)
+        var found: [RetainedEvent] = []
+        for event in retention.retained.events.values {
+            let take = withUTF8(event.type) { matcher.matches($0) && (!filtered || retentionMayReceive(connection, $0)) }
+            if take { found.append(event) }
+        }
+        found.sort { $0.seq < $1.seq }
+        return found
+    }
+
+    /// Queues the retained events found by `retainedMatches`, each flagged
+    /// `"retained":true`, under the outbound limits.
+    func sendRetained(_ events: [RetainedEvent], to connection: Connection) {
+        var delivered: UInt64 = 0
+        for event in events {
+            if offerFlagged(event.frame.bytes, .retained, seq: event.seq, to: connection) { delivered += 1 }
+            if !connection.isRoutable { break }  // closed under `overflow: disconnect`
+        }
+        statistics.delivered += delivered
+    }
+
+    // MARK: The state file
+
+    /// Goes up with every change of the retained events (the server writes
+    /// the state file when it differs from what it last wrote).
+    public var retainedGeneration: UInt64 { retention.retained.generation }
+
+    /// The retained events now, for the state file writer. O(retained events).
+    public func retainedSnapshot() -> RetainedSnapshot {
+        let events = retention.retained.events.values.map { (seq: $0.seq, frame: $0.frame) }
+        return RetainedSnapshot(events: events, generation: retention.retained.generation)
+    }
+
+    /// Restores retained events read from a state file (`RetainedStateFile`)
+    /// before the broker serves anyone: each gets a new seq, in their old
+    /// order, and keeps every other field. Events over the limits are left out.
+    /// - Returns: how many were restored, and the problems found (to log).
+    public func restoreRetained(fromStateFile bytes: UnsafeRawBufferPointer) -> RetainedStateFile.Report {
+        precondition(seq == 0 && connections.isEmpty, "retained events are restored before the broker serves")
+        var report = RetainedStateFile.read(bytes)
+        for event in report.events {
+            if let error = retain(event.frame.withSeq(seq + 1), seq: seq + 1, type: event.type, uid: event.uid) {
+                report.problems.append("left out the retained \(event.type): \(error.message)")
+                continue
+            }
+            seq += 1
+            report.restored += 1
+        }
+        retention.restoredThrough = seq
+        report.events = []
+        return report
+    }
+
+    /// `stats` fields (1.1): `,"retained":N,"retained_bytes":B,"history_first_seq":F,"history_events":E`.
+    func appendRetentionStats(to out: inout [UInt8]) {
+        FrameEncoder.appendField("retained", int: UInt64(retention.retained.count), to: &out)
+        FrameEncoder.appendField("retained_bytes", int: UInt64(retention.retained.byteCount), to: &out)
+        FrameEncoder.appendField("history_first_seq", int: retention.history.firstSeq ?? (seq + 1), to: &out)
+        FrameEncoder.appendField("history_events", int: UInt64(retention.history.count), to: &out)
+    }
+
+    /// The `hello` features this file's work adds: `retain`, and `history`
+    /// while the ring is on.
+    var retentionFeatures: [String] {
+        retention.history.isEnabled ? ["retain", "history"] : ["retain"]
+    }
+}
+
+/// The flag a replayed or retained copy of an event carries.
+enum ReplayFlag {
+    /// `"retained":true`: sent after a `subscribe` with `last`.
+    case retained
+    /// `"replayed":true`: sent from the history after a `subscribe` with `since`.
+    case replayed
+}
+
+extension Broker {
+    /// Offers a copy of the event frame `bytes` with `,"retained":true` or
+    /// `,"replayed":true` added before its final `}`: written into
+    /// `eventScratch` and copied into the queue's chunk like a live event, or
+    /// into a chunk of its own when larger than `OutboundQueue.copyLimitBytes`.
+    /// Outside every fair share (the subscriber asked for it).
+    func offerFlagged(_ bytes: UnsafeRawBufferPointer, _ flag: ReplayFlag, seq: UInt64, to connection: Connection) -> Bool {
+        let suffix: StaticString = flag == .retained ? ",\"retained\":true}\n" : ",\"replayed\":true}\n"
+        let keep = bytes.count - 2  // without `}\n`
+        let size = keep + suffix.utf8CodeUnitCount
+        func write(_ destination: UnsafeMutableRawPointer) -> Int {
+            destination.copyMemory(from: bytes.baseAddress!, byteCount: keep)
+            (destination + keep).copyMemory(from: suffix.utf8Start, byteCount: suffix.utf8CodeUnitCount)
+            return size
+        }
+        let event: EventFrame
+        if size <= eventScratch.count {
+            event = EventFrame(bytes: UnsafeRawBufferPointer(start: eventScratch.baseAddress, count: write(eventScratch.baseAddress!)), shared: nil)
+        } else {
+            let chunk = OutboundChunk.make(capacity: size, write)
+            event = EventFrame(bytes: chunk.bytes, shared: chunk)
+        }
+        return offer(event, seq: seq, publisher: configuration.ownCredentials.uid, to: connection)
+    }
+}
+
+extension OutboundFrame {
+    /// A copy of this event frame whose `seq` is `seq` (every other byte
+    /// kept). The frame starts `{"op":"event","seq":<digits>,` as
+    /// `FrameEncoder.writeEvent` writes it.
+    func withSeq(_ seq: UInt64) -> OutboundFrame {
+        let head = eventSeqOffset
+        var digitsEnd = head
+        while digitsEnd < count && (baseAddress + digitsEnd).load(as: UInt8.self) != 0x2C { digitsEnd += 1 }
+        var digits: [UInt8] = []
+        FrameEncoder.appendInt(seq, to: &digits)
+        let rest = count - digitsEnd
+        return OutboundFrame.make(capacity: head + digits.count + rest) { destination in
+            destination.copyMemory(from: baseAddress, byteCount: head)
+            digits.withUnsafeBytes { (destination + head).copyMemory(from: $0.baseAddress!, byteCount: digits.count) }
+            (destination + head + digits.count).copyMemory(from: baseAddress + digitsEnd, byteCount: rest)
+            return head + digits.count + rest
+        }
+    }
+
+    /// Where the digits of `seq` start in an event frame: after `{"op":"event","seq":`.
+    var eventSeqOffset: Int { 20 }
+}
+
+/// Calls `body` with the UTF-8 bytes of `text`.
+@inline(__always)
+func withUTF8<R>(_ text: String, _ body: (UnsafeRawBufferPointer) -> R) -> R {
+    var text = text
+    return text.withUTF8 { body(UnsafeRawBufferPointer($0)) }
+}

@@ -1,0 +1,98 @@
+// Matching a pattern against raw type bytes without allocating, for the
+// replays (history and retained events, PROTOCOL.md "Retained events and
+// history (1.1)"), which test one pattern against thousands of stored types;
+// and a cheap conservative overlap test between two patterns, for choosing
+// which of a connection's subscriptions a replay must de-duplicate against.
+//
+// Before editing: semantics are `Pattern.matches` (PROTOCOL.md "Names and
+// patterns"); RetentionTests checks the two agree on a table. Both inputs are
+// already validated (a `Pattern`, a type from a frame the broker built), so
+// no byte is checked for validity here.
+import EventBusProtocol
+
+/// A pattern compiled to its UTF-8 bytes.
+struct PatternMatcher {
+    let pattern: Pattern
+    let bytes: [UInt8]
+
+    init(_ pattern: Pattern) {
+        self.pattern = pattern
+        self.bytes = Array(pattern.text.utf8)
+    }
+
+    /// Whether the pattern matches the event type whose bytes are `type`.
+    func matches(_ type: UnsafeRawBufferPointer) -> Bool {
+        bytes.withUnsafeBufferPointer { p in PatternMatcher.matches(UnsafeRawBufferPointer(p), type) }
+    }
+
+    /// Whether the pattern matches `type`.
+    func matches(_ type: String) -> Bool {
+        var name = type
+        return name.withUTF8 { matches(UnsafeRawBufferPointer($0)) }
+    }
+
+    /// `Pattern.matches` on bytes: `*` is exactly one segment, a final `>`
+    /// one or more.
+    static func matches(_ p: UnsafeRawBufferPointer, _ t: UnsafeRawBufferPointer) -> Bool {
+        let pc = p.count, tc = t.count
+        var pi = 0, ti = 0
+        while true {
+            // Both at the start of a segment.
+            if p[pi] == 0x3E && pi + 1 == pc { return ti < tc }  // `>`
+            if ti >= tc { return false }
+            if p[pi] == 0x2A && (pi + 1 == pc || p[pi + 1] == 0x2E) {  // `*`
+                pi += 1
+                while ti < tc && t[ti] != 0x2E { ti += 1 }
+            } else {
+                while pi < pc && p[pi] != 0x2E {
+                    guard ti < tc, t[ti] == p[pi] else { return false }
+                    pi += 1
+                    ti += 1
+                }
+                if ti < tc && t[ti] != 0x2E { return false }
+            }
+            if pi == pc { return ti == tc }
+            if ti == tc { return false }
+            pi += 1
+            ti += 1
+        }
+    }
+
+    /// Whether some type might match both patterns: false only when they are
+    /// certainly disjoint (a literal segment differs at the same position, or
+    /// the segment counts cannot agree). A `>` is taken to overlap whatever
+    /// follows (the 255-byte bound is ignored), so the answer errs towards true.
+    func mayOverlap(_ other: PatternMatcher) -> Bool {
+        bytes.withUnsafeBufferPointer { a in
+            other.bytes.withUnsafeBufferPointer { b in
+                PatternMatcher.mayOverlap(UnsafeRawBufferPointer(a), UnsafeRawBufferPointer(b))
+            }
+        }
+    }
+
+    static func mayOverlap(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
+        var ai = 0, bi = 0
+        while true {
+            let aTail = a[ai] == 0x3E && ai + 1 == a.count
+            let bTail = b[bi] == 0x3E && bi + 1 == b.count
+            if aTail || bTail { return true }
+            let aEnd = segmentEnd(a, ai), bEnd = segmentEnd(b, bi)
+            let aStar = aEnd - ai == 1 && a[ai] == 0x2A
+            let bStar = bEnd - bi == 1 && b[bi] == 0x2A
+            if !aStar && !bStar {
+                guard aEnd - ai == bEnd - bi else { return false }
+                for k in 0..<(aEnd - ai) where a[ai + k] != b[bi + k] { return false }
+            }
+            let aDone = aEnd == a.count, bDone = bEnd == b.count
+            if aDone || bDone { return aDone && bDone }
+            ai = aEnd + 1
+            bi = bEnd + 1
+        }
+    }
+
+    private static func segmentEnd(_ p: UnsafeRawBufferPointer, _ start: Int) -> Int {
+        var i = start
+        while i < p.count && p[i] != 0x2E { i += 1 }
+        return i
+    }
+}

@@ -1,0 +1,131 @@
+// The format of the state file that keeps retained events across restarts
+// (`<state-dir>/retained.jsonl`, PROTOCOL.md "Retained events and history
+// (1.1)"): JSON Lines, a header line and then each retained event as the
+// exact event frame the broker delivered, oldest seq first:
+//
+//     {"op":"eventbus-state","format":1}
+//     {"op":"event","seq":7,"type":"currency.changed","time":"...","source":"settings","id":"...","pid":812,"uid":1000,"gid":1000,"data":{"code":"EUR"}}
+//
+// Before editing: reading must survive any file (truncated by a crash,
+// damaged, edited by hand): each line is checked on its own, a bad one is
+// reported and skipped, the rest is kept. A line is accepted only as an
+// event frame the broker itself could have written (the keys it writes, no
+// other, starting `{"op":"event","seq":`), because its bytes are forwarded
+// as they are (PROTOCOL.md "Framing": the broker never forwards a byte it
+// has not validated). The file is written by the server (a temporary file,
+// fsync, rename: docs/PROTOCOL-NOTES.md), never in place.
+import EventBusProtocol
+
+public enum RetainedStateFile {
+    /// The file name inside the state directory.
+    public static let fileName = "retained.jsonl"
+
+    /// The first line: `{"op":"eventbus-state","format":1}` and its LF.
+    public static let header: [UInt8] = Array("{\"op\":\"eventbus-state\",\"format\":1}\n".utf8)
+
+    /// What reading a state file found.
+    public struct Report {
+        /// Events restored into the broker.
+        public var restored = 0
+        /// One line per problem (bad line, left out over a limit), for the log.
+        public var problems: [String] = []
+        /// Valid events in the old seq order (consumed by `Broker.restoreRetained`).
+        var events: [(oldSeq: UInt64, type: String, frame: OutboundFrame, uid: UInt32)] = []
+    }
+
+    /// The frames of `snapshot` in seq order, each one line with its LF, to
+    /// be written after `header`.
+    public static func orderedFrames(_ snapshot: RetainedSnapshot) -> [OutboundFrame] {
+        snapshot.events.sorted { $0.seq < $1.seq }.map(\.frame)
+    }
+
+    /// Reads a state file's bytes: the valid events (one per type: the one
+    /// with the highest old seq) in the old seq order, and the problems.
+    static func read(_ bytes: UnsafeRawBufferPointer) -> Report {
+        var report = Report()
+        var byType: [String: Int] = [:]
+        var lineNumber = 0
+        var badLines = 0
+        var splitter = FrameSplitter(maxFrameBytes: 64 << 20)
+        func handle(_ piece: SplitFrame) -> Bool {
+            lineNumber += 1
+            switch piece {
+            case .tooLarge(let size):
+                badLines += 1
+                report.problems.append("line \(lineNumber): \(size) bytes, too long for an event; skipped")
+            case .frame(let line):
+                switch event(in: line) {
+                case .success(let found?):
+                    if let earlier = byType[found.type] {
+                        if report.events[earlier].oldSeq < found.oldSeq { report.events[earlier] = found }
+                    } else {
+                        byType[found.type] = report.events.count
+                        report.events.append(found)
+                    }
+                case .success(nil):
+                    break
+                case .failure(let reason):
+                    badLines += 1
+                    if badLines <= 10 { report.problems.append("line \(lineNumber): \(reason); skipped") }
+                }
+            }
+            return true
+        }
+        splitter.feed(bytes, handle)
+        if splitter.hasPartialFrame {
+            // A last line without its LF: the write was cut short (a crash
+            // between writes cannot cause it, a damaged disk can). Keep what parses.
+            splitter.finish(handle)
+        }
+        if badLines > 10 { report.problems.append("\(badLines - 10) more bad lines skipped") }
+        report.events.sort { $0.oldSeq < $1.oldSeq }
+        return report
+    }
+
+    /// The keys the broker writes in an event frame (`origin` only for bridged events).
+    static let eventKeys: Set<String> = ["op", "seq", "type", "time", "source", "id", "pid", "uid", "gid", "data", "origin"]
+
+    /// One line: an event, nil for the header (or another state line), or why it is bad.
+    static func event(in line: UnsafeRawBufferPointer) -> Result<(oldSeq: UInt64, type: String, frame: OutboundFrame, uid: UInt32)?, LineProblem> {
+        let members: [JSONMember]
+        do {
+            members = try JSONObject.members(line)
+        } catch {
+            return .failure(LineProblem("not a JSON object (\(error))"))
+        }
+        let keys = members.map(\.key)
+        if keys.first == "op", let op = members.first, op.value.isString, JSONString.decode(line, op.value) == "eventbus-state" {
+            return .success(nil)
+        }
+        guard Set(keys).count == keys.count else { return .failure(LineProblem("a key appears twice")) }
+        if let unknown = keys.first(where: { !eventKeys.contains($0) }) { return .failure(LineProblem("unexpected key \"\(unknown)\"")) }
+        guard case .event(let fields)? = try? BrokerFrame.read(line) else { return .failure(LineProblem("not an event frame")) }
+        let prefix = Array("{\"op\":\"event\",\"seq\":".utf8)
+        guard line.count > prefix.count + 2, line.starts(with: prefix), line[line.count - 1] == 0x7D else {
+            return .failure(LineProblem("not an event frame as the broker writes it"))
+        }
+        let typeName = JSONString.decode(line, fields.type)
+        guard let type = EventType(typeName), !type.isReserved else { return .failure(LineProblem("invalid event type \(JSONString.quoted(typeName))")) }
+        guard let time = fields.time, time.count == 26, fields.source != nil, fields.id != nil, fields.data != nil,
+              let pid = fields.pid, Int32(exactly: pid) != nil,
+              let uid = fields.uid.flatMap({ UInt32(exactly: $0) }),
+              let gid = fields.gid, UInt32(exactly: gid) != nil else {
+            return .failure(LineProblem("event lacks time, source, id, data, pid, uid or gid"))
+        }
+        if let origin = members.first(where: { $0.key == "origin" }), origin.value.kind != .object {
+            return .failure(LineProblem("origin is not an object"))
+        }
+        let frame = OutboundFrame.make(capacity: line.count + 1) { destination in
+            destination.copyMemory(from: line.baseAddress!, byteCount: line.count)
+            destination.storeBytes(of: 0x0A, toByteOffset: line.count, as: UInt8.self)
+            return line.count + 1
+        }
+        return .success((fields.seq, type.name, frame, uid))
+    }
+
+    /// Why a line was skipped.
+    struct LineProblem: Error, CustomStringConvertible {
+        let description: String
+        init(_ description: String) { self.description = description }
+    }
+}

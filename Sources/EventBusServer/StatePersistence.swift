@@ -1,0 +1,174 @@
+// Keeping retained events across restarts (PROTOCOL.md "Retained events and
+// history (1.1)"): `<state-dir>/retained.jsonl` is read once at start-up and
+// rewritten whenever the retained events changed, at most every
+// `writeDelay` (a burst of retaining publishes costs one write), by a helper
+// thread given an immutable snapshot, and once more, synchronously, on the
+// way out (SIGTERM, SIGINT, idle exit).
+//
+// Before editing: why a helper thread rather than bounded chunks on the
+// loop: the cost that matters is fsync(2), tens to hundreds of ms on a busy
+// disk, which no chunking can split; the loop only takes the snapshot (one
+// array of references to the immutable event frames, O(retained events))
+// and the helper sorts, writes, fsyncs and renames (DurableFile). One write
+// is in flight at a time; a change during it is written after it. A failed
+// write (ENOSPC, EIO) is logged once, retried every `retryDelay`, and the
+// broker keeps serving; the old file stays intact meanwhile.
+import Dispatch
+import EventBusCore
+import EventBusSystem
+import Synchronization
+
+/// The state file of one broker: loading, and writing in the background.
+final class StatePersistence {
+    let directory: String
+    let path: String
+    let logger: Logger
+    /// A change reaches the file within this plus the write itself (ns).
+    let writeDelay: Int64 = 250_000_000
+    let retryDelay: Int64 = 1_000_000_000
+
+    private let queue = DispatchQueue(label: "eventbusd.state-writer")
+    private let outcome = WriteOutcome()
+    /// The generation of the retained events the file holds (or the one in flight).
+    private var writtenGeneration: UInt64 = 0
+    private var inFlight: UInt64? = nil
+    /// When the first unwritten change was seen (monotonic ns).
+    private var dirtySince: Int64? = nil
+    private var retryAt: Int64? = nil
+    private var failing = false
+
+    /// - Parameter directory: `--state-dir`; created (0700) if missing.
+    init(directory: String, logger: Logger) {
+        self.directory = directory
+        self.path = directory + "/" + RetainedStateFile.fileName
+        self.logger = logger
+    }
+
+    // MARK: Start-up
+
+    /// Creates the directory if needed and restores the retained events of
+    /// the file into `broker`. Never fails: what cannot be read is logged.
+    func load(into broker: Broker) {
+        do {
+            try FileSystem.createDirectories(directory, mode: 0o700)
+        } catch {
+            logger.warning("failed to create state directory \(directory): \(error); retained events will not survive a restart")
+        }
+        let limit = broker.configuration.quotas.maxRetainedBytes * 2 + (1 << 20)
+        let contents: (bytes: [UInt8], truncated: Bool)?
+        do {
+            contents = try DurableFile.read(path, maxBytes: limit)
+        } catch {
+            logger.warning("failed to read state file \(path): \(error); starting without retained events")
+            return
+        }
+        guard let contents else { return }
+        if contents.truncated { logger.warning("state file \(path) is larger than \(limit) bytes; reading its first \(limit) bytes") }
+        let report = contents.bytes.withUnsafeBytes { broker.restoreRetained(fromStateFile: $0) }
+        for problem in report.problems { logger.warning("state file \(path): \(problem)") }
+        logger.info("restored \(report.restored) retained event\(report.restored == 1 ? "" : "s") from \(path)")
+        writtenGeneration = broker.retainedGeneration
+    }
+
+    // MARK: The loop's side
+
+    /// Called from the loop's timer check: starts a write when the retained
+    /// events changed `writeDelay` ago and none is in flight; collects the
+    /// outcome of the last one.
+    func tick(_ broker: Broker, now: Int64) {
+        collect(now: now)
+        guard inFlight == nil, broker.retainedGeneration != writtenGeneration else {
+            if inFlight == nil { dirtySince = nil }
+            return
+        }
+        let since = dirtySince ?? now
+        dirtySince = since
+        if let retryAt, now < retryAt { return }
+        guard now - since >= writeDelay else { return }
+        let snapshot = broker.retainedSnapshot()
+        inFlight = snapshot.generation
+        let path = self.path, outcome = self.outcome
+        queue.async { outcome.store(StatePersistence.write(snapshot, to: path)) }
+    }
+
+    /// When the loop must call `tick` next (monotonic ns), nil when nothing is pending.
+    func nextDeadline(_ broker: Broker, now: Int64) -> Int64? {
+        if inFlight != nil { return now + 20_000_000 }  // poll for the outcome
+        guard broker.retainedGeneration != writtenGeneration else { return nil }
+        let due = (dirtySince ?? now) + writeDelay
+        return max(due, retryAt ?? due)
+    }
+
+    /// On the way out: waits for a write in flight, then writes what changed since.
+    func finish(_ broker: Broker) {
+        queue.sync {}
+        collect(now: Clock.monotonicNanoseconds())
+        guard broker.retainedGeneration != writtenGeneration else { return }
+        let snapshot = broker.retainedSnapshot()
+        if let error = StatePersistence.write(snapshot, to: path) {
+            logger.error("failed to write state file \(path): \(error); the retained events changed since the last write are lost")
+        } else {
+            writtenGeneration = snapshot.generation
+        }
+    }
+
+    private func collect(now: Int64) {
+        guard let generation = inFlight, let result = outcome.take() else { return }
+        inFlight = nil
+        switch result {
+        case .success:
+            writtenGeneration = generation
+            retryAt = nil
+            dirtySince = nil
+            if failing {
+                failing = false
+                logger.notice("wrote state file \(path) again")
+            }
+        case .failure(let error):
+            retryAt = now + retryDelay
+            if !failing {
+                failing = true
+                logger.warning("failed to write state file \(path): \(error); retrying every \(retryDelay / 1_000_000_000) s")
+            }
+        }
+    }
+
+    // MARK: The helper's side
+
+    /// Sorts and writes a snapshot (header, then each frame): one
+    /// `DurableFile.replace`. Runs on the helper thread (or at exit).
+    static func write(_ snapshot: RetainedSnapshot, to path: String) -> SystemError? {
+        let frames = RetainedStateFile.orderedFrames(snapshot)
+        // Frames are copied into ~1 MiB blocks so the file takes few write(2)s.
+        var blocks: [[UInt8]] = [RetainedStateFile.header]
+        for frame in frames {
+            if blocks[blocks.count - 1].count + frame.count > 1 << 20 { blocks.append([]) }
+            blocks[blocks.count - 1].append(contentsOf: frame.bytes)
+        }
+        do {
+            try withBuffers(blocks[...]) { chunks throws(SystemError) in try DurableFile.replace(path, with: chunks) }
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    /// Calls `body` with pointers to every block.
+    private static func withBuffers(_ blocks: ArraySlice<[UInt8]>, _ pointers: [UnsafeRawBufferPointer] = [],
+                                    _ body: ([UnsafeRawBufferPointer]) throws(SystemError) -> Void) throws(SystemError) {
+        guard let first = blocks.first else { return try body(pointers) }
+        let result: Result<Void, SystemError> = first.withUnsafeBytes { raw in
+            Result { () throws(SystemError) in try withBuffers(blocks.dropFirst(), pointers + [raw], body) }
+        }
+        try result.get()
+    }
+}
+
+/// The helper thread's result, handed to the loop.
+private final class WriteOutcome: Sendable {
+    private let slot = Mutex<Result<Void, SystemError>?>(nil)
+
+    func store(_ error: SystemError?) { slot.withLock { $0 = error.map { .failure($0) } ?? .success(()) } }
+
+    func take() -> Result<Void, SystemError>? { slot.withLock { value in defer { value = nil }; return value } }
+}

@@ -1,0 +1,82 @@
+// Replacing a file so that a crash at any moment leaves either the old or
+// the new content, never a mix (write a temporary file in the same
+// directory, fsync(2) it, rename(2) it over the old one, fsync(2) the
+// directory: the recipe of rename(2) and of SQLite's and systemd's own state
+// files), and reading a whole file back. For the broker's state file
+// (retained events, docs/PROTOCOL-NOTES.md).
+//
+// Before editing: these calls block (regular files, fsync): call them from
+// a helper thread or at start-up and shutdown, never from the event loop.
+import Glibc
+
+public enum DurableFile {
+    /// Writes `chunks` as the new content of `path`: to `path + ".tmp"`
+    /// (mode 0600), fsync(2), rename(2) onto `path`, fsync(2) of the directory.
+    /// On failure the temporary file is removed and `path` is unchanged.
+    /// - Parameter durable: false skips both fsyncs: the replacement stays
+    ///   atomic for readers and across a crash of this process, but a power
+    ///   loss may bring back the old content (for files rewritten often).
+    /// - Throws: `SystemError` naming the failed call (`open`, `write`,
+    ///   `fsync`, `rename`), e.g. ENOSPC or EIO from `write` or `fsync`.
+    public static func replace(_ path: String, with chunks: [UnsafeRawBufferPointer], durable: Bool = true) throws(SystemError) {
+        let temporary = path + ".tmp"
+        let raw = try checkedCall("open") { open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600) }
+        let fd = FileDescriptor(rawValue: raw)
+        do throws(SystemError) {
+            for chunk in chunks {
+                var offset = 0
+                while offset < chunk.count {
+                    let n = try checkedCall("write") { Glibc.write(raw, chunk.baseAddress! + offset, chunk.count - offset) }
+                    offset += n
+                }
+            }
+            if durable { _ = try checkedCall("fsync") { fsync(raw) } }
+        } catch {
+            fd.close()
+            _ = Glibc.unlink(temporary)
+            throw error
+        }
+        fd.close()
+        do throws(SystemError) {
+            _ = try checkedCall("rename") { rename(temporary, path) }
+        } catch {
+            _ = Glibc.unlink(temporary)
+            throw error
+        }
+        // The rename is durable once the directory is; a failure here leaves
+        // the new file in place, which is what the caller asked for.
+        guard durable else { return }
+        let directory = FileSystem.parentDirectory(of: path)
+        if case .success(let dirfd) = systemCall(.retry, { open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }) {
+            _ = systemCall(.retry) { fsync(dirfd) }
+            _ = Glibc.close(dirfd)
+        }
+    }
+
+    /// The content of `path` (open(2), read(2) until EOF), at most
+    /// `maxBytes`: a longer file gives its first `maxBytes` bytes and
+    /// `truncated: true`.
+    /// - Returns: nil when the file does not exist (ENOENT).
+    /// - Throws: `SystemError("open"/"read", errno)` for other failures (EACCES, EIO).
+    public static func read(_ path: String, maxBytes: Int) throws(SystemError) -> (bytes: [UInt8], truncated: Bool)? {
+        let raw: CInt
+        switch systemCall(.retry, { open(path, O_RDONLY | O_CLOEXEC) }) {
+        case .success(let fd): raw = fd
+        case .failure(let e) where e == .noSuchFile: return nil
+        case .failure(let e): throw SystemError("open", e)
+        }
+        defer { _ = Glibc.close(raw) }
+        var bytes: [UInt8] = []
+        let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 16, alignment: 8)
+        defer { chunk.deallocate() }
+        while bytes.count < maxBytes {
+            let want = min(chunk.count, maxBytes - bytes.count)
+            let n = try checkedCall("read") { Glibc.read(raw, chunk.baseAddress, want) }
+            if n == 0 { return (bytes, false) }
+            bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: chunk[..<n]))
+        }
+        var probe: UInt8 = 0
+        let more = (try? checkedCall("read") { Glibc.read(raw, &probe, 1) }) ?? 0
+        return (bytes, more > 0)
+    }
+}
