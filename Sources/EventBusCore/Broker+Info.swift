@@ -18,7 +18,7 @@ extension Broker {
         connection.overflow = hello.overflow
         if let client = hello.client {
             connection.clientName = client
-            connection.defaultSource = client
+            connection.eventSource = EventStamp.source(client)
         }
         let configuration = self.configuration
         let instance = self.instance

@@ -235,8 +235,7 @@ extension Broker {
         statistics.published += 1
         let own = configuration.ownCredentials
         _ = fanOut(seq: seq, type: type, publisher: nil) {
-            timestamps.format(nanosecondsSinceEpoch: now.wallNanoseconds, into: &timeScratch)
-            return timeScratch.withUnsafeBytes { time in
+            timestamps.bytes(nanosecondsSinceEpoch: now.wallNanoseconds).withUnsafeBytes { time in
                 data.withUnsafeBytes { data in
                     let parts = FrameEncoder.EventParts(
                         seq: seq, type: type.name, time: time, source: nil, defaultSource: configuration.serverName,

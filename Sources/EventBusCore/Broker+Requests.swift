@@ -6,6 +6,9 @@
 // Before editing: a subscription is made and ended only by
 // `addSubscription`/`removeSubscription`, which keep both directions of the
 // index and `statistics.subscriptions` in step; a reply is never dropped.
+// A publish finds its route list through `types` (EventTypeTable.swift) and
+// writes its event from byte ranges (`EventContent`) and the publisher's
+// ready-made parts (EventStamp.swift): nothing per event builds a String.
 import EventBusProtocol
 
 extension Broker {
@@ -89,6 +92,7 @@ extension Broker {
     @discardableResult
     func addSubscription(_ pattern: Pattern, to connection: Connection, filtered: Bool = false) -> Bool {
         guard connection.subscriptions[pattern] == nil else { return false }
+        if !pattern.hasWildcards { types.dropRoutes(of: pattern.text) }
         let subscription = index.add(pattern, connection)
         subscription.offeredFrom = seq + 1
         connection.subscriptions[pattern] = subscription
@@ -104,6 +108,7 @@ extension Broker {
     @discardableResult
     func removeSubscription(_ pattern: Pattern, from connection: Connection) -> Bool {
         guard let subscription = connection.subscriptions.removeValue(forKey: pattern) else { return false }
+        if !pattern.hasWildcards { types.dropRoutes(of: pattern.text) }
         setFiltered(subscription, false, on: connection)
         index.remove(subscription)
         chargeSubscription(pattern, of: connection, sign: -1)
@@ -112,15 +117,21 @@ extension Broker {
 
     // MARK: Publish
 
-    func publish(_ request: PublishRequest, frame: UnsafeRawBufferPointer, req: UnsafeRawBufferPointer?, from publisher: Connection) {
-        let type = request.type
+    /// - Parameters:
+    ///   - typeEntry: the type's entry in `types`, when the caller found it already.
+    ///   - typeBytes: the type's bytes in `frame`, when it is written there without escapes.
+    func publish(_ request: PublishRequest, frame: UnsafeRawBufferPointer, req: UnsafeRawBufferPointer?, from publisher: Connection,
+                 typeEntry: Int? = nil, typeBytes: UnsafeRawBufferPointer? = nil) {
         // Policy first: a denied publish takes no seq (PROTOCOL.md "Access policy (1.1)").
-        guard mayPublish(publisher, type, req: req), request.origin == nil || mayBridge(publisher, req: req) else { return }
+        guard mayPublish(publisher, request.type, entry: typeEntry, req: req), request.origin == nil || mayBridge(publisher, req: req) else { return }
+        // What the event takes from the frame, as plain byte ranges: the
+        // routing below copies no request (and counts no references).
+        let content = EventContent(request, frame: frame, typeBytes: typeBytes)
         var kept: EventFrame? = nil
         if request.retain {
             // (1.1) Kept before the event takes a seq: refused means not routed.
-            let chunk = OutboundFrame.copying(buildEvent(seq: self.seq + 1, request, frame: frame, publisher: publisher).bytes)
-            if let error = retain(chunk, seq: self.seq + 1, type: type.name, uid: publisher.credentials.uid) {
+            let chunk = OutboundFrame.copying(buildEvent(seq: self.seq + 1, content, of: request.type, publisher: publisher).bytes)
+            if let error = retain(chunk, seq: self.seq + 1, type: request.type.name, uid: publisher.credentials.uid) {
                 reply(to: publisher, req: req, error: error)
                 return
             }
@@ -130,8 +141,8 @@ extension Broker {
         let seq = self.seq
         statistics.published += 1
         publisher.publishedCount += 1
-        let delivered = fanOut(seq: seq, type: type, publisher: publisher, built: kept) {
-            buildEvent(seq: seq, request, frame: frame, publisher: publisher)
+        let delivered = fanOut(seq: seq, type: request.type, entry: typeEntry, publisher: publisher, built: kept) {
+            buildEvent(seq: seq, content, of: request.type, publisher: publisher)
         }
         replyOKIfAsked(to: publisher, req: req) { out in
             FrameEncoder.appendField("seq", int: seq, to: &out)
@@ -147,17 +158,18 @@ extension Broker {
     /// ring is on (it keeps every event: `recordHistory`,
     /// Broker+History.swift). Counts `statistics.delivered`.
     /// - Parameters:
+    ///   - entry: the type's entry in `types`, when the caller found it already.
     ///   - publisher: nil for the broker's own events.
     ///   - built: the frame when it was built already (a retained publish:
     ///     the kept chunk, queued by reference).
     /// - Returns: how many connections it was queued to (`delivered`).
     @inline(__always)
-    func fanOut(seq: UInt64, type: EventType, publisher: Connection?, built: EventFrame? = nil, _ build: () -> EventFrame) -> UInt64 {
+    func fanOut(seq: UInt64, type: EventType, entry: Int? = nil, publisher: Connection?, built: EventFrame? = nil, _ build: () -> EventFrame) -> UInt64 {
         let uid = publisher?.credentials.uid ?? configuration.ownCredentials.uid
         var event = built
         if event == nil && retention.history.isEnabled { event = build() }
         var delivered: UInt64 = 0
-        index.forEachMatch(type) { subscriber in
+        forEachSubscriber(of: type, entry: entry) { subscriber in
             guard subscriber.lastRoutedSeq != seq else { return }  // at most once
             subscriber.lastRoutedSeq = seq
             if subscriber === publisher && !subscriber.echo { return }  // no echo
@@ -170,22 +182,37 @@ extension Broker {
         return delivered
     }
 
+    /// Calls `body` for every connection subscribed to `type` that may
+    /// receive it (the index's `forEachMatch`, through the type's entry in
+    /// `types` and its kept list; the broker's own reserved types have none).
+    @inline(__always)
+    func forEachSubscriber(of type: EventType, entry: Int?, _ body: (Connection) -> Void) {
+        var found = entry
+        if found == nil {
+            var name = type.name
+            found = name.withUTF8 { types.entry(for: UnsafeRawBufferPointer($0)) }
+        }
+        guard let found else {
+            index.forEachMatch(type, body)
+            return
+        }
+        for connection in types.routes(found, in: index) { body(connection) }
+    }
+
     /// Writes a publish's event frame once (see `makeEvent`).
-    func buildEvent(seq: UInt64, _ request: PublishRequest, frame: UnsafeRawBufferPointer, publisher: Connection) -> EventFrame {
-        timestamps.format(nanosecondsSinceEpoch: now.wallNanoseconds, into: &timeScratch)
-        func slice(_ token: JSONToken?) -> UnsafeRawBufferPointer? {
-            token.map { UnsafeRawBufferPointer(rebasing: frame[$0.start..<$0.end]) }
+    /// - Parameter type: the event's type, whose bytes are written when
+    ///   `content` has none.
+    func buildEvent(seq: UInt64, _ content: EventContent, of type: EventType, publisher: Connection) -> EventFrame {
+        let time = timestamps.bytes(nanosecondsSinceEpoch: now.wallNanoseconds)
+        func build(_ typeBytes: UnsafeRawBufferPointer) -> EventFrame {
+            makeEvent(FrameEncoder.EventBytes(
+                seq: seq, type: typeBytes, time: time,
+                source: content.source ?? publisher.eventSource.bytes, id: content.id,
+                idPrefix: eventIDPrefix.bytes, identity: publisher.eventIdentity.bytes, origin: content.origin, data: content.data))
         }
-        return timeScratch.withUnsafeBytes { time in
-            var parts = FrameEncoder.EventParts(
-                seq: seq, type: request.type.name, time: time,
-                source: slice(request.source), defaultSource: publisher.defaultSource,
-                id: slice(request.id), instance: instance,
-                pid: publisher.credentials.pid, uid: publisher.credentials.uid, gid: publisher.credentials.gid,
-                data: slice(request.data))
-            if request.origin != nil { parts.origin = slice(request.origin) }
-            return makeEvent(parts)
-        }
+        if let typeBytes = content.type { return build(typeBytes) }
+        var name = type.name
+        return name.withUTF8 { build(UnsafeRawBufferPointer($0)) }
     }
 
     /// Writes an event frame once per event: into `eventScratch` (copied
@@ -193,6 +220,18 @@ extension Broker {
     /// `OutboundQueue.copyLimitBytes`, into a chunk of its own that every
     /// subscriber's queue shares.
     /// - Returns: the frame (valid until the next event is made).
+    @inline(__always)
+    func makeEvent(_ parts: FrameEncoder.EventBytes) -> EventFrame {
+        let bound = FrameEncoder.eventByteCountUpperBound(parts)
+        if bound > OutboundQueue.copyLimitBytes {
+            let chunk = OutboundChunk.make(capacity: bound) { FrameEncoder.writeEvent(parts, into: $0) }
+            return EventFrame(bytes: UnsafeRawBufferPointer(start: chunk.baseAddress, count: chunk.used), shared: chunk)
+        }
+        let length = FrameEncoder.writeEvent(parts, into: eventScratch.baseAddress!)
+        return EventFrame(bytes: UnsafeRawBufferPointer(start: eventScratch.baseAddress, count: length), shared: nil)
+    }
+
+    /// `makeEvent` for the broker's own events, written from `EventParts`.
     func makeEvent(_ parts: FrameEncoder.EventParts) -> EventFrame {
         let bound = FrameEncoder.eventByteCountUpperBound(parts)
         if bound > OutboundQueue.copyLimitBytes {
@@ -202,4 +241,30 @@ extension Broker {
         let length = FrameEncoder.writeEvent(parts, into: eventScratch.baseAddress!)
         return EventFrame(bytes: UnsafeRawBufferPointer(start: eventScratch.baseAddress, count: length), shared: nil)
     }
+}
+
+/// What an event frame takes from its publish frame, as ranges of the
+/// frame's bytes (plain values: copying one counts no references). Valid
+/// while the frame is.
+struct EventContent {
+    /// The type's bytes, when the frame spells it without escapes (else the
+    /// event is written from `PublishRequest.type`).
+    var type: UnsafeRawBufferPointer?
+    var source: UnsafeRawBufferPointer?
+    var id: UnsafeRawBufferPointer?
+    var data: UnsafeRawBufferPointer?
+    var origin: UnsafeRawBufferPointer?
+
+    @inline(__always)
+    init(_ request: PublishRequest, frame: UnsafeRawBufferPointer, typeBytes: UnsafeRawBufferPointer?) {
+        func slice(_ token: JSONToken?) -> UnsafeRawBufferPointer? {
+            token.map { UnsafeRawBufferPointer(start: frame.baseAddress.unsafelyUnwrapped + $0.start, count: $0.end &- $0.start) }
+        }
+        type = typeBytes
+        source = slice(request.source)
+        id = slice(request.id)
+        data = slice(request.data)
+        origin = slice(request.origin)
+    }
+
 }

@@ -108,12 +108,15 @@ public final class Broker {
     var stepNumber: UInt64 = 1
     /// Reused buffers, so a publish allocates only its shared frame.
     var scratch: [UInt8] = []
-    var timeScratch: [UInt8] = []
     /// Where a small event (up to `OutboundQueue.copyLimitBytes`) is built
     /// once per publish before it is copied into each queue; owned, freed in `deinit`.
     let eventScratch = UnsafeMutableRawBufferPointer.allocate(byteCount: OutboundQueue.copyLimitBytes, alignment: 16)
     var timestamps = TimestampFormatter()
     var now = BrokerTime(wallNanoseconds: 0, monotonicNanoseconds: 0)
+    /// Published types by their bytes, with their route lists (EventTypeTable.swift).
+    var types: EventTypeTable
+    /// `"<instance>-`, which opens a default event id.
+    let eventIDPrefix: StampBytes
 
     /// The policy in force and its per-identity views (Broker+Policy.swift).
     var policyViews: PolicyViewCache
@@ -136,6 +139,10 @@ public final class Broker {
         self.startMonotonic = startTime.monotonicNanoseconds
         self.outboundFastPathBytes = min(configuration.maxOutboundBytes, configuration.maxQueuedBytes, configuration.quotas.maxOutboundBytesPerUID)
         self.now = startTime
+        var seed = Hasher()  // the standard library's per-process random seed
+        seed.combine(instance)
+        types = EventTypeTable(seed: UInt64(truncatingIfNeeded: seed.finalize()))
+        eventIDPrefix = EventStamp.idPrefix(instance: instance)
         self.policyViews = PolicyViewCache(policy: configuration.policy ?? .withoutFiles(brokerUID: configuration.ownCredentials.uid))
         self.publishIsOpen = Broker.publishIsOpen(policyViews.policy)
         self.retention = RetentionState(configuration.retention)
@@ -276,6 +283,16 @@ public final class Broker {
         case .tooLarge(let size):
             reply(to: connection, req: nil, error: ProtocolError(.frameTooLarge, "frame of \(size) bytes exceeds the limit of \(configuration.maxFrameBytes) bytes; discarded"))
         case .frame(let frame):
+            // The common publish shape the specialised way, its type found
+            // by its bytes; everything else (every error included) the
+            // general way.
+            var tokens = PublishTokens()
+            if PublishScanner.scan(frame, into: &tokens), let entry = types.entry(for: tokens.typeBytes(in: frame)) {
+                let req = tokens.req.map { UnsafeRawBufferPointer(rebasing: frame[$0.start..<$0.end]) }
+                publish(tokens.request(type: types.type(entry)), frame: frame, req: req, from: connection,
+                        typeEntry: entry, typeBytes: tokens.typeBytes(in: frame))
+                return
+            }
             let decoded = RequestDecoder.decode(frame)
             let req = decoded.req.map { UnsafeRawBufferPointer(rebasing: frame[$0.start..<$0.end]) }
             switch decoded.request {

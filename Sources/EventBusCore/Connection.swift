@@ -53,8 +53,11 @@ public final class Connection {
     public internal(set) var echo = false
     public internal(set) var overflow = OverflowPolicy.dropNew
     var saidHello = false
-    /// The value used for `source` when a publish has none: client name or `pid/<pid>`.
-    var defaultSource: String
+    /// The value used for `source` when a publish has none, quoted: client
+    /// name or `pid/<pid>` (made at `open`, remade at `hello`).
+    var eventSource: StampBytes
+    /// `,"pid":P,"uid":U,"gid":G` as its events carry it.
+    let eventIdentity: StampBytes
 
     /// This connection's side of the subscription index (PROTOCOL.md
     /// "Semantics": weak, gone with it). Changed only by
@@ -120,7 +123,8 @@ public final class Connection {
         self.policy = policy
         self.connectedAtWallNanoseconds = connectedAt
         self.splitter = FrameSplitter(maxFrameBytes: maxFrameBytes)
-        self.defaultSource = "pid/\(credentials.pid)"
+        self.eventSource = EventStamp.source("pid/\(credentials.pid)")
+        self.eventIdentity = EventStamp.identity(pid: credentials.pid, uid: credentials.uid, gid: credentials.gid)
     }
 
     /// The patterns it is subscribed to (a copy: for tests and introspection).

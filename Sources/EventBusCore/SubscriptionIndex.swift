@@ -12,7 +12,8 @@
 // `remove` finds the moved member's record through its connection);
 // empty lists and trie nodes are removed at once, so the index is empty once
 // every subscription is gone (`isEmpty`, and `BrokerHarness.checkInvariants`
-// walks it all).
+// walks it all). Whatever changes what `matches` returns must move `version`
+// (the broker's EventTypeTable keeps those lists while it stands).
 import EventBusPolicy
 import EventBusProtocol
 
@@ -88,6 +89,10 @@ public final class SubscriptionIndex {
     static let maxCachedTypes = 4096
     /// Generations kept at most; beyond, they are forgotten with the cache.
     static let maxGenerations = 16384
+    /// Goes up with every change of a subscription (and of the policy), so a
+    /// list taken from `matches` (the broker's `EventTypeTable` keeps them)
+    /// is known stale.
+    private(set) var version: UInt64 = 0
 
     public init() {}
 
@@ -97,6 +102,7 @@ public final class SubscriptionIndex {
     /// Adds `(pattern, connection)`; the caller ensures it is not present yet.
     /// - Returns: the record, for the connection's side and for `remove`.
     func add(_ pattern: Pattern, _ connection: Connection) -> Subscription {
+        version &+= 1
         guard pattern.hasWildcards else {
             if !cache.isEmpty { cache[pattern.text] = nil }
             let position = exact[pattern.text]?.count ?? 0
@@ -144,6 +150,7 @@ public final class SubscriptionIndex {
     /// subscribers of its pattern (the last one moves into the gap); an empty
     /// exact entry goes at once, and empty trie nodes are pruned upwards.
     func remove(_ subscription: Subscription) {
+        version &+= 1
         let pattern = subscription.pattern
         guard let leaf = subscription.node else {
             if !cache.isEmpty { cache[pattern.text] = nil }
@@ -188,17 +195,16 @@ public final class SubscriptionIndex {
     /// connections that may not receive the type when it fills the cache.
     @inline(__always)
     func forEachMatch(_ type: EventType, _ body: (Connection) -> Void) {
-        if wildcardCount == 0 {
-            if let list = exact[type.name] {
-                for connection in list { body(connection) }
-            }
-            return
-        }
-        if let cached = cache[type.name], cached.isValid {
-            for connection in cached.list { body(connection) }
-            return
-        }
-        for connection in buildMatches(type) { body(connection) }
+        for connection in matches(type) { body(connection) }
+    }
+
+    /// The connections `forEachMatch` calls for `type`, valid until `version`
+    /// changes. (Without wildcards this is the exact type's own list: a
+    /// holder must let go of it before that type's subscriptions change.)
+    func matches(_ type: EventType) -> [Connection] {
+        if wildcardCount == 0 { return exact[type.name] ?? [] }
+        if let cached = cache[type.name], cached.isValid { return cached.list }
+        return buildMatches(type)
     }
 
     /// Walks the exact map and the trie once for `type` and caches the result.
@@ -239,5 +245,6 @@ public final class SubscriptionIndex {
     /// receive what).
     func removeAllCached() {
         cache.removeAll()
+        version &+= 1
     }
 }

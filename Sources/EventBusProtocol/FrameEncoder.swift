@@ -175,6 +175,44 @@ public enum FrameEncoder {
         let written = out.withUnsafeMutableBytes { writeEvent(e, into: $0.baseAddress! + start) }
         out.removeLast(bound - written)
     }
+
+    /// The bytes of an event frame (PROTOCOL.md "Events"), the broker's form
+    /// of `EventParts`: the parts that depend only on the publisher or the
+    /// broker run come ready-made (`EventStamp`), the rest are spliced from
+    /// the publish frame.
+    public struct EventBytes {
+        public var seq: UInt64
+        /// The event type (validated; needs no escaping).
+        public var type: UnsafeRawBufferPointer
+        /// 24 bytes `2026-11-29T13:00:00.123Z`.
+        public var time: TimestampBytes
+        /// The publisher's raw `source` token, or its default (`EventStamp.source`).
+        public var source: UnsafeRawBufferPointer
+        /// The publisher's raw `id` token, or nil for `idPrefix`, the seq and a quote.
+        public var id: UnsafeRawBufferPointer?
+        /// `"<instance>-` (`EventStamp.idPrefix`).
+        public var idPrefix: UnsafeRawBufferPointer
+        /// `,"pid":1,"uid":0,"gid":0` (`EventStamp.identity`).
+        public var identity: UnsafeRawBufferPointer
+        /// (1.1) A bridge's raw `origin` object, or nil for none.
+        public var origin: UnsafeRawBufferPointer?
+        /// The raw `data` token, or nil for `null`.
+        public var data: UnsafeRawBufferPointer?
+
+        @inlinable
+        public init(seq: UInt64, type: UnsafeRawBufferPointer, time: TimestampBytes, source: UnsafeRawBufferPointer, id: UnsafeRawBufferPointer?,
+                    idPrefix: UnsafeRawBufferPointer, identity: UnsafeRawBufferPointer, origin: UnsafeRawBufferPointer?, data: UnsafeRawBufferPointer?) {
+            self.seq = seq
+            self.type = type
+            self.time = time
+            self.source = source
+            self.id = id
+            self.idPrefix = idPrefix
+            self.identity = identity
+            self.origin = origin
+            self.data = data
+        }
+    }
 }
 
 /// Writes bytes to raw memory the caller sized with an upper bound.
@@ -194,35 +232,67 @@ public enum FrameEncoder {
         pointer += 1
     }
 
-    @inlinable mutating func put(_ bytes: UnsafeRawBufferPointer) {
+    /// Copies `bytes`: up to 16 of them by two overlapping loads and
+    /// stores (the spliced tokens and stamps are mostly that short), more
+    /// by `memcpy`.
+    @inlinable @inline(__always) mutating func put(_ bytes: UnsafeRawBufferPointer) {
         guard let base = bytes.baseAddress else { return }
-        pointer.copyMemory(from: base, byteCount: bytes.count)
-        pointer += bytes.count
+        let n = bytes.count
+        if n >= 8 && n <= 16 {
+            let head = base.loadUnaligned(as: UInt64.self), tail = base.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self)
+            pointer.storeBytes(of: head, as: UInt64.self)
+            pointer.storeBytes(of: tail, toByteOffset: n &- 8, as: UInt64.self)
+        } else if n >= 4 && n < 8 {
+            let head = base.loadUnaligned(as: UInt32.self), tail = base.loadUnaligned(fromByteOffset: n &- 4, as: UInt32.self)
+            pointer.storeBytes(of: head, as: UInt32.self)
+            pointer.storeBytes(of: tail, toByteOffset: n &- 4, as: UInt32.self)
+        } else {
+            pointer.copyMemory(from: base, byteCount: n)
+        }
+        pointer += n
     }
 
     @inlinable mutating func put(_ text: StaticString) {
         put(UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
     }
 
-    @inlinable mutating func put(_ text: String) {
-        var text = text
-        text.withUTF8 { put(UnsafeRawBufferPointer($0)) }
+    /// The 24 bytes of a timestamp, as three word stores.
+    @inlinable mutating func put(_ time: TimestampBytes) {
+        pointer.storeBytes(of: time.words.0, as: UInt64.self)
+        (pointer + 8).storeBytes(of: time.words.1, as: UInt64.self)
+        (pointer + 16).storeBytes(of: time.words.2, as: UInt64.self)
+        pointer += 24
     }
 
+    /// Writes `value` in decimal, two digits at a time from a table.
     @inlinable mutating func put(int value: UInt64) {
         var digits = 1
         var limit: UInt64 = 10
         while digits < 20 && value >= limit {
-            digits += 1
+            digits &+= 1
             limit = limit &* 10
         }
+        let pairs = RawWriter.digitPairs.utf8Start
         var n = value
-        for i in stride(from: digits - 1, through: 0, by: -1) {
-            (pointer + i).storeBytes(of: 0x30 + UInt8(n % 10), as: UInt8.self)
-            n /= 10
+        var i = digits
+        while n >= 100 {
+            let q = n / 100
+            let r = Int(truncatingIfNeeded: n &- q &* 100)
+            i &-= 2
+            (pointer + i).storeBytes(of: UnsafeRawPointer(pairs).loadUnaligned(fromByteOffset: r &* 2, as: UInt16.self), as: UInt16.self)
+            n = q
+        }
+        if n >= 10 {
+            (pointer + (i &- 2)).storeBytes(of: UnsafeRawPointer(pairs).loadUnaligned(fromByteOffset: Int(truncatingIfNeeded: n) &* 2, as: UInt16.self), as: UInt16.self)
+        } else {
+            (pointer + (i &- 1)).storeBytes(of: 0x30 &+ UInt8(truncatingIfNeeded: n), as: UInt8.self)
         }
         pointer += digits
     }
+
+    /// "00", "01", ... "99".
+    @usableFromInline static let digitPairs: StaticString =
+        "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899"
 }
 
 extension FrameEncoder {
@@ -236,42 +306,57 @@ extension FrameEncoder {
     }
 
     /// Writes the event frame of `appendEvent` to `destination`, which must hold
-    /// `eventByteCountUpperBound(e)` bytes. Used by the broker to build each
-    /// event once, in place, in the buffer its subscribers share.
+    /// `eventByteCountUpperBound(e)` bytes.
     /// - Returns: the bytes written.
     public static func writeEvent(_ e: EventParts, into destination: UnsafeMutableRawPointer) -> Int {
+        precondition(e.time.count == 24, "an event's time is 24 bytes")
+        var time = TimestampBytes()
+        withUnsafeMutableBytes(of: &time.words) { $0.copyMemory(from: e.time) }
+        let source = EventStamp.source(e.defaultSource)
+        let identity = EventStamp.identity(pid: e.pid, uid: e.uid, gid: e.gid)
+        let idPrefix = EventStamp.idPrefix(instance: e.instance)
+        var type = e.type
+        return type.withUTF8 { type in
+            writeEvent(EventBytes(seq: e.seq, type: UnsafeRawBufferPointer(type), time: time, source: e.source ?? source.bytes, id: e.id,
+                                  idPrefix: idPrefix.bytes, identity: identity.bytes, origin: e.origin, data: e.data), into: destination)
+        }
+    }
+
+    /// An upper bound of the size of the event frame `writeEvent` writes.
+    @inlinable
+    public static func eventByteCountUpperBound(_ e: EventBytes) -> Int {
+        // 91 bytes of fixed text and time, two seqs of at most 20 digits.
+        131 + e.type.count + e.source.count + (e.id?.count ?? e.idPrefix.count + 21) + e.identity.count
+            + (e.origin.map { $0.count + 10 } ?? 0) + (e.data?.count ?? 4)
+    }
+
+    /// Writes one event frame to `destination`, which must hold
+    /// `eventByteCountUpperBound(e)` bytes: the broker builds each event once,
+    /// in place, with this.
+    /// `{"op":"event","seq":42,"type":"t","time":"...","source":"s","id":"i","pid":1,"uid":0,"gid":0,"data":...}\n`,
+    /// with `"origin":{...}` before `data` when the event has one.
+    /// - Returns: the bytes written.
+    public static func writeEvent(_ e: EventBytes, into destination: UnsafeMutableRawPointer) -> Int {
         var w = RawWriter(destination)
         w.put("{\"op\":\"event\",\"seq\":")
+        let seqStart = w.pointer
         w.put(int: e.seq)
+        let seqDigits = UnsafeRawBufferPointer(start: seqStart, count: w.pointer - seqStart)
         w.put(",\"type\":\"")
         w.put(e.type)
         w.put("\",\"time\":\"")
         w.put(e.time)
         w.put("\",\"source\":")
-        if let source = e.source {
-            w.put(source)
-        } else {
-            w.put(0x22)
-            w.put(e.defaultSource)
-            w.put(0x22)
-        }
+        w.put(e.source)
         w.put(",\"id\":")
         if let id = e.id {
             w.put(id)
         } else {
-            w.put(0x22)
-            w.put(e.instance)
-            w.put(0x2D)
-            w.put(int: e.seq)
+            w.put(e.idPrefix)
+            w.put(seqDigits)
             w.put(0x22)
         }
-        w.put(",\"pid\":")
-        if e.pid < 0 { w.put(0x2D) }
-        w.put(int: UInt64(e.pid.magnitude))
-        w.put(",\"uid\":")
-        w.put(int: UInt64(e.uid))
-        w.put(",\"gid\":")
-        w.put(int: UInt64(e.gid))
+        w.put(e.identity)
         if let origin = e.origin {
             w.put(",\"origin\":")
             w.put(origin)

@@ -84,7 +84,7 @@ public struct JSONScanner {
     @inline(__always) @usableFromInline func byte(_ i: Int) -> UInt8 { bytes[i] }
 
     /// Skips JSON whitespace (space, tab, CR, LF).
-    @inlinable public mutating func skipWhitespace() {
+    @inlinable @inline(__always) public mutating func skipWhitespace() {
         if position < end && bytes[position] > 0x20 { return }  // the common case: nothing to skip
         while position < end {
             let b = bytes[position]
@@ -127,13 +127,13 @@ public struct JSONScanner {
             try scanArray(depth: depth + 1)
             return JSONToken(start: start, end: position, kind: .array)
         case UInt8(ascii: "t"):
-            try expectLiteral(0x74, 0x72, 0x75, 0x65)
+            try expectLiteral(startingWith: 0x74)
             return JSONToken(start: start, end: position, kind: .true)
         case UInt8(ascii: "f"):
-            try expectLiteral(0x66, 0x61, 0x6C, 0x73, 0x65)
+            try expectLiteral(startingWith: 0x66)
             return JSONToken(start: start, end: position, kind: .false)
         case UInt8(ascii: "n"):
-            try expectLiteral(0x6E, 0x75, 0x6C, 0x6C)
+            try expectLiteral(startingWith: 0x6E)
             return JSONToken(start: start, end: position, kind: .null)
         case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
             let integer = try scanNumber()
@@ -143,12 +143,30 @@ public struct JSONScanner {
         }
     }
 
-    @usableFromInline mutating func expectLiteral(_ literal: UInt8...) throws(JSONSyntaxError) {
-        for expected in literal {
+    /// Expects the literal whose bytes are `word` (little-endian, `count`
+    /// of them) at `position`; an error names the first byte that differs.
+    @usableFromInline mutating func expectLiteral(_ word: UInt32, count: Int) throws(JSONSyntaxError) {
+        for i in 0..<count {
             guard position < end else { throw JSONSyntaxError(.unexpectedEnd, at: position) }
-            guard byte(position) == expected else { throw JSONSyntaxError(.unexpectedByte, at: position) }
+            guard byte(position) == UInt8(truncatingIfNeeded: word &>> (UInt32(i) &* 8)) else { throw JSONSyntaxError(.unexpectedByte, at: position) }
             position += 1
         }
+    }
+
+    /// Expects `true`, `false` or `null` at `position` (`first` its first byte).
+    @inline(__always) @usableFromInline mutating func expectLiteral(startingWith first: UInt8) throws(JSONSyntaxError) {
+        // The literal's bytes after the first: "rue", "alse", "ull".
+        let (rest, count): (UInt32, Int) = first == 0x74 ? (0x65_7572, 3) : first == 0x66 ? (0x6573_6C61, 4) : (0x6C_6C75, 3)
+        position += 1
+        if end &- position >= 4 {
+            // The common case at once: all of it there (one load, one compare).
+            let mask: UInt32 = count == 4 ? ~0 : 0xFF_FFFF
+            if bytes.baseAddress.unsafelyUnwrapped.loadUnaligned(fromByteOffset: position, as: UInt32.self) & mask == rest {
+                position &+= count
+                return
+            }
+        }
+        try expectLiteral(rest, count: count)
     }
 
     /// Scans `"..."` with its escapes and UTF-8; returns whether it had escapes.
@@ -156,34 +174,7 @@ public struct JSONScanner {
         position += 1  // opening quote
         var escaped = false
         while true {
-            // Fastest path: 8 bytes at a time while none is `"`, `\`, a control
-            // character or non-ASCII (SWAR). The lowest flagged byte is always a
-            // real one (borrows only run upwards), so jump straight to it.
-            var found = false
-            if let base = bytes.baseAddress {
-                let ones: UInt64 = 0x0101_0101_0101_0101
-                let highs: UInt64 = 0x8080_8080_8080_8080
-                while position + 8 <= end {
-                    let w = (base + position).loadUnaligned(as: UInt64.self)
-                    let quote = w ^ (ones &* 0x22)
-                    let backslash = w ^ (ones &* 0x5C)
-                    let special = (((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash)
-                        | ((w &- ones &* 0x20) & ~w) | w) & highs
-                    if special != 0 {
-                        position += special.trailingZeroBitCount >> 3
-                        found = true
-                        break
-                    }
-                    position += 8
-                }
-            }
-            // Fewer than 8 bytes left: one at a time.
-            if !found {
-                while position < end {
-                    let b = byte(position)
-                    if b >= 0x20 && b < 0x80 && b != 0x22 && b != 0x5C { position += 1 } else { break }
-                }
-            }
+            position = JSONScanner.plainRunEnd(bytes, from: position)
             guard position < end else { throw JSONSyntaxError(.unexpectedEnd, at: position) }
             let b = byte(position)
             if b == 0x22 {
@@ -195,9 +186,108 @@ public struct JSONScanner {
             } else if b < 0x20 {
                 throw JSONSyntaxError(.controlCharacterInString, at: position)
             } else {
+                // Non-ASCII text tends to come in runs: stay in the exact
+                // validator while it lasts.
                 try scanUTF8Sequence(lead: b)
+                while position < end, byte(position) >= 0x80 { try scanUTF8Sequence(lead: byte(position)) }
             }
         }
+    }
+
+    /// The offset of the first byte at or after `start` that ends a run of
+    /// plain string bytes (`"`, `\\`, a control character or non-ASCII), or
+    /// `bytes.count`. 16 bytes at a time (`SIMD16<UInt8>`: one signed compare
+    /// catches control and non-ASCII bytes, two equality compares the quote
+    /// and the backslash); the last 1-15 bytes by one more load of the
+    /// buffer's last 16 bytes, the lanes before `start` masked off (byte by
+    /// byte only in a buffer shorter than 16 bytes).
+    @inline(__always) @usableFromInline
+    static func plainRunEnd(_ bytes: UnsafeRawBufferPointer, from start: Int) -> Int {
+        var position = start
+        let end = bytes.count
+        guard let base = bytes.baseAddress else { return position }
+        if end &- position >= 16 {
+            // Most strings end in their first 16 bytes: look there inline,
+            // and go to the loop for long runs only past them.
+            let lanes = specialLanes(base + position)
+            if lanes.low | lanes.high != 0 { return position &+ firstLane(lanes) }
+            position &+= 16
+            if end &- position >= 64 {
+                position = longRunEnd(base, from: position, end: end)
+                if position < end &- 15 { return position }  // found in a whole block
+            }
+            while end &- position >= 16 {
+                let lanes = specialLanes(base + position)
+                if lanes.low | lanes.high != 0 { return position &+ firstLane(lanes) }
+                position &+= 16
+            }
+        }
+        guard position < end else { return position }
+        if end >= 16 {
+            var lanes = specialLanes(base + (end &- 16))
+            // Lane i is byte end - 16 + i; the lanes below `position` were seen.
+            let seen = UInt64(truncatingIfNeeded: position &- (end &- 16)) &* 8  // 8...120 bits
+            if seen < 64 {
+                lanes.low &= ~0 &<< seen
+            } else {
+                lanes.low = 0
+                lanes.high &= ~0 &<< (seen &- 64)
+            }
+            if lanes.low | lanes.high != 0 { return end &- 16 &+ firstLane(lanes) }
+            return end
+        }
+        while position < end {
+            let b = base.load(fromByteOffset: position, as: UInt8.self)
+            if b >= 0x20 && b < 0x80 && b != 0x22 && b != 0x5C { position &+= 1 } else { break }
+        }
+        return position
+    }
+
+    /// `plainRunEnd` past a run's first 16 bytes: 64 bytes per turn while
+    /// they last (four masks or-ed into one test), then 16.
+    /// - Returns: the special byte's offset, or where fewer than 16 bytes
+    ///   are left (at least `end - 15`).
+    @usableFromInline
+    static func longRunEnd(_ base: UnsafeRawPointer, from start: Int, end: Int) -> Int {
+        var position = start
+        while end &- position >= 64 {
+            let p = base + position
+            let a = specialVector(p), b = specialVector(p + 16), c = specialVector(p + 32), d = specialVector(p + 48)
+            let any = unsafeBitCast(a | b | c | d, to: SIMD2<UInt64>.self)
+            if any[0] | any[1] != 0 { break }  // the 16-byte loop below finds it
+            position &+= 64
+        }
+        while end &- position >= 16 {
+            let lanes = specialLanes(base + position)
+            if lanes.low | lanes.high != 0 { return position &+ firstLane(lanes) }
+            position &+= 16
+        }
+        return position
+    }
+
+    /// The 16 bytes at `p` as lanes of 0xFF where the byte is `"`, `\\`,
+    /// below 0x20 or non-ASCII, 0x00 elsewhere.
+    @inline(__always) @usableFromInline
+    static func specialVector(_ p: UnsafeRawPointer) -> SIMD16<UInt8> {
+        let v = p.loadUnaligned(as: SIMD16<UInt8>.self)
+        // Signed: non-ASCII bytes are negative, so `< 0x20` takes them too.
+        let special = unsafeBitCast(v, to: SIMD16<Int8>.self) .< SIMD16<Int8>(repeating: 0x20)
+            .| v .== SIMD16<UInt8>(repeating: 0x22) .| v .== SIMD16<UInt8>(repeating: 0x5C)
+        return unsafeBitCast(special, to: SIMD16<UInt8>.self)
+    }
+
+    /// The 16 bytes at `p` as two words whose bytes are 0xFF where the byte
+    /// is `"`, `\\`, below 0x20 or non-ASCII, 0x00 elsewhere.
+    @inline(__always) @usableFromInline
+    static func specialLanes(_ p: UnsafeRawPointer) -> (low: UInt64, high: UInt64) {
+        let words = unsafeBitCast(specialVector(p), to: SIMD2<UInt64>.self)
+        return (UInt64(littleEndian: words[0]), UInt64(littleEndian: words[1]))
+    }
+
+    /// The index of the first 0xFF byte of two words that have one.
+    @inline(__always) @usableFromInline
+    static func firstLane(_ lanes: (low: UInt64, high: UInt64)) -> Int {
+        lanes.low != 0 ? lanes.low.trailingZeroBitCount &>> 3 : 8 &+ lanes.high.trailingZeroBitCount &>> 3
     }
 
     @usableFromInline mutating func scanEscape() throws(JSONSyntaxError) {

@@ -59,7 +59,7 @@ public struct SubscribeRequest: Equatable {
 
 /// `{"op":"publish","type":"order.created","data":{...},"source":"s","id":"i","retain":true}`
 /// (PROTOCOL.md "Requests"; `retain` and `origin` are 1.1).
-public struct PublishRequest {
+public struct PublishRequest: Equatable {
     public var type: EventType
     /// Token ranges in the frame (validated JSON): `data` any value,
     /// `source` and `id` strings, `origin` an object.

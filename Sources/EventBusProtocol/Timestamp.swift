@@ -5,12 +5,38 @@
 // days_from_civil inverse; it is exact for the proleptic Gregorian calendar.
 
 /// Formats wall-clock times as `2026-11-29T13:00:00.123Z`, caching the
-/// per-second prefix so consecutive events cost only the millisecond digits.
+/// per-second prefix so consecutive events cost only the millisecond digits,
+/// and (`bytes`) the whole timestamp of the last millisecond.
 public struct TimestampFormatter {
     var cachedSecond: Int64 = .min
     var prefix: [UInt8] = []  // "YYYY-MM-DDTHH:MM:SS."
+    /// The millisecond `cachedBytes` is of (ms since the epoch, floor).
+    @usableFromInline var cachedMillisecond: Int64 = .min
+    @usableFromInline var cachedBytes = TimestampBytes()
 
     public init() {}
+
+    /// The 24-byte timestamp for `nanosecondsSinceEpoch`, as a value: the
+    /// broker's per-event call, which formats anything only when the
+    /// millisecond changed.
+    @inlinable
+    public mutating func bytes(nanosecondsSinceEpoch ns: Int64) -> TimestampBytes {
+        var millisecond = ns / 1_000_000
+        if ns % 1_000_000 < 0 { millisecond -= 1 }
+        if millisecond == cachedMillisecond { return cachedBytes }
+        return formatBytes(nanosecondsSinceEpoch: ns, millisecond: millisecond)
+    }
+
+    @usableFromInline
+    mutating func formatBytes(nanosecondsSinceEpoch ns: Int64, millisecond: Int64) -> TimestampBytes {
+        var out: [UInt8] = []
+        format(nanosecondsSinceEpoch: ns, into: &out)
+        var stamp = TimestampBytes()
+        out.withUnsafeBytes { source in withUnsafeMutableBytes(of: &stamp.words) { $0.copyMemory(from: source) } }
+        cachedMillisecond = millisecond
+        cachedBytes = stamp
+        return stamp
+    }
 
     /// Writes the 24-byte timestamp for `nanosecondsSinceEpoch` into `out`
     /// (replacing its contents).
@@ -71,5 +97,20 @@ public struct TimestampFormatter {
         let d = doy - (153 * mp + 2) / 5 + 1
         let m = mp < 10 ? mp + 3 : mp - 9
         return (m <= 2 ? y + 1 : y, Int(m), Int(d))
+    }
+}
+
+/// One timestamp, `2026-11-29T13:00:00.123Z`, held in 24 bytes of a value
+/// (no heap storage to count references to).
+public struct TimestampBytes {
+    @usableFromInline var words: (UInt64, UInt64, UInt64) = (0, 0, 0)
+
+    @inlinable public init() {}
+
+    /// Calls `body` with the 24 bytes.
+    @inlinable
+    public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
+        var words = self.words
+        return Swift.withUnsafeBytes(of: &words) { body($0) }
     }
 }

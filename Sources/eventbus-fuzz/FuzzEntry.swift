@@ -54,6 +54,7 @@ struct ReplayDriver {
             for reason in Disagreement.allCases {
                 print("differential: \(Differential.counts[reason, default: 0]) excused as \(reason.rawValue)")
             }
+            print("publish path: \(PublishPathProperties.taken) frames taken by the specialised path, \(PublishPathProperties.leftToGeneral) left to the general decoder")
         }
     }
 }

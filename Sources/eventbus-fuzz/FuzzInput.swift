@@ -17,10 +17,12 @@ enum FuzzInput {
         let frames = FramingProperties.check(input, seed: seed)
         for frame in frames.prefix(maxFramesChecked) {
             RequestProperties.check(frame)
+            PublishPathProperties.check(frame)
             Differential.check(frame)
         }
         if frames.count != 1 || frames.first != input {
             Differential.check(input)
+            input.withUnsafeBytes { PublishPathProperties.checkQuickScan($0) }
         }
         if input.count <= 1024 {
             NameProperties.check(input)

@@ -174,4 +174,75 @@ struct FrameEncoderTests {
         #expect(lines.count == 4 && lines.last?.isEmpty == true)
         for line in lines.dropLast() { _ = try parseFrame(Array(line) + [0x0A]) }
     }
+
+    @Test("the broker's EventBytes write what EventParts write", arguments: [
+        (UInt64(1), Int32(1), UInt32(0), UInt32(0), "pid/1", true),
+        (UInt64(123_456), Int32(-7), UInt32.max, UInt32(1000), "dashboard", false),
+        (UInt64.max, Int32.min, UInt32(0), UInt32.max, "a.b-c:d_e", true),
+    ])
+    func eventBytesWriteWhatEventPartsWrite(_ seq: UInt64, _ pid: Int32, _ uid: UInt32, _ gid: UInt32, _ client: String, _ withFields: Bool) throws {
+        let timeText = utf8("2026-11-29T13:00:00.123Z")
+        let type = utf8("order.created"), source = utf8(#""s\"x""#), id = utf8(#""id-1""#), data = utf8(#"{"k":[1,{"é":null}]}"#)
+        let instance = "0123456789abcdef"
+        var expected: [UInt8] = []
+        timeText.withUnsafeBytes { t in source.withUnsafeBytes { s in id.withUnsafeBytes { i in data.withUnsafeBytes { d in
+            FrameEncoder.appendEvent(.init(seq: seq, type: "order.created", time: t, source: withFields ? s : nil, defaultSource: client,
+                                           id: withFields ? i : nil, instance: instance, pid: pid, uid: uid, gid: gid, data: withFields ? d : nil), to: &expected)
+        } } } }
+        var formatter = TimestampFormatter()
+        let time = formatter.bytes(nanosecondsSinceEpoch: 1_795_957_200_123_000_000)
+        let defaultSource = EventStamp.source(client), identity = EventStamp.identity(pid: pid, uid: uid, gid: gid)
+        let idPrefix = EventStamp.idPrefix(instance: instance)
+        let written = type.withUnsafeBytes { ty in source.withUnsafeBytes { s in id.withUnsafeBytes { i in data.withUnsafeBytes { d in
+            let parts = FrameEncoder.EventBytes(seq: seq, type: ty, time: time, source: withFields ? s : defaultSource.bytes, id: withFields ? i : nil,
+                                                idPrefix: idPrefix.bytes, identity: identity.bytes, origin: nil, data: withFields ? d : nil)
+            let bound = FrameEncoder.eventByteCountUpperBound(parts)
+            return [UInt8](unsafeUninitializedCapacity: bound) { buffer, count in
+                count = FrameEncoder.writeEvent(parts, into: UnsafeMutableRawPointer(buffer.baseAddress!))
+                #expect(count <= bound)
+            }
+        } } } }
+        #expect(String(decoding: written, as: UTF8.self) == String(decoding: expected, as: UTF8.self))
+        _ = try parseFrame(written)
+    }
+
+    @Test func anOriginGoesBeforeDataAndInsideTheBound() throws {
+        let type = utf8("a"), origin = utf8(#"{"node":"n","seq":1}"#)
+        var formatter = TimestampFormatter()
+        let time = formatter.bytes(nanosecondsSinceEpoch: 0)
+        let source = EventStamp.source("pid/1"), identity = EventStamp.identity(pid: 1, uid: 2, gid: 3), idPrefix = EventStamp.idPrefix(instance: "ab")
+        let written = type.withUnsafeBytes { ty in origin.withUnsafeBytes { o in
+            let parts = FrameEncoder.EventBytes(seq: 9, type: ty, time: time, source: source.bytes, id: nil,
+                                                idPrefix: idPrefix.bytes, identity: identity.bytes, origin: o, data: nil)
+            let bound = FrameEncoder.eventByteCountUpperBound(parts)
+            return [UInt8](unsafeUninitializedCapacity: bound) { buffer, count in
+                count = FrameEncoder.writeEvent(parts, into: UnsafeMutableRawPointer(buffer.baseAddress!))
+                #expect(count <= bound)
+            }
+        } }
+        #expect(String(decoding: written, as: UTF8.self)
+            == #"{"op":"event","seq":9,"type":"a","time":"1970-01-01T00:00:00.000Z","source":"pid/1","id":"ab-9","pid":1,"uid":2,"gid":3,"origin":{"node":"n","seq":1},"data":null}"# + "\n")
+        _ = try parseFrame(written)
+    }
+
+    @Test func seqDigitsAtEveryLength() {
+        var rng = SeededGenerator(seed: 0xD161)
+        var values: [UInt64] = [0, 1, 9, 10, 99, 100, 101, 999, 1000, UInt64.max, UInt64.max - 1]
+        for digits in 1...20 { values.append(UInt64(String(repeating: "9", count: digits).prefix(20)) ?? UInt64.max) }
+        values += (0..<2000).map { _ in rng.next() >> (rng.next() % 64) }
+        var formatter = TimestampFormatter()
+        let time = formatter.bytes(nanosecondsSinceEpoch: 0)
+        let type = utf8("a"), source = EventStamp.source("s"), identity = EventStamp.identity(pid: 1, uid: 2, gid: 3), idPrefix = EventStamp.idPrefix(instance: "i")
+        for value in values {
+            let text = type.withUnsafeBytes { ty in
+                let parts = FrameEncoder.EventBytes(seq: value, type: ty, time: time, source: source.bytes, id: nil,
+                                                    idPrefix: idPrefix.bytes, identity: identity.bytes, origin: nil, data: nil)
+                let bytes = [UInt8](unsafeUninitializedCapacity: FrameEncoder.eventByteCountUpperBound(parts)) { buffer, count in
+                    count = FrameEncoder.writeEvent(parts, into: UnsafeMutableRawPointer(buffer.baseAddress!))
+                }
+                return String(decoding: bytes, as: UTF8.self)
+            }
+            #expect(text.hasPrefix(#"{"op":"event","seq":\#(value),"type":"a""#) && text.contains(#""id":"i-\#(value)","#), "\(value): \(text)")
+        }
+    }
 }

@@ -74,4 +74,21 @@ struct TimestampTests {
             if got != expected { return }
         }
     }
+
+    @Test func theBytesOfAMillisecondAreTheFormattedText() {
+        var formatter = TimestampFormatter()
+        var reference = TimestampFormatter()
+        var rng = SeededGenerator(seed: 0x5747)
+        // Known instants, then runs of nearby ones (the cached millisecond
+        // reused, then left forwards and backwards), then random ones.
+        var instants = Self.known.map(\.0)
+        let base = 1_700_000_000 * Self.second + 5 * Self.millisecond
+        instants += [base, base + 1, base + 999_999, base + Self.millisecond, base - 1, base, -1, 0, -1]
+        instants += (0..<500).map { _ in Int64.random(in: Int64.min...Int64.max, using: &rng) }
+        for ns in instants {
+            let expected = reference.string(nanosecondsSinceEpoch: ns)
+            let got = formatter.bytes(nanosecondsSinceEpoch: ns).withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+            #expect(got == expected, "ns \(ns)")
+        }
+    }
 }

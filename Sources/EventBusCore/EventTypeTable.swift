@@ -1,0 +1,184 @@
+// The event types recently published, found by their bytes (issue 14): a
+// publish of a type seen before builds no `String`, validates nothing again
+// and hashes no `String`; the entry holds the validated `EventType` and the
+// type's subscriber list as `SubscriptionIndex` last gave it. A fixed number
+// of entries, each type in the one entry its hash picks (a new type replaces
+// the old one there), so a client publishing random types costs itself a
+// validation per publish, as before, and can grow nothing.
+//
+// The entry also remembers the last policy view allowed to publish the type,
+// so a publisher that may publish it is not asked again (`mayPublish(_:_:entry:req:)`).
+//
+// Before editing: a route list is used only while `SubscriptionIndex.version`
+// is what it was when the list was taken; and a list shared with the index's
+// own array of an exact type must be dropped (`dropRoutes`) before the index
+// changes that array, or the change copies it (Broker.addSubscription and
+// removeSubscription do).
+import EventBusPolicy
+import EventBusProtocol
+
+struct EventTypeTable {
+    /// One type: its bytes as two words and a length (for types of up to 16
+    /// bytes these identify it; longer ones are compared in full), the
+    /// validated type, and its subscribers at `version`.
+    struct Entry {
+        var w0: UInt64 = 0
+        var w1: UInt64 = 0
+        /// Bytes in the type; 0 for an empty entry.
+        var count = 0
+        var type: EventType? = nil
+        var routes: [Connection]? = nil
+        var version: UInt64 = 0
+        /// The last policy view that was allowed to publish the type (held,
+        /// so no other view can take its address; a reload makes new views).
+        var publisherView: PolicyView? = nil
+    }
+
+    /// The bytes of a type reduced to what finds and identifies its entry.
+    struct Key {
+        var w0: UInt64
+        var w1: UInt64
+        var count: Int
+        var hash: UInt64
+
+        /// Two words covering every byte (overlapping loads, so for 1-16
+        /// bytes the words and the length determine the bytes), and a hash
+        /// of all of it under `seed`.
+        @inline(__always)
+        init(_ raw: UnsafeRawBufferPointer, seed: UInt64) {
+            let n = raw.count
+            let p = raw.baseAddress.unsafelyUnwrapped
+            func load64(_ offset: Int) -> UInt64 { UInt64(littleEndian: p.loadUnaligned(fromByteOffset: offset, as: UInt64.self)) }
+            if n >= 8 {
+                w0 = load64(0)
+                w1 = load64(n &- 8)
+            } else if n >= 4 {
+                w0 = UInt64(UInt32(littleEndian: p.loadUnaligned(as: UInt32.self)))
+                w1 = UInt64(UInt32(littleEndian: p.loadUnaligned(fromByteOffset: n &- 4, as: UInt32.self)))
+            } else {
+                w0 = UInt64(p.load(as: UInt8.self))
+                w1 = UInt64(p.load(fromByteOffset: n &- 1, as: UInt8.self)) &<< 8 | UInt64(p.load(fromByteOffset: n &>> 1, as: UInt8.self))
+            }
+            count = n
+            var h = seed ^ (UInt64(truncatingIfNeeded: n) &* 0x9E37_79B9_7F4A_7C15)
+            h = (h ^ w0) &* 0xBF58_476D_1CE4_E5B9
+            h = (h ^ (h &>> 29) ^ w1) &* 0x94D0_49BB_1331_11EB
+            var offset = 8
+            while offset &+ 8 < n {  // the middle of a type longer than 16 bytes
+                h = (h ^ (h &>> 29) ^ load64(offset)) &* 0xBF58_476D_1CE4_E5B9
+                offset &+= 8
+            }
+            hash = h ^ (h &>> 32)
+        }
+    }
+
+    private var entries: [Entry]
+    private let mask: Int
+    private let seed: UInt64
+
+    /// - Parameters:
+    ///   - capacity: entries, a power of two.
+    ///   - seed: mixed into the hash (random per broker run).
+    init(capacity: Int = 1024, seed: UInt64) {
+        precondition(capacity > 0 && capacity & (capacity - 1) == 0, "capacity must be a power of two")
+        entries = Array(repeating: Entry(), count: capacity)
+        mask = capacity - 1
+        self.seed = seed
+    }
+
+    /// The entry of the type whose bytes are `raw`; a type not there yet is
+    /// validated (`EventType.publishable`) and put in, replacing the entry's
+    /// previous type.
+    /// - Returns: the entry's index, or nil when the bytes are no type a
+    ///   client may publish.
+    @inline(__always)
+    mutating func entry(for raw: UnsafeRawBufferPointer) -> Int? {
+        guard raw.count > 0 else { return nil }
+        let key = Key(raw, seed: seed)
+        let i = Int(truncatingIfNeeded: key.hash) & mask
+        if entries[i].count == key.count && entries[i].w0 == key.w0 && entries[i].w1 == key.w1
+            && (key.count <= 16 || Self.same(entries[i].type, raw)) {
+            return i
+        }
+        guard let type = EventType.publishable(raw) else { return nil }
+        entries[i] = Entry(w0: key.w0, w1: key.w1, count: key.count, type: type)
+        return i
+    }
+
+    /// The type of entry `i`.
+    @inline(__always)
+    func type(_ i: Int) -> EventType { entries[i].type.unsafelyUnwrapped }
+
+    /// The subscribers of entry `i`'s type, from the index when the list kept
+    /// is older than the index's last change.
+    @inline(__always)
+    mutating func routes(_ i: Int, in index: SubscriptionIndex) -> [Connection] {
+        if let routes = entries[i].routes, entries[i].version == index.version { return routes }
+        let routes = index.matches(entries[i].type.unsafelyUnwrapped)
+        entries[i].routes = routes
+        entries[i].version = index.version
+        return routes
+    }
+
+    /// Whether `view` is the one last allowed to publish entry `i`'s type.
+    @inline(__always)
+    func isAllowedPublisher(_ view: PolicyView, _ i: Int) -> Bool { entries[i].publisherView === view }
+
+    /// Remembers that `view` may publish entry `i`'s type.
+    mutating func setAllowedPublisher(_ view: PolicyView, _ i: Int) { entries[i].publisherView = view }
+
+    /// Forgets the route list of the exact type `name`, if it is here: the
+    /// index is about to change that type's own list.
+    mutating func dropRoutes(of name: String) {
+        var name = name
+        name.withUTF8 { utf8 in
+            let raw = UnsafeRawBufferPointer(utf8)
+            guard raw.count > 0 else { return }
+            let key = Key(raw, seed: seed)
+            let i = Int(truncatingIfNeeded: key.hash) & mask
+            if entries[i].count == key.count && entries[i].w0 == key.w0 && entries[i].w1 == key.w1 {
+                entries[i].routes = nil
+            }
+        }
+    }
+
+    /// Whether `type` is the bytes `raw`.
+    static func same(_ type: EventType?, _ raw: UnsafeRawBufferPointer) -> Bool {
+        guard var name = type?.name else { return false }
+        return name.withUTF8 { $0.count == raw.count && memcmpEqual($0.baseAddress!, raw.baseAddress!, raw.count) }
+    }
+
+    /// Byte-wise equality of `count` bytes.
+    static func memcmpEqual(_ a: UnsafeRawPointer, _ b: UnsafeRawPointer, _ count: Int) -> Bool {
+        var i = 0
+        while i &+ 8 <= count {
+            if a.loadUnaligned(fromByteOffset: i, as: UInt64.self) != b.loadUnaligned(fromByteOffset: i, as: UInt64.self) { return false }
+            i &+= 8
+        }
+        while i < count {
+            if a.load(fromByteOffset: i, as: UInt8.self) != b.load(fromByteOffset: i, as: UInt8.self) { return false }
+            i &+= 1
+        }
+        return true
+    }
+
+    /// Entries holding a type (for tests).
+    var count: Int { entries.reduce(0) { $0 + ($1.count > 0 ? 1 : 0) } }
+}
+
+extension Broker {
+    /// `mayPublish` with the type's entry in `types`: a policy view allowed
+    /// to publish the type before is not asked again (a verdict depends on
+    /// the view and the type only). Denials are asked every time, so each is
+    /// answered and logged as `mayPublish` does.
+    @inline(__always)
+    func mayPublish(_ connection: Connection, _ type: EventType, entry: Int?, req: UnsafeRawBufferPointer?) -> Bool {
+        if publishIsOpen { return true }
+        guard let entry else { return mayPublish(connection, type, req: req) }
+        let view = connection.policy
+        if types.isAllowedPublisher(view, entry) { return true }
+        guard mayPublish(connection, type, req: req) else { return false }
+        types.setAllowedPublisher(view, entry)
+        return true
+    }
+}
