@@ -6,13 +6,16 @@
 //     eventbus-client-peer --socket PATH like-screen N     observe N post.like events
 //     eventbus-client-peer --socket PATH search-backend N  answer N search.query events
 //     eventbus-client-peer --socket PATH sensors           publish 3 temperatures, 2 humidities
-//     eventbus-client-peer --socket PATH tapper NAME N P   publish N taps while watching the
-//                                                          taps of P tappers in all; print each
+//     eventbus-client-peer --socket PATH tapper NAME N P   publish taps every 10 ms until a
+//                                                          retained taps.stop, then N more, while
+//                                                          watching the taps of P tappers in all;
+//                                                          print each
 //     eventbus-client-peer --socket PATH poster N          post N taps from synchronous code
 //
 // Roles that observe print `ready` once the broker has their subscription.
 import EventBusClient
 import Foundation
+import Synchronization
 
 struct PostLikeChanged: BusEvent {
     static let eventType = "post.like"
@@ -47,6 +50,17 @@ struct Tap: BusEvent {
     static let eventType = "taps.tap"
     var from: String
     var n: Int
+}
+
+/// The restart scenario's test says so once the new broker runs (retained,
+/// so a tapper that resubscribes after it was published still sees it).
+struct TapsStop: BusEvent {
+    static let eventType = "taps.stop"
+}
+
+/// Set once a tapper has seen `taps.stop`.
+final class StopFlag: Sendable {
+    let value = Atomic<Bool>(false)
 }
 
 /// A tapper has published all its taps.
@@ -112,6 +126,7 @@ func sensors(_ bus: EventBus) async throws {
 func tapper(_ bus: EventBus, name: String, count: Int, tappers: Int) async throws {
     let taps = bus.events(of: Tap.self)
     let dones = bus.events(of: TapsDone.self)
+    let stops = bus.events(of: TapsStop.self, initial: .last)
     try await bus.ping()
     say("ready")
     let watching = Task {
@@ -124,12 +139,25 @@ func tapper(_ bus: EventBus, name: String, count: Int, tappers: Int) async throw
             if seen.count == tappers { return }
         }
     }
-    for n in 0..<count {
+    let stopped = StopFlag()
+    let stopping = Task {
+        for try await _ in stops {
+            stopped.value.store(true, ordering: .relaxed)
+            return
+        }
+    }
+    // Taps until the test says the new broker runs, then `count` more: the
+    // restart always falls mid-way, however slow the machine.
+    var n = 0
+    var left = count
+    while left > 0 {
         do {
             try await bus.publish(Tap(from: name, n: n))
         } catch .connectionLost {
             say("lost \(n)")
         }
+        n += 1
+        if stopped.value.load(ordering: .relaxed) { left -= 1 }
         try await Task.sleep(for: .milliseconds(10))
     }
     while true {
@@ -143,6 +171,7 @@ func tapper(_ bus: EventBus, name: String, count: Int, tappers: Int) async throw
     try await finished.value
     try await bus.ping()
     watching.cancel()
+    stopping.cancel()
     say("finished")
 }
 

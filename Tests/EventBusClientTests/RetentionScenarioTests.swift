@@ -13,6 +13,10 @@ struct Tap: BusEvent, Equatable {
     var n: Int
 }
 
+struct TapsStop: BusEvent {
+    static let eventType = "taps.stop"
+}
+
 struct PriceTick: BusEvent {
     static let eventType = "price.tick"
     var value: Int
@@ -75,7 +79,7 @@ struct PriceTick: BusEvent {
     func restartScenario(signal: Int32) async throws {
         let broker = try await BrokerProcess()
         let names = ["a", "b", "c"]
-        let tappers = try names.map { try ChildProcess("eventbus-client-peer", ["--socket", broker.socketPath, "tapper", $0, "60", "3"]) }
+        let tappers = try names.map { try ChildProcess("eventbus-client-peer", ["--socket", broker.socketPath, "tapper", $0, "20", "3"]) }
         for tapper in tappers { #expect(await tapper.waitForLine("ready"), "stderr: \(tapper.stderr)") }
         // Mid-way: each has seen 15 of its own taps.
         for (name, tapper) in zip(names, tappers) {
@@ -85,6 +89,8 @@ struct PriceTick: BusEvent {
         try await broker.start()
         let restarted = try await EventBus.connect(socketPath: broker.socketPath, clientName: "probe")
         let newRun = try await restarted.stats().instance
+        // From here each tapper publishes 20 more taps on the new broker.
+        try await restarted.publish(TapsStop(), retain: true)
         restarted.close()
         for tapper in tappers { #expect(await tapper.waitForExit(within: .seconds(20)) == 0, "stderr: \(tapper.stderr)") }
 
