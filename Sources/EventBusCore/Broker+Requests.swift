@@ -177,7 +177,7 @@ extension Broker {
             if event == nil { event = build() }
             if offer(event!, seq: seq, publisher: uid, to: subscriber) { delivered += 1 }
         }
-        recordHistory(event, seq: seq, type: type, publisher: publisher)
+        recordHistory(event, seq: seq, publisher: publisher)
         statistics.delivered += delivered
         return delivered
     }
@@ -215,10 +215,12 @@ extension Broker {
         return name.withUTF8 { build(UnsafeRawBufferPointer($0)) }
     }
 
-    /// Writes an event frame once per event: into `eventScratch` (copied
-    /// into each subscriber's chunk), or, when it may exceed
+    /// Writes an event frame once per event: in place at the end of the
+    /// history ring's arena while history is on (`HistoryRing.space(for:)`:
+    /// the ring keeps it without a copy), else into `eventScratch`; copied
+    /// from there into each subscriber's chunk. When it may exceed
     /// `OutboundQueue.copyLimitBytes`, into a chunk of its own that every
-    /// subscriber's queue shares.
+    /// subscriber's queue (and the ring) shares.
     /// - Returns: the frame (valid until the next event is made).
     @inline(__always)
     func makeEvent(_ parts: FrameEncoder.EventBytes) -> EventFrame {
@@ -227,8 +229,9 @@ extension Broker {
             let chunk = OutboundChunk.make(capacity: bound) { FrameEncoder.writeEvent(parts, into: $0) }
             return EventFrame(bytes: UnsafeRawBufferPointer(start: chunk.baseAddress, count: chunk.used), shared: chunk)
         }
-        let length = FrameEncoder.writeEvent(parts, into: eventScratch.baseAddress!)
-        return EventFrame(bytes: UnsafeRawBufferPointer(start: eventScratch.baseAddress, count: length), shared: nil)
+        let destination = retention.history.space(for: bound) ?? eventScratch.baseAddress.unsafelyUnwrapped
+        let length = FrameEncoder.writeEvent(parts, into: destination)
+        return EventFrame(bytes: UnsafeRawBufferPointer(start: destination, count: length), shared: nil)
     }
 
     /// `makeEvent` for the broker's own events, written from `EventParts`.
@@ -238,8 +241,9 @@ extension Broker {
             let chunk = OutboundChunk.make(capacity: bound) { FrameEncoder.writeEvent(parts, into: $0) }
             return EventFrame(bytes: UnsafeRawBufferPointer(start: chunk.baseAddress, count: chunk.used), shared: chunk)
         }
-        let length = FrameEncoder.writeEvent(parts, into: eventScratch.baseAddress!)
-        return EventFrame(bytes: UnsafeRawBufferPointer(start: eventScratch.baseAddress, count: length), shared: nil)
+        let destination = retention.history.space(for: bound) ?? eventScratch.baseAddress.unsafelyUnwrapped
+        let length = FrameEncoder.writeEvent(parts, into: destination)
+        return EventFrame(bytes: UnsafeRawBufferPointer(start: destination, count: length), shared: nil)
     }
 }
 

@@ -9,11 +9,13 @@
 // counted lost (`lostThrough`). So the entry of seq S is at index
 // `S - firstSeq` and no search is needed. The frames are copied back to back
 // into 64 KiB chunks of the ring's own (`arena`; a large event's shared chunk
-// is kept as it is), so recording costs a copy and no allocation; a chunk is
-// freed with the last entry in it, so memory stays within the byte bound
-// plus two chunks. A replay adds its `replayed` flag to a copy. This is on
-// every publish's path: keep `record` free of hashing and of String retains
-// (the type is located inside the frame instead).
+// is kept as it is), so recording costs no allocation, and no copy when the
+// broker wrote the event in place (`space(for:)`, then `record` finds it at
+// the arena's end); a chunk is freed with the last entry in it, so memory
+// stays within the byte bound plus two chunks. A replay adds its `replayed`
+// flag to a copy. This is on every publish's path: keep `record` free of
+// hashing and of String work (an entry finds its type inside the frame, and
+// only a replay asks).
 
 /// One recorded event.
 struct HistoryEntry {
@@ -25,9 +27,6 @@ struct HistoryEntry {
     let count: Int32
     /// The connection that published it (for the no-echo rule; 0: the broker).
     let publisher: ConnectionID
-    /// Where the type's bytes sit inside the frame.
-    let typeStart: Int32
-    let typeCount: Int32
 
     /// The frame's bytes (valid while the entry lives).
     @inline(__always)
@@ -35,10 +34,17 @@ struct HistoryEntry {
         UnsafeRawBufferPointer(start: chunk.baseAddress + Int(start), count: Int(count))
     }
 
-    /// The type's bytes (valid while the entry lives).
-    @inline(__always)
+    /// The type's bytes (valid while the entry lives), found in the frame:
+    /// after `{"op":"event","seq":<digits>,"type":"` up to the next quote
+    /// (`FrameEncoder.writeEvent`; a valid type has no quote or escape).
     var typeBytes: UnsafeRawBufferPointer {
-        UnsafeRawBufferPointer(start: chunk.baseAddress + Int(start) + Int(typeStart), count: Int(typeCount))
+        let frame = self.frame
+        var i = 20  // {"op":"event","seq":
+        while i < frame.count && frame[i] != 0x2C { i += 1 }
+        i += 9  // ,"type":"
+        var end = i
+        while end < frame.count && frame[end] != 0x22 { end += 1 }
+        return UnsafeRawBufferPointer(rebasing: frame[min(i, end)..<end])
     }
 }
 
@@ -83,15 +89,28 @@ struct HistoryRing {
         return storage[slot]
     }
 
-    /// Records the event that just took `seq` (the next after the newest
-    /// held), its frame copied into the arena unless it comes in a chunk of
-    /// its own (`shared`, from offset 0); nil when history is off. Evicts
-    /// the oldest entries to stay within both bounds.
-    /// - Parameters:
-    ///   - publisher: the publishing connection, 0 for the broker's own events.
-    ///   - typeStart: where the type's bytes start in the frame; `typeCount` their length.
+    /// Where the broker may write the next event of at most `bound` bytes
+    /// in place, at the arena's end (nil when history is off or the event
+    /// may exceed the byte bound): `record` then keeps it without a copy.
+    /// What is written there counts only once recorded.
     @inline(__always)
-    mutating func record(_ event: EventFrame?, seq: UInt64, publisher: ConnectionID, typeStart: Int, typeCount: Int) {
+    mutating func space(for bound: Int) -> UnsafeMutableRawPointer? {
+        guard isEnabled, bound <= maxBytes else { return nil }
+        if arena == nil || arena.unsafelyUnwrapped.freeBytes < bound {
+            arena = OutboundChunk.make(capacity: max(HistoryRing.arenaBytes, bound))
+        }
+        let chunk = arena.unsafelyUnwrapped
+        return chunk.baseAddress + chunk.used
+    }
+
+    /// Records the event that just took `seq` (the next after the newest
+    /// held): kept where it is when written in place (`space(for:)`) or in a
+    /// chunk of its own (`shared`, from offset 0), else copied into the
+    /// arena; nil when history is off. Evicts the oldest entries to stay
+    /// within both bounds.
+    /// - Parameter publisher: the publishing connection, 0 for the broker's own events.
+    @inline(__always)
+    mutating func record(_ event: EventFrame?, seq: UInt64, publisher: ConnectionID) {
         guard let event, isEnabled, event.count <= maxBytes else {
             if count > 0 { removeAll() }
             lostThrough = seq
@@ -100,17 +119,22 @@ struct HistoryRing {
         let size = event.count
         let chunk: OutboundChunk
         let start: Int
-        if let shared = event.shared, shared.baseAddress == UnsafeMutableRawPointer(mutating: event.bytes.baseAddress!) {
+        let at = UnsafeMutableRawPointer(mutating: event.bytes.baseAddress.unsafelyUnwrapped)
+        if let tail = arena, tail.baseAddress + tail.used == at {
+            // Written in place by the broker (`space(for:)`).
+            chunk = tail
+            start = tail.used
+            tail.used += size
+        } else if let shared = event.shared, shared.baseAddress == at {
             chunk = shared
             start = 0
         } else {
-            if arena == nil || arena!.freeBytes < size { arena = OutboundChunk.make(capacity: max(HistoryRing.arenaBytes, size)) }
-            chunk = arena!
+            if arena == nil || arena.unsafelyUnwrapped.freeBytes < size { arena = OutboundChunk.make(capacity: max(HistoryRing.arenaBytes, size)) }
+            chunk = arena.unsafelyUnwrapped
             start = chunk.used
             chunk.append(event.bytes)
         }
-        let entry = HistoryEntry(seq: seq, chunk: chunk, start: Int32(start), count: Int32(size), publisher: publisher,
-                                 typeStart: Int32(typeStart), typeCount: Int32(typeCount))
+        let entry = HistoryEntry(seq: seq, chunk: chunk, start: Int32(start), count: Int32(size), publisher: publisher)
         if count == maxEvents && byteCount - Int(storage[head].count) + size <= maxBytes {
             // Full by count (the steady state): the new entry takes the oldest's slot.
             byteCount += size - Int(storage[head].count)
@@ -144,7 +168,7 @@ struct HistoryRing {
         let old = storage[head]
         byteCount -= Int(old.count)
         lostThrough = old.seq
-        storage[head] = HistoryEntry(seq: 0, chunk: placeholder, start: 0, count: 0, publisher: 0, typeStart: 0, typeCount: 0)
+        storage[head] = HistoryEntry(seq: 0, chunk: placeholder, start: 0, count: 0, publisher: 0)
         head += 1
         if head == storage.count { head = 0 }
         count -= 1

@@ -18,11 +18,14 @@ import EventBusProtocol
 /// Bytes the broker keeps for writing: a chunk of frames copied back to back,
 /// or one large event shared between queues. Its storage is inline (one heap
 /// allocation) and stays put, so a gathered write can point into it; bytes
-/// below `used` never change.
-public final class OutboundChunk: ManagedBuffer<Int, UInt8> {
+/// below `used` never change. The header keeps the capacity too, so asking
+/// for the free space costs no `malloc_usable_size` (ManagedBuffer's
+/// `capacity` asks the allocator each time).
+public final class OutboundChunk: ManagedBuffer<ChunkHeader, UInt8> {
     /// An empty chunk of `capacity` bytes.
     static func make(capacity: Int) -> OutboundChunk {
-        unsafeDowncast(OutboundChunk.create(minimumCapacity: max(capacity, 1)) { _ in 0 }, to: OutboundChunk.self)
+        unsafeDowncast(OutboundChunk.create(minimumCapacity: max(capacity, 1)) { ChunkHeader(used: 0, capacity: $0.capacity) },
+                       to: OutboundChunk.self)
     }
 
     /// A chunk that `write` fills with at most `capacity` bytes; `write`
@@ -31,14 +34,14 @@ public final class OutboundChunk: ManagedBuffer<Int, UInt8> {
         let chunk = make(capacity: capacity)
         let written = chunk.withUnsafeMutablePointerToElements { write(UnsafeMutableRawPointer($0)) }
         precondition(written <= capacity, "frame writer overran its buffer")
-        chunk.header = written
+        chunk.header.used = written
         return chunk
     }
 
     /// Bytes in use, from the start.
     @inline(__always) var used: Int {
-        get { header }
-        set { header = newValue }
+        get { header.used }
+        set { header.used = newValue }
     }
 
     /// The first byte; valid for as long as the chunk is alive.
@@ -47,13 +50,19 @@ public final class OutboundChunk: ManagedBuffer<Int, UInt8> {
     }
 
     /// Room left after `used`.
-    @inline(__always) var freeBytes: Int { capacity - header }
+    @inline(__always) var freeBytes: Int { header.capacity - header.used }
 
     /// Appends `bytes` after `used` (the caller checked `freeBytes`).
     @inline(__always) func append(_ bytes: UnsafeRawBufferPointer) {
-        if let source = bytes.baseAddress { (baseAddress + header).copyMemory(from: source, byteCount: bytes.count) }
-        header += bytes.count
+        if let source = bytes.baseAddress { (baseAddress + header.used).copyMemory(from: source, byteCount: bytes.count) }
+        header.used += bytes.count
     }
+}
+
+/// An `OutboundChunk`'s header: bytes in use and the usable capacity.
+public struct ChunkHeader {
+    var used: Int
+    var capacity: Int
 }
 
 extension OutboundChunk {
@@ -67,10 +76,10 @@ extension OutboundChunk {
     }
 
     /// Its bytes in use (a whole frame for a chunk made by `copying`).
-    public var count: Int { header }
+    public var count: Int { header.used }
 
     /// Its bytes, valid while the chunk is alive.
-    public var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: baseAddress, count: header) }
+    public var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: baseAddress, count: header.used) }
 }
 
 /// The name the broker's frames had before chunks (one frame per object).
