@@ -135,6 +135,7 @@ extension Broker {
                 reply(to: publisher, req: req, error: error)
                 return
             }
+            builtChunk = chunk  // alive through the fan-out (EventFrame does not count it)
             kept = EventFrame(bytes: chunk.bytes, shared: chunk)
         }
         seq += 1
@@ -178,6 +179,7 @@ extension Broker {
             if offer(event!, seq: seq, publisher: uid, to: subscriber) { delivered += 1 }
         }
         recordHistory(event, seq: seq, publisher: publisher)
+        if builtChunk != nil { builtChunk = nil }
         statistics.delivered += delivered
         return delivered
     }
@@ -196,7 +198,12 @@ extension Broker {
             index.forEachMatch(type, body)
             return
         }
-        for connection in types.routes(found, in: index) { body(connection) }
+        // The list is kept by `types` and every connection in it by
+        // `connections` through the fan-out: no count per subscriber.
+        let routes = types.routes(found, in: index)
+        routes.withUnsafeBufferPointer { list in
+            for i in 0..<list.count { Unmanaged.passUnretained(list[i])._withUnsafeGuaranteedRef(body) }
+        }
     }
 
     /// Writes a publish's event frame once (see `makeEvent`).
@@ -227,6 +234,7 @@ extension Broker {
         let bound = FrameEncoder.eventByteCountUpperBound(parts)
         if bound > OutboundQueue.copyLimitBytes {
             let chunk = OutboundChunk.make(capacity: bound) { FrameEncoder.writeEvent(parts, into: $0) }
+            builtChunk = chunk  // alive through the fan-out (EventFrame does not count it)
             return EventFrame(bytes: UnsafeRawBufferPointer(start: chunk.baseAddress, count: chunk.used), shared: chunk)
         }
         let destination = retention.history.space(for: bound) ?? eventScratch.baseAddress.unsafelyUnwrapped
@@ -239,6 +247,7 @@ extension Broker {
         let bound = FrameEncoder.eventByteCountUpperBound(parts)
         if bound > OutboundQueue.copyLimitBytes {
             let chunk = OutboundChunk.make(capacity: bound) { FrameEncoder.writeEvent(parts, into: $0) }
+            builtChunk = chunk  // alive through the fan-out (EventFrame does not count it)
             return EventFrame(bytes: UnsafeRawBufferPointer(start: chunk.baseAddress, count: chunk.used), shared: chunk)
         }
         let destination = retention.history.space(for: bound) ?? eventScratch.baseAddress.unsafelyUnwrapped

@@ -87,9 +87,15 @@ public typealias OutboundFrame = OutboundChunk
 
 /// An event frame as built once per publish: its bytes (valid during the
 /// fan-out) and, for a large one, the chunk every queue shares.
+///
+/// A plain value: `shared` is not counted, so copying the frame through the
+/// fan-out costs no retain or release. Whoever makes one keeps the chunk
+/// alive while the frame is used (`Broker.builtChunk`, the caller's own
+/// reference, `withExtendedLifetime`); a queue or the ring that keeps the
+/// chunk takes its own reference.
 struct EventFrame {
     let bytes: UnsafeRawBufferPointer
-    let shared: OutboundChunk?
+    unowned(unsafe) let shared: OutboundChunk?
 
     var count: Int { bytes.count }
 }
