@@ -120,13 +120,16 @@ struct HistoryRing {
         let chunk: OutboundChunk
         let start: Int
         let at = UnsafeMutableRawPointer(mutating: event.bytes.baseAddress.unsafelyUnwrapped)
-        if let tail = arena, tail.baseAddress + tail.used == at {
-            // Written in place by the broker (`space(for:)`).
-            chunk = tail
-            start = tail.used
+        if arena != nil, let placed = Unmanaged.passUnretained(arena.unsafelyUnwrapped)._withUnsafeGuaranteedRef({ tail -> Int? in
+            guard tail.baseAddress + tail.used == at else { return nil }
             tail.used += size
-        } else if let shared = event.shared, shared.baseAddress == at {
-            chunk = shared
+            return tail.used - size
+        }) {
+            // Written in place by the broker (`space(for:)`).
+            chunk = arena.unsafelyUnwrapped
+            start = placed
+        } else if let shared = event.sharedChunk, shared._withUnsafeGuaranteedRef({ $0.baseAddress == at }) {
+            chunk = shared.takeUnretainedValue()
             start = 0
         } else {
             if arena == nil || arena.unsafelyUnwrapped.freeBytes < size { arena = OutboundChunk.make(capacity: max(HistoryRing.arenaBytes, size)) }

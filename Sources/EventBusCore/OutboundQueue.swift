@@ -95,7 +95,16 @@ public typealias OutboundFrame = OutboundChunk
 /// chunk takes its own reference.
 struct EventFrame {
     let bytes: UnsafeRawBufferPointer
-    unowned(unsafe) let shared: OutboundChunk?
+    /// The shared chunk, uncounted (a null test is a pointer compare).
+    let sharedChunk: Unmanaged<OutboundChunk>?
+
+    init(bytes: UnsafeRawBufferPointer, shared: OutboundChunk?) {
+        self.bytes = bytes
+        self.sharedChunk = shared.map { Unmanaged.passUnretained($0) }
+    }
+
+    /// The shared chunk as a counted reference (for a queue or the ring that keeps it).
+    var shared: OutboundChunk? { sharedChunk?.takeUnretainedValue() }
 
     var count: Int { bytes.count }
 }
@@ -191,16 +200,19 @@ public struct OutboundQueue {
     /// - Returns: the change of `chargedBytes`.
     mutating func appendEvent(_ frame: EventFrame, seq: UInt64, actor: UInt32) -> Int {
         let n = frame.count
-        if let shared = frame.shared {
-            entries.append(Entry(chunk: shared, start: 0, end: UInt32(n), seq: seq, actor: actor))
+        if let shared = frame.sharedChunk {
+            entries.append(Entry(chunk: shared.takeUnretainedValue(), start: 0, end: UInt32(n), seq: seq, actor: actor))
         } else {
             if eventTail == nil || eventTail.unsafelyUnwrapped.freeBytes < n {
                 eventTail = OutboundChunk.make(capacity: max(n, OutboundQueue.chunkBytes))
             }
-            let chunk = eventTail.unsafelyUnwrapped
-            let start = chunk.used
-            chunk.append(frame.bytes)
-            entries.append(Entry(chunk: chunk, start: UInt32(start), end: UInt32(start + n), seq: seq, actor: actor))
+            // Uncounted while it is used here: `eventTail` keeps it; the entry takes the one count it needs.
+            let start = Unmanaged.passUnretained(eventTail.unsafelyUnwrapped)._withUnsafeGuaranteedRef { chunk in
+                let start = chunk.used
+                chunk.append(frame.bytes)
+                return start
+            }
+            entries.append(Entry(chunk: eventTail.unsafelyUnwrapped, start: UInt32(start), end: UInt32(start &+ n), seq: seq, actor: actor))
         }
         if actor != OutboundQueue.noActor { actorEntries += 1 }
         byteCount += n
