@@ -198,6 +198,7 @@ public struct OutboundQueue {
 
     /// Queues an event: copied into the event chunk, or the shared chunk of a large one.
     /// - Returns: the change of `chargedBytes`.
+    @inline(__always)
     mutating func appendEvent(_ frame: EventFrame, seq: UInt64, actor: UInt32) -> Int {
         let n = frame.count
         if let shared = frame.sharedChunk {
