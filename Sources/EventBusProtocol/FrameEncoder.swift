@@ -233,12 +233,19 @@ public enum FrameEncoder {
     }
 
     /// Copies `bytes`: up to 16 of them by two overlapping loads and
-    /// stores (the spliced tokens and stamps are mostly that short), more
-    /// by `memcpy`.
+    /// stores (the spliced tokens and stamps are mostly that short), up to
+    /// 32 by four (the frame's opening, most types), more by `memcpy`.
     @inlinable @inline(__always) mutating func put(_ bytes: UnsafeRawBufferPointer) {
         guard let base = bytes.baseAddress else { return }
         let n = bytes.count
-        if n >= 8 && n <= 16 {
+        if n > 16 && n <= 32 {
+            let w0 = base.loadUnaligned(as: UInt64.self), w1 = base.loadUnaligned(fromByteOffset: 8, as: UInt64.self)
+            let w2 = base.loadUnaligned(fromByteOffset: n &- 16, as: UInt64.self), w3 = base.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self)
+            pointer.storeBytes(of: w0, as: UInt64.self)
+            pointer.storeBytes(of: w1, toByteOffset: 8, as: UInt64.self)
+            pointer.storeBytes(of: w2, toByteOffset: n &- 16, as: UInt64.self)
+            pointer.storeBytes(of: w3, toByteOffset: n &- 8, as: UInt64.self)
+        } else if n >= 8 && n <= 16 {
             let head = base.loadUnaligned(as: UInt64.self), tail = base.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self)
             pointer.storeBytes(of: head, as: UInt64.self)
             pointer.storeBytes(of: tail, toByteOffset: n &- 8, as: UInt64.self)
