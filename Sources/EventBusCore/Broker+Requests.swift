@@ -211,11 +211,13 @@ extension Broker {
     ///   `content` has none.
     func buildEvent(seq: UInt64, _ content: EventContent, of type: EventType, publisher: Connection) -> EventFrame {
         let time = timestamps.bytes(nanosecondsSinceEpoch: now.wallNanoseconds)
+        let digits = seqText.text(for: seq)
         func build(_ typeBytes: UnsafeRawBufferPointer) -> EventFrame {
             makeEvent(FrameEncoder.EventBytes(
                 seq: seq, type: typeBytes, time: time,
                 source: content.source ?? publisher.eventSource.bytes, id: content.id,
-                idPrefix: eventIDPrefix.bytes, identity: publisher.eventIdentity.bytes, origin: content.origin, data: content.data))
+                idPrefix: eventIDPrefix.bytes, identity: publisher.eventIdentity.bytes, origin: content.origin, data: content.data,
+                seqText: digits))
         }
         if let typeBytes = content.type { return build(typeBytes) }
         var name = type.name

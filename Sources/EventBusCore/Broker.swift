@@ -115,6 +115,8 @@ public final class Broker {
     /// large or retained event): `EventFrame` does not count it, so the
     /// broker holds it until `fanOut` ends.
     var builtChunk: OutboundChunk? = nil
+    /// The digits of the seq the last event was written with (SeqText.swift).
+    var seqText = SeqText()
     var timestamps = TimestampFormatter()
     var now = BrokerTime(wallNanoseconds: 0, monotonicNanoseconds: 0)
     /// Published types by their bytes, with their route lists (EventTypeTable.swift).

@@ -198,11 +198,16 @@ public enum FrameEncoder {
         public var origin: UnsafeRawBufferPointer?
         /// The raw `data` token, or nil for `null`.
         public var data: UnsafeRawBufferPointer?
+        /// `seq`'s decimal digits when the caller has them already (the
+        /// broker keeps its newest), else nil: `seq` is formatted.
+        public var seqText: UnsafeRawBufferPointer?
 
         @inlinable
         public init(seq: UInt64, type: UnsafeRawBufferPointer, time: TimestampBytes, source: UnsafeRawBufferPointer, id: UnsafeRawBufferPointer?,
-                    idPrefix: UnsafeRawBufferPointer, identity: UnsafeRawBufferPointer, origin: UnsafeRawBufferPointer?, data: UnsafeRawBufferPointer?) {
+                    idPrefix: UnsafeRawBufferPointer, identity: UnsafeRawBufferPointer, origin: UnsafeRawBufferPointer?, data: UnsafeRawBufferPointer?,
+                    seqText: UnsafeRawBufferPointer? = nil) {
             self.seq = seq
+            self.seqText = seqText
             self.type = type
             self.time = time
             self.source = source
@@ -347,7 +352,7 @@ extension FrameEncoder {
         var w = RawWriter(destination)
         w.put("{\"op\":\"event\",\"seq\":")
         let seqStart = w.pointer
-        w.put(int: e.seq)
+        if let text = e.seqText { w.put(text) } else { w.put(int: e.seq) }
         let seqDigits = UnsafeRawBufferPointer(start: seqStart, count: w.pointer - seqStart)
         w.put(",\"type\":\"")
         w.put(e.type)
