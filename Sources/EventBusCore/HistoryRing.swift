@@ -78,13 +78,14 @@ struct HistoryRing {
     private var arena: Unmanaged<OutboundChunk>? = nil
     static let arenaBytes = 64 << 10
 
+    /// Whether events are kept at all (both bounds above 0).
+    let isEnabled: Bool
+
     init(maxEvents: Int, maxBytes: Int) {
         self.maxEvents = max(0, maxEvents)
         self.maxBytes = max(0, maxBytes)
+        isEnabled = maxEvents > 0 && maxBytes > 0
     }
-
-    /// Whether events are kept at all (both bounds above 0).
-    var isEnabled: Bool { maxEvents > 0 && maxBytes > 0 }
 
     /// The oldest seq held, nil when empty.
     var firstSeq: UInt64? { count > 0 ? storage[head].seq : nil }
