@@ -212,7 +212,7 @@ extension Broker {
     func buildEvent(seq: UInt64, _ content: EventContent, of type: EventType, publisher: Connection) -> EventFrame {
         let time = timestamps.bytes(nanosecondsSinceEpoch: now.wallNanoseconds)
         let digits = seqText.text(for: seq)
-        func build(_ typeBytes: UnsafeRawBufferPointer) -> EventFrame {
+        @inline(__always) func build(_ typeBytes: UnsafeRawBufferPointer) -> EventFrame {
             makeEvent(FrameEncoder.EventBytes(
                 seq: seq, type: typeBytes, time: time,
                 source: content.source ?? publisher.eventSource.bytes, id: content.id,

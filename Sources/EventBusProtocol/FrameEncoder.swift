@@ -335,7 +335,7 @@ extension FrameEncoder {
     }
 
     /// An upper bound of the size of the event frame `writeEvent` writes.
-    @inlinable
+    @inlinable @inline(__always)
     public static func eventByteCountUpperBound(_ e: EventBytes) -> Int {
         // 91 bytes of fixed text and time, two seqs of at most 20 digits.
         131 + e.type.count + e.source.count + (e.id?.count ?? e.idPrefix.count + 21) + e.identity.count
