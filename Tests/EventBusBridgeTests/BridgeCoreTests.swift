@@ -186,7 +186,7 @@ func received(_ message: OutgoingMessage, sid: UInt64 = 1) throws -> Message {
 
     @Test func aMessageWithAnUnreadableHeaderBlockIsABadHeader() {
         var bridge = core()
-        let message = Message(subject: "eventbus.evt.host-b.x", sid: SubscriptionID(1), headerError: .notTerminated, payload: bytes("1"))
+        let message = Message(subject: "eventbus.evt.host-b.x", sid: SubscriptionID(1), headerBlock: bytes("NATS/1.0\r\n"), payload: bytes("1"))
         guard case .dropped(.badHeader, _) = bridge.handle(message) else { Issue.record("not dropped"); return }
     }
 
