@@ -139,9 +139,9 @@ let package = Package(
             dependencies: [],
             swiftSettings: strict
         ),
-        .testTarget(name: "EventBusProtocolTests", dependencies: ["EventBusProtocol"], swiftSettings: strict),
-        .testTarget(name: "EventBusPolicyTests", dependencies: ["EventBusPolicy", "EventBusProtocol"], swiftSettings: strict),
-        .testTarget(name: "EventBusCoreTests", dependencies: ["EventBusCore", "EventBusPolicy"], swiftSettings: strict),
+        .testTarget(name: "EventBusProtocolTests", dependencies: ["EventBusProtocol", "EventBusTestSupport"], swiftSettings: strict),
+        .testTarget(name: "EventBusPolicyTests", dependencies: ["EventBusPolicy", "EventBusProtocol", "EventBusTestSupport"], swiftSettings: strict),
+        .testTarget(name: "EventBusCoreTests", dependencies: ["EventBusCore", "EventBusPolicy", "EventBusTestSupport"], swiftSettings: strict),
         .testTarget(name: "EventBusSystemTests", dependencies: ["EventBusSystem"], swiftSettings: strict),
         .testTarget(name: "EventBusCommandLineTests", dependencies: ["EventBusCommandLine"], swiftSettings: strict),
         .testTarget(

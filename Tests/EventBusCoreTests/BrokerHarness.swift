@@ -11,6 +11,7 @@
 // only to check invariants, never to drive the broker.
 @testable import EventBusCore
 import EventBusProtocol
+import EventBusTestSupport
 import Foundation
 import Testing
 
@@ -325,15 +326,5 @@ final class BrokerHarness {
 /// The UTF-8 bytes of `text`.
 func utf8(_ text: String) -> [UInt8] { Array(text.utf8) }
 
-/// SplitMix64: seeded, so a failing random scenario reproduces.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
+/// The shared seeded generator (EventBusTestSupport).
+typealias SeededGenerator = EventBusTestSupport.SeededGenerator
