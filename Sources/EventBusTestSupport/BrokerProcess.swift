@@ -235,10 +235,10 @@ public final class BrokerProcess {
     }
 
     private func procFile(_ name: String) throws -> String {
-        guard let data = FileManager.default.contents(atPath: "/proc/\(pid)/\(name)") else {
+        guard let text = readProcFile("/proc/\(pid)/\(name)") else {
             throw ChildProcessError.system(call: "read /proc/\(pid)/\(name)", errno: ENOENT)
         }
-        return String(decoding: data, as: UTF8.self)
+        return text
     }
 
     /// Closes the clients, then stops the broker with SIGTERM (PROTOCOL.md,

@@ -244,6 +244,18 @@ func readTextFile(_ path: String) -> String {
     return String(decoding: data, as: UTF8.self)
 }
 
+/// Reads a file of /proc (proc(5)) to its end, as UTF-8 (invalid bytes
+/// replaced); nil when it cannot be opened or read. read(2) until EOF:
+/// `FileManager.contents(atPath:)` and `String(contentsOfFile:)` stop after
+/// the first read (one page) of a file whose size procfs reports as 0, so a
+/// long /proc/net/unix or maps came back cut short.
+public func readProcFile(_ path: String) -> String? {
+    guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
+    defer { try? handle.close() }
+    guard let data = try? handle.readToEnd() else { return nil }
+    return String(decoding: data, as: UTF8.self)
+}
+
 /// glibc ≥ 2.34's `posix_spawn_file_actions_addclosefrom_np`, which Swift's
 /// Glibc module does not import; looked up with dlsym(3), nil when absent.
 private let addCloseFrom: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32)? = {

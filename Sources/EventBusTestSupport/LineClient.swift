@@ -209,7 +209,7 @@ public func waitForListeningSocket(_ path: String, timeout: Duration = .seconds(
 
 /// Whether /proc/net/unix lists a listening socket bound to `path`.
 public func isListeningUnixSocket(_ path: String) -> Bool {
-    guard let table = try? String(contentsOfFile: "/proc/net/unix", encoding: .utf8) else { return false }
+    guard let table = readProcFile("/proc/net/unix") else { return false }
     for line in table.split(separator: "\n").dropFirst() {
         let columns = line.split(separator: " ", omittingEmptySubsequences: true)
         guard columns.count >= 8, columns[7] == path, let flags = UInt32(columns[3], radix: 16) else { continue }
