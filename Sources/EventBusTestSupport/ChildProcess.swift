@@ -112,7 +112,8 @@ public struct ProcessOutput: Sendable {
 /// Runs `executable` with `arguments` to completion and returns what it wrote.
 ///
 /// stdin is `stdin`'s bytes (or /dev/null when nil); stdout and stderr go to
-/// temporary files, so a chatty child never blocks on a full pipe.
+/// temporary files, so a chatty child never blocks on a full pipe. A
+/// `SpawnedProcess` waited for at once (`waitBlocking`).
 /// - Parameters:
 ///   - executable: absolute path, or a bare name looked up in `$PATH`.
 ///   - environment: changes to the inherited environment; a `nil` value unsets the variable.
@@ -127,32 +128,8 @@ public func runProcess(
 ) throws -> ProcessOutput {
     let dir = try TemporaryDirectory(prefix: "eb-run-")
     defer { dir.remove() }
-    var stdinPath = "/dev/null"
-    if let stdin {
-        stdinPath = dir.path + "/stdin"
-        guard FileManager.default.createFile(atPath: stdinPath, contents: Data(stdin.utf8)) else {
-            throw ChildProcessError.system(call: "create \(stdinPath)", errno: errno)
-        }
-    }
-    let outPath = dir.path + "/stdout"
-    let errPath = dir.path + "/stderr"
-    let path = executable.contains("/") ? executable : (findInPath(executable) ?? executable)
-    let pid = try spawnChild(
-        path, arguments, environment: environment,
-        stdinPath: stdinPath, stdoutPath: outPath, stderrPath: errPath
-    )
-    let status = waitForChild(pid, timeout: timeout)
-    let out = readTextFile(outPath)
-    let err = readTextFile(errPath)
-    guard let status else {
-        kill(pid, SIGKILL)
-        _ = waitForChild(pid, timeout: .seconds(5))
-        throw ChildProcessError.timedOut(
-            command: ([executable] + arguments).joined(separator: " "),
-            seconds: timeout.seconds, stdout: out, stderr: err
-        )
-    }
-    return ProcessOutput(status: status, stdout: out, stderr: err, pid: pid)
+    let child = try SpawnedProcess(executable, arguments, in: dir, environment: environment, stdin: stdin)
+    return try child.waitBlocking(timeout: timeout)
 }
 
 /// The first executable `name` in `$PATH`, or nil.
