@@ -124,6 +124,7 @@ let package = Package(
         // gave it and passes the sockets back (EventBusTestSupport `connectAs`).
         .executableTarget(
             name: "eventbus-uid-peer",
+            dependencies: ["EventBusTestSupport"],
             path: "Tests/EventBusUIDPeer",
             swiftSettings: strict
         ),
