@@ -13,69 +13,39 @@ import Glibc
 public final class LineClient {
     /// The connected socket (close-on-exec).
     public let fd: Int32
-    private var buffer: [UInt8] = []
+    private var input: LineBuffer
 
     /// Connects to the socket at `path`.
     /// - Throws: `TestFailure` when socket(2) or connect(2) fails.
     public init(_ path: String) throws {
         fd = try unixSocket(Int32(SOCK_STREAM.rawValue), "connect", path, connect)
+        input = LineBuffer(fd: fd)
     }
 
     deinit { Glibc.close(fd) }
 
-    /// Sends `line` plus LF in one send(2) (`MSG_NOSIGNAL`).
-    /// - Throws: `TestFailure` on a failed or short send.
+    /// Sends `line` plus LF in full (`MSG_NOSIGNAL`).
+    /// - Throws: `TestFailure` on a failed send.
     public func send(_ line: String) throws {
-        let bytes = Array((line + "\n").utf8)
-        let written = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-        guard written == bytes.count else { throw TestFailure("send returned \(written), errno \(errno)") }
+        try input.send(Array((line + "\n").utf8))
     }
 
     /// Whether input is buffered or arrives within `timeout`.
     public func hasInput(within timeout: Duration) throws -> Bool {
-        try !buffer.isEmpty || waitReadable(fd, until: ContinuousClock.now + timeout)
+        try !input.isEmpty || waitReadable(fd, until: ContinuousClock.now + timeout)
     }
 
-    /// Reads one chunk into the buffer; false at EOF (or, when `resetIsEOF`, a reset).
-    private func fill(until deadline: ContinuousClock.Instant, resetIsEOF: Bool) throws -> Bool {
-        while true {
-            guard try waitReadable(fd, until: deadline) else {
-                throw TestFailure("nothing arrived in time; have \(String(decoding: buffer, as: UTF8.self))")
-            }
-            var chunk = [UInt8](repeating: 0, count: 4096)
-            let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if count < 0 && errno == EINTR { continue }
-            // A peer that closes with our request unread resets the connection.
-            if count < 0 && errno == ECONNRESET && resetIsEOF { return false }
-            guard count >= 0 else { throw TestFailure("read failed: errno \(errno)") }
-            buffer += chunk[..<count]
-            return count > 0
-        }
-    }
-
-    /// The next line without its LF.
+    /// The next line without its LF (a CR before it is kept).
     /// - Throws: `TestFailure` on EOF or after `timeout`.
     public func readLine(timeout: Duration = .seconds(10)) throws -> String {
-        let deadline = ContinuousClock.now + timeout
-        while true {
-            if let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
-                defer { buffer.removeSubrange(...newline) }
-                return String(decoding: buffer[..<newline], as: UTF8.self)
-            }
-            guard try fill(until: deadline, resetIsEOF: true) else {
-                throw TestFailure("EOF before a line; have \(String(decoding: buffer, as: UTF8.self))")
-            }
-        }
+        try input.line(until: ContinuousClock.now + timeout, droppingCR: false)
     }
 
     /// Everything until the peer closes, waiting at most `timeout` in all.
     /// - Parameter resetIsEOF: whether `ECONNRESET` counts as the close (else it throws).
     /// - Throws: `TestFailure` after `timeout` or on a read error.
     public func readToEnd(timeout: Duration = .seconds(10), resetIsEOF: Bool = true) throws -> String {
-        let deadline = ContinuousClock.now + timeout
-        while try fill(until: deadline, resetIsEOF: resetIsEOF) {}
-        defer { buffer.removeAll() }
-        return String(decoding: buffer, as: UTF8.self)
+        try input.readToEnd(until: ContinuousClock.now + timeout, resetIsEOF: resetIsEOF)
     }
 
     /// Sends `frame` and returns the fields of the next `ok` reply, skipping other
