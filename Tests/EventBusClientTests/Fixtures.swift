@@ -51,7 +51,7 @@ final class BrokerProcess {
             defer { bus.close() }
             return (try? await bus.ping()) != nil
         }
-        guard ready else { throw FixtureError("eventbusd did not answer ping on \(socketPath)") }
+        guard ready else { throw TestFailure("eventbusd did not answer ping on \(socketPath)") }
     }
 
     /// SIGTERM (a clean stop: the broker unlinks its socket), then reap; SIGKILL after 5 s.
@@ -100,11 +100,6 @@ func runProduct(_ name: String, _ arguments: [String], within limit: Duration = 
     let child = try ChildProcess(name, arguments)
     let status = await child.waitForExit(within: limit)
     return (status, child.stdout, child.stderr)
-}
-
-struct FixtureError: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
 }
 
 /// A thread-safe list of what handlers saw, for assertions.
