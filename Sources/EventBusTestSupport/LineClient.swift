@@ -50,14 +50,14 @@ public final class LineClient {
 
     /// Sends `frame` and returns the fields of the next `ok` reply, skipping other
     /// frames (events); PROTOCOL.md "Requests and replies".
-    /// - Throws: `TestFailure` on an `error` reply, EOF, or no line within `timeout` each.
+    /// - Throws: `TestFailure` on an `error` reply, EOF, or no line within `timeout` each;
+    ///   `RawClientError.invalidFrame` for a line that is not a JSON object.
     public func request(_ frame: String, timeout: Duration = .seconds(5)) throws -> [String: Any] {
         try send(frame)
         while true {
-            let line = try readLine(timeout: timeout)
-            guard let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else { continue }
-            if object["op"] as? String == "ok" { return object }
-            if object["op"] as? String == "error" { throw TestFailure("broker error: \(line)") }
+            let frame = try Frame(line: Array(readLine(timeout: timeout).utf8))
+            if frame.op == "ok" { return frame.fields }
+            if frame.op == "error" { throw TestFailure("broker error: \(frame.raw)") }
         }
     }
 }

@@ -138,10 +138,8 @@ final class TestBroker {
     }
 }
 
-/// Parses one line of JSON output into an object.
+/// Parses one line of JSON output into an object (EventBusTestSupport's `Frame`).
+/// - Throws: `RawClientError.invalidFrame` when it is not a JSON object.
 func jsonObject(_ line: String) throws -> [String: Any] {
-    guard let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else {
-        throw TestFailure("not a JSON object: \(line)")
-    }
-    return object
+    try Frame(line: Array(line.utf8)).fields
 }
