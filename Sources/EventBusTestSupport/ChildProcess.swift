@@ -147,7 +147,8 @@ public func findInPath(_ name: String) -> String? {
 /// equals `stdoutPath`, fd 2 is a duplicate of fd 1), all signals at their
 /// default disposition, empty signal mask, no other descriptor inherited.
 /// `closeStandardOutput` starts the child with fd 1 closed; `passDescriptor`
-/// becomes the child's fd 3 (the caller keeps its own copy).
+/// becomes the child's fd 3, `stdinDescriptor`/`stdoutDescriptor` its fd 0/1
+/// instead of the files (e.g. pipe ends; the caller keeps its own copies).
 /// - Returns: the child's pid; the caller must reap it (`waitForChild`).
 /// - Throws: `ChildProcessError.system(call: "posix_spawn …")`.
 public func spawnChild(
@@ -158,13 +159,23 @@ public func spawnChild(
     stdoutPath: String = "/dev/null",
     stderrPath: String = "/dev/null",
     closeStandardOutput: Bool = false,
-    passDescriptor: Int32? = nil
+    passDescriptor: Int32? = nil,
+    stdinDescriptor: Int32? = nil,
+    stdoutDescriptor: Int32? = nil
 ) throws -> pid_t {
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
     defer { posix_spawn_file_actions_destroy(&actions) }
-    posix_spawn_file_actions_addopen(&actions, 0, stdinPath, O_RDONLY, 0)
-    posix_spawn_file_actions_addopen(&actions, 1, stdoutPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+    if let stdinDescriptor {
+        posix_spawn_file_actions_adddup2(&actions, stdinDescriptor, 0)
+    } else {
+        posix_spawn_file_actions_addopen(&actions, 0, stdinPath, O_RDONLY, 0)
+    }
+    if let stdoutDescriptor {
+        posix_spawn_file_actions_adddup2(&actions, stdoutDescriptor, 1)
+    } else {
+        posix_spawn_file_actions_addopen(&actions, 1, stdoutPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+    }
     if stderrPath == stdoutPath {
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
     } else {
