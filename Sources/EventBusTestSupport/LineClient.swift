@@ -123,23 +123,35 @@ public final class DatagramReceiver {
 }
 
 /// A new close-on-exec `AF_UNIX` socket of `type`, connected or bound (`operation`)
-/// to `path`; closed again when that fails, so it is never closed twice.
-/// - Throws: `TestFailure` naming the failed call and errno.
+/// to `path` (`openSocket`).
+/// - Throws: `TestFailure` naming the failed call and errno;
+///   `RawClientError.system` for a path too long for `sun_path`.
 private func unixSocket(
     _ type: Int32, _ name: String, _ path: String,
     _ operation: (Int32, UnsafePointer<sockaddr>, socklen_t) -> Int32
 ) throws -> Int32 {
-    let fd = socket(AF_UNIX, type | Int32(SOCK_CLOEXEC.rawValue), 0)
+    try openSocket(AF_UNIX, type, try unixAddress(path), name, path, operation)
+}
+
+/// A new close-on-exec socket of `domain` and `type`, connected or bound
+/// (`operation`, called `name` in errors) to `address` (a `sockaddr_un` or
+/// `sockaddr_in`; `target` says it in errors); closed again when that fails,
+/// so it is never closed twice.
+/// - Throws: `TestFailure("connect 127.0.0.1:4222 failed: errno 111")`, or for socket(2).
+func openSocket<Address>(
+    _ domain: Int32, _ type: Int32, _ address: Address, _ name: String, _ target: String,
+    _ operation: (Int32, UnsafePointer<sockaddr>, socklen_t) -> Int32
+) throws -> Int32 {
+    let fd = socket(domain, type | Int32(SOCK_CLOEXEC.rawValue), 0)
     guard fd >= 0 else { throw TestFailure("socket failed: errno \(errno)") }
-    var address: sockaddr_un
-    do { address = try unixAddress(path) } catch { Glibc.close(fd); throw error }
+    var address = address
     let result = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { operation(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { operation(fd, $0, socklen_t(MemoryLayout<Address>.size)) }
     }
     guard result == 0 else {
         let code = errno
         Glibc.close(fd)
-        throw TestFailure("\(name) \(path) failed: errno \(code)")
+        throw TestFailure("\(name) \(target) failed: errno \(code)")
     }
     return fd
 }

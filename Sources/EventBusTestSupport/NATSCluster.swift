@@ -177,14 +177,10 @@ public final class NATSCluster: @unchecked Sendable {
 
     /// Whether 127.0.0.1:`port` can be bound now.
     static func isFree(_ port: UInt16) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { return false }
-        defer { Glibc.close(fd) }
-        var address = loopback(port)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        return bound == 0
+        let stream = Int32(SOCK_STREAM.rawValue)
+        guard let fd = try? openSocket(AF_INET, stream, loopback(port), "bind", "127.0.0.1:\(port)", bind) else { return false }
+        Glibc.close(fd)
+        return true
     }
 }
 
@@ -208,18 +204,7 @@ public final class TCPLineClient {
     /// Connects to 127.0.0.1:`port`.
     /// - Throws: `TestFailure` when socket(2) or connect(2) fails.
     public init(port: UInt16) throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw TestFailure("socket failed: errno \(errno)") }
-        var address = loopback(port)
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard result == 0 else {
-            let code = errno
-            Glibc.close(fd)
-            throw TestFailure("connect 127.0.0.1:\(port) failed: errno \(code)")
-        }
-        self.fd = fd
+        fd = try openSocket(AF_INET, Int32(SOCK_STREAM.rawValue), loopback(port), "connect", "127.0.0.1:\(port)", connect)
         input = LineBuffer(fd: fd)
     }
 
