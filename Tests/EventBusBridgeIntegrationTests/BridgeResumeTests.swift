@@ -3,7 +3,9 @@
 // resubscribes with `since` from the last seq it read, so the exports
 // published while it was away reach NATS; after a broker restart (a new run,
 // history is per run) the broker says so with a `gap`, the bridge counts it,
-// and what the new run published before the bridge was back is exported.
+// and what the new run published before the bridge was back is exported; a
+// history too short for the time away is a `gap` too, and what it still
+// holds is exported.
 //
 // Before editing: the bridge reaches the broker through a one-connection
 // `socat` relay, so killing the relay drops the bridge's bus connection
@@ -38,7 +40,7 @@ extension BridgeSuites {
             }
         }
 
-        @Test func aBusReconnectResumesAfterTheLastSeqReadAndARestartedBrokerIsAGapWhoseNewEventsAreExported() throws {
+        @Test func aBusReconnectResumesAfterTheLastSeqReadAndARestartOrAShortHistoryIsACountedGap() throws {
             let cluster = try NATSCluster(count: 1)
             defer { try? cluster.killAll() }
             let directory = try TemporaryDirectory(prefix: "ebbr-")
@@ -70,7 +72,7 @@ extension BridgeSuites {
             // A new run: a gap, counted and logged; the new run's events from before the bridge was back are exported.
             try Self.cut(relay, bridge)
             _ = broker.terminate()
-            let restarted = try BrokerProcess()
+            let restarted = try BrokerProcess(arguments: ["--history-events", "4"])
             defer { restarted.cleanUp() }
             let second = try restarted.connect()
             for n in 1...3 { try second.publish("resume.new", data: "\(n)", req: n) }
@@ -82,6 +84,16 @@ extension BridgeSuites {
             status = try bridge.freshStatus()
             #expect(status["bus_replayed"] as? NSNumber == 8 && status["bus_gaps"] as? NSNumber == 1, "\(status)")
             #expect(bridge.log.contains("is a new run"), "\(bridge.log.suffix(2000))")
+
+            // The same run again, but its history (4 events) no longer reaches back: a gap; the 4 it holds are exported.
+            try Self.cut(relay, bridge)
+            for n in 1...6 { try second.publish("resume.short", data: "\(n)", req: n) }
+            relay = try Self.relay(path, to: restarted.socketPath, in: directory)
+            try bridge.waitForStatus("bus back a third time") { $0["bus"] as? String == "up" && ($0["bus_reconnects"] as? NSNumber)?.intValue == 3 }
+            #expect(try Self.exports(watcher, 4) == (3...6).map { "resume.short=\($0)" })
+            status = try bridge.freshStatus()
+            #expect(status["bus_replayed"] as? NSNumber == 12 && status["bus_gaps"] as? NSNumber == 2, "\(status)")
+            #expect(bridge.log.contains("history no longer reaches back"), "\(bridge.log.suffix(2000))")
             try bridge.stop()
         }
     }
