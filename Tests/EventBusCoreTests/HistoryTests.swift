@@ -262,7 +262,7 @@ struct HistoryTests {
         h.send(s, #"{"op":"subscribe","type":"m.*","since":0}"#)
         let events = h.read(s).filter { $0.op == "event" }
         #expect(events.map { UInt64($0.seq!) } == (0..<ring.count).map { ring[$0].seq })
-        for event in events { #expect(event.object["data"] as? String == data[UInt64(event.seq!)]) }
+        for event in events { #expect(event.string("data") == data[UInt64(event.seq!)]) }
         h.checkInvariants()
         h.closeAll()
     }
