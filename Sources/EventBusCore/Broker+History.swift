@@ -37,9 +37,8 @@ extension Broker {
     /// is nil only while history is off (nothing built it).
     /// - Parameter publisher: nil for the broker's own events.
     @inline(__always)
-    func recordHistory(_ event: EventFrame?, seq: UInt64, type: EventType, publisher: Connection?) {
-        retention.history.record(event, seq: seq, publisher: publisher?.id ?? 0,
-                                 typeStart: OutboundFrame.typeOffset(seq: seq), typeCount: type.name.utf8.count)
+    func recordHistory(_ event: EventFrame?, seq: UInt64, publisher: Connection?) {
+        retention.history.record(event, seq: seq, publisher: publisher?.id ?? 0)
     }
 
     // MARK: Replay
@@ -157,20 +156,5 @@ extension Broker {
             retention.replayCredit[uid] = ReplayCredit(units: left, updated: now.monotonicNanoseconds)
         }
         return true
-    }
-}
-
-extension OutboundFrame {
-    /// Where the type's bytes start in the event frame of `seq`:
-    /// after `{"op":"event","seq":<digits>,"type":"` (`FrameEncoder.writeEvent`).
-    @inline(__always)
-    static func typeOffset(seq: UInt64) -> Int {
-        var digits = 1
-        var n = seq
-        while n >= 10 {
-            n /= 10
-            digits += 1
-        }
-        return 20 + digits + 9
     }
 }

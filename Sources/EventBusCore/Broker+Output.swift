@@ -159,7 +159,9 @@ extension Broker {
     /// - Parameter publisher: the uid charged for the fair share; nil (the
     ///   broker's own uid) leaves it outside every fair share.
     func offer(_ frame: OutboundFrame, seq: UInt64, publisher: UInt32? = nil, to connection: Connection) -> Bool {
-        offer(EventFrame(bytes: frame.bytes, shared: frame), seq: seq, publisher: publisher ?? configuration.ownCredentials.uid, to: connection)
+        withExtendedLifetime(frame) {
+            offer(EventFrame(bytes: frame.bytes, shared: frame), seq: seq, publisher: publisher ?? configuration.ownCredentials.uid, to: connection)
+        }
     }
 
     /// The first limit an event of `size` charged bytes would break, nil when it fits.

@@ -135,6 +135,7 @@ extension Broker {
                 reply(to: publisher, req: req, error: error)
                 return
             }
+            builtChunk = chunk  // alive through the fan-out (EventFrame does not count it)
             kept = EventFrame(bytes: chunk.bytes, shared: chunk)
         }
         seq += 1
@@ -177,7 +178,8 @@ extension Broker {
             if event == nil { event = build() }
             if offer(event!, seq: seq, publisher: uid, to: subscriber) { delivered += 1 }
         }
-        recordHistory(event, seq: seq, type: type, publisher: publisher)
+        recordHistory(event, seq: seq, publisher: publisher)
+        if builtChunk != nil { builtChunk = nil }
         statistics.delivered += delivered
         return delivered
     }
@@ -196,7 +198,12 @@ extension Broker {
             index.forEachMatch(type, body)
             return
         }
-        for connection in types.routes(found, in: index) { body(connection) }
+        // The list is kept by `types` and every connection in it by
+        // `connections` through the fan-out: no count per subscriber.
+        let routes = types.routes(found, in: index)
+        routes.withUnsafeBufferPointer { list in
+            for i in 0..<list.count { Unmanaged.passUnretained(list[i])._withUnsafeGuaranteedRef(body) }
+        }
     }
 
     /// Writes a publish's event frame once (see `makeEvent`).
@@ -204,31 +211,37 @@ extension Broker {
     ///   `content` has none.
     func buildEvent(seq: UInt64, _ content: EventContent, of type: EventType, publisher: Connection) -> EventFrame {
         let time = timestamps.bytes(nanosecondsSinceEpoch: now.wallNanoseconds)
-        func build(_ typeBytes: UnsafeRawBufferPointer) -> EventFrame {
+        let digits = seqText.text(for: seq)
+        @inline(__always) func build(_ typeBytes: UnsafeRawBufferPointer) -> EventFrame {
             makeEvent(FrameEncoder.EventBytes(
                 seq: seq, type: typeBytes, time: time,
                 source: content.source ?? publisher.eventSource.bytes, id: content.id,
-                idPrefix: eventIDPrefix.bytes, identity: publisher.eventIdentity.bytes, origin: content.origin, data: content.data))
+                idPrefix: eventIDPrefix.bytes, identity: publisher.eventIdentity.bytes, origin: content.origin, data: content.data,
+                seqText: digits))
         }
         if let typeBytes = content.type { return build(typeBytes) }
         var name = type.name
         return name.withUTF8 { build(UnsafeRawBufferPointer($0)) }
     }
 
-    /// Writes an event frame once per event: into `eventScratch` (copied
-    /// into each subscriber's chunk), or, when it may exceed
+    /// Writes an event frame once per event: in place at the end of the
+    /// history ring's arena while history is on (`HistoryRing.space(for:)`:
+    /// the ring keeps it without a copy), else into `eventScratch`; copied
+    /// from there into each subscriber's chunk. When it may exceed
     /// `OutboundQueue.copyLimitBytes`, into a chunk of its own that every
-    /// subscriber's queue shares.
+    /// subscriber's queue (and the ring) shares.
     /// - Returns: the frame (valid until the next event is made).
     @inline(__always)
     func makeEvent(_ parts: FrameEncoder.EventBytes) -> EventFrame {
         let bound = FrameEncoder.eventByteCountUpperBound(parts)
         if bound > OutboundQueue.copyLimitBytes {
             let chunk = OutboundChunk.make(capacity: bound) { FrameEncoder.writeEvent(parts, into: $0) }
+            builtChunk = chunk  // alive through the fan-out (EventFrame does not count it)
             return EventFrame(bytes: UnsafeRawBufferPointer(start: chunk.baseAddress, count: chunk.used), shared: chunk)
         }
-        let length = FrameEncoder.writeEvent(parts, into: eventScratch.baseAddress!)
-        return EventFrame(bytes: UnsafeRawBufferPointer(start: eventScratch.baseAddress, count: length), shared: nil)
+        let destination = retention.history.space(for: bound) ?? eventScratch.baseAddress.unsafelyUnwrapped
+        let length = FrameEncoder.writeEvent(parts, into: destination)
+        return EventFrame(bytes: UnsafeRawBufferPointer(start: destination, count: length), shared: nil)
     }
 
     /// `makeEvent` for the broker's own events, written from `EventParts`.
@@ -236,10 +249,12 @@ extension Broker {
         let bound = FrameEncoder.eventByteCountUpperBound(parts)
         if bound > OutboundQueue.copyLimitBytes {
             let chunk = OutboundChunk.make(capacity: bound) { FrameEncoder.writeEvent(parts, into: $0) }
+            builtChunk = chunk  // alive through the fan-out (EventFrame does not count it)
             return EventFrame(bytes: UnsafeRawBufferPointer(start: chunk.baseAddress, count: chunk.used), shared: chunk)
         }
-        let length = FrameEncoder.writeEvent(parts, into: eventScratch.baseAddress!)
-        return EventFrame(bytes: UnsafeRawBufferPointer(start: eventScratch.baseAddress, count: length), shared: nil)
+        let destination = retention.history.space(for: bound) ?? eventScratch.baseAddress.unsafelyUnwrapped
+        let length = FrameEncoder.writeEvent(parts, into: destination)
+        return EventFrame(bytes: UnsafeRawBufferPointer(start: destination, count: length), shared: nil)
     }
 }
 

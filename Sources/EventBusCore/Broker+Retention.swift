@@ -213,14 +213,14 @@ extension Broker {
             (destination + keep).copyMemory(from: suffix.utf8Start, byteCount: suffix.utf8CodeUnitCount)
             return size
         }
-        let event: EventFrame
         if size <= eventScratch.count {
-            event = EventFrame(bytes: UnsafeRawBufferPointer(start: eventScratch.baseAddress, count: write(eventScratch.baseAddress!)), shared: nil)
-        } else {
-            let chunk = OutboundChunk.make(capacity: size, write)
-            event = EventFrame(bytes: chunk.bytes, shared: chunk)
+            let event = EventFrame(bytes: UnsafeRawBufferPointer(start: eventScratch.baseAddress, count: write(eventScratch.baseAddress!)), shared: nil)
+            return offer(event, seq: seq, publisher: configuration.ownCredentials.uid, to: connection)
         }
-        return offer(event, seq: seq, publisher: configuration.ownCredentials.uid, to: connection)
+        let chunk = OutboundChunk.make(capacity: size, write)
+        return withExtendedLifetime(chunk) {
+            offer(EventFrame(bytes: chunk.bytes, shared: chunk), seq: seq, publisher: configuration.ownCredentials.uid, to: connection)
+        }
     }
 }
 

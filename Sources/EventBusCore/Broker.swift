@@ -111,6 +111,12 @@ public final class Broker {
     /// Where a small event (up to `OutboundQueue.copyLimitBytes`) is built
     /// once per publish before it is copied into each queue; owned, freed in `deinit`.
     let eventScratch = UnsafeMutableRawBufferPointer.allocate(byteCount: OutboundQueue.copyLimitBytes, alignment: 16)
+    /// The chunk of the event being routed when it has one of its own (a
+    /// large or retained event): `EventFrame` does not count it, so the
+    /// broker holds it until `fanOut` ends.
+    var builtChunk: OutboundChunk? = nil
+    /// The digits of the seq the last event was written with (SeqText.swift).
+    var seqText = SeqText()
     var timestamps = TimestampFormatter()
     var now = BrokerTime(wallNanoseconds: 0, monotonicNanoseconds: 0)
     /// Published types by their bytes, with their route lists (EventTypeTable.swift).

@@ -8,38 +8,50 @@
 // alone is larger than the byte bound, the whole ring is emptied and the seq
 // counted lost (`lostThrough`). So the entry of seq S is at index
 // `S - firstSeq` and no search is needed. The frames are copied back to back
-// into 64 KiB chunks of the ring's own (`arena`; a large event's shared chunk
-// is kept as it is), so recording costs a copy and no allocation; a chunk is
-// freed with the last entry in it, so memory stays within the byte bound
-// plus two chunks. A replay adds its `replayed` flag to a copy. This is on
-// every publish's path: keep `record` free of hashing and of String retains
-// (the type is located inside the frame instead).
+// into 64 KiB chunks of the ring's own (arenas; a large event's shared chunk
+// is kept as it is), so recording costs no allocation, and no copy when the
+// broker wrote the event in place (`space(for:)`, then `record` finds it at
+// the arena's end). Entries are plain values (a pointer, no reference
+// count per event): the ring keeps its chunks in two FIFOs of their own,
+// arenas with the newest seq in each and shared chunks with their seq, and
+// lets a chunk go once the oldest held seq is past it, so memory stays
+// within the byte bound plus two arenas. A replay adds its `replayed` flag
+// to a copy. This is on every publish's path: keep `record` free of
+// hashing, reference counts and String work (an entry finds its type inside
+// the frame, and only a replay asks).
 
-/// One recorded event.
+/// One recorded event: a plain value, its bytes kept by the ring's chunks.
 struct HistoryEntry {
     let seq: UInt64
-    /// The chunk holding the event frame as delivered live
-    /// (`{"op":"event","seq":...}\n`), at `start`, `count` bytes.
-    let chunk: OutboundChunk
-    let start: Int32
+    /// The event frame as delivered live (`{"op":"event","seq":...}\n`).
+    let start: UnsafeRawPointer
     let count: Int32
     /// The connection that published it (for the no-echo rule; 0: the broker).
     let publisher: ConnectionID
-    /// Where the type's bytes sit inside the frame.
-    let typeStart: Int32
-    let typeCount: Int32
 
-    /// The frame's bytes (valid while the entry lives).
+    /// The frame's bytes (valid while the entry is in the ring, or a copy of the ring is alive).
     @inline(__always)
-    var frame: UnsafeRawBufferPointer {
-        UnsafeRawBufferPointer(start: chunk.baseAddress + Int(start), count: Int(count))
-    }
+    var frame: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: start, count: Int(count)) }
 
-    /// The type's bytes (valid while the entry lives).
-    @inline(__always)
+    /// The type's bytes (valid as `frame`), found in the frame: after
+    /// `{"op":"event","seq":<digits>,"type":"` up to the next quote
+    /// (`FrameEncoder.writeEvent`; a valid type has no quote or escape).
     var typeBytes: UnsafeRawBufferPointer {
-        UnsafeRawBufferPointer(start: chunk.baseAddress + Int(start) + Int(typeStart), count: Int(typeCount))
+        let frame = self.frame
+        var i = 20  // {"op":"event","seq":
+        while i < frame.count && frame[i] != 0x2C { i += 1 }
+        i += 9  // ,"type":"
+        var end = i
+        while end < frame.count && frame[end] != 0x22 { end += 1 }
+        return UnsafeRawBufferPointer(rebasing: frame[min(i, end)..<end])
     }
+}
+
+/// A chunk the ring keeps, and the newest seq whose frame is in it.
+private struct HeldChunk {
+    /// nil once released (until the FIFO is compacted).
+    var chunk: OutboundChunk?
+    var lastSeq: UInt64
 }
 
 /// A FIFO of the newest events, bounded in count and bytes.
@@ -55,19 +67,25 @@ struct HistoryRing {
     /// The highest seq accepted in this run that the ring no longer holds
     /// (0: nothing lost yet). A replay since S has a gap when this is > S.
     private(set) var lostThrough: UInt64 = 0
-    /// What an emptied slot holds, so the evicted frame's chunk is released.
-    private let placeholder = OutboundChunk.make(capacity: 1)
-    /// The chunk frames are copied into now.
-    private var arena: OutboundChunk? = nil
+    /// The arenas frames are copied (or written) into, oldest first; the
+    /// last one is the one in use (`arena`). From `arenaHead` on.
+    private var arenas: [HeldChunk] = []
+    private var arenaHead = 0
+    /// Shared chunks of large events, in seq order. From `sharedHead` on.
+    private var shared: [HeldChunk] = []
+    private var sharedHead = 0
+    /// The arena in use (also the last of `arenas`), uncounted.
+    private var arena: Unmanaged<OutboundChunk>? = nil
     static let arenaBytes = 64 << 10
+
+    /// Whether events are kept at all (both bounds above 0).
+    let isEnabled: Bool
 
     init(maxEvents: Int, maxBytes: Int) {
         self.maxEvents = max(0, maxEvents)
         self.maxBytes = max(0, maxBytes)
+        isEnabled = maxEvents > 0 && maxBytes > 0
     }
-
-    /// Whether events are kept at all (both bounds above 0).
-    var isEnabled: Bool { maxEvents > 0 && maxBytes > 0 }
 
     /// The oldest seq held, nil when empty.
     var firstSeq: UInt64? { count > 0 ? storage[head].seq : nil }
@@ -83,41 +101,69 @@ struct HistoryRing {
         return storage[slot]
     }
 
-    /// Records the event that just took `seq` (the next after the newest
-    /// held), its frame copied into the arena unless it comes in a chunk of
-    /// its own (`shared`, from offset 0); nil when history is off. Evicts
-    /// the oldest entries to stay within both bounds.
-    /// - Parameters:
-    ///   - publisher: the publishing connection, 0 for the broker's own events.
-    ///   - typeStart: where the type's bytes start in the frame; `typeCount` their length.
+    /// Where the broker may write the next event of at most `bound` bytes
+    /// in place, at the arena's end (nil when history is off or the event
+    /// may exceed the byte bound): `record` then keeps it without a copy.
+    /// What is written there counts only once recorded.
     @inline(__always)
-    mutating func record(_ event: EventFrame?, seq: UInt64, publisher: ConnectionID, typeStart: Int, typeCount: Int) {
+    mutating func space(for bound: Int) -> UnsafeMutableRawPointer? {
+        guard isEnabled, bound <= maxBytes else { return nil }
+        if arena == nil || arena.unsafelyUnwrapped._withUnsafeGuaranteedRef({ $0.freeBytes < bound }) { newArena(bound) }
+        return arena.unsafelyUnwrapped._withUnsafeGuaranteedRef { $0.baseAddress + $0.used }
+    }
+
+    /// Starts a new arena of at least `bytes`.
+    private mutating func newArena(_ bytes: Int) {
+        let chunk = OutboundChunk.make(capacity: max(HistoryRing.arenaBytes, bytes))
+        arenas.append(HeldChunk(chunk: chunk, lastSeq: 0))
+        arena = Unmanaged.passUnretained(chunk)
+    }
+
+    /// Records the event that just took `seq` (the next after the newest
+    /// held): kept where it is when written in place (`space(for:)`) or in a
+    /// chunk of its own (`shared`, from offset 0), else copied into the
+    /// arena; nil when history is off. Evicts the oldest entries to stay
+    /// within both bounds.
+    /// - Parameter publisher: the publishing connection, 0 for the broker's own events.
+    @inline(__always)
+    mutating func record(_ event: EventFrame?, seq: UInt64, publisher: ConnectionID) {
         guard let event, isEnabled, event.count <= maxBytes else {
-            if count > 0 { removeAll() }
+            if count > 0 || !arenas.isEmpty || !shared.isEmpty { removeAll() }
             lostThrough = seq
             return
         }
         let size = event.count
-        let chunk: OutboundChunk
-        let start: Int
-        if let shared = event.shared, shared.baseAddress == UnsafeMutableRawPointer(mutating: event.bytes.baseAddress!) {
-            chunk = shared
-            start = 0
+        let at = event.bytes.baseAddress.unsafelyUnwrapped
+        if let tail = arena, tail._withUnsafeGuaranteedRef({ tail in
+            guard UnsafeRawPointer(tail.baseAddress + tail.used) == at else { return false }
+            tail.used += size  // written in place by the broker (`space(for:)`)
+            return true
+        }) {
+            arenas[arenas.count - 1].lastSeq = seq
+        } else if let chunk = event.sharedChunk, chunk._withUnsafeGuaranteedRef({ UnsafeRawPointer($0.baseAddress) == at }) {
+            shared.append(HeldChunk(chunk: chunk.takeUnretainedValue(), lastSeq: seq))
         } else {
-            if arena == nil || arena!.freeBytes < size { arena = OutboundChunk.make(capacity: max(HistoryRing.arenaBytes, size)) }
-            chunk = arena!
-            start = chunk.used
-            chunk.append(event.bytes)
+            if arena == nil || arena.unsafelyUnwrapped._withUnsafeGuaranteedRef({ $0.freeBytes < size }) { newArena(size) }
+            arena.unsafelyUnwrapped._withUnsafeGuaranteedRef { $0.append(event.bytes) }
+            arenas[arenas.count - 1].lastSeq = seq
+            return finishRecord(HistoryEntry(seq: seq, start: arena.unsafelyUnwrapped._withUnsafeGuaranteedRef { UnsafeRawPointer($0.baseAddress + $0.used - size) },
+                                             count: Int32(size), publisher: publisher))
         }
-        let entry = HistoryEntry(seq: seq, chunk: chunk, start: Int32(start), count: Int32(size), publisher: publisher,
-                                 typeStart: Int32(typeStart), typeCount: Int32(typeCount))
+        finishRecord(HistoryEntry(seq: seq, start: at, count: Int32(size), publisher: publisher))
+    }
+
+    @inline(__always)
+    private mutating func finishRecord(_ entry: HistoryEntry) {
+        let size = Int(entry.count)
         if count == maxEvents && byteCount - Int(storage[head].count) + size <= maxBytes {
             // Full by count (the steady state): the new entry takes the oldest's slot.
+            let old = storage[head].seq
             byteCount += size - Int(storage[head].count)
-            lostThrough = storage[head].seq
+            lostThrough = old
             storage[head] = entry
             head += 1
             if head == storage.count { head = 0 }
+            releaseChunks(through: old)
             return
         }
         while count > 0 && (count >= maxEvents || byteCount + size > maxBytes) { evictOldest() }
@@ -133,6 +179,11 @@ struct HistoryRing {
         byteCount += size
     }
 
+    /// Chunks the ring keeps alive now (arenas and shared chunks; for the tests' bound).
+    var heldChunks: Int {
+        arenas[arenaHead...].filter { $0.chunk != nil }.count + shared[sharedHead...].filter { $0.chunk != nil }.count
+    }
+
     /// The index of the first entry with a seq above `seq` (`count` when none).
     func index(after seq: UInt64) -> Int {
         guard let first = firstSeq else { return 0 }
@@ -141,14 +192,47 @@ struct HistoryRing {
     }
 
     private mutating func evictOldest() {
-        let old = storage[head]
-        byteCount -= Int(old.count)
-        lostThrough = old.seq
-        storage[head] = HistoryEntry(seq: 0, chunk: placeholder, start: 0, count: 0, publisher: 0, typeStart: 0, typeCount: 0)
+        let old = storage[head].seq
+        byteCount -= Int(storage[head].count)
+        lostThrough = old
         head += 1
         if head == storage.count { head = 0 }
         count -= 1
         if count == 0 { head = 0 }
+        releaseChunks(through: old)
+    }
+
+    /// Lets go of the chunks that hold no frame after seq `old` (the arena
+    /// in use stays).
+    @inline(__always)
+    private mutating func releaseChunks(through old: UInt64) {
+        if sharedHead < shared.count && shared[sharedHead].lastSeq <= old { releaseShared(through: old) }
+        if arenaHead < arenas.count - 1 && arenas[arenaHead].lastSeq <= old { releaseArenas(through: old) }
+    }
+
+    private mutating func releaseShared(through old: UInt64) {
+        while sharedHead < shared.count && shared[sharedHead].lastSeq <= old {
+            shared[sharedHead].chunk = nil
+            sharedHead += 1
+        }
+        if sharedHead == shared.count {
+            shared.removeAll(keepingCapacity: true)
+            sharedHead = 0
+        } else if sharedHead >= 64 && sharedHead * 2 >= shared.count {
+            shared.removeFirst(sharedHead)
+            sharedHead = 0
+        }
+    }
+
+    private mutating func releaseArenas(through old: UInt64) {
+        while arenaHead < arenas.count - 1 && arenas[arenaHead].lastSeq <= old {
+            arenas[arenaHead].chunk = nil
+            arenaHead += 1
+        }
+        if arenaHead >= 16 && arenaHead * 2 >= arenas.count {
+            arenas.removeFirst(arenaHead)
+            arenaHead = 0
+        }
     }
 
     /// Rotates the slots so the oldest is at index 0 (before growing).
@@ -159,6 +243,10 @@ struct HistoryRing {
 
     private mutating func removeAll() {
         storage.removeAll()
+        arenas.removeAll()
+        arenaHead = 0
+        shared.removeAll()
+        sharedHead = 0
         arena = nil
         head = 0
         count = 0

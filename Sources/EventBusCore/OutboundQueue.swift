@@ -18,11 +18,14 @@ import EventBusProtocol
 /// Bytes the broker keeps for writing: a chunk of frames copied back to back,
 /// or one large event shared between queues. Its storage is inline (one heap
 /// allocation) and stays put, so a gathered write can point into it; bytes
-/// below `used` never change.
-public final class OutboundChunk: ManagedBuffer<Int, UInt8> {
+/// below `used` never change. The header keeps the capacity too, so asking
+/// for the free space costs no `malloc_usable_size` (ManagedBuffer's
+/// `capacity` asks the allocator each time).
+public final class OutboundChunk: ManagedBuffer<ChunkHeader, UInt8> {
     /// An empty chunk of `capacity` bytes.
     static func make(capacity: Int) -> OutboundChunk {
-        unsafeDowncast(OutboundChunk.create(minimumCapacity: max(capacity, 1)) { _ in 0 }, to: OutboundChunk.self)
+        unsafeDowncast(OutboundChunk.create(minimumCapacity: max(capacity, 1)) { ChunkHeader(used: 0, capacity: $0.capacity) },
+                       to: OutboundChunk.self)
     }
 
     /// A chunk that `write` fills with at most `capacity` bytes; `write`
@@ -31,14 +34,14 @@ public final class OutboundChunk: ManagedBuffer<Int, UInt8> {
         let chunk = make(capacity: capacity)
         let written = chunk.withUnsafeMutablePointerToElements { write(UnsafeMutableRawPointer($0)) }
         precondition(written <= capacity, "frame writer overran its buffer")
-        chunk.header = written
+        chunk.header.used = written
         return chunk
     }
 
     /// Bytes in use, from the start.
     @inline(__always) var used: Int {
-        get { header }
-        set { header = newValue }
+        get { header.used }
+        set { header.used = newValue }
     }
 
     /// The first byte; valid for as long as the chunk is alive.
@@ -47,13 +50,19 @@ public final class OutboundChunk: ManagedBuffer<Int, UInt8> {
     }
 
     /// Room left after `used`.
-    @inline(__always) var freeBytes: Int { capacity - header }
+    @inline(__always) var freeBytes: Int { header.capacity - header.used }
 
     /// Appends `bytes` after `used` (the caller checked `freeBytes`).
     @inline(__always) func append(_ bytes: UnsafeRawBufferPointer) {
-        if let source = bytes.baseAddress { (baseAddress + header).copyMemory(from: source, byteCount: bytes.count) }
-        header += bytes.count
+        if let source = bytes.baseAddress { (baseAddress + header.used).copyMemory(from: source, byteCount: bytes.count) }
+        header.used += bytes.count
     }
+}
+
+/// An `OutboundChunk`'s header: bytes in use and the usable capacity.
+public struct ChunkHeader {
+    var used: Int
+    var capacity: Int
 }
 
 extension OutboundChunk {
@@ -67,10 +76,10 @@ extension OutboundChunk {
     }
 
     /// Its bytes in use (a whole frame for a chunk made by `copying`).
-    public var count: Int { header }
+    public var count: Int { header.used }
 
     /// Its bytes, valid while the chunk is alive.
-    public var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: baseAddress, count: header) }
+    public var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: baseAddress, count: header.used) }
 }
 
 /// The name the broker's frames had before chunks (one frame per object).
@@ -78,9 +87,24 @@ public typealias OutboundFrame = OutboundChunk
 
 /// An event frame as built once per publish: its bytes (valid during the
 /// fan-out) and, for a large one, the chunk every queue shares.
+///
+/// A plain value: `shared` is not counted, so copying the frame through the
+/// fan-out costs no retain or release. Whoever makes one keeps the chunk
+/// alive while the frame is used (`Broker.builtChunk`, the caller's own
+/// reference, `withExtendedLifetime`); a queue or the ring that keeps the
+/// chunk takes its own reference.
 struct EventFrame {
     let bytes: UnsafeRawBufferPointer
-    let shared: OutboundChunk?
+    /// The shared chunk, uncounted (a null test is a pointer compare).
+    let sharedChunk: Unmanaged<OutboundChunk>?
+
+    init(bytes: UnsafeRawBufferPointer, shared: OutboundChunk?) {
+        self.bytes = bytes
+        self.sharedChunk = shared.map { Unmanaged.passUnretained($0) }
+    }
+
+    /// The shared chunk as a counted reference (for a queue or the ring that keeps it).
+    var shared: OutboundChunk? { sharedChunk?.takeUnretainedValue() }
 
     var count: Int { bytes.count }
 }
@@ -174,18 +198,22 @@ public struct OutboundQueue {
 
     /// Queues an event: copied into the event chunk, or the shared chunk of a large one.
     /// - Returns: the change of `chargedBytes`.
+    @inline(__always)
     mutating func appendEvent(_ frame: EventFrame, seq: UInt64, actor: UInt32) -> Int {
         let n = frame.count
-        if let shared = frame.shared {
-            entries.append(Entry(chunk: shared, start: 0, end: UInt32(n), seq: seq, actor: actor))
+        if let shared = frame.sharedChunk {
+            entries.append(Entry(chunk: shared.takeUnretainedValue(), start: 0, end: UInt32(n), seq: seq, actor: actor))
         } else {
             if eventTail == nil || eventTail.unsafelyUnwrapped.freeBytes < n {
                 eventTail = OutboundChunk.make(capacity: max(n, OutboundQueue.chunkBytes))
             }
-            let chunk = eventTail.unsafelyUnwrapped
-            let start = chunk.used
-            chunk.append(frame.bytes)
-            entries.append(Entry(chunk: chunk, start: UInt32(start), end: UInt32(start + n), seq: seq, actor: actor))
+            // Uncounted while it is used here: `eventTail` keeps it; the entry takes the one count it needs.
+            let start = Unmanaged.passUnretained(eventTail.unsafelyUnwrapped)._withUnsafeGuaranteedRef { chunk in
+                let start = chunk.used
+                chunk.append(frame.bytes)
+                return start
+            }
+            entries.append(Entry(chunk: eventTail.unsafelyUnwrapped, start: UInt32(start), end: UInt32(start &+ n), seq: seq, actor: actor))
         }
         if actor != OutboundQueue.noActor { actorEntries += 1 }
         byteCount += n

@@ -198,11 +198,16 @@ public enum FrameEncoder {
         public var origin: UnsafeRawBufferPointer?
         /// The raw `data` token, or nil for `null`.
         public var data: UnsafeRawBufferPointer?
+        /// `seq`'s decimal digits when the caller has them already (the
+        /// broker keeps its newest), else nil: `seq` is formatted.
+        public var seqText: UnsafeRawBufferPointer?
 
         @inlinable
         public init(seq: UInt64, type: UnsafeRawBufferPointer, time: TimestampBytes, source: UnsafeRawBufferPointer, id: UnsafeRawBufferPointer?,
-                    idPrefix: UnsafeRawBufferPointer, identity: UnsafeRawBufferPointer, origin: UnsafeRawBufferPointer?, data: UnsafeRawBufferPointer?) {
+                    idPrefix: UnsafeRawBufferPointer, identity: UnsafeRawBufferPointer, origin: UnsafeRawBufferPointer?, data: UnsafeRawBufferPointer?,
+                    seqText: UnsafeRawBufferPointer? = nil) {
             self.seq = seq
+            self.seqText = seqText
             self.type = type
             self.time = time
             self.source = source
@@ -233,12 +238,19 @@ public enum FrameEncoder {
     }
 
     /// Copies `bytes`: up to 16 of them by two overlapping loads and
-    /// stores (the spliced tokens and stamps are mostly that short), more
-    /// by `memcpy`.
+    /// stores (the spliced tokens and stamps are mostly that short), up to
+    /// 32 by four (the frame's opening, most types), more by `memcpy`.
     @inlinable @inline(__always) mutating func put(_ bytes: UnsafeRawBufferPointer) {
         guard let base = bytes.baseAddress else { return }
         let n = bytes.count
-        if n >= 8 && n <= 16 {
+        if n > 16 && n <= 32 {
+            let w0 = base.loadUnaligned(as: UInt64.self), w1 = base.loadUnaligned(fromByteOffset: 8, as: UInt64.self)
+            let w2 = base.loadUnaligned(fromByteOffset: n &- 16, as: UInt64.self), w3 = base.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self)
+            pointer.storeBytes(of: w0, as: UInt64.self)
+            pointer.storeBytes(of: w1, toByteOffset: 8, as: UInt64.self)
+            pointer.storeBytes(of: w2, toByteOffset: n &- 16, as: UInt64.self)
+            pointer.storeBytes(of: w3, toByteOffset: n &- 8, as: UInt64.self)
+        } else if n >= 8 && n <= 16 {
             let head = base.loadUnaligned(as: UInt64.self), tail = base.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self)
             pointer.storeBytes(of: head, as: UInt64.self)
             pointer.storeBytes(of: tail, toByteOffset: n &- 8, as: UInt64.self)
@@ -323,7 +335,7 @@ extension FrameEncoder {
     }
 
     /// An upper bound of the size of the event frame `writeEvent` writes.
-    @inlinable
+    @inlinable @inline(__always)
     public static func eventByteCountUpperBound(_ e: EventBytes) -> Int {
         // 91 bytes of fixed text and time, two seqs of at most 20 digits.
         131 + e.type.count + e.source.count + (e.id?.count ?? e.idPrefix.count + 21) + e.identity.count
@@ -340,7 +352,7 @@ extension FrameEncoder {
         var w = RawWriter(destination)
         w.put("{\"op\":\"event\",\"seq\":")
         let seqStart = w.pointer
-        w.put(int: e.seq)
+        if let text = e.seqText { w.put(text) } else { w.put(int: e.seq) }
         let seqDigits = UnsafeRawBufferPointer(start: seqStart, count: w.pointer - seqStart)
         w.put(",\"type\":\"")
         w.put(e.type)

@@ -91,7 +91,9 @@ public struct FrameSplitter {
             let lf = UnsafeRawPointer(hit) - base
             let piece = UnsafeRawBufferPointer(start: base + offset, count: lf - offset)
             offset = lf + 1
-            if !completeFrame(with: piece, body) { return offset }
+            // The common case, a whole frame in this chunk, without the call.
+            let handled = !discarding && pending.isEmpty ? deliver(piece, body) : completeFrame(with: piece, body)
+            if !handled { return offset }
         }
         return nil
     }
@@ -166,6 +168,7 @@ public struct FrameSplitter {
     }
 
     /// Strips a trailing CR, skips blank lines, enforces the limit, calls `body`.
+    @inline(__always)
     private func deliver(_ line: UnsafeRawBufferPointer, _ body: (SplitFrame) -> Bool) -> Bool {
         var length = line.count
         if length > 0 && line[length - 1] == 0x0D { length -= 1 }
