@@ -209,11 +209,30 @@ public func waitForListeningSocket(_ path: String, timeout: Duration = .seconds(
 
 /// Whether /proc/net/unix lists a listening socket bound to `path`.
 public func isListeningUnixSocket(_ path: String) -> Bool {
-    guard let table = try? String(contentsOfFile: "/proc/net/unix", encoding: .utf8) else { return false }
+    guard let table = readProcFile("/proc/net/unix") else { return false }
     for line in table.split(separator: "\n").dropFirst() {
         let columns = line.split(separator: " ", omittingEmptySubsequences: true)
         guard columns.count >= 8, columns[7] == path, let flags = UInt32(columns[3], radix: 16) else { continue }
         if flags & 0x10000 != 0 { return true }
     }
     return false
+}
+
+/// The whole text of a proc(5) file, read(2) until EOF. Not Foundation's
+/// `String(contentsOfFile:)`: it stops after the first read of a file whose
+/// size is 0, and /proc/net/unix gives about 4 KiB (58 sockets) per read, so
+/// a socket further down was never found on a machine with more sockets.
+public func readProcFile(_ path: String) -> String? {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { return nil }
+    defer { close(fd) }
+    var bytes: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+    while true {
+        let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        if n < 0 && errno == EINTR { continue }
+        guard n >= 0 else { return nil }
+        if n == 0 { return String(decoding: bytes, as: UTF8.self) }
+        bytes.append(contentsOf: chunk[0..<n])
+    }
 }

@@ -45,7 +45,7 @@ func robustRaiseOpenFileLimit() {
 /// Which sanitizer runtime the process `pid` runs with, if any (its memory
 /// figures then include shadow memory and quarantine).
 func robustSanitizerRuntime(pid: pid_t) -> String? {
-    let maps = (try? String(contentsOfFile: "/proc/\(pid)/maps", encoding: .utf8)) ?? ""
+    let maps = readProcFile("/proc/\(pid)/maps") ?? ""
     if maps.contains("asan") { return "asan" }
     if maps.contains("tsan") { return "tsan" }
     return nil
