@@ -150,8 +150,11 @@ Examples:
   eventbus listen --resume ~/.cache/orders.pos --count 100 'order.>'  # from cron
 
 Exit status: 0 after --count events, or when standard output is closed
-(e.g. '| head -n 1'); 64 usage error; 69 broker unavailable or gone (without
---reconnect); 124 --timeout passed with no event. Ctrl-C ends it quietly.
+(e.g. '| head -n 1'); 64 usage error; 65 the --resume FILE does not hold a
+position (remove it to start afresh); 69 broker unavailable or gone (without
+--reconnect); 74 the --resume FILE cannot be written; 77 a PATTERN is
+forbidden by the broker's policy; 124 --timeout passed with no event.
+Ctrl-C ends it quietly.
 
 """
 
@@ -185,8 +188,9 @@ Examples:
   eventbus wait --timeout 5 'build.finished' || echo 'no build in 5 s'
 
 Exit status: 0 event received (and COMMAND succeeded), 64 usage error, 69
-broker unavailable, 124 timed out, 126 COMMAND cannot be run, 127 COMMAND not
-found, otherwise COMMAND's own failure status.
+broker unavailable, 77 a PATTERN is forbidden by the broker's policy, 124
+timed out, 126 COMMAND cannot be run, 127 COMMAND not found, otherwise
+COMMAND's own failure status.
 
 """
 
@@ -194,10 +198,11 @@ let statsHelp = """
 Usage: eventbus stats [OPTIONS]
 
 Show the broker's counters: connections, subscriptions, published,
-delivered, dropped, queued_bytes, uptime_s, instance, retained,
-retained_bytes, history_first_seq, history_events; and under 'me' your own
-uid's usage and limits (connections, subscriptions, inbound_bytes,
-queued_bytes, retained_bytes; a limit of null does not apply).
+delivered, dropped, queued_bytes, uptime_s, instance, policy_generation,
+retained, retained_bytes, history_first_seq, history_events; and under 'me'
+your own uid's usage (connections, subscriptions, subscription_bytes,
+inbound_bytes, queued_bytes, retained_bytes, retained_events) and its limits
+(a limit of null does not apply: uid 0 has none).
 
 Options:
   -j, --json               print one compact JSON object instead
