@@ -301,9 +301,13 @@ let reloadHelp = """
 Usage: eventbus reload [OPTIONS]
 
 Ask the broker to read its access-policy files again (docs/POLICY.md): sends
-SIGHUP to the broker process at the other end of the socket. Reloading is
-all or nothing: if any file is invalid, the broker keeps the policy in force.
-Subscriptions the new policy forbids are removed (their connections are told).
+SIGHUP to the broker process at the other end of the socket, or to $MAINPID
+when set (systemd sets it for the unit's ExecReload=). Under socket
+activation the socket's other end is systemd, not the broker: use
+'systemctl reload eventbus' (or 'systemctl --user reload eventbus'), which
+runs this command with $MAINPID. Reloading is all or nothing: if any file is
+invalid, the broker keeps the policy in force. Subscriptions the new policy
+forbids are removed (their connections are told).
 
 Options:
   -w, --wait               wait for the outcome: print the new policy
@@ -314,12 +318,14 @@ Options:
 \(durationHelp)
 
 Examples:
-  eventbus --system reload --wait
+  systemctl reload eventbus                         # the installed system bus
+  eventbus --socket /tmp/bus.sock reload --wait     # a broker started by hand
   eventbusd --check-policy /etc/eventbus/policy.d/50-audit.conf && eventbus --system reload --wait
 
 Exit status: 0 reloaded (without --wait: signal sent), 64 usage error, 65 the
 broker refused the new policy (its files are invalid; the old one stays), 69
-broker unavailable, 77 not allowed to signal the broker (run as root or as
+broker unavailable, or the socket's other end is not eventbusd (nothing is
+signalled), 77 not allowed to signal the broker (run as root or as
 its user), 124 timed out.
 
 """
