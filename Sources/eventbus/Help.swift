@@ -70,8 +70,9 @@ Options:
   -p, --print-seq          print the broker's sequence number of the event
   -l, --lines              publish every line of standard input as one event,
                            a JSON string, over one connection
-  -j, --json-lines         with --lines: every line is a JSON value (blank
-                           lines are skipped, bad lines reported and skipped)
+  -j, --json-lines         --lines where every line is a JSON value (implies
+                           --lines; blank lines are skipped, bad lines
+                           reported and skipped)
   -r, --retain             also keep the event as the retained event of TYPE
                            (its current value): 'get' prints it, 'listen
                            --last' and new subscribers with 'last' get it
