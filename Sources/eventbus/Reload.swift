@@ -9,9 +9,10 @@
 // a pid file. Under socket activation SO_PEERCRED names the process that
 // called listen(2), i.e. the service manager, not the broker: a peer whose
 // /proc/PID/comm is not `eventbusd` is refused, never signalled (SIGHUP to
-// systemd is a daemon-reload). The outcome arrives as the broker's own event, `eventbus.policy.reloaded` or
-// `eventbus.policy.refused` (docs/PROTOCOL-NOTES.md); we subscribe and have
-// the `ok` before the signal is sent, so the event cannot be missed.
+// systemd is a daemon-reload). The outcome arrives as the broker's own
+// event, `eventbus.policy.reloaded` or `eventbus.policy.refused`
+// (docs/PROTOCOL-NOTES.md); we subscribe and have the `ok` before the signal
+// is sent, so the event cannot be missed.
 import EventBusCommandLine
 import EventBusProtocol
 import EventBusSystem
@@ -86,7 +87,7 @@ private func brokerPID(_ connection: BrokerConnection, socket: String) throws(CL
     }
     guard let name = processName(pid), name != "eventbusd" else { return pid }
     let systemctl = socket == SocketPath.systemBus ? "systemctl reload eventbus" : "systemctl --user reload eventbus"
-    throw CLIError(.unavailable, "the process at the other end of \(socket) is pid \(pid) (\(name)), not eventbusd, so it was not signalled: under socket activation the service manager holds the socket; run '\(systemctl)' (it gives the broker's pid as $MAINPID), or set MAINPID to the broker's pid")
+    throw CLIError(.unavailable, "the process at the other end of \(socket) is pid \(pid) (\(TerminalText.escaped(name))), not eventbusd, so it was not signalled: under socket activation the service manager holds the socket; run '\(systemctl)' (it gives the broker's pid as $MAINPID), or set MAINPID to the broker's pid")
 }
 
 /// The command name of process `pid` (/proc/PID/comm, proc(5)), or nil when
