@@ -148,7 +148,7 @@ Examples:
   eventbus listen --timeout 30s --reconnect 'sensor.*.temperature' >> temps.jsonl
   eventbus listen --format cloudevents 'order.*'
   eventbus listen --last --format data currency.changed
-  eventbus listen --resume ~/.cache/orders.pos --count 100 'order.>'  # from cron
+  eventbus listen --resume ~/.cache/orders.pos --timeout 2s 'order.>'  # from cron: exits 124 once quiet
 
 Exit status: 0 after --count events, or when standard output is closed
 (e.g. '| head -n 1'); 64 usage error; 65 the --resume FILE does not hold a
