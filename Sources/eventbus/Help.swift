@@ -47,8 +47,10 @@ Options:
 
 Run 'eventbus COMMAND --help' for the options and examples of each command.
 
-Exit status: 0 success, 64 usage error, 65 bad data, 69 broker unavailable,
-77 permission denied, 124 timed out (see each command's help for more).
+Exit status: 0 success, 1 no retained event (get, clear), 64 usage error,
+65 bad data, 69 broker unavailable, 75 a broker limit (try again later), 77
+permission denied or forbidden by the policy, 124 timed out (see each
+command's help for more).
 
 """
 
