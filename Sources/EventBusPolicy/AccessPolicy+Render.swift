@@ -8,6 +8,12 @@
 import EventBusProtocol
 
 extension AccessPolicy {
+    /// Who may `bridge` without a policy file, for messages: `uid 0` when
+    /// the broker runs as root, else `uid 0 and uid 998` (the broker's own).
+    public var fileLessBridgeUIDs: String {
+        brokerUID == 0 ? "uid 0" : "uid 0 and uid \(brokerUID)"
+    }
+
     /// The effective policy as text. Example (shipped file, uid 0):
     /// ```
     /// # effective policy of 1 file: config/policy.conf
@@ -21,7 +27,7 @@ extension AccessPolicy {
         if hasFiles {
             out.append("# effective policy of \(paths.count) file\(paths.count == 1 ? "" : "s"): \(paths.joined(separator: " "))")
         } else {
-            out.append("# no policy file: everything is allowed, bridge only to uid 0 and uid \(brokerUID)")
+            out.append("# no policy file: everything is allowed, bridge only to \(fileLessBridgeUIDs)")
         }
         func line(_ text: String, _ comment: String) {
             let pad = max(1, 44 - text.count)
@@ -38,7 +44,7 @@ extension AccessPolicy {
                 out.append("# bridge: denied to everyone (no rule allows it)")
             }
         } else {
-            out.append("# bridge: allowed to uid 0 and uid \(brokerUID) only (no policy file)")
+            out.append("# bridge: allowed to \(fileLessBridgeUIDs) only (no policy file)")
         }
         for rule in rules {
             var names: [String] = []

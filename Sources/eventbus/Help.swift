@@ -47,8 +47,10 @@ Options:
 
 Run 'eventbus COMMAND --help' for the options and examples of each command.
 
-Exit status: 0 success, 64 usage error, 65 bad data, 69 broker unavailable,
-77 permission denied, 124 timed out (see each command's help for more).
+Exit status: 0 success, 1 no retained event (get, clear), 64 usage error,
+65 bad data, 69 broker unavailable, 75 a broker limit (try again later), 77
+permission denied or forbidden by the policy, 124 timed out (see each
+command's help for more).
 
 """
 
@@ -70,8 +72,9 @@ Options:
   -p, --print-seq          print the broker's sequence number of the event
   -l, --lines              publish every line of standard input as one event,
                            a JSON string, over one connection
-  -j, --json-lines         with --lines: every line is a JSON value (blank
-                           lines are skipped, bad lines reported and skipped)
+  -j, --json-lines         --lines where every line is a JSON value (implies
+                           --lines; blank lines are skipped, bad lines
+                           reported and skipped)
   -r, --retain             also keep the event as the retained event of TYPE
                            (its current value): 'get' prints it, 'listen
                            --last' and new subscribers with 'last' get it
@@ -147,11 +150,14 @@ Examples:
   eventbus listen --timeout 30s --reconnect 'sensor.*.temperature' >> temps.jsonl
   eventbus listen --format cloudevents 'order.*'
   eventbus listen --last --format data currency.changed
-  eventbus listen --resume ~/.cache/orders.pos --count 100 'order.>'  # from cron
+  eventbus listen --resume ~/.cache/orders.pos --timeout 2s 'order.>'  # from cron: exits 124 once quiet
 
 Exit status: 0 after --count events, or when standard output is closed
-(e.g. '| head -n 1'); 64 usage error; 69 broker unavailable or gone (without
---reconnect); 124 --timeout passed with no event. Ctrl-C ends it quietly.
+(e.g. '| head -n 1'); 64 usage error; 65 the --resume FILE does not hold a
+position (remove it to start afresh); 69 broker unavailable or gone (without
+--reconnect); 74 the --resume FILE cannot be written; 77 a PATTERN is
+forbidden by the broker's policy; 124 --timeout passed with no event.
+Ctrl-C ends it quietly.
 
 """
 
@@ -185,8 +191,9 @@ Examples:
   eventbus wait --timeout 5 'build.finished' || echo 'no build in 5 s'
 
 Exit status: 0 event received (and COMMAND succeeded), 64 usage error, 69
-broker unavailable, 124 timed out, 126 COMMAND cannot be run, 127 COMMAND not
-found, otherwise COMMAND's own failure status.
+broker unavailable, 77 a PATTERN is forbidden by the broker's policy, 124
+timed out, 126 COMMAND cannot be run, 127 COMMAND not found, otherwise
+COMMAND's own failure status.
 
 """
 
@@ -194,10 +201,11 @@ let statsHelp = """
 Usage: eventbus stats [OPTIONS]
 
 Show the broker's counters: connections, subscriptions, published,
-delivered, dropped, queued_bytes, uptime_s, instance, retained,
-retained_bytes, history_first_seq, history_events; and under 'me' your own
-uid's usage and limits (connections, subscriptions, inbound_bytes,
-queued_bytes, retained_bytes; a limit of null does not apply).
+delivered, dropped, queued_bytes, uptime_s, instance, policy_generation,
+retained, retained_bytes, history_first_seq, history_events; and under 'me'
+your own uid's usage (connections, subscriptions, subscription_bytes,
+inbound_bytes, queued_bytes, retained_bytes, retained_events) and its limits
+(a limit of null does not apply: uid 0 has none).
 
 Options:
   -j, --json               print one compact JSON object instead
@@ -296,9 +304,13 @@ let reloadHelp = """
 Usage: eventbus reload [OPTIONS]
 
 Ask the broker to read its access-policy files again (docs/POLICY.md): sends
-SIGHUP to the broker process at the other end of the socket. Reloading is
-all or nothing: if any file is invalid, the broker keeps the policy in force.
-Subscriptions the new policy forbids are removed (their connections are told).
+SIGHUP to the broker process at the other end of the socket, or to $MAINPID
+when set (systemd sets it for the unit's ExecReload=). Under socket
+activation the socket's other end is systemd, not the broker: use
+'systemctl reload eventbus' (or 'systemctl --user reload eventbus'), which
+runs this command with $MAINPID. Reloading is all or nothing: if any file is
+invalid, the broker keeps the policy in force. Subscriptions the new policy
+forbids are removed (their connections are told).
 
 Options:
   -w, --wait               wait for the outcome: print the new policy
@@ -309,12 +321,14 @@ Options:
 \(durationHelp)
 
 Examples:
-  eventbus --system reload --wait
+  systemctl reload eventbus                         # the installed system bus
+  eventbus --socket /tmp/bus.sock reload --wait     # a broker started by hand
   eventbusd --check-policy /etc/eventbus/policy.d/50-audit.conf && eventbus --system reload --wait
 
 Exit status: 0 reloaded (without --wait: signal sent), 64 usage error, 65 the
 broker refused the new policy (its files are invalid; the old one stays), 69
-broker unavailable, 77 not allowed to signal the broker (run as root or as
+broker unavailable, or the socket's other end is not eventbusd (nothing is
+signalled), 77 not allowed to signal the broker (run as root or as
 its user), 124 timed out.
 
 """

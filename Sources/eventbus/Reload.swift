@@ -4,11 +4,15 @@
 // reason for keeping the old policy (exit 65). The service unit's
 // `ExecReload=` runs `eventbus reload --wait`.
 //
-// Before editing: the broker's pid is the SO_PEERCRED pid of our own
-// connection (the socket's peer *is* the broker), never a pid file. The
-// outcome arrives as the broker's own event, `eventbus.policy.reloaded` or
-// `eventbus.policy.refused` (docs/PROTOCOL-NOTES.md); we subscribe and have
-// the `ok` before the signal is sent, so the event cannot be missed.
+// Before editing: the broker's pid is `$MAINPID` when systemd runs us as the
+// unit's `ExecReload=`, else the SO_PEERCRED pid of our own connection, never
+// a pid file. Under socket activation SO_PEERCRED names the process that
+// called listen(2), i.e. the service manager, not the broker: a peer whose
+// /proc/PID/comm is not `eventbusd` is refused, never signalled (SIGHUP to
+// systemd is a daemon-reload). The outcome arrives as the broker's own
+// event, `eventbus.policy.reloaded` or `eventbus.policy.refused`
+// (docs/PROTOCOL-NOTES.md); we subscribe and have the `ok` before the signal
+// is sent, so the event cannot be missed.
 import EventBusCommandLine
 import EventBusProtocol
 import EventBusSystem
@@ -32,21 +36,16 @@ func runReload(_ args: ParsedArguments, socket: String) throws(CLIError) {
     let deadline = Clock.monotonicNanoseconds() + timeoutNanoseconds
 
     let connection = try BrokerConnection.connect(to: socket)
-    let broker: PeerCredentials
-    do {
-        broker = try connection.descriptor.peerCredentials()
-    } catch {
-        throw CLIError(.software, "cannot tell the broker's pid: \(error)")
-    }
+    let pid = try brokerPID(connection, socket: socket)
     if wait {
         let reply = try connection.request(.subscribe(pattern: "eventbus.policy.>"), req: 1, deadline: deadline)
         guard reply.isOK else { throw reply.failure("subscribing to the broker's reload events") }
     }
     do {
-        try ProcessSignals.send(SIGHUP, to: broker.pid)
+        try ProcessSignals.send(SIGHUP, to: pid)
     } catch {
         let status: ExitStatus = error.errno == Errno(rawValue: EPERM) ? .noPermission : .unavailable
-        throw CLIError(status, "cannot send SIGHUP to the broker (pid \(broker.pid), uid \(broker.uid)): \(error.errno) (run as root or as the broker's user)")
+        throw CLIError(status, "cannot send SIGHUP to the broker (pid \(pid)): \(error.errno) (run as root or as the broker's user)")
     }
     guard wait else { return }
 
@@ -58,7 +57,7 @@ func runReload(_ args: ParsedArguments, socket: String) throws(CLIError) {
         }
         switch result {
         case .closed: throw connection.closedError
-        case .timedOut: throw CLIError(.timedOut, "timed out after \(timeoutText) waiting for the broker (pid \(broker.pid)) to reload its policy")
+        case .timedOut: throw CLIError(.timedOut, "timed out after \(timeoutText) waiting for the broker (pid \(pid)) to reload its policy")
         case .frames, .stopped, .extra: break
         }
     }
@@ -68,6 +67,35 @@ func runReload(_ args: ParsedArguments, socket: String) throws(CLIError) {
     case .refused(let generation, let reason):
         throw CLIError(.dataError, "the broker kept its policy (generation \(generation)): \(reason)")
     }
+}
+
+/// The pid to signal: `$MAINPID` (systemd sets it for `ExecReload=`), else
+/// the SO_PEERCRED pid of `connection`.
+/// - Throws: `CLIError` 70 when the peer's pid cannot be read; 69 when that
+///   process is not an `eventbusd` (under socket activation the socket's peer
+///   is the service manager), with the command that does work.
+private func brokerPID(_ connection: BrokerConnection, socket: String) throws(CLIError) -> pid_t {
+    let pid: pid_t
+    if let text = ProcessEnvironment.value("MAINPID"), let mainPID = pid_t(text), mainPID > 0 {
+        pid = mainPID
+    } else {
+        do {
+            pid = try connection.descriptor.peerCredentials().pid
+        } catch {
+            throw CLIError(.software, "cannot tell the broker's pid: \(error)")
+        }
+    }
+    guard let name = processName(pid), name != "eventbusd" else { return pid }
+    let systemctl = socket == SocketPath.systemBus ? "systemctl reload eventbus" : "systemctl --user reload eventbus"
+    throw CLIError(.unavailable, "the process at the other end of \(socket) is pid \(pid) (\(TerminalText.escaped(name))), not eventbusd, so it was not signalled: under socket activation the service manager holds the socket; run '\(systemctl)' (it gives the broker's pid as $MAINPID), or set MAINPID to the broker's pid")
+}
+
+/// The command name of process `pid` (/proc/PID/comm, proc(5)), or nil when
+/// it cannot be read (gone, or hidden by `hidepid`/`ProtectProc=`).
+private func processName(_ pid: pid_t) -> String? {
+    guard var bytes = try? FileSystem.readFile("/proc/\(pid)/comm", maxBytes: 256) else { return nil }
+    if bytes.last == UInt8(ascii: "\n") { bytes.removeLast() }
+    return String(decoding: bytes, as: UTF8.self)
 }
 
 /// What the broker announced about a reload.

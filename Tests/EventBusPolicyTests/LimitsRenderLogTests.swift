@@ -94,6 +94,10 @@ struct RenderTests {
 
     @Test func withoutFilesSaysSo() {
         #expect(AccessPolicy.withoutFiles(brokerUID: 42).renderEffective().hasPrefix("# no policy file: everything is allowed, bridge only to uid 0 and uid 42\n"))
+        // A broker running as root names uid 0 once.
+        let asRoot = AccessPolicy.withoutFiles(brokerUID: 0).renderEffective()
+        #expect(asRoot.hasPrefix("# no policy file: everything is allowed, bridge only to uid 0\n"))
+        #expect(asRoot.contains("# bridge: allowed to uid 0 only (no policy file)\n"))
     }
 }
 
