@@ -134,13 +134,17 @@ extension Broker {
 
     /// Queues the retained events found by `retainedMatches`, each flagged
     /// `"retained":true`, under the outbound limits.
+    /// The copying is charged to the uid's replay credit (in debt if need
+    /// be: the next replays wait for it).
     func sendRetained(_ events: [RetainedEvent], to connection: Connection) {
         var delivered: UInt64 = 0
+        var copyUnits = 0
         for event in events {
-            if offerFlagged(event.frame.bytes, .retained, seq: event.seq, to: connection) { delivered += 1 }
+            if offerFlagged(event.frame.bytes, .retained, seq: event.seq, to: connection, copyUnits: &copyUnits) { delivered += 1 }
             if !connection.isRoutable { break }  // closed under `overflow: disconnect`
         }
         statistics.delivered += delivered
+        spendReplayCredit(uid: connection.credentials.uid, units: copyUnits)
     }
 
     // MARK: The state file
@@ -203,11 +207,21 @@ extension Broker {
     /// `,"replayed":true` added before its final `}`: written into
     /// `eventScratch` and copied into the queue's chunk like a live event, or
     /// into a chunk of its own when larger than `OutboundQueue.copyLimitBytes`.
-    /// Outside every fair share (the subscriber asked for it).
-    func offerFlagged(_ bytes: UnsafeRawBufferPointer, _ flag: ReplayFlag, seq: UInt64, to connection: Connection) -> Bool {
+    /// Outside every fair share (the subscriber asked for it). A copy that
+    /// cannot fit and may not make room (drop-new, disconnect) is refused
+    /// before anything is copied, so a replay into a full queue costs no
+    /// copying; the credit units of what is copied are added to `copyUnits`
+    /// (the replay credit pays for them, see `replayUnits(copying:)`).
+    func offerFlagged(_ bytes: UnsafeRawBufferPointer, _ flag: ReplayFlag, seq: UInt64, to connection: Connection, copyUnits: inout Int) -> Bool {
         let suffix: StaticString = flag == .retained ? ",\"retained\":true}\n" : ",\"replayed\":true}\n"
         let keep = bytes.count - 2  // without `}\n`
         let size = keep + suffix.utf8CodeUnitCount
+        if connection.overflow != .dropOld,
+           let refusal = refusal(size: size + OutboundQueue.entryOverheadBytes, actor: OutboundQueue.noActor, connection: connection) {
+            refuse(connection, refusal, seq: seq)
+            return false
+        }
+        copyUnits += Broker.replayUnits(copying: size)
         func write(_ destination: UnsafeMutableRawPointer) -> Int {
             destination.copyMemory(from: bytes.baseAddress!, byteCount: keep)
             (destination + keep).copyMemory(from: suffix.utf8Start, byteCount: suffix.utf8CodeUnitCount)
