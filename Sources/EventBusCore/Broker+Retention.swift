@@ -57,6 +57,15 @@ public struct RetainedSnapshot: @unchecked Sendable {
     public let generation: UInt64
 }
 
+/// The changes of the retained events since the state file was last
+/// written, as lines to append (immutable frames, safe to hand over).
+public struct RetainedChanges: @unchecked Sendable {
+    /// Each one line with its LF: an event frame, or a clear line.
+    public let lines: [OutboundFrame]
+    /// `Broker.retainedGeneration` when they were taken.
+    public let generation: UInt64
+}
+
 extension Broker {
     // MARK: Access
 
@@ -100,7 +109,7 @@ extension Broker {
     /// Needs publish permission for the type (`mayPublish` answers `forbidden`).
     func clear(_ type: EventType, req: UnsafeRawBufferPointer?, from connection: Connection) {
         guard mayPublish(connection, type, req: req) else { return }
-        let removed = retention.retained.remove(type.name)
+        let removed = retention.retained.remove(type.name, seq: seq)
         if let removed { releaseRetained(retainedCharge(removed)) }
         replyOKIfAsked(to: connection, req: req) { out in
             FrameEncoder.appendField("type", string: type.name, to: &out)
@@ -153,10 +162,30 @@ extension Broker {
     /// the state file when it differs from what it last wrote).
     public var retainedGeneration: UInt64 { retention.retained.generation }
 
-    /// The retained events now, for the state file writer. O(retained events).
+    /// Bytes of the retained event frames now.
+    public var retainedBytes: Int { retention.retained.byteCount }
+
+    /// The retained events now, for the state file writer (a whole rewrite;
+    /// the list of changes starts again). O(retained events).
     public func retainedSnapshot() -> RetainedSnapshot {
+        _ = retention.retained.takeChanges()
         let events = retention.retained.events.values.map { (seq: $0.seq, frame: $0.frame) }
         return RetainedSnapshot(events: events, generation: retention.retained.generation)
+    }
+
+    /// The changes since the last snapshot or call, as lines to append to
+    /// the state file (`RetainedStateFile`), in the order they happened; nil
+    /// when they outgrew the retained events themselves (write a snapshot).
+    /// O(changes).
+    public func takeRetainedChanges() -> RetainedChanges? {
+        guard let changes = retention.retained.takeChanges() else { return nil }
+        let lines = changes.map { change -> OutboundFrame in
+            switch change {
+            case .put(let event): event.frame
+            case .clear(let type, let seq): RetainedStateFile.clearLine(type: type, seq: seq)
+            }
+        }
+        return RetainedChanges(lines: lines, generation: retention.retained.generation)
     }
 
     /// Restores retained events read from a state file (`RetainedStateFile`)
