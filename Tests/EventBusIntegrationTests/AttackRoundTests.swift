@@ -80,4 +80,26 @@ struct AttackRoundTests {
             #expect(events.first { $0.type == "big.7" }?.string("data") == "new")
         }
     }
+
+    /// Under a small open-file limit, one uid's connections took every
+    /// descriptor: uid 0's connect then waited in the listen backlog (no
+    /// `limit`, no service) for as long as they stayed. --max-connections
+    /// now fits the limit, so the surplus is refused and uid 0 is served.
+    @Test func underASmallOpenFileLimitOneUidCannotTakeEveryDescriptor() throws {
+        try withBroker(shellPrefix: "ulimit -n 64") { broker in
+            chmod(broker.directory.path, 0o755)
+            #expect(broker.stderrText().contains("open-file limit (64)"))
+            let attackers = try connectAs(uid: 4202, path: broker.socketPath, count: 100)
+            defer { attackers.forEach { $0.close() } }
+            let root = try RawClient(path: broker.socketPath)
+            try root.ok(#"{"op":"ping","req":1}"#, timeout: .seconds(10))
+            let held = try root.stats().int("connections")! - 1
+            #expect(held > 0 && held <= 48, "\(held) attacker connections held")
+            var refused = 0
+            for attacker in attackers {
+                if let first = try? attacker.readFrame(timeout: .milliseconds(10)), first.string("code") == "limit" { refused += 1 }
+            }
+            #expect(refused == 100 - held, "the others were refused with limit")
+        }
+    }
 }
