@@ -75,6 +75,31 @@ struct RetentionTests {
         h.closeAll()
     }
 
+    /// Attack round: two uids of tiny retained events took all 65,536 and
+    /// nobody, uid 0 included, could retain a new type.
+    @Test func aUidGetsTheShareOfTheRetainedEventsThatItsBytesLimitGives() throws {
+        let h = BrokerHarness {
+            $0.quotas.maxRetainedEvents = 16
+            $0.quotas.maxRetainedBytes = 1 << 20  // 128 KiB and so 2 events per uid
+        }
+        let p = h.connect(uid: 1000)
+        for (i, type) in ["a", "b", "c", "a"].enumerated() {
+            h.send(p, #"{"op":"publish","type":"\#(type)","retain":true,"req":\#(i)}"#)
+        }
+        let replies = h.read(p)
+        #expect(replies.map { $0.code ?? "ok" } == ["ok", "ok", "limit", "ok"], "replacing its own is fine")
+        #expect(replies[2].string("message")!.contains("would exceed 2 events"))
+        let other = h.connect(uid: 1001)
+        h.send(other, #"{"op":"publish","type":"c","retain":true,"req":1}"#)
+        let root = h.connect(uid: 0)
+        for i in 0..<5 { h.send(root, #"{"op":"publish","type":"r\#(i)","retain":true,"req":\#(i)}"#) }
+        #expect(h.read(other).first?.op == "ok")
+        #expect(h.read(root).allSatisfy { $0.op == "ok" }, "uid 0 has no per-uid share")
+        #expect(h.broker.retention.retained.count == 8)
+        h.checkInvariants()
+        h.closeAll()
+    }
+
     @Test func overTheRetainedLimitsThePublishIsRefusedWithLimitAndNothingHappens() throws {
         let h = BrokerHarness {
             $0.quotas.maxRetainedEvents = 2
