@@ -124,6 +124,7 @@ let package = Package(
         // gave it and passes the sockets back (EventBusTestSupport `connectAs`).
         .executableTarget(
             name: "eventbus-uid-peer",
+            dependencies: ["EventBusTestSupport"],
             path: "Tests/EventBusUIDPeer",
             swiftSettings: strict
         ),
@@ -139,10 +140,10 @@ let package = Package(
             dependencies: [],
             swiftSettings: strict
         ),
-        .testTarget(name: "EventBusProtocolTests", dependencies: ["EventBusProtocol"], swiftSettings: strict),
-        .testTarget(name: "EventBusPolicyTests", dependencies: ["EventBusPolicy", "EventBusProtocol"], swiftSettings: strict),
-        .testTarget(name: "EventBusCoreTests", dependencies: ["EventBusCore", "EventBusPolicy"], swiftSettings: strict),
-        .testTarget(name: "EventBusSystemTests", dependencies: ["EventBusSystem"], swiftSettings: strict),
+        .testTarget(name: "EventBusProtocolTests", dependencies: ["EventBusProtocol", "EventBusTestSupport"], swiftSettings: strict),
+        .testTarget(name: "EventBusPolicyTests", dependencies: ["EventBusPolicy", "EventBusProtocol", "EventBusTestSupport"], swiftSettings: strict),
+        .testTarget(name: "EventBusCoreTests", dependencies: ["EventBusCore", "EventBusPolicy", "EventBusTestSupport"], swiftSettings: strict),
+        .testTarget(name: "EventBusSystemTests", dependencies: ["EventBusSystem", "EventBusTestSupport"], swiftSettings: strict),
         .testTarget(name: "EventBusCommandLineTests", dependencies: ["EventBusCommandLine"], swiftSettings: strict),
         .testTarget(
             name: "EventBusSystemdTests",

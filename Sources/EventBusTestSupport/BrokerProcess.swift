@@ -39,18 +39,20 @@ public enum BrokerProcessError: Error, CustomStringConvertible {
 /// `{"op":"ping","req":"ready"}` got its `ok`. Not thread-safe; one test owns it.
 public final class BrokerProcess {
     /// The broker's process id.
-    public let pid: pid_t
+    public var pid: pid_t { process.pid }
     /// The socket path the broker serves (the `--socket` value, or the path it was told by other means).
     public let socketPath: String
     /// The private temporary directory holding the default socket and the captured output.
     public let directory: TemporaryDirectory
     /// The command line after the executable name.
     public let arguments: [String]
-    /// How the broker ended, once it has been reaped.
-    public private(set) var exitStatus: ExitStatus?
+    /// How the broker ended, once it has exited (reaps it if it has).
+    public var exitStatus: ExitStatus? { process.reap() }
     /// True if `terminate` had to fall back to SIGKILL.
     public private(set) var neededSIGKILL = false
 
+    /// The child (its stdout in `directory`, its stderr in `directory/stderr`).
+    private let process: SpawnedProcess
     private var clients: [RawClient] = []
     private var cleanedUp = false
 
@@ -84,10 +86,7 @@ public final class BrokerProcess {
         if passSocketFlag { argv = ["--socket", path] + argv }
         self.arguments = argv
 
-        var env: [String: String?] = [
-            "LISTEN_FDS": nil, "LISTEN_PID": nil, "LISTEN_FDNAMES": nil,
-            "NOTIFY_SOCKET": nil, "WATCHDOG_USEC": nil, "WATCHDOG_PID": nil,
-        ]
+        var env = withoutSystemdVariables()
         for (key, value) in environment { env[key] = value }
 
         var program = executable
@@ -96,10 +95,8 @@ public final class BrokerProcess {
             program = "/bin/sh"
             programArguments = ["-c", shellPrefix + "; exec \"$0\" \"$@\"", executable] + argv
         }
-        pid = try spawnChild(
-            program, programArguments, environment: env,
-            stdoutPath: directory.path + "/stdout", stderrPath: directory.path + "/stderr"
-        )
+        process = try SpawnedProcess(program, programArguments, in: directory, environment: env,
+                                     stderrPath: directory.path + "/stderr")
         if waitUntilReady {
             do {
                 try self.waitUntilReady(timeout: readyTimeout)
@@ -113,10 +110,10 @@ public final class BrokerProcess {
     deinit { cleanUp() }
 
     /// What the broker wrote to stderr so far.
-    public func stderrText() -> String { readTextFile(directory.path + "/stderr") }
+    public func stderrText() -> String { process.stderrSoFar() }
 
     /// What the broker wrote to stdout so far.
-    public func stdoutText() -> String { readTextFile(directory.path + "/stdout") }
+    public func stdoutText() -> String { process.stdoutSoFar() }
 
     /// Connects a new `RawClient` to the broker; the fixture keeps it open until
     /// the broker is terminated (or the test closes it).
@@ -185,38 +182,22 @@ public final class BrokerProcess {
     }
 
     /// Sends `signal` to the broker without waiting.
-    public func send(signal: Int32) {
-        if exitStatus == nil { kill(pid, signal) }
-    }
+    public func send(signal: Int32) { process.send(signal: signal) }
 
     /// Reaps the broker if it has exited; returns its status, or nil while it runs.
     @discardableResult
-    public func reapIfExited() -> ExitStatus? {
-        if exitStatus == nil { exitStatus = waitForChild(pid, timeout: .zero) }
-        return exitStatus
-    }
+    public func reapIfExited() -> ExitStatus? { process.reap() }
 
     /// Waits up to `timeout` for the broker to exit on its own (e.g. refusing to start).
-    public func waitForExit(timeout: Duration = .seconds(10)) -> ExitStatus? {
-        if exitStatus == nil { exitStatus = waitForChild(pid, timeout: timeout) }
-        return exitStatus
-    }
+    public func waitForExit(timeout: Duration = .seconds(10)) -> ExitStatus? { process.waitForExit(timeout: timeout) }
 
     /// Stops the broker: `signal` (SIGTERM by default), waits up to `timeout`,
     /// then SIGKILL (`neededSIGKILL` becomes true). Idempotent.
     /// - Returns: how it ended, e.g. `.exited(0)` after a clean SIGTERM.
     @discardableResult
     public func terminate(signal: Int32 = SIGTERM, timeout: Duration = .seconds(8)) -> ExitStatus {
-        if let exitStatus { return exitStatus }
-        kill(pid, signal)
-        if let status = waitForChild(pid, timeout: timeout) {
-            exitStatus = status
-            return status
-        }
-        neededSIGKILL = true
-        kill(pid, SIGKILL)
-        let status = waitForChild(pid, timeout: .seconds(10)) ?? .signaled(SIGKILL)
-        exitStatus = status
+        let (status, killed) = process.terminate(signal, timeout: timeout)
+        if killed { neededSIGKILL = true }
         return status
     }
 
@@ -227,18 +208,15 @@ public final class BrokerProcess {
         cleanedUp = true
         for client in clients { client.close() }
         clients.removeAll()
-        if exitStatus == nil {
-            kill(pid, SIGKILL)
-            exitStatus = waitForChild(pid, timeout: .seconds(10))
-        }
+        process.terminate(SIGKILL, timeout: .seconds(10))
         directory.remove()
     }
 
     private func procFile(_ name: String) throws -> String {
-        guard let data = FileManager.default.contents(atPath: "/proc/\(pid)/\(name)") else {
+        guard let text = readProcFile("/proc/\(pid)/\(name)") else {
             throw ChildProcessError.system(call: "read /proc/\(pid)/\(name)", errno: ENOENT)
         }
-        return String(decoding: data, as: UTF8.self)
+        return text
     }
 
     /// Closes the clients, then stops the broker with SIGTERM (PROTOCOL.md,

@@ -112,7 +112,8 @@ public struct ProcessOutput: Sendable {
 /// Runs `executable` with `arguments` to completion and returns what it wrote.
 ///
 /// stdin is `stdin`'s bytes (or /dev/null when nil); stdout and stderr go to
-/// temporary files, so a chatty child never blocks on a full pipe.
+/// temporary files, so a chatty child never blocks on a full pipe. A
+/// `SpawnedProcess` waited for at once (`waitBlocking`).
 /// - Parameters:
 ///   - executable: absolute path, or a bare name looked up in `$PATH`.
 ///   - environment: changes to the inherited environment; a `nil` value unsets the variable.
@@ -127,32 +128,8 @@ public func runProcess(
 ) throws -> ProcessOutput {
     let dir = try TemporaryDirectory(prefix: "eb-run-")
     defer { dir.remove() }
-    var stdinPath = "/dev/null"
-    if let stdin {
-        stdinPath = dir.path + "/stdin"
-        guard FileManager.default.createFile(atPath: stdinPath, contents: Data(stdin.utf8)) else {
-            throw ChildProcessError.system(call: "create \(stdinPath)", errno: errno)
-        }
-    }
-    let outPath = dir.path + "/stdout"
-    let errPath = dir.path + "/stderr"
-    let path = executable.contains("/") ? executable : (findInPath(executable) ?? executable)
-    let pid = try spawnChild(
-        path, arguments, environment: environment,
-        stdinPath: stdinPath, stdoutPath: outPath, stderrPath: errPath
-    )
-    let status = waitForChild(pid, timeout: timeout)
-    let out = readTextFile(outPath)
-    let err = readTextFile(errPath)
-    guard let status else {
-        kill(pid, SIGKILL)
-        _ = waitForChild(pid, timeout: .seconds(5))
-        throw ChildProcessError.timedOut(
-            command: ([executable] + arguments).joined(separator: " "),
-            seconds: timeout.seconds, stdout: out, stderr: err
-        )
-    }
-    return ProcessOutput(status: status, stdout: out, stderr: err, pid: pid)
+    let child = try SpawnedProcess(executable, arguments, in: dir, environment: environment, stdin: stdin)
+    return try child.waitBlocking(timeout: timeout)
 }
 
 /// The first executable `name` in `$PATH`, or nil.
@@ -170,7 +147,8 @@ public func findInPath(_ name: String) -> String? {
 /// equals `stdoutPath`, fd 2 is a duplicate of fd 1), all signals at their
 /// default disposition, empty signal mask, no other descriptor inherited.
 /// `closeStandardOutput` starts the child with fd 1 closed; `passDescriptor`
-/// becomes the child's fd 3 (the caller keeps its own copy).
+/// becomes the child's fd 3, `stdinDescriptor`/`stdoutDescriptor` its fd 0/1
+/// instead of the files (e.g. pipe ends; the caller keeps its own copies).
 /// - Returns: the child's pid; the caller must reap it (`waitForChild`).
 /// - Throws: `ChildProcessError.system(call: "posix_spawn …")`.
 public func spawnChild(
@@ -181,13 +159,23 @@ public func spawnChild(
     stdoutPath: String = "/dev/null",
     stderrPath: String = "/dev/null",
     closeStandardOutput: Bool = false,
-    passDescriptor: Int32? = nil
+    passDescriptor: Int32? = nil,
+    stdinDescriptor: Int32? = nil,
+    stdoutDescriptor: Int32? = nil
 ) throws -> pid_t {
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
     defer { posix_spawn_file_actions_destroy(&actions) }
-    posix_spawn_file_actions_addopen(&actions, 0, stdinPath, O_RDONLY, 0)
-    posix_spawn_file_actions_addopen(&actions, 1, stdoutPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+    if let stdinDescriptor {
+        posix_spawn_file_actions_adddup2(&actions, stdinDescriptor, 0)
+    } else {
+        posix_spawn_file_actions_addopen(&actions, 0, stdinPath, O_RDONLY, 0)
+    }
+    if let stdoutDescriptor {
+        posix_spawn_file_actions_adddup2(&actions, stdoutDescriptor, 1)
+    } else {
+        posix_spawn_file_actions_addopen(&actions, 1, stdoutPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+    }
     if stderrPath == stdoutPath {
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
     } else {
@@ -241,6 +229,18 @@ public func waitForChild(_ pid: pid_t, timeout: Duration) -> ExitStatus? {
 /// Reads a whole file as UTF-8 (invalid bytes replaced); "" when unreadable.
 func readTextFile(_ path: String) -> String {
     guard let data = FileManager.default.contents(atPath: path) else { return "" }
+    return String(decoding: data, as: UTF8.self)
+}
+
+/// Reads a file of /proc (proc(5)) to its end, as UTF-8 (invalid bytes
+/// replaced); nil when it cannot be opened or read. read(2) until EOF:
+/// `FileManager.contents(atPath:)` and `String(contentsOfFile:)` stop after
+/// the first read (one page) of a file whose size procfs reports as 0, so a
+/// long /proc/net/unix or maps came back cut short.
+public func readProcFile(_ path: String) -> String? {
+    guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
+    defer { try? handle.close() }
+    guard let data = try? handle.readToEnd() else { return nil }
     return String(decoding: data, as: UTF8.self)
 }
 

@@ -13,81 +13,51 @@ import Glibc
 public final class LineClient {
     /// The connected socket (close-on-exec).
     public let fd: Int32
-    private var buffer: [UInt8] = []
+    private var input: LineBuffer
 
     /// Connects to the socket at `path`.
     /// - Throws: `TestFailure` when socket(2) or connect(2) fails.
     public init(_ path: String) throws {
         fd = try unixSocket(Int32(SOCK_STREAM.rawValue), "connect", path, connect)
+        input = LineBuffer(fd: fd)
     }
 
     deinit { Glibc.close(fd) }
 
-    /// Sends `line` plus LF in one send(2) (`MSG_NOSIGNAL`).
-    /// - Throws: `TestFailure` on a failed or short send.
+    /// Sends `line` plus LF in full (`MSG_NOSIGNAL`).
+    /// - Throws: `TestFailure` on a failed send.
     public func send(_ line: String) throws {
-        let bytes = Array((line + "\n").utf8)
-        let written = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-        guard written == bytes.count else { throw TestFailure("send returned \(written), errno \(errno)") }
+        try input.send(Array((line + "\n").utf8))
     }
 
     /// Whether input is buffered or arrives within `timeout`.
     public func hasInput(within timeout: Duration) throws -> Bool {
-        try !buffer.isEmpty || waitReadable(fd, until: ContinuousClock.now + timeout)
+        try !input.isEmpty || waitReadable(fd, until: ContinuousClock.now + timeout)
     }
 
-    /// Reads one chunk into the buffer; false at EOF (or, when `resetIsEOF`, a reset).
-    private func fill(until deadline: ContinuousClock.Instant, resetIsEOF: Bool) throws -> Bool {
-        while true {
-            guard try waitReadable(fd, until: deadline) else {
-                throw TestFailure("nothing arrived in time; have \(String(decoding: buffer, as: UTF8.self))")
-            }
-            var chunk = [UInt8](repeating: 0, count: 4096)
-            let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if count < 0 && errno == EINTR { continue }
-            // A peer that closes with our request unread resets the connection.
-            if count < 0 && errno == ECONNRESET && resetIsEOF { return false }
-            guard count >= 0 else { throw TestFailure("read failed: errno \(errno)") }
-            buffer += chunk[..<count]
-            return count > 0
-        }
-    }
-
-    /// The next line without its LF.
+    /// The next line without its LF (a CR before it is kept).
     /// - Throws: `TestFailure` on EOF or after `timeout`.
     public func readLine(timeout: Duration = .seconds(10)) throws -> String {
-        let deadline = ContinuousClock.now + timeout
-        while true {
-            if let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
-                defer { buffer.removeSubrange(...newline) }
-                return String(decoding: buffer[..<newline], as: UTF8.self)
-            }
-            guard try fill(until: deadline, resetIsEOF: true) else {
-                throw TestFailure("EOF before a line; have \(String(decoding: buffer, as: UTF8.self))")
-            }
-        }
+        try input.line(until: ContinuousClock.now + timeout, droppingCR: false)
     }
 
     /// Everything until the peer closes, waiting at most `timeout` in all.
     /// - Parameter resetIsEOF: whether `ECONNRESET` counts as the close (else it throws).
     /// - Throws: `TestFailure` after `timeout` or on a read error.
     public func readToEnd(timeout: Duration = .seconds(10), resetIsEOF: Bool = true) throws -> String {
-        let deadline = ContinuousClock.now + timeout
-        while try fill(until: deadline, resetIsEOF: resetIsEOF) {}
-        defer { buffer.removeAll() }
-        return String(decoding: buffer, as: UTF8.self)
+        try input.readToEnd(until: ContinuousClock.now + timeout, resetIsEOF: resetIsEOF)
     }
 
     /// Sends `frame` and returns the fields of the next `ok` reply, skipping other
     /// frames (events); PROTOCOL.md "Requests and replies".
-    /// - Throws: `TestFailure` on an `error` reply, EOF, or no line within `timeout` each.
+    /// - Throws: `TestFailure` on an `error` reply, EOF, or no line within `timeout` each;
+    ///   `RawClientError.invalidFrame` for a line that is not a JSON object.
     public func request(_ frame: String, timeout: Duration = .seconds(5)) throws -> [String: Any] {
         try send(frame)
         while true {
-            let line = try readLine(timeout: timeout)
-            guard let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else { continue }
-            if object["op"] as? String == "ok" { return object }
-            if object["op"] as? String == "error" { throw TestFailure("broker error: \(line)") }
+            let frame = try Frame(line: Array(readLine(timeout: timeout).utf8))
+            if frame.op == "ok" { return frame.fields }
+            if frame.op == "error" { throw TestFailure("broker error: \(frame.raw)") }
         }
     }
 }
@@ -153,23 +123,35 @@ public final class DatagramReceiver {
 }
 
 /// A new close-on-exec `AF_UNIX` socket of `type`, connected or bound (`operation`)
-/// to `path`; closed again when that fails, so it is never closed twice.
-/// - Throws: `TestFailure` naming the failed call and errno.
+/// to `path` (`openSocket`).
+/// - Throws: `TestFailure` naming the failed call and errno;
+///   `RawClientError.system` for a path too long for `sun_path`.
 private func unixSocket(
     _ type: Int32, _ name: String, _ path: String,
     _ operation: (Int32, UnsafePointer<sockaddr>, socklen_t) -> Int32
 ) throws -> Int32 {
-    let fd = socket(AF_UNIX, type | Int32(SOCK_CLOEXEC.rawValue), 0)
+    try openSocket(AF_UNIX, type, try unixAddress(path), name, path, operation)
+}
+
+/// A new close-on-exec socket of `domain` and `type`, connected or bound
+/// (`operation`, called `name` in errors) to `address` (a `sockaddr_un` or
+/// `sockaddr_in`; `target` says it in errors); closed again when that fails,
+/// so it is never closed twice.
+/// - Throws: `TestFailure("connect 127.0.0.1:4222 failed: errno 111")`, or for socket(2).
+func openSocket<Address>(
+    _ domain: Int32, _ type: Int32, _ address: Address, _ name: String, _ target: String,
+    _ operation: (Int32, UnsafePointer<sockaddr>, socklen_t) -> Int32
+) throws -> Int32 {
+    let fd = socket(domain, type | Int32(SOCK_CLOEXEC.rawValue), 0)
     guard fd >= 0 else { throw TestFailure("socket failed: errno \(errno)") }
-    var address: sockaddr_un
-    do { address = try unixAddress(path) } catch { Glibc.close(fd); throw error }
+    var address = address
     let result = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { operation(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { operation(fd, $0, socklen_t(MemoryLayout<Address>.size)) }
     }
     guard result == 0 else {
         let code = errno
         Glibc.close(fd)
-        throw TestFailure("\(name) \(path) failed: errno \(code)")
+        throw TestFailure("\(name) \(target) failed: errno \(code)")
     }
     return fd
 }
@@ -209,7 +191,7 @@ public func waitForListeningSocket(_ path: String, timeout: Duration = .seconds(
 
 /// Whether /proc/net/unix lists a listening socket bound to `path`.
 public func isListeningUnixSocket(_ path: String) -> Bool {
-    guard let table = try? String(contentsOfFile: "/proc/net/unix", encoding: .utf8) else { return false }
+    guard let table = readProcFile("/proc/net/unix") else { return false }
     for line in table.split(separator: "\n").dropFirst() {
         let columns = line.split(separator: " ", omittingEmptySubsequences: true)
         guard columns.count >= 8, columns[7] == path, let flags = UInt32(columns[3], radix: 16) else { continue }

@@ -2,7 +2,7 @@
 // N nodes (3 by default), each with its own client and route port, config
 // file and log in one temporary directory; every node lists every route.
 // Nodes can be killed, stopped and started again one by one. Also a raw
-// line-level TCP client for looking at the wire.
+// line-level TCP client for looking at the wire (its reads: LineBuffer.swift).
 //
 // Before editing: a node never outlives its test: each is a `SpawnedProcess`,
 // killed and reaped on deinit at the latest. Ports are drawn at random from
@@ -177,14 +177,10 @@ public final class NATSCluster: @unchecked Sendable {
 
     /// Whether 127.0.0.1:`port` can be bound now.
     static func isFree(_ port: UInt16) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { return false }
-        defer { Glibc.close(fd) }
-        var address = loopback(port)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        return bound == 0
+        let stream = Int32(SOCK_STREAM.rawValue)
+        guard let fd = try? openSocket(AF_INET, stream, loopback(port), "bind", "127.0.0.1:\(port)", bind) else { return false }
+        Glibc.close(fd)
+        return true
     }
 }
 
@@ -203,22 +199,13 @@ func loopback(_ port: UInt16) -> sockaddr_in {
 public final class TCPLineClient {
     /// The connected socket (close-on-exec, blocking).
     public let fd: Int32
-    private var buffer: [UInt8] = []
+    private var input: LineBuffer
 
     /// Connects to 127.0.0.1:`port`.
     /// - Throws: `TestFailure` when socket(2) or connect(2) fails.
     public init(port: UInt16) throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw TestFailure("socket failed: errno \(errno)") }
-        var address = loopback(port)
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard result == 0 else {
-            let code = errno
-            Glibc.close(fd)
-            throw TestFailure("connect 127.0.0.1:\(port) failed: errno \(code)")
-        }
+        fd = try openSocket(AF_INET, Int32(SOCK_STREAM.rawValue), loopback(port), "connect", "127.0.0.1:\(port)", connect)
+        input = LineBuffer(fd: fd)
     }
 
     deinit { Glibc.close(fd) }
@@ -228,53 +215,17 @@ public final class TCPLineClient {
 
     /// Sends `bytes` in full (`MSG_NOSIGNAL`).
     /// - Throws: `TestFailure` on a failed send.
-    public func send(_ bytes: [UInt8]) throws {
-        var offset = 0
-        while offset < bytes.count {
-            let n = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { throw TestFailure("send failed: errno \(errno)") }
-            offset += n
-        }
-    }
-
-    /// Reads one chunk; false at EOF or reset.
-    private func fill(until deadline: ContinuousClock.Instant) throws -> Bool {
-        guard try waitReadable(fd, until: deadline) else {
-            throw TestFailure("nothing arrived in time; have \(String(decoding: buffer, as: UTF8.self).prefix(500).debugDescription)")
-        }
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-        if n < 0 && errno == EINTR { return true }
-        if n < 0 && errno == ECONNRESET { return false }
-        guard n >= 0 else { throw TestFailure("read failed: errno \(errno)") }
-        buffer += chunk[..<n]
-        return n > 0
-    }
+    public func send(_ bytes: [UInt8]) throws { try input.send(bytes) }
 
     /// The next line without its CRLF.
     /// - Throws: `TestFailure` on EOF or after `timeout`.
     public func readLine(timeout: Duration = .seconds(5)) throws -> String {
-        let deadline = ContinuousClock.now + timeout
-        while true {
-            if let lf = buffer.firstIndex(of: 0x0A) {
-                var end = lf
-                if end > 0 && buffer[end - 1] == 0x0D { end -= 1 }
-                defer { buffer.removeSubrange(...lf) }
-                return String(decoding: buffer[..<end], as: UTF8.self)
-            }
-            guard try fill(until: deadline) else { throw TestFailure("EOF before a line; have \(String(decoding: buffer, as: UTF8.self).debugDescription)") }
-        }
+        try input.line(until: ContinuousClock.now + timeout, droppingCR: true)
     }
 
     /// Exactly `count` bytes.
     public func readBytes(_ count: Int, timeout: Duration = .seconds(5)) throws -> [UInt8] {
-        let deadline = ContinuousClock.now + timeout
-        while buffer.count < count {
-            guard try fill(until: deadline) else { throw TestFailure("EOF after \(buffer.count) of \(count) bytes") }
-        }
-        defer { buffer.removeSubrange(..<count) }
-        return Array(buffer[..<count])
+        try input.take(count, until: ContinuousClock.now + timeout)
     }
 
     /// Lines until one satisfies `match`, answering `PING` with `PONG` on the way.
@@ -298,7 +249,7 @@ public final class TCPLineClient {
         do {
             while ContinuousClock.now < deadline {
                 guard try waitReadable(fd, until: deadline) else { return false }
-                if try !fill(until: deadline) { return true }
+                if try !input.fill(until: deadline) { return true }
             }
         } catch {
             return false

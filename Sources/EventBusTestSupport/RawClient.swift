@@ -139,16 +139,10 @@ public final class RawClient {
     public func sendWithoutReading(_ bytes: [UInt8], stall: Duration = .milliseconds(500)) throws -> Int {
         var offset = 0
         while offset < bytes.count {
-            let n = bytes.withUnsafeBytes { buffer in
-                Glibc.send(fd, buffer.baseAddress! + offset, buffer.count - offset, Int32(MSG_NOSIGNAL))
-            }
-            if n > 0 {
+            if let n = try sendNow(bytes, from: offset) {
                 offset += n
                 continue
             }
-            let e = Glibc.errno
-            if e == EINTR { continue }
-            guard e == EAGAIN || e == EWOULDBLOCK else { throw RawClientError.system(call: "send", errno: e) }
             var pfd = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
             if poll(&pfd, 1, stall.pollMilliseconds) == 0 { break }
         }
@@ -166,16 +160,10 @@ public final class RawClient {
         var offset = 0
         let deadline = ContinuousClock.now + timeout
         while offset < bytes.count {
-            let n = bytes.withUnsafeBytes { buffer in
-                Glibc.send(fd, buffer.baseAddress! + offset, buffer.count - offset, Int32(MSG_NOSIGNAL))
-            }
-            if n > 0 {
+            if let n = try sendNow(bytes, from: offset) {
                 offset += n
                 continue
             }
-            let e = Glibc.errno
-            if e == EINTR { continue }
-            guard e == EAGAIN || e == EWOULDBLOCK else { throw RawClientError.system(call: "send", errno: e) }
             let remaining = deadline - ContinuousClock.now
             guard remaining > .zero else {
                 throw RawClientError.timedOut(
@@ -187,6 +175,23 @@ public final class RawClient {
             let rc = poll(&pfd, 1, remaining.pollMilliseconds)
             if rc < 0 && Glibc.errno != EINTR { throw RawClientError.system(call: "poll", errno: Glibc.errno) }
             if rc > 0 && pfd.revents & Int16(POLLIN) != 0 { try fill() }
+        }
+    }
+
+    /// One send(2) of `bytes[offset...]` (`MSG_NOSIGNAL`, `EINTR` retried).
+    /// - Returns: how many bytes the socket took (at least 1), or nil when it
+    ///   is full (`EAGAIN`).
+    /// - Throws: `RawClientError.system(call: "send", …)` on any other error.
+    private func sendNow(_ bytes: [UInt8], from offset: Int) throws -> Int? {
+        while true {
+            let n = bytes.withUnsafeBytes { buffer in
+                Glibc.send(fd, buffer.baseAddress! + offset, buffer.count - offset, Int32(MSG_NOSIGNAL))
+            }
+            if n > 0 { return n }
+            let e = Glibc.errno
+            if e == EINTR { continue }
+            guard e == EAGAIN || e == EWOULDBLOCK else { throw RawClientError.system(call: "send", errno: e) }
+            return nil
         }
     }
 

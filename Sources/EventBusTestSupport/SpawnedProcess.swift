@@ -120,12 +120,31 @@ public final class SpawnedProcess: Sendable {
 
     /// `wait(timeout:)` for synchronous callers: blocks the thread, polling every 5 ms.
     public func waitBlocking(timeout: Duration = .seconds(10)) throws -> ProcessOutput {
+        guard waitForExit(timeout: timeout) != nil else { throw killAfterTimeout(timeout) }
+        return output()
+    }
+
+    /// Waits up to `timeout` for the exit (blocking the thread, polling every
+    /// 5 ms) and leaves the child alone if it is still running then.
+    /// - Returns: how it ended, or nil while it runs.
+    public func waitForExit(timeout: Duration) -> ExitStatus? {
         let deadline = ContinuousClock.now + timeout
-        while reap() == nil {
-            if ContinuousClock.now > deadline { throw killAfterTimeout(timeout) }
+        while true {
+            if let status = reap() { return status }
+            if ContinuousClock.now > deadline { return nil }
             usleep(5_000)
         }
-        return output()
+    }
+
+    /// Sends `signal` (unless the child has exited), waits up to `timeout`
+    /// (blocking), then SIGKILLs and reaps it.
+    /// - Returns: how it ended, and whether SIGKILL was needed.
+    @discardableResult
+    public func terminate(_ signal: Int32 = SIGTERM, timeout: Duration) -> (status: ExitStatus, killed: Bool) {
+        send(signal: signal)
+        if let status = waitForExit(timeout: timeout) { return (status, false) }
+        killAndReap()
+        return (reap() ?? .signaled(SIGKILL), true)
     }
 
     /// Sends `signal` (unless the child has exited), then waits as `wait(timeout:)` does.

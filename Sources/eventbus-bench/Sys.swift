@@ -71,18 +71,7 @@ func tryConnectUnix(_ path: String) -> Int32? {
         raw.copyBytes(from: bytes)
         raw[bytes.count] = 0
     }
-    let rc = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-        }
-    }
-    if rc != 0 {
-        let saved = errno
-        close(fd)
-        errno = saved
-        return nil
-    }
-    return fd
+    return connectOrClose(fd, to: address)
 }
 
 /// Connects a blocking TCP socket (close-on-exec, `TCP_NODELAY` as NATS
@@ -101,9 +90,17 @@ func tryConnectTCP(host: String, port: UInt16) -> Int32? {
     guard fd >= 0 else { return nil }
     var one: Int32 = 1
     _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+    return connectOrClose(fd, to: address)
+}
+
+/// connect(2)s `fd` to `address` (a `sockaddr_un` or `sockaddr_in`, passed
+/// with its own size).
+/// - Returns: `fd`, or nil after closing it, with connect's errno kept.
+private func connectOrClose<Address>(_ fd: Int32, to address: Address) -> Int32? {
+    var address = address
     let rc = withUnsafePointer(to: &address) {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            connect(fd, $0, socklen_t(MemoryLayout<Address>.size))
         }
     }
     if rc != 0 {

@@ -133,6 +133,15 @@ struct Tally {
         sampleCount += 1
     }
 
+    /// Records the stamp of a delivered line (`base[0..<count]`, a JSON
+    /// frame) whose payload carries one: found by `Payload.prefix`.
+    @inline(__always)
+    mutating func recordStamp(inLine base: UnsafePointer<UInt8>, _ count: Int) {
+        if let at = find(Payload.prefix, in: base, count: count), at + Payload.prefix.count + Payload.digits <= count {
+            record(stampAt: base + at + Payload.prefix.count)
+        }
+    }
+
     mutating func noteOther(_ base: UnsafePointer<UInt8>, _ count: Int) {
         other += 1
         if firstOther == nil {
@@ -189,10 +198,7 @@ struct EventBusScanner {
             let length = end - pos
             if length >= 13 && load8(line) == opE && load8(line + 5) == opEvent {
                 tally.events &+= 1
-                if latency, let at = find(Payload.prefix, in: line, count: length),
-                   at + Payload.prefix.count + Payload.digits <= length {
-                    tally.record(stampAt: line + at + Payload.prefix.count)
-                }
+                if latency { tally.recordStamp(inLine: line, length) }
             } else if length >= 8 && load8(line) == opD {
                 tally.dropNotices += 1
                 if let at = find(countKey, in: line, count: length) {
@@ -226,13 +232,7 @@ struct RelayScanner {
             guard let lf = memchr(raw + pos, 0x0A, count - pos) else { break }
             let end = raw.distance(to: lf)
             tally.events &+= 1
-            if latency {
-                let line = UnsafePointer(base + pos)
-                if let at = find(Payload.prefix, in: line, count: end - pos),
-                   at + Payload.prefix.count + Payload.digits <= end - pos {
-                    tally.record(stampAt: line + at + Payload.prefix.count)
-                }
-            }
+            if latency { tally.recordStamp(inLine: UnsafePointer(base + pos), end - pos) }
             pos = end + 1
         }
         return pos

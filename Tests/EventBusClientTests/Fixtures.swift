@@ -24,11 +24,14 @@ func eventually(within limit: Duration = .seconds(10), isolation: isolated (any 
     return try await condition()
 }
 
-/// A running `eventbusd --socket <dir>/bus.sock`, stopped and reaped on `stop()` or deinit.
+/// A running `eventbusd --socket <dir>/bus.sock` that can be stopped and started
+/// again on the same path: one EventBusTestSupport `BrokerProcess` per run
+/// (which this name shadows here), stopped and reaped on `stop()` or deinit.
 final class BrokerProcess {
     let directory: TemporaryDirectory
     let socketPath: String
-    private var process: SpawnedProcess?
+    private let arguments: [String]
+    private var process: EventBusTestSupport.BrokerProcess?
 
     /// Starts a broker on a new temporary path and waits until it answers `ping`.
     /// - Parameter arguments: extra options, e.g. `["--max-outbound", "64K"]`.
@@ -39,19 +42,11 @@ final class BrokerProcess {
         try await start()
     }
 
-    private let arguments: [String]
-
     /// Starts (or restarts) the broker on the same path; returns once it answers `ping`.
+    /// - Throws: `BrokerProcessError.notReady`/`.exitedEarly` (with the broker's stderr).
     func start() async throws {
         precondition(process == nil, "broker already running")
-        process = try SpawnedProcess(productsDirectory() + "/eventbusd",
-                                     ["--socket", socketPath, "--log-level", "warning"] + arguments, in: directory)
-        let ready = await eventually {
-            guard let bus = try? await EventBus.connect(EventBus.Configuration(bus: .path(socketPath), clientName: "fixture", reconnect: .never)) else { return false }
-            defer { bus.close() }
-            return (try? await bus.ping()) != nil
-        }
-        guard ready else { throw FixtureError("eventbusd did not answer ping on \(socketPath)") }
+        process = try EventBusTestSupport.BrokerProcess(arguments: ["--log-level", "warning"] + arguments, socketPath: socketPath)
     }
 
     /// SIGTERM (a clean stop: the broker unlinks its socket), then reap; SIGKILL after 5 s.
@@ -59,7 +54,8 @@ final class BrokerProcess {
     func stop(signal: Int32 = SIGTERM) async {
         guard let process else { return }
         self.process = nil
-        _ = try? await process.stop(signal, timeout: .seconds(5))
+        process.terminate(signal: signal, timeout: .seconds(5))
+        process.cleanUp()
     }
 }
 
@@ -100,11 +96,6 @@ func runProduct(_ name: String, _ arguments: [String], within limit: Duration = 
     let child = try ChildProcess(name, arguments)
     let status = await child.waitForExit(within: limit)
     return (status, child.stdout, child.stderr)
-}
-
-struct FixtureError: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
 }
 
 /// A thread-safe list of what handlers saw, for assertions.

@@ -17,7 +17,7 @@ private func swiftBlock(in path: String, after heading: String) throws -> String
     guard let section = text.range(of: "\n" + heading + "\n"),
           let open = text.range(of: "```swift\n", range: section.upperBound..<text.endIndex),
           let close = text.range(of: "\n```\n", range: open.upperBound..<text.endIndex) else {
-        throw FixtureError("no ```swift block after \(heading) in \(path)")
+        throw TestFailure("no ```swift block after \(heading) in \(path)")
     }
     return String(text[open.upperBound..<close.lowerBound]) + "\n"
 }

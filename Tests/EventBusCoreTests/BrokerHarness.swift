@@ -11,34 +11,22 @@
 // only to check invariants, never to drive the broker.
 @testable import EventBusCore
 import EventBusProtocol
+import EventBusTestSupport
 import Foundation
 import Testing
 
-/// One frame a client read: its text and its parsed object.
-struct Frame: CustomStringConvertible {
-    let text: String
-    let object: [String: Any]
+/// One frame a client read: EventBusTestSupport's `Frame` (`raw`, `fields`, typed accessors).
+typealias Frame = EventBusTestSupport.Frame
 
-    init(_ line: [UInt8], sourceLocation: SourceLocation = #_sourceLocation) {
-        text = String(decoding: line, as: UTF8.self)
-        let parsed = try? JSONSerialization.jsonObject(with: Data(line))
-        if let object = parsed as? [String: Any] {
-            self.object = object
-        } else {
-            Issue.record("broker wrote a frame that is not a JSON object: \(text)", sourceLocation: sourceLocation)
-            self.object = [:]
-        }
+/// Parses one frame a client read (without its LF); records an issue and
+/// returns an empty object when it is not a JSON object.
+func parseFrame(_ line: [UInt8], sourceLocation: SourceLocation = #_sourceLocation) -> Frame {
+    do {
+        return try Frame(line: line)
+    } catch {
+        Issue.record("broker wrote a frame that is not a JSON object: \(error)", sourceLocation: sourceLocation)
+        return try! Frame(line: Array("{}".utf8))
     }
-
-    var op: String? { object["op"] as? String }
-    var code: String? { object["code"] as? String }
-    var type: String? { object["type"] as? String }
-    func int(_ key: String) -> Int? { object[key] as? Int }
-    func string(_ key: String) -> String? { object[key] as? String }
-    var seq: Int? { int("seq") }
-    var req: Any? { object["req"] }
-    var hasReq: Bool { object["req"] != nil }
-    var description: String { text }
 }
 
 final class BrokerHarness {
@@ -160,7 +148,7 @@ final class BrokerHarness {
         var buffer = received[connection.id, default: []] + all[..<n]
         var frames: [Frame] = []
         while let lf = buffer.firstIndex(of: 0x0A) {
-            frames.append(Frame(Array(buffer[..<lf])))
+            frames.append(parseFrame(Array(buffer[..<lf])))
             buffer.removeSubrange(...lf)
         }
         received[connection.id] = buffer
@@ -169,7 +157,7 @@ final class BrokerHarness {
 
     func splitLines(_ bytes: [UInt8]) -> [Frame] {
         #expect(bytes.isEmpty || bytes.last == 0x0A, "queue ends inside a frame")
-        return bytes.split(separator: 0x0A).map { Frame(Array($0)) }
+        return bytes.split(separator: 0x0A).map { parseFrame(Array($0)) }
     }
 
     /// Closes every open connection and checks that nothing is left behind.
@@ -325,15 +313,5 @@ final class BrokerHarness {
 /// The UTF-8 bytes of `text`.
 func utf8(_ text: String) -> [UInt8] { Array(text.utf8) }
 
-/// SplitMix64: seeded, so a failing random scenario reproduces.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
+/// The shared seeded generator (EventBusTestSupport).
+typealias SeededGenerator = EventBusTestSupport.SeededGenerator

@@ -12,7 +12,7 @@ struct HistoryTests {
     static func summary(_ frames: [Frame]) -> [String] {
         frames.map { f in
             switch f.op {
-            case "event": "event \(f.seq!)" + (f.object["replayed"] as? Bool == true ? " replayed" : "")
+            case "event": "event \(f.seq!)" + (f.fields["replayed"] as? Bool == true ? " replayed" : "")
             case "gap": "gap \(f.int("since_seq")!) \(f.int("first_seq")!) \(f.type!)"
             case "dropped": "dropped \(f.int("count")!) \(f.int("since_seq")!)"
             default: f.op ?? "?"
@@ -119,7 +119,7 @@ struct HistoryTests {
         let frames = h.read(s)
         // `a` keeps its retained event 1 (3 was published without retain).
         #expect(Self.summary(frames) == ["ok", "event 1", "event 4", "event 2 replayed", "event 3 replayed"])
-        #expect(frames[1].object["retained"] as? Bool == true && frames[0].int("retained") == 2)
+        #expect(frames[1].fields["retained"] as? Bool == true && frames[0].int("retained") == 2)
         h.closeAll()
     }
 

@@ -150,7 +150,7 @@ struct OverflowTests {
         #expect(h.read(p).map { $0.int("delivered") } == [1, 1, 1, 0, 0])
         let queued = h.peek(s)
         #expect(queued.map(\.op) == ["event", "event", "event", "error"])
-        #expect(queued.last?.code == "slow_consumer" && queued.last?.hasReq == false)
+        #expect(queued.last?.code == "slow_consumer" && queued.last?.has("req") == false)
         // The server closes it after its next write attempt, written or not.
         _ = h.read(s, maxBytes: 10)
         #expect(h.lastStep.isEmpty)

@@ -20,7 +20,7 @@ struct PolicyRoutingTests {
         let root = h.connect(uid: 0)
         h.send(reader, #"{"op":"subscribe","type":">","req":1}"#, #"{"op":"subscribe","type":"secret.x","req":2}"#)
         let replies = h.read(reader)
-        #expect(replies.map(\.text) == [#"{"op":"ok","req":1,"type":">","filtered":true}"#,
+        #expect(replies.map(\.raw) == [#"{"op":"ok","req":1,"type":">","filtered":true}"#,
                                         #"{"op":"error","req":2,"code":"forbidden","message":"subscribe secret.x denied for uid 1000 by p.conf:1"}"#])
         for _ in 0..<2 {  // the second round is served from the route cache
             h.send(root, #"{"op":"publish","type":"secret.x"}"#, #"{"op":"publish","type":"open.x"}"#)
@@ -40,8 +40,8 @@ struct PolicyRoutingTests {
         #expect(h.read(reader).map(\.type) == ["secret.x"])
         h.record(h.broker.reloadPolicy(try Self.policy("deny subscribe secret.>\n"), at: h.now))
         let frames = h.read(reader)
-        #expect(frames.first?.text == #"{"op":"error","code":"forbidden","type":"secret.>","message":"subscribe secret.> denied for uid 1000 by p.conf:1; subscription removed by the policy reload (generation 2)"}"#)
-        #expect(frames.last?.type == "eventbus.policy.reloaded" && frames.last?.text.hasSuffix(#""data":{"generation":2,"files":["p.conf"]}}"#) == true, "\(frames)")
+        #expect(frames.first?.raw == #"{"op":"error","code":"forbidden","type":"secret.>","message":"subscribe secret.> denied for uid 1000 by p.conf:1; subscription removed by the policy reload (generation 2)"}"#)
+        #expect(frames.last?.type == "eventbus.policy.reloaded" && frames.last?.raw.hasSuffix(#""data":{"generation":2,"files":["p.conf"]}}"#) == true, "\(frames)")
         #expect(reader.patterns == [Pattern(">")!] && reader.filteredCount == 1)
         #expect(h.takeNotices().contains(.policyReloaded(generation: 2, revokedSubscriptions: 1)))
         h.send(root, #"{"op":"publish","type":"secret.x"}"#, #"{"op":"publish","type":"open.x"}"#)
@@ -89,7 +89,7 @@ struct PolicyRoutingTests {
         h.send(watcher, #"{"op":"subscribe","type":"eventbus.policy.>"}"#)
         h.record(h.broker.refusePolicyReload("p.conf:3: bad", at: h.now))
         let event = try #require(h.read(watcher).first)
-        #expect(event.type == "eventbus.policy.refused" && event.text.hasSuffix(#""data":{"generation":1,"error":"p.conf:3: bad"}}"#), "\(event)")
+        #expect(event.type == "eventbus.policy.refused" && event.raw.hasSuffix(#""data":{"generation":1,"error":"p.conf:3: bad"}}"#), "\(event)")
         #expect(event.string("source") == "eventbusd")
         #expect(h.broker.policyGeneration == 1 && !h.broker.policy.paths.isEmpty)
         h.closeAll()
@@ -105,7 +105,7 @@ struct PolicyRoutingTests {
         #expect(h.read(user).first?.code == "forbidden")
         h.send(root, #"{"op":"publish","type":"remote.x","origin":{ "node" : "b", "seq":9 },"data":1}"#)
         let event = try #require(h.read(subscriber).first)
-        #expect(event.text.hasSuffix(#","gid":1000,"origin":{ "node" : "b", "seq":9 },"data":1}"#), "\(event)")
+        #expect(event.raw.hasSuffix(#","gid":1000,"origin":{ "node" : "b", "seq":9 },"data":1}"#), "\(event)")
         #expect(h.broker.statistics.published == 1)
         h.closeAll()
     }

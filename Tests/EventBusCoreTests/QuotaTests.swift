@@ -161,7 +161,7 @@ struct QuotaTests {
         h.elapsedNanoseconds += 5_000_000_000
         #expect(h.tick().effects == [.close(slow.id, .afterWrite)])
         let last = h.peek(slow).last
-        #expect(last?.code == "timeout" && last?.hasReq == false)
+        #expect(last?.code == "timeout" && last?.has("req") == false)
         #expect(h.broker.accounts[2001]!.inboundBytes == trickle.inboundCharged, "a closing connection's input is released at once")
         h.elapsedNanoseconds += 5_000_000_000
         #expect(h.tick().effects == [.close(trickle.id, .afterWrite)])
@@ -300,7 +300,7 @@ struct QuotaTests {
         #expect(broker.retainedLimitError(for: RetainedCharge(uid: 0, bytes: 3000), replacing: RetainedCharge(uid: 2002, bytes: 100))?.message.contains("--max-retained-bytes") == true)
         let c = h.connect(uid: 2001)
         h.send(c, #"{"op":"stats","req":1}"#)
-        let me = h.read(c).first?.object["me"] as? [String: Any]
+        let me = h.read(c).first?.fields["me"] as? [String: Any]
         #expect(me?["retained_bytes"] as? Int == 600)
         broker.releaseRetained(a)
         broker.releaseRetained(RetainedCharge(uid: 0, bytes: 5000))
@@ -317,14 +317,14 @@ struct QuotaTests {
         h.send(b, #"{"op":"subscribe","type":"a.>"}"#)
         h.sendRaw(b, Self.partial(100))
         h.send(a, #"{"op":"stats","req":1}"#)
-        let me = h.read(a).first?.object["me"] as? [String: Any]
+        let me = h.read(a).first?.fields["me"] as? [String: Any]
         #expect(me?["uid"] as? Int == 2001 && me?["connections"] as? Int == 2 && me?["subscriptions"] as? Int == 1)
         #expect((me?["inbound_bytes"] as? Int ?? 0) >= 100)
         let limits = me?["limits"] as? [String: Any]
         #expect(limits?["connections"] as? Int == 256 && limits?["subscriptions"] as? Int == 16384)
         #expect(limits?["inbound_bytes"] as? Int == 16 << 20 && limits?["queued_bytes"] as? Int == 64 << 20 && limits?["retained_bytes"] as? Int == 8 << 20)
         h.send(root, #"{"op":"stats","req":1}"#)
-        let rootLimits = (h.read(root).first?.object["me"] as? [String: Any])?["limits"] as? [String: Any]
+        let rootLimits = (h.read(root).first?.fields["me"] as? [String: Any])?["limits"] as? [String: Any]
         #expect(rootLimits?["connections"] is NSNull, "uid 0 has no per-uid limit")
         h.closeAll()
     }
@@ -335,7 +335,7 @@ struct QuotaTests {
         h.send(a, #"{"op":"hello","client":"app-a","echo":true}"#, #"{"op":"subscribe","type":"x.>"}"#, #"{"op":"publish","type":"x.y"}"#)
         h.send(b, #"{"op":"hello","overflow":"drop-old"}"#)
         h.send(a, #"{"op":"clients","req":1}"#)
-        let own = (h.read(a).last?.object["clients"] as? [[String: Any]]) ?? []
+        let own = (h.read(a).last?.fields["clients"] as? [[String: Any]]) ?? []
         #expect(own.count == 1)
         let entry = own.first ?? [:]
         #expect(entry["conn"] as? Int == Int(a.id) && entry["client"] as? String == "app-a" && entry["uid"] as? Int == 2001)
@@ -343,7 +343,7 @@ struct QuotaTests {
         #expect(entry["echo"] as? Bool == true && entry["overflow"] as? String == "drop-new" && entry["since"] as? String == "2023-11-14T22:13:20.000Z")
         #expect(entry["pid"] != nil && entry["gid"] != nil && entry["queued_bytes"] != nil && entry["dropped"] as? Int == 0)
         h.send(root, #"{"op":"clients","req":1}"#)
-        let all = (h.read(root).last?.object["clients"] as? [[String: Any]]) ?? []
+        let all = (h.read(root).last?.fields["clients"] as? [[String: Any]]) ?? []
         #expect(all.compactMap { $0["conn"] as? Int } == [a.id, b.id, root.id].map { Int($0) })
         #expect(all[1]["client"] is NSNull && all[1]["overflow"] as? String == "drop-old")
         h.closeAll()

@@ -28,7 +28,7 @@ struct SubscriptionTests {
                #"{"op":"unsubscribe","type":"a.>","req":2}"#, #"{"op":"unsubscribe","type":"never.subscribed","req":3}"#)
         let replies = h.read(c)
         #expect(replies.map(\.op) == ["ok", "ok", "ok"])
-        #expect(replies.map { $0.object["removed"] as? Bool } == [true, false, false])
+        #expect(replies.map { $0.fields["removed"] as? Bool } == [true, false, false])
         #expect(replies.map(\.type) == ["a.>", "a.>", "never.subscribed"])
         #expect(h.broker.indexIsEmpty)
         h.checkInvariants()
@@ -69,7 +69,7 @@ struct SubscriptionTests {
         let replies = h.read(c)
         #expect(replies.map(\.op) == ["ok", "ok", "error", "ok", "error"])
         #expect(replies[2].code == "limit" && replies[2].int("req") == 3)
-        #expect(replies[4].code == "limit" && !replies[4].hasReq)
+        #expect(replies[4].code == "limit" && !replies[4].has("req"))
         #expect(c.patterns == [Pattern("a")!, Pattern("b")!])
         #expect(h.takeNotices().filter { if case .limitReached = $0 { true } else { false } }.count == 2)
         // Room again after an unsubscribe.
@@ -110,7 +110,7 @@ struct RequestHandlingTests {
         #expect(reply.int("protocol") == 1)
         #expect(reply.string("instance") == BrokerHarness.instance)
         #expect(reply.int("conn") == Int(c.id) && c.id == 2)
-        #expect((reply.object["features"] as? [String])?.contains("overflow") == true)
+        #expect((reply.fields["features"] as? [String])?.contains("overflow") == true)
         #expect(c.clientName == "cli")
         h.closeAll()
     }
@@ -131,7 +131,7 @@ struct RequestHandlingTests {
         let c = h.connect()
         h.send(c, #"{"op":"ping"}"#, #"{"op":"ping","req":"p"}"#, #"{"op":"ping","req":-9007199254740992}"#)
         let replies = h.read(c)
-        #expect(replies.map(\.text) == [#"{"op":"ok","req":"p"}"#, #"{"op":"ok","req":-9007199254740992}"#])
+        #expect(replies.map(\.raw) == [#"{"op":"ok","req":"p"}"#, #"{"op":"ok","req":-9007199254740992}"#])
         h.closeAll()
     }
 
@@ -167,7 +167,7 @@ struct RequestHandlingTests {
         let replies = h.read(c)
         #expect(replies.map(\.code) == ["bad_frame", "frame_too_large", "unknown_op", "bad_request", "bad_type", "forbidden",
                                         "bad_type", "bad_request", nil])
-        #expect(replies.map { $0.req as? Int } == [nil, nil, 2, 3, 4, 5, 6, nil, 7])
+        #expect(replies.map { $0.int("req") } == [nil, nil, 2, 3, 4, 5, 6, nil, 7])
         #expect(replies.allSatisfy { $0.op == "ok" || ($0.op == "error" && $0.string("message")?.isEmpty == false) })
         #expect(h.lastStep.effects.isEmpty, "nothing paused or closed")
         #expect(!c.isClosed)
@@ -192,9 +192,9 @@ struct RequestHandlingTests {
             Issue.record("a third connection was admitted")
             return
         }
-        let frame = Frame(Array(refused.frame.dropLast()))
+        let frame = parseFrame(Array(refused.frame.dropLast()))
         #expect(refused.frame.last == 0x0A)
-        #expect(frame.op == "error" && frame.code == "limit" && !frame.hasReq)
+        #expect(frame.op == "error" && frame.code == "limit" && !frame.has("req"))
         #expect(h.broker.connectionCount == 2 && h.broker.statistics.connections == 2)
         h.close(a)
         let c = h.connect()

@@ -16,7 +16,7 @@ struct RetentionTests {
         h.send(live, #"{"op":"subscribe","type":"currency.changed"}"#)
         h.send(publisher, #"{"op":"publish","type":"currency.changed","retain":true,"req":1,"data":{"code":"EUR"}}"#)
         let liveEvent = try #require(h.read(live).first)
-        #expect(liveEvent.seq == 1 && liveEvent.object["retained"] == nil)
+        #expect(liveEvent.seq == 1 && liveEvent.fields["retained"] == nil)
         #expect(h.read(publisher).first?.int("delivered") == 1)
 
         let late = h.connect()
@@ -25,9 +25,9 @@ struct RetentionTests {
         let frames = h.read(late)
         #expect(frames.map(\.op) == ["ok", "event", "event"])
         #expect(frames[0].int("retained") == 1 && frames[0].type == "currency.changed")
-        #expect(frames[1].seq == 1 && frames[1].object["retained"] as? Bool == true)
-        #expect(frames[1].text == liveEvent.text.dropLast() + #","retained":true}"#, "the retained copy is the live frame plus the flag")
-        #expect(frames[2].seq == 2 && frames[2].object["retained"] == nil)
+        #expect(frames[1].seq == 1 && frames[1].fields["retained"] as? Bool == true)
+        #expect(frames[1].raw == liveEvent.raw.dropLast() + #","retained":true}"#, "the retained copy is the live frame plus the flag")
+        #expect(frames[2].seq == 2 && frames[2].fields["retained"] == nil)
         h.closeAll()
     }
 
@@ -67,7 +67,7 @@ struct RetentionTests {
         h.send(p, #"{"op":"publish","type":"a","retain":true,"data":1}"#)
         h.send(p, #"{"op":"clear","type":"a","req":1}"#, #"{"op":"clear","type":"a","req":2}"#, #"{"op":"clear","type":"a"}"#)
         let replies = h.read(p)
-        #expect(replies.map { "\($0.op!) \($0.type!) \($0.object["removed"] as! Bool)" } == ["ok a true", "ok a false"])
+        #expect(replies.map { "\($0.op!) \($0.type!) \($0.fields["removed"] as! Bool)" } == ["ok a true", "ok a false"])
         let s = h.connect()
         h.send(s, #"{"op":"subscribe","type":"a","last":true,"req":1}"#)
         #expect(h.read(s).map { $0.int("retained") } == [0])
@@ -143,7 +143,7 @@ struct RetentionTests {
         let stats = replies[0]
         #expect(stats.int("retained") == 1 && stats.int("retained_bytes") == h.broker.retention.retained.byteCount)
         #expect(stats.int("history_first_seq") == 1 && stats.int("history_events") == 2)
-        let features = try #require(replies[1].object["features"] as? [String])
+        let features = try #require(replies[1].fields["features"] as? [String])
         #expect(features.contains("retain") && features.contains("history"))
 
         let off = BrokerHarness { $0.retention.historyEvents = 0 }
@@ -151,7 +151,7 @@ struct RetentionTests {
         off.send(d, #"{"op":"publish","type":"b"}"#, #"{"op":"stats","req":1}"#, #"{"op":"hello","req":2}"#)
         let offReplies = off.read(d)
         #expect(offReplies[0].int("history_events") == 0 && offReplies[0].int("history_first_seq") == 2)
-        #expect((offReplies[1].object["features"] as? [String])?.contains("history") == false)
+        #expect((offReplies[1].fields["features"] as? [String])?.contains("history") == false)
         h.closeAll()
         off.closeAll()
     }
@@ -173,7 +173,7 @@ struct RetentionTests {
         h(old, p, [#"{"op":"publish","type":"b","retain":true,"source":"s","id":"x","data":{"k":[1, 2]}}"#,
                    #"{"op":"publish","type":"c","data":0}"#,
                    #"{"op":"publish","type":"a","retain":true,"data":"A"}"#])
-        let before = old.broker.retainedSnapshot().events.sorted { $0.seq < $1.seq }.map { Frame(Array(UnsafeRawBufferPointer(start: $0.frame.baseAddress, count: $0.frame.count - 1))) }
+        let before = old.broker.retainedSnapshot().events.sorted { $0.seq < $1.seq }.map { parseFrame(Array(UnsafeRawBufferPointer(start: $0.frame.baseAddress, count: $0.frame.count - 1))) }
 
         let new = BrokerHarness(instance: "1111111122222222")
         let report = RetentionTests.stateFile(old).withUnsafeBytes { new.broker.restoreRetained(fromStateFile: $0) }
@@ -184,8 +184,8 @@ struct RetentionTests {
         #expect(after.map { $0.seq! } == [1, 2] && after.map { $0.type! } == ["b", "a"])
         for (b, a) in zip(before, after) {
             // Byte for byte the same frame but for the seq (and the flag).
-            let expected = b.text.replacingOccurrences(of: #""seq":\#(b.seq!),"#, with: #""seq":\#(a.seq!),"#).dropLast() + #","retained":true}"#
-            #expect(a.text == expected)
+            let expected = b.raw.replacingOccurrences(of: #""seq":\#(b.seq!),"#, with: #""seq":\#(a.seq!),"#).dropLast() + #","retained":true}"#
+            #expect(a.raw == expected)
         }
         // New events continue after the restored seqs; they are not history.
         let q = new.connect()

@@ -27,7 +27,7 @@ struct RoutingTests {
         #expect(event.string("id") == "\(BrokerHarness.instance)-1")
         #expect(event.int("pid") == 4242 && event.int("uid") == 1001 && event.int("gid") == 1002)
         // data is forwarded byte for byte, not re-serialised.
-        #expect(event.text.hasSuffix(#","data":{ "total" : 12.50, "k":[1,2] }}"#))
+        #expect(event.raw.hasSuffix(#","data":{ "total" : 12.50, "k":[1,2] }}"#))
 
         let replies = h.read(publisher)
         #expect(replies.count == 1)
@@ -44,7 +44,7 @@ struct RoutingTests {
         h.send(subscriber, #"{"op":"subscribe","type":"a"}"#)
         h.send(publisher, #"{"op":"publish","type":"a"}"#)
         let event = try #require(h.read(subscriber).first)
-        #expect(event.text.hasSuffix(#","data":null}"#))
+        #expect(event.raw.hasSuffix(#","data":null}"#))
         #expect(h.read(publisher).isEmpty, "success without req is silent")
         h.closeAll()
     }
@@ -56,7 +56,7 @@ struct RoutingTests {
         h.send(subscriber, #"{"op":"subscribe","type":"a"}"#)
         h.send(publisher, #"{"op":"publish","type":"a","source":"bill\u0069ng","id":"x\"1"}"#)
         let event = try #require(h.read(subscriber).first)
-        #expect(event.text.contains(#""source":"bill\u0069ng","id":"x\"1""#))
+        #expect(event.raw.contains(#""source":"bill\u0069ng","id":"x\"1""#))
         #expect(event.string("source") == "billing" && event.string("id") == "x\"1")
         h.closeAll()
     }
@@ -166,7 +166,7 @@ struct RoutingTests {
         let lines = (0..<50).map { #"{"op":"publish","type":"t\#($0 % 7)","data":\#($0)}"# }
         h.sendRaw(publisher, utf8(lines.joined(separator: "\n") + "\n"))
         let events = h.read(subscriber)
-        #expect(events.map { $0.object["data"] as? Int } == (0..<50).map { $0 })
+        #expect(events.map { $0.fields["data"] as? Int } == (0..<50).map { $0 })
         h.closeAll()
     }
 

@@ -84,7 +84,7 @@ final class TestBroker {
     let socket: String
     /// Extra `eventbusd` options, e.g. `["--max-connections", "1"]`.
     let options: [String]
-    private var process: RunningProcess?
+    private var process: BrokerProcess?
 
     init(scratch: TemporaryDirectory? = nil, options: [String] = []) throws {
         self.scratch = try scratch ?? TemporaryDirectory(prefix: "ebcli.")
@@ -93,23 +93,17 @@ final class TestBroker {
         try start()
     }
 
-    /// Starts the broker (again) on the same path and waits until it answers.
+    /// Starts the broker (again) on the same path and waits until it answers
+    /// (an EventBusTestSupport `BrokerProcess`).
+    /// - Throws: `BrokerProcessError.notReady`/`.exitedEarly` (with the broker's stderr).
     func start() throws {
-        process = try RunningProcess(cliProduct("eventbusd"), ["--socket", socket] + options, in: scratch)
-        let deadline = ContinuousClock.now + .seconds(10)
-        while ContinuousClock.now < deadline {
-            if let client = try? LineClient(socket), (try? client.request("{\"op\":\"ping\",\"req\":\"ready\"}")) != nil { return }
-            if process?.isRunning == false { break }
-            usleep(10_000)
-        }
-        throw TestFailure("eventbusd did not become ready on \(socket): \(String(describing: try? process?.wait(timeout: .seconds(1))))")
+        process = try BrokerProcess(arguments: options, socketPath: socket)
     }
 
-    /// SIGTERM and reap; the broker unlinks its socket on a clean exit.
+    /// SIGTERM and reap (SIGKILL after 10 s); the broker unlinks its socket on a clean exit.
     func stop() throws {
         guard let process else { return }
-        process.send(signal: SIGTERM)
-        try process.wait(timeout: .seconds(10))
+        process.terminate(timeout: .seconds(10))
         self.process = nil
     }
 
@@ -140,17 +134,12 @@ final class TestBroker {
     }
 
     deinit {
-        if let process, process.isRunning {
-            process.send(signal: SIGTERM)
-            _ = try? process.wait(timeout: .seconds(5))
-        }
+        process?.terminate(timeout: .seconds(5))
     }
 }
 
-/// Parses one line of JSON output into an object.
+/// Parses one line of JSON output into an object (EventBusTestSupport's `Frame`).
+/// - Throws: `RawClientError.invalidFrame` when it is not a JSON object.
 func jsonObject(_ line: String) throws -> [String: Any] {
-    guard let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else {
-        throw TestFailure("not a JSON object: \(line)")
-    }
-    return object
+    try Frame(line: Array(line.utf8)).fields
 }

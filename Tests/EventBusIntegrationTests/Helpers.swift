@@ -8,12 +8,6 @@ import Foundation
 import Glibc
 import Testing
 
-/// A failed expectation inside a helper, with a readable message.
-struct TestFailure: Error, CustomStringConvertible {
-    let description: String
-    init(_ message: String) { description = message }
-}
-
 /// What a `publish` with `req` answered: `seq` and `delivered`.
 struct Receipt {
     let seq: Int

@@ -45,7 +45,7 @@ func robustRaiseOpenFileLimit() {
 /// Which sanitizer runtime the process `pid` runs with, if any (its memory
 /// figures then include shadow memory and quarantine).
 func robustSanitizerRuntime(pid: pid_t) -> String? {
-    let maps = (try? String(contentsOfFile: "/proc/\(pid)/maps", encoding: .utf8)) ?? ""
+    let maps = readProcFile("/proc/\(pid)/maps") ?? ""
     if maps.contains("asan") { return "asan" }
     if maps.contains("tsan") { return "tsan" }
     return nil
@@ -84,30 +84,71 @@ func robustThread(_ group: DispatchGroup, _ body: @escaping @Sendable () -> Void
 
 /// A client process (`socat`) that can be SIGKILLed: its stdin is a pipe the
 /// test writes to; its stdout goes to /dev/null, or to a pipe nobody reads so
-/// that it stops reading its socket.
+/// that it stops reading its socket. Started with `spawnChild` (posix_spawn,
+/// default signal state), not Foundation.Process (see SpawnedProcess.swift).
 final class RobustKillableClient {
-    let process = Process()
-    let input = Pipe()
-    let output = Pipe()
+    let pid: pid_t
+    /// The write end of socat's stdin.
+    private let input: Int32
+    /// The read end of socat's stdout when nobody reads it, else -1.
+    private let output: Int32
+    private var reaped = false
 
     init(socketPath: String, readsOutput: Bool) throws {
         guard let socat = findInPath("socat") else { throw RawClientError.system(call: "find socat (run scripts/deps)", errno: ENOENT) }
-        process.executableURL = URL(fileURLWithPath: socat)
-        process.arguments = ["-", "UNIX-CONNECT:" + socketPath]
-        process.standardInput = input
-        process.standardOutput = readsOutput ? FileHandle.nullDevice : output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        var inputPipe: [Int32] = [-1, -1], outputPipe: [Int32] = [-1, -1]
+        guard closeOnExecPipe(&inputPipe) else { throw RawClientError.system(call: "pipe", errno: errno) }
+        if !readsOutput && !closeOnExecPipe(&outputPipe) {
+            let code = errno
+            close(inputPipe[0]); close(inputPipe[1])
+            throw RawClientError.system(call: "pipe", errno: code)
+        }
+        defer {
+            close(inputPipe[0])
+            if outputPipe[1] >= 0 { close(outputPipe[1]) }
+        }
+        do {
+            pid = try spawnChild(socat, ["-", "UNIX-CONNECT:" + socketPath], stdinDescriptor: inputPipe[0],
+                                 stdoutDescriptor: readsOutput ? nil : outputPipe[1])
+        } catch {
+            close(inputPipe[1])
+            if outputPipe[0] >= 0 { close(outputPipe[0]) }
+            throw error
+        }
+        input = inputPipe[1]
+        output = outputPipe[0]
     }
 
-    func write(_ text: String) { input.fileHandleForWriting.write(Data(text.utf8)) }
+    /// Writes `text` to socat's stdin in full (blocking while the pipe is full).
+    func write(_ text: String) {
+        let bytes = Array(text.utf8)
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes[offset...].withUnsafeBytes { Glibc.write(input, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { return }
+            offset += n
+        }
+    }
 
     func kill9() {
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        guard !reaped else { return }
+        kill(pid, SIGKILL)
+        _ = waitForChild(pid, timeout: .seconds(10))
+        reaped = true
     }
 
     deinit {
-        if process.isRunning { kill9() }
+        kill9()
+        close(input)
+        if output >= 0 { close(output) }
     }
+}
+
+/// pipe(2) with both ends close-on-exec (Swift's Glibc lacks pipe2), so no
+/// other child inherits them; false with errno set when it fails.
+private func closeOnExecPipe(_ ends: inout [Int32]) -> Bool {
+    guard pipe(&ends) == 0 else { return false }
+    for fd in ends { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+    return true
 }

@@ -8,22 +8,11 @@
 // parsed rules' fields and `Pattern.matches`).
 import EventBusPolicy
 import EventBusProtocol
+import EventBusTestSupport
 import Testing
 
-/// SplitMix64: a small, fast, seeded generator so every random test is repeatable.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
+/// The shared seeded generator (EventBusTestSupport).
+typealias SeededGenerator = EventBusTestSupport.SeededGenerator
 
 /// Users and groups the tests resolve by name.
 let testNames = TableNameResolver(

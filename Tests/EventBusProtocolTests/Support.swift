@@ -3,24 +3,13 @@
 //
 // Before editing: everything random here is seeded, so a failure reproduces.
 import EventBusProtocol
+import EventBusTestSupport
 
 /// The UTF-8 bytes of `text`.
 func utf8(_ text: String) -> [UInt8] { Array(text.utf8) }
 
-/// SplitMix64: a small, fast, seeded generator so every random test is repeatable.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
+/// The shared seeded generator (EventBusTestSupport).
+typealias SeededGenerator = EventBusTestSupport.SeededGenerator
 
 /// Runs `JSONScanner.validate` over `bytes`.
 func validateJSON(_ bytes: [UInt8], maxDepth: Int = 512) -> Result<JSONToken, JSONSyntaxError> {

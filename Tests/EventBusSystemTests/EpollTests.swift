@@ -2,6 +2,7 @@
 // peer half-close (EPOLLRDHUP) and full close (EPOLLHUP) are reported with the
 // registration's token; modify and remove take effect; errors name epoll_ctl.
 import EventBusSystem
+import EventBusTestSupport
 import Glibc
 import Testing
 
@@ -120,7 +121,7 @@ struct EpollTests {
 
     @Test func aListeningSocketIsReadableWhenAConnectionIsPending() throws {
         let dir = try TemporaryDirectory()
-        defer { dir.cleanUp() }
+        defer { dir.remove() }
         let listener = try FileDescriptor.unixStreamSocket()
         defer { listener.close() }
         try listener.bind(toPath: dir.file("l.sock"))

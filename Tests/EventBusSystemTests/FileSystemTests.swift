@@ -1,6 +1,7 @@
 // Tier 2: the filesystem calls used for the socket path (lstat, mkdir,
 // unlink, chmod), errno naming, clocks and process limits, on temp paths.
 import EventBusSystem
+import EventBusTestSupport
 import Glibc
 import Testing
 
@@ -8,7 +9,7 @@ import Testing
 struct FileSystemTests {
     @Test func kindTellsMissingRegularDirectoryAndSocketApart() throws {
         let dir = try TemporaryDirectory()
-        defer { dir.cleanUp() }
+        defer { dir.remove() }
         #expect(try FileSystem.kind(ofPath: dir.file("nothing")) == .missing)
         #expect(try FileSystem.kind(ofPath: dir.file("nothing/below")) == .missing)
         #expect(try FileSystem.kind(ofPath: dir.path) == .directory)
@@ -37,7 +38,7 @@ struct FileSystemTests {
 
     @Test func createDirectoriesMakesEveryMissingParentAndIsIdempotent() throws {
         let dir = try TemporaryDirectory()
-        defer { dir.cleanUp() }
+        defer { dir.remove() }
         let deep = dir.file("a/b/c")
         try FileSystem.createDirectories(deep)
         #expect(try FileSystem.kind(ofPath: dir.file("a")) == .directory)
@@ -49,7 +50,7 @@ struct FileSystemTests {
 
     @Test func createDirectoriesBelowAFileNamesMkdir() throws {
         let dir = try TemporaryDirectory()
-        defer { dir.cleanUp() }
+        defer { dir.remove() }
         let fd = open(dir.file("file"), O_CREAT | O_WRONLY, 0o600)
         try #require(fd >= 0)
         close(fd)
@@ -60,7 +61,7 @@ struct FileSystemTests {
 
     @Test func unlinkRemovesAndNamesTheCallWhenMissing() throws {
         let dir = try TemporaryDirectory()
-        defer { dir.cleanUp() }
+        defer { dir.remove() }
         let socket = try FileDescriptor.unixStreamSocket()
         defer { socket.close() }
         try socket.bind(toPath: dir.file("u.sock"))
@@ -73,7 +74,7 @@ struct FileSystemTests {
 
     @Test func chmodSetsTheModeOfASocketFile() throws {
         let dir = try TemporaryDirectory()
-        defer { dir.cleanUp() }
+        defer { dir.remove() }
         let socket = try FileDescriptor.unixStreamSocket()
         defer { socket.close() }
         try socket.bind(toPath: dir.file("m.sock"))

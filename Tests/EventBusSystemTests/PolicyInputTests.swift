@@ -2,6 +2,7 @@
 // system: SO_PEERGROUPS, getsockname(2) of a bound socket, getpwnam_r(3) /
 // getgrnam_r(3), reading files and directories, /proc/self/exe, kill(2).
 import EventBusSystem
+import EventBusTestSupport
 import Glibc
 import Testing
 
@@ -27,7 +28,7 @@ struct PolicyInputTests {
 
     @Test func localPathIsTheBoundPathAndNilWhenUnbound() throws {
         let directory = try TemporaryDirectory()
-        defer { directory.cleanUp() }
+        defer { directory.remove() }
         let listener = try FileDescriptor.unixStreamSocket()
         defer { listener.close() }
         #expect(try listener.localPath() == nil)
@@ -44,7 +45,7 @@ struct PolicyInputTests {
 
     @Test func filesAndDirectoriesAreReadWholeAndSorted() throws {
         let directory = try TemporaryDirectory()
-        defer { directory.cleanUp() }
+        defer { directory.remove() }
         for name in ["b.conf", "a.conf", "B.conf"] {
             let fd = open(directory.file(name), O_WRONLY | O_CREAT, 0o644)
             _ = write(fd, name, name.utf8.count)

@@ -3,6 +3,7 @@
 // SO_PEERCRED gives our own pid/uid/gid, errors name the failing call,
 // `UnixAddress` enforces sun_path's 108 bytes, flags are set at creation.
 import EventBusSystem
+import EventBusTestSupport
 import Glibc
 import Testing
 
@@ -136,7 +137,7 @@ struct SocketTests {
 
     @Test func listenAcceptAndConnectOnATemporaryPath() throws {
         let dir = try TemporaryDirectory()
-        defer { dir.cleanUp() }
+        defer { dir.remove() }
         let path = dir.file("bus.sock")
         let listener = try FileDescriptor.unixStreamSocket()
         defer { listener.close() }
@@ -175,7 +176,7 @@ struct SocketTests {
 
     @Test func connectingToAMissingPathNamesTheCallAndThePath() throws {
         let dir = try TemporaryDirectory()
-        defer { dir.cleanUp() }
+        defer { dir.remove() }
         let error = #expect(throws: SystemError.self) {
             try FileDescriptor.connectedUnixSocket(toPath: dir.file("missing.sock")).close()
         }
@@ -186,7 +187,7 @@ struct SocketTests {
 
     @Test func connectingToAStaleSocketIsRefused() throws {
         let dir = try TemporaryDirectory()
-        defer { dir.cleanUp() }
+        defer { dir.remove() }
         let path = dir.file("stale.sock")
         let dead = try FileDescriptor.unixStreamSocket()
         try dead.bind(toPath: path)
@@ -202,7 +203,7 @@ struct SocketTests {
 
     @Test func bindingAnExistingPathIsAddressInUse() throws {
         let dir = try TemporaryDirectory()
-        defer { dir.cleanUp() }
+        defer { dir.remove() }
         let path = dir.file("b.sock")
         let first = try FileDescriptor.unixStreamSocket()
         defer { first.close() }

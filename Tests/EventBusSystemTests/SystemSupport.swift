@@ -1,6 +1,6 @@
 // Helpers for the tier-2 tests: real kernel objects (socketpairs, sockets on
-// short temporary paths), each owned by the test that made it and closed or
-// removed before it returns.
+// short temporary paths in EventBusTestSupport's `TemporaryDirectory`), each
+// owned by the test that made it and closed or removed before it returns.
 //
 // Before editing: keep paths short (sun_path holds 108 bytes) and unique per
 // test so the tests can run in parallel.
@@ -15,43 +15,6 @@ func makeSocketPair(sourceLocation: SourceLocation = #_sourceLocation) throws ->
     let result = socketpair(AF_UNIX, type, 0, &fds)
     try #require(result == 0, "socketpair: \(Errno.current)", sourceLocation: sourceLocation)
     return (FileDescriptor(rawValue: fds[0]), FileDescriptor(rawValue: fds[1]))
-}
-
-/// A fresh directory under /tmp, removed with everything in it by `cleanUp`.
-final class TemporaryDirectory {
-    let path: String
-
-    init() throws {
-        var template = Array("/tmp/ebsys.XXXXXX".utf8CString)
-        let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
-        try #require(made != nil, "mkdtemp: \(Errno.current)")
-        path = String(decoding: template.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    }
-
-    func file(_ name: String) -> String { path + "/" + name }
-
-    /// Removes the directory tree (depth-first; only what the tests create).
-    func cleanUp() {
-        removeTree(path)
-    }
-
-    private func removeTree(_ path: String) {
-        guard let dir = opendir(path) else {
-            _ = unlink(path)
-            return
-        }
-        while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
-            }
-            if name == "." || name == ".." { continue }
-            let child = path + "/" + name
-            var info = stat()
-            if lstat(child, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR { removeTree(child) } else { _ = unlink(child) }
-        }
-        closedir(dir)
-        _ = rmdir(path)
-    }
 }
 
 /// The fd's file status flags (fcntl F_GETFL) and descriptor flags (F_GETFD).
