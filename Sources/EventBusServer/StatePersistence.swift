@@ -80,6 +80,7 @@ final class StatePersistence {
         for problem in report.problems { logger.warning("state file \(path): \(problem)") }
         logger.info("restored \(report.restored) retained event\(report.restored == 1 ? "" : "s") from \(path)")
         writtenGeneration = broker.retainedGeneration
+        _ = broker.takeRetainedChanges()  // the restore itself is in the file; the first write is whole anyway
     }
 
     // MARK: The loop's side
