@@ -100,6 +100,24 @@ struct RetentionTests {
         h.closeAll()
     }
 
+    /// Attack round: a retained event past 2 KiB (whose frame is built in a
+    /// chunk of its own) was copied from that chunk after it was released:
+    /// subscribers, `last` and the state file got freed memory.
+    @Test(arguments: [1_000, 3_000, 70_000])
+    func aLargeRetainedEventIsKeptIntact(size: Int) throws {
+        let h = BrokerHarness()
+        let live = h.connect()
+        h.send(live, #"{"op":"subscribe","type":"big"}"#)
+        let p = h.connect(uid: 2000)
+        let data = String(repeating: "x", count: size)
+        h.send(p, #"{"op":"publish","type":"big","retain":true,"data":"\#(data)"}"#)
+        #expect(h.read(live).map { $0.string("data") } == [data])
+        let s = h.connect()
+        h.send(s, #"{"op":"subscribe","type":"big","last":true}"#)
+        #expect(h.read(s).map { $0.string("data") } == [data])
+        h.closeAll()
+    }
+
     @Test func overTheRetainedLimitsThePublishIsRefusedWithLimitAndNothingHappens() throws {
         let h = BrokerHarness {
             $0.quotas.maxRetainedEvents = 2
