@@ -123,12 +123,15 @@ extension Broker {
     /// in seq order; charged to the uid's replay credit.
     /// - Parameter filtered: the subscription is (or will be) marked filtered:
     ///   ask the policy for each type.
-    /// - Returns: nil when the uid's replay credit cannot pay for the search
-    ///   (answer `limit`).
+    /// - Returns: nil when the uid's replay credit cannot pay for the search,
+    ///   or is spent (in debt) for an exact pattern (answer `limit`).
     func retainedMatches(_ pattern: Pattern, for connection: Connection, filtered: Bool) -> [RetainedEvent]? {
         guard pattern.hasWildcards else {
             guard let event = retention.retained[pattern.text] else { return [] }
-            return !filtered || withUTF8(event.type) { retentionMayReceive(connection, $0) } ? [event] : []
+            guard !filtered || withUTF8(event.type, { retentionMayReceive(connection, $0) }) else { return [] }
+            // No search to pay for, but the copy is: a uid in debt from
+            // copying (sendRetained) waits like one out of credit.
+            return replayCredit(uid: connection.credentials.uid) > 0 ? [event] : nil
         }
         guard spendReplayCredit(uid: connection.credentials.uid, units: retention.retained.count, allowDebt: false) else { return nil }
         let matcher = PatternMatcher(pattern)

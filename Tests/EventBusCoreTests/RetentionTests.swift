@@ -118,6 +118,26 @@ struct RetentionTests {
         h.closeAll()
     }
 
+    /// Attack round: `last` on an exact type cost no credit however large
+    /// the retained event; its copy is now paid for, and a uid in debt waits.
+    @Test func lastOnAnExactTypePaysForTheCopyAndWaitsWhenTheCreditIsSpent() throws {
+        let h = BrokerHarness {
+            $0.retention.replayBurstUnits = 100
+            $0.retention.replayUnitsPerSecond = 100
+        }
+        let p = h.connect(uid: 2000)
+        h.send(p, #"{"op":"publish","type":"big","retain":true,"data":"\#(String(repeating: "x", count: 10_000))"}"#)
+        let s = h.connect()
+        h.send(s, #"{"op":"subscribe","type":"big","last":true,"req":1}"#)
+        #expect(h.read(s).map { $0.op } == ["ok", "event"], "the credit was positive: served, now in debt")
+        h.send(s, #"{"op":"unsubscribe","type":"big"}"#, #"{"op":"subscribe","type":"big","last":true,"req":2}"#)
+        #expect(h.read(s).map { $0.code ?? $0.op! } == ["limit"])
+        h.elapsedNanoseconds += 10_000_000_000
+        h.send(s, #"{"op":"subscribe","type":"big","last":true,"req":3}"#)
+        #expect(h.read(s).map { $0.op } == ["ok", "event"], "credit back with time")
+        h.closeAll()
+    }
+
     @Test func overTheRetainedLimitsThePublishIsRefusedWithLimitAndNothingHappens() throws {
         let h = BrokerHarness {
             $0.quotas.maxRetainedEvents = 2
