@@ -125,8 +125,8 @@ public struct BridgeCore {
             counters.suspended += 1
             return .skip(.suspended)
         }
-        let headers = CloudEventsHeaders.export(event, node: mapping.node, instance: brokerInstance)
-        return .publish(OutgoingMessage(subject: mapping.exportSubject(for: event.type), headers: headers, payload: event.data, tag: event.seq))
+        let block = CloudEventsHeaders.exportBlock(event, node: mapping.node, instance: brokerInstance)
+        return .publish(OutgoingMessage(subject: mapping.exportSubject(for: event.type), headerBlock: block, payload: event.data, tag: event.seq))
     }
 
     /// Counts an export the NATS client accepted (`queued` or `held`); its
@@ -170,9 +170,8 @@ public struct BridgeCore {
             }
             if node == mapping.node { return drop(.loop, "\(message.subject) names our own node") }
             if type.isReserved { return drop(.badType, "\(type.name) is reserved for the broker") }
-            if let error = message.headerError { return drop(.badHeader, "\(message.subject): \(error)") }
             var problem: String?
-            guard let fields = CloudEventsHeaders.import(message.headers, node: node, type: type, problem: &problem) else {
+            guard let fields = CloudEventsHeaders.import(message.headerBlock, node: node, type: type, problem: &problem) else {
                 return drop(.badHeader, "\(message.subject): \(problem ?? "bad headers")")
             }
             let data: JSONText?

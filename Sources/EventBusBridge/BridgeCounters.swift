@@ -63,11 +63,18 @@ public struct BusStatus: Equatable, Sendable {
     public var path = ""
     /// Connections after the first.
     public var reconnects = 0
+    /// Events the broker replayed from its history after a reconnect (`since`).
+    public var replayed = 0
+    /// Reconnects after which the broker said, with a `gap` frame, that
+    /// exports may have been missed (its history did not reach back, or it restarted).
+    public var gaps = 0
 
-    public init(up: Bool = false, path: String = "", reconnects: Int = 0) {
+    public init(up: Bool = false, path: String = "", reconnects: Int = 0, replayed: Int = 0, gaps: Int = 0) {
         self.up = up
         self.path = path
         self.reconnects = reconnects
+        self.replayed = replayed
+        self.gaps = gaps
     }
 }
 
@@ -112,7 +119,7 @@ public struct BridgeStatus: Equatable, Sendable {
     }
 
     /// One line of JSON, every reason present (`pid` and `updated` only once set):
-    /// `{"node":"host-a","pid":812,"updated":"2026-11-29T13:00:00.123Z","bus":"up","bus_path":"/run/eventbus/bus.sock","bus_reconnects":0,"link":"up","server":"nats://127.0.0.1:4222","buffered":0,"buffered_bytes":0,"exported":12,"imported":3,"dropped":{"buffer":0,"too_large":0,"bad_type":0,"loop":0,"denied":0,"bad_header":0,"bad_data":0,"local_bus":0,"local_overflow":0},"reconnects":1,"exporting":true,"remote_reports":0,"remote_lost":0}`
+    /// `{"node":"host-a","pid":812,"updated":"2026-11-29T13:00:00.123Z","bus":"up","bus_path":"/run/eventbus/bus.sock","bus_reconnects":0,"bus_replayed":0,"bus_gaps":0,"link":"up","server":"nats://127.0.0.1:4222","buffered":0,"buffered_bytes":0,"exported":12,"imported":3,"dropped":{"buffer":0,"too_large":0,"bad_type":0,"loop":0,"denied":0,"bad_header":0,"bad_data":0,"local_bus":0,"local_overflow":0},"reconnects":1,"exporting":true,"remote_reports":0,"remote_lost":0}`
     public var json: String {
         var out: [UInt8] = Array("{\"node\":".utf8)
         JSONString.appendQuoted(node, to: &out)
@@ -122,7 +129,7 @@ public struct BridgeStatus: Equatable, Sendable {
         }
         out.append(contentsOf: ",\"bus\":\"\(bus.up ? "up" : "down")\",\"bus_path\":".utf8)
         JSONString.appendQuoted(bus.path, to: &out)
-        out.append(contentsOf: ",\"bus_reconnects\":\(bus.reconnects)".utf8)
+        out.append(contentsOf: ",\"bus_reconnects\":\(bus.reconnects),\"bus_replayed\":\(bus.replayed),\"bus_gaps\":\(bus.gaps)".utf8)
         out.append(contentsOf: ",\"link\":\"\(linkUp ? "up" : "down")\",\"server\":".utf8)
         if let server { JSONString.appendQuoted(server, to: &out) } else { out.append(contentsOf: "null".utf8) }
         out.append(contentsOf: ",\"buffered\":\(bufferedEvents),\"buffered_bytes\":\(bufferedBytes),\"exported\":\(exported),\"imported\":\(imported),\"dropped\":{".utf8)

@@ -3,8 +3,15 @@
 // with `origin`, PROTOCOL.md "Bridged events (1.1)").
 //
 // Before editing: these are plain values so the bridge's logic stays pure;
-// the eventbus side (step 2 of issue 13) fills `LocalEvent` from the
-// client library's event and turns `LocalPublish` into a publish request.
+// the bridge's bus connection fills `LocalEvent` from the raw event frame and
+// turns `LocalPublish` into a publish request. `LocalEvent` lists the same
+// event fields as the client library's `EventMetadata` (PROTOCOL.md
+// "Events") on purpose, not by accident: EventBusClient and EventBusBridge
+// are siblings over EventBusProtocol, and a shared struct would have to
+// live there and change the public `EventMetadata` of the `EventBus`
+// library (or make the bridge link the whole client), for eight stored
+// properties whose types differ anyway (`EventType` here, `String` there;
+// the bytes of `data` and `hasOrigin` here, delivery flags there).
 import EventBusProtocol
 
 /// An event delivered to the bridge by the local broker (PROTOCOL.md "Events").

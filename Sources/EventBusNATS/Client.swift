@@ -160,13 +160,17 @@ public final class Client: Sendable {
                 // poll(2) fails only for bad arguments; wait a little instead of spinning.
                 usleep(10_000)
             }
-            if !entries[0].returned.isEmpty { wakeup.drain() }
+            let woken = !entries[0].returned.isEmpty
+            if woken { wakeup.drain() }
             if entries.count > 1, let fd = connection.fd {
                 let ready = entries[1].returned
                 if !ready.intersection([.readable, .hangup, .error]).isEmpty {
                     readAvailable(fd, &buffer, &connection)
                 }
-                if connection.fd == fd && ready.contains(.writable) {
+                // Woken by a publish: write at once rather than poll again to
+                // learn that the socket is writable (it nearly always is; if
+                // not, the write would block and the next poll waits for it).
+                if connection.fd == fd && (ready.contains(.writable) || (woken && state.withLock { $0.hasWritableBytes })) {
                     writeAvailable(fd, &connection)
                 }
             }

@@ -52,10 +52,19 @@ public struct Headers: Equatable, Sendable {
 
     /// The header block: `NATS/1.0\r\n`, one `Name: %-encoded value\r\n` per
     /// field, `\r\n`. Its byte count is HPUB's `#header bytes`.
-    public func encoded() -> [UInt8] {
+    public func encoded() -> [UInt8] { encoded(withStatus: false) }
+
+    /// The header block as a server writes it: with the status code and
+    /// description on the version line (`NATS/1.0 503 No Responders\r\n`).
+    func encoded(withStatus: Bool) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(fields.reduce(12) { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 } + 32)
-        out.append(contentsOf: "NATS/1.0\r\n".utf8)
+        out.append(contentsOf: "NATS/1.0".utf8)
+        if withStatus, let status {
+            out.append(contentsOf: " \(status)".utf8)
+            if let statusDescription { out.append(contentsOf: " \(statusDescription)".utf8) }
+        }
+        out.append(contentsOf: "\r\n".utf8)
         for (name, value) in fields {
             out.append(contentsOf: name.utf8)
             out.append(0x3A)
@@ -76,10 +85,34 @@ public struct Headers: Equatable, Sendable {
     ///   does not end with an empty line, or has a line without `:` or with
     ///   a name that is not a token.
     public static func parse(_ block: UnsafeRawBufferPointer) throws(HeaderError) -> Headers {
-        let n = block.count
-        guard n >= 4, block[n - 4] == 0x0D, block[n - 3] == 0x0A, block[n - 2] == 0x0D, block[n - 1] == 0x0A else { throw .notTerminated }
         var headers = Headers()
         headers.fields.reserveCapacity(16)
+        try walk(block, versionLine: { line throws(HeaderError) in try parseVersionLine(line, into: &headers) }) { name, value in
+            headers.fields.append((String(decoding: name, as: UTF8.self), percentDecoded(value)))
+            return true
+        }
+        return headers
+    }
+
+    /// Calls `body` with each field's name and value bytes, in order, as
+    /// `parse` reads them (the value trimmed of spaces and tabs but still
+    /// percent-encoded: `percentDecoded(into:)` decodes it), without making
+    /// any String: for hot paths that look at a few known fields. `body`
+    /// returns false to stop early (the rest of the block is then not checked).
+    /// - Throws: `HeaderError` as `parse` does (the status is checked, not returned).
+    public static func forEachField(_ block: UnsafeRawBufferPointer, _ body: (_ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) -> Bool) throws(HeaderError) {
+        try walk(block, versionLine: { line throws(HeaderError) in
+            var ignored = Headers()
+            try parseVersionLine(line, into: &ignored)
+        }, body)
+    }
+
+    /// The one reader of the block's lines: the version line, then every field, then the empty line.
+    @inline(__always)
+    private static func walk(_ block: UnsafeRawBufferPointer, versionLine: (UnsafeRawBufferPointer) throws(HeaderError) -> Void,
+                             _ field: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> Bool) throws(HeaderError) {
+        let n = block.count
+        guard n >= 4, block[n - 4] == 0x0D, block[n - 3] == 0x0A, block[n - 2] == 0x0D, block[n - 1] == 0x0A else { throw .notTerminated }
         var start = 0
         var lineNumber = 0
         var i = 0
@@ -91,31 +124,30 @@ public struct Headers: Equatable, Sendable {
             }
             let line = UnsafeRawBufferPointer(rebasing: block[start..<i])
             if lineNumber == 0 {
-                try parseVersionLine(line, into: &headers)
+                try versionLine(line)
             } else if line.isEmpty && i + 2 == n {
                 ended = true
             } else {
-                try parseField(line, into: &headers)
+                let (name, value) = try splitField(line)
+                if !field(name, value) { return }
             }
             lineNumber += 1
             i += 2
             start = i
         }
         guard ended, start == n else { throw .notTerminated }
-        return headers
     }
 
-    /// One `Name: value` line.
-    private static func parseField(_ line: UnsafeRawBufferPointer, into headers: inout Headers) throws(HeaderError) {
+    /// One `Name: value` line: the name and the trimmed value.
+    @inline(__always)
+    private static func splitField(_ line: UnsafeRawBufferPointer) throws(HeaderError) -> (UnsafeRawBufferPointer, UnsafeRawBufferPointer) {
         guard let colon = line.firstIndex(of: 0x3A), colon > 0,
               line[..<colon].allSatisfy(isTokenByte) else { throw .malformedField(String(decoding: line, as: UTF8.self)) }
-        let name = String(decoding: UnsafeRawBufferPointer(rebasing: line[..<colon]), as: UTF8.self)
         var valueStart = colon + 1
         var valueEnd = line.count
         while valueStart < valueEnd && (line[valueStart] == 0x20 || line[valueStart] == 0x09) { valueStart += 1 }
         while valueEnd > valueStart && (line[valueEnd - 1] == 0x20 || line[valueEnd - 1] == 0x09) { valueEnd -= 1 }
-        let value = percentDecoded(UnsafeRawBufferPointer(rebasing: line[valueStart..<valueEnd]))
-        headers.fields.append((name, value))
+        return (UnsafeRawBufferPointer(rebasing: line[..<colon]), UnsafeRawBufferPointer(rebasing: line[valueStart..<valueEnd]))
     }
 
     private static func parseVersionLine(_ line: UnsafeRawBufferPointer, into headers: inout Headers) throws(HeaderError) {
@@ -168,10 +200,16 @@ public struct Headers: Equatable, Sendable {
 
     /// Decodes `%XX`; a `%` not followed by two hex digits is kept. Invalid
     /// UTF-8 after decoding becomes U+FFFD.
-    static func percentDecoded(_ bytes: UnsafeRawBufferPointer) -> String {
+    public static func percentDecoded(_ bytes: UnsafeRawBufferPointer) -> String {
         guard bytes.contains(0x25) else { return String(decoding: bytes, as: UTF8.self) }
         var out: [UInt8] = []
-        out.reserveCapacity(bytes.count)
+        percentDecoded(bytes, into: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Appends the bytes `bytes` percent-decode to (`%XX`; any other `%` kept) to `out`.
+    public static func percentDecoded(_ bytes: UnsafeRawBufferPointer, into out: inout [UInt8]) {
+        out.reserveCapacity(out.count + bytes.count)
         var i = 0
         while i < bytes.count {
             if bytes[i] == 0x25, i + 2 < bytes.count, let high = hexValue(bytes[i + 1]), let low = hexValue(bytes[i + 2]) {
@@ -182,7 +220,6 @@ public struct Headers: Equatable, Sendable {
                 i += 1
             }
         }
-        return String(decoding: out, as: UTF8.self)
     }
 
     private static func hexValue(_ b: UInt8) -> UInt8? {

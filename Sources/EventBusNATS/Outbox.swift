@@ -10,28 +10,39 @@
 // again whole: the server discards a message it did not receive to its end),
 // and protocol lines are discarded (the next connection sends its own).
 
-/// A message to publish.
+/// A message to publish. Its headers are kept encoded (`headerBlock`), so
+/// a hot path can write the block itself (`HeaderBlockWriter`) and nothing
+/// encodes it twice.
 public struct OutgoingMessage: Equatable, Sendable {
     public var subject: Subject
-    /// Sent as HPUB when present, PUB when nil.
-    public var headers: Headers?
+    /// The header block, `NATS/1.0\r\n...\r\n\r\n`: sent as HPUB when present, PUB when nil.
+    public var headerBlock: [UInt8]?
     public var payload: [UInt8]
     /// The caller's sequence number for it (for drop reports), if any.
     public var tag: UInt64?
 
     public init(subject: Subject, headers: Headers? = nil, payload: [UInt8], tag: UInt64? = nil) {
+        self.init(subject: subject, headerBlock: headers?.encoded(), payload: payload, tag: tag)
+    }
+
+    /// - Parameter headerBlock: `Headers.encoded()` or `HeaderBlockWriter.finish()`.
+    public init(subject: Subject, headerBlock: [UInt8]?, payload: [UInt8], tag: UInt64? = nil) {
         self.subject = subject
-        self.headers = headers
+        self.headerBlock = headerBlock
         self.payload = payload
         self.tag = tag
+    }
+
+    /// The headers, parsed back from the block (for tests and logs; nil for a PUB).
+    public var headers: Headers? {
+        headerBlock.flatMap { block in block.withUnsafeBytes { try? Headers.parse($0) } }
     }
 
     /// Encodes it: the PUB/HPUB bytes and the size the server compares with
     /// `max_payload` (header block plus payload, as nats.go counts it).
     func encoded() -> (bytes: [UInt8], size: Int) {
-        guard let headers else { return (Encoder.pub(subject, payload: payload), payload.count) }
-        let block = headers.encoded()
-        return (Encoder.hpub(subject, headerBlock: block, payload: payload), block.count + payload.count)
+        guard let headerBlock else { return (Encoder.pub(subject, payload: payload), payload.count) }
+        return (Encoder.hpub(subject, headerBlock: headerBlock, payload: payload), headerBlock.count + payload.count)
     }
 }
 

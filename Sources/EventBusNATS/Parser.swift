@@ -9,6 +9,10 @@
 // reported as `.oversized`, so the connection stays in step and usable.
 
 /// One message delivered by MSG or HMSG.
+///
+/// The header block is kept as it came (`headerBlock`) and read only when
+/// asked: `headers` parses it into Strings, while a hot path walks its
+/// fields as bytes (`Headers.forEachField`) without making any.
 public struct Message: Equatable, Sendable {
     /// The subject it was published to, e.g. `eventbus.evt.host-b.order.created`.
     public var subject: String
@@ -16,20 +20,45 @@ public struct Message: Equatable, Sendable {
     public var sid: SubscriptionID
     /// The reply subject, if the publisher gave one.
     public var replyTo: String?
-    /// The header block of an HMSG (nil for MSG, or when `headerError` is set).
-    public var headers: Headers?
-    /// Why an HMSG's header block could not be read (the message is still delivered).
-    public var headerError: HeaderError?
+    /// The raw header block of an HMSG, `NATS/1.0\r\n...\r\n\r\n` (nil for MSG).
+    public var headerBlock: [UInt8]?
     /// The payload bytes, exactly as published.
     public var payload: [UInt8]
 
-    public init(subject: String, sid: SubscriptionID, replyTo: String? = nil, headers: Headers? = nil, headerError: HeaderError? = nil, payload: [UInt8]) {
+    /// The header block parsed (nil for MSG, or when it is malformed: see `headerError`).
+    public var headers: Headers? {
+        guard let headerBlock else { return nil }
+        return headerBlock.withUnsafeBytes { raw in try? Headers.parse(raw) }
+    }
+
+    /// Why an HMSG's header block cannot be read (the message is still delivered).
+    public var headerError: HeaderError? {
+        guard let headerBlock else { return nil }
+        return headerBlock.withUnsafeBytes { raw -> HeaderError? in
+            do throws(HeaderError) {
+                _ = try Headers.parse(raw)
+                return nil
+            } catch {
+                return error
+            }
+        }
+    }
+
+    /// - Parameters:
+    ///   - headers: encoded into `headerBlock` (ignored when `headerBlock` is given).
+    public init(subject: String, sid: SubscriptionID, replyTo: String? = nil, headers: Headers? = nil, headerBlock: [UInt8]? = nil, payload: [UInt8]) {
         self.subject = subject
         self.sid = sid
         self.replyTo = replyTo
-        self.headers = headers
-        self.headerError = headerError
+        self.headerBlock = headerBlock ?? headers?.encoded(withStatus: true)
         self.payload = payload
+    }
+
+    /// Equal when subject, sid, reply, payload and the parsed headers agree
+    /// (two blocks that differ only in spacing hold the same headers).
+    public static func == (a: Message, b: Message) -> Bool {
+        a.subject == b.subject && a.sid == b.sid && a.replyTo == b.replyTo && a.payload == b.payload
+            && (a.headerBlock == b.headerBlock || (a.headers == b.headers && a.headerError == b.headerError))
     }
 }
 
@@ -126,14 +155,7 @@ public struct Parser {
                 state = .line
                 var message = Message(subject: subject, sid: sid, replyTo: replyTo, payload: [])
                 if let headerBytes {
-                    buffer.withUnsafeBytes { raw in
-                        let block = UnsafeRawBufferPointer(rebasing: raw[payloadStart..<(payloadStart + headerBytes)])
-                        do throws(HeaderError) {
-                            message.headers = try Headers.parse(block)
-                        } catch {
-                            message.headerError = error
-                        }
-                    }
+                    message.headerBlock = Array(buffer[payloadStart..<(payloadStart + headerBytes)])
                     message.payload = Array(buffer[(payloadStart + headerBytes)..<(payloadStart + total)])
                 } else {
                     message.payload = Array(buffer[payloadStart..<(payloadStart + total)])

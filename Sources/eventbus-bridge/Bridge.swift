@@ -136,6 +136,12 @@ final class Bridge: Sendable {
         case .down(let reason, let unconfirmed):
             core.withLock { $0.imported(.lost, count: unconfirmed) }
             logger.warning("lost the bus at \(bus.path): \(reason)\(unconfirmed > 0 ? " (\(unconfirmed) imports unconfirmed, counted lost)" : ""); reconnecting, imports are dropped meanwhile")
+        case .gap(let pattern, let since, let first, let position):
+            if let old = position.previousRun {
+                logger.warning("the broker at \(bus.path) is a new run (instance \(position.instance ?? "?"), it restarted): exports the old run \(old) published after seq \(position.previousLastSeq) and the bridge had not read are lost; exporting what the new run published meanwhile (its history from seq \(first))")
+            } else {
+                logger.warning("the broker's history no longer reaches back to seq \(since + 1) (it starts at \(first)): exports of \(pattern) between may be lost")
+            }
         case .attemptFailed(let reason, let failures):
             // The first failure in a row, then every 20th: the reconnect goes on forever.
             if failures == 1 || failures % 20 == 0 {

@@ -4,7 +4,9 @@
 // `eventbus-bridge`, overflow `drop-new`), subscribes to the export patterns,
 // hands every event to the bridge raw (data bytes unchanged, `origin`
 // presence), publishes imports with `origin`, and reconnects forever (a
-// broker restarted under socket activation), subscribing again each time.
+// broker restarted under socket activation), subscribing again each time
+// with `since` from where it had got to (`BusPosition`), so the exports
+// published meanwhile that the broker's history still holds are replayed.
 //
 // Before editing, the rules that keep the bridge reading NATS at all times
 // (DESIGN-NOTES-1.1 A.2):
@@ -35,6 +37,11 @@ enum BusReport {
     case attemptFailed(reason: String, failures: Int)
     /// Events for the export patterns, in order (the consecutive events of one read).
     case events([LocalEvent])
+    /// `{"op":"gap","type":"a.>","since_seq":10,"first_seq":50}` after a
+    /// resubscribe with `since` (the first of the connection only): the
+    /// history did not reach back, or the broker is a new run (`position`
+    /// says which, and how far the bridge had read in the old one).
+    case gap(pattern: String, sinceSeq: UInt64, firstSeq: UInt64, position: BusPosition)
     /// `{"op":"dropped","count":3,"since_seq":17}`: the broker dropped events for us.
     case dropped(count: UInt64, sinceSeq: UInt64)
     /// The broker confirmed `count` imports (a batch's `ping` answered).
@@ -68,6 +75,8 @@ final class LocalBus: Sendable {
         var greeted = false
         var everGreeted = false
         var reconnects = 0
+        var replayed = 0
+        var gaps = 0
         var outbox = BusOutbox()
     }
 
@@ -105,7 +114,7 @@ final class LocalBus: Sendable {
 
     /// The connection's state for `--status`.
     var status: BusStatus {
-        state.withLock { BusStatus(up: $0.greeted, path: path, reconnects: $0.reconnects) }
+        state.withLock { BusStatus(up: $0.greeted, path: path, reconnects: $0.reconnects, replayed: $0.replayed, gaps: $0.gaps) }
     }
 
     /// Queues an import: `{"op":"publish","type":"order.created","source":"billing","id":"x-1","origin":{"node":"host-b",...},"data":{...}}`
@@ -131,6 +140,7 @@ final class LocalBus: Sendable {
 
     private func run(_ handler: @escaping @Sendable (BusReport) -> Void) {
         var failures = 0
+        var position = BusPosition()
         while !isClosed {
             let fd: FileDescriptor
             do {
@@ -146,14 +156,17 @@ final class LocalBus: Sendable {
                 state.connected = true
                 state.outbox = BusOutbox()
                 state.outbox.append(.hello(client: LocalBus.clientName, echo: false, overflow: .dropNew), awaiting: .hello)
-                for pattern in patterns { state.outbox.append(.subscribe(pattern: pattern.text), awaiting: .subscribe(pattern)) }
+                let resume = position.resume
+                for pattern in patterns {
+                    state.outbox.append(.subscribe(pattern: pattern.text, since: resume?.since, instance: resume?.instance), awaiting: .subscribe(pattern))
+                }
                 return true
             }
             guard began else {
                 fd.close()
                 break
             }
-            let reason = serve(fd, handler)
+            let reason = serve(fd, handler, &position)
             fd.close()
             let errors = errorsUnconfirmed
             let (unconfirmed, wasGreeted) = state.withLock { state -> (Int, Bool) in
@@ -186,11 +199,16 @@ final class LocalBus: Sendable {
 
     /// Reads and writes `fd` until the connection ends or the bus is closed.
     /// - Returns: why it ended.
-    private func serve(_ fd: FileDescriptor, _ handler: @escaping @Sendable (BusReport) -> Void) -> String {
+    private func serve(_ fd: FileDescriptor, _ handler: @escaping @Sendable (BusReport) -> Void, _ position: inout BusPosition) -> String {
         var splitter = FrameSplitter(maxFrameBytes: 256 << 20)
         var buffer = [UInt8](repeating: 0, count: 64 << 10)
-        var reader = Reader(handler: handler)
-        defer { errorsUnconfirmed = reader.errorsInOldestBatch }
+        var reader = Reader(handler: handler, position: position)
+        defer {
+            errorsUnconfirmed = reader.errorsInOldestBatch
+            position = reader.position
+            let replayed = reader.replayed
+            if replayed > 0 { state.withLock { $0.replayed += replayed } }
+        }
         var writer = Writer()
         while true {
             let (closed, queued) = state.withLock { ($0.closed, $0.outbox.bytes.count > 0) }
@@ -224,6 +242,11 @@ final class LocalBus: Sendable {
                             _ = splitter.feed(UnsafeRawBufferPointer(rebasing: raw[0..<count])) { self.dispatch($0, &reader) }
                         }
                         reader.flushEvents()
+                        if reader.replayed > 0 {
+                            let replayed = reader.replayed
+                            reader.replayed = 0
+                            state.withLock { $0.replayed += replayed }
+                        }
                         if count < buffer.count { break reading }
                     }
                 }
@@ -282,8 +305,13 @@ final class LocalBus: Sendable {
     /// errors of the oldest import batch not yet confirmed.
     private struct Reader {
         let handler: @Sendable (BusReport) -> Void
+        var position: BusPosition
         var events: [LocalEvent] = []
         var errorsInOldestBatch = 0
+        /// Replayed events read and not yet added to the status.
+        var replayed = 0
+        /// A `gap` was reported on this connection already.
+        var gapReported = false
 
         /// Reports what is gathered (before any other report, and after each read).
         mutating func flushEvents() {
@@ -313,12 +341,19 @@ final class LocalBus: Sendable {
         }
         switch frame {
         case .event(let fields):
+            reader.position.saw(fields.seq)
+            if fields.replayed { reader.replayed += 1 }
             if let event = LocalBus.localEvent(fields, in: bytes) { reader.events.append(event) }
         case .dropped(let count, let since):
             reader.report(.dropped(count: count, sinceSeq: since))
         case .ok(let reply), .error(let reply):
             answered(reply, &reader)
-        case .gap, .unknown:
+        case .gap(let pattern, let since, let first):
+            guard !reader.gapReported else { break }
+            reader.gapReported = true
+            state.withLock { $0.gaps += 1 }
+            reader.report(.gap(pattern: pattern, sinceSeq: since, firstSeq: first, position: reader.position))
+        case .unknown:
             break
         }
         return true
@@ -353,6 +388,7 @@ final class LocalBus: Sendable {
         switch match.what {
         case .hello:
             if reply.isOK {
+                reader.position.greeted(instance: reply.string("instance") ?? "")
                 let features = reply.withValue("features") { raw, token in
                     String(decoding: UnsafeRawBufferPointer(rebasing: raw[token.start..<token.end]), as: UTF8.self)
                 } ?? "[]"

@@ -93,7 +93,7 @@ running: while true {
             }
         }
         let dropped = status.dropped.values.reduce(0, +)
-        ServiceManager.notifyStatus("bus \(status.bus.up ? "up" : "down"), NATS \(status.linkUp ? "up" : "down")\(status.server.map { " (\($0))" } ?? ""); exported \(status.exported), imported \(status.imported), dropped \(dropped), held \(status.bufferedEvents)")
+        ServiceManager.notifyStatus("bus \(status.bus.up ? "up" : "down"), NATS \(status.linkUp ? "up" : "down")\(status.server.map { " (\($0))" } ?? ""); exported \(status.exported), imported \(status.imported), dropped \(dropped), held \(status.bufferedEvents)\(status.bus.gaps > 0 ? ", bus gaps \(status.bus.gaps)" : "")")
         logSink.flush()
     }
     let wait = Int32(clamping: max(1, (nextStatus - Clock.monotonicNanoseconds() + 999_999) / 1_000_000))

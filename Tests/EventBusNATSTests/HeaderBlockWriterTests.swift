@@ -1,0 +1,27 @@
+// `HeaderBlockWriter` writes exactly the block `Headers.encoded()` writes for
+// the same fields: values percent-encoded (CR LF cannot start a line),
+// numbers as plain digits, joined parts separated by `:`.
+import EventBusNATS
+import Testing
+
+@Suite struct HeaderBlockWriterTests {
+    @Test(arguments: [
+        ("billing", UInt64(0)),
+        ("billing\r\nInjected: yes", UInt64(42)),
+        ("caf\u{e9} 100% \"q\"", UInt64.max),
+        ("", UInt64(1_000_000_007)),
+    ])
+    func writesWhatHeadersEncodedWrites(value: String, number: UInt64) {
+        var writer = HeaderBlockWriter(capacity: 16)
+        writer.append("ce-source", value)
+        writer.append("ce-ebseq", number)
+        writer.append("Nats-Msg-Id", joining: "host-a", value, last: number)
+        var headers = Headers()
+        headers.append("ce-source", value)
+        headers.append("ce-ebseq", String(number))
+        headers.append("Nats-Msg-Id", "host-a:\(value):\(number)")
+        let block = writer.finish()
+        #expect(block == headers.encoded())
+        #expect(block.withUnsafeBytes { try? Headers.parse($0) } == headers)
+    }
+}
