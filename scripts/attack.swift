@@ -386,6 +386,70 @@ func runAttacker(_ kind: String, _ path: String, _ seconds: Double) {
         let refused = sortOutRefused()
         say("ready accepted=\(conns.count) refused=\(refused + refusedAtConnect) seconds=\(String(format: "%.2f", monotonic() - start))")
         holdUntilStopped(seconds)
+    case "replay":
+        // 200 connections asking for the whole history ring again and again
+        // (unsubscribe + subscribe `>` with since=1 and last), never reading.
+        _ = open(200)
+        let pair = Array(#"{"op":"unsubscribe","type":">"}"#.utf8) + [0x0A] + Array(#"{"op":"subscribe","type":">","since":1,"last":true}"#.utf8) + [0x0A]
+        let chunk = Array((0..<64).map { _ in pair }.joined())
+        var sent = 0
+        say("ready")
+        holdUntilStopped(seconds) {
+            for c in conns { sent += chunk.withUnsafeBytes { c.writeSome($0) } }
+            usleep(1_000)
+        }
+        say("sent=\(sent)")
+    case "hangup":
+        // 200 connections fill their sockets with replay subscribes while the
+        // broker has stopped reading them (full queues), then all close at once.
+        _ = open(200)
+        let pair = Array(#"{"op":"unsubscribe","type":">"}"#.utf8) + [0x0A] + Array(#"{"op":"subscribe","type":">","since":1}"#.utf8) + [0x0A]
+        let chunk = Array((0..<256).map { _ in pair }.joined())
+        var sent = 0
+        let start = monotonic()
+        var idleRounds = 0
+        while monotonic() - start < 20 && idleRounds < 20 {
+            var progress = 0
+            for c in conns { progress += chunk.withUnsafeBytes { c.writeSome($0) } }
+            sent += progress
+            idleRounds = progress == 0 ? idleRounds + 1 : 0
+            if progress == 0 { usleep(50_000) }
+        }
+        say("ready sent=\(sent)")
+        holdUntilStopped(seconds)
+        for c in conns { c.close() }
+        say("closed")
+    case "trickle":
+        // One small retaining publish every 50 ms (each changes the state file).
+        _ = open(1)
+        var published = 0
+        say("ready")
+        holdUntilStopped(seconds) {
+            if conns[0].request(#"{"op":"publish","type":"user.\#(getuid()).tick","retain":true,"req":"t","data":\#(published)}"#, until: "\"req\":\"t\"") != nil { published += 1 }
+            usleep(50_000)
+        }
+        say("published=\(published)")
+    case "retain-many":
+        // As many tiny retained events of distinct types as the broker keeps.
+        _ = open(1)
+        var kept = 0, refused = 0
+        for batch in 0..<100 {
+            var frames: [UInt8] = []
+            for i in 0..<500 { frames += Array(#"{"op":"publish","type":"r\#(getuid()).t\#(batch * 500 + i)","retain":true,"req":1}"#.utf8) + [0x0A] }
+            guard conns[0].writeAll(frames, timeout: 30) else { break }
+            var lines: [String] = []
+            let deadline = monotonic() + 30
+            while lines.count < 500 && monotonic() < deadline {
+                var entry = pollfd(fd: conns[0].fd, events: Int16(POLLIN), revents: 0)
+                _ = poll(&entry, 1, 20)
+                conns[0].fill()
+                lines += conns[0].takeLines()
+            }
+            kept += lines.filter { $0.contains("\"ok\"") }.count
+            refused += lines.filter { $0.contains("\"limit\"") }.count
+            if refused > 0 { break }
+        }
+        say("kept=\(kept) refused=\(refused)")
     default:
         fail("unknown attack \(kind)")
     }
@@ -547,6 +611,13 @@ final class Broker {
         return sum
     }
 
+    /// Bytes it caused to be written to storage (`write_bytes` of /proc/PID/io).
+    func writeBytes() -> Int {
+        let text = (try? String(contentsOfFile: "/proc/\(pid)/io", encoding: .utf8)) ?? ""
+        let line = text.split(separator: "\n").first { $0.hasPrefix("write_bytes:") } ?? ""
+        return Int(line.filter(\.isNumber)) ?? 0
+    }
+
     func stop() {
         kill(pid, SIGTERM)
         let deadline = monotonic() + 10
@@ -582,12 +653,14 @@ func runDriver(_ options: Options) {
     var brokersStarted = 0
     func fresh(_ extra: [String]) -> (Broker, String) {
         brokersStarted += 1
-        let directory = NSTemporaryDirectory() + "attack-\(getpid())-\(brokersStarted)"
+        let directory = directory(for: brokersStarted)
         mkdir(directory, 0o755)
         chmod(directory, 0o755)
         return (Broker(options.broker, directory: directory, options: extra), directory)
     }
-    let all = ["keys", "patterns", "flood", "partial", "slow", "connections", "churn", "busy"]
+    /// The directory `fresh` makes for the broker numbered `n`.
+    func directory(for n: Int) -> String { NSTemporaryDirectory() + "attack-\(getpid())-\(n)" }
+    let all = ["keys", "patterns", "flood", "partial", "slow", "connections", "churn", "busy", "replay", "hangup", "statefile", "retained"]
     for row in options.rows.isEmpty ? all : options.rows {
         switch row {
         case "keys":
@@ -718,6 +791,72 @@ func runDriver(_ options: Options) {
             check(row, "root connects", rootOK ? "yes" : "no", "yes", rootOK)
             check(row, "a second uid connects and pings", v.flatMap { value("pings", $0) }.map { "\(Int($0)) pings" } ?? "no", "yes", (value("pings", v) ?? 0) > 0)
             attacker.stop()
+            broker.stop()
+        case "replay", "hangup":
+            // A 16 MiB history ring of 64 KiB events (as root), then the attack.
+            let (broker, _) = fresh([])
+            let filler = Conn(broker.socket)!
+            let big = String(repeating: "y", count: 65_000)
+            for i in 0..<300 { _ = filler.request(#"{"op":"publish","type":"big.t\#(i % 50)","req":"f","data":"\#(big)"}"#, until: "\"req\":\"f\"") }
+            let cpu0 = broker.cpuSeconds()
+            if row == "replay" {
+                let attacker = asUID(options.attackerUID, ["--role", "attacker", "replay", broker.socket, String(seconds + 5)])
+                _ = attacker.line(timeout: 30)
+                usleep(300_000)
+                let v = victim(broker, publish: false)
+                attacker.stop()
+                let cpu = broker.cpuSeconds() - cpu0
+                let p99 = value("p99_ms", v) ?? 9999, maxPing = value("max_ms", v) ?? 9999
+                check(row, "another uid's ping p99 while 200 connections of one uid replay the ring (since=1, last) unread (max \(String(format: "%.1f", maxPing)) ms)",
+                      String(format: "%.1f ms", p99), "< 100 ms", p99 < 100)
+                check(row, "broker CPU during the attack (\(String(format: "%.1f", seconds + 0.3)) s)", String(format: "%.2f s", cpu), "informational", true)
+            } else {
+                let attacker = asUID(options.attackerUID, ["--role", "attacker", "hangup", broker.socket, "60"])
+                let ready = attacker.line(timeout: 60)
+                let v = asUID(options.victimUID, ["--role", "victim", broker.socket, "3", "ping"])
+                usleep(500_000)
+                attacker.stop()  // closes all 200 connections at once
+                let vline = v.line(timeout: 30)
+                v.stop()
+                let maxPing = value("max_ms", vline) ?? 9999
+                check(row, "another uid's ping, max, while 200 connections close with full sockets (\(Int((value("sent", ready) ?? 0) / mib)) MiB of frames)",
+                      String(format: "%.1f ms", maxPing), "< 100 ms", maxPing < 100)
+            }
+            broker.stop()
+        case "statefile":
+            // 32 MiB of retained events (as root), then another uid retains a
+            // tiny event every 50 ms: what the broker writes to the disk.
+            let (broker, _) = fresh(["--state-dir", directory(for: brokersStarted + 1) + "/state"])
+            let filler = Conn(broker.socket)!
+            let pad = String(repeating: "z", count: 1_000)
+            var frames: [UInt8] = []
+            for i in 0..<32_000 { frames += Array(#"{"op":"publish","type":"fill.t\#(i)","retain":true,"data":"\#(pad)"}"#.utf8) + [0x0A] }
+            _ = filler.writeAll(frames, timeout: 60)
+            _ = filler.request(#"{"op":"ping","req":"p"}"#, until: "\"req\":\"p\"", timeout: 60)
+            usleep(2_000_000)  // the first (whole) write of the run
+            let written0 = broker.writeBytes()
+            let attacker = asUID(options.attackerUID, ["--role", "attacker", "trickle", broker.socket, String(seconds)])
+            _ = attacker.line(timeout: 30)
+            let done = attacker.line(timeout: seconds + 30)
+            attacker.stop()
+            usleep(500_000)
+            let written = Double(broker.writeBytes() - written0)
+            let published = Int(value("published", done) ?? 0)
+            check(row, "bytes the broker wrote to --state-dir for \(published) retaining publishes of one uid, next to 32 MiB retained (\(Int(seconds)) s)",
+                  String(format: "%.2f MiB", written / mib), "<= 1 MiB (the changes, not the state)", written <= mib && published > 0)
+            broker.stop()
+        case "retained":
+            // Two uids retain as many tiny events as they may; then a third and root retain one.
+            let (broker, _) = fresh([])
+            var kept: [Int] = []
+            for k in 0..<2 {
+                let attacker = asUID(options.attackerUID + k * 10, ["--role", "attacker", "retain-many", broker.socket, "60"])
+                kept.append(Int(value("kept", attacker.line(timeout: 120)) ?? -1))
+                attacker.stop()
+            }
+            check(row, "tiny retained events two uids got", kept.map(String.init).joined(separator: ", "), "<= 8192 each (1/8 of --max-retained)", kept.allSatisfy { $0 >= 0 && $0 <= 8192 })
+            let rootOK = Conn(broker.socket)?.request(#"{"op":"publish","type":"system.after","retain":true,"req":"r"}"#, until: "\"req\":\"r\"")?.contains("\"ok\"") == true
+            check(row, "root retains a new type afterwards", rootOK ? "yes" : "no", "yes", rootOK)
             broker.stop()
         default:
             fail("unknown row \(row); rows: \(all.joined(separator: ", "))")

@@ -105,6 +105,7 @@ extension Broker {
         }
 
         var checks = 0
+        var copyUnits = 0
         var delivered: UInt64 = 0
         for i in start..<ring.count {
             let entry = ring[i]
@@ -121,15 +122,24 @@ extension Broker {
                 }
             }
             if offered || (!sentRetained.isEmpty && sentRetained.contains(entry.seq)) { continue }
-            if offerFlagged(entry.frame, .replayed, seq: entry.seq, to: connection) { delivered += 1 }
+            if offerFlagged(entry.frame, .replayed, seq: entry.seq, to: connection, copyUnits: &copyUnits) { delivered += 1 }
             if !connection.isRoutable { break }  // closed under `overflow: disconnect`
         }
         statistics.delivered += delivered
-        spendReplayCredit(uid: uid, units: (ring.count - start) + others + checks)
+        spendReplayCredit(uid: uid, units: (ring.count - start) + others + checks + copyUnits)
         subscription.offeredFrom = min(subscription.offeredFrom, firstReplayed)
     }
 
     // MARK: Credit
+
+    /// What copying a replayed or retained frame of `bytes` costs in replay
+    /// credit, beyond the unit its entry already costs: one unit per 64 bytes
+    /// past the first 256 (copying 64 bytes costs about what examining an
+    /// entry does, 10 ns). So a replay's cost follows the bytes it copies,
+    /// not only the entries it looks at: a 16 MiB ring of 64 KiB events is
+    /// 257 entries but 16 MiB of copying (up to `--max-outbound` per
+    /// `subscribe`), about 262,000 units.
+    static func replayUnits(copying bytes: Int) -> Int { max(0, bytes - 256) / 64 }
 
     /// The units `uid` may spend now: its credit refilled for the time since
     /// it was last used, up to the burst (`RetentionConfiguration`).

@@ -139,12 +139,7 @@ extension Broker {
         let mayFit = actor == OutboundQueue.noActor && statistics.queuedBytes + size <= outboundFastPathBytes
         if !mayFit, let refusal = refusal(size: size, actor: actor, connection: connection) {
             guard makeRoom(for: size, actor: actor, refusal: refusal, connection: connection) else {
-                if connection.overflow == .disconnect {
-                    disconnect(connection, with: ProtocolError(.slowConsumer, "\(refusalText(refusal, connection)); closing (overflow: disconnect)"))
-                    notice(.slowConsumerDisconnected(connection.id, pid: connection.credentials.pid))
-                } else {
-                    recordDrops(connection, count: 1, firstSeq: seq, takenFromQueue: false)
-                }
+                refuse(connection, refusal, seq: seq)
                 return false
             }
         }
@@ -152,6 +147,17 @@ extension Broker {
         enqueue(event: event, seq: seq, actor: actor, to: connection)
         connection.deliveredCount += 1
         return true
+    }
+
+    /// An event that did not fit and could not make room: closed under
+    /// `overflow: disconnect`, otherwise counted as dropped.
+    func refuse(_ connection: Connection, _ refusal: Refusal, seq: UInt64) {
+        if connection.overflow == .disconnect {
+            disconnect(connection, with: ProtocolError(.slowConsumer, "\(refusalText(refusal, connection)); closing (overflow: disconnect)"))
+            notice(.slowConsumerDisconnected(connection.id, pid: connection.credentials.pid))
+        } else {
+            recordDrops(connection, count: 1, firstSeq: seq, takenFromQueue: false)
+        }
     }
 
     /// `offer` for a frame kept beyond its publish (a retained or replayed

@@ -130,7 +130,9 @@ extension Broker {
         var kept: EventFrame? = nil
         if request.retain {
             // (1.1) Kept before the event takes a seq: refused means not routed.
-            let chunk = OutboundFrame.copying(buildEvent(seq: self.seq + 1, content, of: request.type, publisher: publisher).bytes)
+            // The built frame (a chunk of its own past 2 KiB) must outlive the copy of its bytes.
+            let built = buildEvent(seq: self.seq + 1, content, of: request.type, publisher: publisher)
+            let chunk = withExtendedLifetime(built) { OutboundFrame.copying(built.bytes) }
             if let error = retain(chunk, seq: self.seq + 1, type: request.type.name, uid: publisher.credentials.uid) {
                 reply(to: publisher, req: req, error: error)
                 return

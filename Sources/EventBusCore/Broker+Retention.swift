@@ -57,6 +57,15 @@ public struct RetainedSnapshot: @unchecked Sendable {
     public let generation: UInt64
 }
 
+/// The changes of the retained events since the state file was last
+/// written, as lines to append (immutable frames, safe to hand over).
+public struct RetainedChanges: @unchecked Sendable {
+    /// Each one line with its LF: an event frame, or a clear line.
+    public let lines: [OutboundFrame]
+    /// `Broker.retainedGeneration` when they were taken.
+    public let generation: UInt64
+}
+
 extension Broker {
     // MARK: Access
 
@@ -100,7 +109,7 @@ extension Broker {
     /// Needs publish permission for the type (`mayPublish` answers `forbidden`).
     func clear(_ type: EventType, req: UnsafeRawBufferPointer?, from connection: Connection) {
         guard mayPublish(connection, type, req: req) else { return }
-        let removed = retention.retained.remove(type.name)
+        let removed = retention.retained.remove(type.name, seq: seq)
         if let removed { releaseRetained(retainedCharge(removed)) }
         replyOKIfAsked(to: connection, req: req) { out in
             FrameEncoder.appendField("type", string: type.name, to: &out)
@@ -114,12 +123,15 @@ extension Broker {
     /// in seq order; charged to the uid's replay credit.
     /// - Parameter filtered: the subscription is (or will be) marked filtered:
     ///   ask the policy for each type.
-    /// - Returns: nil when the uid's replay credit cannot pay for the search
-    ///   (answer `limit`).
+    /// - Returns: nil when the uid's replay credit cannot pay for the search,
+    ///   or is spent (in debt) for an exact pattern (answer `limit`).
     func retainedMatches(_ pattern: Pattern, for connection: Connection, filtered: Bool) -> [RetainedEvent]? {
         guard pattern.hasWildcards else {
             guard let event = retention.retained[pattern.text] else { return [] }
-            return !filtered || withUTF8(event.type) { retentionMayReceive(connection, $0) } ? [event] : []
+            guard !filtered || withUTF8(event.type, { retentionMayReceive(connection, $0) }) else { return [] }
+            // No search to pay for, but the copy is: a uid in debt from
+            // copying (sendRetained) waits like one out of credit.
+            return replayCredit(uid: connection.credentials.uid) > 0 ? [event] : nil
         }
         guard spendReplayCredit(uid: connection.credentials.uid, units: retention.retained.count, allowDebt: false) else { return nil }
         let matcher = PatternMatcher(pattern)
@@ -134,13 +146,17 @@ extension Broker {
 
     /// Queues the retained events found by `retainedMatches`, each flagged
     /// `"retained":true`, under the outbound limits.
+    /// The copying is charged to the uid's replay credit (in debt if need
+    /// be: the next replays wait for it).
     func sendRetained(_ events: [RetainedEvent], to connection: Connection) {
         var delivered: UInt64 = 0
+        var copyUnits = 0
         for event in events {
-            if offerFlagged(event.frame.bytes, .retained, seq: event.seq, to: connection) { delivered += 1 }
+            if offerFlagged(event.frame.bytes, .retained, seq: event.seq, to: connection, copyUnits: &copyUnits) { delivered += 1 }
             if !connection.isRoutable { break }  // closed under `overflow: disconnect`
         }
         statistics.delivered += delivered
+        spendReplayCredit(uid: connection.credentials.uid, units: copyUnits)
     }
 
     // MARK: The state file
@@ -149,10 +165,30 @@ extension Broker {
     /// the state file when it differs from what it last wrote).
     public var retainedGeneration: UInt64 { retention.retained.generation }
 
-    /// The retained events now, for the state file writer. O(retained events).
+    /// Bytes of the retained event frames now.
+    public var retainedBytes: Int { retention.retained.byteCount }
+
+    /// The retained events now, for the state file writer (a whole rewrite;
+    /// the list of changes starts again). O(retained events).
     public func retainedSnapshot() -> RetainedSnapshot {
+        _ = retention.retained.takeChanges()
         let events = retention.retained.events.values.map { (seq: $0.seq, frame: $0.frame) }
         return RetainedSnapshot(events: events, generation: retention.retained.generation)
+    }
+
+    /// The changes since the last snapshot or call, as lines to append to
+    /// the state file (`RetainedStateFile`), in the order they happened; nil
+    /// when they outgrew the retained events themselves (write a snapshot).
+    /// O(changes).
+    public func takeRetainedChanges() -> RetainedChanges? {
+        guard let changes = retention.retained.takeChanges() else { return nil }
+        let lines = changes.map { change -> OutboundFrame in
+            switch change {
+            case .put(let event): event.frame
+            case .clear(let type, let seq): RetainedStateFile.clearLine(type: type, seq: seq)
+            }
+        }
+        return RetainedChanges(lines: lines, generation: retention.retained.generation)
     }
 
     /// Restores retained events read from a state file (`RetainedStateFile`)
@@ -203,11 +239,21 @@ extension Broker {
     /// `,"replayed":true` added before its final `}`: written into
     /// `eventScratch` and copied into the queue's chunk like a live event, or
     /// into a chunk of its own when larger than `OutboundQueue.copyLimitBytes`.
-    /// Outside every fair share (the subscriber asked for it).
-    func offerFlagged(_ bytes: UnsafeRawBufferPointer, _ flag: ReplayFlag, seq: UInt64, to connection: Connection) -> Bool {
+    /// Outside every fair share (the subscriber asked for it). A copy that
+    /// cannot fit and may not make room (drop-new, disconnect) is refused
+    /// before anything is copied, so a replay into a full queue costs no
+    /// copying; the credit units of what is copied are added to `copyUnits`
+    /// (the replay credit pays for them, see `replayUnits(copying:)`).
+    func offerFlagged(_ bytes: UnsafeRawBufferPointer, _ flag: ReplayFlag, seq: UInt64, to connection: Connection, copyUnits: inout Int) -> Bool {
         let suffix: StaticString = flag == .retained ? ",\"retained\":true}\n" : ",\"replayed\":true}\n"
         let keep = bytes.count - 2  // without `}\n`
         let size = keep + suffix.utf8CodeUnitCount
+        if connection.overflow != .dropOld,
+           let refusal = refusal(size: size + OutboundQueue.entryOverheadBytes, actor: OutboundQueue.noActor, connection: connection) {
+            refuse(connection, refusal, seq: seq)
+            return false
+        }
+        copyUnits += Broker.replayUnits(copying: size)
         func write(_ destination: UnsafeMutableRawPointer) -> Int {
             destination.copyMemory(from: bytes.baseAddress!, byteCount: keep)
             (destination + keep).copyMemory(from: suffix.utf8Start, byteCount: suffix.utf8CodeUnitCount)

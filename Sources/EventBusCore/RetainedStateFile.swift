@@ -6,6 +6,12 @@
 //     {"op":"eventbus-state","format":1}
 //     {"op":"event","seq":7,"type":"currency.changed","time":"...","source":"settings","id":"...","pid":812,"uid":1000,"gid":1000,"data":{"code":"EUR"}}
 //
+// After a whole rewrite the server appends changes: an event frame retained
+// later (for a type found twice the higher seq wins) or a clear line
+// `{"op":"eventbus-clear","type":"currency.changed","seq":9}` (the events of
+// the type up to that seq are gone). Seqs compare only within one run, so
+// the first write of a run is a whole rewrite.
+//
 // Before editing: reading must survive any file (truncated by a crash,
 // damaged, edited by hand): each line is checked on its own, a bad one is
 // reported and skipped, the rest is kept. A line is accepted only as an
@@ -33,6 +39,24 @@ public enum RetainedStateFile {
         var events: [(oldSeq: UInt64, type: String, frame: OutboundFrame, uid: UInt32)] = []
     }
 
+    /// The line appended when the retained event of `type` is cleared:
+    /// `{"op":"eventbus-clear","type":"a.b","seq":41}` and its LF, where
+    /// `seq` is the broker's seq at the time (the events of `type` up to it
+    /// are gone; one retained later has a higher seq).
+    public static func clearLine(type: String, seq: UInt64) -> OutboundFrame {
+        var line: [UInt8] = []
+        FrameEncoder.appendASCII("{\"op\":\"eventbus-clear\"", to: &line)
+        FrameEncoder.appendField("type", string: type, to: &line)
+        FrameEncoder.appendField("seq", int: seq, to: &line)
+        FrameEncoder.appendASCII("}\n", to: &line)
+        return line.withUnsafeBytes { bytes in
+            OutboundFrame.make(capacity: bytes.count) { destination in
+                destination.copyMemory(from: bytes.baseAddress!, byteCount: bytes.count)
+                return bytes.count
+            }
+        }
+    }
+
     /// The frames of `snapshot` in seq order, each one line with its LF, to
     /// be written after `header`.
     public static func orderedFrames(_ snapshot: RetainedSnapshot) -> [OutboundFrame] {
@@ -44,6 +68,7 @@ public enum RetainedStateFile {
     static func read(_ bytes: UnsafeRawBufferPointer) -> Report {
         var report = Report()
         var byType: [String: Int] = [:]
+        var clearedThrough: [String: UInt64] = [:]
         var lineNumber = 0
         var badLines = 0
         var splitter = FrameSplitter(maxFrameBytes: 64 << 20)
@@ -54,6 +79,10 @@ public enum RetainedStateFile {
                 badLines += 1
                 report.problems.append("line \(lineNumber): \(size) bytes, too long for an event; skipped")
             case .frame(let line):
+                if let (type, seq) = clear(in: line) {
+                    clearedThrough[type] = max(clearedThrough[type] ?? 0, seq)
+                    return true
+                }
                 switch event(in: line) {
                 case .success(let found?):
                     if let earlier = byType[found.type] {
@@ -78,6 +107,9 @@ public enum RetainedStateFile {
             splitter.finish(handle)
         }
         if badLines > 10 { report.problems.append("\(badLines - 10) more bad lines skipped") }
+        if !clearedThrough.isEmpty {
+            report.events.removeAll { event in clearedThrough[event.type].map { event.oldSeq <= $0 } ?? false }
+        }
         report.events.sort { $0.oldSeq < $1.oldSeq }
         return report
     }
@@ -121,6 +153,15 @@ public enum RetainedStateFile {
             return line.count + 1
         }
         return .success((fields.seq, type.name, frame, uid))
+    }
+
+    /// A clear line (`clearLine`): its type and seq; nil for any other line.
+    static func clear(in line: UnsafeRawBufferPointer) -> (type: String, seq: UInt64)? {
+        let prefix = Array("{\"op\":\"eventbus-clear\",".utf8)
+        guard line.count > prefix.count, line.starts(with: prefix), let members = try? JSONObject.members(line),
+              members.map(\.key) == ["op", "type", "seq"], members[1].value.isString,
+              let seq = JSONInteger.unsigned(line, members[2].value) else { return nil }
+        return (JSONString.decode(line, members[1].value), seq)
     }
 
     /// Why a line was skipped.

@@ -288,8 +288,26 @@ extension Broker {
             if held - freedOwn + charge.bytes > limit {
                 return ProtocolError(.limit, "retained events of uid \(charge.uid) would exceed \(limit) bytes")
             }
+            // The same share of the events as of the bytes (1/8 by default):
+            // otherwise two uids of small events could take all 65,536 and
+            // leave nobody, uid 0 included, a new retained type.
+            let events = Broker.retainedEventsLimit(bytesLimit: limit, q)
+            let heldEvents = accounts[charge.uid]?.retainedEvents ?? 0
+            let freedOwnEvents = replacing?.uid == charge.uid ? 1 : 0
+            if heldEvents - freedOwnEvents + 1 > events {
+                return ProtocolError(.limit, "retained events of uid \(charge.uid) would exceed \(events) events (its share of --max-retained)")
+            }
         }
         return nil
+    }
+
+    /// A uid's limit of retained events: the share of `maxRetainedEvents`
+    /// that its bytes limit is of `maxRetainedBytes` (8,192 of 65,536 for
+    /// the default 1/8), at least 1.
+    static func retainedEventsLimit(bytesLimit: Int, _ q: QuotaConfiguration) -> Int {
+        let (product, overflow) = q.maxRetainedEvents.multipliedReportingOverflow(by: bytesLimit)
+        guard !overflow else { return q.maxRetainedEvents }
+        return max(1, product / max(1, q.maxRetainedBytes))
     }
 
     /// Counts a retained event (after `retainedLimitError` said it fits, or

@@ -22,6 +22,11 @@ final class ServerConnection {
     /// epoll reported EPOLLRDHUP: after the data, a read will give EOF, so a
     /// short read does not end the connection's readiness.
     var peerShutWriting = false
+    /// epoll reported EPOLLHUP: the peer closed its socket. What it sent
+    /// before is still read and handled, in turn like any input (a read at a
+    /// time, BrokerServer+Scheduling.swift), and whatever is queued for it
+    /// is discarded, since nobody can read it; it is closed once EOF is read.
+    var peerGone = false
     /// In its uid's ready queue (BrokerServer+Scheduling.swift).
     var ready = false
     /// EOF was read.
@@ -138,19 +143,16 @@ extension BrokerServer {
 
     // MARK: Read (the turns are in BrokerServer+Scheduling.swift)
 
-    /// Reads and handles everything a departed peer left in the socket, then
-    /// its EOF, even while the core has paused its reading; its replies are
-    /// dropped with the connection.
-    func drainInput(_ record: ServerConnection) {
-        while !record.released && !record.inputClosed && record.closing == nil {
-            guard case .complete(let n) = (try? record.fd.read(into: readBuffer)) ?? .complete(0) else { return }
-            if n == 0 {
-                record.inputClosed = true
-                apply(broker.endOfInput(record.connection, at: currentTime()))
-                return
-            }
-            apply(broker.receive(record.connection, UnsafeRawBufferPointer(rebasing: readBuffer[0..<n]), at: currentTime()))
-        }
+    /// The peer closed its socket (EPOLLHUP): its input is still handled,
+    /// in its uid's turns rather than all at once (a hostile client could
+    /// leave a full socket buffer of costly frames on each of many
+    /// connections), even while the core has paused its reading; its output
+    /// is discarded from now on (`flush`), which also lifts an outbound pause.
+    func peerHungUp(_ record: ServerConnection) {
+        record.peerGone = true
+        record.peerShutWriting = true
+        flush(record)
+        markReady(record)
     }
 
     func currentTime() -> BrokerTime {
@@ -184,6 +186,14 @@ extension BrokerServer {
     func flush(_ record: ServerConnection) {
         guard !record.released else { return }
         let connection = record.connection
+        if record.peerGone {
+            // Nobody reads it: discard what is queued as if it were written.
+            while !record.released && !connection.outbound.isEmpty {
+                apply(broker.didWrite(connection, bytes: connection.outbound.byteCount))
+            }
+            if !record.released && record.closing == .afterWrite { close(record) }
+            return
+        }
         var blocked = false
         while !connection.outbound.isEmpty {
             var count = 0

@@ -142,6 +142,10 @@ extension BrokerServer {
         case .complete(0):
             record.inputClosed = true
             apply(broker.endOfInput(connection, at: currentTime()))
+            if record.peerGone {
+                close(record)  // its subscriptions could keep it open, with nobody to read
+                return
+            }
             updateInterest(record)
         case .complete(let n):
             apply(broker.receive(connection, UnsafeRawBufferPointer(rebasing: readBuffer[0..<n]), at: currentTime()))

@@ -189,9 +189,13 @@ public final class BrokerServer {
         if events.contains(.error) || events.contains(.hangup) {
             // Peer gone completely. Frames it sent before closing still count
             // (PROTOCOL.md "Semantics": every frame is read before EOF is
-            // handled), even when its reading was paused by backpressure.
-            if !record.inputClosed && record.closing == nil && shutdownDeadline == nil && !events.contains(.error) {
-                drainInput(record)
+            // handled), even when its reading was paused by backpressure:
+            // they are read in turn and the connection closes at their EOF.
+            // EPOLLERR too: a peer that closes with replies unread leaves
+            // ECONNRESET, which read(2) reports only after the data it sent.
+            if !record.inputClosed && record.closing == nil && shutdownDeadline == nil {
+                if !record.peerGone { peerHungUp(record) }
+                return
             }
             close(record)
             return

@@ -1,9 +1,14 @@
 // Keeping retained events across restarts (PROTOCOL.md "Retained events and
 // history (1.1)"): `<state-dir>/retained.jsonl` is read once at start-up and
-// rewritten whenever the retained events changed, at most every
-// `writeDelay` (a burst of retaining publishes costs one write), by a helper
-// thread given an immutable snapshot, and once more, synchronously, on the
-// way out (SIGTERM, SIGINT, idle exit).
+// written whenever the retained events changed, at most every `writeDelay`
+// (a burst of retaining publishes costs one write), by a helper thread given
+// immutable frames, and once more, synchronously, on the way out (SIGTERM,
+// SIGINT, idle exit). A write appends the changes (RetainedStateFile.swift)
+// unless the file is not this run's yet or has grown past twice the retained
+// bytes plus 1 MiB: then it is rewritten whole. So the bytes written follow
+// the bytes changed (at most about three times): rewriting all of up to
+// 64 MiB for each small change let one user's trickle of retaining
+// publishes write 40+ MB/s to the disk (docs/RELIABILITY.md "Attack round").
 //
 // Before editing: why a helper thread rather than bounded chunks on the
 // loop: the cost that matters is fsync(2), tens to hundreds of ms on a busy
@@ -36,6 +41,13 @@ final class StatePersistence {
     private var dirtySince: Int64? = nil
     private var retryAt: Int64? = nil
     private var failing = false
+    /// The file was rewritten whole in this run (seqs compare only within
+    /// one run) and every write since succeeded: changes may be appended.
+    private var appendable = false
+    /// Bytes in the file, as this run wrote it.
+    private var fileBytes = 0
+    /// What the write in flight is (`appendable`'s and `fileBytes`' update).
+    private var inFlightAppends = false
 
     /// - Parameter directory: `--state-dir`; created (0700) if missing.
     init(directory: String, logger: Logger) {
@@ -68,6 +80,7 @@ final class StatePersistence {
         for problem in report.problems { logger.warning("state file \(path): \(problem)") }
         logger.info("restored \(report.restored) retained event\(report.restored == 1 ? "" : "s") from \(path)")
         writtenGeneration = broker.retainedGeneration
+        _ = broker.takeRetainedChanges()  // the restore itself is in the file; the first write is whole anyway
     }
 
     // MARK: The loop's side
@@ -85,10 +98,23 @@ final class StatePersistence {
         dirtySince = since
         if let retryAt, now < retryAt { return }
         guard now - since >= writeDelay else { return }
-        let snapshot = broker.retainedSnapshot()
-        inFlight = snapshot.generation
         let path = self.path, outcome = self.outcome
-        queue.async { outcome.store(StatePersistence.write(snapshot, to: path)) }
+        if let changes = appendableChanges(broker) {
+            inFlight = changes.generation
+            inFlightAppends = true
+            queue.async { outcome.store(StatePersistence.append(changes, to: path)) }
+        } else {
+            let snapshot = broker.retainedSnapshot()
+            inFlight = snapshot.generation
+            inFlightAppends = false
+            queue.async { outcome.store(StatePersistence.write(snapshot, to: path)) }
+        }
+    }
+
+    /// The changes to append, or nil when the file must be rewritten whole.
+    private func appendableChanges(_ broker: Broker) -> RetainedChanges? {
+        guard appendable, fileBytes <= 2 * broker.retainedBytes + (1 << 20) else { return nil }
+        return broker.takeRetainedChanges()
     }
 
     /// When the loop must call `tick` next (monotonic ns), nil when nothing is pending.
@@ -104,11 +130,16 @@ final class StatePersistence {
         queue.sync {}
         collect(now: Clock.monotonicNanoseconds())
         guard broker.retainedGeneration != writtenGeneration else { return }
-        let snapshot = broker.retainedSnapshot()
-        if let error = StatePersistence.write(snapshot, to: path) {
+        let result: Result<Int, SystemError>
+        if let changes = appendableChanges(broker) {
+            result = StatePersistence.append(changes, to: path)
+        } else {
+            result = StatePersistence.write(broker.retainedSnapshot(), to: path)
+        }
+        if case .failure(let error) = result {
             logger.error("failed to write state file \(path): \(error); the retained events changed since the last write are lost")
         } else {
-            writtenGeneration = snapshot.generation
+            writtenGeneration = broker.retainedGeneration
         }
     }
 
@@ -116,8 +147,10 @@ final class StatePersistence {
         guard let generation = inFlight, let result = outcome.take() else { return }
         inFlight = nil
         switch result {
-        case .success:
+        case .success(let bytes):
             writtenGeneration = generation
+            fileBytes = inFlightAppends ? fileBytes + bytes : bytes
+            appendable = true
             retryAt = nil
             dirtySince = nil
             if failing {
@@ -125,6 +158,9 @@ final class StatePersistence {
                 logger.notice("wrote state file \(path) again")
             }
         case .failure(let error):
+            // The changes taken are lost to the file (and an append may have
+            // left part of a line): the next write is a whole one.
+            appendable = false
             retryAt = now + retryDelay
             if !failing {
                 failing = true
@@ -137,20 +173,37 @@ final class StatePersistence {
 
     /// Sorts and writes a snapshot (header, then each frame): one
     /// `DurableFile.replace`. Runs on the helper thread (or at exit).
-    static func write(_ snapshot: RetainedSnapshot, to path: String) -> SystemError? {
-        let frames = RetainedStateFile.orderedFrames(snapshot)
-        // Frames are copied into ~1 MiB blocks so the file takes few write(2)s.
-        var blocks: [[UInt8]] = [RetainedStateFile.header]
-        for frame in frames {
-            if blocks[blocks.count - 1].count + frame.count > 1 << 20 { blocks.append([]) }
-            blocks[blocks.count - 1].append(contentsOf: frame.bytes)
-        }
+    /// - Returns: the bytes of the file, or the error.
+    static func write(_ snapshot: RetainedSnapshot, to path: String) -> Result<Int, SystemError> {
+        let blocks = StatePersistence.blocks(RetainedStateFile.orderedFrames(snapshot), after: RetainedStateFile.header)
         do {
             try withBuffers(blocks[...]) { chunks throws(SystemError) in try DurableFile.replace(path, with: chunks) }
-            return nil
+            return .success(blocks.reduce(0) { $0 + $1.count })
         } catch {
-            return error
+            return .failure(error)
         }
+    }
+
+    /// Appends the lines of `changes`: one `DurableFile.append`.
+    /// - Returns: the bytes appended, or the error.
+    static func append(_ changes: RetainedChanges, to path: String) -> Result<Int, SystemError> {
+        let blocks = StatePersistence.blocks(changes.lines, after: [])
+        do {
+            try withBuffers(blocks[...]) { chunks throws(SystemError) in try DurableFile.append(path, chunks) }
+            return .success(blocks.reduce(0) { $0 + $1.count })
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// The lines copied into ~1 MiB blocks, so the file takes few write(2)s.
+    private static func blocks(_ lines: [OutboundFrame], after first: [UInt8]) -> [[UInt8]] {
+        var blocks: [[UInt8]] = [first]
+        for line in lines {
+            if blocks[blocks.count - 1].count + line.count > 1 << 20 { blocks.append([]) }
+            blocks[blocks.count - 1].append(contentsOf: line.bytes)
+        }
+        return blocks
     }
 
     /// Calls `body` with pointers to every block.
@@ -166,9 +219,9 @@ final class StatePersistence {
 
 /// The helper thread's result, handed to the loop.
 private final class WriteOutcome: Sendable {
-    private let slot = Mutex<Result<Void, SystemError>?>(nil)
+    private let slot = Mutex<Result<Int, SystemError>?>(nil)
 
-    func store(_ error: SystemError?) { slot.withLock { $0 = error.map { .failure($0) } ?? .success(()) } }
+    func store(_ result: Result<Int, SystemError>) { slot.withLock { $0 = result } }
 
-    func take() -> Result<Void, SystemError>? { slot.withLock { value in defer { value = nil }; return value } }
+    func take() -> Result<Int, SystemError>? { slot.withLock { value in defer { value = nil }; return value } }
 }

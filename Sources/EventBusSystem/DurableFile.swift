@@ -2,7 +2,7 @@
 // the new content, never a mix (write a temporary file in the same
 // directory, fsync(2) it, rename(2) it over the old one, fsync(2) the
 // directory: the recipe of rename(2) and of SQLite's and systemd's own state
-// files), and reading a whole file back. For the broker's state file
+// files), appending to one, and reading a whole file back. For the broker's state file
 // (retained events, docs/PROTOCOL-NOTES.md).
 //
 // Before editing: these calls block (regular files, fsync): call them from
@@ -51,6 +51,25 @@ public enum DurableFile {
             _ = systemCall(.retry) { fsync(dirfd) }
             _ = Glibc.close(dirfd)
         }
+    }
+
+    /// Appends `chunks` to the existing file `path` (open(2) with
+    /// O_APPEND, write(2), fsync(2)). A failure may leave part of them
+    /// written: the caller must not append after one (replace instead).
+    /// - Throws: `SystemError` naming the failed call (`open`, `write`,
+    ///   `fsync`), e.g. ENOENT, ENOSPC, EIO.
+    public static func append(_ path: String, _ chunks: [UnsafeRawBufferPointer]) throws(SystemError) {
+        let raw = try checkedCall("open") { open(path, O_WRONLY | O_APPEND | O_CLOEXEC) }
+        let fd = FileDescriptor(rawValue: raw)
+        defer { fd.close() }
+        for chunk in chunks {
+            var offset = 0
+            while offset < chunk.count {
+                let n = try checkedCall("write") { Glibc.write(raw, chunk.baseAddress! + offset, chunk.count - offset) }
+                offset += n
+            }
+        }
+        _ = try checkedCall("fsync") { fsync(raw) }
     }
 
     /// The content of `path` (open(2), read(2) until EOF), at most

@@ -43,6 +43,17 @@ if options.checkPolicy {
 let logSink = RateLimitedLogSink(wrapping: stderrIsJournal() ? JournalLogSink(identifier: "eventbusd") : stderrSink)
 let logger = Logger(level: options.logLevel, sink: logSink)
 ProcessSettings.raiseOpenFileLimit()
+// Connections beyond the open-file limit would wait unaccepted in the
+// listen backlog, uid 0's included: one uid could then take every
+// descriptor despite its per-uid limit and the slots kept for uid 0. Keep
+// --max-connections within the limit, so they are refused with `limit`.
+let descriptorHeadroom: UInt64 = 16  // stdio, listeners, epoll, signalfd, wakeup, log, state and policy files, one accept
+let openFiles = ProcessSettings.openFileLimit().soft
+if openFiles > 0, UInt64(options.server.broker.maxConnections) + descriptorHeadroom > openFiles {
+    let fitting = Int(max(openFiles, descriptorHeadroom + 1) - descriptorHeadroom)
+    logger.warning("the open-file limit (\(openFiles)) is too low for --max-connections \(options.server.broker.maxConnections); serving at most \(fitting) connections (raise LimitNOFILE= or ulimit -n)")
+    options.server.broker.maxConnections = fitting
+}
 
 var listeners: [ListeningSocket]
 let path: String

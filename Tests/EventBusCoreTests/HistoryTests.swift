@@ -266,4 +266,43 @@ struct HistoryTests {
         h.checkInvariants()
         h.closeAll()
     }
+
+    // Attack round (docs/RELIABILITY.md "Attack round"): a `subscribe` of a
+    // few bytes could make the broker copy a whole ring of large events
+    // (16 MiB) for almost no replay credit, and copy it even into a queue
+    // where it was then dropped.
+
+    @Test func aReplayCostsCreditForTheBytesItCopies() throws {
+        let h = BrokerHarness()
+        let p = h.connect(uid: 2000)
+        let big = String(repeating: "x", count: 10_000)
+        for _ in 0..<4 { h.send(p, #"{"op":"publish","type":"a","data":"\#(big)"}"#) }
+        let s = h.connect()
+        let before = h.broker.replayCredit(uid: s.credentials.uid)
+        h.send(s, #"{"op":"subscribe","type":"a","since":0}"#)
+        #expect(h.read(s).count == 4)
+        let spent = before - h.broker.replayCredit(uid: s.credentials.uid)
+        // 4 entries, and 4 copies of more than 10,000 bytes: (10,000 - 256) / 64 = 152 units each at least.
+        #expect(spent >= 4 + 4 * 152)
+        h.closeAll()
+    }
+
+    @Test func aReplayIntoAFullQueueCopiesNothingAndCostsOnlyItsEntries() throws {
+        let h = BrokerHarness { $0.maxOutboundBytes = 16_384 }
+        let p = h.connect(uid: 2000)
+        let big = String(repeating: "x", count: 10_000)
+        for _ in 0..<8 { h.send(p, #"{"op":"publish","type":"a","data":"\#(big)"}"#) }
+        let s = h.connect()
+        h.send(s, #"{"op":"subscribe","type":"b","since":0}"#, #"{"op":"subscribe","type":"a","since":0}"#)
+        #expect(h.peek(s).filter { $0.op == "event" }.count == 1, "one 10 KB event fits in 16 KiB")
+        let before = h.broker.replayCredit(uid: s.credentials.uid)
+        h.send(s, #"{"op":"unsubscribe","type":"a"}"#, #"{"op":"subscribe","type":"a","since":0}"#)
+        let spent = before - h.broker.replayCredit(uid: s.credentials.uid)
+        #expect(spent == 8 + 1, "8 ring entries and 1 other subscription; nothing copied")
+        let frames = h.read(s)
+        #expect(frames.filter { $0.op == "event" }.count == 1)
+        h.send(p, #"{"op":"publish","type":"a"}"#)
+        #expect(HistoryTests.summary(h.read(s)) == ["dropped 15 2", "event 9"], "7 + 8 drops announced")
+        h.closeAll()
+    }
 }

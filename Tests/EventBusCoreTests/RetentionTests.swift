@@ -75,6 +75,69 @@ struct RetentionTests {
         h.closeAll()
     }
 
+    /// Attack round: two uids of tiny retained events took all 65,536 and
+    /// nobody, uid 0 included, could retain a new type.
+    @Test func aUidGetsTheShareOfTheRetainedEventsThatItsBytesLimitGives() throws {
+        let h = BrokerHarness {
+            $0.quotas.maxRetainedEvents = 16
+            $0.quotas.maxRetainedBytes = 1 << 20  // 128 KiB and so 2 events per uid
+        }
+        let p = h.connect(uid: 1000)
+        for (i, type) in ["a", "b", "c", "a"].enumerated() {
+            h.send(p, #"{"op":"publish","type":"\#(type)","retain":true,"req":\#(i)}"#)
+        }
+        let replies = h.read(p)
+        #expect(replies.map { $0.code ?? "ok" } == ["ok", "ok", "limit", "ok"], "replacing its own is fine")
+        #expect(replies[2].string("message")!.contains("would exceed 2 events"))
+        let other = h.connect(uid: 1001)
+        h.send(other, #"{"op":"publish","type":"c","retain":true,"req":1}"#)
+        let root = h.connect(uid: 0)
+        for i in 0..<5 { h.send(root, #"{"op":"publish","type":"r\#(i)","retain":true,"req":\#(i)}"#) }
+        #expect(h.read(other).first?.op == "ok")
+        #expect(h.read(root).allSatisfy { $0.op == "ok" }, "uid 0 has no per-uid share")
+        #expect(h.broker.retention.retained.count == 8)
+        h.checkInvariants()
+        h.closeAll()
+    }
+
+    /// Attack round: a retained event past 2 KiB (whose frame is built in a
+    /// chunk of its own) was copied from that chunk after it was released:
+    /// subscribers, `last` and the state file got freed memory.
+    @Test(arguments: [1_000, 3_000, 70_000])
+    func aLargeRetainedEventIsKeptIntact(size: Int) throws {
+        let h = BrokerHarness()
+        let live = h.connect()
+        h.send(live, #"{"op":"subscribe","type":"big"}"#)
+        let p = h.connect(uid: 2000)
+        let data = String(repeating: "x", count: size)
+        h.send(p, #"{"op":"publish","type":"big","retain":true,"data":"\#(data)"}"#)
+        #expect(h.read(live).map { $0.string("data") } == [data])
+        let s = h.connect()
+        h.send(s, #"{"op":"subscribe","type":"big","last":true}"#)
+        #expect(h.read(s).map { $0.string("data") } == [data])
+        h.closeAll()
+    }
+
+    /// Attack round: `last` on an exact type cost no credit however large
+    /// the retained event; its copy is now paid for, and a uid in debt waits.
+    @Test func lastOnAnExactTypePaysForTheCopyAndWaitsWhenTheCreditIsSpent() throws {
+        let h = BrokerHarness {
+            $0.retention.replayBurstUnits = 100
+            $0.retention.replayUnitsPerSecond = 100
+        }
+        let p = h.connect(uid: 2000)
+        h.send(p, #"{"op":"publish","type":"big","retain":true,"data":"\#(String(repeating: "x", count: 10_000))"}"#)
+        let s = h.connect()
+        h.send(s, #"{"op":"subscribe","type":"big","last":true,"req":1}"#)
+        #expect(h.read(s).map { $0.op } == ["ok", "event"], "the credit was positive: served, now in debt")
+        h.send(s, #"{"op":"unsubscribe","type":"big"}"#, #"{"op":"subscribe","type":"big","last":true,"req":2}"#)
+        #expect(h.read(s).map { $0.code ?? $0.op! } == ["limit"])
+        h.elapsedNanoseconds += 10_000_000_000
+        h.send(s, #"{"op":"subscribe","type":"big","last":true,"req":3}"#)
+        #expect(h.read(s).map { $0.op } == ["ok", "event"], "credit back with time")
+        h.closeAll()
+    }
+
     @Test func overTheRetainedLimitsThePublishIsRefusedWithLimitAndNothingHappens() throws {
         let h = BrokerHarness {
             $0.quotas.maxRetainedEvents = 2
