@@ -196,6 +196,23 @@ func holdUntilStopped(_ seconds: Double, while body: () -> Void = {}) {
 /// nothing can move (so the attacker's own CPU is spent on its traffic, as a
 /// careful attacker's would be), until stopped.
 /// - Returns: replies read.
+/// Runs `round` (one pass of writes over the connections, returning the
+/// bytes the sockets took) until `seconds` have passed or `idleLimit` passes
+/// in a row took nothing (50 ms apart): the broker stopped reading.
+/// - Returns: the bytes written in all.
+func writeWhileTaken(seconds: Double, idleLimit: Int, _ round: () -> Int) -> Int {
+    var sent = 0
+    let start = monotonic()
+    var idleRounds = 0
+    while monotonic() - start < seconds && idleRounds < idleLimit {
+        let progress = round()
+        sent += progress
+        idleRounds = progress == 0 ? idleRounds + 1 : 0
+        if progress == 0 { usleep(50_000) }
+    }
+    return sent
+}
+
 func pipeline(_ conns: [Conn], burst: [UInt8], perBurst: Int, window: Int, seconds: Double) -> Int {
     var outstanding = [Int](repeating: 0, count: conns.count)
     var offsets = [Int](repeating: 0, count: conns.count)
@@ -301,15 +318,8 @@ func runAttacker(_ kind: String, _ path: String, _ seconds: Double) {
         _ = open(100)
         let line = kind == "flood" ? #"{"op":"ping","req":1}"# + "\n" : "x\n"
         let chunk = Array(String(repeating: line, count: 65536 / line.utf8.count).utf8)
-        var sent = 0
-        let start = monotonic()
-        var idleRounds = 0
-        while monotonic() - start < seconds && idleRounds < 40 {
-            var progress = 0
-            for c in conns { progress += chunk.withUnsafeBytes { c.writeSome($0) } }
-            sent += progress
-            idleRounds = progress == 0 ? idleRounds + 1 : 0
-            if progress == 0 { usleep(50_000) }
+        let sent = writeWhileTaken(seconds: seconds, idleLimit: 40) {
+            conns.reduce(0) { total, c in total + chunk.withUnsafeBytes { c.writeSome($0) } }
         }
         say("ready sent=\(sent)")
         holdUntilStopped(seconds)
@@ -338,17 +348,14 @@ func runAttacker(_ kind: String, _ path: String, _ seconds: Double) {
         var frame = Array(#"{"op":"ping","x":""#.utf8)
         frame += [UInt8](repeating: 0x61, count: (1 << 20) - 4 - frame.count)
         var offsets = [Int](repeating: 0, count: conns.count)
-        let start = monotonic()
-        var idleRounds = 0
-        while monotonic() - start < seconds && idleRounds < 20 {
+        _ = writeWhileTaken(seconds: seconds, idleLimit: 20) {
             var progress = 0
             for (i, c) in conns.enumerated() where offsets[i] < frame.count {
                 let n = frame.withUnsafeBytes { c.writeSome(UnsafeRawBufferPointer(rebasing: $0[offsets[i]...])) }
                 offsets[i] += n
                 progress += n
             }
-            idleRounds = progress == 0 ? idleRounds + 1 : 0
-            if progress == 0 { usleep(50_000) }
+            return progress
         }
         say("ready accepted=\(accepted - refused) refused=\(refused + refusedAtConnect) sent=\(offsets.reduce(0, +))")
         holdUntilStopped(seconds)
@@ -405,15 +412,8 @@ func runAttacker(_ kind: String, _ path: String, _ seconds: Double) {
         _ = open(200)
         let pair = Array(#"{"op":"unsubscribe","type":">"}"#.utf8) + [0x0A] + Array(#"{"op":"subscribe","type":">","since":1}"#.utf8) + [0x0A]
         let chunk = Array((0..<256).map { _ in pair }.joined())
-        var sent = 0
-        let start = monotonic()
-        var idleRounds = 0
-        while monotonic() - start < 20 && idleRounds < 20 {
-            var progress = 0
-            for c in conns { progress += chunk.withUnsafeBytes { c.writeSome($0) } }
-            sent += progress
-            idleRounds = progress == 0 ? idleRounds + 1 : 0
-            if progress == 0 { usleep(50_000) }
+        let sent = writeWhileTaken(seconds: 20, idleLimit: 20) {
+            conns.reduce(0) { total, c in total + chunk.withUnsafeBytes { c.writeSome($0) } }
         }
         say("ready sent=\(sent)")
         holdUntilStopped(seconds)
