@@ -179,7 +179,7 @@ struct FrameSplitterTests {
         let completed = utf8("a\nb\nc\nd\npar").withUnsafeBytes { splitter.feed($0, collect) }
         #expect(!completed)
         #expect(seen == ["a", "b"])
-        #expect(splitter.hasBacklog && splitter.heldBytes >= 8)
+        #expect(splitter.hasBacklog && splitter.heldBytes >= 7)  // "c\nd\npar"; the allocator may round up (not under ASan)
         // An empty feed goes on from the backlog; another stop keeps the rest again.
         stopAfter = 3
         #expect(!utf8("").withUnsafeBytes { splitter.feed($0, collect) })
