@@ -235,27 +235,25 @@ extension Broker {
     /// - Returns: the frame (valid until the next event is made).
     @inline(__always)
     func makeEvent(_ parts: FrameEncoder.EventBytes) -> EventFrame {
-        let bound = FrameEncoder.eventByteCountUpperBound(parts)
-        if bound > OutboundQueue.copyLimitBytes {
-            let chunk = OutboundChunk.make(capacity: bound) { FrameEncoder.writeEvent(parts, into: $0) }
-            builtChunk = chunk  // alive through the fan-out (EventFrame does not count it)
-            return EventFrame(bytes: UnsafeRawBufferPointer(start: chunk.baseAddress, count: chunk.used), shared: chunk)
-        }
-        let destination = retention.history.space(for: bound) ?? eventScratch.baseAddress.unsafelyUnwrapped
-        let length = FrameEncoder.writeEvent(parts, into: destination)
-        return EventFrame(bytes: UnsafeRawBufferPointer(start: destination, count: length), shared: nil)
+        makeEvent(bound: FrameEncoder.eventByteCountUpperBound(parts)) { FrameEncoder.writeEvent(parts, into: $0) }
     }
 
     /// `makeEvent` for the broker's own events, written from `EventParts`.
     func makeEvent(_ parts: FrameEncoder.EventParts) -> EventFrame {
-        let bound = FrameEncoder.eventByteCountUpperBound(parts)
+        makeEvent(bound: FrameEncoder.eventByteCountUpperBound(parts)) { FrameEncoder.writeEvent(parts, into: $0) }
+    }
+
+    /// Where an event of at most `bound` bytes is written (see above), by
+    /// `write`, which returns the bytes it wrote.
+    @inline(__always)
+    private func makeEvent(bound: Int, _ write: (UnsafeMutableRawPointer) -> Int) -> EventFrame {
         if bound > OutboundQueue.copyLimitBytes {
-            let chunk = OutboundChunk.make(capacity: bound) { FrameEncoder.writeEvent(parts, into: $0) }
+            let chunk = OutboundChunk.make(capacity: bound, write)
             builtChunk = chunk  // alive through the fan-out (EventFrame does not count it)
             return EventFrame(bytes: UnsafeRawBufferPointer(start: chunk.baseAddress, count: chunk.used), shared: chunk)
         }
         let destination = retention.history.space(for: bound) ?? eventScratch.baseAddress.unsafelyUnwrapped
-        let length = FrameEncoder.writeEvent(parts, into: destination)
+        let length = write(destination)
         return EventFrame(bytes: UnsafeRawBufferPointer(start: destination, count: length), shared: nil)
     }
 }
