@@ -13,7 +13,15 @@
 //   to keep reading, or the broker stops reading us (PROTOCOL.md back-pressure);
 // - the reader thread owns the socket: only it closes the fd, and only after
 //   clearing `shutdownHandle`, so `close()` can never shut down a reused fd
-//   number; effects (deliveries, completions) run with no lock held.
+//   number; effects (deliveries, completions) run with no lock held;
+// - (1.2 flow control) the reader never blocks handing an event to a sink:
+//   it asks the `FlowGate` before each read, and while the local queues are
+//   full it does not read (the broker then holds our publishers), waiting on
+//   `wake` until consumers took half or one of them stalled;
+// - async requests (`publish`, `ping`, `stats`, `current`) write from
+//   `writeQueue`, not from the caller's thread, so a write blocked on a
+//   connection the broker holds never ties up the cooperative pool the
+//   observers that would free it run on.
 import Dispatch
 import EventBusProtocol
 import EventBusSystem
@@ -39,6 +47,10 @@ final class BusCore: Sendable {
     /// `notices()` streams by id.
     let noticeStreams = Locked<[UInt64: AsyncStream<BusNotice>.Continuation]>([:])
     let nextNoticeStream = Atomic<UInt64>(0)
+    /// (1.2) The count of events waiting in local queues (`Configuration.bufferLimit`).
+    let flow: FlowGate
+    /// Where async requests write (see the locking rules above).
+    let writeQueue = DispatchQueue(label: "EventBus writer")
 
     init(configuration: EventBus.Configuration, path: String, firstConnect: @escaping Completion<ConnectionInfo>) {
         self.configuration = configuration
@@ -53,6 +65,9 @@ final class BusCore: Sendable {
             firstConnect: firstConnect,
             runtimeDirectory: configuration.environment["XDG_RUNTIME_DIR"]
         ))
+        self.flow = FlowGate(maxEvents: configuration.bufferLimit, maxBytes: configuration.bufferLimitBytes,
+                             stallTimeout: configuration.localStallTimeout, wake: wake)
+        flow.noticeTarget.withLock { $0 = { [weak self] notice in self?.post(notice) } }
     }
 
     /// Starts the reader thread. It holds the core until the bus is closed.
@@ -73,6 +88,12 @@ final class BusCore: Sendable {
             return step.effects
         }
         perform(effects)
+    }
+
+    /// As `change(_:)`, run later on `writeQueue`: for async requests, whose
+    /// caller must not block its thread on a full socket.
+    func changeOffThread(_ decide: @escaping @Sendable (inout ClientState) -> Step) {
+        writeQueue.async { self.change(decide) }
     }
 
     /// Runs `decide` under the state lock only, for changes that never write.
@@ -133,8 +154,7 @@ final class BusCore: Sendable {
 
     private func report(_ outcome: SinkOutcome, type: String) {
         switch outcome {
-        case .delivered, .inactive: break
-        case .bufferFull: post(.droppedLocally(type: type))
+        case .delivered, .inactive, .droppedBehind: break  // a loss is reported once per run, by the gate
         case .undecodable(let error): post(.undecodable(error))
         }
     }
@@ -230,6 +250,18 @@ final class BusCore: Sendable {
         let sweepNanoseconds = Int64(interval.seconds * 1e9)
         var nextSweep = Clock.monotonicNanoseconds() + sweepNanoseconds
         while true {
+            if let milliseconds = flow.readerWait(longest: interval.pollMilliseconds) {
+                // The local queues are full: read nothing until consumers take
+                // some (FlowGate), so the broker holds the publishers.
+                if state.withLock({ $0.isClosed }) { return "the bus was closed" }
+                _ = wake.wait(timeout: .now() + .milliseconds(Int(milliseconds)))
+                let now = Clock.monotonicNanoseconds()
+                if now >= nextSweep {
+                    nextSweep = now + sweepNanoseconds
+                    sweep()
+                }
+                continue
+            }
             let ready: PollEvents
             do {
                 ready = try fd.poll(.readable, timeoutMilliseconds: interval.pollMilliseconds)

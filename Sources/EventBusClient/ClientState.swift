@@ -13,7 +13,8 @@ import EventBusProtocol
 struct ClientState {
     let path: String
     let clientName: String?
-    let overflow: OverflowPolicy
+    /// The `hello` `overflow`; nil: none sent (the broker's default, 1.2 `wait`).
+    let overflow: OverflowPolicy?
     let whileDisconnected: EventBus.DisconnectedPublishing
     let identity: (pid: Int32, uid: UInt32, gid: UInt32)
 
@@ -52,7 +53,7 @@ struct ClientState {
     var nextRegistration: UInt64 = 1
     private var timestamps = TimestampFormatter()
 
-    init(path: String, clientName: String?, overflow: OverflowPolicy, whileDisconnected: EventBus.DisconnectedPublishing, identity: (pid: Int32, uid: UInt32, gid: UInt32), firstConnect: Completion<ConnectionInfo>?, runtimeDirectory: String? = nil) {
+    init(path: String, clientName: String?, overflow: OverflowPolicy?, whileDisconnected: EventBus.DisconnectedPublishing, identity: (pid: Int32, uid: UInt32, gid: UInt32), firstConnect: Completion<ConnectionInfo>?, runtimeDirectory: String? = nil) {
         self.path = path
         self.runtimeDirectory = runtimeDirectory
         self.clientName = clientName
@@ -324,7 +325,8 @@ struct ClientState {
                 version: reply.string("version") ?? "",
                 instance: reply.string("instance") ?? "",
                 connection: reply.unsigned("conn") ?? 0,
-                features: reply.strings("features") ?? []
+                features: reply.strings("features") ?? [],
+                pid: reply.unsigned("pid").flatMap { Int32(exactly: $0) }
             )
             link = .connected(info)
             history.greeted(instance: info.instance)

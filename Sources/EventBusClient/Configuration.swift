@@ -20,15 +20,37 @@ extension EventBus {
         /// name with other bytes removed.
         public var clientName: String?
         /// The `hello` `overflow` option: what the broker does when this
-        /// connection falls 8 MiB (its `--max-outbound`) behind.
-        public var overflow: OverflowPolicy
+        /// connection falls 8 MiB (its `--max-outbound`) behind. nil (the
+        /// default) sends none, so the broker's default applies: (1.2)
+        /// `wait`, flow control: a publisher of this uid is held until this
+        /// connection has room, so an observer that keeps up on average
+        /// loses nothing, and one that reads steadily but slower than the
+        /// publisher slows it to its pace (PROTOCOL.md "Flow control (1.2)";
+        /// a 1.1 broker applies `drop-new`). `.dropOld` suits a monitor
+        /// that prefers the newest events to slowing anyone down.
+        public var overflow: OverflowPolicy?
         /// When and how often to reconnect after the broker goes away.
         public var reconnect: ReconnectPolicy
         /// What `publish` does while there is no connection.
         public var whileDisconnected: DisconnectedPublishing
-        /// Events each local observer or stream may have waiting before new
-        /// ones are dropped for it (reported as `BusNotice.droppedLocally`).
+        /// (1.2) Events all local observers and streams of this bus together
+        /// may have waiting (an event queued for two registrations counts
+        /// twice). When reached, the bus stops reading its socket until they
+        /// are down to half: the broker then holds the publishers (flow
+        /// control) instead of this process's memory growing. Nothing is
+        /// dropped locally for a registration that keeps taking events; the
+        /// buffer may pass the limit by the events of one 64 KiB read.
         public var bufferLimit: Int
+        /// (1.2) Bytes all waiting events together may take, counted as
+        /// `data` plus 128 bytes each; as `bufferLimit`, whichever is reached first.
+        public var bufferLimitBytes: Int
+        /// (1.2) How long a local observer or stream may take nothing while
+        /// the buffer is full before it is *behind*: its queue stops counting
+        /// (the bus reads on for the others) and it loses new events until it
+        /// has taken every queued one; then one `BusNotice.droppedLocally`
+        /// reports the count. The broker's `--stall-timeout` plays the same
+        /// part between connections (PROTOCOL.md "Flow control (1.2)").
+        public var localStallTimeout: Duration
         /// How often the reader looks for observers that were deallocated
         /// without cancelling, to unsubscribe their patterns at the broker.
         public var sweepInterval: Duration
@@ -47,10 +69,12 @@ extension EventBus {
         public init(
             bus: BusSelection = .automatic,
             clientName: String? = Configuration.defaultClientName(),
-            overflow: OverflowPolicy = .dropNew,
+            overflow: OverflowPolicy? = nil,
             reconnect: ReconnectPolicy = .standard,
             whileDisconnected: DisconnectedPublishing = .wait(upTo: .seconds(5), maxWaiting: 1000),
             bufferLimit: Int = 10_000,
+            bufferLimitBytes: Int = 16 << 20,
+            localStallTimeout: Duration = .seconds(1),
             sweepInterval: Duration = .milliseconds(250),
             maxIncomingFrameBytes: Int = 64 << 20,
             encoder: JSONEncoder = JSONEncoder(),
@@ -63,6 +87,8 @@ extension EventBus {
             self.reconnect = reconnect
             self.whileDisconnected = whileDisconnected
             self.bufferLimit = bufferLimit
+            self.bufferLimitBytes = bufferLimitBytes
+            self.localStallTimeout = localStallTimeout
             self.sweepInterval = sweepInterval
             self.maxIncomingFrameBytes = maxIncomingFrameBytes
             self.encoder = encoder

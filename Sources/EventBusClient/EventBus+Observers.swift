@@ -94,7 +94,7 @@ extension EventBus {
         let reference = WeakReference(observer)
         let decoder = core.configuration.decoder
         let (sink, stream) = Sink<Event>.make(
-            bufferLimit: core.configuration.bufferLimit,
+            flow: core.flow, pattern: Event.validatedEventType.name,
             transform: { raw throws(EventBusError) in try raw.decode(Event.self, using: decoder) },
             observerAlive: { reference.object != nil },
             observerIdentity: { $0 === reference.object },
@@ -136,7 +136,7 @@ extension EventBus {
     ) -> Subscription {
         let decoder = core.configuration.decoder
         let (sink, stream) = Sink<Delivery<Event>>.make(
-            bufferLimit: core.configuration.bufferLimit,
+            flow: core.flow, pattern: Event.validatedEventType.name,
             transform: { raw throws(EventBusError) in
                 Delivery(event: try raw.decode(Event.self, using: decoder), metadata: raw.metadata)
             }

@@ -22,7 +22,7 @@ public struct EventStream<Element: Sendable>: AsyncSequence, Sendable {
     /// Streams throw only `EventBusError`.
     public typealias Failure = EventBusError
 
-    let base: AsyncStream<StreamItem<Element>>
+    let base: SinkStream<Element>
     let subscription: Subscription
 
     /// The one iterator of this stream; when it goes away the registration ends.
@@ -39,7 +39,7 @@ public struct EventStream<Element: Sendable>: AsyncSequence, Sendable {
 
     /// Iterator of an `EventStream`.
     public struct AsyncIterator: AsyncIteratorProtocol {
-        var base: AsyncStream<StreamItem<Element>>.Iterator
+        var base: SinkStream<Element>.Iterator
         let owner: IterationOwner
 
         /// The next event, nil once the stream ended.
@@ -94,7 +94,7 @@ extension EventBus {
     }
 
     private func stream<Element: Sendable>(on pattern: String, initial: Initial, transform: @escaping Sink<Element>.Transform) -> EventStream<Element> {
-        let (sink, base) = Sink<Element>.make(bufferLimit: core.configuration.bufferLimit, transform: transform)
+        let (sink, base) = Sink<Element>.make(flow: core.flow, pattern: pattern, transform: transform)
         let subscription = register(sink, on: pattern, initial: initial, cancelsOnDeinit: false)
         sink.continuation.onTermination = { _ in subscription.cancel() }
         return EventStream(base: base, subscription: subscription)

@@ -187,7 +187,7 @@ public final class EventBus: Sendable {
     private func currentEvent(of type: String) async throws(EventBusError) -> RawEvent? {
         guard let pattern = Pattern(type) else { throw .invalidName(type) }
         let result: Result<RawEvent?, EventBusError> = await withCheckedContinuation { continuation in
-            core.change { $0.current(pattern) { continuation.resume(returning: $0) } }
+            core.changeOffThread { $0.current(pattern) { continuation.resume(returning: $0) } }
         }
         return try result.get()
     }
@@ -230,8 +230,8 @@ public final class EventBus: Sendable {
         let result: Result<PublishReceipt, EventBusError> = await withCheckedContinuation { continuation in
             var publish = publish
             publish.completion = { continuation.resume(returning: $0) }
-            let now = Clock.monotonicNanoseconds()
-            core.change { $0.publish(publish, now: now) }
+            let started = publish
+            core.changeOffThread { $0.publish(started, now: Clock.monotonicNanoseconds()) }
         }
         return try result.get()
     }
@@ -261,13 +261,16 @@ public final class EventBus: Sendable {
             instance: reply.string("instance") ?? "",
             retained: Int(reply.unsigned("retained") ?? 0),
             historyFirstSeq: reply.unsigned("history_first_seq") ?? 0,
-            historyEvents: Int(reply.unsigned("history_events") ?? 0)
+            historyEvents: Int(reply.unsigned("history_events") ?? 0),
+            held: Int(reply.unsigned("held") ?? 0),
+            holds: reply.unsigned("holds") ?? 0,
+            stalls: reply.unsigned("stalls") ?? 0
         )
     }
 
     private func request(stats: Bool) async throws(EventBusError) -> Reply {
         let result: Result<Reply, EventBusError> = await withCheckedContinuation { continuation in
-            core.change { $0.request(stats: stats) { continuation.resume(returning: $0) } }
+            core.changeOffThread { $0.request(stats: stats) { continuation.resume(returning: $0) } }
         }
         return try result.get()
     }

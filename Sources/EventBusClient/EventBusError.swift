@@ -84,9 +84,12 @@ public enum BusNotice: Equatable, Sendable {
     /// The broker dropped `count` events for this connection, the first with
     /// `sinceSeq` (PROTOCOL.md "Semantics": the `dropped` frame).
     case dropped(count: UInt64, sinceSeq: UInt64)
-    /// A local stream or observer was `bufferLimit` events behind and missed
-    /// an event of type `type`.
-    case droppedLocally(type: String)
+    /// (1.2) A local observer or stream on `pattern` (its event type, for a
+    /// typed one) took nothing for `Configuration.localStallTimeout` while
+    /// the bus's buffer was full, and lost `count` events, the first with
+    /// `sinceSeq`, until it had caught up: one notice per such run, sent
+    /// when it has taken its last queued event (or ended).
+    case droppedLocally(pattern: String, count: UInt64, sinceSeq: UInt64)
     /// An event arrived that a typed observer or stream could not decode; it
     /// was skipped for that receiver.
     case undecodable(EventBusError)
@@ -135,16 +138,20 @@ public struct ConnectionInfo: Equatable, Sendable {
     public var instance: String
     /// This connection's id within the broker run.
     public var connection: UInt64
-    /// Optional features the broker has, e.g. `overflow`, `echo`.
+    /// Optional features the broker has, e.g. `overflow`, `echo`; (1.2)
+    /// `flow` when it holds publishers for subscribers that keep reading.
     public var features: [String]
+    /// (1.2) The broker's process id; nil from a 1.1 broker.
+    public var pid: Int32?
 
     /// The fields of a `hello` reply.
-    public init(server: String, version: String, instance: String, connection: UInt64, features: [String]) {
+    public init(server: String, version: String, instance: String, connection: UInt64, features: [String], pid: Int32? = nil) {
         self.server = server
         self.version = version
         self.instance = instance
         self.connection = connection
         self.features = features
+        self.pid = pid
     }
 }
 
@@ -189,10 +196,16 @@ public struct BrokerStats: Equatable, Sendable {
     public var historyFirstSeq: UInt64
     /// (1.1) Events in the broker's history.
     public var historyEvents: Int
+    /// (1.2) Publisher connections held back now (PROTOCOL.md "Flow control"); 0 from a 1.1 broker.
+    public var held: Int
+    /// (1.2) Times a publisher was held since the broker started.
+    public var holds: UInt64
+    /// (1.2) Times a connection went behind (took nothing for the stall timeout while holding one).
+    public var stalls: UInt64
 
     /// The fields of a `stats` reply.
     public init(connections: Int, subscriptions: Int, published: UInt64, delivered: UInt64, dropped: UInt64, queuedBytes: UInt64, uptimeSeconds: Double, instance: String,
-                retained: Int = 0, historyFirstSeq: UInt64 = 0, historyEvents: Int = 0) {
+                retained: Int = 0, historyFirstSeq: UInt64 = 0, historyEvents: Int = 0, held: Int = 0, holds: UInt64 = 0, stalls: UInt64 = 0) {
         self.connections = connections
         self.subscriptions = subscriptions
         self.published = published
@@ -204,5 +217,8 @@ public struct BrokerStats: Equatable, Sendable {
         self.retained = retained
         self.historyFirstSeq = historyFirstSeq
         self.historyEvents = historyEvents
+        self.held = held
+        self.holds = holds
+        self.stalls = stalls
     }
 }

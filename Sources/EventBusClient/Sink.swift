@@ -4,7 +4,10 @@
 //
 // Before editing: `deliver` and `finish` are called by the reader thread and
 // by publishing tasks with no lock held; they must not block and must not
-// call back into `BusCore`.
+// call back into `BusCore`. Each queued event is counted in the bus's
+// `FlowGate` (1.2 flow control): `SinkStream`'s iterator reports each one
+// taken, `finish` stops the count; the stream itself is unbounded because
+// the gate bounds all queues of the bus together.
 import EventBusProtocol
 import Synchronization
 
@@ -19,8 +22,10 @@ enum SinkOutcome: Equatable, Sendable {
     case delivered
     /// The observer is gone or the registration was cancelled: nothing was queued.
     case inactive
-    /// The sink had `bufferLimit` events waiting; this one was dropped for it.
-    case bufferFull
+    /// The registration is behind (its consumer took nothing for the local
+    /// stall timeout while the bus's buffer was full): dropped for it, and
+    /// counted in the one notice that reports the run (`FlowGate`).
+    case droppedBehind
     /// The event's `data` does not decode as the sink's type.
     case undecodable(EventBusError)
 }
@@ -58,7 +63,13 @@ final class Sink<Value: Sendable>: EventSink {
     typealias Transform = @Sendable (RawEvent) throws(EventBusError) -> Value
 
     let transform: Transform
-    let continuation: AsyncStream<StreamItem<Value>>.Continuation
+    /// Each item with its cost in bytes (`DeliveryLedger.cost`), -1 for an
+    /// item the gate did not count (the error that ends the stream).
+    let continuation: AsyncStream<(StreamItem<Value>, Int)>.Continuation
+    /// The bus's flow gate, where queued events are counted.
+    let gate: FlowGate
+    /// The registration's pattern (its type for typed ones), for loss notices.
+    let pattern: String
     /// Checks the weak observer; nil for streams, which live until cancelled.
     let observerAlive: (@Sendable () -> Bool)?
     let observerIdentity: (@Sendable (AnyObject) -> Bool)?
@@ -70,13 +81,17 @@ final class Sink<Value: Sendable>: EventSink {
 
     init(
         transform: @escaping Transform,
-        continuation: AsyncStream<StreamItem<Value>>.Continuation,
+        continuation: AsyncStream<(StreamItem<Value>, Int)>.Continuation,
+        gate: FlowGate,
+        pattern: String,
         observerAlive: (@Sendable () -> Bool)? = nil,
         observerIdentity: (@Sendable (AnyObject) -> Bool)? = nil,
         observerID: ObjectIdentifier? = nil
     ) {
         self.transform = transform
         self.continuation = continuation
+        self.gate = gate
+        self.pattern = pattern
         self.observerAlive = observerAlive
         self.observerIdentity = observerIdentity
         self.observerID = observerID
@@ -100,34 +115,74 @@ final class Sink<Value: Sendable>: EventSink {
         } catch {
             return .undecodable(error)
         }
-        switch continuation.yield(.value(value)) {
+        let cost = DeliveryLedger.cost(of: event)
+        let id = ObjectIdentifier(self)
+        guard gate.admit(id, pattern: pattern, cost: cost, seq: event.metadata.seq) == .queue else { return .droppedBehind }
+        switch continuation.yield((.value(value), cost)) {
         case .enqueued: return .delivered
-        case .dropped: return .bufferFull
-        case .terminated: return .inactive
+        case .dropped, .terminated:
+            gate.close(id)  // finished meanwhile: no consumer will take it
+            return .inactive
         @unknown default: return .inactive
         }
     }
 
     func finish(_ error: EventBusError?, discardQueued: Bool) {
         if discardQueued { active.store(false, ordering: .releasing) }
-        if let error { continuation.yield(.failure(error)) }
+        if let error { continuation.yield((.failure(error), -1)) }
         continuation.finish()
+        gate.close(ObjectIdentifier(self))
+    }
+}
+
+/// The consumer's side of a sink: its items in order; each event taken is
+/// reported to the bus's flow gate, which lets the reader read on.
+struct SinkStream<Value: Sendable>: AsyncSequence, Sendable {
+    typealias Element = StreamItem<Value>
+    typealias Failure = Never
+
+    let base: AsyncStream<(StreamItem<Value>, Int)>
+    let gate: FlowGate
+    let sink: ObjectIdentifier
+
+    func makeAsyncIterator() -> Iterator { Iterator(base: base.makeAsyncIterator(), gate: gate, sink: sink) }
+
+    /// The one iterator of a sink's stream.
+    struct Iterator: AsyncIteratorProtocol {
+        var base: AsyncStream<(StreamItem<Value>, Int)>.Iterator
+        let gate: FlowGate
+        let sink: ObjectIdentifier
+
+        mutating func next() async -> StreamItem<Value>? {
+            taken(await base.next())
+        }
+
+        mutating func next(isolation actor: isolated (any Actor)?) async -> StreamItem<Value>? {
+            taken(await base.next(isolation: actor))
+        }
+
+        private func taken(_ entry: (StreamItem<Value>, Int)?) -> StreamItem<Value>? {
+            guard let (item, cost) = entry else { return nil }
+            if cost >= 0 { gate.took(sink, cost: cost) }
+            return item
+        }
     }
 }
 
 extension Sink {
-    /// A sink whose stream holds at most `bufferLimit` waiting items; newer
-    /// ones are dropped (as the broker's default `drop-new`).
+    /// A sink on `pattern` whose queued events are counted in `flow` (the
+    /// bus's buffer, `Configuration.bufferLimit`), and its stream.
     static func make(
-        bufferLimit: Int,
+        flow: FlowGate,
+        pattern: String,
         transform: @escaping Transform,
         observerAlive: (@Sendable () -> Bool)? = nil,
         observerIdentity: (@Sendable (AnyObject) -> Bool)? = nil,
         observerID: ObjectIdentifier? = nil
-    ) -> (Sink<Value>, AsyncStream<StreamItem<Value>>) {
-        let (stream, continuation) = AsyncStream<StreamItem<Value>>.makeStream(bufferingPolicy: .bufferingOldest(max(1, bufferLimit)))
-        let sink = Sink(transform: transform, continuation: continuation, observerAlive: observerAlive, observerIdentity: observerIdentity,
-                        observerID: observerID)
-        return (sink, stream)
+    ) -> (Sink<Value>, SinkStream<Value>) {
+        let (stream, continuation) = AsyncStream<(StreamItem<Value>, Int)>.makeStream(bufferingPolicy: .unbounded)
+        let sink = Sink(transform: transform, continuation: continuation, gate: flow, pattern: pattern,
+                        observerAlive: observerAlive, observerIdentity: observerIdentity, observerID: observerID)
+        return (sink, SinkStream(base: stream, gate: flow, sink: ObjectIdentifier(sink)))
     }
 }
