@@ -43,23 +43,27 @@ extension Broker {
 
     // MARK: Replay
 
-    /// Sends, right after a subscribe's `ok` (and its retained events), the
-    /// ring's events after `since` that `subscription`'s pattern matches and
-    /// the connection may receive (no echo without `echo: true`), each
-    /// flagged `"replayed":true`, in seq order, skipping those another of
-    /// the connection's subscriptions already offered; a `gap` frame first
-    /// when the ring no longer reaches back to `since + 1`, when `instance` is
+    /// The replay of a subscribe with `since`, to send right after its `ok`
+    /// (and its retained events) through `startReplays`: the ring's events
+    /// after `since` that `subscription`'s pattern matches and the connection
+    /// may receive (no echo without `echo: true`), each flagged
+    /// `"replayed":true`, in seq order, skipping those another of the
+    /// connection's subscriptions already offered; a `gap` frame first when
+    /// the ring no longer reaches back to `since + 1`, when `instance` is
     /// not this run's (then `since` counts as 0), or when the uid's replay
     /// credit cuts the replay short:
     /// `{"op":"gap","type":"a.>","since_seq":10,"first_seq":50}`.
-    /// - Parameter sentRetained: seqs just sent as retained events (a
-    ///   subscribe with both `last` and `since`): not sent again.
-    func replayHistory(since requested: UInt64, instance: String?, subscription: Subscription, to connection: Connection, sentRetained: Set<UInt64> = []) {
+    /// - Parameter sentRetained: seqs sent as retained events (a subscribe
+    ///   with both `last` and `since`): not sent again.
+    /// - Returns: nil when there is nothing to send.
+    func historyReplay(since requested: UInt64, instance: String?, subscription: Subscription, to connection: Connection, sentRetained: Set<UInt64> = []) -> PacedReplay? {
         let ring = retention.history
         let foreign = instance != nil && instance != self.instance
         let since = foreign ? 0 : requested
         var start = ring.index(after: since)
-        var gap = foreign || ring.lostThrough > since
+        // `since: 0` with this run's instance is the whole ring, without a
+        // gap even once the ring has dropped its oldest (PROTOCOL.md).
+        var gap = foreign || (since > 0 && ring.lostThrough > since)
 
         // What the replay may cost: the ring entries it scans plus the
         // subscriptions it looks at; cut the scan to what the credit pays for.
@@ -73,61 +77,133 @@ extension Broker {
                 gap = true
             }
         }
+        spendReplayCredit(uid: uid, units: others)
         let firstReplayed = start < ring.count ? ring[start].seq : seq + 1
-        if gap {
-            scratch.removeAll(keepingCapacity: true)
-            FrameEncoder.appendASCII("{\"op\":\"gap\",\"type\":", to: &scratch)
-            JSONString.appendQuoted(subscription.pattern.text, to: &scratch)
-            FrameEncoder.appendField("since_seq", int: since, to: &scratch)
-            FrameEncoder.appendField("first_seq", int: firstReplayed, to: &scratch)
-            FrameEncoder.appendASCII("}\n", to: &scratch)
-            enqueue(bytes: scratch, to: connection)
-        }
-        guard start < ring.count else {
-            spendReplayCredit(uid: uid, units: others)
-            subscription.offeredFrom = min(subscription.offeredFrom, firstReplayed)
-            return
-        }
+        let replay = PacedReplay(historyOf: subscription)
+        if gap { replay.gap = (since, firstReplayed) }
+        defer { subscription.offeredFrom = min(subscription.offeredFrom, firstReplayed) }
+        guard start < ring.count else { return gap ? replay : nil }
 
         // Subscriptions that may already have offered some of these events:
         // this one (a repeated subscribe) and up to `maxDeduplicated` others
         // that overlap it and existed before the newest ring event.
         let newest = ring[ring.count - 1].seq
         let matcher = PatternMatcher(subscription.pattern)
-        var dedup: [(matcher: PatternMatcher, from: UInt64)] = []
-        if subscription.offeredFrom <= newest { dedup.append((matcher, subscription.offeredFrom)) }
+        if subscription.offeredFrom <= newest { replay.dedup.append((matcher, subscription.offeredFrom)) }
         for (pattern, other) in connection.subscriptions where other !== subscription && other.offeredFrom <= newest {
-            guard dedup.count < Broker.maxDeduplicated + 1 else { break }
+            guard replay.dedup.count < Broker.maxDeduplicated + 1 else { break }
             let overlaps = withUTF8(pattern.text) { other in
                 matcher.bytes.withUnsafeBytes { PatternMatcher.mayOverlap($0, other) }
             }
-            if overlaps { dedup.append((PatternMatcher(pattern), other.offeredFrom)) }
+            if overlaps { replay.dedup.append((PatternMatcher(pattern), other.offeredFrom)) }
         }
+        replay.matcher = matcher
+        replay.nextSeq = firstReplayed
+        replay.endSeq = newest
+        replay.sentRetained = sentRetained
+        return replay
+    }
 
-        var checks = 0
+    /// Sends what it can of `replay` (retained events, or ring events from
+    /// its place on): under `wait` (not behind) it stops where the next event
+    /// does not fit and keeps its place; otherwise the overflow rule decides
+    /// each event, as for live ones. A gap frame goes first where the ring
+    /// dropped events before they were sent.
+    /// - Returns: whether the replay is done.
+    func pump(_ replay: PacedReplay, to connection: Connection) -> Bool {
         var copyUnits = 0
         var delivered: UInt64 = 0
-        for i in start..<ring.count {
-            let entry = ring[i]
-            let type = entry.typeBytes
-            guard matcher.matches(type) else { continue }
-            if entry.publisher == connection.id && !connection.echo { continue }  // no echo
-            if subscription.isFiltered && !retentionMayReceive(connection, type) { continue }  // the policy
-            var offered = false
-            for earlier in dedup {
-                checks += 1
-                if entry.seq >= earlier.from && earlier.matcher.matches(type) {
-                    offered = true
-                    break
+        defer { statistics.delivered += delivered }
+        if !replay.isHistory {
+            defer { spendReplayCredit(uid: connection.credentials.uid, units: copyUnits) }
+            while replay.nextRetained < replay.retained.count {
+                let event = replay.retained[replay.nextRetained]
+                switch offerFlagged(event.frame.bytes, .retained, seq: event.seq, to: connection, copyUnits: &copyUnits) {
+                case .full: return false
+                case .queued: delivered += 1
+                case .dropped: break
                 }
+                replay.nextRetained += 1
+                if !connection.isRoutable { return true }  // closed under `overflow: disconnect`
             }
-            if offered || (!sentRetained.isEmpty && sentRetained.contains(entry.seq)) { continue }
-            if offerFlagged(entry.frame, .replayed, seq: entry.seq, to: connection, copyUnits: &copyUnits) { delivered += 1 }
-            if !connection.isRoutable { break }  // closed under `overflow: disconnect`
+            return true
         }
-        statistics.delivered += delivered
-        spendReplayCredit(uid: uid, units: (ring.count - start) + others + checks + copyUnits)
-        subscription.offeredFrom = min(subscription.offeredFrom, firstReplayed)
+        let ring = retention.history
+        if replay.gap == nil, replay.nextSeq <= replay.endSeq, ring.lostThrough >= replay.nextSeq {
+            replay.gap = (replay.nextSeq - 1, ring.firstSeq ?? replay.endSeq + 1)  // the ring moved past its place
+        }
+        if let gap = replay.gap {
+            scratch.removeAll(keepingCapacity: true)
+            FrameEncoder.appendASCII("{\"op\":\"gap\",\"type\":", to: &scratch)
+            JSONString.appendQuoted(replay.subscription.pattern.text, to: &scratch)
+            FrameEncoder.appendField("since_seq", int: gap.since, to: &scratch)
+            FrameEncoder.appendField("first_seq", int: gap.first, to: &scratch)
+            FrameEncoder.appendASCII("}\n", to: &scratch)
+            enqueue(bytes: scratch, to: connection)
+            replay.gap = nil
+        }
+        guard let matcher = replay.matcher else { return true }
+        var checks = 0
+        var scanned = 0
+        defer { spendReplayCredit(uid: connection.credentials.uid, units: scanned + checks + copyUnits) }
+        var i = ring.index(after: replay.nextSeq &- 1)
+        while i < ring.count {
+            let entry = ring[i]
+            guard entry.seq <= replay.endSeq else { break }
+            scanned += 1
+            i += 1
+            if replayedEventSkipped(entry, replay, matcher, connection, checks: &checks) {
+                replay.nextSeq = entry.seq + 1
+                continue
+            }
+            switch offerFlagged(entry.frame, .replayed, seq: entry.seq, to: connection, copyUnits: &copyUnits) {
+            case .full: return false
+            case .queued: delivered += 1
+            case .dropped: break
+            }
+            replay.nextSeq = entry.seq + 1
+            if !connection.isRoutable { return true }  // closed under `overflow: disconnect`
+        }
+        return true
+    }
+
+    /// Whether a ring entry is not for this replay: another type, the
+    /// connection's own event without echo, denied by the policy, or offered
+    /// already (by another subscription, or as a retained event).
+    private func replayedEventSkipped(_ entry: HistoryEntry, _ replay: PacedReplay, _ matcher: PatternMatcher, _ connection: Connection, checks: inout Int) -> Bool {
+        let type = entry.typeBytes
+        guard matcher.matches(type) else { return true }
+        if entry.publisher == connection.id && !connection.echo { return true }  // no echo
+        if replay.subscription.isFiltered && !retentionMayReceive(connection, type) { return true }  // the policy
+        for earlier in replay.dedup {
+            checks += 1
+            if entry.seq >= earlier.from && earlier.matcher.matches(type) { return true }
+        }
+        return !replay.sentRetained.isEmpty && replay.sentRetained.contains(entry.seq)
+    }
+
+    /// The events `replay` would still send (for the `dropped` notice of a
+    /// replay cut short): how many, and the first one's seq.
+    func unsentEvents(of replay: PacedReplay, to connection: Connection) -> (count: UInt64, first: UInt64) {
+        if !replay.isHistory {
+            let left = replay.retained[replay.nextRetained...]
+            return (UInt64(left.count), left.map(\.seq).min() ?? 0)
+        }
+        guard let matcher = replay.matcher else { return (0, 0) }
+        let ring = retention.history
+        var count: UInt64 = 0
+        var first: UInt64 = 0
+        var checks = 0
+        var i = ring.index(after: replay.nextSeq &- 1)
+        while i < ring.count, ring[i].seq <= replay.endSeq {
+            let entry = ring[i]
+            i += 1
+            if replayedEventSkipped(entry, replay, matcher, connection, checks: &checks) { continue }
+            if first == 0 { first = entry.seq }
+            count += 1
+        }
+        spendReplayCredit(uid: connection.credentials.uid, units: Int(count) + checks)
+        return (count, first)
     }
 
     // MARK: Credit

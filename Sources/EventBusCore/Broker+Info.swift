@@ -29,6 +29,7 @@ extension Broker {
             FrameEncoder.appendField("protocol", int: UInt64(ProtocolConstants.version), to: &out)
             FrameEncoder.appendField("instance", string: instance, to: &out)
             FrameEncoder.appendField("conn", int: connection.id, to: &out)
+            FrameEncoder.appendField("pid", int: UInt64(max(0, configuration.ownCredentials.pid)), to: &out)  // (1.2)
             FrameEncoder.appendASCII(",\"features\":[", to: &out)
             for (i, feature) in (ProtocolConstants.features + retentionFeatures).enumerated() {
                 if i > 0 { out.append(0x2C) }
@@ -55,6 +56,9 @@ extension Broker {
             self.appendMe(for: connection, to: &out)
             FrameEncoder.appendField("policy_generation", int: policyGeneration, to: &out)
             appendRetentionStats(to: &out)
+            FrameEncoder.appendField("held", int: UInt64(s.held), to: &out)  // (1.2) "Flow control"
+            FrameEncoder.appendField("holds", int: s.holds, to: &out)
+            FrameEncoder.appendField("stalls", int: s.stalls, to: &out)
         }
     }
 }

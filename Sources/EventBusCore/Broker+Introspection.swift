@@ -50,7 +50,8 @@ extension Broker {
     /// `clients`: `{"op":"ok","req":1,"clients":[{"conn":3,"client":"dashboard",
     /// "pid":811,"uid":1000,"gid":1000,"since":"2026-11-29T13:00:00.123Z",
     /// "patterns":["order.>"],"subscriptions":1,"queued_bytes":0,"inbound_bytes":0,
-    /// "published":12,"delivered":40,"dropped":0,"overflow":"drop-new","echo":false}]}`,
+    /// "published":12,"delivered":40,"dropped":0,"overflow":"wait","echo":false,
+    /// "holding":0,"held":false,"behind":false}]}`,
     /// in connection order; `client` is null without a name; at most
     /// `maxPatternsListed` patterns each (in name order; `subscriptions` counts all).
     func clients(req: UnsafeRawBufferPointer?, to caller: Connection) {
@@ -96,6 +97,10 @@ extension Broker {
                 FrameEncoder.appendField("dropped", int: connection.droppedCount, to: &out)
                 FrameEncoder.appendField("overflow", string: connection.overflow.rawValue, to: &out)
                 FrameEncoder.appendField("echo", bool: connection.echo, to: &out)
+                // (1.2) "Flow control"
+                FrameEncoder.appendField("holding", int: UInt64(connection.flow.holding.count), to: &out)
+                FrameEncoder.appendField("held", bool: connection.flow.isHeld, to: &out)
+                FrameEncoder.appendField("behind", bool: connection.flow.behind, to: &out)
                 out.append(0x7D)
             }
             out.append(0x5D)

@@ -136,7 +136,12 @@ extension Broker {
         let actor = publisher == connection.credentials.uid || isPrivileged(publisher) ? OutboundQueue.noActor : publisher
         let size = event.count + OutboundQueue.entryOverheadBytes
         // While all queues hold less than the smallest limit, none can be reached.
-        let mayFit = actor == OutboundQueue.noActor && statistics.queuedBytes + size <= outboundFastPathBytes
+        let mayFit = actor == OutboundQueue.noActor && statistics.queuedBytes + size <= outboundFastPathBytes && pacedReplays == 0
+        // (1.2) Live events wait behind a paced replay: dropped here where their publisher was not held.
+        if !mayFit && !connection.flow.replays.isEmpty && !connection.flow.pumping {
+            refuse(connection, .connection, seq: seq)
+            return false
+        }
         if !mayFit, let refusal = refusal(size: size, actor: actor, connection: connection) {
             guard makeRoom(for: size, actor: actor, refusal: refusal, connection: connection) else {
                 refuse(connection, refusal, seq: seq)

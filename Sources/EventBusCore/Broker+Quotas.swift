@@ -21,6 +21,8 @@ struct PauseReasons: OptionSet {
     static let totalOutbound = PauseReasons(rawValue: 4)
     /// Its uid is throttled for inbound bytes and it is not the one connection read.
     static let inbound = PauseReasons(rawValue: 8)
+    /// (1.2) A subscriber holds it back (PROTOCOL.md "Flow control"; until released).
+    static let held = PauseReasons(rawValue: 16)
 }
 
 extension Broker {
@@ -101,7 +103,7 @@ extension Broker {
     /// Charges what the connection's splitter holds now (the one place
     /// inbound bytes are counted) and applies the inbound budgets.
     func syncInbound(_ connection: Connection) {
-        let held = connection.isClosed || connection.closing != nil ? 0 : connection.splitter.heldBytes
+        let held = connection.isClosed || connection.closing != nil ? 0 : connection.splitter.heldBytes + (connection.flow.heldFrame?.capacity ?? 0)
         let delta = held - connection.inboundCharged
         guard delta != 0 else { return }
         let account = connection.account
@@ -191,6 +193,7 @@ extension Broker {
     /// - Returns: `.close(id, .afterWrite)` for each, with the error queued.
     public func tick(at time: BrokerTime) -> BrokerStep {
         now = time
+        if !flowWatch.isEmpty { watchForStalls() }
         let timeout = configuration.quotas.frameTimeoutNanoseconds
         guard timeout > 0, quotaTotals.inboundBytes > 0 else { return finishStep() }
         var expired: [Connection] = []
@@ -211,7 +214,9 @@ extension Broker {
     /// How often the server should call `tick`: a tenth of the frame
     /// timeout, between 10 ms and 1 s.
     public var tickIntervalNanoseconds: Int64 {
-        min(1_000_000_000, max(10_000_000, configuration.quotas.frameTimeoutNanoseconds / 10))
+        let frames = min(1_000_000_000, max(10_000_000, configuration.quotas.frameTimeoutNanoseconds / 10))
+        // (1.2) The stall watch: a twentieth of the stall timeout, at least 10 ms.
+        return flowWatch.isEmpty ? frames : min(frames, max(10_000_000, configuration.stallTimeoutNanoseconds / 20))
     }
 
     // MARK: Outbound bytes
@@ -346,5 +351,5 @@ extension Broker {
 
 extension Broker {
     /// Whether `tick` has anything to watch (some incomplete frame is held).
-    public var needsTicks: Bool { configuration.quotas.frameTimeoutNanoseconds > 0 && quotaTotals.inboundBytes > 0 }
+    public var needsTicks: Bool { (configuration.quotas.frameTimeoutNanoseconds > 0 && quotaTotals.inboundBytes > 0) || !flowWatch.isEmpty }
 }

@@ -74,12 +74,15 @@ extension Broker {
             if request.last { FrameEncoder.appendField("retained", int: UInt64(retained.count), to: &out) }
         }
         // Replays of retained and history events (1.1), right after the `ok`,
-        // through `offer` like live events.
-        if request.last { sendRetained(retained, to: connection) }
-        if let since = request.since, let subscription = connection.subscriptions[pattern] {
-            replayHistory(since: since, instance: request.instance, subscription: subscription, to: connection,
-                          sentRetained: Set(retained.map(\.seq)))
+        // through `offer` like live events; paced under `wait` (1.2).
+        guard request.last || request.since != nil, let subscription = connection.subscriptions[pattern] else { return }
+        var replays: [PacedReplay] = []
+        if !retained.isEmpty { replays.append(PacedReplay(retained: retained, subscription: subscription)) }
+        if let since = request.since, let replay = historyReplay(since: since, instance: request.instance, subscription: subscription,
+                                                                 to: connection, sentRetained: Set(retained.map(\.seq))) {
+            replays.append(replay)
         }
+        startReplays(replays, to: connection)
     }
 
     // MARK: The subscription pair
@@ -108,6 +111,7 @@ extension Broker {
     @discardableResult
     func removeSubscription(_ pattern: Pattern, from connection: Connection) -> Bool {
         guard let subscription = connection.subscriptions.removeValue(forKey: pattern) else { return false }
+        cancelReplays(of: subscription, on: connection)
         if !pattern.hasWildcards { types.dropRoutes(of: pattern.text) }
         setFiltered(subscription, false, on: connection)
         index.remove(subscription)
@@ -124,6 +128,8 @@ extension Broker {
                  typeEntry: Int? = nil, typeBytes: UnsafeRawBufferPointer? = nil) {
         // Policy first: a denied publish takes no seq (PROTOCOL.md "Access policy (1.1)").
         guard mayPublish(publisher, request.type, entry: typeEntry, req: req), request.origin == nil || mayBridge(publisher, req: req) else { return }
+        // (1.2) Held, the event waits unrouted: no seq, queued to no one.
+        if holdIfBlocked(frame, type: request.type, entry: typeEntry, publisher: publisher) { return }
         // What the event takes from the frame, as plain byte ranges: the
         // routing below copies no request (and counts no references).
         let content = EventContent(request, frame: frame, typeBytes: typeBytes)

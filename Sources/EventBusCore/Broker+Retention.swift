@@ -144,21 +144,6 @@ extension Broker {
         return found
     }
 
-    /// Queues the retained events found by `retainedMatches`, each flagged
-    /// `"retained":true`, under the outbound limits.
-    /// The copying is charged to the uid's replay credit (in debt if need
-    /// be: the next replays wait for it).
-    func sendRetained(_ events: [RetainedEvent], to connection: Connection) {
-        var delivered: UInt64 = 0
-        var copyUnits = 0
-        for event in events {
-            if offerFlagged(event.frame.bytes, .retained, seq: event.seq, to: connection, copyUnits: &copyUnits) { delivered += 1 }
-            if !connection.isRoutable { break }  // closed under `overflow: disconnect`
-        }
-        statistics.delivered += delivered
-        spendReplayCredit(uid: connection.credentials.uid, units: copyUnits)
-    }
-
     // MARK: The state file
 
     /// Goes up with every change of the retained events (the server writes
@@ -226,6 +211,13 @@ extension Broker {
     }
 }
 
+/// What became of a replayed or retained copy `offerFlagged` offered.
+enum ReplayOffer {
+    case queued, dropped
+    /// (1.2) It does not fit yet under `wait`: nothing queued, nothing dropped.
+    case full
+}
+
 /// The flag a replayed or retained copy of an event carries.
 enum ReplayFlag {
     /// `"retained":true`: sent after a `subscribe` with `last`.
@@ -244,14 +236,19 @@ extension Broker {
     /// before anything is copied, so a replay into a full queue costs no
     /// copying; the credit units of what is copied are added to `copyUnits`
     /// (the replay credit pays for them, see `replayUnits(copying:)`).
-    func offerFlagged(_ bytes: UnsafeRawBufferPointer, _ flag: ReplayFlag, seq: UInt64, to connection: Connection, copyUnits: inout Int) -> Bool {
+    /// (1.2) Under `wait`, a copy that does not fit is not dropped but
+    /// answered `.full` (the paced replay keeps its place), unless the
+    /// connection is behind, its queue is empty (it would never fit) or the
+    /// limit is --max-queued's.
+    func offerFlagged(_ bytes: UnsafeRawBufferPointer, _ flag: ReplayFlag, seq: UInt64, to connection: Connection, copyUnits: inout Int) -> ReplayOffer {
         let suffix: StaticString = flag == .retained ? ",\"retained\":true}\n" : ",\"replayed\":true}\n"
         let keep = bytes.count - 2  // without `}\n`
         let size = keep + suffix.utf8CodeUnitCount
         if connection.overflow != .dropOld,
            let refusal = refusal(size: size + OutboundQueue.entryOverheadBytes, actor: OutboundQueue.noActor, connection: connection) {
+            if connection.overflow == .wait && !connection.flow.behind && !connection.outbound.isEmpty && refusal != .total { return .full }
             refuse(connection, refusal, seq: seq)
-            return false
+            return .dropped
         }
         copyUnits += Broker.replayUnits(copying: size)
         func write(_ destination: UnsafeMutableRawPointer) -> Int {
@@ -259,14 +256,17 @@ extension Broker {
             (destination + keep).copyMemory(from: suffix.utf8Start, byteCount: suffix.utf8CodeUnitCount)
             return size
         }
+        let queued: Bool
         if size <= eventScratch.count {
             let event = EventFrame(bytes: UnsafeRawBufferPointer(start: eventScratch.baseAddress, count: write(eventScratch.baseAddress!)), shared: nil)
-            return offer(event, seq: seq, publisher: configuration.ownCredentials.uid, to: connection)
+            queued = offer(event, seq: seq, publisher: configuration.ownCredentials.uid, to: connection)
+        } else {
+            let chunk = OutboundChunk.make(capacity: size, write)
+            queued = withExtendedLifetime(chunk) {
+                offer(EventFrame(bytes: chunk.bytes, shared: chunk), seq: seq, publisher: configuration.ownCredentials.uid, to: connection)
+            }
         }
-        let chunk = OutboundChunk.make(capacity: size, write)
-        return withExtendedLifetime(chunk) {
-            offer(EventFrame(bytes: chunk.bytes, shared: chunk), seq: seq, publisher: configuration.ownCredentials.uid, to: connection)
-        }
+        return queued ? .queued : .dropped
     }
 }
 

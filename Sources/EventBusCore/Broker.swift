@@ -32,6 +32,10 @@ public struct BrokerConfiguration: Sendable {
     public var maxSubscriptionsPerConnection = 4096
     /// All outbound queues together in bytes (`--max-queued`, default 512 MiB).
     public var maxQueuedBytes = 512 << 20
+    /// (1.2) How long a connection that holds a publisher (or has a paced
+    /// replay) may take no byte of its queue before it is behind, ns
+    /// (`--stall-timeout`, default 1 s; PROTOCOL.md "Flow control").
+    public var stallTimeoutNanoseconds: Int64 = 1_000_000_000
     /// Retained events and the history ring (1.1), Broker+Retention.swift.
     public var retention = RetentionConfiguration()
     /// Per-uid and total limits (PROTOCOL.md "Quotas (1.1)").
@@ -75,6 +79,11 @@ public struct BrokerStatistics: Equatable, Sendable {
     public var dropped: UInt64 = 0
     /// Bytes in all outbound queues, as charged (`OutboundQueue.chargedBytes`).
     public var queuedBytes = 0
+    /// (1.2, PROTOCOL.md "Flow control") Publisher connections held now,
+    /// times a publisher was held, times a connection went behind.
+    public var held = 0
+    public var holds: UInt64 = 0
+    public var stalls: UInt64 = 0
 }
 
 /// The broker core, owned by one thread (the server's loop). Each public
@@ -101,6 +110,11 @@ public final class Broker {
     var outboundFastPathBytes: Int
     /// Accounts with connections paused for the uid's outbound limit.
     var usersPausedForOutbound = 0
+    /// (1.2) Connections that hold publishers, replay at their pace or are
+    /// behind: the stall watch (Broker+FlowControl.swift).
+    var flowWatch: [Connection] = []
+    /// Connections with a paced replay left (while 0, no offer looks for one).
+    var pacedReplays = 0
 
     /// What the running step has decided so far (`finishStep` hands it out).
     var current = BrokerStep()
@@ -219,6 +233,7 @@ public final class Broker {
     func forget(_ connection: Connection) {
         guard !connection.isClosed else { return }
         connection.isClosed = true
+        forgetFlow(connection)
         for pattern in Array(connection.subscriptions.keys) { removeSubscription(pattern, from: connection) }
         applyOutbound(connection, connection.outbound.removeAll(released: &releasedScratch))
         forgetPauses(connection)
@@ -257,9 +272,19 @@ public final class Broker {
         guard connection.closing == nil, !connection.isClosed, !connection.inputClosed else { return finishStep() }
         now = time
         if bytes.count > 0 { connection.inboundProgressAt = time.monotonicNanoseconds }
-        connection.splitter.feed(bytes) { piece in
+        // (1.2) A released publisher's held frame comes first, then the input after it.
+        if connection.flow.heldFrame != nil && !handleHeldFrame(connection) {
+            connection.splitter.keepUnread(bytes)  // (the server does not read a held connection)
+            syncInbound(connection)
+            return finishStep()
+        }
+        let finished = connection.splitter.feed(bytes) { piece in
             handle(piece, from: connection)
             return mayReadNextFrame(connection)
+        }
+        if finished && connection.flow.endPending && connection.flow.heldFrame == nil {
+            connection.flow.endPending = false
+            finishInput(connection)
         }
         syncInbound(connection)
         return finishStep()
@@ -274,14 +299,28 @@ public final class Broker {
     public func endOfInput(_ connection: Connection, at time: BrokerTime) -> BrokerStep {
         guard connection.closing == nil, !connection.isClosed, !connection.inputClosed else { return finishStep() }
         now = time
+        if connection.flow.heldFrame != nil || connection.splitter.hasBacklog {
+            connection.flow.endPending = true  // (1.2) after the held input (`receive`)
+        } else {
+            finishInput(connection)
+        }
+        syncInbound(connection)
+        return finishStep()
+    }
+
+    /// End of input once every frame before it was handled: a last frame
+    /// without LF, then the half-close rule.
+    private func finishInput(_ connection: Connection) {
         connection.splitter.finish { piece in
             handle(piece, from: connection)
-            return connection.closing == nil && !connection.isClosed
+            return connection.closing == nil && !connection.isClosed && connection.flow.heldFrame == nil
+        }
+        if connection.flow.heldFrame != nil || connection.splitter.hasBacklog {
+            connection.flow.endPending = true  // held by its last frame
+            return
         }
         connection.inputClosed = true
-        syncInbound(connection)
         if connection.subscriptions.isEmpty { closeWhenFlushed(connection) }
-        return finishStep()
     }
 
     func handle(_ piece: SplitFrame, from connection: Connection) {
@@ -319,6 +358,7 @@ public final class Broker {
     public func didWrite(_ connection: Connection, bytes: Int) -> BrokerStep {
         guard bytes > 0, !connection.isClosed else { return finishStep() }
         applyOutbound(connection, connection.outbound.consume(bytes, released: &releasedScratch))
+        flowDidWrite(connection, bytes: bytes)
         if connection.pendingDropCount > 0 && connection.closing != .afterWrite
             && connection.outbound.chargedBytes < configuration.maxOutboundBytes / 2 {
             queuePendingDropNotice(connection)

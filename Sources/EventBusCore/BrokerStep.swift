@@ -46,6 +46,9 @@ public enum BrokerNotice: Equatable, Sendable {
     case startedDropping(ConnectionID, pid: Int32)
     /// A connection hit a limit (`limit` error sent).
     case limitReached(ConnectionID, pid: Int32, message: String)
+    /// (1.2) A connection that held publishers or replayed at its pace took
+    /// no byte for the stall timeout: it is behind (PROTOCOL.md "Flow control").
+    case stalled(ConnectionID, pid: Int32)
     /// A connection is being closed under `overflow: disconnect`.
     case slowConsumerDisconnected(ConnectionID, pid: Int32)
     /// The policy denied a request (`forbidden` sent); `line` names the uid,

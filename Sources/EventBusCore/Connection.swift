@@ -51,7 +51,7 @@ public final class Connection {
     /// `hello` options (PROTOCOL.md "Requests").
     public internal(set) var clientName: String?
     public internal(set) var echo = false
-    public internal(set) var overflow = OverflowPolicy.dropNew
+    public internal(set) var overflow = OverflowPolicy.wait
     var saidHello = false
     /// The value used for `source` when a publish has none, quoted: client
     /// name or `pid/<pid>` (made at `open`, remade at `hello`).
@@ -114,6 +114,8 @@ public final class Connection {
     public internal(set) var isClosed = false
     /// The step in which it was last listed in `BrokerStep.output`.
     var outputStep: UInt64 = 0
+    /// (1.2) Holds, paced replays and the stall watch (Broker+FlowControl.swift).
+    var flow = FlowState()
 
     init(id: ConnectionID, credentials: Credentials, policy: PolicyView, account: UserAccount, maxFrameBytes: Int,
          connectedAt: Int64) {
@@ -139,5 +141,38 @@ public final class Connection {
     /// The broker has input of it that it stopped handling (between frames)
     /// and will handle before new input: the server serves it as readable
     /// once its reading resumes.
-    public var hasBufferedInput: Bool { splitter.hasBacklog }
+    public var hasBufferedInput: Bool { splitter.hasBacklog || flow.heldFrame != nil || flow.endPending }
+}
+
+/// A connection's part in flow control (PROTOCOL.md "Flow control (1.2)"),
+/// changed only by Broker+FlowControl.swift. The two lists mirror each
+/// other: `p` is in `s.holding` exactly when `s` is in `p.heldBy`; both are
+/// emptied when either connection goes.
+struct FlowState {
+    /// As a subscriber: the publishers it holds back now.
+    var holding: [Connection] = []
+    /// As a publisher: the subscribers holding it back now (held while not empty).
+    var heldBy: [Connection] = []
+    /// The publish frame not yet routed while it is held: handled first when
+    /// it is released, then the input after it. Charged as inbound bytes.
+    var heldFrame: [UInt8]? = nil
+    /// EOF was read while it was held: end of input is handled once the
+    /// held input is.
+    var endPending = false
+    /// Took no byte of its queue for the stall timeout while holding or
+    /// replaying: handled as `drop-new` until its queue is empty again.
+    var behind = false
+    /// Replays (`last`, `since`) still to send, oldest first (only under `wait`).
+    var replays: [PacedReplay] = []
+    /// A replay of it is being sent now (its own events pass the replay's place).
+    var pumping = false
+    /// Bytes of its queue written so far; what the stall watch saw of it
+    /// last and when that changed (monotonic ns).
+    var bytesTaken: UInt64 = 0
+    var watchedTaken: UInt64 = 0
+    var progressAt: Int64 = 0
+    /// In `Broker.flowWatch`.
+    var watched = false
+
+    var isHeld: Bool { !heldBy.isEmpty }
 }

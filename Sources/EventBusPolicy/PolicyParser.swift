@@ -44,7 +44,7 @@ public struct TableNameResolver: PolicyNameResolver, Sendable {
 }
 
 /// A line the parser could not accept. `description`:
-/// `/etc/eventbus/policy.conf:7: unknown action "publsh" (expected connect, publish, subscribe or bridge)`.
+/// `/etc/eventbus/policy.conf:7: unknown action "publsh" (expected connect, publish, subscribe, bridge or hold)`.
 public struct PolicyError: Error, Hashable, Sendable, CustomStringConvertible {
     public var path: String
     public var line: Int
@@ -116,9 +116,9 @@ struct PolicyParser {
 
     /// `allow|deny ACTION PATTERN|- [user=U] [group=G]`
     private func rule(_ tokens: [Substring], effect: PolicyEffect, origin: PolicyOrigin) throws(LineError) -> PolicyRule {
-        guard tokens.count >= 2 else { throw LineError("\(effect) needs an action and a pattern: \(effect) connect|publish|subscribe|bridge PATTERN|- [user=U] [group=G]") }
+        guard tokens.count >= 2 else { throw LineError("\(effect) needs an action and a pattern: \(effect) connect|publish|subscribe|bridge|hold PATTERN|- [user=U] [group=G]") }
         guard let action = PolicyAction(rawValue: String(tokens[1])) else {
-            throw LineError("unknown action \(quoted(tokens[1])) (expected connect, publish, subscribe or bridge)")
+            throw LineError("unknown action \(quoted(tokens[1])) (expected connect, publish, subscribe, bridge or hold)")
         }
         guard tokens.count >= 3 else {
             throw LineError(action.takesPattern ? "\(effect) \(action) needs a pattern" : "\(effect) \(action) needs \"-\" as its pattern")
@@ -143,6 +143,7 @@ struct PolicyParser {
             throw LineError("unknown action \(quoted(tokens[1])) (expected publish, subscribe or connect)")
         }
         guard action != .bridge else { throw LineError("bridge has no default: it is denied unless an allow bridge rule matches") }
+        guard action != .hold else { throw LineError("hold has no default: without a hold rule a connection holds publishers of its own uid only") }
         let effect: PolicyEffect
         switch tokens[2] {
         case "allow": effect = .allow

@@ -7,12 +7,13 @@
 // already numbers.
 import EventBusProtocol
 
-/// What a rule is about: `connect`, `publish`, `subscribe` or `bridge`.
+/// What a rule is about: `connect`, `publish`, `subscribe`, `bridge` or
+/// (1.2, PROTOCOL.md "Flow control") `hold`.
 public enum PolicyAction: String, CaseIterable, Hashable, Sendable {
-    case connect, publish, subscribe, bridge
+    case connect, publish, subscribe, bridge, hold
 
     /// Whether rules of this action take a pattern (`publish`, `subscribe`)
-    /// rather than `-` (`connect`, `bridge`).
+    /// rather than `-` (`connect`, `bridge`, `hold`).
     public var takesPattern: Bool { self == .publish || self == .subscribe }
 }
 

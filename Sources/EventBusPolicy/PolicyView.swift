@@ -38,6 +38,10 @@ public final class PolicyView: Sendable {
     public let bridge: PolicyVerdict
     /// The `limit` lines that apply to this identity.
     public let limits: PerUIDLimits
+    /// (1.2) Whose publishers a connection of this identity may hold
+    /// (PROTOCOL.md "Flow control": `allow hold` any uid's, `deny hold`
+    /// nobody's, no rule its own uid's).
+    public let hold: HoldRight
 
     let publishAutomaton: DecisionAutomaton
     let subscribeAutomaton: DecisionAutomaton
@@ -61,11 +65,17 @@ public final class PolicyView: Sendable {
             subscribeAutomaton = nothing
             connect = denied
             bridge = denied
+            hold = .none
             return
         }
         publishAutomaton = publish
         subscribeAutomaton = subscribe
         connect = policy.verdictWithoutPattern(.connect, for: identity) ?? policy.defaultVerdict(.connect)
+        switch policy.verdictWithoutPattern(.hold, for: identity)?.effect {
+        case nil: hold = .ownUID
+        case .allow: hold = .anyUID
+        case .deny: hold = .none
+        }
         if let verdict = policy.verdictWithoutPattern(.bridge, for: identity) {
             bridge = verdict
         } else if policy.hasFiles {
@@ -124,4 +134,14 @@ public final class PolicyView: Sendable {
         let what = target.map { "\(action) \($0)" } ?? "\(action)"
         return "\(what) denied for uid \(identity.uid) by \(policy.label(of: verdict))"
     }
+}
+
+/// Whose publishers a connection may hold back (PROTOCOL.md "Flow control (1.2)").
+public enum HoldRight: Sendable, Equatable {
+    /// No `hold` rule applies: publishers of its own uid.
+    case ownUID
+    /// `allow hold - ...`: publishers of every uid (a trusted consumer such as the bridge).
+    case anyUID
+    /// `deny hold - ...`: none; events that do not fit are dropped as under `drop-new`.
+    case none
 }

@@ -31,7 +31,11 @@ public struct ProtocolError: Error, Equatable, Sendable, CustomStringConvertible
 /// What the broker does when an event would pass a connection's outbound limit
 /// (`hello` field `overflow`, PROTOCOL.md "Semantics").
 public enum OverflowPolicy: String, Sendable, CaseIterable {
-    /// Drop the new event for this connection only (default).
+    /// (1.2, the default) Hold a publisher of the same uid (or of any uid
+    /// with the policy's `hold` right) until the event fits; other events
+    /// that do not fit are dropped as under `dropNew` (PROTOCOL.md "Flow control (1.2)").
+    case wait = "wait"
+    /// Drop the new event for this connection only (the first edition's default).
     case dropNew = "drop-new"
     /// Drop the oldest whole queued events to make room.
     case dropOld = "drop-old"
@@ -50,5 +54,5 @@ public enum ProtocolConstants {
     /// Largest `req` integer magnitude accepted (2^53).
     public static let maxRequestInteger: UInt64 = 1 << 53
     /// Optional features this implementation has, listed in the `hello` reply.
-    public static let features = ["overflow", "echo", "drop-notice", "wildcards", "peer-credentials", "half-close", "policy", "origin", "quotas", "clients"]
+    public static let features = ["overflow", "echo", "drop-notice", "wildcards", "peer-credentials", "half-close", "policy", "origin", "quotas", "clients", "flow"]
 }

@@ -75,6 +75,18 @@ public struct FrameSplitter {
         return false
     }
 
+    /// Keeps `chunk` unread, behind whatever the splitter holds: the next
+    /// `feed` splits it (the broker's held publisher, PROTOCOL.md "Flow control (1.2)").
+    public mutating func keepUnread(_ chunk: UnsafeRawBufferPointer) {
+        guard chunk.count > 0 else { return }
+        if !hasBacklog {
+            // An incomplete frame in `pending` is the backlog's beginning.
+            backlogStart = 0
+            hasBacklog = true
+        }
+        pending.append(contentsOf: chunk)
+    }
+
     /// Splits `chunk`; the tail without LF goes into `pending`.
     /// - Returns: nil when all of it was used, or the offset after the frame
     ///   whose callback stopped (`chunk.count` when that frame was the last).

@@ -30,7 +30,7 @@ public struct HelloRequest: Equatable {
     public var echo: Bool
     public var overflow: OverflowPolicy
 
-    public init(client: String? = nil, echo: Bool = false, overflow: OverflowPolicy = .dropNew) {
+    public init(client: String? = nil, echo: Bool = false, overflow: OverflowPolicy = .wait) {
         self.client = client
         self.echo = echo
         self.overflow = overflow
@@ -158,10 +158,10 @@ public enum RequestDecoder {
             case .success(let value): echo = value
             case .failure(let error): return .failure(error)
             }
-            var overflow = OverflowPolicy.dropNew
+            var overflow = OverflowPolicy.wait
             if let token = fields[.overflow] {
                 guard token.isString, let policy = OverflowPolicy(rawValue: JSONString.decode(frame, token)) else {
-                    return .failure(ProtocolError(.badRequest, "field \"overflow\" must be \"drop-new\", \"drop-old\" or \"disconnect\""))
+                    return .failure(ProtocolError(.badRequest, "field \"overflow\" must be \"wait\", \"drop-new\", \"drop-old\" or \"disconnect\""))
                 }
                 overflow = policy
             }

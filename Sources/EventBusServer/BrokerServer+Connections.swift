@@ -50,8 +50,9 @@ final class ServerConnection {
     /// Its epoll token.
     var token: UInt64 { connection.id }
 
-    /// Whether to read it.
-    var wantsInput: Bool { !inputClosed && !readPaused && closing == nil }
+    /// Whether to read it (or hand the core the input it kept: a publisher
+    /// held by flow control may have read its EOF already).
+    var wantsInput: Bool { (!inputClosed || connection.hasBufferedInput) && !readPaused && closing == nil }
 }
 
 extension BrokerServer {
@@ -307,6 +308,9 @@ extension BrokerServer {
         case .limitReached(let id, let pid, let message):
             logger.notice("connection \(id) (pid \(pid)) reached a limit: \(message)",
                           fields: [("EVENTBUS_CONN", "\(id)"), ("EVENTBUS_PID", "\(pid)")])
+        case .stalled(let id, let pid):
+            logger.info("connection \(id) (pid \(pid)) took nothing for the stall timeout: it is behind, and the publishers it held run on",
+                        fields: [("EVENTBUS_CONN", "\(id)"), ("EVENTBUS_PID", "\(pid)")])
         case .slowConsumerDisconnected(let id, let pid):
             logger.notice("connection \(id) (pid \(pid)) closed as a slow consumer (overflow: disconnect)",
                           fields: [("EVENTBUS_CONN", "\(id)"), ("EVENTBUS_PID", "\(pid)")])

@@ -125,6 +125,10 @@ extension BrokerServer {
         let connection = record.connection
         if connection.hasBufferedInput {
             apply(broker.receive(connection, UnsafeRawBufferPointer(start: nil, count: 0), at: currentTime()))
+            if record.inputClosed && !connection.hasBufferedInput && record.peerGone && !record.released {
+                close(record)  // a held publisher's last input, after its EOF
+                return
+            }
             markReady(record)  // the socket may hold more
             return
         }
@@ -142,7 +146,7 @@ extension BrokerServer {
         case .complete(0):
             record.inputClosed = true
             apply(broker.endOfInput(connection, at: currentTime()))
-            if record.peerGone {
+            if record.peerGone && !connection.hasBufferedInput {
                 close(record)  // its subscriptions could keep it open, with nobody to read
                 return
             }

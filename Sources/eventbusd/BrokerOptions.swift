@@ -53,6 +53,7 @@ struct BrokerOptions {
         OptionSpec("max-retained-bytes", value: true),
         OptionSpec("max-retained-bytes-per-uid", value: true),
         OptionSpec("frame-timeout", value: true),
+        OptionSpec("stall-timeout", value: true),
         OptionSpec("exit-idle-time", value: true),
         OptionSpec("shutdown-timeout", value: true),
         OptionSpec("log-level", value: true),
@@ -124,6 +125,10 @@ struct BrokerOptions {
         case "max-retained-bytes": server.broker.quotas.maxRetainedBytes = try parsed { v throws(ValueError) in try parseSize(v, minimum: 1024) }
         case "max-retained-bytes-per-uid": server.broker.quotas.maxRetainedBytesPerUID = try parsed { v throws(ValueError) in try parseSize(v, minimum: 1024) }
         case "frame-timeout": server.broker.quotas.frameTimeoutNanoseconds = try parsed(parseDuration).totalNanoseconds
+        case "stall-timeout":
+            let nanoseconds = try parsed(parseDuration).totalNanoseconds
+            guard nanoseconds > 0 else { throw UsageError("--stall-timeout must be more than 0") }
+            server.broker.stallTimeoutNanoseconds = nanoseconds
         case "exit-idle-time":
             let nanoseconds = try parsed(parseDuration).totalNanoseconds
             server.exitIdleNanoseconds = nanoseconds > 0 ? nanoseconds : nil
@@ -165,6 +170,12 @@ struct BrokerOptions {
               --max-connections N      connections at most (default \(limits.maxConnections); the
                                        last \(quotas.reservedRootConnections) are kept for uid 0)
               --max-subscriptions N    patterns per connection (default \(limits.maxSubscriptionsPerConnection))
+
+        Flow control (1.2): a subscriber under overflow "wait" (the default) whose
+        queue is full holds back a publisher of its own uid (not read until the
+        queue is below half), as a full pipe would; one that takes no byte for
+        the stall timeout is behind and holds no one:
+              --stall-timeout DURATION  (default \(durationText(.nanoseconds(limits.stallTimeoutNanoseconds))))
 
         Limits per uid (uid 0 and the broker's own uid have none; `limit` lines of
         the policy file change them for one uid):

@@ -1,0 +1,270 @@
+// Flow control (PROTOCOL.md "Flow control (1.2)"): a subscriber under
+// `overflow: "wait"` holds back a publisher of its own uid (or of any uid,
+// with the policy's `hold` right) whose event would not fit its queue. The
+// event is not routed yet: the publish frame is kept unrouted
+// (`FlowState.heldFrame`), the publisher is not read (`PauseReasons.held`)
+// and its socket buffer fills as a pipe's would. It is routed, and the
+// publisher read on, once every subscriber holding it has room (its queue
+// below half its limit), has closed, or is behind: a holder that takes no
+// byte of its queue for `--stall-timeout` releases every publisher it holds
+// and is handled as `drop-new` until its queue is empty again (`tick`).
+// Paced replays (`last`, `since` under `wait`) live here too: the broker
+// keeps the connection's place and sends the rest as its queue drains.
+//
+// Before editing: a hold is decided before the event takes a seq (`publish`
+// asks `holdIfBlocked` first), so an event reaches all its subscribers or,
+// held, none of them yet, and no queue ever passes its limit because of a
+// hold. Every hold is made by `hold` and ended by `release(holder:)` or
+// `forgetFlow`, which keep `holding`/`heldBy` mirrored and
+// `statistics.held` exact. The cost on the publish path is one comparison
+// while all queues together are below the smallest limit.
+import EventBusPolicy
+import EventBusProtocol
+
+extension Broker {
+    // MARK: Holding
+
+    /// Whether the publish `frame` of `publisher` must wait: some subscriber
+    /// under `wait` that may hold it has no room for its event. If so the
+    /// publisher is held (`hold`) and the caller routes nothing.
+    /// - Returns: true when held.
+    @inline(__always)
+    func holdIfBlocked(_ frame: UnsafeRawBufferPointer, type: EventType, entry: Int?, publisher: Connection) -> Bool {
+        // An upper bound of the event's size (EventBytes' bound: every part
+        // but the broker's own comes from the frame).
+        let bound = frame.count &+ 160 &+ publisher.eventSource.bytes.count &+ eventIDPrefix.bytes.count
+            &+ publisher.eventIdentity.bytes.count &+ OutboundQueue.entryOverheadBytes
+        if pacedReplays == 0 && statistics.queuedBytes &+ bound <= outboundFastPathBytes { return false }
+        return holdIfBlockedSlowly(frame, type: type, entry: entry, publisher: publisher, bound: bound)
+    }
+
+    private func holdIfBlockedSlowly(_ frame: UnsafeRawBufferPointer, type: EventType, entry: Int?, publisher: Connection, bound: Int) -> Bool {
+        var blockers: [Connection] = []
+        let uid = publisher.credentials.uid
+        let half = configuration.maxOutboundBytes / 2
+        forEachSubscriber(of: type, entry: entry) { subscriber in
+            if subscriber === publisher && !subscriber.echo { return }
+            guard subscriber.overflow == .wait, !subscriber.flow.behind, subscriber.isRoutable else { return }
+            switch subscriber.policy.hold {
+            case .ownUID: guard subscriber.credentials.uid == uid else { return }
+            case .anyUID: break
+            case .none: return
+            }
+            let blocked: Bool
+            if !subscriber.flow.replays.isEmpty {
+                blocked = true  // live events wait behind a paced replay
+            } else {
+                let actor = uid == subscriber.credentials.uid || isPrivileged(uid) ? OutboundQueue.noActor : uid
+                // Held only where draining gives room: a queue at least half
+                // full (below that, or over --max-queued, the event is dropped
+                // as under drop-new; PROTOCOL-NOTES.md).
+                guard subscriber.outbound.chargedBytes >= half,
+                      let refusal = refusal(size: bound, actor: actor, connection: subscriber), refusal != .total else { return }
+                blocked = true
+            }
+            if blocked && !blockers.contains(where: { $0 === subscriber }) { blockers.append(subscriber) }
+        }
+        guard !blockers.isEmpty else { return false }
+        hold(publisher, on: blockers, frame: frame)
+        return true
+    }
+
+    /// Holds `publisher` on each of `holders` with `frame` unrouted, and
+    /// stops reading it (the splitter stops after this frame).
+    private func hold(_ publisher: Connection, on holders: [Connection], frame: UnsafeRawBufferPointer) {
+        publisher.flow.heldFrame = Array(frame)
+        publisher.flow.heldBy = holders
+        for holder in holders {
+            holder.flow.holding.append(publisher)
+            watch(holder)
+        }
+        statistics.held += 1
+        statistics.holds += 1
+        pause(publisher, .held)
+        syncInbound(publisher)
+    }
+
+    /// Releases every publisher `holder` holds: each one no other connection
+    /// holds is read again (its held frame first).
+    func release(holder: Connection) {
+        guard !holder.flow.holding.isEmpty else { return }
+        let held = holder.flow.holding
+        holder.flow.holding = []
+        for publisher in held {
+            publisher.flow.heldBy.removeAll { $0 === holder }
+            if publisher.flow.heldBy.isEmpty {
+                statistics.held -= 1
+                unpause(publisher, .held)
+            }
+        }
+    }
+
+    /// Handles a released publisher's held frame (from `receive`).
+    /// - Returns: whether to go on with the input after it (false: held again, or paused).
+    func handleHeldFrame(_ connection: Connection) -> Bool {
+        guard !connection.flow.isHeld, let frame = connection.flow.heldFrame else { return connection.flow.heldFrame == nil }
+        connection.flow.heldFrame = nil
+        frame.withUnsafeBytes { handle(.frame($0), from: connection) }
+        return connection.flow.heldFrame == nil && mayReadNextFrame(connection)
+    }
+
+    /// A connection is going: its holds end both ways, its replays are
+    /// dropped (from `forget`).
+    func forgetFlow(_ connection: Connection) {
+        release(holder: connection)
+        if connection.flow.isHeld {
+            for holder in connection.flow.heldBy { holder.flow.holding.removeAll { $0 === connection } }
+            connection.flow.heldBy = []
+            statistics.held -= 1
+        }
+        connection.flow.heldFrame = nil
+        connection.flow.endPending = false
+        if !connection.flow.replays.isEmpty {
+            connection.flow.replays = []
+            pacedReplays -= 1
+        }
+    }
+
+    // MARK: Draining
+
+    /// After bytes of `connection`'s queue were written (from `didWrite`):
+    /// a paced replay goes on, holds end once the queue is below half, and
+    /// a connection behind is itself again once its queue is empty.
+    @inline(__always)
+    func flowDidWrite(_ connection: Connection, bytes: Int) {
+        connection.flow.bytesTaken &+= UInt64(bytes)
+        guard connection.flow.watched else { return }
+        if connection.flow.behind {
+            if connection.outbound.isEmpty { connection.flow.behind = false }
+            return
+        }
+        guard connection.outbound.chargedBytes < configuration.maxOutboundBytes / 2 else { return }
+        if !connection.flow.replays.isEmpty { pumpReplays(connection) }
+        if connection.flow.replays.isEmpty { release(holder: connection) }
+    }
+
+    // MARK: The stall watch
+
+    /// Puts a connection that holds or replays under the stall watch.
+    func watch(_ connection: Connection) {
+        guard !connection.flow.watched else { return }
+        connection.flow.watched = true
+        connection.flow.watchedTaken = connection.flow.bytesTaken
+        connection.flow.progressAt = now.monotonicNanoseconds
+        flowWatch.append(connection)
+    }
+
+    /// The stall timeout (from `tick`): each watched connection that took
+    /// no byte of its queue for `--stall-timeout` goes behind.
+    func watchForStalls() {
+        let timeout = configuration.stallTimeoutNanoseconds
+        var i = 0
+        while i < flowWatch.count {
+            let connection = flowWatch[i]
+            let busy = !connection.flow.holding.isEmpty || !connection.flow.replays.isEmpty
+            if connection.isClosed || (!busy && !connection.flow.behind) {
+                connection.flow.watched = false
+                flowWatch.swapAt(i, flowWatch.count - 1)
+                flowWatch.removeLast()
+                continue
+            }
+            i += 1
+            if connection.flow.bytesTaken != connection.flow.watchedTaken {
+                connection.flow.watchedTaken = connection.flow.bytesTaken
+                connection.flow.progressAt = now.monotonicNanoseconds
+            } else if busy && !connection.flow.behind && now.monotonicNanoseconds - connection.flow.progressAt >= timeout {
+                fallBehind(connection)
+            }
+        }
+    }
+
+    /// A stalled connection: it releases every publisher it holds, the rest
+    /// of its replays is dropped (told with `dropped`), and until its queue
+    /// is empty it is handled as `drop-new`.
+    private func fallBehind(_ connection: Connection) {
+        statistics.stalls += 1
+        connection.flow.behind = !connection.outbound.isEmpty
+        release(holder: connection)
+        if !connection.flow.replays.isEmpty {
+            var count: UInt64 = 0
+            var first: UInt64 = 0
+            for replay in connection.flow.replays {
+                let left = unsentEvents(of: replay, to: connection)
+                if left.count > 0 && (first == 0 || left.first < first) { first = left.first }
+                count += left.count
+            }
+            connection.flow.replays = []
+            pacedReplays -= 1
+            recordDrops(connection, count: count, firstSeq: first, takenFromQueue: false)
+        }
+        notice(.stalled(connection.id, pid: connection.credentials.pid))
+    }
+
+    // MARK: Paced replay
+
+    /// Queues `replays` behind the connection's others and sends what fits
+    /// (everything, unless the connection is under `wait`).
+    func startReplays(_ replays: [PacedReplay], to connection: Connection) {
+        guard !replays.isEmpty else { return }
+        if connection.flow.replays.isEmpty { pacedReplays += 1 }
+        connection.flow.replays.append(contentsOf: replays)
+        pumpReplays(connection)
+    }
+
+    /// Sends the connection's replays in order until its queue is full (under
+    /// `wait`, not behind) or they are done; watched while any is left.
+    func pumpReplays(_ connection: Connection) {
+        connection.flow.pumping = true
+        defer { connection.flow.pumping = false }
+        while let replay = connection.flow.replays.first {
+            guard pump(replay, to: connection) else {
+                watch(connection)
+                return
+            }
+            guard !connection.flow.replays.isEmpty else { return }  // closed meanwhile
+            connection.flow.replays.removeFirst()
+            if connection.flow.replays.isEmpty { pacedReplays -= 1 }
+        }
+    }
+
+    /// Ends the replays of `subscription` (unsubscribed or revoked: nothing
+    /// only it matched arrives after its `ok`).
+    func cancelReplays(of subscription: Subscription, on connection: Connection) {
+        guard !connection.flow.replays.isEmpty else { return }
+        connection.flow.replays.removeAll { $0.subscription === subscription }
+        if connection.flow.replays.isEmpty { pacedReplays -= 1 }
+    }
+}
+
+/// A replay the broker keeps its place in (PROTOCOL.md "Flow control
+/// (1.2)": paced replay): the retained events of a `last: true`, or the
+/// history ring's events of a `since`, from `next` on.
+final class PacedReplay {
+    /// The subscription it was asked with (ends with it).
+    let subscription: Subscription
+    /// `last`: the retained events found at the subscribe, and the next to send.
+    let retained: [RetainedEvent]
+    var nextRetained = 0
+    /// `since`: the next seq to look at, the last seq it covers (the newest
+    /// at the subscribe: later ones came live), and what it skips.
+    let isHistory: Bool
+    var nextSeq: UInt64 = 0
+    var endSeq: UInt64 = 0
+    /// A `gap` frame still to send before the first replayed event: (since_seq, first_seq).
+    var gap: (since: UInt64, first: UInt64)? = nil
+    var matcher: PatternMatcher? = nil
+    var dedup: [(matcher: PatternMatcher, from: UInt64)] = []
+    var sentRetained: Set<UInt64> = []
+
+    init(retained: [RetainedEvent], subscription: Subscription) {
+        self.subscription = subscription
+        self.retained = retained
+        self.isHistory = false
+    }
+
+    init(historyOf subscription: Subscription) {
+        self.subscription = subscription
+        self.retained = []
+        self.isHistory = true
+    }
+}
