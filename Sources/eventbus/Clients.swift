@@ -26,7 +26,8 @@ private let clientColumns: [(header: String, key: String, right: Bool)] = [
     ("CONN", "conn", true), ("UID", "uid", true), ("GID", "gid", true), ("PID", "pid", true),
     ("CLIENT", "client", false), ("SINCE", "since", false), ("SUBS", "subscriptions", true),
     ("QUEUED", "queued_bytes", true), ("PUBLISHED", "published", true), ("DELIVERED", "delivered", true),
-    ("DROPPED", "dropped", true), ("OVERFLOW", "overflow", false), ("ECHO", "echo", false), ("PATTERNS", "patterns", false),
+    ("DROPPED", "dropped", true), ("OVERFLOW", "overflow", false), ("ECHO", "echo", false),
+    ("HOLDING", "holding", true), ("HELD", "held", false), ("BEHIND", "behind", false), ("PATTERNS", "patterns", false),
 ]
 
 func runClients(_ args: ParsedArguments, socket: String) throws(CLIError) {

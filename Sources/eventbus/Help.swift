@@ -71,7 +71,10 @@ Options:
       --id ID              the event's id (default: <broker instance>-<seq>)
   -p, --print-seq          print the broker's sequence number of the event
   -l, --lines              publish every line of standard input as one event,
-                           a JSON string, over one connection
+                           a JSON string, over one connection (replies are
+                           read while lines are sent, so a listener of your
+                           uid that reads slower than the input comes slows
+                           it to the listener's pace, and nothing is lost)
   -j, --json-lines         --lines where every line is a JSON value (implies
                            --lines; blank lines are skipped, bad lines
                            reported and skipped)
@@ -136,6 +139,17 @@ Options:
                            batch of events); started again with the same FILE,
                            continue from there: nothing the history still
                            holds is missed, gaps are reported on standard error
+      --overflow RULE      what the broker does when this listener falls
+                           behind (its queue reaches the broker's
+                           --max-outbound): wait (the default): publishers of
+                           your uid wait for it, so nothing is lost, and a
+                           listener that reads slower than they publish slows
+                           them to its pace; one that stops reading costs them
+                           at most the broker's --stall-timeout, then loses
+                           events (reported on standard error). drop-old: lose
+                           the oldest queued events instead, never slowing
+                           anyone (a monitor that prefers the newest);
+                           drop-new: lose the new ones; disconnect
 \(socketOptionsHelp)
 
 PATTERN is an event type in which a whole segment may be '*' (exactly one
@@ -151,6 +165,7 @@ Examples:
   eventbus listen --format cloudevents 'order.*'
   eventbus listen --last --format data currency.changed
   eventbus listen --resume ~/.cache/orders.pos --timeout 2s 'order.>'  # from cron: exits 124 once quiet
+  eventbus listen --overflow drop-old 'metrics.>'   # a dashboard: newest first, never slows a publisher
 
 Exit status: 0 after --count events, or when standard output is closed
 (e.g. '| head -n 1'); 64 usage error; 65 the --resume FILE does not hold a
@@ -180,6 +195,8 @@ Options:
                            running then gets SIGTERM
   -f, --format FORMAT      json, pretty, data or cloudevents (see 'listen')
   -q, --quiet              do not print the event
+      --overflow RULE      wait (default), drop-new, drop-old or disconnect
+                           (see 'listen')
 \(socketOptionsHelp)
 
 \(durationHelp)
@@ -202,7 +219,10 @@ Usage: eventbus stats [OPTIONS]
 
 Show the broker's counters: connections, subscriptions, published,
 delivered, dropped, queued_bytes, uptime_s, instance, policy_generation,
-retained, retained_bytes, history_first_seq, history_events; and under 'me'
+retained, retained_bytes, history_first_seq, history_events; held
+(publishers held back now because a subscriber of their uid has no room),
+holds (times one was held), stalls (times a subscriber stopped reading for
+the broker's --stall-timeout while holding one); and under 'me'
 your own uid's usage (connections, subscriptions, subscription_bytes,
 inbound_bytes, queued_bytes, retained_bytes, retained_events) and its limits
 (a limit of null does not apply: uid 0 has none).
@@ -283,8 +303,11 @@ Usage: eventbus clients [OPTIONS]
 
 List the broker's connections: id, uid, gid, pid, client name, connected
 since, subscriptions, queued bytes, events published, delivered and dropped,
-overflow rule, echo, and the first patterns. uid 0 sees every connection,
-other users see their own uid's. This is how to find who holds the memory.
+overflow rule, echo, holding (how many publishers this connection holds back
+now), held (true: it is held back by a subscriber with no room), behind
+(true: it stopped reading and holds no one until its queue is empty), and
+the first patterns. uid 0 sees every connection, other users see their own
+uid's. This is how to find who holds the memory, and who slows whom.
 
 Options:
   -f, --format FORMAT      table: aligned columns (default on a terminal)

@@ -22,6 +22,7 @@ let listenOptions: [OptionSpec] = globalOptions + [
     OptionSpec("last"),
     OptionSpec("since", value: true),
     OptionSpec("resume", value: true),
+    OptionSpec("overflow", value: true),
 ]
 
 func runListen(_ args: ParsedArguments, socket: String) throws(CLIError) {
@@ -33,6 +34,7 @@ func runListen(_ args: ParsedArguments, socket: String) throws(CLIError) {
     let idleNanoseconds = try args.value("timeout", command: command, as: parseDuration)?.totalNanoseconds
     let reconnect = args.has("reconnect")
     let resumePath = args.value("resume")
+    let overflow = try overflowOption(args, command: command)
     var since: StreamPosition? = nil
     if let text = args.value("since") {
         guard resumePath == nil else { throw .usage(command, "give --since or --resume, not both") }
@@ -41,7 +43,7 @@ func runListen(_ args: ParsedArguments, socket: String) throws(CLIError) {
     }
     if let resumePath { since = try ResumeFile.read(resumePath) }
     var session = ListenSession(patterns: patterns, last: args.has("last"), position: since,
-                                tracking: reconnect || resumePath != nil || since != nil)
+                                tracking: reconnect || resumePath != nil || since != nil, overflow: overflow)
     let formatter = EventFormatter(format: format)
 
     var idleDeadline = idleNanoseconds.map { Clock.monotonicNanoseconds() + $0 }

@@ -25,6 +25,8 @@ struct ListenSession {
     let last: Bool
     /// Whether the position is followed at all (`--resume`, `--reconnect`).
     let tracking: Bool
+    /// (1.2) `--overflow`: sent in `hello`; nil sends none (the broker's default, `wait`).
+    let overflow: OverflowPolicy?
     /// Where the listener has got to (what `--resume` saves).
     private(set) var position: StreamPosition?
     /// The position the current connection's subscribes asked for.
@@ -40,8 +42,9 @@ struct ListenSession {
     /// The sentinel's seq, reached once the held-back events are printed.
     private var reached: UInt64? = nil
 
-    init(patterns: [String], last: Bool, position: StreamPosition?, tracking: Bool) {
+    init(patterns: [String], last: Bool, position: StreamPosition?, tracking: Bool, overflow: OverflowPolicy? = nil) {
         self.patterns = patterns
+        self.overflow = overflow
         self.last = last
         self.position = position
         self.tracking = tracking
@@ -50,7 +53,8 @@ struct ListenSession {
     /// The `req` of the sentinel `stats`; subscribes are 1...N, `hello` 0.
     private var sentinelReq: Int64 { Int64(patterns.count + 1) }
 
-    /// The frames for a new connection: `hello` (req 0) when tracking, a
+    /// The frames for a new connection: `hello` (req 0) when tracking or
+    /// with `--overflow`, a
     /// subscribe per pattern (req 1...N, with `since` the position), and the
     /// sentinel `stats` (req N+1) when tracking.
     mutating func frames() -> [UInt8] {
@@ -60,7 +64,7 @@ struct ListenSession {
         asked = position
         heldBack = tracking ? [] : nil
         var out: [UInt8] = []
-        if tracking { ClientRequest.hello(client: "eventbus-listen").encode(req: 0, to: &out) }
+        if tracking || overflow != nil { ClientRequest.hello(client: "eventbus-listen", overflow: overflow).encode(req: 0, to: &out) }
         out += subscribeFrames(patterns, last: last && connections == 1, since: position)
         if tracking { ClientRequest.stats.encode(req: sentinelReq, to: &out) }
         return out

@@ -5,6 +5,7 @@
 // an `ok` or `error` with such a `req` is the answer to pattern N; anything
 // else the broker sends a subscriber is an event, a `dropped` notice, or an
 // `error` without `req` (e.g. `slow_consumer` just before it closes us).
+import EventBusCommandLine
 import EventBusProtocol
 import EventBusSystem
 
@@ -61,6 +62,18 @@ enum SubscriberFrame {
         case .unknown?, nil: self = .other
         }
     }
+}
+
+/// (1.2) `--overflow RULE` of `listen` and `wait`: nil when not given (no
+/// `overflow` is sent, so the broker's default applies: `wait`, PROTOCOL.md
+/// "Flow control (1.2)").
+/// - Throws: `CLIError` 64 for a rule the protocol does not have.
+func overflowOption(_ args: ParsedArguments, command: String) throws(CLIError) -> OverflowPolicy? {
+    guard let text = args.value("overflow") else { return nil }
+    guard let rule = OverflowPolicy(rawValue: text) else {
+        throw .usage(command, "unknown overflow rule '\(text)'; use \(OverflowPolicy.allCases.map(\.rawValue).joined(separator: ", "))")
+    }
+    return rule
 }
 
 /// Connects to `socket` and sends `frames` (subscribes, without waiting for

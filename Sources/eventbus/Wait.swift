@@ -18,6 +18,7 @@ let waitOptions: [OptionSpec] = globalOptions + [
     OptionSpec("timeout", "t", value: true),
     OptionSpec("format", "f", value: true),
     OptionSpec("quiet", "q"),
+    OptionSpec("overflow", value: true),
 ]
 
 /// How often a running COMMAND is checked for having exited, in milliseconds.
@@ -33,6 +34,7 @@ func runWait(_ args: ParsedArguments, socket: String) throws(CLIError) {
     try validatePatterns(patterns, command: command)
     let format = try OutputFormat.chosen(args.value("format"), command: command)
     let quiet = args.has("quiet")
+    let overflow = try overflowOption(args, command: command)
     var timeoutText = "" as String
     var deadline: Int64? = nil
     if let timeout = try args.value("timeout", command: command, as: parseDuration), let text = args.value("timeout") {
@@ -41,7 +43,10 @@ func runWait(_ args: ParsedArguments, socket: String) throws(CLIError) {
     }
     let formatter = EventFormatter(format: format)
 
-    let connection = try connectAndSubscribe(socket, patterns: patterns)
+    let connection = try connectAndSubscribe(socket, patterns: patterns, frames: overflow.map { rule in {
+        // (1.2) `--overflow`: a `hello` (req 0) first; its answer is no subscribe's.
+        ClientRequest.hello(client: "eventbus-wait", overflow: rule).encoded(req: 0) + subscribeFrames(patterns)
+    } })
     var acknowledged = 0
     var child: ChildProcess? = nil
     var childDone = commandLine.isEmpty

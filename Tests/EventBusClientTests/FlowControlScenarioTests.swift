@@ -1,0 +1,121 @@
+// The library under flow control against the real broker (PROTOCOL.md "Flow
+// control (1.2)", docs/CLIENT.md "Flow control"): an observer slower than its
+// publisher in another process gets every event, in order, with no notice;
+// `post` and `publish` while the broker holds the connection lose nothing,
+// also when the publishing connection observes its own events and a second
+// connection of the same process is the slow subscriber.
+//
+// Before editing: the brokers run with `--max-outbound 64K` and the buses
+// with small buffers so that both stages of flow control are exercised (the
+// library stops reading, the broker holds the publisher); each test checks
+// the broker's `holds` to prove it was, not only that nothing was lost.
+import EventBusClient
+import Foundation
+import Testing
+
+/// Busy for `microseconds` (a handler's work; a sleep would be longer and uneven).
+private func work(microseconds: Int) {
+    let end = ContinuousClock.now + .microseconds(microseconds)
+    while ContinuousClock.now < end {}
+}
+
+/// Collects the loss notices (`dropped`, `droppedLocally`) of a bus.
+private func lossNotices(of bus: EventBus) -> (Task<Void, Never>, Log<BusNotice>) {
+    let log = Log<BusNotice>()
+    let notices = bus.notices()
+    let task = Task {
+        for await notice in notices {
+            switch notice {
+            case .dropped, .droppedLocally: log.append(notice)
+            default: break
+            }
+        }
+    }
+    return (task, log)
+}
+
+@Suite struct FlowControlScenarioTests {
+    @Test func anObserverSlowerThanItsPublisherInAnotherProcessGetsEveryEventInOrderWithoutANotice() async throws {
+        let broker = try await BrokerProcess(arguments: ["--max-outbound", "64K"])
+        let bus = try await EventBus.connect(EventBus.Configuration(bus: .path(broker.socketPath), clientName: "slow-observer", bufferLimit: 1000))
+        #expect(bus.connectionInfo?.features.contains("flow") == true)
+        #expect((bus.connectionInfo?.pid ?? 0) > 0, "1.2: hello names the broker's pid")
+        let (noticeTask, notices) = lossNotices(of: bus)
+        let seen = Log<Int>()
+        let subscription = bus.subscribe(to: Tap.self) { delivery in
+            work(microseconds: 100)
+            seen.append(delivery.event.n)
+        }
+        try await bus.ping()
+
+        let poster = try await runProduct("eventbus-client-peer", ["--socket", broker.socketPath, "poster", "20000"], within: .seconds(30))
+        #expect(poster.status == 0 && poster.stdout.contains("posted 20000"), "stderr: \(poster.stderr)")
+        #expect(await eventually(within: .seconds(30)) { seen.all.count >= 20000 })
+        try await bus.ping()
+        #expect(seen.all == Array(0..<20000), "every event, in order")
+        #expect(notices.all.isEmpty, "no loss notice: \(notices.all.prefix(3))")
+        let stats = try await bus.stats()
+        #expect(stats.dropped == 0)
+        #expect(stats.holds > 0, "the broker held the poster: flow control reached it")
+        subscription.cancel()
+        noticeTask.cancel()
+        bus.close()
+        await broker.stop()
+    }
+
+    /// One process, two connections: `publisher` posts (from a thread) and
+    /// then publishes (awaiting) while observing its own events; `subscriber`
+    /// observes them slowly, so the broker holds `publisher` again and again.
+    @Test func postAndPublishWhileTheBrokerHoldsThisConnectionLoseNothingAndNeverDeadlock() async throws {
+        let broker = try await BrokerProcess(arguments: ["--max-outbound", "64K"])
+        let socket = BusSelection.path(broker.socketPath)
+        let subscriber = try await EventBus.connect(EventBus.Configuration(bus: socket, clientName: "subscriber", bufferLimit: 300))
+        let publisher = try await EventBus.connect(EventBus.Configuration(bus: socket, clientName: "publisher", bufferLimit: 300))
+        let (subscriberNoticeTask, subscriberNotices) = lossNotices(of: subscriber)
+        let (publisherNoticeTask, publisherNotices) = lossNotices(of: publisher)
+        let remote = Log<Int>()
+        let local = Log<Int>()
+        let slow = subscriber.subscribe(to: Tap.self) { delivery in
+            work(microseconds: 100)
+            remote.append(delivery.event.n)
+        }
+        let own = publisher.subscribe(to: Tap.self) { delivery in
+            work(microseconds: 50)
+            local.append(delivery.event.n)
+        }
+        try await subscriber.ping()
+        try await publisher.ping()
+
+        let posts = 6000, publishes = 1000
+        let posted = Log<String>()
+        let thread = Thread {
+            do {
+                for n in 0..<posts { try publisher.post(Tap(from: "post", n: n)) }
+                posted.append("done")
+            } catch {
+                posted.append("\(error)")
+            }
+        }
+        thread.start()
+        #expect(await eventually(within: .seconds(30)) { !posted.all.isEmpty })
+        #expect(posted.all == ["done"], "no post failed")
+        for n in posts..<(posts + publishes) {
+            try await publisher.publish(Tap(from: "publish", n: n))
+        }
+        let total = posts + publishes
+        #expect(await eventually(within: .seconds(30)) { remote.all.count >= total && local.all.count >= total })
+        try await subscriber.ping()
+        #expect(remote.all == Array(0..<total), "the other connection got every event in order")
+        #expect(local.all == Array(0..<total), "the publisher's own observer got every event in order")
+        #expect(subscriberNotices.all.isEmpty && publisherNotices.all.isEmpty, "\(subscriberNotices.all.prefix(2)) \(publisherNotices.all.prefix(2))")
+        let stats = try await publisher.stats()
+        #expect(stats.dropped == 0 && stats.holds > 0, "held, and nothing dropped: \(stats)")
+        slow.cancel()
+        own.cancel()
+        subscriberNoticeTask.cancel()
+        publisherNoticeTask.cancel()
+        subscriber.close()
+        publisher.close()
+        await broker.stop()
+    }
+}
