@@ -112,6 +112,11 @@ public final class EventBus: Sendable {
     ///   - retain: (1.1) also keep it as the retained event of its type, the
     ///     current value that `current(_:)` and `initial: .last` hand out
     ///     (`"retain":true`, PROTOCOL.md "Retained events and history").
+    ///
+    /// (1.2) While the broker holds this connection it awaits, without
+    /// blocking the caller's thread (the frame is written from the bus's
+    /// writer queue): nothing is dropped, and each waiting call holds only
+    /// its own frame (PROTOCOL.md "Flow control (1.2)").
     /// - Returns: the event's `seq` and how many connections and local
     ///   registrations received it.
     /// - Throws: `.encodingFailed`, `.unavailable` (no connection and policy
@@ -135,8 +140,12 @@ public final class EventBus: Sendable {
     /// @IBAction func tapped() { try? bus.post(Tap(n: count), from: self) }
     /// ```
     /// It does not wait for the broker's answer; a failure after it returned
-    /// is reported as `BusNotice.postFailed`. It may block briefly while the
-    /// socket is full (the broker back-pressures a busy connection).
+    /// is reported as `BusNotice.postFailed`. (1.2) It blocks while the
+    /// broker holds this connection (a subscriber of this uid has no room,
+    /// PROTOCOL.md "Flow control (1.2)") or back-pressures it: the frame is
+    /// written before it returns, nothing is dropped and nothing is queued
+    /// in the library, so a poster goes no faster than its slowest steady
+    /// observer (docs/CLIENT.md "Flow control").
     /// - Parameters: as `publish(_:from:source:id:retain:)`.
     /// - Throws: `.encodingFailed`, `.closed`; `.unavailable` while
     ///   disconnected with `whileDisconnected: .fail` or too many waiting.
