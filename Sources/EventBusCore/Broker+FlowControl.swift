@@ -80,8 +80,7 @@ extension Broker {
         }
         statistics.held += 1
         statistics.holds += 1
-        pause(publisher, .held)
-        syncInbound(publisher)
+        pause(publisher, .held)  // (inside the splitter's callback: the caller charges the held frame)
     }
 
     /// Releases every publisher `holder` holds: each one no other connection

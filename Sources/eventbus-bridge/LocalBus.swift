@@ -155,7 +155,7 @@ final class LocalBus: Sendable {
                 guard !state.closed else { return false }
                 state.connected = true
                 state.outbox = BusOutbox()
-                state.outbox.append(.hello(client: LocalBus.clientName, echo: false, overflow: .dropNew), awaiting: .hello)
+                state.outbox.append(.hello(client: LocalBus.clientName, echo: false, overflow: .wait), awaiting: .hello)
                 let resume = position.resume
                 for pattern in patterns {
                     state.outbox.append(.subscribe(pattern: pattern.text, since: resume?.since, instance: resume?.instance), awaiting: .subscribe(pattern))

@@ -182,7 +182,7 @@ struct HistoryTests {
         let p = h.connect()
         for _ in 0..<20 { h.send(p, #"{"op":"publish","type":"a","data":"\#(String(repeating: "x", count: 150))"}"#) }
         let s = h.connect()
-        h.send(s, #"{"op":"subscribe","type":"a","since":0}"#)
+        h.send(s, #"{"op":"hello","overflow":"drop-new"}"#, #"{"op":"subscribe","type":"a","since":0}"#)  // (under wait it is paced)
         let first = h.read(s)
         #expect(first.count < 20 && first.allSatisfy { $0.op == "event" })
         publish(h, p, ["a"])
@@ -293,6 +293,7 @@ struct HistoryTests {
         let big = String(repeating: "x", count: 10_000)
         for _ in 0..<8 { h.send(p, #"{"op":"publish","type":"a","data":"\#(big)"}"#) }
         let s = h.connect()
+        h.send(s, #"{"op":"hello","overflow":"drop-new"}"#)  // (under wait the replay is paced)
         h.send(s, #"{"op":"subscribe","type":"b","since":0}"#, #"{"op":"subscribe","type":"a","since":0}"#)
         #expect(h.peek(s).filter { $0.op == "event" }.count == 1, "one 10 KB event fits in 16 KiB")
         let before = h.broker.replayCredit(uid: s.credentials.uid)

@@ -38,7 +38,7 @@ struct OverflowTests {
     @Test func dropNewDropsTheNewEventAndNoticesBeforeTheNextOne() {
         let h = BrokerHarness(Self.configure)
         let s = h.connect(), p = h.connect()
-        h.send(s, #"{"op":"subscribe","type":">"}"#)
+        h.send(s, #"{"op":"hello","overflow":"drop-new"}"#, #"{"op":"subscribe","type":">"}"#)
         for i in 1...5 { h.send(p, paddedPublish(req: i)) }
         #expect(h.read(p).map { $0.int("delivered") } == [1, 1, 1, 0, 0])
         #expect(s.pendingDropCount == 2)
@@ -64,7 +64,7 @@ struct OverflowTests {
     @Test func theDroppedNoticeIsQueuedWhenTheQueueDrainsBelowHalf() {
         let h = BrokerHarness(Self.configure)
         let s = h.connect(), p = h.connect()
-        h.send(s, #"{"op":"subscribe","type":">"}"#)
+        h.send(s, #"{"op":"hello","overflow":"drop-new"}"#, #"{"op":"subscribe","type":">"}"#)
         for _ in 1...4 { h.send(p, paddedPublish()) }
         #expect(s.pendingDropCount == 1)
         _ = h.read(s, maxBytes: Self.e - OutboundQueue.entryOverheadBytes)  // two events left: above half

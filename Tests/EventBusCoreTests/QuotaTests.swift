@@ -340,8 +340,9 @@ struct QuotaTests {
         let entry = own.first ?? [:]
         #expect(entry["conn"] as? Int == Int(a.id) && entry["client"] as? String == "app-a" && entry["uid"] as? Int == 2001)
         #expect(entry["patterns"] as? [String] == ["x.>"] && entry["published"] as? Int == 1 && entry["delivered"] as? Int == 1)
-        #expect(entry["echo"] as? Bool == true && entry["overflow"] as? String == "drop-new" && entry["since"] as? String == "2023-11-14T22:13:20.000Z")
+        #expect(entry["echo"] as? Bool == true && entry["overflow"] as? String == "wait" && entry["since"] as? String == "2023-11-14T22:13:20.000Z")
         #expect(entry["pid"] != nil && entry["gid"] != nil && entry["queued_bytes"] != nil && entry["dropped"] as? Int == 0)
+        #expect(entry["holding"] as? Int == 0 && entry["held"] as? Bool == false && entry["behind"] as? Bool == false)
         h.send(root, #"{"op":"clients","req":1}"#)
         let all = (h.read(root).last?.fields["clients"] as? [[String: Any]]) ?? []
         #expect(all.compactMap { $0["conn"] as? Int } == [a.id, b.id, root.id].map { Int($0) })

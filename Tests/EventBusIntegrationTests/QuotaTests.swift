@@ -253,8 +253,8 @@ struct QuotaIntegrationTests {
             let all = try root.clientList()
             #expect(all.count == 4 && Set(all.compactMap { $0.int("uid") }) == [4116, 4117, 0])
             let entry = try #require(all.first { $0.string("client") == "attacker" })
-            #expect(entry.array("patterns") as? [String] == ["held.>"] && entry.int("gid") == 4116 && entry.string("overflow") == "drop-new")
-            for key in ["conn", "pid", "since", "queued_bytes", "published", "delivered", "dropped", "echo"] { #expect(entry.has(key), "\(key)") }
+            #expect(entry.array("patterns") as? [String] == ["held.>"] && entry.int("gid") == 4116 && entry.string("overflow") == "wait")
+            for key in ["conn", "pid", "since", "queued_bytes", "published", "delivered", "dropped", "echo", "holding", "held", "behind"] { #expect(entry.has(key), "\(key)") }
             _ = others
             let run = try runProcess(productsDirectory() + "/eventbus", ["--socket", broker.socketPath, "clients"], timeout: .seconds(20))
             #expect(run.status == .exited(0), "\(run.stderr)")

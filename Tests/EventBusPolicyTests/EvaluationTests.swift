@@ -27,6 +27,9 @@ func check(_ policy: AccessPolicy, _ cases: [Case], sourceLocation: SourceLocati
         switch c.action {
         case .connect: verdict = view.connect
         case .bridge: verdict = view.bridge
+        case .hold:
+            #expect("\(view.hold)" == c.expected, "\(c.testDescription)", sourceLocation: sourceLocation)
+            continue
         case .publish: verdict = view.publish(type(c.target))
         case .subscribe:
             if c.expected == "allow" || c.expected == "deny" {
@@ -267,6 +270,17 @@ struct ActionTests {
             row(who(5, groups: [50]), .bridge, "-", "allow", "test.conf:2"),
             row(who(2002, groups: [50]), .bridge, "-", "deny", "test.conf:3"),
         ])
+    }
+
+    @Test func holdIsOwnUIDWithoutARuleAnyUIDWhenAllowedNoneWhenDenied() {
+        guard let policy = load("allow hold - user=998\nallow hold - group=50\ndeny hold - user=2002\n") else { return }
+        check(policy, [
+            row(who(998), .hold, "-", "anyUID"),
+            row(who(0), .hold, "-", "ownUID"),
+            row(who(5, groups: [50]), .hold, "-", "anyUID"),
+            row(who(2002, groups: [50]), .hold, "-", "none"),  // user beats group
+        ])
+        #expect(AccessPolicy.withoutFiles(brokerUID: 4242).view(for: who(1000)).hold == .ownUID)
     }
 
     @Test func withoutAPolicyFileBridgeIsForUIDZeroAndTheBrokersUIDOnly() {

@@ -35,8 +35,8 @@ struct ParserTests {
 
     @Test("errors name file:line and what is wrong", arguments: [
         ("allow publish", "test.conf:1: allow publish needs a pattern"),
-        ("allow", "test.conf:1: allow needs an action and a pattern: allow connect|publish|subscribe|bridge PATTERN|- [user=U] [group=G]"),
-        ("allow publsh a.b", "test.conf:1: unknown action \"publsh\" (expected connect, publish, subscribe or bridge)"),
+        ("allow", "test.conf:1: allow needs an action and a pattern: allow connect|publish|subscribe|bridge|hold PATTERN|- [user=U] [group=G]"),
+        ("allow publsh a.b", "test.conf:1: unknown action \"publsh\" (expected connect, publish, subscribe, bridge or hold)"),
         ("permit publish a.b", "test.conf:1: unknown keyword \"permit\" (expected allow, deny, default or limit)"),
         ("deny connect", "test.conf:1: deny connect needs \"-\" as its pattern"),
         ("deny connect a.b", "test.conf:1: connect rules take \"-\" as their pattern, not \"a.b\""),
@@ -90,7 +90,7 @@ struct ParserTests {
             PolicySource(path: "/etc/eventbus/policy.d/10-x.conf", text: "limit connections 5 user=ghost\n"),
         ]
         #expect(loadErrors(sources) == [
-            "/etc/eventbus/policy.conf:3: unknown action \"pubish\" (expected connect, publish, subscribe or bridge)",
+            "/etc/eventbus/policy.conf:3: unknown action \"pubish\" (expected connect, publish, subscribe, bridge or hold)",
             "/etc/eventbus/policy.conf:4: bad pattern \"a..b\": empty segment (two dots, or a dot at an end)",
             "/etc/eventbus/policy.d/10-x.conf:1: unknown user \"ghost\"",
         ])

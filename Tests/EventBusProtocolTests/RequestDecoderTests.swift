@@ -43,7 +43,7 @@ struct RequestDecoderTests {
             Issue.record("got \(String(describing: d.error))")
             return
         }
-        #expect(client == nil && echo == false && overflow == .dropNew)
+        #expect(client == nil && echo == false && overflow == .wait)  // (1.2) the new default
     }
 
     @Test("hello reads client, echo and overflow", arguments: OverflowPolicy.allCases)
