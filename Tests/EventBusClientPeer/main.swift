@@ -1,7 +1,7 @@
 // Test helper: the "other process" of the client's integration tests. It
 // joins the bus through the client library, plays one role, prints what it
 // sees on stdout (one line each, unbuffered), and exits 0, or 1 with a
-// message on stderr. A watchdog ends it with status 3 after 20 s.
+// message on stderr. A watchdog ends it with status 3 after 60 s.
 //
 //     eventbus-client-peer --socket PATH like-screen N     observe N post.like events
 //     eventbus-client-peer --socket PATH search-backend N  answer N search.query events
@@ -186,8 +186,8 @@ func poster(_ bus: EventBus, count: Int) async throws {
 }
 
 Thread.detachNewThread {
-    Thread.sleep(forTimeInterval: 20)
-    FileHandle.standardError.write(Data("eventbus-client-peer: watchdog: still running after 20 s\n".utf8))
+    Thread.sleep(forTimeInterval: 60)
+    FileHandle.standardError.write(Data("eventbus-client-peer: watchdog: still running after 60 s\n".utf8))
     exit(3)
 }
 
