@@ -13,9 +13,9 @@
 // are about consumers that keep taking, and on a loaded 2-core machine the
 // suite's synchronous tests can keep the cooperative pool, where the
 // handlers run, busy for more than the default 1 s.
-import EventBusClient
 import Foundation
 import Testing
+@testable import EventBusClient
 
 /// Busy for `microseconds` (a handler's work; a sleep would be longer and uneven).
 private func work(microseconds: Int) {
@@ -68,6 +68,47 @@ private func lossNotices(of bus: EventBus) -> (Task<Void, Never>, Log<BusNotice>
         let stats = try await bus.stats()
         #expect(stats.dropped == 0, "\(stats)")
         #expect(stats.holds > 0, "the broker held the poster: flow control reached it")
+        subscription.cancel()
+        noticeTask.cancel()
+        bus.close()
+        await broker.stop()
+    }
+
+    /// A stream nobody iterates while the bus is flooded: after the local
+    /// stall timeout it is behind, the bus reads on for the steady observer
+    /// (which gets everything, and the broker drops nothing), and once the
+    /// stream has taken what it had queued its loss arrives as one notice.
+    @Test func aStalledStreamCostsTheOtherObserversOfItsBusOneStallAndItsLossIsOneNotice() async throws {
+        let broker = try await BrokerProcess(arguments: ["--max-outbound", "64K", "--stall-timeout", "30s"])
+        let bus = try await EventBus.connect(EventBus.Configuration(bus: .path(broker.socketPath), clientName: "stalled", bufferLimit: 200, localStallTimeout: .seconds(2)))
+        let (noticeTask, notices) = lossNotices(of: bus)
+        var stalled = bus.events(of: Tap.self).makeAsyncIterator()
+        let steady = Log<Int>()
+        let subscription = bus.subscribe(to: Tap.self) { delivery in steady.append(delivery.event.n) }
+        try await bus.ping()
+
+        let count = 3000
+        let poster = try await runProduct("eventbus-client-peer", ["--socket", broker.socketPath, "poster", "\(count)"], within: .seconds(90))
+        #expect(poster.status == 0, "stderr: \(poster.stderr)")
+        #expect(await eventually(within: .seconds(90)) { steady.all.count >= count })
+        let steadyInOrder = steady.all == Array(0..<count)
+        #expect(steadyInOrder, "the steady observer: \(summary(steady.all, count))")
+        #expect(notices.all.isEmpty, "nothing lost yet, nothing reported yet: \(notices.all)")
+
+        let (behind, queued) = bus.core.flow.ledger.withLock { ($0.isBehind(stalled.base.sink), $0.queued(stalled.base.sink)) }
+        #expect(behind && queued > 0 && queued < count, "behind with \(queued) queued")
+        var taken: [Int] = []
+        while taken.count < queued, let delivery = try await stalled.next() { taken.append(delivery.event.n) }
+        let takenInOrder = taken == Array(0..<queued)
+        #expect(takenInOrder, "what it had queued, in order: \(summary(taken, queued))")
+        #expect(await eventually { !notices.all.isEmpty })
+        try await bus.ping()
+        #expect(notices.all.count == 1, "one notice for the run: \(notices.all.prefix(3))")
+        if case .droppedLocally(let pattern, let lost, _)? = notices.all.first {
+            #expect(pattern == "taps.tap" && taken.count + Int(lost) == count, "taken \(taken.count), lost \(lost)")
+        }
+        let stats = try await bus.stats()
+        #expect(stats.dropped == 0, "the broker dropped nothing: the bus read on")
         subscription.cancel()
         noticeTask.cancel()
         bus.close()
