@@ -53,6 +53,18 @@ struct CLIFlowControlTests {
         #expect((stats["holds"] as? Int ?? 0) > 0, "the publisher was held: \(stats)")
     }
 
+    /// With a 4 KiB queue, replies not read for a moment would put the
+    /// publisher over its limit and the broker would stop reading it: a
+    /// writer that never read would block for good. It reads while it writes.
+    @Test func publishLinesReadsItsRepliesWhileItWritesSoItNeverHoldsItself() throws {
+        let lines = 50_000
+        let broker = try TestBroker(options: ["--max-outbound", "4K"])
+        let publisher = try shell(broker, "seq 1 \(lines) | \"$EB\" --socket \"$SOCK\" publish --lines t")
+        let run = try publisher.wait(timeout: .seconds(60))
+        #expect(run.status == 0, "\(run)")
+        #expect(try broker.stats()["published"] as? Int == lines)
+    }
+
     @Test func listenAndWaitSendOverflowOnlyWhenAskedAndRejectUnknownRules() throws {
         let broker = try TestBroker()
         let plain = try broker.start(["listen", "--count", "1", "a"])
