@@ -118,6 +118,7 @@ Options:
                              terminal unless NO_COLOR is set (default on a terminal)
                            data: only the event's data
                            cloudevents: a CloudEvents 1.0 JSON object
+  -j, --json               the same as --format json
   -n, --count N            exit after N events
   -t, --timeout DURATION   exit with status 124 when no event arrives for
                            DURATION (the clock restarts with every event)
@@ -179,6 +180,7 @@ Options:
                            COMMAND included) with status 124; a COMMAND still
                            running then gets SIGTERM
   -f, --format FORMAT      json, pretty, data or cloudevents (see 'listen')
+  -j, --json               the same as --format json
   -q, --quiet              do not print the event
 \(socketOptionsHelp)
 
@@ -208,7 +210,9 @@ inbound_bytes, queued_bytes, retained_bytes, retained_events) and its limits
 (a limit of null does not apply: uid 0 has none).
 
 Options:
-  -j, --json               print one compact JSON object instead
+  -f, --format FORMAT      table: one 'name  value' line per counter (default)
+                           json: one compact JSON object
+  -j, --json               the same as --format json
 \(socketOptionsHelp)
 
 Examples:
@@ -249,6 +253,7 @@ kept by 'publish --retain'), oldest first, and exit. Prints nothing and exits
 
 Options:
   -f, --format FORMAT      json, pretty, data or cloudevents (see 'listen')
+  -j, --json               the same as --format json
 \(socketOptionsHelp)
 
 Examples:
@@ -290,11 +295,12 @@ Options:
   -f, --format FORMAT      table: aligned columns (default on a terminal)
                            json: one JSON object per connection and line, as
                              the broker sent it (default when piped)
+  -j, --json               the same as --format json
 \(socketOptionsHelp)
 
 Examples:
   sudo eventbus --system clients
-  eventbus clients --format json | jq -s 'sort_by(-.queued_bytes) | .[0]'
+  eventbus clients --json | jq -s 'sort_by(-.queued_bytes) | .[0]'
 
 Exit status: 0 success, 64 usage error, 69 broker unavailable.
 
