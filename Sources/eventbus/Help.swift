@@ -47,6 +47,15 @@ Options:
 
 Run 'eventbus COMMAND --help' for the options and examples of each command.
 
+The broker under systemd takes its options (the idle time after which it
+exits, the log level) from $EVENTBUSD_OPTIONS, set in a drop-in; for the user
+bus, without an editor (the system bus: /etc/systemd/system/eventbus.service.d,
+systemctl without --user; more in 'eventbusd --help' and docs/SYSTEMD.md):
+  mkdir -p ~/.config/systemd/user/eventbus.service.d
+  printf '[Service]\\nEnvironment="EVENTBUSD_OPTIONS=--exit-idle-time 5min"\\n' \\
+      > ~/.config/systemd/user/eventbus.service.d/options.conf
+  systemctl --user daemon-reload && systemctl --user try-restart eventbus.service
+
 Exit status: 0 success, 1 no retained event (get, clear), 64 usage error,
 65 bad data, 69 broker unavailable, 75 a broker limit (try again later), 77
 permission denied or forbidden by the policy, 124 timed out (see each

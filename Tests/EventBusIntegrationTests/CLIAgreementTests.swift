@@ -103,6 +103,27 @@ struct CLIAgreementTests {
         _ = try? waiter.wait()
     }
 
+    /// `eventbus --help` (user bus) and `eventbusd --help` (system bus) show
+    /// shell lines that write the options drop-in: run them (under a scratch
+    /// HOME, the system path moved under the scratch folder) and read the file.
+    @Test(arguments: [("eventbus", "~/.config/systemd/user"), ("eventbusd", "/etc/systemd/system")])
+    func helpSaysHowToSetTheIdleTimeWithoutAnEditor(program: String, unitDirectory: String) throws {
+        let scratch = try TemporaryDirectory(prefix: "ebhelp.")
+        let help = try RunningProcess(cliProduct(program), ["--help"], in: scratch).wait()
+        let lines = help.stdout.split(separator: "\n", omittingEmptySubsequences: false)
+        let start = try #require(lines.firstIndex { $0.hasPrefix("  mkdir -p \(unitDirectory)/eventbus.service.d") }, "\(help.stdout)")
+        let end = try #require(lines[start...].firstIndex { $0.hasSuffix("/eventbus.service.d/options.conf") })
+        #expect(lines[end + 1].contains("daemon-reload") && lines[end + 1].contains("try-restart eventbus.service"))
+        let script = lines[start...end].joined(separator: "\n").replacingOccurrences(of: " /etc/", with: " \(scratch.path)/etc/")
+        let home = scratch.path + "/home"
+        let ran = try RunningProcess("/bin/sh", ["-c", script], in: scratch, environment: ["HOME": home]).wait()
+        #expect(ran.status == 0, "\(script)\n\(ran)")
+        let written = unitDirectory.hasPrefix("~") ? home + unitDirectory.dropFirst() : scratch.path + unitDirectory
+        let dropIn = try String(contentsOfFile: written + "/eventbus.service.d/options.conf", encoding: .utf8)
+        #expect(dropIn == "[Service]\nEnvironment=\"EVENTBUSD_OPTIONS=--exit-idle-time 5min\"\n")
+        #expect(try RunningProcess(cliProduct("eventbusd"), ["--exit-idle-time", "5min", "--help"], in: scratch).wait().status == 0)
+    }
+
     @Test(.enabled(if: geteuid() == 0 && access("/run/eventbus/bus.sock", F_OK) != 0, "needs root and no system bus"))
     func rootWithoutASystemBusIsToldOfTheUserBus() throws {
         let runtime = try TemporaryDirectory(prefix: "ebrt.")

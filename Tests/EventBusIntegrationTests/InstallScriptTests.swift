@@ -56,7 +56,7 @@ struct InstallScriptTests {
         try expectStrippedExecutable(home + "/.local/bin/eventbus", in: scratch)
         try expectStrippedExecutable(home + "/.local/bin/eventbus-bridge", in: scratch)
         let unit = try String(contentsOfFile: home + "/.config/systemd/user/eventbus.service", encoding: .utf8)
-        #expect(unit.split(separator: "\n").filter { $0.hasPrefix("ExecStart=") } == ["ExecStart=\(home)/.local/bin/eventbusd --state-dir ${STATE_DIRECTORY}"])
+        #expect(unit.split(separator: "\n").filter { $0.hasPrefix("ExecStart=") } == ["ExecStart=\(home)/.local/bin/eventbusd --state-dir ${STATE_DIRECTORY} $EVENTBUSD_OPTIONS"])
         #expect(FileManager.default.fileExists(atPath: home + "/.config/systemd/user/eventbus.socket"))
         #expect(!tree(home).contains { $0.contains("systemd/system") || $0.contains("sysusers") || $0.hasSuffix("bridge.conf") }, "no system units, user or bridge config for --user: \(tree(home))")
 
@@ -89,7 +89,7 @@ struct InstallScriptTests {
         for (directory, bus) in [(systemUnits, "--system"), (userUnits, "--user")] {
             let unit = try String(contentsOfFile: stage + directory + "/eventbus.service", encoding: .utf8)
             let lines = unit.split(separator: "\n")
-            let start = bus == "--system" ? "ExecStart=\(prefix)/bin/eventbusd --system --state-dir ${STATE_DIRECTORY}" : "ExecStart=\(prefix)/bin/eventbusd --state-dir ${STATE_DIRECTORY}"
+            let start = bus == "--system" ? "ExecStart=\(prefix)/bin/eventbusd --system --state-dir ${STATE_DIRECTORY} $EVENTBUSD_OPTIONS" : "ExecStart=\(prefix)/bin/eventbusd --state-dir ${STATE_DIRECTORY} $EVENTBUSD_OPTIONS"
             #expect(lines.filter { $0.hasPrefix("ExecStart=") } == [Substring(start)], "\(directory)")
             #expect(lines.filter { $0.hasPrefix("ExecReload=") } == ["ExecReload=\(prefix)/bin/eventbus \(bus) reload --wait"], "\(directory)")
             #expect(FileManager.default.fileExists(atPath: stage + directory + "/eventbus.socket"))
