@@ -131,6 +131,19 @@ struct InstallScriptTests {
         #expect(tree(stage) == ["etc", "etc/eventbus", "etc/eventbus/bridge.conf"], "\(tree(stage))")
     }
 
+    /// scripts/install links these three with the Swift runtime static (issue 23): one
+    /// that imports Foundation gets static Foundation, whose temporary-file code uses
+    /// glibc's `mktemp`, and the link warns "the use of `mktemp' is dangerous". The
+    /// debug build links Foundation dynamically, so its NEEDED entries show an import.
+    @Test(.enabled(if: findInPath("readelf") != nil, "needs readelf (binutils)"), arguments: ["eventbusd", "eventbus", "eventbus-bridge"])
+    func theStaticallyLinkedProgramsLinkNoFoundation(program: String) throws {
+        let scratch = try TemporaryDirectory(prefix: "ebin.")
+        let dynamic = try SpawnedProcess(findInPath("readelf")!, ["-d", "-W", productsDirectory() + "/" + program], in: scratch).waitBlocking(timeout: .seconds(10))
+        #expect(dynamic.status == 0, "\(dynamic.stderr)")
+        #expect(dynamic.stdout.contains("(NEEDED)"), "\(dynamic.stdout)")
+        #expect(!dynamic.stdout.contains("libFoundation"), "\(program) imports Foundation: \(dynamic.stdout)")
+    }
+
     @Test(arguments: ["install", "uninstall", "test", "bench", "check-units", "demo", "deps", "fuzz", "soak"])
     func usageErrorsExit64AndHelpExits0(name: String) throws {
         let scratch = try TemporaryDirectory(prefix: "ebin.")
