@@ -3,8 +3,9 @@
 //
 // Before editing: this is the start-up-critical path (a shell loop calling
 // `eventbus publish` is the most common use). Validate everything before
-// connecting, send one frame, read one reply, exit: no hello, no extra
-// round trip, nothing loaded that a publish does not need.
+// connecting, send the publish right behind the `hello` that names the
+// connection (not waited for), read the replies, exit: no extra round trip,
+// nothing loaded that a publish does not need.
 import EventBusCommandLine
 import EventBusProtocol
 import EventBusSystem
