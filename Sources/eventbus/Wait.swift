@@ -14,9 +14,8 @@ import EventBusProtocol
 import EventBusSystem
 import Glibc
 
-let waitOptions: [OptionSpec] = globalOptions + [
+let waitOptions: [OptionSpec] = globalOptions + formatOptions + [
     OptionSpec("timeout", "t", value: true),
-    OptionSpec("format", "f", value: true),
     OptionSpec("quiet", "q"),
 ]
 
@@ -31,7 +30,7 @@ func runWait(_ args: ParsedArguments, socket: String) throws(CLIError) {
     guard !patterns.isEmpty else { throw .usage(command, "missing PATTERN") }
     if args.operandsBeforeDoubleDash != nil && commandLine.isEmpty { throw .usage(command, "missing COMMAND after '--'") }
     try validatePatterns(patterns, command: command)
-    let format = try OutputFormat.chosen(args.value("format"), command: command)
+    let format = try OutputFormat.chosen(args.format(command: command), command: command)
     let quiet = args.has("quiet")
     var timeoutText = "" as String
     var deadline: Int64? = nil
@@ -41,7 +40,7 @@ func runWait(_ args: ParsedArguments, socket: String) throws(CLIError) {
     }
     let formatter = EventFormatter(format: format)
 
-    let connection = try connectAndSubscribe(socket, patterns: patterns)
+    let connection = try connectAndSubscribe(socket, client: "eventbus-wait", patterns: patterns)
     var acknowledged = 0
     var child: ChildProcess? = nil
     var childDone = commandLine.isEmpty
