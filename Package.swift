@@ -113,6 +113,13 @@ let package = Package(
             path: "Examples/ReadmeExample",
             swiftSettings: strict
         ),
+        // An actor as an observer (docs/CLIENT.md), run by ActorObserverTests.
+        .executableTarget(
+            name: "actor-observer",
+            dependencies: ["EventBusClient"],
+            path: "Examples/ActorObserver",
+            swiftSettings: strict
+        ),
         // The other process of EventBusClientTests' cross-process scenarios.
         .executableTarget(
             name: "eventbus-client-peer",
@@ -152,7 +159,7 @@ let package = Package(
         ),
         .testTarget(
             name: "EventBusClientTests",
-            dependencies: ["EventBusClient", "EventBusTestSupport", "eventbusd", "settings-service", "dashboard", "eventbus-client-peer", "readme-example"],
+            dependencies: ["EventBusClient", "EventBusTestSupport", "eventbusd", "settings-service", "dashboard", "eventbus-client-peer", "readme-example", "actor-observer"],
             swiftSettings: strict
         ),
         .testTarget(name: "EventBusNATSTests", dependencies: ["EventBusNATS", "EventBusTestSupport"], swiftSettings: strict),

@@ -419,6 +419,22 @@ func runAttacker(_ kind: String, _ path: String, _ seconds: Double) {
         holdUntilStopped(seconds)
         for c in conns { c.close() }
         say("closed")
+    case "never-read", "trickle-read", "never-read-1":
+        // (1.2 flow control) 10 connections subscribed to `>` that never read
+        // (or read one byte a second each); never-read-1: one connection
+        // subscribed to the victim's type, for a victim of the same uid.
+        let (_, refusedAtConnect) = open(kind == "never-read-1" ? 1 : 10)
+        let subscribe = kind == "never-read-1" ? #"{"op":"subscribe","type":"v.load"}"# : #"{"op":"subscribe","type":">"}"#
+        for c in conns { _ = c.writeAll(Array(subscribe.utf8) + [0x0A]) }
+        for c in conns { _ = c.request(#"{"op":"ping","req":"s"}"#, until: "\"req\":\"s\"", timeout: 5) }
+        say("ready accepted=\(conns.count) refused=\(refusedAtConnect)")
+        var lastByte = monotonic()
+        holdUntilStopped(seconds) {
+            guard kind == "trickle-read", monotonic() - lastByte >= 1 else { return }
+            lastByte = monotonic()
+            var byte: UInt8 = 0
+            for c in conns { _ = read(c.fd, &byte, 1) }
+        }
     case "trickle":
         // One small retaining publish every 50 ms (each changes the state file).
         _ = open(1)
@@ -467,6 +483,8 @@ func runVictim(_ path: String, _ seconds: Double, publish: Bool) {
     var rttTimes: [Double] = []
     var pingSent: Double? = nil, lastPing = 0.0
     let start = monotonic()
+    // (1.2) The longest time without an answer to a publish, and the rate in the run's second half.
+    var lastAck = start, longestWaitMs = 0.0, lateAcknowledged = 0
     let end = start + seconds
     var fds = [pollfd(fd: publisher.fd, events: Int16(POLLIN), revents: 0), pollfd(fd: pinger.fd, events: Int16(POLLIN), revents: 0)]
     while monotonic() < end {
@@ -485,6 +503,12 @@ func runVictim(_ path: String, _ seconds: Double, publish: Bool) {
         publisher.fill()
         let acks = publisher.countLines()
         acknowledged += acks
+        if acks > 0 {
+            let t = monotonic()
+            longestWaitMs = max(longestWaitMs, (t - lastAck) * 1000)
+            lastAck = t
+            if t - start >= seconds / 2 { lateAcknowledged += acks }
+        }
         inFlight -= acks
         pinger.fill()
         if !pinger.takeLines().isEmpty, let sent = pingSent {
@@ -501,7 +525,9 @@ func runVictim(_ path: String, _ seconds: Double, publish: Bool) {
     rtts.sort()
     func percentile(_ p: Double) -> Double { rtts.isEmpty ? 9999 : rtts[min(rtts.count - 1, Int(Double(rtts.count) * p))] }
     let rate = Double(acknowledged) / (monotonic() - start)
-    say(String(format: "rate=%.0f p50_ms=%.2f p99_ms=%.2f max_ms=%.2f pings=%d", rate, percentile(0.5), percentile(0.99), rtts.last ?? 9999, rtts.count))
+    let lateRate = Double(lateAcknowledged) / max(0.001, monotonic() - start - seconds / 2)
+    say(String(format: "rate=%.0f p50_ms=%.2f p99_ms=%.2f max_ms=%.2f pings=%d longest_wait_ms=%.1f late_rate=%.0f",
+               rate, percentile(0.5), percentile(0.99), rtts.last ?? 9999, rtts.count, longestWaitMs, lateRate))
 }
 
 // MARK: Driver
@@ -645,8 +671,8 @@ func runDriver(_ options: Options) {
     func asUID(_ uid: Int, _ arguments: [String]) -> Child {
         Child("/usr/bin/setpriv", ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", me] + arguments)
     }
-    func victim(_ broker: Broker, publish: Bool = true) -> String? {
-        let v = asUID(options.victimUID, ["--role", "victim", broker.socket, String(seconds), publish ? "publish" : "ping"])
+    func victim(_ broker: Broker, publish: Bool = true, uid: Int? = nil) -> String? {
+        let v = asUID(uid ?? options.victimUID, ["--role", "victim", broker.socket, String(seconds), publish ? "publish" : "ping"])
         defer { v.stop() }
         return v.line(timeout: seconds + 20)
     }
@@ -660,7 +686,8 @@ func runDriver(_ options: Options) {
     }
     /// The directory `fresh` makes for the broker numbered `n`.
     func directory(for n: Int) -> String { NSTemporaryDirectory() + "attack-\(getpid())-\(n)" }
-    let all = ["keys", "patterns", "flood", "partial", "slow", "connections", "churn", "busy", "replay", "hangup", "statefile", "retained"]
+    let all = ["keys", "patterns", "flood", "partial", "slow", "connections", "churn", "busy", "replay", "hangup", "statefile", "retained",
+               "never-readers", "trickle-readers", "stopped-readers", "stall-once"]
     for row in options.rows.isEmpty ? all : options.rows {
         switch row {
         case "keys":
@@ -741,6 +768,43 @@ func runDriver(_ options: Options) {
             check(row, "another uid's publish rate under \(what) (idle \(Int(idleRate))/s)", "\(Int(rate))/s (\(Int(rate * 100 / idleRate)) %)", ">= half idle", rate >= idleRate / 2)
             check(row, "another uid's ping p99", String(format: "%.1f ms", p99), "< 100 ms", p99 < 100)
             check(row, "stats round trip during the attack", many.stats.map { String(format: "%.1f ms", $0.ms) } ?? "no answer", "< 100 ms", (many.stats?.ms ?? 9999) < 100)
+            broker.stop()
+        case "never-readers", "trickle-readers", "stopped-readers":
+            // (1.2 flow control) No uid slows another's publishers: root's
+            // publish rate next to 10 subscribers of `>` of another uid that
+            // never read, read a byte a second, or are SIGSTOPped.
+            let (broker, _) = fresh([])
+            let idle = victim(broker, uid: 0)
+            let attacker = asUID(options.attackerUID, ["--role", "attacker", row == "trickle-readers" ? "trickle-read" : "never-read", broker.socket, String(seconds + 20)])
+            _ = attacker.line(timeout: 30)
+            if row == "stopped-readers" { kill(attacker.process.processIdentifier, SIGSTOP) }
+            let v = victim(broker, uid: 0)
+            if row == "stopped-readers" { kill(attacker.process.processIdentifier, SIGCONT) }
+            let what = ["never-readers": "never read", "trickle-readers": "read one byte a second", "stopped-readers": "are SIGSTOPped"][row]!
+            let idleRate = value("rate", idle) ?? 1, rate = value("rate", v) ?? 0, p99 = value("p99_ms", v) ?? 9999
+            let stats = broker.stats()
+            check(row, "root's publish rate next to 10 subscribers of > of another uid that \(what) (idle \(Int(idleRate))/s)",
+                  "\(Int(rate))/s (\(Int(rate * 100 / idleRate)) %)", ">= 90 % of idle", rate >= 0.9 * idleRate)
+            check(row, "root's ping p99", String(format: "%.1f ms", p99), "< 100 ms", p99 < 100)
+            let holds = stats.flatMap { integer("holds", in: $0.line) } ?? -1
+            check(row, "publishers held (stats.holds)", "\(holds)", "0 (no uid holds another's)", holds == 0)
+            attacker.stop()
+            broker.stop()
+        case "stall-once":
+            // (1.2) A same-uid subscriber that never reads holds a flooding
+            // publisher once, for at most the stall timeout (1 s) + 100 ms; then it runs on.
+            let (broker, _) = fresh([])
+            let idle = victim(broker)
+            let stalled = asUID(options.victimUID, ["--role", "attacker", "never-read-1", broker.socket, String(seconds + 20)])
+            _ = stalled.line(timeout: 30)
+            let v = victim(broker)
+            let wait = value("longest_wait_ms", v) ?? 9999, late = value("late_rate", v) ?? 0, idleRate = value("rate", idle) ?? 1
+            let stats = broker.stats()
+            check(row, "the publisher's longest wait (a same-uid subscriber never reads; --stall-timeout 1s)", String(format: "%.0f ms", wait), "<= 1100 ms", wait <= 1100)
+            check(row, "its publish rate in the run's second half (idle \(Int(idleRate))/s)", "\(Int(late))/s (\(Int(late * 100 / idleRate)) %)", ">= 90 % of idle", late >= 0.9 * idleRate)
+            let stalls = stats.flatMap { integer("stalls", in: $0.line) } ?? -1
+            check(row, "stalls (stats.stalls)", "\(stalls)", "1", stalls == 1)
+            stalled.stop()
             broker.stop()
         case "partial":
             let (broker, _) = fresh([])

@@ -91,16 +91,7 @@ extension EventBus {
         initial: Initial = .none,
         @_inheritActorContext handler: @escaping @isolated(any) @Sendable (Observer, Event) -> Void
     ) -> Subscription {
-        let reference = WeakReference(observer)
-        let decoder = core.configuration.decoder
-        let (sink, stream) = Sink<Event>.make(
-            flow: core.flow, pattern: Event.validatedEventType.name,
-            transform: { raw throws(EventBusError) in try raw.decode(Event.self, using: decoder) },
-            observerAlive: { reference.object != nil },
-            observerIdentity: { $0 === reference.object },
-            observerID: ObjectIdentifier(observer)
-        )
-        let subscription = register(sink, on: Event.validatedEventType.name, initial: initial, cancelsOnDeinit: false)
+        let (subscription, sink, stream, reference) = registerObserver(observer, to: type, initial: initial)
         Task {
             for await item in stream {
                 guard case .value(let event) = item else { continue }
@@ -172,6 +163,26 @@ extension EventBus {
     public func unsubscribe(_ observer: AnyObject) {
         let id = ObjectIdentifier(observer)
         core.change { $0.removeRegistrations(of: id) }
+    }
+
+    /// The registration of a weakly held `observer` on `Event`'s type: its
+    /// sink, the ordered stream its one delivery task drains, and the weak
+    /// reference that task reads before each call (shared by the observer
+    /// overloads of `subscribe`).
+    func registerObserver<Observer: AnyObject & Sendable, Event: BusEvent>(
+        _ observer: Observer, to type: Event.Type, initial: Initial
+    ) -> (Subscription, Sink<Event>, SinkStream<Event>, WeakReference<Observer>) {
+        let reference = WeakReference(observer)
+        let decoder = core.configuration.decoder
+        let (sink, stream) = Sink<Event>.make(
+            flow: core.flow, pattern: Event.validatedEventType.name,
+            transform: { raw throws(EventBusError) in try raw.decode(Event.self, using: decoder) },
+            observerAlive: { reference.object != nil },
+            observerIdentity: { $0 === reference.object },
+            observerID: ObjectIdentifier(observer)
+        )
+        let subscription = register(sink, on: Event.validatedEventType.name, initial: initial, cancelsOnDeinit: false)
+        return (subscription, sink, stream, reference)
     }
 
     /// Adds `sink` on `pattern` (already validated) and wraps it in a token.

@@ -67,6 +67,13 @@ public final class EventBus: Sendable {
             box.withLock { $0 = core }
             core.start()
         }
+        if case .failure(.unavailable(let tried, let reason)) = result {
+            // Root with a user bus (issue 23): PROTOCOL.md "Transport" picks the system bus; say the other is there.
+            if let hint = SocketPath.userBusHint(afterFailing: tried, runtimeDirectory: configuration.environment["XDG_RUNTIME_DIR"], effectiveUID: ProcessIdentity.effectiveUID,
+                                                 choice: "use Configuration(bus: .user)", isSocket: { (try? FileSystem.kind(ofPath: $0)) == .socket }) {
+                throw .unavailable(path: tried, reason: "\(reason) (\(hint))")
+            }
+        }
         return try result.get()
     }
 

@@ -16,6 +16,8 @@ extension Broker {
     func perform(_ request: Request, frame: UnsafeRawBufferPointer, req: UnsafeRawBufferPointer?, from connection: Connection) {
         switch request {
         case .publish(let publish):
+            // (1.2) Held, the event waits unrouted: no seq, queued to no one.
+            if mayHaveToHold(frame), holdIfBlocked(frame, publish, entry: nil, publisher: connection) { return }
             self.publish(publish, frame: frame, req: req, from: connection)
         case .subscribe(let subscribe):
             self.subscribe(subscribe, req: req, from: connection)
@@ -128,8 +130,6 @@ extension Broker {
                  typeEntry: Int? = nil, typeBytes: UnsafeRawBufferPointer? = nil) {
         // Policy first: a denied publish takes no seq (PROTOCOL.md "Access policy (1.1)").
         guard mayPublish(publisher, request.type, entry: typeEntry, req: req), request.origin == nil || mayBridge(publisher, req: req) else { return }
-        // (1.2) Held, the event waits unrouted: no seq, queued to no one.
-        if holdIfBlocked(frame, type: request.type, entry: typeEntry, publisher: publisher) { return }
         // What the event takes from the frame, as plain byte ranges: the
         // routing below copies no request (and counts no references).
         let content = EventContent(request, frame: frame, typeBytes: typeBytes)

@@ -334,7 +334,11 @@ public final class Broker {
             var tokens = PublishTokens()
             if PublishScanner.scan(frame, into: &tokens), let entry = types.entry(for: tokens.typeBytes(in: frame)) {
                 let req = tokens.req.map { UnsafeRawBufferPointer(rebasing: frame[$0.start..<$0.end]) }
-                publish(tokens.request(type: types.type(entry)), frame: frame, req: req, from: connection,
+                let request = tokens.request(type: types.type(entry))
+                // (1.2) Held, the event waits unrouted: no seq, queued to no one
+                // (asked here, not in `publish`, which keeps `fanOut` inlined).
+                if mayHaveToHold(frame), holdIfBlocked(frame, request, entry: entry, publisher: connection) { return }
+                publish(request, frame: frame, req: req, from: connection,
                         typeEntry: entry, typeBytes: tokens.typeBytes(in: frame))
                 return
             }

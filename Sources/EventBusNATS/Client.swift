@@ -17,8 +17,9 @@
 //   `publish(contentsOf:)` takes the lock and wakes once for a whole batch,
 //   and `afterMessages` tells a consumer when one read's messages are done,
 //   so that both sides pay for a wake-up per batch, not per message.
+import Dispatch
 import EventBusSystem
-import Foundation
+import Glibc
 import Synchronization
 
 /// A NATS client connection with automatic failover and reconnect (forever).
@@ -71,9 +72,7 @@ public final class Client: Sendable {
     /// Starts the I/O thread, which connects to the first server. Once only.
     public func start() {
         guard !started.exchange(true, ordering: .relaxed) else { return }
-        let thread = Thread { [self] in self.run() }
-        thread.name = "NATS client"
-        thread.start()
+        SystemThread.detach { [self] in self.run() }
     }
 
     /// Publishes `message` (see `ClientState.publish`); never blocks on the network.

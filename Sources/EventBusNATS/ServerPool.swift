@@ -22,7 +22,7 @@ public struct ServerAddress: Hashable, Sendable, CustomStringConvertible {
     /// (`nats://user:pass@host`) are not supported here.
     public init?(url text: String) {
         var rest = Substring(text.trimmingSpaces())
-        if let range = rest.range(of: "://") {
+        if let range = rest.firstRange(of: "://") {
             guard rest[..<range.lowerBound].lowercased() == "nats" else { return nil }
             rest = rest[range.upperBound...]
         }

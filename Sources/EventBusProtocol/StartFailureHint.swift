@@ -40,4 +40,28 @@ extension SocketPath {
             "it may have exited (see its standard error or log)"
         }
     }
+
+    /// (Issue 23) What to add when a root process could not connect to the
+    /// system bus while a user bus is there: PROTOCOL.md "Transport" gives
+    /// root the system bus unless it asks for the user bus, so say that one
+    /// exists and how to ask, e.g.
+    /// `a user bus is at /run/user/0/eventbus/bus.sock, but root gets the
+    /// system bus unless it asks: give --user`.
+    /// - Parameters:
+    ///   - path: the path that could not be connected to.
+    ///   - runtimeDirectory: `$XDG_RUNTIME_DIR` (nil or empty: no user bus).
+    ///   - effectiveUID: the process's effective uid.
+    ///   - isSocket: whether a path is a socket now (the caller looks, e.g.
+    ///     with `FileSystem.kind(ofPath:)`: this module does no I/O); the
+    ///     user bus's socket existing is the hint, not whether it answers.
+    ///   - choice: how this client asks for the user bus (`give --user`,
+    ///     `use Configuration(bus: .user)`).
+    /// - Returns: nil unless `path` is the system bus, the process is root
+    ///   and the user bus's socket exists.
+    public static func userBusHint(afterFailing path: String, runtimeDirectory: String?, effectiveUID: UInt32, choice: String, isSocket: (String) -> Bool) -> String? {
+        guard path == systemBus, effectiveUID == 0, let runtimeDirectory, !runtimeDirectory.isEmpty else { return nil }
+        let user = userBus(runtimeDirectory: runtimeDirectory)
+        guard isSocket(user) else { return nil }
+        return "a user bus is at \(user), but root gets the system bus unless it asks: \(choice)"
+    }
 }

@@ -29,6 +29,15 @@ public enum FileSystem {
         }
     }
 
+    /// When `path` was last modified (stat(2) `st_mtim`), in nanoseconds since
+    /// the Unix epoch (the clock of `Clock.wallNanoseconds()`).
+    /// - Throws: `SystemError("stat", errno)` (ENOENT, EACCES...).
+    public static func modificationNanoseconds(ofPath path: String) throws(SystemError) -> Int64 {
+        var info = stat()
+        if case .failure(let e) = systemCall(.retry, { stat(path, &info) }) { throw SystemError("stat", e) }
+        return Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec)
+    }
+
     /// Creates `path` and missing parents with exactly `mode` (like
     /// `mkdir -p -m`, whatever the umask); an existing directory is left as it is.
     /// - Throws: `SystemError("mkdir", errno)`.

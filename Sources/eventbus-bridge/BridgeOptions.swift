@@ -9,7 +9,7 @@
 import EventBusBridge
 import EventBusCommandLine
 import EventBusProtocol
-import Foundation
+import EventBusSystem
 
 /// A reason to stop before running: a status and one line for stderr.
 /// Statuses used: 0 clean stop (SIGTERM, SIGINT), `--help`, `--version`, live
@@ -53,7 +53,7 @@ struct BridgeOptions {
     /// Parses `arguments` (without the program name) and reads `--config`.
     /// - Throws: `BridgeFailure` 64 for the command line (ending in `(see
     ///   eventbus-bridge --help)`), 78 for the config file (`file:line: ...`).
-    static func parse(_ arguments: [String], readFile: (String) throws -> String = { try String(contentsOfFile: $0, encoding: .utf8) }) throws(BridgeFailure) -> BridgeOptions {
+    static func parse(_ arguments: [String], readFile: (String) throws -> String = BridgeOptions.readText) throws(BridgeFailure) -> BridgeOptions {
         func usage(_ message: String) -> BridgeFailure { BridgeFailure(status: .usage, message: "\(message) (see eventbus-bridge --help)") }
         var options = BridgeOptions()
         let parsed: ParsedArguments
@@ -100,19 +100,23 @@ struct BridgeOptions {
         return options
     }
 
-    /// A Foundation file error in one line (`no such file`).
+    /// The config file is not UTF-8.
+    struct NotUTF8: Error, CustomStringConvertible {
+        var description: String { "not UTF-8 text" }
+    }
+
+    /// The text of the config file at `path` (at most 1 MiB).
+    /// - Throws: `SystemError` (`open: No such file or directory`), `NotUTF8`.
+    static func readText(_ path: String) throws -> String {
+        let bytes = try FileSystem.readFile(path, maxBytes: 1 << 20)
+        guard let text = String(validating: bytes, as: UTF8.self) else { throw NotUTF8() }
+        return text
+    }
+
+    /// A file error in one line (`No such file or directory`, `not UTF-8 text`).
     static func reason(_ error: any Error) -> String {
-        switch (error as? CocoaError)?.code {
-        case .fileReadNoSuchFile?, .fileNoSuchFile?: return "no such file"
-        case .fileReadNoPermission?: return "permission denied"
-        case .fileReadInapplicableStringEncoding?: return "not UTF-8 text"
-        default:
-            if let underlying = (error as NSError).userInfo[NSUnderlyingErrorKey] as? any Error {
-                let posix = underlying as NSError
-                if posix.domain == NSPOSIXErrorDomain { return String(cString: strerror(Int32(posix.code))) }
-            }
-            return "\(error)"
-        }
+        if let error = error as? SystemError { return "\(error.errno)" }
+        return "\(error)"
     }
 
     /// The `--help` text; defaults are read from `BridgeConfiguration`.

@@ -24,7 +24,7 @@ import EventBusBridge
 import EventBusNATS
 import EventBusProtocol
 import EventBusSystem
-import Foundation
+import Dispatch
 import Synchronization
 
 /// What the bus connection tells the bridge, in order, on the bus thread.
@@ -97,12 +97,10 @@ final class LocalBus: Sendable {
 
     /// Starts the bus thread; `handler` gets every report on it, with no lock held.
     func start(_ handler: @escaping @Sendable (BusReport) -> Void) {
-        let thread = Thread { [self] in
+        SystemThread.detach { [self] in
             self.run(handler)
             self.finished.signal()
         }
-        thread.name = "eventbus connection"
-        thread.start()
     }
 
     /// Stops the thread and closes the connection; waits for the thread (call once, after `start`).

@@ -12,7 +12,6 @@
 import EventBusBridge
 import EventBusCommandLine
 import EventBusSystem
-import Foundation
 
 enum StatusFile {
     /// How often the running bridge rewrites its file.
@@ -45,12 +44,14 @@ enum StatusFile {
         return directory(environment: environment, effectiveUID: effectiveUID).map { "\($0)/\(configuration.node.text).json" }
     }
 
-    /// Replaces the file at `path` with `json` and a newline (write, then rename(2)),
-    /// creating its directory (0755) when missing.
-    /// - Throws: what the directory creation or the write throws.
+    /// Replaces the file at `path` with `json` and a newline (`DurableFile`:
+    /// write `path.tmp`, then rename(2); not fsynced, it is rewritten every
+    /// second), mode 0644 less the umask, creating its directory (0755) when missing.
+    /// - Throws: `SystemError` of the directory creation or the write.
     static func write(_ json: String, to path: String) throws {
         try FileSystem.createDirectories(FileSystem.parentDirectory(of: path), mode: 0o755)
-        try Data((json + "\n").utf8).write(to: URL(fileURLWithPath: path), options: .atomic)
+        let bytes = Array((json + "\n").utf8)
+        try bytes.withUnsafeBytes { raw in try DurableFile.replace(path, with: [raw], durable: false, mode: 0o644) }
     }
 
     /// Removes the file (a clean stop); errors are ignored.
@@ -70,14 +71,15 @@ enum StatusFile {
     static func find(paths: [String], directories: [String]) -> [Found] {
         var files = paths
         for directory in directories {
-            let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
-            files += names.filter { $0.hasSuffix(".json") }.sorted().map { "\(directory)/\($0)" }
+            let names = ((try? FileSystem.directoryEntries(directory)) ?? nil) ?? []
+            files += names.filter { $0.hasSuffix(".json") }.map { "\(directory)/\($0)" }
         }
         return files.compactMap { path in
-            guard let data = FileManager.default.contents(atPath: path),
-                  let modified = (try? FileManager.default.attributesOfItem(atPath: path))?[.modificationDate] as? Date else { return nil }
-            let line = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-            return Found(path: path, line: line, age: max(0, Date().timeIntervalSince(modified)))
+            guard let data = try? FileSystem.readFile(path, maxBytes: 1 << 20),
+                  let modified = try? FileSystem.modificationNanoseconds(ofPath: path) else { return nil }
+            let isSpace: (UInt8) -> Bool = { $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }
+            let line = String(decoding: data.drop(while: isSpace).reversed().drop(while: isSpace).reversed(), as: UTF8.self)
+            return Found(path: path, line: line, age: max(0, Double(Clock.wallNanoseconds() - modified) / 1e9))
         }
     }
 

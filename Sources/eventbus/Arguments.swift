@@ -17,6 +17,14 @@ let globalOptions: [OptionSpec] = [
     OptionSpec("version", "V"),
 ]
 
+/// `--format FORMAT` and its short form `--json` (`-j`, the same as `--format
+/// json`): every command whose output is structured takes both (stats,
+/// clients, get, listen, wait), so a flag learnt on one works on the others.
+let formatOptions: [OptionSpec] = [
+    OptionSpec("format", "f", value: true),
+    OptionSpec("json", "j"),
+]
+
 /// `parseArguments` with its `UsageError` as a `CLIError`.
 /// - Parameters:
 ///   - command: the subcommand, for error messages (nil at top level).
@@ -32,6 +40,16 @@ func parseCommand(_ arguments: ArraySlice<String>, specs: [OptionSpec], command:
 }
 
 extension ParsedArguments {
+    /// The format asked for with `formatOptions`: the last `--format` value,
+    /// `json` for `--json`, nil for neither.
+    /// - Throws: `CLIError` 64 for `--json` with another `--format`.
+    func format(command: String) throws(CLIError) -> String? {
+        let named = value("format")
+        guard has("json") else { return named }
+        if let named, named != "json" { throw .usage(command, "give --json or --format \(named), not both") }
+        return "json"
+    }
+
     /// The last value of `--name` read with `parse` (`parseDuration`,
     /// `parseCount`), nil when not given.
     /// - Throws: `CLIError` 64, e.g. `invalid duration '5x' for --timeout:

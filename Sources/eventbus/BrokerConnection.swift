@@ -50,17 +50,29 @@ final class BrokerConnection {
         readBuffer.deallocate()
     }
 
-    /// Connects to the broker's socket at `path`.
+    /// Connects to the broker's socket at `path` and names the connection:
+    /// `{"op":"hello","req":0,"client":"eventbus-listen"}` is written at once
+    /// (PROTOCOL.md "Requests"), without waiting for its answer, so `eventbus
+    /// clients` shows which command holds a connection. Its `ok` (`req` 0)
+    /// arrives before the answer to anything sent later; commands that read
+    /// replies by `req` pass it by.
+    /// - Parameters:
+    ///   - client: the command's name, `eventbus-<command>`.
+    ///   - overflow: (1.2) `listen`/`wait --overflow RULE`, sent in the
+    ///     `hello`; nil sends none, so the broker's default applies (`wait`).
     /// - Throws: `CLIError` 69 (`EX_UNAVAILABLE`) naming the path and how to
     ///   start the broker; 77 when permission is denied; 64 when the path does
     ///   not fit a socket address.
-    static func connect(to path: String) throws(CLIError) -> BrokerConnection {
+    static func connect(to path: String, client: String, overflow: OverflowPolicy? = nil) throws(CLIError) -> BrokerConnection {
+        let connection: BrokerConnection
         do {
             let fd = try FileDescriptor.connectedUnixSocket(toPath: path, nonBlocking: true)
-            return BrokerConnection(path: path, descriptor: fd)
+            connection = BrokerConnection(path: path, descriptor: fd)
         } catch {
             throw connectError(error, path: path)
         }
+        try connection.send(ClientRequest.hello(client: client, overflow: overflow).encoded(req: 0))
+        return connection
     }
 
     /// The message for a failed connect: names the path and how to start the broker.
@@ -69,7 +81,9 @@ final class BrokerConnection {
         case .connectionRefused where (try? FileSystem.kind(ofPath: path)) != .socket:
             return CLIError(.unavailable, "cannot connect to the broker at \(path): it is not a socket (give the broker's socket with --socket or $EVENTBUS_SOCKET)")
         case .noSuchFile, .connectionRefused:
-            return CLIError(.unavailable, "cannot connect to the broker at \(path): \(error.errno) (is eventbusd running? start it with 'eventbusd --socket \(path)'\(startHint(for: path)))")
+            let userBus = SocketPath.userBusHint(afterFailing: path, runtimeDirectory: ProcessEnvironment.value("XDG_RUNTIME_DIR"),
+                                                 effectiveUID: ProcessIdentity.effectiveUID, choice: "give --user") { (try? FileSystem.kind(ofPath: $0)) == .socket }
+            return CLIError(.unavailable, "cannot connect to the broker at \(path): \(error.errno) (\(userBus.map { $0 + "; or " } ?? "")is eventbusd running? start it with 'eventbusd --socket \(path)'\(startHint(for: path)))")
         case .permissionDenied, Errno(rawValue: EPERM):
             return CLIError(.noPermission, "cannot connect to the broker at \(path): \(error.errno) (the socket's mode or group must allow you to write to it; see eventbusd --mode and SocketGroup= in the .socket unit)")
         case .nameTooLong:

@@ -10,7 +10,7 @@ import EventBusCommandLine
 import EventBusProtocol
 import EventBusSystem
 
-let clientsOptions: [OptionSpec] = globalOptions + [OptionSpec("format", "f", value: true)]
+let clientsOptions: [OptionSpec] = globalOptions + formatOptions
 
 /// How `clients` prints.
 enum ClientsFormat: String {
@@ -33,13 +33,13 @@ private let clientColumns: [(header: String, key: String, right: Bool)] = [
 func runClients(_ args: ParsedArguments, socket: String) throws(CLIError) {
     guard args.operands.isEmpty else { throw .usage("clients", "unexpected argument '\(args.operands[0])'") }
     let format: ClientsFormat
-    if let value = args.value("format") {
+    if let value = try args.format(command: "clients") {
         guard let chosen = ClientsFormat(rawValue: value) else { throw .usage("clients", "unknown format '\(value)'; use table or json") }
         format = chosen
     } else {
         format = isStandardOutputTerminal ? .table : .json
     }
-    let connection = try BrokerConnection.connect(to: socket)
+    let connection = try BrokerConnection.connect(to: socket, client: "eventbus-clients")
     let reply = try connection.request(.clients, req: 1)
     guard reply.isOK else { throw reply.failure("clients") }
     var out: [UInt8] = []

@@ -47,6 +47,15 @@ Options:
 
 Run 'eventbus COMMAND --help' for the options and examples of each command.
 
+The broker under systemd takes its options (the idle time after which it
+exits, the log level) from $EVENTBUSD_OPTIONS, set in a drop-in; for the user
+bus, without an editor (the system bus: /etc/systemd/system/eventbus.service.d,
+systemctl without --user; more in 'eventbusd --help' and docs/SYSTEMD.md):
+  mkdir -p ~/.config/systemd/user/eventbus.service.d
+  printf '[Service]\\nEnvironment="EVENTBUSD_OPTIONS=--exit-idle-time 5min"\\n' \\
+      > ~/.config/systemd/user/eventbus.service.d/options.conf
+  systemctl --user daemon-reload && systemctl --user try-restart eventbus.service
+
 Exit status: 0 success, 1 no retained event (get, clear), 64 usage error,
 65 bad data, 69 broker unavailable, 75 a broker limit (try again later), 77
 permission denied or forbidden by the policy, 124 timed out (see each
@@ -121,6 +130,7 @@ Options:
                              terminal unless NO_COLOR is set (default on a terminal)
                            data: only the event's data
                            cloudevents: a CloudEvents 1.0 JSON object
+  -j, --json               the same as --format json
   -n, --count N            exit after N events
   -t, --timeout DURATION   exit with status 124 when no event arrives for
                            DURATION (the clock restarts with every event)
@@ -194,6 +204,7 @@ Options:
                            COMMAND included) with status 124; a COMMAND still
                            running then gets SIGTERM
   -f, --format FORMAT      json, pretty, data or cloudevents (see 'listen')
+  -j, --json               the same as --format json
   -q, --quiet              do not print the event
       --overflow RULE      wait (default), drop-new, drop-old or disconnect
                            (see 'listen')
@@ -228,7 +239,9 @@ inbound_bytes, queued_bytes, retained_bytes, retained_events) and its limits
 (a limit of null does not apply: uid 0 has none).
 
 Options:
-  -j, --json               print one compact JSON object instead
+  -f, --format FORMAT      table: one 'name  value' line per counter (default)
+                           json: one compact JSON object
+  -j, --json               the same as --format json
 \(socketOptionsHelp)
 
 Examples:
@@ -269,6 +282,7 @@ kept by 'publish --retain'), oldest first, and exit. Prints nothing and exits
 
 Options:
   -f, --format FORMAT      json, pretty, data or cloudevents (see 'listen')
+  -j, --json               the same as --format json
 \(socketOptionsHelp)
 
 Examples:
@@ -313,11 +327,12 @@ Options:
   -f, --format FORMAT      table: aligned columns (default on a terminal)
                            json: one JSON object per connection and line, as
                              the broker sent it (default when piped)
+  -j, --json               the same as --format json
 \(socketOptionsHelp)
 
 Examples:
   sudo eventbus --system clients
-  eventbus clients --format json | jq -s 'sort_by(-.queued_bytes) | .[0]'
+  eventbus clients --json | jq -s 'sort_by(-.queued_bytes) | .[0]'
 
 Exit status: 0 success, 64 usage error, 69 broker unavailable.
 

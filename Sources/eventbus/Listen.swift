@@ -14,8 +14,7 @@ import EventBusCommandLine
 import EventBusProtocol
 import EventBusSystem
 
-let listenOptions: [OptionSpec] = globalOptions + [
-    OptionSpec("format", "f", value: true),
+let listenOptions: [OptionSpec] = globalOptions + formatOptions + [
     OptionSpec("count", "n", value: true),
     OptionSpec("timeout", "t", value: true),
     OptionSpec("reconnect", "r"),
@@ -29,7 +28,11 @@ func runListen(_ args: ParsedArguments, socket: String) throws(CLIError) {
     let command = "listen"
     let patterns = args.operands.isEmpty ? [">"] : args.operands
     try validatePatterns(patterns, command: command)
-    let format = try OutputFormat.chosen(args.value("format"), command: command)
+    if args.has("last"), let first = args.operands.first, first.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) {
+        // `--last 2` reads like tail's `-n 2`: say what it does instead (a type may be a number, so it is no error).
+        printError("warning: '\(first)' is taken as a PATTERN (the event type '\(first)'): --last takes no number, it prints the retained event of each matching type first; for the events after a seq use --since SEQ, to stop after N events --count N")
+    }
+    let format = try OutputFormat.chosen(args.format(command: command), command: command)
     let limit = try args.value("count", command: command, as: parseCount)
     let idleNanoseconds = try args.value("timeout", command: command, as: parseDuration)?.totalNanoseconds
     let reconnect = args.has("reconnect")
@@ -43,16 +46,16 @@ func runListen(_ args: ParsedArguments, socket: String) throws(CLIError) {
     }
     if let resumePath { since = try ResumeFile.read(resumePath) }
     var session = ListenSession(patterns: patterns, last: args.has("last"), position: since,
-                                tracking: reconnect || resumePath != nil || since != nil, overflow: overflow)
+                                tracking: reconnect || resumePath != nil || since != nil)
     let formatter = EventFormatter(format: format)
 
     var idleDeadline = idleNanoseconds.map { Clock.monotonicNanoseconds() + $0 }
     var connection: BrokerConnection
     do {
-        connection = try connectAndSubscribe(socket, patterns: patterns, frames: { session.frames() })
+        connection = try connectAndSubscribe(socket, client: "eventbus-listen", overflow: overflow, patterns: patterns, frames: { session.frames() })
     } catch where reconnect && error.status == ExitStatus.unavailable.rawValue {
         if let message = error.message { printError("\(message); retrying") }
-        connection = try reconnectLoop(socket, deadline: idleDeadline, announce: false) { session.frames() }
+        connection = try reconnectLoop(socket, overflow: overflow, deadline: idleDeadline, announce: false) { session.frames() }
     }
 
     var output = StandardOutput()
@@ -89,6 +92,7 @@ func runListen(_ args: ParsedArguments, socket: String) throws(CLIError) {
                 switch session.handle(reply) {
                 case .handled: break
                 case .release(let held):
+                    if let ahead = session.takeSinceAhead() { reportSinceAhead(asked: ahead.asked, newest: ahead.newest) }
                     for (bytes, fields) in held {
                         let more = bytes.withUnsafeBytes { print($0, fields) }
                         if !more { return false }
@@ -127,7 +131,7 @@ func runListen(_ args: ParsedArguments, socket: String) throws(CLIError) {
             guard reconnect else { throw connection.closedError(reason: brokerError) }
             printError("lost the connection to the broker at \(socket); reconnecting")
             session.connectionLost()
-            connection = try reconnectLoop(socket, deadline: idleDeadline, announce: true) { session.frames() }
+            connection = try reconnectLoop(socket, overflow: overflow, deadline: idleDeadline, announce: true) { session.frames() }
         }
     }
 }
@@ -137,7 +141,7 @@ func runListen(_ args: ParsedArguments, socket: String) throws(CLIError) {
 /// standard output's reader goes away (0). Only "unavailable" (69) and "try
 /// again" (75, e.g. the broker's connection limit) are retried; other errors
 /// end the run.
-func reconnectLoop(_ socket: String, deadline: Int64?, announce: Bool, frames: () -> [UInt8]) throws(CLIError) -> BrokerConnection {
+func reconnectLoop(_ socket: String, overflow: OverflowPolicy?, deadline: Int64?, announce: Bool, frames: () -> [UInt8]) throws(CLIError) -> BrokerConnection {
     var pauseMilliseconds: Int32 = 100
     while true {
         var pause = pauseMilliseconds
@@ -148,7 +152,7 @@ func reconnectLoop(_ socket: String, deadline: Int64?, announce: Bool, frames: (
         }
         if sleepWatchingStandardOutput(milliseconds: pause) { throw .quiet(.success) }
         do {
-            let connection = try BrokerConnection.connect(to: socket)
+            let connection = try BrokerConnection.connect(to: socket, client: "eventbus-listen", overflow: overflow)
             try connection.send(frames())
             if announce { printError("reconnected to the broker at \(socket)") } else { printError("connected to the broker at \(socket)") }
             return connection

@@ -25,8 +25,6 @@ struct ListenSession {
     let last: Bool
     /// Whether the position is followed at all (`--resume`, `--reconnect`).
     let tracking: Bool
-    /// (1.2) `--overflow`: sent in `hello`; nil sends none (the broker's default, `wait`).
-    let overflow: OverflowPolicy?
     /// Where the listener has got to (what `--resume` saves).
     private(set) var position: StreamPosition?
     /// The position the current connection's subscribes asked for.
@@ -41,10 +39,12 @@ struct ListenSession {
     private var heldBack: [(frame: [UInt8], fields: EventFields)]? = nil
     /// The sentinel's seq, reached once the held-back events are printed.
     private var reached: UInt64? = nil
+    /// A plain `--since SEQ` (no broker run named) beyond the broker's
+    /// newest seq, found by the first connection's sentinel; taken once.
+    private var sinceAhead: (asked: UInt64, newest: UInt64)? = nil
 
-    init(patterns: [String], last: Bool, position: StreamPosition?, tracking: Bool, overflow: OverflowPolicy? = nil) {
+    init(patterns: [String], last: Bool, position: StreamPosition?, tracking: Bool) {
         self.patterns = patterns
-        self.overflow = overflow
         self.last = last
         self.position = position
         self.tracking = tracking
@@ -53,10 +53,9 @@ struct ListenSession {
     /// The `req` of the sentinel `stats`; subscribes are 1...N, `hello` 0.
     private var sentinelReq: Int64 { Int64(patterns.count + 1) }
 
-    /// The frames for a new connection: `hello` (req 0) when tracking or
-    /// with `--overflow`, a
-    /// subscribe per pattern (req 1...N, with `since` the position), and the
-    /// sentinel `stats` (req N+1) when tracking.
+    /// The frames for a new connection, after the `hello` (req 0) that
+    /// `BrokerConnection.connect` sends: a subscribe per pattern (req 1...N,
+    /// with `since` the position), and the sentinel `stats` (req N+1) when tracking.
     mutating func frames() -> [UInt8] {
         connections += 1
         settled = false
@@ -64,7 +63,6 @@ struct ListenSession {
         asked = position
         heldBack = tracking ? [] : nil
         var out: [UInt8] = []
-        if tracking || overflow != nil { ClientRequest.hello(client: "eventbus-listen", overflow: overflow).encode(req: 0, to: &out) }
         out += subscribeFrames(patterns, last: last && connections == 1, since: position)
         if tracking { ClientRequest.stats.encode(req: sentinelReq, to: &out) }
         return out
@@ -121,6 +119,7 @@ struct ListenSession {
         var seq = position?.instance == instance ? position?.seq ?? 0 : 0
         if let first = reply.unsigned("history_first_seq"), let count = reply.unsigned("history_events"), first + count > 0 {
             seq = first + count - 1
+            if connections == 1, let asked, asked.instance == nil, asked.seq > seq { sinceAhead = (asked.seq, seq) }
         }
         if position?.instance != instance {
             // A new broker run: the old seq means nothing here.
@@ -139,6 +138,15 @@ struct ListenSession {
             last = event.fields.seq
         }
         return .release(released)
+    }
+
+    /// `--since SEQ` was ahead of the broker's newest seq (the newest in its
+    /// history, `history_first_seq + history_events - 1` of the sentinel's
+    /// `stats`; with an empty history that is the seq of the broker's last
+    /// event): `(SEQ, newest)`, once.
+    mutating func takeSinceAhead() -> (asked: UInt64, newest: UInt64)? {
+        defer { sinceAhead = nil }
+        return sinceAhead
     }
 
     /// The connection ended: the position waits for the next sentinel.

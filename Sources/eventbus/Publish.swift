@@ -3,8 +3,9 @@
 //
 // Before editing: this is the start-up-critical path (a shell loop calling
 // `eventbus publish` is the most common use). Validate everything before
-// connecting, send one frame, read one reply, exit: no hello, no extra
-// round trip, nothing loaded that a publish does not need.
+// connecting, send the publish right behind the `hello` that names the
+// connection (not waited for), read the replies, exit: no extra round trip,
+// nothing loaded that a publish does not need.
 import EventBusCommandLine
 import EventBusProtocol
 import EventBusSystem
@@ -38,7 +39,10 @@ func runPublish(_ args: ParsedArguments, socket: String) throws(CLIError) {
     let command = "publish"
     guard let typeName = args.operands.first else { throw .usage(command, "missing event TYPE") }
     try validateEventType(typeName, command: command)
-    let envelope = PublishEnvelope(type: typeName, source: args.value("source"), id: args.value("id"), retain: args.has("retain"))
+    // The connection is named `eventbus-publish` (in `hello`, for `eventbus clients`), which the
+    // broker would make the default `source`; the documented default stays the publisher's `pid/<pid>`.
+    let source = args.value("source") ?? "pid/\(ProcessIdentity.current.pid)"
+    let envelope = PublishEnvelope(type: typeName, source: source, id: args.value("id"), retain: args.has("retain"))
 
     if args.has("lines") || args.has("json-lines") {
         guard args.operands.count == 1 else { throw .usage(command, "--lines reads events from standard input and takes no DATA") }
@@ -65,7 +69,7 @@ func runPublish(_ args: ParsedArguments, socket: String) throws(CLIError) {
     } else {
         data = .null
     }
-    let connection = try BrokerConnection.connect(to: socket)
+    let connection = try BrokerConnection.connect(to: socket, client: "eventbus-publish")
     let reply = try connection.request(envelope.request(data: data), req: 1)
     guard reply.isOK else { throw reply.failure("publish") }
     if args.has("print-seq") {

@@ -18,7 +18,7 @@ import EventBusSystem
 private let maxUnsentBytes = 1 << 20
 
 func publishLines(_ envelope: PublishEnvelope, json: Bool, printSeq: Bool, socket: String) throws(CLIError) {
-    let connection = try BrokerConnection.connect(to: socket)
+    let connection = try BrokerConnection.connect(to: socket, client: "eventbus-publish")
     var state = LinePublisher(envelope: envelope, json: json, printSeq: printSeq)
     let input = FileDescriptor.standardInput
     var inputOpen = true

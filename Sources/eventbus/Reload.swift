@@ -35,7 +35,7 @@ func runReload(_ args: ParsedArguments, socket: String) throws(CLIError) {
     let timeoutNanoseconds = try args.value("timeout", command: command, as: parseDuration)?.totalNanoseconds ?? 30_000_000_000
     let deadline = Clock.monotonicNanoseconds() + timeoutNanoseconds
 
-    let connection = try BrokerConnection.connect(to: socket)
+    let connection = try BrokerConnection.connect(to: socket, client: "eventbus-reload")
     let pid = try brokerPID(connection, socket: socket)
     if wait {
         let reply = try connection.request(.subscribe(pattern: "eventbus.policy.>"), req: 1, deadline: deadline)

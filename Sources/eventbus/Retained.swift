@@ -11,9 +11,7 @@ import EventBusCommandLine
 import EventBusProtocol
 import EventBusSystem
 
-let getOptions: [OptionSpec] = globalOptions + [
-    OptionSpec("format", "f", value: true),
-]
+let getOptions: [OptionSpec] = globalOptions + formatOptions
 let clearOptions: [OptionSpec] = globalOptions
 
 func runGet(_ args: ParsedArguments, socket: String) throws(CLIError) {
@@ -21,8 +19,8 @@ func runGet(_ args: ParsedArguments, socket: String) throws(CLIError) {
     guard let pattern = args.operands.first else { throw .usage(command, "missing PATTERN") }
     guard args.operands.count == 1 else { throw .usage(command, "give one PATTERN") }
     try validatePatterns([pattern], command: command)
-    let formatter = EventFormatter(format: try OutputFormat.chosen(args.value("format"), command: command))
-    let connection = try BrokerConnection.connect(to: socket)
+    let formatter = EventFormatter(format: try OutputFormat.chosen(args.format(command: command), command: command))
+    let connection = try BrokerConnection.connect(to: socket, client: "eventbus-get")
     try connection.send(ClientRequest.subscribe(pattern: pattern, last: true).encoded(req: 1))
     var expected: UInt64? = nil
     var received: UInt64 = 0
@@ -62,7 +60,7 @@ func runClear(_ args: ParsedArguments, socket: String) throws(CLIError) {
     guard let type = args.operands.first else { throw .usage(command, "missing event TYPE") }
     guard args.operands.count == 1 else { throw .usage(command, "give one event TYPE") }
     try validateEventType(type, command: command)
-    let connection = try BrokerConnection.connect(to: socket)
+    let connection = try BrokerConnection.connect(to: socket, client: "eventbus-clear")
     let reply = try connection.request(.clear(type: type), req: 1)
     guard reply.isOK else { throw reply.failure("clear") }
     if reply.bool("removed") != true { throw .quiet(.nothing) }

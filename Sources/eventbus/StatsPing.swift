@@ -1,20 +1,22 @@
-// `eventbus stats [--json]` and `eventbus ping [--wait DURATION]`: one
+// `eventbus stats [--format table|json | --json]` and `eventbus ping [--wait DURATION]`: one
 // request each (PROTOCOL.md "Requests", `stats` and `ping`).
 import EventBusCommandLine
 import EventBusProtocol
 import EventBusSystem
 
-let statsOptions: [OptionSpec] = globalOptions + [OptionSpec("json", "j")]
+let statsOptions: [OptionSpec] = globalOptions + formatOptions
 let pingOptions: [OptionSpec] = globalOptions + [OptionSpec("wait", "w", value: true)]
 
 func runStats(_ args: ParsedArguments, socket: String) throws(CLIError) {
     guard args.operands.isEmpty else { throw .usage("stats", "unexpected argument '\(args.operands[0])'") }
-    let connection = try BrokerConnection.connect(to: socket)
+    let format = try args.format(command: "stats") ?? "table"
+    guard format == "table" || format == "json" else { throw .usage("stats", "unknown format '\(format)'; use table or json") }
+    let connection = try BrokerConnection.connect(to: socket, client: "eventbus-stats")
     let reply = try connection.request(.stats, req: 1)
     guard reply.isOK else { throw reply.failure("stats") }
     var out: [UInt8] = []
     reply.bytes.withUnsafeBytes { bytes in
-        if args.has("json") {
+        if format == "json" {
             // The reply's fields as one compact object, without `op` and `req`.
             out.append(0x7B)
             for (index, member) in reply.members.enumerated() {
@@ -57,7 +59,7 @@ func runPing(_ args: ParsedArguments, socket: String) throws(CLIError) {
     }
     while true {
         do throws(CLIError) {
-            let connection = try BrokerConnection.connect(to: socket)
+            let connection = try BrokerConnection.connect(to: socket, client: "eventbus-ping")
             let reply = try connection.request(.ping, req: 1, deadline: deadline)
             guard reply.isOK else { throw reply.failure("ping") }
             return

@@ -76,10 +76,12 @@ func overflowOption(_ args: ParsedArguments, command: String) throws(CLIError) -
     return rule
 }
 
-/// Connects to `socket` and sends `frames` (subscribes, without waiting for
-/// the answers: they arrive in order with the events).
-func connectAndSubscribe(_ socket: String, patterns: [String], frames: (() -> [UInt8])? = nil) throws(CLIError) -> BrokerConnection {
-    let connection = try BrokerConnection.connect(to: socket)
+/// Connects to `socket` as `client` (`eventbus-listen`, `eventbus-wait`) and
+/// sends `frames` (subscribes, without waiting for the answers: they arrive
+/// in order with the events, after the `hello` reply of `req` 0).
+/// - Parameter overflow: (1.2) `--overflow`, sent in that `hello`; nil sends none.
+func connectAndSubscribe(_ socket: String, client: String, overflow: OverflowPolicy? = nil, patterns: [String], frames: (() -> [UInt8])? = nil) throws(CLIError) -> BrokerConnection {
+    let connection = try BrokerConnection.connect(to: socket, client: client, overflow: overflow)
     try connection.send(frames?() ?? subscribeFrames(patterns))
     return connection
 }
@@ -102,6 +104,12 @@ func reportGap(pattern: String, sinceSeq: UInt64, firstSeq: UInt64, asked: Strea
     } else {
         printError("the broker's history no longer reaches back to seq \(sinceSeq + 1); events of '\(pattern)' from seq \(sinceSeq + 1) to \(firstSeq - 1) may have been missed")
     }
+}
+
+/// A note on stderr when `--since SEQ` is beyond the broker's newest seq:
+/// nothing is replayed, and new events print as they come.
+func reportSinceAhead(asked: UInt64, newest: UInt64) {
+    printError("--since \(asked) is ahead of the broker: its newest event is seq \(newest), so nothing is replayed; events print as they are published (seqs start again at 1 when the broker restarts: was \(asked) from an earlier run?)")
 }
 
 /// A note on stderr for a `dropped` notice.

@@ -14,9 +14,8 @@ import EventBusProtocol
 import EventBusSystem
 import Glibc
 
-let waitOptions: [OptionSpec] = globalOptions + [
+let waitOptions: [OptionSpec] = globalOptions + formatOptions + [
     OptionSpec("timeout", "t", value: true),
-    OptionSpec("format", "f", value: true),
     OptionSpec("quiet", "q"),
     OptionSpec("overflow", value: true),
 ]
@@ -32,7 +31,7 @@ func runWait(_ args: ParsedArguments, socket: String) throws(CLIError) {
     guard !patterns.isEmpty else { throw .usage(command, "missing PATTERN") }
     if args.operandsBeforeDoubleDash != nil && commandLine.isEmpty { throw .usage(command, "missing COMMAND after '--'") }
     try validatePatterns(patterns, command: command)
-    let format = try OutputFormat.chosen(args.value("format"), command: command)
+    let format = try OutputFormat.chosen(args.format(command: command), command: command)
     let quiet = args.has("quiet")
     let overflow = try overflowOption(args, command: command)
     var timeoutText = "" as String
@@ -43,10 +42,7 @@ func runWait(_ args: ParsedArguments, socket: String) throws(CLIError) {
     }
     let formatter = EventFormatter(format: format)
 
-    let connection = try connectAndSubscribe(socket, patterns: patterns, frames: overflow.map { rule in {
-        // (1.2) `--overflow`: a `hello` (req 0) first; its answer is no subscribe's.
-        ClientRequest.hello(client: "eventbus-wait", overflow: rule).encoded(req: 0) + subscribeFrames(patterns)
-    } })
+    let connection = try connectAndSubscribe(socket, client: "eventbus-wait", overflow: overflow, patterns: patterns)
     var acknowledged = 0
     var child: ChildProcess? = nil
     var childDone = commandLine.isEmpty

@@ -232,6 +232,14 @@ struct BrokerOptions {
             DURATION is a time span as in systemd.time(7): 500ms, 30s, 5min, 1h30m,
             2d, or plain seconds; units us, ms, s, min (or m), h, d, w, M, y.
 
+        Under systemd the units add $EVENTBUSD_OPTIONS to the command line: set it in
+        a drop-in (docs/SYSTEMD.md), e.g. to exit after 5 idle minutes, no editor needed:
+          mkdir -p /etc/systemd/system/eventbus.service.d
+          printf '[Service]\\nEnvironment="EVENTBUSD_OPTIONS=--exit-idle-time 5min"\\n' \\
+              > /etc/systemd/system/eventbus.service.d/options.conf
+          systemctl daemon-reload && systemctl try-restart eventbus.service
+        For the user bus: ~/.config/systemd/user/eventbus.service.d and systemctl --user.
+
         Signals: SIGTERM and SIGINT stop accepting, flush queues (bounded by
         --shutdown-timeout), unlink the socket path if this process bound it, and
         exit 0. SIGHUP reads the policy files again: all or nothing (an invalid

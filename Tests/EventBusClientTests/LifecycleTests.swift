@@ -141,6 +141,24 @@ final class Counter: Sendable {
         }
     }
 
+    /// Issue 23: root resolves to the system bus (PROTOCOL.md "Transport")
+    /// even with a user bus at `$XDG_RUNTIME_DIR`; the error says it is there.
+    @Test(.enabled(if: geteuid() == 0 && access("/run/eventbus/bus.sock", F_OK) != 0, "needs root and no system bus"))
+    func rootFailingTheSystemBusIsToldOfTheUserBus() async throws {
+        let directory = try TemporaryDirectory(prefix: "ebc-")
+        let runtime = directory.path
+        try FileManager.default.createDirectory(atPath: runtime + "/eventbus", withIntermediateDirectories: false)
+        let broker = try EventBusTestSupport.BrokerProcess(arguments: ["--log-level", "warning"], socketPath: runtime + "/eventbus/bus.sock")
+        defer { _ = broker.terminate(timeout: .seconds(5)) }
+        await #expect {
+            try await EventBus.connect(EventBus.Configuration(bus: .automatic, environment: ["XDG_RUNTIME_DIR": runtime]))
+        } throws: { error in
+            "\(error)".hasSuffix("(a user bus is at \(runtime)/eventbus/bus.sock, but root gets the system bus unless it asks: use Configuration(bus: .user))")
+        }
+        let bus = try await EventBus.connect(EventBus.Configuration(bus: .user, environment: ["XDG_RUNTIME_DIR": runtime]))
+        bus.close()
+    }
+
     /// What a socket-activated broker that failed to start looks like: the
     /// connection is accepted and closed without a byte.
     @Test func aBrokerThatClosesAtOnceIsReportedWithWhereToLook() async throws {

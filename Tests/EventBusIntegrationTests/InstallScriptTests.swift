@@ -56,7 +56,7 @@ struct InstallScriptTests {
         try expectStrippedExecutable(home + "/.local/bin/eventbus", in: scratch)
         try expectStrippedExecutable(home + "/.local/bin/eventbus-bridge", in: scratch)
         let unit = try String(contentsOfFile: home + "/.config/systemd/user/eventbus.service", encoding: .utf8)
-        #expect(unit.split(separator: "\n").filter { $0.hasPrefix("ExecStart=") } == ["ExecStart=\(home)/.local/bin/eventbusd --state-dir ${STATE_DIRECTORY}"])
+        #expect(unit.split(separator: "\n").filter { $0.hasPrefix("ExecStart=") } == ["ExecStart=\(home)/.local/bin/eventbusd --state-dir ${STATE_DIRECTORY} $EVENTBUSD_OPTIONS"])
         #expect(FileManager.default.fileExists(atPath: home + "/.config/systemd/user/eventbus.socket"))
         #expect(!tree(home).contains { $0.contains("systemd/system") || $0.contains("sysusers") || $0.hasSuffix("bridge.conf") }, "no system units, user or bridge config for --user: \(tree(home))")
 
@@ -89,7 +89,7 @@ struct InstallScriptTests {
         for (directory, bus) in [(systemUnits, "--system"), (userUnits, "--user")] {
             let unit = try String(contentsOfFile: stage + directory + "/eventbus.service", encoding: .utf8)
             let lines = unit.split(separator: "\n")
-            let start = bus == "--system" ? "ExecStart=\(prefix)/bin/eventbusd --system --state-dir ${STATE_DIRECTORY}" : "ExecStart=\(prefix)/bin/eventbusd --state-dir ${STATE_DIRECTORY}"
+            let start = bus == "--system" ? "ExecStart=\(prefix)/bin/eventbusd --system --state-dir ${STATE_DIRECTORY} $EVENTBUSD_OPTIONS" : "ExecStart=\(prefix)/bin/eventbusd --state-dir ${STATE_DIRECTORY} $EVENTBUSD_OPTIONS"
             #expect(lines.filter { $0.hasPrefix("ExecStart=") } == [Substring(start)], "\(directory)")
             #expect(lines.filter { $0.hasPrefix("ExecReload=") } == ["ExecReload=\(prefix)/bin/eventbus \(bus) reload --wait"], "\(directory)")
             #expect(FileManager.default.fileExists(atPath: stage + directory + "/eventbus.socket"))
@@ -129,6 +129,19 @@ struct InstallScriptTests {
         let removed = try script("uninstall", [], environment: environment, in: scratch)
         #expect(removed.status == 0 && removed.stdout.contains("kept \(stage)/etc/eventbus/bridge.conf (edited"), "\(removed.stdout)")
         #expect(tree(stage) == ["etc", "etc/eventbus", "etc/eventbus/bridge.conf"], "\(tree(stage))")
+    }
+
+    /// scripts/install links these three with the Swift runtime static (issue 23): one
+    /// that imports Foundation gets static Foundation, whose temporary-file code uses
+    /// glibc's `mktemp`, and the link warns "the use of `mktemp' is dangerous". The
+    /// debug build links Foundation dynamically, so its NEEDED entries show an import.
+    @Test(.enabled(if: findInPath("readelf") != nil, "needs readelf (binutils)"), arguments: ["eventbusd", "eventbus", "eventbus-bridge"])
+    func theStaticallyLinkedProgramsLinkNoFoundation(program: String) throws {
+        let scratch = try TemporaryDirectory(prefix: "ebin.")
+        let dynamic = try SpawnedProcess(findInPath("readelf")!, ["-d", "-W", productsDirectory() + "/" + program], in: scratch).waitBlocking(timeout: .seconds(10))
+        #expect(dynamic.status == 0, "\(dynamic.stderr)")
+        #expect(dynamic.stdout.contains("(NEEDED)"), "\(dynamic.stdout)")
+        #expect(!dynamic.stdout.contains("libFoundation"), "\(program) imports Foundation: \(dynamic.stdout)")
     }
 
     @Test(arguments: ["install", "uninstall", "test", "bench", "check-units", "demo", "deps", "fuzz", "soak"])

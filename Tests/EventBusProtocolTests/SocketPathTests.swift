@@ -70,4 +70,15 @@ struct SocketPathTests {
         #expect(SocketPath.startFailureHint(for: "/tmp/bus.sock", runtimeDirectory: "/run/user/7")
             == "it may have exited (see its standard error or log)")
     }
+
+    @Test func userBusHintOnlyForRootFailingTheSystemBusWithAUserBusSocketThere() {
+        let there: (String) -> Bool = { $0 == "/run/user/0/eventbus/bus.sock" }
+        #expect(SocketPath.userBusHint(afterFailing: SocketPath.systemBus, runtimeDirectory: "/run/user/0", effectiveUID: 0, choice: "give --user", isSocket: there)
+            == "a user bus is at /run/user/0/eventbus/bus.sock, but root gets the system bus unless it asks: give --user")
+        #expect(SocketPath.userBusHint(afterFailing: SocketPath.systemBus, runtimeDirectory: "/run/user/0", effectiveUID: 1000, choice: "x", isSocket: there) == nil)
+        #expect(SocketPath.userBusHint(afterFailing: "/tmp/bus.sock", runtimeDirectory: "/run/user/0", effectiveUID: 0, choice: "x", isSocket: there) == nil)
+        #expect(SocketPath.userBusHint(afterFailing: SocketPath.systemBus, runtimeDirectory: "/run/user/5", effectiveUID: 0, choice: "x", isSocket: there) == nil)
+        #expect(SocketPath.userBusHint(afterFailing: SocketPath.systemBus, runtimeDirectory: "", effectiveUID: 0, choice: "x", isSocket: { _ in true }) == nil)
+        #expect(SocketPath.userBusHint(afterFailing: SocketPath.systemBus, runtimeDirectory: nil, effectiveUID: 0, choice: "x", isSocket: { _ in true }) == nil)
+    }
 }

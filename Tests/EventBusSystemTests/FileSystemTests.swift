@@ -29,6 +29,31 @@ struct FileSystemTests {
         #expect(try FileSystem.kind(ofPath: dir.file("fifo")) == .other)
     }
 
+    /// The bridge's status file (issue 23: written without Foundation): its
+    /// mode, and its age from `modificationNanoseconds` on the wall clock.
+    @Test func replaceWithAModeAndModificationTimeOnTheWallClock() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.file("status.json")
+        let before = Clock.wallNanoseconds()
+        let old = umask(0o022)
+        defer { umask(old) }
+        try Array("{}\n".utf8).withUnsafeBytes { raw in try DurableFile.replace(path, with: [raw], durable: false, mode: 0o666) }
+        var info = stat()
+        try #require(stat(path, &info) == 0)
+        #expect(info.st_mode & 0o777 == 0o644, "mode less the umask")
+        let modified = try FileSystem.modificationNanoseconds(ofPath: path)
+        #expect(modified >= before - 1_000_000_000 && modified <= Clock.wallNanoseconds() + 1_000_000_000)
+        #expect(throws: SystemError.self) { try FileSystem.modificationNanoseconds(ofPath: dir.file("none")) }
+    }
+
+    @Test func systemThreadRunsItsBody() async {
+        let ran = await withCheckedContinuation { continuation in
+            SystemThread.detach { continuation.resume(returning: pthread_self()) }
+        }
+        #expect(ran != pthread_self(), "ran on a thread of its own")
+    }
+
     @Test func kindNamesLstatForOtherErrors() throws {
         let long = "/" + String(repeating: "n", count: 5000)  // ENAMETOOLONG
         let error = #expect(throws: SystemError.self) { try FileSystem.kind(ofPath: long) }
