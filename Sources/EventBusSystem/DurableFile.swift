@@ -11,16 +11,20 @@ import Glibc
 
 public enum DurableFile {
     /// Writes `chunks` as the new content of `path`: to `path + ".tmp"`
-    /// (mode 0600), fsync(2), rename(2) onto `path`, fsync(2) of the directory.
-    /// On failure the temporary file is removed and `path` is unchanged.
-    /// - Parameter durable: false skips both fsyncs: the replacement stays
-    ///   atomic for readers and across a crash of this process, but a power
-    ///   loss may bring back the old content (for files rewritten often).
+    /// (mode `mode`, 0600 by default, less the umask), fsync(2), rename(2)
+    /// onto `path`, fsync(2) of the directory. On failure the temporary file
+    /// is removed and `path` is unchanged.
+    /// - Parameters:
+    ///   - durable: false skips both fsyncs: the replacement stays atomic for
+    ///     readers and across a crash of this process, but a power loss may
+    ///     bring back the old content (for files rewritten often).
+    ///   - mode: the new file's permission bits (e.g. 0o644 for a file
+    ///     another user's daemon reads).
     /// - Throws: `SystemError` naming the failed call (`open`, `write`,
     ///   `fsync`, `rename`), e.g. ENOSPC or EIO from `write` or `fsync`.
-    public static func replace(_ path: String, with chunks: [UnsafeRawBufferPointer], durable: Bool = true) throws(SystemError) {
+    public static func replace(_ path: String, with chunks: [UnsafeRawBufferPointer], durable: Bool = true, mode: mode_t = 0o600) throws(SystemError) {
         let temporary = path + ".tmp"
-        let raw = try checkedCall("open") { open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600) }
+        let raw = try checkedCall("open") { open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode) }
         let fd = FileDescriptor(rawValue: raw)
         do throws(SystemError) {
             for chunk in chunks {
