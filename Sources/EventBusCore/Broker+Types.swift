@@ -73,7 +73,7 @@ extension Broker {
                 FrameEncoder.appendField("published", int: slot?.published ?? 0, to: &out)
                 FrameEncoder.appendField("delivered", int: slot?.delivered ?? 0, to: &out)
                 FrameEncoder.appendField("dropped", int: slot?.dropped ?? 0, to: &out)
-                FrameEncoder.appendField("subscribers", int: UInt64(index.matches(item.type).count), to: &out)
+                FrameEncoder.appendField("subscribers", int: UInt64(index.matchCount(item.type)), to: &out)
                 FrameEncoder.appendField("retained", bool: retained[item.type.name] != nil, to: &out)
                 if let slot {
                     FrameEncoder.appendField("last_seq", int: slot.lastSeq, to: &out)
