@@ -143,4 +143,21 @@ struct TypesPolicyTests {
             #expect(TypesTests.int(secret, "subscribers") == 0 && TypesTests.int(secret, "delivered") == 0, "the filtered > does not count: \(secret)")
         }
     }
+
+    @Test("types, top --json and stats --prometheus run as that uid show nothing of a denied type")
+    func theCLIShowsNothingOfADeniedType() throws {
+        let policy = try AccessPolicyTests.PolicyFile("deny subscribe secret.> user=4321\n")
+        try withBroker(["--policy", policy.path]) { broker in
+            _ = try AccessPolicyTests.OtherUsers(broker)  // makes the socket reachable for other uids
+            let root = try broker.connect()
+            try root.publish("secret.x")
+            try root.publish("open.y")
+            let cli = productsDirectory() + "/eventbus"
+            for arguments in [["types", "--json"], ["top", "--json", "--count", "1"], ["stats", "--prometheus"]] {
+                let run = try SpawnedProcess("setpriv", ["--reuid", "4321", "--regid", "4321", "--clear-groups", cli, "--socket", broker.socketPath] + arguments,
+                                             in: broker.directory).waitBlocking(timeout: .seconds(20))
+                #expect(run.status.exitCode == 0 && run.stdout.contains("open.y") && !run.stdout.contains("secret"), "\(arguments): \(run.stdout) \(run.stderr)")
+            }
+        }
+    }
 }
