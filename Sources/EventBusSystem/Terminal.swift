@@ -12,9 +12,12 @@ import Glibc
 
 /// Rows and columns of a terminal window.
 public struct TerminalSize: Equatable, Sendable {
+    /// Lines of text.
     public var rows: Int
+    /// Characters per line.
     public var columns: Int
 
+    /// A size of `rows` lines of `columns` characters.
     public init(rows: Int, columns: Int) {
         self.rows = rows
         self.columns = columns
@@ -35,6 +38,7 @@ extension FileDescriptor {
 /// ECHO off, VMIN 1, VTIME 0), and the mode it had before. Does not own
 /// the descriptor.
 public final class KeyboardMode {
+    /// The terminal (not owned: the caller closes it, after `restore`).
     public let descriptor: FileDescriptor
     private let saved: termios
 
