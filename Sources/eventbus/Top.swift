@@ -85,7 +85,7 @@ private struct TopSession {
             return true
         } catch {
             connection = nil
-            status = "\(error.message ?? "the broker did not answer in time"); retrying every interval"
+            status = "retrying every interval: \(error.message ?? "the broker did not answer in time")"
             if screen == nil { printError("top: \(status!)") }
             return false
         }

@@ -90,11 +90,13 @@ struct CLITopTests {
 struct CLITopTerminalTests {
     /// Runs `top` in a pty of 100×30 and does `action` once a frame is drawn:
     /// `q` (press q), `TERM` (SIGTERM), `TSTP` (SIGTSTP, checked while stopped,
-    /// then SIGCONT and q), `WINCH` (resize to 60×20, wait for a redraw, q).
+    /// then SIGCONT and q), `WINCH` (resize to 60×20, wait for a redraw, q),
+    /// `GONE` (SIGTERM to the broker whose pid follows, wait for the view to say so, q).
     /// Prints one JSON object: status, the mode before/during/after, what was drawn.
     static let driver = #"""
 import fcntl, json, os, select, signal, struct, sys, termios, time
 binary, socket, action = sys.argv[1:4]
+broker_pid = int(sys.argv[4]) if len(sys.argv) > 4 else 0
 master, slave = os.openpty()
 fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
 before = termios.tcgetattr(slave)
@@ -131,6 +133,11 @@ elif action == "TSTP":
     os.kill(pid, signal.SIGCONT)
     result["redrawn"] = read_until(lambda: out.rfind(b"\x1b[?1049h") > mark and out.rfind(b"CONN") > mark)
     result["raw_again"] = (termios.tcgetattr(slave)[3] & termios.ICANON) == 0
+    os.write(master, b"q")
+elif action == "GONE":
+    mark = len(out)
+    os.kill(broker_pid, signal.SIGTERM)
+    result["told"] = read_until(lambda: out.find(b"retrying every interval", mark) > 0)
     os.write(master, b"q")
 elif action == "WINCH":
     mark = len(out)
@@ -175,6 +182,17 @@ print(json.dumps(result))
         let r = try drive("TSTP")
         #expect(r["stopped"] as? Bool == true && r["restored_while_stopped"] as? Bool == true, "\(r)")
         #expect(r["redrawn"] as? Bool == true && r["raw_again"] as? Bool == true && r["status"] as? Int == 0 && r["restored"] as? Bool == true, "\(r)")
+    }
+
+    @Test("a broker that goes away is shown in the view, which keeps running; q still quits and restores the terminal")
+    func brokerGoneIsShown() throws {
+        let broker = try BrokerProcess(arguments: [])
+        defer { broker.cleanUp() }
+        let scratch = try TemporaryDirectory(prefix: "ebcli.")
+        defer { scratch.remove() }
+        let run = try RunningProcess(findInPath("python3")!, ["-c", Self.driver, cliProduct("eventbus"), broker.socketPath, "GONE", "\(broker.pid)"], in: scratch).wait(timeout: .seconds(30))
+        let r = try jsonObject(try #require(run.stdoutLines.last, "\(run)"))
+        #expect(r["drew"] as? Bool == true && r["told"] as? Bool == true && r["status"] as? Int == 0 && r["restored"] as? Bool == true, "\(r)")
     }
 
     @Test("a resize (SIGWINCH) redraws within the new width")
