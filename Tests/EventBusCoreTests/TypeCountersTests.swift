@@ -43,6 +43,11 @@ struct TypeCountersTests {
         #expect(counters.index(TypeCounters.none) == nil)
     }
 
+    @Test func aQueuedEventKeepsItsTypeInWhatWasPadding() {
+        // entryOverheadBytes charges 32 bytes per queued frame: the type's Ref must not grow the entry.
+        #expect(MemoryLayout<OutboundQueue.Entry>.stride == 32 && OutboundQueue.entryOverheadBytes == 32)
+    }
+
     @Test("a broker with a full table of counters keeps the newest types and counts as stats does")
     func aFullBrokerTableKeepsTheNewest() {
         let h = BrokerHarness { $0.maxTrackedTypes = 4 }
