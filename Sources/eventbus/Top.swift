@@ -30,11 +30,12 @@ func runTop(_ args: ParsedArguments, socket: String) throws(CLIError) {
     let count = try args.value("count", command: "top", as: parseCount)
     let queueLimit = try args.value("queue-limit", command: "top", as: { (text) throws(ValueError) in try parseSize(text, minimum: 1) }) ?? (8 << 20)
     let json = args.has("json")
+    // The first connection must work (as for every command); later failures are retried.
+    let first = try BrokerConnection.connect(to: socket)
     let screen: Screen? = (!json && isStandardOutputTerminal) ? try Screen.enter() : nil
     defer { screen?.leave() }
     var session = TopSession(socket: socket, queueLimit: queueLimit, screen: screen, json: json)
-    // The first connection must work (as for every command); later failures are retried.
-    session.connection = try BrokerConnection.connect(to: socket)
+    session.connection = first
     let step = interval.totalNanoseconds
     var next = Clock.monotonicNanoseconds()
     var frames = 0

@@ -47,6 +47,16 @@ struct CLITopTests {
         #expect(types.contains { $0["type"] as? String == "plain.x" && $0["published"] as? Int == 1 && $0["events_per_s"] as? Double == 0 }, "\(json)")
     }
 
+    @Test("top, types and stats --prometheus exit 69 naming the socket when no broker answers at start")
+    func noBrokerAtStart() throws {
+        let scratch = try TemporaryDirectory(prefix: "ebcli.")
+        defer { scratch.remove() }
+        for arguments in [["top"], ["types"], ["stats", "--prometheus"]] {
+            let run = try RunningProcess(cliProduct("eventbus"), ["--socket", scratch.file("none.sock")] + arguments, in: scratch).wait()
+            #expect(run.status == 69 && run.stderr.contains("cannot connect to the broker at \(scratch.file("none.sock"))"), "\(arguments): \(run)")
+        }
+    }
+
     @Test("top shows the broker's held, behind and holding marks and escapes what the broker names")
     func topShowsFlowControlMarks() throws {
         let replies = [
