@@ -78,19 +78,19 @@ struct TypesTests {
             try oldest.ok(#"{"op":"hello","overflow":"drop-old","req":0}"#)
             try oldest.subscribe("do.>")
             let publisher = try broker.connect()
-            // drop-new: the queue (and the socket buffer) overflow with dn.x.
-            let sent = try publisher.publishMany("dn.x", count: 200, padding: 4096)
+            // drop-new: the queue (and the socket buffer) overflow with dn.x (2 MiB, as in OverflowTests).
+            let sent = try publisher.publishMany("dn.x", count: 512, padding: 4096)
             // drop-old: do.a fills the queue, do.b pushes the oldest do.a out.
-            _ = try publisher.publishMany("do.a", count: 120, padding: 4096)
+            _ = try publisher.publishMany("do.a", count: 512, padding: 4096)
             _ = try publisher.publishMany("do.b", count: 20, padding: 4096)
             let stats = try publisher.stats()
             let listed = Dictionary(uniqueKeysWithValues: try Self.types(publisher).map { ($0.type, $0.fields) })
             let x = try #require(listed["dn.x"]), a = try #require(listed["do.a"]), b = try #require(listed["do.b"])
             let dropNew = Self.int(x, "dropped") ?? -1
-            #expect(dropNew > 0 && dropNew == 200 - sent.filter { $0.delivered == 1 }.count, "\(x)")
+            #expect(dropNew > 0 && dropNew == 512 - sent.filter { $0.delivered == 1 }.count, "\(x)")
             #expect(Self.int(x, "delivered") == sent.filter { $0.delivered == 1 }.count)
             #expect((Self.int(a, "dropped") ?? 0) > 0 && Self.int(b, "dropped") == 0, "\(a) \(b)")
-            #expect(Self.int(a, "delivered") == 120 && Self.int(b, "delivered") == 20, "drop-old queues every new event")
+            #expect(Self.int(a, "delivered") == 512 && Self.int(b, "delivered") == 20, "drop-old queues every new event")
             #expect(stats.int("dropped") == dropNew + (Self.int(a, "dropped") ?? 0), "\(stats.raw)")
         }
     }
