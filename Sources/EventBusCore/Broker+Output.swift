@@ -28,7 +28,7 @@ extension Broker {
     /// charging `actor`'s fair share unless it is `OutboundQueue.noActor`.
     @inline(__always)
     func enqueue(event: EventFrame, seq: UInt64, actor: UInt32, to connection: Connection) {
-        let delta = connection.outbound.appendEvent(event, seq: seq, actor: actor)
+        let delta = connection.outbound.appendEvent(event, seq: seq, actor: actor, typeRef: typeCounters.routed)
         if actor != OutboundQueue.noActor { chargeActor(actor, bytes: delta, to: connection) }
         applyOutbound(connection, delta)
         markOutput(connection)
@@ -78,6 +78,7 @@ extension Broker {
         guard count > 0 else { return }
         statistics.dropped += count
         connection.droppedCount += count
+        if !takenFromQueue { typeCounters.addDropped(count, typeCounters.routed) }
         if takenFromQueue {
             if let placed = connection.outbound.noticeInFront {
                 enqueueDropNotice(count: placed.count + count, since: placed.since, to: connection, inFront: true)
@@ -221,7 +222,8 @@ extension Broker {
             only = actor
             scanLimit = 4096
         }
-        let result = connection.outbound.dropOldestEvents(untilAtMost: max(0, target), actor: only, scanLimit: scanLimit, released: &releasedScratch)
+        let result = connection.outbound.dropOldestEvents(untilAtMost: max(0, target), actor: only, scanLimit: scanLimit, released: &releasedScratch, droppedTypes: &droppedTypesScratch)
+        countDroppedTypes()
         applyOutbound(connection, result.delta)
         if result.count > 0 { recordDrops(connection, count: result.count, firstSeq: result.firstSeq, takenFromQueue: true) }
         guard let still = self.refusal(size: size, actor: actor, connection: connection) else { return true }

@@ -40,6 +40,8 @@ public struct BrokerConfiguration: Sendable {
     public var retention = RetentionConfiguration()
     /// Per-uid and total limits (PROTOCOL.md "Quotas (1.1)").
     public var quotas = QuotaConfiguration()
+    /// Event types with counters at most (PROTOCOL.md "Per-type counters (1.2)": 65,536).
+    public var maxTrackedTypes = 65_536
     /// `server` and `version` in the `hello` reply.
     public var serverName = "eventbusd"
     public var version = EventBusRelease.version
@@ -135,6 +137,12 @@ public final class Broker {
     var now = BrokerTime(wallNanoseconds: 0, monotonicNanoseconds: 0)
     /// Published types by their bytes, with their route lists (EventTypeTable.swift).
     var types: EventTypeTable
+    /// Per-type counters for `types` (TypeCounters.swift, Broker+Types.swift);
+    /// `routed` is the type `fanOut` is routing: queued events carry it,
+    /// drops are counted for it.
+    let typeCounters: TypeCounters
+    /// The types of the events a drop-old made room by dropping (reused).
+    var droppedTypesScratch: [TypeCounters.Ref] = []
     /// `"<instance>-`, which opens a default event id.
     let eventIDPrefix: StampBytes
 
@@ -162,6 +170,7 @@ public final class Broker {
         var seed = Hasher()  // the standard library's per-process random seed
         seed.combine(instance)
         types = EventTypeTable(seed: UInt64(truncatingIfNeeded: seed.finalize()))
+        typeCounters = TypeCounters(capacity: configuration.maxTrackedTypes)
         eventIDPrefix = EventStamp.idPrefix(instance: instance)
         self.policyViews = PolicyViewCache(policy: configuration.policy ?? .withoutFiles(brokerUID: configuration.ownCredentials.uid))
         self.publishIsOpen = Broker.publishIsOpen(policyViews.policy)
