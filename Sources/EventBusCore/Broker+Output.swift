@@ -31,6 +31,8 @@ extension Broker {
         let delta = connection.outbound.appendEvent(event, seq: seq, actor: actor, typeRef: typeCounters.routed)
         if actor != OutboundQueue.noActor { chargeActor(actor, bytes: delta, to: connection) }
         applyOutbound(connection, delta)
+        // (1.2) Half full under `wait`: it may hold from now on (Broker+FlowControl.swift).
+        if connection.outbound.chargedBytes >= connection.flow.halfFullAt { noteHalfFull(connection) }
         markOutput(connection)
     }
 

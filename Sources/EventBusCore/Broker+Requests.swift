@@ -17,7 +17,7 @@ extension Broker {
         switch request {
         case .publish(let publish):
             // (1.2) Held, the event waits unrouted: no seq, queued to no one.
-            if mayHaveToHold(frame), holdIfBlocked(frame, publish, entry: nil, publisher: connection) { return }
+            if mayHaveToHold(frame, connection), holdIfBlocked(frame, publish, entry: nil, publisher: connection) { return }
             self.publish(publish, frame: frame, req: req, from: connection)
         case .subscribe(let subscribe):
             self.subscribe(subscribe, req: req, from: connection)

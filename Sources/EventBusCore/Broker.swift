@@ -117,6 +117,9 @@ public final class Broker {
     var flowWatch: [Connection] = []
     /// Connections with a paced replay left (while 0, no offer looks for one).
     var pacedReplays = 0
+    /// Half-full `wait` connections allowed to hold every uid's publishers
+    /// (`allow hold`); per uid, `UserAccount.halfFullWaiters`.
+    var halfFullTrustedHolders = 0
 
     /// What the running step has decided so far (`finishStep` hands it out).
     var current = BrokerStep()
@@ -222,6 +225,7 @@ public final class Broker {
         nextConnectionID += 1
         connections[connection.id] = connection
         admit(connection, to: account)
+        clearHalfFull(connection)  // (1.2) `wait` by default: it may hold once half full
         statistics.connections = connections.count
         return .success(connection)
     }
@@ -346,7 +350,7 @@ public final class Broker {
                 let request = tokens.request(type: types.type(entry))
                 // (1.2) Held, the event waits unrouted: no seq, queued to no one
                 // (asked here, not in `publish`, which keeps `fanOut` inlined).
-                if mayHaveToHold(frame), holdIfBlocked(frame, request, entry: entry, publisher: connection) { return }
+                if mayHaveToHold(frame, connection), holdIfBlocked(frame, request, entry: entry, publisher: connection) { return }
                 publish(request, frame: frame, req: req, from: connection,
                         typeEntry: entry, typeBytes: tokens.typeBytes(in: frame))
                 return

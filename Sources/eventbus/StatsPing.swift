@@ -71,7 +71,7 @@ func runPrometheus(_ args: ParsedArguments, socket: String) throws(CLIError) {
     var text: String
     var failure: CLIError? = nil
     do throws(CLIError) {
-        let connection = try BrokerConnection.connect(to: socket)
+        let connection = try BrokerConnection.connect(to: socket, client: "eventbus-stats")
         var req: Int64 = 1
         let deadline = Clock.monotonicNanoseconds() + 10_000_000_000
         let snapshot = try BusSnapshot.poll(connection, typesLimit: allTypesLimit, req: &req, deadline: deadline)

@@ -31,7 +31,7 @@ func runTop(_ args: ParsedArguments, socket: String) throws(CLIError) {
     let queueLimit = try args.value("queue-limit", command: "top", as: { (text) throws(ValueError) in try parseSize(text, minimum: 1) }) ?? (8 << 20)
     let json = args.has("json")
     // The first connection must work (as for every command); later failures are retried.
-    let first = try BrokerConnection.connect(to: socket)
+    let first = try BrokerConnection.connect(to: socket, client: "eventbus-top")
     let screen: Screen? = (!json && isStandardOutputTerminal) ? try Screen.enter() : nil
     defer { screen?.leave() }
     var session = TopSession(socket: socket, queueLimit: queueLimit, screen: screen, json: json)
@@ -78,7 +78,7 @@ private struct TopSession {
     /// - Returns: whether it worked.
     mutating func poll(deadline: Int64) -> Bool {
         do throws(CLIError) {
-            if connection == nil { connection = try BrokerConnection.connect(to: socket) }
+            if connection == nil { connection = try BrokerConnection.connect(to: socket, client: "eventbus-top") }
             let snapshot = try BusSnapshot.poll(connection!, typesLimit: topTypesLimit, req: &req, deadline: deadline)
             previous = current
             current = snapshot

@@ -22,7 +22,7 @@ func runTypes(_ args: ParsedArguments, socket: String) throws(CLIError) {
         pattern = parsed
     }
     let limit = try args.value("limit", command: "types", as: parseCount) ?? ProtocolConstants.defaultTypesLimit
-    let connection = try BrokerConnection.connect(to: socket)
+    let connection = try BrokerConnection.connect(to: socket, client: "eventbus-types")
     let reply = try connection.request(.types(limit: pattern == nil ? limit : allTypesLimit), req: 1)
     guard reply.isOK else { throw reply.failure("types") }
     var rows = try BusSnapshot.rows(reply, "types", BusSnapshot.readType)
