@@ -21,6 +21,8 @@
 #include <errno.h>
 #include <string.h>
 #include <time.h>
+#include <sys/ioctl.h>
+#include <termios.h>
 
 /// Mirrors glibc's `struct ucred` (only visible under _GNU_SOURCE).
 typedef struct eventbus_ucred {
@@ -61,6 +63,15 @@ static inline int eventbus_peer_groups(int fd, gid_t *groups, int *count) {
 /// `pipe2(fds, O_CLOEXEC | O_NONBLOCK)`.
 static inline int eventbus_pipe_nonblocking(int fds[2]) {
     return pipe2(fds, O_CLOEXEC | O_NONBLOCK);
+}
+
+/// `ioctl(fd, TIOCGWINSZ)` (ioctl is variadic: Swift cannot call it): the
+/// terminal's rows and columns; 0 on success, -1 with errno (ENOTTY).
+static inline int eventbus_window_size(int fd, unsigned short *rows, unsigned short *columns) {
+    struct winsize size;
+    int result = ioctl(fd, TIOCGWINSZ, &size);
+    if (result == 0) { *rows = size.ws_row; *columns = size.ws_col; }
+    return result;
 }
 
 /// The errno of the calling thread.

@@ -31,8 +31,33 @@ extension Broker {
     /// less the event) or a paced replay is under way. One comparison on
     /// the publish path; `holdIfBlocked` decides.
     @inline(__always)
-    func mayHaveToHold(_ frame: UnsafeRawBufferPointer) -> Bool {
-        pacedReplays != 0 || statistics.queuedBytes &+ frame.count &+ Broker.eventEnvelopeBound > outboundFastPathBytes
+    func mayHaveToHold(_ frame: UnsafeRawBufferPointer, _ publisher: Connection) -> Bool {
+        pacedReplays != 0 || (statistics.queuedBytes &+ frame.count &+ Broker.eventEnvelopeBound > outboundFastPathBytes
+            && (halfFullTrustedHolders > 0 || publisher.account.halfFullWaiters > 0))
+    }
+
+    /// Marks a connection whose queue reached `halfFullAt` (an event was
+    /// queued): under `wait`, at least half full, and allowed to hold, it is
+    /// counted for its uid or, with `allow hold`, for every uid, until its
+    /// queue is below half again (`flowDidWrite`) or it goes. So a full
+    /// subscriber of another uid costs a publisher no walk of its subscribers.
+    @inline(never)
+    func noteHalfFull(_ connection: Connection) {
+        connection.flow.halfFullAt = Int.max
+        guard connection.flow.halfFull == nil, !connection.isClosed else { return }
+        let right = connection.policy.hold
+        guard right != .none else { return }
+        connection.flow.halfFull = right
+        if right == .anyUID { halfFullTrustedHolders += 1 } else { connection.account.halfFullWaiters += 1 }
+    }
+
+    /// Ends the mark of `noteHalfFull`; it may be made again once the queue is half full.
+    func clearHalfFull(_ connection: Connection) {
+        if let right = connection.flow.halfFull {
+            connection.flow.halfFull = nil
+            if right == .anyUID { halfFullTrustedHolders -= 1 } else { connection.account.halfFullWaiters -= 1 }
+        }
+        connection.flow.halfFullAt = connection.overflow == .wait && !connection.isClosed ? configuration.maxOutboundBytes / 2 : Int.max
     }
 
     /// What an event adds to its publish frame at most, with its queue
@@ -123,6 +148,7 @@ extension Broker {
     /// A connection is going: its holds end both ways, its replays are
     /// dropped (from `forget`).
     func forgetFlow(_ connection: Connection) {
+        clearHalfFull(connection)
         release(holder: connection)
         if connection.flow.isHeld {
             for holder in connection.flow.heldBy { holder.flow.holding.removeAll { $0 === connection } }
@@ -145,6 +171,7 @@ extension Broker {
     @inline(__always)
     func flowDidWrite(_ connection: Connection, bytes: Int) {
         connection.flow.bytesTaken &+= UInt64(bytes)
+        if connection.flow.halfFull != nil && connection.outbound.chargedBytes < configuration.maxOutboundBytes / 2 { clearHalfFull(connection) }
         guard connection.flow.watched else { return }
         if connection.flow.behind {
             if connection.outbound.isEmpty { connection.flow.behind = false }

@@ -16,6 +16,7 @@ extension Broker {
         connection.saidHello = true
         connection.echo = hello.echo
         connection.overflow = hello.overflow
+        clearHalfFull(connection)  // (1.2) only `wait` may hold
         if let client = hello.client {
             connection.clientName = client
             connection.eventSource = EventStamp.source(client)

@@ -28,9 +28,11 @@ extension Broker {
     /// charging `actor`'s fair share unless it is `OutboundQueue.noActor`.
     @inline(__always)
     func enqueue(event: EventFrame, seq: UInt64, actor: UInt32, to connection: Connection) {
-        let delta = connection.outbound.appendEvent(event, seq: seq, actor: actor)
+        let delta = connection.outbound.appendEvent(event, seq: seq, actor: actor, typeRef: typeCounters.routed)
         if actor != OutboundQueue.noActor { chargeActor(actor, bytes: delta, to: connection) }
         applyOutbound(connection, delta)
+        // (1.2) Half full under `wait`: it may hold from now on (Broker+FlowControl.swift).
+        if connection.outbound.chargedBytes >= connection.flow.halfFullAt { noteHalfFull(connection) }
         markOutput(connection)
     }
 
@@ -78,6 +80,7 @@ extension Broker {
         guard count > 0 else { return }
         statistics.dropped += count
         connection.droppedCount += count
+        if !takenFromQueue { typeCounters.addDropped(count, typeCounters.routed) }
         if takenFromQueue {
             if let placed = connection.outbound.noticeInFront {
                 enqueueDropNotice(count: placed.count + count, since: placed.since, to: connection, inFront: true)
@@ -221,7 +224,8 @@ extension Broker {
             only = actor
             scanLimit = 4096
         }
-        let result = connection.outbound.dropOldestEvents(untilAtMost: max(0, target), actor: only, scanLimit: scanLimit, released: &releasedScratch)
+        let result = connection.outbound.dropOldestEvents(untilAtMost: max(0, target), actor: only, scanLimit: scanLimit, released: &releasedScratch, droppedTypes: &droppedTypesScratch)
+        countDroppedTypes()
         applyOutbound(connection, result.delta)
         if result.count > 0 { recordDrops(connection, count: result.count, firstSeq: result.firstSeq, takenFromQueue: true) }
         guard let still = self.refusal(size: size, actor: actor, connection: connection) else { return true }

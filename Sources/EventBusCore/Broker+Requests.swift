@@ -17,7 +17,7 @@ extension Broker {
         switch request {
         case .publish(let publish):
             // (1.2) Held, the event waits unrouted: no seq, queued to no one.
-            if mayHaveToHold(frame), holdIfBlocked(frame, publish, entry: nil, publisher: connection) { return }
+            if mayHaveToHold(frame, connection), holdIfBlocked(frame, publish, entry: nil, publisher: connection) { return }
             self.publish(publish, frame: frame, req: req, from: connection)
         case .subscribe(let subscribe):
             self.subscribe(subscribe, req: req, from: connection)
@@ -37,6 +37,8 @@ extension Broker {
             clear(type, req: req, from: connection)
         case .clients:
             clients(req: req, to: connection)
+        case .types(let limit):
+            types(limit: limit, req: req, to: connection)
         }
     }
 
@@ -175,6 +177,7 @@ extension Broker {
     @inline(__always)
     func fanOut(seq: UInt64, type: EventType, entry: Int? = nil, publisher: Connection?, built: EventFrame? = nil, _ build: () -> EventFrame) -> UInt64 {
         let uid = publisher?.credentials.uid ?? configuration.ownCredentials.uid
+        countPublished(type, entry: entry, seq: seq)
         var event = built
         if event == nil && retention.history.isEnabled { event = build() }
         var delivered: UInt64 = 0
@@ -189,6 +192,7 @@ extension Broker {
         recordHistory(event, seq: seq, publisher: publisher)
         if builtChunk != nil { builtChunk = nil }
         statistics.delivered += delivered
+        countDelivered(delivered)
         return delivered
     }
 

@@ -40,6 +40,8 @@ public struct BrokerConfiguration: Sendable {
     public var retention = RetentionConfiguration()
     /// Per-uid and total limits (PROTOCOL.md "Quotas (1.1)").
     public var quotas = QuotaConfiguration()
+    /// Event types with counters at most (PROTOCOL.md "Per-type counters (1.2)": 65,536).
+    public var maxTrackedTypes = 65_536
     /// `server` and `version` in the `hello` reply.
     public var serverName = "eventbusd"
     public var version = EventBusRelease.version
@@ -115,6 +117,9 @@ public final class Broker {
     var flowWatch: [Connection] = []
     /// Connections with a paced replay left (while 0, no offer looks for one).
     var pacedReplays = 0
+    /// Half-full `wait` connections allowed to hold every uid's publishers
+    /// (`allow hold`); per uid, `UserAccount.halfFullWaiters`.
+    var halfFullTrustedHolders = 0
 
     /// What the running step has decided so far (`finishStep` hands it out).
     var current = BrokerStep()
@@ -135,6 +140,12 @@ public final class Broker {
     var now = BrokerTime(wallNanoseconds: 0, monotonicNanoseconds: 0)
     /// Published types by their bytes, with their route lists (EventTypeTable.swift).
     var types: EventTypeTable
+    /// Per-type counters for `types` (TypeCounters.swift, Broker+Types.swift);
+    /// `routed` is the type `fanOut` is routing: queued events carry it,
+    /// drops are counted for it.
+    let typeCounters: TypeCounters
+    /// The types of the events a drop-old made room by dropping (reused).
+    var droppedTypesScratch: [TypeCounters.Ref] = []
     /// `"<instance>-`, which opens a default event id.
     let eventIDPrefix: StampBytes
 
@@ -162,6 +173,7 @@ public final class Broker {
         var seed = Hasher()  // the standard library's per-process random seed
         seed.combine(instance)
         types = EventTypeTable(seed: UInt64(truncatingIfNeeded: seed.finalize()))
+        typeCounters = TypeCounters(capacity: configuration.maxTrackedTypes)
         eventIDPrefix = EventStamp.idPrefix(instance: instance)
         self.policyViews = PolicyViewCache(policy: configuration.policy ?? .withoutFiles(brokerUID: configuration.ownCredentials.uid))
         self.publishIsOpen = Broker.publishIsOpen(policyViews.policy)
@@ -213,6 +225,7 @@ public final class Broker {
         nextConnectionID += 1
         connections[connection.id] = connection
         admit(connection, to: account)
+        clearHalfFull(connection)  // (1.2) `wait` by default: it may hold once half full
         statistics.connections = connections.count
         return .success(connection)
     }
@@ -337,7 +350,7 @@ public final class Broker {
                 let request = tokens.request(type: types.type(entry))
                 // (1.2) Held, the event waits unrouted: no seq, queued to no one
                 // (asked here, not in `publish`, which keeps `fanOut` inlined).
-                if mayHaveToHold(frame), holdIfBlocked(frame, request, entry: entry, publisher: connection) { return }
+                if mayHaveToHold(frame, connection), holdIfBlocked(frame, request, entry: entry, publisher: connection) { return }
                 publish(request, frame: frame, req: req, from: connection,
                         typeEntry: entry, typeBytes: tokens.typeBytes(in: frame))
                 return

@@ -173,6 +173,13 @@ struct FlowState {
     var progressAt: Int64 = 0
     /// In `Broker.flowWatch`.
     var watched = false
+    /// Its queue is at least half full under `wait`, counted in its
+    /// account's `halfFullWaiters` (`.ownUID`) or the broker's
+    /// `halfFullTrustedHolders` (`.anyUID`): only such a connection can hold.
+    var halfFull: HoldRight? = nil
+    /// The queue charge at which it becomes `halfFull`: half the outbound
+    /// limit under `wait` while it is not, else `Int.max` (one comparison per event queued).
+    var halfFullAt = Int.max
 
     var isHeld: Bool { !heldBy.isEmpty }
 }

@@ -32,6 +32,8 @@ struct EventTypeTable {
         /// The last policy view that was allowed to publish the type (held,
         /// so no other view can take its address; a reload makes new views).
         var publisherView: PolicyView? = nil
+        /// The type's per-type counters (TypeCounters.swift), `TypeCounters.none` until counted.
+        var counter: TypeCounters.Ref = TypeCounters.none
     }
 
     /// The bytes of a type reduced to what finds and identifies its entry.
@@ -119,6 +121,13 @@ struct EventTypeTable {
         entries[i].version = index.version
         return routes
     }
+
+    /// The counters of entry `i`'s type, as last found (`Broker.countPublished` checks it).
+    @inline(__always)
+    func counter(_ i: Int) -> TypeCounters.Ref { entries[i].counter }
+
+    @inline(__always)
+    mutating func setCounter(_ ref: TypeCounters.Ref, _ i: Int) { entries[i].counter = ref }
 
     /// Whether `view` is the one last allowed to publish entry `i`'s type.
     @inline(__always)

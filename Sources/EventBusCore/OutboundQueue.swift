@@ -128,6 +128,8 @@ public struct OutboundQueue {
         var seq: UInt64
         /// The publisher uid charged for the fair share, or `noActor`.
         var actor: UInt32
+        /// The event's type in `TypeCounters` (in what was padding), or `TypeCounters.none`.
+        var typeRef: TypeCounters.Ref = TypeCounters.none
 
         var length: Int { Int(end &- start) }
         var isEvent: Bool { seq != 0 && seq != OutboundQueue.frontNoticeSeq }
@@ -199,10 +201,11 @@ public struct OutboundQueue {
     /// Queues an event: copied into the event chunk, or the shared chunk of a large one.
     /// - Returns: the change of `chargedBytes`.
     @inline(__always)
-    mutating func appendEvent(_ frame: EventFrame, seq: UInt64, actor: UInt32) -> Int {
+    /// - Parameter typeRef: the event's type in `TypeCounters`, counted if it is dropped from here.
+    mutating func appendEvent(_ frame: EventFrame, seq: UInt64, actor: UInt32, typeRef: TypeCounters.Ref = TypeCounters.none) -> Int {
         let n = frame.count
         if let shared = frame.sharedChunk {
-            entries.append(Entry(chunk: shared.takeUnretainedValue(), start: 0, end: UInt32(n), seq: seq, actor: actor))
+            entries.append(Entry(chunk: shared.takeUnretainedValue(), start: 0, end: UInt32(n), seq: seq, actor: actor, typeRef: typeRef))
         } else {
             if eventTail == nil || eventTail.unsafelyUnwrapped.freeBytes < n {
                 eventTail = OutboundChunk.make(capacity: max(n, OutboundQueue.chunkBytes))
@@ -213,7 +216,7 @@ public struct OutboundQueue {
                 chunk.append(frame.bytes)
                 return start
             }
-            entries.append(Entry(chunk: eventTail.unsafelyUnwrapped, start: UInt32(start), end: UInt32(start &+ n), seq: seq, actor: actor))
+            entries.append(Entry(chunk: eventTail.unsafelyUnwrapped, start: UInt32(start), end: UInt32(start &+ n), seq: seq, actor: actor, typeRef: typeRef))
         }
         if actor != OutboundQueue.noActor { actorEntries += 1 }
         byteCount += n
@@ -304,14 +307,23 @@ public struct OutboundQueue {
 
     // MARK: Dropping
 
+    /// `dropOldestEvents` without the types of the dropped events.
+    mutating func dropOldestEvents(untilAtMost target: Int, actor: UInt32? = nil, scanLimit: Int = .max,
+                                   released: inout [ActorCharge]) -> (count: UInt64, firstSeq: UInt64, delta: Int) {
+        var types: [TypeCounters.Ref] = []
+        return dropOldestEvents(untilAtMost: target, actor: actor, scanLimit: scanLimit, released: &released, droppedTypes: &types)
+    }
+
     /// Drops the oldest whole, unwritten event frames (of publisher uid
     /// `actor` only, when given) until `chargedBytes <= target`, looking at
     /// no more than `scanLimit` entries. Replies and notices keep their order.
-    /// - Parameter released: gets the fair-share charges of dropped frames.
+    /// - Parameters:
+    ///   - released: gets the fair-share charges of dropped frames.
+    ///   - droppedTypes: gets the `TypeCounters` slot of each dropped event that has one.
     /// - Returns: how many events were dropped, the seq of the first, and the
     ///   change of `chargedBytes` (negative or 0).
     mutating func dropOldestEvents(untilAtMost target: Int, actor: UInt32? = nil, scanLimit: Int = .max,
-                                   released: inout [ActorCharge]) -> (count: UInt64, firstSeq: UInt64, delta: Int) {
+                                   released: inout [ActorCharge], droppedTypes: inout [TypeCounters.Ref]) -> (count: UInt64, firstSeq: UInt64, delta: Int) {
         let before = chargedBytes
         var charged = before
         var start = head
@@ -325,6 +337,7 @@ public struct OutboundQueue {
             if entry.isEvent && (actor == nil || entry.actor == actor) {
                 if dropped == 0 { firstSeq = entry.seq }
                 dropped += 1
+                if entry.typeRef != TypeCounters.none { droppedTypes.append(entry.typeRef) }
                 byteCount -= entry.length
                 charged -= entry.length + OutboundQueue.entryOverheadBytes
                 release(entry, into: &released)

@@ -207,12 +207,8 @@ public final class SubscriptionIndex {
         return buildMatches(type)
     }
 
-    /// Walks the exact map and the trie once for `type` and caches the result.
-    /// A connection with a `filtered` subscription is left out when its
-    /// policy denies it `type`: exact, because its unfiltered patterns match
-    /// only types it may receive (docs/POLICY.md "How the broker applies it").
-    /// The cache must be emptied when a policy changes (`removeAllCached`).
-    func buildMatches(_ type: EventType) -> [Connection] {
+    /// The connections matching `type` that may receive it, each once, and the type's segments.
+    private func walk(_ type: EventType) -> (list: [Connection], segments: [Substring]) {
         var list: [Connection] = []
         var seen = Set<ObjectIdentifier>()
         func add(_ connection: Connection) {
@@ -230,6 +226,26 @@ public final class SubscriptionIndex {
         }
         segments.append(type[start...])
         root.match(segments, at: 0, add)
+        return (list, segments)
+    }
+
+    /// How many connections `forEachMatch` would call for `type`, without
+    /// filling the cache (for `types`, which asks about many types at once
+    /// and must not push the fan-out's lists out).
+    func matchCount(_ type: EventType) -> Int {
+        if wildcardCount == 0 { return exact[type.name]?.count ?? 0 }
+        if let cached = cache[type.name], cached.isValid { return cached.list.count }
+        return walk(type).list.count
+    }
+
+    /// Walks the exact map and the trie once for `type` and caches the result.
+    /// A connection with a `filtered` subscription is left out when its
+    /// policy denies it `type`: exact, because its unfiltered patterns match
+    /// only types it may receive (docs/POLICY.md "How the broker applies it").
+    /// The cache must be emptied when a policy changes (`removeAllCached`).
+    func buildMatches(_ type: EventType) -> [Connection] {
+        let (list, segments) = walk(type)
+        let type = type.name
         if cache.count >= SubscriptionIndex.maxCachedTypes || generations.count >= SubscriptionIndex.maxGenerations {
             cache.removeAll(keepingCapacity: true)
             if generations.count >= SubscriptionIndex.maxGenerations { generations.removeAll() }

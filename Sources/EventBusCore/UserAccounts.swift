@@ -144,6 +144,9 @@ final class UserAccount {
     var inboundReader: Connection?
     /// Connections paused because it is over its outbound limit.
     var outboundPaused: [Connection] = []
+    /// (1.2) Its connections under `wait` whose queue is at least half full
+    /// (`FlowState.halfFull`): while 0, its publishers cannot be held by them.
+    var halfFullWaiters = 0
 
     init(uid: UInt32, isPrivileged: Bool, limits: UserLimits) {
         self.uid = uid

@@ -24,6 +24,8 @@ public enum ClientRequest: Sendable, Hashable {
     case clear(type: String)
     /// (1.1) `{"op":"clients","req":6}`
     case clients
+    /// (1.2) `{"op":"types","req":9,"limit":100}`; nil: the broker's default (1000).
+    case types(limit: Int? = nil)
     /// `{"op":"ping","req":7}`
     case ping
     /// `{"op":"stats","req":8}`
@@ -62,6 +64,11 @@ public enum ClientRequest: Sendable, Hashable {
             Self.put(.retain, retain, &out)
             Self.put(.origin, origin, &out)
             Self.put(.data, data, &out)
+        case .types(let limit):
+            if let limit {
+                Self.key(.limit, &out)
+                FrameEncoder.appendInt(Int64(limit), to: &out)
+            }
         case .clients, .ping, .stats:
             break
         }
@@ -111,6 +118,7 @@ public enum ClientRequest: Sendable, Hashable {
         case .publish: .publish
         case .clear: .clear
         case .clients: .clients
+        case .types: .types
         case .ping: .ping
         case .stats: .stats
         }

@@ -16,6 +16,7 @@ import Glibc
 enum RequestOp: Int, FrameKey {
     case hello, subscribe, unsubscribe, publish, ping, stats
     case clear, clients  // 1.1
+    case types  // 1.2
 
     static let table = KeyTable(Self.self)
 }
@@ -26,6 +27,7 @@ enum EnvelopeKey: Int, FrameKey {
     case data, source, id, retain, origin  // publish (retain, origin: 1.1)
     case client, echo, overflow  // hello
     case last, since, instance  // subscribe (1.1)
+    case limit  // types (1.2)
 
     static let table = KeyTable(Self.self)
 }

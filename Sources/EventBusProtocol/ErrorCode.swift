@@ -53,6 +53,8 @@ public enum ProtocolConstants {
     public static let defaultMaxFrameBytes = 1 << 20
     /// Largest `req` integer magnitude accepted (2^53).
     public static let maxRequestInteger: UInt64 = 1 << 53
+    /// `types` without `limit` lists at most this many types (PROTOCOL.md "Per-type counters (1.2)").
+    public static let defaultTypesLimit = 1000
     /// Optional features this implementation has, listed in the `hello` reply.
-    public static let features = ["overflow", "echo", "drop-notice", "wildcards", "peer-credentials", "half-close", "policy", "origin", "quotas", "clients", "flow"]
+    public static let features = ["overflow", "echo", "drop-notice", "wildcards", "peer-credentials", "half-close", "policy", "origin", "quotas", "clients", "flow", "types"]
 }

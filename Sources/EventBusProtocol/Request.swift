@@ -18,6 +18,8 @@ public enum Request {
     case clear(EventType)
     /// (1.1) List the connections the caller may see.
     case clients
+    /// (1.2) The per-type counters, at most `limit` types (PROTOCOL.md "Per-type counters").
+    case types(limit: Int)
     case ping
     case stats
 }
@@ -170,6 +172,15 @@ public enum RequestDecoder {
             return decodeEventType(frame, fields, op: op).map { .clear($0) }
         case .clients:
             return .success(.clients)
+        case .types:
+            var limit = ProtocolConstants.defaultTypesLimit
+            if let token = fields[.limit] {
+                guard let value = JSONInteger.unsigned(frame, token) else {
+                    return .failure(ProtocolError(.badRequest, "field \"limit\" must be a non-negative integer"))
+                }
+                limit = Int(min(value, UInt64(Int.max)))
+            }
+            return .success(.types(limit: limit))
         }
     }
 
@@ -288,6 +299,7 @@ extension Request {
         case .publish: RequestOp.publish.name
         case .clear: RequestOp.clear.name
         case .clients: RequestOp.clients.name
+        case .types: RequestOp.types.name
         case .ping: RequestOp.ping.name
         case .stats: RequestOp.stats.name
         }

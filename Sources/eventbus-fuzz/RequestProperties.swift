@@ -113,7 +113,7 @@ enum RequestProperties {
             var out: [UInt8] = []
             FrameEncoder.appendOK(req: req, to: &out) { FrameEncoder.appendField("server", string: client ?? "", to: &$0) }
             checkOutgoing(out, what: "hello reply")
-        case .ping, .stats, .clients:
+        case .ping, .stats, .clients, .types:
             var out: [UInt8] = []
             FrameEncoder.appendOK(req: req, to: &out)
             checkOutgoing(out, what: "ok reply")
@@ -144,6 +144,7 @@ enum RequestProperties {
         case .unsubscribe(let pattern): client = .unsubscribe(pattern: pattern.text)
         case .clear(let type): client = .clear(type: type.name)
         case .clients: client = .clients
+        case .types(let limit): client = .types(limit: limit)
         case .ping: client = .ping
         case .stats: client = .stats
         case .publish(let publish):
@@ -167,6 +168,7 @@ enum RequestProperties {
             case (.unsubscribe(let p1), .unsubscribe(let p2)): same = p1 == p2
             case (.clear(let t1), .clear(let t2)): same = t1 == t2
             case (.ping, .ping), (.stats, .stats), (.clients, .clients): same = true
+            case (.types(let l1), .types(let l2)): same = l1 == l2
             case (.publish(let p1), .publish(let p2)):
                 same = p1.type == p2.type && p1.retain == p2.retain
                     && string(p1.source, frame) == string(p2.source, again) && string(p1.id, frame) == string(p2.id, again)

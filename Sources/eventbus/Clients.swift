@@ -101,19 +101,25 @@ private func cell(_ members: [JSONMember], _ key: String, _ bytes: UnsafeRawBuff
 
 private func appendClientsTable(_ objects: [(bytes: UnsafeRawBufferPointer, members: [JSONMember])], to out: inout [UInt8]) {
     let rows = objects.map { object in clientColumns.map { cell(object.members, $0.key, object.bytes) } }
-    var widths = clientColumns.map { $0.header.count }
+    appendTable(clientColumns.map { ($0.header, $0.right) }, rows, to: &out)
+}
+
+/// Aligned columns, two spaces apart, a header line first; cells are text
+/// already safe for the terminal. The last column is not padded.
+func appendTable(_ columns: [(header: String, right: Bool)], _ rows: [[String]], to out: inout [UInt8]) {
+    var widths = columns.map { $0.header.count }
     for row in rows { for (i, text) in row.enumerated() { widths[i] = max(widths[i], text.count) } }
     func line(_ cells: [String]) {
         var text = ""
         for (i, cell) in cells.enumerated() {
             let pad = String(repeating: " ", count: widths[i] - cell.count)
             let last = i == cells.count - 1
-            text += clientColumns[i].right ? pad + cell : (last ? cell : cell + pad)
+            text += columns[i].right ? pad + cell : (last ? cell : cell + pad)
             if !last { text += "  " }
         }
         out.append(contentsOf: text.utf8)
         out.append(0x0A)
     }
-    line(clientColumns.map(\.header))
+    line(columns.map(\.header))
     for row in rows { line(row) }
 }

@@ -38,6 +38,8 @@ Commands:
   clear TYPE              remove the retained event of TYPE
   stats                   show the broker's counters and your own usage
   clients                 list the connections you may see and what they hold
+  types [PATTERN]         per-type counters: published, delivered, dropped
+  top                     a live view: hot types, queues, who is behind
   ping                    check that the broker answers
   reload [--wait]         make the broker read its access policy again
 
@@ -238,17 +240,34 @@ your own uid's usage (connections, subscriptions, subscription_bytes,
 inbound_bytes, queued_bytes, retained_bytes, retained_events) and its limits
 (a limit of null does not apply: uid 0 has none).
 
+With --prometheus: the Prometheus text format (0.0.4) of stats, types and
+clients: eventbus_up, eventbus_published_total and the other counters,
+eventbus_type_..._total{type="..."} for the busiest types and
+eventbus_client_...{conn,client,uid} for the largest queues. A broker that
+does not answer gives eventbus_up 0 (exit status 69).
+
 Options:
   -f, --format FORMAT      table: one 'name  value' line per counter (default)
                            json: one compact JSON object
   -j, --json               the same as --format json
+      --prometheus         print the Prometheus exposition instead
+      --max-types N        with --prometheus: per-type series for at most N
+                           types, the most published first (default 100)
+      --max-clients N      with --prometheus: per-connection series for at
+                           most N connections, the largest queues first (default 100)
+  -o, --output FILE        with --prometheus: replace FILE atomically (mode
+                           0644) instead of printing, for node_exporter's
+                           textfile collector (systemd/eventbus-metrics.timer)
 \(socketOptionsHelp)
 
 Examples:
   eventbus stats
   eventbus stats --json | jq .dropped
+  eventbus --system stats --prometheus | promtool check metrics
+  eventbus --system stats --prometheus --output /var/lib/prometheus/node-exporter/eventbus.prom
 
-Exit status: 0 success, 64 usage error, 69 broker unavailable.
+Exit status: 0 success, 64 usage error, 69 broker unavailable, 74 FILE
+could not be written.
 
 """
 
@@ -338,6 +357,66 @@ Exit status: 0 success, 64 usage error, 69 broker unavailable.
 
 """
 
+let typesHelp = """
+Usage: eventbus types [OPTIONS] [PATTERN]
+
+List the event types published in this broker run (and the retained ones),
+most recently published first: events published, deliveries queued,
+deliveries dropped, subscribers now, whether one is retained, the last seq
+and time. You see only the types the access policy lets you receive. The
+broker keeps counters for 65,536 types (the least recently published are
+forgotten first).
+
+Options:
+  -j, --json               one JSON object per type and line
+  -n, --limit N            at most N types (default 1000)
+\(socketOptionsHelp)
+
+Examples:
+  eventbus types
+  eventbus types 'order.>'
+  eventbus types --json | jq -s 'sort_by(-.dropped)[0]'
+
+Exit status: 0 success, 64 usage error, 69 broker unavailable.
+
+"""
+
+let topHelp = """
+Usage: eventbus top [OPTIONS]
+
+A live view of the bus, redrawn every interval: the totals and the broker's
+uptime; per event type events/s, deliveries/s, drops/s and subscribers; per
+connection its queue fill as a bar, deliveries/s, drops/s, the held and
+behind marks of flow control, client name, pid and uid. Rates are the
+differences of the broker's counters between two polls.
+
+Keys: q quit; e, d, x, n sort the types by events/s, deliveries/s, drops/s,
+name; c sorts the connections by queue or by id; space redraws. The terminal
+is restored on q, ^C, SIGTERM and ^Z (and taken again on fg).
+
+Without a terminal it prints one plain snapshot per interval (--json: one
+JSON object per line), so it works in a pipe. If the broker goes away, the
+view says so and tries again every interval.
+
+Options:
+  -i, --interval DURATION  time between polls (default 1s, at least 100ms)
+  -n, --count N            stop after N frames
+  -j, --json               one JSON object per poll instead of the view
+      --queue-limit SIZE   the queue size shown as a full bar: the broker's
+                           --max-outbound (default 8M)
+\(socketOptionsHelp)
+
+\(durationHelp)
+
+Examples:
+  sudo eventbus --system top
+  eventbus top --interval 5s --count 12 > top.log
+  eventbus top --json --count 2 | jq -c '.types[] | select(.drops_per_s > 0)'
+
+Exit status: 0 success, 64 usage error, 69 broker unavailable at start.
+
+"""
+
 let reloadHelp = """
 Usage: eventbus reload [OPTIONS]
 
@@ -382,6 +461,8 @@ func helpText(for command: String) -> String? {
     case "get": getHelp
     case "clear": clearHelp
     case "clients": clientsHelp
+    case "types": typesHelp
+    case "top": topHelp
     case "reload": reloadHelp
     default: nil
     }

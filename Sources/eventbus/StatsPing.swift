@@ -4,11 +4,18 @@ import EventBusCommandLine
 import EventBusProtocol
 import EventBusSystem
 
-let statsOptions: [OptionSpec] = globalOptions + formatOptions
+let statsOptions: [OptionSpec] = globalOptions + formatOptions + [
+    OptionSpec("prometheus"), OptionSpec("max-types", value: true), OptionSpec("max-clients", value: true),
+    OptionSpec("output", "o", value: true),
+]
 let pingOptions: [OptionSpec] = globalOptions + [OptionSpec("wait", "w", value: true)]
 
 func runStats(_ args: ParsedArguments, socket: String) throws(CLIError) {
     guard args.operands.isEmpty else { throw .usage("stats", "unexpected argument '\(args.operands[0])'") }
+    if args.has("prometheus") { return try runPrometheus(args, socket: socket) }
+    for name in ["max-types", "max-clients", "output"] where args.has(name) {
+        throw .usage("stats", "--\(name) goes with --prometheus")
+    }
     let format = try args.format(command: "stats") ?? "table"
     guard format == "table" || format == "json" else { throw .usage("stats", "unknown format '\(format)'; use table or json") }
     let connection = try BrokerConnection.connect(to: socket, client: "eventbus-stats")
@@ -46,6 +53,44 @@ func runStats(_ args: ParsedArguments, socket: String) throws(CLIError) {
         }
     }
     try StandardOutput.write(out)
+}
+
+/// Per-type and per-connection series at most, by default (`--max-types`, `--max-clients`).
+let defaultMaxMetricTypes = 100
+let defaultMaxMetricClients = 100
+
+/// `stats --prometheus [--max-types N] [--max-clients N] [--output FILE]`:
+/// the exposition (Exposition.swift) on standard output, or replacing FILE
+/// atomically (mode 0644: node_exporter's textfile collector reads it as
+/// another user). A broker that does not answer gives `eventbus_up 0` (and
+/// exit status 69), so the file never keeps stale figures.
+func runPrometheus(_ args: ParsedArguments, socket: String) throws(CLIError) {
+    if args.has("json") { throw .usage("stats", "give --json or --prometheus, not both") }
+    let maxTypes = try args.value("max-types", command: "stats", as: parseCount) ?? defaultMaxMetricTypes
+    let maxClients = try args.value("max-clients", command: "stats", as: parseCount) ?? defaultMaxMetricClients
+    var text: String
+    var failure: CLIError? = nil
+    do throws(CLIError) {
+        let connection = try BrokerConnection.connect(to: socket, client: "eventbus-stats")
+        var req: Int64 = 1
+        let deadline = Clock.monotonicNanoseconds() + 10_000_000_000
+        let snapshot = try BusSnapshot.poll(connection, typesLimit: allTypesLimit, req: &req, deadline: deadline)
+        text = Exposition.render(snapshot, maxTypes: maxTypes, maxClients: maxClients)
+    } catch where error.status == ExitStatus.unavailable.rawValue || error.status == ExitStatus.timedOut.rawValue {
+        text = Exposition.unavailable()
+        failure = error.status == ExitStatus.timedOut.rawValue ? CLIError(.unavailable, "the broker at \(socket) did not answer within 10s") : error
+    }
+    if let path = args.value("output") {
+        let bytes = Array(text.utf8)
+        do throws(SystemError) {
+            try bytes.withBytes { (raw) throws(SystemError) in try DurableFile.replace(path, with: [raw], durable: false, mode: 0o644) }
+        } catch {
+            throw CLIError(.ioError, "cannot write \(path): \(error)")
+        }
+    } else {
+        try StandardOutput.write(text)
+    }
+    if let failure { throw failure }
 }
 
 /// Pause between connection attempts of `ping --wait`, in milliseconds.

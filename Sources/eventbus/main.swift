@@ -29,7 +29,7 @@ private func dispatch(_ arguments: [String]) throws(CLIError) {
     guard let name = top.operands.first else {
         if top.has("help") { return try StandardOutput.write(mainHelp) }
         if top.has("version") { return try StandardOutput.write(versionText) }
-        throw .usage(nil, "missing COMMAND (publish, listen, wait, get, clear, stats, clients, ping or reload)")
+        throw .usage(nil, "missing COMMAND (publish, listen, wait, get, clear, stats, clients, types, top, ping or reload)")
     }
     let specs: [OptionSpec]
     let run: (ParsedArguments, String) throws(CLIError) -> Void
@@ -42,6 +42,8 @@ private func dispatch(_ arguments: [String]) throws(CLIError) {
     case "get": specs = getOptions; run = runGet
     case "clear": specs = clearOptions; run = runClear
     case "clients": specs = clientsOptions; run = runClients
+    case "types": specs = typesOptions; run = runTypes
+    case "top": specs = topOptions; run = runTop
     case "reload": specs = reloadOptions; run = runReload
     case "help":
         guard let topic = top.operands.dropFirst().first else { return try StandardOutput.write(mainHelp) }

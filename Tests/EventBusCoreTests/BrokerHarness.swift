@@ -300,9 +300,17 @@ final class BrokerHarness {
             for member in members { for (actor, bytes) in member.actorShares { shares[actor, default: 0] += bytes } }
             #expect(shares == account.actorShares, "fair shares of uid \(uid)", sourceLocation: sourceLocation)
             #expect(!account.isIdle, "idle account of uid \(uid) kept", sourceLocation: sourceLocation)
+            #expect(account.halfFullWaiters == members.filter { $0.flow.halfFull == .ownUID }.count, "half-full waiters of uid \(uid)", sourceLocation: sourceLocation)
             inbound += account.inboundBytes
         }
         #expect(broker.quotaTotals.inboundBytes == inbound, sourceLocation: sourceLocation)
+        #expect(broker.halfFullTrustedHolders == broker.connections.values.filter { $0.flow.halfFull == .anyUID }.count, sourceLocation: sourceLocation)
+        // Flow control: holds mirrored both ways, counted in `held`.
+        for connection in broker.connections.values {
+            for publisher in connection.flow.holding { #expect(publisher.flow.heldBy.contains { $0 === connection }, sourceLocation: sourceLocation) }
+            for holder in connection.flow.heldBy { #expect(holder.flow.holding.contains { $0 === connection }, sourceLocation: sourceLocation) }
+        }
+        #expect(broker.statistics.held == broker.connections.values.filter { $0.flow.isHeld }.count, sourceLocation: sourceLocation)
         #expect(broker.quotaTotals.inboundUIDs == broker.accounts.values.filter { $0.inboundBytes > 0 }.count, sourceLocation: sourceLocation)
         for connection in broker.connections.values {
             #expect(broker.accounts[connection.credentials.uid] != nil, "connection \(connection.id) without an account", sourceLocation: sourceLocation)

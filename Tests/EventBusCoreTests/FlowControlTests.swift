@@ -37,6 +37,8 @@ struct FlowControlCoreTests {
         #expect(s.outbound.chargedBytes <= h.broker.configuration.maxOutboundBytes)
         #expect(h.broker.statistics.dropped == 0)
         #expect(p.hasBufferedInput)
+        #expect(s.account.halfFullWaiters == 1)
+        h.checkAccounts()
         // Input that arrives while held waits behind the held frame.
         h.send(p, paddedPublish(req: 100))
         #expect(h.broker.statistics.published == UInt64(routed))
@@ -51,6 +53,7 @@ struct FlowControlCoreTests {
         let replies = h.read(p).compactMap { $0.int("seq") }
         #expect(replies == Array(1...(routed + 2)), "every publish answered in order: \(replies)")
         #expect(!p.flow.isHeld && h.broker.statistics.held == 0 && h.broker.statistics.dropped == 0)
+        h.checkAccounts()
         h.closeAll()
     }
 
@@ -61,6 +64,8 @@ struct FlowControlCoreTests {
         for i in 1...20 { h.send(p, paddedPublish(req: i)) }
         #expect(!p.flow.isHeld && h.broker.statistics.holds == 0)
         #expect(h.broker.statistics.dropped > 0 && s.pendingDropCount > 0)
+        #expect(p.account.halfFullWaiters == 0, "a full subscriber of another uid costs uid 2000 no walk")
+        h.checkAccounts()
         h.closeAll()
     }
 
@@ -102,6 +107,7 @@ struct FlowControlCoreTests {
         #expect(s2.flow.holding.count == 1)
         h.close(p)
         #expect(s2.flow.holding.isEmpty && h.broker.statistics.held == 0)
+        h.checkAccounts()
         h.closeAll()
     }
 

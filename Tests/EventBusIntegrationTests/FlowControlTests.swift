@@ -31,9 +31,9 @@ struct FlowControlTests {
 
     /// Floods from its own thread: `count` events then a marker `<type>.end`
     /// with req; `done` is set once the marker's ok came back.
-    static func flood(_ publisher: RawClient, _ type: String, count: Int, group: DispatchGroup, done: RobustShared<Bool>) {
+    static func flood(_ publisher: RawClient, _ type: String, count: Int, from start: Int = 0, group: DispatchGroup, done: RobustShared<Bool>) {
         let handoff = RobustHandoff(publisher)
-        let bytes = floodLines(type, count: count)
+        let bytes = floodLines(type, count: count, from: start)
         robustThread(group) {
             do {
                 try handoff.client.sendBytes(bytes, timeout: .seconds(60))
@@ -302,21 +302,13 @@ struct FlowControlTests {
             // Live events published now come after the replay, and lose nothing.
             let group = DispatchGroup()
             let done = RobustShared(false)
-            let live = RobustHandoff(publisher)
-            robustThread(group) {
-                do {
-                    try live.client.sendBytes(FlowControlTests.floodLines("r.x", count: 2_000, from: 5_000), timeout: .seconds(60))
-                    try live.client.send(#"{"op":"publish","type":"r.end","req":"last"}"#)
-                    _ = try live.client.readFrames(until: { $0.req == .string("last") }, timeout: .seconds(60))
-                    done.withLock { $0 = true }
-                } catch { Issue.record("publisher: \(error)") }
-            }
+            FlowControlTests.flood(publisher, "r.x", count: 2_000, from: 5_000, group: group, done: done)
             var next = 0, replayed = 0
             var seqs: [Int] = []
             while true {
                 let frame = try subscriber.readFrame(timeout: .seconds(60))
                 guard frame.op == "event" else { Issue.record("unexpected \(frame.raw)"); break }
-                if frame.type == "r.end" { break }
+                if frame.type == "r.x.end" { break }
                 seqs.append(frame.seq ?? 0)
                 if frame.bool("replayed") == true { replayed += 1 }
                 if frame.type == "r.mark" { continue }

@@ -83,6 +83,9 @@ struct InstallScriptTests {
         try expectStrippedExecutable(stage + prefix + "/bin/eventbus-bridge", in: scratch)
         let bridgeUnit = try String(contentsOfFile: stage + systemUnits + "/eventbus-bridge.service", encoding: .utf8)
         #expect(bridgeUnit.split(separator: "\n").filter { $0.hasPrefix("ExecStart=") } == ["ExecStart=\(prefix)/bin/eventbus-bridge --system --config /etc/eventbus/bridge.conf"])
+        let metricsUnit = try String(contentsOfFile: stage + systemUnits + "/eventbus-metrics.service", encoding: .utf8)
+        #expect(metricsUnit.split(separator: "\n").filter { $0.hasPrefix("ExecStart=") } == ["ExecStart=\(prefix)/bin/eventbus --system stats --prometheus --output /var/lib/prometheus/node-exporter/eventbus.prom"])
+        #expect(FileManager.default.fileExists(atPath: stage + systemUnits + "/eventbus-metrics.timer"))
         let sysusers = prefix == "/usr/local" ? "/etc/sysusers.d" : prefix + "/lib/sysusers.d"
         #expect(FileManager.default.fileExists(atPath: stage + sysusers + "/eventbus-bridge.conf"), "\(tree(stage))")
         #expect(FileManager.default.contents(atPath: stage + "/etc/eventbus/bridge.conf") == FileManager.default.contents(atPath: repositoryRoot + "/config/bridge.conf"))

@@ -1,0 +1,161 @@
+// One look at the broker for `eventbus types`, `top` and `stats --prometheus`:
+// the `stats`, `types` (PROTOCOL.md "Per-type counters (1.2)") and `clients`
+// ("Introspection (1.1)") replies read into plain rows, and the rates between
+// two looks (issue 21: rates are differences of counters between two polls;
+// nothing is computed per event).
+//
+// Before editing: strings in the rows are the broker's, decoded but not
+// escaped: every printer escapes them for its medium (`TerminalText` for a
+// terminal, `Exposition.label` for Prometheus, JSON quoting for --json). The
+// 1.2 flow-control fields (`holding`, `held`, `behind`, `stats.held`...) are
+// optional: a broker without them leaves them nil.
+import EventBusProtocol
+import EventBusSystem
+
+/// One event type as `types` reported it.
+struct TypeRow {
+    var name: String
+    var published: UInt64 = 0
+    var delivered: UInt64 = 0
+    var dropped: UInt64 = 0
+    var subscribers: UInt64 = 0
+    var retained = false
+    var lastSeq: UInt64? = nil
+    var lastTime: String? = nil
+}
+
+/// One connection as `clients` reported it.
+struct ClientRow {
+    var conn: UInt64 = 0
+    var client: String? = nil
+    var pid: Int64 = 0
+    var uid: UInt64 = 0
+    var queuedBytes: UInt64 = 0
+    var published: UInt64 = 0
+    var delivered: UInt64 = 0
+    var dropped: UInt64 = 0
+    var overflow: String = ""
+    /// (1.2) Publisher connections it holds back now.
+    var holding: UInt64? = nil
+    /// (1.2) It is held back now.
+    var held: Bool? = nil
+    /// (1.2) It is behind (see PROTOCOL.md "Flow control").
+    var behind: Bool? = nil
+}
+
+/// The three replies of one poll, and when it was taken.
+struct BusSnapshot {
+    /// The top-level integer members of `stats`, by wire name.
+    var totals: [(key: String, value: UInt64)] = []
+    var instance: String = ""
+    var types: [TypeRow] = []
+    var clients: [ClientRow] = []
+    /// CLOCK_MONOTONIC when the poll ended, ns.
+    var takenAt: Int64 = 0
+
+    func total(_ key: String) -> UInt64? { totals.first { $0.key == key }?.value }
+
+    /// Asks `stats`, `types` (at most `typesLimit`, nil: the broker's
+    /// default) and `clients` on `connection`.
+    /// - Parameter req: the next `req` to use; advanced by three.
+    /// - Throws: `CLIError` from the connection (69 when the broker is gone),
+    ///   or for an `error` reply, or 76 for a reply of the wrong shape.
+    static func poll(_ connection: BrokerConnection, typesLimit: Int?, req: inout Int64, deadline: Int64? = nil) throws(CLIError) -> BusSnapshot {
+        var snapshot = BusSnapshot()
+        let stats = try connection.request(.stats, req: req, deadline: deadline)
+        guard stats.isOK else { throw stats.failure("stats") }
+        let types = try connection.request(.types(limit: typesLimit), req: req + 1, deadline: deadline)
+        guard types.isOK else { throw types.failure("types") }
+        let clients = try connection.request(.clients, req: req + 2, deadline: deadline)
+        guard clients.isOK else { throw clients.failure("clients") }
+        req += 3
+        snapshot.read(stats: stats)
+        snapshot.types = try rows(types, "types", readType)
+        snapshot.clients = try rows(clients, "clients", readClient)
+        snapshot.takenAt = Clock.monotonicNanoseconds()
+        return snapshot
+    }
+
+    mutating func read(stats: Reply) {
+        stats.bytes.withUnsafeBytes { bytes in
+            for member in stats.members where member.key != "req" {
+                if case .number(integer: true) = member.value.kind, let value = JSONInteger.unsigned(bytes, member.value) {
+                    totals.append((member.key, value))
+                }
+            }
+        }
+        instance = stats.string("instance") ?? ""
+    }
+
+    /// Each object in the array `key` of `reply`, read by `read`.
+    static func rows<Row>(_ reply: Reply, _ key: String, _ read: ((bytes: UnsafeRawBufferPointer, members: [JSONMember])) -> Row) throws(CLIError) -> [Row] {
+        guard let list = reply.member(key)?.value, list.kind == .array else {
+            throw CLIError(.protocolError, "\(key) failed: the broker's reply has no list of objects in \"\(key)\"")
+        }
+        let rows: [Row]? = reply.bytes.withUnsafeBytes { bytes in
+            var tokens: [JSONToken] = []
+            var scanner = JSONScanner(bytes, maxDepth: ProtocolConstants.maxDepth)
+            scanner.position = list.start
+            do {
+                try scanner.scanElements(depth: 1) { item in if item.kind == .object { tokens.append(item) } }
+            } catch {
+                return nil
+            }
+            return tokens.compactMap { token in
+                let slice = UnsafeRawBufferPointer(rebasing: bytes[token.start..<token.end])
+                return (try? JSONObject.members(slice)).map { read((slice, $0)) }
+            }
+        }
+        guard let rows else { throw CLIError(.protocolError, "\(key) failed: the broker's list in \"\(key)\" is not JSON") }
+        return rows
+    }
+
+    static func readType(_ object: (bytes: UnsafeRawBufferPointer, members: [JSONMember])) -> TypeRow {
+        let fields = Fields(object)
+        var row = TypeRow(name: fields.string("type") ?? "?")
+        row.published = fields.unsigned("published") ?? 0
+        row.delivered = fields.unsigned("delivered") ?? 0
+        row.dropped = fields.unsigned("dropped") ?? 0
+        row.subscribers = fields.unsigned("subscribers") ?? 0
+        row.retained = fields.bool("retained") ?? false
+        row.lastSeq = fields.unsigned("last_seq")
+        row.lastTime = fields.string("last_time")
+        return row
+    }
+
+    static func readClient(_ object: (bytes: UnsafeRawBufferPointer, members: [JSONMember])) -> ClientRow {
+        let fields = Fields(object)
+        var row = ClientRow()
+        row.conn = fields.unsigned("conn") ?? 0
+        row.client = fields.string("client")
+        row.pid = fields.signed("pid") ?? 0
+        row.uid = fields.unsigned("uid") ?? 0
+        row.queuedBytes = fields.unsigned("queued_bytes") ?? 0
+        row.published = fields.unsigned("published") ?? 0
+        row.delivered = fields.unsigned("delivered") ?? 0
+        row.dropped = fields.unsigned("dropped") ?? 0
+        row.overflow = fields.string("overflow") ?? ""
+        row.holding = fields.unsigned("holding")
+        row.held = fields.bool("held")
+        row.behind = fields.bool("behind")
+        return row
+    }
+
+    /// The members of one object with typed getters.
+    private struct Fields {
+        let bytes: UnsafeRawBufferPointer
+        let members: [JSONMember]
+        init(_ object: (bytes: UnsafeRawBufferPointer, members: [JSONMember])) { (bytes, members) = object }
+        func token(_ key: String) -> JSONToken? { members.first { $0.key == key }?.value }
+        func string(_ key: String) -> String? { token(key).flatMap { $0.isString ? JSONString.decode(bytes, $0) : nil } }
+        func unsigned(_ key: String) -> UInt64? { token(key).flatMap { JSONInteger.unsigned(bytes, $0) } }
+        func signed(_ key: String) -> Int64? { token(key).flatMap { JSONInteger.signed(bytes, $0) } }
+        func bool(_ key: String) -> Bool? {
+            switch token(key)?.kind {
+            case .true?: true
+            case .false?: false
+            default: nil
+            }
+        }
+    }
+}

@@ -1,0 +1,138 @@
+// `eventbus stats --prometheus`: one `BusSnapshot` in the Prometheus text
+// exposition format, version 0.0.4 (prometheus.io/docs/instrumenting/
+// exposition_formats): `# HELP` and `# TYPE` once per metric family, counters
+// named `..._total`, label values escaped (backslash, double quote, line
+// feed). Per-type series carry a `type` label (at most `--max-types`, the
+// busiest first), per-connection series `conn`, `client` and `uid` labels (at
+// most `--max-clients`, the largest queues first).
+//
+// Before editing: every string that came from the broker goes into a label
+// value through `label`, never into a metric name or a comment; a family is
+// written with its HELP and TYPE lines even when it has no sample, so the
+// set of families does not depend on what the broker holds now.
+import EventBusProtocol
+
+enum Exposition {
+    /// A family of samples: name, HELP text, `counter` or `gauge`.
+    struct Family {
+        let name: String
+        let help: String
+        let kind: String
+        var samples: [(labels: [(String, String)], value: UInt64)] = []
+
+        init(_ name: String, _ kind: String, _ help: String) {
+            self.name = name
+            self.kind = kind
+            self.help = help
+        }
+    }
+
+    /// The families of `stats` members an operator graphs: wire name, metric, kind, help.
+    static let statsFamilies: [(key: String, name: String, kind: String, help: String)] = [
+        ("connections", "eventbus_connections", "gauge", "Open connections."),
+        ("subscriptions", "eventbus_subscriptions", "gauge", "Subscriptions of all connections."),
+        ("published", "eventbus_published_total", "counter", "Events accepted from publishers."),
+        ("delivered", "eventbus_delivered_total", "counter", "Event frames queued to subscribers."),
+        ("dropped", "eventbus_dropped_total", "counter", "Events dropped for slow subscribers."),
+        ("queued_bytes", "eventbus_queued_bytes", "gauge", "Bytes in all outbound queues."),
+        ("uptime_s", "eventbus_uptime_seconds", "gauge", "Seconds since the broker started."),
+        ("retained", "eventbus_retained_events", "gauge", "Retained events kept."),
+        ("retained_bytes", "eventbus_retained_bytes", "gauge", "Bytes of the retained events."),
+        ("history_events", "eventbus_history_events", "gauge", "Events in the history ring."),
+        ("policy_generation", "eventbus_policy_generation", "gauge", "Access policy generation (1 at start, +1 per reload)."),
+        ("held", "eventbus_held_publishers", "gauge", "Publisher connections held back now (flow control)."),
+        ("holds", "eventbus_holds_total", "counter", "Times a publisher was held back (flow control)."),
+        ("stalls", "eventbus_stalls_total", "counter", "Times a connection went behind (flow control)."),
+    ]
+
+    /// The whole exposition of `snapshot` (a broker that answered), LF-terminated.
+    static func render(_ snapshot: BusSnapshot, maxTypes: Int, maxClients: Int) -> String {
+        var families: [Family] = []
+        var up = Family("eventbus_up", "gauge", "Whether the broker answered (1) or not (0).")
+        up.samples.append(([], 1))
+        families.append(up)
+        var info = Family("eventbus_info", "gauge", "The broker run: its instance id.")
+        info.samples.append(([("instance", snapshot.instance)], 1))
+        families.append(info)
+        for entry in statsFamilies {
+            guard let value = snapshot.total(entry.key) else { continue }
+            var family = Family(entry.name, entry.kind, entry.help)
+            family.samples.append(([], value))
+            families.append(family)
+        }
+        // The busiest types: most published, then by name (stable output).
+        let types = snapshot.types.sorted { ($0.published, $1.name) > ($1.published, $0.name) }.prefix(max(0, maxTypes))
+        var published = Family("eventbus_type_published_total", "counter", "Events of the type published in this broker run.")
+        var delivered = Family("eventbus_type_delivered_total", "counter", "Event frames of the type queued to subscribers.")
+        var dropped = Family("eventbus_type_dropped_total", "counter", "Deliveries of the type dropped for any connection.")
+        var subscribers = Family("eventbus_type_subscribers", "gauge", "Connections whose patterns match the type now.")
+        var retained = Family("eventbus_type_retained", "gauge", "Whether the type has a retained event (1) or not (0).")
+        for row in types {
+            let labels = [("type", row.name)]
+            published.samples.append((labels, row.published))
+            delivered.samples.append((labels, row.delivered))
+            dropped.samples.append((labels, row.dropped))
+            subscribers.samples.append((labels, row.subscribers))
+            retained.samples.append((labels, row.retained ? 1 : 0))
+        }
+        families += [published, delivered, dropped, subscribers, retained]
+        let clients = snapshot.clients.sorted { ($0.queuedBytes, $1.conn) > ($1.queuedBytes, $0.conn) }.prefix(max(0, maxClients))
+        var queued = Family("eventbus_client_queued_bytes", "gauge", "Bytes in the connection's outbound queue.")
+        var clientPublished = Family("eventbus_client_published_total", "counter", "Events the connection published.")
+        var clientDelivered = Family("eventbus_client_delivered_total", "counter", "Events queued to the connection.")
+        var clientDropped = Family("eventbus_client_dropped_total", "counter", "Events dropped for the connection.")
+        var held = Family("eventbus_client_held", "gauge", "Whether the connection is held back now (1) or not (0).")
+        var behind = Family("eventbus_client_behind", "gauge", "Whether the connection is behind (1) or not (0).")
+        var holding = Family("eventbus_client_holding", "gauge", "Publisher connections this connection holds back now.")
+        for row in clients {
+            let labels = [("conn", "\(row.conn)"), ("client", row.client ?? ""), ("uid", "\(row.uid)")]
+            queued.samples.append((labels, row.queuedBytes))
+            clientPublished.samples.append((labels, row.published))
+            clientDelivered.samples.append((labels, row.delivered))
+            clientDropped.samples.append((labels, row.dropped))
+            if let value = row.held { held.samples.append((labels, value ? 1 : 0)) }
+            if let value = row.behind { behind.samples.append((labels, value ? 1 : 0)) }
+            if let value = row.holding { holding.samples.append((labels, value)) }
+        }
+        families += [queued, clientPublished, clientDelivered, clientDropped, held, behind, holding]
+        return text(families)
+    }
+
+    /// The exposition of a broker that did not answer: `eventbus_up 0` only.
+    static func unavailable() -> String {
+        var up = Family("eventbus_up", "gauge", "Whether the broker answered (1) or not (0).")
+        up.samples.append(([], 0))
+        return text([up])
+    }
+
+    static func text(_ families: [Family]) -> String {
+        var out = ""
+        for family in families {
+            out += "# HELP \(family.name) \(family.help)\n# TYPE \(family.name) \(family.kind)\n"
+            for sample in family.samples {
+                out += family.name
+                if !sample.labels.isEmpty {
+                    out += "{" + sample.labels.map { "\($0.0)=\"\(label($0.1))\"" }.joined(separator: ",") + "}"
+                }
+                out += " \(sample.value)\n"
+            }
+        }
+        return out
+    }
+
+    /// A label value escaped as the format requires: `\` as `\\`, `"` as
+    /// `\"`, LF as `\n` (other bytes, CR and other controls included, are
+    /// allowed in a label value and pass through).
+    static func label(_ value: String) -> String {
+        var out = ""
+        for scalar in value.unicodeScalars {
+            switch scalar {
+            case "\\": out += "\\\\"
+            case "\"": out += "\\\""
+            case "\n": out += "\\n"
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
+    }
+}
