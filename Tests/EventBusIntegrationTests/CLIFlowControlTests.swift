@@ -6,7 +6,7 @@
 //
 // Before editing: the pipelines are real shell pipelines (`/bin/sh -c`), as
 // a user would type them. 200,000 lines, not the 1,000,000: in a
-// debug build the million took 23.7 s here (the debug `publish --lines` and
+// debug build the million took 20-24 s here (the debug `publish --lines` and
 // broker are the bottleneck, not flow control; a release build is several
 // times faster), over the suite's budget for one test.
 import EventBusTestSupport
