@@ -410,7 +410,7 @@ class Session:
     publisher the seqs of its own events (for ``echo=False`` across the
     publishing and subscribing connections of one bus, see ``own_seq``)."""
 
-    def __init__(self, *, client=None, echo=False, overflow=None, max_frame=MAX_INCOMING_FRAME):
+    def __init__(self, *, client=None, echo=False, overflow=None, max_frame=None):
         if client is not None and (not isinstance(client, str) or not re.fullmatch(r"[A-Za-z0-9_.:\-]{1,64}", client)):
             raise ValueError(f"invalid client name: {client!r} (1-64 bytes of A-Z a-z 0-9 _ . - :)")
         if overflow is not None and overflow not in ("wait", "drop-new", "drop-old", "disconnect"):
@@ -419,7 +419,7 @@ class Session:
         self.info = None
         self.heard = False
         self._next_req = 1
-        self._splitter = FrameSplitter(max_frame)
+        self._splitter = FrameSplitter(MAX_INCOMING_FRAME if max_frame is None else max_frame)
         #: req -> op of every request written and not answered yet (in order).
         self.pending = {}
         # Resume state (subscriptions).
