@@ -468,6 +468,13 @@ class Subscription:
         return self
 
     def __next__(self):
+        # The fast path: the next item of the last read is an event to hand out.
+        i, batch = self._index, self._batch
+        if i < len(batch):
+            item = batch[i]
+            if item.__class__ is Event and (not self._filter_own or item.frame.get("pid") != core.process.pid):
+                self._index = i + 1
+                return item
         event = self._next(None)
         if event is None:
             raise StopIteration

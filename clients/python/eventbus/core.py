@@ -550,7 +550,10 @@ class Session:
         except ValueError:
             frames = self._parse_each(lines, out)
         last_seq = self.last_seq
+        if last_seq is None:
+            last_seq = -1
         append = out.append
+        new_event, is_int, is_str = Event, int, str
         for frame in frames:
             try:
                 op = frame["op"]
@@ -559,12 +562,12 @@ class Session:
                 continue
             if op == "event":
                 seq = frame.get("seq")
-                if type(seq) is not int or type(frame.get("type")) is not str:
+                if seq.__class__ is not is_int or frame.get("type").__class__ is not is_str:
                     append(Notice("malformed", frame, error=errors.MalformedFrame("event without integer seq and string type")))
                     continue
-                if last_seq is None or seq > last_seq:
+                if seq > last_seq:
                     last_seq = seq
-                append(Event(frame))
+                append(new_event(frame))
             elif op == "ok" or op == "error":
                 req = frame.get("req")
                 if op == "error" and req is None and frame.get("code") in ("frame_too_large", "bad_frame") and self.pending:
@@ -592,10 +595,10 @@ class Session:
                     elif kind == "hello":
                         self.info = frame
                     elif kind == "stats" and req == self._resume_req:
-                        if last_seq is not None and (self.last_seq is None or last_seq > self.last_seq):
+                        if last_seq >= 0 and (self.last_seq is None or last_seq > self.last_seq):
                             self._note_seq(last_seq)
                         self._resume_from_stats(frame)
-                        last_seq = self.last_seq
+                        last_seq = -1 if self.last_seq is None else self.last_seq
                     append(Reply(req, frame, None))
                 else:
                     append(Reply(req, frame, errors.error_from_frame(frame)))
@@ -607,7 +610,7 @@ class Session:
                 self.gaps += 1
                 append(Notice(op, frame))
             # Unknown ops are ignored (forward compatibility).
-        if last_seq is not None and (self.last_seq is None or last_seq > self.last_seq):
+        if last_seq >= 0 and (self.last_seq is None or last_seq > self.last_seq):
             self._note_seq(last_seq)
         return out
 

@@ -19,6 +19,10 @@ class AsyncClientTests(unittest.IsolatedAsyncioTestCase):
     def tearDownClass(cls):
         cls.broker.close()
 
+    async def asyncSetUp(self):
+        # IsolatedAsyncioTestCase runs the loop in debug mode, several times slower.
+        asyncio.get_running_loop().set_debug(False)
+
     async def connect(self, **options):
         bus = await eventbus.aio.connect(self.broker.socket, **options)
         self.addAsyncCleanup(bus.close)
