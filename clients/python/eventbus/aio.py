@@ -233,10 +233,9 @@ class AsyncBus:
         """Waits until every ``publish(wait=False)`` is answered; raises the
         first error among them (``failed``: how many)."""
         await self._wait_pending(0)
-        deferred, self._deferred = self._deferred, []
-        if deferred:
-            deferred[0].failed = len(deferred)
-            raise deferred[0]
+        found = core.take_flush_errors(self._link.session, self._deferred, self.path)
+        if found:
+            raise found[0]
 
     # -- other requests ------------------------------------------------------
 

@@ -292,11 +292,11 @@ class Bus:
                         self._dispatch(self._link.read(), (), {})
                 except errors.EventBusError as exc:
                     self._deferred_lost()
-                    self._deferred.append(exc)
-            deferred, self._deferred = self._deferred, []
-        if deferred:
-            deferred[0].failed = len(deferred)
-            raise deferred[0]
+                    if not (isinstance(exc, errors.ConnectionLost) and self._link.session.posts_lost):
+                        self._deferred.append(exc)      # (else take_flush_errors says it, with the count)
+            found = core.take_flush_errors(self._link.session, self._deferred, self.path)
+        if found:
+            raise found[0]
 
     # -- other requests ------------------------------------------------------
 

@@ -388,6 +388,22 @@ class Notice:
 _loads = json.loads
 
 
+def take_flush_errors(session, deferred, path):
+    """The errors `flush` reports, oldest first (clears them): those of the
+    unawaited publishes, and one `errors.ConnectionLost` for those whose
+    connection was lost before they were answered."""
+    found = list(deferred)
+    deferred.clear()
+    if session.posts_lost:
+        found.append(errors.ConnectionLost(
+            f"{session.posts_lost} publish(es) were unanswered when the connection to the broker at {path} was lost "
+            "(they may or may not have been handled)", path))
+        session.posts_lost = 0
+    if found:
+        found[0].failed = len(found)
+    return found
+
+
 def raise_first_error(reqs, answered):
     """Raises the error of the first of ``reqs`` answered with one
     (``answered``: req -> `Reply`)."""
@@ -432,6 +448,7 @@ class Session:
         self.own = {}               # seq -> True, newest last
         self.max_acked = 0
         self.publishes_pending = 0
+        self.posts_lost = 0         # publish(wait=False) unanswered when a connection was lost
         # What the broker told this connection besides replies.
         self.dropped = 0            # events dropped for it (sum of dropped notices)
         self.gaps = 0               # gap notices
@@ -644,6 +661,7 @@ class Session:
         """The connection ended: forgets the unanswered requests and returns
         their reqs (they failed with `errors.ConnectionLost`)."""
         reqs = list(self.pending)
+        self.posts_lost += sum(1 for kind in self.pending.values() if kind == "post")
         self.pending.clear()
         self.publishes_pending = 0
         self._splitter.reset()

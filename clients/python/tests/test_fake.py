@@ -108,6 +108,26 @@ class FramingAgainstAFakeBroker(FakeBrokerTestCase):
         fake.join()
 
 
+class UnansweredPublishes(FakeBrokerTestCase):
+    def test_publishes_unanswered_when_the_connection_is_lost_are_reported_by_flush(self):
+        def script(fake):
+            c = fake.accept()
+            c.hello()
+            first = c.expect("publish")
+            c.ok(first, seq=1, delivered=0)
+            c.expect("publish")
+            c.expect("publish")
+            c.close()
+        fake = self.fake(script)
+        bus = self.connect(fake, reconnect=False)
+        for i in range(3):
+            bus.publish("a.b", i, wait=False)
+        fake.join()
+        with self.assertRaises(eventbus.ConnectionLost) as lost:
+            bus.flush()
+        self.assertIn("2 publish(es) were unanswered", str(lost.exception))
+
+
 class NoticesAndReconnect(FakeBrokerTestCase):
     def test_dropped_and_gap_frames_are_notices_and_counted(self):
         def script(fake):
