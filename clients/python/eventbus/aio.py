@@ -3,7 +3,7 @@
     import eventbus.aio
     async with await eventbus.aio.connect() as bus:
         await bus.publish("app.started")
-        async with await bus.subscribe("order.>") as sub:
+        async with bus.subscribe("order.>") as sub:     # subscribed here
             async for ev in sub:
                 ...
 
@@ -247,12 +247,13 @@ class AsyncBus:
             session = self._link.session
             a, sub = session.request("subscribe", type=type, last=True)
             b, unsub = session.request("unsubscribe", type=type)
+            loop = asyncio.get_running_loop()
+            self._futures[a], self._futures[b] = loop.create_future(), loop.create_future()
+            futures = (self._futures[a], self._futures[b])
             self._collect = []
             try:
-                first = asyncio.ensure_future(self._send(a, sub + unsub))
-                future = asyncio.get_running_loop().create_future()
-                self._futures[b] = future
-                subscribed, _ = await first, await future
+                self._link.write(sub + unsub)
+                subscribed, _ = await futures[0], await futures[1]
                 events = self._collect
             finally:
                 self._collect = None
@@ -282,14 +283,17 @@ class AsyncBus:
 
     # -- subscribing ---------------------------------------------------------
 
-    async def subscribe(self, *patterns, last=False, since=None, instance=None, on_notice=None, maxsize=1024):
-        """An `AsyncSubscription` (connected and subscribed when this returns);
-        arguments as `eventbus.Bus.subscribe`; ``maxsize``: events queued
-        before the socket is no longer read."""
+    def subscribe(self, *patterns, last=False, since=None, instance=None, on_notice=None, maxsize=1024):
+        """An `AsyncSubscription`; arguments as `eventbus.Bus.subscribe`,
+        ``maxsize``: events queued before the socket is no longer read.
+        ``await`` it (or ``async with`` it) to be subscribed before going on;
+        ``async for ev in bus.subscribe(...)`` subscribes at the first step.
+        Raises (when it subscribes) as `eventbus.Bus.subscribe`."""
+        if self._closed:
+            raise errors.Closed("the bus was closed")
         self._link.session.record_own = not self.echo
-        sub = AsyncSubscription(self, patterns or (">",), on_notice=on_notice, maxsize=maxsize)
-        await sub._open(last=last, since=since, instance=instance)
-        return sub
+        return AsyncSubscription(self, patterns or (">",), on_notice=on_notice, maxsize=maxsize,
+                                 options={"last": last, "since": since, "instance": instance})
 
     async def wait(self, pattern, timeout=None):
         """The next event matching ``pattern``, or None after ``timeout`` seconds."""
@@ -310,8 +314,9 @@ class AsyncSubscription:
     ev in sub`` or ``await sub.get(timeout)``. Reconnects and notices as
     `eventbus.Subscription`."""
 
-    def __init__(self, bus, patterns, *, on_notice=None, maxsize=1024):
+    def __init__(self, bus, patterns, *, on_notice=None, maxsize=1024, options=None):
         self.path = bus.path
+        self._options = options or {}
         self.patterns = tuple(patterns)
         for pattern in self.patterns:
             core.check_pattern(pattern)
@@ -394,10 +399,20 @@ class AsyncSubscription:
             self._opened.set_exception(error)
         self._wake()
 
+    async def _subscribed(self):
+        if self._link is None:
+            await self._open(**self._options)
+        return self
+
+    def __await__(self):
+        return self._subscribed().__await__()
+
     def __aiter__(self):
         return self
 
     async def __anext__(self):
+        if self._link is None and not self._closed:
+            await self._open(**self._options)
         event = await self._next()
         if event is None:
             raise StopAsyncIteration
@@ -406,6 +421,8 @@ class AsyncSubscription:
     async def get(self, timeout=None):
         """The next event, or None after ``timeout`` seconds without one (or
         once closed)."""
+        if self._link is None:
+            await self._open(**self._options)
         if timeout is None:
             return await self._next()
         try:
@@ -462,7 +479,7 @@ class AsyncSubscription:
         self._wake()
 
     async def __aenter__(self):
-        return self
+        return await self._subscribed()
 
     async def __aexit__(self, *exc):
         await self.close()

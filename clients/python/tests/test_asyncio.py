@@ -30,7 +30,7 @@ class AsyncClientTests(unittest.IsolatedAsyncioTestCase):
 
     async def test_publish_and_iterate_with_fields(self):
         publisher, listener = await self.connect(), await self.connect()
-        async with await listener.subscribe("a1.>") as sub:
+        async with listener.subscribe("a1.>") as sub:      # subscribed on entering
             seq = await publisher.publish("a1.x", {"k": [1, 2]}, source="svc")
             ev = await sub.get(5)
         self.assertEqual((ev.seq, ev.type, ev.data, ev.source, ev.pid), (seq, "a1.x", {"k": [1, 2]}, "svc", os.getpid()))
