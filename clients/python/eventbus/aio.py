@@ -21,6 +21,7 @@ waiting is on futures resolved by ``data_received``/``connection_lost``.
 
 import asyncio
 import collections
+import weakref
 
 from . import core, errors
 from .core import Event
@@ -112,6 +113,7 @@ class AsyncBus:
         self._progress = None      # set when replies to publishes arrive (flush, echo checks)
         self._closed = False
         self._lock = asyncio.Lock()
+        self._subscriptions = weakref.WeakSet()
 
     @property
     def info(self):
@@ -193,9 +195,12 @@ class AsyncBus:
         return reply.frame
 
     async def close(self):
-        """Closes the connection (what was written is handled by the broker)."""
+        """Closes the connection (what was written is handled by the broker)
+        and the bus's subscriptions."""
         self._closed = True
         self._link.close()
+        for sub in list(self._subscriptions):
+            await sub.close()
 
     async def __aenter__(self):
         return self
@@ -292,8 +297,10 @@ class AsyncBus:
         if self._closed:
             raise errors.Closed("the bus was closed")
         self._link.session.record_own = not self.echo
-        return AsyncSubscription(self, patterns or (">",), on_notice=on_notice, maxsize=maxsize,
-                                 options={"last": last, "since": since, "instance": instance})
+        sub = AsyncSubscription(self, patterns or (">",), on_notice=on_notice, maxsize=maxsize,
+                                options={"last": last, "since": since, "instance": instance})
+        self._subscriptions.add(sub)
+        return sub
 
     async def wait(self, pattern, timeout=None):
         """The next event matching ``pattern``, or None after ``timeout`` seconds."""

@@ -16,6 +16,7 @@ import select
 import socket as _socket
 import threading
 import time as _time
+import weakref
 
 from . import core, errors
 from .core import Event
@@ -121,6 +122,7 @@ class Bus:
         self._wbuf = []
         self._wbytes = 0
         self._corked = 0
+        self._subscriptions = weakref.WeakSet()
         with self._lock:
             self._open()
 
@@ -163,7 +165,7 @@ class Bus:
     def close(self):
         """Writes what is buffered and closes the connection (the broker handles
         every frame written before it; their errors are not reported: call
-        `flush` first to see them)."""
+        `flush` first to see them), and closes the bus's subscriptions."""
         with self._lock:
             if self._closed:
                 return
@@ -174,6 +176,8 @@ class Bus:
             except errors.EventBusError:
                 pass
             self._link.close()
+        for sub in list(self._subscriptions):
+            sub.close()
 
     def __enter__(self):
         return self
@@ -355,8 +359,12 @@ class Bus:
         history still holds (``instance``: the broker run it belongs to).
         Raises `errors.BadType` for a bad pattern, the broker's error when it
         refuses one (`errors.Forbidden`, `errors.LimitExceeded`)."""
+        if self._closed:
+            raise errors.Closed("the bus was closed")
         self._link.session.record_own = not self.echo
-        return Subscription(self, patterns or (">",), last=last, since=since, instance=instance, on_notice=on_notice)
+        sub = Subscription(self, patterns or (">",), last=last, since=since, instance=instance, on_notice=on_notice)
+        self._subscriptions.add(sub)
+        return sub
 
     def wait(self, pattern, timeout=None):
         """The next event matching ``pattern`` (subscribed before this returns

@@ -107,6 +107,25 @@ class AsyncClientTests(unittest.IsolatedAsyncioTestCase):
         self.assertEqual(received + sub.dropped, 4000)
 
 
+    async def test_async_for_subscribes_at_its_first_step_and_closing_the_bus_ends_it(self):
+        bus, other = await self.connect(), await self.connect()
+        got = []
+
+        async def consume():
+            async for ev in bus.subscribe("a8.>"):
+                got.append(ev.data)
+                if len(got) == 2:
+                    await bus.close()
+        task = asyncio.ensure_future(consume())
+        while not any("a8.>" in c["patterns"] for c in await other.clients()):
+            await asyncio.sleep(0.01)
+        await other.publish("a8.n", 1)
+        await other.publish("a8.n", 2)
+        await other.publish("a8.n", 3)
+        await asyncio.wait_for(task, 10)
+        self.assertEqual(got, [1, 2])
+
+
 class AsyncReconnectTests(unittest.IsolatedAsyncioTestCase):
     async def test_a_subscription_resumes_after_a_restart(self):
         broker = support.Broker()
@@ -123,6 +142,17 @@ class AsyncReconnectTests(unittest.IsolatedAsyncioTestCase):
         ev = await sub.get(10)
         self.assertEqual((ev.type, ev.replayed), ("r.while-away", True))
         self.assertEqual([n.kind for n in notices], ["disconnected", "reconnected", "gap"])
+
+    async def test_the_bus_reconnects_on_its_next_call(self):
+        broker = support.Broker()
+        self.addCleanup(broker.close)
+        bus = await eventbus.aio.connect(broker.socket, on_notice=lambda n: None)
+        self.addAsyncCleanup(bus.close)
+        await bus.publish("r.one")
+        broker.restart()
+        while bus._link.transport is not None:      # the loss is seen once the loop reads the EOF
+            await asyncio.sleep(0.01)
+        self.assertEqual(await bus.publish("r.two"), 1, "a new connection to the new run")
 
 
 if __name__ == "__main__":

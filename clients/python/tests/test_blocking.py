@@ -185,6 +185,14 @@ class ReconnectTests(unittest.TestCase):
             bus.publish("r.two")       # lost while its answer was awaited: may or may not have happened
         self.assertEqual(bus.publish("r.three"), 1, "a new connection to the new run")
 
+    def test_closing_the_bus_ends_its_subscriptions(self):
+        bus = eventbus.connect(self.broker.socket)
+        sub = bus.subscribe("r.>")
+        threading.Timer(0.1, bus.close).start()
+        self.assertEqual(list(sub), [], "the iteration ends")
+        with self.assertRaises(eventbus.Closed):
+            bus.subscribe("r.>")
+
     def test_without_reconnect_a_lost_subscription_raises(self):
         bus = eventbus.connect(self.broker.socket, reconnect=False)
         self.addCleanup(bus.close)
