@@ -246,26 +246,20 @@ class AsyncBus:
 
     async def get(self, type):
         """As `eventbus.Bus.get`: the retained `Event` of ``type`` or None."""
-        core.check_type(type)
         await self._ensure()
         async with self._lock:
-            session = self._link.session
-            a, sub = session.request("subscribe", type=type, last=True)
-            b, unsub = session.request("unsubscribe", type=type)
+            reqs, frames = self._link.session.get_requests(type)
             loop = asyncio.get_running_loop()
-            self._futures[a], self._futures[b] = loop.create_future(), loop.create_future()
-            futures = (self._futures[a], self._futures[b])
+            futures = [loop.create_future() for _ in reqs]
+            self._futures.update(zip(reqs, futures))
             self._collect = []
             try:
-                self._link.write(sub + unsub)
-                subscribed, _ = await futures[0], await futures[1]
+                self._link.write(frames)
+                replies = [await future for future in futures]
                 events = self._collect
             finally:
                 self._collect = None
-        if subscribed.error is not None:
-            raise subscribed.error
-        found = [ev for ev in events if ev.retained and ev.type == type]
-        return found[-1] if found else None
+        return core.Session.retained_result(type, replies, events)
 
     async def clear(self, type):
         """As `eventbus.Bus.clear`."""

@@ -307,24 +307,18 @@ class Bus:
     def get(self, type):
         """The retained event of ``type`` (an `Event` with ``retained`` true),
         or None (PROTOCOL.md "Retained events and history")."""
-        core.check_type(type)
         with self._lock:
             self._ensure()
-            session = self._link.session
-            a, sub = session.request("subscribe", type=type, last=True)
-            b, unsub = session.request("unsubscribe", type=type)
-            self._wbuf += [sub, unsub]
+            reqs, frames = self._link.session.get_requests(type)
+            self._wbuf.append(frames)
             self._collect = []
             try:
                 self._write()
-                got = self._replies({a, b})
+                got = self._replies(set(reqs))
                 events = self._collect
             finally:
                 self._collect = None
-        if got[a].error is not None:
-            raise got[a].error
-        found = [ev for ev in events if ev.retained and ev.type == type]
-        return found[-1] if found else None
+        return core.Session.retained_result(type, [got[req] for req in reqs], events)
 
     def clear(self, type):
         """Removes the retained event of ``type``; True if there was one."""
@@ -367,8 +361,8 @@ class Bus:
         return sub
 
     def wait(self, pattern, timeout=None):
-        """The next event matching ``pattern`` (subscribed before this returns
-        to the caller's control), or None after ``timeout`` seconds."""
+        """Subscribes to ``pattern`` and returns the first event matching it
+        published after that, or None after ``timeout`` seconds."""
         with self.subscribe(pattern) as sub:
             return sub.get(timeout)
 

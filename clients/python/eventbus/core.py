@@ -516,6 +516,25 @@ class Session:
             reqs, frames = self.resubscribe_requests()
         return [hello_req, *reqs], hello + frames
 
+    def get_requests(self, type):
+        """``(reqs, bytes)`` asking for the retained event of ``type`` on a
+        connection that does not subscribe to it otherwise: ``subscribe``
+        with ``last`` then ``unsubscribe``; the events read until the second
+        is answered go to `retained_result`."""
+        check_type(type)
+        a, subscribe = self.request("subscribe", type=type, last=True)
+        b, unsubscribe = self.request("unsubscribe", type=type)
+        return (a, b), subscribe + unsubscribe
+
+    @staticmethod
+    def retained_result(type, replies, events):
+        """The retained `Event` of ``type`` among ``events`` (or None), once
+        both ``replies`` of `get_requests` came; raises the subscribe's error."""
+        if replies[0].error is not None:
+            raise replies[0].error
+        found = [ev for ev in events if ev.retained and ev.type == type]
+        return found[-1] if found else None
+
     def resubscribe_requests(self):
         """After a reconnect: every pattern again, with ``since`` the newest
         seq read and ``instance`` its broker run, so the broker replays what

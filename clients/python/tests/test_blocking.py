@@ -79,6 +79,15 @@ class BlockingClientTests(support.BrokerTestCase):
                 bus.types()
         bus.ping()
 
+    def test_every_connection_of_a_bus_says_hello_with_its_options_and_overflow_only_when_set(self):
+        default, chosen = self.connect(client="plain-opts"), self.connect(client="set-opts", overflow="drop-old")
+        with default.subscribe("t9.>"), chosen.subscribe("t9.>"):
+            seen = {(c["client"], bool(c["patterns"])): c["overflow"] for c in default.clients()
+                    if c.get("client") in ("plain-opts", "set-opts")}
+        broker_default = "wait" if "flow" in default.info["features"] else "drop-new"
+        self.assertEqual(seen, {("plain-opts", False): broker_default, ("plain-opts", True): broker_default,
+                                ("set-opts", False): "drop-old", ("set-opts", True): "drop-old"})
+
     def test_errors_are_exceptions_per_code(self):
         bus = self.connect()
         with self.assertRaises(eventbus.Forbidden) as forbidden:
