@@ -12,7 +12,9 @@
 (b) receive: a publisher process (same client library, pipelined as in (a))
     sends N events while this process counts them in a plain ``for ev in
     sub:`` loop / ``for m in pubsub.listen():``; (b') the same loops over
-    N events published (and queued) before the loop starts. Rate = events received /
+    N events published (and queued) before the loop starts; (b'') live
+    again, from a publisher far faster than Python (the eventbus CLI's
+    ``publish --lines``, ``redis-cli --pipe``), when ``--cli`` exists. Rate = events received /
     time from the first to the last. Losses: the broker's ``dropped``
     notices (eventbus; a 1.1 broker drops for a slow subscriber under the
     default ``drop-new``, a 1.2 one holds the publisher instead); Redis drops
@@ -152,17 +154,48 @@ def publisher_process(kind, path, n, once):
 
 
 def start_publisher(kind, path, n, once=False):
-    process = subprocess.Popen([sys.executable, __file__, "--publisher", kind, path, str(n), "once" if once else "loop"])
+    process = subprocess.Popen([sys.executable, __file__, "--publisher", kind, path, str(n), "once" if once else "loop"],
+                               start_new_session=True)
     if once:
         process.wait()
     return process
 
 
-def receive_eventbus(path, n, drained=False):
+def start_native_publisher(kind, path, n, directory, cli):
+    """A publisher in C or Swift, far faster than a Python one: the eventbus
+    CLI's ``publish --lines`` / ``redis-cli --pipe``, then the end marker
+    every 20 ms until killed."""
+    lines = os.path.join(directory, f"{kind}-{n}.in")
+    if not os.path.exists(lines):
+        with open(lines, "wb") as f:
+            if kind == "eventbus":
+                f.write((PAYLOAD_JSON + "\n").encode() * n)
+            else:
+                command = b"*3\r\n$7\r\nPUBLISH\r\n$7\r\nbench.b\r\n$64\r\n" + PAYLOAD_REDIS + b"\r\n"
+                f.write(command * n)
+    if kind == "eventbus":
+        script = (f'"{cli}" --socket "{path}" publish --lines bench.b < "{lines}" && '
+                  f'while :; do "{cli}" --socket "{path}" publish bench.end; sleep 0.02; done')
+    else:
+        script = (f'redis-cli -s "{path}" --pipe < "{lines}" > /dev/null && '
+                  f'while :; do redis-cli -s "{path}" publish bench.end "" > /dev/null; sleep 0.02; done')
+    return subprocess.Popen(["sh", "-c", script], start_new_session=True)
+
+
+def stop_publisher(process):
+    # Every publisher leads its own session (start_new_session), so its shell's children go too.
+    try:
+        os.killpg(process.pid, 9)
+    except (ProcessLookupError, PermissionError):
+        process.kill()
+    process.wait()
+
+
+def receive_eventbus(path, n, drained=False, native=None):
     import eventbus
     with eventbus.connect(path, on_notice=lambda notice: None) as bus:
         sub = bus.subscribe("bench.b", "bench.end")
-        publisher = start_publisher("eventbus", path, n, drained)
+        publisher = start_native_publisher("eventbus", path, n, *native) if native else start_publisher("eventbus", path, n, drained)
         try:
             count, first, last = 0, None, None
             for ev in sub:
@@ -174,20 +207,19 @@ def receive_eventbus(path, n, drained=False):
                 last = time.perf_counter()
             dropped = sub.dropped
         finally:
-            publisher.kill()
-            publisher.wait()
+            stop_publisher(publisher)
         sub.close()
     return count / (last - first), count, dropped
 
 
-def receive_redis(path, n, drained=False):
+def receive_redis(path, n, drained=False, native=None):
     import redis
     r = redis.Redis(unix_socket_path=path)
     p = r.pubsub()
     p.subscribe("bench.b", "bench.end")
     p.get_message(timeout=5)
     p.get_message(timeout=5)
-    publisher = start_publisher("redis", path, n, drained)
+    publisher = start_native_publisher("redis", path, n, *native) if native else start_publisher("redis", path, n, drained)
     try:
         count, first, last = 0, None, None
         for m in p.listen():
@@ -200,8 +232,7 @@ def receive_redis(path, n, drained=False):
                 first = time.perf_counter()
             last = time.perf_counter()
     finally:
-        publisher.kill()
-        publisher.wait()
+        stop_publisher(publisher)
     p.close()
     r.close()
     return count / (last - first), count, n - count
@@ -213,12 +244,16 @@ def main():
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--eventbusd", default=os.environ.get("EVENTBUSD") or os.path.join(REPO, ".build/release/eventbusd"))
+    parser.add_argument("--cli", default=os.path.join(REPO, ".build/release/eventbus"),
+                        help="the eventbus CLI for the fast-publisher case (b''); skipped when missing")
     parser.add_argument("--count", type=int, default=100_000)
     parser.add_argument("--reps", type=int, default=3)
     args = parser.parse_args()
     import redis
     servers = Servers(args.eventbusd)
-    results = {k: [] for k in ("pub_eb", "pub_eb_plain", "pub_redis", "recv_eb", "recv_redis", "drain_eb", "drain_redis")}
+    native = os.access(args.cli, os.X_OK) and shutil.which("redis-cli")
+    results = {k: [] for k in ("pub_eb", "pub_eb_plain", "pub_redis", "recv_eb", "recv_redis", "drain_eb", "drain_redis")
+               + (("fast_eb", "fast_redis") if native else ())}
     try:
         for rep in range(args.reps):
             for kind in ("eventbus", "redis"):
@@ -240,6 +275,13 @@ def main():
                 results["drain_eb" if kind == "eventbus" else "drain_redis"].append(
                     receive_eventbus(path, args.count, True) if kind == "eventbus" else receive_redis(path, args.count, True))
                 servers.stop(p)
+            if native:
+                for kind in ("eventbus", "redis"):
+                    path, p = servers.eventbus() if kind == "eventbus" else servers.redis()
+                    results["fast_eb" if kind == "eventbus" else "fast_redis"].append(
+                        receive_eventbus(path, args.count, native=(servers.dir, args.cli)) if kind == "eventbus"
+                        else receive_redis(path, args.count, native=(servers.dir, args.cli)))
+                    servers.stop(p)
             print(f"rep {rep + 1}: " + ", ".join(f"{k} {v[-1] if not isinstance(v[-1], tuple) else v[-1][0]:,.0f}/s"
                                                  for k, v in results.items()), file=sys.stderr)
     finally:
@@ -265,7 +307,12 @@ def main():
           f"| {med('recv_eb'):,.0f}/s | {med('recv_redis'):,.0f}/s | {med('recv_eb') / med('recv_redis'):.2f}x |")
     print(f"| (b') receive what was queued before (eventbusd `--max-outbound 64M`), same loops "
           f"| {med('drain_eb'):,.0f}/s | {med('drain_redis'):,.0f}/s | {med('drain_eb') / med('drain_redis'):.2f}x |")
+    if native:
+        print(f"| (b'') receive, live, from a native publisher (`eventbus publish --lines` / `redis-cli --pipe`) "
+              f"| {med('fast_eb'):,.0f}/s | {med('fast_redis'):,.0f}/s | {med('fast_eb') / med('fast_redis'):.2f}x |")
     print()
+    if native:
+        print(f"Losses in (b''), per run: eventbus: {losses('fast_eb')}; Redis: {losses('fast_redis')}.")
     print(f"Losses in (b), per run: eventbus: {losses('recv_eb')}; Redis: {losses('recv_redis')}.")
     print(f"Losses in (b'), per run: eventbus: {losses('drain_eb')}; Redis: {losses('drain_redis')}.")
     print("Every run: " + "; ".join(f"{k}: " + ", ".join(f"{(v[0] if isinstance(v, tuple) else v):,.0f}" for v in vals)
