@@ -446,6 +446,7 @@ class Session:
         # Own publications (publisher).
         self.record_own = False
         self.own = {}               # seq -> True, newest last
+        self._own_instance = None   # the broker run those seqs belong to
         self.max_acked = 0
         self.publishes_pending = 0
         self.posts_lost = 0         # publish(wait=False) unanswered when a connection was lost
@@ -630,6 +631,11 @@ class Session:
                             self._acked(seq)
                     elif kind == "hello":
                         self.info = frame
+                        if frame.get("instance") != self._own_instance:
+                            # Seqs start again in a new broker run: the old ones mean nothing.
+                            self._own_instance = frame.get("instance")
+                            self.own.clear()
+                            self.max_acked = 0
                     elif kind == "stats" and req == self._resume_req:
                         if last_seq >= 0 and (self.last_seq is None or last_seq > self.last_seq):
                             self._note_seq(last_seq)

@@ -152,6 +152,10 @@ class SessionTests(unittest.TestCase):
                          "the ok of a publish nobody waits for gives nothing to the driver")
         self.assertTrue(session.own_seq(3))
         self.assertFalse(session.own_seq(2))
+        session.lost()
+        req, _ = session.start()
+        session.receive(b'{"op":"ok","req":%d,"instance":"another-run"}\n' % req)
+        self.assertFalse(session.own_seq(3), "a new broker run numbers from 1 again")
 
     def test_resume_position_from_stats_events_and_a_new_run(self):
         session = core.Session()
