@@ -441,8 +441,14 @@ class AsyncSubscription:
                     if self._link.transport is not None:
                         self._link.transport.resume_reading()
                 if item.__class__ is Event:
-                    if self._filter_own and item.frame.get("pid") == core.process.pid and await self._bus._is_own(item.frame["seq"]):
-                        continue
+                    if self._filter_own and item.frame.get("pid") == core.process.pid:
+                        try:
+                            own = await self._bus._is_own(item.frame["seq"])
+                        except asyncio.CancelledError:
+                            queue.appendleft(item)      # (get's timeout): not lost, looked at again next time
+                            raise
+                        if own:
+                            continue
                     return item
                 if item.__class__ is not core.Reply:
                     self._on_notice(item)
