@@ -46,19 +46,24 @@ func fairnessTable(_ results: Results, _ columns: [String]) -> String {
         out += "| \(number) | \(c.label): rate with eventbus-bench / rate with the C client, same repetition | "
             + ratios.joined(separator: " | ") + " | ≥ \(trimmed(fairRateRatio))× for the peers\(verdict) |\n"
     }
-    out += "\nPublisher and subscriber CPU: each process's utime+stime (/proc/PID/stat, all of its life: set-up, flood, drain) divided by the deliveries of its run, median of the repetitions; the share is of the broker's CPU per delivery in the same runs. The C client (scripts/bench-client.c) plays the same two roles with the same frames, big writes and 256 KiB reads, and counts by lengths; its runs follow eventbus-bench's in each repetition. Ratios are per repetition (leaving out a repetition in which the broker disconnected a subscriber of either run), then the median [min–max]; the bound holds for the peers (for eventbus a run that drops events is not a rate to compare, and the relay, which does no work of its own, is meant to have the generator as its slow stage).\n"
+    out += "\nPublisher and subscriber CPU: each process's utime+stime (/proc/PID/stat, all of its life: set-up, flood, drain) divided by the deliveries of its run, median of the repetitions in which the broker disconnected no subscriber; the share is of the broker's CPU per delivery in the same runs. The C client (scripts/bench-client.c) plays the same two roles with the same frames, big writes and 256 KiB reads, and counts by lengths; its runs follow eventbus-bench's in each repetition. Ratios are per repetition (leaving out a repetition in which the broker disconnected a subscriber of either run), then the median [min–max]; the bound holds for the peers (for eventbus a run that drops events is not a rate to compare, and the relay, which does no work of its own, is meant to have the generator as its slow stage).\n"
     return out
 }
 
 /// `pub + sub (share %)` for one case and broker: medians of the repetitions.
 private func cpuCell(_ results: Results, _ caseID: String, _ broker: String) -> String {
     if results.notApplicable["\(caseID)/\(broker)"] != nil { return "n/a" }
-    guard let pub = results.median(caseID, "pub_cpu_us", broker), let sub = results.median(caseID, "sub_cpu_us", broker) else {
-        return "–"
+    // Per delivery means little once the broker closed the subscriber: leave those runs out.
+    func kept(_ key: String) -> [Double] {
+        (results.byRep["\(caseID)/\(key)/\(broker)"] ?? [:]).filter { !disconnected(results, caseID, broker, rep: $0.key) }
+            .map(\.value)
     }
+    let pubs = kept("pub_cpu_us"), subs = kept("sub_cpu_us")
+    guard !pubs.isEmpty, !subs.isEmpty else { return "–" }
+    let pub = median(pubs), sub = median(subs)
     var text = "\(fixed(pub, 3)) + \(fixed(sub, 3))"
     let shares = pairedValues(results, caseID, "gen_cpu_us", caseID, "cpu_us", broker).compactMap {
-        $0.second > 0 ? $0.first / $0.second : nil
+        $0.second > 0 && !disconnected(results, caseID, broker, rep: $0.rep) ? $0.first / $0.second : nil
     }
     if !shares.isEmpty { text += " (\(fixed(median(shares) * 100, 0)) %)" }
     return text
@@ -68,12 +73,16 @@ private func cpuCell(_ results: Results, _ caseID: String, _ broker: String) -> 
 /// has both and in which the broker disconnected no subscriber of either
 /// (Redis past its pubsub output limit: what such a run counts is not a rate).
 private func pairedRatios(_ results: Results, _ caseID: String, _ broker: String) -> [Double] {
-    let own = results.byRep["\(caseID)/disconnected/\(broker)"] ?? [:]
-    let c = results.byRep["\(caseID)@c/disconnected/\(broker)"] ?? [:]
-    return pairedValues(results, caseID, "rate", caseID + "@c", "rate", broker).compactMap { rep, ours, theirs in
-        guard (own[rep] ?? 0) == 0, (c[rep] ?? 0) == 0, theirs > 0 else { return nil }
+    pairedValues(results, caseID, "rate", caseID + "@c", "rate", broker).compactMap { rep, ours, theirs in
+        guard !disconnected(results, caseID, broker, rep: rep), !disconnected(results, caseID + "@c", broker, rep: rep),
+              theirs > 0 else { return nil }
         return ours / theirs
     }
+}
+
+/// Whether the broker disconnected a subscriber in that run.
+private func disconnected(_ results: Results, _ caseID: String, _ broker: String, rep: String) -> Bool {
+    (results.byRep["\(caseID)/disconnected/\(broker)"]?[rep] ?? 0) > 0
 }
 
 /// The values of `case1/key1` and `case2/key2` of one broker, by repetition,
