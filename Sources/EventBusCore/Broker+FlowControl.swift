@@ -174,7 +174,10 @@ extension Broker {
         if connection.flow.halfFull != nil && connection.outbound.chargedBytes < configuration.maxOutboundBytes / 2 { clearHalfFull(connection) }
         guard connection.flow.watched else { return }
         if connection.flow.behind {
-            if connection.outbound.isEmpty { connection.flow.behind = false }
+            if connection.outbound.isEmpty {
+                connection.flow.behind = false
+                clearHalfFull(connection)  // it may hold again once half full
+            }
             return
         }
         guard connection.outbound.chargedBytes < configuration.maxOutboundBytes / 2 else { return }
@@ -223,6 +226,11 @@ extension Broker {
     private func fallBehind(_ connection: Connection) {
         statistics.stalls += 1
         connection.flow.behind = !connection.outbound.isEmpty
+        if connection.flow.behind {
+            // Holding no one, it no longer makes its uid's publishers look for holders.
+            clearHalfFull(connection)
+            connection.flow.halfFullAt = Int.max
+        }
         release(holder: connection)
         if !connection.flow.replays.isEmpty {
             var count: UInt64 = 0

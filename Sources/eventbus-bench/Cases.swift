@@ -56,11 +56,18 @@ struct RunOptions {
     var latencySeconds = 5.0
     /// Messages per second for the throughput cases (0: flood).
     var rate = 0
+    /// Another program to run as the publisher and subscriber roles of a
+    /// throughput case (`--client`; scripts/bench-client.c, the C yardstick
+    /// of "Harness fairness"); nil runs this binary's own roles.
+    var client: String?
 }
 
 /// Runs one case and prints its result line on stdout.
 func runCase(_ options: RunOptions) {
     raiseFileLimit()
+    if options.client != nil && [.latency, .idle, .stalled].contains(options.benchCase) {
+        fail("--client applies to the throughput cases only (c1-64 c1-1k c2-64 c2-1k c6 c9)")
+    }
     let result: Fields
     switch options.benchCase {
     case .oneToOne64: result = throughput(options, payload: 64, subscribers: 1)
@@ -107,7 +114,8 @@ private func brokersStatusKiB(_ options: RunOptions, field: String) -> Int {
 /// delivery), `sent`, `delivered`, `errors`, `disconnected` (subscribers the
 /// broker closed, e.g. Redis's `client-output-buffer-limit pubsub`).
 private func throughput(_ options: RunOptions, payload: Int, subscribers: Int) -> Fields {
-    let subscriber = Child(name: "subscriber", arguments: subscriberArguments(options) + ["--live", String(subscribers)])
+    let subscriber = Child(name: "subscriber", arguments: subscriberArguments(options) + ["--live", String(subscribers)],
+                           executable: options.client)
     subscriber.expect("ready", timeoutMs: 30_000)
     // Across brokers the subscription must first reach the publisher's side
     // (NATS routes carry interest asynchronously): give it half a second.
@@ -115,7 +123,7 @@ private func throughput(_ options: RunOptions, payload: Int, subscribers: Int) -
     let cpuBefore = brokersCPUMicros(options)
     let publisher = Child(name: "publisher", arguments: publisherArguments(options)
         + ["--payload", String(payload), "--seconds", String(options.seconds), "--count", String(options.count)]
-        + (options.rate > 0 ? ["--rate", String(options.rate)] : []))
+        + (options.rate > 0 ? ["--rate", String(options.rate)] : []), executable: options.client)
     let published = publisher.readResult(timeoutMs: Int(options.seconds * 1000) + 90_000)
     reap(publisher.pid, timeoutMs: 5000)
     subscriber.send("drain")
@@ -137,12 +145,27 @@ private func throughput(_ options: RunOptions, payload: Int, subscribers: Int) -
     fields["delivered"] = String(delivered)
     fields["errors"] = String(published.int("errors") + received.int("other"))
     fields["disconnected"] = String(received.int("closed"))
+    addGeneratorCPU(&fields, published: published, received: received, delivered: delivered)
     return fields
+}
+
+/// The load generator's own CPU (the fairness figures, docs/BENCHMARKS.md
+/// "Harness fairness"): `pub_cpu_us` and `sub_cpu_us`, the publisher's and
+/// the subscriber process's utime+stime (their `cpu_us`, from /proc) per
+/// delivery, and `gen_cpu_us`, their sum: comparable with the broker's
+/// `cpu_us` per delivery.
+private func addGeneratorCPU(_ fields: inout Fields, published: Fields, received: Fields, delivered: Int64) {
+    guard delivered > 0 else { return }
+    let pub = Double(published.int("cpu_us")) / Double(delivered)
+    let sub = Double(received.int("cpu_us")) / Double(delivered)
+    fields["pub_cpu_us"] = fixed(pub, 3)
+    fields["sub_cpu_us"] = fixed(sub, 3)
+    fields["gen_cpu_us"] = fixed(pub + sub, 3)
 }
 
 /// Case 3: one subscriber, one publisher at a fixed 10,000 msg/s with a send
 /// stamp in each 64-byte payload, for `options.latencySeconds`.
-/// Result: `p50_us`, `p99_us`, `p999_us`, `max_us`, `samples`, `loss`.
+/// Result: `p50_us`, `p99_us`, `p999_us`, `max_us`, `samples`, `loss`, `delivered`.
 private func latency(_ options: RunOptions) -> Fields {
     let rate = 10_000
     let expected = Int(Double(rate) * options.latencySeconds)
@@ -161,6 +184,7 @@ private func latency(_ options: RunOptions) -> Fields {
     var fields = Fields()
     for key in ["p50_us", "p99_us", "p999_us", "max_us", "samples"] { fields[key] = received[key] ?? "0" }
     fields["loss"] = String(published.int("sent") - received.int("events"))
+    fields["delivered"] = String(received.int("events"))
     fields["errors"] = String(published.int("errors") + received.int("other"))
     return fields
 }
@@ -225,7 +249,7 @@ private func holdUnrelatedSubscriptions(_ options: RunOptions, total: Int, perCo
 /// stalled one drains, one more event is published so that eventbus can
 /// queue its `dropped` notice (PROTOCOL.md "Semantics": the notice comes
 /// before the next event), and the stalled one drains again.
-/// Result: `live_rate`, `live_loss`, `rss_peak_mib` (broker VmHWM),
+/// Result: `live_rate`, `live_loss`, `live_delivered`, `rss_peak_mib` (broker VmHWM),
 /// `stalled_loss` (events it never got), `stalled_dropped` (sum of its
 /// `dropped` notices), `stalled_closed` (1 if the broker disconnected it).
 private func stalledSubscriber(_ options: RunOptions) -> Fields {
@@ -253,6 +277,7 @@ private func stalledSubscriber(_ options: RunOptions) -> Fields {
     var fields = Fields()
     fields["live_rate"] = delivered > 1 && span > 0 ? String(Int64(Double(delivered - 1) * 1e9 / Double(span))) : "0"
     fields["live_loss"] = String(sent - delivered)
+    fields["live_delivered"] = String(delivered)
     fields["rss_peak_mib"] = fixed(Double(peak) / 1024, 1)
     fields["stalled_loss"] = String(sent - received.int("stalled_events"))
     fields["stalled_dropped"] = String(received.int("stalled_dropped"))

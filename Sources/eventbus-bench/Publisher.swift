@@ -68,6 +68,7 @@ private struct ReplyReader {
     }
 
     private mutating func consumeLines() -> Int {
+        if wire == .redis { return consumeRedisReplies() }
         let raw = UnsafeMutableRawPointer(buffer)
         var pos = 0
         while pos < used, let lf = memchr(raw + pos, 0x0A, used - pos) {
@@ -76,9 +77,6 @@ private struct ReplyReader {
             let line = buffer + pos
             let isError: Bool
             switch wire {
-            case .redis:
-                isError = line[0] == 0x2D  // '-'
-                if length >= 5 && line[0] == 0x2B && line[1] == 0x50 { sawSync = true }  // +PONG
             case .eventbus:
                 // {"op":"error"... ; {"op":"ok","req":"sync"} ends the run.
                 isError = length > 8 && line[7] == 0x65 && line[8] == 0x72
@@ -87,13 +85,33 @@ private struct ReplyReader {
                 isError = line[0] == 0x2D  // -ERR
                 if length >= 4 && line[0] == 0x50 && line[1] == 0x4F { sawSync = true }  // PONG
                 if length >= 4 && line[0] == 0x50 && line[1] == 0x49 { pings += 1 }  // PING
-            case .relay, .mqtt:
-                isError = true  // nothing comes back
+            case .relay, .mqtt, .redis:
+                isError = true  // nothing comes back (redis: consumeRedisReplies)
             }
             if isError { noteError(line, length) }
             pos = end + 1
         }
         return pos
+    }
+
+    /// Redis: one `:N` CR LF per PUBLISH, counted by nobody; only an error
+    /// line (`-`...) and the sync's `+PONG` matter, and neither byte occurs
+    /// in a `:N` reply (N ≥ 0), so two memchr(3) passes over the complete
+    /// lines replace a walk line by line.
+    /// - Returns: bytes consumed, up to and including the last LF.
+    private mutating func consumeRedisReplies() -> Int {
+        var end = used
+        while end > 0 && buffer[end - 1] != 0x0A { end -= 1 }
+        let raw = UnsafeMutableRawPointer(buffer)
+        var at = 0
+        while at < end, let minus = memchr(raw + at, 0x2D, end - at) {
+            let start = raw.distance(to: minus)
+            let lf = memchr(raw + start, 0x0A, end - start).map { raw.distance(to: $0) } ?? end - 1
+            noteError(buffer + start, lf - start)
+            at = lf + 1
+        }
+        if end > 0 && memchr(raw, 0x2B, end) != nil { sawSync = true }  // +PONG
+        return end
     }
 
     private mutating func consumePackets() -> Int {
@@ -114,7 +132,8 @@ private struct ReplyReader {
 }
 
 /// Runs the publisher role and exits.
-/// Prints `sent=N t_start=NS t_end=NS t_synced=NS errors=E` (CLOCK_MONOTONIC ns).
+/// Prints `sent=N t_start=NS t_end=NS t_synced=NS errors=E cpu_us=U`
+/// (CLOCK_MONOTONIC ns; U: this process's utime+stime in µs, `processCPUMicros`).
 func runPublisher(_ options: PublisherOptions) -> Never {
     let fd = openClient(options.wire, options.socket)
     setNonBlocking(fd)
@@ -130,26 +149,38 @@ func runPublisher(_ options: PublisherOptions) -> Never {
     // The relay answers nothing: what it has not read yet it reads after we close.
     let syncDeadline = monotonicNanos() + 60_000_000_000
     let sync = syncRequest(options.wire)
-    if !sync.isEmpty { writeAll(fd, sync) }
+    if !sync.isEmpty { writeReading(fd, sync, replies: &replies) }
     while !sync.isEmpty && !replies.sawSync {
         if monotonicNanos() > syncDeadline { fail("publisher: broker did not answer the final sync in 60 s") }
         var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         _ = poll(&p, 1, 100)
         if !replies.drain() { fail("publisher: broker closed the connection") }
         while replies.pings > 0 {  // between whole frames now
-            writeAll(fd, NATS.pong)
+            writeReading(fd, NATS.pong, replies: &replies)
             replies.pings -= 1
         }
     }
     let synced = monotonicNanos()
     if let first = replies.firstError { printErr("publisher: first error reply: \(first)") }
     close(fd)
-    writeAll(1, "sent=\(sent) t_start=\(start) t_end=\(end) t_synced=\(synced) errors=\(replies.errors)\n")
+    let cpu = processCPUMicros(pid: getpid()) ?? 0
+    writeAll(1, "sent=\(sent) t_start=\(start) t_end=\(end) t_synced=\(synced) errors=\(replies.errors) cpu_us=\(cpu)\n")
     exit(0)
 }
 
+/// Bytes a flooding publisher writes between two reads of the broker's
+/// replies: Redis's `:N` answers to 256 KiB of 64-byte PUBLISHes are about
+/// 13 KiB, far below what its socket to us holds.
+private let replyCheckBytes = 1 << 18
+
 /// Writes copies of `frame` as fast as the socket takes them, for up to
 /// `options.count` frames or `options.seconds`, ending on a frame boundary.
+/// A full socket (EAGAIN: the broker reads slower, or holds this publisher,
+/// PROTOCOL.md 1.2 "Flow control") waits in poll(2) for POLLOUT alone
+/// (`waitWritable`: replies are read when that wait times out, so a broker
+/// waiting for us to read is never waited on in turn). Replies are read
+/// every `replyCheckBytes` written (Redis answers every PUBLISH); a NATS
+/// `PING` is answered between two frames.
 /// - Returns: frames sent.
 private func flood(fd: Int32, frame: [UInt8], options: PublisherOptions, replies: inout ReplyReader) -> Int {
     let frameBytes = frame.count
@@ -159,37 +190,73 @@ private func flood(fd: Int32, frame: [UInt8], options: PublisherOptions, replies
     for i in 0..<perChunk {
         frame.withUnsafeBufferPointer { (chunk + i * frameBytes).update(from: $0.baseAddress!, count: frameBytes) }
     }
+    var nextCheck = replyCheckBytes
     var target = options.count * frameBytes
     var written = 0
     let deadline = monotonicNanos() + Int64(options.seconds * 1e9)
     var stopped = false
-    let wantsReplies = options.wire == .redis
     while written < target {
         if !stopped && monotonicNanos() >= deadline {
             stopped = true
             target = (written + frameBytes - 1) / frameBytes * frameBytes
             if written >= target { break }
         }
+        if replies.pings > 0 && written % frameBytes == 0 {
+            writeReading(fd, NATS.pong, replies: &replies)
+            replies.pings -= 1
+        }
         let offset = written % chunkBytes
         let length = min(chunkBytes - offset, target - written)
         let n = write(fd, chunk + offset, length)
         if n > 0 {
             written += n
+            if written >= nextCheck {
+                nextCheck = written + replyCheckBytes
+                if !replies.drain() { fail("publisher: broker closed the connection") }
+            }
         } else if n < 0 && errno == EAGAIN {
-            var p = pollfd(fd: fd, events: Int16(POLLOUT | POLLIN), revents: 0)
-            _ = poll(&p, 1, 100)
+            waitWritable(fd, replies: &replies)
         } else if n < 0 && errno == EINTR {
             continue
         } else {
             fail("publisher: failed to write: \(errnoText())")
         }
-        // Redis answers every PUBLISH; read them so its reply buffer for us stays small.
-        // The others answer only errors (and nats its PINGs); look for those too.
-        if wantsReplies || written % (1 << 20) < n {
-            if !replies.drain() { fail("publisher: broker closed the connection") }
-        }
     }
     return written / frameBytes
+}
+
+/// Waits up to 100 ms for `fd` to take bytes again, and reads the broker's
+/// replies when it did not (or the connection failed): a broker that waits
+/// for us to read is read, while a broker that answers as it reads (Redis,
+/// a `:N` per PUBLISH) does not wake the publisher once per answer; those
+/// are read every `replyCheckBytes` written.
+private func waitWritable(_ fd: Int32, replies: inout ReplyReader) {
+    var p = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+    _ = poll(&p, 1, 100)
+    if p.revents & Int16(POLLOUT) == 0 && !replies.drain() {
+        fail("publisher: broker closed the connection")
+    }
+}
+
+/// Writes all of `bytes` on the non-blocking `fd`, reading replies while
+/// the socket is full (`waitWritable`).
+private func writeReading(_ fd: Int32, _ bytes: [UInt8], replies: inout ReplyReader) {
+    bytes.withUnsafeBytes { writeReading(fd, $0.baseAddress!, $0.count, replies: &replies) }
+}
+
+/// `writeReading` for `count` bytes at `base`.
+private func writeReading(_ fd: Int32, _ base: UnsafeRawPointer, _ count: Int, replies: inout ReplyReader) {
+    var offset = 0
+    while offset < count {
+        let n = write(fd, base + offset, count - offset)
+        if n > 0 {
+            offset += n
+        } else if n < 0 && errno == EAGAIN {
+            waitWritable(fd, replies: &replies)
+        } else if !(n < 0 && errno == EINTR) {
+            fail("publisher: failed to write: \(errnoText())")
+        }
+    }
 }
 
 /// Sends stamped frames at `options.rate` per second for `options.seconds`
@@ -216,7 +283,7 @@ private func paced(fd: Int32, frame: [UInt8], stampOffset: Int, options: Publish
             n += 1
         }
         if n == 0 { continue }
-        writeAll(fd, batch, n * frameBytes)
+        writeReading(fd, batch, n * frameBytes, replies: &replies)
         sent += n
         if !replies.drain() { fail("publisher: broker closed the connection") }
     }

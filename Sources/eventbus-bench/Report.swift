@@ -7,7 +7,9 @@
 // Before editing: input lines look like
 // `rep=1 case=c1-64 broker=eventbus rate=712345 loss=0 cpu_us=1.330 ...`;
 // `skipped=REASON` marks a run that failed, `na=REASON` a case that does not
-// apply to that broker. Peers are redis, nats and mosquitto; the relay is
+// apply to that broker; `case=c1-64@c` is the same case driven by the C
+// yardstick client (scripts/bench-client.c), for the fairness table
+// (ReportFairness.swift). Peers are redis, nats and mosquitto; the relay is
 // the ceiling, never the "best peer".
 import Glibc
 
@@ -92,37 +94,42 @@ private struct Row {
     var fromIssue6 = false
     /// The target is issue 13's (the bridge).
     var fromIssue13 = false
+    /// For a loss row: the key of the delivered count shown next to it
+    /// (`0 [0–0] of 10.1M`: lost, of how many delivered).
+    var ofKey: String?
 }
 
 private let rows: [Row] = [
     Row(number: "1", caseID: "c1-64", key: "rate", label: "1→1 64 B, msg/s", unit: .rate, better: .higher, target: .bestPeerAtLeast(1.5)),
-    Row(number: "1", caseID: "c1-64", key: "loss", label: "1→1 64 B, messages lost", unit: .count, better: .neither, target: .zero, fromIssue6: true),
+    Row(number: "1", caseID: "c1-64", key: "loss", label: "1→1 64 B, messages lost of delivered", unit: .count, better: .neither, target: .zero, fromIssue6: true, ofKey: "delivered"),
     Row(number: "1", caseID: "c1-1k", key: "rate", label: "1→1 1 KiB, msg/s", unit: .rate, better: .higher, target: .bestPeerAtLeast(1.5)),
-    Row(number: "1", caseID: "c1-1k", key: "loss", label: "1→1 1 KiB, messages lost", unit: .count, better: .neither, target: .zero, fromIssue6: true),
+    Row(number: "1", caseID: "c1-1k", key: "loss", label: "1→1 1 KiB, messages lost of delivered", unit: .count, better: .neither, target: .zero, fromIssue6: true, ofKey: "delivered"),
     Row(number: "2", caseID: "c2-64", key: "rate", label: "1→10 64 B, deliveries/s", unit: .rate, better: .higher, target: .bestPeerAtLeast(1.5)),
-    Row(number: "2", caseID: "c2-64", key: "loss", label: "1→10 64 B, deliveries lost", unit: .count, better: .neither, target: .zero, fromIssue6: true),
+    Row(number: "2", caseID: "c2-64", key: "loss", label: "1→10 64 B, deliveries lost of delivered", unit: .count, better: .neither, target: .zero, fromIssue6: true, ofKey: "delivered"),
     Row(number: "2", caseID: "c2-1k", key: "rate", label: "1→10 1 KiB, deliveries/s", unit: .rate, better: .higher, target: .bestPeerAtLeast(1.5)),
-    Row(number: "2", caseID: "c2-1k", key: "loss", label: "1→10 1 KiB, deliveries lost", unit: .count, better: .neither, target: .zero, fromIssue6: true),
+    Row(number: "2", caseID: "c2-1k", key: "loss", label: "1→10 1 KiB, deliveries lost of delivered", unit: .count, better: .neither, target: .zero, fromIssue6: true, ofKey: "delivered"),
     Row(number: "3", caseID: "c3", key: "p50_us", label: "latency 64 B at 10k msg/s, all on one CPU: p50 µs", unit: .micros, better: .lower, target: .none),
     Row(number: "3", caseID: "c3", key: "p99_us", label: "latency, same: p99 µs", unit: .micros, better: .lower, target: .bestPeerAtMost(0.8)),
     Row(number: "3", caseID: "c3", key: "p999_us", label: "latency, same: p99.9 µs", unit: .micros, better: .lower, target: .none),
+    Row(number: "3", caseID: "c3", key: "loss", label: "latency, same: messages lost of delivered", unit: .count, better: .neither, target: .none, ofKey: "delivered"),
     Row(number: "4", caseID: "c1-64", key: "cpu_us", label: "broker CPU per delivery, 1→1 64 B, µs", unit: .cpuMicros, better: .lower, target: .peerAtMost("nats", 0.67)),
     Row(number: "4", caseID: "c2-64", key: "cpu_us", label: "broker CPU per delivery, 1→10 64 B, µs", unit: .cpuMicros, better: .lower, target: .none),
     Row(number: "4", caseID: "cg", key: "ir", label: "callgrind instructions per delivery, 1→1 64 B (`scripts/profile`)", unit: .instructions, better: .lower, target: .atMost(2000, "")),
     Row(number: "5", caseID: "c5", key: "rss_kib_per_conn", label: "idle subscriber connection, broker RSS KiB each (1,000)", unit: .kib, better: .lower, target: .atMost(1, "KiB"), fromIssue6: true),
     Row(number: "6", caseID: "c6", key: "rate", label: "1→1 64 B with 10,000 unrelated subscriptions, msg/s", unit: .rate, better: .higher, target: .none),
+    Row(number: "6", caseID: "c6", key: "loss", label: "same, messages lost of delivered", unit: .count, better: .neither, target: .none, ofKey: "delivered"),
     Row(number: "6", caseID: "c6", key: "cpu_us", label: "broker CPU per delivery, same, µs", unit: .cpuMicros, better: .lower, target: .none),
     Row(number: "7", caseID: "c7", key: "live_rate", label: "stalled + live subscriber: live msg/s", unit: .rate, better: .higher, target: .none),
-    Row(number: "7", caseID: "c7", key: "live_loss", label: "stalled + live subscriber: live messages lost", unit: .count, better: .neither, target: .zero, fromIssue6: true),
+    Row(number: "7", caseID: "c7", key: "live_loss", label: "stalled + live subscriber: live messages lost of delivered", unit: .count, better: .neither, target: .zero, fromIssue6: true, ofKey: "live_delivered"),
     Row(number: "7", caseID: "c7", key: "rss_peak_mib", label: "stalled + live subscriber: broker peak RSS MiB", unit: .mib, better: .lower, target: .none),
     Row(number: "7", caseID: "c7", key: "stalled_loss", label: "stalled subscriber: events it never got", unit: .count, better: .neither, target: .none),
     Row(number: "7", caseID: "c7", key: "stalled_dropped", label: "stalled subscriber: `dropped` count it was told", unit: .count, better: .neither, target: .none),
     Row(number: "7", caseID: "c7", key: "stalled_closed", label: "stalled subscriber: disconnected by the broker", unit: .flag, better: .neither, target: .none),
     Row(number: "9", caseID: "c9", key: "rate", label: "1→1 64 B across machines, flooding: bus A → bridge → NATS node 1 ⇢ node 3 → bridge → bus B (eventbus); NATS node 1 → node 3 (nats), msg/s", unit: .rate, better: .higher, target: .bestPeerAtLeast(0.5), fromIssue13: true),
-    Row(number: "9", caseID: "c9", key: "loss", label: "same, flooding: messages lost (past saturation)", unit: .count, better: .neither, target: .none),
+    Row(number: "9", caseID: "c9", key: "loss", label: "same, flooding: messages lost of delivered (past saturation)", unit: .count, better: .neither, target: .none, ofKey: "delivered"),
     Row(number: "9", caseID: "c9", key: "cpu_us", label: "same: CPU per delivery of every process on the path (brokers, bridges, NATS nodes), µs", unit: .cpuMicros, better: .lower, target: .none),
     Row(number: "9", caseID: "c9-half", key: "rate", label: "same, paced at half the eventbus flooding rate: msg/s delivered", unit: .rate, better: .higher, target: .none),
-    Row(number: "9", caseID: "c9-half", key: "loss", label: "same, paced at half the eventbus flooding rate: messages lost", unit: .count, better: .neither, target: .zero, fromIssue13: true),
+    Row(number: "9", caseID: "c9-half", key: "loss", label: "same, paced at half the eventbus flooding rate: messages lost of delivered", unit: .count, better: .neither, target: .zero, fromIssue13: true, ofKey: "delivered"),
 ]
 
 /// Median of a non-empty list (mean of the middle two for an even count).
@@ -136,6 +143,8 @@ func median(_ values: [Double]) -> Double {
 struct Results {
     /// `case/key/broker` → one value per repetition.
     var values: [String: [Double]] = [:]
+    /// `case/key/broker` → the value of each repetition, by its `rep`.
+    var byRep: [String: [String: Double]] = [:]
     /// `case/broker` → why the run failed.
     var skipped: [String: String] = [:]
     /// `case/broker` → why the case does not apply.
@@ -163,6 +172,7 @@ struct Results {
             for (key, value) in fields.pairs {
                 guard let number = Double(value) else { continue }
                 values["\(caseID)/\(key)/\(broker)", default: []].append(number)
+                if let rep = fields["rep"] { byRep["\(caseID)/\(key)/\(broker)", default: [:]][rep] = number }
             }
             let errors = fields.int("errors") + fields.int("failures")
             if errors > 0 {
@@ -207,7 +217,11 @@ func printReport(path: String) {
                 || results.skipped["\(row.caseID)/\(b)"] != nil
         }
         guard known else { continue }
-        let cells = columns.map { results.cell(row.caseID, row.key, $0, row.unit) }
+        let cells = columns.map { broker in
+            let cell = results.cell(row.caseID, row.key, broker, row.unit)
+            guard let ofKey = row.ofKey, let delivered = results.median(row.caseID, ofKey, broker) else { return cell }
+            return cell + " of " + Unit.rate.format(delivered)
+        }
         let eventbus = results.median(row.caseID, row.key, "eventbus")
         var best: (String, Double)?
         if row.better != .neither {
@@ -236,6 +250,7 @@ func printReport(path: String) {
     if !reasons.isEmpty { out += "\nn/a: " + reasons.joined(separator: "; ") + ".\n" }
     for note in results.notes { out += "\n- Note: \(note)." }
     if !results.notes.isEmpty { out += "\n" }
+    out += fairnessTable(results, columns)
     out += shellTable(results)
     writeAll(1, out)
 }

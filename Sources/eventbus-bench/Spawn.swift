@@ -99,14 +99,16 @@ final class Child {
     private let output: Int32
     private var pending: [UInt8] = []
 
-    /// Spawns `eventbus-bench ARGUMENTS...` with pipes on its stdin and stdout.
-    init(name: String, arguments: [String]) {
+    /// Spawns `eventbus-bench ARGUMENTS...` (or `executable ARGUMENTS...`, a
+    /// program playing the same role, such as scripts/bench-client.c) with
+    /// pipes on its stdin and stdout.
+    init(name: String, arguments: [String], executable: String? = nil) {
         var toChild: [Int32] = [0, 0]
         var fromChild: [Int32] = [0, 0]
         guard pipe(&toChild) == 0, pipe(&fromChild) == 0 else { fail("failed to create a pipe: \(errnoText())") }
         for fd in toChild + fromChild { setCloseOnExec(fd) }
         self.name = name
-        pid = spawn(selfExecutablePath(), arguments, stdin: toChild[0], stdout: fromChild[1])
+        pid = spawn(executable ?? selfExecutablePath(), arguments, stdin: toChild[0], stdout: fromChild[1])
         close(toChild[0])
         close(fromChild[1])
         input = toChild[1]

@@ -191,6 +191,7 @@ private func printResult(_ connections: [Inbound], samples: UnsafeMutablePointer
     fields["stalled_dropped"] = String(stalled.reduce(0) { $0 + $1.tally.dropped })
     fields["stalled_drop_notices"] = String(stalled.reduce(0) { $0 + $1.tally.dropNotices })
     fields["stalled_closed"] = String(stalled.filter(\.closed).count)
+    fields["cpu_us"] = String(processCPUMicros(pid: getpid()) ?? 0)
     if let samples {
         let count = live.reduce(0) { $0 + $1.tally.sampleCount }
         var sorted = Array(UnsafeBufferPointer(start: samples, count: count))

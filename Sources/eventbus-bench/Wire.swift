@@ -323,6 +323,9 @@ func parseResp(_ p: UnsafePointer<UInt8>, _ start: Int, _ count: Int) -> RespFra
 /// Scans RESP push frames and tallies `message`/`pmessage` as events.
 struct RedisScanner {
     private let message = Array("message".utf8)
+    /// `*3` CR LF `$7` CR LF and `message` CR: the opening of every `SUBSCRIBE` delivery.
+    private let messageHead0 = word("*3\r\n$7\r\n")
+    private let messageHead1 = word("message\r")
 
     /// Tallies every complete frame in `base[0..<count]`.
     /// - Returns: bytes consumed, up to the end of the last complete frame.
@@ -330,7 +333,27 @@ struct RedisScanner {
     func scan(_ base: UnsafeMutablePointer<UInt8>, _ count: Int, into tally: inout Tally, latency: Bool) -> Int {
         let p = UnsafePointer(base)
         var pos = 0
-        while let frame = parseResp(p, pos, count) {
+        while true {
+            // A `message` push, counted by its two lengths alone; anything
+            // else (and a frame cut short) goes to parseResp below.
+            if count - pos >= 18 && load8(p + pos) == messageHead0 && load8(p + pos + 8) == messageHead1
+                && p[pos + 16] == 0x0A && p[pos + 17] == 0x24 {
+                let (channelLength, channelStart) = respLength(p, pos + 18, count)
+                let payloadHead = channelStart + channelLength + 2
+                if channelLength >= 0 && payloadHead < count && p[payloadHead] == 0x24 {
+                    let (payloadLength, payloadStart) = respLength(p, payloadHead + 1, count)
+                    let end = payloadStart + payloadLength + 2
+                    if payloadLength >= 0 && end <= count {
+                        tally.events &+= 1
+                        if latency && payloadLength >= Payload.prefix.count + Payload.digits {
+                            tally.record(stampAt: p + payloadStart + Payload.prefix.count)
+                        }
+                        pos = end
+                        continue
+                    }
+                }
+            }
+            guard let frame = parseResp(p, pos, count) else { break }
             let first = p + frame.firstStart
             // "message" (7 bytes) or "pmessage" (8 bytes, skip the 'p').
             let isMessage = frame.kind == 0x2A
@@ -348,5 +371,19 @@ struct RedisScanner {
         }
         return pos
     }
+}
+
+/// The decimal digits at `at` up to CR LF: the length and the offset after
+/// the LF, or (-1, 0) when they are not all in `p[0..<count]` (or are not digits).
+@inline(__always)
+private func respLength(_ p: UnsafePointer<UInt8>, _ at: Int, _ count: Int) -> (Int, Int) {
+    var i = at
+    var n = 0
+    while i < count && p[i] &- 0x30 < 10 {
+        n = n &* 10 &+ Int(p[i] &- 0x30)
+        i += 1
+    }
+    guard i > at && i + 1 < count && p[i] == 0x0D else { return (-1, 0) }
+    return (n, i + 2)
 }
 

@@ -14,12 +14,14 @@ let usage = """
           exit 0 once the broker answers its greeting and a ping
       eventbus-bench run CASE --proto PROTO --socket ADDRESS --pid BROKER_PID[,PID...]
                      [--sub-proto PROTO --sub-socket ADDRESS]
-                     [--seconds S] [--count N] [--rate N] [--latency-seconds S]
+                     [--seconds S] [--count N] [--rate N] [--latency-seconds S] [--client PATH]
           run one case and print `key=value ...`; CASE is one of:
           \(BenchCase.allCases.map(\.rawValue).joined(separator: " "))
           the subscribers use --sub-proto/--sub-socket when given (a case
           through a bridge); CPU and memory are summed over the pids;
-          --rate paces a throughput case's publisher (default: flood)
+          --rate paces a throughput case's publisher (default: flood);
+          --client runs PATH (scripts/bench-client.c) as a throughput case's
+          publisher and subscriber instead of this binary's own roles
       eventbus-bench shell --tool TOOL --cli PATH [--socket SOCKET] [--runs N]
           case 8: time N runs of a one-shot publisher; TOOL is one of:
           \(ShellTool.allCases.map(\.rawValue).joined(separator: " "))
@@ -125,6 +127,7 @@ case "run":
     run.count = options.int("count", default: run.count)
     run.latencySeconds = options.double("latency-seconds", default: run.latencySeconds)
     run.rate = options.int("rate", default: 0)
+    run.client = options.named["client"]
     runCase(run)
 case "shell":
     let name = options.string("tool")

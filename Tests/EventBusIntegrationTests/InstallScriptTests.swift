@@ -2,6 +2,8 @@
 // temporary HOME with no user manager answering, `--prefix` with DESTDIR, and
 // uninstall with the same arguments leaving nothing behind. The scripts install
 // this build's debug products (`--bin-dir`), so no release build runs here.
+// The Python client (clients/python) is imported from where it was installed,
+// with /usr/bin/python3 as on Debian (the user site directory for --user).
 // Also: every script exits 64 on a usage error and 0 on --help.
 //
 // Before editing: never run the scripts here without DESTDIR or a temporary
@@ -44,6 +46,18 @@ struct InstallScriptTests {
         #expect(version.status == 0, "\(path) --version: \(version.stderr)")
     }
 
+    /// Runs `python3 -c 'import eventbus; print(eventbus.__file__)'` with
+    /// `environment`; returns the module's file, or nil when the import failed.
+    /// Bytecode is written as an import as root would write it: uninstall must remove it.
+    private func importedPythonClient(environment: [String: String?], in scratch: TemporaryDirectory) throws -> String? {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") else { return nil }
+        var changes: [String: String?] = ["PYTHONPATH": nil, "PYTHONUSERBASE": nil, "PYTHONDONTWRITEBYTECODE": nil]
+        for (key, value) in environment { changes[key] = value }
+        let output = try SpawnedProcess("/usr/bin/python3", ["-c", "import eventbus; print(eventbus.__file__)"], in: scratch, environment: changes)
+            .waitBlocking(timeout: .seconds(20))
+        return output.status == 0 ? output.stdout.trimmingCharacters(in: .whitespacesAndNewlines) : nil
+    }
+
     @Test func userInstallPutsBinariesAndUnitsUnderHomeAndUninstallRemovesThemAll() throws {
         let scratch = try TemporaryDirectory(prefix: "ebin.")
         let home = scratch.file("home")
@@ -59,6 +73,11 @@ struct InstallScriptTests {
         #expect(unit.split(separator: "\n").filter { $0.hasPrefix("ExecStart=") } == ["ExecStart=\(home)/.local/bin/eventbusd --state-dir ${STATE_DIRECTORY} $EVENTBUSD_OPTIONS"])
         #expect(FileManager.default.fileExists(atPath: home + "/.config/systemd/user/eventbus.socket"))
         #expect(!tree(home).contains { $0.contains("systemd/system") || $0.contains("sysusers") || $0.hasSuffix("bridge.conf") }, "no system units, user or bridge config for --user: \(tree(home))")
+        if FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") {
+            let module = try importedPythonClient(environment: ["HOME": home], in: scratch)
+            #expect(module?.hasPrefix(home + "/.local/lib/python3") == true && module?.hasSuffix("/site-packages/eventbus/__init__.py") == true,
+                    "python3 -c 'import eventbus' after --user: \(module ?? "failed")")
+        }
 
         let removed = try script("uninstall", ["--user"], environment: ["HOME": home], in: scratch)
         #expect(removed.status == 0, "\(removed.stdout)\(removed.stderr)")
@@ -102,6 +121,21 @@ struct InstallScriptTests {
         #expect(FileManager.default.contents(atPath: vendor) == FileManager.default.contents(atPath: repositoryRoot + "/config/policy.conf"))
         let check = try SpawnedProcess(stage + prefix + "/bin/eventbusd", ["--system", "--check-policy"], in: scratch).waitBlocking(timeout: .seconds(10))
         #expect(check.status == 0 && check.stdout.hasPrefix("# effective policy of ") && check.stdout.contains(" \(vendor)"), "\(check.stdout)\(check.stderr)")
+        // The Python client, where python3 looks for the prefix (Debian: /usr/local/lib/python3.X/dist-packages,
+        // /usr/lib/python3/dist-packages), or PREFIX/lib/python3/dist-packages elsewhere.
+        if FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") {
+            let installed = tree(stage).filter { $0.hasSuffix("-packages/eventbus/__init__.py") }
+            #expect(installed.count == 1, "\(tree(stage))")
+            let packages = "/" + (installed.first ?? "").replacingOccurrences(of: "/eventbus/__init__.py", with: "")
+            let module = try importedPythonClient(environment: ["PYTHONPATH": stage + packages], in: scratch)
+            #expect(module == stage + packages + "/eventbus/__init__.py", "python3 -c 'import eventbus' from the stage: \(module ?? "failed")")
+            if prefix == "/opt/eventbus" {
+                #expect(packages == "/opt/eventbus/lib/python3/dist-packages")
+            } else {
+                let path = try SpawnedProcess("/usr/bin/python3", ["-c", "import sys; print(sys.path)"], in: scratch).waitBlocking(timeout: .seconds(20))
+                #expect(packages.hasPrefix(prefix + "/lib/python3") && path.stdout.contains("'\(packages)'"), "\(packages) is on python3's path: \(path.stdout)")
+            }
+        }
 
         let removed = try script("uninstall", ["--prefix", prefix], environment: ["DESTDIR": stage], in: scratch)
         #expect(removed.status == 0, "\(removed.stdout)\(removed.stderr)")

@@ -1,0 +1,188 @@
+"""The sans-I/O core: framing, socket resolution, messages, the session's
+bookkeeping. No sockets."""
+
+import datetime
+import unittest
+
+import support  # noqa: F401  (puts the package on sys.path)
+
+from eventbus import core, errors
+
+
+def event_line(seq, type="a.b", **extra):
+    fields = "".join(f',"{k}":{v}' for k, v in extra.items())
+    return (f'{{"op":"event","seq":{seq},"type":"{type}","time":"2026-11-29T13:00:00.123Z","source":"s",'
+            f'"id":"i","pid":7,"uid":1000,"gid":100,"data":{{"n":{seq}}}{fields}}}\n').encode()
+
+
+class FramingTests(unittest.TestCase):
+    def test_lines_split_at_lf_in_any_chunking_with_cr_tolerated_and_blank_lines_skipped(self):
+        stream = event_line(1) + b"\n\r\n" + event_line(2).replace(b"\n", b"\r\n") + event_line(3)
+        for size in (1, 2, 7, 64, len(stream)):
+            session = core.Session()
+            items = []
+            for i in range(0, len(stream), size):
+                items += session.receive(stream[i:i + size])
+            self.assertEqual([item.seq for item in items], [1, 2, 3], f"chunks of {size}")
+            self.assertEqual(session.last_seq, 3)
+
+    def test_a_line_over_the_limit_is_skipped_to_its_lf_and_reported(self):
+        session = core.Session(max_frame=200)
+        big = b'{"op":"event","seq":1,"type":"a","data":"' + b"x" * 500 + b'"}\n'
+        items = []
+        for i in range(0, len(big), 64):
+            items += session.receive(big[i:i + 64])
+        items += session.receive(event_line(2))
+        kinds = [getattr(item, "kind", None) or item.seq for item in items]
+        self.assertEqual(kinds, ["malformed", 2])
+        self.assertIsInstance(items[0].error, errors.MalformedFrame)
+
+    def test_a_line_that_is_not_json_is_a_malformed_notice_and_the_rest_is_read(self):
+        session = core.Session()
+        items = session.receive(b"not json\n" + event_line(1) + b'{"no":"op"}\n' + event_line(2))
+        self.assertEqual([getattr(i, "kind", "event") for i in items], ["malformed", "event", "malformed", "event"])
+
+    def test_unknown_ops_are_ignored(self):
+        self.assertEqual(core.Session().receive(b'{"op":"future-thing","x":1}\n'), [])
+
+
+class EventTests(unittest.TestCase):
+    def test_fields_and_an_aware_time(self):
+        (ev,) = core.Session().receive(event_line(5, replayed="true", origin='{"node":"b"}'))
+        self.assertEqual((ev.seq, ev.type, ev.data, ev.source, ev.id, ev.pid, ev.uid, ev.gid),
+                         (5, "a.b", {"n": 5}, "s", "i", 7, 1000, 100))
+        self.assertEqual(ev.time, datetime.datetime(2026, 11, 29, 13, 0, 0, 123000, tzinfo=datetime.timezone.utc))
+        self.assertTrue(ev.replayed)
+        self.assertFalse(ev.retained)
+        self.assertEqual(ev.origin, {"node": "b"})
+
+
+class ResolutionTests(unittest.TestCase):
+    """PROTOCOL.md "Transport", first that applies."""
+
+    def resolve(self, environ, euid=1000, **options):
+        return core.resolve_socket(environ=environ, euid=euid, **options)
+
+    def test_order(self):
+        env = {"EVENTBUS_SOCKET": "/e.sock", "XDG_RUNTIME_DIR": "/run/user/1000"}
+        self.assertEqual(self.resolve(env, socket="/x.sock"), "/x.sock")
+        self.assertEqual(self.resolve(env, system=True), "/run/eventbus/bus.sock")
+        self.assertEqual(self.resolve(env, user=True), "/run/user/1000/eventbus/bus.sock")
+        self.assertEqual(self.resolve(env), "/e.sock")
+        self.assertEqual(self.resolve({"XDG_RUNTIME_DIR": "/run/user/1000"}), "/run/user/1000/eventbus/bus.sock")
+        self.assertEqual(self.resolve({"XDG_RUNTIME_DIR": "/run/user/0"}, euid=0), "/run/eventbus/bus.sock")
+        self.assertEqual(self.resolve({"XDG_RUNTIME_DIR": "", "EVENTBUS_SOCKET": ""}), "/run/eventbus/bus.sock")
+
+    def test_refusals(self):
+        with self.assertRaises(ValueError):
+            self.resolve({}, user=True)
+        with self.assertRaises(ValueError):
+            self.resolve({}, socket="")
+        with self.assertRaises(ValueError):
+            self.resolve({}, system=True, user=True)
+
+
+class MessageTests(unittest.TestCase):
+    def test_connect_errors_read_like_the_clis(self):
+        import errno
+        missing = core.connect_error("/run/user/5/eventbus/bus.sock", FileNotFoundError(errno.ENOENT, "x"))
+        self.assertEqual(str(missing), "cannot connect to the broker at /run/user/5/eventbus/bus.sock: No such file or directory "
+                         "(is eventbusd running? start it with 'eventbusd --socket /run/user/5/eventbus/bus.sock' or "
+                         "'systemctl --user start eventbus.socket'; if that fails, see 'systemctl --user status eventbus.socket eventbus.service')")
+        self.assertEqual(missing.path, "/run/user/5/eventbus/bus.sock")
+        self.assertIn("'systemctl status eventbus.socket eventbus.service'",
+                      str(core.connect_error(core.SYSTEM_BUS, FileNotFoundError(errno.ENOENT, "x"))))
+        self.assertIn("SocketGroup=", str(core.connect_error("/x", PermissionError(errno.EACCES, "x"))))
+
+    def test_a_close_before_answering_names_the_units_to_look_at(self):
+        self.assertEqual(str(core.closed_error(core.SYSTEM_BUS, heard=False)),
+                         "the broker at /run/eventbus/bus.sock closed the connection before answering: it may have failed "
+                         "to start (see 'systemctl status eventbus.service' and 'journalctl -u eventbus')")
+        self.assertIsInstance(core.closed_error("/x", heard=True), errors.ConnectionLost)
+
+
+class SessionTests(unittest.TestCase):
+    def test_requests_are_numbered_and_replies_matched(self):
+        session = core.Session(client="me", overflow="drop-old")
+        req, hello = session.start()
+        self.assertEqual(hello, b'{"op":"hello","req":1,"client":"me","overflow":"drop-old"}\n')
+        self.assertNotIn(b"overflow", core.Session().start()[1], "overflow is sent only when set")
+        (reply,) = session.receive(b'{"op":"ok","req":1,"instance":"r1","pid":42,"features":["flow"]}\n')
+        self.assertEqual((reply.req, reply.error), (1, None))
+        self.assertEqual(session.info["pid"], 42)
+        req, _ = session.request("clear", type="a")
+        (reply,) = session.receive(b'{"op":"error","req":%d,"code":"forbidden","message":"no"}\n' % req)
+        self.assertIsInstance(reply.error, errors.Forbidden)
+        self.assertEqual((reply.error.code, reply.error.message), ("forbidden", "no"))
+
+    def test_a_frame_too_large_answered_without_req_fails_the_oldest_request(self):
+        session = core.Session()
+        first, _ = session.publish("a", "x" * 10)
+        session.publish("a", 1)
+        (reply,) = session.receive(b'{"op":"error","code":"frame_too_large","message":"big"}\n')
+        self.assertEqual(reply.req, first)
+        self.assertIsInstance(reply.error, errors.FrameTooLarge)
+
+    def test_publish_encoding_and_local_checks(self):
+        session = core.Session()
+        _, frame = session.publish("a.b", {"k": "é\n"}, True, "src", "id-1")
+        self.assertEqual(frame, '{"op":"publish","req":1,"type":"a.b","data":{"k":"é\\n"},"retain":true,"source":"src","id":"id-1"}\n'.encode())
+        with self.assertRaises(errors.BadType):
+            session.publish("a.>", None)
+        with self.assertRaises(ValueError):
+            session.publish("a", float("nan"))
+        with self.assertRaises(TypeError):
+            session.publish("a", object())
+        for bad in ("", "a..b", "a.", "a b", "x" * 256):
+            with self.assertRaises(errors.BadType, msg=bad):
+                core.check_type(bad)
+        for good in ("a", "a.*.c", "a.>", ">", "*"):
+            core.check_pattern(good)
+        for bad in ("a.>.b", "a*", ""):
+            with self.assertRaises(errors.BadType, msg=bad):
+                core.check_pattern(bad)
+
+    def test_own_seqs_are_known_once_the_publish_is_answered(self):
+        session = core.Session()
+        session.record_own = True
+        self.assertFalse(session.own_seq(3), "nothing published: not ours")
+        req, _ = session.publish("a", 1, wait=False)
+        self.assertIsNone(session.own_seq(3), "a publish is unanswered: cannot tell yet")
+        self.assertEqual(session.receive(b'{"op":"ok","req":%d,"seq":3,"delivered":1}\n' % req), [],
+                         "the ok of a publish nobody waits for gives nothing to the driver")
+        self.assertTrue(session.own_seq(3))
+        self.assertFalse(session.own_seq(2))
+        session.lost()
+        req, _ = session.start()
+        session.receive(b'{"op":"ok","req":%d,"instance":"another-run"}\n' % req)
+        self.assertFalse(session.own_seq(3), "a new broker run numbers from 1 again")
+
+    def test_resume_position_from_stats_events_and_a_new_run(self):
+        session = core.Session()
+        session.start()
+        session.receive(b'{"op":"ok","req":1,"instance":"r1"}\n')
+        reqs, frames = session.subscribe_requests(["a.>"], last=True)
+        self.assertIn(b'"last":true', frames)
+        session.receive(b'{"op":"ok","req":%d,"type":"a.>"}\n{"op":"ok","req":%d,"instance":"r1","history_first_seq":5,"history_events":3}\n' % tuple(reqs))
+        self.assertEqual((session.instance, session.last_seq), ("r1", 7))
+        session.receive(event_line(9))
+        _, again = session.resubscribe_requests()
+        self.assertIn(b'"since":9,"instance":"r1"', again)
+        self.assertNotIn(b'"last"', again, "a resubscribe does not ask for the current values again")
+        # A new run: its own replay and stats replace the old position.
+        session.lost()
+        session.start()
+        session.receive(b'{"op":"ok","req":%d,"instance":"r2"}\n' % (reqs[-1] + 1))
+        reqs, _ = session.resubscribe_requests()
+        session.receive(b'{"op":"ok","req":%d,"type":"a.>"}\n{"op":"gap","type":"a.>","since_seq":0,"first_seq":1}\n' % reqs[0]
+                        + event_line(2) + b'{"op":"ok","req":%d,"instance":"r2","history_first_seq":1,"history_events":2}\n' % reqs[1])
+        self.assertEqual((session.instance, session.last_seq, session.gaps), ("r2", 2, 1))
+
+    def test_dropped_notices_are_counted(self):
+        session = core.Session()
+        (notice,) = session.receive(b'{"op":"dropped","count":12,"since_seq":4711}\n')
+        self.assertEqual((notice.kind, notice.count, notice.since_seq, session.dropped), ("dropped", 12, 4711, 12))
+
+
+if __name__ == "__main__":
+    unittest.main()
