@@ -215,12 +215,12 @@ struct FlowControlTests {
             let a = try broker.connect(), b = try broker.connect()
             try a.subscribe("to.a")
             try b.subscribe("to.b")
-            let total = FlowControlTests.floodLines("to.b", count: 4_000).count
+            let total = FlowControlTests.floodLines("to.b", count: 10_000).count
             let group = DispatchGroup()
             let results = RobustShared<[Int]>([])
             for (client, type) in [(a, "to.b"), (b, "to.a")] {
                 let handoff = RobustHandoff(client)
-                let bytes = FlowControlTests.floodLines(type, count: 4_000)
+                let bytes = FlowControlTests.floodLines(type, count: 10_000)
                 robustThread(group) {
                     let n = (try? handoff.client.sendWithoutReading(bytes, stall: .seconds(5))) ?? -1
                     results.withLock { $0.append(n) }
