@@ -88,29 +88,17 @@ struct BusSnapshot {
     }
 
     /// Each object in the array `key` of `reply`, read by `read`.
-    static func rows<Row>(_ reply: Reply, _ key: String, _ read: ((bytes: UnsafeRawBufferPointer, members: [JSONMember])) -> Row) throws(CLIError) -> [Row] {
-        guard let list = reply.member(key)?.value, list.kind == .array else {
+    static func rows<Row>(_ reply: Reply, _ key: String, _ read: (ReplyObject) -> Row) throws(CLIError) -> [Row] {
+        guard reply.member(key)?.value.kind == .array else {
             throw CLIError(.protocolError, "\(key) failed: the broker's reply has no list of objects in \"\(key)\"")
         }
-        let rows: [Row]? = reply.bytes.withUnsafeBytes { bytes in
-            var tokens: [JSONToken] = []
-            var scanner = JSONScanner(bytes, maxDepth: ProtocolConstants.maxDepth)
-            scanner.position = list.start
-            do {
-                try scanner.scanElements(depth: 1) { item in if item.kind == .object { tokens.append(item) } }
-            } catch {
-                return nil
-            }
-            return tokens.compactMap { token in
-                let slice = UnsafeRawBufferPointer(rebasing: bytes[token.start..<token.end])
-                return (try? JSONObject.members(slice)).map { read((slice, $0)) }
-            }
+        guard let rows = reply.withObjects(in: key, { _, _, objects in objects.map(read) }) else {
+            throw CLIError(.protocolError, "\(key) failed: the broker's list in \"\(key)\" is not JSON")
         }
-        guard let rows else { throw CLIError(.protocolError, "\(key) failed: the broker's list in \"\(key)\" is not JSON") }
         return rows
     }
 
-    static func readType(_ object: (bytes: UnsafeRawBufferPointer, members: [JSONMember])) -> TypeRow {
+    static func readType(_ object: ReplyObject) -> TypeRow {
         let fields = Fields(object)
         var row = TypeRow(name: fields.string("type") ?? "?")
         row.published = fields.unsigned("published") ?? 0
@@ -123,7 +111,7 @@ struct BusSnapshot {
         return row
     }
 
-    static func readClient(_ object: (bytes: UnsafeRawBufferPointer, members: [JSONMember])) -> ClientRow {
+    static func readClient(_ object: ReplyObject) -> ClientRow {
         let fields = Fields(object)
         var row = ClientRow()
         row.conn = fields.unsigned("conn") ?? 0

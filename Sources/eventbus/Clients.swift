@@ -43,22 +43,7 @@ func runClients(_ args: ParsedArguments, socket: String) throws(CLIError) {
     let reply = try connection.request(.clients, req: 1)
     guard reply.isOK else { throw reply.failure("clients") }
     var out: [UInt8] = []
-    let ok = reply.bytes.withUnsafeBytes { bytes -> Bool in
-        guard let list = reply.member("clients")?.value, list.kind == .array else { return false }
-        var objects: [(bytes: UnsafeRawBufferPointer, members: [JSONMember])] = []
-        var tokens: [JSONToken] = []
-        var scanner = JSONScanner(bytes, maxDepth: ProtocolConstants.maxDepth)
-        scanner.position = list.start
-        do {
-            try scanner.scanElements(depth: 1) { item in if item.kind == .object { tokens.append(item) } }
-        } catch {
-            return false
-        }
-        for token in tokens {
-            let slice = UnsafeRawBufferPointer(rebasing: bytes[token.start..<token.end])
-            guard let members = try? JSONObject.members(slice) else { return false }
-            objects.append((slice, members))
-        }
+    let ok = reply.withObjects(in: "clients") { bytes, tokens, objects -> Bool in
         switch format {
         case .json:
             for token in tokens {
@@ -69,7 +54,7 @@ func runClients(_ args: ParsedArguments, socket: String) throws(CLIError) {
             appendClientsTable(objects, to: &out)
         }
         return true
-    }
+    } ?? false
     guard ok else { throw CLIError(.protocolError, "clients failed: the broker's reply has no list of objects in \"clients\"") }
     try StandardOutput.write(out)
 }
@@ -99,7 +84,7 @@ private func cell(_ members: [JSONMember], _ key: String, _ bytes: UnsafeRawBuff
     return String(decoding: safe, as: UTF8.self)
 }
 
-private func appendClientsTable(_ objects: [(bytes: UnsafeRawBufferPointer, members: [JSONMember])], to out: inout [UInt8]) {
+private func appendClientsTable(_ objects: [ReplyObject], to out: inout [UInt8]) {
     let rows = objects.map { object in clientColumns.map { cell(object.members, $0.key, object.bytes) } }
     appendTable(clientColumns.map { ($0.header, $0.right) }, rows, to: &out)
 }
