@@ -8,7 +8,8 @@
 // at a time. A read that takes longer than the slice (a large frame, a
 // costly request) is paid back from later turns, so a uid's share of the
 // loop does not depend on how many connections it has nor on what its
-// requests cost.
+// requests cost. After each read, the writes it caused are made before the
+// next read (so queued frames are written while still in the cache).
 //
 // Before editing: connections are in epoll edge-triggered for input, so a
 // connection is ready until a read would block or comes back short (an
@@ -108,6 +109,14 @@ extension BrokerServer {
                 let end = Clock.monotonicNanoseconds()
                 queue.deficit -= max(end - start, 1_000)
                 start = end
+                // Write what this read queued before reading more (as Redis
+                // and NATS do after each read): the frames are still in the
+                // cache, and no queue grows by a whole slice's worth of reads.
+                // `flushPending` charges its writes to their uids itself.
+                if !pendingFlush.isEmpty {
+                    flushPending()
+                    start = Clock.monotonicNanoseconds()
+                }
             }
             if queue.isEmpty {
                 queue.active = false
