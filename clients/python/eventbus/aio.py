@@ -107,6 +107,7 @@ class AsyncBus:
         self._reconnect = reconnect
         self._on_notice = on_notice or core.log_notice
         self._link = _Link(path, core.Session(**self._options), self._items, self._lost)
+        self._link.session.record_own = not echo   # (its subscriptions skip what it published)
         self._futures = {}
         self._deferred = []
         self._collect = None
@@ -290,7 +291,6 @@ class AsyncBus:
         Raises (when it subscribes) as `eventbus.Bus.subscribe`."""
         if self._closed:
             raise errors.Closed("the bus was closed")
-        self._link.session.record_own = not self.echo
         sub = AsyncSubscription(self, patterns or (">",), on_notice=on_notice, maxsize=maxsize,
                                 options={"last": last, "since": since, "instance": instance})
         self._subscriptions.add(sub)
@@ -441,7 +441,7 @@ class AsyncSubscription:
                     if self._link.transport is not None:
                         self._link.transport.resume_reading()
                 if item.__class__ is Event:
-                    if self._filter_own and item.frame.get("pid") == core.process.pid:
+                    if self._filter_own and core.may_be_own(item.frame):
                         try:
                             own = await self._bus._is_own(item.frame["seq"])
                         except asyncio.CancelledError:

@@ -57,6 +57,16 @@ class _Link:
         except OSError as exc:
             raise self.lost(exc) from None
 
+    def peer_closed(self):
+        """Whether the broker closed this connection while nothing was asked
+        (EOF or a reset waiting to be read; data waiting is not a close)."""
+        try:
+            return self.sock.recv(1, _socket.MSG_PEEK | _socket.MSG_DONTWAIT) == b""
+        except BlockingIOError:
+            return False
+        except OSError:
+            return True
+
     def read(self, timeout=None):
         """The items of one read (blocking, or up to ``timeout`` seconds: []
         when nothing came). Raises the error for a closed connection."""
@@ -115,6 +125,7 @@ class Bus:
         self._reconnect = reconnect
         self._on_notice = on_notice or core.log_notice
         self._link = _Link(path, core.Session(**self._options))
+        self._link.session.record_own = not echo   # (its subscriptions skip what it published)
         self._lock = threading.RLock()
         self._closed = False
         self._deferred = []        # errors of publish(wait=False), for flush()
@@ -147,7 +158,9 @@ class Bus:
         if self._closed:
             raise errors.Closed("the bus was closed")
         if self._link.sock is not None:
-            return
+            if self._wbuf or not self._link.peer_closed():
+                return
+            self._link.lost(None)   # closed while idle (a broker restart): nothing was in flight, so connect again
         if not self._reconnect:
             raise errors.ConnectionLost(f"the connection to the broker at {self.path} was lost (reconnect=False)", self.path)
         # Publishing while disconnected waits up to 5 s for the broker, then fails.
@@ -247,7 +260,7 @@ class Bus:
         `errors.LimitExceeded`, ..., `errors.Unavailable` when the broker cannot
         be reached within 5 s, `errors.ConnectionLost`."""
         with self._lock:
-            if self._closed or self._link.sock is None:
+            if wait or self._closed or self._link.sock is None:
                 self._ensure()
             session = self._link.session
             req, frame = session.publish(type, data, retain, source, id, wait)
@@ -355,7 +368,6 @@ class Bus:
         refuses one (`errors.Forbidden`, `errors.LimitExceeded`)."""
         if self._closed:
             raise errors.Closed("the bus was closed")
-        self._link.session.record_own = not self.echo
         sub = Subscription(self, patterns or (">",), last=last, since=since, instance=instance, on_notice=on_notice)
         self._subscriptions.add(sub)
         return sub
@@ -474,7 +486,7 @@ class Subscription:
         i, batch = self._index, self._batch
         if i < len(batch):
             item = batch[i]
-            if item.__class__ is Event and (not self._filter_own or item.frame.get("pid") != core.process.pid):
+            if item.__class__ is Event and not (self._filter_own and core.may_be_own(item.frame)):
                 self._index = i + 1
                 return item
         event = self._next(None)
@@ -496,7 +508,7 @@ class Subscription:
                 item = batch[i]
                 i += 1
                 if item.__class__ is Event:
-                    if self._filter_own and item.frame.get("pid") == core.process.pid and self._bus._is_own(item.frame["seq"]):
+                    if self._filter_own and core.may_be_own(item.frame) and self._bus._is_own(item.frame["seq"]):
                         continue
                     self._index = i
                     return item

@@ -727,6 +727,15 @@ class _Process:
 process = _Process()
 
 
+def may_be_own(frame):
+    """Whether the event ``frame`` (a dict) may be one this process published,
+    so that ``echo=False`` has to look at its seq: its ``pid`` is this
+    process's and it is not a retained copy (PROTOCOL.md "Retained events and
+    history": `last` sends the retained event whoever published it; the
+    no-echo rule holds for live and `since` events)."""
+    return frame.get("pid") == process.pid and frame.get("retained") is not True
+
+
 def _after_fork():
     _Process.pid = os.getpid()
 

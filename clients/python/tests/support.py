@@ -1,6 +1,6 @@
 """Test support: a real eventbusd on a temporary socket, and a scripted fake
 broker for what a real one never does (partial frames, oversized lines, a
-close mid-frame, 1.2 replies on this branch's 1.1 broker).
+close mid-frame, replies of other shapes).
 
 The real broker is $EVENTBUSD, else the repository's .build/debug/eventbusd.
 Without it the real-broker tests are skipped, unless EVENTBUS_REQUIRE_BROKER=1

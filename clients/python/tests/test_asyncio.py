@@ -49,6 +49,17 @@ class AsyncClientTests(unittest.IsolatedAsyncioTestCase):
                 await sub.close()
         self.assertEqual(got, [0, 1, 2])
 
+    async def test_without_echo_own_retained_events_come_with_last_and_own_replays_do_not(self):
+        bus, other = await self.connect(), await self.connect()
+        own = await bus.publish("a9.a", "own")              # before any subscription of this bus
+        end = await other.publish("a9.a", "end")
+        async with bus.subscribe("a9.>", since=own - 1) as sub:
+            self.assertEqual((await sub.get(5)).seq, end)
+        await bus.publish("a9.kept", "mine", retain=True)
+        async with bus.subscribe("a9.kept", last=True) as sub:
+            ev = await sub.get(5)
+        self.assertEqual((ev.data, ev.retained), ("mine", True))
+
     async def test_an_event_larger_than_asyncios_default_line_limit_arrives(self):
         bus, other = await self.connect(), await self.connect()
         async with await bus.subscribe("a3.big") as sub:
