@@ -40,6 +40,10 @@ func say(_ line: String) {
     var arguments = Array(CommandLine.arguments.dropFirst())
     var configuration = EventBus.Configuration(clientName: "dashboard")
     var limit = Int.max
+    if arguments.contains("--help") || arguments.contains("-h") {
+        say("usage: dashboard [--socket PATH] [--count N]")
+        exit(0)
+    }
     while let option = arguments.first, arguments.count >= 2 {
         switch option {
         case "--socket": configuration.bus = .path(arguments[1])

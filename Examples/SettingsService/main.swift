@@ -18,6 +18,10 @@ struct CurrencyChanged: BusEvent {
 
 var arguments = Array(CommandLine.arguments.dropFirst())
 var configuration = EventBus.Configuration(clientName: "settings-service")
+if arguments.contains("--help") || arguments.contains("-h") {
+    print("usage: settings-service [--socket PATH] CODE...")
+    exit(0)
+}
 if arguments.first == "--socket", arguments.count >= 2 {
     configuration.bus = .path(arguments[1])
     arguments.removeFirst(2)

@@ -129,7 +129,9 @@ final class BrokerConnection {
             return CLIError(.unavailable, "the broker at \(path) closed the connection")
         }
         var error = reason.failure("closing")
-        error.message = "the broker at \(path) closed the connection: \(reason.string("message") ?? "no reason given") (\(reason.string("code") ?? "unknown"))"
+        let message = reason.string("message") ?? "no reason given", code = "(\(reason.string("code") ?? "unknown"))"
+        // The code once: the broker's limit messages end with it already ("... for uid 1000 (limit)").
+        error.message = "the broker at \(path) closed the connection: \(message)\(message.hasSuffix(code) ? "" : " " + code)"
         return error
     }
 

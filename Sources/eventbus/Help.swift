@@ -400,7 +400,7 @@ view says so and tries again every interval.
 
 Options:
   -i, --interval DURATION  time between polls (default 1s, at least 100ms)
-  -n, --count N            stop after N frames
+  -n, --count N            stop after N polls (a failed one counts too)
   -j, --json               one JSON object per poll instead of the view
       --queue-limit SIZE   the queue size shown as a full bar: the broker's
                            --max-outbound (default 8M)
@@ -413,7 +413,8 @@ Examples:
   eventbus top --interval 5s --count 12 > top.log
   eventbus top --json --count 2 | jq -c '.types[] | select(.drops_per_s > 0)'
 
-Exit status: 0 success, 64 usage error, 69 broker unavailable at start.
+Exit status: 0 success, 64 usage error, 69 broker unavailable at start or at
+the last of --count polls.
 
 """
 

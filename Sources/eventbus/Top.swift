@@ -9,7 +9,8 @@
 //
 // Before editing: the terminal is restored by `Screen.leave` on every exit
 // path, including a thrown error; a broker that goes away does not end the
-// view: the footer says so and each interval tries again.
+// view: the footer says so and each interval tries again (a failed poll
+// counts towards --count).
 import EventBusCommandLine
 import EventBusProtocol
 import EventBusSystem
@@ -38,13 +39,17 @@ func runTop(_ args: ParsedArguments, socket: String) throws(CLIError) {
     session.connection = first
     let step = interval.totalNanoseconds
     var next = Clock.monotonicNanoseconds()
-    var frames = 0
+    var polls = 0
     while true {
         // A plain snapshot is written only for a poll that worked (stderr says why one did not).
-        if session.poll(deadline: next + step) || screen != nil {
-            try session.show()
-            frames += 1
-            if let count, frames >= count { return }
+        let worked = session.poll(deadline: next + step)
+        if worked || screen != nil { try session.show() }
+        // --count counts polls, failed ones too, so that a script's `top --count N` ends
+        // even while the broker is away (69 when the last poll failed).
+        polls += 1
+        if let count, polls >= count {
+            if !worked { throw CLIError(.unavailable, nil) }
+            return
         }
         next += step
         let now = Clock.monotonicNanoseconds()

@@ -81,7 +81,7 @@ struct CLITopTests {
     @Test("top keeps running when the broker goes away, says so, and shows the new broker run")
     func topSurvivesABrokerRestart() throws {
         let broker = try TestBroker()
-        let top = try broker.start(["top", "--count", "2", "--interval", "200ms"])
+        let top = try broker.start(["top", "--count", "15", "--interval", "200ms"])
         try waitUntil("the first snapshot") { top.stdoutSoFar().contains("CONN") }
         let first = try #require(top.stdoutSoFar().components(separatedBy: "instance ").dropFirst().first?.prefix(16))
         try broker.stop()
@@ -91,7 +91,18 @@ struct CLITopTests {
         #expect(run.status == 0, "\(run)")
         #expect(run.stderr.contains("retrying every interval"), "\(run)")
         let instances = run.stdout.components(separatedBy: "instance ").dropFirst().map { String($0.prefix(16)) }
-        #expect(instances.count == 2 && instances[0] == String(first) && instances[1] != instances[0], "\(run)")
+        #expect(instances.count >= 2 && instances[0] == String(first) && instances.last != instances[0], "\(run)")
+    }
+
+    @Test("top --count ends while the broker is away: failed polls count, and the last one failing exits 69")
+    func topCountEndsWithoutABroker() throws {
+        let broker = try TestBroker()
+        let top = try broker.start(["top", "--count", "10", "--interval", "100ms"])
+        try waitUntil("the first snapshot") { top.stdoutSoFar().contains("CONN") }
+        try broker.stop()
+        let run = try top.wait(timeout: .seconds(20))
+        #expect(run.status == 69, "\(run)")
+        #expect(run.stderr.contains("retrying every interval"), "\(run)")
     }
 }
 
