@@ -181,8 +181,14 @@ extension Broker {
     /// order, and keeps every other field. Events over the limits are left out.
     /// - Returns: how many were restored, and the problems found (to log).
     public func restoreRetained(fromStateFile bytes: UnsafeRawBufferPointer) -> RetainedStateFile.Report {
+        restoreRetained(RetainedStateFile.read(bytes))
+    }
+
+    /// `restoreRetained(fromStateFile:)` for a file read in pieces
+    /// (`RetainedStateFile.Reader`'s report).
+    public func restoreRetained(_ read: RetainedStateFile.Report) -> RetainedStateFile.Report {
         precondition(seq == 0 && connections.isEmpty, "retained events are restored before the broker serves")
-        var report = RetainedStateFile.read(bytes)
+        var report = read
         for event in report.events {
             if let error = retain(event.frame.withSeq(seq + 1), seq: seq + 1, type: event.type, uid: event.uid) {
                 report.problems.append("left out the retained \(event.type): \(error.message)")
