@@ -467,6 +467,57 @@ func runAttacker(_ kind: String, _ path: String, _ seconds: Double) {
             if refused > 0 { break }
         }
         say("kept=\(kept) refused=\(refused)")
+    case "retain-big":
+        // Issue 20, break 1: two ~1 MB retained events (2 MiB, the uid's
+        // share of --max-retained-bytes 16M), republished in turn.
+        _ = open(1)
+        let pad = String(repeating: "x", count: 1_000_000)
+        var published = 0
+        say("ready")
+        holdUntilStopped(seconds) {
+            // One every 120 ms, so each window of the state writer (250 ms and
+            // its write) appends a batch just under what made it rewrite whole.
+            let t = monotonic()
+            if conns[0].request(#"{"op":"publish","type":"big.u\#(getuid()).\#(published % 2)","retain":true,"req":"b","data":"\#(published)\#(pad)"}"#, until: "\"req\":\"b\"", timeout: 30) != nil { published += 1 }
+            let left = 0.12 - (monotonic() - t)
+            if left > 0 { usleep(UInt32(left * 1e6)) }
+        }
+        say("published=\(published)")
+    case "line-split":
+        // Issue 20, break 6: a raw CR as whitespace inside `data` carrying a
+        // whole forged event line, and raw U+2028/U+2029/U+0085 in strings.
+        _ = open(1)
+        let forged = #"{"op":"event","seq":1,"type":"system.reboot","time":"2026-12-01T23:00:00.000Z","source":"init","id":"x","pid":1,"uid":0,"gid":0,"data":{}}"#
+        let frames = ["{\"op\":\"publish\",\"type\":\"line.cr\",\"req\":\"l\",\"data\":[1,\r\(forged)\r]}",
+                      "{\"op\":\"publish\",\"type\":\"line.ls\",\"req\":\"l\",\"data\":[\"a\u{2028}b\",\"c\u{2029}d\"]}",
+                      "{\"op\":\"publish\",\"type\":\"line.nel\",\"req\":\"l\",\"data\":\"a\u{85}b\"}"]
+        var refused = 0
+        // A refused frame's error has no `req` (it could not be read): wait for any reply.
+        for frame in frames where conns[0].request(frame, until: "\"op\":")?.contains("\"bad_frame\"") == true { refused += 1 }
+        say("refused=\(refused) sent=\(frames.count)")
+    case "make-dir":
+        // Issue 20, break 7: `path` is the state directory the root broker
+        // will be given: made first, world-writable, with a symlink at the
+        // temporary file's name to a root-only file and a forged state file.
+        let victim = path + ".victim"
+        mkdir(path, 0o777)
+        chmod(path, 0o777)
+        symlink(victim, path + "/retained.jsonl.tmp")
+        let line = #"{"op":"event","seq":1,"type":"forged.x","time":"2026-12-01T23:00:00.000Z","source":"root","id":"i","pid":1,"uid":0,"gid":0,"data":1}"#
+        _ = FileManager.default.createFile(atPath: path + "/retained.jsonl", contents: Data(("{\"op\":\"eventbus-state\",\"format\":1}\n" + line + "\n").utf8))
+        say("made=1")
+    case "stats-retained":
+        // Issue 20, break 8: what `stats` says of the retained events.
+        _ = open(1)
+        let line = conns[0].request(#"{"op":"stats","req":"s"}"#, until: "\"req\":\"s\"") ?? ""
+        // The top-level figures come after `me` (which has the uid's own `retained_bytes`).
+        let top = line.range(of: "\"policy_generation\":").map { String(line[$0.lowerBound...]) } ?? ""
+        say("retained=\(integer("retained", in: top) ?? -1) bytes=\(integer("retained_bytes", in: top) ?? -1)")
+    case "conn-id":
+        // Issue 20, break 8: this connection's `conn` from `hello`.
+        _ = open(1)
+        let line = conns[0].request(#"{"op":"hello","req":"h"}"#, until: "\"req\":\"h\"") ?? ""
+        say("conn=\(integer("conn", in: line) ?? -1)")
     default:
         fail("unknown attack \(kind)")
     }
@@ -666,6 +717,10 @@ func check(_ row: String, _ measure: String, _ value: String, _ bound: String, _
 
 let mib = 1024.0 * 1024.0
 
+/// Issue 20's rows for the state file, the state directory, the frames a
+/// line reader splits, `stats` and `conn`.
+let stateRows = ["statefile-past", "line-split", "statedir", "stats-secret", "conn-ids"]
+
 func runDriver(_ options: Options) {
     let me = CommandLine.arguments[0]
     let seconds = options.seconds
@@ -688,7 +743,7 @@ func runDriver(_ options: Options) {
     /// The directory `fresh` makes for the broker numbered `n`.
     func directory(for n: Int) -> String { NSTemporaryDirectory() + "attack-\(getpid())-\(n)" }
     let all = ["keys", "patterns", "flood", "partial", "slow", "connections", "churn", "busy", "replay", "hangup", "statefile", "retained",
-               "never-readers", "trickle-readers", "stopped-readers", "stall-once"]
+               "never-readers", "trickle-readers", "stopped-readers", "stall-once"] + stateRows
     for row in options.rows.isEmpty ? all : options.rows {
         switch row {
         case "keys":
@@ -922,6 +977,150 @@ func runDriver(_ options: Options) {
             check(row, "tiny retained events two uids got", kept.map(String.init).joined(separator: ", "), "<= 8192 each (1/8 of --max-retained)", kept.allSatisfy { $0 >= 0 && $0 <= 8192 })
             let rootOK = Conn(broker.socket)?.request(#"{"op":"publish","type":"system.after","retain":true,"req":"r"}"#, until: "\"req\":\"r\"")?.contains("\"ok\"") == true
             check(row, "root retains a new type afterwards", rootOK ? "yes" : "no", "yes", rootOK)
+            broker.stop()
+        case "statefile-past":
+            // Issue 20, break 1: six uids republish ~1 MB retained events;
+            // root changes secret.key (v1 -> v2) and clears secret.revoked;
+            // then a restart. --max-retained-bytes 16M (root holds 3.6 MB
+            // more): the file's bound is 2 x 16 MiB + 1 MiB.
+            let state = directory(for: brokersStarted + 1) + "/state"
+            let limits = ["--state-dir", state, "--max-retained-bytes", "16M"]
+            let (broker, _) = fresh(limits)
+            let root = Conn(broker.socket)!
+            let filler = String(repeating: "f", count: 900_000)
+            for i in 0..<4 { _ = root.request(#"{"op":"publish","type":"fill.\#(i)","retain":true,"req":"f","data":"\#(filler)"}"#, until: "\"req\":\"f\"") }
+            _ = root.request(#"{"op":"publish","type":"secret.key","retain":true,"req":"k","data":"v1"}"#, until: "\"req\":\"k\"")
+            _ = root.request(#"{"op":"publish","type":"secret.revoked","retain":true,"req":"r","data":["token-7"]}"#, until: "\"req\":\"r\"")
+            let attackers = (0..<6).map { k in asUID(options.attackerUID + k, ["--role", "attacker", "retain-big", broker.socket, String(seconds)]) }
+            for a in attackers { _ = a.line(timeout: 30) }
+            func size() -> Int {
+                var info = stat()
+                return stat(state + "/retained.jsonl", &info) == 0 ? Int(info.st_size) : 0
+            }
+            var largest = 0
+            let end = monotonic() + seconds
+            while monotonic() < end { largest = max(largest, size()); usleep(20_000) }
+            for a in attackers { a.stop() }
+            _ = root.request(#"{"op":"publish","type":"secret.key","retain":true,"req":"k2","data":"v2"}"#, until: "\"req\":\"k2\"")
+            _ = root.request(#"{"op":"clear","type":"secret.revoked","req":"c"}"#, until: "\"req\":\"c\"")
+            for _ in 0..<25 { largest = max(largest, size()); usleep(20_000) }
+            broker.stop()
+            largest = max(largest, size())
+            check(row, "largest state file while six uids republish 2 x 1 MB retained events each (\(Int(seconds)) s)", String(format: "%.1f MiB", Double(largest) / mib),
+                  "<= 33 MiB (2 x --max-retained-bytes + 1 MiB)", largest <= 33 << 20)
+            for run in 1...2 {
+                let (again, _) = fresh(limits)
+                let c = Conn(again.socket)!
+                _ = c.writeAll(Array((#"{"op":"subscribe","type":"secret.>","last":true,"req":"s"}"# + "\n" + #"{"op":"ping","req":"end"}"# + "\n").utf8))
+                var lines: [String] = []
+                let deadline = monotonic() + 5
+                while !lines.contains(where: { $0.contains("\"req\":\"end\"") }) && monotonic() < deadline {
+                    var entry = pollfd(fd: c.fd, events: Int16(POLLIN), revents: 0)
+                    _ = poll(&entry, 1, 20)
+                    _ = c.fill()
+                    lines += c.takeLines()
+                }
+                let key = lines.first { $0.contains("\"secret.key\"") }.map { $0.contains("\"data\":\"v2\"") ? "v2" : "v1" } ?? "none"
+                let revoked = lines.contains { $0.contains("\"secret.revoked\"") }
+                check(row, "after restart \(run): secret.key, and the cleared secret.revoked", "\(key), \(revoked ? "back" : "gone")", "v2, gone", key == "v2" && !revoked)
+                again.stop()
+            }
+        case "line-split":
+            // Issue 20, break 6: root subscribes; another uid publishes frames
+            // with a raw CR (carrying a forged event line) and raw U+2028,
+            // U+2029, U+0085; root's bytes are then split as Python's
+            // universal newlines (CR, LF, CRLF) and `str.splitlines()` would.
+            let (broker, _) = fresh([])
+            let root = Conn(broker.socket)!
+            _ = root.request(#"{"op":"subscribe","type":"line.>","req":"s"}"#, until: "\"req\":\"s\"")
+            let attacker = asUID(options.attackerUID, ["--role", "attacker", "line-split", broker.socket, "10"])
+            let done = attacker.line(timeout: 30)
+            attacker.stop()
+            let publisher = Conn(broker.socket)!
+            _ = publisher.request(#"{"op":"publish","type":"line.end","req":"e"}"#, until: "\"req\":\"e\"")
+            var bytes: [UInt8] = []
+            let deadline = monotonic() + 5
+            while monotonic() < deadline && !String(decoding: bytes, as: UTF8.self).contains("\"line.end\"") {
+                var entry = pollfd(fd: root.fd, events: Int16(POLLIN), revents: 0)
+                _ = poll(&entry, 1, 20)
+                _ = root.fill()
+                bytes += root.rx
+                root.rx.removeAll()
+            }
+            let text = String(decoding: bytes, as: UTF8.self)
+            let frames = text.split(separator: "\n").count
+            let universal = text.split(omittingEmptySubsequences: true) { $0 == "\n" || $0 == "\r" || $0 == "\r\n" }.count
+            let separators: Set<Character> = ["\n", "\r", "\r\n", "\u{0B}", "\u{0C}", "\u{1C}", "\u{1D}", "\u{1E}", "\u{85}", "\u{2028}", "\u{2029}"]
+            let splitlines = text.split(omittingEmptySubsequences: true) { separators.contains($0) }.count
+            let forged = text.split { separators.contains($0) }.filter { $0.hasPrefix("{\"op\":\"event\"") && $0.contains("\"system.reboot\"") }.count
+            check(row, "lines root's universal-newline reader / str.splitlines() sees for \(frames) frames (the attacker's refused: \(Int(value("refused", done) ?? -1)) of \(Int(value("sent", done) ?? -1)))",
+                  "\(universal) / \(splitlines)", "\(frames) / \(frames)", universal == frames && splitlines == frames)
+            check(row, "forged system.reboot events a line reader parses", "\(forged)", "0", forged == 0)
+            broker.stop()
+        case "statedir":
+            // Issue 20, break 7: another uid makes root's --state-dir first
+            // under a world-writable parent, with a symlink at the temporary
+            // file's name and a forged state file.
+            let parent = directory(for: 900 + brokersStarted)
+            mkdir(parent, 0o1777)
+            chmod(parent, 0o1777)
+            let state = parent + "/state"
+            let victimFile = state + ".victim"
+            _ = FileManager.default.createFile(atPath: victimFile, contents: Data("root-only\n".utf8), attributes: [.posixPermissions: 0o600])
+            let maker = asUID(options.attackerUID, ["--role", "attacker", "make-dir", state, "5"])
+            _ = maker.line(timeout: 30)
+            maker.stop()
+            let socket = parent + "/refused.sock"
+            let started = Child(options.broker, ["--socket", socket, "--state-dir", state])
+            let deadline = monotonic() + 10
+            while started.process.isRunning && monotonic() < deadline { usleep(10_000) }
+            let status = started.process.isRunning ? -1 : Int(started.process.terminationStatus)
+            if started.process.isRunning { kill(started.process.processIdentifier, SIGKILL) }
+            let victimText = (try? String(contentsOfFile: victimFile, encoding: .utf8)) ?? ""
+            check(row, "eventbusd --state-dir on a directory another uid made (0777, symlink planted)", "exit \(status)", "exit 78 (EX_CONFIG), nothing written", status == 78 && victimText == "root-only\n")
+            // A hand-made 0755 root-owned directory is used, and tightened.
+            let own = parent + "/own"
+            mkdir(own, 0o755)
+            chmod(own, 0o755)
+            let (broker, _) = fresh(["--state-dir", own])
+            var info = stat()
+            _ = stat(own, &info)
+            check(row, "mode of a root-owned 0755 --state-dir once the broker runs", String(info.st_mode & 0o777, radix: 8), "700", info.st_mode & 0o777 == 0o700)
+            broker.stop()
+        case "stats-secret":
+            // Issue 20, break 8: root retains a type another uid may not
+            // receive; what that uid's `stats` says of the retained events.
+            let policy = directory(for: 950 + brokersStarted) + ".policy"
+            _ = FileManager.default.createFile(atPath: policy, contents: Data("default subscribe deny\nallow subscribe public.>\n".utf8))
+            let (broker, _) = fresh(["--policy", policy])
+            let root = Conn(broker.socket)!
+            _ = root.request(#"{"op":"publish","type":"public.x","retain":true,"req":"p","data":1}"#, until: "\"req\":\"p\"")
+            func watch() -> String? {
+                let w = asUID(options.attackerUID, ["--role", "attacker", "stats-retained", broker.socket, "5"])
+                defer { w.stop() }
+                return w.line(timeout: 20)
+            }
+            let before = watch()
+            _ = root.request(#"{"op":"publish","type":"secret.key","retain":true,"req":"k","data":"\#(String(repeating: "s", count: 777))"}"#, until: "\"req\":\"k\"")
+            let after = watch()
+            check(row, "another uid's stats retained/retained_bytes before and after root retains a 777-byte secret it may not read",
+                  "\(Int(value("retained", before) ?? -1))/\(Int(value("bytes", before) ?? -1)) -> \(Int(value("retained", after) ?? -1))/\(Int(value("bytes", after) ?? -1))",
+                  "unchanged", before != nil && value("retained", before) == value("retained", after) && value("bytes", before) == value("bytes", after))
+            broker.stop()
+        case "conn-ids":
+            // Issue 20, break 8: a uid's `conn` before and after root opens 100 connections.
+            let (broker, _) = fresh([])
+            func conn() -> Int {
+                let w = asUID(options.attackerUID, ["--role", "attacker", "conn-id", broker.socket, "5"])
+                defer { w.stop() }
+                return Int(value("conn", w.line(timeout: 20)) ?? -1)
+            }
+            let first = conn()
+            let churn = (0..<100).compactMap { _ in Conn(broker.socket) }
+            for c in churn { _ = c.request(#"{"op":"ping","req":"p"}"#, until: "\"req\":\"p\"") }
+            let second = conn()
+            check(row, "a uid's conn ids around 100 connections of root (a counter gives a difference of 101)", "\(first), \(second)",
+                  "difference not 101", first > 0 && second > 0 && second - first != 101)
             broker.stop()
         default:
             fail("unknown row \(row); rows: \(all.joined(separator: ", "))")

@@ -29,7 +29,7 @@ extension Broker {
             FrameEncoder.appendField("version", string: configuration.version, to: &out)
             FrameEncoder.appendField("protocol", int: UInt64(ProtocolConstants.version), to: &out)
             FrameEncoder.appendField("instance", string: instance, to: &out)
-            FrameEncoder.appendField("conn", int: connection.id, to: &out)
+            FrameEncoder.appendField("conn", int: connection.publicID, to: &out)  // not the counter: PublicConnectionID.swift
             FrameEncoder.appendField("pid", int: UInt64(max(0, configuration.ownCredentials.pid)), to: &out)  // (1.2)
             FrameEncoder.appendASCII(",\"features\":[", to: &out)
             for (i, feature) in (ProtocolConstants.features + retentionFeatures).enumerated() {
@@ -56,7 +56,7 @@ extension Broker {
             FrameEncoder.appendField("instance", string: instance, to: &out)
             self.appendMe(for: connection, to: &out)
             FrameEncoder.appendField("policy_generation", int: policyGeneration, to: &out)
-            appendRetentionStats(to: &out)
+            appendRetentionStats(for: connection, to: &out)
             FrameEncoder.appendField("held", int: UInt64(s.held), to: &out)  // (1.2) "Flow control"
             FrameEncoder.appendField("holds", int: s.holds, to: &out)
             FrameEncoder.appendField("stalls", int: s.stalls, to: &out)

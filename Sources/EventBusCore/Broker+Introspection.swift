@@ -69,7 +69,7 @@ extension Broker {
             for (i, connection) in visible.enumerated() {
                 if i > 0 { out.append(0x2C) }
                 FrameEncoder.appendASCII("{\"conn\":", to: &out)
-                FrameEncoder.appendInt(connection.id, to: &out)
+                FrameEncoder.appendInt(connection.publicID, to: &out)
                 if let name = connection.clientName {
                     FrameEncoder.appendField("client", string: name, to: &out)
                 } else {

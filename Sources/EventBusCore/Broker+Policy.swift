@@ -132,7 +132,7 @@ extension Broker {
     /// (one line per uid and rule per minute). Example:
     /// `publish system.reboot denied for uid 1000 by /usr/share/eventbus/policy.conf:22 (pid 4242, connection 7, client "dashboard")`.
     private func denialLogLine(uid: UInt32, pid: Int32, connection: ConnectionID?, client: String?, verdict: PolicyVerdict, message: String) -> String? {
-        let who = "pid \(pid)" + (connection.map { ", connection \($0)" } ?? "") + (client.map { ", client \"\($0)\"" } ?? "")
+        let who = "pid \(pid)" + (connection.map { ", connection \(Broker.publicConnectionID($0))" } ?? "") + (client.map { ", client \"\($0)\"" } ?? "")
         switch denialLog.admit(uid: uid, origin: verdict.origin, nowNanoseconds: now.monotonicNanoseconds) {
         case .suppress:
             return nil

@@ -181,8 +181,14 @@ extension Broker {
     /// order, and keeps every other field. Events over the limits are left out.
     /// - Returns: how many were restored, and the problems found (to log).
     public func restoreRetained(fromStateFile bytes: UnsafeRawBufferPointer) -> RetainedStateFile.Report {
+        restoreRetained(RetainedStateFile.read(bytes))
+    }
+
+    /// `restoreRetained(fromStateFile:)` for a file read in pieces
+    /// (`RetainedStateFile.Reader`'s report).
+    public func restoreRetained(_ read: RetainedStateFile.Report) -> RetainedStateFile.Report {
         precondition(seq == 0 && connections.isEmpty, "retained events are restored before the broker serves")
-        var report = RetainedStateFile.read(bytes)
+        var report = read
         for event in report.events {
             if let error = retain(event.frame.withSeq(seq + 1), seq: seq + 1, type: event.type, uid: event.uid) {
                 report.problems.append("left out the retained \(event.type): \(error.message)")
@@ -197,12 +203,38 @@ extension Broker {
     }
 
     /// `stats` fields (1.1): `,"retained":N,"retained_bytes":B,"history_first_seq":F,"history_events":E`.
-    func appendRetentionStats(to out: inout [UInt8]) {
-        FrameEncoder.appendField("retained", int: UInt64(retention.retained.count), to: &out)
-        FrameEncoder.appendField("retained_bytes", int: UInt64(retention.retained.byteCount), to: &out)
+    /// `retained` and `retained_bytes` count the retained events `connection`
+    /// may receive (all of them for uid 0, the broker's uid, or a policy that
+    /// lets it receive every type); they are left out when its replay
+    /// credit cannot pay for looking at each one (PROTOCOL-NOTES.md).
+    func appendRetentionStats(for connection: Connection, to out: inout [UInt8]) {
+        if let (count, bytes) = visibleRetained(for: connection) {
+            FrameEncoder.appendField("retained", int: UInt64(count), to: &out)
+            FrameEncoder.appendField("retained_bytes", int: UInt64(bytes), to: &out)
+        }
         FrameEncoder.appendField("history_first_seq", int: retention.history.firstSeq ?? (seq + 1), to: &out)
         FrameEncoder.appendField("history_events", int: UInt64(retention.history.count), to: &out)
     }
+
+    /// The retained events `connection` may receive: how many, their bytes.
+    /// Counting another uid's events of a type it may not receive told it
+    /// the secret's length (docs/RELIABILITY.md "Attack round 2"). nil when
+    /// its replay credit cannot pay for the search (one unit per event).
+    func visibleRetained(for connection: Connection) -> (count: Int, bytes: Int)? {
+        let store = retention.retained
+        if isPrivileged(connection.credentials.uid) || store.count == 0 { return (store.count, store.byteCount) }
+        if case .allowed = connection.policy.subscribe(Broker.everyType) { return (store.count, store.byteCount) }
+        guard spendReplayCredit(uid: connection.credentials.uid, units: store.count, allowDebt: false) else { return nil }
+        var count = 0, bytes = 0
+        for event in store.events.values where withUTF8(event.type, { retentionMayReceive(connection, $0) }) {
+            count += 1
+            bytes += event.frame.count
+        }
+        return (count, bytes)
+    }
+
+    /// `>`: every type.
+    static let everyType = Pattern(">")!
 
     /// The `hello` features this file's work adds: `retain`, and `history`
     /// while the ring is on.

@@ -66,31 +66,75 @@ public enum RetainedStateFile {
     /// Reads a state file's bytes: the valid events (one per type: the one
     /// with the highest old seq) in the old seq order, and the problems.
     static func read(_ bytes: UnsafeRawBufferPointer) -> Report {
+        var reader = Reader()
+        reader.feed(bytes)
+        return reader.finish()
+    }
+
+    /// Reads a state file in pieces, whole: every line of the file counts,
+    /// however long it is (the broker keeps it below twice
+    /// `--max-retained-bytes` plus 1 MiB by rewriting it, StatePersistence.swift),
+    /// so a later value or clear line is never left unread, and what is
+    /// held meanwhile is the events live at that point of the file (a clear
+    /// line drops its type's event as it is read) plus one line.
+    public struct Reader {
         var report = Report()
-        var byType: [String: Int] = [:]
+        /// The newest event of each type read so far (a clear line removes it).
+        var byType: [String: (oldSeq: UInt64, type: String, frame: OutboundFrame, uid: UInt32)] = [:]
         var clearedThrough: [String: UInt64] = [:]
         var lineNumber = 0
         var badLines = 0
-        var splitter = FrameSplitter(maxFrameBytes: 64 << 20)
-        func handle(_ piece: SplitFrame) -> Bool {
+        var splitter: FrameSplitter? = FrameSplitter(maxFrameBytes: 64 << 20)
+
+        public init() {}
+
+        /// Reads the next bytes of the file.
+        public mutating func feed(_ bytes: UnsafeRawBufferPointer) {
+            var lines = splitter.take()!
+            defer { splitter = lines }
+            _ = lines.feed(bytes) { piece in
+                handle(piece)
+                return true
+            }
+        }
+
+        /// After the last bytes: the report (its events in the old seq order).
+        public mutating func finish() -> Report {
+            var lines = splitter.take()!
+            defer { splitter = lines }
+            if lines.hasPartialFrame {
+                // A last line without its LF: the write was cut short (a crash
+                // between writes cannot cause it, a damaged disk can). Keep what parses.
+                lines.finish { piece in
+                    handle(piece)
+                    return true
+                }
+            }
+            if badLines > 10 { report.problems.append("\(badLines - 10) more bad lines skipped") }
+            report.events = byType.values.sorted { $0.oldSeq < $1.oldSeq }
+            byType = [:]
+            return report
+        }
+
+        private mutating func handle(_ piece: SplitFrame) {
             lineNumber += 1
             switch piece {
             case .tooLarge(let size):
                 badLines += 1
                 report.problems.append("line \(lineNumber): \(size) bytes, too long for an event; skipped")
             case .frame(let line):
-                if let (type, seq) = clear(in: line) {
+                if let (type, seq) = RetainedStateFile.clear(in: line) {
                     clearedThrough[type] = max(clearedThrough[type] ?? 0, seq)
-                    return true
+                    // Dropped as it is read, so a long file of churn never
+                    // holds more than the events live at that point.
+                    if let held = byType[type], held.oldSeq <= seq { byType[type] = nil }
+                    return
                 }
-                switch event(in: line) {
+                switch RetainedStateFile.event(in: line) {
                 case .success(let found?):
-                    if let earlier = byType[found.type] {
-                        if report.events[earlier].oldSeq < found.oldSeq { report.events[earlier] = found }
-                    } else {
-                        byType[found.type] = report.events.count
-                        report.events.append(found)
-                    }
+                    if let through = clearedThrough[found.type], found.oldSeq <= through { return }
+                    if let held = byType[found.type], held.oldSeq >= found.oldSeq { return }
+                    byType[found.type] = found
                 case .success(nil):
                     break
                 case .failure(let reason):
@@ -98,20 +142,7 @@ public enum RetainedStateFile {
                     if badLines <= 10 { report.problems.append("line \(lineNumber): \(reason); skipped") }
                 }
             }
-            return true
         }
-        splitter.feed(bytes, handle)
-        if splitter.hasPartialFrame {
-            // A last line without its LF: the write was cut short (a crash
-            // between writes cannot cause it, a damaged disk can). Keep what parses.
-            splitter.finish(handle)
-        }
-        if badLines > 10 { report.problems.append("\(badLines - 10) more bad lines skipped") }
-        if !clearedThrough.isEmpty {
-            report.events.removeAll { event in clearedThrough[event.type].map { event.oldSeq <= $0 } ?? false }
-        }
-        report.events.sort { $0.oldSeq < $1.oldSeq }
-        return report
     }
 
     /// The keys the broker writes in an event frame (`origin` only for bridged events).
@@ -130,6 +161,11 @@ public enum RetainedStateFile {
             return .success(nil)
         }
         guard Set(keys).count == keys.count else { return .failure(LineProblem("a key appears twice")) }
+        // A file written before the broker refused them may hold raw line
+        // separators, which a line reader splits (PROTOCOL-NOTES.md "Framing").
+        if case .failure(let error) = Result(catching: { () throws(JSONSyntaxError) in try JSONScanner.validate(line, maxDepth: ProtocolConstants.maxDepth, lineSafe: true) }) {
+            return .failure(LineProblem("\(error)"))
+        }
         if let unknown = keys.first(where: { !eventKeys.contains($0) }) { return .failure(LineProblem("unexpected key \"\(unknown)\"")) }
         guard case .event(let fields)? = try? BrokerFrame.read(line) else { return .failure(LineProblem("not an event frame")) }
         let prefix = Array("{\"op\":\"event\",\"seq\":".utf8)

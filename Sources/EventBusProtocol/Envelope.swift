@@ -63,7 +63,7 @@ struct EnvelopeFields {
         let keys = EnvelopeKey.table.lookup
         var unknown = UnknownKeys()
         do throws(JSONObject.ReadError) {
-            try JSONObject.scan(frame) { key, value in
+            try JSONObject.scan(frame, lineSafe: true) { key, value in
                 if let position = keys.position(of: key, in: frame) {
                     if !tokens.record(position, value), firstDuplicate == nil { firstDuplicate = key }
                 } else if !unknown.insert(key, in: frame), firstDuplicate == nil {

@@ -31,18 +31,27 @@ public enum JSONObject {
     /// and `members` all go through it.
     /// - Throws: `ReadError`.
     @inline(__always)
-    public static func scan(_ bytes: UnsafeRawBufferPointer, maxDepth: Int = ProtocolConstants.maxDepth, _ member: (JSONToken, JSONToken) -> Void) throws(ReadError) {
-        var s = JSONScanner(bytes, maxDepth: maxDepth)
+    /// - Parameter lineSafe: refuse a raw CR, U+0085, U+2028 or U+2029
+    ///   (`JSONScanner.lineSafe`: the broker's requests); an error at a raw
+    ///   CR (not whitespace then, a control character in a string) is `.lineBreak`.
+    public static func scan(_ bytes: UnsafeRawBufferPointer, maxDepth: Int = ProtocolConstants.maxDepth, lineSafe: Bool = false, _ member: (JSONToken, JSONToken) -> Void) throws(ReadError) {
+        var s = JSONScanner(bytes, maxDepth: maxDepth, lineSafe: lineSafe)
         s.skipWhitespace()
         guard s.position < bytes.count, bytes[s.position] == 0x7B else {
-            do { _ = try JSONScanner.validate(bytes, maxDepth: maxDepth) } catch { throw .syntax(error) }
+            do { _ = try JSONScanner.validate(bytes, maxDepth: maxDepth, lineSafe: lineSafe) } catch { throw .syntax(lineBreak(error, bytes, lineSafe)) }
             throw .notAnObject
         }
         do {
             try s.scanTopLevelObject(member)
         } catch {
-            throw .syntax(error)
+            throw .syntax(lineBreak(error, bytes, lineSafe))
         }
+    }
+
+    /// `error`, or `.lineBreak` when a line-safe scan stopped at a raw CR.
+    static func lineBreak(_ error: JSONSyntaxError, _ bytes: UnsafeRawBufferPointer, _ lineSafe: Bool) -> JSONSyntaxError {
+        guard lineSafe, error.offset < bytes.count, bytes[error.offset] == 0x0D else { return error }
+        return JSONSyntaxError(.lineBreak, at: error.offset)
     }
 
     /// The top-level members of one JSON object, in order, later duplicates included.
@@ -55,14 +64,42 @@ public enum JSONObject {
         return result
     }
 
+    /// Whether valid UTF-8 `bytes` hold U+0085, U+2028 or U+2029.
+    public static func containsLineSeparator(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        lineSeparatorLength(bytes, at: 0, end: bytes.count, scanning: true) != 0
+    }
+
+    /// The length (2 or 3) of U+0085, U+2028 or U+2029 at `i`, 0 when none
+    /// is there; `scanning`: at the first one from `i` on (its end offset
+    /// then, not its length; 0 when none).
+    static func lineSeparatorLength(_ bytes: UnsafeRawBufferPointer, at start: Int, end: Int, scanning: Bool = false) -> Int {
+        var i = start
+        repeat {
+            guard i < end else { return 0 }
+            let b = bytes[i]
+            if b == 0xC2, i + 1 < end, bytes[i + 1] == 0x85 { return scanning ? i + 2 : 2 }
+            if b == 0xE2, i + 2 < end, bytes[i + 1] == 0x80, bytes[i + 2] & 0xFE == 0xA8 { return scanning ? i + 3 : 3 }
+            i += 1
+        } while scanning
+        return 0
+    }
+
     /// Appends `bytes[token]` with insignificant whitespace removed (strings kept
-    /// as they are): compacts pretty-printed JSON that the scanner validated.
+    /// as they are, but for U+0085, U+2028 and U+2029, written as `\u`
+    /// escapes: the same value): compacts pretty-printed JSON that the
+    /// scanner validated.
     public static func appendCompacted(_ bytes: UnsafeRawBufferPointer, _ token: JSONToken, to out: inout [UInt8]) {
         var i = token.start
         var inString = false
         while i < token.end {
             let b = bytes[i]
             if inString {
+                if b >= 0xC2, case let length = lineSeparatorLength(bytes, at: i, end: token.end), length > 0 {
+                    let code: [UInt8] = length == 2 ? Array("\\u0085".utf8) : bytes[i + 2] == 0xA8 ? Array("\\u2028".utf8) : Array("\\u2029".utf8)
+                    out.append(contentsOf: code)
+                    i += length
+                    continue
+                }
                 out.append(b)
                 if b == 0x5C { out.append(bytes[i + 1]); i += 2; continue }
                 if b == 0x22 { inString = false }

@@ -11,13 +11,15 @@
 // JSONScanner.swift. Escapes, non-ASCII bytes and numbers go to the general
 // scanner's own routines, so only the structure is written twice.
 
+import Glibc
+
 extension JSONScanner {
     /// Validates one whole JSON text as `validate` does.
     /// - Parameter maxDepth: at most 512 (`ProtocolConstants.maxDepth`).
     /// - Returns: the value's token, or nil where `validate` throws.
-    public static func validateQuickly(_ bytes: UnsafeRawBufferPointer, maxDepth: Int = 512) -> JSONToken? {
+    public static func validateQuickly(_ bytes: UnsafeRawBufferPointer, maxDepth: Int = 512, lineSafe: Bool = false) -> JSONToken? {
         precondition(maxDepth <= 512, "the quick scan keeps at most 512 open containers")
-        var scanner = JSONScanner(bytes, maxDepth: maxDepth)
+        var scanner = JSONScanner(bytes, maxDepth: maxDepth, lineSafe: lineSafe)
         scanner.skipWhitespace()
         guard let token = scanner.quickValue(depth: 0) else { return nil }
         scanner.skipWhitespace()
@@ -41,7 +43,12 @@ extension JSONScanner {
             case .valid:
                 return JSONToken(start: start, end: position, kind: base.load(fromByteOffset: start, as: UInt8.self) == 0x7B ? .object : .array)
             case .invalid:
-                return nil
+                // A raw CR stopped the quick loop: whitespace unless
+                // `lineSafe`, for the general scanner to tell (a cold path:
+                // the frame is refused or goes to the general decoder).
+                guard !lineSafe, memchr(base + start, 0x0D, end &- start) != nil else { return nil }
+                position = start
+                return try? scanValue(depth: depth)
             case .tooDeepToTell:
                 position = start
                 return try? scanValue(depth: depth)
@@ -208,12 +215,14 @@ extension JSONScanner {
     @inline(__always) @usableFromInline
     static func at(_ base: UnsafeRawPointer, _ i: Int) -> UInt8 { base.load(fromByteOffset: i, as: UInt8.self) }
 
-    /// `skipWhitespace` on a local position.
+    /// `skipWhitespace` on a local position, space, tab and LF only: a CR
+    /// stops it (the general scanner decides: whitespace, or with
+    /// `lineSafe` an error), so the loop has no flag to test.
     @inline(__always) @usableFromInline
     static func skipWhitespace(_ base: UnsafeRawPointer, _ p: inout Int, _ end: Int) {
         while p < end {
             let b = at(base, p)
-            guard b == 0x20 || b == 0x09 || b == 0x0A || b == 0x0D else { return }
+            guard b == 0x20 || b == 0x09 || b == 0x0A else { return }
             p &+= 1
         }
     }

@@ -48,6 +48,9 @@ public struct JSONSyntaxError: Error, Equatable, Sendable, CustomStringConvertib
         case invalidNumber = "invalid number"
         case tooDeep = "nesting deeper than the limit"
         case trailingBytes = "bytes after the JSON value"
+        /// (`lineSafe` scanners) A raw CR, U+0085, U+2028 or U+2029: a line
+        /// reader would split the frame there (PROTOCOL-NOTES.md "Framing").
+        case lineBreak = "raw CR, U+0085, U+2028 or U+2029 (a line reader splits there: write a space, or \\r, \\u0085, \\u2028, \\u2029 in a string)"
     }
 
     public var reason: Reason
@@ -69,26 +72,34 @@ public struct JSONScanner {
     public let bytes: UnsafeRawBufferPointer
     public var position: Int
     public let maxDepth: Int
+    /// Refuses what a line reader would split a frame at (the broker's
+    /// requests, PROTOCOL-NOTES.md "Framing"): a raw CR is then not
+    /// whitespace, and a raw U+0085, U+2028 or U+2029 in a string is an
+    /// error (`.lineBreak`). Checked only where those bytes can be: on the
+    /// whitespace and non-ASCII slow paths.
+    public let lineSafe: Bool
 
     /// - Parameters:
     ///   - bytes: the text to scan; not copied.
     ///   - maxDepth: the deepest nesting of objects and arrays accepted (default 512).
-    @inlinable public init(_ bytes: UnsafeRawBufferPointer, maxDepth: Int = 512) {
+    ///   - lineSafe: refuse a raw CR, U+0085, U+2028, U+2029 (default false).
+    @inlinable public init(_ bytes: UnsafeRawBufferPointer, maxDepth: Int = 512, lineSafe: Bool = false) {
         self.bytes = bytes
         self.position = 0
         self.maxDepth = maxDepth
+        self.lineSafe = lineSafe
     }
 
     @inline(__always) @usableFromInline var end: Int { bytes.count }
 
     @inline(__always) @usableFromInline func byte(_ i: Int) -> UInt8 { bytes[i] }
 
-    /// Skips JSON whitespace (space, tab, CR, LF).
+    /// Skips JSON whitespace (space, tab, CR, LF; no CR when `lineSafe`).
     @inlinable @inline(__always) public mutating func skipWhitespace() {
         if position < end && bytes[position] > 0x20 { return }  // the common case: nothing to skip
         while position < end {
             let b = bytes[position]
-            if b == 0x20 || b == 0x09 || b == 0x0D || b == 0x0A { position += 1 } else { return }
+            if b == 0x20 || b == 0x09 || b == 0x0A || (b == 0x0D && !lineSafe) { position += 1 } else { return }
         }
     }
 
@@ -101,8 +112,8 @@ public struct JSONScanner {
     /// Validates one whole JSON text: whitespace, one value, whitespace, end.
     /// - Returns: the value's token.
     /// - Throws: `JSONSyntaxError` for anything RFC 8259 or RFC 3629 rejects.
-    public static func validate(_ bytes: UnsafeRawBufferPointer, maxDepth: Int = 512) throws(JSONSyntaxError) -> JSONToken {
-        var scanner = JSONScanner(bytes, maxDepth: maxDepth)
+    public static func validate(_ bytes: UnsafeRawBufferPointer, maxDepth: Int = 512, lineSafe: Bool = false) throws(JSONSyntaxError) -> JSONToken {
+        var scanner = JSONScanner(bytes, maxDepth: maxDepth, lineSafe: lineSafe)
         scanner.skipWhitespace()
         let token = try scanner.scanValue(depth: 0)
         scanner.skipWhitespace()
@@ -362,6 +373,12 @@ public struct JSONScanner {
             guard b & 0xC0 == 0x80 else { throw JSONSyntaxError(.invalidUTF8, at: at) }
             position += 1
             need -= 1
+        }
+        // U+0085 is C2 85; U+2028 and U+2029 are E2 80 A8 and E2 80 A9.
+        if lineSafe && (lead == 0xC2 || lead == 0xE2) && first <= 0x85 {
+            if lead == 0xC2 ? first == 0x85 : first == 0x80 && byte(at &+ 2) & 0xFE == 0xA8 {
+                throw JSONSyntaxError(.lineBreak, at: at)
+            }
         }
     }
 

@@ -92,18 +92,34 @@ public enum JSONString {
     }
 
     /// Appends `text` as a JSON string literal (quotes included), escaping `"`,
-    /// `\` and control characters; other characters are written as UTF-8.
-    /// Runs of bytes that need no escape are copied whole.
+    /// `\` and control characters, and U+0085, U+2028 and U+2029 as `\u`
+    /// escapes (a line reader splits there: PROTOCOL-NOTES.md "Framing");
+    /// other characters are written as UTF-8. Runs of bytes that need no
+    /// escape are copied whole.
     public static func appendQuoted(_ text: String, to out: inout [UInt8]) {
         out.append(0x22)
         var text = text
         text.withUTF8 { bytes in
             var run = 0
-            for i in 0..<bytes.count {
+            var i = 0
+            while i < bytes.count {
                 let b = bytes[i]
-                if b >= 0x20 && b != 0x22 && b != 0x5C { continue }
-                if run < i { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run..<i])) }
-                run = i + 1
+                i += 1
+                if b >= 0x20 && b != 0x22 && b != 0x5C && b != 0xC2 && b != 0xE2 { continue }
+                if b == 0xC2 || b == 0xE2 {
+                    // U+0085 is C2 85, U+2028/U+2029 are E2 80 A8/A9 (valid UTF-8: a String).
+                    let separator = b == 0xC2 ? bytes[i] == 0x85 : bytes[i] == 0x80 && bytes[i + 1] & 0xFE == 0xA8
+                    guard separator else { continue }
+                    let start = i - 1
+                    if run < start { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run..<start])) }
+                    let code: [UInt8] = b == 0xC2 ? [0x30, 0x30, 0x38, 0x35] : [0x32, 0x30, 0x32, bytes[i + 1] == 0xA8 ? 0x38 : 0x39]
+                    out.append(0x5C); out.append(0x75); out.append(contentsOf: code)
+                    i += b == 0xC2 ? 1 : 2
+                    run = i
+                    continue
+                }
+                if run < i - 1 { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run..<(i - 1)])) }
+                run = i
                 switch b {
                 case 0x22: out.append(0x5C); out.append(0x22)
                 case 0x5C: out.append(0x5C); out.append(0x5C)

@@ -4,7 +4,9 @@
 //
 // Before editing: `bytes` is always one valid JSON value (RFC 8259, nesting
 // within `ProtocolConstants.maxDepth`) without LF or CR; every initialiser
-// validates or builds it so, and `RequestEncoder` splices it unchecked.
+// validates or builds it so, and `RequestEncoder` splices it unchecked. Nor
+// a raw U+0085, U+2028 or U+2029 (the broker refuses them, PROTOCOL-NOTES.md
+// "Framing"): compacting writes them as `\u` escapes.
 
 /// One JSON value without line breaks, e.g. `{"code":"EUR"}`.
 public struct JSONText: Hashable, Sendable, CustomStringConvertible {
@@ -26,7 +28,8 @@ public struct JSONText: Hashable, Sendable, CustomStringConvertible {
         let result: Result<[UInt8], JSONSyntaxError> = bytes.withUnsafeBytes { raw in
             do throws(JSONSyntaxError) {
                 let token = try JSONScanner.validate(raw, maxDepth: ProtocolConstants.maxDepth)
-                if layout == .asGiven && token.start == 0 && token.end == raw.count && !raw.contains(0x0A) && !raw.contains(0x0D) {
+                if layout == .asGiven && token.start == 0 && token.end == raw.count && !raw.contains(0x0A) && !raw.contains(0x0D)
+                    && !JSONObject.containsLineSeparator(raw) {
                     return .success(bytes)
                 }
                 var out: [UInt8] = []

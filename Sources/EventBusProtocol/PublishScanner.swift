@@ -14,7 +14,9 @@
 // `RequestDecoder.decode` makes of it (same tokens; eventbus-fuzz checks it
 // on every input, and that every frame of the shape is accepted). So `scan`
 // accepts nothing the general decoder would reject or read differently: no
-// escaped key or op, no unknown or repeated key, no escaped type.
+// escaped key or op, no unknown or repeated key, no escaped type. Both scan
+// `lineSafe` (a raw CR, U+0085, U+2028, U+2029 is refused: PROTOCOL-NOTES.md
+// "Framing"), checked on the whitespace and non-ASCII slow paths only.
 
 /// The members of a `publish` frame in its common shape, as token ranges
 /// into the frame (valid while the frame is).
@@ -80,7 +82,7 @@ public enum PublishScanner {
     public static func scan(_ frame: UnsafeRawBufferPointer, into tokens: inout PublishTokens) -> Bool {
         guard let base = frame.baseAddress else { return false }
         let end = frame.count
-        var s = JSONScanner(frame, maxDepth: ProtocolConstants.maxDepth)
+        var s = JSONScanner(frame, maxDepth: ProtocolConstants.maxDepth, lineSafe: true)
         s.skipWhitespace()
         guard s.position < end, base.load(fromByteOffset: s.position, as: UInt8.self) == 0x7B else { return false }  // {
         s.position &+= 1

@@ -136,8 +136,8 @@ extension BrokerServer {
                 return
             }
             if logger.enabled(.debug) {
-                logger.debug("connection \(connection.id) opened by pid \(credentials.pid) uid \(credentials.uid)",
-                             fields: [("EVENTBUS_CONN", "\(connection.id)"), ("EVENTBUS_PID", "\(credentials.pid)"), ("EVENTBUS_UID", "\(credentials.uid)")])
+                logger.debug("connection \(connection.publicID) opened by pid \(credentials.pid) uid \(credentials.uid)",
+                             fields: [("EVENTBUS_CONN", "\(connection.publicID)"), ("EVENTBUS_PID", "\(credentials.pid)"), ("EVENTBUS_UID", "\(credentials.uid)")])
             }
         }
     }
@@ -212,7 +212,7 @@ extension BrokerServer {
                     continue
                 }
             } catch {
-                logger.debug("failed to write to connection \(connection.id): \(error); closing it")
+                logger.debug("failed to write to connection \(connection.publicID): \(error); closing it")
                 close(record)
                 return
             }
@@ -295,7 +295,7 @@ extension BrokerServer {
         if broker.connectionCount == 0 { idleSince = Clock.monotonicNanoseconds() }
         if !listenersEnabled { setListenersEnabled(true) }
         if logger.enabled(.debug) {
-            logger.debug("connection \(id) closed", fields: [("EVENTBUS_CONN", "\(id)")])
+            logger.debug("connection \(Broker.publicConnectionID(id)) closed", fields: [("EVENTBUS_CONN", "\(Broker.publicConnectionID(id))")])
         }
     }
 
@@ -303,19 +303,19 @@ extension BrokerServer {
         switch notice {
         case .startedDropping(let id, let pid):
             let level: LogLevel = loggedSlowConsumers.insert(id).inserted ? .notice : .debug
-            logger.log(level, "connection \(id) (pid \(pid)) is a slow consumer: dropping events for it",
-                       fields: [("EVENTBUS_CONN", "\(id)"), ("EVENTBUS_PID", "\(pid)")])
+            logger.log(level, "connection \(Broker.publicConnectionID(id)) (pid \(pid)) is a slow consumer: dropping events for it",
+                       fields: [("EVENTBUS_CONN", "\(Broker.publicConnectionID(id))"), ("EVENTBUS_PID", "\(pid)")])
         case .limitReached(let id, let pid, let message):
-            logger.notice("connection \(id) (pid \(pid)) reached a limit: \(message)",
-                          fields: [("EVENTBUS_CONN", "\(id)"), ("EVENTBUS_PID", "\(pid)")])
+            logger.notice("connection \(Broker.publicConnectionID(id)) (pid \(pid)) reached a limit: \(message)",
+                          fields: [("EVENTBUS_CONN", "\(Broker.publicConnectionID(id))"), ("EVENTBUS_PID", "\(pid)")])
         case .stalled(let id, let pid):
-            logger.info("connection \(id) (pid \(pid)) took nothing for the stall timeout: it is behind, and the publishers it held run on",
-                        fields: [("EVENTBUS_CONN", "\(id)"), ("EVENTBUS_PID", "\(pid)")])
+            logger.info("connection \(Broker.publicConnectionID(id)) (pid \(pid)) took nothing for the stall timeout: it is behind, and the publishers it held run on",
+                        fields: [("EVENTBUS_CONN", "\(Broker.publicConnectionID(id))"), ("EVENTBUS_PID", "\(pid)")])
         case .slowConsumerDisconnected(let id, let pid):
-            logger.notice("connection \(id) (pid \(pid)) closed as a slow consumer (overflow: disconnect)",
-                          fields: [("EVENTBUS_CONN", "\(id)"), ("EVENTBUS_PID", "\(pid)")])
+            logger.notice("connection \(Broker.publicConnectionID(id)) (pid \(pid)) closed as a slow consumer (overflow: disconnect)",
+                          fields: [("EVENTBUS_CONN", "\(Broker.publicConnectionID(id))"), ("EVENTBUS_PID", "\(pid)")])
         case .denied(let id, let pid, let uid, let line):
-            logger.notice("denied: \(line)", fields: [("EVENTBUS_CONN", "\(id)"), ("EVENTBUS_PID", "\(pid)"), ("EVENTBUS_UID", "\(uid)")])
+            logger.notice("denied: \(line)", fields: [("EVENTBUS_CONN", "\(Broker.publicConnectionID(id))"), ("EVENTBUS_PID", "\(pid)"), ("EVENTBUS_UID", "\(uid)")])
         case .policyReloaded(let generation, let revoked):
             logger.info("reloaded: \(BrokerServer.policySummary(broker.policy, generation: generation)); \(revoked) subscription\(revoked == 1 ? "" : "s") revoked",
                         fields: [("EVENTBUS_POLICY_GENERATION", "\(generation)")])

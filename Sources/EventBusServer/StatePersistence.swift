@@ -4,11 +4,23 @@
 // (a burst of retaining publishes costs one write), by a helper thread given
 // immutable frames, and once more, synchronously, on the way out (SIGTERM,
 // SIGINT, idle exit). A write appends the changes (RetainedStateFile.swift)
-// unless the file is not this run's yet or has grown past twice the retained
-// bytes plus 1 MiB: then it is rewritten whole. So the bytes written follow
-// the bytes changed (at most about three times): rewriting all of up to
-// 64 MiB for each small change let one user's trickle of retaining
-// publishes write 40+ MB/s to the disk (docs/RELIABILITY.md "Attack round").
+// unless the file is not this run's yet or the append would take it past
+// twice the retained bytes plus 1 MiB: then it is rewritten whole (a
+// compaction). So the bytes written follow the bytes changed (at most about
+// twice): rewriting all of up to 64 MiB for each small change let one
+// user's trickle of retaining publishes write 40+ MB/s to the disk
+// (docs/RELIABILITY.md "Attack round"). The growth a rewrite allows is the
+// retained bytes themselves, each charged to its publisher's uid under its
+// quota, so the file never exceeds 2 x --max-retained-bytes + 1 MiB; and
+// it is read whole at start, whatever its size: checking the size before
+// the append, not after, let six uids' republished 1 MiB events grow it
+// past the 129 MiB that start-up read, and the cut-off tail (root's newer
+// value, a clear) came back as the old value (docs/RELIABILITY.md "Attack
+// round 2").
+//
+// The directory is `StateDirectory`: opened once at start (refused if
+// another uid owns it or others may write it), every file reached from its
+// fd without following a symlink.
 //
 // Before editing: why a helper thread rather than bounded chunks on the
 // loop: the cost that matters is fsync(2), tens to hundreds of ms on a busy
@@ -27,6 +39,8 @@ import Synchronization
 final class StatePersistence {
     let directory: String
     let path: String
+    /// The opened directory; nil when it could not be used (logged).
+    let stateDirectory: StateDirectory?
     let logger: Logger
     /// A change reaches the file within this plus the write itself (ns).
     let writeDelay: Int64 = 250_000_000
@@ -50,10 +64,19 @@ final class StatePersistence {
     private var inFlightAppends = false
 
     /// - Parameter directory: `--state-dir`; created (0700) if missing.
+    ///   eventbusd checks it with `StateDirectory.open` before this (exit 78
+    ///   on a refusal); a refusal here (a directory replaced meanwhile) is
+    ///   logged and the retained events last for the run.
     init(directory: String, logger: Logger) {
         self.directory = directory
         self.path = directory + "/" + RetainedStateFile.fileName
         self.logger = logger
+        do {
+            stateDirectory = try StateDirectory.open(directory)
+        } catch {
+            logger.error("\(error); retained events will not survive a restart")
+            stateDirectory = nil
+        }
     }
 
     // MARK: Start-up
@@ -61,22 +84,17 @@ final class StatePersistence {
     /// Creates the directory if needed and restores the retained events of
     /// the file into `broker`. Never fails: what cannot be read is logged.
     func load(into broker: Broker) {
+        guard let stateDirectory else { return }
+        // The whole file, in pieces: a later line (a newer value, a clear)
+        // must never be left unread, or an older value comes back.
+        var reader = RetainedStateFile.Reader()
         do {
-            try FileSystem.createDirectories(directory, mode: 0o700)
-        } catch {
-            logger.warning("failed to create state directory \(directory): \(error); retained events will not survive a restart")
-        }
-        let limit = broker.configuration.quotas.maxRetainedBytes * 2 + (1 << 20)
-        let contents: (bytes: [UInt8], truncated: Bool)?
-        do {
-            contents = try DurableFile.read(path, maxBytes: limit)
+            guard try stateDirectory.read(RetainedStateFile.fileName, { reader.feed($0) }) else { return }
         } catch {
             logger.warning("failed to read state file \(path): \(error); starting without retained events")
             return
         }
-        guard let contents else { return }
-        if contents.truncated { logger.warning("state file \(path) is larger than \(limit) bytes; reading its first \(limit) bytes") }
-        let report = contents.bytes.withUnsafeBytes { broker.restoreRetained(fromStateFile: $0) }
+        let report = broker.restoreRetained(reader.finish())
         for problem in report.problems { logger.warning("state file \(path): \(problem)") }
         logger.info("restored \(report.restored) retained event\(report.restored == 1 ? "" : "s") from \(path)")
         writtenGeneration = broker.retainedGeneration
@@ -98,24 +116,37 @@ final class StatePersistence {
         dirtySince = since
         if let retryAt, now < retryAt { return }
         guard now - since >= writeDelay else { return }
-        let path = self.path, outcome = self.outcome
+        guard let directory = stateDirectory else {
+            writtenGeneration = broker.retainedGeneration
+            return
+        }
+        let outcome = self.outcome
         if let changes = appendableChanges(broker) {
             inFlight = changes.generation
             inFlightAppends = true
-            queue.async { outcome.store(StatePersistence.append(changes, to: path)) }
+            queue.async { outcome.store(StatePersistence.append(changes, to: directory)) }
         } else {
             let snapshot = broker.retainedSnapshot()
             inFlight = snapshot.generation
             inFlightAppends = false
-            queue.async { outcome.store(StatePersistence.write(snapshot, to: path)) }
+            queue.async { outcome.store(StatePersistence.write(snapshot, to: directory)) }
         }
     }
 
     /// The changes to append, or nil when the file must be rewritten whole.
+    /// The file after the append stays within `2 * retainedBytes + 1 MiB`
+    /// (the retained bytes now, which the quotas bound); a whole rewrite
+    /// holds the retained bytes and the header, so the file never exceeds
+    /// `2 * --max-retained-bytes + 1 MiB`.
     private func appendableChanges(_ broker: Broker) -> RetainedChanges? {
-        guard appendable, fileBytes <= 2 * broker.retainedBytes + (1 << 20) else { return nil }
-        return broker.takeRetainedChanges()
+        guard appendable, fileBytes <= StatePersistence.growthLimit(retainedBytes: broker.retainedBytes),
+              let changes = broker.takeRetainedChanges() else { return nil }
+        let appended = changes.lines.reduce(0) { $0 + $1.count }
+        return fileBytes + appended <= StatePersistence.growthLimit(retainedBytes: broker.retainedBytes) ? changes : nil
     }
+
+    /// The most the file may hold before it is rewritten whole.
+    static func growthLimit(retainedBytes: Int) -> Int { 2 * retainedBytes + (1 << 20) }
 
     /// When the loop must call `tick` next (monotonic ns), nil when nothing is pending.
     func nextDeadline(_ broker: Broker, now: Int64) -> Int64? {
@@ -129,12 +160,12 @@ final class StatePersistence {
     func finish(_ broker: Broker) {
         queue.sync {}
         collect(now: Clock.monotonicNanoseconds())
-        guard broker.retainedGeneration != writtenGeneration else { return }
+        guard broker.retainedGeneration != writtenGeneration, let directory = stateDirectory else { return }
         let result: Result<Int, SystemError>
         if let changes = appendableChanges(broker) {
-            result = StatePersistence.append(changes, to: path)
+            result = StatePersistence.append(changes, to: directory)
         } else {
-            result = StatePersistence.write(broker.retainedSnapshot(), to: path)
+            result = StatePersistence.write(broker.retainedSnapshot(), to: directory)
         }
         if case .failure(let error) = result {
             logger.error("failed to write state file \(path): \(error); the retained events changed since the last write are lost")
@@ -172,24 +203,24 @@ final class StatePersistence {
     // MARK: The helper's side
 
     /// Sorts and writes a snapshot (header, then each frame): one
-    /// `DurableFile.replace`. Runs on the helper thread (or at exit).
+    /// `StateDirectory.replace`. Runs on the helper thread (or at exit).
     /// - Returns: the bytes of the file, or the error.
-    static func write(_ snapshot: RetainedSnapshot, to path: String) -> Result<Int, SystemError> {
+    static func write(_ snapshot: RetainedSnapshot, to directory: StateDirectory) -> Result<Int, SystemError> {
         let blocks = StatePersistence.blocks(RetainedStateFile.orderedFrames(snapshot), after: RetainedStateFile.header)
         do {
-            try withBuffers(blocks[...]) { chunks throws(SystemError) in try DurableFile.replace(path, with: chunks) }
+            try withBuffers(blocks[...]) { chunks throws(SystemError) in try directory.replace(RetainedStateFile.fileName, with: chunks) }
             return .success(blocks.reduce(0) { $0 + $1.count })
         } catch {
             return .failure(error)
         }
     }
 
-    /// Appends the lines of `changes`: one `DurableFile.append`.
+    /// Appends the lines of `changes`: one `StateDirectory.append`.
     /// - Returns: the bytes appended, or the error.
-    static func append(_ changes: RetainedChanges, to path: String) -> Result<Int, SystemError> {
+    static func append(_ changes: RetainedChanges, to directory: StateDirectory) -> Result<Int, SystemError> {
         let blocks = StatePersistence.blocks(changes.lines, after: [])
         do {
-            try withBuffers(blocks[...]) { chunks throws(SystemError) in try DurableFile.append(path, chunks) }
+            try withBuffers(blocks[...]) { chunks throws(SystemError) in try directory.append(RetainedStateFile.fileName, chunks) }
             return .success(blocks.reduce(0) { $0 + $1.count })
         } catch {
             return .failure(error)

@@ -71,10 +71,12 @@ enum PublishPathProperties {
     /// protocol's nesting limit and at a small one (so the limit is reached).
     static func checkQuickScan(_ bytes: UnsafeRawBufferPointer) {
         for maxDepth in [ProtocolConstants.maxDepth, 3] {
-            let quick = JSONScanner.validateQuickly(bytes, maxDepth: maxDepth)
-            let full = try? JSONScanner.validate(bytes, maxDepth: maxDepth)
-            if quick != full {
-                fuzzFailure("maxDepth \(maxDepth): quick scan \(String(describing: quick)), full scan \(String(describing: full)): \(FuzzInput.preview(Array(bytes)))")
+            for lineSafe in [false, true] {  // (the broker's requests: lineSafe)
+                let quick = JSONScanner.validateQuickly(bytes, maxDepth: maxDepth, lineSafe: lineSafe)
+                let full = try? JSONScanner.validate(bytes, maxDepth: maxDepth, lineSafe: lineSafe)
+                if quick != full {
+                    fuzzFailure("maxDepth \(maxDepth), lineSafe \(lineSafe): quick scan \(String(describing: quick)), full scan \(String(describing: full)): \(FuzzInput.preview(Array(bytes)))")
+                }
             }
         }
     }

@@ -12,7 +12,8 @@ enum RequestProperties {
     static func check(_ frame: [UInt8]) {
         frame.withUnsafeBytes { bytes in
             let decoded = RequestDecoder.decode(bytes)
-            let whole = Result { () throws(JSONSyntaxError) in try JSONScanner.validate(bytes) }
+            // The requests' grammar: no raw CR, U+0085, U+2028, U+2029 (lineSafe).
+            let whole = Result { () throws(JSONSyntaxError) in try JSONScanner.validate(bytes, lineSafe: true) }
 
             // Verdict versus the validator.
             switch whole {
@@ -205,7 +206,8 @@ enum RequestProperties {
         }
         out.dropLast().withUnsafeBytes { bytes in
             do {
-                let token = try JSONScanner.validate(bytes)
+                // lineSafe: nothing a line reader would split (PROTOCOL-NOTES.md "Framing").
+                let token = try JSONScanner.validate(bytes, lineSafe: true)
                 if token.kind != .object { fuzzFailure("\(what) is not an object") }
             } catch {
                 fuzzFailure("\(what) is not valid JSON (\(error)): \(FuzzInput.preview(out))")

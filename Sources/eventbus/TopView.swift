@@ -130,16 +130,16 @@ struct TopView {
         var rows = snapshot.clients
         switch clientSort {
         case .queue: rows.sort { ($0.queuedBytes, $1.conn) > ($1.queuedBytes, $0.conn) }
-        case .conn: rows.sort { $0.conn < $1.conn }
+        case .conn: break  // the reply's order, the order they came: `conn` ids are not ordered (PROTOCOL-NOTES.md)
         }
-        let header = Self.padLeft("CONN", 6) + " " + Self.padLeft("UID", 6) + " " + Self.padLeft("PID", 7) + "  " + Self.pad("CLIENT", 16)
+        let header = Self.padLeft("CONN", 15) + " " + Self.padLeft("UID", 6) + " " + Self.padLeft("PID", 7) + "  " + Self.pad("CLIENT", 16)
             + "  " + Self.pad("QUEUE", 12) + " " + Self.padLeft("FILL", 4) + " " + Self.padLeft("QUEUED", 8)
             + " " + Self.padLeft("DELIV/S", 9) + " " + Self.padLeft("DROPS/S", 9) + "  MARKS"
         var out = [header]
         for row in rows {
             let rate = rates.client(row)
             let fill = queueLimitBytes > 0 ? min(1, Double(row.queuedBytes) / Double(queueLimitBytes)) : 0
-            out.append(Self.padLeft("\(row.conn)", 6) + " " + Self.padLeft("\(row.uid)", 6) + " " + Self.padLeft("\(row.pid)", 7)
+            out.append(Self.padLeft("\(row.conn)", 15) + " " + Self.padLeft("\(row.uid)", 6) + " " + Self.padLeft("\(row.pid)", 7)
                 + "  " + Self.pad(Self.cut(row.client.map(TerminalText.escaped) ?? "-", 16), 16)
                 + "  " + Self.bar(fill, 12) + " " + Self.padLeft("\(Int((fill * 100).rounded()))%", 4)
                 + " " + Self.padLeft(Self.bytes(row.queuedBytes), 8)

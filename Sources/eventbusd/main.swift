@@ -96,6 +96,16 @@ case .failure(let error):
     fail("invalid access policy, not starting: \(error.lines.first ?? "")\(more)", status: 65)
 }
 
+// The state directory: refused (EX_CONFIG) when another uid owns it or
+// others may write it, before a path is bound (StateDirectory.swift).
+if let directory = options.server.stateDirectory {
+    do {
+        _ = try StateDirectory.open(directory)
+    } catch {
+        fail("\(error)", status: 78)
+    }
+}
+
 if activated == nil {
     do {
         listeners = [try ListeningSocket.bind(path: path, mode: mode_t(options.socketMode))]

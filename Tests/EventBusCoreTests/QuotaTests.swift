@@ -338,14 +338,14 @@ struct QuotaTests {
         let own = (h.read(a).last?.fields["clients"] as? [[String: Any]]) ?? []
         #expect(own.count == 1)
         let entry = own.first ?? [:]
-        #expect(entry["conn"] as? Int == Int(a.id) && entry["client"] as? String == "app-a" && entry["uid"] as? Int == 2001)
+        #expect(entry["conn"] as? Int == Int(a.publicID) && entry["client"] as? String == "app-a" && entry["uid"] as? Int == 2001)
         #expect(entry["patterns"] as? [String] == ["x.>"] && entry["published"] as? Int == 1 && entry["delivered"] as? Int == 1)
         #expect(entry["echo"] as? Bool == true && entry["overflow"] as? String == "wait" && entry["since"] as? String == "2023-11-14T22:13:20.000Z")
         #expect(entry["pid"] != nil && entry["gid"] != nil && entry["queued_bytes"] != nil && entry["dropped"] as? Int == 0)
         #expect(entry["holding"] as? Int == 0 && entry["held"] as? Bool == false && entry["behind"] as? Bool == false)
         h.send(root, #"{"op":"clients","req":1}"#)
         let all = (h.read(root).last?.fields["clients"] as? [[String: Any]]) ?? []
-        #expect(all.compactMap { $0["conn"] as? Int } == [a.id, b.id, root.id].map { Int($0) })
+        #expect(all.compactMap { $0["conn"] as? Int } == [a, b, root].map { Int($0.publicID) }, "in the order they came, by their public ids")
         #expect(all[1]["client"] is NSNull && all[1]["overflow"] as? String == "drop-old")
         h.closeAll()
     }

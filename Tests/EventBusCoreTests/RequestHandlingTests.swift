@@ -109,7 +109,7 @@ struct RequestHandlingTests {
         #expect(reply.string("server") == "eventbusd" && reply.string("version") == "9.9.9")
         #expect(reply.int("protocol") == 1)
         #expect(reply.string("instance") == BrokerHarness.instance)
-        #expect(reply.int("conn") == Int(c.id) && c.id == 2)
+        #expect(reply.int("conn") == Int(c.publicID) && c.id == 2, "the public id, not the counter (PublicConnectionID.swift)")
         #expect((reply.fields["features"] as? [String])?.contains("overflow") == true)
         #expect(c.clientName == "cli")
         h.closeAll()

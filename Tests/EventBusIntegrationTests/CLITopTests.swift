@@ -72,7 +72,7 @@ struct CLITopTests {
         #expect(!run.stdout.contains("\u{1B}") && !run.stdout.contains("\u{07}"), "\(run.stdout)")
         #expect(run.stdout.contains(#"evil\x1B[2J"#) && run.stdout.contains(#"slow\x1B]0;x"#), "names escaped, then cut to the column: \(run.stdout)")
         #expect(run.stdout.contains("up 1d 01:01:01") && run.stdout.contains("held 1  holds 3  stalls 1"), "\(run.stdout)")
-        let rows = run.stdoutLines.filter { $0.hasPrefix("     3 ") || $0.hasPrefix("     4 ") }
+        let rows = run.stdoutLines.filter { $0.hasPrefix(String(repeating: " ", count: 14) + "3 ") || $0.hasPrefix(String(repeating: " ", count: 14) + "4 ") }
         #expect(rows.count == 2, "\(run.stdout)")
         #expect(rows.first?.contains("[#####.....]  50%") == true && rows.first?.hasSuffix("BEHIND holding 2") == true, "\(rows)")
         #expect(rows.last?.hasSuffix("held") == true, "\(rows)")

@@ -186,13 +186,15 @@ struct JSONObjectTests {
 
     @Test("quoted output is valid JSON that decodes back", arguments: [
         "", "plain", "quote \" backslash \\ slash /", "controls \u{0}\u{1}\u{8}\u{9}\u{A}\u{C}\u{D}\u{1F}\u{7F}",
-        "unicode é € 😀 \u{10FFFF}", "\u{2028}\u{2029}",
+        "unicode é € 😀 \u{10FFFF}", "\u{2028}\u{2029}", "a\u{85}b – \u{2027}\u{202A}",
     ])
     func quotedRoundTrips(_ text: String) throws {
         let literal = JSONString.quoted(text)
         let bytes = utf8(literal)
         let token = try validateJSON(bytes).get()
-        #expect(token.kind == .string(escaped: text.utf8.contains { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C }))
+        let separators = text.unicodeScalars.contains { $0 == "\u{85}" || $0 == "\u{2028}" || $0 == "\u{2029}" }
+        #expect(token.kind == .string(escaped: separators || text.utf8.contains { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C }))
+        #expect(!literal.unicodeScalars.contains { $0 == "\u{85}" || $0 == "\u{2028}" || $0 == "\u{2029}" }, "written as \\u escapes")
         bytes.withUnsafeBytes { raw in #expect(JSONString.decode(raw, token) == text) }
     }
 }

@@ -15,7 +15,7 @@ struct PublishScannerTests {
         #"{"op":"publish","req":4,"type":"currency.changed","source":"settings","id":"x-1","data":{"code":"EUR"}}"#,
         #"{"op":"publish","req":"r\"1","type":"a.b","retain":true,"origin":{"node":"n","seq":1},"data":2}"#,
         #"{"data":null,"retain":false,"id":"i","source":"s","type":"t","req":-9007199254740992,"op":"publish"}"#,
-        " { \"op\" : \"publish\" ,\t\"type\" : \"a.b-c:d_e\" ,\r\n\"data\" : { } } ",
+        " { \"op\" : \"publish\" ,\t\"type\" : \"a.b-c:d_e\" ,\n\"data\" : { } } ",
         #"{"op":"publish","type":"a","source":"s\u00e9","id":"\"q\"","data":"ü中😀"}"#,
         #"{"op":"publish","type":"a","data":[1,-0.5e-3,true,false,null,"x",{"a":[[]]},[]]}"#,
         #"{"op":"publish","type":"a","data":123456789012345678901234567890}"#,
@@ -34,6 +34,11 @@ struct PublishScannerTests {
     /// the general decoder answers (nil: a successful publish all the same).
     static let leftToGeneral: [(String, ErrorCode?)] = [
         (#"{"op":"publish","type":"a","extra":1}"#, nil),  // unknown key
+        ("{\"op\":\"publish\",\r\"type\":\"a\"}", .badFrame),  // a raw CR (issue 20): not whitespace in a request
+        ("{\"op\":\"publish\",\"type\":\"a\",\"data\":[1,\r2]}", .badFrame),
+        ("{\"op\":\"publish\",\"type\":\"a\",\"data\":\"\u{2028}\"}", .badFrame),  // raw U+2028, U+2029, U+0085 in a string
+        ("{\"op\":\"publish\",\"type\":\"a\",\"source\":\"x\u{2029}\"}", .badFrame),
+        ("{\"op\":\"publish\",\"type\":\"a\",\"data\":{\"k\":\"é\u{85}\"}}", .badFrame),
         (#"{"op":"publish","op":"x","type":"a"}"#, .badRequest),  // the opening, then op again
         (#"{"op":"publish",}"#, .badFrame),
         (#"{"\u006fp":"publish","type":"a"}"#, nil),  // escaped key

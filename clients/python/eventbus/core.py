@@ -197,6 +197,20 @@ else:  # pragma: no cover (CPython always has the C encoder)
     _encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
 
 
+# U+2028, U+2029 and U+0085 split a line for str.splitlines(), and the broker
+# refuses them raw (PROTOCOL-NOTES.md "Framing"); the encoder keeps UTF-8, so
+# they are escaped afterwards (they can only be inside strings; the value is
+# the same). Three C scans of the text, nothing more in the common case.
+_unescaped = _encode
+
+
+def _encode(value, _raw=_unescaped):
+    text = _raw(value)
+    if "\u2028" in text or "\u2029" in text or "\x85" in text:
+        text = text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029").replace("\x85", "\\u0085")
+    return text
+
+
 def encode_json(value):
     """Compact JSON text of ``value`` on one line (raises TypeError or
     ValueError for what JSON cannot hold, before anything is sent)."""

@@ -46,6 +46,21 @@ class FramingTests(unittest.TestCase):
         self.assertEqual(core.Session().receive(b'{"op":"future-thing","x":1}\n'), [])
 
 
+class EncodingTests(unittest.TestCase):
+    def test_no_request_holds_what_a_line_reader_splits(self):
+        # The broker refuses a raw CR, U+0085, U+2028 or U+2029 (issue 20):
+        # they are written as escapes, and the value reads back the same.
+        value = {"a": "x\u2028y\u2029z\x85\r\u00e9", "b": ["\u2028"]}
+        for frame in (core.encode_json(value).encode(),
+                      core.encode_request("publish", 1, {"type": "a.b", "data": value}),
+                      core.encode_publish(2, "a.b", value, False, "s\u2029", "i\x85")):
+            text = frame.decode()
+            self.assertEqual(len(text.rstrip("\n").splitlines()), 1, text)
+            self.assertNotIn("\r", text)
+        self.assertEqual(__import__("json").loads(core.encode_json(value)), value)
+        self.assertIn("\u00e9", core.encode_json(value))  # other UTF-8 is kept as it is
+
+
 class EventTests(unittest.TestCase):
     def test_fields_and_an_aware_time(self):
         (ev,) = core.Session().receive(event_line(5, replayed="true", origin='{"node":"b"}'))
