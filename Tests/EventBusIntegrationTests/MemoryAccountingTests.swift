@@ -3,8 +3,9 @@
 // is written, so the quotas charge it whole until then. Against the real
 // broker, with a retained event of about 1 MB: `stats` and `clients` while
 // its copy is partly read, and a uid's outbound quota bounding how many such
-// copies its connections hold. What RSS does is measured by scripts/attack
-// (rows last-copies and partial-memory), never asserted here.
+// copies its connections hold, and the memory of such copies given back to
+// the system once their connections go (an RSS ceiling with a wide margin;
+// the figures are scripts/attack's rows last-copies and partial-memory).
 //
 // Before editing: the subscribers read their socket directly (`RawReader`),
 // a few hundred KB at a time, so that part of the copy is written and the
@@ -73,6 +74,27 @@ struct MemoryAccountingTests {
             try reader.readLines(2)
             #expect(reader.lines[0].contains(#""op":"ok""#) && reader.lines[1].hasSuffix(#","retained":true}"#))
             #expect(try root.stats().int("queued_bytes") == 0, "written completely: released")
+        }
+    }
+
+    @Test func theMemoryOfCopiesIsGivenBackOnceTheirConnectionsGo() throws {
+        try withSharedBroker([]) { broker in
+            let root = try broker.connect()
+            try Self.retainLarge("mem.back", by: root)
+            let before = try broker.rssKiB()
+            var clients: [RawClient] = []
+            for i in 0..<16 {
+                let client = try broker.connect()
+                try client.send(#"{"op":"subscribe","type":"mem.back","last":true,"req":\#(i)}"#)
+                try RawReader(client).read(count: 300_000)  // the copy stays with the broker, partly written
+                clients.append(client)
+            }
+            let held = try broker.rssKiB()
+            #expect(held - before > 12 << 10, "16 copies of 1 MB held: RSS \(before) -> \(held) KiB")
+            for client in clients { client.close() }
+            try waitUntil("the broker's RSS is back within 4 MiB of \(before) KiB", timeout: .seconds(20)) {
+                try root.stats().int("connections") == 1 && broker.rssKiB() - before < 4 << 10
+            }
         }
     }
 
