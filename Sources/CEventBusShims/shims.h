@@ -1,5 +1,5 @@
 // Header-only bridge to Linux APIs that Swift's Glibc module does not import:
-// epoll, signalfd, eventfd, accept4, struct ucred, SO_PEERGROUPS, pipe2.
+// epoll, signalfd, eventfd, accept4, struct ucred, SO_PEERGROUPS, pipe2, malloc_trim.
 //
 // Before editing: do not define _GNU_SOURCE for the whole module (it turns the
 // sockaddr parameters of bind/connect/accept into a transparent union Swift
@@ -33,6 +33,8 @@ typedef struct eventbus_ucred {
 
 extern int accept4(int sockfd, struct sockaddr *addr, socklen_t *addrlen, int flags);
 extern int pipe2(int pipefd[2], int flags);
+/// glibc's malloc_trim(3) (declared in <malloc.h>, which Swift's Glibc module does not import).
+extern int malloc_trim(size_t pad);
 
 /// `accept4(fd, NULL, NULL, SOCK_NONBLOCK|SOCK_CLOEXEC)`; -1 with errno on failure.
 static inline int eventbus_accept_nonblocking(int fd) {

@@ -350,6 +350,13 @@ extension Broker {
 }
 
 extension Broker {
+    /// Bytes the quotas count now: outbound queues, incomplete inbound
+    /// frames, retained events and the history ring (the server gives freed
+    /// heap memory back when this falls, BrokerServer+Memory.swift).
+    public var countedBytes: Int {
+        statistics.queuedBytes + quotaTotals.inboundBytes + retention.retained.byteCount + retention.history.byteCount
+    }
+
     /// Whether `tick` has anything to watch (some incomplete frame is held).
     public var needsTicks: Bool { (configuration.quotas.frameTimeoutNanoseconds > 0 && quotaTotals.inboundBytes > 0) || !flowWatch.isEmpty }
 }

@@ -3,13 +3,19 @@
 // and the drop rules work on (PROTOCOL.md "Semantics", "Quotas (1.1)").
 //
 // Before editing: what is queued is what the broker holds, and the queue
-// charges it so (`chargedBytes`: the unwritten bytes plus
-// `entryOverheadBytes` per frame), so RSS follows the count. Small frames are
+// charges it so (`chargedBytes`: each frame not completely written at its
+// full length, plus `entryOverheadBytes` per frame), so RSS follows the
+// count: a partly written head frame keeps its chunk until its last byte is
+// written, so it is charged whole until then (docs/PROTOCOL-NOTES.md
+// "Quotas": memory counted as allocated). Small frames are
 // copied into per-connection chunks (replies into one, events into another,
 // so dropping events frees whole chunks and never leaves a chunk pinned by a
-// reply); consecutive replies share one entry. An event larger than
-// `copyLimitBytes` is built once in a chunk of its own and shared by every
-// subscriber's queue. The head frame may be partly written (`headOffset`); it
+// reply); consecutive replies share one entry. What is held beyond the
+// charge is bounded by the chunk sizes: only the oldest reply chunk and the
+// oldest event chunk can hold written frames, and a tail's free room is part
+// of the same chunk, so at most `chunkBytes + largeChunkBytes` (20 KiB) per
+// queue. An event larger than `copyLimitBytes` is built once in a chunk of
+// its own and shared by every subscriber's queue. The head frame may be partly written (`headOffset`); it
 // is never dropped. Only `Broker.enqueue` grows a queue, so the broker's byte
 // counts stay exact; every shrinking call returns the change of
 // `chargedBytes` and hands back the fair-share charges it released.
@@ -177,10 +183,12 @@ public struct OutboundQueue {
     /// Frames queued and not completely written.
     public var frameCount: Int { entries.count - head }
 
-    /// What the queue holds as the broker counts it: unwritten bytes plus
+    /// What the queue holds as the broker counts it: the frames not
+    /// completely written at their full length (a partly written head frame
+    /// keeps its chunk, so its written bytes count too) plus
     /// `entryOverheadBytes` per frame (`queued_bytes`, and what the outbound
     /// limits compare).
-    public var chargedBytes: Int { byteCount + (entries.count - head) * OutboundQueue.entryOverheadBytes }
+    public var chargedBytes: Int { byteCount + headOffset + (entries.count - head) * OutboundQueue.entryOverheadBytes }
 
     // MARK: Growing (only `Broker.enqueue` calls these)
 

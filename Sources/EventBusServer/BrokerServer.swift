@@ -103,6 +103,8 @@ public final class BrokerServer {
     var loggedSlowConsumers: Set<ConnectionID> = []
     /// The state file of the retained events, with `--state-dir`.
     let persistence: StatePersistence?
+    /// When to give freed memory back (BrokerServer+Memory.swift).
+    var heapTrimmer = HeapTrimmer()
 
     // Tokens: a connection's is its id (1, 2, 3...); the specials count down from the top.
     static let signalToken: UInt64 = .max
@@ -210,6 +212,7 @@ public final class BrokerServer {
     func checkTimers(now: Int64) -> ServerExit? {
         if let retry = acceptRetryAt, now >= retry { setListenersEnabled(true) }
         persistence?.tick(broker, now: now)
+        trimHeapIfReleased(now: now)
         if now >= nextTick {
             apply(broker.tick(at: currentTime()))
             nextTick = now + broker.tickIntervalNanoseconds
@@ -238,6 +241,7 @@ public final class BrokerServer {
         if let stop = shutdownDeadline { deadline = min(deadline, stop) }
         for t in nextPeriodic { deadline = min(deadline, t) }
         if let write = persistence?.nextDeadline(broker, now: now) { deadline = min(deadline, write) }
+        if let trim = heapTrimmer.dueAt { deadline = min(deadline, trim) }
         if let idle = configuration.exitIdleNanoseconds, broker.connectionCount == 0 { deadline = min(deadline, idleSince + idle) }
         if deadline == .max { return -1 }
         let ms = (deadline - now + 999_999) / 1_000_000

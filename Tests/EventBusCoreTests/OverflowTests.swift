@@ -168,17 +168,20 @@ struct OverflowTests {
         // other 11 frames wait in the connection, unread.
         #expect(h.sendRaw(c, utf8(pings.joined(separator: "\n") + "\n")) == BrokerStep(output: [c.id], effects: [.pauseReading(c.id)]))
         #expect(c.outbound.byteCount == 9 * 21 && c.hasBufferedInput)
-        // Below the limit but not below half: still paused.
+        // The nine replies share one entry, charged whole until its last byte
+        // is written (its chunk is held until then): still paused.
         #expect(h.read(c, maxBytes: 21 * 3).count == 3)
         #expect(h.lastStep.isEmpty)
-        // Below half (100 bytes): reading resumes, and the kept frames come first.
+        #expect(h.read(c, maxBytes: 21 * 3).count == 3)
+        #expect(h.lastStep.isEmpty && c.outbound.chargedBytes == 221)
+        // Written completely (below half): reading resumes, and the kept frames come first.
         #expect(h.read(c, maxBytes: 21 * 3).count == 3)
         #expect(h.lastStep.effects == [.resumeReading(c.id)])
         h.sendRaw(c, [])
-        #expect(c.hasBufferedInput && c.readPaused, "paused again after seven more")
-        #expect(h.read(c).compactMap { $0.int("req") } == Array(17...25))
+        #expect(c.hasBufferedInput && c.readPaused, "paused again after nine more")
+        #expect(h.read(c).compactMap { $0.int("req") } == Array(20...28))
         h.sendRaw(c, [])
-        #expect(h.read(c).compactMap { $0.int("req") } == Array(26...30))
+        #expect(h.read(c).compactMap { $0.int("req") } == Array(29...30))
         #expect(!c.hasBufferedInput && !c.readPaused)
         #expect(h.send(c, #"{"op":"ping","req":1}"#).effects.isEmpty, "paused only over the limit")
         h.checkInvariants()
