@@ -9,6 +9,7 @@
 // meanwhile. The broker answers one connection's requests in order, so
 // replies are matched by popping the front of `awaiting`, never by search.
 
+import EventBusBridge
 import EventBusProtocol
 
 /// A request whose reply has not arrived yet.
@@ -45,8 +46,8 @@ struct BusOutbox {
     }
 
     /// Appends an import's `publish`, without `req`.
-    mutating func appendImport(_ request: ClientRequest) {
-        request.encode(req: nil, to: &bytes)
+    mutating func appendImport(_ event: LocalPublish) {
+        event.appendFrame(to: &bytes)
         unmarkedImports += 1
     }
 

@@ -122,7 +122,7 @@ struct LocalBus {
     /// - Returns: false when there is no connection (the caller counts it lost).
     mutating func publish(_ event: LocalPublish) -> Bool {
         guard connected else { return false }
-        outbox.appendImport(.publish(type: event.type.name, source: event.source, id: event.id, origin: event.origin.json, data: event.data))
+        outbox.appendImport(event)
         return true
     }
 
