@@ -104,6 +104,8 @@ public struct Headers: Equatable, Sendable {
     /// - Throws: `HeaderError` as `parse` does (the status is checked, not returned).
     public static func forEachField(_ block: UnsafeRawBufferPointer, _ body: (_ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) -> Bool) throws(HeaderError) {
         try walk(block, versionLine: { line throws(HeaderError) in
+            // The usual line, `NATS/1.0` alone, without the general parse's allocations.
+            if line.count == 8 && line.loadUnaligned(as: UInt64.self) == 0x302E_312F_5354_414E { return }
             var ignored = Headers()
             try parseVersionLine(line, into: &ignored)
         }, body)
