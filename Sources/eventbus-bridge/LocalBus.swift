@@ -126,11 +126,12 @@ struct LocalBus {
         return true
     }
 
-    /// Everything queued, for the writer, the current import batch closed by a `ping`.
-    mutating func takeBytes() -> [UInt8] {
+    /// Everything queued, for the writer, the current import batch closed by a
+    /// `ping`, in `buffer` (whose old, written bytes are dropped; its storage is reused).
+    mutating func takeBytes(into buffer: inout [UInt8]) {
         outbox.writing = 0
         outbox.markImports()
-        return outbox.take()
+        outbox.take(swappingWith: &buffer)
     }
 
     /// The writer still holds `bytes` of what it took (for `pendingBytes`).
