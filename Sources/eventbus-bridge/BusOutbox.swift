@@ -9,6 +9,7 @@
 // meanwhile. The broker answers one connection's requests in order, so
 // replies are matched by popping the front of `awaiting`, never by search.
 
+import EventBusBridge
 import EventBusProtocol
 
 /// A request whose reply has not arrived yet.
@@ -45,8 +46,8 @@ struct BusOutbox {
     }
 
     /// Appends an import's `publish`, without `req`.
-    mutating func appendImport(_ request: ClientRequest) {
-        request.encode(req: nil, to: &bytes)
+    mutating func appendImport(_ event: LocalPublish) {
+        event.appendFrame(to: &bytes)
         unmarkedImports += 1
     }
 
@@ -57,12 +58,13 @@ struct BusOutbox {
         unmarkedImports = 0
     }
 
-    /// Takes every queued byte for the writer (which reports progress in `writing`).
-    mutating func take() -> [UInt8] {
-        var taken: [UInt8] = []
-        swap(&taken, &bytes)
-        writing += taken.count
-        return taken
+    /// Takes every queued byte for the writer (which reports progress in
+    /// `writing`), swapped with the writer's emptied buffer `spare`, so the
+    /// outbox keeps an allocated buffer instead of growing a new one per batch.
+    mutating func take(swappingWith spare: inout [UInt8]) {
+        spare.removeAll(keepingCapacity: spare.capacity <= 1 << 20)
+        swap(&spare, &bytes)
+        writing += spare.count
     }
 
     /// The request the reply with `req` answers, removed from the queue; nil
