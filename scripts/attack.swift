@@ -454,6 +454,90 @@ func runAttacker(_ kind: String, _ path: String, _ seconds: Double) {
         holdUntilStopped(seconds)
         for c in conns { c.close() }
         say("closed")
+    case "cost-deep", "cost-arrays", "cost-keys", "cost-escapes", "cost-number", "cost-types", "cost-patterns":
+        // (issue 20) One connection sending expensive frames as fast as the
+        // broker takes them, none answered (no req): the loop's cost per byte
+        // is what differs. The bytes are made once and sent again and again.
+        _ = open(1)
+        let c = conns[0]
+        var buffer: [UInt8] = []
+        var rng = SystemRandomNumberGenerator()
+        switch kind {
+        case "cost-deep":
+            // 1 MiB frames of 509-deep nesting: 1,000 arrays 507 deep in an array in the object.
+            let block = String(repeating: "[", count: 507) + String(repeating: "]", count: 507)
+            buffer = Array((#"{"op":"ping","x":["# + Array(repeating: block, count: 1030).joined(separator: ",") + "]}\n").utf8)
+        case "cost-arrays":
+            buffer = Array((#"{"op":"ping","x":["# + Array(repeating: "1234567", count: 100_000).joined(separator: ",") + "]}\n").utf8)
+        case "cost-keys":
+            buffer = Array(("{" + (0..<85_000).map { "\"k\($0)\":1," }.joined() + #""op":"ping"}"# + "\n").utf8)
+        case "cost-escapes":
+            buffer = Array((#"{"op":"ping","x":""# + String(repeating: #"\u00e9"#, count: 174_000) + "\"}\n").utf8)
+        case "cost-number":
+            buffer = Array((#"{"op":"ping","x":"# + String(repeating: "1", count: 1_040_000) + "}\n").utf8)
+        case "cost-types":
+            // Random three-segment types, a new one nearly every frame (4 MiB of them, sent in a loop).
+            while buffer.count < 4 << 20 {
+                buffer += Array(#"{"op":"publish","type":"r\#(UInt32.random(in: 0...999_999, using: &rng)).s\#(UInt32.random(in: 0...999_999, using: &rng)).t\#(UInt32.random(in: 0...999_999, using: &rng))"}"#.utf8) + [0x0A]
+            }
+        default:
+            // Churning random patterns: subscribe then unsubscribe, a new pattern each time.
+            while buffer.count < 4 << 20 {
+                let p = "p\(UInt32.random(in: 0...999_999, using: &rng)).*.q\(UInt32.random(in: 0...999_999, using: &rng)).>"
+                buffer += Array(#"{"op":"subscribe","type":"\#(p)"}"#.utf8) + [0x0A] + Array(#"{"op":"unsubscribe","type":"\#(p)"}"#.utf8) + [0x0A]
+            }
+        }
+        say("ready bytes=\(buffer.count)")
+        var offset = 0, sent = 0
+        var sink = [UInt8](repeating: 0, count: 65536)
+        holdUntilStopped(seconds) {
+            var entry = pollfd(fd: c.fd, events: Int16(POLLOUT), revents: 0)
+            _ = poll(&entry, 1, 5)
+            let n = buffer.withUnsafeBytes { c.writeSome(UnsafeRawBufferPointer(rebasing: $0[offset...])) }
+            offset += n
+            sent += n
+            if offset == buffer.count { offset = 0 }
+            while read(c.fd, &sink, sink.count) > 0 {}
+        }
+        say("sent=\(sent)")
+    case "never-read-250":
+        // (issue 20) 250 drop-new subscribers of > that never read.
+        let (_, refusedAtConnect) = open(250)
+        for c in conns {
+            _ = c.writeAll(Array(#"{"op":"hello","overflow":"drop-new"}"#.utf8) + [0x0A] + Array(#"{"op":"subscribe","type":">"}"#.utf8) + [0x0A])
+        }
+        var answered = 0
+        for c in conns where c.request(#"{"op":"ping","req":"s"}"#, until: "\"req\":\"s\"", timeout: 10) != nil { answered += 1 }
+        say("ready accepted=\(answered) refused=\(refusedAtConnect)")
+        holdUntilStopped(seconds)
+    case "drop-old-loop":
+        // (issue 20) 8 connections with overflow drop-old and echo, each
+        // subscribed to its own type, send 30,000 (publish to itself + ping)
+        // pairs and never read; a ninth connection publishes to their types
+        // as fast as the broker takes it: every event drops the oldest one
+        // queued between thousands of replies.
+        _ = open(9)
+        let loops = Array(conns.prefix(8)), publisher = conns[8]
+        var sent = 0
+        for (n, c) in loops.enumerated() {
+            _ = c.writeAll(Array(#"{"op":"hello","overflow":"drop-old","echo":true}"#.utf8) + [0x0A])
+            _ = c.request(#"{"op":"subscribe","type":"loop.\#(n)","req":"s"}"#, until: "\"req\":\"s\"", timeout: 10)
+            var pairs: [UInt8] = []
+            for k in 0..<30_000 {
+                pairs += Array(#"{"op":"publish","type":"loop.\#(n)","data":"0123456789abcdef"}"#.utf8) + [0x0A]
+                pairs += Array(#"{"op":"ping","req":\#(k)}"#.utf8) + [0x0A]
+            }
+            sent += writeWhileTaken(seconds: 5, idleLimit: 10) { pairs.withUnsafeBytes { c.writeSome($0) } }
+        }
+        let burst = Array((0..<512).map { #"{"op":"publish","type":"loop.\#($0 % 8)","data":"0123456789abcdef"}"# + "\n" }.joined().utf8)
+        say("ready sent=\(sent)")
+        var published = 0
+        holdUntilStopped(seconds) {
+            published += burst.withUnsafeBytes { publisher.writeSome($0) }
+            var byte = [UInt8](repeating: 0, count: 65536)
+            while read(publisher.fd, &byte, byte.count) > 0 {}
+        }
+        say("published_bytes=\(published)")
     case "never-read", "trickle-read", "never-read-1":
         // (1.2 flow control, issue 24) One connection subscribed to `>` that
         // never reads (or reads one byte a second); never-read-1: one
@@ -561,6 +645,32 @@ func runAttacker(_ kind: String, _ path: String, _ seconds: Double) {
 /// `--role victim SOCKET SECONDS`: another uid's publish rate (pipelined,
 /// 8192 in flight, a type nobody subscribes) and ping round trips (one every
 /// 5 ms on a second connection); prints `rate=... p50_ms=... p99_ms=... max_ms=...`.
+/// `--role victim SOCKET SECONDS rr1|rr256`: request/response rate (pings
+/// with req, 1 or 256 in flight on one connection); prints `rate=...`.
+func runRequestVictim(_ path: String, _ seconds: Double, window: Int) {
+    guard let c = Conn(path) else { fail("victim cannot connect") }
+    let ping = Array(#"{"op":"ping","req":1}"#.utf8) + [0x0A]
+    var inFlight = 0, answered = 0
+    let start = monotonic(), end = start + seconds
+    var out: [UInt8] = []
+    while monotonic() < end {
+        if inFlight < window {
+            out.removeAll(keepingCapacity: true)
+            for _ in inFlight..<window { out += ping }
+            if !c.writeAll(out) { break }
+            inFlight = window
+        }
+        var entry = pollfd(fd: c.fd, events: Int16(POLLIN), revents: 0)
+        _ = poll(&entry, 1, 5)
+        c.fill()
+        let n = c.countLines()
+        answered += n
+        inFlight -= n
+        if c.closed { break }
+    }
+    say(String(format: "rate=%.0f", Double(answered) / (monotonic() - start)))
+}
+
 func runVictim(_ path: String, _ seconds: Double, publish: Bool) {
     guard let publisher = Conn(path), let pinger = Conn(path) else { fail("victim cannot connect") }
     let burst = Array(String(repeating: #"{"op":"publish","type":"v.load","req":1}"# + "\n", count: 64).utf8)
@@ -682,9 +792,15 @@ final class Broker {
     let socket: String
     var pid: Int32 { child.process.processIdentifier }
 
-    init(_ path: String, directory: String, options: [String]) {
+    /// - Parameter cpu: run it on that CPU only (taskset), with the attackers.
+    init(_ path: String, directory: String, options: [String], cpu: Int? = nil) {
         socket = directory + "/bus.sock"
-        child = Child(path, ["--socket", socket, "--log-level", "warning"] + options)
+        let arguments = ["--socket", socket, "--log-level", "warning"] + options
+        if let cpu {
+            child = Child("/usr/bin/taskset", ["-c", String(cpu), path] + arguments)  // taskset execs it: the same pid
+        } else {
+            child = Child(path, arguments)
+        }
         let deadline = monotonic() + 10
         while monotonic() < deadline {
             if let c = Conn(socket), c.request(#"{"op":"ping","req":0}"#, until: "\"ok\"", timeout: 1) != nil { return }
@@ -704,6 +820,14 @@ final class Broker {
         guard let close = text.lastIndex(of: ")") else { return 0 }
         let fields = text[text.index(after: close)...].split(separator: " ")
         return ((Double(fields[11]) ?? 0) + (Double(fields[12]) ?? 0)) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
+    /// Time it ran on a CPU, s (/proc/PID/schedstat, ns: exact where the
+    /// clock-tick counts of /proc/PID/stat sample a broker that runs in
+    /// short bursts badly).
+    func runSeconds() -> Double {
+        let text = (try? String(contentsOfFile: "/proc/\(pid)/schedstat", encoding: .utf8)) ?? ""
+        return (Double(text.split(separator: " ").first ?? "") ?? 0) / 1e9
     }
 
     /// `stats` as root; nil when the broker did not answer within 5 s.
@@ -761,27 +885,54 @@ let stateRows = ["statefile-past", "line-split", "statedir", "stats-secret", "co
 func runDriver(_ options: Options) {
     let me = CommandLine.arguments[0]
     let seconds = options.seconds
-    func asUID(_ uid: Int, _ arguments: [String]) -> Child {
-        Child("/usr/bin/setpriv", ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", me] + arguments)
+    /// - Parameter cpu: on that CPU only (taskset); the pinned rows put the
+    ///   broker and the attackers on CPU 0 and the victim on CPU 1.
+    func asUID(_ uid: Int, _ arguments: [String], cpu: Int? = nil) -> Child {
+        let setpriv = ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", me] + arguments
+        if let cpu { return Child("/usr/bin/taskset", ["-c", String(cpu), "/usr/bin/setpriv"] + setpriv) }
+        return Child("/usr/bin/setpriv", setpriv)
     }
+    /// The CPU the victim runs on in a pinned row (nil: unpinned).
+    var victimCPU: Int? = nil
     func victim(_ broker: Broker, publish: Bool = true, uid: Int? = nil) -> String? {
-        let v = asUID(uid ?? options.victimUID, ["--role", "victim", broker.socket, String(seconds), publish ? "publish" : "ping"])
+        let v = asUID(uid ?? options.victimUID, ["--role", "victim", broker.socket, String(seconds), publish ? "publish" : "ping"], cpu: victimCPU)
         defer { v.stop() }
         return v.line(timeout: seconds + 20)
     }
     var brokersStarted = 0
-    func fresh(_ extra: [String]) -> (Broker, String) {
+    func fresh(_ extra: [String], cpu: Int? = nil) -> (Broker, String) {
         brokersStarted += 1
         let directory = directory(for: brokersStarted)
         mkdir(directory, 0o755)
         chmod(directory, 0o755)
-        return (Broker(options.broker, directory: directory, options: extra), directory)
+        return (Broker(options.broker, directory: directory, options: extra, cpu: cpu), directory)
     }
+    /// (issue 20) Root's request/response rate with `window` requests in flight.
+    func requestRate(_ broker: Broker, window: Int) -> Double {
+        let v = asUID(0, ["--role", "victim", broker.socket, String(seconds), "rr\(window)"], cpu: victimCPU)
+        defer { v.stop() }
+        return value("rate", v.line(timeout: seconds + 20)) ?? 0
+    }
+    /// Runs `body` and returns its result with the broker's CPU share meanwhile (/proc/PID/stat).
+    func withShare<T>(_ broker: Broker, _ body: () -> T) -> (T, Double) {
+        let cpu0 = broker.runSeconds(), t0 = monotonic()
+        let result = body()
+        return (result, (broker.runSeconds() - cpu0) / max(0.001, monotonic() - t0))
+    }
+    func percent(_ share: Double) -> String { String(format: "%.0f %%", share * 100) }
     /// The directory `fresh` makes for the broker numbered `n`.
     func directory(for n: Int) -> String { NSTemporaryDirectory() + "attack-\(getpid())-\(n)" }
     let all = ["keys", "patterns", "flood", "partial", "slow", "connections", "churn", "busy", "replay", "hangup", "statefile", "retained",
-               "never-readers", "trickle-readers", "stopped-readers", "stall-once", "last-copies", "partial-memory"] + stateRows
+               "never-readers", "trickle-readers", "stopped-readers", "stall-once", "last-copies", "partial-memory", "drop-old",
+               "never-readers-3", "cost-deep", "cost-arrays", "cost-keys", "cost-escapes", "cost-number", "cost-types", "cost-patterns"] + stateRows
     for row in options.rows.isEmpty ? all : options.rows {
+        // (issue 20) The rows the attack clients' own CPU distorts: broker and
+        // attackers on CPU 0, the victim on CPU 1 (taskset), the broker's
+        // share of its CPU measured and printed next to the figure.
+        let pinned = row.hasPrefix("cost-") || row.hasPrefix("churn") || row == "never-readers-3" || row == "drop-old"
+        victimCPU = pinned ? 1 : nil
+        let brokerCPU: Int? = pinned ? 0 : nil
+        let attackerCPU: Int? = pinned ? 0 : nil
         switch row {
         case "keys":
             let (broker, _) = fresh([])
@@ -843,19 +994,22 @@ func runDriver(_ options: Options) {
             attacker.stop()
             broker.stop()
         case "busy", "churn", "churn-exact":
-            let (broker, _) = fresh([])
-            let idle = victim(broker)
+            let (broker, _) = fresh([], cpu: brokerCPU)
+            let (idle, idleShare) = withShare(broker) { victim(broker) }
             /// Another uid's figures while `kind` runs.
-            func underAttack(_ kind: String) -> (victim: String?, stats: (line: String, ms: Double)?) {
-                let attacker = asUID(options.attackerUID, ["--role", "attacker", kind, broker.socket, String(seconds + 5)])
+            func underAttack(_ kind: String) -> (victim: String?, stats: (line: String, ms: Double)?, share: Double) {
+                let attacker = asUID(options.attackerUID, ["--role", "attacker", kind, broker.socket, String(seconds + 5)], cpu: attackerCPU)
                 _ = attacker.line(timeout: 30)
                 usleep(300_000)
-                let v = victim(broker)
+                let (v, share) = withShare(broker) { victim(broker) }
                 let stats = broker.stats()
                 attacker.stop()
-                return (v, stats)
+                return (v, stats, share)
             }
             let many = underAttack(row)
+            if pinned {
+                check(row, "broker's CPU share, idle / under attack (broker and attackers on CPU 0, victim on CPU 1)", "\(percent(idleShare)) / \(percent(many.share))", "informational", true)
+            }
             let what = row == "busy" ? "200 connections of one uid pinging as fast as they can" : "200 connections of one uid churning \(row == "churn-exact" ? "a.b.c" : "a.*.c")"
             let idleRate = value("rate", idle) ?? 1, rate = value("rate", many.victim) ?? 0, p99 = value("p99_ms", many.victim) ?? 9999
             check(row, "another uid's publish rate under \(what) (idle \(Int(idleRate))/s)", "\(Int(rate))/s (\(Int(rate * 100 / idleRate)) %)", ">= half idle", rate >= idleRate / 2)
@@ -882,6 +1036,72 @@ func runDriver(_ options: Options) {
             let holds = stats.flatMap { integer("holds", in: $0.line) } ?? -1
             check(row, "publishers held (stats.holds)", "\(holds)", "0 (no uid holds another's)", holds == 0)
             attacker.stop()
+            broker.stop()
+        case "cost-deep", "cost-arrays", "cost-keys", "cost-escapes", "cost-number", "cost-types", "cost-patterns":
+            // (issue 20) Fair share by cost: root's request/response rate with
+            // 1 and with 256 requests in flight next to one connection of
+            // another uid sending expensive frames.
+            let what = ["cost-deep": "1 MiB frames of 509-deep nesting", "cost-arrays": "frames of 100k-element arrays",
+                        "cost-keys": "frames of 85k keys", "cost-escapes": "1 MiB of \\u00e9 escapes per frame",
+                        "cost-number": "a 1 MiB number per frame", "cost-types": "publishes to random three-segment types",
+                        "cost-patterns": "subscribe + unsubscribe of random patterns"][row]!
+            let (broker, _) = fresh([], cpu: brokerCPU)
+            let idle1 = requestRate(broker, window: 1), idle256 = requestRate(broker, window: 256)
+            let attacker = asUID(options.attackerUID, ["--role", "attacker", row, broker.socket, String(seconds * 2 + 10)], cpu: attackerCPU)
+            _ = attacker.line(timeout: 60)
+            usleep(300_000)
+            let (rates, share) = withShare(broker) { (requestRate(broker, window: 1), requestRate(broker, window: 256)) }
+            let answered = Conn(broker.socket)?.request(#"{"op":"ping","req":"p"}"#, until: "\"req\":\"p\"") != nil
+            attacker.stop()
+            for (window, idle, rate) in [(1, idle1, rates.0), (256, idle256, rates.1)] {
+                check(row, "root's request rate, \(window) in flight, next to one connection of another uid sending \(what) (idle \(Int(idle))/s; broker's CPU share \(percent(share)))",
+                      "\(Int(rate))/s (\(Int(rate * 100 / max(1, idle))) %)", ">= 50 % of idle", rate >= 0.5 * idle)
+            }
+            check(row, "root's ping answered afterwards", answered ? "yes" : "no", "yes", answered)
+            broker.stop()
+        case "never-readers-3":
+            // (issue 20) 250 never-reading drop-new subscribers of > from each of 3 uids.
+            let (broker, _) = fresh([], cpu: brokerCPU)
+            let (idle, idleShare) = withShare(broker) { victim(broker, uid: 0) }
+            var attackers: [Child] = []
+            var accepted: [Int] = []
+            for k in 0..<3 {
+                let a = asUID(options.attackerUID + 200 + k, ["--role", "attacker", "never-read-250", broker.socket, String(seconds + 60)], cpu: attackerCPU)
+                accepted.append(Int(value("accepted", a.line(timeout: 60)) ?? -1))
+                attackers.append(a)
+            }
+            // Fill their queues first (root publishes 1 KiB events to them).
+            let filler = Conn(broker.socket)!
+            let pad = String(repeating: "f", count: 1000)
+            let fill = Array(String(repeating: #"{"op":"publish","type":"v.fill","data":"\#(pad)"}"# + "\n", count: 2000).utf8)
+            for _ in 0..<8 { _ = filler.writeAll(fill, timeout: 60) }
+            _ = filler.request(#"{"op":"ping","req":"f"}"#, until: "\"req\":\"f\"", timeout: 60)
+            let (v, share) = withShare(broker) { victim(broker, uid: 0) }
+            let stats = broker.stats()
+            for a in attackers { a.stop() }
+            let idleRate = value("rate", idle) ?? 1, rate = value("rate", v) ?? 0
+            let dropped = stats.flatMap { integer("dropped", in: $0.line) } ?? -1
+            check(row, "root's publish rate next to \(accepted.map(String.init).joined(separator: " + ")) never-reading drop-new subscribers of > (3 uids; idle \(Int(idleRate))/s; broker's CPU share \(percent(idleShare)) idle, \(percent(share)) meanwhile)",
+                  "\(Int(rate))/s (\(Int(rate * 100 / idleRate)) %)", ">= 50 % of idle", rate >= 0.5 * idleRate)
+            check(row, "events dropped (stats.dropped)", "\(dropped)", "> 0", dropped > 0)
+            broker.stop()
+        case "drop-old":
+            // (issue 20) drop-old between queued replies: each drop must cost
+            // O(1), not O(replies queued before the oldest event).
+            let (broker, _) = fresh([], cpu: brokerCPU)
+            let attacker = asUID(options.attackerUID, ["--role", "attacker", "drop-old-loop", broker.socket, String(seconds + 5)], cpu: attackerCPU)
+            let ready = attacker.line(timeout: 90)
+            let cpu0 = broker.runSeconds(), t0 = monotonic()
+            let v = victim(broker, publish: false, uid: 0)
+            let cpu = broker.runSeconds() - cpu0, wall = monotonic() - t0
+            let stats = broker.stats()
+            attacker.stop()
+            let p99 = value("p99_ms", v) ?? 9999, maxPing = value("max_ms", v) ?? 9999
+            check(row, "root's ping p99 next to 8 drop-old echo connections of one uid with (publish to self + ping) pairs unread (\(Int((value("sent", ready) ?? 0) / mib)) MiB) and a publisher to them (max \(String(format: "%.1f", maxPing)) ms)",
+                  String(format: "%.1f ms", p99), "< 100 ms", p99 < 100)
+            let dropped = stats.flatMap { integer("dropped", in: $0.line) } ?? -1
+            check(row, "events dropped (stats.dropped)", "\(dropped)", "> 0 (drop-old at work)", dropped > 0)
+            check(row, "broker CPU share meanwhile", String(format: "%.0f %%", cpu * 100 / wall), "informational", true)
             broker.stop()
         case "stall-once":
             // (1.2) A same-uid subscriber that never reads holds a flooding
@@ -1231,8 +1451,12 @@ if args.first == "--role" {
         guard args.count == 5, let seconds = Double(args[4]) else { fail("--role attacker KIND SOCKET SECONDS") }
         runAttacker(args[2], args[3], seconds)
     case "victim":
-        guard args.count == 5, let seconds = Double(args[3]) else { fail("--role victim SOCKET SECONDS publish|ping") }
-        runVictim(args[2], seconds, publish: args[4] == "publish")
+        guard args.count == 5, let seconds = Double(args[3]) else { fail("--role victim SOCKET SECONDS publish|ping|rr1|rr256") }
+        if args[4].hasPrefix("rr"), let window = Int(args[4].dropFirst(2)) {
+            runRequestVictim(args[2], seconds, window: window)
+        } else {
+            runVictim(args[2], seconds, publish: args[4] == "publish")
+        }
     default:
         fail("unknown role \(args[1])")
     }

@@ -181,13 +181,30 @@ extension Broker {
         var event = built
         if event == nil && retention.history.isEnabled { event = build() }
         var delivered: UInt64 = 0
+        var alreadyDropping: UInt64 = 0
         forEachSubscriber(of: type, entry: entry) { subscriber in
             guard subscriber.lastRoutedSeq != seq else { return }  // at most once
             subscriber.lastRoutedSeq = seq
             if subscriber === publisher && !subscriber.echo { return }  // no echo
             if !subscriber.isRoutable { return }
             if event == nil { event = build() }
+            // (issue 20) Dropping already under drop-new (or wait, for another
+            // uid's events) and still refused: the event is lost for it as
+            // `offer` would lose it; count it and go on (the broker-wide
+            // counters once, after the loop): no call, nothing else looked at.
+            if subscriber.pendingDropCount > 0 && (subscriber.overflow == .dropNew || subscriber.overflow == .wait),
+               refusal(size: event.unsafelyUnwrapped.count &+ OutboundQueue.entryOverheadBytes,
+                       actor: uid == subscriber.credentials.uid || isPrivileged(uid) ? OutboundQueue.noActor : uid, connection: subscriber) != nil {
+                subscriber.pendingDropCount &+= 1
+                subscriber.droppedCount &+= 1
+                alreadyDropping &+= 1
+                return
+            }
             if offer(event!, seq: seq, publisher: uid, to: subscriber) { delivered += 1 }
+        }
+        if alreadyDropping > 0 {
+            statistics.dropped += alreadyDropping
+            typeCounters.addDropped(alreadyDropping, typeCounters.routed)
         }
         recordHistory(event, seq: seq, publisher: publisher)
         if builtChunk != nil { builtChunk = nil }

@@ -26,6 +26,12 @@ public struct BrokerConfiguration: Sendable {
     public var maxFrameBytes = ProtocolConstants.defaultMaxFrameBytes
     /// Per-connection outbound limit in bytes (`--max-outbound`, default 8 MiB).
     public var maxOutboundBytes = 8 << 20
+    /// Frame bytes one `receive` handles before it stops and keeps the rest
+    /// (`Connection.hasBufferedInput`): the unit of work between two
+    /// scheduling decisions of the server while several uids are about
+    /// (issue 20; the server sets 8 KiB). The default, no bound, handles all
+    /// the bytes given.
+    public var turnBytes = Int.max
     /// Connections at most (`--max-connections`, default 4096).
     public var maxConnections = 4096
     /// Patterns per connection at most (`--max-subscriptions`, default 4096).
@@ -92,6 +98,13 @@ public struct BrokerStatistics: Equatable, Sendable {
 /// method is a step that returns what the server must do (`BrokerStep`).
 public final class Broker {
     public let configuration: BrokerConfiguration
+    /// The bound on frame bytes per `receive` in force: the server sets
+    /// `configuration.turnBytes` while several uids have input, no bound
+    /// otherwise (one uid alone keeps whole reads: no copy of their rest).
+    public var turnBytes = Int.max
+    /// Whether the current piece of work has had its time (the server's
+    /// clock; asked every 8 frames while `turnBytes` is bounded).
+    public var turnIsOver: () -> Bool = { false }
     /// Random id of this broker run (PROTOCOL.md "Events": `instance`).
     public let instance: String
     let startMonotonic: Int64
@@ -291,9 +304,25 @@ public final class Broker {
             syncInbound(connection)
             return finishStep()
         }
-        let finished = connection.splitter.feed(bytes) { piece in
-            handle(piece, from: connection)
-            return mayReadNextFrame(connection)
+        // A bounded piece of work per call (issue 20): after `turnBytes` of
+        // frames the rest waits in the splitter (`hasBufferedInput`) and the
+        // server's scheduler decides who is next, so another uid's request
+        // waits for at most that much of this connection's input.
+        let finished: Bool
+        if turnBytes == .max {
+            finished = connection.splitter.feed(bytes) { piece in
+                handle(piece, from: connection)
+                return mayReadNextFrame(connection)
+            }
+        } else {
+            // Costly small frames (new types, patterns) are bounded by time
+            // too: the server's `turnIsOver`, asked every 8 frames.
+            var frames = 0
+            finished = connection.splitter.feed(bytes, stopAfter: turnBytes) { piece in
+                handle(piece, from: connection)
+                frames &+= 1
+                return mayReadNextFrame(connection) && (frames & 7 != 0 || !turnIsOver())
+            }
         }
         if finished && connection.flow.endPending && connection.flow.heldFrame == nil {
             connection.flow.endPending = false

@@ -29,6 +29,9 @@ struct EventTypeTable {
         var type: EventType? = nil
         var routes: [Connection]? = nil
         var version: UInt64 = 0
+        /// The index's result `routes` came from, and its `baseVersion` then.
+        var match: CachedMatch? = nil
+        var baseVersion: UInt64 = 0
         /// The last policy view that was allowed to publish the type (held,
         /// so no other view can take its address; a reload makes new views).
         var publisherView: PolicyView? = nil
@@ -115,10 +118,20 @@ struct EventTypeTable {
     /// is older than the index's last change.
     @inline(__always)
     mutating func routes(_ i: Int, in index: SubscriptionIndex) -> [Connection] {
-        if let routes = entries[i].routes, entries[i].version == index.version { return routes }
-        let routes = index.matches(entries[i].type.unsafelyUnwrapped)
+        if let routes = entries[i].routes {
+            if entries[i].version == index.version { return routes }
+            // (issue 20) A change of another shape (a churning uid's `a.*.c`)
+            // leaves this type's list as it was: no lookup by name.
+            if let match = entries[i].match, entries[i].baseVersion == index.baseVersion, match.isValid {
+                entries[i].version = index.version
+                return routes
+            }
+        }
+        let (routes, match) = index.matchesAndStamp(entries[i].type.unsafelyUnwrapped)
         entries[i].routes = routes
         entries[i].version = index.version
+        entries[i].match = match
+        entries[i].baseVersion = index.baseVersion
         return routes
     }
 

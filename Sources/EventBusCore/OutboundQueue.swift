@@ -15,8 +15,13 @@
 // oldest event chunk can hold written frames, and a tail's free room is part
 // of the same chunk, so at most `chunkBytes + largeChunkBytes` (20 KiB) per
 // queue. An event larger than `copyLimitBytes` is built once in a chunk of
-// its own and shared by every subscriber's queue. The head frame may be partly written (`headOffset`); it
-// is never dropped. Only `Broker.enqueue` grows a queue, so the broker's byte
+// its own and shared by every subscriber's queue. The head frame may be
+// partly written (`headOffset`); it is never dropped. drop-old leaves a
+// dropped event's entry in place as a tombstone (`deadSeq`, no bytes, no
+// chunk) and `eventScanFrom` marks where the oldest live event may be, so a
+// drop costs O(1) however many replies are queued before it (issue 20);
+// tombstones are squeezed out once they are half of what lies before that
+// mark. Only `Broker.enqueue` grows a queue, so the broker's byte
 // counts stay exact; every shrinking call returns the change of
 // `chargedBytes` and hands back the fair-share charges it released.
 import EventBusProtocol
@@ -138,7 +143,11 @@ public struct OutboundQueue {
         var typeRef: TypeCounters.Ref = TypeCounters.none
 
         var length: Int { Int(end &- start) }
-        var isEvent: Bool { seq != 0 && seq != OutboundQueue.frontNoticeSeq }
+        var isEvent: Bool { seq != 0 && seq < OutboundQueue.deadSeq }
+        var isDead: Bool { seq == OutboundQueue.deadSeq }
+
+        /// A dropped event's place: no bytes, no chunk of its own.
+        static var dead: Entry { Entry(chunk: OutboundQueue.deadChunk, start: 0, end: 0, seq: OutboundQueue.deadSeq, actor: OutboundQueue.noActor) }
     }
 
     /// Charged per queued frame on top of its bytes: its entry here (32 bytes)
@@ -158,6 +167,10 @@ public struct OutboundQueue {
     /// events of exempt publishers).
     static let noActor = UInt32.max
     static let frontNoticeSeq = UInt64.max
+    /// `Entry.seq` of a dropped event's tombstone.
+    static let deadSeq = UInt64.max - 1
+    /// The chunk tombstones point at (so a dropped event holds no chunk).
+    nonisolated(unsafe) static let deadChunk = OutboundChunk.make(capacity: 1)
     /// Largest `dropped` notice: `{"op":"dropped","count":<20 digits>,"since_seq":<20 digits>}\n`.
     static let dropNoticeMaxBytes = 80
 
@@ -175,20 +188,30 @@ public struct OutboundQueue {
     var frontNoticeSince: UInt64 = 0
     /// Entries with an actor (so releases look for fair-share charges only then).
     var actorEntries = 0
+    /// Tombstones of dropped events at or after `head` (all before `eventScanFrom`).
+    var deadEntries = 0
+    /// No live event lies before this index (from `head`): where drop-old
+    /// starts looking.
+    var eventScanFrom = 0
+    /// No tombstone lies at or after this index.
+    var deadEnd = 0
+    /// Entries drop-old looked at or moved, in all (tests check it is
+    /// O(1) per dropped event).
+    var dropWork = 0
 
     public init() {}
 
-    public var isEmpty: Bool { head == entries.count }
+    public var isEmpty: Bool { head &+ deadEntries == entries.count }
 
     /// Frames queued and not completely written.
-    public var frameCount: Int { entries.count - head }
+    public var frameCount: Int { entries.count - head - deadEntries }
 
     /// What the queue holds as the broker counts it: the frames not
     /// completely written at their full length (a partly written head frame
     /// keeps its chunk, so its written bytes count too) plus
     /// `entryOverheadBytes` per frame (`queued_bytes`, and what the outbound
     /// limits compare).
-    public var chargedBytes: Int { byteCount + headOffset + (entries.count - head) * OutboundQueue.entryOverheadBytes }
+    public var chargedBytes: Int { byteCount + headOffset + (entries.count - head - deadEntries) * OutboundQueue.entryOverheadBytes }
 
     // MARK: Growing (only `Broker.enqueue` calls these)
 
@@ -261,6 +284,7 @@ public struct OutboundQueue {
         var n = 0
         var i = head
         while i < entries.count && n < maxChunks {
+            if entries[i].seq == OutboundQueue.deadSeq { i += 1; continue }
             let chunk = entries[i].chunk
             let start = Int(entries[i].start) + (i == head ? headOffset : 0)
             var end = Int(entries[i].end)
@@ -282,10 +306,11 @@ public struct OutboundQueue {
         let before = chargedBytes
         var left = written
         byteCount -= written
-        while left > 0 {
+        while left > 0 || (deadEntries > 0 && head < entries.count && entries[head].seq == OutboundQueue.deadSeq) {
             let remainingInHead = entries[head].length - headOffset
             if left >= remainingInHead {
                 left -= remainingInHead
+                if deadEntries > 0 && entries[head].seq == OutboundQueue.deadSeq { deadEntries -= 1 }
                 release(entries[head], into: &released)
                 head += 1
                 headOffset = 0
@@ -306,15 +331,20 @@ public struct OutboundQueue {
     }
 
     mutating func compactIfNeeded() {
-        if head == entries.count {
+        if head &+ deadEntries == entries.count {
             entries.removeAll(keepingCapacity: entries.capacity <= 64)
             head = 0
             headOffset = 0
+            deadEntries = 0
+            eventScanFrom = 0
+            deadEnd = 0
             // Nothing left to write: give the chunks back (an idle connection holds none).
             replyTail = nil
             eventTail = nil
         } else if head >= 1024 && head * 2 >= entries.count {
             entries.removeFirst(head)
+            eventScanFrom = max(0, eventScanFrom - head)
+            deadEnd = max(0, deadEnd - head)
             head = 0
         }
     }
@@ -340,44 +370,68 @@ public struct OutboundQueue {
                                    released: inout [ActorCharge], droppedTypes: inout [TypeCounters.Ref]) -> (count: UInt64, firstSeq: UInt64, delta: Int) {
         let before = chargedBytes
         var charged = before
-        var start = head
-        if headOffset > 0 { start += 1 }  // never drop a partly written frame
-        var i = start
-        var kept: [Entry] = []
+        let start = frontPosition  // never drop a partly written frame
+        // Nothing before `eventScanFrom` is a live event: start there.
+        var i = max(start, eventScanFrom)
+        let scanStart = i
         var dropped: UInt64 = 0
         var firstSeq: UInt64 = 0
-        while charged > target && i < entries.count && i - start < scanLimit {
+        var firstSkipped = -1  // the first live event left (of another actor)
+        while charged > target && i < entries.count && i - scanStart < scanLimit {
             let entry = entries[i]
-            if entry.isEvent && (actor == nil || entry.actor == actor) {
-                if dropped == 0 { firstSeq = entry.seq }
-                dropped += 1
-                if entry.typeRef != TypeCounters.none { droppedTypes.append(entry.typeRef) }
-                byteCount -= entry.length
-                charged -= entry.length + OutboundQueue.entryOverheadBytes
-                release(entry, into: &released)
-            } else {
-                kept.append(entry)
+            if entry.isEvent {
+                if actor == nil || entry.actor == actor {
+                    if dropped == 0 { firstSeq = entry.seq }
+                    dropped += 1
+                    if entry.typeRef != TypeCounters.none { droppedTypes.append(entry.typeRef) }
+                    byteCount -= entry.length
+                    charged -= entry.length + OutboundQueue.entryOverheadBytes
+                    release(entry, into: &released)
+                    entries[i] = Entry.dead  // its chunk reference goes now
+                    deadEntries += 1
+                    deadEnd = max(deadEnd, i + 1)
+                } else if firstSkipped < 0 {
+                    firstSkipped = i
+                }
             }
             i += 1
         }
+        dropWork += i - scanStart
+        if firstSkipped < 0 { eventScanFrom = max(eventScanFrom, i) } else { eventScanFrom = max(eventScanFrom, firstSkipped) }
         guard dropped > 0 else { return (0, 0, 0) }
-        // entries[start..<i] shrinks to `kept`, placed just before i; the partly
-        // written head (if any) moves in front of them. O(dropped + kept).
-        var w = i - kept.count
-        for (k, entry) in kept.enumerated() { entries[w + k] = entry }
+        squeezeTombstones()
+        compactIfNeeded()
+        return (dropped, firstSeq, chargedBytes - before)
+    }
+
+    /// Once tombstones are half of the entries from the front to the last
+    /// of them (and 64 or more), moves the live entries there (replies,
+    /// notices, events of other actors, the partly written head) up against
+    /// the last tombstone, in order, and frees the slots left in front:
+    /// O(entries moved), at most twice the tombstones removed.
+    mutating func squeezeTombstones() {
+        let start = frontPosition
+        guard deadEntries >= 64, deadEntries * 2 >= deadEnd - start else { return }
+        dropWork += deadEnd - start
+        var w = deadEnd, r = deadEnd
+        var scanFrom = eventScanFrom >= deadEnd ? eventScanFrom : -1
+        while r > start {
+            r -= 1
+            if !entries[r].isDead {
+                w -= 1
+                if w != r { entries[w] = entries[r] }
+            }
+            if r == eventScanFrom { scanFrom = w }
+        }
+        eventScanFrom = scanFrom < 0 ? w : scanFrom
         if headOffset > 0 {
             w -= 1
             entries[w] = entries[head]
         }
-        // Release dropped frames now rather than at the next compaction: the
-        // dead slots borrow a live entry (or vanish below when none is left).
-        if w < entries.count {
-            let live = entries[w]
-            for j in head..<w { entries[j] = live }
-        }
+        for j in head..<w { entries[j] = Entry.dead }  // before `head`: not counted
         head = w
-        compactIfNeeded()
-        return (dropped, firstSeq, chargedBytes - before)
+        deadEntries = 0
+        deadEnd = 0
     }
 
     /// Where a `dropped` notice placed by drop-old stands: first in line,
@@ -412,7 +466,11 @@ public struct OutboundQueue {
             entries[position] = notice
             return delta
         }
-        if head > 0 {
+        if position < entries.count, entries[position].isDead {
+            // The first dropped event's place.
+            entries[position] = notice
+            deadEntries -= 1
+        } else if head > 0 {
             // Dropping freed the slots before `head`: step back into one.
             if headOffset > 0 {
                 entries[head - 1] = entries[head]
@@ -423,6 +481,8 @@ public struct OutboundQueue {
             head -= 1
         } else {
             entries.insert(notice, at: position)
+            eventScanFrom += 1
+            if deadEnd > position { deadEnd += 1 }
         }
         byteCount += bytes.count
         return bytes.count + OutboundQueue.entryOverheadBytes
@@ -441,6 +501,9 @@ public struct OutboundQueue {
         headOffset = 0
         byteCount = 0
         actorEntries = 0
+        deadEntries = 0
+        eventScanFrom = 0
+        deadEnd = 0
         replyTail = nil
         eventTail = nil
         return -before

@@ -66,10 +66,18 @@ struct GenerationKey: Hashable {
 /// depends on with their values at build time. The type of first segment `f`
 /// and `n` segments can be matched only by patterns of shape (f, n), (*, n),
 /// (f, tail) or (*, tail).
-struct CachedMatch {
-    var list: [Connection]
+/// (A class: the broker's `EventTypeTable` keeps the same one with its route
+/// list, so a change of another shape leaves that list valid; issue 20.)
+final class CachedMatch {
+    let list: [Connection]
     let g0: Generation, g1: Generation, g2: Generation, g3: Generation
     let v0: UInt64, v1: UInt64, v2: UInt64, v3: UInt64
+
+    init(list: [Connection], g0: Generation, g1: Generation, g2: Generation, g3: Generation, v0: UInt64, v1: UInt64, v2: UInt64, v3: UInt64) {
+        self.list = list
+        self.g0 = g0; self.g1 = g1; self.g2 = g2; self.g3 = g3
+        self.v0 = v0; self.v1 = v1; self.v2 = v2; self.v3 = v3
+    }
 
     @inline(__always)
     var isValid: Bool { g0.value == v0 && g1.value == v1 && g2.value == v2 && g3.value == v3 }
@@ -93,6 +101,12 @@ public final class SubscriptionIndex {
     /// list taken from `matches` (the broker's `EventTypeTable` keeps them)
     /// is known stale.
     private(set) var version: UInt64 = 0
+    /// Goes up with the changes a kept `CachedMatch` does not see: a policy
+    /// change, a wildcard change while nothing is cached, generations
+    /// forgotten. A list kept with its `CachedMatch` is valid while this and
+    /// its generations stay (and its own type's exact entry: the broker
+    /// drops that list itself).
+    private(set) var baseVersion: UInt64 = 0
 
     public init() {}
 
@@ -135,8 +149,8 @@ public final class SubscriptionIndex {
 
     /// Makes stale the cached results a change of `pattern` may affect.
     private func bump(_ pattern: Pattern) {
-        guard !cache.isEmpty else { return }
-        generations[Self.key(of: pattern)]?.value &+= 1
+        guard !cache.isEmpty else { baseVersion &+= 1; return }
+        if let g = generations[Self.key(of: pattern)] { g.value &+= 1 }
     }
 
     private func generation(_ key: GenerationKey) -> Generation {
@@ -204,7 +218,15 @@ public final class SubscriptionIndex {
     func matches(_ type: EventType) -> [Connection] {
         if wildcardCount == 0 { return exact[type.name] ?? [] }
         if let cached = cache[type.name], cached.isValid { return cached.list }
-        return buildMatches(type)
+        return buildMatches(type).list
+    }
+
+    /// `matches`, with the cached result it came from (nil without wildcards).
+    func matchesAndStamp(_ type: EventType) -> ([Connection], CachedMatch?) {
+        if wildcardCount == 0 { return (exact[type.name] ?? [], nil) }
+        if let cached = cache[type.name], cached.isValid { return (cached.list, cached) }
+        let built = buildMatches(type)
+        return (built.list, built)
     }
 
     /// The connections matching `type` that may receive it, each once, and the type's segments.
@@ -243,18 +265,22 @@ public final class SubscriptionIndex {
     /// policy denies it `type`: exact, because its unfiltered patterns match
     /// only types it may receive (docs/POLICY.md "How the broker applies it").
     /// The cache must be emptied when a policy changes (`removeAllCached`).
-    func buildMatches(_ type: EventType) -> [Connection] {
+    func buildMatches(_ type: EventType) -> CachedMatch {
         let (list, segments) = walk(type)
         let type = type.name
         if cache.count >= SubscriptionIndex.maxCachedTypes || generations.count >= SubscriptionIndex.maxGenerations {
             cache.removeAll(keepingCapacity: true)
-            if generations.count >= SubscriptionIndex.maxGenerations { generations.removeAll() }
+            if generations.count >= SubscriptionIndex.maxGenerations {
+                generations.removeAll()
+                baseVersion &+= 1  // the kept results' generations are gone
+            }
         }
         let first = segments[0], n = segments.count
         let g0 = generation(GenerationKey(first: first, count: n)), g1 = generation(GenerationKey(first: "*", count: n))
         let g2 = generation(GenerationKey(first: first, count: GenerationKey.tail)), g3 = generation(GenerationKey(first: "*", count: GenerationKey.tail))
-        cache[type] = CachedMatch(list: list, g0: g0, g1: g1, g2: g2, g3: g3, v0: g0.value, v1: g1.value, v2: g2.value, v3: g3.value)
-        return list
+        let built = CachedMatch(list: list, g0: g0, g1: g1, g2: g2, g3: g3, v0: g0.value, v1: g1.value, v2: g2.value, v3: g3.value)
+        cache[type] = built
+        return built
     }
 
     /// Forgets every cached route list (a policy reload changed who may
@@ -262,5 +288,6 @@ public final class SubscriptionIndex {
     func removeAllCached() {
         cache.removeAll()
         version &+= 1
+        baseVersion &+= 1
     }
 }

@@ -57,15 +57,18 @@ public struct FrameSplitter {
     /// backlog's first, then the chunk's. `body` returns false to stop: the
     /// input not yet split is kept as the backlog (`hasBacklog`), and the next
     /// call (an empty chunk will do) goes on from there.
-    /// - Returns: false when `body` stopped early.
+    /// - Parameter limit: stop the same way once frames of this many bytes
+    ///   (LFs included) were split in this call and more input is left (a
+    ///   bounded piece of work per call; issue 20).
+    /// - Returns: false when `body` or `limit` stopped it early.
     @discardableResult
-    public mutating func feed(_ chunk: UnsafeRawBufferPointer, _ body: (SplitFrame) -> Bool) -> Bool {
+    public mutating func feed(_ chunk: UnsafeRawBufferPointer, stopAfter limit: Int = .max, _ body: (SplitFrame) -> Bool) -> Bool {
         if hasBacklog {
             if chunk.count > 0 { pending.append(contentsOf: chunk) }
-            return splitBacklog(body)
+            return splitBacklog(limit, body)
         }
         guard chunk.count > 0 else { return true }
-        guard let stop = split(chunk, body) else { return true }
+        guard let stop = split(chunk, limit, body) else { return true }
         // `pending` is empty here: a frame was just completed.
         if stop < chunk.count {
             pending.append(contentsOf: UnsafeRawBufferPointer(rebasing: chunk[stop...]))
@@ -90,6 +93,12 @@ public struct FrameSplitter {
     /// Splits `chunk`; the tail without LF goes into `pending`.
     /// - Returns: nil when all of it was used, or the offset after the frame
     ///   whose callback stopped (`chunk.count` when that frame was the last).
+    @inline(__always)
+    private mutating func split(_ chunk: UnsafeRawBufferPointer, _ limit: Int, _ body: (SplitFrame) -> Bool) -> Int? {
+        // Two loops, so the unbounded one (every read of a uid alone) tests nothing more per frame.
+        limit < chunk.count ? splitBounded(chunk, limit, body) : split(chunk, body)
+    }
+
     private mutating func split(_ chunk: UnsafeRawBufferPointer, _ body: (SplitFrame) -> Bool) -> Int? {
         guard let base = chunk.baseAddress else { return nil }
         var offset = 0
@@ -110,13 +119,33 @@ public struct FrameSplitter {
         return nil
     }
 
+    /// `split`, stopping after the frame that reaches `limit` bytes when more is left.
+    private mutating func splitBounded(_ chunk: UnsafeRawBufferPointer, _ limit: Int, _ body: (SplitFrame) -> Bool) -> Int? {
+        guard let base = chunk.baseAddress else { return nil }
+        var offset = 0
+        let count = chunk.count
+        while offset < count {
+            let remaining = count - offset
+            guard let hit = memchr(base + offset, 0x0A, remaining) else {
+                absorbTail(UnsafeRawBufferPointer(start: base + offset, count: remaining))
+                return nil
+            }
+            let lf = UnsafeRawPointer(hit) - base
+            let piece = UnsafeRawBufferPointer(start: base + offset, count: lf - offset)
+            offset = lf + 1
+            let handled = !discarding && pending.isEmpty ? deliver(piece, body) : completeFrame(with: piece, body)
+            if !handled || (offset >= limit && offset < count) { return offset }
+        }
+        return nil
+    }
+
     /// Splits the backlog; a stop leaves the rest in place (no copy).
-    private mutating func splitBacklog(_ body: (SplitFrame) -> Bool) -> Bool {
+    private mutating func splitBacklog(_ limit: Int, _ body: (SplitFrame) -> Bool) -> Bool {
         let backlog = pending, start = backlogStart
         pending = []
         backlogStart = 0
         hasBacklog = false
-        let stop = backlog.withUnsafeBytes { raw in split(UnsafeRawBufferPointer(rebasing: raw[start...]), body) }
+        let stop = backlog.withUnsafeBytes { raw in split(UnsafeRawBufferPointer(rebasing: raw[start...]), limit, body) }
         guard let stop else { return true }
         if start + stop < backlog.count {
             pending = backlog
@@ -130,7 +159,7 @@ public struct FrameSplitter {
     /// LF as if it had one. The splitter is empty afterwards unless `body`
     /// stopped in the backlog.
     public mutating func finish(_ body: (SplitFrame) -> Bool) {
-        if hasBacklog && !splitBacklog(body) { return }
+        if hasBacklog && !splitBacklog(.max, body) { return }
         guard hasPartialFrame else { return }
         _ = completeFrame(with: UnsafeRawBufferPointer(start: nil, count: 0), body)
     }

@@ -9,7 +9,13 @@
 // costly request) is paid back from later turns, so a uid's share of the
 // loop does not depend on how many connections it has nor on what its
 // requests cost. After each read, the writes it caused are made before the
-// next read (so queued frames are written while still in the cache).
+// next read (so queued frames are written while still in the cache). While
+// more than one uid has been seen (issue 20), the unit between two decisions
+// is small: a read is handled at most `BrokerConfiguration.turnBytes` (8 KiB)
+// of frames and about `peekNanoseconds` at a time (the rest waits in the
+// connection's splitter), epoll is looked at between reads, and a uid that
+// had nothing to do and now has input ends the current uid's service and
+// goes first.
 //
 // Before editing: connections are in epoll edge-triggered for input, so a
 // connection is ready until a read would block or comes back short (an
@@ -60,6 +66,8 @@ extension BrokerServer {
     /// request waits for at most one), yet one busy uid gets many reads per
     /// write-out.
     static let soleSliceNanoseconds: Int64 = 10_000_000
+    /// How often a turn looks at epoll between reads while several uids are about.
+    static let peekNanoseconds: Int64 = 50_000
 
     /// Puts a connection in its uid's queue (once) if it may be read.
     func markReady(_ record: ServerConnection) {
@@ -93,18 +101,33 @@ extension BrokerServer {
     /// Whether some connection waits to be read.
     var hasReadyConnections: Bool { !activeQueues.isEmpty }
 
-    /// One turn: every uid with input gets its slice.
+    /// One turn: every uid with input gets its slice. While several uids
+    /// have been seen, epoll is looked at every `peekNanoseconds` between
+    /// reads (issue 20): a uid that had nothing to do and now has input ends
+    /// the current uid's service (it keeps what is left of its slice) and is
+    /// served first, and a uid whose input is all handled has its replies
+    /// written at once, so a request/response client waits for at most one
+    /// bounded read of another uid's (`BrokerConfiguration.turnBytes`), not
+    /// for that uid's whole slice.
     func serveReadyConnections() {
         guard !activeQueues.isEmpty else { return }
         let round = activeQueues
         activeQueues.removeAll(keepingCapacity: true)
         let slice = round.count == 1 ? BrokerServer.soleSliceNanoseconds : BrokerServer.sharedSliceNanoseconds
-        for queue in round {
+        let peeking = readyQueues.count > 1
+        broker.turnBytes = peeking ? configuration.broker.turnBytes : .max
+        var servedAgain: [ReadyQueue] = []
+        var next = 0
+        var preempted = false
+        while next < round.count {
+            let queue = round[next]
+            next += 1
             queue.deficit = min(queue.deficit + slice, slice)
             var start = Clock.monotonicNanoseconds()
             while queue.deficit > 0, let record = queue.popFirst() {
                 record.ready = false
                 guard !record.released && record.wantsInput else { continue }
+                turnEnds = start + BrokerServer.peekNanoseconds
                 serve(record)  // queues it again when more may be waiting
                 let end = Clock.monotonicNanoseconds()
                 queue.deficit -= max(end - start, 1_000)
@@ -117,14 +140,37 @@ extension BrokerServer {
                     flushPending()
                     start = Clock.monotonicNanoseconds()
                 }
+                if peeking && start - lastPeek >= BrokerServer.peekNanoseconds {
+                    lastPeek = start
+                    let waiting = activeQueues.count
+                    peekForInput()
+                    start = Clock.monotonicNanoseconds()
+                    if activeQueues.count > waiting { preempted = true; break }
+                }
             }
             if queue.isEmpty {
                 queue.active = false
                 queue.deficit = 0
                 if readyQueues.count > 1024 { readyQueues[queue.uid] = nil }
             } else {
-                activeQueues.append(queue)
+                servedAgain.append(queue)
             }
+            if preempted { break }
+        }
+        // Newcomers first (markReady put them in), then who had no turn yet, then the rest.
+        activeQueues.append(contentsOf: round[next...])
+        activeQueues.append(contentsOf: servedAgain)
+    }
+
+    /// Takes what epoll has now (timeout 0) without waiting: new input marks
+    /// connections ready, as in the main loop.
+    func peekForInput() {
+        do {
+            try epoll.wait(timeoutMilliseconds: 0) { token, events in
+                dispatch(token: token, events: events, exitReason: &peekedExitReason)
+            }
+        } catch {
+            logger.debug("epoll_wait between reads failed: \(error)")
         }
     }
 
@@ -162,8 +208,9 @@ extension BrokerServer {
             updateInterest(record)
         case .complete(let n):
             apply(broker.receive(connection, UnsafeRawBufferPointer(rebasing: readBuffer[0..<n]), at: currentTime()))
-            // A full buffer may leave more; after EPOLLRDHUP the EOF is still to be read.
-            if n == readBuffer.count || record.peerShutWriting { markReady(record) }
+            // A full buffer may leave more; after EPOLLRDHUP the EOF is still to be read;
+            // the core may have stopped after `turnBytes` with the rest kept.
+            if n == readBuffer.count || record.peerShutWriting || connection.hasBufferedInput { markReady(record) }
         }
     }
 }

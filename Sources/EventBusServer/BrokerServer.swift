@@ -44,6 +44,9 @@ public struct ServerConfiguration: Sendable {
     public init() {
         let own = ProcessIdentity.current
         broker.ownCredentials = Credentials(pid: own.pid, uid: own.uid, gid: own.gid)
+        // A read is handled 8 KiB of frames at a time, so another uid's
+        // request waits for that at most (BrokerServer+Scheduling.swift).
+        broker.turnBytes = 8192
     }
 }
 
@@ -86,6 +89,12 @@ public final class BrokerServer {
     /// order (BrokerServer+Scheduling.swift).
     var readyQueues: [UInt32: ReadyQueue] = [:]
     var activeQueues: [ReadyQueue] = []
+    /// When a turn last looked at epoll between reads (`peekForInput`).
+    var lastPeek: Int64 = 0
+    /// An exit reason (a signal) seen by `peekForInput`, for the main loop.
+    var peekedExitReason: ServerExit? = nil
+    /// When the read being handled has had its time (`Broker.turnIsOver`).
+    var turnEnds: Int64 = .max
     /// When the core's `tick` is due next (frame timeouts).
     var nextTick: Int64 = 0
     let readBuffer: UnsafeMutableRawBufferPointer
@@ -147,6 +156,7 @@ public final class BrokerServer {
             try epoll.add(listener.descriptor, events: .readable, token: BrokerServer.listenerToken(i))
         }
         try epoll.add(signals.descriptor, events: .readable, token: BrokerServer.signalToken)
+        broker.turnIsOver = { [unowned self] in Clock.monotonicNanoseconds() >= self.turnEnds }
         hooks.ready()
         var exitReason: ServerExit? = nil
         while true {
@@ -160,6 +170,10 @@ public final class BrokerServer {
                 dispatch(token: token, events: events, exitReason: &exitReason)
             }
             serveReadyConnections()
+            if let reason = peekedExitReason {
+                peekedExitReason = nil
+                if exitReason == nil || exitReason == .idle { exitReason = reason }
+            }
             flushPending()
         }
         closeEverything()

@@ -30,6 +30,7 @@ struct OutboundQueueTests {
     struct Group {
         var bytes: [UInt8]
         var seq: UInt64
+        var actor: UInt32 = OutboundQueue.noActor
     }
 
     /// The reference: groups and how much of the first is written.
@@ -49,11 +50,11 @@ struct OutboundQueueTests {
             }
         }
 
-        mutating func dropOldest(untilAtMost target: Int) -> (UInt64, UInt64) {
+        mutating func dropOldest(untilAtMost target: Int, actor: UInt32? = nil) -> (UInt64, UInt64) {
             var count: UInt64 = 0, first: UInt64 = 0
             var i = headOffset > 0 ? 1 : 0
             while charged > target && i < groups.count {
-                if groups[i].seq != 0 {
+                if groups[i].seq != 0 && (actor == nil || groups[i].actor == actor) {
                     if count == 0 { first = groups[i].seq }
                     count += 1
                     groups.remove(at: i)
@@ -93,7 +94,7 @@ struct OutboundQueueTests {
                     seq += 1
                     delta = Self.appendEvent(&queue, frame, seq: seq, actor: seq % 3 == 0 ? 7 : OutboundQueue.noActor)
                     if seq % 3 == 0 { actorHeld += delta }
-                    model.groups.append(Group(bytes: frame, seq: seq))
+                    model.groups.append(Group(bytes: frame, seq: seq, actor: seq % 3 == 0 ? 7 : OutboundQueue.noActor))
                 } else {
                     delta = frame.withUnsafeBytes { queue.appendReply($0) }
                     if delta == size, let last = model.groups.indices.last, model.groups[last].seq == 0 {
@@ -108,8 +109,9 @@ struct OutboundQueueTests {
                 if n > 0 { delta = queue.consume(n, released: &released); model.consume(n) }
             default:  // drop oldest events down to a target
                 let target = Int.random(in: 0...max(0, model.charged), using: &rng)
-                let got = queue.dropOldestEvents(untilAtMost: target, released: &released)
-                let want = model.dropOldest(untilAtMost: target)
+                let actor: UInt32? = Int.random(in: 0..<4, using: &rng) == 0 ? 7 : nil
+                let got = queue.dropOldestEvents(untilAtMost: target, actor: actor, released: &released)
+                let want = model.dropOldest(untilAtMost: target, actor: actor)
                 delta = got.delta
                 #expect(got.count == want.0 && got.firstSeq == want.1, "step \(step)")
             }
@@ -171,6 +173,45 @@ struct OutboundQueueTests {
         #expect(got.count == 1 && got.firstSeq == 2 && got.delta == -(10 + OutboundQueue.entryOverheadBytes))
         #expect(released.map(\.actor) == [5])
         #expect(Self.contents(queue).count == 50)
+    }
+
+    /// Issue 20: a drop-old connection that never reads, its queue full of
+    /// (event, reply) pairs; every new event drops the oldest. Each drop
+    /// looks at O(1) entries (the replies it passes are not scanned or
+    /// copied again), replies keep their order, the newest events stay.
+    @Test(arguments: [0, 1])
+    func dropOldIsConstantWorkPerEventBetweenManyReplies(partlyWritten: Int) {
+        var queue = OutboundQueue()
+        var released: [ActorCharge] = []
+        var seq: UInt64 = 0
+        let reply = Self.bytes(0xEE, size: 20)
+        let pairs = 20_000
+        var limit = 0
+        var dropped: UInt64 = 0
+        var replies = 0
+        for k in 0..<pairs {
+            seq += 1
+            let event = Self.bytes(Int(seq % 200), size: 60)
+            if k == 1000 {
+                limit = queue.chargedBytes
+                if partlyWritten == 1 { _ = queue.consume(7, released: &released) }
+            }
+            if limit > 0 {
+                let got = queue.dropOldestEvents(untilAtMost: limit - 60 - OutboundQueue.entryOverheadBytes, released: &released)
+                dropped += got.count
+            }
+            Self.appendEvent(&queue, event, seq: seq)
+            _ = reply.withUnsafeBytes { queue.appendReply($0) }
+            replies += 1
+        }
+        #expect(dropped > UInt64(pairs) * 3 / 4)
+        #expect(queue.dropWork <= Int(dropped) * 4 + 4096, "drop-old looked at \(queue.dropWork) entries for \(dropped) drops")
+        let wire = Self.contents(queue)
+        // Every reply is still there, after whatever the partly written head left.
+        let replyCount = wire.split(separator: 0x0A).filter { $0.first == 0xEE }.count
+        #expect(replyCount == replies)
+        #expect(wire.count == queue.byteCount)
+        #expect(queue.frameCount == replies + (queue.byteCount - replies * 20) / 60 + partlyWritten, "the partly written head stays")
     }
 
     @Test func removeAllEmptiesTheQueue() {

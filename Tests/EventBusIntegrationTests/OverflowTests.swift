@@ -91,6 +91,40 @@ struct OverflowTests {
         }
     }
 
+    @Test("drop-old between queued replies (issue 20): an echo connection sending publish-to-self + ping pairs without reading, and a second publisher; the broker stays responsive, counts the drops, and keeps every reply in order")
+    func dropOldBetweenRepliesStaysResponsive() throws {
+        try withBroker(["--max-outbound", "1048576"]) { broker in
+            let echo = try broker.connect()
+            try echo.ok(#"{"op":"hello","overflow":"drop-old","echo":true,"req":0}"#)
+            try echo.subscribe("loop.self")
+            // 30,000 pairs: the queue fills with (event, reply) pairs and every further event drops the oldest.
+            var pairs: [UInt8] = []
+            for k in 1...30_000 {
+                pairs += Array(#"{"op":"publish","type":"loop.self","data":"0123456789abcdef"}"#.utf8) + [0x0A]
+                pairs += Array(#"{"op":"ping","req":\#(k)}"#.utf8) + [0x0A]
+            }
+            let taken = try echo.sendWithoutReading(pairs)
+            #expect(taken > 0)
+            let publisher = try broker.connect()
+            let burst = String(repeating: #"{"op":"publish","type":"loop.self","data":"0123456789abcdef"}"# + "\n", count: 20_000)
+            try publisher.sendRaw(burst)
+            try publisher.ok(#"{"op":"ping","req":"after"}"#, timeout: .seconds(60))
+            // Another connection is answered while all of that is queued.
+            let root = try broker.connect()
+            try root.ok(#"{"op":"ping","req":"root"}"#, timeout: .seconds(10))
+            #expect(try root.stats().int("dropped") ?? 0 > 0, "drop-old dropped events")
+            // The echo connection reads all: its replies are all there, in order, and every line parses.
+            try echo.sendBytes(Array(pairs[taken...]) + Array(#"{"op":"ping","req":"end"}"#.utf8) + [0x0A], timeout: .seconds(120))
+            let frames = try echo.readFrames(until: { $0.req == .string("end") }, timeout: .seconds(120))
+            let pongs = frames.filter { $0.op == "ok" }.compactMap { frame -> Int? in
+                if case .integer(let k) = frame.req { return k } else { return nil }
+            }
+            #expect(pongs == Array(1...30_000), "replies never dropped, in order (got \(pongs.count))")
+            let noticed = frames.filter { $0.op == "dropped" }.reduce(0) { $0 + ($1.int("count") ?? 0) }
+            #expect(noticed > 0, "the drops were announced")
+        }
+    }
+
     @Test("disconnect closes a slow consumer; others are unaffected")
     func disconnectClosesSlowConsumer() throws {
         try withBroker(["--max-outbound", "262144"]) { broker in

@@ -239,4 +239,33 @@ struct FrameSplitterTests {
         let over = utf8("\"") + exact + utf8("x\"\n")
         #expect(split(over, maxFrameBytes: 1 << 20, chunking: .fixed(65536)) == [.tooLarge((1 << 20) + 1)])
     }
+
+    /// (issue 20) `stopAfter`: a bounded piece of work per call; the rest is
+    /// kept as the backlog, in order, and a bound that is not reached changes nothing.
+    @Test func stopAfterBoundsTheFramesPerCallAndKeepsTheRest() {
+        var splitter = FrameSplitter(maxFrameBytes: 64)
+        var got: [String] = []
+        let stream = utf8((0..<10).map { "frame-\($0)xx" }.joined(separator: "\n") + "\n")  // 10 frames of 10 bytes + LF
+        var calls = 0
+        var finished = stream.withUnsafeBytes { raw in
+            splitter.feed(raw, stopAfter: 25) { piece in
+                if case .frame(let f) = piece { got.append(String(decoding: f, as: UTF8.self)) }
+                return true
+            }
+        }
+        calls += 1
+        #expect(!finished && got.count == 3 && splitter.hasBacklog, "stopped once 25 bytes were split: \(got)")
+        while !finished {
+            finished = splitter.feed(UnsafeRawBufferPointer(start: nil, count: 0), stopAfter: 25) { piece in
+                if case .frame(let f) = piece { got.append(String(decoding: f, as: UTF8.self)) }
+                return true
+            }
+            calls += 1
+        }
+        #expect(got == (0..<10).map { "frame-\($0)xx" })
+        #expect(calls == 4 && !splitter.hasBacklog)
+        var all = 0
+        _ = stream.withUnsafeBytes { raw in splitter.feed(raw, stopAfter: stream.count) { _ in all += 1; return true } }
+        #expect(all == 10 && !splitter.hasBacklog, "a bound at the chunk's end does not stop it")
+    }
 }
