@@ -140,7 +140,7 @@ extension Broker {
             // (1.1) Kept before the event takes a seq: refused means not routed.
             // The built frame (a chunk of its own past 2 KiB) must outlive the copy of its bytes.
             let built = buildEvent(seq: self.seq + 1, content, of: request.type, publisher: publisher)
-            let chunk = withExtendedLifetime(built) { OutboundFrame.copying(built.bytes) }
+            let chunk = withExtendedLifetime(built) { OutboundChunk.copying(built.bytes) }
             if let error = retain(chunk, seq: self.seq + 1, type: request.type.name, uid: publisher.credentials.uid) {
                 reply(to: publisher, req: req, error: error)
                 return
@@ -214,7 +214,7 @@ extension Broker {
         // `connections` through the fan-out: no count per subscriber.
         let routes = types.routes(found, in: index)
         routes.withUnsafeBufferPointer { list in
-            for i in 0..<list.count { Unmanaged.passUnretained(list[i])._withUnsafeGuaranteedRef(body) }
+            for i in 0..<list.count { Uncounted(list[i]).with(body) }
         }
     }
 

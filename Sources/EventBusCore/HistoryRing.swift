@@ -74,8 +74,8 @@ struct HistoryRing {
     /// Shared chunks of large events, in seq order. From `sharedHead` on.
     private var shared: [HeldChunk] = []
     private var sharedHead = 0
-    /// The arena in use (also the last of `arenas`), uncounted.
-    private var arena: Unmanaged<OutboundChunk>? = nil
+    /// The arena in use (also the last of `arenas`, which keeps it), uncounted (Uncounted.swift).
+    private var arena: Uncounted<OutboundChunk>? = nil
     static let arenaBytes = 64 << 10
 
     /// Whether events are kept at all (both bounds above 0).
@@ -108,15 +108,15 @@ struct HistoryRing {
     @inline(__always)
     mutating func space(for bound: Int) -> UnsafeMutableRawPointer? {
         guard isEnabled, bound <= maxBytes else { return nil }
-        if arena == nil || arena.unsafelyUnwrapped._withUnsafeGuaranteedRef({ $0.freeBytes < bound }) { newArena(bound) }
-        return arena.unsafelyUnwrapped._withUnsafeGuaranteedRef { $0.baseAddress + $0.used }
+        if arena == nil || arena.unsafelyUnwrapped.with({ $0.freeBytes < bound }) { newArena(bound) }
+        return arena.unsafelyUnwrapped.with { $0.baseAddress + $0.used }
     }
 
     /// Starts a new arena of at least `bytes`.
     private mutating func newArena(_ bytes: Int) {
         let chunk = OutboundChunk.make(capacity: max(HistoryRing.arenaBytes, bytes))
         arenas.append(HeldChunk(chunk: chunk, lastSeq: 0))
-        arena = Unmanaged.passUnretained(chunk)
+        arena = Uncounted(chunk)
     }
 
     /// Records the event that just took `seq` (the next after the newest
@@ -134,19 +134,19 @@ struct HistoryRing {
         }
         let size = event.count
         let at = event.bytes.baseAddress.unsafelyUnwrapped
-        if let tail = arena, tail._withUnsafeGuaranteedRef({ tail in
+        if let tail = arena, tail.with({ tail in
             guard UnsafeRawPointer(tail.baseAddress + tail.used) == at else { return false }
             tail.used += size  // written in place by the broker (`space(for:)`)
             return true
         }) {
             arenas[arenas.count - 1].lastSeq = seq
-        } else if let chunk = event.sharedChunk, chunk._withUnsafeGuaranteedRef({ UnsafeRawPointer($0.baseAddress) == at }) {
-            shared.append(HeldChunk(chunk: chunk.takeUnretainedValue(), lastSeq: seq))
+        } else if let chunk = event.sharedChunk, chunk.with({ UnsafeRawPointer($0.baseAddress) == at }) {
+            shared.append(HeldChunk(chunk: chunk.object, lastSeq: seq))
         } else {
-            if arena == nil || arena.unsafelyUnwrapped._withUnsafeGuaranteedRef({ $0.freeBytes < size }) { newArena(size) }
-            arena.unsafelyUnwrapped._withUnsafeGuaranteedRef { $0.append(event.bytes) }
+            if arena == nil || arena.unsafelyUnwrapped.with({ $0.freeBytes < size }) { newArena(size) }
+            arena.unsafelyUnwrapped.with { $0.append(event.bytes) }
             arenas[arenas.count - 1].lastSeq = seq
-            return finishRecord(HistoryEntry(seq: seq, start: arena.unsafelyUnwrapped._withUnsafeGuaranteedRef { UnsafeRawPointer($0.baseAddress + $0.used - size) },
+            return finishRecord(HistoryEntry(seq: seq, start: arena.unsafelyUnwrapped.with { UnsafeRawPointer($0.baseAddress + $0.used - size) },
                                              count: Int32(size), publisher: publisher))
         }
         finishRecord(HistoryEntry(seq: seq, start: at, count: Int32(size), publisher: publisher))

@@ -82,9 +82,6 @@ extension OutboundChunk {
     public var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: baseAddress, count: header.used) }
 }
 
-/// The name the broker's frames had before chunks (one frame per object).
-public typealias OutboundFrame = OutboundChunk
-
 /// An event frame as built once per publish: its bytes (valid during the
 /// fan-out) and, for a large one, the chunk every queue shares.
 ///
@@ -95,16 +92,16 @@ public typealias OutboundFrame = OutboundChunk
 /// chunk takes its own reference.
 struct EventFrame {
     let bytes: UnsafeRawBufferPointer
-    /// The shared chunk, uncounted (a null test is a pointer compare).
-    let sharedChunk: Unmanaged<OutboundChunk>?
+    /// The shared chunk, uncounted (Uncounted.swift; a null test is a pointer compare).
+    let sharedChunk: Uncounted<OutboundChunk>?
 
     init(bytes: UnsafeRawBufferPointer, shared: OutboundChunk?) {
         self.bytes = bytes
-        self.sharedChunk = shared.map { Unmanaged.passUnretained($0) }
+        self.sharedChunk = shared.map { Uncounted($0) }
     }
 
     /// The shared chunk as a counted reference (for a queue or the ring that keeps it).
-    var shared: OutboundChunk? { sharedChunk?.takeUnretainedValue() }
+    var shared: OutboundChunk? { sharedChunk?.object }
 
     var count: Int { bytes.count }
 }
@@ -210,14 +207,14 @@ public struct OutboundQueue {
     mutating func appendEvent(_ frame: EventFrame, seq: UInt64, actor: UInt32, typeRef: TypeCounters.Ref = TypeCounters.none) -> Int {
         let n = frame.count
         if let shared = frame.sharedChunk {
-            entries.append(Entry(chunk: shared.takeUnretainedValue(), start: 0, end: UInt32(n), seq: seq, actor: actor, typeRef: typeRef))
+            entries.append(Entry(chunk: shared.object, start: 0, end: UInt32(n), seq: seq, actor: actor, typeRef: typeRef))
         } else {
             if eventTail == nil || eventTail.unsafelyUnwrapped.freeBytes < n {
                 let size = byteCount >= OutboundQueue.largeChunkBytes ? OutboundQueue.largeChunkBytes : OutboundQueue.chunkBytes
                 eventTail = OutboundChunk.make(capacity: max(n, size))
             }
             // Uncounted while it is used here: `eventTail` keeps it; the entry takes the one count it needs.
-            let start = Unmanaged.passUnretained(eventTail.unsafelyUnwrapped)._withUnsafeGuaranteedRef { chunk in
+            let start = Uncounted(eventTail.unsafelyUnwrapped).with { chunk in
                 let start = chunk.used
                 chunk.append(frame.bytes)
                 return start
