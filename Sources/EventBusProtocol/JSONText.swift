@@ -4,7 +4,7 @@
 //
 // Before editing: `bytes` is always one valid JSON value (RFC 8259, nesting
 // within `ProtocolConstants.maxDepth`) without LF or CR; every initialiser
-// validates or builds it so, and `RequestEncoder` splices it unchecked.
+// validates or builds it so, and `ClientRequest.encode` splices it unchecked.
 
 /// One JSON value without line breaks, e.g. `{"code":"EUR"}`.
 public struct JSONText: Hashable, Sendable, CustomStringConvertible {
