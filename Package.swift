@@ -43,11 +43,13 @@ let package = Package(
         // decisions, pure like Protocol; Core applies it.
         .target(name: "EventBusPolicy", dependencies: ["EventBusProtocol"], swiftSettings: brokerHotPath),
         .target(name: "EventBusCore", dependencies: ["EventBusProtocol", "EventBusPolicy"], swiftSettings: brokerHotPath),
-        .target(name: "EventBusSystem", dependencies: ["CEventBusShims"], swiftSettings: strict),
-        .target(name: "EventBusSystemd", dependencies: ["CSystemd", "EventBusSystem"], swiftSettings: strict),
+        // The logging seam (levels, `LogSink`, `Logger`): no I/O, no dependency.
+        .target(name: "EventBusLog", swiftSettings: strict),
+        .target(name: "EventBusSystem", dependencies: ["CEventBusShims", "EventBusLog"], swiftSettings: strict),
+        .target(name: "EventBusSystemd", dependencies: ["CSystemd", "EventBusLog", "EventBusSystem"], swiftSettings: strict),
         .target(
             name: "EventBusServer",
-            dependencies: ["EventBusCore", "EventBusPolicy", "EventBusSystem", "EventBusProtocol"],
+            dependencies: ["EventBusCore", "EventBusPolicy", "EventBusLog", "EventBusSystem", "EventBusProtocol"],
             swiftSettings: brokerHotPath
         ),
         .target(
@@ -60,10 +62,10 @@ let package = Package(
         // NATS client (text protocol, failover, reconnect forever) and the
         // bridge's pure logic (issue 13; docs in the target folders' file comments).
         .target(name: "EventBusNATS", dependencies: ["EventBusProtocol", "EventBusSystem"], swiftSettings: strict),
-        .target(name: "EventBusBridge", dependencies: ["EventBusNATS", "EventBusProtocol", "EventBusSystem", "EventBusCommandLine"], swiftSettings: strict),
+        .target(name: "EventBusBridge", dependencies: ["EventBusNATS", "EventBusProtocol", "EventBusLog", "EventBusCommandLine"], swiftSettings: strict),
         .executableTarget(
             name: "eventbusd",
-            dependencies: ["EventBusServer", "EventBusPolicy", "EventBusSystemd", "EventBusProtocol", "EventBusSystem", "EventBusCommandLine"],
+            dependencies: ["EventBusServer", "EventBusPolicy", "EventBusSystemd", "EventBusProtocol", "EventBusLog", "EventBusSystem", "EventBusCommandLine"],
             swiftSettings: strict
         ),
         .executableTarget(
@@ -74,7 +76,7 @@ let package = Package(
         // The bridge between the local bus and a NATS cluster (issue 13; docs/BRIDGE.md).
         .executableTarget(
             name: "eventbus-bridge",
-            dependencies: ["EventBusBridge", "EventBusNATS", "EventBusProtocol", "EventBusSystem", "EventBusSystemd", "EventBusCommandLine"],
+            dependencies: ["EventBusBridge", "EventBusNATS", "EventBusProtocol", "EventBusLog", "EventBusSystem", "EventBusSystemd", "EventBusCommandLine"],
             swiftSettings: strict
         ),
         .executableTarget(
@@ -142,7 +144,7 @@ let package = Package(
         // EventBusSystemd calls in a process of its own environment.
         .executableTarget(
             name: "eventbus-systemd-probe",
-            dependencies: ["EventBusSystemd"],
+            dependencies: ["EventBusLog", "EventBusSystem", "EventBusSystemd"],
             swiftSettings: strict
         ),
         .target(
@@ -157,7 +159,7 @@ let package = Package(
         .testTarget(name: "EventBusCommandLineTests", dependencies: ["EventBusCommandLine"], swiftSettings: strict),
         .testTarget(
             name: "EventBusSystemdTests",
-            dependencies: ["EventBusSystemd", "EventBusTestSupport", "eventbus-systemd-probe", "eventbusd"],
+            dependencies: ["EventBusLog", "EventBusSystemd", "EventBusTestSupport", "eventbus-systemd-probe", "eventbusd"],
             swiftSettings: strict
         ),
         .testTarget(

@@ -17,6 +17,7 @@
 // record and is ignored.
 import CEventBusShims
 import EventBusCore
+import EventBusLog
 import EventBusProtocol
 import EventBusSystem
 import Glibc

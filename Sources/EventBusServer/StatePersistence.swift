@@ -20,6 +20,7 @@
 // broker keeps serving; the old file stays intact meanwhile.
 import Dispatch
 import EventBusCore
+import EventBusLog
 import EventBusSystem
 import Synchronization
 

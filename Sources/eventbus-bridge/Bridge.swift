@@ -15,6 +15,7 @@
 //   `brokerInstance`, a lock of its own that nothing holds while calling out.
 import EventBusBridge
 import EventBusCommandLine
+import EventBusLog
 import EventBusNATS
 import EventBusProtocol
 import EventBusSystem

@@ -7,6 +7,7 @@
 // so every thread inherits the mask and only this loop sees SIGTERM.
 import EventBusBridge
 import EventBusCommandLine
+import EventBusLog
 import EventBusProtocol
 import EventBusSystem
 import EventBusSystemd

@@ -9,6 +9,7 @@
 // that every option in the help is accepted, and that every documented
 // DURATION parses (DocumentedDurationTests).
 import EventBusCommandLine
+import EventBusLog
 import EventBusProtocol
 import EventBusServer
 import EventBusSystem

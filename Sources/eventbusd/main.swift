@@ -6,6 +6,7 @@
 // and the `hello` reply. The policy is loaded before a path is bound, so a
 // broker that refuses to start on an invalid policy leaves no socket behind;
 // which files it reads is PolicySelection.swift.
+import EventBusLog
 import EventBusPolicy
 import EventBusProtocol
 import EventBusServer
