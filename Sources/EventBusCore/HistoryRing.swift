@@ -17,8 +17,8 @@
 // lets a chunk go once the oldest held seq is past it, so memory stays
 // within the byte bound plus two arenas. A replay adds its `replayed` flag
 // to a copy. This is on every publish's path: keep `record` free of
-// hashing, reference counts and String work (an entry finds its type inside
-// the frame, and only a replay asks).
+// hashing, reference counts and String work (an entry keeps where its writer
+// put the type, `FrameEncoder.WrittenEvent`, and only a replay asks).
 
 /// One recorded event: a plain value, its bytes kept by the ring's chunks.
 struct HistoryEntry {
@@ -26,6 +26,10 @@ struct HistoryEntry {
     /// The event frame as delivered live (`{"op":"event","seq":...}\n`).
     let start: UnsafeRawPointer
     let count: Int32
+    /// Where the type's bytes are in the frame, as its writer reported them
+    /// (`EventFrame.typeOffset`, from `FrameEncoder.WrittenEvent`).
+    let typeOffset: UInt8
+    let typeCount: UInt8
     /// The connection that published it (for the no-echo rule; 0: the broker).
     let publisher: ConnectionID
 
@@ -33,17 +37,10 @@ struct HistoryEntry {
     @inline(__always)
     var frame: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: start, count: Int(count)) }
 
-    /// The type's bytes (valid as `frame`), found in the frame: after
-    /// `{"op":"event","seq":<digits>,"type":"` up to the next quote
-    /// (`FrameEncoder.writeEvent`; a valid type has no quote or escape).
+    /// The type's bytes (valid as `frame`), where the writer put them.
     var typeBytes: UnsafeRawBufferPointer {
-        let frame = self.frame
-        var i = 20  // {"op":"event","seq":
-        while i < frame.count && frame[i] != 0x2C { i += 1 }
-        i += 9  // ,"type":"
-        var end = i
-        while end < frame.count && frame[end] != 0x22 { end += 1 }
-        return UnsafeRawBufferPointer(rebasing: frame[min(i, end)..<end])
+        let offset = min(Int(typeOffset), Int(count))
+        return UnsafeRawBufferPointer(start: start + offset, count: min(Int(typeCount), Int(count) - offset))
     }
 }
 
@@ -147,9 +144,9 @@ struct HistoryRing {
             arena.unsafelyUnwrapped.with { $0.append(event.bytes) }
             arenas[arenas.count - 1].lastSeq = seq
             return finishRecord(HistoryEntry(seq: seq, start: arena.unsafelyUnwrapped.with { UnsafeRawPointer($0.baseAddress + $0.used - size) },
-                                             count: Int32(size), publisher: publisher))
+                                             count: Int32(size), typeOffset: event.typeOffset, typeCount: event.typeCount, publisher: publisher))
         }
-        finishRecord(HistoryEntry(seq: seq, start: at, count: Int32(size), publisher: publisher))
+        finishRecord(HistoryEntry(seq: seq, start: at, count: Int32(size), typeOffset: event.typeOffset, typeCount: event.typeCount, publisher: publisher))
     }
 
     @inline(__always)

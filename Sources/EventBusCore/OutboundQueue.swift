@@ -94,10 +94,19 @@ struct EventFrame {
     let bytes: UnsafeRawBufferPointer
     /// The shared chunk, uncounted (Uncounted.swift; a null test is a pointer compare).
     let sharedChunk: Uncounted<OutboundChunk>?
+    /// Where the type's bytes are in `bytes`, as the writer reported them
+    /// (`FrameEncoder.WrittenEvent`); 0 and 0 for a frame offered as it is
+    /// (a stored or flagged copy), which the history ring never records.
+    let typeOffset: UInt8
+    let typeCount: UInt8
 
-    init(bytes: UnsafeRawBufferPointer, shared: OutboundChunk?) {
+    init(bytes: UnsafeRawBufferPointer, shared: OutboundChunk?, typeOffset: Int = 0, typeCount: Int = 0) {
         self.bytes = bytes
         self.sharedChunk = shared.map { Uncounted($0) }
+        // A type is at most 255 bytes, its offset at most 49 (`FrameEncoder.writeEvent`);
+        // `HistoryEntry.typeBytes` stays within the frame whatever these say.
+        self.typeOffset = UInt8(truncatingIfNeeded: typeOffset)
+        self.typeCount = UInt8(truncatingIfNeeded: typeCount)
     }
 
     /// The shared chunk as a counted reference (for a queue or the ring that keeps it).
