@@ -81,7 +81,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "eventbus-bench",
-            dependencies: ["CEventBusShims"],
+            dependencies: ["CEventBusShims", "EventBusSystem"],
             swiftSettings: strict
         ),
         // Micro-benchmark of policy decisions (not part of the test suite).
@@ -149,7 +149,7 @@ let package = Package(
         ),
         .target(
             name: "EventBusTestSupport",
-            dependencies: [],
+            dependencies: ["EventBusSystem"],
             swiftSettings: strict
         ),
         .testTarget(name: "EventBusProtocolTests", dependencies: ["EventBusProtocol", "EventBusTestSupport"], swiftSettings: strict),
