@@ -167,7 +167,7 @@ let package = Package(
             dependencies: ["EventBusClient", "EventBusTestSupport", "eventbusd", "settings-service", "dashboard", "eventbus-client-peer", "readme-example", "actor-observer"],
             swiftSettings: strict
         ),
-        .testTarget(name: "EventBusNATSTests", dependencies: ["EventBusNATS", "EventBusTestSupport"], swiftSettings: strict),
+        .testTarget(name: "EventBusNATSTests", dependencies: ["EventBusNATS", "EventBusProtocol", "EventBusTestSupport"], swiftSettings: strict),
         .testTarget(name: "EventBusBridgeTests", dependencies: ["EventBusBridge", "EventBusNATS", "EventBusProtocol"], swiftSettings: strict),
         .testTarget(
             name: "EventBusBridgeIntegrationTests",
