@@ -5,9 +5,9 @@
 //
 // Before editing: defaults live in `BridgeConfiguration` only, and every
 // setting has the same name in the file as its flag (`--export` is `export`).
+import EventBusLog
 import EventBusNATS
 import EventBusProtocol
-import EventBusSystem
 
 /// Settings as given (nil: not given). Lists are replaced whole by an overlay.
 public struct BridgeSettings: Equatable, Sendable {

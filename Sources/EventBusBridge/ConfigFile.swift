@@ -36,9 +36,9 @@
 // Before editing: a new key needs the same name as its flag (credentials are
 // the exception: file only), a case in `apply`, and a line in the format above.
 import EventBusCommandLine
+import EventBusLog
 import EventBusNATS
 import EventBusProtocol
-import EventBusSystem
 
 /// A bad line in a settings file. `description` reads `bridge.conf:3: ...`.
 public struct ConfigError: Error, Equatable, Sendable, CustomStringConvertible {

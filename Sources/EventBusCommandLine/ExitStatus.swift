@@ -5,7 +5,7 @@
 // interface (`--help`, docs/CLI.md, docs/BRIDGE.md); never renumber a case.
 
 /// The process exit statuses of the executables, from sysexits(3) where one fits
-/// (`eventbus`, `eventbus-bridge`).
+/// (`eventbus`, `eventbusd`, `eventbus-bridge`).
 public enum ExitStatus: Int32, Sendable {
     /// Success.
     case success = 0
@@ -30,7 +30,8 @@ public enum ExitStatus: Int32, Sendable {
     case protocolError = 76
     /// `EX_NOPERM`: permission denied on the socket, or `forbidden`.
     case noPermission = 77
-    /// `EX_CONFIG`: a configuration file cannot be read or is invalid.
+    /// `EX_CONFIG`: a configuration file cannot be read or is invalid
+    /// (eventbusd's policy files, `bridge.conf`).
     case config = 78
     /// Nothing arrived in time (`--timeout`), as timeout(1) exits.
     case timedOut = 124

@@ -172,7 +172,7 @@ extension Broker {
     /// event, `OutboundChunk.copying`): queued by reference, not copied.
     /// - Parameter publisher: the uid charged for the fair share; nil (the
     ///   broker's own uid) leaves it outside every fair share.
-    func offer(_ frame: OutboundFrame, seq: UInt64, publisher: UInt32? = nil, to connection: Connection) -> Bool {
+    func offer(_ frame: OutboundChunk, seq: UInt64, publisher: UInt32? = nil, to connection: Connection) -> Bool {
         withExtendedLifetime(frame) {
             offer(EventFrame(bytes: frame.bytes, shared: frame), seq: seq, publisher: publisher ?? configuration.ownCredentials.uid, to: connection)
         }

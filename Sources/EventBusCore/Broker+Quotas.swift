@@ -227,7 +227,7 @@ extension Broker {
     /// limit is left behind.
     @inline(__always)
     func applyOutbound(_ connection: Connection, _ delta: Int) {
-        Unmanaged.passUnretained(connection.account)._withUnsafeGuaranteedRef { $0.queuedBytes += delta }  // no count: the broker keeps it
+        connection.accountRef.with { $0.queuedBytes += delta }  // no count: the broker keeps it
         statistics.queuedBytes += delta
         if !releasedScratch.isEmpty { releaseActorCharges(connection) }
         if delta < 0 && (connection.pauses.contains(.outbound) || usersPausedForOutbound > 0 || !quotaTotals.outboundPaused.isEmpty) {

@@ -140,13 +140,13 @@ extension Broker {
             // (1.1) Kept before the event takes a seq: refused means not routed.
             // The built frame (a chunk of its own past 2 KiB) must outlive the copy of its bytes.
             let built = buildEvent(seq: self.seq + 1, content, of: request.type, publisher: publisher)
-            let chunk = withExtendedLifetime(built) { OutboundFrame.copying(built.bytes) }
+            let chunk = withExtendedLifetime(built) { OutboundChunk.copying(built.bytes) }
             if let error = retain(chunk, seq: self.seq + 1, type: request.type.name, uid: publisher.credentials.uid) {
                 reply(to: publisher, req: req, error: error)
                 return
             }
             builtChunk = chunk  // alive through the fan-out (EventFrame does not count it)
-            kept = EventFrame(bytes: chunk.bytes, shared: chunk)
+            kept = EventFrame(bytes: chunk.bytes, shared: chunk, typeOffset: Int(built.typeOffset), typeCount: Int(built.typeCount))
         }
         seq += 1
         let seq = self.seq
@@ -231,7 +231,7 @@ extension Broker {
         // `connections` through the fan-out: no count per subscriber.
         let routes = types.routes(found, in: index)
         routes.withUnsafeBufferPointer { list in
-            for i in 0..<list.count { Unmanaged.passUnretained(list[i])._withUnsafeGuaranteedRef(body) }
+            for i in 0..<list.count { Uncounted(list[i]).with(body) }
         }
     }
 
@@ -262,26 +262,31 @@ extension Broker {
     /// - Returns: the frame (valid until the next event is made).
     @inline(__always)
     func makeEvent(_ parts: FrameEncoder.EventBytes) -> EventFrame {
-        makeEvent(bound: FrameEncoder.eventByteCountUpperBound(parts)) { FrameEncoder.writeEvent(parts, into: $0) }
+        makeEvent(bound: FrameEncoder.eventByteCountUpperBound(parts)) { FrameEncoder.writeEvent(parts, into: $0, capacity: $1) }
     }
 
     /// `makeEvent` for the broker's own events, written from `EventParts`.
     func makeEvent(_ parts: FrameEncoder.EventParts) -> EventFrame {
-        makeEvent(bound: FrameEncoder.eventByteCountUpperBound(parts)) { FrameEncoder.writeEvent(parts, into: $0) }
+        makeEvent(bound: FrameEncoder.eventByteCountUpperBound(parts)) { FrameEncoder.writeEvent(parts, into: $0, capacity: $1) }
     }
 
     /// Where an event of at most `bound` bytes is written (see above), by
-    /// `write`, which returns the bytes it wrote.
+    /// `write`, given the place and the bytes it may fill there (`bound`:
+    /// the writer checks each write against it), which returns what it wrote.
     @inline(__always)
-    private func makeEvent(bound: Int, _ write: (UnsafeMutableRawPointer) -> Int) -> EventFrame {
+    private func makeEvent(bound: Int, _ write: (UnsafeMutableRawPointer, Int) -> FrameEncoder.WrittenEvent) -> EventFrame {
         if bound > OutboundQueue.copyLimitBytes {
-            let chunk = OutboundChunk.make(capacity: bound, write)
+            var written = FrameEncoder.WrittenEvent()
+            let chunk = OutboundChunk.make(capacity: bound) { written = write($0, bound); return written.count }
             builtChunk = chunk  // alive through the fan-out (EventFrame does not count it)
-            return EventFrame(bytes: UnsafeRawBufferPointer(start: chunk.baseAddress, count: chunk.used), shared: chunk)
+            return EventFrame(bytes: UnsafeRawBufferPointer(start: chunk.baseAddress, count: chunk.used), shared: chunk,
+                              typeOffset: written.typeOffset, typeCount: written.typeCount)
         }
+        // Both hold `bound` bytes: the ring's arena end (`space(for:)`), the scratch (`copyLimitBytes`).
         let destination = retention.history.space(for: bound) ?? eventScratch.baseAddress.unsafelyUnwrapped
-        let length = write(destination)
-        return EventFrame(bytes: UnsafeRawBufferPointer(start: destination, count: length), shared: nil)
+        let written = write(destination, bound)
+        return EventFrame(bytes: UnsafeRawBufferPointer(start: destination, count: written.count), shared: nil,
+                          typeOffset: written.typeOffset, typeCount: written.typeCount)
     }
 }
 

@@ -52,7 +52,7 @@ struct RetentionState {
 /// immutable and only read, so handing them to another thread is safe.
 public struct RetainedSnapshot: @unchecked Sendable {
     /// `(seq, frame)` in no particular order (the writer sorts them).
-    public let events: [(seq: UInt64, frame: OutboundFrame)]
+    public let events: [(seq: UInt64, frame: OutboundChunk)]
     /// `Broker.retainedGeneration` when it was taken.
     public let generation: UInt64
 }
@@ -61,7 +61,7 @@ public struct RetainedSnapshot: @unchecked Sendable {
 /// written, as lines to append (immutable frames, safe to hand over).
 public struct RetainedChanges: @unchecked Sendable {
     /// Each one line with its LF: an event frame, or a clear line.
-    public let lines: [OutboundFrame]
+    public let lines: [OutboundChunk]
     /// `Broker.retainedGeneration` when they were taken.
     public let generation: UInt64
 }
@@ -90,7 +90,7 @@ extension Broker {
     /// published by `uid` with `seq`, if the quotas allow (PROTOCOL.md "Quotas
     /// (1.1)"). Called before the publish takes `seq`.
     /// - Returns: the `limit` error to answer with (nothing kept), or nil.
-    func retain(_ frame: OutboundFrame, seq: UInt64, type: String, uid: UInt32) -> ProtocolError? {
+    func retain(_ frame: OutboundChunk, seq: UInt64, type: String, uid: UInt32) -> ProtocolError? {
         let event = RetainedEvent(seq: seq, type: type, frame: frame, uid: uid)
         let old = retention.retained[type]
         if let error = retainedLimitError(for: retainedCharge(event), replacing: old.map(retainedCharge)) {
@@ -167,7 +167,7 @@ extension Broker {
     /// O(changes).
     public func takeRetainedChanges() -> RetainedChanges? {
         guard let changes = retention.retained.takeChanges() else { return nil }
-        let lines = changes.map { change -> OutboundFrame in
+        let lines = changes.map { change -> OutboundChunk in
             switch change {
             case .put(let event): event.frame
             case .clear(let type, let seq): RetainedStateFile.clearLine(type: type, seq: seq)
@@ -302,18 +302,18 @@ extension Broker {
     }
 }
 
-extension OutboundFrame {
+extension OutboundChunk {
     /// A copy of this event frame whose `seq` is `seq` (every other byte
     /// kept). The frame starts `{"op":"event","seq":<digits>,` as
     /// `FrameEncoder.writeEvent` writes it.
-    func withSeq(_ seq: UInt64) -> OutboundFrame {
+    func withSeq(_ seq: UInt64) -> OutboundChunk {
         let head = eventSeqOffset
         var digitsEnd = head
         while digitsEnd < count && (baseAddress + digitsEnd).load(as: UInt8.self) != 0x2C { digitsEnd += 1 }
         var digits: [UInt8] = []
         FrameEncoder.appendInt(seq, to: &digits)
         let rest = count - digitsEnd
-        return OutboundFrame.make(capacity: head + digits.count + rest) { destination in
+        return OutboundChunk.make(capacity: head + digits.count + rest) { destination in
             destination.copyMemory(from: baseAddress, byteCount: head)
             digits.withUnsafeBytes { (destination + head).copyMemory(from: $0.baseAddress!, byteCount: digits.count) }
             (destination + head + digits.count).copyMemory(from: baseAddress + digitsEnd, byteCount: rest)

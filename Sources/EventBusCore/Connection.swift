@@ -69,10 +69,12 @@ public final class Connection {
     /// `Broker.didWrite`.
     public internal(set) var outbound = OutboundQueue()
 
-    /// Its uid's account, and its index among the account's members. Not
-    /// retained: the broker keeps the account while the connection is open
-    /// (never read after `Broker.forget`).
-    unowned(unsafe) let account: UserAccount
+    /// Its uid's account, and its index among the account's members.
+    /// Uncounted (Uncounted.swift): the broker's `accounts` keeps the account
+    /// while the connection is open (never read after `Broker.forget`).
+    let accountRef: Uncounted<UserAccount>
+    /// `accountRef` as a reference.
+    var account: UserAccount { accountRef.object }
     var memberIndex = 0
     /// When it connected, wall clock ns since the epoch (`clients`: `since`).
     public let connectedAtWallNanoseconds: Int64
@@ -120,7 +122,7 @@ public final class Connection {
     init(id: ConnectionID, credentials: Credentials, policy: PolicyView, account: UserAccount, maxFrameBytes: Int,
          connectedAt: Int64) {
         self.id = id
-        self.account = account
+        self.accountRef = Uncounted(account)
         self.credentials = credentials
         self.policy = policy
         self.connectedAtWallNanoseconds = connectedAt

@@ -46,34 +46,16 @@ struct EventTypeTable {
         var count: Int
         var hash: UInt64
 
-        /// Two words covering every byte (overlapping loads, so for 1-16
-        /// bytes the words and the length determine the bytes), and a hash
-        /// of all of it under `seed`.
+        /// Two words covering every byte (so for 1-16 bytes the words and
+        /// the length determine the bytes), and a hash of all of it under
+        /// `seed` (`SeededHash`, EventBusProtocol). `raw` is not empty.
         @inline(__always)
         init(_ raw: UnsafeRawBufferPointer, seed: UInt64) {
-            let n = raw.count
-            let p = raw.baseAddress.unsafelyUnwrapped
-            func load64(_ offset: Int) -> UInt64 { UInt64(littleEndian: p.loadUnaligned(fromByteOffset: offset, as: UInt64.self)) }
-            if n >= 8 {
-                w0 = load64(0)
-                w1 = load64(n &- 8)
-            } else if n >= 4 {
-                w0 = UInt64(UInt32(littleEndian: p.loadUnaligned(as: UInt32.self)))
-                w1 = UInt64(UInt32(littleEndian: p.loadUnaligned(fromByteOffset: n &- 4, as: UInt32.self)))
-            } else {
-                w0 = UInt64(p.load(as: UInt8.self))
-                w1 = UInt64(p.load(fromByteOffset: n &- 1, as: UInt8.self)) &<< 8 | UInt64(p.load(fromByteOffset: n &>> 1, as: UInt8.self))
-            }
-            count = n
-            var h = seed ^ (UInt64(truncatingIfNeeded: n) &* 0x9E37_79B9_7F4A_7C15)
-            h = (h ^ w0) &* 0xBF58_476D_1CE4_E5B9
-            h = (h ^ (h &>> 29) ^ w1) &* 0x94D0_49BB_1331_11EB
-            var offset = 8
-            while offset &+ 8 < n {  // the middle of a type longer than 16 bytes
-                h = (h ^ (h &>> 29) ^ load64(offset)) &* 0xBF58_476D_1CE4_E5B9
-                offset &+= 8
-            }
-            hash = h ^ (h &>> 32)
+            let words = SeededHash.words(raw)
+            w0 = words.0
+            w1 = words.1
+            count = raw.count
+            hash = SeededHash.mix(raw, words: words, seed: seed)
         }
     }
 

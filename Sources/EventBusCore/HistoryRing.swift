@@ -17,8 +17,8 @@
 // lets a chunk go once the oldest held seq is past it, so memory stays
 // within the byte bound plus two arenas. A replay adds its `replayed` flag
 // to a copy. This is on every publish's path: keep `record` free of
-// hashing, reference counts and String work (an entry finds its type inside
-// the frame, and only a replay asks).
+// hashing, reference counts and String work (an entry keeps where its writer
+// put the type, `FrameEncoder.WrittenEvent`, and only a replay asks).
 
 /// One recorded event: a plain value, its bytes kept by the ring's chunks.
 struct HistoryEntry {
@@ -26,6 +26,10 @@ struct HistoryEntry {
     /// The event frame as delivered live (`{"op":"event","seq":...}\n`).
     let start: UnsafeRawPointer
     let count: Int32
+    /// Where the type's bytes are in the frame, as its writer reported them
+    /// (`EventFrame.typeOffset`, from `FrameEncoder.WrittenEvent`).
+    let typeOffset: UInt8
+    let typeCount: UInt8
     /// The connection that published it (for the no-echo rule; 0: the broker).
     let publisher: ConnectionID
 
@@ -33,17 +37,10 @@ struct HistoryEntry {
     @inline(__always)
     var frame: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: start, count: Int(count)) }
 
-    /// The type's bytes (valid as `frame`), found in the frame: after
-    /// `{"op":"event","seq":<digits>,"type":"` up to the next quote
-    /// (`FrameEncoder.writeEvent`; a valid type has no quote or escape).
+    /// The type's bytes (valid as `frame`), where the writer put them.
     var typeBytes: UnsafeRawBufferPointer {
-        let frame = self.frame
-        var i = 20  // {"op":"event","seq":
-        while i < frame.count && frame[i] != 0x2C { i += 1 }
-        i += 9  // ,"type":"
-        var end = i
-        while end < frame.count && frame[end] != 0x22 { end += 1 }
-        return UnsafeRawBufferPointer(rebasing: frame[min(i, end)..<end])
+        let offset = min(Int(typeOffset), Int(count))
+        return UnsafeRawBufferPointer(start: start + offset, count: min(Int(typeCount), Int(count) - offset))
     }
 }
 
@@ -74,8 +71,8 @@ struct HistoryRing {
     /// Shared chunks of large events, in seq order. From `sharedHead` on.
     private var shared: [HeldChunk] = []
     private var sharedHead = 0
-    /// The arena in use (also the last of `arenas`), uncounted.
-    private var arena: Unmanaged<OutboundChunk>? = nil
+    /// The arena in use (also the last of `arenas`, which keeps it), uncounted (Uncounted.swift).
+    private var arena: Uncounted<OutboundChunk>? = nil
     static let arenaBytes = 64 << 10
 
     /// Whether events are kept at all (both bounds above 0).
@@ -108,15 +105,15 @@ struct HistoryRing {
     @inline(__always)
     mutating func space(for bound: Int) -> UnsafeMutableRawPointer? {
         guard isEnabled, bound <= maxBytes else { return nil }
-        if arena == nil || arena.unsafelyUnwrapped._withUnsafeGuaranteedRef({ $0.freeBytes < bound }) { newArena(bound) }
-        return arena.unsafelyUnwrapped._withUnsafeGuaranteedRef { $0.baseAddress + $0.used }
+        if arena == nil || arena.unsafelyUnwrapped.with({ $0.freeBytes < bound }) { newArena(bound) }
+        return arena.unsafelyUnwrapped.with { $0.baseAddress + $0.used }
     }
 
     /// Starts a new arena of at least `bytes`.
     private mutating func newArena(_ bytes: Int) {
         let chunk = OutboundChunk.make(capacity: max(HistoryRing.arenaBytes, bytes))
         arenas.append(HeldChunk(chunk: chunk, lastSeq: 0))
-        arena = Unmanaged.passUnretained(chunk)
+        arena = Uncounted(chunk)
     }
 
     /// Records the event that just took `seq` (the next after the newest
@@ -134,22 +131,22 @@ struct HistoryRing {
         }
         let size = event.count
         let at = event.bytes.baseAddress.unsafelyUnwrapped
-        if let tail = arena, tail._withUnsafeGuaranteedRef({ tail in
+        if let tail = arena, tail.with({ tail in
             guard UnsafeRawPointer(tail.baseAddress + tail.used) == at else { return false }
             tail.used += size  // written in place by the broker (`space(for:)`)
             return true
         }) {
             arenas[arenas.count - 1].lastSeq = seq
-        } else if let chunk = event.sharedChunk, chunk._withUnsafeGuaranteedRef({ UnsafeRawPointer($0.baseAddress) == at }) {
-            shared.append(HeldChunk(chunk: chunk.takeUnretainedValue(), lastSeq: seq))
+        } else if let chunk = event.sharedChunk, chunk.with({ UnsafeRawPointer($0.baseAddress) == at }) {
+            shared.append(HeldChunk(chunk: chunk.object, lastSeq: seq))
         } else {
-            if arena == nil || arena.unsafelyUnwrapped._withUnsafeGuaranteedRef({ $0.freeBytes < size }) { newArena(size) }
-            arena.unsafelyUnwrapped._withUnsafeGuaranteedRef { $0.append(event.bytes) }
+            if arena == nil || arena.unsafelyUnwrapped.with({ $0.freeBytes < size }) { newArena(size) }
+            arena.unsafelyUnwrapped.with { $0.append(event.bytes) }
             arenas[arenas.count - 1].lastSeq = seq
-            return finishRecord(HistoryEntry(seq: seq, start: arena.unsafelyUnwrapped._withUnsafeGuaranteedRef { UnsafeRawPointer($0.baseAddress + $0.used - size) },
-                                             count: Int32(size), publisher: publisher))
+            return finishRecord(HistoryEntry(seq: seq, start: arena.unsafelyUnwrapped.with { UnsafeRawPointer($0.baseAddress + $0.used - size) },
+                                             count: Int32(size), typeOffset: event.typeOffset, typeCount: event.typeCount, publisher: publisher))
         }
-        finishRecord(HistoryEntry(seq: seq, start: at, count: Int32(size), publisher: publisher))
+        finishRecord(HistoryEntry(seq: seq, start: at, count: Int32(size), typeOffset: event.typeOffset, typeCount: event.typeCount, publisher: publisher))
     }
 
     @inline(__always)

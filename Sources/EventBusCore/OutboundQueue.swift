@@ -93,9 +93,6 @@ extension OutboundChunk {
     public var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: baseAddress, count: header.used) }
 }
 
-/// The name the broker's frames had before chunks (one frame per object).
-public typealias OutboundFrame = OutboundChunk
-
 /// An event frame as built once per publish: its bytes (valid during the
 /// fan-out) and, for a large one, the chunk every queue shares.
 ///
@@ -106,16 +103,25 @@ public typealias OutboundFrame = OutboundChunk
 /// chunk takes its own reference.
 struct EventFrame {
     let bytes: UnsafeRawBufferPointer
-    /// The shared chunk, uncounted (a null test is a pointer compare).
-    let sharedChunk: Unmanaged<OutboundChunk>?
+    /// The shared chunk, uncounted (Uncounted.swift; a null test is a pointer compare).
+    let sharedChunk: Uncounted<OutboundChunk>?
+    /// Where the type's bytes are in `bytes`, as the writer reported them
+    /// (`FrameEncoder.WrittenEvent`); 0 and 0 for a frame offered as it is
+    /// (a stored or flagged copy), which the history ring never records.
+    let typeOffset: UInt8
+    let typeCount: UInt8
 
-    init(bytes: UnsafeRawBufferPointer, shared: OutboundChunk?) {
+    init(bytes: UnsafeRawBufferPointer, shared: OutboundChunk?, typeOffset: Int = 0, typeCount: Int = 0) {
         self.bytes = bytes
-        self.sharedChunk = shared.map { Unmanaged.passUnretained($0) }
+        self.sharedChunk = shared.map { Uncounted($0) }
+        // A type is at most 255 bytes, its offset at most 49 (`FrameEncoder.writeEvent`);
+        // `HistoryEntry.typeBytes` stays within the frame whatever these say.
+        self.typeOffset = UInt8(truncatingIfNeeded: typeOffset)
+        self.typeCount = UInt8(truncatingIfNeeded: typeCount)
     }
 
     /// The shared chunk as a counted reference (for a queue or the ring that keeps it).
-    var shared: OutboundChunk? { sharedChunk?.takeUnretainedValue() }
+    var shared: OutboundChunk? { sharedChunk?.object }
 
     var count: Int { bytes.count }
 }
@@ -241,14 +247,14 @@ public struct OutboundQueue {
     mutating func appendEvent(_ frame: EventFrame, seq: UInt64, actor: UInt32, typeRef: TypeCounters.Ref = TypeCounters.none) -> Int {
         let n = frame.count
         if let shared = frame.sharedChunk {
-            entries.append(Entry(chunk: shared.takeUnretainedValue(), start: 0, end: UInt32(n), seq: seq, actor: actor, typeRef: typeRef))
+            entries.append(Entry(chunk: shared.object, start: 0, end: UInt32(n), seq: seq, actor: actor, typeRef: typeRef))
         } else {
             if eventTail == nil || eventTail.unsafelyUnwrapped.freeBytes < n {
                 let size = byteCount >= OutboundQueue.largeChunkBytes ? OutboundQueue.largeChunkBytes : OutboundQueue.chunkBytes
                 eventTail = OutboundChunk.make(capacity: max(n, size))
             }
             // Uncounted while it is used here: `eventTail` keeps it; the entry takes the one count it needs.
-            let start = Unmanaged.passUnretained(eventTail.unsafelyUnwrapped)._withUnsafeGuaranteedRef { chunk in
+            let start = Uncounted(eventTail.unsafelyUnwrapped).with { chunk in
                 let start = chunk.used
                 chunk.append(frame.bytes)
                 return start

@@ -4,10 +4,11 @@
 // and a cheap conservative overlap test between two patterns, for choosing
 // which of a connection's subscriptions a replay must de-duplicate against.
 //
-// Before editing: semantics are `Pattern.matches` (PROTOCOL.md "Names and
-// patterns"); RetentionTests checks the two agree on a table. Both inputs are
-// already validated (a `Pattern`, a type from a frame the broker built), so
-// no byte is checked for validity here.
+// Before editing: matching is `Pattern.matches(_:_:)` on bytes, the one
+// byte-level matcher (EventBusProtocol's Names.swift); RetentionTests checks
+// it against `Pattern.matches` on a table. Both inputs are already validated
+// (a `Pattern`, a type from a frame the broker built), so no byte is checked
+// for validity here.
 import EventBusProtocol
 
 /// A pattern compiled to its UTF-8 bytes.
@@ -22,40 +23,13 @@ struct PatternMatcher {
 
     /// Whether the pattern matches the event type whose bytes are `type`.
     func matches(_ type: UnsafeRawBufferPointer) -> Bool {
-        bytes.withUnsafeBufferPointer { p in PatternMatcher.matches(UnsafeRawBufferPointer(p), type) }
+        bytes.withUnsafeBytes { p in Pattern.matches(p, type) }
     }
 
     /// Whether the pattern matches `type`.
     func matches(_ type: String) -> Bool {
         var name = type
         return name.withUTF8 { matches(UnsafeRawBufferPointer($0)) }
-    }
-
-    /// `Pattern.matches` on bytes: `*` is exactly one segment, a final `>`
-    /// one or more.
-    static func matches(_ p: UnsafeRawBufferPointer, _ t: UnsafeRawBufferPointer) -> Bool {
-        let pc = p.count, tc = t.count
-        var pi = 0, ti = 0
-        while true {
-            // Both at the start of a segment.
-            if p[pi] == 0x3E && pi + 1 == pc { return ti < tc }  // `>`
-            if ti >= tc { return false }
-            if p[pi] == 0x2A && (pi + 1 == pc || p[pi + 1] == 0x2E) {  // `*`
-                pi += 1
-                while ti < tc && t[ti] != 0x2E { ti += 1 }
-            } else {
-                while pi < pc && p[pi] != 0x2E {
-                    guard ti < tc, t[ti] == p[pi] else { return false }
-                    pi += 1
-                    ti += 1
-                }
-                if ti < tc && t[ti] != 0x2E { return false }
-            }
-            if pi == pc { return ti == tc }
-            if ti == tc { return false }
-            pi += 1
-            ti += 1
-        }
     }
 
     /// Whether some type might match both patterns: false only when they are

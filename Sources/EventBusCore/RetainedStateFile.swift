@@ -36,21 +36,21 @@ public enum RetainedStateFile {
         /// One line per problem (bad line, left out over a limit), for the log.
         public var problems: [String] = []
         /// Valid events in the old seq order (consumed by `Broker.restoreRetained`).
-        var events: [(oldSeq: UInt64, type: String, frame: OutboundFrame, uid: UInt32)] = []
+        var events: [(oldSeq: UInt64, type: String, frame: OutboundChunk, uid: UInt32)] = []
     }
 
     /// The line appended when the retained event of `type` is cleared:
     /// `{"op":"eventbus-clear","type":"a.b","seq":41}` and its LF, where
     /// `seq` is the broker's seq at the time (the events of `type` up to it
     /// are gone; one retained later has a higher seq).
-    public static func clearLine(type: String, seq: UInt64) -> OutboundFrame {
+    public static func clearLine(type: String, seq: UInt64) -> OutboundChunk {
         var line: [UInt8] = []
         FrameEncoder.appendASCII("{\"op\":\"eventbus-clear\"", to: &line)
         FrameEncoder.appendField("type", string: type, to: &line)
         FrameEncoder.appendField("seq", int: seq, to: &line)
         FrameEncoder.appendASCII("}\n", to: &line)
         return line.withUnsafeBytes { bytes in
-            OutboundFrame.make(capacity: bytes.count) { destination in
+            OutboundChunk.make(capacity: bytes.count) { destination in
                 destination.copyMemory(from: bytes.baseAddress!, byteCount: bytes.count)
                 return bytes.count
             }
@@ -59,7 +59,7 @@ public enum RetainedStateFile {
 
     /// The frames of `snapshot` in seq order, each one line with its LF, to
     /// be written after `header`.
-    public static func orderedFrames(_ snapshot: RetainedSnapshot) -> [OutboundFrame] {
+    public static func orderedFrames(_ snapshot: RetainedSnapshot) -> [OutboundChunk] {
         snapshot.events.sorted { $0.seq < $1.seq }.map(\.frame)
     }
 
@@ -80,7 +80,7 @@ public enum RetainedStateFile {
     public struct Reader {
         var report = Report()
         /// The newest event of each type read so far (a clear line removes it).
-        var byType: [String: (oldSeq: UInt64, type: String, frame: OutboundFrame, uid: UInt32)] = [:]
+        var byType: [String: (oldSeq: UInt64, type: String, frame: OutboundChunk, uid: UInt32)] = [:]
         var clearedThrough: [String: UInt64] = [:]
         var lineNumber = 0
         var badLines = 0
@@ -149,7 +149,7 @@ public enum RetainedStateFile {
     static let eventKeys: Set<String> = ["op", "seq", "type", "time", "source", "id", "pid", "uid", "gid", "data", "origin"]
 
     /// One line: an event, nil for the header (or another state line), or why it is bad.
-    static func event(in line: UnsafeRawBufferPointer) -> Result<(oldSeq: UInt64, type: String, frame: OutboundFrame, uid: UInt32)?, LineProblem> {
+    static func event(in line: UnsafeRawBufferPointer) -> Result<(oldSeq: UInt64, type: String, frame: OutboundChunk, uid: UInt32)?, LineProblem> {
         let members: [JSONMember]
         do {
             members = try JSONObject.members(line)
@@ -183,7 +183,7 @@ public enum RetainedStateFile {
         if let origin = members.first(where: { $0.key == "origin" }), origin.value.kind != .object {
             return .failure(LineProblem("origin is not an object"))
         }
-        let frame = OutboundFrame.make(capacity: line.count + 1) { destination in
+        let frame = OutboundChunk.make(capacity: line.count + 1) { destination in
             destination.copyMemory(from: line.baseAddress!, byteCount: line.count)
             destination.storeBytes(of: 0x0A, toByteOffset: line.count, as: UInt8.self)
             return line.count + 1

@@ -14,7 +14,7 @@ struct RetainedEvent {
     let seq: UInt64
     let type: String
     /// The event frame as delivered live, without the `retained` flag.
-    let frame: OutboundFrame
+    let frame: OutboundChunk
     /// The publisher's uid, charged for `frame.count` bytes.
     let uid: UInt32
 }

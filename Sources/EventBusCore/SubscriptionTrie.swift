@@ -90,8 +90,14 @@ struct Segments: Sequence, Equatable {
 
 /// A node of the wildcard trie.
 final class TrieNode {
-    /// The node above; nil for the root. The parent owns this node.
-    unowned(unsafe) var parent: TrieNode?
+    /// The node above; nil for the root. Uncounted (Uncounted.swift): the
+    /// parent owns this node through its `children`.
+    var parentRef: Uncounted<TrieNode>?
+    /// `parentRef` as a reference.
+    var parent: TrieNode? {
+        get { parentRef?.object }
+        set { parentRef = newValue.map { Uncounted($0) } }
+    }
     /// The segments from the parent to this node, e.g. `order.*`; empty
     /// only for the root.
     var edge: Segments
@@ -105,7 +111,7 @@ final class TrieNode {
     var tailSubscribers: [Connection] = []
 
     init(parent: TrieNode?, edge: Segments) {
-        self.parent = parent
+        self.parentRef = parent.map { Uncounted($0) }
         self.edge = edge
     }
 

@@ -6,6 +6,7 @@
 // leaves the pool when a later INFO no longer lists it, unless it is the
 // server we are connected to. An INFO without `connect_urls` changes nothing.
 // New servers are shuffled in, but the first entry stays first.
+import EventBusProtocol
 
 /// A NATS server address: host (name or IP literal, no brackets) and port.
 public struct ServerAddress: Hashable, Sendable, CustomStringConvertible {
@@ -127,29 +128,4 @@ public struct ServerPool: Equatable, Sendable {
         }
         return joined
     }
-}
-
-/// A small, seedable pseudo-random generator (SplitMix64, Steele et al. 2014),
-/// so the pool's shuffles and the backoff jitter can be replayed in tests.
-public struct SplitMix64: RandomNumberGenerator, Sendable {
-    private var state: UInt64
-
-    public init(seed: UInt64) { state = seed }
-
-    /// Seeded from the system generator.
-    public init() {
-        var system = SystemRandomNumberGenerator()
-        state = system.next()
-    }
-
-    public mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-    /// A double in 0..<1.
-    public mutating func unit() -> Double { Double(next() >> 11) / Double(1 << 53) }
 }

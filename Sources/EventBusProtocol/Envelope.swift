@@ -117,7 +117,7 @@ struct UnknownKeys {
             decoded.append(contentsOf: bytes)
         }
         let seed = self.seed
-        entry.hash = bytes(of: entry, frame) { UnknownKeys.hash($0, seed: seed) }
+        entry.hash = bytes(of: entry, frame) { SeededHash.hash($0, seed: seed) }
         if slots.isEmpty { slots = [Int32](repeating: -1, count: 64) }
         if (entries.count + 1) * 2 > slots.count { grow() }
         let mask = slots.count - 1
@@ -153,34 +153,5 @@ struct UnknownKeys {
             bigger[i] = Int32(index)
         }
         slots = bigger
-    }
-
-    /// A seeded 64-bit hash of `bytes` (8 bytes a round, multiply-xorshift,
-    /// the tail read in at most two loads as wyhash does, fmix64 at the end).
-    @inline(__always)
-    static func hash(_ bytes: UnsafeRawBufferPointer, seed: UInt64) -> UInt64 {
-        let n = bytes.count
-        var h = seed ^ (UInt64(n) &* 0x9E37_79B9_7F4A_7C15)
-        var i = 0
-        while i + 8 <= n {
-            h = (h ^ bytes.loadUnaligned(fromByteOffset: i, as: UInt64.self)) &* 0xBF58_476D_1CE4_E5B9
-            h ^= h >> 29
-            i += 8
-        }
-        let rest = n - i
-        var tail: UInt64 = 0
-        if rest >= 4 {
-            tail = UInt64(bytes.loadUnaligned(fromByteOffset: i, as: UInt32.self))
-                | UInt64(bytes.loadUnaligned(fromByteOffset: n - 4, as: UInt32.self)) << 32
-        } else if rest > 0 {
-            tail = UInt64(bytes[i]) | UInt64(bytes[i + rest / 2]) << 8 | UInt64(bytes[n - 1]) << 16
-        }
-        h = (h ^ tail) &* 0x94D0_49BB_1331_11EB
-        h ^= h >> 33
-        h = h &* 0xFF51_AFD7_ED55_8CCD
-        h ^= h >> 33
-        h = h &* 0xC4CE_B9FE_1A85_EC53
-        h ^= h >> 33
-        return h
     }
 }

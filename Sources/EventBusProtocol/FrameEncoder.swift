@@ -172,7 +172,7 @@ public enum FrameEncoder {
         let bound = eventByteCountUpperBound(e)
         let start = out.count
         out.append(contentsOf: repeatElement(0, count: bound))
-        let written = out.withUnsafeMutableBytes { writeEvent(e, into: $0.baseAddress! + start) }
+        let written = out.withUnsafeMutableBytes { writeEvent(e, into: $0.baseAddress! + start, capacity: bound).count }
         out.removeLast(bound - written)
     }
 
@@ -224,15 +224,46 @@ public enum FrameEncoder {
 @usableFromInline struct RawWriter {
     @usableFromInline var pointer: UnsafeMutableRawPointer
     @usableFromInline let start: UnsafeMutableRawPointer
+    /// One past the last byte it may write.
+    @usableFromInline let end: UnsafeMutableRawPointer
+    /// `end - slack`: where a checked put may end at most.
+    @usableFromInline let limit: UnsafeMutableRawPointer
 
-    @inlinable init(_ pointer: UnsafeMutableRawPointer) {
+    /// Fixed text a writer may put between two checked puts: every
+    /// variable-length put (`put(_:)` of a buffer, `put(int:)`) checks that
+    /// its bytes *plus* `slack` fit, and `init` that `slack` does, so the
+    /// fixed text after a check (literals, the 24-byte time; in `writeEvent`
+    /// at most 49 bytes in a row) cannot pass the end either. Fixed puts are
+    /// checked by `assert` (debug builds: every test run). The size bounds
+    /// (`eventByteCountUpperBound`) include it.
+    @usableFromInline static let slack = 64
+
+    /// A writer of at most `capacity` bytes from `pointer`: checked at the
+    /// write (a `precondition`, kept in release builds), so a bound computed
+    /// too small stops the process instead of overrunning the buffer.
+    @inlinable init(_ pointer: UnsafeMutableRawPointer, capacity: Int) {
+        precondition(capacity >= RawWriter.slack, "event frame writer given less than its slack")
         self.pointer = pointer
         self.start = pointer
+        self.end = pointer + capacity
+        self.limit = end - RawWriter.slack
     }
 
     @inlinable var count: Int { pointer - start }
 
+    /// Stops the process unless `n` more bytes and `slack` fit.
+    @inlinable @inline(__always) func room(_ n: Int) {
+        precondition(pointer + n <= limit, "event frame writer past the end of its buffer")
+    }
+
+    /// In debug builds, stops unless `n` more bytes fit (a fixed put,
+    /// covered in release builds by the last `room` and its `slack`).
+    @inlinable @inline(__always) func fixedRoom(_ n: Int) {
+        assert(n <= end - pointer, "event frame writer past the end of its buffer")
+    }
+
     @inlinable mutating func put(_ byte: UInt8) {
+        fixedRoom(1)
         pointer.storeBytes(of: byte, as: UInt8.self)
         pointer += 1
     }
@@ -243,6 +274,19 @@ public enum FrameEncoder {
     @inlinable @inline(__always) mutating func put(_ bytes: UnsafeRawBufferPointer) {
         guard let base = bytes.baseAddress else { return }
         let n = bytes.count
+        room(n)
+        putUnchecked(base, n)
+    }
+
+    /// Fixed text (a literal): `fixedRoom`, then as `put(_:)` of a buffer.
+    @inlinable mutating func put(_ text: StaticString) {
+        let n = text.utf8CodeUnitCount
+        fixedRoom(n)
+        putUnchecked(UnsafeRawPointer(text.utf8Start), n)
+    }
+
+    /// The copy of `put(_:)`, for a caller that checked the room.
+    @inlinable @inline(__always) mutating func putUnchecked(_ base: UnsafeRawPointer, _ n: Int) {
         if n > 16 && n <= 32 {
             let w0 = base.loadUnaligned(as: UInt64.self), w1 = base.loadUnaligned(fromByteOffset: 8, as: UInt64.self)
             let w2 = base.loadUnaligned(fromByteOffset: n &- 16, as: UInt64.self), w3 = base.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self)
@@ -264,12 +308,9 @@ public enum FrameEncoder {
         pointer += n
     }
 
-    @inlinable mutating func put(_ text: StaticString) {
-        put(UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
-    }
-
     /// The 24 bytes of a timestamp, as three word stores.
     @inlinable mutating func put(_ time: TimestampBytes) {
+        fixedRoom(24)
         pointer.storeBytes(of: time.words.0, as: UInt64.self)
         (pointer + 8).storeBytes(of: time.words.1, as: UInt64.self)
         (pointer + 16).storeBytes(of: time.words.2, as: UInt64.self)
@@ -284,6 +325,7 @@ public enum FrameEncoder {
             digits &+= 1
             limit = limit &* 10
         }
+        room(digits)
         let pairs = RawWriter.digitPairs.utf8Start
         var n = value
         var i = digits
@@ -308,19 +350,31 @@ public enum FrameEncoder {
 }
 
 extension FrameEncoder {
-    /// An upper bound of the size of the event frame `appendEvent` would write.
+    /// What `writeEvent` wrote: the frame's length, and where in it the
+    /// type's bytes are (the history ring finds a stored event's type with
+    /// it, without parsing the frame).
+    public struct WrittenEvent {
+        public var count = 0
+        public var typeOffset = 0
+        public var typeCount = 0
+        public init() {}
+    }
+
+    /// An upper bound of the size of the event frame `appendEvent` would write
+    /// (what to give `writeEvent` as its capacity).
     public static func eventByteCountUpperBound(_ e: EventParts) -> Int {
-        128 + 5 * 20 + e.type.utf8.count + e.time.count
+        RawWriter.slack + 128 + 5 * 20 + e.type.utf8.count + e.time.count
             + (e.source?.count ?? e.defaultSource.utf8.count + 2)
             + (e.id?.count ?? e.instance.utf8.count + 24)
             + (e.data?.count ?? 4)
             + (e.origin?.count ?? -10) + 10
     }
 
-    /// Writes the event frame of `appendEvent` to `destination`, which must hold
-    /// `eventByteCountUpperBound(e)` bytes.
-    /// - Returns: the bytes written.
-    public static func writeEvent(_ e: EventParts, into destination: UnsafeMutableRawPointer) -> Int {
+    /// Writes the event frame of `appendEvent` to `destination`, which holds
+    /// `capacity` bytes (`eventByteCountUpperBound(e)` is enough; a write
+    /// past `capacity` stops the process, never overruns).
+    /// - Returns: what it wrote.
+    public static func writeEvent(_ e: EventParts, into destination: UnsafeMutableRawPointer, capacity: Int) -> WrittenEvent {
         precondition(e.time.count == 24, "an event's time is 24 bytes")
         var time = TimestampBytes()
         withUnsafeMutableBytes(of: &time.words) { $0.copyMemory(from: e.time) }
@@ -330,31 +384,37 @@ extension FrameEncoder {
         var type = e.type
         return type.withUTF8 { type in
             writeEvent(EventBytes(seq: e.seq, type: UnsafeRawBufferPointer(type), time: time, source: e.source ?? source.bytes, id: e.id,
-                                  idPrefix: idPrefix.bytes, identity: identity.bytes, origin: e.origin, data: e.data), into: destination)
+                                  idPrefix: idPrefix.bytes, identity: identity.bytes, origin: e.origin, data: e.data), into: destination, capacity: capacity)
         }
     }
 
-    /// An upper bound of the size of the event frame `writeEvent` writes.
+    /// An upper bound of the size of the event frame `writeEvent` writes
+    /// (what to give it as its capacity).
     @inlinable @inline(__always)
     public static func eventByteCountUpperBound(_ e: EventBytes) -> Int {
-        // 91 bytes of fixed text and time, two seqs of at most 20 digits.
-        131 + e.type.count + e.source.count + (e.id?.count ?? e.idPrefix.count + 21) + e.identity.count
+        // 91 bytes of fixed text and time, two seqs of at most 20 digits,
+        // and the writer's slack (`RawWriter.slack`).
+        RawWriter.slack + 131 + e.type.count + e.source.count + (e.id?.count ?? e.idPrefix.count + 21) + e.identity.count
             + (e.origin.map { $0.count + 10 } ?? 0) + (e.data?.count ?? 4)
     }
 
-    /// Writes one event frame to `destination`, which must hold
-    /// `eventByteCountUpperBound(e)` bytes: the broker builds each event once,
-    /// in place, with this.
+    /// Writes one event frame to `destination`, which holds `capacity` bytes
+    /// (`eventByteCountUpperBound(e)` is enough; every write is checked
+    /// against `capacity`, and one past it stops the process): the broker
+    /// builds each event once, in place, with this.
     /// `{"op":"event","seq":42,"type":"t","time":"...","source":"s","id":"i","pid":1,"uid":0,"gid":0,"data":...}\n`,
     /// with `"origin":{...}` before `data` when the event has one.
-    /// - Returns: the bytes written.
-    public static func writeEvent(_ e: EventBytes, into destination: UnsafeMutableRawPointer) -> Int {
-        var w = RawWriter(destination)
+    /// - Returns: what it wrote (length, where the type is).
+    public static func writeEvent(_ e: EventBytes, into destination: UnsafeMutableRawPointer, capacity: Int) -> WrittenEvent {
+        var w = RawWriter(destination, capacity: capacity)
+        var written = WrittenEvent()
         w.put("{\"op\":\"event\",\"seq\":")
         let seqStart = w.pointer
         if let text = e.seqText { w.put(text) } else { w.put(int: e.seq) }
         let seqDigits = UnsafeRawBufferPointer(start: seqStart, count: w.pointer - seqStart)
         w.put(",\"type\":\"")
+        written.typeOffset = w.count
+        written.typeCount = e.type.count
         w.put(e.type)
         w.put("\",\"time\":\"")
         w.put(e.time)
@@ -377,6 +437,7 @@ extension FrameEncoder {
         if let data = e.data { w.put(data) } else { w.put("null") }
         w.put(0x7D)
         w.put(0x0A)
-        return w.count
+        written.count = w.count
+        return written
     }
 }

@@ -4,9 +4,9 @@
 //
 // Before editing: `bytes` is always one valid JSON value (RFC 8259, nesting
 // within `ProtocolConstants.maxDepth`) without LF or CR; every initialiser
-// validates or builds it so, and `RequestEncoder` splices it unchecked. Nor
-// a raw U+0085, U+2028 or U+2029 (the broker refuses them, PROTOCOL-NOTES.md
-// "Framing"): compacting writes them as `\u` escapes.
+// validates or builds it so, and `ClientRequest.encode` splices it
+// unchecked. Nor a raw U+0085, U+2028 or U+2029 (the broker refuses them,
+// PROTOCOL-NOTES.md "Framing"): compacting writes them as `\u` escapes.
 
 /// One JSON value without line breaks, e.g. `{"code":"EUR"}`.
 public struct JSONText: Hashable, Sendable, CustomStringConvertible {

@@ -104,11 +104,13 @@ public struct Pattern: Hashable, Sendable, CustomStringConvertible {
     public func matches(_ type: EventType) -> Bool {
         var pattern = text
         var name = type.name
-        return pattern.withUTF8 { p in name.withUTF8 { t in Pattern.matches(p, t) } }
+        return pattern.withUTF8 { p in name.withUTF8 { t in Pattern.matches(UnsafeRawBufferPointer(p), UnsafeRawBufferPointer(t)) } }
     }
 
-    /// `p` (a valid pattern) against `t` (a valid type), as UTF-8.
-    static func matches(_ p: UnsafeBufferPointer<UInt8>, _ t: UnsafeBufferPointer<UInt8>) -> Bool {
+    /// The one byte-level matcher (`matches(_:)` and the broker's replays,
+    /// which test stored types' bytes, use it): `p` (a valid pattern's
+    /// UTF-8) against `t` (a valid type's UTF-8). Allocates nothing.
+    public static func matches(_ p: UnsafeRawBufferPointer, _ t: UnsafeRawBufferPointer) -> Bool {
         var i = 0  // start of the pattern's segment
         var j = 0  // start of the type's segment; past `t.count` once every segment is used
         while i < p.count {

@@ -8,6 +8,7 @@
 // closes its fd and drops its record, in that order.
 import CEventBusShims
 import EventBusCore
+import EventBusLog
 import EventBusProtocol
 import EventBusSystem
 import Glibc

@@ -10,12 +10,14 @@
 // those queues fairly per uid (BrokerServer+Scheduling.swift). Reads go into
 // one shared buffer and complete frames are handled in place, so an idle
 // connection holds no buffer. Writes are batched: after each turn every
-// connection with new output is written with gathered writev(2) calls (up to
-// 1024 runs each) until its queue is empty or the socket is full. Epoll tokens
+// connection with new output is written with gathered sendmsg(2) calls
+// (`MSG_NOSIGNAL`, up to 1,024 iovecs each; `FileDescriptor.writev`) until its
+// queue is empty or the socket is full. Epoll tokens
 // are connection ids, so an event for a connection already closed finds no
 // record and is ignored.
 import CEventBusShims
 import EventBusCore
+import EventBusLog
 import EventBusProtocol
 import EventBusSystem
 import Glibc

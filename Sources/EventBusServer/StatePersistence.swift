@@ -32,6 +32,7 @@
 // broker keeps serving; the old file stays intact meanwhile.
 import Dispatch
 import EventBusCore
+import EventBusLog
 import EventBusSystem
 import Synchronization
 
@@ -228,7 +229,7 @@ final class StatePersistence {
     }
 
     /// The lines copied into ~1 MiB blocks, so the file takes few write(2)s.
-    private static func blocks(_ lines: [OutboundFrame], after first: [UInt8]) -> [[UInt8]] {
+    private static func blocks(_ lines: [OutboundChunk], after first: [UInt8]) -> [[UInt8]] {
         var blocks: [[UInt8]] = [first]
         for line in lines {
             if blocks[blocks.count - 1].count + line.count > 1 << 20 { blocks.append([]) }

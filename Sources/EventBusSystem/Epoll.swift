@@ -3,8 +3,12 @@
 //
 // Before editing: `Epoll` owns its epoll fd only; registered fds stay owned by
 // their creators and must be removed (or closed, which removes them) by them.
-// Level-triggered: a ready fd is reported again until drained. EINTR from
-// epoll_wait is "nothing ready" (the loop recomputes its timers), never a retry.
+// Level-triggered unless a registration asks for `.edgeTriggered` (EPOLLET):
+// a level-triggered fd is reported again until drained, an edge-triggered one
+// once per change, so its owner reads until it would block (the broker
+// registers its connections edge-triggered, its listeners and signalfd not).
+// EINTR from epoll_wait is "nothing ready" (the loop recomputes its timers),
+// never a retry.
 import CEventBusShims
 import Glibc
 

@@ -78,7 +78,7 @@ public enum IOResult<T> {
 
 /// What a wrapper does when its call fails with EINTR (signal(7),
 /// "Interruption of system calls by signal handlers").
-enum InterruptHandling {
+public enum InterruptHandling: Sendable {
     /// Call again: the caller expects the call to finish (read, write,
     /// connect, accept4, waitpid, ...).
     case retry
@@ -90,10 +90,12 @@ enum InterruptHandling {
 
 /// The one place EINTR is handled: calls `body` (a libc call that returns -1
 /// and sets errno on failure) again while it fails with EINTR, or returns 0
-/// for `.returnZero`.
+/// for `.returnZero`. Public for the code that calls libc itself (the test
+/// support, eventbus-bench), so that it has no EINTR loop of its own.
+/// Example: `systemCall { Glibc.send(fd, p, n, Int32(MSG_NOSIGNAL)) }`.
 /// - Returns: the call's result, or the errno of its failure (never EINTR).
-@inline(__always)
-func systemCall<T: BinaryInteger>(_ interrupt: InterruptHandling = .retry, _ body: () -> T) -> Result<T, Errno> {
+@inlinable @inline(__always)
+public func systemCall<T: BinaryInteger>(_ interrupt: InterruptHandling = .retry, _ body: () -> T) -> Result<T, Errno> {
     while true {
         let result = body()
         if result != -1 { return .success(result) }

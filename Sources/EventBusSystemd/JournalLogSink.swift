@@ -4,6 +4,7 @@
 // Before editing: `sd_journal_sendv` is used (not the variadic `sd_journal_send`, which
 // Swift cannot call); every field is a "NAME=value" string, values may hold any bytes.
 import CSystemd
+import EventBusLog
 import EventBusSystem
 import Glibc
 

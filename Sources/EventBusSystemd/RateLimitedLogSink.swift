@@ -4,6 +4,7 @@
 // Before editing: decisions are made under the mutex, writes happen after unlocking,
 // so a slow sink never blocks other threads' decisions and is never called re-entrantly
 // with the lock held.
+import EventBusLog
 import EventBusSystem
 import Synchronization
 

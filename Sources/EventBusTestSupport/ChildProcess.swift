@@ -5,6 +5,7 @@
 // process except 0/1/2 leaks into a child (closefrom when glibc has it, and
 // every descriptor this module opens is close-on-exec anyway). A leaked socket
 // would keep a peer from ever seeing EOF in a parallel test.
+import EventBusSystem
 import Foundation
 import Glibc
 
@@ -218,9 +219,11 @@ public func waitForChild(_ pid: pid_t, timeout: Duration) -> ExitStatus? {
     let deadline = ContinuousClock.now + timeout
     while true {
         var status: Int32 = 0
-        let rc = waitpid(pid, &status, WNOHANG)
-        if rc == pid { return ExitStatus(waitStatus: status) }
-        if rc == -1 && errno != EINTR { return nil }
+        switch systemCall(.retry, { waitpid(pid, &status, WNOHANG) }) {
+        case .success(let rc) where rc == pid: return ExitStatus(waitStatus: status)
+        case .failure: return nil
+        case .success: break
+        }
         if ContinuousClock.now >= deadline { return nil }
         usleep(5_000)
     }

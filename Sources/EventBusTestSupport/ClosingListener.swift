@@ -6,6 +6,7 @@
 // the listening socket (accept(2) then fails with EINVAL on Linux), and only
 // after the thread has finished is the descriptor closed, so its number can
 // never be reused under a running accept.
+import EventBusSystem
 import Foundation
 import Glibc
 import Synchronization
@@ -45,13 +46,13 @@ public final class ClosingListener: Sendable {
         }
         self.fd = fd
         let thread = Thread { [counter, finished] in
-            while true {
-                let client = accept(fd, nil, nil)
-                if client >= 0 {
+            accepting: while true {
+                switch systemCall(.retry, { accept(fd, nil, nil) }) {
+                case .success(let client):
                     counter.accepted.add(1, ordering: .relaxed)
                     Glibc.close(client)
-                } else if errno != EINTR && errno != ECONNABORTED {
-                    break
+                case .failure(let e) where e.rawValue == ECONNABORTED: continue
+                case .failure: break accepting
                 }
             }
             finished.signal()

@@ -4,6 +4,7 @@
 //
 // Before editing: every read has a deadline (poll(2) through `waitReadable`);
 // the descriptor belongs to the client holding this buffer, which closes it.
+import EventBusSystem
 import Glibc
 
 /// The unread input of a connected stream socket `fd`, with bounded reads.
@@ -25,9 +26,8 @@ struct LineBuffer {
     func send(_ data: [UInt8]) throws {
         var offset = 0
         while offset < data.count {
-            let n = data[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { throw TestFailure("send failed: errno \(errno)") }
+            let sent = data[offset...].withUnsafeBytes { bytes in systemCall { Glibc.send(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL)) } }
+            guard case .success(let n) = sent, n > 0 else { throw TestFailure("send failed: errno \(errno)") }
             offset += n
         }
     }
@@ -39,10 +39,12 @@ struct LineBuffer {
         while true {
             guard try waitReadable(fd, until: deadline) else { throw TestFailure("nothing arrived in time; have \(pendingText)") }
             var chunk = [UInt8](repeating: 0, count: 65536)
-            let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if count < 0 && errno == EINTR { continue }
-            if count < 0 && errno == ECONNRESET && resetIsEOF { return false }
-            guard count >= 0 else { throw TestFailure("read failed: errno \(errno)") }
+            let count: Int
+            switch chunk.withUnsafeMutableBytes({ buffer in systemCall { read(fd, buffer.baseAddress, buffer.count) } }) {
+            case .success(let n): count = n
+            case .failure(let e) where e.rawValue == ECONNRESET && resetIsEOF: return false
+            case .failure(let e): throw TestFailure("read failed: errno \(e.rawValue)")
+            }
             bytes += chunk[..<count]
             return count > 0
         }

@@ -5,6 +5,7 @@
 // Before editing: every read has a deadline, and a descriptor is closed exactly
 // once (closing it twice could close a parallel test's descriptor that reused the
 // number).
+import EventBusSystem
 import Foundation
 import Glibc
 
@@ -156,16 +157,19 @@ func openSocket<Address>(
     return fd
 }
 
-/// poll(2) for input on `fd` until `deadline`, retrying on `EINTR`.
+/// poll(2) for input on `fd` until `deadline` (an interrupted poll waits
+/// again for what is left: `systemCall(.returnZero)`).
 /// - Returns: false when the deadline passes first.
 /// - Throws: `TestFailure` when poll fails.
 public func waitReadable(_ fd: Int32, until deadline: ContinuousClock.Instant) throws -> Bool {
     while true {
         var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        let ready = poll(&entry, 1, (deadline - ContinuousClock.now).pollMilliseconds)
-        if ready < 0 && errno == EINTR { continue }
-        guard ready >= 0 else { throw TestFailure("poll failed: errno \(errno)") }
-        return ready > 0
+        switch systemCall(.returnZero, { poll(&entry, 1, (deadline - ContinuousClock.now).pollMilliseconds) }) {
+        case .failure(let e): throw TestFailure("poll failed: errno \(e.rawValue)")
+        case .success(let ready):
+            if ready > 0 { return true }
+            if ContinuousClock.now >= deadline { return false }
+        }
     }
 }
 

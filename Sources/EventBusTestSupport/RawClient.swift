@@ -5,6 +5,7 @@
 // write waits for room the client keeps reading into its receive buffer, so a
 // test that pipes megabytes at the broker cannot deadlock on the replies.
 // Absence checks settle with a ping round trip first (STYLE.md, Testing).
+import EventBusSystem
 import Foundation
 import Glibc
 
@@ -86,15 +87,15 @@ public final class RawClient {
         var address = try unixAddress(path)
         let deadline = ContinuousClock.now + timeout
         while true {
-            let rc = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            let result = withUnsafePointer(to: &address) { address in
+                address.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
+                    systemCall { Glibc.connect(fd, address, socklen_t(MemoryLayout<sockaddr_un>.size)) }
                 }
             }
-            if rc == 0 { return }
-            let e = Glibc.errno
+            guard case .failure(let error) = result else { return }
+            let e = error.rawValue
             if e == EISCONN { return }
-            if (e == EAGAIN || e == EINTR) && ContinuousClock.now < deadline {
+            if e == EAGAIN && ContinuousClock.now < deadline {
                 usleep(5_000)
                 continue
             }
@@ -172,9 +173,10 @@ public final class RawClient {
             var events = Int16(POLLOUT)
             if !sawEOF { events |= Int16(POLLIN) }
             var pfd = pollfd(fd: fd, events: events, revents: 0)
-            let rc = poll(&pfd, 1, remaining.pollMilliseconds)
-            if rc < 0 && Glibc.errno != EINTR { throw RawClientError.system(call: "poll", errno: Glibc.errno) }
-            if rc > 0 && pfd.revents & Int16(POLLIN) != 0 { try fill() }
+            switch systemCall(.returnZero, { poll(&pfd, 1, remaining.pollMilliseconds) }) {
+            case .failure(let e): throw RawClientError.system(call: "poll", errno: e.rawValue)
+            case .success(let rc): if rc > 0 && pfd.revents & Int16(POLLIN) != 0 { try fill() }
+            }
         }
     }
 
@@ -183,15 +185,13 @@ public final class RawClient {
     ///   is full (`EAGAIN`).
     /// - Throws: `RawClientError.system(call: "send", …)` on any other error.
     private func sendNow(_ bytes: [UInt8], from offset: Int) throws -> Int? {
-        while true {
-            let n = bytes.withUnsafeBytes { buffer in
-                Glibc.send(fd, buffer.baseAddress! + offset, buffer.count - offset, Int32(MSG_NOSIGNAL))
-            }
-            if n > 0 { return n }
-            let e = Glibc.errno
-            if e == EINTR { continue }
-            guard e == EAGAIN || e == EWOULDBLOCK else { throw RawClientError.system(call: "send", errno: e) }
-            return nil
+        let result = bytes.withUnsafeBytes { buffer in
+            systemCall { Glibc.send(fd, buffer.baseAddress! + offset, buffer.count - offset, Int32(MSG_NOSIGNAL)) }
+        }
+        switch result {
+        case .success(let n): return n > 0 ? n : nil
+        case .failure(let e) where e == .wouldBlock: return nil
+        case .failure(let e): throw RawClientError.system(call: "send", errno: e.rawValue)
         }
     }
 
@@ -383,24 +383,22 @@ public final class RawClient {
 
     private func waitReadable(_ remaining: Duration) throws {
         var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        let rc = poll(&pfd, 1, remaining.pollMilliseconds)
-        if rc < 0 {
-            if Glibc.errno == EINTR { return }
-            throw RawClientError.system(call: "poll", errno: Glibc.errno)
+        switch systemCall(.returnZero, { poll(&pfd, 1, remaining.pollMilliseconds) }) {
+        case .failure(let e): throw RawClientError.system(call: "poll", errno: e.rawValue)
+        case .success(let rc): if rc > 0 { try fill() }
         }
-        if rc > 0 { try fill() }
     }
 
     /// One non-blocking recv(2) into the receive buffer; EOF and `ECONNRESET` set `sawEOF`.
     private func fill() throws {
-        let n = scratch.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-        if n > 0 {
+        let result = scratch.withUnsafeMutableBytes { buffer in systemCall { recv(fd, buffer.baseAddress, buffer.count, 0) } }
+        if case .success(let n) = result, n > 0 {
             rx.append(contentsOf: scratch[0..<n])
-        } else if n == 0 {
+        } else if case .success = result {
             sawEOF = true
-        } else {
-            let e = Glibc.errno
-            if e == EAGAIN || e == EWOULDBLOCK || e == EINTR { return }
+        } else if case .failure(let error) = result {
+            let e = error.rawValue
+            if e == EAGAIN || e == EWOULDBLOCK { return }
             if e == ECONNRESET {
                 sawEOF = true
                 endedWithReset = true

@@ -7,6 +7,7 @@
 // good in waitpid once a child closes the descriptors it inherited (as
 // systemd-socket-activate does), hanging every other Process in the runner. Every
 // wait here is bounded, and a child still running at deinit is killed and reaped.
+import EventBusSystem
 import Foundation
 import Glibc
 import Synchronization
@@ -171,7 +172,7 @@ public final class SpawnedProcess: Sendable {
             guard status == nil else { return }
             kill(pid, SIGKILL)
             var raw: Int32 = 0
-            while waitpid(pid, &raw, 0) == -1 && errno == EINTR {}
+            _ = systemCall { waitpid(pid, &raw, 0) }
             status = ExitStatus(waitStatus: raw)
         }
     }

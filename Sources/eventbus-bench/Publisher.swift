@@ -5,6 +5,7 @@
 // Before editing: the flood loop does one write(2) per up to 64 KiB and
 // no per-message work at all; keep it that way, or the generator becomes
 // the bottleneck it must never be.
+import EventBusSystem
 import Glibc
 
 /// What the publisher process does, from its command line.
@@ -49,12 +50,12 @@ private struct ReplyReader {
     /// - Returns: false at EOF.
     mutating func drain() -> Bool {
         while true {
-            let n = recv(fd, buffer + used, capacity - used, Int32(MSG_DONTWAIT))
-            if n == 0 { return false }
-            if n < 0 {
-                if errno == EINTR { continue }
-                if errno == EAGAIN { return true }
-                fail("failed to read publisher replies: \(errnoText())")
+            let n: Int
+            switch systemCall(.retry, { recv(fd, buffer + used, capacity - used, Int32(MSG_DONTWAIT)) }) {
+            case .success(0): return false
+            case .success(let count): n = count
+            case .failure(let e) where e == .wouldBlock: return true
+            case .failure: fail("failed to read publisher replies: \(errnoText())")
             }
             used += n
             let consumed = wire == .mqtt ? consumePackets() : consumeLines()
@@ -207,17 +208,15 @@ private func flood(fd: Int32, frame: [UInt8], options: PublisherOptions, replies
         }
         let offset = written % chunkBytes
         let length = min(chunkBytes - offset, target - written)
-        let n = write(fd, chunk + offset, length)
-        if n > 0 {
+        let result = systemCall { write(fd, chunk + offset, length) }
+        if case .success(let n) = result, n > 0 {
             written += n
             if written >= nextCheck {
                 nextCheck = written + replyCheckBytes
                 if !replies.drain() { fail("publisher: broker closed the connection") }
             }
-        } else if n < 0 && errno == EAGAIN {
+        } else if case .failure(let e) = result, e == .wouldBlock {
             waitWritable(fd, replies: &replies)
-        } else if n < 0 && errno == EINTR {
-            continue
         } else {
             fail("publisher: failed to write: \(errnoText())")
         }
@@ -248,12 +247,12 @@ private func writeReading(_ fd: Int32, _ bytes: [UInt8], replies: inout ReplyRea
 private func writeReading(_ fd: Int32, _ base: UnsafeRawPointer, _ count: Int, replies: inout ReplyReader) {
     var offset = 0
     while offset < count {
-        let n = write(fd, base + offset, count - offset)
-        if n > 0 {
+        let result = systemCall { write(fd, base + offset, count - offset) }
+        if case .success(let n) = result, n > 0 {
             offset += n
-        } else if n < 0 && errno == EAGAIN {
+        } else if case .failure(let e) = result, e == .wouldBlock {
             waitWritable(fd, replies: &replies)
-        } else if !(n < 0 && errno == EINTR) {
+        } else {
             fail("publisher: failed to write: \(errnoText())")
         }
     }

@@ -5,6 +5,7 @@
 //
 // Before editing: none of this runs per message; it may allocate freely.
 // Every wait is bounded, and a refusal fails the run with the broker's text.
+import EventBusSystem
 import Glibc
 
 /// Connects to the broker at `address` and completes the protocol's greeting:
@@ -159,10 +160,12 @@ func readFrames(_ fd: Int32, _ wire: Wire, timeoutMs: Int = 10_000, failOnTimeou
         }
         var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         if poll(&p, 1, Int32(min(left, 1000))) <= 0 { continue }
-        let n = read(fd, buffer + used, capacity - used)
-        if n < 0 && (errno == EINTR || errno == EAGAIN) { continue }
-        if n <= 0 { fail("broker closed the connection during setup" + (n < 0 ? ": \(errnoText())" : "")) }
-        used += n
+        switch systemCall(.retry, { read(fd, buffer + used, capacity - used) }) {
+        case .failure(let e) where e == .wouldBlock: continue
+        case .failure: fail("broker closed the connection during setup: \(errnoText())")
+        case .success(0): fail("broker closed the connection during setup")
+        case .success(let n): used += n
+        }
     }
 }
 

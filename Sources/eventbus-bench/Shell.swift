@@ -7,6 +7,7 @@
 // dbus-send: a dbus-monitor child) and must deliver, so a tool that exits 0
 // without publishing is caught instead of timed; the loop itself does
 // nothing but spawn, wait for SIGCHLD and reap.
+import EventBusSystem
 import Glibc
 
 /// The command-line publishers case 8 compares, by the name `--tool` takes.
@@ -157,9 +158,8 @@ private func readUntil(_ fd: Int32, contains needle: String, into output: inout 
         if left <= 0 { return false }
         var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         if poll(&p, 1, Int32(min(left, 1000))) <= 0 { continue }
-        let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-        if n < 0 && errno == EINTR { continue }
-        if n <= 0 { return false }
+        let result = chunk.withUnsafeMutableBytes { buffer in systemCall { read(fd, buffer.baseAddress, buffer.count) } }
+        guard case .success(let n) = result, n > 0 else { return false }
         output += chunk[0..<n]
     }
 }

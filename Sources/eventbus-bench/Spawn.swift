@@ -5,6 +5,7 @@
 // Before editing: every wait here is bounded; a child that does not answer
 // in time is killed by its own pid and the run fails.
 import CEventBusShims
+import EventBusSystem
 import Glibc
 
 /// Blocks SIGCHLD in this process so `reapPromptly` can wait for it.
@@ -75,10 +76,12 @@ func spawn(_ path: String, _ arguments: [String], stdin: Int32 = -1, stdout: Int
 func reap(_ pid: pid_t, timeoutMs: Int) -> Int32 {
     let deadline = monotonicNanos() + Int64(timeoutMs) * 1_000_000
     var status: Int32 = 0
-    while true {
-        let rc = waitpid(pid, &status, WNOHANG)
-        if rc == pid { break }
-        if rc < 0 && errno != EINTR { return -1 }
+    waiting: while true {
+        switch systemCall(.retry, { waitpid(pid, &status, WNOHANG) }) {
+        case .success(let rc) where rc == pid: break waiting
+        case .failure: return -1
+        case .success: break
+        }
         if monotonicNanos() >= deadline {
             kill(pid, SIGKILL)
             _ = waitpid(pid, &status, 0)
@@ -144,9 +147,8 @@ final class Child {
             }
             var p = pollfd(fd: output, events: Int16(POLLIN), revents: 0)
             if poll(&p, 1, Int32(min(left, 1000))) <= 0 { continue }
-            let n = chunk.withUnsafeMutableBytes { read(output, $0.baseAddress, $0.count) }
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 {
+            let result = chunk.withUnsafeMutableBytes { buffer in systemCall { read(output, buffer.baseAddress, buffer.count) } }
+            guard case .success(let n) = result, n > 0 else {
                 let status = reap(pid, timeoutMs: 1000)
                 fail("\(name) process exited (status \(status)) before answering")
             }

@@ -6,6 +6,7 @@
 // acknowledged; on `drain` it reads all connections (stalled ones too) and
 // prints `idle` once nothing arrived for the idle time; on `result` it prints
 // its `key=value` result line and exits. EOF on stdin ends it.
+import EventBusSystem
 import Glibc
 
 /// What the subscriber process does, from its command line.
@@ -98,8 +99,9 @@ func runSubscriber(_ options: SubscriberOptions) -> Never {
                 timeout = Int32(max(1, (idleNanos - quietFor) / 1_000_000))
             }
         }
-        let ready = poll(&pollSet, nfds_t(pollSet.count), timeout)
-        if ready < 0 && errno != EINTR { fail("subscriber: poll failed: \(errnoText())") }
+        guard case .success(let ready) = systemCall(.returnZero, { poll(&pollSet, nfds_t(pollSet.count), timeout) }) else {
+            fail("subscriber: poll failed: \(errnoText())")
+        }
         if ready <= 0 { continue }
 
         var needsRebuild = false
@@ -107,10 +109,9 @@ func runSubscriber(_ options: SubscriberOptions) -> Never {
             let c = polled[index - 1]
             // Up to four reads per wake-up: fewer poll calls under load.
             for _ in 0..<4 {
-                let n = read(c.fd, c.buffer + c.used, c.capacity - c.used)
-                if n < 0 && errno == EAGAIN { break }
-                if n < 0 && errno == EINTR { continue }
-                if n <= 0 {  // EOF or reset: the broker closed us (redis: output buffer limit)
+                let result = systemCall { read(c.fd, c.buffer + c.used, c.capacity - c.used) }
+                if case .failure(let e) = result, e == .wouldBlock { break }
+                guard case .success(let n) = result, n > 0 else {  // EOF or reset: the broker closed us (redis: output buffer limit)
                     c.closed = true
                     needsRebuild = true
                     break
@@ -147,8 +148,8 @@ func runSubscriber(_ options: SubscriberOptions) -> Never {
 
         if pollSet[0].revents != 0 {
             var chunk = [UInt8](repeating: 0, count: 256)
-            let n = chunk.withUnsafeMutableBytes { read(0, $0.baseAddress, $0.count) }
-            if n <= 0 && !(n < 0 && errno == EINTR) { exit(1) }  // the driver went away
+            let result = chunk.withUnsafeMutableBytes { buffer in systemCall { read(0, buffer.baseAddress, buffer.count) } }
+            guard case .success(let n) = result, n > 0 else { exit(1) }  // the driver went away
             if n > 0 { control += chunk[0..<n] }
             while let lf = control.firstIndex(of: 0x0A) {
                 let command = String(decoding: control[0..<lf], as: UTF8.self)

@@ -4,6 +4,7 @@
 // Before editing: nothing here may allocate per message; the hot loops in
 // Publisher.swift and Subscriber.swift call these with raw buffers only.
 import CEventBusShims
+import EventBusSystem
 import Glibc
 
 /// Prints `eventbus-bench: MESSAGE` on stderr and exits with status 1.
@@ -155,12 +156,10 @@ func setCloseOnExec(_ fd: Int32) {
 func writeAll(_ fd: Int32, _ base: UnsafeRawPointer, _ count: Int) {
     var offset = 0
     while offset < count {
-        let n = write(fd, base + offset, count - offset)
-        if n > 0 {
+        let result = systemCall { write(fd, base + offset, count - offset) }
+        if case .success(let n) = result, n > 0 {
             offset += n
-        } else if n < 0 && (errno == EINTR) {
-            continue
-        } else if n < 0 && errno == EAGAIN {
+        } else if case .failure(let e) = result, e == .wouldBlock {
             var p = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
             _ = poll(&p, 1, 1000)
         } else {
@@ -188,9 +187,8 @@ func readSmallFile(_ path: String) -> [UInt8]? {
     var result: [UInt8] = []
     var chunk = [UInt8](repeating: 0, count: 4096)
     while true {
-        let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-        if n < 0 && errno == EINTR { continue }
-        if n <= 0 { break }
+        let read = chunk.withUnsafeMutableBytes { buffer in systemCall { Glibc.read(fd, buffer.baseAddress, buffer.count) } }
+        guard case .success(let n) = read, n > 0 else { break }
         result.append(contentsOf: chunk[0..<n])
     }
     return result

@@ -10,6 +10,7 @@
 // writes what was queued once the batch is handled.
 import EventBusBridge
 import EventBusCommandLine
+import EventBusLog
 import EventBusNATS
 import EventBusProtocol
 import EventBusSystem

@@ -30,6 +30,7 @@
 // whenever the driver's `generation` changes (a new connection).
 import EventBusBridge
 import EventBusCommandLine
+import EventBusLog
 import EventBusNATS
 import EventBusProtocol
 import EventBusSystem

@@ -8,6 +8,7 @@
 // only the loop's signalfd sees SIGTERM. The process has one thread.
 import EventBusBridge
 import EventBusCommandLine
+import EventBusLog
 import EventBusProtocol
 import EventBusSystem
 import EventBusSystemd

@@ -22,6 +22,7 @@
 //                                           does, runs PROGRAM (same stdio and environment), and
 //                                           once it exited writes every datagram it sent there
 //                                           to stdout; exits with PROGRAM's status.
+import EventBusLog
 import EventBusSystem
 import EventBusSystemd
 import Glibc

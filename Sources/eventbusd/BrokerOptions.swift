@@ -9,6 +9,7 @@
 // that every option in the help is accepted, and that every documented
 // DURATION parses (DocumentedDurationTests).
 import EventBusCommandLine
+import EventBusLog
 import EventBusProtocol
 import EventBusServer
 import EventBusSystem
@@ -219,7 +220,7 @@ struct BrokerOptions {
               --check-policy [FILE...] read FILE... (default: the files this command
                                        line would read), print the effective rules with
                                        names resolved to numbers, and exit: 0 valid,
-                                       65 invalid (each error as file:line: message)
+                                       78 invalid (each error as file:line: message)
 
         Lifecycle:
               --exit-idle-time DURATION  exit after DURATION with no connections
@@ -246,7 +247,7 @@ struct BrokerOptions {
         file keeps the policy in force and logs file:line); 'eventbus reload
         --wait' sends it and reports the outcome.
 
-        Exit status: 0 clean stop, 64 usage error, 65 invalid policy file, 69 cannot
+        Exit status: 0 clean stop, 64 usage error, 78 invalid policy file, 69 cannot
         listen (path in use by a live broker, not a socket, too long), 70 internal
         failure.
         """

@@ -6,6 +6,7 @@
 // under socket activation, when `--system` is given (the shipped
 // eventbus.service passes it) or a passed socket is bound to that path. Only
 // the system bus reads files without `--policy`; the per-user bus reads none.
+import EventBusCommandLine
 import EventBusPolicy
 import EventBusProtocol
 import EventBusServer
@@ -30,9 +31,9 @@ func selectPolicyFiles(_ options: BrokerOptions, boundPath: String?, activated: 
 
 /// `eventbusd --check-policy [FILE...]`: reads FILE... (default: what this
 /// command line would read), prints the effective policy
-/// (`AccessPolicy.renderEffective`) and returns 0, or prints every error as
-/// `file:line: message` to stderr and returns 65.
-func checkPolicy(_ options: BrokerOptions) -> Int32 {
+/// (`AccessPolicy.renderEffective`) and returns `.success`, or prints every
+/// error as `file:line: message` to stderr and returns `.config` (78).
+func checkPolicy(_ options: BrokerOptions) -> ExitStatus {
     let files: PolicyFiles
     if !options.checkFiles.isEmpty {
         files = .explicit(options.checkFiles)
@@ -46,10 +47,10 @@ func checkPolicy(_ options: BrokerOptions) -> Int32 {
     switch files.load(brokerUID: ProcessIdentity.current.uid) {
     case .success(let policy):
         print(policy.renderEffective(), terminator: "")
-        return 0
+        return .success
     case .failure(let error):
         writeStandardError(error.lines.map { $0 + "\n" }.joined())
-        return 65
+        return .config
     }
 }
 

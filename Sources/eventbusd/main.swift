@@ -6,6 +6,8 @@
 // and the `hello` reply. The policy is loaded before a path is bound, so a
 // broker that refuses to start on an invalid policy leaves no socket behind;
 // which files it reads is PolicySelection.swift.
+import EventBusCommandLine
+import EventBusLog
 import EventBusPolicy
 import EventBusProtocol
 import EventBusServer
@@ -17,27 +19,27 @@ let stderrSink = StderrLogSink(program: "eventbusd")
 
 /// Start-up failures: one line, which reaches the journal under systemd
 /// however stderr is wired (`StartupFailureLogSink`), then exit.
-func fail(_ message: String, status: Int32) -> Never {
+func fail(_ message: String, status: ExitStatus) -> Never {
     StartupFailureLogSink(program: "eventbusd").write(level: .error, message: message, fields: [])
-    exit(status)
+    exit(status.rawValue)
 }
 
 var options: BrokerOptions
 do {
     options = try BrokerOptions.parse(Array(CommandLine.arguments.dropFirst()))
 } catch {
-    fail("\(error)", status: 64)
+    fail("\(error)", status: .usage)
 }
 if options.showHelp {
     print(BrokerOptions.usage)
-    exit(0)
+    exit(ExitStatus.success.rawValue)
 }
 if options.showVersion {
     print("eventbusd \(EventBusRelease.version) (protocol \(ProtocolConstants.version))")
-    exit(0)
+    exit(ExitStatus.success.rawValue)
 }
 if options.checkPolicy {
-    exit(checkPolicy(options))
+    exit(checkPolicy(options).rawValue)
 }
 // Under systemd, stderr is the journal: write structured entries there instead.
 let logSink = RateLimitedLogSink(wrapping: stderrIsJournal() ? JournalLogSink(identifier: "eventbusd") : stderrSink)
@@ -61,7 +63,7 @@ let activated: [ActivatedSocket]?
 do {
     activated = try SocketActivation.takeListeningSockets()
 } catch {
-    fail("\(error)", status: 69)
+    fail("\(error)", status: .unavailable)
 }
 if let activated {
     // sd_listen_fds(3): serve the passed sockets; never bind or unlink a path.
@@ -69,13 +71,13 @@ if let activated {
     do {
         listeners = try activated.map { try ListeningSocket(adopting: FileDescriptor(rawValue: $0.fd), path: nil) }
     } catch {
-        fail("cannot use the passed sockets \(path): \(error)", status: 69)
+        fail("cannot use the passed sockets \(path): \(error)", status: .unavailable)
     }
 } else {
     do {
         path = try SocketPath.resolve(options.bus, environment: ProcessEnvironment.variables(), effectiveUID: ProcessIdentity.effectiveUID)
     } catch {
-        fail("\(error)", status: 64)
+        fail("\(error)", status: .usage)
     }
     listeners = []  // bound below, once the policy is loaded
 }
@@ -93,7 +95,7 @@ case .success(let policy):
 case .failure(let error):
     for line in error.lines { logger.error("invalid access policy: \(line)") }
     let more = error.lines.count > 1 ? " (and \(error.lines.count - 1) more, logged above)" : ""
-    fail("invalid access policy, not starting: \(error.lines.first ?? "")\(more)", status: 65)
+    fail("invalid access policy, not starting: \(error.lines.first ?? "")\(more)", status: .config)
 }
 
 // The state directory: refused (EX_CONFIG) when another uid owns it or
@@ -102,7 +104,7 @@ if let directory = options.server.stateDirectory {
     do {
         _ = try StateDirectory.open(directory)
     } catch {
-        fail("\(error)", status: 78)
+        fail("\(error)", status: .config)
     }
 }
 
@@ -110,7 +112,7 @@ if activated == nil {
     do {
         listeners = [try ListeningSocket.bind(path: path, mode: mode_t(options.socketMode))]
     } catch {
-        fail("\(error)", status: 69)
+        fail("\(error)", status: .unavailable)
     }
 }
 
@@ -139,14 +141,14 @@ do {
     server = try BrokerServer(configuration: options.server, listeners: listeners,
                               instance: InstanceID.random(), logger: logger, hooks: hooks)
 } catch {
-    fail("failed to start the event loop: \(error)", status: 70)
+    fail("failed to start the event loop: \(error)", status: .software)
 }
 logger.info("listening on \(path) (instance \(server.broker.instance)); \(BrokerServer.policySummary(server.broker.policy, generation: server.broker.policyGeneration))")
 do {
     _ = try server.run()
 } catch {
-    fail("event loop failed: \(error)", status: 70)
+    fail("event loop failed: \(error)", status: .software)
 }
 logger.info("stopped")
 logSink.flush(includingOpenWindows: true)
-exit(0)
+exit(ExitStatus.success.rawValue)

@@ -321,5 +321,5 @@ final class BrokerHarness {
 /// The UTF-8 bytes of `text`.
 func utf8(_ text: String) -> [UInt8] { Array(text.utf8) }
 
-/// The shared seeded generator (EventBusTestSupport).
-typealias SeededGenerator = EventBusTestSupport.SeededGenerator
+/// The shared seeded generator (EventBusProtocol.SplitMix64, fixed per seed).
+typealias SeededGenerator = EventBusProtocol.SplitMix64

@@ -1,6 +1,6 @@
 // A property test of the broker's unmanaged memory (docs/RELIABILITY.md:
-// the history ring written in place, shared chunks kept by `Unmanaged`, the
-// outbound queues' uncounted references): random mixes of small, large
+// the history ring written in place, shared chunks and the outbound queues'
+// references kept `Uncounted`): random mixes of small, large
 // (> 2 KiB) and very large (> 64 KiB) events, retained or not, over many
 // arenas, to subscribers under drop-old, drop-new and disconnect, with
 // partial writes, `since` and `last` replays, clears, closes mid-way and

@@ -264,7 +264,7 @@ struct QuotaTests {
         let h = BrokerHarness { $0.maxOutboundBytes = 300 }
         let s = h.connect(uid: 2002)
         let frame = utf8(#"{"op":"event","seq":1,"type":"t","data":"\#(String(repeating: "x", count: 100))"}"#) + [0x0A]
-        let kept = frame.withUnsafeBytes { OutboundFrame.copying($0) }
+        let kept = frame.withUnsafeBytes { OutboundChunk.copying($0) }
         #expect(h.broker.offer(kept, seq: 1, to: s))
         #expect(s.outbound.entries[s.outbound.head].chunk === kept, "shared, not copied")
         #expect(s.outbound.chargedBytes == frame.count + OutboundQueue.entryOverheadBytes)

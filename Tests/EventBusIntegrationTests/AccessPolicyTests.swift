@@ -240,7 +240,7 @@ struct AccessPolicyTests {
         }
     }
 
-    @Test("eventbusd --check-policy prints the effective rules with numbers, or names file:line and exits 65")
+    @Test("eventbusd --check-policy prints the effective rules with numbers, or names file:line and exits 78")
     func checkPolicy() throws {
         let good = try PolicyFile("allow publish backup.> user=root\ndeny publish backup.>\n")
         let run = try runProcess(try builtProduct("eventbusd"), ["--check-policy", good.path], timeout: .seconds(10))
@@ -248,17 +248,17 @@ struct AccessPolicyTests {
         #expect(run.stdout.contains("allow publish backup.> user=0") && run.stdout.contains("# \(good.path):1, user=root"), "\(run.stdout)")
         let bad = try PolicyFile("allow publish a..b\ndeny subscribe x user=no-such-user-here\n")
         let failed = try runProcess(try builtProduct("eventbusd"), ["--check-policy", good.path, bad.path], timeout: .seconds(10))
-        #expect(failed.status == .exited(65) && failed.stdout.isEmpty, "\(failed.stdout)")
+        #expect(failed.status == .exited(78) && failed.stdout.isEmpty, "\(failed.stdout)")
         let lines = failed.stderr.split(separator: "\n")
         #expect(lines.count == 2 && lines[0].hasPrefix("\(bad.path):1: ") && lines[1].hasPrefix("\(bad.path):2: "), "\(failed.stderr)")
     }
 
-    @Test("A broker whose policy is invalid at start refuses to start (65), naming file:line, and leaves no socket")
+    @Test("A broker whose policy is invalid at start refuses to start (78), naming file:line, and leaves no socket")
     func invalidPolicyAtStartRefusesToStart() throws {
         let bad = try PolicyFile("deny publish system.>\nallow publish x user=no-such-user-here\n")
         let broker = try BrokerProcess(arguments: ["--policy", bad.path], waitUntilReady: false)
         defer { broker.cleanUp() }
-        #expect(broker.waitForExit() == .exited(65))
+        #expect(broker.waitForExit() == .exited(78))
         #expect(broker.stderrText().contains("\(bad.path):2: "), "\(broker.stderrText())")
         #expect(access(broker.socketPath, F_OK) != 0, "a socket was bound")
     }

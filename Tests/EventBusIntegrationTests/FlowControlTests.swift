@@ -285,7 +285,7 @@ struct FlowControlTests {
         for (text, message) in [("default hold allow\n", "hold has no default"), ("allow hold a.b user=1\n", "take \"-\"")] {
             let bad = try AccessPolicyTests.PolicyFile(text)
             let result = try runProcess(try builtProduct("eventbusd"), ["--check-policy", bad.path], timeout: .seconds(10))
-            #expect(result.status == .exited(65) && result.stderr.contains("\(bad.path):1") && result.stderr.contains(message), "\(result.stderr)")
+            #expect(result.status == .exited(78) && result.stderr.contains("\(bad.path):1") && result.stderr.contains(message), "\(result.stderr)")
         }
     }
 

@@ -156,6 +156,29 @@ struct RetentionTests {
         }
     }
 
+    /// docs/PROTOCOL-NOTES.md "`since: 0`": with this run's instance (or
+    /// none) the whole ring, no `gap`, also once the ring has dropped its
+    /// oldest events by count or by bytes.
+    @Test(arguments: [["--history-events", "5"], ["--history-bytes", "1K"]])
+    func sinceZeroOfThisRunReplaysTheWholeRingWithoutAGapAfterTheRingDroppedItsOldest(_ bound: [String]) throws {
+        try withBroker(bound) { broker in
+            let publisher = try broker.connect()
+            let published = try (1...40).map { try publisher.publish("z.x", req: $0).seq }
+            let instance = try #require(try publisher.stats().string("instance"))
+            for subscribe in [#""since":0,"instance":"\#(instance)""#, #""since":0"#] {
+                let subscriber = try broker.connect()
+                try subscriber.ok(#"{"op":"subscribe","type":"z.x",\#(subscribe),"req":1}"#)
+                let frames = try subscriber.settle()
+                #expect(!frames.contains { $0.op == "gap" }, "no gap for \(subscribe): \(frames.map(\.raw))")
+                let seqs = frames.compactMap(\.seq)
+                #expect(!seqs.isEmpty && seqs.first! > published.first!, "the ring dropped its oldest (\(seqs))")
+                #expect(seqs == Array(published.suffix(seqs.count)), "the ring's events in order, up to the newest")
+                #expect(frames.allSatisfy { $0.op == "event" && $0.bool("replayed") == true })
+                if bound[0] == "--history-events" { #expect(seqs.count == 5) }
+            }
+        }
+    }
+
     @Test func aReplayLeavesOutTheConnectionsOwnEventsUnlessItSaidEcho() throws {
         try withBroker { broker in
             let me = try broker.connect()

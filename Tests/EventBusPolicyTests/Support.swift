@@ -11,8 +11,8 @@ import EventBusProtocol
 import EventBusTestSupport
 import Testing
 
-/// The shared seeded generator (EventBusTestSupport).
-typealias SeededGenerator = EventBusTestSupport.SeededGenerator
+/// The shared seeded generator (EventBusProtocol.SplitMix64, fixed per seed).
+typealias SeededGenerator = EventBusProtocol.SplitMix64
 
 /// Users and groups the tests resolve by name.
 let testNames = TableNameResolver(

@@ -135,6 +135,24 @@ struct FrameEncoderTests {
         #expect(object.count == 10)
     }
 
+    @Test("writeEvent reports where it wrote the type, for any seq length", arguments: [UInt64(1), 99, 123_456_789, .max])
+    func writeEventReportsTheTypesPlace(_ seq: UInt64) {
+        let time = utf8("2026-11-29T13:00:00.123Z")
+        let (frame, written) = time.withUnsafeBytes { t in
+            let parts = FrameEncoder.EventParts(
+                seq: seq, type: "order.created.v2", time: t, source: nil, defaultSource: "pid/1",
+                id: nil, instance: "0123456789abcdef", pid: 1, uid: 2, gid: 3, data: nil)
+            var written = FrameEncoder.WrittenEvent()
+            let frame = [UInt8](unsafeUninitializedCapacity: FrameEncoder.eventByteCountUpperBound(parts)) { buffer, count in
+                written = FrameEncoder.writeEvent(parts, into: UnsafeMutableRawPointer(buffer.baseAddress!), capacity: buffer.count)
+                count = written.count
+            }
+            return (frame, written)
+        }
+        #expect(written.count == frame.count)
+        #expect(String(decoding: frame[written.typeOffset..<(written.typeOffset + written.typeCount)], as: UTF8.self) == "order.created.v2")
+    }
+
     @Test("writeEvent stays within its upper bound and writes every field at its extremes", arguments: [
         (UInt64(1), Int32(1), UInt32(0), UInt32(0), true),
         (UInt64(9), Int32(-1), UInt32(1000), UInt32(1000), false),
@@ -151,7 +169,7 @@ struct FrameEncoderTests {
                 id: withFields ? i : nil, instance: "0123456789abcdef", pid: pid, uid: uid, gid: gid, data: withFields ? d : nil)
             let bound = FrameEncoder.eventByteCountUpperBound(parts)
             let written = [UInt8](unsafeUninitializedCapacity: bound) { buffer, count in
-                count = FrameEncoder.writeEvent(parts, into: UnsafeMutableRawPointer(buffer.baseAddress!))
+                count = FrameEncoder.writeEvent(parts, into: UnsafeMutableRawPointer(buffer.baseAddress!), capacity: buffer.count).count
             }
             return (written, bound)
         } } } }
@@ -198,7 +216,7 @@ struct FrameEncoderTests {
                                                 idPrefix: idPrefix.bytes, identity: identity.bytes, origin: nil, data: withFields ? d : nil)
             let bound = FrameEncoder.eventByteCountUpperBound(parts)
             return [UInt8](unsafeUninitializedCapacity: bound) { buffer, count in
-                count = FrameEncoder.writeEvent(parts, into: UnsafeMutableRawPointer(buffer.baseAddress!))
+                count = FrameEncoder.writeEvent(parts, into: UnsafeMutableRawPointer(buffer.baseAddress!), capacity: buffer.count).count
                 #expect(count <= bound)
             }
         } } } }
@@ -216,7 +234,7 @@ struct FrameEncoderTests {
                                                 idPrefix: idPrefix.bytes, identity: identity.bytes, origin: o, data: nil)
             let bound = FrameEncoder.eventByteCountUpperBound(parts)
             return [UInt8](unsafeUninitializedCapacity: bound) { buffer, count in
-                count = FrameEncoder.writeEvent(parts, into: UnsafeMutableRawPointer(buffer.baseAddress!))
+                count = FrameEncoder.writeEvent(parts, into: UnsafeMutableRawPointer(buffer.baseAddress!), capacity: buffer.count).count
                 #expect(count <= bound)
             }
         } }
@@ -238,7 +256,7 @@ struct FrameEncoderTests {
                 let parts = FrameEncoder.EventBytes(seq: value, type: ty, time: time, source: source.bytes, id: nil,
                                                     idPrefix: idPrefix.bytes, identity: identity.bytes, origin: nil, data: nil)
                 let bytes = [UInt8](unsafeUninitializedCapacity: FrameEncoder.eventByteCountUpperBound(parts)) { buffer, count in
-                    count = FrameEncoder.writeEvent(parts, into: UnsafeMutableRawPointer(buffer.baseAddress!))
+                    count = FrameEncoder.writeEvent(parts, into: UnsafeMutableRawPointer(buffer.baseAddress!), capacity: buffer.count).count
                 }
                 return String(decoding: bytes, as: UTF8.self)
             }

@@ -8,8 +8,8 @@ import EventBusTestSupport
 /// The UTF-8 bytes of `text`.
 func utf8(_ text: String) -> [UInt8] { Array(text.utf8) }
 
-/// The shared seeded generator (EventBusTestSupport).
-typealias SeededGenerator = EventBusTestSupport.SeededGenerator
+/// The shared seeded generator (EventBusProtocol's SplitMix64).
+typealias SeededGenerator = EventBusProtocol.SplitMix64
 
 /// Runs `JSONScanner.validate` over `bytes`.
 func validateJSON(_ bytes: [UInt8], maxDepth: Int = 512) -> Result<JSONToken, JSONSyntaxError> {

@@ -1,5 +1,6 @@
 // RateLimitedLogSink: burst per key per interval, one summary line per suppressed run,
 // warnings untouched, bounded keys, and exact counts under concurrent writers.
+import EventBusLog
 @testable import EventBusSystemd
 import EventBusSystem
 import Synchronization

@@ -1,4 +1,8 @@
-// Logging seam: library targets never print; they hand messages to a `LogSink`.
+// Logging seam: library targets never print; they hand messages to a `LogSink`
+// through a `Logger`. A target of its own (no I/O, no dependency), so that a
+// target that only names a level or takes a logger (EventBusBridge's settings)
+// needs nothing else; the sinks live with what they write to
+// (`StderrLogSink` in EventBusSystem, the journal's in EventBusSystemd).
 //
 // Before editing: sinks are called on the broker's event-loop thread, so they
 // must not block for long (stderr and journal writes are fine).
@@ -45,32 +49,6 @@ public protocol LogSink: Sendable {
     /// Records one message. Called only for messages at or above the sink's level
     /// by `Logger`; must not block the caller for long.
     func write(level: LogLevel, message: String, fields: [(String, String)])
-}
-
-/// Writes `eventbusd[<pid>]: <level>: message key=value...` lines to fd 2.
-public struct StderrLogSink: LogSink {
-    /// Program name shown at the start of each line.
-    public let program: String
-
-    /// - Parameter program: name printed before each line, e.g. `"eventbusd"`.
-    public init(program: String) { self.program = program }
-
-    public func write(level: LogLevel, message: String, fields: [(String, String)]) {
-        var line = "\(program): \(level.name): \(message)"
-        for (key, value) in fields { line += " \(key.lowercased())=\(value)" }
-        line += "\n"
-        // A full non-blocking stderr (EAGAIN) or a failed write drops the rest
-        // of the line: the sink must not block the event loop.
-        let bytes = Array(line.utf8)
-        bytes.withUnsafeBytes { buffer in
-            var offset = 0
-            while offset < buffer.count,
-                  case .complete(let n)? = try? FileDescriptor.standardError.write(UnsafeRawBufferPointer(rebasing: buffer[offset...])),
-                  n > 0 {
-                offset += n
-            }
-        }
-    }
 }
 
 /// A level filter in front of a `LogSink`. Cheap to copy; `Sendable`.

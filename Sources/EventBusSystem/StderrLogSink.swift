@@ -1,0 +1,31 @@
+// The plain-text log sink: one line per message on fd 2, for a terminal, a
+// pipe or a file (the journal has its own sink, EventBusSystemd).
+//
+// Before editing: it must never block the event loop (see `write`).
+import EventBusLog
+
+/// Writes `eventbusd[<pid>]: <level>: message key=value...` lines to fd 2.
+public struct StderrLogSink: LogSink {
+    /// Program name shown at the start of each line.
+    public let program: String
+
+    /// - Parameter program: name printed before each line, e.g. `"eventbusd"`.
+    public init(program: String) { self.program = program }
+
+    public func write(level: LogLevel, message: String, fields: [(String, String)]) {
+        var line = "\(program): \(level.name): \(message)"
+        for (key, value) in fields { line += " \(key.lowercased())=\(value)" }
+        line += "\n"
+        // A full non-blocking stderr (EAGAIN) or a failed write drops the rest
+        // of the line: the sink must not block the event loop.
+        let bytes = Array(line.utf8)
+        bytes.withUnsafeBytes { buffer in
+            var offset = 0
+            while offset < buffer.count,
+                  case .complete(let n)? = try? FileDescriptor.standardError.write(UnsafeRawBufferPointer(rebasing: buffer[offset...])),
+                  n > 0 {
+                offset += n
+            }
+        }
+    }
+}
