@@ -4,6 +4,7 @@
 // Before editing: every failure a caller can see is an `EventBusError` case;
 // keep `description` one line that names the path, type or code involved.
 import EventBusProtocol
+import EventBusSession
 
 /// The `code` of an `error` frame from the broker (PROTOCOL.md "Errors").
 public typealias ErrorCode = EventBusProtocol.ErrorCode
@@ -110,50 +111,10 @@ public enum BusNotice: Equatable, Sendable {
     case postFailed(type: String, EventBusError)
 }
 
-/// (1.1) What a reconnect could not recover (PROTOCOL.md "Retained events
-/// and history": the `gap` frame).
-public struct BusGap: Hashable, Sendable {
-    /// The last seq this process had seen, in the broker run it was seen in
-    /// (0 when the broker restarted: the seqs of the old run mean nothing in the new).
-    public var sinceSeq: UInt64
-    /// The first seq the broker could still replay; events between may be lost.
-    public var firstSeq: UInt64
-    /// Whether the broker restarted (a new `instance`) while this process was away.
-    public var brokerRestarted: Bool
-
-    public init(sinceSeq: UInt64, firstSeq: UInt64, brokerRestarted: Bool) {
-        self.sinceSeq = sinceSeq
-        self.firstSeq = firstSeq
-        self.brokerRestarted = brokerRestarted
-    }
-}
-
-/// What the broker said in its `hello` reply (PROTOCOL.md "Requests").
-public struct ConnectionInfo: Equatable, Sendable {
-    /// The broker's name, e.g. `eventbusd`.
-    public var server: String
-    /// The broker's version string.
-    public var version: String
-    /// The random id of this broker run; it changes when the broker restarts.
-    public var instance: String
-    /// This connection's id within the broker run.
-    public var connection: UInt64
-    /// Optional features the broker has, e.g. `overflow`, `echo`; (1.2)
-    /// `flow` when it holds publishers for subscribers that keep reading.
-    public var features: [String]
-    /// (1.2) The broker's process id; nil from a 1.1 broker.
-    public var pid: Int32?
-
-    /// The fields of a `hello` reply.
-    public init(server: String, version: String, instance: String, connection: UInt64, features: [String], pid: Int32? = nil) {
-        self.server = server
-        self.version = version
-        self.instance = instance
-        self.connection = connection
-        self.features = features
-        self.pid = pid
-    }
-}
+/// (1.1) What a reconnect could not recover (EventBusSession).
+public typealias BusGap = EventBusSession.BusGap
+/// What the broker said in its `hello` reply (EventBusSession).
+public typealias ConnectionInfo = EventBusSession.ConnectionInfo
 
 /// The broker's answer to a publish (PROTOCOL.md "Requests": `ok` of `publish`).
 public struct PublishReceipt: Equatable, Sendable {
