@@ -21,10 +21,11 @@ enum RetainedTarget {
 }
 
 extension ClientState {
-    /// Subscribes `pattern` on a new connection: with `since` where the
-    /// position covers it, with `last` for registrations still waiting for
-    /// their initial value.
-    mutating func resubscribe(_ pattern: String) {
+    /// Subscribes `pattern` at the broker (a new connection, or its first
+    /// registration, or one with `initial: .last`): with `since` where the
+    /// session's position covers it, with `last` for registrations still
+    /// waiting for their initial value. The library's one `subscribe`.
+    mutating func subscribeAtBroker(_ pattern: String) {
         guard let entry = patterns[pattern] else { return }
         let waiting = Array(entry.waitingInitial.keys)
         session.subscribe(pattern, last: !waiting.isEmpty, tag: waiting.isEmpty ? nil : .initial(waiting))

@@ -30,14 +30,14 @@ extension ClientState {
         if initial {
             patterns[pattern.text, default: PatternEntry(pattern: pattern)].waitingInitial[id] = sink
             if isConnected {
-                session.subscribe(pattern.text, last: true, tag: .initial([id]))
+                subscribeAtBroker(pattern.text)
                 flush(&step)
             }
             return (id, step)
         }
         patterns[pattern.text, default: PatternEntry(pattern: pattern)].sinks[id] = sink
         if isConnected && !subscribed.contains(pattern.text) {
-            session.subscribe(pattern.text)
+            subscribeAtBroker(pattern.text)
             flush(&step)
         }
         return (id, step)

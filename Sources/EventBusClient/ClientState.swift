@@ -109,7 +109,7 @@ struct ClientState {
         refusalOnConnection = nil
         session.connectionStarted()
         for pattern in patterns.keys.sorted() {
-            resubscribe(pattern)
+            subscribeAtBroker(pattern)
         }
         for (publish, _) in waiting {
             session.send(publish.request, tag: .publish(publish))

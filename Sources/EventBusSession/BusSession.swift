@@ -141,6 +141,9 @@ public struct BusSession<Tag> {
     /// Whether requests wait in `output`.
     public var hasOutput: Bool { !output.isEmpty }
 
+    /// Bytes of requests waiting in `output`.
+    public var outputBytes: Int { output.count }
+
     /// The encoded requests to write, in order; the session forgets them.
     public mutating func takeOutput() -> [UInt8] {
         var taken: [UInt8] = []

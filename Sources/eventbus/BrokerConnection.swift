@@ -44,10 +44,10 @@ final class BrokerConnection {
     /// the limit is configurable there, so this is only a guard against a runaway peer.
     static let maxIncomingFrameBytes = 256 << 20
 
-    private init(path: String, descriptor: FileDescriptor, hello: Hello = Hello()) {
+    private init(path: String, descriptor: FileDescriptor, session: SessionOptions) {
         self.path = path
         self.descriptor = descriptor
-        session = BusSession(SessionOptions(hello: hello, firstReq: 0))
+        self.session = BusSession(session)
         readBuffer = .allocate(byteCount: 1 << 16, alignment: 16)
     }
 
@@ -67,7 +67,7 @@ final class BrokerConnection {
     ///   start the broker; 77 when permission is denied; 64 when the path does
     ///   not fit a socket address.
     static func connect(to path: String, client: String) throws(CLIError) -> BrokerConnection {
-        let connection = try open(to: path, hello: Hello(client: client))
+        let connection = try open(to: path, session: sessionOptions(client: client))
         connection.session.connectionStarted()
         try connection.send(connection.session.takeOutput())
         return connection
@@ -77,10 +77,10 @@ final class BrokerConnection {
     /// drives a `BusSession` whose `connectionStarted` says the `hello`
     /// (`listen`, `wait`, `get`).
     /// - Throws: as `connect(to:client:)`.
-    static func open(to path: String, hello: Hello = Hello()) throws(CLIError) -> BrokerConnection {
+    static func open(to path: String, session: SessionOptions = SessionOptions(hello: Hello())) throws(CLIError) -> BrokerConnection {
         do {
             let fd = try FileDescriptor.connectedUnixSocket(toPath: path, nonBlocking: true)
-            return BrokerConnection(path: path, descriptor: fd, hello: hello)
+            return BrokerConnection(path: path, descriptor: fd, session: session)
         } catch {
             throw connectError(error, path: path)
         }

@@ -32,10 +32,16 @@ func overflowOption(_ args: ParsedArguments, command: String) throws(CLIError) -
     return rule
 }
 
-/// A subscriber command's session: `hello` as `client` (`eventbus-listen`)
-/// with `overflow`, `req` 0; `ordered` for a listener that follows its position.
+/// A command's session options: `hello` as `client` (`eventbus-listen`)
+/// with `overflow`, `req` 0; `ordered` for a listener that follows its
+/// position. Every CLI connection says its `hello` from these.
+func sessionOptions(client: String, overflow: OverflowPolicy? = nil, ordered: Bool = false) -> SessionOptions {
+    SessionOptions(hello: Hello(client: client, overflow: overflow), ordered: ordered, firstReq: 0)
+}
+
+/// A subscriber command's session (`listen`, `wait`, `get`), see `sessionOptions`.
 func subscriberSession(client: String, overflow: OverflowPolicy? = nil, ordered: Bool = false) -> BusSession<Never> {
-    BusSession(SessionOptions(hello: Hello(client: client, overflow: overflow), ordered: ordered, firstReq: 0))
+    BusSession(sessionOptions(client: client, overflow: overflow, ordered: ordered))
 }
 
 extension BusSession {

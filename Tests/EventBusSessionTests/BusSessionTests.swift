@@ -249,3 +249,44 @@ let cases: [Case] = [
         #expect(session.position == StreamPosition(instance: "r", seq: 30))
     }
 }
+
+/// The position across connections (what the bridge's `BusPosition` was): a
+/// `hello` naming a run, or an event read with a seq; after them, the
+/// position and the run before a restart.
+@Suite struct SessionPositionTests {
+    enum Step: Sendable {
+        case hello(String)
+        case event(UInt64)
+    }
+
+    @Test(arguments: [
+        ([], nil, nil),
+        ([.hello("r1")], ("r1", 0), nil),
+        ([.hello("r1"), .event(4), .event(9), .event(7)], ("r1", 9), nil),
+        ([.hello("r1"), .event(9), .hello("r1"), .event(12)], ("r1", 12), nil),
+        ([.hello("r1"), .event(9), .hello("r2")], ("r2", 0), ("r1", 9)),
+        ([.hello("r1"), .event(9), .hello("r2"), .event(3), .hello("r2")], ("r2", 3), nil),
+    ] as [([Step], (String, UInt64)?, (String, UInt64)?)])
+    func resumesFromTheHighestSeqOfTheCurrentRun(steps: [Step], resume: (String, UInt64)?, previous: (String, UInt64)?) {
+        var session = BusSession<String>(bridge)
+        var req = 1
+        for step in steps {
+            switch step {
+            case .hello(let instance):
+                _ = session.connectionLost()
+                _ = run(&session, [.connect, .subscribe("a"), hi(req, instance), ok(req + 1)])
+                req += 2
+            case .event(let seq):
+                _ = run(&session, [event(seq)])
+            }
+        }
+        _ = session.connectionLost()
+        let next = run(&session, [.connect, .subscribe("a")]).last!
+        if let resume {
+            #expect(next.hasSuffix(#""type":"a","since":\#(resume.1),"instance":"\#(resume.0)"}"#), "\(next)")
+        } else {
+            #expect(next.hasSuffix(#""type":"a"}"#), "the first connection subscribes plainly: \(next)")
+        }
+        #expect(session.previousRun == previous.map { StreamPosition(instance: $0.0, seq: $0.1) })
+    }
+}
