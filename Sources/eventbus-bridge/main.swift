@@ -1,10 +1,11 @@
-// eventbus-bridge: parse the options (BridgeOptions.swift), start the bridge
-// (Bridge.swift), then wait for signals on this thread, writing the status
-// file (StatusFile.swift) and systemd's STATUS= once a second; or, with
-// `--status`, print the status files of the running bridges.
+// eventbus-bridge: parse the options (BridgeOptions.swift), then run the
+// bridge (Bridge.swift, its decisions; BridgeLoop.swift, the one thread and
+// its epoll loop over the bus, NATS and the signals) on this thread, writing
+// the status file (StatusFile.swift) and systemd's STATUS= once a second; or,
+// with `--status`, print the status files of the running bridges.
 //
-// Before editing: the signals are blocked (signalfd) before any thread starts,
-// so every thread inherits the mask and only this loop sees SIGTERM.
+// Before editing: the signals are blocked (signalfd) before anything else, so
+// only the loop's signalfd sees SIGTERM. The process has one thread.
 import EventBusBridge
 import EventBusCommandLine
 import EventBusProtocol
@@ -53,13 +54,12 @@ do {
 let logSink = RateLimitedLogSink(wrapping: stderrIsJournal() ? JournalLogSink(identifier: "eventbus-bridge") : StderrLogSink(program: "eventbus-bridge"))
 let logger = Logger(level: configuration.logLevel, sink: logSink)
 
-let signals: SignalDescriptor
-let bridge: Bridge
+let loop: BridgeLoop
 do {
-    signals = try SignalDescriptor(signals: [SIGTERM, SIGINT, SIGHUP])
+    let signals = try SignalDescriptor(signals: [SIGTERM, SIGINT, SIGHUP])
     let instance = String(UInt64.random(in: 0...UInt64.max), radix: 16)
-    bridge = try Bridge(configuration: configuration, socketPath: socketPath,
-                        bridgeInstance: String(repeating: "0", count: 16 - instance.count) + instance, logger: logger)
+    let bridge = Bridge(configuration: configuration, bridgeInstance: String(repeating: "0", count: 16 - instance.count) + instance, logger: logger)
+    loop = try BridgeLoop(bridge: bridge, socketPath: socketPath, signals: signals, logger: logger)
 } catch {
     fail("failed to start: \(error)", .software)
 }
@@ -69,47 +69,30 @@ logger.info("eventbus-bridge \(EventBusRelease.version): node \(configuration.no
 if statusPath == nil {
     logger.notice("no status file (no RUNTIME_DIRECTORY or XDG_RUNTIME_DIR): give --status-file PATH for --status to see this bridge")
 }
-bridge.start()
 ServiceManager.notifyReady()
 
 var timestamps = TimestampFormatter()
 var statusWriteFailed = false
-let intervalMilliseconds = Int32(StatusFile.interval.components.seconds * 1000)
-var nextStatus = Clock.monotonicNanoseconds()
-running: while true {
-    let now = Clock.monotonicNanoseconds()
-    if now >= nextStatus {
-        nextStatus = now + Int64(intervalMilliseconds) * 1_000_000
-        var status = bridge.status
-        status.pid = getpid()
-        status.updated = timestamps.string(nanosecondsSinceEpoch: Clock.wallNanoseconds())
-        if let statusPath {
-            do {
-                try StatusFile.write(status.json, to: statusPath)
-                statusWriteFailed = false
-            } catch {
-                if !statusWriteFailed { logger.warning("failed to write the status file \(statusPath): \(error); retrying every second") }
-                statusWriteFailed = true
-            }
-        }
-        let dropped = status.dropped.values.reduce(0, +)
-        ServiceManager.notifyStatus("bus \(status.bus.up ? "up" : "down"), NATS \(status.linkUp ? "up" : "down")\(status.server.map { " (\($0))" } ?? ""); exported \(status.exported), imported \(status.imported), dropped \(dropped), held \(status.bufferedEvents)\(status.bus.gaps > 0 ? ", bus gaps \(status.bus.gaps)" : "")")
-        logSink.flush()
-    }
-    let wait = Int32(clamping: max(1, (nextStatus - Clock.monotonicNanoseconds() + 999_999) / 1_000_000))
-    _ = try? signals.descriptor.poll(.readable, timeoutMilliseconds: wait)
-    for signal in signals.readSignals() {
-        switch signal {
-        case SIGHUP:
-            logger.notice("SIGHUP ignored: restart the bridge to read its settings again")
-        default:
-            logger.info("stopping on signal \(signal)")
-            break running
+let signal = loop.run { current in
+    var status = current
+    status.pid = getpid()
+    status.updated = timestamps.string(nanosecondsSinceEpoch: Clock.wallNanoseconds())
+    if let statusPath {
+        do {
+            try StatusFile.write(status.json, to: statusPath)
+            statusWriteFailed = false
+        } catch {
+            if !statusWriteFailed { logger.warning("failed to write the status file \(statusPath): \(error); retrying every second") }
+            statusWriteFailed = true
         }
     }
+    let dropped = status.dropped.values.reduce(0, +)
+    ServiceManager.notifyStatus("bus \(status.bus.up ? "up" : "down"), NATS \(status.linkUp ? "up" : "down")\(status.server.map { " (\($0))" } ?? ""); exported \(status.exported), imported \(status.imported), dropped \(dropped), held \(status.bufferedEvents)\(status.bus.gaps > 0 ? ", bus gaps \(status.bus.gaps)" : "")")
+    logSink.flush()
 }
+logger.info("stopping on signal \(signal)")
 ServiceManager.notifyStopping()
-bridge.stop()
+loop.stop()
 if let statusPath { StatusFile.remove(statusPath) }
 logger.info("stopped")
 logSink.flush(includingOpenWindows: true)

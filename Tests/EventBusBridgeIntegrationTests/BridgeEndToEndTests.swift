@@ -4,7 +4,9 @@
 // crosses exactly once with its type, data bytes, source and origin, and never
 // comes back; the wire carries the subject and CloudEvents headers; 10,000
 // events keep their order; an oversized event is dropped without losing the
-// link; a second pair of bridges makes no loop.
+// link; a burst larger than every buffer of the bridge reaches a slow local
+// subscriber whole (flow control: bus B holds bridge B, which stops reading
+// NATS instead of dropping); a second pair of bridges makes no loop.
 //
 // Before editing: each test checks absence only after a sentinel that took the
 // same path, then a short quiet window (RawClient.expectNoFrame).
@@ -113,6 +115,49 @@ extension BridgeSuites {
             }
         }
 
+        @Test func aSlowLocalSubscriberOfImportedEventsGetsEveryEventOfABurstLargerThanTheBridgesBuffers() throws {
+            // Broker B's queue per connection is 64 KiB, so the slow subscriber holds bridge B
+            // at once (same uid: PROTOCOL.md "Flow control (1.2)"); the burst, about 14 MB of
+            // imports, is larger than the bridge's 4 MiB of imports waiting for the bus and its
+            // old 8 MiB bound, beyond which the bridge used to drop imports.
+            try withBridgedBuses(brokerB: ["--max-outbound", "64K"]) { buses in
+                let slow = try buses.b.connect()
+                try slow.subscribe("burst.>")
+                let publisher = try buses.a.connect()
+                let count = 30_000
+                let padding = String(repeating: "p", count: 200)
+                var bytes: [UInt8] = []
+                for n in 0..<count {
+                    bytes += Array(#"{"op":"publish","type":"burst.n","data":{"n":\#(n),"pad":"\#(padding)"}}"#.utf8)
+                    bytes.append(0x0A)
+                }
+                // Written from a thread of its own: the whole burst takes longer than the broker's
+                // stall timeout to get in, and the subscriber must read meanwhile (else it is behind).
+                let sender = BurstSender(publisher, bytes)
+                Thread { sender.run() }.start()
+                var numbers: [Int] = []
+                numbers.reserveCapacity(count)
+                while numbers.count < count {
+                    let frame = try slow.readFrame(timeout: .seconds(30))
+                    if frame.op == "dropped" {
+                        Issue.record("the slow subscriber was told of a loss after \(numbers.count) events: \(frame.raw)\n--- broker B ---\n\(buses.b.stderrText().suffix(2000))")
+                        break
+                    }
+                    guard frame.op == "event" else { continue }
+                    numbers.append((frame.object("data")?["n"] as? NSNumber)?.intValue ?? -1)
+                    // About 40 µs per event at best: slower than the path, never stalled for a second.
+                    if numbers.count % 250 == 0 { usleep(10_000) }
+                }
+                let firstWrong = zip(numbers, 0..<count).first { $0 != $1 }
+                #expect(numbers.count == count && firstWrong == nil, "\(numbers.count) events, first out of order: \(String(describing: firstWrong))")
+                let status = try buses.bridgeB.freshStatus()
+                #expect(buses.bridgeB.counter("dropped.local_bus") ?? 0 == 0, "bridge B dropped imports: \(status)")
+                #expect((status["imported"] as? NSNumber)?.intValue ?? 0 >= count, "\(status)")
+                #expect(buses.bridgeA.counter("dropped.buffer") ?? 0 == 0)
+                try sender.wait()
+            }
+        }
+
         @Test func aSecondPairOfBridgesMakesNoLoop() throws {
             try withBridgedBuses { buses in
                 // Pair 2 on another prefix, both on node 2: every event now has two paths from A to B.
@@ -163,5 +208,36 @@ extension BridgeSuites {
                 guard frame.type == "order.sentinel" else { throw TestFailure("expected the sentinel, got \(frame.raw)") }
             }
         }
+    }
+}
+
+/// Writes a burst on a connection from another thread, and tells how that went.
+private final class BurstSender: @unchecked Sendable {
+    private let client: RawClient
+    private let bytes: [UInt8]
+    private let done = NSCondition()
+    private var finished = false
+    private var failure: (any Error)?
+
+    init(_ client: RawClient, _ bytes: [UInt8]) {
+        self.client = client
+        self.bytes = bytes
+    }
+
+    func run() {
+        do { try client.sendBytes(bytes) } catch { failure = error }
+        done.lock()
+        finished = true
+        done.broadcast()
+        done.unlock()
+    }
+
+    /// Waits for the end of the write (at most 60 s) and rethrows its error.
+    func wait() throws {
+        done.lock()
+        defer { done.unlock() }
+        let deadline = Date().addingTimeInterval(60)
+        while !finished { if !done.wait(until: deadline) { throw TestFailure("the burst was not written within 60 s") } }
+        if let failure { throw failure }
     }
 }

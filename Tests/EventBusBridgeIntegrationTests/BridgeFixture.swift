@@ -116,11 +116,12 @@ final class BridgedBuses {
     ///   - natsConfig: lines for every node's config (e.g. `max_payload: 65536`).
     ///   - natsA: bridge A's `--nats` (default node 1 only: failover comes from `connect_urls`).
     ///   - extraA, extraB: more arguments for each bridge.
-    init(natsConfig: String = "", natsA: String? = nil, extraA: [String] = [], extraB: [String] = []) throws {
+    ///   - brokerB: more arguments for broker B (e.g. `--max-outbound 64K`).
+    init(natsConfig: String = "", natsA: String? = nil, extraA: [String] = [], extraB: [String] = [], brokerB: [String] = []) throws {
         directory = try TemporaryDirectory(prefix: "ebbr-")
         cluster = try NATSCluster(count: 3, extraConfig: natsConfig)
         a = try BrokerProcess()
-        b = try BrokerProcess()
+        b = try BrokerProcess(arguments: brokerB)
         let both = ["--export", ">", "--import", ">"]
         bridges.append(try BridgeProcess(socket: a.socketPath, nats: natsA ?? cluster.url(0), node: "a", in: directory, extra: both + extraA))
         bridges.append(try BridgeProcess(socket: b.socketPath, nats: cluster.url(2), node: "b", in: directory, extra: both + extraB))
@@ -172,8 +173,8 @@ final class BridgedBuses {
 
 /// Runs `body` with fresh bridged buses; always stops everything; a failure carries the bridges' logs.
 func withBridgedBuses(natsConfig: String = "", natsA: String? = nil, extraA: [String] = [], extraB: [String] = [],
-                      _ body: (BridgedBuses) throws -> Void) throws {
-    let buses = try BridgedBuses(natsConfig: natsConfig, natsA: natsA, extraA: extraA, extraB: extraB)
+                      brokerB: [String] = [], _ body: (BridgedBuses) throws -> Void) throws {
+    let buses = try BridgedBuses(natsConfig: natsConfig, natsA: natsA, extraA: extraA, extraB: extraB, brokerB: brokerB)
     do {
         try body(buses)
     } catch {

@@ -1,0 +1,168 @@
+// The I/O half of the NATS client, without a thread: it owns `ClientState`
+// and the TCP socket, resolves and connects, reads what the socket has and
+// feeds it to the state machine, writes the outbox, and runs the timers. Its
+// owner's event loop polls `descriptor` (readable; writable while
+// `wantsWrite`) and calls `readAvailable`, `writeAvailable` and `tick`; every
+// call hands back, in order, the effects the user of the client must see
+// (`.connect` and `.closeConnection` are the driver's own business and never
+// leave it). The bridge runs one on the loop that also serves its bus
+// socket; `Client` runs one on a thread of its own, under a lock.
+//
+// Before editing, the rules that keep this simple:
+// - only the driver touches the socket: it connects, reads, writes and
+//   closes it; the owner only polls it, and must poll the descriptor again
+//   whenever `generation` changed (a new connection, maybe under the same
+//   number as the old one);
+// - a connect is blocking, bounded by `connectTimeout` per address (the
+//   servers are meant to be a leaf node on 127.0.0.1, DESIGN-NOTES-1.1 A.7);
+// - the owner may stop calling `readAvailable` (flow control: whoever takes
+//   the messages is full); the server then applies its own slow-consumer
+//   rules, which is what a NATS client should get when it cannot keep up.
+import EventBusSystem
+
+/// A NATS client connection driven by its owner's loop (see the file comment).
+public struct ClientDriver {
+    /// The state machine: publish, subscribe and read counters through it.
+    public var state: ClientState
+    /// The connected socket, if any.
+    public private(set) var descriptor: FileDescriptor?
+    /// Changes whenever `descriptor` does (a connection opened or closed).
+    public private(set) var generation: UInt64 = 0
+    private var pendingConnect: ServerAddress?
+    private let connectTimeoutMilliseconds: Int32
+    private var buffer: [UInt8]
+
+    /// - Parameter readBufferBytes: bytes read from the socket at once.
+    public init(configuration: ClientConfiguration, readBufferBytes: Int = 64 << 10) {
+        state = ClientState(configuration: configuration)
+        connectTimeoutMilliseconds = Int32(clamping: configuration.connectTimeout.nanoseconds / 1_000_000)
+        buffer = [UInt8](repeating: 0, count: readBufferBytes)
+    }
+
+    /// Whether the owner should poll for writability.
+    public var wantsWrite: Bool { descriptor != nil && state.hasWritableBytes }
+
+    /// When `tick` must be called next (monotonic ns), or nil.
+    public var nextDeadline: Int64? { state.nextDeadline }
+
+    /// Starts connecting to the first server (blocking connect).
+    public mutating func start(_ effects: inout [Effect]) {
+        perform(state.start(now: Clock.monotonicNanoseconds()), &effects)
+    }
+
+    /// Reads at most `maxReads` times (or until the socket would block),
+    /// feeding each read to the state machine.
+    /// - Returns: true when the last read filled the buffer (more may be waiting).
+    @discardableResult
+    public mutating func readAvailable(maxReads: Int = 16, _ effects: inout [Effect]) -> Bool {
+        guard let fd = descriptor else { return false }
+        let current = generation
+        for _ in 0..<maxReads {
+            let attempt = buffer.withUnsafeMutableBytes { raw in
+                Result { () throws(SystemError) -> IOResult<Int> in try fd.read(into: raw) }
+            }
+            switch attempt {
+            case .failure(let error):
+                lost(reason: "\(error)", &effects)
+                return false
+            case .success(.wouldBlock):
+                return false
+            case .success(.complete(0)):
+                lost(reason: "the server closed the connection", &effects)
+                return false
+            case .success(.complete(let count)):
+                let now = Clock.monotonicNanoseconds()
+                let step = buffer.withUnsafeBytes { raw in state.received(UnsafeRawBufferPointer(rebasing: raw[0..<count]), now: now) }
+                perform(step, &effects)
+                guard generation == current else { return false }  // the state machine dropped the connection
+                if count < buffer.count { return false }
+            }
+        }
+        return true
+    }
+
+    /// Writes what the socket takes now.
+    public mutating func writeAvailable(_ effects: inout [Effect]) {
+        let current = generation
+        while let fd = descriptor, generation == current {
+            let bytes = state.writable()
+            if bytes.isEmpty { return }
+            let attempt = bytes.withUnsafeBytes { raw in
+                Result { () throws(SystemError) -> IOResult<Int> in try fd.write(raw) }
+            }
+            switch attempt {
+            case .failure(let error):
+                lost(reason: "\(error)", &effects)
+                return
+            case .success(.wouldBlock):
+                return
+            case .success(.complete(let count)):
+                state.didWrite(count)
+                if count < bytes.count { return }
+            }
+        }
+    }
+
+    /// Timers: backoff expiry (then a blocking connect), handshake timeout, PINGs.
+    public mutating func tick(_ effects: inout [Effect]) {
+        perform(state.tick(now: Clock.monotonicNanoseconds()), &effects)
+    }
+
+    /// Publishes (see `ClientState.publish`).
+    public mutating func publish(_ message: OutgoingMessage) -> PublishOutcome { state.publish(message) }
+
+    /// Closes for good: unsent messages are discarded, the socket closed.
+    public mutating func close() {
+        var ignored: [Effect] = []
+        perform(state.close(), &ignored)
+        closeSocket()
+    }
+
+    private mutating func closeSocket() {
+        guard let fd = descriptor else { return }
+        fd.close()
+        descriptor = nil
+        generation &+= 1
+    }
+
+    private mutating func lost(reason: String, _ effects: inout [Effect]) {
+        closeSocket()
+        perform(state.connectionLost(reason: reason, now: Clock.monotonicNanoseconds()), &effects)
+    }
+
+    /// Performs a step: connects and closes here, hands everything else to the owner in order.
+    private mutating func perform(_ step: Step, _ effects: inout [Effect]) {
+        for effect in step.effects {
+            switch effect {
+            case .connect(let server): pendingConnect = server
+            case .closeConnection: closeSocket()
+            default: effects.append(effect)
+            }
+        }
+        while let server = pendingConnect {
+            pendingConnect = nil
+            open(server, &effects)
+        }
+    }
+
+    /// Resolves and connects (blocking, bounded by `connectTimeout` per address).
+    private mutating func open(_ server: ServerAddress, _ effects: inout [Effect]) {
+        let result: Result<FileDescriptor, any Error>
+        do {
+            let addresses = try TCPResolver.resolve(host: server.host, port: server.port)
+            result = .success(try FileDescriptor.connectedTCPSocket(to: addresses, timeoutMilliseconds: connectTimeoutMilliseconds))
+        } catch {
+            result = .failure(error)
+        }
+        let now = Clock.monotonicNanoseconds()
+        switch result {
+        case .success(let fd):
+            closeSocket()
+            descriptor = fd
+            generation &+= 1
+            perform(state.connectionEstablished(now: now), &effects)
+        case .failure(let error):
+            perform(state.connectFailed(reason: "\(error)", now: now), &effects)
+        }
+    }
+}

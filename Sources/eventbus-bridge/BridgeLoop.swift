@@ -1,0 +1,364 @@
+// The bridge's one thread: an epoll loop over the bus socket, the NATS
+// socket and the signalfd. A read on one socket is framed, handed to its
+// session (`LocalBus` for the bus, the `ClientDriver`'s state machine for
+// NATS), the reports and effects to `Bridge`, which queues on the other
+// side; the loop then writes both outboxes before it waits again. So a
+// batch goes from one socket to the other with no thread switch, no lock
+// and no wake-up. The loop also reconnects the bus (50 ms doubling to 5 s,
+// jittered, forever; NATS reconnects inside its driver), writes the status
+// once a second through its caller, and on SIGTERM/SIGINT stops.
+//
+// Flow control (PROTOCOL.md "Flow control (1.2)"), both ways, by not reading:
+// - exports: while the NATS link is up and its outbox holds half its bound
+//   (`--buffer-events`/`--buffer-bytes`), the bus socket is not read. The
+//   broker then holds the local publishers (the bridge said `overflow:
+//   wait`; it holds other uids' publishers only with `allow hold`), instead
+//   of the outbox dropping exports. Reading resumes below a quarter. While
+//   the link is down the bus is read on and exports are held up to the bound,
+//   then dropped and reported (a NATS outage outlasts the broker's stall timeout).
+// - imports: while more than `importPauseBytes` of imports wait for the bus
+//   socket (the broker holds the bridge for a slow local subscriber), the
+//   NATS socket is not read; below `importResumeBytes` it is read again. So
+//   an import is never dropped for want of room: beyond the bridge's bytes,
+//   the kernel's and then nats-server's buffers carry the burst, and past
+//   those NATS's own slow-consumer rule applies (it closes the connection;
+//   the bridge reconnects).
+//
+// Before editing: only this file touches descriptors; `LocalBus` and
+// `Bridge` are decisions. Epoll registrations follow what the loop wants
+// before each wait (`register`); the NATS socket is registered again
+// whenever the driver's `generation` changes (a new connection).
+import EventBusBridge
+import EventBusCommandLine
+import EventBusNATS
+import EventBusProtocol
+import EventBusSystem
+import Glibc
+
+final class BridgeLoop {
+    private var bridge: Bridge
+    private var bus: LocalBus
+    private var nats: ClientDriver
+    private let epoll: Epoll
+    private let signals: SignalDescriptor
+    private let logger: Logger
+
+    /// Imports waiting for the bus socket above which NATS is not read, and below which it is read again.
+    let importPauseBytes: Int
+    let importResumeBytes: Int
+    /// The NATS outbox bounds (exports pause at half, resume at a quarter).
+    private let natsLimitBytes: Int
+    private let natsLimitMessages: Int
+
+    private static let signalToken: UInt64 = 0
+    private static let busToken: UInt64 = 1
+    private static let natsToken: UInt64 = 2
+
+    // The bus socket.
+    private var busSocket: FileDescriptor?
+    private var busRegistered: EpollEvents?
+    private let busBackoff = Backoff(initial: .milliseconds(50), maximum: .seconds(5))
+    private var busFailures = 0
+    private var busRetryAt: Int64 = 0
+    private var splitter = FrameSplitter(maxFrameBytes: 256 << 20)
+    private var readBuffer = [UInt8](repeating: 0, count: 64 << 10)
+    /// Bytes taken from the session and not yet written.
+    private var pending: [UInt8] = []
+    private var pendingOffset = 0
+    private var busWritable: Bool { pendingOffset < pending.count }
+
+    // The NATS socket's registration: the driver's generation and the events.
+    private var natsRegistered: (generation: UInt64, events: EpollEvents)?
+
+    private(set) var exportsPaused = false
+    private(set) var importsPaused = false
+
+    // Reused buffers of one turn.
+    private var reports: [BusReport] = []
+    private var effects: [Effect] = []
+
+    /// - Throws: `SystemError` when epoll cannot be set up.
+    init(bridge: Bridge, socketPath: String, signals: SignalDescriptor, logger: Logger,
+         importPauseBytes: Int = 4 << 20, importResumeBytes: Int = 1 << 20) throws(SystemError) {
+        self.bridge = bridge
+        self.logger = logger
+        self.signals = signals
+        self.importPauseBytes = importPauseBytes
+        self.importResumeBytes = importResumeBytes
+        bus = LocalBus(path: socketPath, patterns: bridge.core.exports)
+        let configuration = bridge.natsConfiguration
+        natsLimitBytes = configuration.bufferLimitBytes
+        natsLimitMessages = configuration.bufferLimitMessages
+        nats = ClientDriver(configuration: configuration)
+        epoll = try Epoll(maxEvents: 16)
+        try epoll.add(signals.descriptor, events: .readable, token: BridgeLoop.signalToken)
+        self.bridge.subscribe(&nats)
+    }
+
+    /// The counters now.
+    var status: BridgeStatus { bridge.status(nats: nats.state.statistics, bus: bus.status) }
+
+    /// Connects both sides, then serves them until SIGTERM or SIGINT; calls
+    /// `everySecond` with the counters once a second (and once at the start).
+    /// - Returns: the signal that stopped it.
+    func run(_ everySecond: (BridgeStatus) -> Void) -> Int32 {
+        nats.start(&effects)
+        handleEffects()
+        connectBus()
+        var nextStatus: Int64 = 0
+        while true {
+            var now = Clock.monotonicNanoseconds()
+            if now >= nextStatus {
+                everySecond(status)
+                nextStatus = now + 1_000_000_000
+            }
+            if busSocket == nil && now >= busRetryAt { connectBus() }
+            updateFlowControl()
+            register()
+            now = Clock.monotonicNanoseconds()
+            var deadline = nextStatus
+            if busSocket == nil { deadline = min(deadline, busRetryAt) }
+            if let natsDeadline = nats.nextDeadline { deadline = min(deadline, natsDeadline) }
+            let timeout = Int32(clamping: max(0, (deadline - now + 999_999) / 1_000_000))
+            var busReady: EpollEvents = []
+            var natsReady: EpollEvents = []
+            var signalled = false
+            do {
+                try epoll.wait(timeoutMilliseconds: timeout) { token, events in
+                    switch token {
+                    case BridgeLoop.busToken: busReady = events
+                    case BridgeLoop.natsToken: natsReady = events
+                    default: signalled = true
+                    }
+                }
+            } catch {
+                usleep(10_000)  // epoll_wait fails only for bad arguments; do not spin
+            }
+            if signalled {
+                for signal in signals.readSignals() {
+                    if signal == SIGHUP {
+                        logger.notice("SIGHUP ignored: restart the bridge to read its settings again")
+                    } else {
+                        return signal
+                    }
+                }
+            }
+            if !busReady.isEmpty { readBus(hangup: !busReady.intersection([.hangup, .error]).isEmpty) }
+            if !natsReady.intersection([.readable, .hangup, .error]).isEmpty { readNATS() }
+            flushBus()
+            flushNATS()
+            nats.tick(&effects)
+            handleEffects()
+        }
+    }
+
+    /// Stops: the bus first (no new exports), then up to `flushTimeout` for
+    /// NATS to take what is held, then NATS.
+    func stop(flushTimeout: Duration = .seconds(2)) {
+        if let fd = busSocket {
+            epoll.remove(fd)
+            fd.close()
+            busSocket = nil
+            _ = bus.connectionClosed()
+        }
+        let deadline = Clock.monotonicNanoseconds() + flushTimeout.totalNanoseconds
+        while nats.state.statistics.linkUp && nats.state.statistics.bufferedMessages > 0 && Clock.monotonicNanoseconds() < deadline {
+            if let fd = nats.descriptor {
+                var entries = [PollEntry(fd, events: nats.wantsWrite ? [.readable, .writable] : .readable)]
+                _ = try? FileDescriptor.poll(&entries, timeoutMilliseconds: 10)
+                if !entries[0].returned.intersection([.readable, .hangup, .error]).isEmpty { readNATS() }
+            }
+            flushNATS()
+            nats.tick(&effects)
+            handleEffects()
+        }
+        let held = nats.state.statistics.bufferedMessages
+        if held > 0 { logger.warning("stopping with \(held) exported events not yet written to NATS: they are lost") }
+        nats.close()
+    }
+
+    // MARK: Flow control and registrations
+
+    private func updateFlowControl() {
+        let statistics = nats.state.statistics
+        if exportsPaused {
+            if !statistics.linkUp || (statistics.bufferedBytes < natsLimitBytes / 4 && statistics.bufferedMessages < natsLimitMessages / 4) {
+                exportsPaused = false
+            }
+        } else if statistics.linkUp && (statistics.bufferedBytes >= natsLimitBytes / 2 || statistics.bufferedMessages >= natsLimitMessages / 2) {
+            exportsPaused = true
+        }
+        if importsPaused {
+            if !bus.connected || bus.pendingBytes < importResumeBytes { importsPaused = false }
+        } else if bus.connected && bus.pendingBytes >= importPauseBytes {
+            importsPaused = true
+        }
+    }
+
+    /// Brings the epoll registrations in line with what the loop wants now.
+    private func register() {
+        if let fd = busSocket {
+            var wanted: EpollEvents = exportsPaused ? [] : .readable
+            if busWritable { wanted.insert(.writable) }
+            if busRegistered != wanted {
+                do {
+                    if busRegistered == nil { try epoll.add(fd, events: wanted, token: BridgeLoop.busToken) }
+                    else { try epoll.modify(fd, events: wanted, token: BridgeLoop.busToken) }
+                    busRegistered = wanted
+                } catch {
+                    busLost("epoll: \(error)")
+                }
+            }
+        }
+        if let fd = nats.descriptor {
+            var wanted: EpollEvents = importsPaused ? [] : .readable
+            if nats.wantsWrite { wanted.insert(.writable) }
+            let generation = nats.generation
+            if natsRegistered?.generation != generation || natsRegistered?.events != wanted {
+                do {
+                    if natsRegistered?.generation == generation {
+                        try epoll.modify(fd, events: wanted, token: BridgeLoop.natsToken)
+                    } else {
+                        // A new connection (the old descriptor's registration went with its close).
+                        do { try epoll.add(fd, events: wanted, token: BridgeLoop.natsToken) }
+                        catch { try epoll.modify(fd, events: wanted, token: BridgeLoop.natsToken) }
+                    }
+                    natsRegistered = (generation, wanted)
+                } catch {
+                    logger.error("cannot poll the NATS socket: \(error)")
+                }
+            }
+        } else {
+            natsRegistered = nil
+        }
+    }
+
+    // MARK: The bus socket
+
+    private func connectBus() {
+        do {
+            let fd = try FileDescriptor.connectedUnixSocket(toPath: bus.path, nonBlocking: true)
+            busSocket = fd
+            busRegistered = nil
+            splitter = FrameSplitter(maxFrameBytes: 256 << 20)
+            pending = []
+            pendingOffset = 0
+            bus.connectionOpened()
+        } catch {
+            busFailures += 1
+            bridge.handle(.attemptFailed(reason: error.description, failures: busFailures), path: bus.path, nats: &nats)
+            scheduleBusRetry()
+        }
+    }
+
+    private func scheduleBusRetry() {
+        let delay = busFailures == 0 ? 0 : busBackoff.delayNanoseconds(afterFailedPasses: busFailures, random: Double.random(in: 0..<1))
+        busRetryAt = Clock.monotonicNanoseconds() + delay
+    }
+
+    private func busLost(_ reason: String) {
+        guard let fd = busSocket else { return }
+        epoll.remove(fd)
+        fd.close()
+        busSocket = nil
+        busRegistered = nil
+        pending = []
+        pendingOffset = 0
+        let (unconfirmed, wasGreeted) = bus.connectionClosed()
+        bridge.handle(.down(reason: reason, unconfirmedImports: unconfirmed), path: bus.path, nats: &nats)
+        // A connection that got its hello answered was healthy: try again at once.
+        busFailures = wasGreeted ? 0 : busFailures + 1
+        scheduleBusRetry()
+    }
+
+    /// Reads the bus socket (a bounded number of reads, fewer once exports pause).
+    private func readBus(hangup: Bool) {
+        for _ in 0..<16 {
+            guard let fd = busSocket else { return }
+            if exportsPaused && !hangup { return }
+            let attempt = readBuffer.withUnsafeMutableBytes { raw in
+                Result { () throws(SystemError) -> IOResult<Int> in try fd.read(into: raw) }
+            }
+            switch attempt {
+            case .failure(let error):
+                busLost(error.errno == .connectionReset ? "the broker reset the connection" : error.description)
+                return
+            case .success(.wouldBlock):
+                return
+            case .success(.complete(0)):
+                splitter.finish { piece in bus.handle(piece, &reports); return true }
+                bus.endOfRead(&reports)
+                handleReports()
+                busLost("the broker closed the connection")
+                return
+            case .success(.complete(let count)):
+                readBuffer.withUnsafeBytes { raw in
+                    _ = splitter.feed(UnsafeRawBufferPointer(rebasing: raw[0..<count])) { piece in bus.handle(piece, &reports); return true }
+                }
+                bus.endOfRead(&reports)
+                handleReports()
+                flushNATS()
+                updateFlowControl()
+                if count < readBuffer.count { return }
+            }
+        }
+    }
+
+    /// Writes what the session queued, as far as the socket takes it.
+    private func flushBus() {
+        guard let fd = busSocket else { return }
+        while true {
+            if pendingOffset >= pending.count {
+                guard bus.hasBytesToTake else { break }
+                pending = bus.takeBytes()
+                pendingOffset = 0
+            }
+            let attempt = pending.withUnsafeBytes { raw in
+                Result { () throws(SystemError) -> IOResult<Int> in try fd.write(UnsafeRawBufferPointer(rebasing: raw[pendingOffset...])) }
+            }
+            switch attempt {
+            case .failure(let error):
+                busLost(error.description)
+                return
+            case .success(.wouldBlock), .success(.complete(0)):
+                bus.writerHolds(pending.count - pendingOffset)
+                return
+            case .success(.complete(let n)):
+                pendingOffset += n
+            }
+        }
+        pending.removeAll(keepingCapacity: pending.capacity <= 1 << 20)
+        pendingOffset = 0
+        bus.writerHolds(0)
+    }
+
+    private func handleReports() {
+        for report in reports { bridge.handle(report, path: bus.path, nats: &nats) }
+        reports.removeAll(keepingCapacity: true)
+    }
+
+    // MARK: The NATS socket
+
+    /// Reads NATS (a bounded number of reads, fewer once imports pause).
+    private func readNATS() {
+        for _ in 0..<16 {
+            let more = nats.readAvailable(maxReads: 1, &effects)
+            handleEffects()
+            flushBus()
+            updateFlowControl()
+            if !more || importsPaused { return }
+        }
+    }
+
+    private func flushNATS() {
+        guard nats.wantsWrite else { return }
+        nats.writeAvailable(&effects)
+        handleEffects()
+    }
+
+    private func handleEffects() {
+        guard !effects.isEmpty else { return }
+        for effect in effects { bridge.handle(effect, bus: &bus, nats: &nats) }
+        effects.removeAll(keepingCapacity: effects.capacity <= 4096)
+    }
+}
