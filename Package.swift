@@ -169,7 +169,7 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(name: "EventBusNATSTests", dependencies: ["EventBusNATS", "EventBusTestSupport"], swiftSettings: strict),
-        .testTarget(name: "EventBusBridgeTests", dependencies: ["EventBusBridge", "EventBusNATS", "EventBusProtocol"], swiftSettings: strict),
+        .testTarget(name: "EventBusBridgeTests", dependencies: ["EventBusBridge", "EventBusSession", "EventBusNATS", "EventBusProtocol"], swiftSettings: strict),
         .testTarget(
             name: "EventBusBridgeIntegrationTests",
             dependencies: ["EventBusTestSupport", "eventbusd", "eventbus-bridge"],

@@ -90,19 +90,16 @@ extension ClientState {
     /// whose answer means "nothing retained" if the event did not come first.
     mutating func current(_ pattern: Pattern, _ completion: @escaping Completion<RawEvent?>) -> Step {
         var step = Step()
-        switch link {
-        case .connected:
-            let req = session.send(.subscribe(pattern: pattern.text, last: true), tag: .current(completion))
-            if !subscribed.contains(pattern.text) {
-                session.send(.unsubscribe(pattern: pattern.text), tag: .currentUndo)
-            }
-            session.send(.ping, tag: .currentSentinel(req))
-            flush(&step)
-        case .closed(let error):
-            step.effects.append(.completeCurrent(completion, .failure(error ?? .closed)))
-        case .disconnected:
-            step.effects.append(.completeCurrent(completion, .failure(.unavailable(path: path, reason: lastFailure))))
+        if let error = notConnected {
+            step.effects.append(.completeCurrent(completion, .failure(error)))
+            return step
         }
+        let req = session.send(.subscribe(pattern: pattern.text, last: true), tag: .current(completion))
+        if !subscribed.contains(pattern.text) {
+            session.send(.unsubscribe(pattern: pattern.text), tag: .currentUndo)
+        }
+        session.send(.ping, tag: .currentSentinel(req))
+        flush(&step)
         return step
     }
 

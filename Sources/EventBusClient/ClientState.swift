@@ -248,16 +248,22 @@ struct ClientState {
     /// Starts a `ping` (`stats` when `stats` is true); fails at once when not connected.
     mutating func request(stats: Bool, _ completion: @escaping Completion<Reply>) -> Step {
         var step = Step()
-        switch link {
-        case .connected:
-            session.send(stats ? .stats : .ping, tag: stats ? .stats(completion) : .ping(completion))
-            flush(&step)
-        case .closed(let error):
-            step.effects.append(.reply(completion, .failure(error ?? .closed)))
-        case .disconnected:
-            step.effects.append(.reply(completion, .failure(.unavailable(path: path, reason: lastFailure))))
+        if let error = notConnected {
+            step.effects.append(.reply(completion, .failure(error)))
+            return step
         }
+        session.send(stats ? .stats : .ping, tag: stats ? .stats(completion) : .ping(completion))
+        flush(&step)
         return step
+    }
+
+    /// Why a request cannot start now (closed, or between connections); nil when connected.
+    var notConnected: EventBusError? {
+        switch link {
+        case .connected: nil
+        case .closed(let error): error ?? .closed
+        case .disconnected: .unavailable(path: path, reason: lastFailure)
+        }
     }
 
     // MARK: Incoming frames
