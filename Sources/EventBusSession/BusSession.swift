@@ -133,9 +133,6 @@ public struct BusSession<Tag> {
     /// A publish `ok` of `seq` (the library's own events move the position too).
     public mutating func published(seq: UInt64) { tracker.saw(seq) }
 
-    /// `pattern` has no receiver any more while disconnected: its next subscribe is plain.
-    public mutating func forget(_ pattern: String) { tracker.covered.remove(pattern) }
-
     // MARK: Output
 
     /// Whether requests wait in `output`.
@@ -202,7 +199,8 @@ public struct BusSession<Tag> {
         send(.subscribe(pattern: pattern, last: last ? true : nil, since: since?.seq, instance: since?.instance), .subscribe(pattern, tag, first: first))
     }
 
-    /// Withdraws `pattern` when it is subscribed; its next subscribe is plain.
+    /// Withdraws `pattern` when it is subscribed; its next subscribe is plain
+    /// (also when not connected: it has no receiver any more).
     public mutating func unsubscribe(_ pattern: String) {
         tracker.covered.remove(pattern)
         guard isConnected, subscribed.remove(pattern) != nil else { return }
@@ -239,10 +237,6 @@ public struct BusSession<Tag> {
     /// `req`s of requests still waiting for their answer, oldest first.
     public var waitingReqs: [Int64] { pending.keys.sorted() }
 
-    /// Subscribes of this connection not answered yet.
-    public var unansweredSubscribes: Int {
-        pending.values.reduce(0) { n, p in if case .subscribe = p { n + 1 } else { n } }
-    }
 
     // MARK: Incoming frames
 
@@ -342,9 +336,6 @@ public struct BusSession<Tag> {
         if let reached = replay.takeReached() { tracker.saw(reached) }
         return nil
     }
-
-    /// Whether events wait for `takeReleased`.
-    public var hasReleased: Bool { replay.hasReleased }
 }
 
 /// What one frame from the broker means for the driver.

@@ -249,12 +249,11 @@ let cases: [Case] = [
         #expect(!session.flow.brokerHolds && !session.flow.paused)
     }
 
-    @Test func aPublishOkMovesThePositionAndAForgottenPatternSubscribesPlainly() {
+    @Test func aPublishOkMovesThePositionAndAPatternWithdrawnWhileAwaySubscribesPlainly() {
         var session = BusSession<String>(plain)
         _ = run(&session, [.connect, .subscribe("a"), hi(1, "r"), ok(2)])
         session.published(seq: 30)
-        session.forget("a")
-        let again = run(&session, [.lose, .connect, .subscribe("a")])
+        let again = run(&session, [.lose, .unsubscribe("a"), .connect, .subscribe("a")])
         #expect(again.last == #"> {"op":"subscribe","req":4,"type":"a"}"#)
         #expect(session.position == StreamPosition(instance: "r", seq: 30))
     }
