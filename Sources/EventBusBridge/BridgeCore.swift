@@ -34,6 +34,11 @@ public struct BridgeCore {
     public private(set) var counters = BridgeCounters()
     /// Import subscriptions by sid, each with its pattern, lowest sid first.
     private var importSubscriptions: [(sid: SubscriptionID, pattern: Pattern)] = []
+    /// Subjects already parsed (a bridge sees the same few over and over:
+    /// a lookup costs a tenth of `SubjectMapping.parse`'s validation);
+    /// emptied when it reaches `subjectCacheLimit`.
+    private var subjectCache: [String: IncomingSubject] = [:]
+    static let subjectCacheLimit = 4096
 
     /// - Parameters:
     ///   - bridgeInstance: a random id for this process (e.g. 16 hex digits).
@@ -162,7 +167,7 @@ public struct BridgeCore {
     public mutating func handle(_ message: Message) -> Inbound {
         if message.subject == mapping.helloSubject.text { return handleHello(message) }
         if let node = mapping.dropReportNode(message.subject) { return handleDropReport(message, from: node) }
-        switch mapping.parse(message.subject) {
+        switch parsedSubject(message.subject) {
         case .other:
             return .ignored
         case .badType(let subject):
@@ -185,6 +190,14 @@ public struct BridgeCore {
             }
             return .publishLocally(LocalPublish(type: type, data: data, source: fields.source, id: fields.id, origin: fields.origin))
         }
+    }
+
+    private mutating func parsedSubject(_ subject: String) -> IncomingSubject {
+        if let known = subjectCache[subject] { return known }
+        let parsed = mapping.parse(subject)
+        if subjectCache.count >= BridgeCore.subjectCacheLimit { subjectCache.removeAll(keepingCapacity: true) }
+        subjectCache[subject] = parsed
+        return parsed
     }
 
     /// How the local publish of an import ended.

@@ -65,3 +65,73 @@ public struct LocalPublish: Equatable, Sendable {
         self.origin = origin
     }
 }
+
+extension LocalPublish {
+    /// Appends this import's `publish` frame, LF included, without `req`:
+    /// `{"op":"publish","type":"…","source":"…","id":"…","origin":{"node":"…",…},"data":…}`
+    /// (absent members left out), the same members in the same order as
+    /// `ClientRequest.publish(…).encode(req: nil, to:)` with `origin.json`,
+    /// written straight into `out`: no String and no intermediate array per
+    /// import (the import path's JSON encoding was a quarter of an importing
+    /// bridge's instructions under callgrind).
+    public func appendFrame(to out: inout [UInt8]) {
+        FrameEncoder.appendASCII("{\"op\":\"publish\",\"type\":", to: &out)
+        LocalPublish.appendQuoted(type.name, to: &out)
+        if let source {
+            FrameEncoder.appendASCII(",\"source\":", to: &out)
+            LocalPublish.appendQuoted(source, to: &out)
+        }
+        if let id {
+            FrameEncoder.appendASCII(",\"id\":", to: &out)
+            LocalPublish.appendQuoted(id, to: &out)
+        }
+        FrameEncoder.appendASCII(",\"origin\":{\"node\":", to: &out)
+        LocalPublish.appendQuoted(origin.node, to: &out)
+        if let instance = origin.instance {
+            FrameEncoder.appendASCII(",\"instance\":", to: &out)
+            LocalPublish.appendQuoted(instance, to: &out)
+        }
+        if let seq = origin.seq {
+            FrameEncoder.appendASCII(",\"seq\":", to: &out)
+            FrameEncoder.appendInt(seq, to: &out)
+        }
+        if let time = origin.time {
+            FrameEncoder.appendASCII(",\"time\":", to: &out)
+            LocalPublish.appendQuoted(time, to: &out)
+        }
+        if let pid = origin.pid {
+            FrameEncoder.appendASCII(",\"pid\":", to: &out)
+            FrameEncoder.appendInt(pid, to: &out)
+        }
+        if let uid = origin.uid {
+            FrameEncoder.appendASCII(",\"uid\":", to: &out)
+            FrameEncoder.appendInt(uid, to: &out)
+        }
+        if let gid = origin.gid {
+            FrameEncoder.appendASCII(",\"gid\":", to: &out)
+            FrameEncoder.appendInt(gid, to: &out)
+        }
+        out.append(0x7D)
+        if let data {
+            FrameEncoder.appendASCII(",\"data\":", to: &out)
+            out.append(contentsOf: data.bytes)
+        }
+        out.append(0x7D)
+        out.append(0x0A)
+    }
+
+    /// `text` as a JSON string: copied as it is when no byte needs an escape
+    /// (the usual case), else `JSONString.appendQuoted`.
+    @inline(__always)
+    static func appendQuoted(_ text: String, to out: inout [UInt8]) {
+        var text = text
+        let plain = text.withUTF8 { bytes -> Bool in
+            for b in bytes where b < 0x20 || b == 0x22 || b == 0x5C { return false }
+            out.append(0x22)
+            out.append(contentsOf: bytes)
+            out.append(0x22)
+            return true
+        }
+        if !plain { JSONString.appendQuoted(text, to: &out) }
+    }
+}

@@ -9,6 +9,8 @@
 // injection guard. Names are checked instead (RFC 9110 `token`), because they
 // are chosen by code, never by a publisher.
 
+import Glibc
+
 /// An ordered list of header fields, as the application sees them (values
 /// decoded). Example on the wire: `NATS/1.0\r\nce-id: a%0D%0Ab\r\n\r\n` holds
 /// the field `("ce-id", "a\r\nb")`.
@@ -102,6 +104,8 @@ public struct Headers: Equatable, Sendable {
     /// - Throws: `HeaderError` as `parse` does (the status is checked, not returned).
     public static func forEachField(_ block: UnsafeRawBufferPointer, _ body: (_ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) -> Bool) throws(HeaderError) {
         try walk(block, versionLine: { line throws(HeaderError) in
+            // The usual line, `NATS/1.0` alone, without the general parse's allocations.
+            if line.count == 8 && line.loadUnaligned(as: UInt64.self) == 0x302E_312F_5354_414E { return }
             var ignored = Headers()
             try parseVersionLine(line, into: &ignored)
         }, body)
@@ -117,8 +121,12 @@ public struct Headers: Equatable, Sendable {
         var lineNumber = 0
         var i = 0
         var ended = false
+        let base = block.baseAddress!
         while i + 1 < n {
-            guard block[i] == 0x0D && block[i + 1] == 0x0A else {
+            // The next CR by memchr (SIMD), not byte by byte: this walk is on every import's path.
+            guard let cr = memchr(base + i, 0x0D, n - 1 - i) else { break }
+            i = base.distance(to: UnsafeRawPointer(cr))
+            guard block[i + 1] == 0x0A else {
                 i += 1
                 continue
             }
@@ -141,8 +149,9 @@ public struct Headers: Equatable, Sendable {
     /// One `Name: value` line: the name and the trimmed value.
     @inline(__always)
     private static func splitField(_ line: UnsafeRawBufferPointer) throws(HeaderError) -> (UnsafeRawBufferPointer, UnsafeRawBufferPointer) {
-        guard let colon = line.firstIndex(of: 0x3A), colon > 0,
-              line[..<colon].allSatisfy(isTokenByte) else { throw .malformedField(String(decoding: line, as: UTF8.self)) }
+        guard let base = line.baseAddress, let found = memchr(base, 0x3A, line.count) else { throw .malformedField(String(decoding: line, as: UTF8.self)) }
+        let colon = base.distance(to: UnsafeRawPointer(found))
+        guard colon > 0, line[..<colon].allSatisfy(isTokenByte) else { throw .malformedField(String(decoding: line, as: UTF8.self)) }
         var valueStart = colon + 1
         var valueEnd = line.count
         while valueStart < valueEnd && (line[valueStart] == 0x20 || line[valueStart] == 0x09) { valueStart += 1 }

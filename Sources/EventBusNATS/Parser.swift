@@ -8,6 +8,8 @@
 // over `maxPayloadBytes` is skipped byte by byte without being buffered and
 // reported as `.oversized`, so the connection stays in step and usable.
 
+import Glibc
+
 /// One message delivered by MSG or HMSG.
 ///
 /// The header block is kept as it came (`headerBlock`) and read only when
@@ -175,11 +177,12 @@ public struct Parser {
     }
 
     private mutating func findLineFeed() -> Int? {
-        var i = start + searched
-        while i < buffer.count {
-            if buffer[i] == 0x0A { return i }
-            i += 1
+        let from = start + searched
+        let found = buffer.withUnsafeBytes { raw -> Int? in
+            guard from < raw.count, let base = raw.baseAddress, let lf = memchr(base + from, 0x0A, raw.count - from) else { return nil }
+            return base.distance(to: UnsafeRawPointer(lf))
         }
+        if let found { return found }
         searched = buffer.count - start
         return nil
     }
@@ -217,7 +220,7 @@ public struct Parser {
         let fields = splitFields(range)
         guard let first = fields.first else { return }  // an empty line: nothing to do
         switch opName(first) {
-        case "INFO":
+        case Parser.opINFO:
             var jsonStart = first.upperBound
             while jsonStart < range.upperBound && isBlank(buffer[jsonStart]) { jsonStart += 1 }
             let result = buffer.withUnsafeBytes { raw in
@@ -226,20 +229,20 @@ public struct Parser {
                 }
             }
             operations.append(.info(try result.get()))
-        case "MSG":
+        case Parser.opMSG:
             guard fields.count == 4 || fields.count == 5 else { throw ProtocolViolation("MSG line has \(fields.count - 1) argument(s), not 3 or 4") }
             let total = try size(fields[fields.count - 1], "MSG #bytes")
             try beginPayload(fields, replyIndex: fields.count == 5 ? 3 : nil, headerBytes: nil, total: total, into: &operations)
-        case "HMSG":
+        case Parser.opHMSG:
             guard fields.count == 5 || fields.count == 6 else { throw ProtocolViolation("HMSG line has \(fields.count - 1) argument(s), not 4 or 5") }
             let headerBytes = try size(fields[fields.count - 2], "HMSG #header bytes")
             let total = try size(fields[fields.count - 1], "HMSG #total bytes")
             guard headerBytes <= total else { throw ProtocolViolation("HMSG header size \(headerBytes) over total size \(total)") }
             try beginPayload(fields, replyIndex: fields.count == 6 ? 3 : nil, headerBytes: headerBytes, total: total, into: &operations)
-        case "PING": operations.append(.ping)
-        case "PONG": operations.append(.pong)
-        case "+OK": operations.append(.ok)
-        case "-ERR":
+        case Parser.opPING: operations.append(.ping)
+        case Parser.opPONG: operations.append(.pong)
+        case Parser.opOK: operations.append(.ok)
+        case Parser.opERR:
             var text = text(first.upperBound..<range.upperBound).trimmingSpaces()
             if text.count >= 2 && text.hasPrefix("'") && text.hasSuffix("'") { text = String(text.dropFirst().dropLast()) }
             operations.append(.error(text))
@@ -250,8 +253,7 @@ public struct Parser {
 
     private mutating func beginPayload(_ fields: [Range<Int>], replyIndex: Int?, headerBytes: Int?, total: Int, into operations: inout [ServerOperation]) throws(ProtocolViolation) {
         let subject = text(fields[1])
-        let sidText = text(fields[2])
-        guard let sidValue = UInt64(sidText) else { throw ProtocolViolation("sid \(sidText.prefix(20).debugDescription) is not one this client issued") }
+        guard let sidValue = decimal(fields[2]) else { throw ProtocolViolation("sid \(text(fields[2]).prefix(20).debugDescription) is not one this client issued") }
         let sid = SubscriptionID(sidValue)
         if total > maxPayloadBytes {
             operations.append(.oversized(subject: subject, sid: sid, bytes: total))
@@ -263,14 +265,15 @@ public struct Parser {
 
     /// A decimal size of at most 10 digits.
     private func size(_ range: Range<Int>, _ what: String) throws(ProtocolViolation) -> Int {
-        guard range.count <= 10, buffer[range].allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let value = Int(text(range)) else {
+        guard range.count <= 10, let value = decimal(range) else {
             throw ProtocolViolation("\(what) \(text(range).prefix(20).debugDescription) is not a size")
         }
-        return value
+        return Int(value)
     }
 
     private func splitFields(_ range: Range<Int>) -> [Range<Int>] {
         var fields: [Range<Int>] = []
+        fields.reserveCapacity(7)
         var fieldStart: Int? = nil
         for i in range {
             if isBlank(buffer[i]) {
@@ -288,9 +291,39 @@ public struct Parser {
 
     @inline(__always) private func isBlank(_ b: UInt8) -> Bool { b == 0x20 || b == 0x09 }
 
-    private func opName(_ range: Range<Int>) -> String {
-        guard range.count <= 4 else { return "" }
-        return String(decoding: buffer[range].map { $0 >= 0x61 && $0 <= 0x7A ? $0 - 0x20 : $0 }, as: UTF8.self)
+    /// An operation name of at most 4 bytes, upper-cased, packed into a word
+    /// (first byte lowest); 0 for a longer one. No String per line.
+    private func opName(_ range: Range<Int>) -> UInt32 {
+        guard range.count <= 4 else { return 0 }
+        var word: UInt32 = 0
+        var shift: UInt32 = 0
+        for i in range {
+            let b = buffer[i]
+            word |= UInt32(b >= 0x61 && b <= 0x7A ? b - 0x20 : b) << shift
+            shift += 8
+        }
+        return word
+    }
+
+    private static func op(_ name: StaticString) -> UInt32 {
+        var word: UInt32 = 0
+        for i in 0..<name.utf8CodeUnitCount { word |= UInt32(name.utf8Start[i]) << (8 * UInt32(i)) }
+        return word
+    }
+
+    private static let opINFO = op("INFO"), opMSG = op("MSG"), opHMSG = op("HMSG"), opPING = op("PING"),
+                       opPONG = op("PONG"), opOK = op("+OK"), opERR = op("-ERR")
+
+    /// The decimal digits of `range` (at most 19), nil if any byte is not a digit or there is none.
+    private func decimal(_ range: Range<Int>) -> UInt64? {
+        guard !range.isEmpty, range.count <= 19 else { return nil }
+        var value: UInt64 = 0
+        for i in range {
+            let d = buffer[i] &- 0x30
+            guard d <= 9 else { return nil }
+            value = value * 10 + UInt64(d)
+        }
+        return value
     }
 
     private func text(_ range: Range<Int>) -> String { String(decoding: buffer[range], as: UTF8.self) }

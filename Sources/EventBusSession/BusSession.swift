@@ -219,6 +219,14 @@ public struct BusSession<Tag> {
         request.encode(req: nil, to: &output)
     }
 
+    /// Sends a request without `req` that `write` appends itself, as one
+    /// frame with its LF (the bridge's imports, `LocalPublish.appendFrame`:
+    /// the same bytes as `ClientRequest`'s, without a String per member).
+    @inline(__always)
+    public mutating func appendUnnumbered(_ write: (inout [UInt8]) -> Void) {
+        write(&output)
+    }
+
     /// (ordered) Ends this connection's subscribes with the sentinel `stats`.
     public mutating func settle() {
         guard options.ordered, isConnected else { return }

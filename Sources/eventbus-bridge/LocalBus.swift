@@ -124,7 +124,7 @@ struct LocalBus {
     /// - Returns: false when there is no connection (the caller counts it lost).
     mutating func publish(_ event: LocalPublish) -> Bool {
         guard connected else { return false }
-        session.sendUnnumbered(.publish(type: event.type.name, source: event.source, id: event.id, origin: event.origin.json, data: event.data))
+        session.appendUnnumbered { event.appendFrame(to: &$0) }
         unmarkedImports += 1
         return true
     }

@@ -249,6 +249,16 @@ let cases: [Case] = [
         #expect(!session.flow.brokerHolds && !session.flow.paused)
     }
 
+    @Test func aFrameTheDriverWritesItselfGoesOutInOrderWithoutReq() {
+        var session = BusSession<String>(bridge)
+        session.connectionStarted()
+        session.appendUnnumbered { ClientRequest.publish(type: "x").encode(req: nil, to: &$0) }
+        session.send(.ping, tag: "batch")
+        #expect(String(decoding: session.takeOutput(), as: UTF8.self).split(separator: "\n").dropFirst() == [
+            #"{"op":"publish","type":"x"}"#, #"{"op":"ping","req":2}"#,
+        ])
+    }
+
     @Test func aPublishOkMovesThePositionAndAPatternWithdrawnWhileAwaySubscribesPlainly() {
         var session = BusSession<String>(plain)
         _ = run(&session, [.connect, .subscribe("a"), hi(1, "r"), ok(2)])
