@@ -148,6 +148,14 @@ public struct BusSession<Tag> {
         return taken
     }
 
+    /// The encoded requests, in `spare`, the driver's written buffer: its
+    /// bytes are dropped and its storage becomes the session's next output,
+    /// so neither side grows a new array per batch (the bridge's writes).
+    public mutating func takeOutput(swappingWith spare: inout [UInt8]) {
+        spare.removeAll(keepingCapacity: spare.capacity <= 1 << 20)
+        swap(&spare, &output)
+    }
+
     /// Appends the encoded requests to `bytes` (no copy when `bytes` is empty).
     public mutating func takeOutput(appendingTo bytes: inout [UInt8]) {
         if bytes.isEmpty { swap(&bytes, &output) } else { bytes += output; output.removeAll(keepingCapacity: true) }

@@ -315,7 +315,7 @@ final class BridgeLoop {
         while true {
             if pendingOffset >= pending.count {
                 guard bus.hasBytesToTake else { break }
-                pending = bus.takeBytes()
+                bus.takeBytes(into: &pending)
                 pendingOffset = 0
             }
             let attempt = pending.withUnsafeBytes { raw in
@@ -332,8 +332,7 @@ final class BridgeLoop {
                 pendingOffset += n
             }
         }
-        pending.removeAll(keepingCapacity: pending.capacity <= 1 << 20)
-        pendingOffset = 0
+        pendingOffset = pending.count  // all written (the buffer is reused by the next take)
         bus.writerHolds(0)
     }
 

@@ -129,15 +129,15 @@ struct LocalBus {
         return true
     }
 
-    /// Everything queued, for the writer, the current import batch closed by a `ping`.
-    mutating func takeBytes() -> [UInt8] {
+    /// Everything queued, for the writer, the current import batch closed by a
+    /// `ping`, in `buffer` (whose old, written bytes are dropped; its storage is reused).
+    mutating func takeBytes(into buffer: inout [UInt8]) {
         if unmarkedImports > 0 {
             session.send(.ping, tag: unmarkedImports)
             unmarkedImports = 0
         }
-        let taken = session.takeOutput()
-        writing = taken.count
-        return taken
+        session.takeOutput(swappingWith: &buffer)
+        writing = buffer.count
     }
 
     /// The writer still holds `bytes` of what it took (for `pendingBytes`).
