@@ -188,6 +188,10 @@ public struct BusSession<Tag> {
         subscribed = []
         pending = [:]
         output = []
+        // (ordered) Lost before the sentinel: every event was held, so the
+        // position is still the one this connection asked for (a `hello`
+        // naming a run moved it on paper only).
+        if options.ordered && !replay.settled { tracker.restore(replay.asked) }
         replay.connectionLost()
         return unanswered
     }

@@ -74,6 +74,15 @@ struct PositionTracker {
         }
     }
 
+    /// Goes back to `position` (nil: none known), the one a connection lost
+    /// before its replays were over had asked for: nothing was handed on meanwhile.
+    mutating func restore(_ position: StreamPosition?) {
+        instance = position?.instance
+        seq = position?.seq ?? 0
+        known = position != nil
+        previous = nil
+    }
+
     /// `since` and `instance` for a subscribe of `pattern`; nil: subscribe plainly.
     func since(for pattern: String) -> StreamPosition? {
         known && covered.contains(pattern) ? position : nil
