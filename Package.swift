@@ -2,7 +2,8 @@
 // eventbus: a cross-process event broker for Linux.
 //
 // Targets import only targets listed above them (see "How it is built" in README.md):
-// Protocol -> Policy -> Core -> System -> Server -> executables. libsystemd sits behind
+// Protocol -> Policy -> Core -> System -> Server -> executables; the clients'
+// Session sits on Protocol, under Client, the CLI and the bridge. libsystemd sits behind
 // CSystemd/EventBusSystemd so everything else builds without it.
 import PackageDescription
 
@@ -52,9 +53,13 @@ let package = Package(
             dependencies: ["EventBusCore", "EventBusPolicy", "EventBusLog", "EventBusSystem", "EventBusProtocol"],
             swiftSettings: brokerHotPath
         ),
+        // The client session (hello, subscribe and resume, req matching, the
+        // stream position), pure like Protocol; the library, the CLI and the
+        // bridge drive it (issue 26).
+        .target(name: "EventBusSession", dependencies: ["EventBusProtocol"], swiftSettings: strict),
         .target(
             name: "EventBusClient",
-            dependencies: ["EventBusProtocol", "EventBusSystem"],
+            dependencies: ["EventBusSession", "EventBusProtocol", "EventBusSystem"],
             swiftSettings: strict
         ),
         // The executables' shared command-line parsing (options, DURATION, SIZE, N).
@@ -62,7 +67,7 @@ let package = Package(
         // NATS client (text protocol, failover, reconnect forever) and the
         // bridge's pure logic (issue 13; docs in the target folders' file comments).
         .target(name: "EventBusNATS", dependencies: ["EventBusProtocol", "EventBusSystem"], swiftSettings: strict),
-        .target(name: "EventBusBridge", dependencies: ["EventBusNATS", "EventBusProtocol", "EventBusLog", "EventBusCommandLine"], swiftSettings: strict),
+        .target(name: "EventBusBridge", dependencies: ["EventBusNATS", "EventBusSession", "EventBusProtocol", "EventBusLog", "EventBusCommandLine"], swiftSettings: strict),
         .executableTarget(
             name: "eventbusd",
             dependencies: ["EventBusServer", "EventBusPolicy", "EventBusSystemd", "EventBusProtocol", "EventBusLog", "EventBusSystem", "EventBusCommandLine"],
@@ -70,13 +75,13 @@ let package = Package(
         ),
         .executableTarget(
             name: "eventbus",
-            dependencies: ["EventBusProtocol", "EventBusSystem", "EventBusCommandLine"],
+            dependencies: ["EventBusSession", "EventBusProtocol", "EventBusSystem", "EventBusCommandLine"],
             swiftSettings: strict
         ),
         // The bridge between the local bus and a NATS cluster (issue 13; docs/BRIDGE.md).
         .executableTarget(
             name: "eventbus-bridge",
-            dependencies: ["EventBusBridge", "EventBusNATS", "EventBusProtocol", "EventBusLog", "EventBusSystem", "EventBusSystemd", "EventBusCommandLine"],
+            dependencies: ["EventBusBridge", "EventBusSession", "EventBusNATS", "EventBusProtocol", "EventBusLog", "EventBusSystem", "EventBusSystemd", "EventBusCommandLine"],
             swiftSettings: strict
         ),
         .executableTarget(
@@ -156,6 +161,7 @@ let package = Package(
         .testTarget(name: "EventBusPolicyTests", dependencies: ["EventBusPolicy", "EventBusProtocol", "EventBusTestSupport"], swiftSettings: strict),
         .testTarget(name: "EventBusCoreTests", dependencies: ["EventBusCore", "EventBusPolicy", "EventBusTestSupport"], swiftSettings: strict),
         .testTarget(name: "EventBusSystemTests", dependencies: ["EventBusSystem", "EventBusTestSupport"], swiftSettings: strict),
+        .testTarget(name: "EventBusSessionTests", dependencies: ["EventBusSession", "EventBusProtocol"], swiftSettings: strict),
         .testTarget(name: "EventBusCommandLineTests", dependencies: ["EventBusCommandLine"], swiftSettings: strict),
         .testTarget(
             name: "EventBusSystemdTests",
@@ -168,7 +174,7 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(name: "EventBusNATSTests", dependencies: ["EventBusNATS", "EventBusProtocol", "EventBusTestSupport"], swiftSettings: strict),
-        .testTarget(name: "EventBusBridgeTests", dependencies: ["EventBusBridge", "EventBusNATS", "EventBusProtocol"], swiftSettings: strict),
+        .testTarget(name: "EventBusBridgeTests", dependencies: ["EventBusBridge", "EventBusSession", "EventBusNATS", "EventBusProtocol"], swiftSettings: strict),
         .testTarget(
             name: "EventBusBridgeIntegrationTests",
             dependencies: ["EventBusTestSupport", "eventbusd", "eventbus-bridge"],

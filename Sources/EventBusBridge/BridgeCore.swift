@@ -13,6 +13,7 @@
 // matching subscription: only the lowest matching sid's copy is imported.
 import EventBusNATS
 import EventBusProtocol
+import EventBusSession
 
 /// The bridge's state. One owner; not thread-safe.
 public struct BridgeCore {
@@ -119,19 +120,21 @@ public struct BridgeCore {
     }
 
     /// Decides about one local event. The message's `tag` is the event's `seq`.
-    public mutating func export(_ event: LocalEvent) -> ExportDecision {
-        if event.hasOrigin {
+    /// An event whose type is not a valid event type is not exported.
+    public mutating func export(_ event: RawEvent) -> ExportDecision {
+        if event.metadata.isBridged {
             counters.skippedBridged += 1
             return .skip(.bridged)
         }
-        if event.type.isReserved { return .skip(.reserved) }
-        guard exports.contains(where: { $0.matches(event.type) }) else { return .skip(.notExported) }
+        guard let type = EventType(event.metadata.type) else { return .skip(.notExported) }
+        if type.isReserved { return .skip(.reserved) }
+        guard exports.contains(where: { $0.matches(type) }) else { return .skip(.notExported) }
         guard exporting else {
             counters.suspended += 1
             return .skip(.suspended)
         }
         let block = CloudEventsHeaders.exportBlock(event, node: mapping.node, instance: brokerInstance)
-        return .publish(OutgoingMessage(subject: mapping.exportSubject(for: event.type), headerBlock: block, payload: event.data, tag: event.seq))
+        return .publish(OutgoingMessage(subject: mapping.exportSubject(for: type), headerBlock: block, payload: event.data, tag: event.metadata.seq))
     }
 
     /// Counts an export the NATS client accepted (`queued` or `held`); its

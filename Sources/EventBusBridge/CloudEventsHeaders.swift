@@ -9,6 +9,7 @@
 // wire names: lower case, as the CloudEvents NATS binding writes them.
 import EventBusNATS
 import EventBusProtocol
+import EventBusSession
 
 /// The header names, as written.
 public enum HeaderName {
@@ -36,12 +37,13 @@ public enum CloudEventsHeaders {
     /// written straight into bytes (`HeaderBlockWriter`: no `Headers` value,
     /// no String per field; about 370 bytes).
     /// - Parameter instance: the local broker's `instance` (its `seq` counts within it).
-    public static func exportBlock(_ event: LocalEvent, node: NodeName, instance: String) -> [UInt8] {
-        var block = HeaderBlockWriter(capacity: 320 + event.id.utf8.count + event.source.utf8.count + event.type.name.utf8.count)
+    public static func exportBlock(_ raw: RawEvent, node: NodeName, instance: String) -> [UInt8] {
+        let event = raw.metadata
+        var block = HeaderBlockWriter(capacity: 320 + event.id.utf8.count + event.source.utf8.count + event.type.utf8.count)
         block.append(HeaderName.specVersion, "1.0")
         block.append(HeaderName.id, event.id)
         block.append(HeaderName.source, event.source)
-        block.append(HeaderName.type, event.type.name)
+        block.append(HeaderName.type, event.type)
         block.append(HeaderName.time, event.time)
         block.append(HeaderName.dataContentType, "application/json")
         block.append(HeaderName.node, node.text)

@@ -1,48 +1,12 @@
-// The two shapes the bridge moves between the bus and NATS: an event read
-// from the local bus (to export) and a publish for the local bus (an import,
-// with `origin`, PROTOCOL.md "Bridged events (1.1)").
+// What the bridge moves from NATS to the bus: a publish for the local bus
+// (an import, with `origin`, PROTOCOL.md "Bridged events (1.1)"), and the
+// remote identity it carries. The other way, an event read from the local
+// bus to export, is the `RawEvent` every client of the bus shares
+// (EventBusSession: `metadata.isBridged` says it carries `origin`).
 //
 // Before editing: these are plain values so the bridge's logic stays pure;
-// the bridge's bus connection fills `LocalEvent` from the raw event frame and
-// turns `LocalPublish` into a publish request. `LocalEvent` lists the same
-// event fields as the client library's `EventMetadata` (PROTOCOL.md
-// "Events") on purpose, not by accident: EventBusClient and EventBusBridge
-// are siblings over EventBusProtocol, and a shared struct would have to
-// live there and change the public `EventMetadata` of the `EventBus`
-// library (or make the bridge link the whole client), for eight stored
-// properties whose types differ anyway (`EventType` here, `String` there;
-// the bytes of `data` and `hasOrigin` here, delivery flags there).
+// the bridge's bus connection turns `LocalPublish` into a publish request.
 import EventBusProtocol
-
-/// An event delivered to the bridge by the local broker (PROTOCOL.md "Events").
-public struct LocalEvent: Equatable, Sendable {
-    public var type: EventType
-    public var seq: UInt64
-    /// RFC 3339 UTC as the broker stamped it, e.g. `2026-11-29T13:00:00.123Z`.
-    public var time: String
-    public var source: String
-    public var id: String
-    public var pid: Int32
-    public var uid: UInt32
-    public var gid: UInt32
-    /// The `data` value's exact bytes (one line of JSON; `null` when absent).
-    public var data: [UInt8]
-    /// Whether the event carries `origin` (it came through a bridge).
-    public var hasOrigin: Bool
-
-    public init(type: EventType, seq: UInt64, time: String, source: String, id: String, pid: Int32, uid: UInt32, gid: UInt32, data: [UInt8], hasOrigin: Bool = false) {
-        self.type = type
-        self.seq = seq
-        self.time = time
-        self.source = source
-        self.id = id
-        self.pid = pid
-        self.uid = uid
-        self.gid = gid
-        self.data = data
-        self.hasOrigin = hasOrigin
-    }
-}
 
 /// What a remote bridge asserted about an event: PROTOCOL.md's `origin`.
 /// Fields the remote side did not send are nil and left out of the JSON.

@@ -301,15 +301,8 @@ final class BusCore: Sendable {
     private func dispatch(_ piece: SplitFrame) -> Bool {
         switch piece {
         case .frame(let bytes):
-            let frame: BrokerFrame
-            do {
-                frame = try BrokerFrame.read(bytes)
-            } catch {
-                post(.brokerError(.malformedFrame(error.description)))
-                return true
-            }
             let wall = Clock.wallNanoseconds()
-            update { $0.handle(frame, in: bytes, wallNanoseconds: wall) }
+            update { $0.handle(bytes, wallNanoseconds: wall) }
         case .tooLarge(let bytes):
             post(.brokerError(.malformedFrame("skipped a \(bytes)-byte frame, over maxIncomingFrameBytes")))
         }

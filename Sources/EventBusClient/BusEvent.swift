@@ -6,6 +6,7 @@
 // (PROTOCOL.md "Events": the broker forwards it unchanged); decoding into a
 // user type happens per receiving registration, outside every lock.
 import EventBusProtocol
+import EventBusSession
 import Foundation
 
 /// A typed event: a `Codable` payload with a fixed event type name.
@@ -27,59 +28,13 @@ public protocol BusEvent: Codable, Sendable {
     static var eventType: String { get }
 }
 
-/// What the broker says about an event besides its data (PROTOCOL.md "Events").
-public struct EventMetadata: Hashable, Sendable {
-    /// The event type, e.g. `order.created`.
-    public var type: String
-    /// Broker-wide sequence number, increasing within one broker run.
-    public var seq: UInt64
-    /// When the broker received it: RFC 3339 UTC with milliseconds,
-    /// `2026-11-29T13:00:00.123Z`.
-    public var time: String
-    /// The publisher's `source`, or its client name, or `pid/<pid>`.
-    public var source: String
-    /// The publisher's `id`, or `<instance>-<seq>`.
-    public var id: String
-    /// The publisher's process id (`SO_PEERCRED`, so it cannot be forged).
-    public var pid: Int32
-    /// The publisher's user id (`SO_PEERCRED`).
-    public var uid: UInt32
-    /// The publisher's group id (`SO_PEERCRED`).
-    public var gid: UInt32
-    /// True when this process published the event and the library delivered
-    /// it in-process (the broker does not echo a connection's own events,
-    /// PROTOCOL.md "Semantics"); `time` is then this process's clock when the
-    /// broker's `ok` arrived, and `seq` the one in that `ok`.
-    public var isLocal: Bool
-    /// (1.1) The retained event of its type, sent as the current value
-    /// (`initial: .last`, `current(_:)`) rather than as it happened; `seq`
-    /// and `time` are those of its publication.
-    public var isRetained: Bool
-    /// (1.1) Replayed from the broker's history after a reconnect: it was
-    /// published while this process was not connected.
-    public var isReplayed: Bool
-    /// (1.1) Set on the first event a registration gets after a reconnect
-    /// that could not recover everything: events before this one may have
-    /// been missed (also reported once as `BusNotice.gap`).
-    public var gap: BusGap?
+/// What the broker says about an event besides its data (PROTOCOL.md
+/// "Events"); one type with the CLI's and the bridge's (EventBusSession).
+public typealias EventMetadata = EventBusSession.EventMetadata
+/// An event whose `data` is still the JSON text the publisher sent (EventBusSession).
+public typealias RawEvent = EventBusSession.RawEvent
 
-    /// Metadata as an event frame carries it (for tests and custom decoding).
-    public init(type: String, seq: UInt64, time: String, source: String, id: String, pid: Int32, uid: UInt32, gid: UInt32, isLocal: Bool = false,
-                isRetained: Bool = false, isReplayed: Bool = false, gap: BusGap? = nil) {
-        self.type = type
-        self.seq = seq
-        self.time = time
-        self.source = source
-        self.id = id
-        self.pid = pid
-        self.uid = uid
-        self.gid = gid
-        self.isLocal = isLocal
-        self.isRetained = isRetained
-        self.isReplayed = isReplayed
-        self.gap = gap
-    }
-
+extension EventMetadata {
     /// `time` as a `Date`, or nil if it is not RFC 3339 with milliseconds.
     public var date: Date? {
         try? Date(time, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true))
@@ -102,26 +57,7 @@ public struct Delivery<Event: Sendable>: Sendable {
 
 extension Delivery: Equatable where Event: Equatable {}
 
-/// An event whose `data` is still the JSON text the publisher sent, as yielded
-/// by `EventBus.events(matching:)`.
-public struct RawEvent: Hashable, Sendable {
-    /// seq, type, time, source, id, pid, uid, gid.
-    public var metadata: EventMetadata
-    /// The `data` value exactly as published: UTF-8 JSON, `null` when absent.
-    public var data: [UInt8]
-
-    /// - Parameter data: one JSON value, UTF-8.
-    public init(metadata: EventMetadata, data: [UInt8]) {
-        self.metadata = metadata
-        self.data = data
-    }
-
-    /// The event type, e.g. `order.created`.
-    public var type: String { metadata.type }
-
-    /// `data` as a string (valid UTF-8: the broker validated it).
-    public var dataString: String { String(decoding: data, as: UTF8.self) }
-
+extension RawEvent {
     /// Decodes `data` as `T` with `decoder`.
     /// - Throws: `EventBusError.decodingFailed(type:reason:)` naming the event type.
     public func decode<T: Decodable>(_: T.Type = T.self, using decoder: JSONDecoder = JSONDecoder()) throws(EventBusError) -> T {

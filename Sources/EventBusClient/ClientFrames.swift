@@ -1,7 +1,7 @@
 // What the library makes of the wire codec (EventBusProtocol's
-// `ClientRequest` and `BrokerFrame`): event data ready to publish, broker
-// events as `RawEvent`, `error` replies as `EventBusError` (PROTOCOL.md
-// "Requests", "Events", "Errors").
+// `ClientRequest` and `BrokerFrame`): event data ready to publish and
+// `error` replies as `EventBusError` (PROTOCOL.md "Requests", "Errors");
+// broker events become `RawEvent` in EventBusSession.
 //
 // Before editing: nothing here reads or writes frames; that is the codec's
 // job, shared with the CLI. Keep this to turning its values into the library's.
@@ -19,25 +19,6 @@ enum OutgoingData {
         } catch {
             throw .invalidJSON(error.description)
         }
-    }
-}
-
-extension RawEvent {
-    /// The event of an `event` frame read by `BrokerFrame.read` from `frame`.
-    /// Absent `time`, `source`, `id` are empty; `pid`, `uid`, `gid` that do
-    /// not fit their types are 0; absent `data` is `null`.
-    init(_ fields: EventFields, in frame: UnsafeRawBufferPointer) {
-        func string(_ token: JSONToken?) -> String { token.map { JSONString.decode(frame, $0) } ?? "" }
-        let metadata = EventMetadata(
-            type: JSONString.decode(frame, fields.type), seq: fields.seq, time: string(fields.time),
-            source: string(fields.source), id: string(fields.id),
-            pid: fields.pid.flatMap { Int32(exactly: $0) } ?? 0,
-            uid: fields.uid.flatMap { UInt32(exactly: $0) } ?? 0,
-            gid: fields.gid.flatMap { UInt32(exactly: $0) } ?? 0,
-            isRetained: fields.retained, isReplayed: fields.replayed
-        )
-        let data = fields.data.map { Array(UnsafeRawBufferPointer(rebasing: frame[$0.start..<$0.end])) } ?? Array("null".utf8)
-        self.init(metadata: metadata, data: data)
     }
 }
 

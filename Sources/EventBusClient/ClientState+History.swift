@@ -6,53 +6,11 @@
 // subscribe with `last` (`initial: .last`, `current(_:)`); and removing
 // every registration of one observer.
 //
-// Before editing: the reconnect always sends the last broker run's
-// `instance` with `since`, so the broker decides: the same run replays after
-// `since`; a new run sends a `gap` (`since_seq` 0) and replays its whole
-// ring, i.e. everything published on the new broker before this process was
-// back. `lastSeq` is the highest seq of any event or publish `ok` read on a
-// connection of that run: the broker routes in seq order into one queue per
-// connection, so every matching event up to it has been read (or announced
-// lost by a `dropped` frame). Retained events never move it.
+// Before editing: the position and `since` are the session's
+// (EventBusSession's StreamPosition.swift states the rule); this file only
+// says who receives what: retained events, gaps, `current(_:)` answers.
 import EventBusProtocol
-
-/// Where a process has got to in one broker run's sequence.
-struct HistoryPosition {
-    /// The broker run of `lastSeq` (nil before the first `hello` reply).
-    private(set) var instance: String?
-    private(set) var lastSeq: UInt64 = 0
-    /// Patterns whose events up to `lastSeq` were offered to this process:
-    /// subscribed and acknowledged (the others subscribe without `since`).
-    var covered: Set<String> = []
-    /// This connection's `hello` named a run other than `instance`'s.
-    private(set) var restarted = false
-    /// A `gap` notice was posted on this connection already.
-    var gapReported = false
-
-    mutating func connectionStarted() {
-        restarted = false
-        gapReported = false
-    }
-
-    /// The `hello` reply named the run: a new one resets the position (its
-    /// seqs start again), after the subscribes already asked for the old one.
-    mutating func greeted(instance: String) {
-        guard instance != self.instance else { return }
-        restarted = self.instance != nil
-        self.instance = instance
-        lastSeq = 0
-    }
-
-    mutating func saw(_ seq: UInt64) { lastSeq = max(lastSeq, seq) }
-
-    mutating func forget(_ pattern: String) { covered.remove(pattern) }
-
-    /// `since` and `instance` for a resubscribe of `pattern`, nil for a plain one.
-    func since(for pattern: String) -> (seq: UInt64, instance: String)? {
-        guard covered.contains(pattern), let instance else { return nil }
-        return (lastSeq, instance)
-    }
-}
+import EventBusSession
 
 /// Who receives the retained events following an `ok`.
 enum RetainedTarget {
@@ -63,17 +21,14 @@ enum RetainedTarget {
 }
 
 extension ClientState {
-    /// Subscribes `pattern` on a new connection: with `since` where the
-    /// position covers it, with `last` for registrations still waiting for
-    /// their initial value.
-    mutating func resubscribe(_ pattern: String, _ step: inout Step) {
+    /// Subscribes `pattern` at the broker (a new connection, or its first
+    /// registration, or one with `initial: .last`): with `since` where the
+    /// session's position covers it, with `last` for registrations still
+    /// waiting for their initial value. The library's one `subscribe`.
+    mutating func subscribeAtBroker(_ pattern: String) {
         guard let entry = patterns[pattern] else { return }
-        let since = history.since(for: pattern)
         let waiting = Array(entry.waitingInitial.keys)
-        let req = takeReq()
-        pending[req] = waiting.isEmpty ? .subscribe(pattern) : .subscribeInitial(pattern, waiting)
-        subscribed.insert(pattern)
-        step.send(.subscribe(pattern: pattern, last: waiting.isEmpty ? nil : true, since: since?.seq, instance: since?.instance), req: req)
+        session.subscribe(pattern, last: !waiting.isEmpty, tag: waiting.isEmpty ? nil : .initial(waiting))
     }
 
     /// A retained event (it follows the `ok` of a subscribe with `last`).
@@ -94,7 +49,6 @@ extension ClientState {
     /// The answer to a subscribe with `last` for registrations `ids`: they
     /// join the pattern's receivers now, and get the `retained` events that follow.
     mutating func initialAnswered(_ text: String, _ ids: [UInt64], retained: UInt64, _ step: inout Step) {
-        history.covered.insert(text)
         var joined: [any EventSink] = []
         for id in ids {
             guard let sink = patterns[text]?.waitingInitial.removeValue(forKey: id) else { continue }
@@ -116,13 +70,10 @@ extension ClientState {
 
     /// A `gap` frame: posted once per connection, and attached to the next
     /// event of each registration on the pattern.
-    mutating func reportGap(pattern: String, sinceSeq: UInt64, firstSeq: UInt64, _ step: inout Step) {
-        let gap = BusGap(sinceSeq: sinceSeq, firstSeq: firstSeq, brokerRestarted: history.restarted)
-        if let entry = patterns[pattern], !entry.sinks.isEmpty { step.effects.append(.markGap(Array(entry.sinks.values), gap)) }
-        if !history.gapReported {
-            history.gapReported = true
-            step.effects.append(.notice(.gap(gap)))
-        }
+    mutating func reportGap(_ frame: SessionGap, _ step: inout Step) {
+        let gap = frame.busGap
+        if let entry = patterns[frame.pattern], !entry.sinks.isEmpty { step.effects.append(.markGap(Array(entry.sinks.values), gap)) }
+        if frame.firstOnConnection { step.effects.append(.notice(.gap(gap))) }
     }
 
     /// Fails every `current(_:)` still waiting for its retained event.
@@ -139,24 +90,16 @@ extension ClientState {
     /// whose answer means "nothing retained" if the event did not come first.
     mutating func current(_ pattern: Pattern, _ completion: @escaping Completion<RawEvent?>) -> Step {
         var step = Step()
-        switch link {
-        case .connected:
-            let req = takeReq()
-            pending[req] = .current(completion)
-            step.send(.subscribe(pattern: pattern.text, last: true), req: req)
-            if !subscribed.contains(pattern.text) {
-                let undo = takeReq()
-                pending[undo] = .unsubscribe(pattern.text)
-                step.send(.unsubscribe(pattern: pattern.text), req: undo)
-            }
-            let sentinel = takeReq()
-            pending[sentinel] = .currentSentinel(req)
-            step.send(.ping, req: sentinel)
-        case .closed(let error):
-            step.effects.append(.completeCurrent(completion, .failure(error ?? .closed)))
-        case .disconnected:
-            step.effects.append(.completeCurrent(completion, .failure(.unavailable(path: path, reason: lastFailure))))
+        if let error = notConnected {
+            step.effects.append(.completeCurrent(completion, .failure(error)))
+            return step
         }
+        let req = session.send(.subscribe(pattern: pattern.text, last: true), tag: .current(completion))
+        if !subscribed.contains(pattern.text) {
+            session.send(.unsubscribe(pattern: pattern.text), tag: .currentUndo)
+        }
+        session.send(.ping, tag: .currentSentinel(req))
+        flush(&step)
         return step
     }
 

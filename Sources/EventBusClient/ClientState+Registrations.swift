@@ -4,8 +4,10 @@
 //
 // Before editing: a pattern is subscribed at the broker exactly while it has
 // at least one registration (in `sinks` or `waitingInitial`) and the link is
-// up; `unsubscribeIfUnused` is the one place that withdraws it.
+// up; `unsubscribeIfUnused` is the one place that withdraws it (through the
+// session, which sends the `unsubscribe` only when connected).
 import EventBusProtocol
+import EventBusSession
 
 extension ClientState {
     /// Adds a local registration on `pattern`; subscribes at the broker when it
@@ -28,19 +30,15 @@ extension ClientState {
         if initial {
             patterns[pattern.text, default: PatternEntry(pattern: pattern)].waitingInitial[id] = sink
             if isConnected {
-                let req = takeReq()
-                pending[req] = .subscribeInitial(pattern.text, [id])
-                subscribed.insert(pattern.text)
-                step.send(.subscribe(pattern: pattern.text, last: true), req: req)
+                subscribeAtBroker(pattern.text)
+                flush(&step)
             }
             return (id, step)
         }
         patterns[pattern.text, default: PatternEntry(pattern: pattern)].sinks[id] = sink
         if isConnected && !subscribed.contains(pattern.text) {
-            let req = takeReq()
-            pending[req] = .subscribe(pattern.text)
-            subscribed.insert(pattern.text)
-            step.send(.subscribe(pattern: pattern.text), req: req)
+            subscribeAtBroker(pattern.text)
+            flush(&step)
         }
         return (id, step)
     }
@@ -53,6 +51,7 @@ extension ClientState {
               let sink = patterns[text]?.sinks.removeValue(forKey: id) ?? patterns[text]?.waitingInitial.removeValue(forKey: id) else { return step }
         step.effects.append(.finish([sink], nil, discardQueued: true))
         unsubscribeIfUnused(text, &step)
+        flush(&step)
         return step
     }
 
@@ -73,6 +72,7 @@ extension ClientState {
             unsubscribeIfUnused(text, &step)
         }
         if !dead.isEmpty { step.effects.append(.finish(dead, nil, discardQueued: true)) }
+        flush(&step)
         return step
     }
 
@@ -84,12 +84,7 @@ extension ClientState {
     mutating func unsubscribeIfUnused(_ text: String, _ step: inout Step) {
         guard let entry = patterns[text], entry.isEmpty else { return }
         patterns[text] = nil
-        history.forget(text)
-        if isConnected && subscribed.remove(text) != nil {
-            let req = takeReq()
-            pending[req] = .unsubscribe(text)
-            step.send(.unsubscribe(pattern: text), req: req)
-        }
+        session.unsubscribe(text)
     }
 
     /// The sinks whose pattern matches `type`, minus the registrations of `excluding`.

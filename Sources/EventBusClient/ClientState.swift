@@ -1,13 +1,17 @@
-// The client as a state machine: local registrations grouped by pattern (one
-// broker subscription per pattern), requests waiting for their reply, publishes
-// waiting for a connection, and the link state. Every method updates the state
-// and returns a `Step`: bytes to write and effects to perform, both done by
-// `BusCore` after the lock is released. No I/O, no threads, no clock reads.
+// The library's side of the bus session: local registrations grouped by
+// pattern (one broker subscription per pattern), the completions of requests
+// waiting for their reply, publishes waiting for a connection, and the link
+// state. The session itself (`hello`, subscribes with `since`, `req`
+// matching, gaps, the position) is EventBusSession's `BusSession`, which
+// this drives. Every method updates the state and returns a `Step`: bytes to
+// write and effects to perform, both done by `BusCore` after the lock is
+// released. No I/O, no threads, no clock reads.
 //
-// Before editing: `subscribed` must always equal the patterns this connection
-// has asked the broker for and not withdrawn; a pattern is subscribed exactly
-// while it has at least one local registration and the link is up.
+// Before editing: a pattern is subscribed (`session.subscribed`) exactly
+// while it has at least one local registration and the link is up; every
+// public method ends with `finish(step)`, which takes the session's output.
 import EventBusProtocol
+import EventBusSession
 
 /// The whole client state, behind `BusCore`'s state lock.
 struct ClientState {
@@ -19,17 +23,12 @@ struct ClientState {
     let identity: (pid: Int32, uid: UInt32, gid: UInt32)
 
     private(set) var link: Link = .disconnected
+    /// The session: `hello`, subscriptions, `req` matching, the position.
+    var session: BusSession<LibraryRequest>
     /// Local registrations by pattern text.
     var patterns: [String: PatternEntry] = [:]
     /// Pattern text of each registration id.
     var patternOfRegistration: [UInt64: String] = [:]
-    /// Patterns subscribed at the broker on the current connection.
-    var subscribed: Set<String> = []
-    /// Requests written on the current connection, by `req`.
-    var pending: [Int64: PendingRequest] = [:]
-    /// (1.1) Where this process has got to, for `since` on reconnect
-    /// (ClientState+History.swift).
-    var history = HistoryPosition()
     /// (1.1) Who gets the retained events that follow the last `ok` of a
     /// subscribe with `last` (they come right after it, before any other reply).
     var retainedTarget: RetainedTarget?
@@ -49,7 +48,6 @@ struct ClientState {
     private var heardOnConnection = false
     /// The last `error` frame without `req` on the current connection, as `code: message`.
     private var refusalOnConnection: String?
-    private var nextReq: Int64 = 1
     var nextRegistration: UInt64 = 1
     private var timestamps = TimestampFormatter()
 
@@ -61,6 +59,7 @@ struct ClientState {
         self.whileDisconnected = whileDisconnected
         self.identity = identity
         self.firstConnect = firstConnect
+        session = BusSession(SessionOptions(hello: Hello(client: clientName, echo: false, overflow: overflow)))
     }
 
     var isClosed: Bool {
@@ -85,10 +84,14 @@ struct ClientState {
     /// The earliest deadline among waiting publishes.
     var earliestWaitingDeadline: Int64? { waiting.map(\.deadline).min() }
 
-    mutating func takeReq() -> Int64 {
-        defer { nextReq += 1 }
-        return nextReq
-    }
+    /// Patterns subscribed at the broker on the current connection.
+    var subscribed: Set<String> { session.subscribed }
+
+    /// `req`s of requests written on the current connection and not answered.
+    var pending: [Int64] { session.waitingReqs }
+
+    /// Moves what the session encoded into `step`'s bytes.
+    mutating func flush(_ step: inout Step) { session.takeOutput(appendingTo: &step.write) }
 
     // MARK: Connection
 
@@ -104,20 +107,15 @@ struct ClientState {
         link = .connected(nil)
         heardOnConnection = false
         refusalOnConnection = nil
-        let hello = takeReq()
-        pending[hello] = .hello
-        step.send(.hello(client: clientName, echo: false, overflow: overflow), req: hello)
-        subscribed = []
-        history.connectionStarted()
+        session.connectionStarted()
         for pattern in patterns.keys.sorted() {
-            resubscribe(pattern, &step)
+            subscribeAtBroker(pattern)
         }
         for (publish, _) in waiting {
-            let req = takeReq()
-            pending[req] = .publish(publish)
-            step.send(publish.request, req: req)
+            session.send(publish.request, tag: .publish(publish))
         }
         waiting = []
+        flush(&step)
         return step
     }
 
@@ -130,7 +128,6 @@ struct ClientState {
         let wasUp = connectionInfo != nil
         if case .connected = link { link = .disconnected }
         lastFailure = reason
-        subscribed = []
         let error = EventBusError.connectionLost(reason: reason)
         failPending(error, &step)
         failCurrent(error, &step)
@@ -156,15 +153,14 @@ struct ClientState {
 
     /// Fails every request in flight with `error`, oldest first, and forgets them.
     private mutating func failPending(_ error: EventBusError, _ step: inout Step) {
-        for req in pending.keys.sorted() {
-            switch pending[req]! {
+        for request in session.connectionLost() {
+            switch request {
             case .publish(let p): step.effects.append(.failPublish(p.completion, error))
             case .ping(let c), .stats(let c): step.effects.append(.reply(c, .failure(error)))
             case .current(let c): step.effects.append(.completeCurrent(c, .failure(error)))
-            case .hello, .subscribe, .subscribeInitial, .unsubscribe, .currentSentinel: break
+            case .initial, .currentSentinel, .currentUndo: break
             }
         }
-        pending = [:]
     }
 
     /// A connection attempt failed with `reason` (connect(2)'s error).
@@ -211,7 +207,6 @@ struct ClientState {
         let sinks = patterns.values.flatMap { Array($0.sinks.values) + Array($0.waitingInitial.values) }
         patterns = [:]
         patternOfRegistration = [:]
-        subscribed = []
         if !sinks.isEmpty { step.effects.append(.finish(sinks, error, discardQueued: false)) }
         if notice, let error { step.effects.append(.notice(.gaveUp(error))) }
         step.effects.append(.dropConnection)
@@ -227,9 +222,8 @@ struct ClientState {
         var step = Step()
         switch link {
         case .connected:
-            let req = takeReq()
-            pending[req] = .publish(publish)
-            step.send(publish.request, req: req)
+            session.send(publish.request, tag: .publish(publish))
+            flush(&step)
         case .closed(let error):
             step.effects.append(.failPublish(publish.completion, error ?? .closed))
         case .disconnected:
@@ -254,102 +248,105 @@ struct ClientState {
     /// Starts a `ping` (`stats` when `stats` is true); fails at once when not connected.
     mutating func request(stats: Bool, _ completion: @escaping Completion<Reply>) -> Step {
         var step = Step()
-        switch link {
-        case .connected:
-            let req = takeReq()
-            pending[req] = stats ? .stats(completion) : .ping(completion)
-            step.send(stats ? .stats : .ping, req: req)
-        case .closed(let error):
-            step.effects.append(.reply(completion, .failure(error ?? .closed)))
-        case .disconnected:
-            step.effects.append(.reply(completion, .failure(.unavailable(path: path, reason: lastFailure))))
+        if let error = notConnected {
+            step.effects.append(.reply(completion, .failure(error)))
+            return step
         }
+        session.send(stats ? .stats : .ping, tag: stats ? .stats(completion) : .ping(completion))
+        flush(&step)
         return step
+    }
+
+    /// Why a request cannot start now (closed, or between connections); nil when connected.
+    var notConnected: EventBusError? {
+        switch link {
+        case .connected: nil
+        case .closed(let error): error ?? .closed
+        case .disconnected: .unavailable(path: path, reason: lastFailure)
+        }
     }
 
     // MARK: Incoming frames
 
-    /// Handles one frame from the broker, read from `bytes` by `BrokerFrame.read`.
+    /// Handles one frame from the broker (the bytes before its LF).
     /// - Parameter wallNanoseconds: wall clock, used to stamp local deliveries.
-    mutating func handle(_ frame: BrokerFrame, in bytes: UnsafeRawBufferPointer, wallNanoseconds: Int64) -> Step {
+    mutating func handle(_ bytes: UnsafeRawBufferPointer, wallNanoseconds: Int64) -> Step {
         var step = Step()
         heardOnConnection = true
-        switch frame {
+        switch session.handle(bytes) {
         case .event(let fields):
             let event = RawEvent(fields, in: bytes)
             if fields.retained {
                 routeRetained(event, &step)  // (1.1) an answer to a subscribe with `last`
                 break
             }
-            history.saw(fields.seq)
             let sinks = sinks(matching: event.metadata.type)
             if !sinks.isEmpty { step.effects.append(.deliver(event, sinks)) }
+        case .held, .ignored:
+            break  // not ordered; PROTOCOL.md "Framing": unknown ops are for newer peers.
         case .dropped(let count, let since):
             step.effects.append(.notice(.dropped(count: count, sinceSeq: since)))
-        case .ok(let reply):
+        case .gap(let gap):
+            reportGap(gap, &step)
+        case .greeted(let info, _):
             retainedTarget = nil
-            guard let req = reply.req, let request = pending.removeValue(forKey: req) else { break }
-            succeeded(request, req: req, reply, wallNanoseconds: wallNanoseconds, &step)
-        case .error(let reply):
-            retainedTarget = nil
-            let error = EventBusError(errorReply: reply)
-            if let req = reply.req, let request = pending.removeValue(forKey: req) {
-                failed(request, error, &step)
-            } else if reply.req == nil, case .protocolError(let code, _) = error,
-                      code == .frameTooLarge || code == .badFrame || code == .badRequest,
-                      let oldest = pending.keys.min() {
-                // PROTOCOL.md "Requests": a frame too large or broken for its
-                // `req` to be read is answered without `req`. Requests are
-                // answered in order, so it answers the oldest one waiting.
-                failed(pending.removeValue(forKey: oldest)!, error, &step)
-            } else {
-                if case .protocolError(let code, let message) = error {
-                    lastFailure = "\(code.rawValue): \(message)"
-                    if reply.req == nil { refusalOnConnection = lastFailure }
-                }
-                step.effects.append(.notice(.brokerError(error)))
-            }
-        case .gap(let pattern, let since, let first):
-            reportGap(pattern: pattern, sinceSeq: since, firstSeq: first, &step)
-        case .unknown:
-            break  // PROTOCOL.md "Framing": unknown fields and ops are for newer peers.
-        }
-        return step
-    }
-
-    private mutating func succeeded(_ request: PendingRequest, req: Int64, _ reply: Reply, wallNanoseconds: Int64, _ step: inout Step) {
-        switch request {
-        case .hello:
-            let info = ConnectionInfo(
-                server: reply.string("server") ?? "",
-                version: reply.string("version") ?? "",
-                instance: reply.string("instance") ?? "",
-                connection: reply.unsigned("conn") ?? 0,
-                features: reply.strings("features") ?? [],
-                pid: reply.unsigned("pid").flatMap { Int32(exactly: $0) }
-            )
             link = .connected(info)
-            history.greeted(instance: info.instance)
             if let first = firstConnect {
                 firstConnect = nil
                 step.effects.append(.firstConnect(first, .success(info)))
             }
             step.effects.append(.notice(.connected(info)))
-        case .subscribe(let text):
-            history.covered.insert(text)
-        case .subscribeInitial(let text, let ids):
-            initialAnswered(text, ids, retained: reply.unsigned("retained") ?? 0, &step)
+        case .helloRefused(let reply):
+            retainedTarget = nil
+            helloFailed(EventBusError(errorReply: reply), &step)
+        case .subscribed(let text, let reply, let request):
+            retainedTarget = nil
+            if case .initial(let ids)? = request { initialAnswered(text, ids, retained: reply.unsigned("retained") ?? 0, &step) }
+        case .subscribeRefused(let text, let reply, let request):
+            retainedTarget = nil
+            subscribeFailed(text, request, EventBusError(errorReply: reply), &step)
+        case .unsubscribed(_, let reply):
+            retainedTarget = nil
+            if !reply.isOK { step.effects.append(.notice(.brokerError(EventBusError(errorReply: reply)))) }
+        case .answered(let request, let reply):
+            retainedTarget = nil
+            if reply.isOK {
+                succeeded(request, reply, wallNanoseconds: wallNanoseconds, &step)
+            } else {
+                failed(request, EventBusError(errorReply: reply), &step)
+            }
+        case .settled:
+            break  // not ordered
+        case .revoked(_, let reply), .error(let reply):
+            retainedTarget = nil
+            let error = EventBusError(errorReply: reply)
+            if case .protocolError(let code, let message) = error {
+                lastFailure = "\(code.rawValue): \(message)"
+                if reply.req == nil { refusalOnConnection = lastFailure }
+            }
+            step.effects.append(.notice(.brokerError(error)))
+        case .other:
+            retainedTarget = nil
+        case .unreadable(let error):
+            step.effects.append(.notice(.brokerError(.malformedFrame(error.description))))
+        }
+        flush(&step)
+        return step
+    }
+
+    private mutating func succeeded(_ request: LibraryRequest, _ reply: Reply, wallNanoseconds: Int64, _ step: inout Step) {
+        switch request {
+        case .initial, .currentUndo:
+            break
         case .current(let completion):
-            currentAnswered(req, completion, retained: reply.unsigned("retained") ?? 0, &step)
+            currentAnswered(reply.req ?? 0, completion, retained: reply.unsigned("retained") ?? 0, &step)
         case .currentSentinel(let subscribeReq):
             if let completion = currentWaiting.removeValue(forKey: subscribeReq) {
                 step.effects.append(.completeCurrent(completion, .success(nil)))
             }
-        case .unsubscribe:
-            break
         case .publish(let publish):
             let seq = reply.unsigned("seq") ?? 0
-            history.saw(seq)
+            session.published(seq: seq)
             let delivered = Int(reply.unsigned("delivered") ?? 0)
             let time = timestamps.string(nanosecondsSinceEpoch: wallNanoseconds)
             let instance = connectionInfo?.instance ?? ""
@@ -368,8 +365,6 @@ struct ClientState {
 
     /// The broker refused to subscribe `text`: every registration on it ends.
     private mutating func refuse(_ text: String, _ error: EventBusError, _ step: inout Step) {
-        subscribed.remove(text)
-        history.forget(text)
         guard let entry = patterns.removeValue(forKey: text) else { return }
         for id in entry.sinks.keys { patternOfRegistration[id] = nil }
         for id in entry.waitingInitial.keys { patternOfRegistration[id] = nil }
@@ -377,38 +372,42 @@ struct ClientState {
         step.effects.append(.notice(.subscriptionRefused(pattern: text, error)))
     }
 
-    private mutating func failed(_ request: PendingRequest, _ error: EventBusError, _ step: inout Step) {
-        switch request {
-        case .hello:
-            // The connection stays usable without a name (PROTOCOL.md), but a
-            // refused hello is a bug worth reporting.
-            if let first = firstConnect {
-                firstConnect = nil
-                step.effects.append(.firstConnect(first, .failure(error)))
-                step.effects += close(error: error, notice: false).effects
-            } else {
-                step.effects.append(.notice(.brokerError(error)))
-            }
-        case .subscribe(let text):
+    /// The `hello` was refused.
+    private mutating func helloFailed(_ error: EventBusError, _ step: inout Step) {
+        // The connection stays usable without a name (PROTOCOL.md), but a
+        // refused hello is a bug worth reporting.
+        if let first = firstConnect {
+            firstConnect = nil
+            step.effects.append(.firstConnect(first, .failure(error)))
+            step.effects += close(error: error, notice: false).effects
+        } else {
+            step.effects.append(.notice(.brokerError(error)))
+        }
+    }
+
+    /// A subscribe of `text` (for the registrations `ids` of `.initial(ids)`, or all) was refused.
+    private mutating func subscribeFailed(_ text: String, _ request: LibraryRequest?, _ error: EventBusError, _ step: inout Step) {
+        guard case .initial(let ids)? = request, !(patterns[text]?.sinks.isEmpty ?? true) else {
             refuse(text, error, &step)
-        case .subscribeInitial(let text, let ids):
-            if patterns[text]?.sinks.isEmpty ?? true {
-                refuse(text, error, &step)
-            } else {
-                // The pattern stays subscribed for the others; only these end.
-                var ended: [any EventSink] = []
-                for id in ids {
-                    if let sink = patterns[text]?.waitingInitial.removeValue(forKey: id) { ended.append(sink) }
-                    patternOfRegistration[id] = nil
-                }
-                step.effects.append(.finish(ended, error, discardQueued: false))
-                step.effects.append(.notice(.subscriptionRefused(pattern: text, error)))
-            }
+            return
+        }
+        // The pattern stays subscribed for the others; only these end.
+        var ended: [any EventSink] = []
+        for id in ids {
+            if let sink = patterns[text]?.waitingInitial.removeValue(forKey: id) { ended.append(sink) }
+            patternOfRegistration[id] = nil
+        }
+        step.effects.append(.finish(ended, error, discardQueued: false))
+        step.effects.append(.notice(.subscriptionRefused(pattern: text, error)))
+    }
+
+    private mutating func failed(_ request: LibraryRequest, _ error: EventBusError, _ step: inout Step) {
+        switch request {
+        case .initial, .currentSentinel:
+            break
         case .current(let completion):
             step.effects.append(.completeCurrent(completion, .failure(error)))
-        case .currentSentinel:
-            break
-        case .unsubscribe:
+        case .currentUndo:
             step.effects.append(.notice(.brokerError(error)))
         case .publish(let publish):
             step.effects.append(.failPublish(publish.completion, error))

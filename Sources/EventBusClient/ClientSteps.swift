@@ -1,6 +1,6 @@
 // The values the client state machine hands out and keeps (ClientState.swift):
 // the `Step` of bytes and effects each change returns, the requests waiting
-// for their reply, the link state, the registrations of one pattern.
+// for their reply (`LibraryRequest`), the link state, the registrations of one pattern.
 //
 // Before editing: effects are performed by `BusCore.perform` with no lock
 // held, in order; a new effect needs its case there (and in the tests'
@@ -32,9 +32,6 @@ struct Step {
     /// Bytes to write to the connection (empty: nothing).
     var write: [UInt8] = []
     var effects: [Effect] = []
-
-    /// Queues `request`'s frame with `req`.
-    mutating func send(_ request: ClientRequest, req: Int64) { request.encode(req: req, to: &write) }
 }
 
 /// An effect of a state change.
@@ -73,17 +70,17 @@ enum Link: Equatable {
     case closed(EventBusError?)
 }
 
-/// A request waiting for its `ok` or `error`.
-enum PendingRequest {
-    case hello
-    case subscribe(String)
+/// The library's record of a request the session matches to its answer
+/// (`BusSession`'s `Tag`); `hello`, subscribes and unsubscribes are the session's own.
+enum LibraryRequest {
     /// (1.1) A subscribe with `last` for these registrations' initial value.
-    case subscribeInitial(String, [UInt64])
+    case initial([UInt64])
     /// (1.1) A subscribe with `last` for `current(_:)`.
     case current(Completion<RawEvent?>)
     /// (1.1) The ping after a `current` subscribe (req): nothing retained if still waiting.
     case currentSentinel(Int64)
-    case unsubscribe(String)
+    /// (1.1) The unsubscribe after a `current` subscribe of a pattern not subscribed otherwise.
+    case currentUndo
     case publish(OutgoingPublish)
     case ping(Completion<Reply>)
     case stats(Completion<Reply>)

@@ -13,6 +13,7 @@ import EventBusCommandLine
 import EventBusLog
 import EventBusNATS
 import EventBusProtocol
+import EventBusSession
 import EventBusSystem
 import Synchronization
 
@@ -79,18 +80,18 @@ struct Bridge {
             brokerInstance.value = instance
             core.localBusConnected(instance: instance)
             logger.notice("\(isReconnect ? "reconnected" : "connected") to the bus at \(path) (broker instance \(instance))")
-            if !features.contains("\"origin\""), !warnedAboutOrigin {
+            if !features.contains("origin"), !warnedAboutOrigin {
                 warnedAboutOrigin = true
                 logger.warning("the broker at \(path) does not list \"origin\" in its features: imported events arrive without origin, and a second bridge on this bus would export them again")
             }
         case .down(let reason, let unconfirmed):
             core.imported(.lost, count: unconfirmed)
             logger.warning("lost the bus at \(path): \(reason)\(unconfirmed > 0 ? " (\(unconfirmed) imports unconfirmed, counted lost)" : ""); reconnecting, imports are dropped meanwhile")
-        case .gap(let pattern, let since, let first, let position):
-            if let old = position.previousRun {
-                logger.warning("the broker at \(path) is a new run (instance \(position.instance ?? "?"), it restarted): exports the old run \(old) published after seq \(position.previousLastSeq) and the bridge had not read are lost; exporting what the new run published meanwhile (its history from seq \(first))")
+        case .gap(let gap, let instance):
+            if let old = gap.previousRun {
+                logger.warning("the broker at \(path) is a new run (instance \(instance), it restarted): exports the old run \(old.instance ?? "?") published after seq \(old.seq) and the bridge had not read are lost; exporting what the new run published meanwhile (its history from seq \(gap.firstSeq))")
             } else {
-                logger.warning("the broker's history no longer reaches back to seq \(since + 1) (it starts at \(first)): exports of \(pattern) between may be lost")
+                logger.warning("the broker's history no longer reaches back to seq \(gap.sinceSeq + 1) (it starts at \(gap.firstSeq)): exports of \(gap.pattern) between may be lost")
             }
         case .attemptFailed(let reason, let failures):
             // The first failure in a row, then every 20th: the reconnect goes on forever.

@@ -71,7 +71,12 @@ final class BridgeLoop {
     // The NATS socket's registration: the driver's generation and the events.
     private var natsRegistered: (generation: UInt64, events: EpollEvents)?
 
-    private(set) var exportsPaused = false
+    /// Exports pause reading the bus: the bus session's flow state (it
+    /// starts unpaused on each connection; `updateFlowControl` decides again).
+    private(set) var exportsPaused: Bool {
+        get { bus.session.flow.paused }
+        set { bus.pauseReading(newValue) }
+    }
     private(set) var importsPaused = false
 
     // Reused buffers of one turn.

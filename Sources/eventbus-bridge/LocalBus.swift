@@ -1,37 +1,40 @@
-// The bridge's session with the local bus, with no I/O: what it says on each
-// new connection (`hello` as client `eventbus-bridge`, overflow `wait`; one
-// `subscribe` per export pattern, with `since` and `instance` from
-// `BusPosition` after the first connection, so exports published meanwhile
-// that the broker's history still holds are replayed), the imports it queues
-// as `publish` with `origin`, and what each frame from the broker means:
-// events for the export patterns (data bytes unchanged, `origin` presence),
-// replies matched with their requests (`BusOutbox`), `dropped`, `gap`. The
-// I/O (socket, framing, reconnect, the epoll loop) is BridgeLoop.swift's;
-// frames come in whole, reports go out in order.
+// The bridge's side of its session with the local bus, with no I/O: the
+// session itself is EventBusSession's `BusSession` (`hello` as client
+// `eventbus-bridge`, overflow `wait`; one `subscribe` per export pattern,
+// with `since` and `instance` once the position covers it, so exports
+// published meanwhile that the broker's history still holds are replayed;
+// `req` matching, `gap`, `dropped`, the position). This file adds what only
+// the bridge has: imports queued as `publish` with `origin` and without
+// `req`, each batch closed by one `ping` whose `ok` confirms it, and the
+// reports each frame means for the bridge. The I/O (socket, framing,
+// reconnect, the epoll loop) is BridgeLoop.swift's; frames come in whole,
+// reports go out in order.
 //
 // Before editing: events are gathered into one `.events` batch per read (the
 // loop calls `endOfRead`); any other report flushes the batch first, so the
-// reports keep the order of the frames. Only this file knows the bus
-// protocol's session rules, so that a shared session state machine
-// (issue 26) can replace it without touching the loop.
+// reports keep the order of the frames. The session reports every `error`
+// without `req` that is not a revocation as `.error` (`UnnumberedErrors.report`):
+// the only requests without `req` are imports, so it is the oldest
+// unconfirmed batch's.
 import EventBusBridge
 import EventBusProtocol
+import EventBusSession
 
 /// What the bus connection tells the bridge, in order, on the bus thread.
 enum BusReport {
-    /// `hello` was answered: `instance` is the broker's, `features` its list (raw JSON).
-    case up(instance: String, features: String, isReconnect: Bool)
+    /// `hello` was answered: `instance` is the broker's, `features` its list.
+    case up(instance: String, features: [String], isReconnect: Bool)
     /// The connection ended; `unconfirmedImports` publishes were sent without an answer.
     case down(reason: String, unconfirmedImports: Int)
     /// A connection attempt failed (`failures` in a row so far).
     case attemptFailed(reason: String, failures: Int)
     /// Events for the export patterns, in order (the consecutive events of one read).
-    case events([LocalEvent])
+    case events([RawEvent])
     /// `{"op":"gap","type":"a.>","since_seq":10,"first_seq":50}` after a
     /// resubscribe with `since` (the first of the connection only): the
-    /// history did not reach back, or the broker is a new run (`position`
-    /// says which, and how far the bridge had read in the old one).
-    case gap(pattern: String, sinceSeq: UInt64, firstSeq: UInt64, position: BusPosition)
+    /// history did not reach back, or the broker is a new run
+    /// (`gap.previousRun` says how far the bridge had read in the old one).
+    case gap(SessionGap, instance: String)
     /// `{"op":"dropped","count":3,"since_seq":17}`: the broker dropped events for us.
     case dropped(count: UInt64, sinceSeq: UInt64)
     /// The broker confirmed `count` imports (a batch's `ping` answered).
@@ -40,7 +43,7 @@ enum BusReport {
     case importRefused(BridgeCore.ImportOutcome, message: String)
     /// The broker refused the `hello` or a `subscribe` (`request` names it).
     case refused(request: String, code: String, message: String)
-    /// Anything else worth a log line (an error without `req`, an unreadable frame).
+    /// Anything else worth a log line (an unreadable frame).
     case notice(String)
 }
 
@@ -50,23 +53,19 @@ struct LocalBus {
     let patterns: [Pattern]
     /// The socket path (for the status).
     let path: String
-    /// Where the export side has got to (for `since` on the next connection).
-    private(set) var position = BusPosition()
-    private(set) var outbox = BusOutbox()
-    /// A connection is open: imports may be queued.
-    private(set) var connected = false
-    /// Its `hello` was answered.
-    private(set) var greeted = false
-    private var everGreeted = false
-    private(set) var reconnects = 0
+    /// The session; its `Tag` is the import count of a batch's `ping`.
+    private(set) var session = BusSession<Int>(SessionOptions(
+        hello: Hello(client: LocalBus.clientName, echo: false, overflow: .wait), unnumberedErrors: .report))
     private(set) var replayed = 0
     private(set) var gaps = 0
+    /// Imports queued since the last batch `ping`.
+    private var unmarkedImports = 0
+    /// Bytes the writer took and has not written yet (for `pendingBytes`).
+    private var writing = 0
     /// Errors received for the oldest unconfirmed import batch.
     private var errorsInOldestBatch = 0
-    /// A `gap` was reported on this connection already.
-    private var gapReported = false
     /// Events read and not yet reported.
-    private var events: [LocalEvent] = []
+    private var events: [RawEvent] = []
 
     /// The `hello` this connection says.
     static let clientName = "eventbus-bridge"
@@ -76,29 +75,31 @@ struct LocalBus {
         self.patterns = BridgeCore.minimalPatterns(patterns)
     }
 
+    /// A connection is open: imports may be queued.
+    var connected: Bool { session.isConnected }
+
     /// The connection's state for `--status`.
-    var status: BusStatus { BusStatus(up: greeted, path: path, reconnects: reconnects, replayed: replayed, gaps: gaps) }
+    var status: BusStatus { BusStatus(up: session.greeting != nil, path: path, reconnects: session.reconnects, replayed: replayed, gaps: gaps) }
 
     /// Bytes of imports and requests queued or being written.
-    var pendingBytes: Int { outbox.pendingBytes }
+    var pendingBytes: Int { session.outputBytes + writing }
 
     /// Whether anything waits to be taken by the writer.
-    var hasBytesToTake: Bool { !outbox.bytes.isEmpty }
+    var hasBytesToTake: Bool { session.hasOutput }
+
+    /// (1.2) Exports pause reading the bus (`BridgeLoop`); whether that holds
+    /// the local publishers rather than losing exports is `session.flow.brokerHolds`.
+    mutating func pauseReading(_ on: Bool) { session.pauseReading(on) }
 
     // MARK: Connection lifecycle
 
     /// A new connection: queues the `hello` and the subscribes.
     mutating func connectionOpened() {
-        connected = true
-        greeted = false
-        gapReported = false
+        session.connectionStarted()
+        for pattern in patterns { session.subscribe(pattern.text) }
         errorsInOldestBatch = 0
-        outbox = BusOutbox()
-        outbox.append(.hello(client: LocalBus.clientName, echo: false, overflow: .wait), awaiting: .hello)
-        let resume = position.resume
-        for pattern in patterns {
-            outbox.append(.subscribe(pattern: pattern.text, since: resume?.since, instance: resume?.instance), awaiting: .subscribe(pattern))
-        }
+        unmarkedImports = 0
+        writing = 0
     }
 
     /// The connection ended.
@@ -106,11 +107,12 @@ struct LocalBus {
     ///   batch's `ok` (lost, less those already answered with an error), and
     ///   whether the connection had been greeted (a healthy one).
     mutating func connectionClosed() -> (unconfirmedImports: Int, wasGreeted: Bool) {
-        let wasGreeted = greeted
-        let unconfirmed = max(0, outbox.reset() - errorsInOldestBatch)
-        connected = false
-        greeted = false
+        let wasGreeted = session.greeting != nil
+        let sent = session.connectionLost().reduce(unmarkedImports, +)
+        let unconfirmed = max(0, sent - errorsInOldestBatch)
         errorsInOldestBatch = 0
+        unmarkedImports = 0
+        writing = 0
         events.removeAll(keepingCapacity: true)
         return (unconfirmed, wasGreeted)
     }
@@ -118,25 +120,29 @@ struct LocalBus {
     // MARK: Writing
 
     /// Queues an import: `{"op":"publish","type":"order.created","source":"billing","id":"x-1","origin":{"node":"host-b",...},"data":{...}}`
-    /// (no `req`: a `ping` closes each batch, `takeBytes`).
+    /// (no `req`, so success is silent: a `ping` closes each batch, `takeBytes`).
     /// - Returns: false when there is no connection (the caller counts it lost).
     mutating func publish(_ event: LocalPublish) -> Bool {
         guard connected else { return false }
-        outbox.appendImport(event)
+        session.appendUnnumbered { event.appendFrame(to: &$0) }
+        unmarkedImports += 1
         return true
     }
 
     /// Everything queued, for the writer, the current import batch closed by a
     /// `ping`, in `buffer` (whose old, written bytes are dropped; its storage is reused).
     mutating func takeBytes(into buffer: inout [UInt8]) {
-        outbox.writing = 0
-        outbox.markImports()
-        outbox.take(swappingWith: &buffer)
+        if unmarkedImports > 0 {
+            session.send(.ping, tag: unmarkedImports)
+            unmarkedImports = 0
+        }
+        session.takeOutput(swappingWith: &buffer)
+        writing = buffer.count
     }
 
     /// The writer still holds `bytes` of what it took (for `pendingBytes`).
     mutating func writerHolds(_ bytes: Int) {
-        outbox.writing = bytes
+        writing = bytes
     }
 
     // MARK: Reading
@@ -163,83 +169,43 @@ struct LocalBus {
             report(.notice("skipped an oversized frame from the broker"), &reports)
             return
         }
-        let frame: BrokerFrame
-        do {
-            frame = try BrokerFrame.read(bytes)
-        } catch {
-            report(.notice("unreadable frame from the broker: \(error)"), &reports)
-            return
-        }
-        switch frame {
+        switch session.handle(bytes) {
         case .event(let fields):
-            position.saw(fields.seq)
             if fields.replayed { replayed += 1 }
-            if let event = LocalBus.localEvent(fields, in: bytes) { events.append(event) }
+            events.append(RawEvent(fields, in: bytes))
         case .dropped(let count, let since):
             report(.dropped(count: count, sinceSeq: since), &reports)
-        case .ok(let reply), .error(let reply):
-            answered(reply, &reports)
-        case .gap(let pattern, let since, let first):
-            guard !gapReported else { break }
-            gapReported = true
+        case .gap(let gap):
+            guard gap.firstOnConnection else { break }
             gaps += 1
-            report(.gap(pattern: pattern, sinceSeq: since, firstSeq: first, position: position), &reports)
-        case .unknown:
+            report(.gap(gap, instance: session.greeting?.instance ?? "?"), &reports)
+        case .greeted(let info, let isReconnect):
+            report(.up(instance: info.instance, features: info.features, isReconnect: isReconnect), &reports)
+        case .helloRefused(let reply):
+            report(refused("hello", reply), &reports)
+        case .subscribeRefused(let pattern, let reply, _):
+            report(refused("subscribe \(pattern)", reply), &reports)
+        case .revoked(let pattern, let reply):
+            report(refused("subscribe \(pattern) (revoked by a policy reload)", reply), &reports)
+        case .error(let reply) where reply.req != nil:
+            report(.notice("an error for no request of ours: \(reply.string("message") ?? "no message") (\(reply.string("code") ?? "unknown"))"), &reports)
+        case .error(let reply):
+            // The only requests without `req` are imports: this error is the oldest unconfirmed one's.
+            errorsInOldestBatch += 1
+            let code = reply.string("code") ?? "unknown"
+            report(.importRefused(code == ErrorCode.forbidden.rawValue ? .denied : .lost, message: "\(reply.string("message") ?? "no message") (\(code))"), &reports)
+        case .answered(let count, _):
+            let accepted = count - errorsInOldestBatch
+            errorsInOldestBatch = 0
+            if accepted > 0 { report(.imported(count: accepted), &reports) }
+        case .unreadable(let error):
+            report(.notice("unreadable frame from the broker: \(error)"), &reports)
+        case .held, .subscribed, .unsubscribed, .settled, .other, .ignored:
             break
         }
     }
 
-    /// Matches a reply with its request and reports what it means.
-    private mutating func answered(_ reply: Reply, _ reports: inout [BusReport]) {
-        let code = reply.string("code") ?? "unknown"
-        let message = reply.string("message") ?? "no message"
-        guard let req = reply.req else {
-            if let pattern = reply.revokedPattern {
-                report(.refused(request: "subscribe \(pattern) (revoked by a policy reload)", code: code, message: message), &reports)
-            } else {
-                // The only requests without `req` are imports: this error is the oldest unconfirmed one's.
-                errorsInOldestBatch += 1
-                report(.importRefused(code == ErrorCode.forbidden.rawValue ? .denied : .lost, message: "\(message) (\(code))"), &reports)
-            }
-            return
-        }
-        guard let what = outbox.reply(to: req) else { return }
-        var isReconnect = false
-        if what == .hello && reply.isOK {
-            greeted = true
-            isReconnect = everGreeted
-            if isReconnect { reconnects += 1 }
-            everGreeted = true
-        }
-        switch what {
-        case .hello:
-            if reply.isOK {
-                position.greeted(instance: reply.string("instance") ?? "")
-                let features = reply.withValue("features") { raw, token in
-                    String(decoding: UnsafeRawBufferPointer(rebasing: raw[token.start..<token.end]), as: UTF8.self)
-                } ?? "[]"
-                report(.up(instance: reply.string("instance") ?? "", features: features, isReconnect: isReconnect), &reports)
-            } else {
-                report(.refused(request: "hello", code: code, message: message), &reports)
-            }
-        case .subscribe(let pattern):
-            if !reply.isOK { report(.refused(request: "subscribe \(pattern.text)", code: code, message: message), &reports) }
-        case .importBatch(let count):
-            let accepted = count - errorsInOldestBatch
-            errorsInOldestBatch = 0
-            if accepted > 0 { report(.imported(count: accepted), &reports) }
-        }
-    }
-
-    /// An event frame as the bridge's `LocalEvent`; nil when its type is not a valid event type.
-    static func localEvent(_ fields: EventFields, in frame: UnsafeRawBufferPointer) -> LocalEvent? {
-        func string(_ token: JSONToken?) -> String { token.map { JSONString.decode(frame, $0) } ?? "" }
-        guard let type = EventType(string(fields.type)) else { return nil }
-        let data = fields.data.map { Array(UnsafeRawBufferPointer(rebasing: frame[$0.start..<$0.end])) } ?? Array("null".utf8)
-        return LocalEvent(
-            type: type, seq: fields.seq, time: string(fields.time), source: string(fields.source), id: string(fields.id),
-            pid: Int32(clamping: fields.pid ?? 0), uid: UInt32(clamping: fields.uid ?? 0), gid: UInt32(clamping: fields.gid ?? 0),
-            data: data, hasOrigin: fields.origin != nil
-        )
+    private func refused(_ request: String, _ reply: Reply) -> BusReport {
+        .refused(request: request, code: reply.string("code") ?? "unknown", message: reply.string("message") ?? "no message")
     }
 }

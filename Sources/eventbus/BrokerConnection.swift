@@ -6,6 +6,7 @@
 // that is reused by the next read; copy what must outlive the callback.
 import EventBusCommandLine
 import EventBusProtocol
+import EventBusSession
 import EventBusSystem
 import Glibc
 
@@ -33,15 +34,20 @@ final class BrokerConnection {
     /// close before that may be a broker that failed to start, see `closedError`).
     private var heardFromBroker = false
     private let readBuffer: UnsafeMutableRawBufferPointer
+    /// The session of a command's connection (`connect`): its `hello` (`req`
+    /// 0) and the `req` of each `request`. `listen`, `wait` and `get` drive
+    /// a session of their own (`open`), which outlives the connection.
+    private var session: BusSession<Void>
 
     /// Largest frame accepted from the broker. Events may exceed the broker's
     /// own 1 MiB request limit by their envelope (PROTOCOL.md "Framing") and
     /// the limit is configurable there, so this is only a guard against a runaway peer.
     static let maxIncomingFrameBytes = 256 << 20
 
-    private init(path: String, descriptor: FileDescriptor) {
+    private init(path: String, descriptor: FileDescriptor, session: SessionOptions) {
         self.path = path
         self.descriptor = descriptor
+        self.session = BusSession(session)
         readBuffer = .allocate(byteCount: 1 << 16, alignment: 16)
     }
 
@@ -56,23 +62,28 @@ final class BrokerConnection {
     /// clients` shows which command holds a connection. Its `ok` (`req` 0)
     /// arrives before the answer to anything sent later; commands that read
     /// replies by `req` pass it by.
-    /// - Parameters:
-    ///   - client: the command's name, `eventbus-<command>`.
-    ///   - overflow: (1.2) `listen`/`wait --overflow RULE`, sent in the
-    ///     `hello`; nil sends none, so the broker's default applies (`wait`).
+    /// - Parameter client: the command's name, `eventbus-<command>`.
     /// - Throws: `CLIError` 69 (`EX_UNAVAILABLE`) naming the path and how to
     ///   start the broker; 77 when permission is denied; 64 when the path does
     ///   not fit a socket address.
-    static func connect(to path: String, client: String, overflow: OverflowPolicy? = nil) throws(CLIError) -> BrokerConnection {
-        let connection: BrokerConnection
+    static func connect(to path: String, client: String) throws(CLIError) -> BrokerConnection {
+        let connection = try open(to: path, session: sessionOptions(client: client))
+        connection.session.connectionStarted()
+        try connection.send(connection.session.takeOutput())
+        return connection
+    }
+
+    /// Connects to the broker's socket at `path` without a word: the caller
+    /// drives a `BusSession` whose `connectionStarted` says the `hello`
+    /// (`listen`, `wait`, `get`).
+    /// - Throws: as `connect(to:client:)`.
+    static func open(to path: String, session: SessionOptions = SessionOptions(hello: Hello())) throws(CLIError) -> BrokerConnection {
         do {
             let fd = try FileDescriptor.connectedUnixSocket(toPath: path, nonBlocking: true)
-            connection = BrokerConnection(path: path, descriptor: fd)
+            return BrokerConnection(path: path, descriptor: fd, session: session)
         } catch {
             throw connectError(error, path: path)
         }
-        try connection.send(ClientRequest.hello(client: client, overflow: overflow).encoded(req: 0))
-        return connection
     }
 
     /// The message for a failed connect: names the path and how to start the broker.
@@ -253,23 +264,28 @@ final class BrokerConnection {
         return Int32(clamping: milliseconds)
     }
 
-    /// Sends one request with `req` and waits for the reply carrying it.
-    /// Frames that are not that reply are passed to `other` (events, notices).
+    /// Sends one request and waits for its reply (the session numbers it
+    /// and matches the answer). Events and notices that come first are passed by.
     /// An `error` without `req` is taken as the answer (the broker could not
-    /// read the request's `req`, PROTOCOL.md "Requests").
+    /// read the request's `req`, PROTOCOL.md "Requests", or refused the connection).
     /// - Throws: `CLIError` 69 when the connection closes first; 124 (quiet)
     ///   at the deadline.
-    func request(_ request: ClientRequest, req: Int64 = 1, deadline: Int64? = nil, other: (UnsafeRawBufferPointer) -> Void = { _ in }) throws(CLIError) -> Reply {
-        try send(request.encoded(req: req))
+    func request(_ request: ClientRequest, deadline: Int64? = nil) throws(CLIError) -> Reply {
+        session.send(request, tag: ())
+        try send(session.takeOutput())
         var reply: Reply? = nil
         while reply == nil {
             let outcome = try receive(deadline: deadline) { bytes in
-                if let candidate = (try? BrokerFrame.read(bytes))?.reply, candidate.req == req || (candidate.req == nil && !candidate.isOK) {
-                    reply = candidate
+                switch session.handle(bytes) {
+                case .answered(_, let answer):
+                    reply = answer
                     return false
+                case .error(let refusal) where refusal.req == nil:
+                    reply = refusal
+                    return false
+                default:
+                    return true
                 }
-                other(bytes)
-                return true
             }
             switch outcome {
             case .closed: throw closedError

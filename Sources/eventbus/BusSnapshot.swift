@@ -57,18 +57,16 @@ struct BusSnapshot {
 
     /// Asks `stats`, `types` (at most `typesLimit`, nil: the broker's
     /// default) and `clients` on `connection`.
-    /// - Parameter req: the next `req` to use; advanced by three.
     /// - Throws: `CLIError` from the connection (69 when the broker is gone),
     ///   or for an `error` reply, or 76 for a reply of the wrong shape.
-    static func poll(_ connection: BrokerConnection, typesLimit: Int?, req: inout Int64, deadline: Int64? = nil) throws(CLIError) -> BusSnapshot {
+    static func poll(_ connection: BrokerConnection, typesLimit: Int?, deadline: Int64? = nil) throws(CLIError) -> BusSnapshot {
         var snapshot = BusSnapshot()
-        let stats = try connection.request(.stats, req: req, deadline: deadline)
+        let stats = try connection.request(.stats, deadline: deadline)
         guard stats.isOK else { throw stats.failure("stats") }
-        let types = try connection.request(.types(limit: typesLimit), req: req + 1, deadline: deadline)
+        let types = try connection.request(.types(limit: typesLimit), deadline: deadline)
         guard types.isOK else { throw types.failure("types") }
-        let clients = try connection.request(.clients, req: req + 2, deadline: deadline)
+        let clients = try connection.request(.clients, deadline: deadline)
         guard clients.isOK else { throw clients.failure("clients") }
-        req += 3
         snapshot.read(stats: stats)
         snapshot.types = try rows(types, "types", readType)
         snapshot.clients = try rows(clients, "clients", readClient)

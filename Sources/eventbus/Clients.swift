@@ -40,7 +40,7 @@ func runClients(_ args: ParsedArguments, socket: String) throws(CLIError) {
         format = isStandardOutputTerminal ? .table : .json
     }
     let connection = try BrokerConnection.connect(to: socket, client: "eventbus-clients")
-    let reply = try connection.request(.clients, req: 1)
+    let reply = try connection.request(.clients)
     guard reply.isOK else { throw reply.failure("clients") }
     var out: [UInt8] = []
     let ok = reply.withObjects(in: "clients") { bytes, tokens, objects -> Bool in

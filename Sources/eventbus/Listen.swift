@@ -2,7 +2,9 @@
 // flushed per batch read from the broker (so per event when they trickle).
 // (1.1) `--last` prints the retained events first; `--since SEQ` and
 // `--resume FILE` replay the broker's history; `--reconnect` resumes from
-// where the listener got to (ListenSession.swift).
+// where the listener got to. The session (EventBusSession's `BusSession`,
+// ordered when the position is followed) says what each frame is; this
+// file prints, saves the position and reconnects.
 //
 // Before editing: exits are part of the interface. `--count N` reached: 0.
 // Standard output's reader gone (`| head -n 1`): 0, quietly, noticed even
@@ -12,6 +14,7 @@
 // the shell sees 130).
 import EventBusCommandLine
 import EventBusProtocol
+import EventBusSession
 import EventBusSystem
 
 let listenOptions: [OptionSpec] = globalOptions + formatOptions + [
@@ -45,17 +48,22 @@ func runListen(_ args: ParsedArguments, socket: String) throws(CLIError) {
         since = StreamPosition(instance: nil, seq: seq)
     }
     if let resumePath { since = try ResumeFile.read(resumePath) }
-    var session = ListenSession(patterns: patterns, last: args.has("last"), position: since,
-                                tracking: reconnect || resumePath != nil || since != nil)
+    // Each connection ends its subscribes with the sentinel while the
+    // position is followed, and events wait for it (SessionOptions.ordered).
+    var session = subscriberSession(client: "eventbus-listen", overflow: overflow, ordered: reconnect || resumePath != nil || since != nil)
+    if let since { session.start(at: since, covering: patterns) }
+    let last = args.has("last")
+    /// `--last` asks the first connection only.
+    func frames() -> [UInt8] { session.connectionFrames(patterns, last: last && session.connections == 0) }
     let formatter = EventFormatter(format: format)
 
     var idleDeadline = idleNanoseconds.map { Clock.monotonicNanoseconds() + $0 }
     var connection: BrokerConnection
     do {
-        connection = try connectAndSubscribe(socket, client: "eventbus-listen", overflow: overflow, patterns: patterns, frames: { session.frames() })
+        connection = try connectAndSubscribe(socket, frames: frames)
     } catch where reconnect && error.status == ExitStatus.unavailable.rawValue {
         if let message = error.message { printError("\(message); retrying") }
-        connection = try reconnectLoop(socket, overflow: overflow, deadline: idleDeadline, announce: false) { session.frames() }
+        connection = try reconnectLoop(socket, deadline: idleDeadline, announce: false, frames: frames)
     }
 
     var output = StandardOutput()
@@ -65,7 +73,7 @@ func runListen(_ args: ParsedArguments, socket: String) throws(CLIError) {
     var watchingOutput = true  // false if fd 1 is not open (poll reports POLLNVAL)
     /// Saves the position once the events it covers are printed.
     func save() throws(CLIError) {
-        guard let resumePath, let position = session.positionToSave() else { return }
+        guard let resumePath, let position = session.takeMovedPosition() else { return }
         try ResumeFile.write(position, to: resumePath)
     }
     while true {
@@ -77,34 +85,26 @@ func runListen(_ args: ParsedArguments, socket: String) throws(CLIError) {
                 output.withBuffer { buffer in
                     if formatter.append(event: frame, fields, to: &buffer) { printed += 1 }
                 }
-                session.printed(seq: fields.seq)
                 return limit.map { printed < $0 } ?? true
             }
-            switch SubscriberFrame(frame) {
+            switch session.handle(frame) {
             case .event(let fields):
-                if session.holdBack(frame, fields) { return true }
                 if !print(frame, fields) { return false }
+            case .settled(let ahead):
+                if let ahead { reportSinceAhead(asked: ahead.asked, newest: ahead.newest) }
+                while let (bytes, fields) = session.takeReleased() {
+                    if !bytes.withUnsafeBytes({ print($0, fields) }) { return false }
+                }
             case .dropped(let count, let since):
                 reportDropped(count: count, sinceSeq: since)
-            case .gap(let pattern, let since, let first):
-                reportGap(pattern: pattern, sinceSeq: since, firstSeq: first, asked: session.asked, instance: session.instance)
-            case .reply(let reply):
-                switch session.handle(reply) {
-                case .handled: break
-                case .release(let held):
-                    if let ahead = session.takeSinceAhead() { reportSinceAhead(asked: ahead.asked, newest: ahead.newest) }
-                    for (bytes, fields) in held {
-                        let more = bytes.withUnsafeBytes { print($0, fields) }
-                        if !more { return false }
-                    }
-                    session.releasedAll()
-                case .subscribeFailed(let pattern):
-                    failure = reply.failure("subscribing to '\(pattern)'")
-                    return false
-                case .other:
-                    if !reply.isOK { brokerError = reply }  // reported below: as the reason if the broker then closes
-                }
-            case .other:
+            case .gap(let gap):
+                reportGap(gap, instance: session.greeting?.instance)
+            case .subscribeRefused(let pattern, let reply, _):
+                failure = reply.failure("subscribing to '\(pattern)'")
+                return false
+            case .helloRefused(let reply), .error(let reply), .revoked(_, let reply):
+                brokerError = reply  // reported below: as the reason if the broker then closes
+            case .held, .greeted, .subscribed, .unsubscribed, .other, .unreadable, .ignored:
                 break
             }
             return true
@@ -130,8 +130,8 @@ func runListen(_ args: ParsedArguments, socket: String) throws(CLIError) {
         case .closed:
             guard reconnect else { throw connection.closedError(reason: brokerError) }
             printError("lost the connection to the broker at \(socket); reconnecting")
-            session.connectionLost()
-            connection = try reconnectLoop(socket, overflow: overflow, deadline: idleDeadline, announce: true) { session.frames() }
+            _ = session.connectionLost()
+            connection = try reconnectLoop(socket, deadline: idleDeadline, announce: true, frames: frames)
         }
     }
 }
@@ -141,7 +141,7 @@ func runListen(_ args: ParsedArguments, socket: String) throws(CLIError) {
 /// standard output's reader goes away (0). Only "unavailable" (69) and "try
 /// again" (75, e.g. the broker's connection limit) are retried; other errors
 /// end the run.
-func reconnectLoop(_ socket: String, overflow: OverflowPolicy?, deadline: Int64?, announce: Bool, frames: () -> [UInt8]) throws(CLIError) -> BrokerConnection {
+func reconnectLoop(_ socket: String, deadline: Int64?, announce: Bool, frames: () -> [UInt8]) throws(CLIError) -> BrokerConnection {
     var pauseMilliseconds: Int32 = 100
     while true {
         var pause = pauseMilliseconds
@@ -152,7 +152,7 @@ func reconnectLoop(_ socket: String, overflow: OverflowPolicy?, deadline: Int64?
         }
         if sleepWatchingStandardOutput(milliseconds: pause) { throw .quiet(.success) }
         do {
-            let connection = try BrokerConnection.connect(to: socket, client: "eventbus-listen", overflow: overflow)
+            let connection = try BrokerConnection.open(to: socket)
             try connection.send(frames())
             if announce { printError("reconnected to the broker at \(socket)") } else { printError("connected to the broker at \(socket)") }
             return connection

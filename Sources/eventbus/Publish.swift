@@ -70,7 +70,7 @@ func runPublish(_ args: ParsedArguments, socket: String) throws(CLIError) {
         data = .null
     }
     let connection = try BrokerConnection.connect(to: socket, client: "eventbus-publish")
-    let reply = try connection.request(envelope.request(data: data), req: 1)
+    let reply = try connection.request(envelope.request(data: data))
     guard reply.isOK else { throw reply.failure("publish") }
     if args.has("print-seq") {
         guard let seq = reply.unsigned("seq") else { throw CLIError(.software, "the broker's reply has no seq") }

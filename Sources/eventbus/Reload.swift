@@ -38,7 +38,7 @@ func runReload(_ args: ParsedArguments, socket: String) throws(CLIError) {
     let connection = try BrokerConnection.connect(to: socket, client: "eventbus-reload")
     let pid = try brokerPID(connection, socket: socket)
     if wait {
-        let reply = try connection.request(.subscribe(pattern: "eventbus.policy.>"), req: 1, deadline: deadline)
+        let reply = try connection.request(.subscribe(pattern: "eventbus.policy.>"), deadline: deadline)
         guard reply.isOK else { throw reply.failure("subscribing to the broker's reload events") }
     }
     do {

@@ -8,6 +8,7 @@
 // events it covers were printed: a crash may print an event twice on the
 // next run, never skip one.
 import EventBusProtocol
+import EventBusSession
 import EventBusSystem
 
 enum ResumeFile {

@@ -3,12 +3,13 @@
 // (`eventbus get --format data currency.changed`), and removing it.
 //
 // Before editing: `get` is one `subscribe` with `last: true` on a fresh
-// connection: its `ok` says how many retained events follow (`retained`),
+// connection (a `BusSession`, Subscription.swift): its `ok` says how many retained events follow (`retained`),
 // and the command exits once it has them all (or been told, with a
 // `dropped` notice, that some did not fit). Exit 1 without a word when
 // there is nothing: scripts test for it (`if value=$(eventbus get ...)`).
 import EventBusCommandLine
 import EventBusProtocol
+import EventBusSession
 import EventBusSystem
 
 let getOptions: [OptionSpec] = globalOptions + formatOptions
@@ -20,21 +21,20 @@ func runGet(_ args: ParsedArguments, socket: String) throws(CLIError) {
     guard args.operands.count == 1 else { throw .usage(command, "give one PATTERN") }
     try validatePatterns([pattern], command: command)
     let formatter = EventFormatter(format: try OutputFormat.chosen(args.format(command: command), command: command))
-    let connection = try BrokerConnection.connect(to: socket, client: "eventbus-get")
-    try connection.send(ClientRequest.subscribe(pattern: pattern, last: true).encoded(req: 1))
+    var session = subscriberSession(client: "eventbus-get")
+    let connection = try connectAndSubscribe(socket) { session.connectionFrames([pattern], last: true) }
     var expected: UInt64? = nil
     var received: UInt64 = 0
     var failure: CLIError? = nil
     var output = StandardOutput()
     while expected.map({ received < $0 }) ?? true {
         let outcome = try connection.receive(deadline: nil) { frame in
-            switch SubscriberFrame(frame) {
-            case .reply(let reply) where reply.req == 1 || (reply.req == nil && !reply.isOK):
-                guard reply.isOK else {
-                    failure = reply.failure("get")
-                    return false
-                }
+            switch session.handle(frame) {
+            case .subscribed(_, let reply, _):
                 expected = reply.unsigned("retained") ?? 0
+            case .subscribeRefused(_, let reply, _), .error(let reply):
+                failure = reply.failure("get")
+                return false
             case .event(let fields):
                 // Only the retained events follow the `ok`; live ones come after them.
                 guard let expected, received < expected else { return false }
@@ -43,7 +43,7 @@ func runGet(_ args: ParsedArguments, socket: String) throws(CLIError) {
             case .dropped(let count, let since):
                 reportDropped(count: count, sinceSeq: since)
                 received += count
-            case .reply, .gap, .other:
+            case .held, .gap, .greeted, .helloRefused, .unsubscribed, .answered, .settled, .revoked, .other, .unreadable, .ignored:
                 break
             }
             return expected.map { received < $0 } ?? true
@@ -61,7 +61,7 @@ func runClear(_ args: ParsedArguments, socket: String) throws(CLIError) {
     guard args.operands.count == 1 else { throw .usage(command, "give one event TYPE") }
     try validateEventType(type, command: command)
     let connection = try BrokerConnection.connect(to: socket, client: "eventbus-clear")
-    let reply = try connection.request(.clear(type: type), req: 1)
+    let reply = try connection.request(.clear(type: type))
     guard reply.isOK else { throw reply.failure("clear") }
     if reply.bool("removed") != true { throw .quiet(.nothing) }
 }

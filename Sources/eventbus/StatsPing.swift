@@ -19,7 +19,7 @@ func runStats(_ args: ParsedArguments, socket: String) throws(CLIError) {
     let format = try args.format(command: "stats") ?? "table"
     guard format == "table" || format == "json" else { throw .usage("stats", "unknown format '\(format)'; use table or json") }
     let connection = try BrokerConnection.connect(to: socket, client: "eventbus-stats")
-    let reply = try connection.request(.stats, req: 1)
+    let reply = try connection.request(.stats)
     guard reply.isOK else { throw reply.failure("stats") }
     var out: [UInt8] = []
     reply.bytes.withUnsafeBytes { bytes in
@@ -72,9 +72,8 @@ func runPrometheus(_ args: ParsedArguments, socket: String) throws(CLIError) {
     var failure: CLIError? = nil
     do throws(CLIError) {
         let connection = try BrokerConnection.connect(to: socket, client: "eventbus-stats")
-        var req: Int64 = 1
         let deadline = Clock.monotonicNanoseconds() + 10_000_000_000
-        let snapshot = try BusSnapshot.poll(connection, typesLimit: allTypesLimit, req: &req, deadline: deadline)
+        let snapshot = try BusSnapshot.poll(connection, typesLimit: allTypesLimit, deadline: deadline)
         text = Exposition.render(snapshot, maxTypes: maxTypes, maxClients: maxClients)
     } catch where error.status == ExitStatus.unavailable.rawValue || error.status == ExitStatus.timedOut.rawValue {
         text = Exposition.unavailable()
@@ -105,7 +104,7 @@ func runPing(_ args: ParsedArguments, socket: String) throws(CLIError) {
     while true {
         do throws(CLIError) {
             let connection = try BrokerConnection.connect(to: socket, client: "eventbus-ping")
-            let reply = try connection.request(.ping, req: 1, deadline: deadline)
+            let reply = try connection.request(.ping, deadline: deadline)
             guard reply.isOK else { throw reply.failure("ping") }
             return
         } catch where error.status == ExitStatus.unavailable.rawValue && deadline != nil {

@@ -1,12 +1,15 @@
-// Connecting and subscribing for `listen` and `wait`, and sorting the frames
-// a subscriber receives (PROTOCOL.md "Requests", "Events", "Semantics").
+// Connecting and subscribing for `listen`, `wait` and `get` (PROTOCOL.md
+// "Requests", "Events", "Semantics"): each drives a `BusSession`
+// (EventBusSession), which says the `hello`, subscribes with `since`,
+// matches replies to requests and keeps the position; this file holds what
+// the three share on top of it: validating patterns, `--overflow`, the
+// session's options, and the notes on stderr.
 //
-// Before editing: subscribe requests carry `req` 1...N (one per pattern), so
-// an `ok` or `error` with such a `req` is the answer to pattern N; anything
-// else the broker sends a subscriber is an event, a `dropped` notice, or an
-// `error` without `req` (e.g. `slow_consumer` just before it closes us).
+// Before editing: the session's `hello` is `req` 0 (`firstReq`), as
+// `BrokerConnection.connect` says it for the other commands.
 import EventBusCommandLine
 import EventBusProtocol
+import EventBusSession
 import EventBusSystem
 
 /// Validates PATTERN operands before anything is sent.
@@ -14,53 +17,6 @@ import EventBusSystem
 func validatePatterns(_ patterns: [String], command: String) throws(CLIError) {
     for text in patterns where Pattern(text) == nil {
         throw .usage(command, "invalid pattern '\(text)': '.'-separated segments of A-Z a-z 0-9 _ - :, a whole segment may be '*', the last may be '>'")
-    }
-}
-
-/// Where a listener is in the broker's sequence (PROTOCOL.md "Retained
-/// events and history (1.1)"): every matching event up to `seq` of broker
-/// run `instance` has been handled.
-struct StreamPosition: Equatable {
-    var instance: String?
-    var seq: UInt64
-}
-
-/// `{"op":"subscribe","req":1,"type":"a.*"}\n{"op":"subscribe","req":2,...}\n`,
-/// with `last` and `since`/`instance` when given (1.1).
-func subscribeFrames(_ patterns: [String], last: Bool = false, since: StreamPosition? = nil) -> [UInt8] {
-    var out: [UInt8] = []
-    for (index, pattern) in patterns.enumerated() {
-        ClientRequest.subscribe(pattern: pattern, last: last ? true : nil, since: since?.seq, instance: since?.instance)
-            .encode(req: Int64(index + 1), to: &out)
-    }
-    return out
-}
-
-/// What one frame received by a subscriber is.
-enum SubscriberFrame {
-    /// An `event` frame, read and validated (its fields index into the frame).
-    case event(EventFields)
-    /// `{"op":"dropped","count":N,"since_seq":S}`: events lost for this connection.
-    case dropped(count: UInt64, sinceSeq: UInt64)
-    /// (1.1) `{"op":"gap","type":P,"since_seq":S,"first_seq":F}`: the
-    /// broker's history did not reach back to `S + 1`.
-    case gap(pattern: String, sinceSeq: UInt64, firstSeq: UInt64)
-    /// An `ok` or `error` reply.
-    case reply(Reply)
-    /// Anything else (a newer broker's frame, one that cannot be read): ignored.
-    case other
-
-    /// Reads a frame with the clients' reader (`BrokerFrame.read`): nothing
-    /// the broker sends is printed before it has been validated as JSON and
-    /// as the frame it claims to be.
-    init(_ frame: UnsafeRawBufferPointer) {
-        switch try? BrokerFrame.read(frame) {
-        case .event(let fields)?: self = .event(fields)
-        case .ok(let reply)?, .error(let reply)?: self = .reply(reply)
-        case .dropped(let count, let since)?: self = .dropped(count: count, sinceSeq: since)
-        case .gap(let pattern, let since, let first)?: self = .gap(pattern: pattern, sinceSeq: since, firstSeq: first)
-        case .unknown?, nil: self = .other
-        }
     }
 }
 
@@ -76,13 +32,35 @@ func overflowOption(_ args: ParsedArguments, command: String) throws(CLIError) -
     return rule
 }
 
-/// Connects to `socket` as `client` (`eventbus-listen`, `eventbus-wait`) and
-/// sends `frames` (subscribes, without waiting for the answers: they arrive
-/// in order with the events, after the `hello` reply of `req` 0).
-/// - Parameter overflow: (1.2) `--overflow`, sent in that `hello`; nil sends none.
-func connectAndSubscribe(_ socket: String, client: String, overflow: OverflowPolicy? = nil, patterns: [String], frames: (() -> [UInt8])? = nil) throws(CLIError) -> BrokerConnection {
-    let connection = try BrokerConnection.connect(to: socket, client: client, overflow: overflow)
-    try connection.send(frames?() ?? subscribeFrames(patterns))
+/// A command's session options: `hello` as `client` (`eventbus-listen`)
+/// with `overflow`, `req` 0; `ordered` for a listener that follows its
+/// position. Every CLI connection says its `hello` from these.
+func sessionOptions(client: String, overflow: OverflowPolicy? = nil, ordered: Bool = false) -> SessionOptions {
+    SessionOptions(hello: Hello(client: client, overflow: overflow), ordered: ordered, firstReq: 0)
+}
+
+/// A subscriber command's session (`listen`, `wait`, `get`), see `sessionOptions`.
+func subscriberSession(client: String, overflow: OverflowPolicy? = nil, ordered: Bool = false) -> BusSession<Never> {
+    BusSession(sessionOptions(client: client, overflow: overflow, ordered: ordered))
+}
+
+extension BusSession {
+    /// A new connection's frames: the `hello`, then a subscribe per pattern
+    /// (with `last` when asked, with `since` where the position covers it),
+    /// then, for an ordered session, the sentinel.
+    mutating func connectionFrames(_ patterns: [String], last: Bool = false) -> [UInt8] {
+        connectionStarted()
+        for pattern in patterns { subscribe(pattern, last: last) }
+        settle()
+        return takeOutput()
+    }
+}
+
+/// Connects to `socket` and sends `frames()` (the session's `hello` and
+/// subscribes, without waiting for the answers: they arrive in order with the events).
+func connectAndSubscribe(_ socket: String, frames: () -> [UInt8]) throws(CLIError) -> BrokerConnection {
+    let connection = try BrokerConnection.open(to: socket)
+    try connection.send(frames())
     return connection
 }
 
@@ -95,14 +73,12 @@ func sleepWatchingStandardOutput(milliseconds: Int32) -> Bool {
 }
 
 /// A note on stderr for a `gap` frame (1.1): what may have been missed.
-/// - Parameters:
-///   - asked: the position the subscribe asked for.
-///   - instance: the broker run answering (from `hello`), if known.
-func reportGap(pattern: String, sinceSeq: UInt64, firstSeq: UInt64, asked: StreamPosition?, instance: String?) {
-    if let old = asked?.instance, let instance, old != instance {
-        printError("the broker restarted (run \(old), seq \(asked!.seq), is now run \(instance)); events of '\(pattern)' published in between may have been missed, replaying this run's from seq \(firstSeq)")
+/// - Parameter instance: the broker run answering (from `hello`), if known.
+func reportGap(_ gap: SessionGap, instance: String?) {
+    if let old = gap.previousRun, let instance {
+        printError("the broker restarted (run \(old.instance ?? "?"), seq \(old.seq), is now run \(instance)); events of '\(gap.pattern)' published in between may have been missed, replaying this run's from seq \(gap.firstSeq)")
     } else {
-        printError("the broker's history no longer reaches back to seq \(sinceSeq + 1); events of '\(pattern)' from seq \(sinceSeq + 1) to \(firstSeq - 1) may have been missed")
+        printError("the broker's history no longer reaches back to seq \(gap.sinceSeq + 1); events of '\(gap.pattern)' from seq \(gap.sinceSeq + 1) to \(gap.firstSeq - 1) may have been missed")
     }
 }
 

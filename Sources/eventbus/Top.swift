@@ -65,7 +65,6 @@ private struct TopSession {
     let screen: Screen?
     let json: Bool
     var connection: BrokerConnection? = nil
-    var req: Int64 = 1
     var previous: BusSnapshot? = nil
     var current: BusSnapshot? = nil
     var status: String? = nil
@@ -84,7 +83,7 @@ private struct TopSession {
     mutating func poll(deadline: Int64) -> Bool {
         do throws(CLIError) {
             if connection == nil { connection = try BrokerConnection.connect(to: socket, client: "eventbus-top") }
-            let snapshot = try BusSnapshot.poll(connection!, typesLimit: topTypesLimit, req: &req, deadline: deadline)
+            let snapshot = try BusSnapshot.poll(connection!, typesLimit: topTypesLimit, deadline: deadline)
             previous = current
             current = snapshot
             status = nil

@@ -23,7 +23,7 @@ func runTypes(_ args: ParsedArguments, socket: String) throws(CLIError) {
     }
     let limit = try args.value("limit", command: "types", as: parseCount) ?? ProtocolConstants.defaultTypesLimit
     let connection = try BrokerConnection.connect(to: socket, client: "eventbus-types")
-    let reply = try connection.request(.types(limit: pattern == nil ? limit : allTypesLimit), req: 1)
+    let reply = try connection.request(.types(limit: pattern == nil ? limit : allTypesLimit))
     guard reply.isOK else { throw reply.failure("types") }
     var rows = try BusSnapshot.rows(reply, "types", BusSnapshot.readType)
     if let pattern { rows = Array(rows.filter { EventType($0.name).map(pattern.matches) ?? false }.prefix(limit)) }

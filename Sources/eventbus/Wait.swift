@@ -11,6 +11,7 @@
 // COMMAND gets SIGTERM, as with timeout(1).
 import EventBusCommandLine
 import EventBusProtocol
+import EventBusSession
 import EventBusSystem
 import Glibc
 
@@ -42,7 +43,8 @@ func runWait(_ args: ParsedArguments, socket: String) throws(CLIError) {
     }
     let formatter = EventFormatter(format: format)
 
-    let connection = try connectAndSubscribe(socket, client: "eventbus-wait", overflow: overflow, patterns: patterns)
+    var session = subscriberSession(client: "eventbus-wait", overflow: overflow)
+    let connection = try connectAndSubscribe(socket) { session.connectionFrames(patterns) }
     var acknowledged = 0
     var child: ChildProcess? = nil
     var childDone = commandLine.isEmpty
@@ -65,21 +67,13 @@ func runWait(_ args: ParsedArguments, socket: String) throws(CLIError) {
             outcome = .timedOut
         } else {
             outcome = try connection.receive(deadline: sliceDeadline) { frame in
-                switch SubscriberFrame(frame) {
+                switch session.handle(frame) {
                 case .event(let fields):
                     guard acknowledged == patterns.count else { return true }
                     if !quiet { output.withBuffer { _ = formatter.append(event: frame, fields, to: &$0) } }
                     eventSeen = true
                     return false
-                case .reply(let reply):
-                    guard let req = reply.req, req >= 1 && req <= Int64(patterns.count) else {
-                        if !reply.isOK { brokerError = reply }
-                        return true
-                    }
-                    guard reply.isOK else {
-                        failure = reply.failure("subscribing to '\(patterns[Int(req) - 1])'")
-                        return false
-                    }
+                case .subscribed:
                     acknowledged += 1
                     if acknowledged == patterns.count && !commandLine.isEmpty {
                         do throws(SystemError) {
@@ -90,9 +84,14 @@ func runWait(_ args: ParsedArguments, socket: String) throws(CLIError) {
                             return false
                         }
                     }
+                case .subscribeRefused(let pattern, let reply, _):
+                    failure = reply.failure("subscribing to '\(pattern)'")
+                    return false
+                case .helloRefused(let reply), .error(let reply), .revoked(_, let reply):
+                    brokerError = reply
                 case .dropped(let count, let since):
                     reportDropped(count: count, sinceSeq: since)
-                case .gap, .other:
+                case .held, .gap, .greeted, .unsubscribed, .answered, .settled, .other, .unreadable, .ignored:
                     break
                 }
                 return true

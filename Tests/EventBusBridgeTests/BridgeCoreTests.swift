@@ -5,6 +5,7 @@
 import EventBusBridge
 import EventBusNATS
 import EventBusProtocol
+import EventBusSession
 import Testing
 
 func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
@@ -16,9 +17,9 @@ func core(node name: String = "host-a", exports: [String] = [">"], imports: [Str
     return core
 }
 
-let sample = LocalEvent(
-    type: type("order.created"), seq: 42, time: "2026-11-29T13:00:00.123Z", source: "billing", id: "3f9a1c07-42",
-    pid: 1234, uid: 1000, gid: 1001, data: bytes(#"{"n":1,"s":"caf\u00e9"}"#)
+let sample = RawEvent(metadata: EventMetadata(
+    type: "order.created", seq: 42, time: "2026-11-29T13:00:00.123Z", source: "billing", id: "3f9a1c07-42",
+    pid: 1234, uid: 1000, gid: 1001), data: bytes(#"{"n":1,"s":"caf\u00e9"}"#)
 )
 
 /// An exported message as another node's bridge receives it: header block
@@ -74,8 +75,8 @@ func received(_ message: OutgoingMessage, sid: UInt64 = 1) throws -> Message {
         var a = core(node: "host-a")
         var b = core(node: "host-b")
         var event = sample
-        event.source = value
-        event.id = value
+        event.metadata.source = value
+        event.metadata.id = value
         guard case .publish(let message) = a.export(event) else { Issue.record("not exported"); return }
         let block = message.headers!.encoded()
         #expect(block.filter { $0 == 0x0A }.count == 15, "version line, 13 fields, empty line")
@@ -86,13 +87,13 @@ func received(_ message: OutgoingMessage, sid: UInt64 = 1) throws -> Message {
     @Test func onlyEventsWithoutOriginMatchingAnExportPatternAreExported() {
         var bridge = core(exports: ["order.>"])
         var bridged = sample
-        bridged.hasOrigin = true
+        bridged.metadata.isBridged = true
         #expect(bridge.export(bridged) == .skip(.bridged))
         var other = sample
-        other.type = type("audit.login")
+        other.metadata.type = "audit.login"
         #expect(bridge.export(other) == .skip(.notExported))
         var reserved = sample
-        reserved.type = type("eventbus.bridge.host-a.status")
+        reserved.metadata.type = "eventbus.bridge.host-a.status"
         var everything = core(exports: [">"])
         #expect(everything.export(reserved) == .skip(.reserved))
         #expect(bridge.counters.skippedBridged == 1)
@@ -152,7 +153,7 @@ func received(_ message: OutgoingMessage, sid: UInt64 = 1) throws -> Message {
         var b = core(node: "host-b", imports: ["a.*.c", "a.b.*"])
         var a = core(node: "host-a")
         var event = sample
-        event.type = type("a.b.c")
+        event.metadata.type = "a.b.c"
         guard case .publish(let message) = a.export(event) else { Issue.record("not exported"); return }
         guard case .publishLocally = b.handle(try received(message, sid: 1)) else { Issue.record("first copy not imported"); return }
         #expect(b.handle(try received(message, sid: 2)) == .ignored)

@@ -93,7 +93,7 @@ final class Outcomes: Sendable {
     /// Hands one broker frame, as text, to the state the way BusCore does.
     func handle(_ state: inout ClientState, _ frame: String, wall: Int64 = 0) -> Step {
         Array(frame.utf8).withUnsafeBytes { bytes in
-            state.handle(try! BrokerFrame.read(bytes), in: bytes, wallNanoseconds: wall)
+            state.handle(bytes, wallNanoseconds: wall)
         }
     }
 
