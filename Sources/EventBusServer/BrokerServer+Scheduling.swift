@@ -8,8 +8,8 @@
 // at a time. A read that takes longer than the slice (a large frame, a
 // costly request) is paid back from later turns, so a uid's share of the
 // loop does not depend on how many connections it has nor on what its
-// requests cost. After each read, the writes it caused are made before the
-// next read (so queued frames are written while still in the cache). While
+// requests cost. A uid alone has the writes each read caused made before
+// its next read (so queued frames are written while still in the cache). While
 // more than one uid has been seen (issue 20), the unit between two decisions
 // is small: a read is handled at most `BrokerConfiguration.turnBytes` (8 KiB)
 // of frames and about `peekNanoseconds` at a time (the rest waits in the
@@ -132,11 +132,12 @@ extension BrokerServer {
                 let end = Clock.monotonicNanoseconds()
                 queue.deficit -= max(end - start, 1_000)
                 start = end
-                // Write what this read queued before reading more (as Redis
-                // and NATS do after each read): the frames are still in the
-                // cache, and no queue grows by a whole slice's worth of reads.
-                // `flushPending` charges its writes to their uids itself.
-                if !pendingFlush.isEmpty {
+                // A uid alone: write what this read queued before reading more
+                // (as Redis and NATS do after each read): the frames are still
+                // in the cache, and no queue grows by a whole slice's worth of
+                // reads. `flushPending` charges its writes to their uids itself.
+                // (Several uids: a uid's writes follow its service, below.)
+                if !peeking && !pendingFlush.isEmpty {
                     flushPending()
                     start = Clock.monotonicNanoseconds()
                 }
@@ -152,6 +153,7 @@ extension BrokerServer {
                 queue.active = false
                 queue.deficit = 0
                 if readyQueues.count > 1024 { readyQueues[queue.uid] = nil }
+                if peeking { flushPending() }  // its replies go now, not after the others' slices
             } else {
                 servedAgain.append(queue)
             }
