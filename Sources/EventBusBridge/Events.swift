@@ -76,41 +76,32 @@ extension LocalPublish {
     /// bridge's instructions under callgrind).
     public func appendFrame(to out: inout [UInt8]) {
         FrameEncoder.appendASCII("{\"op\":\"publish\",\"type\":", to: &out)
-        LocalPublish.appendQuoted(type.name, to: &out)
+        JSONString.appendQuoted(type.name, to: &out)
         if let source {
             FrameEncoder.appendASCII(",\"source\":", to: &out)
-            LocalPublish.appendQuoted(source, to: &out)
+            JSONString.appendQuoted(source, to: &out)
         }
         if let id {
             FrameEncoder.appendASCII(",\"id\":", to: &out)
-            LocalPublish.appendQuoted(id, to: &out)
+            JSONString.appendQuoted(id, to: &out)
         }
         FrameEncoder.appendASCII(",\"origin\":{\"node\":", to: &out)
-        LocalPublish.appendQuoted(origin.node, to: &out)
+        JSONString.appendQuoted(origin.node, to: &out)
         if let instance = origin.instance {
             FrameEncoder.appendASCII(",\"instance\":", to: &out)
-            LocalPublish.appendQuoted(instance, to: &out)
+            JSONString.appendQuoted(instance, to: &out)
         }
-        if let seq = origin.seq {
-            FrameEncoder.appendASCII(",\"seq\":", to: &out)
-            FrameEncoder.appendInt(seq, to: &out)
-        }
+        if let seq = origin.seq { FrameEncoder.appendField("seq", int: seq, to: &out) }
         if let time = origin.time {
             FrameEncoder.appendASCII(",\"time\":", to: &out)
-            LocalPublish.appendQuoted(time, to: &out)
+            JSONString.appendQuoted(time, to: &out)
         }
         if let pid = origin.pid {
             FrameEncoder.appendASCII(",\"pid\":", to: &out)
             FrameEncoder.appendInt(pid, to: &out)
         }
-        if let uid = origin.uid {
-            FrameEncoder.appendASCII(",\"uid\":", to: &out)
-            FrameEncoder.appendInt(uid, to: &out)
-        }
-        if let gid = origin.gid {
-            FrameEncoder.appendASCII(",\"gid\":", to: &out)
-            FrameEncoder.appendInt(gid, to: &out)
-        }
+        if let uid = origin.uid { FrameEncoder.appendField("uid", int: uid, to: &out) }
+        if let gid = origin.gid { FrameEncoder.appendField("gid", int: gid, to: &out) }
         out.append(0x7D)
         if let data {
             FrameEncoder.appendASCII(",\"data\":", to: &out)
@@ -118,20 +109,5 @@ extension LocalPublish {
         }
         out.append(0x7D)
         out.append(0x0A)
-    }
-
-    /// `text` as a JSON string: copied as it is when no byte needs an escape
-    /// (the usual case), else `JSONString.appendQuoted`.
-    @inline(__always)
-    static func appendQuoted(_ text: String, to out: inout [UInt8]) {
-        var text = text
-        let plain = text.withUTF8 { bytes -> Bool in
-            for b in bytes where b < 0x20 || b == 0x22 || b == 0x5C { return false }
-            out.append(0x22)
-            out.append(contentsOf: bytes)
-            out.append(0x22)
-            return true
-        }
-        if !plain { JSONString.appendQuoted(text, to: &out) }
     }
 }

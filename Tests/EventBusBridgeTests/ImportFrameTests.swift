@@ -12,6 +12,9 @@ import Testing
         LocalPublish(type: EventType("a.b")!, data: nil, source: nil, id: nil, origin: Origin(node: "n")),
         LocalPublish(type: EventType("a.b")!, data: nil, source: "billing\r\nInjected: \"yes\" \\ é\u{1}", id: "x\ty",
                      origin: Origin(node: "n", instance: "i\"", seq: UInt64.max, time: "t", pid: -1, uid: UInt64.max, gid: 0)),
+        // Line separators the broker refuses raw (PROTOCOL-NOTES "Framing"): escaped.
+        LocalPublish(type: EventType("a.b")!, data: nil, source: "line\u{2028}sep\u{2029}next\u{85}", id: "é",
+                     origin: Origin(node: "n\u{2028}")),
     ]
 
     @Test(arguments: cases) func theFrameIsWhatClientRequestEncodes(_ event: LocalPublish) {
@@ -19,5 +22,7 @@ import Testing
         event.appendFrame(to: &fast)
         let expected = ClientRequest.publish(type: event.type.name, source: event.source, id: event.id, origin: event.origin.json, data: event.data).encoded(req: nil)
         #expect(String(decoding: fast, as: UTF8.self) == String(decoding: expected, as: UTF8.self))
+        let raw = String(decoding: fast.dropLast(), as: UTF8.self)
+        #expect(!raw.unicodeScalars.contains { $0 == "\u{2028}" || $0 == "\u{2029}" || $0 == "\u{85}" || $0 == "\r" || $0 == "\n" }, "\(raw)")
     }
 }
