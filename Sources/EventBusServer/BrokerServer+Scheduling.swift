@@ -8,8 +8,8 @@
 // at a time. A read that takes longer than the slice (a large frame, a
 // costly request) is paid back from later turns, so a uid's share of the
 // loop does not depend on how many connections it has nor on what its
-// requests cost. A uid alone has the writes each read caused made before
-// its next read (so queued frames are written while still in the cache). While
+// requests cost. The writes each read caused are made before the next read
+// (so queued frames are written while still in the cache). While
 // more than one uid has been seen (issue 20), the unit between two decisions
 // is small: a read is handled at most `BrokerConfiguration.turnBytes` (8 KiB)
 // of frames and about `peekNanoseconds` at a time (the rest waits in the
@@ -105,8 +105,8 @@ extension BrokerServer {
     /// have been seen, epoll is looked at every `peekNanoseconds` between
     /// reads (issue 20): a uid that had nothing to do and now has input ends
     /// the current uid's service (it keeps what is left of its slice) and is
-    /// served first, and a uid whose input is all handled has its replies
-    /// written at once, so a request/response client waits for at most one
+    /// served first; the writes a read caused are made before the next read,
+    /// so a request/response client waits for at most one
     /// bounded read of another uid's (`BrokerConfiguration.turnBytes`), not
     /// for that uid's whole slice.
     func serveReadyConnections() {
@@ -132,12 +132,12 @@ extension BrokerServer {
                 let end = Clock.monotonicNanoseconds()
                 queue.deficit -= max(end - start, 1_000)
                 start = end
-                // A uid alone: write what this read queued before reading more
-                // (as Redis and NATS do after each read): the frames are still
-                // in the cache, and no queue grows by a whole slice's worth of
-                // reads. `flushPending` charges its writes to their uids itself.
-                // (Several uids: a uid's writes follow its service, below.)
-                if !peeking && !pendingFlush.isEmpty {
+                // Write what this read queued before reading more (as Redis
+                // and NATS do after each read): the frames are still in the
+                // cache, no queue grows by a whole slice's worth of reads, and
+                // a request/response client's reply goes out at once.
+                // `flushPending` charges its writes to their uids itself.
+                if !pendingFlush.isEmpty {
                     flushPending()
                     start = Clock.monotonicNanoseconds()
                 }
@@ -153,7 +153,6 @@ extension BrokerServer {
                 queue.active = false
                 queue.deficit = 0
                 if readyQueues.count > 1024 { readyQueues[queue.uid] = nil }
-                if peeking { flushPending() }  // its replies go now, not after the others' slices
             } else {
                 servedAgain.append(queue)
             }
