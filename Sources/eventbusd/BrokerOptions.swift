@@ -247,9 +247,9 @@ struct BrokerOptions {
         file keeps the policy in force and logs file:line); 'eventbus reload
         --wait' sends it and reports the outcome.
 
-        Exit status: 0 clean stop, 64 usage error, 78 invalid policy file, 69 cannot
-        listen (path in use by a live broker, not a socket, too long), 70 internal
-        failure.
+        Exit status: 0 clean stop, 64 usage error, 69 cannot listen (path in use by
+        a live broker, not a socket, too long), 70 internal failure, 78 invalid
+        policy file or unusable --state-dir (e.g. owned by another uid).
         """
     }
 }
