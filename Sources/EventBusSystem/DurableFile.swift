@@ -2,8 +2,9 @@
 // the new content, never a mix (write a temporary file in the same
 // directory, fsync(2) it, rename(2) it over the old one, fsync(2) the
 // directory: the recipe of rename(2) and of SQLite's and systemd's own state
-// files), appending to one, and reading a whole file back. For the broker's state file
-// (retained events, docs/PROTOCOL-NOTES.md).
+// files), appending to one, and reading a whole file back. For the files the
+// CLI and the bridge rewrite (`listen --resume`, `stats --output`, the
+// bridge's status file); the broker's state file is StateDirectory's.
 //
 // Before editing: these calls block (regular files, fsync): call them from
 // a helper thread or at start-up and shutdown, never from the event loop.
@@ -11,7 +12,9 @@ import Glibc
 
 public enum DurableFile {
     /// Writes `chunks` as the new content of `path`: to `path + ".tmp"`
-    /// (mode `mode`, less the umask), fsync(2), rename(2) onto `path`, fsync(2)
+    /// (any old one, or anything planted there, unlinked first; created
+    /// O_CREAT|O_EXCL|O_NOFOLLOW, mode `mode` less the umask, as
+    /// `StateDirectory.replace` does), fsync(2), rename(2) onto `path`, fsync(2)
     /// of the directory. On failure the temporary file is removed and `path`
     /// is unchanged.
     /// - Parameters:
@@ -23,7 +26,13 @@ public enum DurableFile {
     ///   `fsync`, `rename`), e.g. ENOSPC or EIO from `write` or `fsync`.
     public static func replace(_ path: String, with chunks: [UnsafeRawBufferPointer], durable: Bool = true, mode: mode_t = 0o600) throws(SystemError) {
         let temporary = path + ".tmp"
-        let raw = try checkedCall("open") { open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode) }
+        // The name is predictable and the folder may be shared (`--resume
+        // /tmp/orders.pos` as root): never follow or reuse what is there.
+        switch systemCall(.retry, { unlink(temporary) }) {
+        case .success, .failure(.noSuchFile): break
+        case .failure(let e): throw SystemError("unlink", e)
+        }
+        let raw = try checkedCall("open") { open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode) }
         let fd = FileDescriptor(rawValue: raw)
         do throws(SystemError) {
             for chunk in chunks {
