@@ -66,6 +66,7 @@ let defaultMaxMetricClients = 100
 /// exit status 69), so the file never keeps stale figures.
 func runPrometheus(_ args: ParsedArguments, socket: String) throws(CLIError) {
     if args.has("json") { throw .usage("stats", "give --json or --prometheus, not both") }
+    if let format = args.value("format") { throw .usage("stats", "give --format \(format) or --prometheus, not both") }
     let maxTypes = try args.value("max-types", command: "stats", as: parseCount) ?? defaultMaxMetricTypes
     let maxClients = try args.value("max-clients", command: "stats", as: parseCount) ?? defaultMaxMetricClients
     var text: String

@@ -125,6 +125,8 @@ struct CLIUsageTests {
         ["wait", "a.b", "--"],
         ["ping", "--wait", "-1"],
         ["stats", "extra"],
+        ["stats", "--prometheus", "--format", "json"],
+        ["stats", "--prometheus", "-f", "table"],
         ["--system", "--user", "ping"],
     ])
     func usageErrorsExit64WithOneLineOnStderr(_ arguments: [String]) throws {
