@@ -114,8 +114,8 @@ read the loop's input.
 Exit status: 0 published, 64 usage error, 65 DATA is not valid JSON or the
 broker rejected it (nothing is sent for invalid JSON), 69 broker unavailable,
 75 a broker limit was reached (with --retain: the retained events' limits;
-then nothing is published), 77 forbidden (types beginning 'eventbus.' are
-reserved).
+then nothing is published), 77 forbidden by the broker's access policy, or
+TYPE begins 'eventbus.' (reserved for the broker).
 
 """
 
