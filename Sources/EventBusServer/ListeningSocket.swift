@@ -65,7 +65,13 @@ public final class ListeningSocket {
             // Live broker, or a stale file left by a dead one?
             do {
                 let probe = try FileDescriptor.connectedUnixSocket(toPath: path, nonBlocking: true)
+                let listener = try? probe.peerCredentials()
                 probe.close()
+                // In a shared folder another user may have bound the path first:
+                // say whose it is rather than call it a broker.
+                if let listener, listener.uid != ProcessIdentity.current.uid {
+                    throw fail("a process of uid \(listener.uid) (pid \(listener.pid)) is already listening there, not one of this uid's")
+                }
                 throw fail("another broker is already listening there")
             } catch let error as BindError {
                 throw error
