@@ -70,6 +70,7 @@ func runListen(_ args: ParsedArguments, socket: String) throws(CLIError) {
     var printed = 0
     var failure: CLIError? = nil
     var brokerError: Reply? = nil
+    var revokedPatterns = RevokedPatterns(patterns)
     var watchingOutput = true  // false if fd 1 is not open (poll reports POLLNVAL)
     /// Saves the position once the events it covers are printed.
     func save() throws(CLIError) {
@@ -102,7 +103,12 @@ func runListen(_ args: ParsedArguments, socket: String) throws(CLIError) {
             case .subscribeRefused(let pattern, let reply, _):
                 failure = reply.failure("subscribing to '\(pattern)'")
                 return false
-            case .helloRefused(let reply), .error(let reply), .revoked(_, let reply):
+            case .revoked(let pattern, let reply):
+                if let error = revokedPatterns.revoke(pattern, reply) {
+                    failure = error
+                    return false
+                }
+            case .helloRefused(let reply), .error(let reply):
                 brokerError = reply  // reported below: as the reason if the broker then closes
             case .held, .greeted, .subscribed, .unsubscribed, .other, .unreadable, .ignored:
                 break

@@ -51,6 +51,7 @@ func runWait(_ args: ParsedArguments, socket: String) throws(CLIError) {
     var eventSeen = false
     var failure: CLIError? = nil
     var brokerError: Reply? = nil  // an `error` without `req`: the reason if the broker then closes
+    var revokedPatterns = RevokedPatterns(patterns)
     var output = StandardOutput()
 
     while !(eventSeen && childDone) {
@@ -87,7 +88,12 @@ func runWait(_ args: ParsedArguments, socket: String) throws(CLIError) {
                 case .subscribeRefused(let pattern, let reply, _):
                     failure = reply.failure("subscribing to '\(pattern)'")
                     return false
-                case .helloRefused(let reply), .error(let reply), .revoked(_, let reply):
+                case .revoked(let pattern, let reply):
+                    if let error = revokedPatterns.revoke(pattern, reply) {
+                        failure = error
+                        return false
+                    }
+                case .helloRefused(let reply), .error(let reply):
                     brokerError = reply
                 case .dropped(let count, let since):
                     reportDropped(count: count, sinceSeq: since)
