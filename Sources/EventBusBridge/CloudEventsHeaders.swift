@@ -147,9 +147,9 @@ public enum CloudEventsHeaders {
         case .time: result.origin.time = text()
         case .instance: result.origin.instance = text()
         case .type:
-            guard value.elementsEqual(type.name.utf8) else { return "ce-type \(shown(80)) is not the subject's type \(type.name)" }
+            guard same(value, type.name) else { return "ce-type \(shown(80)) is not the subject's type \(type.name)" }
         case .node:
-            guard value.elementsEqual(node.text.utf8) else { return "ce-ebnode \(shown(80)) is not the subject's node \(node.text)" }
+            guard same(value, node.text) else { return "ce-ebnode \(shown(80)) is not the subject's node \(node.text)" }
             result.assertedNode = node.text
         case .seq:
             guard let seq = decimal(value, max: UInt64.max) else { return "ce-ebseq \(shown(40)) is not a number" }
@@ -165,6 +165,14 @@ public enum CloudEventsHeaders {
             result.origin.gid = gid
         }
         return nil
+    }
+
+    /// Whether `value` holds exactly the bytes of `text` (one memcmp).
+    private static func same(_ value: UnsafeRawBufferPointer, _ text: String) -> Bool {
+        var text = text
+        return text.withUTF8 { bytes in
+            bytes.count == value.count && (bytes.isEmpty || memcmp(bytes.baseAddress!, value.baseAddress!, bytes.count) == 0)
+        }
     }
 
     /// The headers `import` reads.
