@@ -195,62 +195,25 @@ public enum CloudEventsHeaders {
         }
     }
 
-    /// The field a header name is (ASCII case-insensitive), by its length and
-    /// its bytes read as words; nil for one `import` skips.
+    /// The field a header name is (ASCII case-insensitive), by its length and bytes; nil for one `import` skips.
     private static func importedField(_ name: UnsafeRawBufferPointer) -> ImportedField? {
-        let n = name.count
-        guard n >= 5, n <= 13 else { return nil }
-        let head = folded(name, from: 0, count: min(n, 8))
-        let tail = n > 8 ? folded(name, from: 8, count: n - 8) : 0
-        let key = FieldKeys.shared
-        switch n {
-        case 5: return head == key.id ? .id : nil
-        case 7: return head == key.time ? .time : head == key.type ? .type : nil
-        case 8: return head == key.seq ? .seq : head == key.pid ? .pid : head == key.uid ? .uid : head == key.gid ? .gid : nil
-        case 9:
-            guard head == key.source.head || head == key.node.head else { return nil }
-            return head == key.source.head && tail == key.source.tail ? .source : head == key.node.head && tail == key.node.tail ? .node : nil
-        case 13: return head == key.instance.head && tail == key.instance.tail ? .instance : nil
+        // Every name read starts with `ce-`.
+        guard name.count >= 5, lower(name[0]) == 0x63, lower(name[1]) == 0x65, name[2] == 0x2D else { return nil }
+        let rest = UnsafeRawBufferPointer(rebasing: name[3...])
+        func isRest(_ text: StaticString) -> Bool {
+            text.utf8CodeUnitCount == rest.count && zip(UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount), rest).allSatisfy { $0 == lower($1) }
+        }
+        switch rest.count {
+        case 2: return isRest("id") ? .id : nil
+        case 4: return isRest("time") ? .time : isRest("type") ? .type : nil
+        case 5: return isRest("ebseq") ? .seq : isRest("ebpid") ? .pid : isRest("ebuid") ? .uid : isRest("ebgid") ? .gid : nil
+        case 6: return isRest("source") ? .source : isRest("ebnode") ? .node : nil
+        case 10: return isRest("ebinstance") ? .instance : nil
         default: return nil
         }
     }
 
-    /// Up to 8 bytes of `name` from `from`, little-endian, each OR 0x20. For a
-    /// token (what `Headers.forEachField` hands over) that lower-cases the
-    /// letters and maps no other token byte onto a letter or `-`, so equal
-    /// words mean names equal ASCII case-insensitively.
-    @inline(__always) private static func folded(_ name: UnsafeRawBufferPointer, from: Int, count: Int) -> UInt64 {
-        var word: UInt64 = 0
-        for i in 0..<count { word |= UInt64(name[from + i] | 0x20) << (8 * UInt64(i)) }
-        return word
-    }
-
-    /// The names `import` reads, as `folded` words (computed once from `HeaderName`).
-    private struct FieldKeys: Sendable {
-        let id, time, type, seq, pid, uid, gid: UInt64
-        let source, node, instance: (head: UInt64, tail: UInt64)
-
-        static let shared = FieldKeys()
-
-        private init() {
-            func key(_ name: String) -> (head: UInt64, tail: UInt64) {
-                let bytes = Array(name.utf8)
-                return bytes.withUnsafeBytes { raw in
-                    (CloudEventsHeaders.folded(raw, from: 0, count: min(raw.count, 8)), raw.count > 8 ? CloudEventsHeaders.folded(raw, from: 8, count: raw.count - 8) : 0)
-                }
-            }
-            id = key(HeaderName.id).head
-            time = key(HeaderName.time).head
-            type = key(HeaderName.type).head
-            seq = key(HeaderName.seq).head
-            pid = key(HeaderName.pid).head
-            uid = key(HeaderName.uid).head
-            gid = key(HeaderName.gid).head
-            source = key(HeaderName.source)
-            node = key(HeaderName.node)
-            instance = key(HeaderName.instance)
-        }
-    }
+    @inline(__always) private static func lower(_ b: UInt8) -> UInt8 { b >= 0x41 && b <= 0x5A ? b | 0x20 : b }
 
     /// Digits only (no sign, no spaces), at most `max`.
     static func decimal(_ bytes: UnsafeRawBufferPointer, max: UInt64) -> UInt64? {
