@@ -39,6 +39,10 @@ public struct BridgeCore {
     /// emptied when it reaches `subjectCacheLimit`.
     private var subjectCache: [String: IncomingSubject] = [:]
     static let subjectCacheLimit = 4096
+    /// Export subjects by type name (building one costs five times a lookup), emptied at the same limit.
+    private var exportSubjects: [String: Subject] = [:]
+    /// The export header lines of the current broker instance.
+    private var exportLines: CloudEventsHeaders.ExportLines
 
     /// - Parameters:
     ///   - bridgeInstance: a random id for this process (e.g. 16 hex digits).
@@ -47,11 +51,13 @@ public struct BridgeCore {
         self.exports = exports
         self.imports = BridgeCore.minimalPatterns(imports)
         self.bridgeInstance = bridgeInstance
+        exportLines = CloudEventsHeaders.ExportLines(node: mapping.node, instance: "")
     }
 
     /// The local bus connection is up; `instance` is the broker's (its `hello` reply).
     public mutating func localBusConnected(instance: String) {
         brokerInstance = instance
+        exportLines = CloudEventsHeaders.ExportLines(node: mapping.node, instance: instance)
     }
 
     // MARK: NATS subscriptions
@@ -133,8 +139,16 @@ public struct BridgeCore {
             counters.suspended += 1
             return .skip(.suspended)
         }
-        let block = CloudEventsHeaders.exportBlock(event, node: mapping.node, instance: brokerInstance)
-        return .publish(OutgoingMessage(subject: mapping.exportSubject(for: type), headerBlock: block, payload: event.data, tag: event.metadata.seq))
+        let block = CloudEventsHeaders.exportBlock(event, lines: exportLines)
+        return .publish(OutgoingMessage(subject: exportSubject(for: type), headerBlock: block, payload: event.data, tag: event.metadata.seq))
+    }
+
+    private mutating func exportSubject(for type: EventType) -> Subject {
+        if let known = exportSubjects[type.name] { return known }
+        let subject = mapping.exportSubject(for: type)
+        if exportSubjects.count >= BridgeCore.subjectCacheLimit { exportSubjects.removeAll(keepingCapacity: true) }
+        exportSubjects[type.name] = subject
+        return subject
     }
 
     /// Counts an export the NATS client accepted (`queued` or `held`); its

@@ -8,6 +8,7 @@
 // `id` travels intact and can never start a header line. Names here are the
 // wire names: lower case, as the CloudEvents NATS binding writes them.
 import EventBusNATS
+import Glibc
 import EventBusProtocol
 import EventBusSession
 
@@ -30,6 +31,29 @@ public enum HeaderName {
 }
 
 public enum CloudEventsHeaders {
+    /// The lines of an export's block that are the same for every event of
+    /// one node and broker run, encoded once (`BridgeCore` keeps one per
+    /// broker instance): `ce-specversion`, then `ce-datacontenttype`,
+    /// `ce-ebnode`, `ce-ebinstance`.
+    public struct ExportLines: Equatable, Sendable {
+        public let node: NodeName
+        public let instance: String
+        let head: HeaderBlockWriter.Lines
+        let middle: HeaderBlockWriter.Lines
+
+        /// - Parameter instance: the local broker's `instance` (its `seq` counts within it).
+        public init(node: NodeName, instance: String) {
+            self.node = node
+            self.instance = instance
+            head = HeaderBlockWriter.lines { $0.append(HeaderName.specVersion, "1.0") }
+            middle = HeaderBlockWriter.lines { block in
+                block.append(HeaderName.dataContentType, "application/json")
+                block.append(HeaderName.node, node.text)
+                block.append(HeaderName.instance, instance)
+            }
+        }
+    }
+
     /// The header block of an exported event, in this order:
     /// `ce-specversion: 1.0`, `ce-id`, `ce-source`, `ce-type`, `ce-time`,
     /// `ce-datacontenttype: application/json`, `ce-ebnode`, `ce-ebinstance`,
@@ -38,22 +62,25 @@ public enum CloudEventsHeaders {
     /// no String per field; about 370 bytes).
     /// - Parameter instance: the local broker's `instance` (its `seq` counts within it).
     public static func exportBlock(_ raw: RawEvent, node: NodeName, instance: String) -> [UInt8] {
+        exportBlock(raw, lines: ExportLines(node: node, instance: instance))
+    }
+
+    /// `exportBlock(_:node:instance:)` with the constant lines encoded already.
+    public static func exportBlock(_ raw: RawEvent, lines: ExportLines) -> [UInt8] {
         let event = raw.metadata
-        var block = HeaderBlockWriter(capacity: 320 + event.id.utf8.count + event.source.utf8.count + event.type.utf8.count)
-        block.append(HeaderName.specVersion, "1.0")
+        var block = HeaderBlockWriter(capacity: 384 + event.id.utf8.count + event.source.utf8.count + event.type.utf8.count)
+        block.append(lines.head)
         block.append(HeaderName.id, event.id)
         block.append(HeaderName.source, event.source)
         block.append(HeaderName.type, event.type)
         block.append(HeaderName.time, event.time)
-        block.append(HeaderName.dataContentType, "application/json")
-        block.append(HeaderName.node, node.text)
-        block.append(HeaderName.instance, instance)
+        block.append(lines.middle)
         block.append(HeaderName.seq, event.seq)
         // pid: a kernel pid is never negative; a negative one is written as the broker sent it.
         if event.pid >= 0 { block.append(HeaderName.pid, UInt64(event.pid)) } else { block.append(HeaderName.pid, String(event.pid)) }
         block.append(HeaderName.uid, UInt64(event.uid))
         block.append(HeaderName.gid, UInt64(event.gid))
-        block.append(HeaderName.messageID, joining: node.text, instance, last: event.seq)
+        block.append(HeaderName.messageID, joining: lines.node.text, lines.instance, last: event.seq)
         return block.finish()
     }
 
@@ -87,7 +114,7 @@ public enum CloudEventsHeaders {
                 try Headers.forEachField(raw) { name, encoded in
                     guard let field = importedField(name) else { return true }  // ce-specversion, Nats-Msg-Id, anything else
                     // The value as sent: percent-decoded only when it has a `%`.
-                    guard encoded.contains(0x25) else {
+                    guard !encoded.isEmpty, memchr(encoded.baseAddress!, 0x25, encoded.count) != nil else {
                         failure = take(field, encoded, into: &result, node: node, type: type)
                         return failure == nil
                     }
@@ -120,9 +147,9 @@ public enum CloudEventsHeaders {
         case .time: result.origin.time = text()
         case .instance: result.origin.instance = text()
         case .type:
-            guard value.elementsEqual(type.name.utf8) else { return "ce-type \(shown(80)) is not the subject's type \(type.name)" }
+            guard same(value, type.name) else { return "ce-type \(shown(80)) is not the subject's type \(type.name)" }
         case .node:
-            guard value.elementsEqual(node.text.utf8) else { return "ce-ebnode \(shown(80)) is not the subject's node \(node.text)" }
+            guard same(value, node.text) else { return "ce-ebnode \(shown(80)) is not the subject's node \(node.text)" }
             result.assertedNode = node.text
         case .seq:
             guard let seq = decimal(value, max: UInt64.max) else { return "ce-ebseq \(shown(40)) is not a number" }
@@ -138,6 +165,14 @@ public enum CloudEventsHeaders {
             result.origin.gid = gid
         }
         return nil
+    }
+
+    /// Whether `value` holds exactly the bytes of `text` (one memcmp).
+    private static func same(_ value: UnsafeRawBufferPointer, _ text: String) -> Bool {
+        var text = text
+        return text.withUTF8 { bytes in
+            bytes.count == value.count && (bytes.isEmpty || memcmp(bytes.baseAddress!, value.baseAddress!, bytes.count) == 0)
+        }
     }
 
     /// The headers `import` reads.

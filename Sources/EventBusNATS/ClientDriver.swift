@@ -132,6 +132,11 @@ public struct ClientDriver {
 
     /// Performs a step: connects and closes here, hands everything else to the owner in order.
     private mutating func perform(_ step: Step, _ effects: inout [Effect]) {
+        // The usual step (messages read): handed over whole, no copy per effect.
+        if effects.isEmpty && pendingConnect == nil && !step.effects.contains(where: Self.isDriversOwn) {
+            effects = step.effects
+            return
+        }
         for effect in step.effects {
             switch effect {
             case .connect(let server): pendingConnect = server
@@ -142,6 +147,13 @@ public struct ClientDriver {
         while let server = pendingConnect {
             pendingConnect = nil
             open(server, &effects)
+        }
+    }
+
+    private static func isDriversOwn(_ effect: Effect) -> Bool {
+        switch effect {
+        case .connect, .closeConnection: true
+        default: false
         }
     }
 

@@ -24,6 +24,8 @@ public struct ClientState {
 
     var outbox: Outbox
     var parser: Parser
+    /// `received`'s operations, kept for their storage.
+    private var parsed: [ServerOperation] = []
     /// Bound on unwritten protocol lines (PONGs, SUBs) before the link is dropped.
     static let maxUnwrittenControlBytes = 1 << 20
     var random: SplitMix64
@@ -213,7 +215,13 @@ public struct ClientState {
         case .handshaking, .connected: break
         default: return Step()
         }
-        var operations: [ServerOperation] = []
+        // The operations array is kept between reads (its storage reused).
+        var operations = parsed
+        parsed = []
+        defer {
+            operations.removeAll(keepingCapacity: operations.capacity <= 4096)
+            parsed = operations
+        }
         var violation: ProtocolViolation? = nil
         do {
             try parser.feed(bytes, into: &operations)
@@ -223,6 +231,12 @@ public struct ClientState {
         var step = Step()
         step.effects.reserveCapacity(operations.count)
         for operation in operations {
+            if case .message(let message) = operation {
+                // The hot case inline: no `Step` (an array) per message.
+                statistics.received += 1
+                step.effects.append(.message(message))
+                continue
+            }
             step.effects += handle(operation, now: now).effects
             switch link {
             case .handshaking, .connected: continue

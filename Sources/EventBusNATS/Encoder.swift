@@ -72,7 +72,7 @@ public enum Encoder {
             out.append(contentsOf: replyTo.text.utf8)
         }
         out.append(0x20)
-        out.append(contentsOf: String(payload.count).utf8)
+        appendDecimal(payload.count, to: &out)
         out.append(contentsOf: [0x0D, 0x0A])
         out.append(contentsOf: payload)
         out.append(contentsOf: [0x0D, 0x0A])
@@ -92,14 +92,47 @@ public enum Encoder {
             out.append(contentsOf: replyTo.text.utf8)
         }
         out.append(0x20)
-        out.append(contentsOf: String(headerBlock.count).utf8)
+        appendDecimal(headerBlock.count, to: &out)
         out.append(0x20)
-        out.append(contentsOf: String(headerBlock.count + payload.count).utf8)
+        appendDecimal(headerBlock.count + payload.count, to: &out)
         out.append(contentsOf: [0x0D, 0x0A])
         out.append(contentsOf: headerBlock)
         out.append(contentsOf: payload)
         out.append(contentsOf: [0x0D, 0x0A])
         return out
+    }
+
+    /// Appends the decimal digits of `value` (no String: every PUB and HPUB has one or two sizes).
+    static func appendDecimal(_ value: Int, to out: inout [UInt8]) {
+        precondition(value >= 0, "a size is never negative")
+        appendDecimal(UInt64(value), to: &out)
+    }
+
+    /// Appends the decimal digits of `value`, at most 20.
+    static func appendDecimal(_ value: UInt64, to out: inout [UInt8]) {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { buffer in
+            let written = writeDecimal(value, into: buffer.baseAddress!)
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[0..<written]))
+        }
+    }
+
+    /// Writes the decimal digits of `value` at `out` (room for 20 bytes).
+    /// - Returns: the bytes written.
+    static func writeDecimal(_ value: UInt64, into out: UnsafeMutablePointer<UInt8>) -> Int {
+        var length = 1
+        var rest = value / 10
+        while rest > 0 {
+            length += 1
+            rest /= 10
+        }
+        rest = value
+        var at = length
+        repeat {
+            at -= 1
+            out[at] = UInt8(truncatingIfNeeded: 0x30 &+ rest % 10)
+            rest /= 10
+        } while rest > 0
+        return length
     }
 
     /// `SUB <subject> [queue group] <sid>\r\n`.

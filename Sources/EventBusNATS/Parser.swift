@@ -104,6 +104,8 @@ public struct Parser {
     private var start = 0
     /// How far past `start` the current line was already searched for LF.
     private var searched = 0
+    /// The fields of the line being parsed (`splitFields`).
+    private var lineFields: [Range<Int>] = []
 
     /// - Parameters:
     ///   - maxControlLineBytes: default 4096.
@@ -217,7 +219,8 @@ public struct Parser {
     private mutating func parseLine(_ range: Range<Int>, into operations: inout [ServerOperation]) throws(ProtocolViolation) {
         let limit = startsWithInfo(range.lowerBound) ? maxInfoLineBytes : maxControlLineBytes
         guard range.count <= limit else { throw ProtocolViolation("control line longer than \(limit) bytes") }
-        let fields = splitFields(range)
+        splitFields(range)
+        let fields = lineFields
         guard let first = fields.first else { return }  // an empty line: nothing to do
         switch opName(first) {
         case Parser.opINFO:
@@ -271,22 +274,27 @@ public struct Parser {
         return Int(value)
     }
 
-    private func splitFields(_ range: Range<Int>) -> [Range<Int>] {
-        var fields: [Range<Int>] = []
-        fields.reserveCapacity(7)
+    /// Splits the line at `range` into `lineFields` (whose storage is kept
+    /// between lines: an array per line was a tenth of an import's parse).
+    private mutating func splitFields(_ range: Range<Int>) {
+        var fields = lineFields
+        lineFields = []
+        fields.removeAll(keepingCapacity: true)
+        defer { lineFields = fields }
         var fieldStart: Int? = nil
-        for i in range {
-            if isBlank(buffer[i]) {
-                if let s = fieldStart { fields.append(s..<i); fieldStart = nil }
-                // HMSG has at most 6 fields; a 7th is enough to refuse the
-                // line. -ERR and INFO read their rest from `first` instead.
-                if fields.count == 7 { return fields }
-            } else if fieldStart == nil {
-                fieldStart = i
+        buffer.withUnsafeBufferPointer { bytes in
+            for i in range {
+                if isBlank(bytes[i]) {
+                    if let s = fieldStart { fields.append(s..<i); fieldStart = nil }
+                    // HMSG has at most 6 fields; a 7th is enough to refuse the
+                    // line. -ERR and INFO read their rest from `first` instead.
+                    if fields.count == 7 { return }
+                } else if fieldStart == nil {
+                    fieldStart = i
+                }
             }
+            if let s = fieldStart { fields.append(s..<range.upperBound) }
         }
-        if let s = fieldStart { fields.append(s..<range.upperBound) }
-        return fields
     }
 
     @inline(__always) private func isBlank(_ b: UInt8) -> Bool { b == 0x20 || b == 0x09 }

@@ -44,7 +44,12 @@ public struct Subject: Hashable, Sendable, CustomStringConvertible {
     /// Whether `text` is well formed; the result tells whether it has wildcard tokens.
     /// Nil when malformed (or when `wildcards` is false and it has one).
     static func check(_ text: String, wildcards: Bool) -> Bool? {
-        let utf8 = text.utf8
+        var text = text
+        return text.withUTF8 { check(UnsafeRawBufferPointer($0), wildcards: wildcards) }
+    }
+
+    /// `check` over the subject's bytes (a pointer loop: every export's subject is checked).
+    private static func check(_ utf8: UnsafeRawBufferPointer, wildcards: Bool) -> Bool? {
         guard !utf8.isEmpty, utf8.count <= maxBytes else { return nil }
         var tokenLength = 0
         var tokenIsWildcard = false

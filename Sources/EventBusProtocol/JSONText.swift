@@ -8,6 +8,8 @@
 // unchecked. Nor a raw U+0085, U+2028 or U+2029 (the broker refuses them,
 // PROTOCOL-NOTES.md "Framing"): compacting writes them as `\u` escapes.
 
+import Glibc
+
 /// One JSON value without line breaks, e.g. `{"code":"EUR"}`.
 public struct JSONText: Hashable, Sendable, CustomStringConvertible {
     /// The value's bytes: valid JSON, no LF, no CR.
@@ -26,6 +28,12 @@ public struct JSONText: Hashable, Sendable, CustomStringConvertible {
     /// - Throws: `JSONSyntaxError` with the reason and byte offset.
     public init(validating bytes: [UInt8], layout: Layout = .asGiven) throws(JSONSyntaxError) {
         let result: Result<[UInt8], JSONSyntaxError> = bytes.withUnsafeBytes { raw in
+            // The usual value (one line, nothing around it, no raw CR or
+            // separator: what a `lineSafe` scan accepts) in one pass, kept as given.
+            if layout == .asGiven, let token = JSONScanner.validateQuickly(raw, maxDepth: ProtocolConstants.maxDepth, lineSafe: true),
+               token.start == 0, token.end == raw.count, memchr(raw.baseAddress!, 0x0A, raw.count) == nil {
+                return .success(bytes)
+            }
             do throws(JSONSyntaxError) {
                 let token = try JSONScanner.validate(raw, maxDepth: ProtocolConstants.maxDepth)
                 if layout == .asGiven && token.start == 0 && token.end == raw.count && !raw.contains(0x0A) && !raw.contains(0x0D)

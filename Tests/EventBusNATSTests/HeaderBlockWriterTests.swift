@@ -24,4 +24,25 @@ import Testing
         #expect(block == headers.encoded())
         #expect(block.withUnsafeBytes { try? Headers.parse($0) } == headers)
     }
+
+    @Test func linesWrittenOnceAreTheFieldsWrittenInPlace() {
+        let lines = HeaderBlockWriter.lines { block in
+            block.append("ce-datacontenttype", "application/json")
+            block.append("ce-ebinstance", "a b%")
+        }
+        var withLines = HeaderBlockWriter(capacity: 0)
+        withLines.append("ce-id", "x-1")
+        withLines.append(lines)
+        withLines.append(lines)
+        var inPlace = HeaderBlockWriter(capacity: 0)
+        inPlace.append("ce-id", "x-1")
+        for _ in 0..<2 {
+            inPlace.append("ce-datacontenttype", "application/json")
+            inPlace.append("ce-ebinstance", "a b%")
+        }
+        let block = withLines.finish()
+        let expected = inPlace.finish()
+        #expect(block == expected)
+        #expect(String(decoding: block, as: UTF8.self).contains("ce-ebinstance: a%20b%25\r\n"))
+    }
 }
