@@ -3,14 +3,14 @@
 // `RequestDecoder` and written by the clients' `ClientRequest`. Then the
 // broker's reading of one envelope: the value token of each known key, and
 // duplicate keys found in time linear in the frame (PROTOCOL.md "Framing":
-// duplicate envelope keys are `bad_request`).
+// duplicate envelope keys are `bad_request`; the other keys' check is
+// UnknownKeys.swift).
 //
 // Before editing: a new key is one `case` line in `EnvelopeKey` plus its
 // handling in `RequestDecoder` (and, for clients, its place in
 // `ClientRequest`); a new op is one `case` in `RequestOp` plus the same.
 // `EnvelopeFields.scan` is the broker's per-frame path: no allocation for a
 // frame of known keys.
-import Glibc
 
 /// The ops a client may send, in the wire spelling of their case names.
 enum RequestOp: Int, FrameKey {
@@ -64,11 +64,18 @@ struct EnvelopeFields {
         var unknown = UnknownKeys()
         do throws(JSONObject.ReadError) {
             try JSONObject.scan(frame, lineSafe: true) { key, value in
-                if let position = keys.position(of: key, in: frame) {
-                    if !tokens.record(position, value), firstDuplicate == nil { firstDuplicate = key }
-                } else if !unknown.insert(key, in: frame), firstDuplicate == nil {
-                    firstDuplicate = key
+                let position: Int
+                if case .string(escaped: false) = key.kind {
+                    guard let known = keys.position(of: key, in: frame) else { return unknown.insertPlain(key, in: frame) }
+                    position = known
+                } else {
+                    // Decoded once: to tell a known key, and to keep an unknown one.
+                    guard let known = unknown.insertEscaped(key, in: frame, known: { name in
+                        keys.position(at: name.baseAddress.unsafelyUnwrapped, count: name.count, readable: name.count)
+                    }) else { return }
+                    position = known
                 }
+                if !tokens.record(position, value), firstDuplicate == nil { firstDuplicate = key }
             }
         } catch {
             switch error {
@@ -76,82 +83,9 @@ struct EnvelopeFields {
             case .syntax(let error): throw ProtocolError(.badFrame, "invalid JSON: \(error)")
             }
         }
-    }
-}
-
-/// The keys of one frame that are not in `EnvelopeKey`, by their decoded
-/// bytes, in an open-addressing hash table of byte ranges (no allocation per
-/// key; the hash is seeded per process, so no frame can be made to collide
-/// on purpose): a frame of 85,000 keys costs 85,000 probes, not 85,000²
-/// comparisons, and about 3 ms of broker CPU (issue 11: "a few microseconds
-/// per kilobyte" for any input shape). Valid while the frame is.
-struct UnknownKeys {
-    private struct Entry {
-        /// Where the key's decoded bytes are: in the frame, or in `decoded`.
-        var start: Int32
-        var count: Int32
-        var inDecoded: Bool
-        var hash: UInt64
-    }
-
-    private var entries: [Entry] = []
-    /// Power-of-two slots holding an index into `entries`, -1 when empty; at
-    /// most half full.
-    private var slots: [Int32] = []
-    /// Decoded bytes of keys written with escapes.
-    private var decoded: [UInt8] = []
-
-    /// Per-process random seed of `hash` (read once per frame).
-    private static let processSeed = UInt64.random(in: 1 ... .max)
-    private let seed = UnknownKeys.processSeed
-
-    /// Adds a validated string token's decoded text.
-    /// - Returns: false when the text was already there.
-    mutating func insert(_ token: JSONToken, in frame: UnsafeRawBufferPointer) -> Bool {
-        var entry: Entry
-        if case .string(escaped: false) = token.kind {
-            entry = Entry(start: Int32(token.start + 1), count: Int32(token.end - token.start - 2), inDecoded: false, hash: 0)
-        } else {
-            let bytes = JSONString.decodeBytes(frame, token)
-            entry = Entry(start: Int32(decoded.count), count: Int32(bytes.count), inDecoded: true, hash: 0)
-            decoded.append(contentsOf: bytes)
+        // The earliest repeat in frame order, of a known key or of another.
+        if let repeated = unknown.firstDuplicate(in: frame), firstDuplicate.map({ repeated.start < $0.start }) ?? true {
+            firstDuplicate = repeated
         }
-        let seed = self.seed
-        entry.hash = bytes(of: entry, frame) { SeededHash.hash($0, seed: seed) }
-        if slots.isEmpty { slots = [Int32](repeating: -1, count: 64) }
-        if (entries.count + 1) * 2 > slots.count { grow() }
-        let mask = slots.count - 1
-        var i = Int(truncatingIfNeeded: entry.hash) & mask
-        while slots[i] >= 0 {
-            let other = entries[Int(slots[i])]
-            if other.hash == entry.hash && other.count == entry.count
-                && bytes(of: other, frame, { a in bytes(of: entry, frame) { b in a.count == 0 || memcmp(a.baseAddress!, b.baseAddress!, a.count) == 0 } }) {
-                if entry.inDecoded { decoded.removeLast(Int(entry.count)) }
-                return false
-            }
-            i = (i + 1) & mask
-        }
-        slots[i] = Int32(entries.count)
-        entries.append(entry)
-        return true
-    }
-
-    private func bytes<R>(of entry: Entry, _ frame: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) -> R) -> R {
-        if entry.inDecoded {
-            return decoded.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[Int(entry.start)..<Int(entry.start + entry.count)])) }
-        }
-        return body(UnsafeRawBufferPointer(rebasing: frame[Int(entry.start)..<Int(entry.start + entry.count)]))
-    }
-
-    /// Doubles the slots and places every entry again (the hashes are kept).
-    private mutating func grow() {
-        var bigger = [Int32](repeating: -1, count: slots.count * 2)
-        let mask = bigger.count - 1
-        for (index, entry) in entries.enumerated() {
-            var i = Int(truncatingIfNeeded: entry.hash) & mask
-            while bigger[i] >= 0 { i = (i + 1) & mask }
-            bigger[i] = Int32(index)
-        }
-        slots = bigger
     }
 }

@@ -9,6 +9,13 @@ public enum JSONString {
     public static func decodeBytes(_ bytes: UnsafeRawBufferPointer, _ token: JSONToken) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(token.count - 2)
+        appendDecoded(bytes, token, to: &out)
+        return out
+    }
+
+    /// Appends the decoded bytes of a validated string token to `out` (what
+    /// `decodeBytes` returns, without an array of their own).
+    public static func appendDecoded(_ bytes: UnsafeRawBufferPointer, _ token: JSONToken, to out: inout [UInt8]) {
         var i = token.start + 1
         let end = token.end - 1
         while i < end {
@@ -34,7 +41,6 @@ public enum JSONString {
             default: out.append(e)  // " \ /
             }
         }
-        return out
     }
 
     /// Decodes a validated string token into a `String`.

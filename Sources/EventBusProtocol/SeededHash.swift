@@ -1,6 +1,6 @@
 // The one seeded hash of the package (issue 25): the broker's table of
 // published types (EventBusCore's EventTypeTable, on every publish) and the
-// decoder's table of unknown keys (`UnknownKeys`, Envelope.swift) hash bytes
+// decoder's check of unknown keys (`UnknownKeys`, UnknownKeys.swift) hash bytes
 // a client chose, so both mix in a seed that is random per run or process:
 // no input can be made to collide on purpose.
 //

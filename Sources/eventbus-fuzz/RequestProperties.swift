@@ -2,8 +2,9 @@
 // `JSONScanner.validate` (PROTOCOL.md "Framing": bad JSON is bad_frame, no
 // req), every token it returns lies in the frame and is valid JSON of the
 // right kind, every reply or event the broker would build from it is one
-// valid JSON object on one line that the clients' reader reads back, and the
-// clients' encoder writes the request so that it decodes the same again.
+// valid JSON object on one line that the clients' reader reads back, the
+// repeated top-level key it names is the model's, and the clients' encoder
+// writes the request so that it decodes the same again.
 //
 // Before editing: a violated property must trap (`fuzzFailure`).
 import EventBusProtocol
@@ -29,6 +30,7 @@ enum RequestProperties {
                 if case .failure(let refusal) = decoded.request, refusal.code == .badFrame {
                     fuzzFailure("validator accepts the object but the decoder says bad_frame: \(refusal.message)")
                 }
+                checkDuplicateKeys(bytes, decoded)
             }
 
             // `req`: inside the frame, a string or an integer within ±2^53.
@@ -118,6 +120,27 @@ enum RequestProperties {
             var out: [UInt8] = []
             FrameEncoder.appendOK(req: req, to: &out)
             checkOutgoing(out, what: "ok reply")
+        }
+    }
+
+    /// The duplicate-key verdict against a plain model (PROTOCOL.md
+    /// "Framing": a repeated top-level key is `bad_request`): the first key,
+    /// in frame order, equal (decoded) to an earlier one is the one named,
+    /// and a frame without one is not refused for it. (A bad or repeated
+    /// `req` is told first.)
+    static func checkDuplicateKeys(_ frame: UnsafeRawBufferPointer, _ decoded: DecodedFrame) {
+        guard let members = try? JSONObject.members(frame) else { fuzzFailure("the decoder's object has no members") }
+        var seen = Set<String>()
+        let repeated = members.first { !seen.insert($0.key).inserted }?.key
+        let message: String
+        if case .failure(let refusal) = decoded.request { message = refusal.message } else { message = "" }
+        if message.hasPrefix("req must") { return }
+        if let repeated {
+            guard message == "duplicate key \(JSONString.quoted(repeated)) in frame" else {
+                fuzzFailure("the first repeated key is \(JSONString.quoted(repeated)), the decoder answered \(describe(decoded))")
+            }
+        } else if message.hasPrefix("duplicate key") {
+            fuzzFailure("no key repeats, the decoder answered \(message)")
         }
     }
 

@@ -209,6 +209,22 @@ struct FramingTests {
         }
     }
 
+    @Test("Among 85,000 unknown keys the earliest repeat in frame order is named, written with escapes or not")
+    func theEarliestRepeatAmongManyKeysIsNamed() throws {
+        // Issue 20: the check runs after the scan, over all the keys at once
+        // (UnknownKeys.swift); the first repeat in frame order is the one named.
+        var members = (0..<85_000).map { "\"k\($0)\":1" }
+        members.insert(#""\u006b7":2"#, at: 50_000)
+        members.append(#""type":1,"k3":2,"type":2"#)
+        try withBroker { broker in
+            let client = try broker.connect()
+            let error = try client.error("{" + members.joined(separator: ",") + #","op":"ping","req":5}"#, timeout: .seconds(30))
+            #expect(error.code == "bad_request" && error.req == .integer(5), "\(error)")
+            #expect(error.string("message") == #"duplicate key "k7" in frame"#, "\(error)")
+            try client.ok(#"{"op":"ping","req":6}"#)
+        }
+    }
+
     @Test("Duplicate keys inside data are forwarded as sent")
     func duplicateKeysInsideDataAreForwarded() throws {
         try withBroker { broker in
