@@ -182,7 +182,7 @@ extension Broker {
         if event == nil && retention.history.isEnabled { event = build() }
         var delivered: UInt64 = 0
         var alreadyDropping: UInt64 = 0
-        forEachSubscriber(of: type, entry: entry) { subscriber in
+        let parked = forEachSubscriber(of: type, entry: entry) { subscriber in
             guard subscriber.lastRoutedSeq != seq else { return }  // at most once
             subscriber.lastRoutedSeq = seq
             if subscriber === publisher && !subscriber.echo { return }  // no echo
@@ -192,16 +192,20 @@ extension Broker {
             // uid's events) and still refused: the event is lost for it as
             // `offer` would lose it; count it and go on (the broker-wide
             // counters once, after the loop): no call, nothing else looked at.
-            if subscriber.pendingDropCount > 0 && (subscriber.overflow == .dropNew || subscriber.overflow == .wait),
-               refusal(size: event.unsafelyUnwrapped.count &+ OutboundQueue.entryOverheadBytes,
-                       actor: uid == subscriber.credentials.uid || isPrivileged(uid) ? OutboundQueue.noActor : uid, connection: subscriber) != nil {
-                subscriber.pendingDropCount &+= 1
-                subscriber.droppedCount &+= 1
+            // Refused so for every publisher, it is parked: out of the kept
+            // route lists until it writes (ParkedSubscribers.swift).
+            if subscriber.pendingDropsCounted > 0 && (subscriber.overflow == .dropNew || subscriber.overflow == .wait),
+               let refused = refusal(size: event.unsafelyUnwrapped.count &+ OutboundQueue.entryOverheadBytes,
+                                     actor: uid == subscriber.credentials.uid || isPrivileged(uid) ? OutboundQueue.noActor : uid, connection: subscriber) {
+                subscriber.pendingDropsCounted &+= 1
+                subscriber.droppedCounted &+= 1
                 alreadyDropping &+= 1
+                if mayPark(subscriber, refused) { park(subscriber) }
                 return
             }
             if offer(event!, seq: seq, publisher: uid, to: subscriber) { delivered += 1 }
         }
+        if let parked { countParked(parked, publisher: publisher) }
         if alreadyDropping > 0 {
             statistics.dropped += alreadyDropping
             typeCounters.addDropped(alreadyDropping, typeCounters.routed)
@@ -216,8 +220,9 @@ extension Broker {
     /// Calls `body` for every connection subscribed to `type` that may
     /// receive it (the index's `forEachMatch`, through the type's entry in
     /// `types` and its kept list; the broker's own reserved types have none).
-    @inline(__always)
-    func forEachSubscriber(of type: EventType, entry: Int?, _ body: (Connection) -> Void) {
+    /// - Returns: the kept list's parked part (not called; ParkedSubscribers.swift).
+    @inline(__always) @discardableResult
+    func forEachSubscriber(of type: EventType, entry: Int?, _ body: (Connection) -> Void) -> ParkedRoutes? {
         var found = entry
         if found == nil {
             var name = type.name
@@ -225,14 +230,15 @@ extension Broker {
         }
         guard let found else {
             index.forEachMatch(type, body)
-            return
+            return nil
         }
         // The list is kept by `types` and every connection in it by
         // `connections` through the fan-out: no count per subscriber.
-        let routes = types.routes(found, in: index)
+        let routes = types.routes(found, in: index, split: !parking.members.isEmpty)
         routes.withUnsafeBufferPointer { list in
             for i in 0..<list.count { Uncounted(list[i]).with(body) }
         }
+        return types.parked(found)
     }
 
     /// Writes a publish's event frame once (see `makeEvent`).
