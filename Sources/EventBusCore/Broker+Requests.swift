@@ -182,7 +182,7 @@ extension Broker {
         if event == nil && retention.history.isEnabled { event = build() }
         var delivered: UInt64 = 0
         var alreadyDropping: UInt64 = 0
-        let parked = forEachSubscriber(of: type, entry: entry) { subscriber in
+        forEachSubscriber(of: type, entry: entry) { subscriber in
             guard subscriber.lastRoutedSeq != seq else { return }  // at most once
             subscriber.lastRoutedSeq = seq
             if subscriber === publisher && !subscriber.echo { return }  // no echo
@@ -205,7 +205,7 @@ extension Broker {
             }
             if offer(event!, seq: seq, publisher: uid, to: subscriber) { delivered += 1 }
         }
-        if let parked { countParked(parked, publisher: publisher) }
+        if types.splitsParked { countParked(type, entry: entry, publisher: publisher) }
         if alreadyDropping > 0 {
             statistics.dropped += alreadyDropping
             typeCounters.addDropped(alreadyDropping, typeCounters.routed)
@@ -220,9 +220,8 @@ extension Broker {
     /// Calls `body` for every connection subscribed to `type` that may
     /// receive it (the index's `forEachMatch`, through the type's entry in
     /// `types` and its kept list; the broker's own reserved types have none).
-    /// - Returns: the kept list's parked part (not called; ParkedSubscribers.swift).
-    @inline(__always) @discardableResult
-    func forEachSubscriber(of type: EventType, entry: Int?, _ body: (Connection) -> Void) -> ParkedRoutes? {
+    @inline(__always)
+    func forEachSubscriber(of type: EventType, entry: Int?, _ body: (Connection) -> Void) {
         var found = entry
         if found == nil {
             var name = type.name
@@ -230,15 +229,14 @@ extension Broker {
         }
         guard let found else {
             index.forEachMatch(type, body)
-            return nil
+            return
         }
         // The list is kept by `types` and every connection in it by
         // `connections` through the fan-out: no count per subscriber.
-        let routes = types.routes(found, in: index, split: !parking.members.isEmpty)
+        let routes = types.routes(found, in: index)
         routes.withUnsafeBufferPointer { list in
             for i in 0..<list.count { Uncounted(list[i]).with(body) }
         }
-        return types.parked(found)
     }
 
     /// Writes a publish's event frame once (see `makeEvent`).

@@ -63,6 +63,8 @@ struct EventTypeTable {
     }
 
     private var entries: [Entry]
+    /// (issue 20) Some connection is parked (`Broker.parking` is not empty).
+    var splitsParked = false
     private let mask: Int
     private let seed: UInt64
 
@@ -102,10 +104,10 @@ struct EventTypeTable {
 
     /// The subscribers of entry `i`'s type, from the index when the list kept
     /// is older than the index's last change.
-    /// - Parameter split: some connection is parked: a list taken from the
-    ///   index leaves the parked ones out (into `parked(i)`).
+    /// While `splitsParked`, a list taken from the index leaves the parked
+    /// connections out (into `parked(i)`).
     @inline(__always)
-    mutating func routes(_ i: Int, in index: SubscriptionIndex, split: @autoclosure () -> Bool = false) -> [Connection] {
+    mutating func routes(_ i: Int, in index: SubscriptionIndex) -> [Connection] {
         if let routes = entries[i].routes {
             if entries[i].version == index.version { return routes }
             // (issue 20) A change of another shape (a churning uid's `a.*.c`)
@@ -118,7 +120,7 @@ struct EventTypeTable {
         var (routes, match) = index.matchesAndStamp(entries[i].type.unsafelyUnwrapped)
         entries[i].parked?.retire()
         entries[i].parked = nil
-        if split() { (routes, entries[i].parked) = ParkedRoutes.split(routes) }
+        if splitsParked { (routes, entries[i].parked) = ParkedRoutes.split(routes) }
         entries[i].routes = routes
         entries[i].version = index.version
         entries[i].match = match
@@ -126,7 +128,7 @@ struct EventTypeTable {
         return routes
     }
 
-    /// The parked part of entry `i`'s list (valid as `routes(i, in:split:)` last returned it).
+    /// The parked part of entry `i`'s list (valid as `routes(i, in:)` last made it).
     @inline(__always)
     func parked(_ i: Int) -> ParkedRoutes? { entries[i].parked }
 

@@ -23,6 +23,7 @@
 // `SubscriptionIndex.keptListsChanged` (every kept list is split again
 // before its next use), and a part is retired (`ParkedRoutes.retire`)
 // before its entry forgets it.
+import EventBusProtocol
 
 /// The parked connections of one kept route list, and the events routed
 /// through it since it was made (every member joined then).
@@ -123,6 +124,7 @@ extension Broker {
         guard connection.park == nil else { return }
         connection.park = ParkState()
         parking.members[ObjectIdentifier(connection)] = connection
+        types.splitsParked = true
         index.keptListsChanged()
     }
 
@@ -140,14 +142,22 @@ extension Broker {
         for (_, part) in state.parts { connection.countParked(on: part.routes, leaving: true) }
         connection.park = nil
         parking.members[ObjectIdentifier(connection)] = nil
+        types.splitsParked = !parking.members.isEmpty
         index.keptListsChanged()
     }
 
-    /// Counts one event routed through a kept list whose parked part is
-    /// `parked`: dropped for each member (the publisher skips its own
-    /// event unless it asked for echo).
+    /// Counts one event of `type`, just routed, as dropped for each member of
+    /// its kept list's parked part (the publisher skips its own event unless
+    /// it asked for echo). Asked only while some connection is parked.
+    /// - Parameter entry: the type's entry in `types`, when the caller found it.
     @inline(never)
-    func countParked(_ parked: ParkedRoutes, publisher: Connection?) {
+    func countParked(_ type: EventType, entry: Int?, publisher: Connection?) {
+        var found = entry
+        if found == nil {
+            var name = type.name
+            found = name.withUTF8 { types.entry(for: UnsafeRawBufferPointer($0)) }
+        }
+        guard let found, let parked = types.parked(found) else { return }
         parked.events &+= 1
         var count = UInt64(parked.members.count)
         if let publisher, !publisher.echo, let state = publisher.park {
