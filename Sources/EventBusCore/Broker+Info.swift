@@ -14,6 +14,7 @@ extension Broker {
             return
         }
         connection.saidHello = true
+        unpark(connection)  // parked under the options it had
         connection.echo = hello.echo
         connection.overflow = hello.overflow
         clearHalfFull(connection)  // (1.2) only `wait` may hold

@@ -61,6 +61,7 @@ extension Broker {
     func disconnect(_ connection: Connection, with error: ProtocolError) {
         guard connection.closing != .afterWrite, !connection.isClosed else { return }
         reply(to: connection, req: nil, error: error)
+        unpark(connection)  // nothing is routed to it from now: nothing counted either
         connection.closing = .afterWrite
         syncInbound(connection)  // its input will not be handled: release it now
         current.effects.append(.close(connection.id, .afterWrite))
@@ -79,7 +80,7 @@ extension Broker {
     func recordDrops(_ connection: Connection, count: UInt64, firstSeq: UInt64, takenFromQueue: Bool) {
         guard count > 0 else { return }
         statistics.dropped += count
-        connection.droppedCount += count
+        connection.droppedCounted += count
         if !takenFromQueue { typeCounters.addDropped(count, typeCounters.routed) }
         if takenFromQueue {
             if let placed = connection.outbound.noticeInFront {
@@ -90,17 +91,18 @@ extension Broker {
             }
             return
         }
-        if connection.pendingDropCount == 0 {
+        if connection.pendingDropsCounted == 0 {
             connection.pendingDropSince = firstSeq
             notice(.startedDropping(connection.id, pid: connection.credentials.pid))
         }
-        connection.pendingDropCount += count
+        connection.pendingDropsCounted += count
     }
 
     /// Queues the notice for the drops waiting in `pendingDropCount`.
     func queuePendingDropNotice(_ connection: Connection) {
-        let count = connection.pendingDropCount, since = connection.pendingDropSince
-        connection.pendingDropCount = 0
+        unpark(connection)  // its queue has room: back in the lists, its parked drops counted
+        let count = connection.pendingDropsCounted, since = connection.pendingDropSince
+        connection.pendingDropsCounted = 0
         connection.pendingDropSince = 0
         enqueueDropNotice(count: count, since: since, to: connection, inFront: false)
     }
@@ -151,7 +153,7 @@ extension Broker {
                 return false
             }
         }
-        if connection.pendingDropCount > 0 { queuePendingDropNotice(connection) }
+        if connection.pendingDropsCounted > 0 { queuePendingDropNotice(connection) }
         enqueue(event: event, seq: seq, actor: actor, to: connection)
         connection.deliveredCount += 1
         return true

@@ -192,16 +192,20 @@ extension Broker {
             // uid's events) and still refused: the event is lost for it as
             // `offer` would lose it; count it and go on (the broker-wide
             // counters once, after the loop): no call, nothing else looked at.
-            if subscriber.pendingDropCount > 0 && (subscriber.overflow == .dropNew || subscriber.overflow == .wait),
-               refusal(size: event.unsafelyUnwrapped.count &+ OutboundQueue.entryOverheadBytes,
-                       actor: uid == subscriber.credentials.uid || isPrivileged(uid) ? OutboundQueue.noActor : uid, connection: subscriber) != nil {
-                subscriber.pendingDropCount &+= 1
-                subscriber.droppedCount &+= 1
+            // Refused so for every publisher, it is parked: out of the kept
+            // route lists until it writes (ParkedSubscribers.swift).
+            if subscriber.pendingDropsCounted > 0 && (subscriber.overflow == .dropNew || subscriber.overflow == .wait),
+               let refused = refusal(size: event.unsafelyUnwrapped.count &+ OutboundQueue.entryOverheadBytes,
+                                     actor: uid == subscriber.credentials.uid || isPrivileged(uid) ? OutboundQueue.noActor : uid, connection: subscriber) {
+                subscriber.pendingDropsCounted &+= 1
+                subscriber.droppedCounted &+= 1
                 alreadyDropping &+= 1
+                if mayPark(subscriber, refused) { park(subscriber) }
                 return
             }
             if offer(event!, seq: seq, publisher: uid, to: subscriber) { delivered += 1 }
         }
+        if types.splitsParked { countParked(type, entry: entry, publisher: publisher) }
         if alreadyDropping > 0 {
             statistics.dropped += alreadyDropping
             typeCounters.addDropped(alreadyDropping, typeCounters.routed)

@@ -153,6 +153,8 @@ public final class Broker {
     var now = BrokerTime(wallNanoseconds: 0, monotonicNanoseconds: 0)
     /// Published types by their bytes, with their route lists (EventTypeTable.swift).
     var types: EventTypeTable
+    /// (issue 20) Subscribers out of the route lists while full (ParkedSubscribers.swift).
+    var parking = ParkingLot()
     /// Per-type counters for `types` (TypeCounters.swift, Broker+Types.swift);
     /// `routed` is the type `fanOut` is routing: queued events carry it,
     /// drops are counted for it.
@@ -259,6 +261,7 @@ public final class Broker {
     func forget(_ connection: Connection) {
         guard !connection.isClosed else { return }
         connection.isClosed = true
+        unpark(connection)
         forgetFlow(connection)
         for pattern in Array(connection.subscriptions.keys) { removeSubscription(pattern, from: connection) }
         applyOutbound(connection, connection.outbound.removeAll(released: &releasedScratch))
@@ -279,6 +282,7 @@ public final class Broker {
         if connection.outbound.isEmpty {
             forget(connection)
         } else {
+            unpark(connection)  // nothing is routed to it from now: nothing counted either
             connection.closing = .afterFlush
             current.effects.append(.close(connection.id, .afterFlush))
         }
@@ -405,7 +409,8 @@ public final class Broker {
         guard bytes > 0, !connection.isClosed else { return finishStep() }
         applyOutbound(connection, connection.outbound.consume(bytes, released: &releasedScratch))
         flowDidWrite(connection, bytes: bytes)
-        if connection.pendingDropCount > 0 && connection.closing != .afterWrite
+        unpark(connection)  // it took bytes: back in the route lists
+        if connection.pendingDropsCounted > 0 && connection.closing != .afterWrite
             && connection.outbound.chargedBytes < configuration.maxOutboundBytes / 2 {
             queuePendingDropNotice(connection)
         }

@@ -83,7 +83,8 @@ public final class Connection {
     /// published, events queued to it, events it lost.
     public internal(set) var publishedCount: UInt64 = 0
     public internal(set) var deliveredCount: UInt64 = 0
-    public internal(set) var droppedCount: UInt64 = 0
+    /// (`droppedCount` adds what it lost while parked, ParkedSubscribers.swift.)
+    var droppedCounted: UInt64 = 0
 
     /// Inbound bytes charged to its uid (what its splitter held at the last
     /// `syncInbound`), since when it holds any, and when a byte last arrived
@@ -94,9 +95,12 @@ public final class Connection {
     /// Outbound bytes in its queue charged to other publisher uids (fair share).
     var actorShares: [UInt32: Int] = [:]
 
-    /// Events lost since the last `dropped` notice, and the seq of the first.
-    public internal(set) var pendingDropCount: UInt64 = 0
+    /// Events lost since the last `dropped` notice, and the seq of the first
+    /// (`pendingDropCount` adds those counted while parked).
+    var pendingDropsCounted: UInt64 = 0
     var pendingDropSince: UInt64 = 0
+    /// (issue 20) Out of the kept route lists while full (ParkedSubscribers.swift).
+    var park: ParkState? = nil
     /// Last seq routed here (so one event is delivered at most once).
     var lastRoutedSeq: UInt64 = 0
 

@@ -32,6 +32,9 @@ struct EventTypeTable {
         /// The index's result `routes` came from, and its `baseVersion` then.
         var match: CachedMatch? = nil
         var baseVersion: UInt64 = 0
+        /// (issue 20) The parked connections the index's list holds, left
+        /// out of `routes` (ParkedSubscribers.swift); nil when none.
+        var parked: ParkedRoutes? = nil
         /// The last policy view that was allowed to publish the type (held,
         /// so no other view can take its address; a reload makes new views).
         var publisherView: PolicyView? = nil
@@ -60,6 +63,8 @@ struct EventTypeTable {
     }
 
     private var entries: [Entry]
+    /// (issue 20) Some connection is parked (`Broker.parking` is not empty).
+    var splitsParked = false
     private let mask: Int
     private let seed: UInt64
 
@@ -88,6 +93,7 @@ struct EventTypeTable {
             return i
         }
         guard let type = EventType.publishable(raw) else { return nil }
+        entries[i].parked?.retire()
         entries[i] = Entry(w0: key.w0, w1: key.w1, count: key.count, type: type)
         return i
     }
@@ -98,6 +104,8 @@ struct EventTypeTable {
 
     /// The subscribers of entry `i`'s type, from the index when the list kept
     /// is older than the index's last change.
+    /// While `splitsParked`, a list taken from the index leaves the parked
+    /// connections out (into `parked(i)`).
     @inline(__always)
     mutating func routes(_ i: Int, in index: SubscriptionIndex) -> [Connection] {
         if let routes = entries[i].routes {
@@ -109,13 +117,20 @@ struct EventTypeTable {
                 return routes
             }
         }
-        let (routes, match) = index.matchesAndStamp(entries[i].type.unsafelyUnwrapped)
+        var (routes, match) = index.matchesAndStamp(entries[i].type.unsafelyUnwrapped)
+        entries[i].parked?.retire()
+        entries[i].parked = nil
+        if splitsParked { (routes, entries[i].parked) = ParkedRoutes.split(routes) }
         entries[i].routes = routes
         entries[i].version = index.version
         entries[i].match = match
         entries[i].baseVersion = index.baseVersion
         return routes
     }
+
+    /// The parked part of entry `i`'s list (valid as `routes(i, in:)` last made it).
+    @inline(__always)
+    func parked(_ i: Int) -> ParkedRoutes? { entries[i].parked }
 
     /// The counters of entry `i`'s type, as last found (`Broker.countPublished` checks it).
     @inline(__always)

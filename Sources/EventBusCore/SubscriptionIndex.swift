@@ -283,6 +283,14 @@ public final class SubscriptionIndex {
         return built
     }
 
+    /// Makes every list kept from `matches` stale without changing a
+    /// result (a connection was parked or unparked: the broker's kept lists
+    /// leave parked connections out, ParkedSubscribers.swift).
+    func keptListsChanged() {
+        version &+= 1
+        baseVersion &+= 1
+    }
+
     /// Forgets every cached route list (a policy reload changed who may
     /// receive what).
     func removeAllCached() {

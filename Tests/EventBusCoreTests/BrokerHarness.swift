@@ -259,6 +259,15 @@ final class BrokerHarness {
             }
             #expect(shares == connection.actorShares, "fair shares of \(connection.id) out of step", sourceLocation: sourceLocation)
         }
+        // (issue 20) Parked connections: in the lot exactly, routable, with drops pending.
+        for connection in broker.connections.values {
+            #expect(connection.isParked == (broker.parking.members[ObjectIdentifier(connection)] === connection),
+                    "parked \(connection.id) and the lot disagree", sourceLocation: sourceLocation)
+            if connection.isParked {
+                #expect(connection.isRoutable && connection.pendingDropsCounted > 0, sourceLocation: sourceLocation)
+            }
+        }
+        #expect(broker.parking.members.count == broker.connections.values.filter(\.isParked).count, sourceLocation: sourceLocation)
         checkAccounts(sourceLocation: sourceLocation)
         #expect(fromIndex.sorted() == fromConnections.sorted(), "the two sides of the subscription index disagree",
                 sourceLocation: sourceLocation)

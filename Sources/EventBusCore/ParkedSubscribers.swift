@@ -1,0 +1,174 @@
+// (issue 20) Full subscribers out of the route lists: a subscriber that is
+// dropping under `drop-new` (or `wait` while `behind`, PROTOCOL.md "Flow
+// control (1.2)") and is refused again is *parked*: the route lists that
+// `EventTypeTable` keeps hold it apart, so an event costs a publisher O(1)
+// for all the parked subscribers of its type together, not O(each). It
+// comes back at its next write (`Broker.didWrite`) or when an event is
+// queued to it through another path (a replay: `queuePendingDropNotice`).
+//
+// The counts stay exact without looking at a parked subscriber per event:
+// each kept route list's parked part (`ParkedRoutes`) counts the events
+// routed through it; a parked connection remembers, per part it sits on,
+// how many of those it has counted already (`ParkState`), so its drops are
+// the differences, added to `pendingDropCount`/`droppedCount` when the part
+// is replaced (the list is rebuilt, or its type leaves the table) and when
+// it comes back. `statistics.dropped` and the type's `dropped` are counted
+// per event (the part's size). The part is the type's de-duplicated,
+// policy-filtered list (`SubscriptionIndex.matches`), so an event counts
+// once per connection whatever number of its patterns match, and never for
+// a connection the policy denies the type; a parked publisher without echo
+// skips its own event (`Broker.countParked`).
+//
+// Before editing: whatever parks or unparks a connection calls
+// `SubscriptionIndex.keptListsChanged` (every kept list is split again
+// before its next use), and a part is retired (`ParkedRoutes.retire`)
+// before its entry forgets it.
+import EventBusProtocol
+
+/// The parked connections of one kept route list, and the events routed
+/// through it since it was made (every member joined then).
+final class ParkedRoutes {
+    private(set) var members: [Connection]
+    /// Events routed through the list since it was made.
+    var events: UInt64 = 0
+
+    private init(_ members: [Connection]) { self.members = members }
+
+    /// Splits a route list into the connections to route to and the parked
+    /// ones; returns `list` itself (no copy) and nil when none is parked.
+    static func split(_ list: [Connection]) -> ([Connection], ParkedRoutes?) {
+        guard list.contains(where: { $0.park != nil }) else { return (list, nil) }
+        var active: [Connection] = []
+        var parked: [Connection] = []
+        active.reserveCapacity(list.count)
+        for connection in list {
+            if connection.park != nil { parked.append(connection) } else { active.append(connection) }
+        }
+        let routes = ParkedRoutes(parked)
+        for connection in parked { connection.park.unsafelyUnwrapped.join(routes) }
+        return (active, routes)
+    }
+
+    /// The list is replaced or gone: each member still on it counts its
+    /// events and leaves it.
+    func retire() {
+        for connection in members { connection.countParked(on: self, leaving: true) }
+        members = []
+    }
+}
+
+/// A parked connection's side: the parts it sits on, each with the events
+/// of it counted for the connection already.
+final class ParkState {
+    var parts: [ObjectIdentifier: (routes: ParkedRoutes, counted: UInt64)] = [:]
+
+    func join(_ routes: ParkedRoutes) {
+        parts[ObjectIdentifier(routes)] = (routes, routes.events)
+    }
+
+    /// Events of its parts not yet counted for it.
+    var outstanding: UInt64 {
+        var sum: UInt64 = 0
+        for (_, part) in parts { sum &+= part.routes.events &- part.counted }
+        return sum
+    }
+}
+
+extension Connection {
+    /// Counts the events of `routes` not yet counted for this connection as
+    /// dropped for it (a no-op when it is not on that part).
+    /// - Parameter leaving: it leaves the part (retired, or unparked).
+    func countParked(on routes: ParkedRoutes, leaving: Bool) {
+        guard let state = park else { return }
+        let key = ObjectIdentifier(routes)
+        guard let part = state.parts[key] else { return }
+        let count = routes.events &- part.counted
+        pendingDropsCounted &+= count
+        droppedCounted &+= count
+        if leaving { state.parts[key] = nil } else { state.parts[key] = (routes, routes.events) }
+    }
+
+    /// Events lost since the last `dropped` notice (PROTOCOL.md "Semantics"),
+    /// including those counted while parked and not added yet.
+    public var pendingDropCount: UInt64 { pendingDropsCounted &+ (park?.outstanding ?? 0) }
+
+    /// Events it lost in all (`clients`: `dropped`), including those
+    /// counted while parked and not added yet.
+    public var droppedCount: UInt64 { droppedCounted &+ (park?.outstanding ?? 0) }
+
+    /// Whether it is parked: out of the kept route lists while full.
+    public var isParked: Bool { park != nil }
+}
+
+/// The broker's parked connections (by identity).
+struct ParkingLot {
+    var members: [ObjectIdentifier: Connection] = [:]
+}
+
+extension Broker {
+    /// Whether a subscriber refused again while dropping may be parked: a
+    /// refusal that holds for every publisher (not the fair share of one
+    /// uid), under `drop-new` or `wait` while `behind`, with bytes queued
+    /// (so a write, which brings it back, will come; one with an empty queue
+    /// stays in the lists).
+    @inline(__always)
+    func mayPark(_ subscriber: Connection, _ refusal: Refusal) -> Bool {
+        refusal != .fairShare && subscriber.park == nil && subscriber.outbound.chargedBytes > 0
+            && (subscriber.overflow == .dropNew || subscriber.flow.behind)
+    }
+
+    /// Takes `connection` out of the route lists (each is split again
+    /// before its next use).
+    @inline(never)
+    func park(_ connection: Connection) {
+        guard connection.park == nil else { return }
+        connection.park = ParkState()
+        parking.members[ObjectIdentifier(connection)] = connection
+        types.splitsParked = true
+        index.keptListsChanged()
+    }
+
+    /// Puts a parked connection back into the route lists, its events
+    /// counted while parked added to its drop counts (a no-op when it is
+    /// not parked).
+    @inline(__always)
+    func unpark(_ connection: Connection) {
+        if connection.park != nil { unparkParked(connection) }
+    }
+
+    @inline(never)
+    private func unparkParked(_ connection: Connection) {
+        guard let state = connection.park else { return }
+        for (_, part) in state.parts { connection.countParked(on: part.routes, leaving: true) }
+        connection.park = nil
+        parking.members[ObjectIdentifier(connection)] = nil
+        types.splitsParked = !parking.members.isEmpty
+        index.keptListsChanged()
+    }
+
+    /// Counts one event of `type`, just routed, as dropped for each member of
+    /// its kept list's parked part (the publisher skips its own event unless
+    /// it asked for echo). Asked only while some connection is parked.
+    /// - Parameter entry: the type's entry in `types`, when the caller found it.
+    @inline(never)
+    func countParked(_ type: EventType, entry: Int?, publisher: Connection?) {
+        var found = entry
+        if found == nil {
+            var name = type.name
+            found = name.withUTF8 { types.entry(for: UnsafeRawBufferPointer($0)) }
+        }
+        guard let found, let parked = types.parked(found) else { return }
+        parked.events &+= 1
+        var count = UInt64(parked.members.count)
+        if let publisher, !publisher.echo, let state = publisher.park {
+            let key = ObjectIdentifier(parked)
+            if let part = state.parts[key] {
+                state.parts[key] = (part.routes, part.counted &+ 1)
+                count -= 1
+            }
+        }
+        guard count > 0 else { return }
+        statistics.dropped += count
+        typeCounters.addDropped(count, typeCounters.routed)
+    }
+}

@@ -1,0 +1,86 @@
+// (issue 20) Never-reading subscribers of another uid (setpriv), parked out
+// of the route lists while full (ParkedSubscribers.swift): against the real
+// broker, what each one later reads — events plus the counts of its
+// `dropped` notices — is exactly what matched its patterns (once per event
+// with overlapping patterns), and `stats.dropped`, `clients` and the `types`
+// op's per-type `dropped` agree with it.
+import EventBusTestSupport
+import Foundation
+import Glibc
+import Testing
+
+@Suite("Parked subscribers (issue 20)", .enabled(if: getuid() == 0 && findInPath("setpriv") != nil))
+struct ParkedSubscriberIntegrationTests {
+    /// Reads frames up to the one `done` accepts: events by type and the sum of `dropped` counts before it.
+    static func take(_ reader: RawClient, until done: (Frame) -> Bool) throws -> ([String: Int], Int) {
+        var events: [String: Int] = [:]
+        var dropped = 0
+        while true {
+            let frame = try reader.readFrame(timeout: .seconds(30))
+            if done(frame) { return (events, dropped) }
+            if frame.op == "event", let type = frame.type { events[type, default: 0] += 1 }
+            if frame.op == "dropped", let count = frame.int("count") { dropped += count }
+        }
+    }
+
+    @Test("Never-reading drop-new subscribers of another uid: their later dropped counts are exact")
+    func neverReadersOfAnotherUIDGetExactDroppedCounts() throws {
+        try withSharedBroker(["--max-outbound", "64K"]) { try Self.neverReaders($0) }
+    }
+
+    /// The body of the test above, against `broker`.
+    static func neverReaders(_ broker: BrokerProcess) throws {
+        let readers = try connectAs(uid: 4201, path: broker.socketPath, count: 12)
+        // Per reader: its patterns and how many of the published events match them.
+        let shapes: [([String], [String: Int])] = [
+            ([">"], ["a.b": 1500, "x.y": 1500]),
+            ([">", "a.>", "a.b"], ["a.b": 1500, "x.y": 1500]),  // overlapping: each event once
+            (["a.*"], ["a.b": 1500]),
+        ]
+        for (i, reader) in readers.enumerated() {
+            try reader.ok(#"{"op":"hello","overflow":"drop-new","req":"h"}"#)
+            for pattern in shapes[i % 3].0 { try reader.ok(#"{"op":"subscribe","type":"\#(pattern)","req":"s"}"#) }
+        }
+        let root = try broker.connect()
+        // The readers read nothing meanwhile: ~200 KiB in the kernel, 64 KiB queued, the rest dropped.
+        let receipts = try root.publishMany("a.b", count: 1500, padding: 1000) + root.publishMany("x.y", count: 1500, padding: 1000)
+        var read: [[String: Int]] = Array(repeating: [:], count: readers.count)
+        var notices = Array(repeating: 0, count: readers.count)
+        // Everything queued before the ping's reply, then a sentinel event
+        // (its notice, if still pending, comes before it).
+        for reader in readers { try reader.send(#"{"op":"ping","req":"drained"}"#) }
+        for i in readers.indices {
+            let (events, dropped) = try take(readers[i]) { $0.op == "ok" && $0.string("req") == "drained" }
+            read[i] = events
+            notices[i] = dropped
+        }
+        try root.publish("a.end")
+        for i in readers.indices {
+            let (events, dropped) = try take(readers[i]) { $0.op == "event" && $0.type == "a.end" }
+            read[i].merge(events, uniquingKeysWith: +)
+            notices[i] += dropped
+        }
+
+        var droppedByType: [String: Int] = [:]
+        for (i, _) in readers.enumerated() {
+            let matched = shapes[i % 3].1
+            let got = read[i].values.reduce(0, +)
+            #expect(got + notices[i] == matched.values.reduce(0, +), "reader \(i) (\(shapes[i % 3].0)): \(got) read + \(notices[i]) dropped")
+            #expect(notices[i] > 0, "reader \(i) was full")
+            for (type, count) in matched { droppedByType[type, default: 0] += count - read[i][type, default: 0] }
+        }
+        let totalDropped = notices.reduce(0, +)
+        let delivered: Int = receipts.map(\.delivered).reduce(0, +)
+        var readInAll = 0
+        for counts in read { readInAll += counts.values.reduce(0, +) }
+        #expect(delivered == readInAll, "delivered as the publisher was told")
+        #expect(try root.stats().int("dropped") == totalDropped)
+        let listed = try root.clientList().filter { $0.int("uid") == 4201 }.compactMap { $0.int("dropped") }
+        #expect(listed.count == readers.count && listed.reduce(0, +) == totalDropped, "\(listed)")
+        let types = try root.ok(#"{"op":"types","req":"t"}"#).array("types") as? [[String: Any]] ?? []
+        for item in types {
+            guard let type = item["type"] as? String, let want = droppedByType[type] else { continue }
+            #expect((item["dropped"] as? Int) == want, "types: \(type) dropped")
+        }
+    }
+}
