@@ -32,8 +32,8 @@ extension Broker {
     /// the publish path; `holdIfBlocked` decides.
     @inline(__always)
     func mayHaveToHold(_ frame: UnsafeRawBufferPointer, _ publisher: Connection) -> Bool {
-        pacedReplays != 0 || (statistics.queuedBytes &+ frame.count &+ Broker.eventEnvelopeBound > outboundFastPathBytes
-            && (halfFullTrustedHolders > 0 || publisher.account.halfFullWaiters > 0))
+        pacedReplays != 0 || (statistics.queuedBytes &+ frame.count &+ Broker.eventEnvelopeBound > ledger.outboundFastPathBytes
+            && (ledger.halfFullTrustedHolders > 0 || publisher.account.halfFullWaiters > 0))
     }
 
     /// Marks a connection whose queue reached `halfFullAt` (an event was
@@ -48,14 +48,14 @@ extension Broker {
         let right = connection.policy.hold
         guard right != .none else { return }
         connection.flow.halfFull = right
-        if right == .anyUID { halfFullTrustedHolders += 1 } else { connection.account.halfFullWaiters += 1 }
+        if right == .anyUID { ledger.halfFullTrustedHolders += 1 } else { connection.account.halfFullWaiters += 1 }
     }
 
     /// Ends the mark of `noteHalfFull`; it may be made again once the queue is half full.
     func clearHalfFull(_ connection: Connection) {
         if let right = connection.flow.halfFull {
             connection.flow.halfFull = nil
-            if right == .anyUID { halfFullTrustedHolders -= 1 } else { connection.account.halfFullWaiters -= 1 }
+            if right == .anyUID { ledger.halfFullTrustedHolders -= 1 } else { connection.account.halfFullWaiters -= 1 }
         }
         connection.flow.halfFullAt = connection.overflow == .wait && !connection.isClosed ? configuration.maxOutboundBytes / 2 : Int.max
     }

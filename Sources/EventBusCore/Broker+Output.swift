@@ -139,7 +139,7 @@ extension Broker {
         let actor = publisher == connection.credentials.uid || isPrivileged(publisher) ? OutboundQueue.noActor : publisher
         let size = event.count + OutboundQueue.entryOverheadBytes
         // While all queues hold less than the smallest limit, none can be reached.
-        let mayFit = actor == OutboundQueue.noActor && statistics.queuedBytes + size <= outboundFastPathBytes && pacedReplays == 0
+        let mayFit = actor == OutboundQueue.noActor && statistics.queuedBytes + size <= ledger.outboundFastPathBytes && pacedReplays == 0
         // (1.2) Live events wait behind a paced replay: dropped here where their publisher was not held.
         if !mayFit && !connection.flow.replays.isEmpty && !connection.flow.pumping {
             refuse(connection, .connection, seq: seq)
@@ -224,7 +224,7 @@ extension Broker {
             only = actor
             scanLimit = 4096
         }
-        let result = connection.outbound.dropOldestEvents(untilAtMost: max(0, target), actor: only, scanLimit: scanLimit, released: &releasedScratch, droppedTypes: &droppedTypesScratch)
+        let result = connection.outbound.dropOldestEvents(untilAtMost: max(0, target), actor: only, scanLimit: scanLimit, released: &ledger.released, droppedTypes: &droppedTypesScratch)
         countDroppedTypes()
         applyOutbound(connection, result.delta)
         if result.count > 0 { recordDrops(connection, count: result.count, firstSeq: result.firstSeq, takenFromQueue: true) }

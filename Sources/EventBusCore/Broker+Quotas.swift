@@ -53,10 +53,10 @@ extension Broker {
     /// connection. A lower limit applies to new allocations only; nothing
     /// already held is taken back (DESIGN-NOTES-1.1.md C.2).
     func refreshLimits() {
-        for account in accounts.values {
+        for account in ledger.accounts.values {
             guard let newest = account.members.max(by: { $0.id < $1.id }) else { continue }
             account.limits = limits(for: account.uid, UserLimitOverrides(newest.policy.limits))
-            noteOutboundLimit(account.limits)
+            ledger.noteOutboundLimit(account.limits.outboundBytes)
         }
     }
 
@@ -111,24 +111,24 @@ extension Broker {
             connection.inboundSince = now.monotonicNanoseconds
             connection.inboundProgressAt = now.monotonicNanoseconds
             account.inboundHolders += 1
-            if account.inboundBytes == 0 { quotaTotals.inboundUIDs += 1 }
+            if account.inboundBytes == 0 { ledger.totals.inboundUIDs += 1 }
         } else if held == 0 {
             account.inboundHolders -= 1
         }
         connection.inboundCharged = held
         account.inboundBytes += delta
-        quotaTotals.inboundBytes += delta
-        if account.inboundBytes == 0 { quotaTotals.inboundUIDs -= 1 }
+        ledger.totals.inboundBytes += delta
+        if account.inboundBytes == 0 { ledger.totals.inboundUIDs -= 1 }
         updateInboundThrottle(account)
-        if delta > 0 && !quotaTotals.inboundThrottled && quotaTotals.inboundBytes > configuration.quotas.maxInboundBytes {
+        if delta > 0 && !ledger.totals.inboundThrottled && ledger.totals.inboundBytes > configuration.quotas.maxInboundBytes {
             beginTotalInboundThrottle()
-        } else if delta < 0 && quotaTotals.inboundThrottled && quotaTotals.inboundBytes < configuration.quotas.maxInboundBytes / 2 {
+        } else if delta < 0 && ledger.totals.inboundThrottled && ledger.totals.inboundBytes < configuration.quotas.maxInboundBytes / 2 {
             endTotalInboundThrottle()
         }
     }
 
     /// A uid's share of the total inbound budget.
-    var inboundFairShare: Int { configuration.quotas.maxInboundBytes / max(1, quotaTotals.inboundUIDs) }
+    var inboundFairShare: Int { configuration.quotas.maxInboundBytes / max(1, ledger.totals.inboundUIDs) }
 
     /// Throttles or releases one uid after its inbound bytes changed, and
     /// keeps its one read connection the one with the oldest incomplete frame.
@@ -137,8 +137,8 @@ extension Broker {
         if let limit = account.limits.inboundBytes {
             if account.inboundBytes > limit { throttle.insert(.user) } else if account.inboundBytes < limit / 2 { throttle.remove(.user) }
         }
-        if quotaTotals.inboundThrottled && account.inboundBytes >= inboundFairShare { throttle.insert(.total) }
-        if !quotaTotals.inboundThrottled { throttle.remove(.total) }
+        if ledger.totals.inboundThrottled && account.inboundBytes >= inboundFairShare { throttle.insert(.total) }
+        if !ledger.totals.inboundThrottled { throttle.remove(.total) }
         setInboundThrottle(account, throttle)
     }
 
@@ -170,16 +170,16 @@ extension Broker {
     }
 
     func beginTotalInboundThrottle() {
-        quotaTotals.inboundThrottled = true
+        ledger.totals.inboundThrottled = true
         let share = inboundFairShare
-        for account in accounts.values where account.inboundBytes >= share {
+        for account in ledger.accounts.values where account.inboundBytes >= share {
             setInboundThrottle(account, account.inboundThrottle.union(.total))
         }
     }
 
     func endTotalInboundThrottle() {
-        quotaTotals.inboundThrottled = false
-        for account in accounts.values where account.inboundThrottle.contains(.total) {
+        ledger.totals.inboundThrottled = false
+        for account in ledger.accounts.values where account.inboundThrottle.contains(.total) {
             setInboundThrottle(account, account.inboundThrottle.subtracting(.total))
         }
     }
@@ -195,9 +195,9 @@ extension Broker {
         now = time
         if !flowWatch.isEmpty { watchForStalls() }
         let timeout = configuration.quotas.frameTimeoutNanoseconds
-        guard timeout > 0, quotaTotals.inboundBytes > 0 else { return finishStep() }
+        guard timeout > 0, ledger.totals.inboundBytes > 0 else { return finishStep() }
         var expired: [Connection] = []
-        for account in accounts.values where account.inboundHolders > 0 {
+        for account in ledger.accounts.values where account.inboundHolders > 0 {
             for member in account.members where member.inboundCharged > 0 && member.pauses.isEmpty
                 && !member.splitter.hasBacklog && member.closing == nil && !member.isClosed
                 && time.monotonicNanoseconds - member.inboundProgressAt >= timeout {
@@ -229,18 +229,10 @@ extension Broker {
     func applyOutbound(_ connection: Connection, _ delta: Int) {
         connection.accountRef.with { $0.queuedBytes += delta }  // no count: the broker keeps it
         statistics.queuedBytes += delta
-        if !releasedScratch.isEmpty { releaseActorCharges(connection) }
-        if delta < 0 && (connection.pauses.contains(.outbound) || usersPausedForOutbound > 0 || !quotaTotals.outboundPaused.isEmpty) {
+        if !ledger.released.isEmpty { releaseActorCharges(connection) }
+        if delta < 0 && (connection.pauses.contains(.outbound) || ledger.usersPausedForOutbound > 0 || !ledger.totals.outboundPaused.isEmpty) {
             outboundShrank(connection)
         }
-    }
-
-    /// The smallest outbound limit any connection is under (its own, its
-    /// uid's, the total): while all queues together hold no more, no limit
-    /// can be reached and the per-event and per-frame checks are skipped.
-    /// Lowered when a uid gets a lower limit; never raised.
-    func noteOutboundLimit(_ limits: UserLimits) {
-        if let bytes = limits.outboundBytes { outboundFastPathBytes = min(outboundFastPathBytes, bytes) }
     }
 
     /// Charges the fair share of publisher uid `actor` for an event of
@@ -252,16 +244,11 @@ extension Broker {
 
     private func releaseActorCharges(_ connection: Connection) {
         let account = connection.account
-        for charge in releasedScratch {
-            Broker.release(charge, from: &connection.actorShares)
-            Broker.release(charge, from: &account.actorShares)
+        for charge in ledger.released {
+            QuotaLedger.release(charge, from: &connection.actorShares)
+            QuotaLedger.release(charge, from: &account.actorShares)
         }
-        releasedScratch.removeAll(keepingCapacity: true)
-    }
-
-    private static func release(_ charge: ActorCharge, from shares: inout [UInt32: Int]) {
-        guard let held = shares[charge.actor] else { preconditionFailure("fair share of uid \(charge.actor) not held") }
-        if held <= charge.bytes { shares[charge.actor] = nil } else { shares[charge.actor] = held - charge.bytes }
+        ledger.released.removeAll(keepingCapacity: true)
     }
 
     private func outboundShrank(_ connection: Connection) {
@@ -272,12 +259,12 @@ extension Broker {
         if !account.outboundPaused.isEmpty && account.queuedBytes < (account.limits.outboundBytes ?? .max) / 2 {
             let paused = account.outboundPaused
             account.outboundPaused.removeAll()
-            usersPausedForOutbound -= 1
+            ledger.usersPausedForOutbound -= 1
             for member in paused { unpause(member, .userOutbound) }
         }
-        if !quotaTotals.outboundPaused.isEmpty && statistics.queuedBytes < configuration.maxQueuedBytes / 2 {
-            let paused = quotaTotals.outboundPaused
-            quotaTotals.outboundPaused.removeAll()
+        if !ledger.totals.outboundPaused.isEmpty && statistics.queuedBytes < configuration.maxQueuedBytes / 2 {
+            let paused = ledger.totals.outboundPaused
+            ledger.totals.outboundPaused.removeAll()
             for member in paused { unpause(member, .totalOutbound) }
         }
     }
@@ -290,19 +277,19 @@ extension Broker {
     @inline(__always)
     func mayReadNextFrame(_ connection: Connection) -> Bool {
         guard connection.closing == nil && !connection.isClosed else { return false }
-        if statistics.queuedBytes <= outboundFastPathBytes { return connection.pauses.isEmpty }
+        if statistics.queuedBytes <= ledger.outboundFastPathBytes { return connection.pauses.isEmpty }
         let charged = connection.outbound.chargedBytes
         if charged > configuration.maxOutboundBytes { pause(connection, .outbound) }
         let account = connection.account
         if let limit = account.limits.outboundBytes, account.queuedBytes > limit, !connection.pauses.contains(.userOutbound) {
             pause(connection, .userOutbound)
-            if account.outboundPaused.isEmpty { usersPausedForOutbound += 1 }
+            if account.outboundPaused.isEmpty { ledger.usersPausedForOutbound += 1 }
             account.outboundPaused.append(connection)
         }
         if statistics.queuedBytes > configuration.maxQueuedBytes, !connection.pauses.contains(.totalOutbound),
            charged > configuration.maxQueuedBytes / max(1, connections.count) {
             pause(connection, .totalOutbound)
-            quotaTotals.outboundPaused.append(connection)
+            ledger.totals.outboundPaused.append(connection)
         }
         return connection.pauses.isEmpty
     }
@@ -311,9 +298,9 @@ extension Broker {
     func forgetPauses(_ connection: Connection) {
         if connection.pauses.contains(.userOutbound) {
             connection.account.outboundPaused.removeAll { $0 === connection }
-            if connection.account.outboundPaused.isEmpty { usersPausedForOutbound -= 1 }
+            if connection.account.outboundPaused.isEmpty { ledger.usersPausedForOutbound -= 1 }
         }
-        if connection.pauses.contains(.totalOutbound) { quotaTotals.outboundPaused.removeAll { $0 === connection } }
+        if connection.pauses.contains(.totalOutbound) { ledger.totals.outboundPaused.removeAll { $0 === connection } }
         connection.pauses = []
     }
 
@@ -354,9 +341,9 @@ extension Broker {
     /// frames, retained events and the history ring (the server gives freed
     /// heap memory back when this falls, BrokerServer+Memory.swift).
     public var countedBytes: Int {
-        statistics.queuedBytes + quotaTotals.inboundBytes + retention.retained.byteCount + retention.history.byteCount
+        statistics.queuedBytes + ledger.totals.inboundBytes + retention.retained.byteCount + retention.history.byteCount
     }
 
     /// Whether `tick` has anything to watch (some incomplete frame is held).
-    public var needsTicks: Bool { (configuration.quotas.frameTimeoutNanoseconds > 0 && quotaTotals.inboundBytes > 0) || !flowWatch.isEmpty }
+    public var needsTicks: Bool { (configuration.quotas.frameTimeoutNanoseconds > 0 && ledger.totals.inboundBytes > 0) || !flowWatch.isEmpty }
 }

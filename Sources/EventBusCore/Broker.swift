@@ -116,23 +116,14 @@ public final class Broker {
     var seq: UInt64 = 0
     /// Retained events and the history ring (Broker+Retention.swift, Broker+History.swift).
     var retention: RetentionState
-    /// Per-uid accounts (UserAccounts.swift) and the totals beyond `statistics`.
-    var accounts: [UInt32: UserAccount] = [:]
-    var quotaTotals = QuotaTotals()
-    /// Fair-share charges a queue operation handed back (`applyOutbound` releases them).
-    var releasedScratch: [ActorCharge] = []
-    /// See `noteOutboundLimit` (Broker+Quotas.swift).
-    var outboundFastPathBytes: Int
-    /// Accounts with connections paused for the uid's outbound limit.
-    var usersPausedForOutbound = 0
+    /// Per-uid accounts, the totals beyond `statistics`, released fair-share
+    /// charges and the per-uid flow counts (QuotaLedger.swift).
+    var ledger: QuotaLedger
     /// (1.2) Connections that hold publishers, replay at their pace or are
     /// behind: the stall watch (Broker+FlowControl.swift).
     var flowWatch: [Connection] = []
     /// Connections with a paced replay left (while 0, no offer looks for one).
     var pacedReplays = 0
-    /// Half-full `wait` connections allowed to hold every uid's publishers
-    /// (`allow hold`); per uid, `UserAccount.halfFullWaiters`.
-    var halfFullTrustedHolders = 0
 
     /// What the running step has decided so far (`finishStep` hands it out).
     var current = BrokerStep()
@@ -181,7 +172,7 @@ public final class Broker {
         self.configuration = configuration
         self.instance = instance
         self.startMonotonic = startTime.monotonicNanoseconds
-        self.outboundFastPathBytes = min(configuration.maxOutboundBytes, configuration.maxQueuedBytes, configuration.quotas.maxOutboundBytesPerUID)
+        self.ledger = QuotaLedger(outboundFastPathBytes: min(configuration.maxOutboundBytes, configuration.maxQueuedBytes, configuration.quotas.maxOutboundBytesPerUID))
         self.now = startTime
         var seed = Hasher()  // the standard library's per-process random seed
         seed.combine(instance)
@@ -224,7 +215,7 @@ public final class Broker {
         let view = policyViews.view(for: credentials.policyIdentity)
         let overrides = limitOverrides ?? UserLimitOverrides(view.limits)
         let limits = self.limits(for: uid, overrides)
-        if let error = connectionLimitError(uid: uid, account: accounts[uid], limits: limits) {
+        if let error = connectionLimitError(uid: uid, account: ledger.accounts[uid], limits: limits) {
             var bytes: [UInt8] = []
             FrameEncoder.appendError(req: nil, error, to: &bytes)
             return .failure(RefusedConnection(frame: bytes, logLine: error.message))
@@ -232,7 +223,7 @@ public final class Broker {
         if let refusal = connectRefusal(credentials, view) { return .failure(refusal) }
         let account = account(for: uid)
         account.limits = limits
-        noteOutboundLimit(limits)
+        ledger.noteOutboundLimit(limits.outboundBytes)
         let connection = Connection(id: nextConnectionID, credentials: credentials, policy: view, account: account,
                                     maxFrameBytes: configuration.maxFrameBytes, connectedAt: now.wallNanoseconds)
         nextConnectionID += 1
@@ -261,7 +252,7 @@ public final class Broker {
         connection.isClosed = true
         forgetFlow(connection)
         for pattern in Array(connection.subscriptions.keys) { removeSubscription(pattern, from: connection) }
-        applyOutbound(connection, connection.outbound.removeAll(released: &releasedScratch))
+        applyOutbound(connection, connection.outbound.removeAll(released: &ledger.released))
         forgetPauses(connection)
         connection.splitter = FrameSplitter(maxFrameBytes: configuration.maxFrameBytes)
         syncInbound(connection)
@@ -403,7 +394,7 @@ public final class Broker {
     ///   was paused) and output for a pending `dropped` notice.
     public func didWrite(_ connection: Connection, bytes: Int) -> BrokerStep {
         guard bytes > 0, !connection.isClosed else { return finishStep() }
-        applyOutbound(connection, connection.outbound.consume(bytes, released: &releasedScratch))
+        applyOutbound(connection, connection.outbound.consume(bytes, released: &ledger.released))
         flowDidWrite(connection, bytes: bytes)
         if connection.pendingDropCount > 0 && connection.closing != .afterWrite
             && connection.outbound.chargedBytes < configuration.maxOutboundBytes / 2 {

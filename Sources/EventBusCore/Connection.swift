@@ -70,7 +70,7 @@ public final class Connection {
     public internal(set) var outbound = OutboundQueue()
 
     /// Its uid's account, and its index among the account's members.
-    /// Uncounted (Uncounted.swift): the broker's `accounts` keeps the account
+    /// Uncounted (Uncounted.swift): the broker's `ledger.accounts` keeps the account
     /// while the connection is open (never read after `Broker.forget`).
     let accountRef: Uncounted<UserAccount>
     /// `accountRef` as a reference.
@@ -177,7 +177,7 @@ struct FlowState {
     var watched = false
     /// Its queue is at least half full under `wait`, counted in its
     /// account's `halfFullWaiters` (`.ownUID`) or the broker's
-    /// `halfFullTrustedHolders` (`.anyUID`): only such a connection can hold.
+    /// `ledger.halfFullTrustedHolders` (`.anyUID`): only such a connection can hold.
     var halfFull: HoldRight? = nil
     /// The queue charge at which it becomes `halfFull`: half the outbound
     /// limit under `wait` while it is not, else `Int.max` (one comparison per event queued).

@@ -277,18 +277,18 @@ final class BrokerHarness {
         #expect(ring.byteCount == (0..<ring.count).reduce(0) { $0 + ring[$1].frame.count }, sourceLocation: sourceLocation)
         // The quotas count every retained event, against its publisher's uid.
         let retained = broker.retention.retained
-        #expect(broker.quotaTotals.retainedBytes == retained.byteCount && broker.quotaTotals.retainedEvents == retained.count,
+        #expect(broker.ledger.totals.retainedBytes == retained.byteCount && broker.ledger.totals.retainedEvents == retained.count,
                 sourceLocation: sourceLocation)
         var byUID: [UInt32: Int] = [:]
         for event in retained.events.values { byUID[event.uid, default: 0] += event.frame.count }
-        for (uid, bytes) in byUID { #expect(broker.accounts[uid]?.retainedBytes == bytes, sourceLocation: sourceLocation) }
+        for (uid, bytes) in byUID { #expect(broker.ledger.accounts[uid]?.retainedBytes == bytes, sourceLocation: sourceLocation) }
     }
 
     /// Each uid's account counts exactly what its connections hold, and the
     /// totals are the sums.
     func checkAccounts(sourceLocation: SourceLocation = #_sourceLocation) {
         var inbound = 0
-        for (uid, account) in broker.accounts {
+        for (uid, account) in broker.ledger.accounts {
             let members = broker.connections.values.filter { $0.credentials.uid == uid }
             #expect(account.uid == uid && Set(account.members.map(\.id)) == Set(members.map(\.id)), "members of uid \(uid)", sourceLocation: sourceLocation)
             for (i, member) in account.members.enumerated() { #expect(member.memberIndex == i && member.account === account, sourceLocation: sourceLocation) }
@@ -303,17 +303,17 @@ final class BrokerHarness {
             #expect(account.halfFullWaiters == members.filter { $0.flow.halfFull == .ownUID }.count, "half-full waiters of uid \(uid)", sourceLocation: sourceLocation)
             inbound += account.inboundBytes
         }
-        #expect(broker.quotaTotals.inboundBytes == inbound, sourceLocation: sourceLocation)
-        #expect(broker.halfFullTrustedHolders == broker.connections.values.filter { $0.flow.halfFull == .anyUID }.count, sourceLocation: sourceLocation)
+        #expect(broker.ledger.totals.inboundBytes == inbound, sourceLocation: sourceLocation)
+        #expect(broker.ledger.halfFullTrustedHolders == broker.connections.values.filter { $0.flow.halfFull == .anyUID }.count, sourceLocation: sourceLocation)
         // Flow control: holds mirrored both ways, counted in `held`.
         for connection in broker.connections.values {
             for publisher in connection.flow.holding { #expect(publisher.flow.heldBy.contains { $0 === connection }, sourceLocation: sourceLocation) }
             for holder in connection.flow.heldBy { #expect(holder.flow.holding.contains { $0 === connection }, sourceLocation: sourceLocation) }
         }
         #expect(broker.statistics.held == broker.connections.values.filter { $0.flow.isHeld }.count, sourceLocation: sourceLocation)
-        #expect(broker.quotaTotals.inboundUIDs == broker.accounts.values.filter { $0.inboundBytes > 0 }.count, sourceLocation: sourceLocation)
+        #expect(broker.ledger.totals.inboundUIDs == broker.ledger.accounts.values.filter { $0.inboundBytes > 0 }.count, sourceLocation: sourceLocation)
         for connection in broker.connections.values {
-            #expect(broker.accounts[connection.credentials.uid] != nil, "connection \(connection.id) without an account", sourceLocation: sourceLocation)
+            #expect(broker.ledger.accounts[connection.credentials.uid] != nil, "connection \(connection.id) without an account", sourceLocation: sourceLocation)
         }
     }
 }
