@@ -153,16 +153,11 @@ public final class Broker {
     /// `"<instance>-`, which opens a default event id.
     let eventIDPrefix: StampBytes
 
-    /// The policy in force and its per-identity views (Broker+Policy.swift).
-    var policyViews: PolicyViewCache
+    /// The policy in force, its views, generation, denial log and publish
+    /// verdict (PolicyState.swift; applied by Broker+Policy.swift).
+    var policyState: PolicyState
     /// `stats.policy_generation`: 1 for the policy loaded at start, +1 per reload.
-    public internal(set) var policyGeneration: UInt64 = 1
-    /// Denials are logged once per (uid, rule) per minute.
-    var denialLog = DenialLogLimiter()
-    /// The policy has no `publish` rule and no `default publish deny`: every
-    /// publish is allowed but the reserved `eventbus.` types, which the
-    /// decoder already refuses, so `mayPublish` need not ask.
-    var publishIsOpen = true
+    public var policyGeneration: UInt64 { policyState.generation }
 
     /// - Parameters:
     ///   - configuration: limits.
@@ -179,8 +174,7 @@ public final class Broker {
         types = EventTypeTable(seed: UInt64(truncatingIfNeeded: seed.finalize()))
         typeCounters = TypeCounters(capacity: configuration.maxTrackedTypes)
         eventIDPrefix = EventStamp.idPrefix(instance: instance)
-        self.policyViews = PolicyViewCache(policy: configuration.policy ?? .withoutFiles(brokerUID: configuration.ownCredentials.uid))
-        self.publishIsOpen = Broker.publishIsOpen(policyViews.policy)
+        self.policyState = PolicyState(policy: configuration.policy ?? .withoutFiles(brokerUID: configuration.ownCredentials.uid))
         self.retention = RetentionState(configuration.retention)
         scratch.reserveCapacity(4096)
     }
@@ -212,7 +206,7 @@ public final class Broker {
     public func open(credentials: Credentials, limitOverrides: UserLimitOverrides? = nil, at time: BrokerTime? = nil) -> Result<Connection, RefusedConnection> {
         if let time { now = time }
         let uid = credentials.uid
-        let view = policyViews.view(for: credentials.policyIdentity)
+        let view = policyState.views.view(for: credentials.policyIdentity)
         let overrides = limitOverrides ?? UserLimitOverrides(view.limits)
         let limits = self.limits(for: uid, overrides)
         if let error = connectionLimitError(uid: uid, account: ledger.accounts[uid], limits: limits) {
