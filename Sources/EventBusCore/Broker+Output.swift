@@ -43,15 +43,15 @@ extension Broker {
     }
 
     func reply(to connection: Connection, req: UnsafeRawBufferPointer?, error: ProtocolError) {
-        scratch.removeAll(keepingCapacity: true)
-        FrameEncoder.appendError(req: req, error, to: &scratch)
-        enqueue(bytes: scratch, to: connection)
+        writer.scratch.removeAll(keepingCapacity: true)
+        FrameEncoder.appendError(req: req, error, to: &writer.scratch)
+        enqueue(bytes: writer.scratch, to: connection)
     }
 
     func replyOK(to connection: Connection, req: UnsafeRawBufferPointer?, fields: (inout [UInt8]) -> Void = { _ in }) {
-        scratch.removeAll(keepingCapacity: true)
-        FrameEncoder.appendOK(req: req, to: &scratch, fields: fields)
-        enqueue(bytes: scratch, to: connection)
+        writer.scratch.removeAll(keepingCapacity: true)
+        FrameEncoder.appendOK(req: req, to: &writer.scratch, fields: fields)
+        enqueue(bytes: writer.scratch, to: connection)
     }
 
     /// Queues `error` (no `req`) as the connection's last frame and closes it
@@ -107,9 +107,9 @@ extension Broker {
 
     /// `{"op":"dropped","count":2,"since_seq":4}`, at the back or first in line.
     private func enqueueDropNotice(count: UInt64, since: UInt64, to connection: Connection, inFront: Bool) {
-        scratch.removeAll(keepingCapacity: true)
-        FrameEncoder.appendDropped(count: count, sinceSeq: since, to: &scratch)
-        scratch.withUnsafeBytes { bytes in
+        writer.scratch.removeAll(keepingCapacity: true)
+        FrameEncoder.appendDropped(count: count, sinceSeq: since, to: &writer.scratch)
+        writer.scratch.withUnsafeBytes { bytes in
             if inFront {
                 enqueueNoticeInFront(bytes, count: count, since: since, to: connection)
             } else {

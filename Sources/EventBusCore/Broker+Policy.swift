@@ -173,9 +173,9 @@ extension Broker {
                     guard connection.isRoutable else { continue }
                     let message = view.denialMessage(.subscribe, pattern.text, verdict)
                         + "; subscription removed by the policy reload (generation \(policyState.generation))"
-                    scratch.removeAll(keepingCapacity: true)
-                    FrameEncoder.appendRevocation(pattern: pattern.text, message: message, to: &scratch)
-                    enqueue(bytes: scratch, to: connection)
+                    writer.scratch.removeAll(keepingCapacity: true)
+                    FrameEncoder.appendRevocation(pattern: pattern.text, message: message, to: &writer.scratch)
+                    enqueue(bytes: writer.scratch, to: connection)
                 }
             }
             if connection.inputClosed && connection.subscriptions.isEmpty { closeWhenFlushed(connection) }
@@ -224,7 +224,7 @@ extension Broker {
         statistics.published += 1
         let own = configuration.ownCredentials
         _ = fanOut(seq: seq, type: type, publisher: nil) {
-            timestamps.bytes(nanosecondsSinceEpoch: now.wallNanoseconds).withUnsafeBytes { time in
+            writer.timestamps.bytes(nanosecondsSinceEpoch: now.wallNanoseconds).withUnsafeBytes { time in
                 data.withUnsafeBytes { data in
                     let parts = FrameEncoder.EventParts(
                         seq: seq, type: type.name, time: time, source: nil, defaultSource: configuration.serverName,

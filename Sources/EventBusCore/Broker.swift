@@ -129,18 +129,9 @@ public final class Broker {
     var current = BrokerStep()
     /// Numbers the steps, so `markOutput` lists a connection once per step.
     var stepNumber: UInt64 = 1
-    /// Reused buffers, so a publish allocates only its shared frame.
-    var scratch: [UInt8] = []
-    /// Where a small event (up to `OutboundQueue.copyLimitBytes`) is built
-    /// once per publish before it is copied into each queue; owned, freed in `deinit`.
-    let eventScratch = UnsafeMutableRawBufferPointer.allocate(byteCount: OutboundQueue.copyLimitBytes, alignment: 16)
-    /// The chunk of the event being routed when it has one of its own (a
-    /// large or retained event): `EventFrame` does not count it, so the
-    /// broker holds it until `fanOut` ends.
-    var builtChunk: OutboundChunk? = nil
-    /// The digits of the seq the last event was written with (SeqText.swift).
-    var seqText = SeqText()
-    var timestamps = TimestampFormatter()
+    /// The reply buffer and where event frames are written: the event
+    /// scratch, the built chunk, seq digits, timestamps, id prefix (EventWriter.swift).
+    var writer: EventWriter
     var now = BrokerTime(wallNanoseconds: 0, monotonicNanoseconds: 0)
     /// Published types by their bytes, with their route lists (EventTypeTable.swift).
     var types: EventTypeTable
@@ -150,8 +141,6 @@ public final class Broker {
     let typeCounters: TypeCounters
     /// The types of the events a drop-old made room by dropping (reused).
     var droppedTypesScratch: [TypeCounters.Ref] = []
-    /// `"<instance>-`, which opens a default event id.
-    let eventIDPrefix: StampBytes
 
     /// The policy in force, its views, generation, denial log and publish
     /// verdict (PolicyState.swift; applied by Broker+Policy.swift).
@@ -173,13 +162,10 @@ public final class Broker {
         seed.combine(instance)
         types = EventTypeTable(seed: UInt64(truncatingIfNeeded: seed.finalize()))
         typeCounters = TypeCounters(capacity: configuration.maxTrackedTypes)
-        eventIDPrefix = EventStamp.idPrefix(instance: instance)
+        writer = EventWriter(instance: instance)
         self.policyState = PolicyState(policy: configuration.policy ?? .withoutFiles(brokerUID: configuration.ownCredentials.uid))
         self.retention = RetentionState(configuration.retention)
-        scratch.reserveCapacity(4096)
     }
-
-    deinit { eventScratch.deallocate() }
 
     /// Number of open connections.
     public var connectionCount: Int { connections.count }
