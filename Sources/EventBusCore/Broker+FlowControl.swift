@@ -75,8 +75,8 @@ extension Broker {
     func holdIfBlocked(_ frame: UnsafeRawBufferPointer, _ request: PublishRequest, entry: Int?, publisher: Connection) -> Bool {
         let type = request.type
         // An upper bound of the event's size (every part but the broker's own comes from the frame).
-        let bound = frame.count &+ 131 &+ publisher.eventSource.bytes.count &+ writer.eventIDPrefix.bytes.count &+ 21
-            &+ publisher.eventIdentity.bytes.count &+ 10 &+ OutboundQueue.entryOverheadBytes
+        let bound = frame.count &+ 131 &+ publisher.session.eventSource.bytes.count &+ writer.eventIDPrefix.bytes.count &+ 21
+            &+ publisher.identity.eventIdentity.bytes.count &+ 10 &+ OutboundQueue.entryOverheadBytes
         var blockers: [Connection] = []
         let uid = publisher.credentials.uid
         let half = configuration.maxOutboundBytes / 2

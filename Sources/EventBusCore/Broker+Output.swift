@@ -79,7 +79,7 @@ extension Broker {
     func recordDrops(_ connection: Connection, count: UInt64, firstSeq: UInt64, takenFromQueue: Bool) {
         guard count > 0 else { return }
         statistics.dropped += count
-        connection.droppedCount += count
+        connection.accounting.droppedCount += count
         if !takenFromQueue { typeCounters.addDropped(count, typeCounters.routed) }
         if takenFromQueue {
             if let placed = connection.outbound.noticeInFront {
@@ -91,17 +91,17 @@ extension Broker {
             return
         }
         if connection.pendingDropCount == 0 {
-            connection.pendingDropSince = firstSeq
+            connection.output.pendingDropSince = firstSeq
             notice(.startedDropping(connection.id, pid: connection.credentials.pid))
         }
-        connection.pendingDropCount += count
+        connection.output.pendingDropCount += count
     }
 
     /// Queues the notice for the drops waiting in `pendingDropCount`.
     func queuePendingDropNotice(_ connection: Connection) {
-        let count = connection.pendingDropCount, since = connection.pendingDropSince
-        connection.pendingDropCount = 0
-        connection.pendingDropSince = 0
+        let count = connection.pendingDropCount, since = connection.output.pendingDropSince
+        connection.output.pendingDropCount = 0
+        connection.output.pendingDropSince = 0
         enqueueDropNotice(count: count, since: since, to: connection, inFront: false)
     }
 
@@ -153,7 +153,7 @@ extension Broker {
         }
         if connection.pendingDropCount > 0 { queuePendingDropNotice(connection) }
         enqueue(event: event, seq: seq, actor: actor, to: connection)
-        connection.deliveredCount += 1
+        connection.accounting.deliveredCount += 1
         return true
     }
 
@@ -217,7 +217,7 @@ extension Broker {
             let account = connection.account
             target = queued - (account.queuedBytes + size - (account.limits.outboundBytes ?? .max)) - reserve
         case .fairShare:
-            let own = connection.actorShares[actor] ?? 0
+            let own = connection.accounting.actorShares[actor] ?? 0
             let deficit = fairShareDeficit(actor: actor, size: size, connection: connection)
             guard own >= deficit else { return false }  // its own events cannot make the room
             target = queued - deficit - reserve

@@ -151,7 +151,7 @@ extension Broker {
         seq += 1
         let seq = self.seq
         statistics.published += 1
-        publisher.publishedCount += 1
+        publisher.accounting.publishedCount += 1
         let delivered = fanOut(seq: seq, type: request.type, entry: typeEntry, publisher: publisher, built: kept) {
             buildEvent(seq: seq, content, of: request.type, publisher: publisher)
         }
@@ -183,8 +183,8 @@ extension Broker {
         var delivered: UInt64 = 0
         var alreadyDropping: UInt64 = 0
         forEachSubscriber(of: type, entry: entry) { subscriber in
-            guard subscriber.lastRoutedSeq != seq else { return }  // at most once
-            subscriber.lastRoutedSeq = seq
+            guard subscriber.output.lastRoutedSeq != seq else { return }  // at most once
+            subscriber.output.lastRoutedSeq = seq
             if subscriber === publisher && !subscriber.echo { return }  // no echo
             if !subscriber.isRoutable { return }
             if event == nil { event = build() }
@@ -195,8 +195,8 @@ extension Broker {
             if subscriber.pendingDropCount > 0 && (subscriber.overflow == .dropNew || subscriber.overflow == .wait),
                refusal(size: event.unsafelyUnwrapped.count &+ OutboundQueue.entryOverheadBytes,
                        actor: uid == subscriber.credentials.uid || isPrivileged(uid) ? OutboundQueue.noActor : uid, connection: subscriber) != nil {
-                subscriber.pendingDropCount &+= 1
-                subscriber.droppedCount &+= 1
+                subscriber.output.pendingDropCount &+= 1
+                subscriber.accounting.droppedCount &+= 1
                 alreadyDropping &+= 1
                 return
             }

@@ -9,14 +9,24 @@
 // (Broker+Output.swift) so the per-connection and global byte counts stay
 // exact; every subscription is made and ended by `addSubscription` /
 // `removeSubscription` (Broker+Requests.swift); every close goes through
-// `forget`. The 1.1 features: per-uid accounting and quotas in
-// UserAccounts.swift and Broker+Quotas.swift (called from `open`, `forget`,
-// the subscription pair, `enqueue`, between frames in `receive`, and the
-// frame timeout's `tick(at:)`; `.pauseReading`/`.resumeReading` may name
-// many connections in one step); introspection in Broker+Introspection.swift;
-// replay right after a subscribe's `ok` (marked in `subscribe`). The access policy is in
-// Broker+Policy.swift: other ops ask `mayPublish` (also for `clear`),
-// `mayReceive` (retained and replayed events), `mayBridge`, `maySubscribe`.
+// `forget`. The broker's state is in a few owned parts, structs held here
+// and changed in place, each with its invariants in its file's header: the
+// quota ledger `ledger` (QuotaLedger.swift: accounts, totals, released
+// fair-share charges, the outbound fast-path bound, paused and half-full
+// counts), the policy state `policyState` (PolicyState.swift: views,
+// generation, denial log, the open-publish verdict), the event writer
+// `writer` (EventWriter.swift: the reply buffer, the event scratch, the built
+// chunk, seq digits, timestamps, id prefix, and the code that writes an event
+// frame); `Connection`'s are its `identity`, `session`, `input`, `output`,
+// `accounting` and `flow` (Connection.swift). The 1.1 features: per-uid
+// accounting and quotas in UserAccounts.swift and Broker+Quotas.swift (called
+// from `open`, `forget`, the subscription pair, `enqueue`, between frames in
+// `receive`, and the frame timeout's `tick(at:)`; `.pauseReading`/
+// `.resumeReading` may name many connections in one step); introspection in
+// Broker+Introspection.swift; replay right after a subscribe's `ok` (marked in
+// `subscribe`). The access policy is in Broker+Policy.swift: other ops ask
+// `mayPublish` (also for `clear`), `mayReceive` (retained and replayed
+// events), `mayBridge`, `maySubscribe`.
 import EventBusPolicy
 import EventBusProtocol
 
@@ -268,7 +278,7 @@ public final class Broker {
     public func receive(_ connection: Connection, _ bytes: UnsafeRawBufferPointer, at time: BrokerTime) -> BrokerStep {
         guard connection.closing == nil, !connection.isClosed, !connection.inputClosed else { return finishStep() }
         now = time
-        if bytes.count > 0 { connection.inboundProgressAt = time.monotonicNanoseconds }
+        if bytes.count > 0 { connection.input.inboundProgressAt = time.monotonicNanoseconds }
         // (1.2) A released publisher's held frame comes first, then the input after it.
         if connection.flow.heldFrame != nil && !handleHeldFrame(connection) {
             connection.splitter.keepUnread(bytes)  // (the server does not read a held connection)
@@ -332,7 +342,7 @@ public final class Broker {
             connection.flow.endPending = true  // held by its last frame
             return
         }
-        connection.inputClosed = true
+        connection.input.inputClosed = true
         if connection.subscriptions.isEmpty { closeWhenFlushed(connection) }
     }
 

@@ -57,8 +57,8 @@ struct EventWriter: ~Copyable {
         @inline(__always) func build(_ typeBytes: UnsafeRawBufferPointer) -> EventFrame {
             makeEvent(FrameEncoder.EventBytes(
                 seq: seq, type: typeBytes, time: time,
-                source: content.source ?? publisher.eventSource.bytes, id: content.id,
-                idPrefix: eventIDPrefix.bytes, identity: publisher.eventIdentity.bytes, origin: content.origin, data: content.data,
+                source: content.source ?? publisher.session.eventSource.bytes, id: content.id,
+                idPrefix: eventIDPrefix.bytes, identity: publisher.identity.eventIdentity.bytes, origin: content.origin, data: content.data,
                 seqText: digits), history: &history)
         }
         if let typeBytes = content.type { return build(typeBytes) }

@@ -8,7 +8,7 @@
 // Before editing: the invariants. `accounts[uid]` exists exactly while `uid`
 // has a connection or retained bytes (`Broker.account(for:)` makes it,
 // `retireIfIdle` drops it), and it is the counted reference that keeps
-// every `Connection.accountRef` alive (Uncounted.swift). `totals.inboundUIDs`
+// every `Connection.accounting.accountRef` alive (Uncounted.swift). `totals.inboundUIDs`
 // is the number of accounts with `inboundBytes > 0`; `totals.inboundBytes`,
 // `retainedBytes`, `retainedEvents` and `subscriptionBytes` are the sums of
 // their accounts' counts. `released` is empty between two queue operations:

@@ -215,7 +215,7 @@ extension Broker {
 
     /// Counts a new connection for its uid.
     func admit(_ connection: Connection, to account: UserAccount) {
-        connection.memberIndex = account.members.count
+        connection.accounting.memberIndex = account.members.count
         account.members.append(connection)
     }
 
@@ -223,12 +223,12 @@ extension Broker {
     /// subscriptions, queue and inbound bytes were released before).
     func dismiss(_ connection: Connection) {
         let account = connection.account
-        let i = connection.memberIndex
+        let i = connection.accounting.memberIndex
         let last = account.members.count - 1
         if i != last {
             let moved = account.members[last]
             account.members[i] = moved
-            moved.memberIndex = i
+            moved.accounting.memberIndex = i
         }
         account.members.removeLast()
         if account.inboundReader === connection { account.inboundReader = nil }

@@ -249,7 +249,7 @@ final class BrokerHarness {
             queuedBytes += connection.outbound.chargedBytes
             #expect(queued(connection).count == connection.outbound.byteCount, "queue byteCount differs from its chunks",
                     sourceLocation: sourceLocation)
-            #expect(connection.inboundCharged == connection.splitter.heldBytes || connection.closing != nil,
+            #expect(connection.input.inboundCharged == connection.splitter.heldBytes || connection.closing != nil,
                     "inbound charge of \(connection.id) differs from what its splitter holds", sourceLocation: sourceLocation)
             // Fair-share charges: what the queue's entries hold, by publisher uid.
             var shares: [UInt32: Int] = [:]
@@ -257,7 +257,7 @@ final class BrokerHarness {
             for entry in q.entries[q.head...] where entry.actor != OutboundQueue.noActor {
                 shares[entry.actor, default: 0] += entry.length + OutboundQueue.entryOverheadBytes
             }
-            #expect(shares == connection.actorShares, "fair shares of \(connection.id) out of step", sourceLocation: sourceLocation)
+            #expect(shares == connection.accounting.actorShares, "fair shares of \(connection.id) out of step", sourceLocation: sourceLocation)
         }
         checkAccounts(sourceLocation: sourceLocation)
         #expect(fromIndex.sorted() == fromConnections.sorted(), "the two sides of the subscription index disagree",
@@ -291,13 +291,13 @@ final class BrokerHarness {
         for (uid, account) in broker.ledger.accounts {
             let members = broker.connections.values.filter { $0.credentials.uid == uid }
             #expect(account.uid == uid && Set(account.members.map(\.id)) == Set(members.map(\.id)), "members of uid \(uid)", sourceLocation: sourceLocation)
-            for (i, member) in account.members.enumerated() { #expect(member.memberIndex == i && member.account === account, sourceLocation: sourceLocation) }
+            for (i, member) in account.members.enumerated() { #expect(member.accounting.memberIndex == i && member.account === account, sourceLocation: sourceLocation) }
             #expect(account.subscriptions == members.reduce(0) { $0 + $1.subscriptions.count }, "subscriptions of uid \(uid)", sourceLocation: sourceLocation)
             #expect(account.queuedBytes == members.reduce(0) { $0 + $1.outbound.chargedBytes }, "queued bytes of uid \(uid)", sourceLocation: sourceLocation)
-            #expect(account.inboundBytes == members.reduce(0) { $0 + $1.inboundCharged }, "inbound bytes of uid \(uid)", sourceLocation: sourceLocation)
-            #expect(account.inboundHolders == members.filter { $0.inboundCharged > 0 }.count, sourceLocation: sourceLocation)
+            #expect(account.inboundBytes == members.reduce(0) { $0 + $1.input.inboundCharged }, "inbound bytes of uid \(uid)", sourceLocation: sourceLocation)
+            #expect(account.inboundHolders == members.filter { $0.input.inboundCharged > 0 }.count, sourceLocation: sourceLocation)
             var shares: [UInt32: Int] = [:]
-            for member in members { for (actor, bytes) in member.actorShares { shares[actor, default: 0] += bytes } }
+            for member in members { for (actor, bytes) in member.accounting.actorShares { shares[actor, default: 0] += bytes } }
             #expect(shares == account.actorShares, "fair shares of uid \(uid)", sourceLocation: sourceLocation)
             #expect(!account.isIdle, "idle account of uid \(uid) kept", sourceLocation: sourceLocation)
             #expect(account.halfFullWaiters == members.filter { $0.flow.halfFull == .ownUID }.count, "half-full waiters of uid \(uid)", sourceLocation: sourceLocation)

@@ -44,7 +44,7 @@ struct QuotaLedgerTests {
         let publisher = h.connect(uid: 2001)
         let pings = String(repeating: #"{"op":"ping","req":12345}"# + "\n", count: 60)  // 25-byte replies
         h.sendRaw(publisher, utf8(pings))
-        #expect(publisher.pauses.contains(.userOutbound))
+        #expect(publisher.input.pauses.contains(.userOutbound))
         #expect(h.broker.ledger.usersPausedForOutbound == 1 && h.broker.ledger.accounts[2001]?.outboundPaused.count == 1)
         #expect(h.broker.ledger.released.isEmpty, "released charges are applied by the queue operation that handed them back")
         h.checkInvariants()

@@ -118,7 +118,7 @@ struct QuotaTests {
         _ = h.takeEffects()
         h.sendRaw(c, Self.partial(3000))  // over 8 KiB: only the oldest incomplete frame (a) is read
         #expect(sameEffects(h.takeEffects(), [.pauseReading(b.id), .pauseReading(c.id)]))
-        #expect(a.pauses.isEmpty && b.readPaused && c.readPaused && !other.readPaused)
+        #expect(a.input.pauses.isEmpty && b.readPaused && c.readPaused && !other.readPaused)
         h.sendRaw(other, Self.partial(3000))
         #expect(h.takeEffects().isEmpty, "another uid is not throttled")
         // a completes its frame: b (now the oldest) is read, c still waits (over half).
@@ -162,7 +162,7 @@ struct QuotaTests {
         #expect(h.tick().effects == [.close(slow.id, .afterWrite)])
         let last = h.peek(slow).last
         #expect(last?.code == "timeout" && last?.has("req") == false)
-        #expect(h.broker.ledger.accounts[2001]!.inboundBytes == trickle.inboundCharged, "a closing connection's input is released at once")
+        #expect(h.broker.ledger.accounts[2001]!.inboundBytes == trickle.input.inboundCharged, "a closing connection's input is released at once")
         h.elapsedNanoseconds += 5_000_000_000
         #expect(h.tick().effects == [.close(trickle.id, .afterWrite)])
         _ = idle  // no incomplete frame: no timeout
@@ -231,7 +231,7 @@ struct QuotaTests {
         let s = h.connect(uid: 2002), flood = h.connect(uid: 2001), root = h.connect(uid: 0)
         h.send(s, #"{"op":"subscribe","type":">"}"#)
         for _ in 0..<40 { h.send(flood, paddedPublish("x.flood")) }
-        let floodHeld = s.actorShares[2001] ?? 0
+        let floodHeld = s.accounting.actorShares[2001] ?? 0
         #expect(floodHeld <= 10 * e + e, "one publisher uid takes about half of an idle subscriber's budget")
         #expect(s.pendingDropCount > 0)
         for _ in 0..<5 { h.send(root, paddedPublish("system.tick")) }
