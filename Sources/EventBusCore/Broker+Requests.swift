@@ -7,8 +7,9 @@
 // `addSubscription`/`removeSubscription`, which keep both directions of the
 // index and `statistics.subscriptions` in step; a reply is never dropped.
 // A publish finds its route list through `types` (EventTypeTable.swift) and
-// writes its event from byte ranges (`EventContent`) and the publisher's
-// ready-made parts (EventStamp.swift): nothing per event builds a String.
+// has `writer` (EventWriter.swift) write its event from byte ranges
+// (`EventContent`) and the publisher's ready-made parts (EventStamp.swift):
+// nothing per event builds a String.
 import EventBusProtocol
 
 extension Broker {

@@ -7,18 +7,19 @@
 //
 // Before editing: the invariants. `accounts[uid]` exists exactly while `uid`
 // has a connection or retained bytes (`Broker.account(for:)` makes it,
-// `retireIfIdle` drops it), and it is the counted reference that keeps
-// every `Connection.accounting.accountRef` alive (Uncounted.swift). `totals.inboundUIDs`
-// is the number of accounts with `inboundBytes > 0`; `totals.inboundBytes`,
-// `retainedBytes`, `retainedEvents` and `subscriptionBytes` are the sums of
-// their accounts' counts. `released` is empty between two queue operations:
-// whoever hands it to an `OutboundQueue` call passes the result to
-// `Broker.applyOutbound`, which empties it. `outboundFastPathBytes` is at
-// most every outbound limit in force (`--max-outbound`, `--max-queued`,
-// every uid's): lowered by `noteOutboundLimit`, never raised.
-// `usersPausedForOutbound` counts the accounts whose `outboundPaused` is not
-// empty; `halfFullTrustedHolders` the connections whose `flow.halfFull` is
-// `.anyUID` (the `.ownUID` ones are their account's `halfFullWaiters`).
+// `retireIfIdle` drops it), and it is the counted reference that keeps every
+// `Connection.accounting.accountRef` alive (Uncounted.swift).
+// `totals.inboundUIDs` is the number of accounts with `inboundBytes > 0`;
+// `totals.inboundBytes`, `retainedBytes`, `retainedEvents` and
+// `subscriptionBytes` are the sums of their accounts' counts. `released` is
+// empty between two queue operations: whoever hands it to an `OutboundQueue`
+// call passes the result to `Broker.applyOutbound`, which empties it.
+// `outboundFastPathBytes` is at most every outbound limit in force
+// (`--max-outbound`, `--max-queued`, every uid's): lowered by
+// `noteOutboundLimit`, never raised. `usersPausedForOutbound` counts the
+// accounts whose `outboundPaused` is not empty; `halfFullTrustedHolders` the
+// connections whose `flow.halfFull` is `.anyUID` (the `.ownUID` ones are
+// their account's `halfFullWaiters`).
 
 /// The totals over every uid that `BrokerStatistics` does not carry.
 struct QuotaTotals {
