@@ -32,8 +32,8 @@ extension Broker {
     /// the publish path; `holdIfBlocked` decides.
     @inline(__always)
     func mayHaveToHold(_ frame: UnsafeRawBufferPointer, _ publisher: Connection) -> Bool {
-        pacedReplays != 0 || (statistics.queuedBytes &+ frame.count &+ Broker.eventEnvelopeBound > outboundFastPathBytes
-            && (halfFullTrustedHolders > 0 || publisher.account.halfFullWaiters > 0))
+        pacedReplays != 0 || (statistics.queuedBytes &+ frame.count &+ Broker.eventEnvelopeBound > ledger.outboundFastPathBytes
+            && (ledger.halfFullTrustedHolders > 0 || publisher.account.halfFullWaiters > 0))
     }
 
     /// Marks a connection whose queue reached `halfFullAt` (an event was
@@ -48,14 +48,14 @@ extension Broker {
         let right = connection.policy.hold
         guard right != .none else { return }
         connection.flow.halfFull = right
-        if right == .anyUID { halfFullTrustedHolders += 1 } else { connection.account.halfFullWaiters += 1 }
+        if right == .anyUID { ledger.halfFullTrustedHolders += 1 } else { connection.account.halfFullWaiters += 1 }
     }
 
     /// Ends the mark of `noteHalfFull`; it may be made again once the queue is half full.
     func clearHalfFull(_ connection: Connection) {
         if let right = connection.flow.halfFull {
             connection.flow.halfFull = nil
-            if right == .anyUID { halfFullTrustedHolders -= 1 } else { connection.account.halfFullWaiters -= 1 }
+            if right == .anyUID { ledger.halfFullTrustedHolders -= 1 } else { connection.account.halfFullWaiters -= 1 }
         }
         connection.flow.halfFullAt = connection.overflow == .wait && !connection.isClosed ? configuration.maxOutboundBytes / 2 : Int.max
     }
@@ -75,8 +75,8 @@ extension Broker {
     func holdIfBlocked(_ frame: UnsafeRawBufferPointer, _ request: PublishRequest, entry: Int?, publisher: Connection) -> Bool {
         let type = request.type
         // An upper bound of the event's size (every part but the broker's own comes from the frame).
-        let bound = frame.count &+ 131 &+ publisher.eventSource.bytes.count &+ eventIDPrefix.bytes.count &+ 21
-            &+ publisher.eventIdentity.bytes.count &+ 10 &+ OutboundQueue.entryOverheadBytes
+        let bound = frame.count &+ 131 &+ publisher.session.eventSource.bytes.count &+ writer.eventIDPrefix.bytes.count &+ 21
+            &+ publisher.identity.eventIdentity.bytes.count &+ 10 &+ OutboundQueue.entryOverheadBytes
         var blockers: [Connection] = []
         let uid = publisher.credentials.uid
         let half = configuration.maxOutboundBytes / 2

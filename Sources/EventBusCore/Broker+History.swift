@@ -133,13 +133,13 @@ extension Broker {
             replay.gap = (replay.nextSeq - 1, ring.firstSeq ?? replay.endSeq + 1)  // the ring moved past its place
         }
         if let gap = replay.gap {
-            scratch.removeAll(keepingCapacity: true)
-            FrameEncoder.appendASCII("{\"op\":\"gap\",\"type\":", to: &scratch)
-            JSONString.appendQuoted(replay.subscription.pattern.text, to: &scratch)
-            FrameEncoder.appendField("since_seq", int: gap.since, to: &scratch)
-            FrameEncoder.appendField("first_seq", int: gap.first, to: &scratch)
-            FrameEncoder.appendASCII("}\n", to: &scratch)
-            enqueue(bytes: scratch, to: connection)
+            writer.scratch.removeAll(keepingCapacity: true)
+            FrameEncoder.appendASCII("{\"op\":\"gap\",\"type\":", to: &writer.scratch)
+            JSONString.appendQuoted(replay.subscription.pattern.text, to: &writer.scratch)
+            FrameEncoder.appendField("since_seq", int: gap.since, to: &writer.scratch)
+            FrameEncoder.appendField("first_seq", int: gap.first, to: &writer.scratch)
+            FrameEncoder.appendASCII("}\n", to: &writer.scratch)
+            enqueue(bytes: writer.scratch, to: connection)
             replay.gap = nil
         }
         guard let matcher = replay.matcher else { return true }

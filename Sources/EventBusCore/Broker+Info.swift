@@ -9,18 +9,18 @@ import EventBusProtocol
 extension Broker {
     /// `hello`: names the connection and sets its options, once.
     func hello(_ hello: HelloRequest, req: UnsafeRawBufferPointer?, from connection: Connection) {
-        guard !connection.saidHello else {
+        guard !connection.session.saidHello else {
             reply(to: connection, req: req, error: ProtocolError(.badRequest, "hello may be sent once per connection"))
             return
         }
-        connection.saidHello = true
+        connection.session.saidHello = true
         unpark(connection)  // parked under the options it had
-        connection.echo = hello.echo
-        connection.overflow = hello.overflow
+        connection.session.echo = hello.echo
+        connection.session.overflow = hello.overflow
         clearHalfFull(connection)  // (1.2) only `wait` may hold
         if let client = hello.client {
-            connection.clientName = client
-            connection.eventSource = EventStamp.source(client)
+            connection.session.clientName = client
+            connection.session.eventSource = EventStamp.source(client)
         }
         let configuration = self.configuration
         let instance = self.instance

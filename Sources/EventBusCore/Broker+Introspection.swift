@@ -91,7 +91,7 @@ extension Broker {
                 out.append(0x5D)
                 FrameEncoder.appendField("subscriptions", int: UInt64(connection.subscriptions.count), to: &out)
                 FrameEncoder.appendField("queued_bytes", int: UInt64(connection.outbound.chargedBytes), to: &out)
-                FrameEncoder.appendField("inbound_bytes", int: UInt64(connection.inboundCharged), to: &out)
+                FrameEncoder.appendField("inbound_bytes", int: UInt64(connection.input.inboundCharged), to: &out)
                 FrameEncoder.appendField("published", int: connection.publishedCount, to: &out)
                 FrameEncoder.appendField("delivered", int: connection.deliveredCount, to: &out)
                 FrameEncoder.appendField("dropped", int: connection.droppedCount, to: &out)

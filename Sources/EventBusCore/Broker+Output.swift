@@ -43,15 +43,15 @@ extension Broker {
     }
 
     func reply(to connection: Connection, req: UnsafeRawBufferPointer?, error: ProtocolError) {
-        scratch.removeAll(keepingCapacity: true)
-        FrameEncoder.appendError(req: req, error, to: &scratch)
-        enqueue(bytes: scratch, to: connection)
+        writer.scratch.removeAll(keepingCapacity: true)
+        FrameEncoder.appendError(req: req, error, to: &writer.scratch)
+        enqueue(bytes: writer.scratch, to: connection)
     }
 
     func replyOK(to connection: Connection, req: UnsafeRawBufferPointer?, fields: (inout [UInt8]) -> Void = { _ in }) {
-        scratch.removeAll(keepingCapacity: true)
-        FrameEncoder.appendOK(req: req, to: &scratch, fields: fields)
-        enqueue(bytes: scratch, to: connection)
+        writer.scratch.removeAll(keepingCapacity: true)
+        FrameEncoder.appendOK(req: req, to: &writer.scratch, fields: fields)
+        enqueue(bytes: writer.scratch, to: connection)
     }
 
     /// Queues `error` (no `req`) as the connection's last frame and closes it
@@ -80,7 +80,7 @@ extension Broker {
     func recordDrops(_ connection: Connection, count: UInt64, firstSeq: UInt64, takenFromQueue: Bool) {
         guard count > 0 else { return }
         statistics.dropped += count
-        connection.droppedCounted += count
+        connection.accounting.droppedCounted += count
         if !takenFromQueue { typeCounters.addDropped(count, typeCounters.routed) }
         if takenFromQueue {
             if let placed = connection.outbound.noticeInFront {
@@ -91,27 +91,27 @@ extension Broker {
             }
             return
         }
-        if connection.pendingDropsCounted == 0 {
-            connection.pendingDropSince = firstSeq
+        if connection.output.pendingDropsCounted == 0 {
+            connection.output.pendingDropSince = firstSeq
             notice(.startedDropping(connection.id, pid: connection.credentials.pid))
         }
-        connection.pendingDropsCounted += count
+        connection.output.pendingDropsCounted += count
     }
 
     /// Queues the notice for the drops waiting in `pendingDropCount`.
     func queuePendingDropNotice(_ connection: Connection) {
         unpark(connection)  // its queue has room: back in the lists, its parked drops counted
-        let count = connection.pendingDropsCounted, since = connection.pendingDropSince
-        connection.pendingDropsCounted = 0
-        connection.pendingDropSince = 0
+        let count = connection.output.pendingDropsCounted, since = connection.output.pendingDropSince
+        connection.output.pendingDropsCounted = 0
+        connection.output.pendingDropSince = 0
         enqueueDropNotice(count: count, since: since, to: connection, inFront: false)
     }
 
     /// `{"op":"dropped","count":2,"since_seq":4}`, at the back or first in line.
     private func enqueueDropNotice(count: UInt64, since: UInt64, to connection: Connection, inFront: Bool) {
-        scratch.removeAll(keepingCapacity: true)
-        FrameEncoder.appendDropped(count: count, sinceSeq: since, to: &scratch)
-        scratch.withUnsafeBytes { bytes in
+        writer.scratch.removeAll(keepingCapacity: true)
+        FrameEncoder.appendDropped(count: count, sinceSeq: since, to: &writer.scratch)
+        writer.scratch.withUnsafeBytes { bytes in
             if inFront {
                 enqueueNoticeInFront(bytes, count: count, since: since, to: connection)
             } else {
@@ -141,7 +141,7 @@ extension Broker {
         let actor = publisher == connection.credentials.uid || isPrivileged(publisher) ? OutboundQueue.noActor : publisher
         let size = event.count + OutboundQueue.entryOverheadBytes
         // While all queues hold less than the smallest limit, none can be reached.
-        let mayFit = actor == OutboundQueue.noActor && statistics.queuedBytes + size <= outboundFastPathBytes && pacedReplays == 0
+        let mayFit = actor == OutboundQueue.noActor && statistics.queuedBytes + size <= ledger.outboundFastPathBytes && pacedReplays == 0
         // (1.2) Live events wait behind a paced replay: dropped here where their publisher was not held.
         if !mayFit && !connection.flow.replays.isEmpty && !connection.flow.pumping {
             refuse(connection, .connection, seq: seq)
@@ -153,9 +153,9 @@ extension Broker {
                 return false
             }
         }
-        if connection.pendingDropsCounted > 0 { queuePendingDropNotice(connection) }
+        if connection.output.pendingDropsCounted > 0 { queuePendingDropNotice(connection) }
         enqueue(event: event, seq: seq, actor: actor, to: connection)
-        connection.deliveredCount += 1
+        connection.accounting.deliveredCount += 1
         return true
     }
 
@@ -219,14 +219,14 @@ extension Broker {
             let account = connection.account
             target = queued - (account.queuedBytes + size - (account.limits.outboundBytes ?? .max)) - reserve
         case .fairShare:
-            let own = connection.actorShares[actor] ?? 0
+            let own = connection.accounting.actorShares[actor] ?? 0
             let deficit = fairShareDeficit(actor: actor, size: size, connection: connection)
             guard own >= deficit else { return false }  // its own events cannot make the room
             target = queued - deficit - reserve
             only = actor
             scanLimit = 4096
         }
-        let result = connection.outbound.dropOldestEvents(untilAtMost: max(0, target), actor: only, scanLimit: scanLimit, released: &releasedScratch, droppedTypes: &droppedTypesScratch)
+        let result = connection.outbound.dropOldestEvents(untilAtMost: max(0, target), actor: only, scanLimit: scanLimit, released: &ledger.released, droppedTypes: &droppedTypesScratch)
         countDroppedTypes()
         applyOutbound(connection, result.delta)
         if result.count > 0 { recordDrops(connection, count: result.count, firstSeq: result.firstSeq, takenFromQueue: true) }

@@ -24,7 +24,7 @@ struct SubscribePermission {
 
 extension Broker {
     /// The access policy in force.
-    public var policy: AccessPolicy { policyViews.policy }
+    public var policy: AccessPolicy { policyState.policy }
 
     /// The broker's own event announcing a reload, e.g.
     /// `{"op":"event",...,"type":"eventbus.policy.reloaded",...,"data":{"generation":3,"files":["/etc/eventbus/policy.conf"]}}`.
@@ -45,7 +45,7 @@ extension Broker {
     /// `{"op":"error","req":7,"code":"forbidden","message":"publish system.reboot denied for uid 1000 by /usr/share/eventbus/policy.conf:22"}`.
     @inline(__always)
     func mayPublish(_ connection: Connection, _ type: EventType, req: UnsafeRawBufferPointer?) -> Bool {
-        if publishIsOpen { return true }
+        if policyState.publishIsOpen { return true }
         let verdict = connection.policy.publish(type)
         if verdict.isAllowed { return true }
         deny(connection, .publish, type.name, verdict, req: req)
@@ -89,20 +89,12 @@ extension Broker {
         }
     }
 
-    /// Whether `policy` allows every publish but the reserved types (no
-    /// `publish` rule, no `default publish deny`). The reserved
-    /// `eventbus.` types never reach `mayPublish`: `RequestDecoder` refuses
-    /// them for `publish` and `clear` (PROTOCOL.md "Names and patterns").
-    static func publishIsOpen(_ policy: AccessPolicy) -> Bool {
-        !policy.rules.contains { $0.action == .publish } && policy.defaultVerdict(.publish).isAllowed
-    }
-
     /// Sets a subscription's filtered mark and the connection's count of them
     /// (the only place that changes either).
     func setFiltered(_ subscription: Subscription, _ filtered: Bool, on connection: Connection) {
         guard subscription.isFiltered != filtered else { return }
         subscription.isFiltered = filtered
-        connection.filteredCount += filtered ? 1 : -1
+        connection.session.filteredCount += filtered ? 1 : -1
     }
 
     /// The refusal of a connection whose identity may not `connect`, or nil.
@@ -133,7 +125,7 @@ extension Broker {
     /// `publish system.reboot denied for uid 1000 by /usr/share/eventbus/policy.conf:22 (pid 4242, connection 7, client "dashboard")`.
     private func denialLogLine(uid: UInt32, pid: Int32, connection: ConnectionID?, client: String?, verdict: PolicyVerdict, message: String) -> String? {
         let who = "pid \(pid)" + (connection.map { ", connection \(Broker.publicConnectionID($0))" } ?? "") + (client.map { ", client \"\($0)\"" } ?? "")
-        switch denialLog.admit(uid: uid, origin: verdict.origin, nowNanoseconds: now.monotonicNanoseconds) {
+        switch policyState.denialLog.admit(uid: uid, origin: verdict.origin, nowNanoseconds: now.monotonicNanoseconds) {
         case .suppress:
             return nil
         case .log(let suppressed):
@@ -147,7 +139,7 @@ extension Broker {
     // MARK: Reload
 
     /// Swaps in a new policy (SIGHUP, once every file was read and parsed;
-    /// PROTOCOL.md "Access policy (1.1)", reload): `policyGeneration` + 1;
+    /// PROTOCOL.md "Access policy (1.1)", reload): `policyState.generation` + 1;
     /// every connection gets the view of the new policy; each subscription is
     /// judged again: one now forbidden is removed and its connection told
     /// `{"op":"error","code":"forbidden","type":"secret.>","message":"..."}`
@@ -160,15 +152,12 @@ extension Broker {
     ///   `.policyReloaded` notice.
     public func reloadPolicy(_ policy: AccessPolicy, at time: BrokerTime) -> BrokerStep {
         now = time
-        policyViews = PolicyViewCache(policy: policy)
-        publishIsOpen = Broker.publishIsOpen(policy)
-        policyGeneration += 1
-        denialLog = DenialLogLimiter()  // verdict origins index the old policy
+        policyState.replace(with: policy)  // the views, the generation, the denial log, the publish verdict
         var decisions: [DecisionKey: SubscribeDecision] = [:]
         var revoked = 0
         for connection in connections.values.sorted(by: { $0.id < $1.id }) where !connection.isClosed {
-            let view = policyViews.view(for: connection.credentials.policyIdentity)
-            connection.policy = view
+            let view = policyState.views.view(for: connection.credentials.policyIdentity)
+            connection.session.policy = view
             for (pattern, subscription) in connection.subscriptions.sorted(by: { $0.key.text < $1.key.text }) {
                 let key = DecisionKey(view: ObjectIdentifier(view), pattern: pattern)
                 let decision = decisions[key] ?? view.subscribe(pattern)
@@ -183,20 +172,20 @@ extension Broker {
                     revoked += 1
                     guard connection.isRoutable else { continue }
                     let message = view.denialMessage(.subscribe, pattern.text, verdict)
-                        + "; subscription removed by the policy reload (generation \(policyGeneration))"
-                    scratch.removeAll(keepingCapacity: true)
-                    FrameEncoder.appendRevocation(pattern: pattern.text, message: message, to: &scratch)
-                    enqueue(bytes: scratch, to: connection)
+                        + "; subscription removed by the policy reload (generation \(policyState.generation))"
+                    writer.scratch.removeAll(keepingCapacity: true)
+                    FrameEncoder.appendRevocation(pattern: pattern.text, message: message, to: &writer.scratch)
+                    enqueue(bytes: writer.scratch, to: connection)
                 }
             }
             if connection.inputClosed && connection.subscriptions.isEmpty { closeWhenFlushed(connection) }
         }
         index.removeAllCached()
         refreshLimits()
-        notice(.policyReloaded(generation: policyGeneration, revokedSubscriptions: revoked))
+        notice(.policyReloaded(generation: policyState.generation, revokedSubscriptions: revoked))
         var data: [UInt8] = []
         FrameEncoder.appendASCII("{\"generation\":", to: &data)
-        FrameEncoder.appendInt(policyGeneration, to: &data)
+        FrameEncoder.appendInt(policyState.generation, to: &data)
         FrameEncoder.appendASCII(",\"files\":[", to: &data)
         for (i, path) in policy.paths.enumerated() {
             if i > 0 { data.append(0x2C) }
@@ -216,7 +205,7 @@ extension Broker {
         now = time
         var data: [UInt8] = []
         FrameEncoder.appendASCII("{\"generation\":", to: &data)
-        FrameEncoder.appendInt(policyGeneration, to: &data)
+        FrameEncoder.appendInt(policyState.generation, to: &data)
         FrameEncoder.appendASCII(",\"error\":", to: &data)
         JSONString.appendQuoted(reason, to: &data)
         data.append(0x7D)
@@ -235,7 +224,7 @@ extension Broker {
         statistics.published += 1
         let own = configuration.ownCredentials
         _ = fanOut(seq: seq, type: type, publisher: nil) {
-            timestamps.bytes(nanosecondsSinceEpoch: now.wallNanoseconds).withUnsafeBytes { time in
+            writer.timestamps.bytes(nanosecondsSinceEpoch: now.wallNanoseconds).withUnsafeBytes { time in
                 data.withUnsafeBytes { data in
                     let parts = FrameEncoder.EventParts(
                         seq: seq, type: type.name, time: time, source: nil, defaultSource: configuration.serverName,

@@ -29,19 +29,19 @@ extension Broker {
     // MARK: Pausing
 
     func pause(_ connection: Connection, _ reason: PauseReasons) {
-        guard !connection.pauses.contains(reason) else { return }
-        let wasReading = connection.pauses.isEmpty
-        connection.pauses.insert(reason)
+        guard !connection.input.pauses.contains(reason) else { return }
+        let wasReading = connection.input.pauses.isEmpty
+        connection.input.pauses.insert(reason)
         if wasReading && connection.closing == nil && !connection.inputClosed && !connection.isClosed {
             current.effects.append(.pauseReading(connection.id))
         }
     }
 
     func unpause(_ connection: Connection, _ reason: PauseReasons) {
-        guard connection.pauses.contains(reason) else { return }
-        connection.pauses.remove(reason)
-        guard connection.pauses.isEmpty else { return }
-        connection.inboundProgressAt = now.monotonicNanoseconds  // the frame timeout counts while read only
+        guard connection.input.pauses.contains(reason) else { return }
+        connection.input.pauses.remove(reason)
+        guard connection.input.pauses.isEmpty else { return }
+        connection.input.inboundProgressAt = now.monotonicNanoseconds  // the frame timeout counts while read only
         if connection.closing == nil && !connection.inputClosed && !connection.isClosed {
             current.effects.append(.resumeReading(connection.id))
         }
@@ -53,10 +53,10 @@ extension Broker {
     /// connection. A lower limit applies to new allocations only; nothing
     /// already held is taken back (DESIGN-NOTES-1.1.md C.2).
     func refreshLimits() {
-        for account in accounts.values {
+        for account in ledger.accounts.values {
             guard let newest = account.members.max(by: { $0.id < $1.id }) else { continue }
             account.limits = limits(for: account.uid, UserLimitOverrides(newest.policy.limits))
-            noteOutboundLimit(account.limits)
+            ledger.noteOutboundLimit(account.limits.outboundBytes)
         }
     }
 
@@ -104,31 +104,31 @@ extension Broker {
     /// inbound bytes are counted) and applies the inbound budgets.
     func syncInbound(_ connection: Connection) {
         let held = connection.isClosed || connection.closing != nil ? 0 : connection.splitter.heldBytes + (connection.flow.heldFrame?.capacity ?? 0)
-        let delta = held - connection.inboundCharged
+        let delta = held - connection.input.inboundCharged
         guard delta != 0 else { return }
         let account = connection.account
-        if connection.inboundCharged == 0 {
-            connection.inboundSince = now.monotonicNanoseconds
-            connection.inboundProgressAt = now.monotonicNanoseconds
+        if connection.input.inboundCharged == 0 {
+            connection.input.inboundSince = now.monotonicNanoseconds
+            connection.input.inboundProgressAt = now.monotonicNanoseconds
             account.inboundHolders += 1
-            if account.inboundBytes == 0 { quotaTotals.inboundUIDs += 1 }
+            if account.inboundBytes == 0 { ledger.totals.inboundUIDs += 1 }
         } else if held == 0 {
             account.inboundHolders -= 1
         }
-        connection.inboundCharged = held
+        connection.input.inboundCharged = held
         account.inboundBytes += delta
-        quotaTotals.inboundBytes += delta
-        if account.inboundBytes == 0 { quotaTotals.inboundUIDs -= 1 }
+        ledger.totals.inboundBytes += delta
+        if account.inboundBytes == 0 { ledger.totals.inboundUIDs -= 1 }
         updateInboundThrottle(account)
-        if delta > 0 && !quotaTotals.inboundThrottled && quotaTotals.inboundBytes > configuration.quotas.maxInboundBytes {
+        if delta > 0 && !ledger.totals.inboundThrottled && ledger.totals.inboundBytes > configuration.quotas.maxInboundBytes {
             beginTotalInboundThrottle()
-        } else if delta < 0 && quotaTotals.inboundThrottled && quotaTotals.inboundBytes < configuration.quotas.maxInboundBytes / 2 {
+        } else if delta < 0 && ledger.totals.inboundThrottled && ledger.totals.inboundBytes < configuration.quotas.maxInboundBytes / 2 {
             endTotalInboundThrottle()
         }
     }
 
     /// A uid's share of the total inbound budget.
-    var inboundFairShare: Int { configuration.quotas.maxInboundBytes / max(1, quotaTotals.inboundUIDs) }
+    var inboundFairShare: Int { configuration.quotas.maxInboundBytes / max(1, ledger.totals.inboundUIDs) }
 
     /// Throttles or releases one uid after its inbound bytes changed, and
     /// keeps its one read connection the one with the oldest incomplete frame.
@@ -137,8 +137,8 @@ extension Broker {
         if let limit = account.limits.inboundBytes {
             if account.inboundBytes > limit { throttle.insert(.user) } else if account.inboundBytes < limit / 2 { throttle.remove(.user) }
         }
-        if quotaTotals.inboundThrottled && account.inboundBytes >= inboundFairShare { throttle.insert(.total) }
-        if !quotaTotals.inboundThrottled { throttle.remove(.total) }
+        if ledger.totals.inboundThrottled && account.inboundBytes >= inboundFairShare { throttle.insert(.total) }
+        if !ledger.totals.inboundThrottled { throttle.remove(.total) }
         setInboundThrottle(account, throttle)
     }
 
@@ -152,7 +152,7 @@ extension Broker {
             return
         }
         // Throttled: read only the oldest incomplete frame's connection.
-        if was.isEmpty || account.inboundReader.map({ $0.inboundCharged == 0 || $0.isClosed }) ?? true {
+        if was.isEmpty || account.inboundReader.map({ $0.input.inboundCharged == 0 || $0.isClosed }) ?? true {
             chooseInboundReader(account)
         }
     }
@@ -161,8 +161,8 @@ extension Broker {
     /// changes of the reader only) and pauses every other member.
     func chooseInboundReader(_ account: UserAccount) {
         var oldest: Connection? = nil
-        for member in account.members where member.inboundCharged > 0 && !member.isClosed && member.closing == nil {
-            if oldest == nil || member.inboundSince < oldest!.inboundSince { oldest = member }
+        for member in account.members where member.input.inboundCharged > 0 && !member.isClosed && member.closing == nil {
+            if oldest == nil || member.input.inboundSince < oldest!.input.inboundSince { oldest = member }
         }
         account.inboundReader = oldest
         for member in account.members where member !== oldest { pause(member, .inbound) }
@@ -170,16 +170,16 @@ extension Broker {
     }
 
     func beginTotalInboundThrottle() {
-        quotaTotals.inboundThrottled = true
+        ledger.totals.inboundThrottled = true
         let share = inboundFairShare
-        for account in accounts.values where account.inboundBytes >= share {
+        for account in ledger.accounts.values where account.inboundBytes >= share {
             setInboundThrottle(account, account.inboundThrottle.union(.total))
         }
     }
 
     func endTotalInboundThrottle() {
-        quotaTotals.inboundThrottled = false
-        for account in accounts.values where account.inboundThrottle.contains(.total) {
+        ledger.totals.inboundThrottled = false
+        for account in ledger.accounts.values where account.inboundThrottle.contains(.total) {
             setInboundThrottle(account, account.inboundThrottle.subtracting(.total))
         }
     }
@@ -195,12 +195,12 @@ extension Broker {
         now = time
         if !flowWatch.isEmpty { watchForStalls() }
         let timeout = configuration.quotas.frameTimeoutNanoseconds
-        guard timeout > 0, quotaTotals.inboundBytes > 0 else { return finishStep() }
+        guard timeout > 0, ledger.totals.inboundBytes > 0 else { return finishStep() }
         var expired: [Connection] = []
-        for account in accounts.values where account.inboundHolders > 0 {
-            for member in account.members where member.inboundCharged > 0 && member.pauses.isEmpty
+        for account in ledger.accounts.values where account.inboundHolders > 0 {
+            for member in account.members where member.input.inboundCharged > 0 && member.input.pauses.isEmpty
                 && !member.splitter.hasBacklog && member.closing == nil && !member.isClosed
-                && time.monotonicNanoseconds - member.inboundProgressAt >= timeout {
+                && time.monotonicNanoseconds - member.input.inboundProgressAt >= timeout {
                 expired.append(member)
             }
         }
@@ -227,57 +227,44 @@ extension Broker {
     /// limit is left behind.
     @inline(__always)
     func applyOutbound(_ connection: Connection, _ delta: Int) {
-        connection.accountRef.with { $0.queuedBytes += delta }  // no count: the broker keeps it
+        connection.accounting.accountRef.with { $0.queuedBytes += delta }  // no count: the broker keeps it
         statistics.queuedBytes += delta
-        if !releasedScratch.isEmpty { releaseActorCharges(connection) }
-        if delta < 0 && (connection.pauses.contains(.outbound) || usersPausedForOutbound > 0 || !quotaTotals.outboundPaused.isEmpty) {
+        if !ledger.released.isEmpty { releaseActorCharges(connection) }
+        if delta < 0 && (connection.input.pauses.contains(.outbound) || ledger.usersPausedForOutbound > 0 || !ledger.totals.outboundPaused.isEmpty) {
             outboundShrank(connection)
         }
-    }
-
-    /// The smallest outbound limit any connection is under (its own, its
-    /// uid's, the total): while all queues together hold no more, no limit
-    /// can be reached and the per-event and per-frame checks are skipped.
-    /// Lowered when a uid gets a lower limit; never raised.
-    func noteOutboundLimit(_ limits: UserLimits) {
-        if let bytes = limits.outboundBytes { outboundFastPathBytes = min(outboundFastPathBytes, bytes) }
     }
 
     /// Charges the fair share of publisher uid `actor` for an event of
     /// `bytes` just queued to `connection`.
     func chargeActor(_ actor: UInt32, bytes: Int, to connection: Connection) {
-        connection.actorShares[actor, default: 0] += bytes
+        connection.accounting.actorShares[actor, default: 0] += bytes
         connection.account.actorShares[actor, default: 0] += bytes
     }
 
     private func releaseActorCharges(_ connection: Connection) {
         let account = connection.account
-        for charge in releasedScratch {
-            Broker.release(charge, from: &connection.actorShares)
-            Broker.release(charge, from: &account.actorShares)
+        for charge in ledger.released {
+            QuotaLedger.release(charge, from: &connection.accounting.actorShares)
+            QuotaLedger.release(charge, from: &account.actorShares)
         }
-        releasedScratch.removeAll(keepingCapacity: true)
-    }
-
-    private static func release(_ charge: ActorCharge, from shares: inout [UInt32: Int]) {
-        guard let held = shares[charge.actor] else { preconditionFailure("fair share of uid \(charge.actor) not held") }
-        if held <= charge.bytes { shares[charge.actor] = nil } else { shares[charge.actor] = held - charge.bytes }
+        ledger.released.removeAll(keepingCapacity: true)
     }
 
     private func outboundShrank(_ connection: Connection) {
-        if connection.pauses.contains(.outbound) && connection.outbound.chargedBytes < configuration.maxOutboundBytes / 2 {
+        if connection.input.pauses.contains(.outbound) && connection.outbound.chargedBytes < configuration.maxOutboundBytes / 2 {
             unpause(connection, .outbound)
         }
         let account = connection.account
         if !account.outboundPaused.isEmpty && account.queuedBytes < (account.limits.outboundBytes ?? .max) / 2 {
             let paused = account.outboundPaused
             account.outboundPaused.removeAll()
-            usersPausedForOutbound -= 1
+            ledger.usersPausedForOutbound -= 1
             for member in paused { unpause(member, .userOutbound) }
         }
-        if !quotaTotals.outboundPaused.isEmpty && statistics.queuedBytes < configuration.maxQueuedBytes / 2 {
-            let paused = quotaTotals.outboundPaused
-            quotaTotals.outboundPaused.removeAll()
+        if !ledger.totals.outboundPaused.isEmpty && statistics.queuedBytes < configuration.maxQueuedBytes / 2 {
+            let paused = ledger.totals.outboundPaused
+            ledger.totals.outboundPaused.removeAll()
             for member in paused { unpause(member, .totalOutbound) }
         }
     }
@@ -290,31 +277,31 @@ extension Broker {
     @inline(__always)
     func mayReadNextFrame(_ connection: Connection) -> Bool {
         guard connection.closing == nil && !connection.isClosed else { return false }
-        if statistics.queuedBytes <= outboundFastPathBytes { return connection.pauses.isEmpty }
+        if statistics.queuedBytes <= ledger.outboundFastPathBytes { return connection.input.pauses.isEmpty }
         let charged = connection.outbound.chargedBytes
         if charged > configuration.maxOutboundBytes { pause(connection, .outbound) }
         let account = connection.account
-        if let limit = account.limits.outboundBytes, account.queuedBytes > limit, !connection.pauses.contains(.userOutbound) {
+        if let limit = account.limits.outboundBytes, account.queuedBytes > limit, !connection.input.pauses.contains(.userOutbound) {
             pause(connection, .userOutbound)
-            if account.outboundPaused.isEmpty { usersPausedForOutbound += 1 }
+            if account.outboundPaused.isEmpty { ledger.usersPausedForOutbound += 1 }
             account.outboundPaused.append(connection)
         }
-        if statistics.queuedBytes > configuration.maxQueuedBytes, !connection.pauses.contains(.totalOutbound),
+        if statistics.queuedBytes > configuration.maxQueuedBytes, !connection.input.pauses.contains(.totalOutbound),
            charged > configuration.maxQueuedBytes / max(1, connections.count) {
             pause(connection, .totalOutbound)
-            quotaTotals.outboundPaused.append(connection)
+            ledger.totals.outboundPaused.append(connection)
         }
-        return connection.pauses.isEmpty
+        return connection.input.pauses.isEmpty
     }
 
     /// Takes a closing connection out of the lists of paused connections.
     func forgetPauses(_ connection: Connection) {
-        if connection.pauses.contains(.userOutbound) {
+        if connection.input.pauses.contains(.userOutbound) {
             connection.account.outboundPaused.removeAll { $0 === connection }
-            if connection.account.outboundPaused.isEmpty { usersPausedForOutbound -= 1 }
+            if connection.account.outboundPaused.isEmpty { ledger.usersPausedForOutbound -= 1 }
         }
-        if connection.pauses.contains(.totalOutbound) { quotaTotals.outboundPaused.removeAll { $0 === connection } }
-        connection.pauses = []
+        if connection.input.pauses.contains(.totalOutbound) { ledger.totals.outboundPaused.removeAll { $0 === connection } }
+        connection.input.pauses = []
     }
 
     // MARK: Fair share
@@ -341,7 +328,7 @@ extension Broker {
             let over = (users + 1) * (size + share) - share - remaining
             return (over + users) / (users + 1)
         }
-        var needed = deficit(connection.actorShares, limit: configuration.maxOutboundBytes, used: connection.outbound.chargedBytes)
+        var needed = deficit(connection.accounting.actorShares, limit: configuration.maxOutboundBytes, used: connection.outbound.chargedBytes)
         if let limit = connection.account.limits.outboundBytes {
             needed = max(needed, deficit(connection.account.actorShares, limit: limit, used: connection.account.queuedBytes))
         }
@@ -354,9 +341,9 @@ extension Broker {
     /// frames, retained events and the history ring (the server gives freed
     /// heap memory back when this falls, BrokerServer+Memory.swift).
     public var countedBytes: Int {
-        statistics.queuedBytes + quotaTotals.inboundBytes + retention.retained.byteCount + retention.history.byteCount
+        statistics.queuedBytes + ledger.totals.inboundBytes + retention.retained.byteCount + retention.history.byteCount
     }
 
     /// Whether `tick` has anything to watch (some incomplete frame is held).
-    public var needsTicks: Bool { (configuration.quotas.frameTimeoutNanoseconds > 0 && quotaTotals.inboundBytes > 0) || !flowWatch.isEmpty }
+    public var needsTicks: Bool { (configuration.quotas.frameTimeoutNanoseconds > 0 && ledger.totals.inboundBytes > 0) || !flowWatch.isEmpty }
 }

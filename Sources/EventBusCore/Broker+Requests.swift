@@ -7,8 +7,9 @@
 // `addSubscription`/`removeSubscription`, which keep both directions of the
 // index and `statistics.subscriptions` in step; a reply is never dropped.
 // A publish finds its route list through `types` (EventTypeTable.swift) and
-// writes its event from byte ranges (`EventContent`) and the publisher's
-// ready-made parts (EventStamp.swift): nothing per event builds a String.
+// has `writer` (EventWriter.swift) write its event from byte ranges
+// (`EventContent`) and the publisher's ready-made parts (EventStamp.swift):
+// nothing per event builds a String.
 import EventBusProtocol
 
 extension Broker {
@@ -145,13 +146,13 @@ extension Broker {
                 reply(to: publisher, req: req, error: error)
                 return
             }
-            builtChunk = chunk  // alive through the fan-out (EventFrame does not count it)
+            writer.builtChunk = chunk  // alive through the fan-out (EventFrame does not count it)
             kept = EventFrame(bytes: chunk.bytes, shared: chunk, typeOffset: Int(built.typeOffset), typeCount: Int(built.typeCount))
         }
         seq += 1
         let seq = self.seq
         statistics.published += 1
-        publisher.publishedCount += 1
+        publisher.accounting.publishedCount += 1
         let delivered = fanOut(seq: seq, type: request.type, entry: typeEntry, publisher: publisher, built: kept) {
             buildEvent(seq: seq, content, of: request.type, publisher: publisher)
         }
@@ -183,8 +184,8 @@ extension Broker {
         var delivered: UInt64 = 0
         var alreadyDropping: UInt64 = 0
         forEachSubscriber(of: type, entry: entry) { subscriber in
-            guard subscriber.lastRoutedSeq != seq else { return }  // at most once
-            subscriber.lastRoutedSeq = seq
+            guard subscriber.output.lastRoutedSeq != seq else { return }  // at most once
+            subscriber.output.lastRoutedSeq = seq
             if subscriber === publisher && !subscriber.echo { return }  // no echo
             if !subscriber.isRoutable { return }
             if event == nil { event = build() }
@@ -194,11 +195,11 @@ extension Broker {
             // counters once, after the loop): no call, nothing else looked at.
             // Refused so for every publisher, it is parked: out of the kept
             // route lists until it writes (ParkedSubscribers.swift).
-            if subscriber.pendingDropsCounted > 0 && (subscriber.overflow == .dropNew || subscriber.overflow == .wait),
+            if subscriber.output.pendingDropsCounted > 0 && (subscriber.overflow == .dropNew || subscriber.overflow == .wait),
                let refused = refusal(size: event.unsafelyUnwrapped.count &+ OutboundQueue.entryOverheadBytes,
                                      actor: uid == subscriber.credentials.uid || isPrivileged(uid) ? OutboundQueue.noActor : uid, connection: subscriber) {
-                subscriber.pendingDropsCounted &+= 1
-                subscriber.droppedCounted &+= 1
+                subscriber.output.pendingDropsCounted &+= 1
+                subscriber.accounting.droppedCounted &+= 1
                 alreadyDropping &+= 1
                 if mayPark(subscriber, refused) { park(subscriber) }
                 return
@@ -211,7 +212,7 @@ extension Broker {
             typeCounters.addDropped(alreadyDropping, typeCounters.routed)
         }
         recordHistory(event, seq: seq, publisher: publisher)
-        if builtChunk != nil { builtChunk = nil }
+        if writer.builtChunk != nil { writer.builtChunk = nil }
         statistics.delivered += delivered
         countDelivered(delivered)
         return delivered
@@ -239,83 +240,15 @@ extension Broker {
         }
     }
 
-    /// Writes a publish's event frame once (see `makeEvent`).
+    /// Writes a publish's event frame once (`EventWriter.buildEvent`, EventWriter.swift).
     /// - Parameter type: the event's type, whose bytes are written when
     ///   `content` has none.
     func buildEvent(seq: UInt64, _ content: EventContent, of type: EventType, publisher: Connection) -> EventFrame {
-        let time = timestamps.bytes(nanosecondsSinceEpoch: now.wallNanoseconds)
-        let digits = seqText.text(for: seq)
-        @inline(__always) func build(_ typeBytes: UnsafeRawBufferPointer) -> EventFrame {
-            makeEvent(FrameEncoder.EventBytes(
-                seq: seq, type: typeBytes, time: time,
-                source: content.source ?? publisher.eventSource.bytes, id: content.id,
-                idPrefix: eventIDPrefix.bytes, identity: publisher.eventIdentity.bytes, origin: content.origin, data: content.data,
-                seqText: digits))
-        }
-        if let typeBytes = content.type { return build(typeBytes) }
-        var name = type.name
-        return name.withUTF8 { build(UnsafeRawBufferPointer($0)) }
+        writer.buildEvent(seq: seq, content, of: type, publisher: publisher, wallNanoseconds: now.wallNanoseconds, history: &retention.history)
     }
 
-    /// Writes an event frame once per event: in place at the end of the
-    /// history ring's arena while history is on (`HistoryRing.space(for:)`:
-    /// the ring keeps it without a copy), else into `eventScratch`; copied
-    /// from there into each subscriber's chunk. When it may exceed
-    /// `OutboundQueue.copyLimitBytes`, into a chunk of its own that every
-    /// subscriber's queue (and the ring) shares.
-    /// - Returns: the frame (valid until the next event is made).
-    @inline(__always)
-    func makeEvent(_ parts: FrameEncoder.EventBytes) -> EventFrame {
-        makeEvent(bound: FrameEncoder.eventByteCountUpperBound(parts)) { FrameEncoder.writeEvent(parts, into: $0, capacity: $1) }
-    }
-
-    /// `makeEvent` for the broker's own events, written from `EventParts`.
+    /// Writes one of the broker's own events once (`EventWriter.makeEvent`).
     func makeEvent(_ parts: FrameEncoder.EventParts) -> EventFrame {
-        makeEvent(bound: FrameEncoder.eventByteCountUpperBound(parts)) { FrameEncoder.writeEvent(parts, into: $0, capacity: $1) }
+        writer.makeEvent(parts, history: &retention.history)
     }
-
-    /// Where an event of at most `bound` bytes is written (see above), by
-    /// `write`, given the place and the bytes it may fill there (`bound`:
-    /// the writer checks each write against it), which returns what it wrote.
-    @inline(__always)
-    private func makeEvent(bound: Int, _ write: (UnsafeMutableRawPointer, Int) -> FrameEncoder.WrittenEvent) -> EventFrame {
-        if bound > OutboundQueue.copyLimitBytes {
-            var written = FrameEncoder.WrittenEvent()
-            let chunk = OutboundChunk.make(capacity: bound) { written = write($0, bound); return written.count }
-            builtChunk = chunk  // alive through the fan-out (EventFrame does not count it)
-            return EventFrame(bytes: UnsafeRawBufferPointer(start: chunk.baseAddress, count: chunk.used), shared: chunk,
-                              typeOffset: written.typeOffset, typeCount: written.typeCount)
-        }
-        // Both hold `bound` bytes: the ring's arena end (`space(for:)`), the scratch (`copyLimitBytes`).
-        let destination = retention.history.space(for: bound) ?? eventScratch.baseAddress.unsafelyUnwrapped
-        let written = write(destination, bound)
-        return EventFrame(bytes: UnsafeRawBufferPointer(start: destination, count: written.count), shared: nil,
-                          typeOffset: written.typeOffset, typeCount: written.typeCount)
-    }
-}
-
-/// What an event frame takes from its publish frame, as ranges of the
-/// frame's bytes (plain values: copying one counts no references). Valid
-/// while the frame is.
-struct EventContent {
-    /// The type's bytes, when the frame spells it without escapes (else the
-    /// event is written from `PublishRequest.type`).
-    var type: UnsafeRawBufferPointer?
-    var source: UnsafeRawBufferPointer?
-    var id: UnsafeRawBufferPointer?
-    var data: UnsafeRawBufferPointer?
-    var origin: UnsafeRawBufferPointer?
-
-    @inline(__always)
-    init(_ request: PublishRequest, frame: UnsafeRawBufferPointer, typeBytes: UnsafeRawBufferPointer?) {
-        func slice(_ token: JSONToken?) -> UnsafeRawBufferPointer? {
-            token.map { UnsafeRawBufferPointer(start: frame.baseAddress.unsafelyUnwrapped + $0.start, count: $0.end &- $0.start) }
-        }
-        type = typeBytes
-        source = slice(request.source)
-        id = slice(request.id)
-        data = slice(request.data)
-        origin = slice(request.origin)
-    }
-
 }

@@ -261,7 +261,7 @@ enum ReplayFlag {
 extension Broker {
     /// Offers a copy of the event frame `bytes` with `,"retained":true` or
     /// `,"replayed":true` added before its final `}`: written into
-    /// `eventScratch` and copied into the queue's chunk like a live event, or
+    /// `writer.eventScratch` and copied into the queue's chunk like a live event, or
     /// into a chunk of its own when larger than `OutboundQueue.copyLimitBytes`.
     /// Outside every fair share (the subscriber asked for it). A copy that
     /// cannot fit and may not make room (drop-new, disconnect) is refused
@@ -289,8 +289,8 @@ extension Broker {
             return size
         }
         let queued: Bool
-        if size <= eventScratch.count {
-            let event = EventFrame(bytes: UnsafeRawBufferPointer(start: eventScratch.baseAddress, count: write(eventScratch.baseAddress!)), shared: nil)
+        if size <= writer.eventScratch.count {
+            let event = EventFrame(bytes: UnsafeRawBufferPointer(start: writer.eventScratch.baseAddress, count: write(writer.eventScratch.baseAddress!)), shared: nil)
             queued = offer(event, seq: seq, publisher: configuration.ownCredentials.uid, to: connection)
         } else {
             let chunk = OutboundChunk.make(capacity: size, write)

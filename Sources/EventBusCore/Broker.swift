@@ -9,14 +9,24 @@
 // (Broker+Output.swift) so the per-connection and global byte counts stay
 // exact; every subscription is made and ended by `addSubscription` /
 // `removeSubscription` (Broker+Requests.swift); every close goes through
-// `forget`. The 1.1 features: per-uid accounting and quotas in
-// UserAccounts.swift and Broker+Quotas.swift (called from `open`, `forget`,
-// the subscription pair, `enqueue`, between frames in `receive`, and the
-// frame timeout's `tick(at:)`; `.pauseReading`/`.resumeReading` may name
-// many connections in one step); introspection in Broker+Introspection.swift;
-// replay right after a subscribe's `ok` (marked in `subscribe`). The access policy is in
-// Broker+Policy.swift: other ops ask `mayPublish` (also for `clear`),
-// `mayReceive` (retained and replayed events), `mayBridge`, `maySubscribe`.
+// `forget`. The broker's state is in a few owned parts, structs held here
+// and changed in place, each with its invariants in its file's header: the
+// quota ledger `ledger` (QuotaLedger.swift: accounts, totals, released
+// fair-share charges, the outbound fast-path bound, paused and half-full
+// counts), the policy state `policyState` (PolicyState.swift: views,
+// generation, denial log, the open-publish verdict), the event writer
+// `writer` (EventWriter.swift: the reply buffer, the event scratch, the built
+// chunk, seq digits, timestamps, id prefix, and the code that writes an event
+// frame); `Connection`'s are its `identity`, `session`, `input`, `output`,
+// `accounting` and `flow` (Connection.swift). The 1.1 features: per-uid
+// accounting and quotas in UserAccounts.swift and Broker+Quotas.swift (called
+// from `open`, `forget`, the subscription pair, `enqueue`, between frames in
+// `receive`, and the frame timeout's `tick(at:)`; `.pauseReading`/
+// `.resumeReading` may name many connections in one step); introspection in
+// Broker+Introspection.swift; replay right after a subscribe's `ok` (marked in
+// `subscribe`). The access policy is in Broker+Policy.swift: other ops ask
+// `mayPublish` (also for `clear`), `mayReceive` (retained and replayed
+// events), `mayBridge`, `maySubscribe`.
 import EventBusPolicy
 import EventBusProtocol
 
@@ -116,40 +126,22 @@ public final class Broker {
     var seq: UInt64 = 0
     /// Retained events and the history ring (Broker+Retention.swift, Broker+History.swift).
     var retention: RetentionState
-    /// Per-uid accounts (UserAccounts.swift) and the totals beyond `statistics`.
-    var accounts: [UInt32: UserAccount] = [:]
-    var quotaTotals = QuotaTotals()
-    /// Fair-share charges a queue operation handed back (`applyOutbound` releases them).
-    var releasedScratch: [ActorCharge] = []
-    /// See `noteOutboundLimit` (Broker+Quotas.swift).
-    var outboundFastPathBytes: Int
-    /// Accounts with connections paused for the uid's outbound limit.
-    var usersPausedForOutbound = 0
+    /// Per-uid accounts, the totals beyond `statistics`, released fair-share
+    /// charges and the per-uid flow counts (QuotaLedger.swift).
+    var ledger: QuotaLedger
     /// (1.2) Connections that hold publishers, replay at their pace or are
     /// behind: the stall watch (Broker+FlowControl.swift).
     var flowWatch: [Connection] = []
     /// Connections with a paced replay left (while 0, no offer looks for one).
     var pacedReplays = 0
-    /// Half-full `wait` connections allowed to hold every uid's publishers
-    /// (`allow hold`); per uid, `UserAccount.halfFullWaiters`.
-    var halfFullTrustedHolders = 0
 
     /// What the running step has decided so far (`finishStep` hands it out).
     var current = BrokerStep()
     /// Numbers the steps, so `markOutput` lists a connection once per step.
     var stepNumber: UInt64 = 1
-    /// Reused buffers, so a publish allocates only its shared frame.
-    var scratch: [UInt8] = []
-    /// Where a small event (up to `OutboundQueue.copyLimitBytes`) is built
-    /// once per publish before it is copied into each queue; owned, freed in `deinit`.
-    let eventScratch = UnsafeMutableRawBufferPointer.allocate(byteCount: OutboundQueue.copyLimitBytes, alignment: 16)
-    /// The chunk of the event being routed when it has one of its own (a
-    /// large or retained event): `EventFrame` does not count it, so the
-    /// broker holds it until `fanOut` ends.
-    var builtChunk: OutboundChunk? = nil
-    /// The digits of the seq the last event was written with (SeqText.swift).
-    var seqText = SeqText()
-    var timestamps = TimestampFormatter()
+    /// The reply buffer and where event frames are written: the event
+    /// scratch, the built chunk, seq digits, timestamps, id prefix (EventWriter.swift).
+    var writer: EventWriter
     var now = BrokerTime(wallNanoseconds: 0, monotonicNanoseconds: 0)
     /// Published types by their bytes, with their route lists (EventTypeTable.swift).
     var types: EventTypeTable
@@ -161,19 +153,12 @@ public final class Broker {
     let typeCounters: TypeCounters
     /// The types of the events a drop-old made room by dropping (reused).
     var droppedTypesScratch: [TypeCounters.Ref] = []
-    /// `"<instance>-`, which opens a default event id.
-    let eventIDPrefix: StampBytes
 
-    /// The policy in force and its per-identity views (Broker+Policy.swift).
-    var policyViews: PolicyViewCache
+    /// The policy in force, its views, generation, denial log and publish
+    /// verdict (PolicyState.swift; applied by Broker+Policy.swift).
+    var policyState: PolicyState
     /// `stats.policy_generation`: 1 for the policy loaded at start, +1 per reload.
-    public internal(set) var policyGeneration: UInt64 = 1
-    /// Denials are logged once per (uid, rule) per minute.
-    var denialLog = DenialLogLimiter()
-    /// The policy has no `publish` rule and no `default publish deny`: every
-    /// publish is allowed but the reserved `eventbus.` types, which the
-    /// decoder already refuses, so `mayPublish` need not ask.
-    var publishIsOpen = true
+    public var policyGeneration: UInt64 { policyState.generation }
 
     /// - Parameters:
     ///   - configuration: limits.
@@ -183,20 +168,16 @@ public final class Broker {
         self.configuration = configuration
         self.instance = instance
         self.startMonotonic = startTime.monotonicNanoseconds
-        self.outboundFastPathBytes = min(configuration.maxOutboundBytes, configuration.maxQueuedBytes, configuration.quotas.maxOutboundBytesPerUID)
+        self.ledger = QuotaLedger(outboundFastPathBytes: min(configuration.maxOutboundBytes, configuration.maxQueuedBytes, configuration.quotas.maxOutboundBytesPerUID))
         self.now = startTime
         var seed = Hasher()  // the standard library's per-process random seed
         seed.combine(instance)
         types = EventTypeTable(seed: UInt64(truncatingIfNeeded: seed.finalize()))
         typeCounters = TypeCounters(capacity: configuration.maxTrackedTypes)
-        eventIDPrefix = EventStamp.idPrefix(instance: instance)
-        self.policyViews = PolicyViewCache(policy: configuration.policy ?? .withoutFiles(brokerUID: configuration.ownCredentials.uid))
-        self.publishIsOpen = Broker.publishIsOpen(policyViews.policy)
+        writer = EventWriter(instance: instance)
+        self.policyState = PolicyState(policy: configuration.policy ?? .withoutFiles(brokerUID: configuration.ownCredentials.uid))
         self.retention = RetentionState(configuration.retention)
-        scratch.reserveCapacity(4096)
     }
-
-    deinit { eventScratch.deallocate() }
 
     /// Number of open connections.
     public var connectionCount: Int { connections.count }
@@ -223,10 +204,10 @@ public final class Broker {
     public func open(credentials: Credentials, limitOverrides: UserLimitOverrides? = nil, at time: BrokerTime? = nil) -> Result<Connection, RefusedConnection> {
         if let time { now = time }
         let uid = credentials.uid
-        let view = policyViews.view(for: credentials.policyIdentity)
+        let view = policyState.views.view(for: credentials.policyIdentity)
         let overrides = limitOverrides ?? UserLimitOverrides(view.limits)
         let limits = self.limits(for: uid, overrides)
-        if let error = connectionLimitError(uid: uid, account: accounts[uid], limits: limits) {
+        if let error = connectionLimitError(uid: uid, account: ledger.accounts[uid], limits: limits) {
             var bytes: [UInt8] = []
             FrameEncoder.appendError(req: nil, error, to: &bytes)
             return .failure(RefusedConnection(frame: bytes, logLine: error.message))
@@ -234,7 +215,7 @@ public final class Broker {
         if let refusal = connectRefusal(credentials, view) { return .failure(refusal) }
         let account = account(for: uid)
         account.limits = limits
-        noteOutboundLimit(limits)
+        ledger.noteOutboundLimit(limits.outboundBytes)
         let connection = Connection(id: nextConnectionID, credentials: credentials, policy: view, account: account,
                                     maxFrameBytes: configuration.maxFrameBytes, connectedAt: now.wallNanoseconds)
         nextConnectionID += 1
@@ -264,7 +245,7 @@ public final class Broker {
         unpark(connection)
         forgetFlow(connection)
         for pattern in Array(connection.subscriptions.keys) { removeSubscription(pattern, from: connection) }
-        applyOutbound(connection, connection.outbound.removeAll(released: &releasedScratch))
+        applyOutbound(connection, connection.outbound.removeAll(released: &ledger.released))
         forgetPauses(connection)
         connection.splitter = FrameSplitter(maxFrameBytes: configuration.maxFrameBytes)
         syncInbound(connection)
@@ -301,7 +282,7 @@ public final class Broker {
     public func receive(_ connection: Connection, _ bytes: UnsafeRawBufferPointer, at time: BrokerTime) -> BrokerStep {
         guard connection.closing == nil, !connection.isClosed, !connection.inputClosed else { return finishStep() }
         now = time
-        if bytes.count > 0 { connection.inboundProgressAt = time.monotonicNanoseconds }
+        if bytes.count > 0 { connection.input.inboundProgressAt = time.monotonicNanoseconds }
         // (1.2) A released publisher's held frame comes first, then the input after it.
         if connection.flow.heldFrame != nil && !handleHeldFrame(connection) {
             connection.splitter.keepUnread(bytes)  // (the server does not read a held connection)
@@ -365,7 +346,7 @@ public final class Broker {
             connection.flow.endPending = true  // held by its last frame
             return
         }
-        connection.inputClosed = true
+        connection.input.inputClosed = true
         if connection.subscriptions.isEmpty { closeWhenFlushed(connection) }
     }
 
@@ -407,10 +388,10 @@ public final class Broker {
     ///   was paused) and output for a pending `dropped` notice.
     public func didWrite(_ connection: Connection, bytes: Int) -> BrokerStep {
         guard bytes > 0, !connection.isClosed else { return finishStep() }
-        applyOutbound(connection, connection.outbound.consume(bytes, released: &releasedScratch))
+        applyOutbound(connection, connection.outbound.consume(bytes, released: &ledger.released))
         flowDidWrite(connection, bytes: bytes)
         unpark(connection)  // it took bytes: back in the route lists
-        if connection.pendingDropsCounted > 0 && connection.closing != .afterWrite
+        if connection.output.pendingDropsCounted > 0 && connection.closing != .afterWrite
             && connection.outbound.chargedBytes < configuration.maxOutboundBytes / 2 {
             queuePendingDropNotice(connection)
         }

@@ -82,8 +82,8 @@ extension Broker {
     /// Lists the connection in this step's output (once).
     @inline(__always)
     func markOutput(_ connection: Connection) {
-        if connection.outputStep != stepNumber {
-            connection.outputStep = stepNumber
+        if connection.output.step != stepNumber {
+            connection.output.step = stepNumber
             current.output.append(connection.id)
         }
     }

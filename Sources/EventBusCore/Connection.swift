@@ -1,12 +1,23 @@
-// One client connection as the broker core sees it: identity and the policy
-// view of that identity, options from `hello`, its subscriptions, framing
-// state, outbound queue, drop accounting, and where it is in its life (open,
+// One client connection as the broker core sees it, its stored state in a
+// few parts by concern: who it is (`identity`), what it asked for and what
+// the policy lets it do (`session`), its framing (`splitter`) and input
+// state (`input`), its queue (`outbound`) and delivery bookkeeping
+// (`output`), what it is charged for (`accounting`), its part in flow
+// control (`flow`), its subscriptions, and where it is in its life (open,
 // closing, closed).
 //
 // Before editing: the core knows no fds; the server keeps its own record per
 // connection id and learns what to do only from the `BrokerStep`s the broker
-// returns. Every change goes through `Broker`; the server reads `outbound`
-// to write it.
+// returns. Every change goes through `Broker`, in place through the part
+// (`connection.input.pauses.insert(...)`: the parts are structs held by the
+// class, never copied out to be changed); the server reads `outbound` to
+// write it. The public names (`echo`, `pendingDropCount`, ...) read a part's
+// field: they are how it is read from outside the core; inside it, a field
+// is changed through its part. `outbound` is a stored property of its own
+// so that the server's reads (every write) borrow it instead of copying it;
+// `splitter` one of its own because the frames it hands out are handled
+// while it is being fed, and that handling reads and changes `input`: in
+// one struct the two would be overlapping accesses (exclusivity).
 import EventBusPolicy
 import EventBusProtocol
 
@@ -38,108 +49,80 @@ public struct Credentials: Equatable, Sendable {
 /// One client connection, made by `Broker.open`; the server holds it next to
 /// its own record (fd, epoll interest) under the same `id`.
 public final class Connection {
-    public let id: ConnectionID
-    public let credentials: Credentials
-    /// The policy as this connection's identity sees it (shared with other
-    /// connections of that identity); replaced by a policy reload
-    /// (Broker+Policy.swift).
-    public internal(set) var policy: PolicyView
-    /// How many of its subscriptions are `filtered` (some of their types are
-    /// denied to it): while 0, routing never asks the policy about it.
-    var filteredCount = 0
-
-    /// `hello` options (PROTOCOL.md "Requests").
-    public internal(set) var clientName: String?
-    public internal(set) var echo = false
-    public internal(set) var overflow = OverflowPolicy.wait
-    var saidHello = false
-    /// The value used for `source` when a publish has none, quoted: client
-    /// name or `pid/<pid>` (made at `open`, remade at `hello`).
-    var eventSource: StampBytes
-    /// `,"pid":P,"uid":U,"gid":G` as its events carry it.
-    let eventIdentity: StampBytes
+    /// Who it is (never changes).
+    @usableFromInline let identity: ConnectionIdentity
+    /// `hello` options and its policy view.
+    var session: ConnectionSession
+    /// The bytes read and not yet handled: frames cut at LF (one incomplete
+    /// frame at most, or a backlog). Beside `input`, not in it (header).
+    var splitter: FrameSplitter
+    /// Its input: the inbound budget's view of it, and why it is not read.
+    var input = ConnectionInput()
+    /// Frames waiting to be written; the server writes them and reports with
+    /// `Broker.didWrite`.
+    public internal(set) var outbound = OutboundQueue()
+    /// Where its events stand: at-most-once, drops not yet reported, the step it was last listed in.
+    var output = ConnectionOutput()
+    /// (issue 20) Out of the kept route lists while full (ParkedSubscribers.swift).
+    var park: ParkState? = nil
+    /// Its uid's account and what its queue holds for other uids; its counters for `clients`.
+    var accounting: ConnectionAccounting
+    /// (1.2) Holds, paced replays and the stall watch (Broker+FlowControl.swift).
+    var flow = FlowState()
 
     /// This connection's side of the subscription index (PROTOCOL.md
     /// "Semantics": weak, gone with it). Changed only by
     /// `Broker.addSubscription`/`removeSubscription`.
     var subscriptions: [Pattern: Subscription] = [:]
 
-    var splitter: FrameSplitter
-    /// Frames waiting to be written; the server writes them and reports with
-    /// `Broker.didWrite`.
-    public internal(set) var outbound = OutboundQueue()
-
-    /// Its uid's account, and its index among the account's members.
-    /// Uncounted (Uncounted.swift): the broker's `accounts` keeps the account
-    /// while the connection is open (never read after `Broker.forget`).
-    let accountRef: Uncounted<UserAccount>
-    /// `accountRef` as a reference.
-    var account: UserAccount { accountRef.object }
-    var memberIndex = 0
-    /// When it connected, wall clock ns since the epoch (`clients`: `since`).
-    public let connectedAtWallNanoseconds: Int64
-
-    /// Counters for `clients` (PROTOCOL.md "Introspection"): events it
-    /// published, events queued to it, events it lost.
-    public internal(set) var publishedCount: UInt64 = 0
-    public internal(set) var deliveredCount: UInt64 = 0
-    /// (`droppedCount` adds what it lost while parked, ParkedSubscribers.swift.)
-    var droppedCounted: UInt64 = 0
-
-    /// Inbound bytes charged to its uid (what its splitter held at the last
-    /// `syncInbound`), since when it holds any, and when a byte last arrived
-    /// for them or its reading last resumed (monotonic ns; the frame timeout).
-    var inboundCharged = 0
-    var inboundSince: Int64 = 0
-    var inboundProgressAt: Int64 = 0
-    /// Outbound bytes in its queue charged to other publisher uids (fair share).
-    var actorShares: [UInt32: Int] = [:]
-
-    /// Events lost since the last `dropped` notice, and the seq of the first
-    /// (`pendingDropCount` adds those counted while parked).
-    var pendingDropsCounted: UInt64 = 0
-    var pendingDropSince: UInt64 = 0
-    /// (issue 20) Out of the kept route lists while full (ParkedSubscribers.swift).
-    var park: ParkState? = nil
-    /// Last seq routed here (so one event is delivered at most once).
-    var lastRoutedSeq: UInt64 = 0
-
-    /// The client shut down its writing side (EOF read).
-    public internal(set) var inputClosed = false
-    /// Why it is not read (PROTOCOL.md "Semantics": requests are
-    /// back-pressured; "Quotas": inbound budgets); the server was told with
-    /// `.pauseReading` when the first reason came, and is told
-    /// `.resumeReading` when the last goes.
-    var pauses: PauseReasons = []
-    /// Whether the broker has paused its reading.
-    public var readPaused: Bool { !pauses.isEmpty }
     /// Set once the broker has decided to close it (`.close(id, .afterFlush)`
     /// or `.afterWrite`): no input is handled and no event routed to it.
     var closing: CloseTiming?
     /// Forgotten by the broker (`.close(id, .now)` was returned).
     public internal(set) var isClosed = false
-    /// The step in which it was last listed in `BrokerStep.output`.
-    var outputStep: UInt64 = 0
-    /// (1.2) Holds, paced replays and the stall watch (Broker+FlowControl.swift).
-    var flow = FlowState()
 
     init(id: ConnectionID, credentials: Credentials, policy: PolicyView, account: UserAccount, maxFrameBytes: Int,
          connectedAt: Int64) {
-        self.id = id
-        self.accountRef = Uncounted(account)
-        self.credentials = credentials
-        self.policy = policy
-        self.connectedAtWallNanoseconds = connectedAt
+        self.identity = ConnectionIdentity(id: id, credentials: credentials, connectedAtWallNanoseconds: connectedAt,
+                                           eventIdentity: EventStamp.identity(pid: credentials.pid, uid: credentials.uid, gid: credentials.gid))
+        self.session = ConnectionSession(policy: policy, eventSource: EventStamp.source("pid/\(credentials.pid)"))
         self.splitter = FrameSplitter(maxFrameBytes: maxFrameBytes)
-        self.eventSource = EventStamp.source("pid/\(credentials.pid)")
-        self.eventIdentity = EventStamp.identity(pid: credentials.pid, uid: credentials.uid, gid: credentials.gid)
+        self.accounting = ConnectionAccounting(accountRef: Uncounted(account))
     }
+
+    // MARK: Read from outside the core
+
+    @inlinable public var id: ConnectionID { identity.id }
+    @inlinable public var credentials: Credentials { identity.credentials }
+    /// When it connected, wall clock ns since the epoch (`clients`: `since`).
+    public var connectedAtWallNanoseconds: Int64 { identity.connectedAtWallNanoseconds }
+    /// The policy as this connection's identity sees it (shared with other
+    /// connections of that identity); replaced by a policy reload
+    /// (Broker+Policy.swift).
+    public var policy: PolicyView { session.policy }
+    /// `hello` options (PROTOCOL.md "Requests").
+    public var clientName: String? { session.clientName }
+    public var echo: Bool { session.echo }
+    public var overflow: OverflowPolicy { session.overflow }
+    /// Counters for `clients` (PROTOCOL.md "Introspection"): events it
+    /// published, events queued to it, events it lost.
+    public var publishedCount: UInt64 { accounting.publishedCount }
+    public var deliveredCount: UInt64 { accounting.deliveredCount }
+    // `droppedCount` and `pendingDropCount` add what it lost while parked
+    // (ParkedSubscribers.swift).
+    /// The client shut down its writing side (EOF read).
+    public var inputClosed: Bool { input.inputClosed }
+    /// Whether the broker has paused its reading.
+    public var readPaused: Bool { !input.pauses.isEmpty }
 
     /// The patterns it is subscribed to (a copy: for tests and introspection).
     public var patterns: Set<Pattern> { Set(subscriptions.keys) }
 
     /// How many patterns it is subscribed to.
     public var subscriptionCount: Int { subscriptions.count }
+
+    /// Its uid's account (`accounting.accountRef` as a reference).
+    var account: UserAccount { accounting.accountRef.object }
 
     /// Whether events may still be routed to it.
     var isRoutable: Bool { closing == nil && !isClosed }
@@ -148,6 +131,84 @@ public final class Connection {
     /// and will handle before new input: the server serves it as readable
     /// once its reading resumes.
     public var hasBufferedInput: Bool { splitter.hasBacklog || flow.heldFrame != nil || flow.endPending }
+}
+
+/// Who a connection is: fixed at `Broker.open` (noncopyable: it holds its
+/// event identity's bytes).
+@usableFromInline
+struct ConnectionIdentity: ~Copyable {
+    /// Broker-assigned, unique within the run.
+    @usableFromInline let id: ConnectionID
+    /// Its peer's `SO_PEERCRED` (and groups), captured at connect time.
+    @usableFromInline let credentials: Credentials
+    /// When it connected, wall clock ns since the epoch (`clients`: `since`).
+    let connectedAtWallNanoseconds: Int64
+    /// `,"pid":P,"uid":U,"gid":G` as its events carry it.
+    let eventIdentity: StampBytes
+}
+
+/// What a connection asked for (`hello`, PROTOCOL.md "Requests") and what
+/// the policy lets it do (noncopyable: it holds its default source's bytes).
+struct ConnectionSession: ~Copyable {
+    /// Its identity's policy view (replaced by a reload, Broker+Policy.swift).
+    var policy: PolicyView
+    /// How many of its subscriptions are `filtered` (some of their types are
+    /// denied to it): while 0, routing never asks the policy about it.
+    /// Changed only by `Broker.setFiltered`.
+    var filteredCount = 0
+    var clientName: String? = nil
+    var echo = false
+    var overflow = OverflowPolicy.wait
+    var saidHello = false
+    /// The value used for `source` when a publish has none, quoted: client
+    /// name or `pid/<pid>` (made at `open`, remade at `hello`).
+    var eventSource: StampBytes
+}
+
+/// A connection's input as the broker holds it (its bytes are in `Connection.splitter`).
+struct ConnectionInput {
+    /// Inbound bytes charged to its uid (what its splitter held at the last
+    /// `syncInbound`), since when it holds any, and when a byte last arrived
+    /// for them or its reading last resumed (monotonic ns; the frame timeout).
+    var inboundCharged = 0
+    var inboundSince: Int64 = 0
+    var inboundProgressAt: Int64 = 0
+    /// The client shut down its writing side (EOF read).
+    var inputClosed = false
+    /// Why it is not read (PROTOCOL.md "Semantics": requests are
+    /// back-pressured; "Quotas": inbound budgets); the server was told with
+    /// `.pauseReading` when the first reason came, and is told
+    /// `.resumeReading` when the last goes (`Broker.pause`/`unpause` only).
+    var pauses: PauseReasons = []
+}
+
+/// Where a connection's events stand (its queue is `Connection.outbound`).
+struct ConnectionOutput {
+    /// Last seq routed here (so one event is delivered at most once).
+    var lastRoutedSeq: UInt64 = 0
+    /// Events lost since the last `dropped` notice, and the seq of the first
+    /// (`Connection.pendingDropCount` adds those counted while parked).
+    var pendingDropsCounted: UInt64 = 0
+    var pendingDropSince: UInt64 = 0
+    /// The step in which it was last listed in `BrokerStep.output`.
+    var step: UInt64 = 0
+}
+
+/// What a connection is charged for, and to whom.
+struct ConnectionAccounting {
+    /// Its uid's account. Uncounted (Uncounted.swift): the broker's
+    /// `ledger.accounts` keeps the account while the connection is open
+    /// (never read after `Broker.forget`).
+    let accountRef: Uncounted<UserAccount>
+    /// Its index among the account's members.
+    var memberIndex = 0
+    /// Outbound bytes in its queue charged to other publisher uids (fair share).
+    var actorShares: [UInt32: Int] = [:]
+    /// Counters for `clients` (PROTOCOL.md "Introspection").
+    var publishedCount: UInt64 = 0
+    var deliveredCount: UInt64 = 0
+    /// (`Connection.droppedCount` adds what it lost while parked.)
+    var droppedCounted: UInt64 = 0
 }
 
 /// A connection's part in flow control (PROTOCOL.md "Flow control (1.2)"),
@@ -181,7 +242,7 @@ struct FlowState {
     var watched = false
     /// Its queue is at least half full under `wait`, counted in its
     /// account's `halfFullWaiters` (`.ownUID`) or the broker's
-    /// `halfFullTrustedHolders` (`.anyUID`): only such a connection can hold.
+    /// `ledger.halfFullTrustedHolders` (`.anyUID`): only such a connection can hold.
     var halfFull: HoldRight? = nil
     /// The queue charge at which it becomes `halfFull`: half the outbound
     /// limit under `wait` while it is not, else `Int.max` (one comparison per event queued).

@@ -192,7 +192,7 @@ extension Broker {
     /// answered and logged as `mayPublish` does.
     @inline(__always)
     func mayPublish(_ connection: Connection, _ type: EventType, entry: Int?, req: UnsafeRawBufferPointer?) -> Bool {
-        if publishIsOpen { return true }
+        if policyState.publishIsOpen { return true }
         guard let entry else { return mayPublish(connection, type, req: req) }
         let view = connection.policy
         if types.isAllowedPublisher(view, entry) { return true }

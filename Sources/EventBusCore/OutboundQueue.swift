@@ -98,7 +98,7 @@ extension OutboundChunk {
 ///
 /// A plain value: `shared` is not counted, so copying the frame through the
 /// fan-out costs no retain or release. Whoever makes one keeps the chunk
-/// alive while the frame is used (`Broker.builtChunk`, the caller's own
+/// alive while the frame is used (`EventWriter.builtChunk`, the caller's own
 /// reference, `withExtendedLifetime`); a queue or the ring that keeps the
 /// chunk takes its own reference.
 struct EventFrame {

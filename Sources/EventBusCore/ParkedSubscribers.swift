@@ -83,18 +83,18 @@ extension Connection {
         let key = ObjectIdentifier(routes)
         guard let part = state.parts[key] else { return }
         let count = routes.events &- part.counted
-        pendingDropsCounted &+= count
-        droppedCounted &+= count
+        output.pendingDropsCounted &+= count
+        accounting.droppedCounted &+= count
         if leaving { state.parts[key] = nil } else { state.parts[key] = (routes, routes.events) }
     }
 
     /// Events lost since the last `dropped` notice (PROTOCOL.md "Semantics"),
     /// including those counted while parked and not added yet.
-    public var pendingDropCount: UInt64 { pendingDropsCounted &+ (park?.outstanding ?? 0) }
+    public var pendingDropCount: UInt64 { output.pendingDropsCounted &+ (park?.outstanding ?? 0) }
 
     /// Events it lost in all (`clients`: `dropped`), including those
     /// counted while parked and not added yet.
-    public var droppedCount: UInt64 { droppedCounted &+ (park?.outstanding ?? 0) }
+    public var droppedCount: UInt64 { accounting.droppedCounted &+ (park?.outstanding ?? 0) }
 
     /// Whether it is parked: out of the kept route lists while full.
     public var isParked: Bool { park != nil }

@@ -31,7 +31,7 @@ final class Subscription {
     var position: Int
     /// The policy denies the connection some of the types the pattern
     /// matches (PROTOCOL.md "Access policy (1.1)": `filtered: true`); only a
-    /// wildcard pattern can be. Counted in `Connection.filteredCount`.
+    /// wildcard pattern can be. Counted in `Connection.session.filteredCount`.
     var isFiltered = false
     /// (1.1) The seq from which this subscription has been offered every
     /// event it matches: live from the one after its subscribe, earlier when
@@ -235,7 +235,7 @@ public final class SubscriptionIndex {
         var seen = Set<ObjectIdentifier>()
         func add(_ connection: Connection) {
             guard seen.insert(ObjectIdentifier(connection)).inserted else { return }
-            if connection.filteredCount > 0 && !connection.policy.receive(type).isAllowed { return }
+            if connection.session.filteredCount > 0 && !connection.policy.receive(type).isAllowed { return }
             list.append(connection)
         }
         let type = type.name

@@ -6,7 +6,7 @@
 // Before editing: the rule. An `Uncounted<T>` never keeps its object alive.
 // Whoever makes one names, at that place, the counted reference that keeps
 // the object alive for as long as any copy of the `Uncounted` is used (the
-// ring's or the queue's own chunk array, the broker's `accounts` table, a
+// ring's or the queue's own chunk array, the broker's `ledger.accounts` table, a
 // parent node's `children`, the caller's local for the length of a call);
 // when that owner lets go, every copy must be gone or never used again. Using
 // one after its object is freed is a use-after-free that no check here

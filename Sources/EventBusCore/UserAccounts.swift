@@ -181,20 +181,6 @@ public struct RetainedCharge: Equatable, Sendable {
     }
 }
 
-/// The totals over every uid that `BrokerStatistics` does not carry.
-struct QuotaTotals {
-    var inboundBytes = 0
-    /// Accounts with `inboundBytes > 0`.
-    var inboundUIDs = 0
-    /// Over the total inbound budget (until back under half).
-    var inboundThrottled = false
-    var retainedBytes = 0
-    var retainedEvents = 0
-    var subscriptionBytes = 0
-    /// Connections paused because all queues together are over `--max-queued`.
-    var outboundPaused: [Connection] = []
-}
-
 extension Broker {
     // MARK: Accounts
 
@@ -214,22 +200,22 @@ extension Broker {
 
     /// The account of `uid`, made on first use.
     func account(for uid: UInt32) -> UserAccount {
-        if let account = accounts[uid] { return account }
+        if let account = ledger.accounts[uid] { return account }
         let account = UserAccount(uid: uid, isPrivileged: isPrivileged(uid), limits: limits(for: uid, UserLimitOverrides()))
-        accounts[uid] = account
+        ledger.accounts[uid] = account
         return account
     }
 
     /// Drops an account that holds nothing any more.
     func retireIfIdle(_ account: UserAccount) {
-        if account.isIdle && accounts[account.uid] === account { accounts[account.uid] = nil }
+        if account.isIdle && ledger.accounts[account.uid] === account { ledger.accounts[account.uid] = nil }
     }
 
     // MARK: Connections (called by `open` and `forget` only)
 
     /// Counts a new connection for its uid.
     func admit(_ connection: Connection, to account: UserAccount) {
-        connection.memberIndex = account.members.count
+        connection.accounting.memberIndex = account.members.count
         account.members.append(connection)
     }
 
@@ -237,12 +223,12 @@ extension Broker {
     /// subscriptions, queue and inbound bytes were released before).
     func dismiss(_ connection: Connection) {
         let account = connection.account
-        let i = connection.memberIndex
+        let i = connection.accounting.memberIndex
         let last = account.members.count - 1
         if i != last {
             let moved = account.members[last]
             account.members[i] = moved
-            moved.memberIndex = i
+            moved.accounting.memberIndex = i
         }
         account.members.removeLast()
         if account.inboundReader === connection { account.inboundReader = nil }
@@ -261,7 +247,7 @@ extension Broker {
         let cost = Broker.subscriptionCost(pattern) * sign
         connection.account.subscriptions += sign
         connection.account.subscriptionBytes += cost
-        quotaTotals.subscriptionBytes += cost
+        ledger.totals.subscriptionBytes += cost
         statistics.subscriptions += sign
     }
 
@@ -278,14 +264,14 @@ extension Broker {
         let q = configuration.quotas
         let freed = replacing?.bytes ?? 0
         let freedEvents = replacing == nil ? 0 : 1
-        if quotaTotals.retainedEvents - freedEvents + 1 > q.maxRetainedEvents {
+        if ledger.totals.retainedEvents - freedEvents + 1 > q.maxRetainedEvents {
             return ProtocolError(.limit, "too many retained events (limit \(q.maxRetainedEvents))")
         }
-        if quotaTotals.retainedBytes - freed + charge.bytes > q.maxRetainedBytes {
+        if ledger.totals.retainedBytes - freed + charge.bytes > q.maxRetainedBytes {
             return ProtocolError(.limit, "retained events would exceed \(q.maxRetainedBytes) bytes in total (--max-retained-bytes)")
         }
-        let held = accounts[charge.uid]?.retainedBytes ?? 0
-        let limit = accounts[charge.uid]?.limits.retainedBytes ?? limits(for: charge.uid, UserLimitOverrides()).retainedBytes
+        let held = ledger.accounts[charge.uid]?.retainedBytes ?? 0
+        let limit = ledger.accounts[charge.uid]?.limits.retainedBytes ?? limits(for: charge.uid, UserLimitOverrides()).retainedBytes
         if let limit {
             let freedOwn = replacing?.uid == charge.uid ? freed : 0
             if held - freedOwn + charge.bytes > limit {
@@ -295,7 +281,7 @@ extension Broker {
             // otherwise two uids of small events could take all 65,536 and
             // leave nobody, uid 0 included, a new retained type.
             let events = Broker.retainedEventsLimit(bytesLimit: limit, q)
-            let heldEvents = accounts[charge.uid]?.retainedEvents ?? 0
+            let heldEvents = ledger.accounts[charge.uid]?.retainedEvents ?? 0
             let freedOwnEvents = replacing?.uid == charge.uid ? 1 : 0
             if heldEvents - freedOwnEvents + 1 > events {
                 return ProtocolError(.limit, "retained events of uid \(charge.uid) would exceed \(events) events (its share of --max-retained)")
@@ -319,17 +305,17 @@ extension Broker {
         let account = account(for: charge.uid)
         account.retainedBytes += charge.bytes
         account.retainedEvents += 1
-        quotaTotals.retainedBytes += charge.bytes
-        quotaTotals.retainedEvents += 1
+        ledger.totals.retainedBytes += charge.bytes
+        ledger.totals.retainedEvents += 1
     }
 
     /// Stops counting a retained event (replaced, cleared, or dropped).
     public func releaseRetained(_ charge: RetainedCharge) {
-        guard let account = accounts[charge.uid] else { preconditionFailure("retained charge of uid \(charge.uid) has no account") }
+        guard let account = ledger.accounts[charge.uid] else { preconditionFailure("retained charge of uid \(charge.uid) has no account") }
         account.retainedBytes -= charge.bytes
         account.retainedEvents -= 1
-        quotaTotals.retainedBytes -= charge.bytes
-        quotaTotals.retainedEvents -= 1
+        ledger.totals.retainedBytes -= charge.bytes
+        ledger.totals.retainedEvents -= 1
         retireIfIdle(account)
     }
 }

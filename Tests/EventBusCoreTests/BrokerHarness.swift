@@ -249,7 +249,7 @@ final class BrokerHarness {
             queuedBytes += connection.outbound.chargedBytes
             #expect(queued(connection).count == connection.outbound.byteCount, "queue byteCount differs from its chunks",
                     sourceLocation: sourceLocation)
-            #expect(connection.inboundCharged == connection.splitter.heldBytes || connection.closing != nil,
+            #expect(connection.input.inboundCharged == connection.splitter.heldBytes || connection.closing != nil,
                     "inbound charge of \(connection.id) differs from what its splitter holds", sourceLocation: sourceLocation)
             // Fair-share charges: what the queue's entries hold, by publisher uid.
             var shares: [UInt32: Int] = [:]
@@ -257,14 +257,14 @@ final class BrokerHarness {
             for entry in q.entries[q.head...] where entry.actor != OutboundQueue.noActor {
                 shares[entry.actor, default: 0] += entry.length + OutboundQueue.entryOverheadBytes
             }
-            #expect(shares == connection.actorShares, "fair shares of \(connection.id) out of step", sourceLocation: sourceLocation)
+            #expect(shares == connection.accounting.actorShares, "fair shares of \(connection.id) out of step", sourceLocation: sourceLocation)
         }
         // (issue 20) Parked connections: in the lot exactly, routable, with drops pending.
         for connection in broker.connections.values {
             #expect(connection.isParked == (broker.parking.members[ObjectIdentifier(connection)] === connection),
                     "parked \(connection.id) and the lot disagree", sourceLocation: sourceLocation)
             if connection.isParked {
-                #expect(connection.isRoutable && connection.pendingDropsCounted > 0, sourceLocation: sourceLocation)
+                #expect(connection.isRoutable && connection.output.pendingDropsCounted > 0, sourceLocation: sourceLocation)
             }
         }
         #expect(broker.parking.members.count == broker.connections.values.filter(\.isParked).count, sourceLocation: sourceLocation)
@@ -286,43 +286,43 @@ final class BrokerHarness {
         #expect(ring.byteCount == (0..<ring.count).reduce(0) { $0 + ring[$1].frame.count }, sourceLocation: sourceLocation)
         // The quotas count every retained event, against its publisher's uid.
         let retained = broker.retention.retained
-        #expect(broker.quotaTotals.retainedBytes == retained.byteCount && broker.quotaTotals.retainedEvents == retained.count,
+        #expect(broker.ledger.totals.retainedBytes == retained.byteCount && broker.ledger.totals.retainedEvents == retained.count,
                 sourceLocation: sourceLocation)
         var byUID: [UInt32: Int] = [:]
         for event in retained.events.values { byUID[event.uid, default: 0] += event.frame.count }
-        for (uid, bytes) in byUID { #expect(broker.accounts[uid]?.retainedBytes == bytes, sourceLocation: sourceLocation) }
+        for (uid, bytes) in byUID { #expect(broker.ledger.accounts[uid]?.retainedBytes == bytes, sourceLocation: sourceLocation) }
     }
 
     /// Each uid's account counts exactly what its connections hold, and the
     /// totals are the sums.
     func checkAccounts(sourceLocation: SourceLocation = #_sourceLocation) {
         var inbound = 0
-        for (uid, account) in broker.accounts {
+        for (uid, account) in broker.ledger.accounts {
             let members = broker.connections.values.filter { $0.credentials.uid == uid }
             #expect(account.uid == uid && Set(account.members.map(\.id)) == Set(members.map(\.id)), "members of uid \(uid)", sourceLocation: sourceLocation)
-            for (i, member) in account.members.enumerated() { #expect(member.memberIndex == i && member.account === account, sourceLocation: sourceLocation) }
+            for (i, member) in account.members.enumerated() { #expect(member.accounting.memberIndex == i && member.account === account, sourceLocation: sourceLocation) }
             #expect(account.subscriptions == members.reduce(0) { $0 + $1.subscriptions.count }, "subscriptions of uid \(uid)", sourceLocation: sourceLocation)
             #expect(account.queuedBytes == members.reduce(0) { $0 + $1.outbound.chargedBytes }, "queued bytes of uid \(uid)", sourceLocation: sourceLocation)
-            #expect(account.inboundBytes == members.reduce(0) { $0 + $1.inboundCharged }, "inbound bytes of uid \(uid)", sourceLocation: sourceLocation)
-            #expect(account.inboundHolders == members.filter { $0.inboundCharged > 0 }.count, sourceLocation: sourceLocation)
+            #expect(account.inboundBytes == members.reduce(0) { $0 + $1.input.inboundCharged }, "inbound bytes of uid \(uid)", sourceLocation: sourceLocation)
+            #expect(account.inboundHolders == members.filter { $0.input.inboundCharged > 0 }.count, sourceLocation: sourceLocation)
             var shares: [UInt32: Int] = [:]
-            for member in members { for (actor, bytes) in member.actorShares { shares[actor, default: 0] += bytes } }
+            for member in members { for (actor, bytes) in member.accounting.actorShares { shares[actor, default: 0] += bytes } }
             #expect(shares == account.actorShares, "fair shares of uid \(uid)", sourceLocation: sourceLocation)
             #expect(!account.isIdle, "idle account of uid \(uid) kept", sourceLocation: sourceLocation)
             #expect(account.halfFullWaiters == members.filter { $0.flow.halfFull == .ownUID }.count, "half-full waiters of uid \(uid)", sourceLocation: sourceLocation)
             inbound += account.inboundBytes
         }
-        #expect(broker.quotaTotals.inboundBytes == inbound, sourceLocation: sourceLocation)
-        #expect(broker.halfFullTrustedHolders == broker.connections.values.filter { $0.flow.halfFull == .anyUID }.count, sourceLocation: sourceLocation)
+        #expect(broker.ledger.totals.inboundBytes == inbound, sourceLocation: sourceLocation)
+        #expect(broker.ledger.halfFullTrustedHolders == broker.connections.values.filter { $0.flow.halfFull == .anyUID }.count, sourceLocation: sourceLocation)
         // Flow control: holds mirrored both ways, counted in `held`.
         for connection in broker.connections.values {
             for publisher in connection.flow.holding { #expect(publisher.flow.heldBy.contains { $0 === connection }, sourceLocation: sourceLocation) }
             for holder in connection.flow.heldBy { #expect(holder.flow.holding.contains { $0 === connection }, sourceLocation: sourceLocation) }
         }
         #expect(broker.statistics.held == broker.connections.values.filter { $0.flow.isHeld }.count, sourceLocation: sourceLocation)
-        #expect(broker.quotaTotals.inboundUIDs == broker.accounts.values.filter { $0.inboundBytes > 0 }.count, sourceLocation: sourceLocation)
+        #expect(broker.ledger.totals.inboundUIDs == broker.ledger.accounts.values.filter { $0.inboundBytes > 0 }.count, sourceLocation: sourceLocation)
         for connection in broker.connections.values {
-            #expect(broker.accounts[connection.credentials.uid] != nil, "connection \(connection.id) without an account", sourceLocation: sourceLocation)
+            #expect(broker.ledger.accounts[connection.credentials.uid] != nil, "connection \(connection.id) without an account", sourceLocation: sourceLocation)
         }
     }
 }

@@ -26,7 +26,7 @@ struct PolicyRoutingTests {
             h.send(root, #"{"op":"publish","type":"secret.x"}"#, #"{"op":"publish","type":"open.x"}"#)
         }
         #expect(h.read(reader).map(\.type) == ["open.x", "open.x"])
-        #expect(reader.filteredCount == 1)
+        #expect(reader.session.filteredCount == 1)
         h.checkInvariants()
         h.closeAll()
     }
@@ -42,12 +42,12 @@ struct PolicyRoutingTests {
         let frames = h.read(reader)
         #expect(frames.first?.raw == #"{"op":"error","code":"forbidden","type":"secret.>","message":"subscribe secret.> denied for uid 1000 by p.conf:1; subscription removed by the policy reload (generation 2)"}"#)
         #expect(frames.last?.type == "eventbus.policy.reloaded" && frames.last?.raw.hasSuffix(#""data":{"generation":2,"files":["p.conf"]}}"#) == true, "\(frames)")
-        #expect(reader.patterns == [Pattern(">")!] && reader.filteredCount == 1)
+        #expect(reader.patterns == [Pattern(">")!] && reader.session.filteredCount == 1)
         #expect(h.takeNotices().contains(.policyReloaded(generation: 2, revokedSubscriptions: 1)))
         h.send(root, #"{"op":"publish","type":"secret.x"}"#, #"{"op":"publish","type":"open.x"}"#)
         #expect(h.read(reader).map(\.type) == ["open.x"])
         h.record(h.broker.reloadPolicy(try Self.policy("# nothing\n"), at: h.now))
-        #expect(reader.filteredCount == 0)
+        #expect(reader.session.filteredCount == 0)
         h.checkInvariants()
         h.closeAll()
     }

@@ -35,7 +35,7 @@ struct QuotaTests {
         #expect(h.broker.connectionCount == 14)
         h.checkInvariants()
         h.closeAll()
-        #expect(h.broker.accounts.isEmpty, "accounts go with their last connection")
+        #expect(h.broker.ledger.accounts.isEmpty, "accounts go with their last connection")
     }
 
     @Test func theLastConnectionSlotsAreKeptForRoot() {
@@ -59,7 +59,7 @@ struct QuotaTests {
         #expect(refusalText(h.tryConnect(uid: 2001, limits: UserLimitOverrides([.connections: 3]))) != nil)
         // `unlimited`
         for _ in 0..<5 { _ = h.tryConnect(uid: 2001, limits: UserLimitOverrides([.connections: Int?.none])) }
-        #expect(h.broker.accounts[2001]?.members.count == 8)
+        #expect(h.broker.ledger.accounts[2001]?.members.count == 8)
         h.closeAll()
     }
 
@@ -70,12 +70,12 @@ struct QuotaTests {
         let h = BrokerHarness { $0.quotas.maxConnectionsPerUID = 2; $0.policy = try? policy("limit connections 3 user=2001\nlimit subscriptions unlimited user=2001\n") }
         for _ in 0..<3 { _ = h.connect(uid: 2001) }
         #expect(refusalText(h.tryConnect(uid: 2001))?.contains("3 connections for uid 2001") == true)
-        #expect(h.broker.accounts[2001]?.limits.subscriptions == nil, "unlimited")
+        #expect(h.broker.ledger.accounts[2001]?.limits.subscriptions == nil, "unlimited")
         _ = h.connect(uid: 2002)
         _ = h.connect(uid: 2002)
         #expect(refusalText(h.tryConnect(uid: 2002)) != nil, "other uids keep the default")
         h.record(h.broker.reloadPolicy(try policy("limit connections 5 user=2001\n"), at: h.now))
-        #expect(h.broker.accounts[2001]?.limits.connections == 5 && h.broker.accounts[2001]?.limits.subscriptions == 16384)
+        #expect(h.broker.ledger.accounts[2001]?.limits.connections == 5 && h.broker.ledger.accounts[2001]?.limits.subscriptions == 16384)
         _ = h.connect(uid: 2001)
         h.closeAll()
     }
@@ -90,18 +90,18 @@ struct QuotaTests {
         h.send(b, #"{"op":"subscribe","type":"b.9","req":7}"#)
         let refusal = h.read(b).last
         #expect(refusal?.code == "limit" && refusal?.string("message")?.contains("5 subscriptions for uid 2001") == true)
-        #expect(b.subscriptionCount == 2 && h.broker.accounts[2001]?.subscriptions == 5)
+        #expect(b.subscriptionCount == 2 && h.broker.ledger.accounts[2001]?.subscriptions == 5)
         for i in 0..<4 { h.send(root, #"{"op":"subscribe","type":"r.\#(i)","req":\#(i)}"#) }
         #expect(h.read(root).map(\.op) == ["ok", "ok", "ok", "error"], "the total bounds root too")
         #expect(h.broker.statistics.subscriptions == 8)
         // Unsubscribing gives the room back; subscribing again the same pattern costs nothing.
         h.send(a, #"{"op":"unsubscribe","type":"a.0"}"#, #"{"op":"subscribe","type":"a.1","req":1}"#, #"{"op":"subscribe","type":"a.0","req":2}"#)
         #expect(h.read(a).suffix(2).map(\.op) == ["ok", "ok"])
-        #expect(h.broker.accounts[2001]!.subscriptionBytes == [Pattern("a.0")!, Pattern("a.1")!, Pattern("a.2")!, Pattern("b.0.>")!, Pattern("b.1.>")!]
+        #expect(h.broker.ledger.accounts[2001]!.subscriptionBytes == [Pattern("a.0")!, Pattern("a.1")!, Pattern("a.2")!, Pattern("b.0.>")!, Pattern("b.1.>")!]
             .reduce(0) { $0 + Broker.subscriptionCost($1) })
         h.checkInvariants()
         h.closeAll()
-        #expect(h.broker.quotaTotals.subscriptionBytes == 0)
+        #expect(h.broker.ledger.totals.subscriptionBytes == 0)
     }
 
     // MARK: Inbound bytes
@@ -118,7 +118,7 @@ struct QuotaTests {
         _ = h.takeEffects()
         h.sendRaw(c, Self.partial(3000))  // over 8 KiB: only the oldest incomplete frame (a) is read
         #expect(sameEffects(h.takeEffects(), [.pauseReading(b.id), .pauseReading(c.id)]))
-        #expect(a.pauses.isEmpty && b.readPaused && c.readPaused && !other.readPaused)
+        #expect(a.input.pauses.isEmpty && b.readPaused && c.readPaused && !other.readPaused)
         h.sendRaw(other, Self.partial(3000))
         #expect(h.takeEffects().isEmpty, "another uid is not throttled")
         // a completes its frame: b (now the oldest) is read, c still waits (over half).
@@ -127,7 +127,7 @@ struct QuotaTests {
         // b completes: below half, everyone is read again.
         h.sendRaw(b, utf8("\"}\n"))
         #expect(sameEffects(h.takeEffects(), [.resumeReading(a.id), .resumeReading(c.id)]))
-        #expect(h.broker.accounts[2001]!.inboundThrottle.isEmpty)
+        #expect(h.broker.ledger.accounts[2001]!.inboundThrottle.isEmpty)
         h.checkInvariants()
         h.closeAll()
     }
@@ -141,11 +141,11 @@ struct QuotaTests {
         _ = h.takeEffects()
         h.sendRaw(big2, Self.partial(8000))  // total over 20000; 2001 holds more than its half
         #expect(h.takeEffects() == [.pauseReading(big2.id)])
-        #expect(h.broker.quotaTotals.inboundThrottled)
+        #expect(h.broker.ledger.totals.inboundThrottled)
         h.sendRaw(small2, Self.partial(50))
         #expect(h.takeEffects().isEmpty && !small.readPaused && !small2.readPaused)
         h.sendRaw(big1, utf8("\"}\n"))  // total below half: throttling ends
-        #expect(!h.broker.quotaTotals.inboundThrottled && !big2.readPaused)
+        #expect(!h.broker.ledger.totals.inboundThrottled && !big2.readPaused)
         h.checkInvariants()
         h.closeAll()
     }
@@ -162,7 +162,7 @@ struct QuotaTests {
         #expect(h.tick().effects == [.close(slow.id, .afterWrite)])
         let last = h.peek(slow).last
         #expect(last?.code == "timeout" && last?.has("req") == false)
-        #expect(h.broker.accounts[2001]!.inboundBytes == trickle.inboundCharged, "a closing connection's input is released at once")
+        #expect(h.broker.ledger.accounts[2001]!.inboundBytes == trickle.input.inboundCharged, "a closing connection's input is released at once")
         h.elapsedNanoseconds += 5_000_000_000
         #expect(h.tick().effects == [.close(trickle.id, .afterWrite)])
         _ = idle  // no incomplete frame: no timeout
@@ -198,7 +198,7 @@ struct QuotaTests {
         h.sendRaw(a, utf8(pings))
         h.sendRaw(b, utf8(pings))
         #expect(b.readPaused)
-        #expect(h.broker.accounts[2001]!.queuedBytes <= 1000 + 25 + 2 * OutboundQueue.entryOverheadBytes, "one frame of overshoot at most")
+        #expect(h.broker.ledger.accounts[2001]!.queuedBytes <= 1000 + 25 + 2 * OutboundQueue.entryOverheadBytes, "one frame of overshoot at most")
         h.sendRaw(other, utf8(pings))
         #expect(!other.readPaused)
         #expect(!a.readPaused, "a connection is paused when it asks for more, not before")
@@ -231,7 +231,7 @@ struct QuotaTests {
         let s = h.connect(uid: 2002), flood = h.connect(uid: 2001), root = h.connect(uid: 0)
         h.send(s, #"{"op":"subscribe","type":">"}"#)
         for _ in 0..<40 { h.send(flood, paddedPublish("x.flood")) }
-        let floodHeld = s.actorShares[2001] ?? 0
+        let floodHeld = s.accounting.actorShares[2001] ?? 0
         #expect(floodHeld <= 10 * e + e, "one publisher uid takes about half of an idle subscriber's budget")
         #expect(s.pendingDropCount > 0)
         for _ in 0..<5 { h.send(root, paddedPublish("system.tick")) }
@@ -305,7 +305,7 @@ struct QuotaTests {
         broker.releaseRetained(a)
         broker.releaseRetained(RetainedCharge(uid: 0, bytes: 5000))
         broker.releaseRetained(RetainedCharge(uid: 2002, bytes: 100))
-        #expect(broker.quotaTotals.retainedBytes == 0 && broker.accounts.count == 1)
+        #expect(broker.ledger.totals.retainedBytes == 0 && broker.ledger.accounts.count == 1)
         h.closeAll()
     }
 
@@ -392,16 +392,16 @@ struct InboundTotalLoadTests {
                 }
             }
         }
-        let held = h.broker.quotaTotals.inboundBytes
+        let held = h.broker.ledger.totals.inboundBytes
         let perUID = (UInt32(2001)...2008).map { uid -> String in
-            let a = h.broker.accounts[uid]!
+            let a = h.broker.ledger.accounts[uid]!
             return "\(uid): \(a.inboundBytes >> 20) MiB \(a.inboundThrottle.rawValue) paused \(a.members.filter(\.readPaused).count) holders \(a.inboundHolders)"
         }
         // Over the total only uids above their share stop: the uids that came
         // later still get their share, so the bound is twice the budget plus
         // the frame each throttled uid's one connection may finish.
         #expect(held <= 2 * (64 << 20) + 8 * (2 << 20), "held \(held >> 20) MiB; per uid \(perUID)")
-        #expect(h.broker.quotaTotals.inboundThrottled)
+        #expect(h.broker.ledger.totals.inboundThrottled)
         #expect(perUID.allSatisfy { !$0.contains(" 0 MiB") }, "every uid got some of its input read: \(perUID)")
         h.checkInvariants()
         for c in conns { h.close(c) }

@@ -71,7 +71,7 @@ struct RetentionTests {
         let s = h.connect()
         h.send(s, #"{"op":"subscribe","type":"a","last":true,"req":1}"#)
         #expect(h.read(s).map { $0.int("retained") } == [0])
-        #expect(h.broker.retention.retained.count == 0 && h.broker.quotaTotals.retainedBytes == 0)
+        #expect(h.broker.retention.retained.count == 0 && h.broker.ledger.totals.retainedBytes == 0)
         h.closeAll()
     }
 

@@ -1,0 +1,131 @@
+// The broker's event writer (PROTOCOL.md "Events"): where each event frame
+// is written once per publish, from the publish frame's byte ranges
+// (`EventContent`) and the publisher's ready-made parts (EventStamp.swift),
+// with the kept seq digits, the cached timestamp and this run's id prefix;
+// and the reused buffer replies and notices are written into.
+//
+// Before editing: the invariants. The writer owns `eventScratch`
+// (`OutboundQueue.copyLimitBytes` bytes, freed with it: it is
+// noncopyable, held by `Broker.writer` only) and never lets a frame of more
+// than its `bound` be written anywhere: the bound is computed by
+// `FrameEncoder.eventByteCountUpperBound` for the very parts written, and the
+// writer checks each write against it. A frame written is valid until the
+// next one is: in the history ring's arena (the ring keeps it), in
+// `eventScratch`, or in a chunk of its own that `builtChunk` keeps alive until
+// the fan-out ends (`EventFrame` does not count it). `scratch` holds one
+// reply or notice at a time: whoever writes it queues it before anything
+// else writes there (a reply's `fields` closure writes no event).
+import EventBusProtocol
+
+/// Writes event frames and holds the broker's reused output buffers; held by
+/// `Broker.writer` and used in place (invariants in this file's header).
+struct EventWriter: ~Copyable {
+    /// Reused buffer for a reply or notice, so a publish allocates only its shared frame.
+    var scratch: [UInt8] = []
+    /// Where a small event (up to `OutboundQueue.copyLimitBytes`) is built
+    /// once per publish before it is copied into each queue; owned, freed in `deinit`.
+    let eventScratch: UnsafeMutableRawBufferPointer
+    /// The chunk of the event being routed when it has one of its own (a
+    /// large or retained event): `EventFrame` does not count it, so the
+    /// writer holds it until `fanOut` ends.
+    var builtChunk: OutboundChunk? = nil
+    /// The digits of the seq the last event was written with (SeqText.swift).
+    var seqText = SeqText()
+    var timestamps = TimestampFormatter()
+    /// `"<instance>-`, which opens a default event id.
+    let eventIDPrefix: StampBytes
+
+    /// - Parameter instance: this broker run's id (`Broker.instance`).
+    init(instance: String) {
+        eventScratch = UnsafeMutableRawBufferPointer.allocate(byteCount: OutboundQueue.copyLimitBytes, alignment: 16)
+        eventIDPrefix = EventStamp.idPrefix(instance: instance)
+        scratch.reserveCapacity(4096)
+    }
+
+    deinit { eventScratch.deallocate() }
+
+    /// Writes a publish's event frame once (see `makeEvent`).
+    /// - Parameters:
+    ///   - type: the event's type, whose bytes are written when `content` has none.
+    ///   - wallNanoseconds: the event's `time`, ns since the Unix epoch.
+    ///   - history: the ring whose arena end takes the frame while it is on.
+    @inline(__always)
+    mutating func buildEvent(seq: UInt64, _ content: EventContent, of type: EventType, publisher: Connection,
+                             wallNanoseconds: Int64, history: inout HistoryRing) -> EventFrame {
+        let time = timestamps.bytes(nanosecondsSinceEpoch: wallNanoseconds)
+        let digits = seqText.text(for: seq)
+        @inline(__always) func build(_ typeBytes: UnsafeRawBufferPointer) -> EventFrame {
+            makeEvent(FrameEncoder.EventBytes(
+                seq: seq, type: typeBytes, time: time,
+                source: content.source ?? publisher.session.eventSource.bytes, id: content.id,
+                idPrefix: eventIDPrefix.bytes, identity: publisher.identity.eventIdentity.bytes, origin: content.origin, data: content.data,
+                seqText: digits), history: &history)
+        }
+        if let typeBytes = content.type { return build(typeBytes) }
+        var name = type.name
+        return name.withUTF8 { build(UnsafeRawBufferPointer($0)) }
+    }
+
+    /// Writes an event frame once per event: in place at the end of the
+    /// history ring's arena while history is on (`HistoryRing.space(for:)`:
+    /// the ring keeps it without a copy), else into `eventScratch`; copied
+    /// from there into each subscriber's chunk. When it may exceed
+    /// `OutboundQueue.copyLimitBytes`, into a chunk of its own that every
+    /// subscriber's queue (and the ring) shares.
+    /// - Returns: the frame (valid until the next event is made).
+    @inline(__always)
+    mutating func makeEvent(_ parts: FrameEncoder.EventBytes, history: inout HistoryRing) -> EventFrame {
+        makeEvent(bound: FrameEncoder.eventByteCountUpperBound(parts), history: &history) { FrameEncoder.writeEvent(parts, into: $0, capacity: $1) }
+    }
+
+    /// `makeEvent` for the broker's own events, written from `EventParts`.
+    mutating func makeEvent(_ parts: FrameEncoder.EventParts, history: inout HistoryRing) -> EventFrame {
+        makeEvent(bound: FrameEncoder.eventByteCountUpperBound(parts), history: &history) { FrameEncoder.writeEvent(parts, into: $0, capacity: $1) }
+    }
+
+    /// Where an event of at most `bound` bytes is written (see above), by
+    /// `write`, given the place and the bytes it may fill there (`bound`:
+    /// the writer checks each write against it), which returns what it wrote.
+    @inline(__always)
+    private mutating func makeEvent(bound: Int, history: inout HistoryRing,
+                                    _ write: (UnsafeMutableRawPointer, Int) -> FrameEncoder.WrittenEvent) -> EventFrame {
+        if bound > OutboundQueue.copyLimitBytes {
+            var written = FrameEncoder.WrittenEvent()
+            let chunk = OutboundChunk.make(capacity: bound) { written = write($0, bound); return written.count }
+            builtChunk = chunk  // alive through the fan-out (EventFrame does not count it)
+            return EventFrame(bytes: UnsafeRawBufferPointer(start: chunk.baseAddress, count: chunk.used), shared: chunk,
+                              typeOffset: written.typeOffset, typeCount: written.typeCount)
+        }
+        // Both hold `bound` bytes: the ring's arena end (`space(for:)`), the scratch (`copyLimitBytes`).
+        let destination = history.space(for: bound) ?? eventScratch.baseAddress.unsafelyUnwrapped
+        let written = write(destination, bound)
+        return EventFrame(bytes: UnsafeRawBufferPointer(start: destination, count: written.count), shared: nil,
+                          typeOffset: written.typeOffset, typeCount: written.typeCount)
+    }
+}
+
+/// What an event frame takes from its publish frame, as ranges of the
+/// frame's bytes (plain values: copying one counts no references). Valid
+/// while the frame is.
+struct EventContent {
+    /// The type's bytes, when the frame spells it without escapes (else the
+    /// event is written from `PublishRequest.type`).
+    var type: UnsafeRawBufferPointer?
+    var source: UnsafeRawBufferPointer?
+    var id: UnsafeRawBufferPointer?
+    var data: UnsafeRawBufferPointer?
+    var origin: UnsafeRawBufferPointer?
+
+    @inline(__always)
+    init(_ request: PublishRequest, frame: UnsafeRawBufferPointer, typeBytes: UnsafeRawBufferPointer?) {
+        func slice(_ token: JSONToken?) -> UnsafeRawBufferPointer? {
+            token.map { UnsafeRawBufferPointer(start: frame.baseAddress.unsafelyUnwrapped + $0.start, count: $0.end &- $0.start) }
+        }
+        type = typeBytes
+        source = slice(request.source)
+        id = slice(request.id)
+        data = slice(request.data)
+        origin = slice(request.origin)
+    }
+
+}
