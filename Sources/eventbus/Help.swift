@@ -368,7 +368,9 @@ broker keeps counters for 65,536 types (the least recently published are
 forgotten first).
 
 Options:
-  -j, --json               one JSON object per type and line
+  -f, --format FORMAT      table: aligned columns (default), or json: one
+                           JSON object per type and line
+  -j, --json               the same as --format json
   -n, --limit N            at most N types (default 1000)
 \(socketOptionsHelp)
 
@@ -401,7 +403,9 @@ view says so and tries again every interval.
 Options:
   -i, --interval DURATION  time between polls (default 1s, at least 100ms)
   -n, --count N            stop after N polls (a failed one counts too)
-  -j, --json               one JSON object per poll instead of the view
+  -f, --format FORMAT      view: the live view, or plain snapshots without a
+                           terminal (default); json: one JSON object per poll
+  -j, --json               the same as --format json
       --queue-limit SIZE   the queue size shown as a full bar: the broker's
                            --max-outbound (default 8M)
 \(socketOptionsHelp)

@@ -1,4 +1,4 @@
-// `eventbus top [--interval DURATION] [--json] [--count N] [--queue-limit SIZE]`:
+// `eventbus top [--interval DURATION] [--format view|json] [--json] [--count N] [--queue-limit SIZE]`:
 // a live view of the bus (issue 21). On a terminal: a full screen redrawn
 // every interval through termios and ANSI escapes (alternate screen, cursor
 // home, erase to end of line; no ncurses: docs/OPERATING.md says why), keys
@@ -16,8 +16,8 @@ import EventBusProtocol
 import EventBusSystem
 import Glibc
 
-let topOptions: [OptionSpec] = globalOptions + [
-    OptionSpec("interval", "i", value: true), OptionSpec("json", "j"), OptionSpec("count", "n", value: true),
+let topOptions: [OptionSpec] = globalOptions + formatOptions + [
+    OptionSpec("interval", "i", value: true), OptionSpec("count", "n", value: true),
     OptionSpec("queue-limit", value: true),
 ]
 
@@ -30,7 +30,12 @@ func runTop(_ args: ParsedArguments, socket: String) throws(CLIError) {
     guard interval >= .milliseconds(100) else { throw .usage("top", "--interval must be at least 100ms") }
     let count = try args.value("count", command: "top", as: parseCount)
     let queueLimit = try args.value("queue-limit", command: "top", as: { (text) throws(ValueError) in try parseSize(text, minimum: 1) }) ?? (8 << 20)
-    let json = args.has("json")
+    let json: Bool
+    switch try args.format(command: "top") {
+    case nil, "view": json = false
+    case "json": json = true
+    case let other?: throw .usage("top", "unknown format '\(TerminalText.escaped(other))'; use view or json")
+    }
     // The first connection must work (as for every command); later failures are retried.
     let first = try BrokerConnection.connect(to: socket, client: "eventbus-top")
     let screen: Screen? = (!json && isStandardOutputTerminal) ? try Screen.enter() : nil

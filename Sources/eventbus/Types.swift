@@ -1,4 +1,4 @@
-// `eventbus types [PATTERN] [--json] [--limit N]`: the broker's per-type
+// `eventbus types [PATTERN] [--format table|json] [--json] [--limit N]`: the broker's per-type
 // counters (PROTOCOL.md "Per-type counters (1.2)", the `types` op), most
 // recently published first: a table, or one JSON object per line. The
 // broker lists only the types the caller may receive.
@@ -9,7 +9,7 @@ import EventBusCommandLine
 import EventBusProtocol
 import EventBusSystem
 
-let typesOptions: [OptionSpec] = globalOptions + [OptionSpec("json", "j"), OptionSpec("limit", "n", value: true)]
+let typesOptions: [OptionSpec] = globalOptions + formatOptions + [OptionSpec("limit", "n", value: true)]
 
 /// Types asked for when a PATTERN filters them here (the broker keeps at most 65,536).
 let allTypesLimit = 1 << 20
@@ -22,13 +22,19 @@ func runTypes(_ args: ParsedArguments, socket: String) throws(CLIError) {
         pattern = parsed
     }
     let limit = try args.value("limit", command: "types", as: parseCount) ?? ProtocolConstants.defaultTypesLimit
+    let json: Bool
+    switch try args.format(command: "types") {
+    case nil, "table": json = false
+    case "json": json = true
+    case let other?: throw .usage("types", "unknown format '\(TerminalText.escaped(other))'; use table or json")
+    }
     let connection = try BrokerConnection.connect(to: socket, client: "eventbus-types")
     let reply = try connection.request(.types(limit: pattern == nil ? limit : allTypesLimit))
     guard reply.isOK else { throw reply.failure("types") }
     var rows = try BusSnapshot.rows(reply, "types", BusSnapshot.readType)
     if let pattern { rows = Array(rows.filter { EventType($0.name).map(pattern.matches) ?? false }.prefix(limit)) }
     var out: [UInt8] = []
-    if args.has("json") {
+    if json {
         for row in rows {
             appendJSON(row, to: &out)
             out.append(0x0A)

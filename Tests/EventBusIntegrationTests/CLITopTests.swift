@@ -28,6 +28,14 @@ struct CLITopTests {
         #expect(objects.map { $0["type"] as? String } == ["top.b", "top.a"] && objects.allSatisfy { $0["published"] as? Int == 1 }, "\(json)")
         #expect(try broker.run(["types", "--limit", "1", "--json"]).stdoutLines.count == 1)
         #expect(try broker.run(["types", "a..b"]).status == 64)
+        // --format, as every command with structured output takes it.
+        #expect(try broker.run(["types", "top.>", "--format", "json"]).stdout == json.stdout)
+        #expect(try broker.run(["types", "-f", "table"]).stdout == table.stdout)
+        for wrong in [["types", "--format", "xml"], ["types", "--json", "--format", "table"],
+                      ["top", "--format", "table"], ["top", "--json", "-f", "view"]] {
+            let result = try broker.run(wrong)
+            #expect(result.status == 64 && result.stdout.isEmpty && result.stderr.hasPrefix("eventbus: "), "\(wrong): \(result)")
+        }
     }
 
     @Test("top without a terminal prints one plain snapshot per interval, and with --json one object per line with rates")
@@ -42,6 +50,8 @@ struct CLITopTests {
         let json = try broker.run(["top", "--json", "--count", "2", "--interval", "100ms"])
         let lines = try json.stdoutLines.map(jsonObject)
         #expect(lines.count == 2, "\(json)")
+        let formatted = try broker.run(["top", "--format", "json", "--count", "1"])
+        #expect(try formatted.stdoutLines.map(jsonObject).count == 1, "\(formatted)")
         #expect(lines.first?["events_per_s"] is NSNull && lines.last?["events_per_s"] is NSNumber, "the first poll has no rates: \(json)")
         let types = lines.last?["types"] as? [[String: Any]] ?? []
         #expect(types.contains { $0["type"] as? String == "plain.x" && $0["published"] as? Int == 1 && $0["events_per_s"] as? Double == 0 }, "\(json)")
