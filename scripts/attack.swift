@@ -1009,8 +1009,9 @@ func runDriver(_ options: Options) {
             // alternating 1 s phases: the attacker is SIGSTOPped for the
             // idle ones (its connections stay open) and SIGCONTed for the
             // attacked ones; each attacked phase (its first 150 ms left out)
-            // is compared with the mean of the idle phases either side, and
-            // the median of the four ratios is checked.
+            // is compared with the mean of the idle phases either side, per
+            // second the broker ran (the attackers share its CPU), and the
+            // median of the four ratios is checked (the raw one shown too).
             let (broker, _) = fresh([], cpu: brokerCPU)
             let attacker = asUID(options.attackerUID, ["--role", "attacker", row, broker.socket, "60"], cpu: attackerCPU)
             _ = attacker.line(timeout: 30)
@@ -1064,19 +1065,29 @@ func runDriver(_ options: Options) {
                 return ran / max(0.001, took)
             }
             let attackedPhases = Array(stride(from: 1, to: phases, by: 2))
-            let ratios: [Double] = attackedPhases.map { (k: Int) -> Double in
-                let around: Double = (rates[k - 1] + rates[k + 1]) / 2
-                return rates[k] / max(1, around)
+            /// Each attacked phase's rate against the mean of the idle phases either side.
+            func ratios(_ r: [Double]) -> [Double] {
+                attackedPhases.map { (k: Int) -> Double in
+                    let around: Double = (r[k - 1] + r[k + 1]) / 2
+                    return r[k] / max(1e-9, around)
+                }
             }
-            let median = ratios.sorted()[ratios.count / 2 - 1 + ratios.count % 2]  // the lower middle of an even count
+            /// The lower middle of an even count.
+            func median(_ xs: [Double]) -> Double { xs.sorted()[xs.count / 2 - 1 + xs.count % 2] }
+            // The attackers share CPU 0 with the broker: the rate per second
+            // the broker ran (its share measured in each phase) is what its
+            // scheduling gave the victim; the bound is checked on it, the raw
+            // rate shown next to it.
+            let perBrokerSecond: [Double] = (0..<phases).map { (k: Int) -> Double in rates[k] / max(0.01, shares[k]) }
+            let raw = ratios(rates), normalized = ratios(perBrokerSecond)
             func list(_ xs: [Double], _ format: (Double) -> String) -> String { xs.map(format).joined(separator: ", ") }
             if pinned {
                 check(row, "broker's CPU share, idle / under attack phases (broker and attackers on CPU 0, victim on CPU 1)",
                       "\(list(stride(from: 0, to: phases, by: 2).map { shares[$0] }) { percent($0) }) / \(list(attackedPhases.map { shares[$0] }) { percent($0) })", "informational", true)
             }
             let what = row == "busy" ? "200 connections of one uid pinging as fast as they can" : "200 connections of one uid churning \(row == "churn-exact" ? "a.b.c" : "a.*.c")"
-            check(row, "another uid's publish rate under \(what), 1 s phases on and off, median of 4 (idle phases \(list(stride(from: 0, to: phases, by: 2).map { rates[$0] }) { String(Int($0)) })/s; attacked \(list(attackedPhases.map { rates[$0] }) { String(Int($0)) })/s; \(list(ratios) { String(Int($0 * 100)) }) %)",
-                  "\(Int(median * 100)) %", ">= half idle", median >= 0.5 && summary != nil)
+            check(row, "another uid's publish rate under \(what), 1 s phases on and off, median of 4, per second of broker CPU (idle phases \(list(stride(from: 0, to: phases, by: 2).map { rates[$0] }) { String(Int($0)) })/s; attacked \(list(attackedPhases.map { rates[$0] }) { String(Int($0)) })/s; per broker second \(list(normalized) { String(Int($0 * 100)) }) %; raw \(list(raw) { String(Int($0 * 100)) }) %)",
+                  "\(Int(median(normalized) * 100)) % (raw \(Int(median(raw) * 100)) %)", ">= half idle", median(normalized) >= 0.5 && summary != nil)
             let attackedPings = pings.filter { p in attackedPhases.contains { p.t >= bounds[$0] && p.t < bounds[$0 + 1] } }.map(\.ms).sorted()
             let p99 = attackedPings.isEmpty ? 9999 : attackedPings[min(attackedPings.count - 1, Int(Double(attackedPings.count) * 0.99))]
             check(row, "another uid's ping p99 in the attacked phases (\(attackedPings.count) pings)", String(format: "%.1f ms", p99), "< 100 ms", p99 < 100)
