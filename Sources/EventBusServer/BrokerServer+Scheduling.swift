@@ -78,9 +78,11 @@ extension BrokerServer {
     /// most `BrokerConfiguration.turnBytes` of frames and `peekNanoseconds`):
     /// at most 256 KiB of a pipelining client's frames, and about 1.6 ms
     /// (less than a shared slice), wait for their replies and events to be
-    /// written. Measured on the churn row of scripts/attack: with a write
-    /// after every read the victim's half of the broker was worth 41 % of
-    /// its idle rate, with this 54-57 % (docs/RELIABILITY.md).
+    /// written. Measured on the churn row of scripts/attack (medians of the
+    /// raw rate against idle): with a write after every read the victim's
+    /// half of the broker was worth 33-48 % of its idle rate, with this
+    /// 46-57 % (61 % per second of broker CPU; docs/RELIABILITY.md "Churn,
+    /// third round").
     static let readsPerSharedFlush = 32
 
     /// Puts a connection in its uid's queue (once) if it may be read.
