@@ -309,6 +309,9 @@ extension Reply {
         case .badFrame, .badRequest, .badType, .frameTooLarge: status = .dataError
         case .forbidden: status = .noPermission
         case .limit, .slowConsumer, .timeout: status = .temporaryFailure
+        case .noResponders: status = .noResponders
+        case .noReply: status = .noReply
+        case .serviceError: status = .serviceFailed
         case .unknownOp, nil: status = .protocolError
         }
         return CLIError(status, "\(action) failed: \(message) (\(code))")

@@ -110,7 +110,7 @@ func runListen(_ args: ParsedArguments, socket: String) throws(CLIError) {
                 }
             case .helloRefused(let reply), .error(let reply):
                 brokerError = reply  // reported below: as the reason if the broker then closes
-            case .held, .greeted, .subscribed, .unsubscribed, .other, .unreadable, .ignored:
+            case .held, .greeted, .subscribed, .unsubscribed, .other, .unreadable, .ignored, .request:
                 break
             }
             return true
