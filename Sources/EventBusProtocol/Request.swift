@@ -181,6 +181,9 @@ public enum RequestDecoder {
                 limit = Int(min(value, UInt64(Int.max)))
             }
             return .success(.types(limit: limit))
+        case .request, .reply:
+            // (1.3) Spelled for the clients' encoder; the broker's handling is issue 32's.
+            return .failure(ProtocolError(.unknownOp, "unknown op \(JSONString.quoted(op.name))"))
         }
     }
 
