@@ -7,8 +7,8 @@
 // `EventBusRelease.version`, shared with eventbusd.
 import EventBusProtocol
 
-/// What `--version` prints: the package's release and the wire protocol version.
-let versionText = "eventbus \(EventBusRelease.version) (wire protocol \(ProtocolConstants.version))\n"
+/// What `--version` prints: the release, the protocol edition and the features.
+let versionText = EventBusRelease.versionText(program: "eventbus")
 
 private let socketOptionsHelp = """
   -s, --socket PATH        broker socket (default: $EVENTBUS_SOCKET, else the
