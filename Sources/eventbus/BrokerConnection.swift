@@ -39,6 +39,9 @@ final class BrokerConnection {
     /// a session of their own (`open`), which outlives the connection.
     private var session: BusSession<Void>
 
+    /// The broker's `conn` for this connection, once its `hello` was answered.
+    var connectionID: UInt64? { session.greeting?.connection }
+
     /// Largest frame accepted from the broker. Events may exceed the broker's
     /// own 1 MiB request limit by their envelope (PROTOCOL.md "Framing") and
     /// the limit is configurable there, so this is only a guard against a runaway peer.

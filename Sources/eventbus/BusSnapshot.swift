@@ -35,6 +35,8 @@ struct ClientRow {
     var delivered: UInt64 = 0
     var dropped: UInt64 = 0
     var overflow: String = ""
+    /// When it connected (`since`), seconds since the epoch; nil if unreadable.
+    var since: Int? = nil
     /// (1.2) Publisher connections it holds back now.
     var holding: UInt64? = nil
     /// (1.2) It is held back now.
@@ -50,6 +52,8 @@ struct BusSnapshot {
     var instance: String = ""
     var types: [TypeRow] = []
     var clients: [ClientRow] = []
+    /// This poll's own connection (`conn` of its `hello` reply), nil if unknown.
+    var ownConnection: UInt64? = nil
     /// CLOCK_MONOTONIC when the poll ended, ns.
     var takenAt: Int64 = 0
 
@@ -70,6 +74,7 @@ struct BusSnapshot {
         snapshot.read(stats: stats)
         snapshot.types = try rows(types, "types", readType)
         snapshot.clients = try rows(clients, "clients", readClient)
+        snapshot.ownConnection = connection.connectionID
         snapshot.takenAt = Clock.monotonicNanoseconds()
         return snapshot
     }
@@ -121,6 +126,7 @@ struct BusSnapshot {
         row.delivered = fields.unsigned("delivered") ?? 0
         row.dropped = fields.unsigned("dropped") ?? 0
         row.overflow = fields.string("overflow") ?? ""
+        row.since = fields.string("since").flatMap(LocalTime.epochSeconds(fromRFC3339:))
         row.holding = fields.unsigned("holding")
         row.held = fields.bool("held")
         row.behind = fields.bool("behind")

@@ -10,8 +10,6 @@ import EventBusCommandLine
 import EventBusProtocol
 import EventBusSystem
 
-let clientsOptions: [OptionSpec] = globalOptions + formatOptions
-
 /// How `clients` prints.
 enum ClientsFormat: String {
     /// Aligned columns (default on a terminal).

@@ -17,16 +17,6 @@ import EventBusProtocol
 import EventBusSession
 import EventBusSystem
 
-let listenOptions: [OptionSpec] = globalOptions + formatOptions + [
-    OptionSpec("count", "n", value: true),
-    OptionSpec("timeout", "t", value: true),
-    OptionSpec("reconnect", "r"),
-    OptionSpec("last"),
-    OptionSpec("since", value: true),
-    OptionSpec("resume", value: true),
-    OptionSpec("overflow", value: true),
-]
-
 func runListen(_ args: ParsedArguments, socket: String) throws(CLIError) {
     let command = "listen"
     let patterns = args.operands.isEmpty ? [">"] : args.operands

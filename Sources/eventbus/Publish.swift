@@ -11,16 +11,6 @@ import EventBusProtocol
 import EventBusSystem
 import Glibc
 
-let publishOptions: [OptionSpec] = globalOptions + [
-    OptionSpec("string", value: true),
-    OptionSpec("source", value: true),
-    OptionSpec("id", value: true),
-    OptionSpec("print-seq", "p"),
-    OptionSpec("lines", "l"),
-    OptionSpec("json-lines", "j"),
-    OptionSpec("retain", "r"),
-]
-
 /// What `publish` sends in each event besides `data`.
 struct PublishEnvelope {
     var type: String

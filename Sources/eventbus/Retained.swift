@@ -12,9 +12,6 @@ import EventBusProtocol
 import EventBusSession
 import EventBusSystem
 
-let getOptions: [OptionSpec] = globalOptions + formatOptions
-let clearOptions: [OptionSpec] = globalOptions
-
 func runGet(_ args: ParsedArguments, socket: String) throws(CLIError) {
     let command = "get"
     guard let pattern = args.operands.first else { throw .usage(command, "missing PATTERN") }

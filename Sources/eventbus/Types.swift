@@ -9,8 +9,6 @@ import EventBusCommandLine
 import EventBusProtocol
 import EventBusSystem
 
-let typesOptions: [OptionSpec] = globalOptions + formatOptions + [OptionSpec("limit", "n", value: true)]
-
 /// Types asked for when a PATTERN filters them here (the broker keeps at most 65,536).
 let allTypesLimit = 1 << 20
 

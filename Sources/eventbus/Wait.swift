@@ -15,12 +15,6 @@ import EventBusSession
 import EventBusSystem
 import Glibc
 
-let waitOptions: [OptionSpec] = globalOptions + formatOptions + [
-    OptionSpec("timeout", "t", value: true),
-    OptionSpec("quiet", "q"),
-    OptionSpec("overflow", value: true),
-]
-
 /// How often a running COMMAND is checked for having exited, in milliseconds.
 private let childPollMilliseconds: Int64 = 20
 

@@ -37,7 +37,7 @@ do {
     }
 }
 if options.showHelp {
-    print(BrokerOptions.usage)
+    print(BrokerOptions.usage, terminator: "")
     exit(ExitStatus.success.rawValue)
 }
 if options.showVersion {
