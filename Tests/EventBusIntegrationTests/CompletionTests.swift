@@ -6,6 +6,7 @@
 //
 // Before editing: the scripts call `eventbus` by name: the tests put the
 // built products first in PATH.
+import EventBusCommandLine
 import EventBusTestSupport
 import Foundation
 import Testing
@@ -38,7 +39,8 @@ struct CompletionTests {
 
     @Test("bash: commands, options, option values, operands")
     func bashCompletesTheDeclaration() throws {
-        #expect(try Self.bash("eventbus", ["eventbus", ""]).offers == ["clear", "clients", "get", "listen", "ping", "publish", "reload", "stats", "top", "types", "wait"])
+        #expect(try Self.bash("eventbus", ["eventbus", ""]).offers == eventbusInterface.commands.map(\.name).sorted())
+        #expect(eventbusInterface.commands.count >= 11)
         #expect(try Self.bash("eventbus", ["eventbus", "pu"]).offers == ["publish"])
         #expect(try Self.bash("eventbus", ["eventbus", "--socket", "/x", "pu"]).offers == ["publish"], "a value is not the command")
         #expect(try Self.bash("eventbus", ["eventbus", "publish", "--re"]).offers == ["--retain"])

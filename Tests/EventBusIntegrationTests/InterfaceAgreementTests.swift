@@ -3,7 +3,7 @@
 // every declared option, long and short, passes the built program's parser
 // with a value of its kind; an undeclared one is refused with status 64; and
 // the names the sources read (`args.has("x")`, `args.value("x")`, eventbusd's
-// `case "x":`, the bridge's ConfigFile keys) are the declared ones, so
+// `case "x":` in `apply`, the bridge's ConfigFile keys) are the declared ones, so
 // nothing is declared that no code reads and nothing read that cannot be given.
 //
 // Before editing: the source scan reads Sources/eventbus/*.swift,
@@ -94,7 +94,7 @@ struct InterfaceAgreementTests {
     @Test("the options the CLI's sources read are the declared ones")
     func eventbusReadsWhatItDeclares() throws {
         let files = try FileManager.default.contentsOfDirectory(atPath: Self.root + "/Sources/eventbus").filter { $0.hasSuffix(".swift") }.map { "Sources/eventbus/" + $0 }
-        var read = try Self.names(in: files, #"\b(?:has|value)\("([a-z][a-z-]*)""#)
+        var read = try Self.names(in: files, #"\b(?:args|top)\.(?:has|value)\("([a-z][a-z-]*)""#)
         // `for name in ["max-types", ...] where args.has(name)`
         read.formUnion(try Self.names(in: ["Sources/eventbus/StatsPing.swift"], #"for name in \[((?:"[a-z-]+"(?:, )?)+)\]"#).flatMap {
             $0.split(separator: ",").map { $0.trimmingCharacters(in: CharacterSet(charactersIn: "\" ")) }
@@ -106,7 +106,7 @@ struct InterfaceAgreementTests {
 
     @Test("eventbusd handles every declared option and no other")
     func eventbusdHandlesWhatItDeclares() throws {
-        let handled = try Self.names(in: ["Sources/eventbusd/BrokerOptions.swift"], #"case "([a-z][a-z-]*)""#)
+        let handled = try Self.names(in: ["Sources/eventbusd/BrokerOptions.swift"], #"case "([a-z][a-z-]*)":"#)
         let declared = Set(brokerInterface.options().map(\.long))
         #expect(handled == declared, "handled only: \(handled.subtracting(declared).sorted()); declared only: \(declared.subtracting(handled).sorted())")
     }
