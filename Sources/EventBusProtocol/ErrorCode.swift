@@ -65,5 +65,5 @@ public enum ProtocolConstants {
     /// `types` without `limit` lists at most this many types (PROTOCOL.md "Per-type counters (1.2)").
     public static let defaultTypesLimit = 1000
     /// Optional features this implementation has, listed in the `hello` reply.
-    public static let features = ["overflow", "echo", "drop-notice", "wildcards", "peer-credentials", "half-close", "policy", "origin", "quotas", "clients", "flow", "types"]
+    public static let features = ["overflow", "echo", "drop-notice", "wildcards", "peer-credentials", "half-close", "policy", "origin", "quotas", "clients", "flow", "types", "request"]
 }

@@ -81,8 +81,8 @@ struct ClientRequestTests {
             #expect(client == h.client && (echo ?? false) == h.echo && (overflow ?? .dropNew) == h.overflow)
         case (.subscribe(let pattern, let last, let since, let instance, _, _), .subscribe(let s)):
             #expect(pattern == s.pattern.text && (last ?? false) == s.last && since == s.since && instance == s.instance)
-        case (.unsubscribe(let pattern, _, _), .unsubscribe(let p)):
-            #expect(pattern == p.text)
+        case (.unsubscribe(let pattern, let serve, _), .unsubscribe(let p)):
+            #expect(pattern == p.pattern.text && (serve ?? false) == p.serve)
         case (.clear(let type), .clear(let t)):
             #expect(type == t.name)
         case (.clients, .clients):
