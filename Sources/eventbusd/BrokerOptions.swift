@@ -122,7 +122,9 @@ struct BrokerOptions {
         if !spec.takesValue {
             switch value.lowercased() {
             case "yes", "true": value = ""
-            case "no", "false": return
+            case "no", "false":
+                given.append(GivenSetting(key: line.key, value: "no", origin: "\(file):\(line.line)", overridden: overridden))
+                return
             default: throw ConfigError(file: file, line: line.line, message: "\(line.key) takes yes or no, not '\(value)'")
             }
         }
