@@ -122,6 +122,10 @@ public final class Broker {
     public internal(set) var statistics = BrokerStatistics()
     var connections: [ConnectionID: Connection] = [:]
     let index = SubscriptionIndex()
+    /// (1.3) Queue groups by pattern and by key (QueueGroups.swift, Broker+Groups.swift).
+    let groups = GroupIndex()
+    /// (1.3) The seed of key hashes and member salts (random per run, as `types`').
+    let groupSeed: UInt64
     var nextConnectionID: ConnectionID = 1
     var seq: UInt64 = 0
     /// Retained events and the history ring (Broker+Retention.swift, Broker+History.swift).
@@ -173,6 +177,10 @@ public final class Broker {
         var seed = Hasher()  // the standard library's per-process random seed
         seed.combine(instance)
         types = EventTypeTable(seed: UInt64(truncatingIfNeeded: seed.finalize()))
+        var groupHasher = Hasher()
+        groupHasher.combine(instance)
+        groupHasher.combine("groups")
+        groupSeed = UInt64(truncatingIfNeeded: groupHasher.finalize())
         typeCounters = TypeCounters(capacity: configuration.maxTrackedTypes)
         writer = EventWriter(instance: instance)
         self.policyState = PolicyState(policy: configuration.policy ?? .withoutFiles(brokerUID: configuration.ownCredentials.uid))
@@ -183,7 +191,7 @@ public final class Broker {
     public var connectionCount: Int { connections.count }
 
     /// Whether the subscription index is empty (for invariant checks).
-    public var indexIsEmpty: Bool { index.isEmpty }
+    public var indexIsEmpty: Bool { index.isEmpty && groups.isEmpty }
 
     // MARK: Connections
 
@@ -245,6 +253,7 @@ public final class Broker {
         unpark(connection)
         forgetFlow(connection)
         for pattern in Array(connection.subscriptions.keys) { removeSubscription(pattern, from: connection) }
+        leaveGroups(closing: connection)  // (1.3) before its queue goes: what it never got goes to the others
         applyOutbound(connection, connection.outbound.removeAll(released: &ledger.released))
         forgetPauses(connection)
         connection.splitter = FrameSplitter(maxFrameBytes: configuration.maxFrameBytes)
@@ -347,7 +356,7 @@ public final class Broker {
             return
         }
         connection.input.inputClosed = true
-        if connection.subscriptions.isEmpty { closeWhenFlushed(connection) }
+        if connection.subscriptions.isEmpty && connection.groups.memberships.isEmpty { closeWhenFlushed(connection) }
     }
 
     func handle(_ piece: SplitFrame, from connection: Connection) {
@@ -391,6 +400,7 @@ public final class Broker {
         applyOutbound(connection, connection.outbound.consume(bytes, released: &ledger.released))
         flowDidWrite(connection, bytes: bytes)
         unpark(connection)  // it took bytes: back in the route lists
+        if !connection.groups.blocked.isEmpty { unblockGroups(connection) }  // (1.3) and in turn in its groups
         if connection.output.pendingDropsCounted > 0 && connection.closing != .afterWrite
             && connection.outbound.chargedBytes < configuration.maxOutboundBytes / 2 {
             queuePendingDropNotice(connection)

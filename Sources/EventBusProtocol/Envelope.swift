@@ -28,6 +28,7 @@ enum EnvelopeKey: Int, FrameKey {
     case client, echo, overflow  // hello
     case last, since, instance  // subscribe (1.1)
     case limit  // types (1.2)
+    case serve, group, key, timeout, to, error  // subscribe, publish, request, reply (1.3)
 
     static let table = KeyTable(Self.self)
 }

@@ -12,7 +12,7 @@
 public enum Request {
     case hello(HelloRequest)
     case subscribe(SubscribeRequest)
-    case unsubscribe(Pattern)
+    case unsubscribe(UnsubscribeRequest)
     case publish(PublishRequest)
     /// (1.1) Remove the retained event of this type.
     case clear(EventType)
@@ -50,12 +50,30 @@ public struct SubscribeRequest: Equatable {
     public var since: UInt64?
     /// The broker instance `since` refers to.
     public var instance: String?
+    /// (1.3) The queue group it joins (PROTOCOL.md "Queue groups"): 1-64
+    /// bytes of `A-Z a-z 0-9 _ . - :`; never with `last` or `since`.
+    public var group: String?
 
-    public init(pattern: Pattern, last: Bool = false, since: UInt64? = nil, instance: String? = nil) {
+    public init(pattern: Pattern, last: Bool = false, since: UInt64? = nil, instance: String? = nil, group: String? = nil) {
         self.pattern = pattern
         self.last = last
         self.since = since
         self.instance = instance
+        self.group = group
+    }
+}
+
+/// `{"op":"unsubscribe","type":"order.>","group":"workers"}` (PROTOCOL.md
+/// "Requests"; `group` is 1.3: the group subscription of the pattern goes,
+/// not the plain one).
+public struct UnsubscribeRequest: Equatable {
+    public var pattern: Pattern
+    /// (1.3) The queue group to leave; nil: the plain subscription.
+    public var group: String?
+
+    public init(pattern: Pattern, group: String? = nil) {
+        self.pattern = pattern
+        self.group = group
     }
 }
 
@@ -72,14 +90,19 @@ public struct PublishRequest: Equatable {
     public var retain: Bool
     /// A bridge's remote identity of the event (PROTOCOL.md "Bridged events").
     public var origin: JSONToken?
+    /// (1.3) The key that picks one member of each queue group (PROTOCOL.md
+    /// "Queue groups"): a string token of 1-255 bytes (decoded); events carry it.
+    public var key: JSONToken?
 
-    public init(type: EventType, data: JSONToken? = nil, source: JSONToken? = nil, id: JSONToken? = nil, retain: Bool = false, origin: JSONToken? = nil) {
+    public init(type: EventType, data: JSONToken? = nil, source: JSONToken? = nil, id: JSONToken? = nil, retain: Bool = false, origin: JSONToken? = nil,
+                key: JSONToken? = nil) {
         self.type = type
         self.data = data
         self.source = source
         self.id = id
         self.retain = retain
         self.origin = origin
+        self.key = key
     }
 }
 
@@ -139,8 +162,13 @@ public enum RequestDecoder {
             guard let pattern = Pattern(text) else {
                 return .failure(ProtocolError(.badType, "invalid pattern \(JSONString.quoted(text)): '.'-separated segments of A-Z a-z 0-9 _ - :, a whole segment may be '*', the last may be '>'"))
             }
-            guard op == .subscribe else { return .success(.unsubscribe(pattern)) }
-            return decodeSubscribe(pattern, frame, fields)
+            let group: String?
+            switch groupField(frame, fields) {
+            case .success(let value): group = value
+            case .failure(let error): return .failure(error)
+            }
+            guard op == .subscribe else { return .success(.unsubscribe(UnsubscribeRequest(pattern: pattern, group: group))) }
+            return decodeSubscribe(pattern, group: group, frame, fields)
         case .ping:
             return .success(.ping)
         case .stats:
@@ -185,7 +213,7 @@ public enum RequestDecoder {
     }
 
     static func decodePublish(_ frame: UnsafeRawBufferPointer, _ fields: EnvelopeFields) -> Result<Request, ProtocolError> {
-        decodeEventType(frame, fields, op: .publish).flatMap { finishPublish($0, fields) }
+        decodeEventType(frame, fields, op: .publish).flatMap { finishPublish($0, frame, fields) }
     }
 
     /// The `type` of a `publish` or `clear`: an event type, not a pattern, not reserved.
@@ -214,7 +242,7 @@ public enum RequestDecoder {
         return .success(type!)
     }
 
-    static func finishPublish(_ type: EventType, _ fields: EnvelopeFields) -> Result<Request, ProtocolError> {
+    static func finishPublish(_ type: EventType, _ frame: UnsafeRawBufferPointer, _ fields: EnvelopeFields) -> Result<Request, ProtocolError> {
         let source = fields[.source]
         if let source, !source.isString { return .failure(ProtocolError(.badRequest, "field \"source\" must be a string")) }
         let id = fields[.id]
@@ -228,10 +256,34 @@ public enum RequestDecoder {
         if let origin, case .object = origin.kind {} else if origin != nil {
             return .failure(ProtocolError(.badRequest, "field \"origin\" must be an object"))
         }
-        return .success(.publish(PublishRequest(type: type, data: fields[.data], source: source, id: id, retain: retain, origin: origin)))
+        let key = fields[.key]
+        if let key, !key.isString || !isValidKeyLength(frame, key) {
+            return .failure(ProtocolError(.badRequest, "field \"key\" must be a string of 1-255 bytes"))
+        }
+        return .success(.publish(PublishRequest(type: type, data: fields[.data], source: source, id: id, retain: retain, origin: origin, key: key)))
     }
 
-    static func decodeSubscribe(_ pattern: Pattern, _ frame: UnsafeRawBufferPointer, _ fields: EnvelopeFields) -> Result<Request, ProtocolError> {
+    /// (1.3) A `key` of 1-255 bytes once decoded (an escape-free string is
+    /// measured between its quotes, an escaped one decoded).
+    static func isValidKeyLength(_ frame: UnsafeRawBufferPointer, _ token: JSONToken) -> Bool {
+        let count: Int
+        if case .string(escaped: false) = token.kind { count = token.end - token.start - 2 } else { count = JSONString.decode(frame, token).utf8.count }
+        return count >= 1 && count <= ProtocolConstants.maxKeyBytes
+    }
+
+    /// (1.3) `group` on `subscribe`/`unsubscribe`: nil when absent, a name of
+    /// 1-64 bytes of `A-Z a-z 0-9 _ . - :` (as `client`), else `bad_request`.
+    static func groupField(_ frame: UnsafeRawBufferPointer, _ fields: EnvelopeFields) -> Result<String?, ProtocolError> {
+        guard let token = fields[.group] else { return .success(nil) }
+        guard token.isString else { return .failure(ProtocolError(.badRequest, "field \"group\" must be a string")) }
+        let name = JSONString.decode(frame, token)
+        guard isValidClientName(name) else {
+            return .failure(ProtocolError(.badRequest, "field \"group\" must be 1-64 bytes of A-Z a-z 0-9 _ . - :"))
+        }
+        return .success(name)
+    }
+
+    static func decodeSubscribe(_ pattern: Pattern, group: String?, _ frame: UnsafeRawBufferPointer, _ fields: EnvelopeFields) -> Result<Request, ProtocolError> {
         let last: Bool
         switch boolField(.last, fields) {
         case .success(let value): last = value
@@ -249,7 +301,10 @@ public enum RequestDecoder {
             guard token.isString else { return .failure(ProtocolError(.badRequest, "field \"instance\" must be a string")) }
             instance = JSONString.decode(frame, token)
         }
-        return .success(.subscribe(SubscribeRequest(pattern: pattern, last: last, since: since, instance: instance)))
+        if group != nil && (last || since != nil) {
+            return .failure(ProtocolError(.badRequest, "a group subscription takes no \"last\" or \"since\" (a group shares live events only)"))
+        }
+        return .success(.subscribe(SubscribeRequest(pattern: pattern, last: last, since: since, instance: instance, group: group)))
     }
 
     /// An optional boolean field: false when absent, `bad_request` when not `true`/`false`.
