@@ -118,8 +118,9 @@ extension Broker {
     }
 
     /// Holds `publisher` on each of `holders` and (1.3) `groups` with
-    /// `frame` unrouted, and stops reading it (the splitter stops after this frame).
-    private func hold(_ publisher: Connection, on holders: [Connection], groups: [QueueGroup], frame: UnsafeRawBufferPointer) {
+    /// `frame` unrouted, and stops reading it (the splitter stops after this
+    /// frame). (1.3) A request is held the same way (Broker+RequestReply.swift).
+    func hold(_ publisher: Connection, on holders: [Connection], groups: [QueueGroup] = [], frame: UnsafeRawBufferPointer) {
         publisher.flow.heldFrame = Array(frame)
         publisher.flow.heldBy = holders
         for holder in holders {
@@ -248,6 +249,7 @@ extension Broker {
         }
         release(holder: connection)
         releaseGroups(of: connection)  // (1.3) its groups look again at who can take their events
+        if !connection.requests.serving.isEmpty { requestsFellBehind(connection) }  // (1.3) no_reply where it was the last
         if !connection.flow.replays.isEmpty {
             var count: UInt64 = 0
             var first: UInt64 = 0

@@ -18,16 +18,18 @@ extension Broker {
     // MARK: Joining and leaving
 
     /// `subscribe` with `group`: joins the group (idempotent), with the
-    /// policy's permission and the subscription quotas as without a group.
-    /// `ok` carries `type`, `group`, `members` and `filtered: true` when some
-    /// of the pattern's types are denied.
+    /// policy's permission and the subscription quotas as without a group
+    /// (`serve` and `subscribe` for a serving group). `ok` carries `type`,
+    /// `group`, `members`, `serve: true` for a serving group and
+    /// `filtered: true` when some of the pattern's types are denied.
     func subscribeGroup(_ request: SubscribeRequest, name: String, req: UnsafeRawBufferPointer?, from connection: Connection) {
-        let key = GroupKey(uid: connection.credentials.uid, pattern: request.pattern, serve: false, name: name)
+        let key = GroupKey(uid: connection.credentials.uid, pattern: request.pattern, serve: request.serve, name: name)
         let member: GroupMember
         if let existing = connection.groups.memberships[key] {
             member = existing
         } else {
-            guard let decision = maySubscribe(connection, request.pattern, req: req) else { return }
+            let permission = request.serve ? mayServe(connection, request.pattern, req: req) : maySubscribe(connection, request.pattern, req: req)
+            guard let decision = permission else { return }
             if let error = subscriptionLimitError(connection) {
                 reply(to: connection, req: req, error: error)
                 notice(.limitReached(connection.id, pid: connection.credentials.pid, message: error.message))
@@ -37,6 +39,7 @@ extension Broker {
         }
         replyOKIfAsked(to: connection, req: req) { out in
             FrameEncoder.appendField("type", string: request.pattern.text, to: &out)
+            if request.serve { FrameEncoder.appendField("serve", bool: true, to: &out) }
             FrameEncoder.appendField("group", string: name, to: &out)
             if member.isFiltered { FrameEncoder.appendField("filtered", bool: true, to: &out) }
             FrameEncoder.appendField("members", int: UInt64(member.group.count), to: &out)
@@ -47,11 +50,12 @@ extension Broker {
     /// `removed`; it is queued behind every event already queued to the
     /// member, so a worker that reads to it has finished its share.
     func unsubscribeGroup(_ request: UnsubscribeRequest, name: String, req: UnsafeRawBufferPointer?, from connection: Connection) {
-        let key = GroupKey(uid: connection.credentials.uid, pattern: request.pattern, serve: false, name: name)
+        let key = GroupKey(uid: connection.credentials.uid, pattern: request.pattern, serve: request.serve, name: name)
         let member = connection.groups.memberships[key]
         if let member { leaveGroup(member) }
         replyOKIfAsked(to: connection, req: req) { out in
             FrameEncoder.appendField("type", string: request.pattern.text, to: &out)
+            if request.serve { FrameEncoder.appendField("serve", bool: true, to: &out) }
             FrameEncoder.appendField("group", string: name, to: &out)
             FrameEncoder.appendField("removed", bool: member != nil, to: &out)
         }
@@ -61,12 +65,13 @@ extension Broker {
     /// on its first member; counted as one subscription of its connection.
     func joinGroup(_ key: GroupKey, _ connection: Connection, filtered: Bool) -> GroupMember {
         let group: QueueGroup
-        if let existing = groups.group(key) {
+        let index = groupIndex(serving: key.serve)
+        if let existing = index.group(key) {
             group = existing
             releaseGroup(group)  // a new member may take the held events
         } else {
             group = QueueGroup(key: key)
-            groups.add(group)
+            index.add(group)
         }
         let member = group.append(connection, salt: Broker.mix64(connection.id ^ groupSeed))
         member.isFiltered = filtered
@@ -82,9 +87,13 @@ extension Broker {
         releaseGroup(group)  // its publishers look again at who is left
         group.remove(member)
         connection.groups.memberships[group.key] = nil
-        if group.isEmpty { groups.remove(group) }
+        if group.isEmpty { groupIndex(serving: group.key.serve).remove(group) }
         chargeSubscription(group.key.pattern, of: connection, sign: -1, extraBytes: Broker.groupMemberCost(group.key))
     }
+
+    /// The groups of plain subscriptions, or of serving ones.
+    @inline(__always)
+    func groupIndex(serving: Bool) -> GroupIndex { serving ? serveGroups : groups }
 
     /// What a membership costs beyond a subscription's estimate: its name,
     /// its record, its slot and bit, its share of the group's record.
@@ -198,15 +207,16 @@ extension Broker {
         return nil
     }
 
-    /// Whether a member may be given an event of `type` at all: open, not
-    /// its own publication unless it asked for echo, not a type the policy
-    /// hides from it.
+    /// Whether a member may be given an event (or request) of `type` at
+    /// all: open, not its own publication unless it asked for echo, not a
+    /// type the policy hides from it (or does not let it serve).
     @inline(__always)
     func mayTake(_ member: GroupMember, type: EventType, publisher: Connection?) -> Bool {
         let connection = member.connection
         guard connection.isRoutable else { return false }
         if connection === publisher && !connection.echo { return false }
-        return !member.isFiltered || connection.policy.receive(type).isAllowed
+        guard member.isFiltered else { return true }
+        return member.group.key.serve ? connection.policy.serve(type).isAllowed : connection.policy.receive(type).isAllowed
     }
 
     /// Why a connection cannot take an event of `size` now, nil when it can:
@@ -237,6 +247,45 @@ extension Broker {
         for member in blocked where member.isActive && member.isBlocked {
             member.isBlocked = false
             member.group.setReady(member, true)
+        }
+    }
+
+    // MARK: Serving groups
+
+    /// Picks one member of each serving group that matches a request of
+    /// `type` (PROTOCOL.md "Queue groups": requests too): the key's member,
+    /// or the first in turn that can take it now; a group none of whose
+    /// members can take it holds the requester when one of them may hold it
+    /// (`blockingGroups`), else it is passed over (not reached). A member
+    /// that has the request already by a plain serving subscription serves
+    /// its group with it. From `serviceRequest`.
+    func routeRequestToGroups(_ type: EventType, keyHash: UInt64?, size: Int, requester: Connection,
+                              servers: inout [Connection], blockers: inout [Connection], blockingGroups: inout [QueueGroup]) {
+        let uid = requester.credentials.uid
+        for group in serveGroups.matches(type) {
+            if let keyHash {
+                guard let member = keyedMember(of: group, keyHash: keyHash, type: type, publisher: requester) else { continue }
+                let server = member.connection
+                switch requestFit(size: size, requester: requester, server: server) {
+                case .fits: if !servers.contains(where: { $0 === server }) { servers.append(server) }
+                case .holds: if !blockers.contains(where: { $0 === server }) { blockers.append(server) }
+                case .passedOver: break
+                }
+                continue
+            }
+            let actor = uid == group.key.uid || isPrivileged(uid) ? OutboundQueue.noActor : uid
+            if case .member(let member) = firstAble(in: group, size: size, actor: actor, type: type, publisher: requester) {
+                group.cursor = group.after(member.slot)
+                if !servers.contains(where: { $0 === member.connection }) { servers.append(member.connection) }
+                continue
+            }
+            if uid != group.key.uid && ledger.halfFullTrustedHolders == 0 { continue }
+            for member in group.members where mayTake(member, type: type, publisher: requester) {
+                if wouldHold(member.connection, bound: size, actor: actor, publisherUID: uid) {
+                    blockingGroups.append(group)
+                    break
+                }
+            }
         }
     }
 

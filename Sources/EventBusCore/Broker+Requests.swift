@@ -23,6 +23,8 @@ extension Broker {
         case .subscribe(let subscribe):
             if let group = subscribe.group {
                 subscribeGroup(subscribe, name: group, req: req, from: connection)
+            } else if subscribe.serve {
+                subscribeServing(subscribe, req: req, from: connection)
             } else {
                 self.subscribe(subscribe, req: req, from: connection)
             }
@@ -32,11 +34,16 @@ extension Broker {
                 unsubscribeGroup(unsubscribe, name: group, req: req, from: connection)
                 return
             }
-            let removed = removeSubscription(pattern, from: connection)
+            let removed = unsubscribe.serve ? removeServing(pattern, from: connection) : removeSubscription(pattern, from: connection)
             replyOKIfAsked(to: connection, req: req) { out in
                 FrameEncoder.appendField("type", string: pattern.text, to: &out)
+                if unsubscribe.serve { FrameEncoder.appendField("serve", bool: true, to: &out) }
                 FrameEncoder.appendField("removed", bool: removed, to: &out)
             }
+        case .request(let request):
+            serviceRequest(request, frame: frame, req: req, from: connection)
+        case .reply(let reply):
+            serviceReply(reply, frame: frame, req: req, from: connection)
         case .ping:
             replyOKIfAsked(to: connection, req: req)
         case .stats:

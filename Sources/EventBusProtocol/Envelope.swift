@@ -17,6 +17,7 @@ enum RequestOp: Int, FrameKey {
     case hello, subscribe, unsubscribe, publish, ping, stats
     case clear, clients  // 1.1
     case types  // 1.2
+    case request, reply  // 1.3 (PROTOCOL.md "Request/reply")
 
     static let table = KeyTable(Self.self)
 }

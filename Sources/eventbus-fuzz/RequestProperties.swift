@@ -110,6 +110,11 @@ enum RequestProperties {
             checkPattern(subscribe.pattern, req: req)
         case .unsubscribe(let unsubscribe):
             checkPattern(unsubscribe.pattern, req: req)
+        case .request(let request):
+            if !EventType.isValid(request.publish.type.name.utf8) || request.publish.type.isReserved { fuzzFailure("request accepted type \(request.publish.type.name)") }
+            if req == nil { fuzzFailure("request accepted without req") }
+        case .reply(let reply):
+            if !reply.to.isString { fuzzFailure("reply accepted a \"to\" that is not a string") }
         case .hello(let hello):
             let client = hello.client
             if let client, !RequestDecoder.isValidClientName(client) { fuzzFailure("hello accepted client \(client)") }
@@ -164,9 +169,13 @@ enum RequestProperties {
         switch request {
         case .hello(let hello): client = .hello(client: hello.client, echo: hello.echo, overflow: hello.overflow)
         case .subscribe(let subscribe):
+            guard !subscribe.serve else { return }  // (1.3) not in the clients' encoder yet
             client = .subscribe(pattern: subscribe.pattern.text, last: subscribe.last ? true : nil, since: subscribe.since, instance: subscribe.instance)
-        // (1.3) `group` and `key` are left out until the clients' codec spells them (its own branch).
-        case .unsubscribe(let unsubscribe): client = .unsubscribe(pattern: unsubscribe.pattern.text)
+        // (1.3) `group` is left out until the clients' codec spells it (its own branch).
+        case .unsubscribe(let unsubscribe):
+            guard !unsubscribe.serve else { return }  // (1.3) not in the clients' encoder yet
+            client = .unsubscribe(pattern: unsubscribe.pattern.text)
+        case .request, .reply: return  // (1.3) not in the clients' encoder yet
         case .clear(let type): client = .clear(type: type.name)
         case .clients: client = .clients
         case .types(let limit): client = .types(limit: limit)
