@@ -7,7 +7,7 @@
 // `service_error` frames; every other error is the broker's and has none.
 
 /// What the server that answered sent, and who it was (kernel credentials).
-public struct ServiceReply: Sendable, Equatable {
+public struct ServerReply: Sendable, Equatable {
     /// The request's `seq`, from the `ok` (nil in a `service_error`).
     public var seq: UInt64?
     /// When the broker received the reply, RFC 3339 UTC.
@@ -22,13 +22,13 @@ public struct ServiceReply: Sendable, Equatable {
     /// Reads the `reply` object of `answer`; nil when it has none.
     public init?(_ answer: Reply) {
         guard let raw = answer.raw("reply") else { return nil }
-        let read: ServiceReply? = raw.withUnsafeBytes { bytes in
+        let read: ServerReply? = raw.withUnsafeBytes { bytes in
             guard let members = try? JSONObject.members(bytes) else { return nil }
             func token(_ key: String) -> JSONToken? { members.first { $0.key == key }?.value }
             func integer(_ key: String) -> Int64? { token(key).flatMap { JSONInteger.signed(bytes, $0) } }
             let time = token("time").flatMap { $0.isString ? JSONString.decode(bytes, $0) : nil }
             let data = token("data").map { Array(bytes[$0.start..<$0.end]) } ?? Array("null".utf8)
-            return ServiceReply(seq: answer.unsigned("seq"), time: time, pid: integer("pid"), uid: integer("uid"), gid: integer("gid"), data: data)
+            return ServerReply(seq: answer.unsigned("seq"), time: time, pid: integer("pid"), uid: integer("uid"), gid: integer("gid"), data: data)
         }
         guard let read else { return nil }
         self = read
@@ -47,9 +47,9 @@ public struct ServiceReply: Sendable, Equatable {
 /// The outcome of one `request`, as its answer says.
 public enum RequestAnswer: Sendable, Equatable {
     /// `ok`: the first reply of a server.
-    case answered(ServiceReply)
+    case answered(ServerReply)
     /// `service_error`: the server answered with `error`; `message` is its text.
-    case serviceError(message: String, ServiceReply?)
+    case serviceError(message: String, ServerReply?)
     /// `no_responders`: nobody serves the type (or may, or could take it); it took no `seq`.
     case noResponders(message: String)
     /// `no_reply`: every server it reached closed, withdrew or went behind without replying.
@@ -63,11 +63,11 @@ public enum RequestAnswer: Sendable, Equatable {
     public init(_ reply: Reply) {
         let message = reply.string("message") ?? ""
         if reply.isOK {
-            self = .answered(ServiceReply(reply) ?? ServiceReply(seq: reply.unsigned("seq"), time: nil, pid: nil, uid: nil, gid: nil, data: Array("null".utf8)))
+            self = .answered(ServerReply(reply) ?? ServerReply(seq: reply.unsigned("seq"), time: nil, pid: nil, uid: nil, gid: nil, data: Array("null".utf8)))
             return
         }
         switch reply.errorCode {
-        case .serviceError: self = .serviceError(message: message, ServiceReply(reply))
+        case .serviceError: self = .serviceError(message: message, ServerReply(reply))
         case .noResponders: self = .noResponders(message: message)
         case .noReply: self = .noReply(message: message)
         case .timeout: self = .timedOut(message: message)

@@ -68,7 +68,7 @@ func runRequest(_ args: ParsedArguments, socket: String) throws(CLIError) {
 
 /// `{"seq":43,"time":"...","pid":811,"uid":0,"gid":0,"data":...}`: the
 /// request's seq and the server's reply (`request --format json`).
-func appendAnswerObject(_ answer: ServiceReply, to out: inout [UInt8]) {
+func appendAnswerObject(_ answer: ServerReply, to out: inout [UInt8]) {
     FrameEncoder.appendASCII("{", to: &out)
     var first = true
     func key(_ name: String) {

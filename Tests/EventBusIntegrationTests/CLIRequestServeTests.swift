@@ -207,18 +207,35 @@ struct CLIGroupTests {
     @Test func theReadmeWorkerPoolDoesEachLineOnce() throws {
         let broker = try TestBroker()
         let readme = try String(contentsOf: DocumentedDurationTests.root.appendingPathComponent("README.md"), encoding: .utf8)
-        guard let start = readme.range(of: "<!-- worker-pool example -->\n```sh\n"),
-              let end = readme.range(of: "```", range: start.upperBound..<readme.endIndex) else {
-            throw TestFailure("README.md has no worker-pool example")
+        func block(_ marker: String) throws -> String {
+            guard let start = readme.range(of: "<!-- \(marker) -->\n```sh\n"),
+                  let end = readme.range(of: "```", range: start.upperBound..<readme.endIndex) else {
+                throw TestFailure("README.md has no \(marker) block")
+            }
+            return String(readme[start.upperBound..<end.lowerBound])
         }
-        let example = String(readme[start.upperBound..<end.lowerBound])
         let bin = URL(fileURLWithPath: cliProduct("eventbus")).deletingLastPathComponent().path
-        let run = try RunningProcess("/bin/sh", ["-c", example], in: broker.scratch,
-                                     environment: ["EVENTBUS_SOCKET": broker.socket, "PATH": bin + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin")])
-            .wait(timeout: .seconds(60))
-        #expect(run.status == 0, "\(run)")
-        let done = run.stdoutLines.filter { $0.hasPrefix("worker ") }
-        let jobs = done.map { $0.split(separator: " ").last.map(String.init) ?? "" }
-        #expect(jobs.sorted() == (1...9).map(String.init).sorted(), "each line once: \(run)")
+        let environment = ["EVENTBUS_SOCKET": broker.socket, "PATH": bin + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin")]
+        // The workers' block as written, then `wait` so that the shell stays while they run.
+        let workers = try RunningProcess("/bin/sh", ["-c", try block("worker-pool workers") + "wait\n"], in: broker.scratch, environment: environment)
+        try broker.waitForSubscriptions(3)
+        let producer = try RunningProcess("/bin/sh", ["-c", try block("worker-pool producer")], in: broker.scratch, environment: environment).wait()
+        #expect(producer.status == 0, "\(producer)")
+        var done: [String] = []
+        try eventually("the workers never did all nine jobs") {
+            done = workers.stdoutSoFar().split(separator: "\n").map(String.init)
+            return Set(done).count >= 9
+        }
+        // Stop the workers as the README says, by their pids here (`eventbus clients` names them).
+        let clients = try broker.run(["clients", "--json"])
+        for line in clients.stdoutLines {
+            let client = try jsonObject(line)
+            if client["client"] as? String == "eventbus-listen", let pid = client["pid"] as? Int { kill(pid_t(pid), SIGTERM) }
+        }
+        #expect(try workers.wait().status == 0)
+        done = workers.stdoutSoFar().split(separator: "\n").map(String.init)
+        let jobs = done.compactMap { $0.split(separator: " ").last.map(String.init) }
+        #expect(jobs.sorted() == (1...9).map(String.init).sorted(), "each job once: \(done)")
+        #expect(Set(done.compactMap { $0.split(separator: " ").dropFirst().first }).count == 3, "three workers took a share: \(done)")
     }
 }

@@ -107,14 +107,14 @@ struct BrokerFrameTests {
 
     @Test func theAnswerToARequestIsTheServersReply() throws {
         let ok = try read(#"{"op":"ok","req":7,"seq":43,"reply":{"time":"2026-12-05T12:00:00.001Z","pid":811,"uid":0,"gid":0,"data":{"w":64}}}"#).reply!
-        let expected = ServiceReply(seq: 43, time: "2026-12-05T12:00:00.001Z", pid: 811, uid: 0, gid: 0, data: utf8(#"{"w":64}"#))
-        #expect(ServiceReply(ok) == expected && RequestAnswer(ok) == .answered(expected))
+        let expected = ServerReply(seq: 43, time: "2026-12-05T12:00:00.001Z", pid: 811, uid: 0, gid: 0, data: utf8(#"{"w":64}"#))
+        #expect(ServerReply(ok) == expected && RequestAnswer(ok) == .answered(expected))
         let noData = try read(#"{"op":"ok","req":7,"seq":43,"reply":{"pid":1}}"#).reply!
-        #expect(ServiceReply(noData)?.data == utf8("null") && ServiceReply(noData)?.time == nil)
+        #expect(ServerReply(noData)?.data == utf8("null") && ServerReply(noData)?.time == nil)
         let failed = try read(#"{"op":"error","req":7,"code":"service_error","message":"no such file","reply":{"pid":811,"uid":0,"gid":0,"data":null}}"#).reply!
         #expect(failed.errorCode == .serviceError)
-        #expect(RequestAnswer(failed) == .serviceError(message: "no such file", ServiceReply(seq: nil, time: nil, pid: 811, uid: 0, gid: 0, data: utf8("null"))))
-        #expect(ServiceReply(try read(#"{"op":"ok","req":1}"#).reply!) == nil)
+        #expect(RequestAnswer(failed) == .serviceError(message: "no such file", ServerReply(seq: nil, time: nil, pid: 811, uid: 0, gid: 0, data: utf8("null"))))
+        #expect(ServerReply(try read(#"{"op":"ok","req":1}"#).reply!) == nil)
     }
 
     @Test("a request's errors are told apart by code", arguments: [
