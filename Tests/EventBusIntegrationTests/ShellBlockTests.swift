@@ -184,7 +184,7 @@ struct ShellBlockTests {
         if !stderr.isEmpty { return "stderr: \(stderr.joined(separator: "\n"))" }
         for text in block.marks("prints") {
             // A background job's output may come after the block has exited.
-            let until = ContinuousClock.now + .seconds(10)
+            let until = ContinuousClock.now + .seconds(30)
             while !process.stdoutSoFar().contains(text) && ContinuousClock.now < until { usleep(20_000) }
             if !process.stdoutSoFar().contains(text) { return "stdout does not show \(text): \(process.stdoutSoFar())" }
         }
