@@ -60,10 +60,13 @@ func runClients(_ args: ParsedArguments, socket: String) throws(CLIError) {
 }
 
 /// One cell: strings decoded and escaped for the terminal, lists joined by
-/// `,` (at most 60 bytes, then `…`), other values compacted; `-` when absent
-/// or null.
+/// `,` (at most 60 bytes, then `…`), other values compacted; `-` when absent,
+/// null or an empty list.
 private func cell(_ members: [JSONMember], _ key: String, _ bytes: UnsafeRawBufferPointer) -> String {
     guard let value = members.first(where: { $0.key == key })?.value, value.kind != .null else { return "-" }
+    if value.kind == .array, bytes[(value.start + 1)..<(value.end - 1)].allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D }) {
+        return "-"
+    }
     var raw: [UInt8] = []
     if key == "groups" && value.kind == .array {
         raw = groupsCell(bytes, value)
