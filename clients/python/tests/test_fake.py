@@ -45,7 +45,7 @@ class FramingAgainstAFakeBroker(FakeBrokerTestCase):
         sub.close()
         fake.join()
 
-    def test_a_line_over_the_clients_limit_is_skipped_and_reported(self):
+    def test_an_event_over_the_clients_limit_is_skipped_and_counted_as_dropped(self):
         limit, core.MAX_INCOMING_FRAME = core.MAX_INCOMING_FRAME, 1000
         self.addCleanup(setattr, core, "MAX_INCOMING_FRAME", limit)
 
@@ -61,8 +61,9 @@ class FramingAgainstAFakeBroker(FakeBrokerTestCase):
         notices = []
         sub = self.connect(fake, on_notice=notices.append).subscribe("a.>")
         self.assertEqual(sub.get(5).seq, 2)
-        self.assertEqual([n.kind for n in notices], ["malformed"])
+        self.assertEqual([(n.kind, n.count, n.since_seq) for n in notices], [("dropped", 1, 1)])
         self.assertIsInstance(notices[0].error, eventbus.MalformedFrame)
+        self.assertEqual(sub.dropped, 1)
         sub.close()
         fake.join()
 
