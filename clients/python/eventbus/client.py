@@ -159,10 +159,18 @@ class _Shared:
         try:
             yield
         finally:
-            notices, self._notices = self._notices, []
+            self._unlock()
+
+    def _unlock(self):
+        """Releases ``_lock``, then hands out the notices read meanwhile
+        (the hot paths use this with ``acquire`` instead of `_locked`)."""
+        if not self._notices:
             self._lock.release()
-            for notice in notices:
-                self._on_notice(notice)
+            return
+        notices, self._notices = self._notices, []
+        self._lock.release()
+        for notice in notices:
+            self._on_notice(notice)
 
     # -- writing -------------------------------------------------------------
 
@@ -170,19 +178,25 @@ class _Shared:
         """Writes the queued frames (call without ``_lock``). A failed write
         loses the connection: the waiting requests get the error."""
         with self._send_lock:
-            with self._locked():
+            with self._lock:                # (nothing is read here: no notices)
                 data = b"".join(self._wbuf)
                 self._wbuf.clear()
                 self._wbytes = 0
                 sock = self._link.sock
-            if not data or sock is None:
-                return
-            try:
-                sock.sendall(data)
-            except OSError as exc:
-                with self._locked():
-                    if sock is self._link.sock:
-                        self._fail(self._link.lost(exc))
+            if data:
+                self._write_now(data, sock)
+
+    def _write_now(self, data, sock=None):
+        # (under _send_lock, not _lock)
+        sock = sock or self._link.sock
+        if sock is None:
+            return
+        try:
+            sock.sendall(data)
+        except OSError as exc:
+            with self._locked():
+                if sock is self._link.sock:
+                    self._fail(self._link.lost(exc))
 
     def _fail(self, error):
         """The connection is gone (under ``_lock``): every waited req gets
@@ -263,7 +277,12 @@ class _Shared:
         ``_wanted``); {req: Reply}, a lost connection's error as the Reply
         of each, or None at ``deadline`` (the reqs are then forgotten)."""
         got = self._got
-        if not self._wait(lambda: all(req in got for req in reqs), deadline):
+        if len(reqs) == 1:
+            one = reqs[0]
+            done = lambda: one in got       # noqa: E731
+        else:
+            done = lambda: all(req in got for req in reqs)      # noqa: E731
+        if not self._wait(done, deadline):
             if not all(req in got for req in reqs):
                 if self._link.sock is not None:
                     for req in reqs:
@@ -281,13 +300,16 @@ class _Shared:
         """Queues a request (``frame_of(session)`` gives ``(req, bytes)``),
         writes it and waits for its answer: the `core.Reply`, or None at the
         deadline. Call without ``_lock``; the connection must be open."""
-        with self._locked():
+        with self._lock:
             req, frame = frame_of(self._link.session)
             self._wanted.add(req)
             self._wbuf.append(frame)
         self._send()
-        with self._locked():
+        self._lock.acquire()
+        try:
             got = self._replies((req,), deadline)
+        finally:
+            self._unlock()
         return None if got is None else got[req]
 
 
@@ -412,15 +434,30 @@ class Bus(_Shared):
             if reply.error is not None:
                 raise reply.error
             return reply.frame.get("seq")
-        with self._locked():
+        self._lock.acquire()
+        try:
             if self._closed or self._link.sock is None:
                 self._ensure()
             session = self._link.session
             req, frame = session.publish(type, data, retain, source, id, False, key)
-            self._wbuf.append(frame)
-            self._wbytes += len(frame)
-            write = not self._corked or self._wbytes >= _WRITE_AT
+            if not self._corked and not self._wbuf and self._send_lock.acquire(False):
+                # The common case: nothing queued, nobody writing: write it
+                # here, in order, under the send lock (taken before _lock is
+                # let go, so no later frame can pass it; never waited for
+                # under _lock, the other order being _send's).
+                write = frame
+            else:
+                self._wbuf.append(frame)
+                self._wbytes += len(frame)
+                write = None if self._corked and self._wbytes < _WRITE_AT else b""
+        finally:
+            self._unlock()
         if write:
+            try:
+                self._write_now(write)
+            finally:
+                self._send_lock.release()
+        elif write is not None:
             self._send()
         if session.publishes_pending >= _DRAIN_AT:
             self._drain()
