@@ -108,8 +108,9 @@ extension Broker {
     }
 
     /// Holds `publisher` on each of `holders` with `frame` unrouted, and
-    /// stops reading it (the splitter stops after this frame).
-    private func hold(_ publisher: Connection, on holders: [Connection], frame: UnsafeRawBufferPointer) {
+    /// stops reading it (the splitter stops after this frame). (1.3) A
+    /// request is held the same way (Broker+RequestReply.swift).
+    func hold(_ publisher: Connection, on holders: [Connection], frame: UnsafeRawBufferPointer) {
         publisher.flow.heldFrame = Array(frame)
         publisher.flow.heldBy = holders
         for holder in holders {
@@ -232,6 +233,7 @@ extension Broker {
             connection.flow.halfFullAt = Int.max
         }
         release(holder: connection)
+        if !connection.requests.serving.isEmpty { requestsFellBehind(connection) }  // (1.3) no_reply where it was the last
         if !connection.flow.replays.isEmpty {
             var count: UInt64 = 0
             var first: UInt64 = 0

@@ -21,13 +21,23 @@ extension Broker {
             if mayHaveToHold(frame, connection), holdIfBlocked(frame, publish, entry: nil, publisher: connection) { return }
             self.publish(publish, frame: frame, req: req, from: connection)
         case .subscribe(let subscribe):
-            self.subscribe(subscribe, req: req, from: connection)
-        case .unsubscribe(let pattern):
-            let removed = removeSubscription(pattern, from: connection)
+            if subscribe.serve {
+                subscribeServing(subscribe, req: req, from: connection)
+            } else {
+                self.subscribe(subscribe, req: req, from: connection)
+            }
+        case .unsubscribe(let unsubscribe):
+            let pattern = unsubscribe.pattern
+            let removed = unsubscribe.serve ? removeServing(pattern, from: connection) : removeSubscription(pattern, from: connection)
             replyOKIfAsked(to: connection, req: req) { out in
                 FrameEncoder.appendField("type", string: pattern.text, to: &out)
+                if unsubscribe.serve { FrameEncoder.appendField("serve", bool: true, to: &out) }
                 FrameEncoder.appendField("removed", bool: removed, to: &out)
             }
+        case .request(let request):
+            serviceRequest(request, frame: frame, req: req, from: connection)
+        case .reply(let reply):
+            serviceReply(reply, frame: frame, req: req, from: connection)
         case .ping:
             replyOKIfAsked(to: connection, req: req)
         case .stats:

@@ -74,6 +74,12 @@ public final class Connection {
     /// "Semantics": weak, gone with it). Changed only by
     /// `Broker.addSubscription`/`removeSubscription`.
     var subscriptions: [Pattern: Subscription] = [:]
+    /// (1.3) Its serving subscriptions (PROTOCOL.md "Request/reply"),
+    /// separate from the plain ones (a pattern may be in both). Changed only
+    /// by `Broker.addServing`/`removeServing`.
+    var servings: [Pattern: Subscription] = [:]
+    /// (1.3) The requests it waits on and those it was given (RequestTable.swift).
+    var requests = ConnectionRequests()
 
     /// Set once the broker has decided to close it (`.close(id, .afterFlush)`
     /// or `.afterWrite`): no input is handled and no event routed to it.
@@ -121,8 +127,18 @@ public final class Connection {
     /// How many patterns it is subscribed to.
     public var subscriptionCount: Int { subscriptions.count }
 
+    /// (1.3) Requests it asked that are not answered yet (`clients`: `pending`).
+    public var pendingRequestCount: Int { requests.pending.count }
+    /// (1.3) Requests it was given and has not answered (`clients`: `serving`).
+    public var servingRequestCount: Int { requests.serving.count }
+
     /// Its uid's account (`accounting.accountRef` as a reference).
     var account: UserAccount { accounting.accountRef.object }
+
+    /// Half-closed, whether it has nothing left to receive (PROTOCOL.md
+    /// "Semantics": half-close): no subscription of either kind and (1.3) no
+    /// request waiting for its answer.
+    var isIdleAfterInput: Bool { subscriptions.isEmpty && servings.isEmpty && requests.pending.isEmpty }
 
     /// Whether events may still be routed to it.
     var isRoutable: Bool { closing == nil && !isClosed }
@@ -156,6 +172,9 @@ struct ConnectionSession: ~Copyable {
     /// denied to it): while 0, routing never asks the policy about it.
     /// Changed only by `Broker.setFiltered`.
     var filteredCount = 0
+    /// (1.3) The same for its serving subscriptions (`serve` and `subscribe`
+    /// must both allow a type): changed only by `Broker.setFiltered`.
+    var serveFilteredCount = 0
     var clientName: String? = nil
     var echo = false
     var overflow = OverflowPolicy.wait

@@ -17,6 +17,7 @@ enum RequestOp: Int, FrameKey {
     case hello, subscribe, unsubscribe, publish, ping, stats
     case clear, clients  // 1.1
     case types  // 1.2
+    case request, reply  // 1.3 (PROTOCOL.md "Request/reply")
 
     static let table = KeyTable(Self.self)
 }
@@ -28,6 +29,8 @@ enum EnvelopeKey: Int, FrameKey {
     case client, echo, overflow  // hello
     case last, since, instance  // subscribe (1.1)
     case limit  // types (1.2)
+    case serve  // subscribe, unsubscribe (1.3)
+    case to, timeout, error  // request, reply (1.3)
 
     static let table = KeyTable(Self.self)
 }

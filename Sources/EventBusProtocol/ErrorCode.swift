@@ -13,6 +13,12 @@ public enum ErrorCode: String, Sendable, CaseIterable {
     case slowConsumer = "slow_consumer"
     /// (1.1) An incomplete frame made no progress for `--frame-timeout`; the connection is closed.
     case timeout = "timeout"
+    /// (1.3) A request reached no serving connection (PROTOCOL.md "Request/reply").
+    case noResponders = "no_responders"
+    /// (1.3) Every connection a request reached went without replying.
+    case noReply = "no_reply"
+    /// (1.3) The service answered with `error`; the message is its text.
+    case serviceError = "service_error"
 }
 
 /// A request the broker refuses: the code and a human-readable message.

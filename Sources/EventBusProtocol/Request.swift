@@ -12,8 +12,12 @@
 public enum Request {
     case hello(HelloRequest)
     case subscribe(SubscribeRequest)
-    case unsubscribe(Pattern)
+    case unsubscribe(UnsubscribeRequest)
     case publish(PublishRequest)
+    /// (1.3) Ask the connections serving the type (PROTOCOL.md "Request/reply").
+    case request(ServiceRequest)
+    /// (1.3) Answer a request this connection was given.
+    case reply(ServiceReply)
     /// (1.1) Remove the retained event of this type.
     case clear(EventType)
     /// (1.1) List the connections the caller may see.
@@ -50,12 +54,62 @@ public struct SubscribeRequest: Equatable {
     public var since: UInt64?
     /// The broker instance `since` refers to.
     public var instance: String?
+    /// (1.3) A serving subscription: it receives requests, never events
+    /// (PROTOCOL.md "Request/reply").
+    public var serve: Bool
 
-    public init(pattern: Pattern, last: Bool = false, since: UInt64? = nil, instance: String? = nil) {
+    public init(pattern: Pattern, last: Bool = false, since: UInt64? = nil, instance: String? = nil, serve: Bool = false) {
         self.pattern = pattern
         self.last = last
         self.since = since
         self.instance = instance
+        self.serve = serve
+    }
+}
+
+/// `{"op":"unsubscribe","type":"order.>","serve":true}` (PROTOCOL.md
+/// "Requests"; `serve` is 1.3: which of the two subscriptions of a pattern goes).
+public struct UnsubscribeRequest: Equatable {
+    public var pattern: Pattern
+    /// (1.3) Remove the serving subscription of the pattern, not the plain one.
+    public var serve: Bool
+
+    public init(pattern: Pattern, serve: Bool = false) {
+        self.pattern = pattern
+        self.serve = serve
+    }
+}
+
+/// (1.3) `{"op":"request","type":"thumb.make","data":{...},"timeout":5000,"req":7}`
+/// (PROTOCOL.md "Request/reply"): the fields of a publish (`type`, `data`,
+/// `source`, `id`; `key` once queue groups add it to `PublishRequest`), and
+/// the deadline. `req` is required (checked by the decoder).
+public struct ServiceRequest: Equatable {
+    /// What the request carries, as a publish would (`retain` false, `origin` nil).
+    public var publish: PublishRequest
+    /// `timeout` in milliseconds; nil: the broker's default (25000).
+    public var timeoutMilliseconds: UInt64?
+
+    public init(publish: PublishRequest, timeoutMilliseconds: UInt64? = nil) {
+        self.publish = publish
+        self.timeoutMilliseconds = timeoutMilliseconds
+    }
+}
+
+/// (1.3) `{"op":"reply","to":"<token>","data":{...},"req":3}`, or with
+/// `"error":"disk full"` (PROTOCOL.md "Request/reply").
+public struct ServiceReply: Equatable {
+    /// The token the request carried (`to`), a string token.
+    public var to: JSONToken
+    /// The answer's `data`, any JSON value; nil: null.
+    public var data: JSONToken?
+    /// The service's own failure, a string token; nil: a plain answer.
+    public var error: JSONToken?
+
+    public init(to: JSONToken, data: JSONToken? = nil, error: JSONToken? = nil) {
+        self.to = to
+        self.data = data
+        self.error = error
     }
 }
 
@@ -139,8 +193,13 @@ public enum RequestDecoder {
             guard let pattern = Pattern(text) else {
                 return .failure(ProtocolError(.badType, "invalid pattern \(JSONString.quoted(text)): '.'-separated segments of A-Z a-z 0-9 _ - :, a whole segment may be '*', the last may be '>'"))
             }
-            guard op == .subscribe else { return .success(.unsubscribe(pattern)) }
-            return decodeSubscribe(pattern, frame, fields)
+            let serve: Bool
+            switch boolField(.serve, fields) {
+            case .success(let value): serve = value
+            case .failure(let error): return .failure(error)
+            }
+            guard op == .subscribe else { return .success(.unsubscribe(UnsubscribeRequest(pattern: pattern, serve: serve))) }
+            return decodeSubscribe(pattern, serve: serve, frame, fields)
         case .ping:
             return .success(.ping)
         case .stats:
@@ -181,7 +240,42 @@ public enum RequestDecoder {
                 limit = Int(min(value, UInt64(Int.max)))
             }
             return .success(.types(limit: limit))
+        case .request:
+            return decodeServiceRequest(frame, fields)
+        case .reply:
+            return decodeServiceReply(frame, fields)
         }
+    }
+
+    /// (1.3) `request`: a `req`, then the fields of a publish, then `timeout`.
+    static func decodeServiceRequest(_ frame: UnsafeRawBufferPointer, _ fields: EnvelopeFields) -> Result<Request, ProtocolError> {
+        guard fields[.req] != nil else { return .failure(ProtocolError(.badRequest, "request needs a field \"req\" (its answer carries it)")) }
+        if fields[.retain] != nil || fields[.origin] != nil {
+            return .failure(ProtocolError(.badRequest, "a request takes no \"retain\" or \"origin\" (requests are never retained and do not cross a bridge)"))
+        }
+        var timeout: UInt64? = nil
+        if let token = fields[.timeout] {
+            guard let value = JSONInteger.unsigned(frame, token), value > 0 else {
+                return .failure(ProtocolError(.badRequest, "field \"timeout\" must be a positive integer (milliseconds)"))
+            }
+            timeout = value
+        }
+        return decodeEventType(frame, fields, op: .request).flatMap { type in
+            finishPublish(type, fields).map { decoded in
+                guard case .publish(let publish) = decoded else { preconditionFailure("finishPublish makes a publish") }
+                return .request(ServiceRequest(publish: publish, timeoutMilliseconds: timeout))
+            }
+        }
+    }
+
+    /// (1.3) `reply`: `to` a string, `data` any value, `error` a string.
+    static func decodeServiceReply(_ frame: UnsafeRawBufferPointer, _ fields: EnvelopeFields) -> Result<Request, ProtocolError> {
+        guard let to = fields[.to], to.isString else {
+            return .failure(ProtocolError(.badRequest, "reply needs a string field \"to\" (the token of the request it answers)"))
+        }
+        let error = fields[.error]
+        if let error, !error.isString { return .failure(ProtocolError(.badRequest, "field \"error\" must be a string")) }
+        return .success(.reply(ServiceReply(to: to, data: fields[.data], error: error)))
     }
 
     static func decodePublish(_ frame: UnsafeRawBufferPointer, _ fields: EnvelopeFields) -> Result<Request, ProtocolError> {
@@ -231,7 +325,7 @@ public enum RequestDecoder {
         return .success(.publish(PublishRequest(type: type, data: fields[.data], source: source, id: id, retain: retain, origin: origin)))
     }
 
-    static func decodeSubscribe(_ pattern: Pattern, _ frame: UnsafeRawBufferPointer, _ fields: EnvelopeFields) -> Result<Request, ProtocolError> {
+    static func decodeSubscribe(_ pattern: Pattern, serve: Bool, _ frame: UnsafeRawBufferPointer, _ fields: EnvelopeFields) -> Result<Request, ProtocolError> {
         let last: Bool
         switch boolField(.last, fields) {
         case .success(let value): last = value
@@ -249,7 +343,10 @@ public enum RequestDecoder {
             guard token.isString else { return .failure(ProtocolError(.badRequest, "field \"instance\" must be a string")) }
             instance = JSONString.decode(frame, token)
         }
-        return .success(.subscribe(SubscribeRequest(pattern: pattern, last: last, since: since, instance: instance)))
+        if serve && (last || since != nil) {
+            return .failure(ProtocolError(.badRequest, "a serving subscription takes no \"last\" or \"since\" (requests are never retained or replayed)"))
+        }
+        return .success(.subscribe(SubscribeRequest(pattern: pattern, last: last, since: since, instance: instance, serve: serve)))
     }
 
     /// An optional boolean field: false when absent, `bad_request` when not `true`/`false`.
@@ -302,6 +399,8 @@ extension Request {
         case .types: RequestOp.types.name
         case .ping: RequestOp.ping.name
         case .stats: RequestOp.stats.name
+        case .request: RequestOp.request.name
+        case .reply: RequestOp.reply.name
         }
     }
 }

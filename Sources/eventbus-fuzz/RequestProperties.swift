@@ -108,8 +108,13 @@ enum RequestProperties {
             if !EventType.isValid(type.name.utf8) || type.isReserved { fuzzFailure("clear accepted type \(type.name)") }
         case .subscribe(let subscribe):
             checkPattern(subscribe.pattern, req: req)
-        case .unsubscribe(let pattern):
-            checkPattern(pattern, req: req)
+        case .unsubscribe(let unsubscribe):
+            checkPattern(unsubscribe.pattern, req: req)
+        case .request(let request):
+            if !EventType.isValid(request.publish.type.name.utf8) || request.publish.type.isReserved { fuzzFailure("request accepted type \(request.publish.type.name)") }
+            if req == nil { fuzzFailure("request accepted without req") }
+        case .reply(let reply):
+            if !reply.to.isString { fuzzFailure("reply accepted a \"to\" that is not a string") }
         case .hello(let hello):
             let client = hello.client
             if let client, !RequestDecoder.isValidClientName(client) { fuzzFailure("hello accepted client \(client)") }
@@ -164,8 +169,12 @@ enum RequestProperties {
         switch request {
         case .hello(let hello): client = .hello(client: hello.client, echo: hello.echo, overflow: hello.overflow)
         case .subscribe(let subscribe):
+            guard !subscribe.serve else { return }  // (1.3) not in the clients' encoder yet
             client = .subscribe(pattern: subscribe.pattern.text, last: subscribe.last ? true : nil, since: subscribe.since, instance: subscribe.instance)
-        case .unsubscribe(let pattern): client = .unsubscribe(pattern: pattern.text)
+        case .unsubscribe(let unsubscribe):
+            guard !unsubscribe.serve else { return }  // (1.3) not in the clients' encoder yet
+            client = .unsubscribe(pattern: unsubscribe.pattern.text)
+        case .request, .reply: return  // (1.3) not in the clients' encoder yet
         case .clear(let type): client = .clear(type: type.name)
         case .clients: client = .clients
         case .types(let limit): client = .types(limit: limit)

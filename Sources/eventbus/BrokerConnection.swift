@@ -309,6 +309,7 @@ extension Reply {
         case .badFrame, .badRequest, .badType, .frameTooLarge: status = .dataError
         case .forbidden: status = .noPermission
         case .limit, .slowConsumer, .timeout: status = .temporaryFailure
+        case .noResponders, .noReply, .serviceError: status = .temporaryFailure  // (1.3) `eventbus request` chooses its own
         case .unknownOp, nil: status = .protocolError
         }
         return CLIError(status, "\(action) failed: \(message) (\(code))")

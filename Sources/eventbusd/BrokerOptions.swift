@@ -55,6 +55,8 @@ struct BrokerOptions {
         OptionSpec("max-retained-bytes-per-uid", value: true),
         OptionSpec("frame-timeout", value: true),
         OptionSpec("stall-timeout", value: true),
+        OptionSpec("max-request-timeout", value: true),
+        OptionSpec("max-pending-requests", value: true),
         OptionSpec("exit-idle-time", value: true),
         OptionSpec("shutdown-timeout", value: true),
         OptionSpec("log-level", value: true),
@@ -130,6 +132,12 @@ struct BrokerOptions {
             let nanoseconds = try parsed(parseDuration).totalNanoseconds
             guard nanoseconds > 0 else { throw UsageError("--stall-timeout must be more than 0") }
             server.broker.stallTimeoutNanoseconds = nanoseconds
+        case "max-request-timeout":
+            let nanoseconds = try parsed(parseDuration).totalNanoseconds
+            guard nanoseconds >= 1_000_000 else { throw UsageError("--max-request-timeout must be at least 1ms") }
+            server.broker.maxRequestTimeoutMilliseconds = UInt64(nanoseconds / 1_000_000)
+            server.broker.defaultRequestTimeoutMilliseconds = min(server.broker.defaultRequestTimeoutMilliseconds, server.broker.maxRequestTimeoutMilliseconds)
+        case "max-pending-requests": server.broker.maxPendingRequestsPerConnection = try parsed(parseCount)
         case "exit-idle-time":
             let nanoseconds = try parsed(parseDuration).totalNanoseconds
             server.exitIdleNanoseconds = nanoseconds > 0 ? nanoseconds : nil
@@ -177,6 +185,14 @@ struct BrokerOptions {
         queue is below half), as a full pipe would; one that takes no byte for
         the stall timeout is behind and holds no one:
               --stall-timeout DURATION  (default \(durationText(.nanoseconds(limits.stallTimeoutNanoseconds))))
+
+        Request/reply (1.3): a request waits for its first reply until its own
+        timeout (default \(durationText(.milliseconds(Int64(limits.defaultRequestTimeoutMilliseconds))))); requests asked and not answered are
+        bounded per connection, per uid (\(quotas.maxPendingRequestsPerUID); uid 0 and the broker's uid: none)
+        and in total (\(quotas.maxPendingRequests)):
+              --max-request-timeout DURATION  the largest timeout a request may ask
+                                       for (default \(durationText(.milliseconds(Int64(limits.maxRequestTimeoutMilliseconds))))); a larger one is bad_request
+              --max-pending-requests N  per connection (default \(limits.maxPendingRequestsPerConnection))
 
         Limits per uid (uid 0 and the broker's own uid have none; `limit` lines of
         the policy file change them for one uid):

@@ -69,7 +69,7 @@ struct ClientRequestTests {
         case (.subscribe(let pattern, let last, let since, let instance), .subscribe(let s)):
             #expect(pattern == s.pattern.text && (last ?? false) == s.last && since == s.since && instance == s.instance)
         case (.unsubscribe(let pattern), .unsubscribe(let p)):
-            #expect(pattern == p.text)
+            #expect(pattern == p.pattern.text && !p.serve)
         case (.clear(let type), .clear(let t)):
             #expect(type == t.name)
         case (.clients, .clients):
