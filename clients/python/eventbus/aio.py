@@ -513,11 +513,7 @@ class AsyncSubscription:
         queue = self._queue
         while True:
             while queue:
-                item = queue.popleft()
-                if self._paused and len(queue) <= self._maxsize // 2:
-                    self._paused = False
-                    if self._link.transport is not None:
-                        self._link.transport.resume_reading()
+                item = self._popleft()
                 if item is core.LEFT:
                     self._left = True
                     return None
@@ -535,17 +531,31 @@ class AsyncSubscription:
                     self._on_notice(item)
             if self._closed or self._left:
                 return None
-            if self._error is not None:
-                if self._session.leaving is not None:
-                    self._left = True
-                    return None
-                await self._lost_wait()
-                continue
-            self._wakeup = asyncio.get_running_loop().create_future()
-            try:
-                await self._wakeup
-            finally:
-                self._wakeup = None
+            if not await self._wait_more():
+                return None
+
+    def _popleft(self):
+        item = self._queue.popleft()
+        if self._paused and len(self._queue) <= self._maxsize // 2:
+            self._paused = False
+            if self._link.transport is not None:
+                self._link.transport.resume_reading()
+        return item
+
+    async def _wait_more(self):
+        """Waits for the next items; False when the iteration must end."""
+        if self._error is not None:
+            if self._session.leaving is not None:
+                self._left = True
+                return False
+            await self._lost_wait()
+            return True
+        self._wakeup = asyncio.get_running_loop().create_future()
+        try:
+            await self._wakeup
+        finally:
+            self._wakeup = None
+        return True
 
     async def _lost_wait(self):
         error = self._error
@@ -582,8 +592,9 @@ class AsyncService(AsyncSubscription):
     req.reply(data)`` or ``await req.fail(text)`` (True when the broker
     accepted the reply, False when not, counted in ``unaccepted``; no
     exception). Answer in other tasks to serve several requests at once.
-    ``await service.leave()`` ends the iteration after the requests that
-    arrived before the broker's answer."""
+    ``await service.leave()`` as `eventbus.Service.leave`: the iteration
+    ends, and the service unsubscribes once every request handed out has
+    been answered."""
 
     _kind = core.Request
 
@@ -591,7 +602,38 @@ class AsyncService(AsyncSubscription):
         super().__init__(bus, patterns, on_notice=on_notice, maxsize=maxsize, group=group)
         self._session.serve = True
         self._session.answer = self._answer
+        self._leaving = False
+        self._outstanding = 0
         self.unaccepted = 0
+
+    async def _next(self):
+        queue = self._queue
+        while True:
+            if self._leaving or self._closed:
+                self._unsubscribe_when_done()
+                return None
+            while queue:
+                item = self._popleft()
+                if item.__class__ is core.Request:
+                    self._outstanding += 1
+                    return item
+                if item.__class__ is core.Notice:
+                    self._on_notice(item)
+            if not await self._wait_more():
+                return None
+
+    async def leave(self):
+        """Stops serving cleanly (see `eventbus.Service.leave`)."""
+        self._leaving = True
+        self._unsubscribe_when_done()
+        self._wake()
+
+    def _unsubscribe_when_done(self):
+        if self._outstanding > 0 or self._session.leaving is not None or self._link is None \
+                or self._link.transport is None:
+            return
+        _, frames = self._session.leave_requests()
+        self._link.write(frames)
 
     async def _answer(self, request, data, error):
         if request.answered:
@@ -614,6 +656,9 @@ class AsyncService(AsyncSubscription):
                 if reply.error is not None:
                     raise reply.error
                 accepted = reply.frame.get("accepted") is True
+        self._outstanding -= 1
         if not accepted:
             self.unaccepted += 1
+        if self._leaving:
+            self._unsubscribe_when_done()
         return accepted

@@ -851,9 +851,13 @@ class Service(_Shared):
     for a reply's answer.
 
     ``group``: serve in a queue group (one member per request). `leave`
-    takes the service out cleanly: iteration ends after the requests that
-    arrived before the broker's answer, which can still be answered. After
-    a lost connection it reconnects and serves again (unless the bus said
+    takes the service out cleanly: the iteration ends (no request is handed
+    out any more), and once every request handed out has been answered the
+    service unsubscribes; requests that came meanwhile are not handed out,
+    and their callers get `errors.NoReply` at once (the broker forgets a
+    request whose serving subscription goes, PROTOCOL.md "Request/reply"),
+    so they can ask again and reach another member. After a lost
+    connection it reconnects and serves again (unless the bus said
     ``reconnect=False``); requests received before cannot be answered then."""
 
     def __init__(self, bus, patterns, *, group=None, on_notice=None):
@@ -867,7 +871,9 @@ class Service(_Shared):
         session.serve, session.group, session.answer = True, self.group, self._answer
         self._init_shared(_Link(bus.path, session), on_notice or bus._on_notice)
         self._inbox = collections.deque()
-        self._left = False
+        self._left = False          # the unsubscribes of leave() were answered
+        self._leaving = False       # leave() was called: nothing more is handed out
+        self._outstanding = 0       # requests handed out and not answered yet
         self._stop = threading.Event()
         self.unaccepted = 0
         with self._locked():
@@ -920,17 +926,18 @@ class Service(_Shared):
         while True:
             with self._locked():
                 inbox = self._inbox
-                self._wait(lambda: inbox or self._left or self._closed, deadline)
-                if inbox:
+                self._wait(lambda: inbox or self._leaving or self._closed, deadline)
+                ended = self._leaving or self._closed
+                if inbox and not ended:
+                    self._outstanding += 1
                     return inbox.popleft()
-                if self._left or self._closed:
-                    return None
                 lost = self._link.sock is None
+            if ended:
+                self._unsubscribe_when_done()
+                return None
             if not lost:
                 return None             # the timeout
-            if self._link.session.leaving is not None or not self._reconnect:
-                if self._link.session.leaving is not None:
-                    return None
+            if not self._reconnect:
                 raise self._lost_error()
             self._reopen()
 
@@ -961,20 +968,33 @@ class Service(_Shared):
             raise reply.error
         else:
             accepted = reply.frame.get("accepted") is True
-        if not accepted:
-            with self._lock:
+        with self._lock:
+            self._outstanding -= 1
+            if not accepted:
                 self.unaccepted += 1
+        self._unsubscribe_when_done()
         return accepted
 
     def leave(self):
-        """Stops serving cleanly: unsubscribes; the iteration ends after the
-        requests that arrived before the broker's answer (answer them: the
-        connection stays open until `close`)."""
+        """Stops serving cleanly (a worker that shuts down): the iteration
+        ends; the service unsubscribes once every request handed out has
+        been answered (at once when none is held). Callable from any thread
+        or a signal handler. Requests that came but were not handed out are
+        answered `no_reply` by the broker then."""
+        self._leaving = True
+        # (A signal handler may run while this thread holds _lock: then the
+        # iteration sends the unsubscribe when it sees _leaving.)
+        if self._lock.acquire(timeout=1):
+            self._cond.notify_all()
+            self._lock.release()
+            self._unsubscribe_when_done()
+
+    def _unsubscribe_when_done(self):
         with self._locked():
-            if self._left or self._link.session.leaving is not None or self._link.sock is None:
-                self._left = True
+            session = self._link.session
+            if not self._leaving or self._outstanding > 0 or session.leaving is not None or self._link.sock is None:
                 return
-            _, frames = self._link.session.leave_requests()
+            _, frames = session.leave_requests()
             self._wbuf.append(frames)
         self._send()
 

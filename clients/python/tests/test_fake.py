@@ -354,11 +354,14 @@ class ServingAgainstAFakeBroker(FakeBrokerTestCase):
         second = c.expect("reply")
         self.assertEqual((second["to"], second["error"]), ("tok2", "no disk"))
         c.ok(second, accepted=False)
-        leave = c.expect("unsubscribe")
+        leave = c.expect("unsubscribe")      # once every request handed out is answered
         self.assertEqual((leave["type"], leave["serve"], leave["group"]), ("svc.>", True, "g"))
         c.send({"op": "request", "seq": 3, "type": "svc.a", "data": 3, "reply": "tok3", "timeout": 900})
         c.ok(leave, removed=True)
-        c.read()
+        try:
+            c.read()
+        except ConnectionResetError:        # (closed with request 3 unread: never handed out)
+            pass
 
     def test_a_service_answers_counts_what_was_not_accepted_and_leaves_after_its_share(self):
         fake = self.fake(self.script)
@@ -371,10 +374,10 @@ class ServingAgainstAFakeBroker(FakeBrokerTestCase):
             if request.seq == 1:
                 accepted.append(request.reply(request.data))
             elif request.seq == 2:
+                service.leave()                      # held: it is answered before the unsubscribe
                 accepted.append(request.fail("no disk"))
                 self.assertFalse(request.reply("again"), "one answer per request")
-                service.leave()
-        self.assertEqual(got, [(1, 1, 0.9), (2, 2, 0.9), (3, 3, 0.9)])
+        self.assertEqual(got, [(1, 1, 0.9), (2, 2, 0.9)], "nothing handed out after leave()")
         self.assertEqual(accepted, [True, False])
         self.assertEqual(service.unaccepted, 1, "refused by the broker (the second answer was never sent)")
         service.close()
@@ -392,8 +395,8 @@ class ServingAgainstAFakeBroker(FakeBrokerTestCase):
                         if request.seq == 1:
                             accepted.append(await request.reply(request.data))
                         elif request.seq == 2:
-                            accepted.append(await request.fail("no disk"))
                             await service.leave()
+                            accepted.append(await request.fail("no disk"))
                     return got, accepted, service.members, service.unaccepted
-        self.assertEqual(asyncio.run(main()), ([(1, 1), (2, 2), (3, 3)], [True, False], 2, 1))
+        self.assertEqual(asyncio.run(main()), ([(1, 1), (2, 2)], [True, False], 2, 1))
         fake.join()
