@@ -49,13 +49,13 @@ class RequestReplyTests(support.BrokerTestCase):
 
     def test_a_service_failure_is_a_service_error_with_the_services_text(self):
         server, caller = self.connect(), self.connect()
-        accepted = []
-        self.serve(server, "r3.>", lambda req: accepted.append(req.fail("disk full: /var")))
+        accepted, answered = [], threading.Event()
+        self.serve(server, "r3.>", lambda req: accepted.append(req.fail("disk full: /var")) or answered.set())
         with self.assertRaises(eventbus.ServiceError) as raised:
             caller.request("r3.x", timeout=10)
         self.assertEqual(raised.exception.message, "disk full: /var")
         self.assertEqual(raised.exception.reply.get("pid"), os.getpid())
-        caller.ping()
+        self.assertTrue(answered.wait(10))
         self.assertEqual(accepted, [True])
 
     def test_a_deadline_is_a_request_timeout_and_the_late_reply_is_not_accepted(self):
