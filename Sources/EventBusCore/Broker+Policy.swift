@@ -199,9 +199,29 @@ extension Broker {
                     enqueue(bytes: writer.scratch, to: connection)
                 }
             }
+            // (1.3) Serving subscriptions: `subscribe` and `serve` judged again.
+            for (pattern, subscription) in connection.servings.sorted(by: { $0.key.text < $1.key.text }) {
+                switch view.serve(pattern) {
+                case .allowed:
+                    setFiltered(subscription, false, on: connection)
+                case .filtered:
+                    setFiltered(subscription, true, on: connection)
+                case .forbidden(let verdict):
+                    removeServing(pattern, from: connection)
+                    revoked += 1
+                    guard connection.isRoutable else { continue }
+                    let action: PolicyAction = view.subscribe(pattern).isForbidden ? .subscribe : .serve
+                    let message = view.denialMessage(action, pattern.text, verdict)
+                        + "; serving subscription removed by the policy reload (generation \(policyState.generation))"
+                    writer.scratch.removeAll(keepingCapacity: true)
+                    FrameEncoder.appendRevocation(pattern: pattern.text, serve: true, message: message, to: &writer.scratch)
+                    enqueue(bytes: writer.scratch, to: connection)
+                }
+            }
             if connection.inputClosed && connection.isIdleAfterInput { closeWhenFlushed(connection) }
         }
         index.removeAllCached()
+        serveIndex.removeAllCached()
         refreshLimits()
         notice(.policyReloaded(generation: policyState.generation, revokedSubscriptions: revoked))
         var data: [UInt8] = []

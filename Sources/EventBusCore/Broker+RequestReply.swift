@@ -132,8 +132,15 @@ extension Broker {
             case .passedOver: break
             }
         }
-        if !blockers.isEmpty {
-            hold(requester, on: blockers, frame: frame)  // routed again when released
+        // (1.3) One member of each serving queue group (Broker+Groups.swift).
+        var blockingGroups: [QueueGroup] = []
+        if serveGroups.count != 0 {
+            let keyHash = request.publish.key.map { hashOfKey(token: UnsafeRawBufferPointer(rebasing: frame[$0.start..<$0.end])) }
+            routeRequestToGroups(type, keyHash: keyHash, size: size, requester: requester,
+                                 servers: &servers, blockers: &blockers, blockingGroups: &blockingGroups)
+        }
+        if !blockers.isEmpty || !blockingGroups.isEmpty {
+            hold(requester, on: blockers, groups: blockingGroups, frame: frame)  // routed again when released
             return
         }
         guard !servers.isEmpty else {
@@ -233,7 +240,8 @@ extension Broker {
             let parts = FrameEncoder.EventBytes(
                 seq: seq, type: UnsafeRawBufferPointer(type), time: time,
                 source: content.source ?? requester.session.eventSource.bytes, id: content.id,
-                idPrefix: writer.eventIDPrefix.bytes, identity: requester.identity.eventIdentity.bytes, origin: nil, data: content.data)
+                idPrefix: writer.eventIDPrefix.bytes, identity: requester.identity.eventIdentity.bytes, origin: nil, data: content.data,
+                key: content.key)
             let bound = FrameEncoder.eventByteCountUpperBound(parts)
             return [UInt8](unsafeUninitializedCapacity: bound) { buffer, count in
                 count = FrameEncoder.writeEvent(parts, into: UnsafeMutableRawPointer(buffer.baseAddress!), capacity: bound).count

@@ -135,6 +135,12 @@ public final class Broker {
     public internal(set) var statistics = BrokerStatistics()
     var connections: [ConnectionID: Connection] = [:]
     let index = SubscriptionIndex()
+    /// (1.3) Queue groups by pattern and by key (QueueGroups.swift,
+    /// Broker+Groups.swift): of plain subscriptions, and of serving ones.
+    let groups = GroupIndex()
+    let serveGroups = GroupIndex()
+    /// (1.3) The seed of key hashes and member salts (random per run, as `types`').
+    let groupSeed: UInt64
     /// (1.3) Serving subscriptions, apart from the plain ones (Broker+RequestReply.swift).
     let serveIndex = SubscriptionIndex(serving: true)
     /// (1.3) Pending requests, reply tokens, deadlines (RequestTable.swift).
@@ -190,6 +196,10 @@ public final class Broker {
         var seed = Hasher()  // the standard library's per-process random seed
         seed.combine(instance)
         types = EventTypeTable(seed: UInt64(truncatingIfNeeded: seed.finalize()))
+        var groupHasher = Hasher()
+        groupHasher.combine(instance)
+        groupHasher.combine("groups")
+        groupSeed = UInt64(truncatingIfNeeded: groupHasher.finalize())
         typeCounters = TypeCounters(capacity: configuration.maxTrackedTypes)
         writer = EventWriter(instance: instance)
         self.policyState = PolicyState(policy: configuration.policy ?? .withoutFiles(brokerUID: configuration.ownCredentials.uid))
@@ -200,7 +210,7 @@ public final class Broker {
     public var connectionCount: Int { connections.count }
 
     /// Whether the subscription index is empty (for invariant checks).
-    public var indexIsEmpty: Bool { index.isEmpty && serveIndex.isEmpty }
+    public var indexIsEmpty: Bool { index.isEmpty && serveIndex.isEmpty && groups.isEmpty && serveGroups.isEmpty }
 
     // MARK: Connections
 
@@ -262,6 +272,7 @@ public final class Broker {
         unpark(connection)
         forgetFlow(connection)
         for pattern in Array(connection.subscriptions.keys) { removeSubscription(pattern, from: connection) }
+        leaveGroups(closing: connection)  // (1.3) before its queue goes: what it never got goes to the others
         forgetRequests(of: connection)  // (1.3) its servings, what it asked and what it was given
         applyOutbound(connection, connection.outbound.removeAll(released: &ledger.released))
         forgetPauses(connection)
@@ -409,6 +420,7 @@ public final class Broker {
         applyOutbound(connection, connection.outbound.consume(bytes, released: &ledger.released))
         flowDidWrite(connection, bytes: bytes)
         unpark(connection)  // it took bytes: back in the route lists
+        if !connection.groups.blocked.isEmpty { unblockGroups(connection) }  // (1.3) and in turn in its groups
         if connection.output.pendingDropsCounted > 0 && connection.closing != .afterWrite
             && connection.outbound.chargedBytes < configuration.maxOutboundBytes / 2 {
             queuePendingDropNotice(connection)

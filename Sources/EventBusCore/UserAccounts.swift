@@ -250,9 +250,10 @@ extension Broker {
     /// records around it (measured: docs/RELIABILITY.md "Quotas").
     static func subscriptionCost(_ pattern: Pattern) -> Int { pattern.text.utf8.count + 320 }
 
-    /// Counts (`sign` 1) or releases (-1) one subscription of `connection`.
-    func chargeSubscription(_ pattern: Pattern, of connection: Connection, sign: Int) {
-        let cost = Broker.subscriptionCost(pattern) * sign
+    /// Counts (`sign` 1) or releases (-1) one subscription of `connection`
+    /// (with `extraBytes` more: (1.3) a group membership's own records).
+    func chargeSubscription(_ pattern: Pattern, of connection: Connection, sign: Int, extraBytes: Int = 0) {
+        let cost = (Broker.subscriptionCost(pattern) + extraBytes) * sign
         connection.account.subscriptions += sign
         connection.account.subscriptionBytes += cost
         ledger.totals.subscriptionBytes += cost

@@ -29,8 +29,7 @@ enum EnvelopeKey: Int, FrameKey {
     case client, echo, overflow  // hello
     case last, since, instance  // subscribe (1.1)
     case limit  // types (1.2)
-    case serve  // subscribe, unsubscribe (1.3)
-    case to, timeout, error  // request, reply (1.3)
+    case serve, group, key, timeout, to, error  // subscribe, publish, request, reply (1.3)
 
     static let table = KeyTable(Self.self)
 }

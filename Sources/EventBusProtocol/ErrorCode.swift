@@ -61,6 +61,8 @@ public enum ProtocolConstants {
     public static let maxRequestInteger: UInt64 = 1 << 53
     /// `types` without `limit` lists at most this many types (PROTOCOL.md "Per-type counters (1.2)").
     public static let defaultTypesLimit = 1000
+    /// (1.3) A publish's `key`: 1 to this many bytes (PROTOCOL.md "Requests").
+    public static let maxKeyBytes = 255
     /// Optional features this implementation has, listed in the `hello` reply.
-    public static let features = ["overflow", "echo", "drop-notice", "wildcards", "peer-credentials", "half-close", "policy", "origin", "quotas", "clients", "flow", "types"]
+    public static let features = ["overflow", "echo", "drop-notice", "wildcards", "peer-credentials", "half-close", "policy", "origin", "quotas", "clients", "flow", "types", "request"]
 }

@@ -57,29 +57,36 @@ public struct SubscribeRequest: Equatable {
     /// (1.3) A serving subscription: it receives requests, never events
     /// (PROTOCOL.md "Request/reply").
     public var serve: Bool
+    /// (1.3) The queue group it joins (PROTOCOL.md "Queue groups"): 1-64
+    /// bytes of `A-Z a-z 0-9 _ . - :`; never with `last` or `since`.
+    public var group: String?
 
-    public init(pattern: Pattern, last: Bool = false, since: UInt64? = nil, instance: String? = nil, serve: Bool = false) {
+    public init(pattern: Pattern, last: Bool = false, since: UInt64? = nil, instance: String? = nil, serve: Bool = false, group: String? = nil) {
         self.pattern = pattern
         self.last = last
         self.since = since
         self.instance = instance
         self.serve = serve
+        self.group = group
     }
 }
 
-/// `{"op":"unsubscribe","type":"order.>","serve":true}` (PROTOCOL.md
-/// "Requests"; `serve` is 1.3: which of the two subscriptions of a pattern goes).
+/// `{"op":"unsubscribe","type":"order.>","serve":true,"group":"workers"}`
+/// (PROTOCOL.md "Requests"; `serve` and `group` are 1.3: which subscription
+/// of the pattern goes).
 public struct UnsubscribeRequest: Equatable {
     public var pattern: Pattern
     /// (1.3) Remove the serving subscription of the pattern, not the plain one.
     public var serve: Bool
+    /// (1.3) The queue group to leave; nil: the subscription outside any group.
+    public var group: String?
 
-    public init(pattern: Pattern, serve: Bool = false) {
+    public init(pattern: Pattern, serve: Bool = false, group: String? = nil) {
         self.pattern = pattern
         self.serve = serve
+        self.group = group
     }
 }
-
 /// (1.3) `{"op":"request","type":"thumb.make","data":{...},"timeout":5000,"req":7}`
 /// (PROTOCOL.md "Request/reply"): the fields of a publish (`type`, `data`,
 /// `source`, `id`; `key` once queue groups add it to `PublishRequest`), and
@@ -126,14 +133,19 @@ public struct PublishRequest: Equatable {
     public var retain: Bool
     /// A bridge's remote identity of the event (PROTOCOL.md "Bridged events").
     public var origin: JSONToken?
+    /// (1.3) The key that picks one member of each queue group (PROTOCOL.md
+    /// "Queue groups"): a string token of 1-255 bytes (decoded); events carry it.
+    public var key: JSONToken?
 
-    public init(type: EventType, data: JSONToken? = nil, source: JSONToken? = nil, id: JSONToken? = nil, retain: Bool = false, origin: JSONToken? = nil) {
+    public init(type: EventType, data: JSONToken? = nil, source: JSONToken? = nil, id: JSONToken? = nil, retain: Bool = false, origin: JSONToken? = nil,
+                key: JSONToken? = nil) {
         self.type = type
         self.data = data
         self.source = source
         self.id = id
         self.retain = retain
         self.origin = origin
+        self.key = key
     }
 }
 
@@ -198,8 +210,13 @@ public enum RequestDecoder {
             case .success(let value): serve = value
             case .failure(let error): return .failure(error)
             }
-            guard op == .subscribe else { return .success(.unsubscribe(UnsubscribeRequest(pattern: pattern, serve: serve))) }
-            return decodeSubscribe(pattern, serve: serve, frame, fields)
+            let group: String?
+            switch groupField(frame, fields) {
+            case .success(let value): group = value
+            case .failure(let error): return .failure(error)
+            }
+            guard op == .subscribe else { return .success(.unsubscribe(UnsubscribeRequest(pattern: pattern, serve: serve, group: group))) }
+            return decodeSubscribe(pattern, serve: serve, group: group, frame, fields)
         case .ping:
             return .success(.ping)
         case .stats:
@@ -261,7 +278,7 @@ public enum RequestDecoder {
             timeout = value
         }
         return decodeEventType(frame, fields, op: .request).flatMap { type in
-            finishPublish(type, fields).map { decoded in
+            finishPublish(type, frame, fields).map { decoded in
                 guard case .publish(let publish) = decoded else { preconditionFailure("finishPublish makes a publish") }
                 return .request(ServiceRequest(publish: publish, timeoutMilliseconds: timeout))
             }
@@ -279,7 +296,7 @@ public enum RequestDecoder {
     }
 
     static func decodePublish(_ frame: UnsafeRawBufferPointer, _ fields: EnvelopeFields) -> Result<Request, ProtocolError> {
-        decodeEventType(frame, fields, op: .publish).flatMap { finishPublish($0, fields) }
+        decodeEventType(frame, fields, op: .publish).flatMap { finishPublish($0, frame, fields) }
     }
 
     /// The `type` of a `publish` or `clear`: an event type, not a pattern, not reserved.
@@ -308,7 +325,7 @@ public enum RequestDecoder {
         return .success(type!)
     }
 
-    static func finishPublish(_ type: EventType, _ fields: EnvelopeFields) -> Result<Request, ProtocolError> {
+    static func finishPublish(_ type: EventType, _ frame: UnsafeRawBufferPointer, _ fields: EnvelopeFields) -> Result<Request, ProtocolError> {
         let source = fields[.source]
         if let source, !source.isString { return .failure(ProtocolError(.badRequest, "field \"source\" must be a string")) }
         let id = fields[.id]
@@ -322,10 +339,34 @@ public enum RequestDecoder {
         if let origin, case .object = origin.kind {} else if origin != nil {
             return .failure(ProtocolError(.badRequest, "field \"origin\" must be an object"))
         }
-        return .success(.publish(PublishRequest(type: type, data: fields[.data], source: source, id: id, retain: retain, origin: origin)))
+        let key = fields[.key]
+        if let key, !key.isString || !isValidKeyLength(frame, key) {
+            return .failure(ProtocolError(.badRequest, "field \"key\" must be a string of 1-255 bytes"))
+        }
+        return .success(.publish(PublishRequest(type: type, data: fields[.data], source: source, id: id, retain: retain, origin: origin, key: key)))
     }
 
-    static func decodeSubscribe(_ pattern: Pattern, serve: Bool, _ frame: UnsafeRawBufferPointer, _ fields: EnvelopeFields) -> Result<Request, ProtocolError> {
+    /// (1.3) A `key` of 1-255 bytes once decoded (an escape-free string is
+    /// measured between its quotes, an escaped one decoded).
+    static func isValidKeyLength(_ frame: UnsafeRawBufferPointer, _ token: JSONToken) -> Bool {
+        let count: Int
+        if case .string(escaped: false) = token.kind { count = token.end - token.start - 2 } else { count = JSONString.decode(frame, token).utf8.count }
+        return count >= 1 && count <= ProtocolConstants.maxKeyBytes
+    }
+
+    /// (1.3) `group` on `subscribe`/`unsubscribe`: nil when absent, a name of
+    /// 1-64 bytes of `A-Z a-z 0-9 _ . - :` (as `client`), else `bad_request`.
+    static func groupField(_ frame: UnsafeRawBufferPointer, _ fields: EnvelopeFields) -> Result<String?, ProtocolError> {
+        guard let token = fields[.group] else { return .success(nil) }
+        guard token.isString else { return .failure(ProtocolError(.badRequest, "field \"group\" must be a string")) }
+        let name = JSONString.decode(frame, token)
+        guard isValidClientName(name) else {
+            return .failure(ProtocolError(.badRequest, "field \"group\" must be 1-64 bytes of A-Z a-z 0-9 _ . - :"))
+        }
+        return .success(name)
+    }
+
+    static func decodeSubscribe(_ pattern: Pattern, serve: Bool, group: String?, _ frame: UnsafeRawBufferPointer, _ fields: EnvelopeFields) -> Result<Request, ProtocolError> {
         let last: Bool
         switch boolField(.last, fields) {
         case .success(let value): last = value
@@ -346,7 +387,10 @@ public enum RequestDecoder {
         if serve && (last || since != nil) {
             return .failure(ProtocolError(.badRequest, "a serving subscription takes no \"last\" or \"since\" (requests are never retained or replayed)"))
         }
-        return .success(.subscribe(SubscribeRequest(pattern: pattern, last: last, since: since, instance: instance, serve: serve)))
+        if group != nil && (last || since != nil) {
+            return .failure(ProtocolError(.badRequest, "a group subscription takes no \"last\" or \"since\" (a group shares live events only)"))
+        }
+        return .success(.subscribe(SubscribeRequest(pattern: pattern, last: last, since: since, instance: instance, serve: serve, group: group)))
     }
 
     /// An optional boolean field: false when absent, `bad_request` when not `true`/`false`.
