@@ -24,7 +24,6 @@ import collections
 import weakref
 
 from . import core, errors
-from .client import DEFAULT_REQUEST_TIMEOUT, REQUEST_GRACE
 from .core import Event
 
 
@@ -257,7 +256,7 @@ class AsyncBus:
         req, frame = session.ask(type, data, timeout=timeout, key=key, source=source, id=id)
         future = asyncio.get_running_loop().create_future()
         self._futures[req] = future
-        wait = (DEFAULT_REQUEST_TIMEOUT if timeout is None else timeout) + REQUEST_GRACE
+        wait = (core.DEFAULT_REQUEST_TIMEOUT if timeout is None else timeout) + core.REQUEST_GRACE
         try:
             self._link.write(frame)
             reply = await asyncio.wait_for(future, wait)

@@ -1011,6 +1011,14 @@ class Session:
 DRAIN_AT = 2048
 WAIT_AT = 32768
 
+#: Seconds a request waits past its own timeout for the broker's answer
+#: (the broker answers ``timeout`` itself at the deadline; this only guards
+#: against a broker that answers nothing).
+REQUEST_GRACE = 2.0
+#: The broker's default request timeout (PROTOCOL.md "Request/reply"), for
+#: the local guard of a request sent without ``timeout``.
+DEFAULT_REQUEST_TIMEOUT = 25.0
+
 _log = logging.getLogger("eventbus")
 
 

@@ -324,8 +324,8 @@ class RequestsAgainstAFakeBroker(FakeBrokerTestCase):
             c.ok(ping)
             c.read()
         fake = self.fake(script)
-        grace, eventbus.client.REQUEST_GRACE = eventbus.client.REQUEST_GRACE, 0.05
-        self.addCleanup(setattr, eventbus.client, "REQUEST_GRACE", grace)
+        grace, core.REQUEST_GRACE = core.REQUEST_GRACE, 0.05
+        self.addCleanup(setattr, core, "REQUEST_GRACE", grace)
         notices = []
         bus = self.connect(fake, on_notice=notices.append)
         with self.assertRaises(eventbus.RequestTimeout):
