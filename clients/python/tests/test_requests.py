@@ -128,6 +128,29 @@ class RequestReplyTests(support.BrokerTestCase):
         service.close()
 
 
+class ServePolicyTests(support.BrokerTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = support.TempDir()
+        with open(cls.dir.file("policy.conf"), "w") as f:
+            f.write("deny serve locked.>\n")
+        cls.broker = support.Broker("--policy", cls.dir.file("policy.conf"), directory=cls.dir)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.broker.close()
+        cls.dir.remove()
+
+    def test_serving_a_type_the_policy_denies_is_forbidden_and_asking_it_finds_nobody(self):
+        bus = self.connect()
+        with self.assertRaises(eventbus.Forbidden) as raised:
+            bus.serve("locked.>")
+        self.assertIsInstance(raised.exception, PermissionError)
+        self.assertIn("policy.conf", raised.exception.message)
+        with bus.subscribe("locked.>"):                        # listening is still allowed
+            self.assertRaises(eventbus.NoResponders, bus.request, "locked.x", timeout=60)
+
+
 class AsyncRequestReplyTests(unittest.IsolatedAsyncioTestCase):
     @classmethod
     def setUpClass(cls):
