@@ -227,10 +227,54 @@ _unescaped = _encode
 
 
 def _encode(value, _raw=_unescaped):
-    text = _raw(value)
+    try:
+        text = _raw(value)
+    except (ValueError, TypeError):
+        text = deep_stack(_encode_big, value)
     if "\u2028" in text or "\u2029" in text or "\x85" in text:
         text = text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029").replace("\x85", "\\u0085")
     return text
+
+
+def _int_text(n):
+    """str(n) for an int of any size, whatever the interpreter's int-digit
+    limit (by halves: 10**k is computed, not converted)."""
+    if n < 0:
+        return "-" + _int_text(-n)
+    digits = int(n.bit_length() * 0.30103) + 1
+    if digits <= 600:                                   # (the smallest limit Python allows is 640)
+        return str(n)
+    k = digits // 2
+    high, low = divmod(n, 10 ** k)
+    return (_int_text(high) if high else "") + _int_text(low).zfill(k if high else 1)
+
+
+def _encode_big(value):
+    """The JSON of ``value`` when the fast encoder refused it: integers past
+    the interpreter's int-digit limit and `decimal.Decimal` numbers (as
+    `decode_int` gives them) written as their digits, so that what was
+    received can be sent on. Raises the encoder's error when neither is the
+    cause (NaN, an object JSON cannot hold)."""
+    numbers = []
+    mark = os.urandom(8).hex()      # (no string of the value can hold it)
+
+    def swap(v):
+        cls = v.__class__
+        if cls is dict:
+            return {k: swap(x) for k, x in v.items()}
+        if cls is list or cls is tuple:
+            return [swap(x) for x in v]
+        if cls is int and v.bit_length() > 1900:        # (past about 570 digits: below any limit)
+            numbers.append(_int_text(v))
+        elif cls is decimal.Decimal and v.is_finite():
+            numbers.append(str(v))
+        else:
+            return v
+        return f"{mark}:{len(numbers) - 1}"
+    swapped = swap(value)
+    if not numbers:
+        return _unescaped(value)                        # (raises the encoder's own error)
+    return re.sub(f'"{mark}:([0-9]+)"', lambda m: numbers[int(m.group(1))], _unescaped(swapped))
 
 
 def encode_json(value):
@@ -539,8 +583,9 @@ def decode_int(text):
 
 
 _deep_lock = threading.Lock()
-#: Recursion levels added while a deeply nested frame is decoded: the
-#: broker allows 512 levels, the C scanner counts one per level.
+#: Recursion levels added while a deeply nested value is decoded or encoded
+#: the slow way: the broker allows 512 levels, the C scanner counts one per
+#: level, a Python walk two.
 _DEEP_MARGIN = 1200
 
 
@@ -558,11 +603,18 @@ def decode_frame(line):
         return _loads(line, parse_int=decode_int)
     except RecursionError:
         pass
+    return deep_stack(_loads, line, parse_int=decode_int)
+
+
+def deep_stack(function, *args, **kwargs):
+    """``function(*args, **kwargs)`` with the recursion limit raised by
+    `_DEEP_MARGIN` levels (two frames each for a Python walk of 512 levels),
+    under a lock, put back afterwards unless someone changed it meanwhile."""
     with _deep_lock:
         old = sys.getrecursionlimit()
         sys.setrecursionlimit(old + _DEEP_MARGIN)
         try:
-            return _loads(line, parse_int=decode_int)
+            return function(*args, **kwargs)
         finally:
             if sys.getrecursionlimit() == old + _DEEP_MARGIN:
                 sys.setrecursionlimit(old)

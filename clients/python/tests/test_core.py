@@ -237,6 +237,13 @@ class DecodingTests(unittest.TestCase):
         self.assertEqual(value, __import__("decimal").Decimal("12" * (core.BIG_INT_DIGITS // 2 + 1)))
         self.assertEqual(value, value.to_integral_value())
 
+    def test_big_integers_and_decimals_received_encode_back_as_their_digits(self):
+        json_text = b'{"a":' + b"9" * 5000 + b',"b":[-' + b"1" * 4400 + b',2],"c":' + b"3" * 60000 + b',"s":"\\u0000"}'
+        value = core.decode_frame(json_text)
+        self.assertEqual(core.encode_json(value).encode(), json_text.replace(b"\\u0000", b"\\u0000"))
+        self.assertEqual(core.decode_frame(core.encode_json(value).encode()), value)
+        self.assertRaises(ValueError, core.encode_json, [10 ** 5000, float("nan")])
+
     def test_1e400_is_infinity_as_json_gives_it(self):
         self.assertEqual(self.receive_one(b"[1e400,-1e400]"), [float("inf"), float("-inf")])
 

@@ -15,18 +15,20 @@ import eventbus
 
 DOC = os.path.join(support.REPO_ROOT, "docs", "PYTHON.md")
 
-# Put before an example: says "ready" once it subscribed or serves (so the
-# test knows when to go on), and gives the worker its make_thumbnail.
+# Put before an example: says "ready" once it serves, or (a worker) once it
+# has set its SIGTERM handler, after subscribing (so the test knows when to
+# go on), and gives the worker its make_thumbnail.
 PRELUDE = '''
 import eventbus
+import signal
 def _ready(method):
     def wrapper(*args, **kwargs):
         result = method(*args, **kwargs)
         print("ready", flush=True)
         return result
     return wrapper
-eventbus.Bus.subscribe = _ready(eventbus.Bus.subscribe)
 eventbus.Bus.serve = _ready(eventbus.Bus.serve)
+signal.signal = _ready(signal.signal)
 def make_thumbnail(path):
     print("thumb", path, flush=True)
 '''

@@ -9,6 +9,7 @@ import asyncio
 import decimal
 import socket
 import sys
+import threading
 import unittest
 
 import support
@@ -83,6 +84,23 @@ class ValuesTests(support.BrokerTestCase):
         got, dropped = asyncio.run(main())
         self.assertEqual(dropped, 0)
         self.check(got)
+
+    def test_what_was_received_can_be_published_and_answered_on(self):
+        bus, other = self.connect(), self.connect()
+        with bus.subscribe("v4.>") as sub, bus.serve("v4.echo") as service:
+            raw_publish(self.broker.socket, "v4.in", [data for data, _ in VALUES if data != b"1e400"])
+            received = [sub.get(10).data for _ in range(len(VALUES) - 1)]
+            seq = other.publish("v4.out", received)          # sent on as it came (a big int as its digits)
+            while (ev := sub.get(10)).seq != seq:
+                pass
+            self.assertEqual(ev.data, received)
+            answers = []
+            thread = threading.Thread(target=lambda: answers.append(other.request("v4.echo", received, timeout=30)))
+            thread.start()
+            request = service.get(10)
+            self.assertTrue(request.reply(request.data))
+            thread.join(30)
+        self.assertEqual(answers[0].data, received)
 
     def test_an_event_the_client_cannot_take_counts_as_dropped_and_is_told_as_drops_are(self):
         limit, core.MAX_INCOMING_FRAME = core.MAX_INCOMING_FRAME, 4096   # this client's own line limit
