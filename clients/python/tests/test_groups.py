@@ -88,6 +88,32 @@ class GroupTests(support.BrokerTestCase):
         self.assertRaises(ValueError, bus.subscribe, "g4.>", group="not a name")
 
 
+class RedeliveryTests(support.BrokerTestCase):
+    broker_args = ("--max-outbound", "16M")
+
+    def test_events_queued_to_a_member_that_closes_come_to_another_marked_redelivered(self):
+        publisher = self.connect()
+        closer = self.connect().subscribe("g5.>", group="w")     # never reads: its share waits at the broker
+        reader = self.connect().subscribe("g5.>", group="w")
+        conn = closer.info["conn"]
+        n, blob = 200, "x" * 32768                                  # 6.4 MiB: more than a socket buffer holds
+        with publisher.batch():
+            for i in range(n):
+                publisher.publish("g5.job", {"i": i, "pad": blob}, wait=False)
+        publisher.flush()
+        closer.close()
+        while any(c.get("conn") == conn for c in publisher.clients()):
+            pass                                                    # until the broker has seen it go
+        end = publisher.publish("g5.end")
+        got = {}
+        while (ev := reader.get(10)) is not None and ev.seq != end:
+            self.assertNotIn(ev.seq, got, "no event twice")
+            got[ev.seq] = ev
+        self.assertIsNotNone(ev, "the sentinel came")
+        redelivered = [ev for ev in got.values() if ev.redelivered]
+        self.assertTrue(redelivered, "what the closed member never got came here")
+
+
 class ServiceGroupTests(support.BrokerTestCase):
     """Serving in a queue group (needs request/reply and groups in the broker)."""
 
