@@ -3,6 +3,7 @@
     import eventbus
     with eventbus.connect() as bus:            # $EVENTBUS_SOCKET, else the user or system bus
         bus.publish("app.started", {"pid": 42})
+        answer = bus.request("disk.usage", {"path": "/"}, timeout=5)   # 1.3: ask a service
         for ev in bus.subscribe("order.>"):
             print(ev.seq, ev.type, ev.data)
 
@@ -11,20 +12,21 @@ the same calls. docs/PYTHON.md in the source tree has the whole story.
 """
 
 from . import core, errors
-from .client import Bus, Subscription
-from .core import Event, Notice, resolve_socket
+from .client import Bus, Service, Subscription
+from .core import Event, Notice, Request, Response, resolve_socket
 from .errors import (
     BadFrame, BadRequest, BadType, Closed, ConnectionLost, EventBusError, Forbidden, FrameTimeout,
-    FrameTooLarge, LimitExceeded, MalformedFrame, ProtocolError, SlowConsumer, Unavailable, UnknownOp,
+    FrameTooLarge, LimitExceeded, MalformedFrame, NoReply, NoResponders, ProtocolError, RequestError,
+    RequestTimeout, ServiceError, SlowConsumer, Unavailable, UnknownOp,
 )
 
 __version__ = "1.3.0"  # EventBusRelease.version (Sources/EventBusProtocol/Version.swift); VersionTests checks it
 
 __all__ = [
-    "connect", "Bus", "Subscription", "Event", "Notice", "resolve_socket",
+    "connect", "Bus", "Subscription", "Service", "Event", "Request", "Response", "Notice", "resolve_socket",
     "EventBusError", "Unavailable", "ConnectionLost", "Closed", "MalformedFrame", "ProtocolError",
     "BadFrame", "FrameTooLarge", "UnknownOp", "BadType", "BadRequest", "Forbidden", "LimitExceeded",
-    "SlowConsumer", "FrameTimeout",
+    "SlowConsumer", "FrameTimeout", "RequestError", "NoResponders", "NoReply", "RequestTimeout", "ServiceError",
 ]
 
 

@@ -144,7 +144,7 @@ def _format(kind):
 
 
 def _listen_notice(notice):
-    if notice.kind == "dropped":
+    if notice.kind == "dropped" and notice.error is None:
         text = f"the broker dropped {notice.count} events for this listener, starting at seq {notice.since_seq} (reading too slowly)"
     else:
         text = str(notice)

@@ -211,12 +211,12 @@ class AsyncBus:
 
     # -- publishing ----------------------------------------------------------
 
-    async def publish(self, type, data=None, *, retain=False, source=None, id=None, wait=True):
+    async def publish(self, type, data=None, *, retain=False, source=None, id=None, key=None, wait=True):
         """As `eventbus.Bus.publish`: the seq, or None with ``wait=False``
         (then `flush` raises the first error)."""
         await self._ensure()
         session = self._link.session
-        req, frame = session.publish(type, data, retain, source, id, wait)
+        req, frame = session.publish(type, data, retain, source, id, wait, key)
         if wait:
             reply = await self._send(req, frame)
             if reply.error is not None:
@@ -242,6 +242,46 @@ class AsyncBus:
         found = core.take_flush_errors(self._link.session, self._deferred, self.path)
         if found:
             raise found[0]
+
+    # -- request/reply (1.3) -------------------------------------------------
+
+    async def request(self, type, data=None, *, timeout=None, key=None, source=None, id=None):
+        """As `eventbus.Bus.request`: the `core.Response`, or
+        `errors.NoResponders`, `errors.NoReply`, `errors.RequestTimeout`,
+        `errors.ServiceError`. Any number of tasks may ask at once; answers
+        come in any order. A cancelled request stops waiting (its answer,
+        if it comes, is ignored)."""
+        await self._ensure()
+        session = self._link.session
+        req, frame = session.ask(type, data, timeout=timeout, key=key, source=source, id=id)
+        future = asyncio.get_running_loop().create_future()
+        self._futures[req] = future
+        wait = (core.DEFAULT_REQUEST_TIMEOUT if timeout is None else timeout) + core.REQUEST_GRACE
+        try:
+            self._link.write(frame)
+            reply = await asyncio.wait_for(future, wait)
+        except asyncio.TimeoutError:
+            raise errors.RequestTimeout("timeout", f"the broker at {self.path} did not answer the request within {wait:g} s") from None
+        finally:
+            if self._futures.pop(req, None) is not None:
+                session.abandon(req)
+        if reply.error is not None:
+            raise reply.error
+        return core.Response(reply.frame)
+
+    def serve(self, *patterns, group=None, on_notice=None, maxsize=1024):
+        """An `AsyncService` (as `eventbus.Bus.serve`): ``await`` it or
+        ``async with`` it to be serving, then ``async for req in service``
+        and ``await req.reply(data)`` / ``await req.fail(text)`` (True when
+        the broker accepted the reply). ``maxsize``: requests queued before
+        the socket is no longer read."""
+        if self._closed:
+            raise errors.Closed("the bus was closed")
+        if not patterns:
+            raise TypeError("serve() needs at least one pattern")
+        service = AsyncService(self, patterns, on_notice=on_notice, maxsize=maxsize, group=group)
+        self._subscriptions.add(service)
+        return service
 
     # -- other requests ------------------------------------------------------
 
@@ -283,15 +323,16 @@ class AsyncBus:
 
     # -- subscribing ---------------------------------------------------------
 
-    def subscribe(self, *patterns, last=False, since=None, instance=None, on_notice=None, maxsize=1024):
-        """An `AsyncSubscription`; arguments as `eventbus.Bus.subscribe`,
+    def subscribe(self, *patterns, last=False, since=None, instance=None, group=None, on_notice=None, maxsize=1024):
+        """An `AsyncSubscription`; arguments as `eventbus.Bus.subscribe`
+        (``group``: a queue group, left cleanly with ``await sub.leave()``),
         ``maxsize``: events queued before the socket is no longer read.
         ``await`` it (or ``async with`` it) to be subscribed before going on;
         ``async for ev in bus.subscribe(...)`` subscribes at the first step.
         Raises (when it subscribes) as `eventbus.Bus.subscribe`."""
         if self._closed:
             raise errors.Closed("the bus was closed")
-        sub = AsyncSubscription(self, patterns or (">",), on_notice=on_notice, maxsize=maxsize,
+        sub = AsyncSubscription(self, patterns or (">",), on_notice=on_notice, maxsize=maxsize, group=group,
                                 options={"last": last, "since": since, "instance": instance})
         self._subscriptions.add(sub)
         return sub
@@ -313,19 +354,27 @@ class AsyncBus:
 class AsyncSubscription:
     """Events matching some patterns on a connection of its own: ``async for
     ev in sub`` or ``await sub.get(timeout)``. Reconnects and notices as
-    `eventbus.Subscription`."""
+    `eventbus.Subscription`; ``group`` and ``leave`` as there."""
 
-    def __init__(self, bus, patterns, *, on_notice=None, maxsize=1024, options=None):
+    _kind = Event
+
+    def __init__(self, bus, patterns, *, on_notice=None, maxsize=1024, options=None, group=None):
         self.path = bus.path
         self._options = options or {}
         self.patterns = tuple(patterns)
         for pattern in self.patterns:
             core.check_pattern(pattern)
+        self.group = None if group is None else core.check_group(group)
+        if self.group is not None and (self._options.get("last") or self._options.get("since") is not None):
+            raise ValueError("last and since cannot be combined with group (a queue group shares live events only)")
         self._bus = bus
-        self._filter_own = not bus.echo
+        self._filter_own = not bus.echo and self._kind is Event
         self._reconnect = bus._reconnect
         self._on_notice = on_notice or bus._on_notice
         self._session = core.Session(**bus._options)
+        self._session.group = self.group
+        self._futures = {}         # req -> future of replies asked after opening (leave, reply)
+        self._left = False
         self._queue = collections.deque()
         self._maxsize = max(1, maxsize)
         self._paused = False
@@ -368,6 +417,21 @@ class AsyncSubscription:
         return self._session.gaps
 
     @property
+    def members(self):
+        """(1.3) Members of the queue group when this one joined, or None."""
+        return self._session.members
+
+    async def leave(self):
+        """As `eventbus.Subscription.leave`: unsubscribes; the iteration goes
+        on with what arrived before the broker's answer, then ends."""
+        if self._left or self._session.leaving is not None or self._link is None or self._link.transport is None:
+            self._left = True
+            self._wake()
+            return
+        _, frames = self._session.leave_requests()
+        self._link.write(frames)
+
+    @property
     def info(self):
         return self._session.info
 
@@ -383,6 +447,15 @@ class AsyncSubscription:
             items = kept
             if len(replies) == len(self._wanted) and self._opened is not None and not self._opened.done():
                 self._opened.set_result(None)
+        if self._futures:
+            kept = []
+            for item in items:
+                future = self._futures.pop(item.req, None) if item.__class__ is core.Reply else None
+                if future is None:
+                    kept.append(item)
+                elif not future.done():
+                    future.set_result(item)
+            items = kept
         self._queue.extend(items)
         if len(self._queue) >= self._maxsize and not self._paused and self._link.transport is not None:
             self._link.transport.pause_reading()
@@ -396,6 +469,10 @@ class AsyncSubscription:
     def _lost(self, error):
         self._error = error
         self._paused = False
+        futures, self._futures = self._futures, {}
+        for future in futures.values():
+            if not future.done():
+                future.set_exception(error)
         if self._opened is not None and not self._opened.done():
             self._opened.set_exception(error)
         self._wake()
@@ -435,12 +512,11 @@ class AsyncSubscription:
         queue = self._queue
         while True:
             while queue:
-                item = queue.popleft()
-                if self._paused and len(queue) <= self._maxsize // 2:
-                    self._paused = False
-                    if self._link.transport is not None:
-                        self._link.transport.resume_reading()
-                if item.__class__ is Event:
+                item = self._popleft()
+                if item is core.LEFT:
+                    self._left = True
+                    return None
+                if item.__class__ is self._kind:
                     if self._filter_own and core.may_be_own(item.frame):
                         try:
                             own = await self._bus._is_own(item.frame["seq"])
@@ -450,18 +526,35 @@ class AsyncSubscription:
                         if own:
                             continue
                     return item
-                if item.__class__ is not core.Reply:
+                if item.__class__ is core.Notice:
                     self._on_notice(item)
-            if self._closed:
+            if self._closed or self._left:
                 return None
-            if self._error is not None:
-                await self._lost_wait()
-                continue
-            self._wakeup = asyncio.get_running_loop().create_future()
-            try:
-                await self._wakeup
-            finally:
-                self._wakeup = None
+            if not await self._wait_more():
+                return None
+
+    def _popleft(self):
+        item = self._queue.popleft()
+        if self._paused and len(self._queue) <= self._maxsize // 2:
+            self._paused = False
+            if self._link.transport is not None:
+                self._link.transport.resume_reading()
+        return item
+
+    async def _wait_more(self):
+        """Waits for the next items; False when the iteration must end."""
+        if self._error is not None:
+            if self._session.leaving is not None:
+                self._left = True
+                return False
+            await self._lost_wait()
+            return True
+        self._wakeup = asyncio.get_running_loop().create_future()
+        try:
+            await self._wakeup
+        finally:
+            self._wakeup = None
+        return True
 
     async def _lost_wait(self):
         error = self._error
@@ -490,3 +583,81 @@ class AsyncSubscription:
 
     async def __aexit__(self, *exc):
         await self.close()
+
+
+class AsyncService(AsyncSubscription):
+    """Requests to answer, as `eventbus.Service`, for asyncio: ``async for
+    req in service`` or ``await service.get(timeout)``, then ``await
+    req.reply(data)`` or ``await req.fail(text)`` (True when the broker
+    accepted the reply, False when not, counted in ``unaccepted``; no
+    exception). Answer in other tasks to serve several requests at once.
+    ``await service.leave()`` as `eventbus.Service.leave`: the iteration
+    ends, and the service unsubscribes once every request handed out has
+    been answered."""
+
+    _kind = core.Request
+
+    def __init__(self, bus, patterns, *, on_notice=None, maxsize=1024, group=None):
+        super().__init__(bus, patterns, on_notice=on_notice, maxsize=maxsize, group=group)
+        self._session.serve = True
+        self._session.answer = self._answer
+        self._leaving = False
+        self._outstanding = 0
+        self.unaccepted = 0
+
+    async def _next(self):
+        queue = self._queue
+        while True:
+            if self._leaving or self._closed:
+                self._unsubscribe_when_done()
+                return None
+            while queue:
+                item = self._popleft()
+                if item.__class__ is core.Request:
+                    self._outstanding += 1
+                    return item
+                if item.__class__ is core.Notice:
+                    self._on_notice(item)
+            if not await self._wait_more():
+                return None
+
+    async def leave(self):
+        """Stops serving cleanly (see `eventbus.Service.leave`)."""
+        self._leaving = True
+        self._unsubscribe_when_done()
+        self._wake()
+
+    def _unsubscribe_when_done(self):
+        if self._outstanding > 0 or self._session.leaving is not None or self._link is None \
+                or self._link.transport is None:
+            return
+        _, frames = self._session.leave_requests()
+        self._link.write(frames)
+
+    async def _answer(self, request, data, error):
+        if request.answered:
+            return False
+        request.answered = True
+        accepted = False
+        if self._link is not None and self._link.transport is not None:
+            req, frame = self._session.reply_request(request.token, data, error)
+            future = asyncio.get_running_loop().create_future()
+            self._futures[req] = future
+            try:
+                self._link.write(frame)
+                reply = await future
+            except (errors.ConnectionLost, errors.Unavailable, errors.Closed):
+                reply = None
+            finally:
+                if self._futures.pop(req, None) is not None:
+                    self._session.abandon(req)
+            if reply is not None:
+                if reply.error is not None:
+                    raise reply.error
+                accepted = reply.frame.get("accepted") is True
+        self._outstanding -= 1
+        if not accepted:
+            self.unaccepted += 1
+        if self._leaving:
+            self._unsubscribe_when_done()
+        return accepted

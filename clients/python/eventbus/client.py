@@ -1,5 +1,6 @@
 """The blocking client: `Bus` (requests, thread-safe) and `Subscription`
-(an iterator of events on a connection of its own).
+(an iterator of events on a connection of its own); `Bus.serve` gives a
+`service.Service` (1.3).
 
 The protocol is `core.Session`'s; this module only moves bytes. A `Bus`
 talks to the broker over one connection for requests; each `subscribe()`
@@ -8,133 +9,44 @@ application iterates, so a subscriber that stops iterating stops reading
 its socket and the broker's flow control (PROTOCOL.md 1.2 "Flow control")
 holds the publisher instead of this process buffering events.
 
-Before editing: a `Bus`'s lock is held for a whole request, replies
-included; a thread that needs a reply reads them itself (no reader thread).
+Before editing: a `Bus` is a `connection._Shared` (read that module's
+header: who writes, who reads, which lock); a `Subscription` belongs to the
+thread iterating it (only `leave` and `close` come from elsewhere).
 """
 
-import select
 import socket as _socket
 import threading
 import time as _time
 import weakref
 
 from . import core, errors
+from .connection import _Link, _Shared
 from .core import Event
+from .service import Service
 
 _DRAIN_AT, _WAIT_AT = core.DRAIN_AT, core.WAIT_AT
 #: Buffered publish bytes past which they are written (inside `Bus.batch`).
 _WRITE_AT = 64 << 10
 
 
-def open_socket(path):
-    """A connected Unix stream socket to ``path`` (close-on-exec), or
-    `errors.Unavailable` naming the path and how to start the broker."""
-    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-    try:
-        sock.connect(path)
-    except OSError as exc:
-        sock.close()
-        raise core.connect_error(path, exc) from None
-    return sock
-
-
-class _Link:
-    """One connection: a socket and its `core.Session`. Reads hand back the
-    session's items; failures close the socket and raise the error to report."""
-
-    def __init__(self, path, session):
-        self.path = path
-        self.session = session
-        self.sock = None
-
-    def open(self):
-        """Connects; the session is reset for the new connection."""
-        self.sock = open_socket(self.path)
-
-    def send(self, data):
-        try:
-            self.sock.sendall(data)
-        except OSError as exc:
-            raise self.lost(exc) from None
-
-    def peer_closed(self):
-        """Whether the broker closed this connection while nothing was asked
-        (EOF or a reset waiting to be read; data waiting is not a close)."""
-        try:
-            return self.sock.recv(1, _socket.MSG_PEEK | _socket.MSG_DONTWAIT) == b""
-        except BlockingIOError:
-            return False
-        except OSError:
-            return True
-
-    def read(self, timeout=None):
-        """The items of one read (blocking, or up to ``timeout`` seconds: []
-        when nothing came). Raises the error for a closed connection."""
-        sock = self.sock
-        if sock is None:
-            raise self.lost(None)
-        try:
-            if timeout is not None:
-                if not select.select([sock], [], [], max(timeout, 0))[0]:
-                    return []
-            data = sock.recv(core.READ_SIZE)
-        except OSError as exc:
-            raise self.lost(exc) from None
-        if not data:
-            raise self.lost(None)
-        return self.session.receive(data)
-
-    def read_available(self):
-        """The items of what has arrived, without waiting."""
-        out = []
-        while self.sock is not None:
-            try:
-                data = self.sock.recv(core.READ_SIZE, _socket.MSG_DONTWAIT)
-            except BlockingIOError:
-                break
-            except OSError as exc:
-                raise self.lost(exc) from None
-            if not data:
-                raise self.lost(None)
-            out.extend(self.session.receive(data))
-        return out
-
-    def lost(self, exc):
-        """Closes the socket; the error to raise for it."""
-        heard, reason = self.session.heard, self.session.last_error
-        self.close()
-        self.session.lost()
-        if exc is not None and not isinstance(exc, (ConnectionResetError, BrokenPipeError)):
-            return errors.ConnectionLost(f"connection to the broker at {self.path} lost: {exc}", self.path)
-        return core.closed_error(self.path, heard, reason)
-
-    def close(self):
-        sock, self.sock = self.sock, None
-        if sock is not None:
-            sock.close()
-
-
-class Bus:
+class Bus(_Shared):
     """A connection to the broker (made by `eventbus.connect`). Thread-safe:
-    any thread may publish or ask; subscriptions are their own objects."""
+    any thread may publish or ask, and requests of several threads are in
+    flight at once; subscriptions and services are their own objects."""
 
     def __init__(self, path, *, client=None, echo=False, overflow=None, reconnect=True, on_notice=None):
         self.path = path
         self.echo = echo
         self._options = {"client": client, "echo": echo, "overflow": overflow}
         self._reconnect = reconnect
-        self._on_notice = on_notice or core.log_notice
-        self._link = _Link(path, core.Session(**self._options))
+        self._init_shared(_Link(path, core.Session(**self._options)), on_notice or core.log_notice)
         self._link.session.record_own = not echo   # (its subscriptions skip what it published)
-        self._lock = threading.RLock()
-        self._closed = False
         self._deferred = []        # errors of publish(wait=False), for flush()
         self._collect = None       # events read by get()
-        self._wbuf = []
-        self._wbytes = 0
+        self._get_lock = threading.Lock()
         self._corked = 0
         self._subscriptions = weakref.WeakSet()
-        with self._lock:
+        with self._locked():
             self._open()
 
     # -- connection ----------------------------------------------------------
@@ -146,19 +58,22 @@ class Bus:
         return self._link.session.info
 
     def _open(self):
+        # (under _lock; nobody else uses a link that is being opened)
         self._link.open()
         req, hello = self._link.session.start()
+        self._wanted.add(req)
         self._link.send(hello)
-        reply = self._replies({req})[req]
+        reply = self._replies((req,))[req]
         if reply.error is not None:
             self._link.close()
             raise reply.error
 
     def _ensure(self):
+        # (under _lock)
         if self._closed:
             raise errors.Closed("the bus was closed")
         if self._link.sock is not None:
-            if self._wbuf or not self._link.peer_closed():
+            if self._reading or self._wbuf or not self._link.peer_closed():
                 return
             self._link.lost(None)   # closed while idle (a broker restart): nothing was in flight, so connect again
         if not self._reconnect:
@@ -168,7 +83,7 @@ class Bus:
         while True:
             try:
                 self._open()
-                self._on_notice(core.Notice("reconnected", path=self.path))
+                self._notices.append(core.Notice("reconnected", path=self.path))
                 return
             except errors.Unavailable:
                 if _time.monotonic() >= deadline:
@@ -178,17 +93,16 @@ class Bus:
     def close(self):
         """Writes what is buffered and closes the connection (the broker handles
         every frame written before it; their errors are not reported: call
-        `flush` first to see them), and closes the bus's subscriptions."""
-        with self._lock:
+        `flush` first to see them), and closes the bus's subscriptions and
+        services."""
+        with self._locked():
             if self._closed:
                 return
             self._closed = True
-            try:
-                if self._link.sock is not None:
-                    self._write()
-            except errors.EventBusError:
-                pass
+        self._send()
+        with self._locked():
             self._link.close()
+            self._fail(errors.Closed("the bus was closed"))
         for sub in list(self._subscriptions):
             sub.close()
 
@@ -200,96 +114,84 @@ class Bus:
 
     # -- replies -------------------------------------------------------------
 
-    def _dispatch(self, items, wanted, got):
-        for item in items:
-            cls = item.__class__
-            if cls is core.Reply:
-                if item.req in wanted:
-                    got[item.req] = item
-                elif item.error is not None:
-                    self._deferred.append(item.error)
-            elif cls is Event:
-                if self._collect is not None:
-                    self._collect.append(item)
-            else:
-                self._on_notice(item)
+    def _unwanted(self, reply):
+        if reply.error is not None:
+            self._deferred.append(reply.error)
 
-    def _replies(self, wanted):
-        """Reads until every req in ``wanted`` is answered; {req: Reply}."""
-        got = {}
-        try:
-            while len(got) < len(wanted):
-                self._dispatch(self._link.read(), wanted, got)
-        except errors.EventBusError:
-            self._deferred_lost()
-            raise
-        return got
-
-    def _deferred_lost(self):
-        self._wbuf.clear()
-        self._wbytes = 0
-
-    def _write(self):
-        if self._wbuf:
-            data = b"".join(self._wbuf)
-            self._wbuf.clear()
-            self._wbytes = 0
-            self._link.send(data)
+    def _item(self, item):
+        if item.__class__ is Event and self._collect is not None:
+            self._collect.append(item)
 
     def _call(self, op, **fields):
-        with self._lock:
+        with self._locked():
             self._ensure()
-            req, frame = self._link.session.request(op, **fields)
-            self._wbuf.append(frame)
-            self._write()
-            reply = self._replies({req})[req]
+        reply = self._ask(op, lambda session: session.request(op, **fields))
         if reply.error is not None:
             raise reply.error
         return reply.frame
 
     # -- publishing ----------------------------------------------------------
 
-    def publish(self, type, data=None, *, retain=False, source=None, id=None, wait=True):
+    def publish(self, type, data=None, *, retain=False, source=None, id=None, key=None, wait=True):
         """Publishes an event; returns its ``seq`` (int).
 
         ``data``: any value `json.dumps` takes (TypeError/ValueError before
         anything is sent otherwise). ``retain``: also keep it as the type's
-        current value (`get`). ``wait=False``: do not wait for the broker's
-        answer; returns None, and `flush` raises the first error of those
-        publishes. Raises `errors.BadType` (checked locally), `errors.Forbidden`,
-        `errors.LimitExceeded`, ..., `errors.Unavailable` when the broker cannot
-        be reached within 5 s, `errors.ConnectionLost`."""
-        with self._lock:
-            if wait or self._closed or self._link.sock is None:
+        current value (`get`). ``key`` (1.3): events with one key go to one
+        member of each queue group, in order. ``wait=False``: do not wait
+        for the broker's answer; returns None, and `flush` raises the first
+        error of those publishes. Raises `errors.BadType` (checked locally),
+        `errors.Forbidden`, `errors.LimitExceeded`, ..., `errors.Unavailable`
+        when the broker cannot be reached within 5 s, `errors.ConnectionLost`."""
+        if wait:
+            with self._locked():
+                self._ensure()
+            reply = self._ask("publish", lambda session: session.publish(type, data, retain, source, id, True, key))
+            if reply.error is not None:
+                raise reply.error
+            return reply.frame.get("seq")
+        self._lock.acquire()
+        try:
+            if self._closed or self._link.sock is None:
                 self._ensure()
             session = self._link.session
-            req, frame = session.publish(type, data, retain, source, id, wait)
-            self._wbuf.append(frame)
-            if wait:
-                self._write()
-                reply = self._replies({req})[req]
-                if reply.error is not None:
-                    raise reply.error
-                return reply.frame.get("seq")
-            self._wbytes += len(frame)
-            if not self._corked or self._wbytes >= _WRITE_AT:
-                self._write()
-            if session.publishes_pending >= _DRAIN_AT:
-                self._drain()
-            return None
+            req, frame = session.publish(type, data, retain, source, id, False, key)
+            if not self._corked and not self._wbuf and self._send_lock.acquire(False):
+                # The common case: nothing queued, nobody writing: write it
+                # here, in order, under the send lock (taken before _lock is
+                # let go, so no later frame can pass it; never waited for
+                # under _lock, the other order being _send's).
+                write = frame
+            else:
+                self._wbuf.append(frame)
+                self._wbytes += len(frame)
+                write = None if self._corked and self._wbytes < _WRITE_AT else b""
+        finally:
+            self._unlock()
+        if write:
+            try:
+                self._write_now(write)
+            finally:
+                self._send_lock.release()
+        elif write is not None:
+            self._send()
+        if session.publishes_pending >= _DRAIN_AT:
+            self._drain()
+        return None
 
     def _drain(self):
         session = self._link.session
-        try:
+        with self._locked():
             if session.publishes_pending >= _WAIT_AT:
-                self._write()
-                while session.publishes_pending > _WAIT_AT // 2:
-                    self._dispatch(self._link.read(), (), {})
+                pass
             elif session.publishes_pending % 512 == 0:
-                self._dispatch(self._link.read_available(), (), {})
-        except errors.EventBusError as exc:
-            self._deferred_lost()
-            self._deferred.append(exc)
+                self._wait(lambda: False, poll=True)
+                return
+            else:
+                return
+        self._send()
+        with self._locked():
+            self._wait(lambda: session.publishes_pending <= _WAIT_AT // 2)
 
     def batch(self):
         """A context manager in which ``publish(wait=False)`` frames are
@@ -301,34 +203,76 @@ class Bus:
         """Writes what is buffered and waits until the broker has answered every
         ``publish(wait=False)``; raises the first error among them (with the
         number of failures in its ``failed`` attribute)."""
-        with self._lock:
+        self._send()
+        with self._locked():
+            session = self._link.session
             if self._link.sock is not None:
-                try:
-                    self._write()
-                    while self._link.session.publishes_pending:
-                        self._dispatch(self._link.read(), (), {})
-                except errors.EventBusError as exc:
-                    self._deferred_lost()
-                    if not (isinstance(exc, errors.ConnectionLost) and self._link.session.posts_lost):
-                        self._deferred.append(exc)      # (else take_flush_errors says it, with the count)
-            found = core.take_flush_errors(self._link.session, self._deferred, self.path)
+                self._wait(lambda: not session.publishes_pending)
+            found = core.take_flush_errors(session, self._deferred, self.path)
         if found:
             raise found[0]
+
+    # -- request/reply (1.3) -------------------------------------------------
+
+    def request(self, type, data=None, *, timeout=None, key=None, source=None, id=None):
+        """Asks the service that serves ``type`` and returns its answer, a
+        `core.Response` (``data``, and the server's ``pid``, ``uid``,
+        ``gid``, ``time``). PROTOCOL.md "Request/reply (1.3)".
+
+        ``timeout``: seconds (None: the broker's default, 25 s). ``key``: as
+        `publish`'s, for a service in a queue group. Any number of threads
+        may ask at once on one bus; answers come in any order.
+
+        Raises `errors.NoResponders` (at once: nothing serves the type),
+        `errors.NoReply` (every server it reached went away without
+        answering), `errors.RequestTimeout` (the deadline passed; also a
+        `TimeoutError`), `errors.ServiceError` (the service failed: its
+        text in ``message``), all `errors.RequestError`; and as `publish`:
+        `errors.BadType`, `errors.Forbidden`, `errors.LimitExceeded`,
+        `errors.ConnectionLost`, ..."""
+        with self._locked():
+            self._ensure()
+        wait = (core.DEFAULT_REQUEST_TIMEOUT if timeout is None else timeout) + core.REQUEST_GRACE
+        reply = self._ask("request", lambda session: session.ask(type, data, timeout=timeout, key=key, source=source, id=id),
+                          _time.monotonic() + wait)
+        if reply is None:
+            raise errors.RequestTimeout("timeout", f"the broker at {self.path} did not answer the request within {wait:g} s")
+        if reply.error is not None:
+            raise reply.error
+        return core.Response(reply.frame)
+
+    def serve(self, *patterns, group=None, on_notice=None):
+        """A `Service`: the requests of the types ``patterns`` match, on a
+        connection of its own (PROTOCOL.md "Request/reply (1.3)"). Iterate
+        it and answer each with ``req.reply(data)`` or ``req.fail(text)``.
+        ``group``: serve in a queue group (one member gets each request).
+        Raises `errors.BadType`, `errors.Forbidden` (the policy's ``serve``),
+        ValueError for a bad group name."""
+        if self._closed:
+            raise errors.Closed("the bus was closed")
+        if not patterns:
+            raise TypeError("serve() needs at least one pattern")
+        service = Service(self, patterns, group=group, on_notice=on_notice)
+        self._subscriptions.add(service)
+        return service
 
     # -- other requests ------------------------------------------------------
 
     def get(self, type):
         """The retained event of ``type`` (an `Event` with ``retained`` true),
         or None (PROTOCOL.md "Retained events and history")."""
-        with self._lock:
-            self._ensure()
-            reqs, frames = self._link.session.get_requests(type)
-            self._wbuf.append(frames)
-            self._collect = []
+        with self._get_lock:
+            with self._locked():
+                self._ensure()
+                reqs, frames = self._link.session.get_requests(type)
+                self._wanted.update(reqs)
+                self._wbuf.append(frames)
+                self._collect = []
             try:
-                self._write()
-                got = self._replies(set(reqs))
-                events = self._collect
+                self._send()
+                with self._locked():
+                    got = self._replies(reqs)
+                    events = self._collect
             finally:
                 self._collect = None
         return core.Session.retained_result(type, [got[req] for req in reqs], events)
@@ -359,16 +303,21 @@ class Bus:
 
     # -- subscribing ---------------------------------------------------------
 
-    def subscribe(self, *patterns, last=False, since=None, instance=None, on_notice=None):
+    def subscribe(self, *patterns, last=False, since=None, instance=None, group=None, on_notice=None):
         """A `Subscription` to ``patterns`` (default ``>``: everything) on a
         connection of its own. ``last``: first the retained event of every
         matching type; ``since``: first the events after that seq the broker's
         history still holds (``instance``: the broker run it belongs to).
+        ``group`` (1.3): join that queue group, so that each event goes to
+        one of its members (not with ``last`` or ``since``); leave it
+        cleanly with `Subscription.leave`.
         Raises `errors.BadType` for a bad pattern, the broker's error when it
-        refuses one (`errors.Forbidden`, `errors.LimitExceeded`)."""
+        refuses one (`errors.Forbidden`, `errors.LimitExceeded`), ValueError
+        for a bad group or ``group`` with ``last``/``since``."""
         if self._closed:
             raise errors.Closed("the bus was closed")
-        sub = Subscription(self, patterns or (">",), last=last, since=since, instance=instance, on_notice=on_notice)
+        sub = Subscription(self, patterns or (">",), last=last, since=since, instance=instance, group=group,
+                           on_notice=on_notice)
         self._subscriptions.add(sub)
         return sub
 
@@ -389,15 +338,11 @@ class Bus:
         own = session.own_seq(seq)
         if own is not None:
             return own
-        with self._lock:
-            try:
-                while (own := session.own_seq(seq)) is None:
-                    self._write()
-                    self._dispatch(self._link.read(), (), {})
-            except errors.EventBusError as exc:
-                self._deferred.append(exc)
-                return False
-        return own
+        self._send()
+        with self._locked():
+            self._wait(lambda: session.own_seq(seq) is not None)
+            own = session.own_seq(seq)
+        return bool(own)
 
 
 class _Batch:
@@ -405,15 +350,16 @@ class _Batch:
         self.bus = bus
 
     def __enter__(self):
-        with self.bus._lock:
+        with self.bus._locked():
             self.bus._corked += 1
         return self.bus
 
     def __exit__(self, *exc):
-        with self.bus._lock:
+        with self.bus._locked():
             self.bus._corked -= 1
-            if not self.bus._corked and self.bus._link.sock is not None:
-                self.bus._write()
+            done = not self.bus._corked
+        if done:
+            self.bus._send()
 
 
 class Subscription:
@@ -426,22 +372,33 @@ class Subscription:
     and the broker replays what was missed; what cannot be recovered comes as
     a ``gap`` `core.Notice` to ``on_notice`` (default: a warning on the
     ``eventbus`` logger), never as an exception. ``dropped`` counts the events
-    the broker said it dropped for this subscription, ``gaps`` the gap notices."""
+    the broker said it dropped for this subscription (and those this client
+    could not decode), ``gaps`` the gap notices.
 
-    def __init__(self, bus, patterns, *, last=False, since=None, instance=None, on_notice=None):
+    In a queue group (``group=``, 1.3) each event goes to one member;
+    `leave` takes this one out cleanly: the iteration goes on with every
+    event that arrived before the broker's answer, then ends."""
+
+    def __init__(self, bus, patterns, *, last=False, since=None, instance=None, group=None, on_notice=None):
         self.path = bus.path
         self.patterns = tuple(patterns)
+        self.group = None if group is None else core.check_group(group)
         self._bus = bus
         self._filter_own = not bus.echo
         self._reconnect = bus._reconnect
         self._on_notice = on_notice or bus._on_notice
         self._link = _Link(bus.path, core.Session(**bus._options))
+        self._link.session.group = self.group
         self._batch = []
         self._index = 0
         self._closed = False
+        self._left = False
+        self._write_lock = threading.Lock()
         self._stop = threading.Event()
         for pattern in self.patterns:
             core.check_pattern(pattern)
+        if self.group is not None and (last or since is not None):
+            raise ValueError("last and since cannot be combined with group (a queue group shares live events only)")
         self._open(last, since, instance)
 
     def _open(self, last=False, since=None, instance=None, initial=True):
@@ -472,6 +429,29 @@ class Subscription:
     def gaps(self):
         """``gap`` notices so far (history that could not be replayed)."""
         return self._link.session.gaps
+
+    @property
+    def members(self):
+        """(1.3) How many members the queue group had when this one joined
+        (the ``members`` of the ``subscribe`` answer), or None."""
+        return self._link.session.members
+
+    def leave(self):
+        """Leaves cleanly (a worker that shuts down): unsubscribes every
+        pattern; the iteration then goes on with every event that arrived
+        before the broker's answer (this member's share: PROTOCOL.md "Queue
+        groups", leaving) and ends. Callable from any thread or a signal
+        handler; ``for ev in sub`` after it hands out the rest. The
+        connection stays open until `close`."""
+        with self._write_lock:
+            if self._left or self._link.session.leaving is not None or self._link.sock is None:
+                self._left = self._left or self._link.sock is None
+                return
+            _, frames = self._link.session.leave_requests()
+            try:
+                self._link.sock.sendall(frames)
+            except OSError:
+                self._left = True
 
     @property
     def info(self):
@@ -513,9 +493,12 @@ class Subscription:
                     self._index = i
                     return item
                 self._index = i
-                self._notice(item)
+                if item is core.LEFT:
+                    self._left = True
+                else:
+                    self._notice(item)
             self._batch, self._index = [], 0
-            if self._closed:
+            if self._closed or self._left:
                 return None
             timeout = None
             if deadline is not None:
@@ -525,12 +508,13 @@ class Subscription:
             try:
                 self._batch = self._link.read(timeout)
             except errors.EventBusError as exc:
-                if self._closed:
+                if self._closed or self._link.session.leaving is not None:
+                    self._left = True
                     return None
                 self._lost(exc)
 
     def _notice(self, item):
-        if item.__class__ is not core.Reply:    # (a reply to nothing waited for)
+        if item.__class__ is core.Notice:       # (not a reply to nothing waited for)
             self._on_notice(item)
 
     def _lost(self, exc):

@@ -11,6 +11,7 @@ of up to 256 KiB); measure with ``bench/bench_redis.py`` after changing it.
 """
 
 import datetime
+import decimal
 import errno as _errno
 import json
 import json.encoder
@@ -18,6 +19,8 @@ import logging
 import os
 import re
 import stat
+import sys
+import threading
 
 from . import errors
 
@@ -177,6 +180,25 @@ def check_pattern(pattern):
     return pattern
 
 
+_GROUP_RE = re.compile(r"[A-Za-z0-9_.:\-]{1,64}")
+
+
+def check_group(group):
+    """Returns ``group`` if it is a queue group name (1-64 bytes of
+    ``A-Z a-z 0-9 _ . - :``, PROTOCOL.md "Queue groups"); raises ValueError."""
+    if not isinstance(group, str) or not _GROUP_RE.fullmatch(group):
+        raise ValueError(f"invalid group name: {group!r} (1-64 bytes of A-Z a-z 0-9 _ . - :)")
+    return group
+
+
+def check_key(key):
+    """Returns ``key`` if it is a publish/request key (a string of 1-255
+    bytes, PROTOCOL.md "Queue groups"); raises ValueError."""
+    if not isinstance(key, str) or not 1 <= len(key.encode()) <= 255:
+        raise ValueError(f"invalid key: {key!r} (a string of 1-255 bytes)")
+    return key
+
+
 # ---------------------------------------------------------------------------
 # Encoding requests
 
@@ -205,10 +227,54 @@ _unescaped = _encode
 
 
 def _encode(value, _raw=_unescaped):
-    text = _raw(value)
+    try:
+        text = _raw(value)
+    except (ValueError, TypeError):
+        text = deep_stack(_encode_big, value)
     if "\u2028" in text or "\u2029" in text or "\x85" in text:
         text = text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029").replace("\x85", "\\u0085")
     return text
+
+
+def _int_text(n):
+    """str(n) for an int of any size, whatever the interpreter's int-digit
+    limit (by halves: 10**k is computed, not converted)."""
+    if n < 0:
+        return "-" + _int_text(-n)
+    digits = int(n.bit_length() * 0.30103) + 1
+    if digits <= 600:                                   # (the smallest limit Python allows is 640)
+        return str(n)
+    k = digits // 2
+    high, low = divmod(n, 10 ** k)
+    return (_int_text(high) if high else "") + _int_text(low).zfill(k if high else 1)
+
+
+def _encode_big(value):
+    """The JSON of ``value`` when the fast encoder refused it: integers past
+    the interpreter's int-digit limit and `decimal.Decimal` numbers (as
+    `decode_int` gives them) written as their digits, so that what was
+    received can be sent on. Raises the encoder's error when neither is the
+    cause (NaN, an object JSON cannot hold)."""
+    numbers = []
+    mark = os.urandom(8).hex()      # (no string of the value can hold it)
+
+    def swap(v):
+        cls = v.__class__
+        if cls is dict:
+            return {k: swap(x) for k, x in v.items()}
+        if cls is list or cls is tuple:
+            return [swap(x) for x in v]
+        if cls is int and v.bit_length() > 1900:        # (past about 570 digits: below any limit)
+            numbers.append(_int_text(v))
+        elif cls is decimal.Decimal and v.is_finite():
+            numbers.append(str(v))
+        else:
+            return v
+        return f"{mark}:{len(numbers) - 1}"
+    swapped = swap(value)
+    if not numbers:
+        return _unescaped(value)                        # (raises the encoder's own error)
+    return re.sub(f'"{mark}:([0-9]+)"', lambda m: numbers[int(m.group(1))], _unescaped(swapped))
 
 
 def encode_json(value):
@@ -229,7 +295,7 @@ def encode_request(op, req, fields):
     return (_encode(frame) + "\n").encode()
 
 
-def encode_publish(req, type, data, retain, source, id):
+def encode_publish(req, type, data, retain, source, id, key=None):
     """A ``publish`` frame as bytes (the publish hot path: no dict built)."""
     check_type(type)
     parts = ['{"op":"publish","req":', str(req), ',"type":"', type, '","data":', _encode(data)]
@@ -241,6 +307,9 @@ def encode_publish(req, type, data, retain, source, id):
     if id is not None:
         parts.append(',"id":')
         parts.append(_encode(str(id)))
+    if key is not None:
+        parts.append(',"key":')
+        parts.append(_encode(check_key(key)))
     parts.append("}\n")
     return "".join(parts).encode()
 
@@ -251,7 +320,8 @@ def encode_publish(req, type, data, retain, source, id):
 class FrameSplitter:
     """Splits the byte stream into lines: LF-terminated, a CR before the LF
     tolerated, blank lines skipped, a line over ``max_frame`` bytes discarded
-    up to its LF (and counted in ``oversized``)."""
+    up to its LF (its first 100 bytes kept in ``oversized``, to tell what
+    was lost)."""
 
     __slots__ = ("max_frame", "_partial", "_discarding", "oversized")
 
@@ -259,7 +329,7 @@ class FrameSplitter:
         self.max_frame = max_frame
         self._partial = b""
         self._discarding = False
-        self.oversized = 0
+        self.oversized = []
 
     def feed(self, data):
         """The complete lines in ``data`` (bytes, without LF; may include a
@@ -275,13 +345,12 @@ class FrameSplitter:
             del lines[0]
             self._discarding = False
         if len(data) > self.max_frame:
-            kept = [line for line in lines if len(line) <= self.max_frame]
-            self.oversized += len(lines) - len(kept)
-            lines = kept
+            self.oversized += [line[:100] for line in lines if len(line) > self.max_frame]
+            lines = [line for line in lines if len(line) <= self.max_frame]
             if len(self._partial) > self.max_frame:
+                self.oversized.append(self._partial[:100])
                 self._partial = b""
                 self._discarding = True
-                self.oversized += 1
         return lines
 
     def reset(self):
@@ -306,8 +375,10 @@ class Event:
     ``time`` (an aware `datetime.datetime` in UTC), ``source``, ``id`` (str),
     ``pid``, ``uid``, ``gid`` (int, the publisher's kernel credentials),
     ``retained``, ``replayed`` (bool), ``origin`` (dict or None, bridged
-    events). ``frame`` is the event frame as a dict, with any field a newer
-    broker adds."""
+    events); 1.3: ``key`` (str or None), ``redelivered`` (bool: a queue
+    group member closed before this event was written to it, so it came to
+    this member instead). ``frame`` is the event frame as a dict, with any
+    field a newer broker adds."""
 
     __slots__ = ("frame", "_time")
 
@@ -326,6 +397,8 @@ class Event:
     retained = property(lambda self: self.frame.get("retained") is True)
     replayed = property(lambda self: self.frame.get("replayed") is True)
     origin = property(lambda self: self.frame.get("origin"))
+    key = property(lambda self: self.frame.get("key"))
+    redelivered = property(lambda self: self.frame.get("redelivered") is True)
 
     @property
     def time(self):
@@ -336,12 +409,83 @@ class Event:
         return self._time
 
     def __repr__(self):
-        return f"Event(seq={self.seq!r}, type={self.type!r}, data={self.data!r})"
+        return f"{self.__class__.__name__}(seq={self.seq!r}, type={self.type!r}, data={_short_repr(self.data)})"
 
     def __eq__(self, other):
         return isinstance(other, Event) and other.frame == self.frame
 
     __hash__ = None
+
+
+def _short_repr(value):
+    try:
+        text = repr(value)
+    except ValueError:          # an int past the interpreter's int-digit limit
+        return "<a value too large to show>"
+    return text if len(text) <= 1000 else text[:1000] + "..."
+
+
+class Request(Event):
+    """A request a service received (PROTOCOL.md "Request/reply (1.3)"):
+    the fields of an `Event` (the requester's ``pid``, ``uid``, ``gid``,
+    ``source``, ``data``, ``key``), ``token`` (the broker's reply token),
+    ``timeout`` (seconds the requester still waited when the broker sent
+    it). Answer it with ``reply(data)`` or ``fail(text)`` (the drivers bind
+    them); ``answered`` says whether one was sent."""
+
+    __slots__ = ("_answer", "answered")
+
+    def __init__(self, frame, answer=None):
+        super().__init__(frame)
+        self._answer = answer
+        self.answered = False
+
+    token = property(lambda self: self.frame.get("reply"))
+
+    @property
+    def timeout(self):
+        ms = self.frame.get("timeout")
+        return ms / 1000 if isinstance(ms, (int, float)) else None
+
+    def reply(self, data=None):
+        """Answers the request with ``data``; the driver's answer (blocking:
+        True when the broker accepted it, False when not; asyncio: an
+        awaitable of that)."""
+        return self._answer(self, data, None)
+
+    def fail(self, text):
+        """Answers the request with the service's failure ``text`` (the
+        requester gets `errors.ServiceError` with it); as `reply`."""
+        return self._answer(self, None, str(text))
+
+
+class Response:
+    """The answer to ``request`` (PROTOCOL.md "Request/reply (1.3)"):
+    ``data`` (decoded JSON), ``pid``, ``uid``, ``gid`` (the server's kernel
+    credentials: check who answered), ``time`` (when the broker received the
+    reply, an aware datetime), ``seq`` (the request's seq). ``frame`` is the
+    whole ``ok`` frame."""
+
+    __slots__ = ("frame", "reply")
+
+    def __init__(self, frame):
+        self.frame = frame
+        reply = frame.get("reply")
+        self.reply = reply if isinstance(reply, dict) else {}
+
+    data = property(lambda self: self.reply.get("data"))
+    pid = property(lambda self: self.reply.get("pid"))
+    uid = property(lambda self: self.reply.get("uid"))
+    gid = property(lambda self: self.reply.get("gid"))
+    seq = property(lambda self: self.frame.get("seq"))
+
+    @property
+    def time(self):
+        text = self.reply.get("time")
+        return _parse_time(text) if isinstance(text, str) else None
+
+    def __repr__(self):
+        return f"Response(seq={self.seq!r}, pid={self.pid!r}, data={_short_repr(self.data)})"
 
 
 class Reply:
@@ -358,7 +502,10 @@ class Notice:
     """Something besides events and replies. ``kind`` is one of:
 
     - ``"dropped"``: the broker dropped ``count`` events for this connection,
-      the first with seq ``since_seq`` (PROTOCOL.md "Semantics");
+      the first with seq ``since_seq`` (PROTOCOL.md "Semantics"); or (with
+      ``error`` set) this client could not decode the event (or request)
+      with seq ``since_seq`` (``count`` 1): lost all the same, so told the
+      same way and counted in ``dropped``;
     - ``"gap"``: a history replay for ``pattern`` could not reach back to
       ``since_seq`` + 1; events up to ``first_seq`` - 1 may be missed
       (``since_seq`` 0: the broker restarted);
@@ -380,6 +527,8 @@ class Notice:
         self.pattern = frame.get("type")
 
     def __str__(self):
+        if self.kind == "dropped" and self.error is not None:
+            return f"dropped the event or request with seq {self.since_seq}: this client could not decode it ({self.error})"
         if self.kind == "dropped":
             return f"the broker dropped {self.count} events for this connection, starting at seq {self.since_seq} (reading too slowly)"
         if self.kind == "gap":
@@ -397,9 +546,88 @@ class Notice:
 
 
 # ---------------------------------------------------------------------------
-# Session: the protocol state of one connection
+# Decoding (PROTOCOL.md "Framing": numbers of any magnitude, 512 levels)
 
 _loads = json.loads
+
+#: Digits up to which an integer past the interpreter's int-digit limit
+#: (``sys.get_int_max_str_digits()``, 4300 by default) is still made an
+#: ``int`` (by halves, about 30 ms at 50,000 digits); a longer one comes as
+#: an exact, integral `decimal.Decimal` (linear time), so that no publisher
+#: can make a subscriber spend seconds on one number (1,000,000 digits as an
+#: int: about 4 s on Python 3.11).
+BIG_INT_DIGITS = 50_000
+
+
+def _join_digits(digits, chunk):
+    n = len(digits)
+    if n <= chunk:
+        return int(digits)
+    half = n // 2
+    return _join_digits(digits[:half], chunk) * 10 ** (n - half) + _join_digits(digits[half:], chunk)
+
+
+def decode_int(text):
+    """The value of a JSON integer literal (``-?[0-9]+``) of any length: an
+    ``int`` up to `BIG_INT_DIGITS` digits whatever the interpreter's
+    int-digit limit, beyond that an exact `decimal.Decimal`."""
+    limit = sys.get_int_max_str_digits()
+    if limit == 0 or len(text) <= limit:
+        return int(text)
+    negative = text.startswith("-")
+    digits = text[1:] if negative else text
+    if len(digits) > BIG_INT_DIGITS:
+        return decimal.Decimal(text)
+    value = _join_digits(digits, max(limit // 2, 300))
+    return -value if negative else value
+
+
+_deep_lock = threading.Lock()
+#: Recursion levels added while a deeply nested value is decoded or encoded
+#: the slow way: the broker allows 512 levels, the C scanner counts one per
+#: level, a Python walk two.
+_DEEP_MARGIN = 1200
+
+
+def decode_frame(line):
+    """One line (bytes) as JSON, for every value the broker forwards: the
+    fast ``json.loads`` first; on failure again with `decode_int` for the
+    integers (the interpreter's int-digit limit) and, for a RecursionError
+    (a deep value read from deep in the caller's stack), with the recursion
+    limit raised by `_DEEP_MARGIN` for that call (under a lock; put back
+    unless someone changed it meanwhile). Raises ValueError or
+    RecursionError for a line that is not JSON even so."""
+    try:
+        return _loads(line)
+    except ValueError:
+        return _loads(line, parse_int=decode_int)
+    except RecursionError:
+        pass
+    return deep_stack(_loads, line, parse_int=decode_int)
+
+
+def deep_stack(function, *args, **kwargs):
+    """``function(*args, **kwargs)`` with the recursion limit raised by
+    `_DEEP_MARGIN` levels (two frames each for a Python walk of 512 levels),
+    under a lock, put back afterwards unless someone changed it meanwhile."""
+    with _deep_lock:
+        old = sys.getrecursionlimit()
+        sys.setrecursionlimit(old + _DEEP_MARGIN)
+        try:
+            return function(*args, **kwargs)
+        finally:
+            if sys.getrecursionlimit() == old + _DEEP_MARGIN:
+                sys.setrecursionlimit(old)
+
+
+# What the broker writes first in an event or request frame, and in a reply
+# (Sources/EventBusProtocol's encoders): how an undecodable line is told.
+_EVENT_HEAD = re.compile(rb'\s*\{\s*"op"\s*:\s*"(event|request)"\s*,\s*"seq"\s*:\s*([0-9]{1,19})\b')
+_REPLY_HEAD = re.compile(rb'\s*\{\s*"op"\s*:\s*"(?:ok|error)"\s*,\s*"req"\s*:\s*(-?[0-9]{1,16}\b|"[^"\\]{0,256}")')
+
+
+# ---------------------------------------------------------------------------
+# Session: the protocol state of one connection
 
 
 def take_flush_errors(session, deferred, path):
@@ -426,19 +654,31 @@ def raise_first_error(reqs, answered):
             raise answered[req].error
 
 
+class Left:
+    """Marks, among a session's items, the answer to the last ``unsubscribe``
+    of a `Session.leave_requests`: every event before it arrived before the
+    broker took the subscription out (PROTOCOL.md "Queue groups": leaving)."""
+
+
+LEFT = Left()
+
+
 class Session:
     """The protocol state of one connection, across reconnects.
 
     ``start()`` gives the ``hello`` frame of a new connection;
     ``request()`` numbers and encodes a request; ``receive(data)`` turns
-    bytes read into a list of `Event`, `Reply` and `Notice` objects.
-    ``info`` is the last ``hello`` reply (a dict: ``instance``, ``conn``,
-    ``features`` and, from a 1.2 broker, ``pid``, as they came).
+    bytes read into a list of `Event`, `Request`, `Reply` and `Notice`
+    objects (and `LEFT`). ``info`` is the last ``hello`` reply (a dict:
+    ``instance``, ``conn``, ``features`` and, from a 1.2 broker, ``pid``, as
+    they came).
 
     For subscriptions it also keeps the patterns and the position to resume
-    from (``instance``, ``last_seq``: the newest seq read), and for a
+    from (``instance``, ``last_seq``: the newest seq read), ``serve`` and
+    ``group`` (1.3: what every subscribe of this connection says), and for a
     publisher the seqs of its own events (for ``echo=False`` across the
-    publishing and subscribing connections of one bus, see ``own_seq``)."""
+    publishing and subscribing connections of one bus, see ``own_seq``).
+    ``answer`` is given to every `Request` received (the driver's reply)."""
 
     def __init__(self, *, client=None, echo=False, overflow=None, max_frame=None):
         if client is not None and (not isinstance(client, str) or not re.fullmatch(r"[A-Za-z0-9_.:\-]{1,64}", client)):
@@ -452,11 +692,21 @@ class Session:
         self._splitter = FrameSplitter(MAX_INCOMING_FRAME if max_frame is None else max_frame)
         #: req -> op of every request written and not answered yet (in order).
         self.pending = {}
+        #: The newest req answered: a frame answered without req is the
+        #: oldest pending one after it (requests are handled in order, only
+        #: the answers of ``request`` come out of order).
+        self.max_answered = 0
+        self.abandoned = set()      # reqs of requests given up locally (their late answers are ignored)
         # Resume state (subscriptions).
         self.patterns = {}          # pattern -> True, in subscription order
+        self.serve = False          # (1.3) the subscriptions receive requests
+        self.group = None           # (1.3) the queue group they join
+        self.members = None         # (1.3) members of the group, from the last subscribe's ok
+        self.leaving = None         # reqs of the unsubscribes of leave_requests, until answered
         self.instance = None        # the broker run last_seq belongs to
         self.last_seq = None
         self._resume_req = None     # the stats request that closes a (re)subscribe batch
+        self.answer = None
         # Own publications (publisher).
         self.record_own = False
         self.own = {}               # seq -> True, newest last
@@ -465,7 +715,7 @@ class Session:
         self.publishes_pending = 0
         self.posts_lost = 0         # publish(wait=False) unanswered when a connection was lost
         # What the broker told this connection besides replies.
-        self.dropped = 0            # events dropped for it (sum of dropped notices)
+        self.dropped = 0            # events dropped for it (sum of dropped notices, and those not decodable)
         self.gaps = 0               # gap notices
         self.last_error = None      # the last error frame without req (why a close came)
 
@@ -476,7 +726,9 @@ class Session:
         ``hello`` to send first on a new connection."""
         self._splitter.reset()
         self.pending.clear()
+        self.abandoned.clear()
         self.publishes_pending = 0
+        self.max_answered = self._next_req - 1
         self.heard = False
         self.last_error = None
         self.info = None
@@ -490,12 +742,43 @@ class Session:
         self.pending[req] = op
         return req, encode_request(op, req, fields)
 
-    def publish(self, type, data=None, retain=False, source=None, id=None, wait=True):
+    def ask(self, type, data=None, *, timeout=None, key=None, source=None, id=None):
+        """``(req, bytes)`` of a ``request`` (1.3) for ``type``; ``timeout`` in
+        seconds (sent as milliseconds; None: the broker's default, 25 s). Its
+        `Reply` carries the ``ok`` (see `Response`) or a request error
+        (`errors.NoResponders`, `errors.NoReply`, `errors.RequestTimeout`,
+        `errors.ServiceError`, ...). Raises `errors.BadType`, ValueError,
+        TypeError before anything is sent."""
+        check_type(type)
+        if key is not None:
+            check_key(key)
+        ms = None
+        if timeout is not None:
+            if not isinstance(timeout, (int, float)) or timeout != timeout or timeout < 0:
+                raise ValueError(f"invalid timeout: {timeout!r} (seconds, >= 0)")
+            ms = max(1, round(timeout * 1000))
+        return self.request("request", type=type, data=data, timeout=ms, key=key,
+                            source=None if source is None else str(source), id=None if id is None else str(id))
+
+    def reply_request(self, token, data=None, error=None):
+        """``(req, bytes)`` of a ``reply`` (1.3) to the request that carried
+        ``token``; its `Reply`'s frame has ``accepted``."""
+        if error is not None:
+            return self.request("reply", to=token, data=data, error=str(error))
+        return self.request("reply", to=token, data=data)
+
+    def abandon(self, req):
+        """Forgets request ``req`` (the caller stopped waiting): its answer,
+        when it comes, is ignored."""
+        if self.pending.pop(req, None) is not None:
+            self.abandoned.add(req)
+
+    def publish(self, type, data=None, retain=False, source=None, id=None, wait=True, key=None):
         """``(req, bytes)`` of a ``publish`` (raises `errors.BadType` for a bad
-        type, TypeError/ValueError for data JSON cannot hold). With
-        ``wait=False`` its ``ok`` gives no `Reply` (only an error does)."""
+        type, TypeError/ValueError for data JSON cannot hold or a bad ``key``).
+        With ``wait=False`` its ``ok`` gives no `Reply` (only an error does)."""
         req = self._next_req
-        frame = encode_publish(req, type, data, retain, source, id)
+        frame = encode_publish(req, type, data, retain, source, id, key)
         self._next_req = req + 1
         self.pending[req] = "publish" if wait else "post"
         self.publishes_pending += 1
@@ -503,14 +786,18 @@ class Session:
 
     def subscribe_requests(self, patterns, *, last=False, since=None, instance=None):
         """The frames (bytes) adding ``patterns`` and the reqs to wait for:
-        one ``subscribe`` each, then a ``stats`` whose answer tells the
-        broker's seq at that point (the position to resume from when no event
-        has arrived yet; PROTOCOL-NOTES "Retained events and history")."""
+        one ``subscribe`` each (with this session's ``serve`` and ``group``),
+        then a ``stats`` whose answer tells the broker's seq at that point
+        (the position to resume from when no event has arrived yet;
+        PROTOCOL-NOTES "Retained events and history")."""
+        if self.group is not None and (last or since is not None):
+            raise ValueError("last and since cannot be combined with group (a queue group shares live events only)")
         reqs, out = [], []
         for pattern in patterns:
             check_pattern(pattern)
             req, frame = self.request("subscribe", type=pattern, last=True if last else None,
-                                      since=since, instance=instance)
+                                      since=since, instance=instance, serve=True if self.serve else None,
+                                      group=self.group)
             self.patterns[pattern] = True
             reqs.append(req)
             out.append(frame)
@@ -530,6 +817,21 @@ class Session:
         else:
             reqs, frames = self.resubscribe_requests()
         return [hello_req, *reqs], hello + frames
+
+    def leave_requests(self):
+        """``(reqs, bytes)``: an ``unsubscribe`` of every pattern (with
+        ``serve`` and ``group``), to leave cleanly. When the last is
+        answered, `receive` gives `LEFT` in its place: the events before it
+        arrived before the broker took the subscription out, none after."""
+        reqs, out = [], []
+        for pattern in self.patterns:
+            req, frame = self.request("unsubscribe", type=pattern, serve=True if self.serve else None,
+                                      group=self.group)
+            reqs.append(req)
+            out.append(frame)
+        self.patterns.clear()       # (nothing to resubscribe after a reconnect)
+        self.leaving = set(reqs)
+        return reqs, b"".join(out)
 
     def get_requests(self, type):
         """``(reqs, bytes)`` asking for the retained event of ``type`` on a
@@ -554,9 +856,10 @@ class Session:
         """After a reconnect: every pattern again, with ``since`` the newest
         seq read and ``instance`` its broker run, so the broker replays what
         was missed (same run) or says ``gap`` and replays its whole history
-        (a new run)."""
+        (a new run). A queue group or a service shares live events (and
+        requests) only: without ``since``."""
         patterns = list(self.patterns)
-        if self.last_seq is None:
+        if self.last_seq is None or self.group is not None or self.serve:
             return self.subscribe_requests(patterns)
         return self.subscribe_requests(patterns, since=self.last_seq, instance=self.instance)
 
@@ -585,20 +888,21 @@ class Session:
     # -- receiving -----------------------------------------------------------
 
     def receive(self, data):
-        """The events, replies and notices in ``data`` (bytes read), in order."""
+        """The events, requests, replies and notices in ``data`` (bytes read),
+        in order."""
         lines = self._splitter.feed(data)
         out = []
         if self._splitter.oversized:
-            out.append(Notice("malformed", error=errors.MalformedFrame(
-                f"{self._splitter.oversized} line(s) longer than {self._splitter.max_frame} bytes skipped")))
-            self._splitter.oversized = 0
+            for head in self._splitter.oversized:
+                self._undecodable(head, f"longer than {self._splitter.max_frame} bytes, skipped", out)
+            self._splitter.oversized = []
         if not lines:
             return out
         self.heard = True
         try:
             # One parse for the whole batch: far cheaper than one call a line.
             frames = _loads(b"[" + b",".join(lines) + b"]") if len(lines) > 1 else [_loads(lines[0])]
-        except ValueError:
+        except (ValueError, RecursionError):
             frames = self._parse_each(lines, out)
         last_seq = self.last_seq
         if last_seq is None:
@@ -609,7 +913,7 @@ class Session:
             try:
                 op = frame["op"]
             except (KeyError, TypeError):
-                append(Notice("malformed", error=errors.MalformedFrame(f"frame without op: {str(frame)[:200]}")))
+                append(Notice("malformed", error=errors.MalformedFrame(f"frame without op: {_short_repr(frame)[:200]}")))
                 continue
             if op == "event":
                 seq = frame.get("seq")
@@ -622,11 +926,16 @@ class Session:
             elif op == "ok" or op == "error":
                 req = frame.get("req")
                 if op == "error" and req is None and frame.get("code") in ("frame_too_large", "bad_frame") and self.pending:
-                    # Answered without req (PROTOCOL.md "Requests"): replies come
-                    # in order, so it is the oldest request's.
-                    req = next(iter(self.pending))
+                    # Answered without req (PROTOCOL.md "Requests"): requests are
+                    # handled in order, so it is the oldest pending one after
+                    # the newest answered.
+                    req = next((r for r in self.pending if r > self.max_answered), None)
+                if req.__class__ is is_int and req > self.max_answered:
+                    self.max_answered = req
                 if req is None or req not in self.pending:
-                    if op == "error":
+                    if req in self.abandoned:
+                        self.abandoned.discard(req)
+                    elif op == "error":
                         self.last_error = errors.error_from_frame(frame)
                         append(Notice("error", frame, error=self.last_error))
                     continue
@@ -655,9 +964,21 @@ class Session:
                             self._note_seq(last_seq)
                         self._resume_from_stats(frame)
                         last_seq = -1 if self.last_seq is None else self.last_seq
+                    elif kind == "subscribe" and type(frame.get("members")) is int:
+                        self.members = frame["members"]
                     append(Reply(req, frame, None))
                 else:
-                    append(Reply(req, frame, errors.error_from_frame(frame)))
+                    append(Reply(req, frame, errors.error_from_frame(frame, request=kind == "request")))
+                if self.leaving and req in self.leaving:
+                    self.leaving.discard(req)
+                    if not self.leaving:
+                        append(LEFT)
+            elif op == "request":
+                if frame.get("seq").__class__ is not is_int or frame.get("type").__class__ is not is_str \
+                        or frame.get("reply").__class__ is not is_str:
+                    append(Notice("malformed", frame, error=errors.MalformedFrame("request without integer seq, string type and reply token")))
+                    continue
+                append(Request(frame, self.answer))
             elif op == "dropped":
                 count = frame.get("count")
                 self.dropped += count if type(count) is int else 0
@@ -691,10 +1012,33 @@ class Session:
             if not line.strip():
                 continue
             try:
-                frames.append(_loads(line))
-            except ValueError as exc:
-                out.append(Notice("malformed", error=errors.MalformedFrame(f"not JSON ({exc}): {line[:200]!r}")))
+                frames.append(decode_frame(line))
+            except (ValueError, RecursionError, MemoryError) as exc:
+                self._undecodable(line[:200], f"not JSON this client can read ({exc.__class__.__name__}: {str(exc)[:200]})", out)
         return frames
+
+    def _undecodable(self, head, why, out):
+        """A line this client cannot decode (``head``: its first bytes): an
+        event or request is lost as surely as one the broker dropped, so it
+        is counted in ``dropped`` and told as a ``dropped`` notice (with
+        ``error``); a reply fails its request; anything else is
+        ``malformed``."""
+        found = _EVENT_HEAD.match(head)
+        if found is not None:
+            self.dropped += 1
+            seq = int(found.group(2))
+            out.append(Notice("dropped", {"op": "dropped", "count": 1, "since_seq": seq},
+                              error=errors.MalformedFrame(f"{found.group(1).decode()} {seq}: {why}")))
+            return
+        found = _REPLY_HEAD.match(head)
+        req = _loads(found.group(1)) if found is not None else None
+        if req is not None and req in self.pending:
+            kind = self.pending.pop(req)
+            if kind == "publish" or kind == "post":
+                self.publishes_pending -= 1
+            out.append(Reply(req, {}, errors.MalformedFrame(f"the answer to request {req}: {why}")))
+            return
+        out.append(Notice("malformed", error=errors.MalformedFrame(f"{why}: {head[:100]!r}")))
 
     def lost(self):
         """The connection ended: forgets the unanswered requests and returns
@@ -702,6 +1046,7 @@ class Session:
         reqs = list(self.pending)
         self.posts_lost += sum(1 for kind in self.pending.values() if kind == "post")
         self.pending.clear()
+        self.abandoned.clear()
         self.publishes_pending = 0
         self._splitter.reset()
         return reqs
@@ -717,6 +1062,14 @@ class Session:
 #: they must be read while publishing.
 DRAIN_AT = 2048
 WAIT_AT = 32768
+
+#: Seconds a request waits past its own timeout for the broker's answer
+#: (the broker answers ``timeout`` itself at the deadline; this only guards
+#: against a broker that answers nothing).
+REQUEST_GRACE = 2.0
+#: The broker's default request timeout (PROTOCOL.md "Request/reply"), for
+#: the local guard of a request sent without ``timeout``.
+DEFAULT_REQUEST_TIMEOUT = 25.0
 
 _log = logging.getLogger("eventbus")
 

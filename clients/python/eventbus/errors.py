@@ -99,6 +99,43 @@ class FrameTimeout(ProtocolError):
     the connection."""
 
 
+class RequestError(ProtocolError):
+    """Base of the errors that answer a ``request`` (PROTOCOL.md
+    "Request/reply (1.3)") with no reply data: catch it to handle every
+    way a question can go unanswered."""
+
+
+class NoResponders(RequestError):
+    """``no_responders``: nothing serves the type (no serving subscription
+    matches it, the policy hides it from all of them, or all would have to
+    drop it). Told at once, without waiting for the timeout."""
+
+
+class NoReply(RequestError):
+    """``no_reply``: every server the request reached closed, stopped
+    serving or fell behind without replying (the message says which)."""
+
+
+class RequestTimeout(RequestError, TimeoutError):
+    """``timeout`` answering a request: its deadline passed first (the
+    broker forgot it; a late reply is refused). Also raised by the client
+    when the broker has not answered a second past the deadline."""
+
+
+class ServiceError(RequestError):
+    """``service_error``: the service answered with a failure. ``message``
+    is the service's own text; ``reply`` the reply's fields (``pid``,
+    ``uid``, ``gid`` of the server, ``time``)."""
+
+    def __init__(self, code, message, frame=None):
+        super().__init__(code, message, frame)
+        reply = self.frame.get("reply")
+        self.reply = reply if isinstance(reply, dict) else {}
+
+    def __str__(self):
+        return f"the service failed: {self.message}"
+
+
 #: Wire code -> exception class (PROTOCOL.md "Errors").
 ERROR_CLASSES = {
     "bad_frame": BadFrame,
@@ -110,14 +147,21 @@ ERROR_CLASSES = {
     "limit": LimitExceeded,
     "slow_consumer": SlowConsumer,
     "timeout": FrameTimeout,
+    "no_responders": NoResponders,
+    "no_reply": NoReply,
+    "service_error": ServiceError,
 }
 
 
-def error_from_frame(frame):
+def error_from_frame(frame, request=False):
     """The exception for a broker ``error`` frame (a dict); an unknown code
-    gives a plain `ProtocolError`."""
+    gives a plain `ProtocolError`. ``request``: the frame answers a
+    ``request``, where ``timeout`` is its deadline (`RequestTimeout`), not
+    an incomplete frame's."""
     code = frame.get("code")
     code = code if isinstance(code, str) else "unknown"
     message = frame.get("message")
     message = message if isinstance(message, str) else "no message"
+    if request and code == "timeout":
+        return RequestTimeout(code, message, frame)
     return ERROR_CLASSES.get(code, ProtocolError)(code, message, frame)

@@ -28,7 +28,7 @@ class FramingTests(unittest.TestCase):
 
     def test_a_line_over_the_limit_is_skipped_to_its_lf_and_reported(self):
         session = core.Session(max_frame=200)
-        big = b'{"op":"event","seq":1,"type":"a","data":"' + b"x" * 500 + b'"}\n'
+        big = b'{"op":"other","seq":1,"type":"a","data":"' + b"x" * 500 + b'"}\n'
         items = []
         for i in range(0, len(big), 64):
             items += session.receive(big[i:i + 64])
@@ -36,6 +36,19 @@ class FramingTests(unittest.TestCase):
         kinds = [getattr(item, "kind", None) or item.seq for item in items]
         self.assertEqual(kinds, ["malformed", 2])
         self.assertIsInstance(items[0].error, errors.MalformedFrame)
+
+    def test_an_event_over_the_limit_is_counted_and_told_as_dropped_whole_or_in_chunks(self):
+        big = b'{"op":"event","seq":41,"type":"a","data":"' + b"x" * 500 + b'"}\n'
+        for size in (7, 64, len(big)):
+            session = core.Session(max_frame=200)
+            items = []
+            for i in range(0, len(big), size):
+                items += session.receive(big[i:i + size])
+            items += session.receive(event_line(42))
+            self.assertEqual([(i.kind, i.count, i.since_seq) if isinstance(i, core.Notice) else i.seq for i in items],
+                             [("dropped", 1, 41), 42], f"chunks of {size}")
+            self.assertEqual(session.dropped, 1)
+            self.assertIn("could not decode", str(items[0]))
 
     def test_a_line_that_is_not_json_is_a_malformed_notice_and_the_rest_is_read(self):
         session = core.Session()
@@ -201,3 +214,146 @@ class SessionTests(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class DecodingTests(unittest.TestCase):
+    """Issue 37: every JSON value the broker forwards reaches the application."""
+
+    def receive_one(self, data_text, session=None):
+        session = session or core.Session()
+        line = b'{"op":"event","seq":9,"type":"a.b","time":"2026-11-29T13:00:00.123Z","data":' + data_text + b'}\n'
+        # Alone and among other lines (the batch parse falls back line by line).
+        items = session.receive(line + event_line(10))
+        self.assertEqual([i.seq for i in items], [9, 10])
+        return items[0].data
+
+    def test_integers_past_the_interpreters_digit_limit_are_ints(self):
+        for digits in (4301, 5000, 20000):
+            self.assertEqual(self.receive_one(b"9" * digits), 10 ** digits - 1)
+            self.assertEqual(self.receive_one(b'{"n":-' + b"7" * digits + b"}")["n"], -(10 ** digits - 1) // 9 * 7)
+
+    def test_an_integer_past_big_int_digits_is_an_exact_decimal(self):
+        value = self.receive_one(b"12" * (core.BIG_INT_DIGITS // 2 + 1))
+        self.assertEqual(value, __import__("decimal").Decimal("12" * (core.BIG_INT_DIGITS // 2 + 1)))
+        self.assertEqual(value, value.to_integral_value())
+
+    def test_big_integers_and_decimals_received_encode_back_as_their_digits(self):
+        json_text = b'{"a":' + b"9" * 5000 + b',"b":[-' + b"1" * 4400 + b',2],"c":' + b"3" * 60000 + b',"s":"\\u0000"}'
+        value = core.decode_frame(json_text)
+        self.assertEqual(core.encode_json(value).encode(), json_text.replace(b"\\u0000", b"\\u0000"))
+        self.assertEqual(core.decode_frame(core.encode_json(value).encode()), value)
+        self.assertRaises(ValueError, core.encode_json, [10 ** 5000, float("nan")])
+
+    def test_1e400_is_infinity_as_json_gives_it(self):
+        self.assertEqual(self.receive_one(b"[1e400,-1e400]"), [float("inf"), float("-inf")])
+
+    def test_510_levels_of_nesting_decode_even_deep_in_the_callers_stack(self):
+        deep = b"[" * 510 + b"]" * 510
+
+        def at_depth(n):
+            return at_depth(n - 1) if n else self.receive_one(deep)
+        limit = __import__("sys").getrecursionlimit()
+        value = at_depth(limit - 200)      # the C scanner alone would run out of levels here
+        for _ in range(509):
+            self.assertEqual(len(value), 1)
+            value = value[0]
+        self.assertEqual(value, [])
+        self.assertEqual(__import__("sys").getrecursionlimit(), limit, "the limit is put back")
+
+    def test_an_event_that_cannot_be_decoded_is_counted_and_told_as_dropped(self):
+        session = core.Session()
+        items = session.receive(b'{"op":"event","seq":5,"type":"a.b","data":[1,}\n' + event_line(6))
+        self.assertEqual([(i.kind, i.count, i.since_seq) if isinstance(i, core.Notice) else i.seq for i in items],
+                         [("dropped", 1, 5), 6])
+        self.assertEqual(session.dropped, 1)
+        self.assertIsInstance(items[0].error, errors.MalformedFrame)
+
+    def test_an_answer_that_cannot_be_decoded_fails_its_request_instead_of_leaving_it_waiting(self):
+        session = core.Session()
+        req, _ = session.request("ping")
+        items = session.receive(b'{"op":"ok","req":%d,"x":[}\n' % req)
+        self.assertEqual([(i.req, type(i.error)) for i in items], [(req, errors.MalformedFrame)])
+        self.assertEqual(session.pending, {})
+
+
+class RequestReplyTests(unittest.TestCase):
+    def test_request_frames_and_their_answers_out_of_order(self):
+        session = core.Session()
+        a, frame = session.ask("svc.a", {"x": 1}, timeout=2.5, key="k1")
+        self.assertEqual(__import__("json").loads(frame),
+                         {"op": "request", "req": a, "type": "svc.a", "data": {"x": 1}, "timeout": 2500, "key": "k1"})
+        b, _ = session.ask("svc.b")
+        c, _ = session.request("ping")
+        items = session.receive(b'{"op":"ok","req":%d}\n{"op":"error","req":%d,"code":"no_responders","message":"none"}\n'
+                                b'{"op":"ok","req":%d,"seq":3,"reply":{"time":"2026-11-29T13:00:00.123Z","pid":5,"uid":6,"gid":7,"data":[1]}}\n'
+                                % (c, b, a))
+        self.assertEqual([i.req for i in items], [c, b, a])
+        self.assertIsInstance(items[1].error, errors.NoResponders)
+        answer = core.Response(items[2].frame)
+        self.assertEqual((answer.data, answer.pid, answer.uid, answer.gid, answer.seq), ([1], 5, 6, 7, 3))
+        self.assertEqual(answer.time.year, 2026)
+
+    def test_request_errors_are_distinct_and_timeout_is_the_requests_own(self):
+        session = core.Session()
+        reqs = [session.ask("svc.a")[0] for _ in range(4)]
+        frames = b"".join(b'{"op":"error","req":%d,"code":"%s","message":"m"%s}\n' % (req, code, extra) for req, code, extra in zip(
+            reqs, (b"no_responders", b"no_reply", b"timeout", b"service_error"), (b"", b"", b"", b',"reply":{"pid":9}')))
+        errs = [i.error for i in session.receive(frames)]
+        self.assertEqual([type(e) for e in errs], [errors.NoResponders, errors.NoReply, errors.RequestTimeout, errors.ServiceError])
+        self.assertTrue(all(isinstance(e, errors.RequestError) for e in errs))
+        self.assertIsInstance(errs[2], TimeoutError)
+        self.assertEqual((errs[3].message, errs[3].reply), ("m", {"pid": 9}))
+        self.assertIsInstance(errors.error_from_frame({"code": "timeout"}), errors.FrameTimeout)
+
+    def test_a_frame_too_large_without_req_is_the_oldest_request_not_yet_passed(self):
+        session = core.Session()
+        waiting, _ = session.ask("svc.a")          # accepted, its answer comes later
+        ping, _ = session.request("ping")
+        big, _ = session.ask("svc.a")              # too large
+        items = session.receive(b'{"op":"ok","req":%d}\n{"op":"error","code":"frame_too_large","message":"m"}\n' % ping)
+        self.assertEqual([(i.req, type(i.error)) for i in items], [(ping, type(None)), (big, errors.FrameTooLarge)])
+        self.assertEqual(list(session.pending), [waiting])
+
+    def test_an_abandoned_requests_late_answer_is_ignored(self):
+        session = core.Session()
+        req, _ = session.ask("svc.a")
+        session.abandon(req)
+        self.assertEqual(session.receive(b'{"op":"error","req":%d,"code":"timeout","message":"m"}\n' % req), [])
+
+    def test_requests_received_carry_token_and_timeout_and_answer_through_the_driver(self):
+        session = core.Session()
+        answers = []
+        session.answer = lambda request, data, error: answers.append((request.token, data, error)) or True
+        items = session.receive(b'{"op":"request","seq":4,"type":"svc.a","time":"2026-11-29T13:00:00.123Z","pid":1,"uid":2,"gid":3,'
+                                b'"data":{"q":1},"reply":"tok","timeout":1500,"key":"k"}\n{"op":"request","seq":5,"type":"svc.a"}\n')
+        request = items[0]
+        self.assertIsInstance(request, core.Request)
+        self.assertEqual((request.seq, request.data, request.token, request.timeout, request.key), (4, {"q": 1}, "tok", 1.5, "k"))
+        self.assertTrue(request.reply([1]))
+        request.fail("disk full")
+        self.assertEqual(answers, [("tok", [1], None), ("tok", None, "disk full")])
+        self.assertEqual(items[1].kind, "malformed")
+
+    def test_group_and_serve_go_in_every_subscribe_and_unsubscribe_and_leaving_ends_with_left(self):
+        json = __import__("json")
+        session = core.Session()
+        session.serve, session.group = True, "workers"
+        reqs, frames = session.open_subscription(["svc.>"])
+        sent = [json.loads(line) for line in frames.splitlines()]
+        self.assertEqual(sent[1], {"op": "subscribe", "req": reqs[1], "type": "svc.>", "serve": True, "group": "workers"})
+        self.assertRaises(ValueError, session.subscribe_requests, ["a"], since=3)
+        session.last_seq = 7
+        _, frames = session.resubscribe_requests()
+        self.assertNotIn("since", json.loads(frames.splitlines()[0]))
+        leave, frames = session.leave_requests()
+        self.assertEqual(json.loads(frames), {"op": "unsubscribe", "req": leave[0], "type": "svc.>", "serve": True, "group": "workers"})
+        items = session.receive(event_line(8) + b'{"op":"ok","req":%d,"removed":true}\n' % leave[0] + event_line(9))
+        self.assertEqual([getattr(i, "seq", None) or i.__class__.__name__ for i in items], [8, "Reply", "Left", 9])
+
+    def test_key_and_group_names_are_checked_before_sending(self):
+        session = core.Session()
+        self.assertRaises(ValueError, session.publish, "a.b", key="")
+        self.assertRaises(ValueError, session.ask, "a.b", key="k" * 256)
+        self.assertRaises(ValueError, core.check_group, "bad group")
+        _, frame = session.publish("a.b", 1, key="k\u00e9")
+        self.assertEqual(__import__("json").loads(frame)["key"], "k\u00e9")

@@ -45,7 +45,7 @@ class FramingAgainstAFakeBroker(FakeBrokerTestCase):
         sub.close()
         fake.join()
 
-    def test_a_line_over_the_clients_limit_is_skipped_and_reported(self):
+    def test_an_event_over_the_clients_limit_is_skipped_and_counted_as_dropped(self):
         limit, core.MAX_INCOMING_FRAME = core.MAX_INCOMING_FRAME, 1000
         self.addCleanup(setattr, core, "MAX_INCOMING_FRAME", limit)
 
@@ -61,8 +61,9 @@ class FramingAgainstAFakeBroker(FakeBrokerTestCase):
         notices = []
         sub = self.connect(fake, on_notice=notices.append).subscribe("a.>")
         self.assertEqual(sub.get(5).seq, 2)
-        self.assertEqual([n.kind for n in notices], ["malformed"])
+        self.assertEqual([(n.kind, n.count, n.since_seq) for n in notices], [("dropped", 1, 1)])
         self.assertIsInstance(notices[0].error, eventbus.MalformedFrame)
+        self.assertEqual(sub.dropped, 1)
         sub.close()
         fake.join()
 
@@ -275,3 +276,127 @@ class Protocol12AgainstAFakeBroker(FakeBrokerTestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class RequestsAgainstAFakeBroker(FakeBrokerTestCase):
+    """Several requests in flight on one connection, answered out of order:
+    the fake answers only once every request is written, last first (a real
+    broker answers as its services do)."""
+
+    N = 4
+
+    def script(self, fake):
+        c = fake.accept()
+        c.hello()
+        requests = [c.expect("request") for _ in range(self.N)]
+        for i, request in enumerate(reversed(requests)):
+            c.ok(request, seq=100 + i, reply={"time": "2026-11-29T13:00:00.123Z", "pid": 1, "uid": 2, "gid": 3,
+                                               "data": request["data"]})
+        c.read()
+
+    def test_requests_of_several_threads_are_in_flight_at_once_on_one_bus(self):
+        import concurrent.futures
+        fake = self.fake(self.script)
+        bus = self.connect(fake)
+        with concurrent.futures.ThreadPoolExecutor(self.N) as pool:
+            answers = list(pool.map(lambda i: bus.request("svc.echo", i, timeout=10), range(self.N)))
+        self.assertEqual([a.data for a in answers], list(range(self.N)))
+        self.assertEqual({(a.pid, a.uid, a.gid) for a in answers}, {(1, 2, 3)})
+        bus.close()
+        fake.join()
+
+    def test_asyncio_requests_are_in_flight_at_once_on_one_bus(self):
+        fake = self.fake(self.script)
+
+        async def main():
+            async with await eventbus.aio.connect(fake.socket) as bus:
+                return await asyncio.gather(*(bus.request("svc.echo", i, timeout=10) for i in range(self.N)))
+        self.assertEqual([a.data for a in asyncio.run(main())], list(range(self.N)))
+        fake.join()
+
+    def test_a_broker_that_never_answers_a_request_times_out_locally_and_the_late_answer_is_ignored(self):
+        def script(fake):
+            c = fake.accept()
+            c.hello()
+            request = c.expect("request")
+            ping = c.expect("ping")                 # asked after the local timeout
+            c.send({"op": "error", "req": request["req"], "code": "timeout", "message": "late"})
+            c.ok(ping)
+            c.read()
+        fake = self.fake(script)
+        grace, core.REQUEST_GRACE = core.REQUEST_GRACE, 0.05
+        self.addCleanup(setattr, core, "REQUEST_GRACE", grace)
+        notices = []
+        bus = self.connect(fake, on_notice=notices.append)
+        with self.assertRaises(eventbus.RequestTimeout):
+            bus.request("svc.slow", timeout=0)
+        bus.ping()
+        self.assertEqual(notices, [])
+        bus.close()
+        fake.join()
+
+
+class ServingAgainstAFakeBroker(FakeBrokerTestCase):
+    def script(self, fake):
+        fake.accept().hello()          # the bus's own connection; the service opens another
+        c = fake.accept()
+        c.hello()
+        subscribe = c.expect("subscribe")
+        self.assertEqual((subscribe["type"], subscribe["serve"], subscribe["group"]), ("svc.>", True, "g"))
+        c.ok(subscribe, type="svc.>", members=2)
+        c.ok(c.expect("stats"), instance="fake-run-1", history_first_seq=1, history_events=0)
+        for seq in (1, 2):
+            c.send({"op": "request", "seq": seq, "type": "svc.a", "time": "2026-11-29T13:00:00.123Z", "pid": 1,
+                    "uid": 0, "gid": 0, "data": seq, "reply": f"tok{seq}", "timeout": 900})
+        first = c.expect("reply")
+        self.assertEqual((first["to"], first["data"]), ("tok1", 1))
+        c.ok(first, accepted=True)
+        second = c.expect("reply")
+        self.assertEqual((second["to"], second["error"]), ("tok2", "no disk"))
+        c.ok(second, accepted=False)
+        leave = c.expect("unsubscribe")      # once every request handed out is answered
+        self.assertEqual((leave["type"], leave["serve"], leave["group"]), ("svc.>", True, "g"))
+        try:                                 # (the client may have closed already: nothing more is handed out)
+            c.send({"op": "request", "seq": 3, "type": "svc.a", "data": 3, "reply": "tok3", "timeout": 900})
+            c.ok(leave, removed=True)
+            c.read()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def test_a_service_answers_counts_what_was_not_accepted_and_leaves_after_its_share(self):
+        fake = self.fake(self.script)
+        bus = self.connect(fake)
+        service = bus.serve("svc.>", group="g")
+        self.assertEqual(service.members, 2)
+        got, accepted = [], []
+        for request in service:
+            got.append((request.seq, request.data, request.timeout))
+            if request.seq == 1:
+                accepted.append(request.reply(request.data))
+            elif request.seq == 2:
+                service.leave()                      # held: it is answered before the unsubscribe
+                accepted.append(request.fail("no disk"))
+                self.assertFalse(request.reply("again"), "one answer per request")
+        self.assertEqual(got, [(1, 1, 0.9), (2, 2, 0.9)], "nothing handed out after leave()")
+        self.assertEqual(accepted, [True, False])
+        self.assertEqual(service.unaccepted, 1, "refused by the broker (the second answer was never sent)")
+        service.close()
+        fake.join()
+
+    def test_an_asyncio_service_does_the_same(self):
+        fake = self.fake(self.script)
+
+        async def main():
+            async with await eventbus.aio.connect(fake.socket) as bus:
+                async with bus.serve("svc.>", group="g") as service:
+                    got, accepted = [], []
+                    async for request in service:
+                        got.append((request.seq, request.data))
+                        if request.seq == 1:
+                            accepted.append(await request.reply(request.data))
+                        elif request.seq == 2:
+                            await service.leave()
+                            accepted.append(await request.fail("no disk"))
+                    return got, accepted, service.members, service.unaccepted
+        self.assertEqual(asyncio.run(main()), ([(1, 1), (2, 2)], [True, False], 2, 1))
+        fake.join()

@@ -1,0 +1,171 @@
+"""Queue groups (PROTOCOL.md 1.3) through the Python client, blocking and
+asyncio, against the real eventbusd: each event to one member, keys, the
+clean leave of a worker, services in a group."""
+
+import asyncio
+import threading
+import time
+import unittest
+
+import support
+
+import eventbus
+import eventbus.aio
+
+
+def take_from(subs, n, deadline=60):
+    """n events from the members ``subs`` together: [(index of the member,
+    event)] in the order read (fails the test when they do not come)."""
+    got, stop = [], time.monotonic() + deadline
+    while len(got) < n:
+        if time.monotonic() > stop:
+            raise AssertionError(f"only {len(got)} of {n} events came")
+        for index, sub in enumerate(subs):
+            while (ev := sub.get(0.01)) is not None:
+                got.append((index, ev))
+    return got
+
+
+def take(sub, n, timeout=10):
+    """n events of ``sub`` (fails the test when one does not come)."""
+    got = []
+    for _ in range(n):
+        ev = sub.get(timeout)
+        if ev is None:
+            raise AssertionError(f"only {len(got)} of {n} events came")
+        got.append(ev)
+    return got
+
+
+class GroupTests(support.BrokerTestCase):
+    def test_each_event_goes_to_one_member_and_plain_subscribers_still_get_all(self):
+        publisher = self.connect()
+        a, b, plain = (self.connect().subscribe("g1.>", group="workers"), self.connect().subscribe("g1.>", group="workers"),
+                       self.connect().subscribe("g1.>"))
+        self.assertEqual((a.members, b.members), (1, 2))
+        seqs = [publisher.publish("g1.job", i) for i in range(10)]
+        got = take_from((a, b), 10)
+        self.assertEqual(sorted(ev.seq for _, ev in got), seqs, "each event once")
+        self.assertEqual({index for index, _ in got}, {0, 1}, "in turn")
+        self.assertEqual([ev.seq for ev in take(plain, 10)], seqs)
+        for sub in (a, b, plain):
+            sub.close()
+
+    def test_a_key_keeps_its_events_on_one_member_in_order(self):
+        publisher = self.connect()
+        members = [self.connect().subscribe("g2.>", group="keyed") for _ in range(3)]
+        for i in range(12):
+            publisher.publish("g2.job", {"key": f"k{i % 2}", "n": i}, key=f"k{i % 2}")
+        by_key = {}
+        for index, ev in take_from(members, 12):
+            self.assertEqual(ev.key, ev.data["key"])
+            by_key.setdefault(ev.key, []).append((index, ev.data["n"]))
+        for key, events in by_key.items():
+            self.assertEqual(len({index for index, _ in events}), 1, f"{key} on one member")
+            self.assertEqual([n for _, n in events], sorted(n for _, n in events), f"{key} in order")
+        self.assertEqual(sum(len(e) for e in by_key.values()), 12)
+        for sub in members:
+            sub.close()
+
+    def test_a_worker_that_leaves_gets_its_whole_share_and_the_others_get_the_rest(self):
+        publisher = self.connect()
+        leaver, stayer = self.connect().subscribe("g3.>", group="w"), self.connect().subscribe("g3.>", group="w")
+        first = [publisher.publish("g3.job", i) for i in range(20)]
+        leaver.leave()                                        # as a worker's SIGTERM handler would
+        share = [ev.seq for ev in leaver]                     # the rest of its share, then the iteration ends
+        later = [publisher.publish("g3.job", i) for i in range(20, 30)]
+        rest = [ev.seq for ev in take(stayer, 30 - len(share))]
+        self.assertEqual(sorted(share + rest), first + later, "each event once, none lost")
+        self.assertFalse(set(later) & set(share), "nothing after the leave's ok")
+        self.assertIsNone(leaver.get(0), "it stays ended")
+        leaver.close()
+        stayer.close()
+
+    def test_group_cannot_be_combined_with_last_or_since(self):
+        bus = self.connect()
+        self.assertRaises(ValueError, bus.subscribe, "g4.>", group="w", last=True)
+        self.assertRaises(ValueError, bus.subscribe, "g4.>", group="w", since=0)
+        self.assertRaises(ValueError, bus.subscribe, "g4.>", group="not a name")
+
+
+class RedeliveryTests(support.BrokerTestCase):
+    broker_args = ("--max-outbound", "16M")
+
+    def test_events_queued_to_a_member_that_closes_come_to_another_marked_redelivered(self):
+        publisher = self.connect()
+        closer = self.connect().subscribe("g5.>", group="w")     # never reads: its share waits at the broker
+        reader = self.connect().subscribe("g5.>", group="w")
+        conn = closer.info["conn"]
+        n, blob = 200, "x" * 32768                                  # 6.4 MiB: more than a socket buffer holds
+        with publisher.batch():
+            for i in range(n):
+                publisher.publish("g5.job", {"i": i, "pad": blob}, wait=False)
+        publisher.flush()
+        closer.close()
+        while any(c.get("conn") == conn for c in publisher.clients()):
+            pass                                                    # until the broker has seen it go
+        end = publisher.publish("g5.end")
+        got = {}
+        while (ev := reader.get(10)) is not None and ev.seq != end:
+            self.assertNotIn(ev.seq, got, "no event twice")
+            got[ev.seq] = ev
+        self.assertIsNotNone(ev, "the sentinel came")
+        redelivered = [ev for ev in got.values() if ev.redelivered]
+        self.assertTrue(redelivered, "what the closed member never got came here")
+
+
+class ServiceGroupTests(support.BrokerTestCase):
+    """Serving in a queue group (needs request/reply and groups in the broker)."""
+
+    def serve(self, bus, pattern, handler, **options):
+        service = bus.serve(pattern, **options)
+        thread = threading.Thread(target=lambda: [handler(req) for req in service], daemon=True)
+        thread.start()
+        self.addCleanup(thread.join, 10)
+        self.addCleanup(service.close)
+        return service
+
+    def test_a_queue_group_of_services_answers_each_request_once(self):
+        caller = self.connect()
+        served = {"a": [], "b": []}
+        for name in served:
+            bus = self.connect()
+            self.serve(bus, "r7.>", lambda req, name=name: served[name].append(req.data) or req.reply(name), group="pool")
+        answers = [caller.request("r7.job", i, timeout=10).data for i in range(10)]
+        self.assertEqual(sorted(served["a"] + served["b"]), list(range(10)), "each request once")
+        self.assertTrue(served["a"] and served["b"], "shared in turn")
+        self.assertEqual(answers, ["a" if i in served["a"] else "b" for i in range(10)])
+
+
+class AsyncGroupTests(unittest.IsolatedAsyncioTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.broker = support.Broker()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.broker.close()
+
+    async def asyncSetUp(self):
+        asyncio.get_running_loop().set_debug(False)
+
+    async def test_members_share_and_a_member_leaves_cleanly(self):
+        publisher = await eventbus.aio.connect(self.broker.socket)
+        a_bus, b_bus = await eventbus.aio.connect(self.broker.socket), await eventbus.aio.connect(self.broker.socket)
+        try:
+            a, b = await a_bus.subscribe("ag.>", group="w"), await b_bus.subscribe("ag.>", group="w")
+            self.assertEqual(b.members, 2)
+            first = [await publisher.publish("ag.job", i) for i in range(10)]
+            await a.leave()
+            share = [ev.seq async for ev in a]
+            later = [await publisher.publish("ag.job", i) for i in range(10, 15)]
+            rest = [(await b.get(10)).seq for _ in range(15 - len(share))]
+            self.assertEqual(sorted(share + rest), first + later)
+            self.assertTrue(share, "round robin gave it some")
+        finally:
+            for bus in (publisher, a_bus, b_bus):
+                await bus.close()
+
+
+if __name__ == "__main__":
+    unittest.main()
