@@ -30,9 +30,12 @@ extension Broker {
     /// nearly full (all queues together hold more than the smallest limit
     /// less the event) or a paced replay is under way. One comparison on
     /// the publish path; `holdIfBlocked` decides.
+    /// (issue 37) While some connection is parked, also whenever a holder
+    /// for `publisher` is half full: a parked one the event fits must come
+    /// back to the lists to get it (`holdIfBlocked`), not count it lost.
     @inline(__always)
     func mayHaveToHold(_ frame: UnsafeRawBufferPointer, _ publisher: Connection) -> Bool {
-        pacedReplays != 0 || (statistics.queuedBytes &+ frame.count &+ Broker.eventEnvelopeBound > ledger.outboundFastPathBytes
+        pacedReplays != 0 || ((statistics.queuedBytes &+ frame.count &+ Broker.eventEnvelopeBound > ledger.outboundFastPathBytes || types.splitsParked)
             && (ledger.halfFullTrustedHolders > 0 || publisher.account.halfFullWaiters > 0))
     }
 
@@ -80,7 +83,8 @@ extension Broker {
         var blockers: [Connection] = []
         let uid = publisher.credentials.uid
         let half = configuration.maxOutboundBytes / 2
-        forEachSubscriber(of: type, entry: entry) { subscriber in
+        var fits: [Connection] = []
+        func consider(_ subscriber: Connection) {
             if subscriber === publisher && !subscriber.echo { return }
             guard subscriber.overflow == .wait, !subscriber.flow.behind, subscriber.isRoutable else { return }
             switch subscriber.policy.hold {
@@ -96,12 +100,18 @@ extension Broker {
                 // Held only where draining gives room: a queue at least half
                 // full (below that, or over --max-queued, the event is dropped
                 // as under drop-new; PROTOCOL-NOTES.md).
-                guard subscriber.outbound.chargedBytes >= half,
-                      let refusal = refusal(size: bound, actor: actor, connection: subscriber), refusal != .total else { return }
+                let refused = refusal(size: bound, actor: actor, connection: subscriber)
+                if refused == nil && subscriber.isParked { fits.append(subscriber) }
+                guard subscriber.outbound.chargedBytes >= half, let refused, refused != .total else { return }
                 blocked = true
             }
             if blocked && !blockers.contains(where: { $0 === subscriber }) { blockers.append(subscriber) }
         }
+        forEachSubscriber(of: type, entry: entry, consider)
+        // (issue 37) Parked `wait` subscribers hold as they would in the
+        // lists; one the event fits goes back to them (it gets the event).
+        forEachParked(of: type, entry: entry, consider)
+        for subscriber in fits { unpark(subscriber) }
         guard !blockers.isEmpty else { return false }
         hold(publisher, on: blockers, frame: frame)
         return true

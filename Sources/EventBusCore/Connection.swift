@@ -190,6 +190,9 @@ struct ConnectionOutput {
     /// (`Connection.pendingDropCount` adds those counted while parked).
     var pendingDropsCounted: UInt64 = 0
     var pendingDropSince: UInt64 = 0
+    /// (issue 37) Under drop-old: when the notice first in line was placed
+    /// (monotonic ns), i.e. since when it has dropped without reading past it.
+    var dropOldSince: Int64 = 0
     /// The step in which it was last listed in `BrokerStep.output`.
     var step: UInt64 = 0
 }
