@@ -52,6 +52,10 @@ public struct BrokerConfiguration: Sendable {
     /// replay) may take no byte of its queue before it is behind, ns
     /// (`--stall-timeout`, default 1 s; PROTOCOL.md "Flow control").
     public var stallTimeoutNanoseconds: Int64 = 1_000_000_000
+    /// (issue 37) A connection with `allow hold` that keeps publishers of
+    /// other uids held for at least 95 % of this window is behind for them
+    /// (`--trusted-hold-window`, default 5 s; Broker+FlowControl.swift).
+    public var trustedHoldWindowNanoseconds: Int64 = 5_000_000_000
     /// Retained events and the history ring (1.1), Broker+Retention.swift.
     public var retention = RetentionConfiguration()
     /// Per-uid and total limits (PROTOCOL.md "Quotas (1.1)").

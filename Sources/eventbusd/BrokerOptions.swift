@@ -55,6 +55,7 @@ struct BrokerOptions {
         OptionSpec("max-retained-bytes-per-uid", value: true),
         OptionSpec("frame-timeout", value: true),
         OptionSpec("stall-timeout", value: true),
+        OptionSpec("trusted-hold-window", value: true),
         OptionSpec("exit-idle-time", value: true),
         OptionSpec("shutdown-timeout", value: true),
         OptionSpec("log-level", value: true),
@@ -130,6 +131,10 @@ struct BrokerOptions {
             let nanoseconds = try parsed(parseDuration).totalNanoseconds
             guard nanoseconds > 0 else { throw UsageError("--stall-timeout must be more than 0") }
             server.broker.stallTimeoutNanoseconds = nanoseconds
+        case "trusted-hold-window":
+            let nanoseconds = try parsed(parseDuration).totalNanoseconds
+            guard nanoseconds > 0 else { throw UsageError("--trusted-hold-window must be more than 0") }
+            server.broker.trustedHoldWindowNanoseconds = nanoseconds
         case "exit-idle-time":
             let nanoseconds = try parsed(parseDuration).totalNanoseconds
             server.exitIdleNanoseconds = nanoseconds > 0 ? nanoseconds : nil
@@ -177,6 +182,10 @@ struct BrokerOptions {
         queue is below half), as a full pipe would; one that takes no byte for
         the stall timeout is behind and holds no one:
               --stall-timeout DURATION  (default \(durationText(.nanoseconds(limits.stallTimeoutNanoseconds))))
+        A connection the policy lets hold other uids' publishers (allow hold) that
+        keeps them held for 95 % of a window is behind for them until its queue
+        is empty (their events that do not fit are dropped for it):
+              --trusted-hold-window DURATION  (default \(durationText(.nanoseconds(limits.trustedHoldWindowNanoseconds))))
 
         Limits per uid (uid 0 and the broker's own uid have none; `limit` lines of
         the policy file change them for one uid):
