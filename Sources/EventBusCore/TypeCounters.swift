@@ -159,7 +159,8 @@ final class TypeCounters {
     private func victim(for list: Int32, isRetained: (String) -> Bool) -> Int {
         sweepPinned(isRetained)
         while true {
-            let share = capacity / max(1, owners + (lists[Int(list)].count == 0 ? 1 : 0))
+            // At least 1: with more uids than slots each may keep one.
+            let share = max(1, capacity / max(1, owners + (lists[Int(list)].count == 0 ? 1 : 0)))
             var from = list
             if lists[Int(list)].count < share {
                 var most = 0

@@ -84,6 +84,13 @@ struct TypeCountersTests {
         #expect(Self.names(counters).isSuperset(of: ["r.b", "r.e"]) && counters.count(ownedBy: 1000) == 4)
     }
 
+    @Test("more uids than slots: each new type takes the oldest of the largest holder, nothing traps")
+    func moreUIDsThanSlots() {
+        let counters = TypeCounters(capacity: 2)
+        for uid in UInt32(0)..<6 { Self.publish(counters, "u.t\(uid)", owner: 1000 + uid, seq: UInt64(uid + 1)) }
+        #expect(counters.count == 2 && Self.names(counters) == ["u.t4", "u.t5"])
+    }
+
     @Test("a type published by another uid moves to that uid's share")
     func aTypeMovesToItsLastPublisher() {
         let counters = TypeCounters(capacity: 4)
