@@ -542,6 +542,25 @@ func runAttacker(_ kind: String, _ path: String, _ seconds: Double) {
         let answered = conns[0].request(#"{"op":"ping","req":"p"}"#, until: "\"req\":\"p\"", timeout: 60) != nil
         say("ready published=\(n) answered=\(answered)")
         holdUntilStopped(seconds)
+    case "hold-trickle":
+        // (issue 37) One `wait` subscriber of > (its uid has `allow hold`)
+        // that reads about 200 KB every 0.9 s.
+        _ = open(1)
+        _ = conns[0].writeAll(Array(#"{"op":"subscribe","type":">"}"#.utf8) + [0x0A])
+        _ = conns[0].request(#"{"op":"ping","req":"s"}"#, until: "\"req\":\"s\"", timeout: 5)
+        say("ready")
+        var last = monotonic()
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        holdUntilStopped(seconds) {
+            guard monotonic() - last >= 0.9 else { return }
+            last = monotonic()
+            var taken = 0
+            while taken < 200_000 {
+                let n = read(conns[0].fd, &buffer, min(buffer.count, 200_000 - taken))
+                if n <= 0 { break }
+                taken += n
+            }
+        }
     case "drop-old-loop":
         // (issue 20) 8 connections with overflow drop-old and echo, each
         // subscribed to its own type, send 30,000 (publish to itself + ping)
@@ -965,7 +984,7 @@ func runDriver(_ options: Options) {
     func directory(for n: Int) -> String { NSTemporaryDirectory() + "attack-\(getpid())-\(n)" }
     let all = ["keys", "patterns", "flood", "partial", "slow", "connections", "churn", "busy", "replay", "hangup", "statefile", "retained",
                "never-readers", "trickle-readers", "stopped-readers", "stall-once", "last-copies", "partial-memory", "drop-old",
-               "never-readers-3", "never-readers-kinds", "types-flood", "cost-deep", "cost-arrays", "cost-keys", "cost-escapes", "cost-number", "cost-types", "cost-patterns"] + stateRows
+               "never-readers-3", "never-readers-kinds", "types-flood", "trusted-holder", "cost-deep", "cost-arrays", "cost-keys", "cost-escapes", "cost-number", "cost-types", "cost-patterns"] + stateRows
     for row in options.rows.isEmpty ? all : options.rows {
         // (issue 20) The rows the attack clients' own CPU distorts: broker and
         // attackers on CPU 0, the victim on CPU 1 (taskset), the broker's
@@ -1254,6 +1273,27 @@ func runDriver(_ options: Options) {
             attacker.stop()
             check(row, "root's types after another uid published \(Int(value("published", ready) ?? -1)) distinct types (before: \(before))", after, "unchanged", after == before && !before.contains("missing"))
             check(row, "broker CPU of a types answer, limit 1000 (limit 100,000: \(String(format: "%.0f", msAll)) ms, 65,536 types listed)", String(format: "%.1f ms", ms1000), "< 20 ms", ms1000 < 20)
+            broker.stop()
+        case "trusted-holder":
+            // (issue 37) A uid with `allow hold` (as the bridge's) whose one
+            // subscriber of > reads about 200 KB every 0.9 s: held for 95 % of
+            // a --trusted-hold-window (1 s here) it is behind for root, whose
+            // rate over the victim's run is compared with an idle run.
+            let policyPath = NSTemporaryDirectory() + "attack-\(getpid())-hold.conf"
+            _ = try? "allow hold - user=\(options.attackerUID)\n".write(toFile: policyPath, atomically: true, encoding: .utf8)
+            chmod(policyPath, 0o644)
+            let (broker, _) = fresh(["--policy", policyPath, "--trusted-hold-window", "1s"])
+            let idle = victim(broker, uid: 0)
+            let attacker = asUID(options.attackerUID, ["--role", "attacker", "hold-trickle", broker.socket, String(seconds * 2 + 30)])
+            _ = attacker.line(timeout: 30)
+            let v = victim(broker, uid: 0)
+            let stats = broker.stats()
+            attacker.stop()
+            let idleRate = value("rate", idle) ?? 1, rate = value("rate", v) ?? 0
+            let stalls = stats.flatMap { integer("stalls", in: $0.line) } ?? -1
+            check(row, "root's publish rate over \(Int(seconds)) s next to a subscriber of > with allow hold reading 200 KB every 0.9 s (--trusted-hold-window 1s; idle \(Int(idleRate))/s; stats.stalls \(stalls))",
+                  "\(Int(rate))/s (\(Int(rate * 100 / idleRate)) %)", ">= 50 % of idle", rate >= 0.5 * idleRate && stalls >= 1)
+            unlink(policyPath)
             broker.stop()
         case "drop-old":
             // (issue 20) drop-old between queued replies: each drop must cost
