@@ -8,8 +8,8 @@
 // queue; every queue change hands its change of charge to `applyOutbound`
 // (Broker+Quotas.swift), so each queue's charge, its uid's and
 // `statistics.queuedBytes` stay exact (the shrinking side is `didWrite`,
-// `makeRoom` under drop-old, and `forget`). Replies are never dropped; only
-// event frames go through `offer`.
+// `makeRoom` and `replaceStaleQueue` under drop-old, and `forget`).
+// Replies are never dropped; only event frames go through `offer`.
 import EventBusProtocol
 
 extension Broker {
@@ -151,7 +151,7 @@ extension Broker {
             return false
         }
         if !mayFit, let refusal = refusal(size: size, actor: actor, connection: connection) {
-            // (issue 37) Dropping since its last write under drop-old: parked (ParkedSubscribers.swift).
+            // (issue 37) Stalled under drop-old: parked (ParkedSubscribers.swift).
             if connection.overflow == .dropOld && parkedDropOld(connection, refusal, seq: seq) { return false }
             guard makeRoom(for: size, actor: actor, refusal: refusal, connection: connection) else {
                 refuse(connection, refusal, seq: seq)
