@@ -53,9 +53,9 @@ struct BrokerOptions {
         OptionSpec("max-retained", value: true),
         OptionSpec("max-retained-bytes", value: true),
         OptionSpec("max-retained-bytes-per-uid", value: true),
+        OptionSpec("trusted-hold-window", value: true),
         OptionSpec("frame-timeout", value: true),
         OptionSpec("stall-timeout", value: true),
-        OptionSpec("trusted-hold-window", value: true),
         OptionSpec("exit-idle-time", value: true),
         OptionSpec("shutdown-timeout", value: true),
         OptionSpec("log-level", value: true),
@@ -126,15 +126,15 @@ struct BrokerOptions {
         case "max-retained": server.broker.quotas.maxRetainedEvents = try parsed(parseCount)
         case "max-retained-bytes": server.broker.quotas.maxRetainedBytes = try parsed { v throws(ValueError) in try parseSize(v, minimum: 1024) }
         case "max-retained-bytes-per-uid": server.broker.quotas.maxRetainedBytesPerUID = try parsed { v throws(ValueError) in try parseSize(v, minimum: 1024) }
+        case "trusted-hold-window":
+            let nanoseconds = try parsed(parseDuration).totalNanoseconds
+            guard nanoseconds > 0 else { throw UsageError("--trusted-hold-window must be more than 0") }
+            server.broker.trustedHoldWindowNanoseconds = nanoseconds
         case "frame-timeout": server.broker.quotas.frameTimeoutNanoseconds = try parsed(parseDuration).totalNanoseconds
         case "stall-timeout":
             let nanoseconds = try parsed(parseDuration).totalNanoseconds
             guard nanoseconds > 0 else { throw UsageError("--stall-timeout must be more than 0") }
             server.broker.stallTimeoutNanoseconds = nanoseconds
-        case "trusted-hold-window":
-            let nanoseconds = try parsed(parseDuration).totalNanoseconds
-            guard nanoseconds > 0 else { throw UsageError("--trusted-hold-window must be more than 0") }
-            server.broker.trustedHoldWindowNanoseconds = nanoseconds
         case "exit-idle-time":
             let nanoseconds = try parsed(parseDuration).totalNanoseconds
             server.exitIdleNanoseconds = nanoseconds > 0 ? nanoseconds : nil
