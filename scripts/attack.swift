@@ -510,6 +510,57 @@ func runAttacker(_ kind: String, _ path: String, _ seconds: Double) {
         for c in conns where c.request(#"{"op":"ping","req":"s"}"#, until: "\"req\":\"s\"", timeout: 10) != nil { answered += 1 }
         say("ready accepted=\(answered) refused=\(refusedAtConnect)")
         holdUntilStopped(seconds)
+    case "never-read-200-drop-new", "never-read-200-wait", "never-read-200-drop-old", "never-read-200-disconnect", "trickle-read-50":
+        // (issue 37) 200 subscribers of > under one overflow kind that never
+        // read; trickle-read-50: 50 `wait` subscribers of > reading a byte every 0.9 s.
+        let trickle = kind == "trickle-read-50"
+        let overflow = trickle ? "wait" : String(kind.dropFirst("never-read-200-".count))
+        let (_, refusedAtConnect) = open(trickle ? 50 : 200)
+        for c in conns {
+            _ = c.writeAll(Array(#"{"op":"hello","overflow":"\#(overflow)"}"#.utf8) + [0x0A] + Array(#"{"op":"subscribe","type":">"}"#.utf8) + [0x0A])
+        }
+        var answered = 0
+        for c in conns where c.request(#"{"op":"ping","req":"s"}"#, until: "\"req\":\"s\"", timeout: 10) != nil { answered += 1 }
+        say("ready accepted=\(answered) refused=\(refusedAtConnect)")
+        var lastByte = monotonic()
+        holdUntilStopped(seconds) {
+            guard trickle, monotonic() - lastByte >= 0.9 else { return }
+            lastByte = monotonic()
+            var byte: UInt8 = 0
+            for c in conns { _ = read(c.fd, &byte, 1) }
+        }
+    case "types-70000":
+        // (issue 37) 70,000 publishes of distinct types, then a ping.
+        _ = open(1)
+        var n = 0
+        while n < 70_000 {
+            var frames: [UInt8] = []
+            for i in n..<min(n + 1000, 70_000) { frames += Array(#"{"op":"publish","type":"flood\#(getuid()).t\#(i)"}"#.utf8) + [0x0A] }
+            guard conns[0].writeAll(frames, timeout: 30) else { break }
+            n += 1000
+        }
+        let answered = conns[0].request(#"{"op":"ping","req":"p"}"#, until: "\"req\":\"p\"", timeout: 60) != nil
+        say("ready published=\(n) answered=\(answered)")
+        holdUntilStopped(seconds)
+    case "hold-trickle":
+        // (issue 37) One `wait` subscriber of > (its uid has `allow hold`)
+        // that reads about 200 KB every 0.9 s.
+        _ = open(1)
+        _ = conns[0].writeAll(Array(#"{"op":"subscribe","type":">"}"#.utf8) + [0x0A])
+        _ = conns[0].request(#"{"op":"ping","req":"s"}"#, until: "\"req\":\"s\"", timeout: 5)
+        say("ready")
+        var last = monotonic()
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        holdUntilStopped(seconds) {
+            guard monotonic() - last >= 0.9 else { return }
+            last = monotonic()
+            var taken = 0
+            while taken < 200_000 {
+                let n = read(conns[0].fd, &buffer, min(buffer.count, 200_000 - taken))
+                if n <= 0 { break }
+                taken += n
+            }
+        }
     case "drop-old-loop":
         // (issue 20) 8 connections with overflow drop-old and echo, each
         // subscribed to its own type, send 30,000 (publish to itself + ping)
@@ -933,12 +984,12 @@ func runDriver(_ options: Options) {
     func directory(for n: Int) -> String { NSTemporaryDirectory() + "attack-\(getpid())-\(n)" }
     let all = ["keys", "patterns", "flood", "partial", "slow", "connections", "churn", "busy", "replay", "hangup", "statefile", "retained",
                "never-readers", "trickle-readers", "stopped-readers", "stall-once", "last-copies", "partial-memory", "drop-old",
-               "never-readers-3", "cost-deep", "cost-arrays", "cost-keys", "cost-escapes", "cost-number", "cost-types", "cost-patterns"] + stateRows
+               "never-readers-3", "never-readers-kinds", "types-flood", "trusted-holder", "cost-deep", "cost-arrays", "cost-keys", "cost-escapes", "cost-number", "cost-types", "cost-patterns"] + stateRows
     for row in options.rows.isEmpty ? all : options.rows {
         // (issue 20) The rows the attack clients' own CPU distorts: broker and
         // attackers on CPU 0, the victim on CPU 1 (taskset), the broker's
         // share of its CPU measured and printed next to the figure.
-        let pinned = row.hasPrefix("cost-") || row.hasPrefix("churn") || row == "never-readers-3" || row == "drop-old"
+        let pinned = row.hasPrefix("cost-") || row.hasPrefix("churn") || row == "never-readers-3" || row == "drop-old" || row == "never-readers-kinds"
         victimCPU = pinned ? 1 : nil
         let brokerCPU: Int? = pinned ? 0 : nil
         let attackerCPU: Int? = pinned ? 0 : nil
@@ -1161,6 +1212,88 @@ func runDriver(_ options: Options) {
             check(row, "root's publish rate next to \(accepted.map(String.init).joined(separator: " + ")) never-reading drop-new subscribers of > (3 uids; idle \(Int(idleRate))/s; broker's CPU share \(percent(idleShare)) idle, \(percent(share)) meanwhile)",
                   "\(Int(rate))/s (\(Int(rate * 100 / idleRate)) %)", ">= 50 % of idle", rate >= 0.5 * idleRate)
             check(row, "events dropped (stats.dropped)", "\(dropped)", "> 0", dropped > 0)
+            broker.stop()
+        case "never-readers-kinds":
+            // (issue 37) 200 never-reading subscribers of > of another uid under
+            // each overflow kind, and 50 `wait` ones reading a byte every 0.9 s:
+            // root's publish rate against the mean of an idle run before the
+            // attackers connect and one after they are gone (the same broker).
+            // Their queues are filled first, then left 1.2 s (past the 1 s
+            // --stall-timeout, after which a drop-old one is parked).
+            for (k, kind) in ["drop-new", "wait", "drop-old", "disconnect", "trickle"].enumerated() {
+                let (broker, _) = fresh([], cpu: brokerCPU)
+                let (idleBefore, idleShare) = withShare(broker) { victim(broker, uid: 0) }
+                let uid = options.attackerUID + 300 + k
+                let attacker = asUID(uid, ["--role", "attacker", kind == "trickle" ? "trickle-read-50" : "never-read-200-\(kind)", broker.socket, String(seconds * 3 + 90)], cpu: attackerCPU)
+                let accepted = Int(value("accepted", attacker.line(timeout: 60)) ?? -1)
+                let filler = Conn(broker.socket)!
+                let pad = String(repeating: "f", count: 1000)
+                let fill = Array(String(repeating: #"{"op":"publish","type":"v.fill","data":"\#(pad)"}"# + "\n", count: 2000).utf8)
+                for _ in 0..<4 { _ = filler.writeAll(fill, timeout: 60) }
+                _ = filler.request(#"{"op":"ping","req":"f"}"#, until: "\"req\":\"f\"", timeout: 60)
+                usleep(1_200_000)
+                _ = filler.writeAll(fill, timeout: 60)
+                _ = filler.request(#"{"op":"ping","req":"g"}"#, until: "\"req\":\"g\"", timeout: 60)
+                let (v, share) = withShare(broker) { victim(broker, uid: 0) }
+                let stats = broker.stats()
+                attacker.stop()
+                usleep(300_000)
+                let idleAfter = victim(broker, uid: 0)
+                let idleRate = ((value("rate", idleBefore) ?? 1) + (value("rate", idleAfter) ?? 1)) / 2, rate = value("rate", v) ?? 0
+                let dropped = stats.flatMap { integer("dropped", in: $0.line) } ?? -1
+                let what = kind == "trickle" ? "\(accepted) wait subscribers of > reading a byte every 0.9 s" : "\(accepted) never-reading \(kind) subscribers of >"
+                check(row, "root's publish rate next to \(what) (uid \(uid); idle \(Int(value("rate", idleBefore) ?? 0))/s before, \(Int(value("rate", idleAfter) ?? 0))/s after; broker's CPU share \(percent(idleShare)) idle, \(percent(share)) meanwhile; dropped \(dropped))",
+                      "\(Int(rate))/s (\(Int(rate * 100 / idleRate)) %)", ">= 80 % of idle", rate >= 0.8 * idleRate)
+                broker.stop()
+            }
+        case "types-flood":
+            // (issue 37) Another uid publishing 70,000 distinct types: root's
+            // types and their counters stay; the time of a `types` answer.
+            let (broker, _) = fresh([])
+            let root = Conn(broker.socket)!
+            for _ in 0..<3 { _ = root.request(#"{"op":"publish","type":"root.plain","req":"a"}"#, until: "\"req\":\"a\"") }
+            _ = root.request(#"{"op":"publish","type":"root.kept","retain":true,"req":"b"}"#, until: "\"req\":\"b\"")
+            /// The `published` and `last_seq` of root's two types in a `types` answer of `limit`, and its broker CPU time.
+            func rootTypes(limit: Int) -> (String, Double) {
+                let cpu0 = broker.cpuSeconds()
+                let reply = root.request(#"{"op":"types","limit":\#(limit),"req":"t"}"#, until: "\"req\":\"t\"", timeout: 60) ?? ""
+                let ms = (broker.cpuSeconds() - cpu0) * 1000
+                let found = ["root.plain", "root.kept"].map { name -> String in
+                    guard let at = reply.range(of: #"{"type":"\#(name)""#) else { return "\(name) missing" }
+                    let entry = reply[at.lowerBound...].prefix { $0 != "}" }
+                    return "\(name) published=\(integer("published", in: String(entry)) ?? -1) last_seq=\(integer("last_seq", in: String(entry)) ?? -1)"
+                }
+                return (found.joined(separator: ", "), ms)
+            }
+            let (before, _) = rootTypes(limit: 100_000)
+            let attacker = asUID(options.attackerUID, ["--role", "attacker", "types-70000", broker.socket, "30"])
+            let ready = attacker.line(timeout: 120)
+            let (after, msAll) = rootTypes(limit: 100_000)
+            let (_, ms1000) = rootTypes(limit: 1000)
+            attacker.stop()
+            check(row, "root's types after another uid published \(Int(value("published", ready) ?? -1)) distinct types (before: \(before))", after, "unchanged", after == before && !before.contains("missing"))
+            check(row, "broker CPU of a types answer, limit 1000 (limit 100,000: \(String(format: "%.0f", msAll)) ms, 65,536 types listed)", String(format: "%.1f ms", ms1000), "< 20 ms", ms1000 < 20)
+            broker.stop()
+        case "trusted-holder":
+            // (issue 37) A uid with `allow hold` (as the bridge's) whose one
+            // subscriber of > reads about 200 KB every 0.9 s: held for 95 % of
+            // a --trusted-hold-window (1 s here) it is behind for root, whose
+            // rate over the victim's run is compared with an idle run.
+            let policyPath = NSTemporaryDirectory() + "attack-\(getpid())-hold.conf"
+            _ = try? "allow hold - user=\(options.attackerUID)\n".write(toFile: policyPath, atomically: true, encoding: .utf8)
+            chmod(policyPath, 0o644)
+            let (broker, _) = fresh(["--policy", policyPath, "--trusted-hold-window", "1s"])
+            let idle = victim(broker, uid: 0)
+            let attacker = asUID(options.attackerUID, ["--role", "attacker", "hold-trickle", broker.socket, String(seconds * 2 + 30)])
+            _ = attacker.line(timeout: 30)
+            let v = victim(broker, uid: 0)
+            let stats = broker.stats()
+            attacker.stop()
+            let idleRate = value("rate", idle) ?? 1, rate = value("rate", v) ?? 0
+            let stalls = stats.flatMap { integer("stalls", in: $0.line) } ?? -1
+            check(row, "root's publish rate over \(Int(seconds)) s next to a subscriber of > with allow hold reading 200 KB every 0.9 s (--trusted-hold-window 1s; idle \(Int(idleRate))/s; stats.stalls \(stalls))",
+                  "\(Int(rate))/s (\(Int(rate * 100 / idleRate)) %)", ">= 50 % of idle", rate >= 0.5 * idleRate && stalls >= 1)
+            unlink(policyPath)
             broker.stop()
         case "drop-old":
             // (issue 20) drop-old between queued replies: each drop must cost

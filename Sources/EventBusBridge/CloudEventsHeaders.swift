@@ -103,24 +103,52 @@ public enum CloudEventsHeaders {
     /// - Returns: nil, with `problem` set, when the block is malformed
     ///   (`HeaderError`) or a present header is: `ce-ebseq`/`ce-ebpid`/
     ///   `ce-ebuid`/`ce-ebgid` not a decimal integer in range, `ce-ebnode` not
-    ///   the subject's node, `ce-type` not the subject's type, or a value over 4096 bytes.
+    ///   the subject's node, `ce-type` not the subject's type, or a value over 4096 bytes;
+    ///   (issue 37) also when a `ce-` header appears twice, a value read
+    ///   decodes to invalid UTF-8 or a control character other than TAB, LF,
+    ///   CR, or the block has
+    ///   more than `maxImportedHeaders` fields.
     public static func `import`(_ block: [UInt8]?, node: NodeName, type: EventType, problem: inout String?) -> Imported? {
         var result = Imported(origin: Origin(node: node.text))
         guard let block else { return result }
         var scratch: [UInt8] = []
         var failure: String?
+        // (issue 37) At most `maxImportedHeaders` fields, each `ce-` name once.
+        var fields = 0
+        var seen: UInt16 = 0
+        var otherNames: [[UInt8]] = []
         let walked = block.withUnsafeBytes { raw in
             Result { () throws(HeaderError) in
                 try Headers.forEachField(raw) { name, encoded in
-                    guard let field = importedField(name) else { return true }  // ce-specversion, Nats-Msg-Id, anything else
+                    fields += 1
+                    guard fields <= maxImportedHeaders else {
+                        failure = "more than \(maxImportedHeaders) headers"
+                        return false
+                    }
+                    guard let field = importedField(name) else {
+                        if isCloudEventsName(name) {
+                            let lowered = name.map(lower)
+                            guard !otherNames.contains(lowered) else {
+                                failure = "header \(String(decoding: lowered, as: UTF8.self)) appears twice"
+                                return false
+                            }
+                            otherNames.append(lowered)
+                        }
+                        return true  // ce-specversion, Nats-Msg-Id, anything else
+                    }
+                    guard seen & field.bit == 0 else {
+                        failure = "header \(field.name) appears twice"
+                        return false
+                    }
+                    seen |= field.bit
                     // The value as sent: percent-decoded only when it has a `%`.
                     guard !encoded.isEmpty, memchr(encoded.baseAddress!, 0x25, encoded.count) != nil else {
-                        failure = take(field, encoded, into: &result, node: node, type: type)
+                        failure = checkedText(field, encoded) ?? take(field, encoded, into: &result, node: node, type: type)
                         return failure == nil
                     }
                     scratch.removeAll(keepingCapacity: true)
                     Headers.percentDecoded(encoded, into: &scratch)
-                    failure = scratch.withUnsafeBytes { take(field, $0, into: &result, node: node, type: type) }
+                    failure = scratch.withUnsafeBytes { checkedText(field, $0) ?? take(field, $0, into: &result, node: node, type: type) }
                     return failure == nil
                 }
             }
@@ -134,6 +162,37 @@ public enum CloudEventsHeaders {
             return nil
         }
         return result
+    }
+
+    /// (issue 37) Header fields an imported message may have at most (a
+    /// bridge's export has 13; more is refused as `bad_header`).
+    public static let maxImportedHeaders = 64
+
+    /// Whether a header name starts with `ce-` (ASCII case-insensitive).
+    private static func isCloudEventsName(_ name: UnsafeRawBufferPointer) -> Bool {
+        name.count >= 3 && lower(name[0]) == 0x63 && lower(name[1]) == 0x65 && name[2] == 0x2D
+    }
+
+    /// (issue 37) The problem when a decoded value is not UTF-8 text free of
+    /// control characters (C0 but TAB, LF and CR; DEL; C1): nil when it is.
+    /// TAB, LF and CR stay: the local bus takes them in `source` and `id`,
+    /// the exporter percent-encodes them, and they round-trip intact.
+    private static func checkedText(_ field: ImportedField, _ value: UnsafeRawBufferPointer) -> String? {
+        // Printable ASCII, the usual case: one pass, no decoding.
+        if value.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) { return nil }
+        var bytes = value.makeIterator()
+        var decoder = UTF8()
+        while true {
+            switch decoder.decode(&bytes) {
+            case .scalarValue(let scalar):
+                let v = scalar.value
+                if (v < 0x20 && v != 0x09 && v != 0x0A && v != 0x0D) || (v >= 0x7F && v <= 0x9F) {
+                    return "\(field.name) holds the control character U+\(String(scalar.value, radix: 16, uppercase: true))"
+                }
+            case .emptyInput: return nil
+            case .error: return "\(field.name) is not UTF-8"
+            }
+        }
     }
 
     /// Stores one known field. - Returns: the problem when the value is not acceptable.
@@ -178,6 +237,22 @@ public enum CloudEventsHeaders {
     /// The headers `import` reads.
     private enum ImportedField {
         case id, source, time, instance, type, node, seq, pid, uid, gid
+
+        /// Its bit in a set of the fields seen.
+        var bit: UInt16 {
+            switch self {
+            case .id: 1
+            case .source: 2
+            case .time: 4
+            case .instance: 8
+            case .type: 16
+            case .node: 32
+            case .seq: 64
+            case .pid: 128
+            case .uid: 256
+            case .gid: 512
+            }
+        }
 
         var name: String {
             switch self {

@@ -117,13 +117,13 @@ final class BusCore: Sendable {
         for effect in effects {
             switch effect {
             case .deliver(let event, let sinks):
-                for sink in sinks { report(sink.deliver(event), type: event.type) }
+                for sink in sinks { report(sink.deliver(event), sink: sink, event: event) }
             case .published(let event, let sinks, let delivered, let completion):
                 var local = 0
                 for sink in sinks {
                     let outcome = sink.deliver(event)
                     if outcome == .delivered { local += 1 }
-                    report(outcome, type: event.type)
+                    report(outcome, sink: sink, event: event)
                 }
                 completion(.success(PublishReceipt(seq: event.metadata.seq, delivered: delivered, deliveredLocally: local)))
             case .reply(let completion, let result):
@@ -152,10 +152,16 @@ final class BusCore: Sendable {
         }
     }
 
-    private func report(_ outcome: SinkOutcome, type: String) {
+    /// (issue 37) An event a typed receiver cannot decode is lost for it:
+    /// told why (`.undecodable`) and counted as a loss through the path of
+    /// every local loss (`.droppedLocally` for its pattern, that one event),
+    /// never only skipped.
+    private func report(_ outcome: SinkOutcome, sink: any EventSink, event: RawEvent) {
         switch outcome {
         case .delivered, .inactive, .droppedBehind: break  // a loss is reported once per run, by the gate
-        case .undecodable(let error): post(.undecodable(error))
+        case .undecodable(let error):
+            post(.undecodable(error))
+            post(.droppedLocally(pattern: sink.pattern, count: 1, sinceSeq: event.metadata.seq))
         }
     }
 

@@ -20,7 +20,8 @@ public enum BusNotice: Equatable, Sendable {
     /// when it has taken its last queued event (or ended).
     case droppedLocally(pattern: String, count: UInt64, sinceSeq: UInt64)
     /// An event arrived that a typed observer or stream could not decode; it
-    /// was skipped for that receiver.
+    /// was skipped for that receiver, and (issue 37) is counted lost for it in
+    /// a `droppedLocally(pattern:count: 1, sinceSeq: seq)` that follows.
     case undecodable(EventBusError)
     /// The broker refused to subscribe to `pattern` (e.g. `limit`); the
     /// observers and streams on it were ended.

@@ -44,6 +44,8 @@ protocol EventSink: AnyObject, Sendable {
     func deliver(_ event: RawEvent) -> SinkOutcome
     /// False once the observer was deallocated or the sink was cancelled.
     var isAlive: Bool { get }
+    /// The registration's pattern (its type for typed ones), for loss notices.
+    var pattern: String { get }
     /// Whether `object` is this registration's observer (for `publish(_:from:)`).
     func isObserver(_ object: AnyObject) -> Bool
     /// The identity of the observer it was registered for (nil for streams

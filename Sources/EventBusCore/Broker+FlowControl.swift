@@ -30,9 +30,12 @@ extension Broker {
     /// nearly full (all queues together hold more than the smallest limit
     /// less the event) or a paced replay is under way. One comparison on
     /// the publish path; `holdIfBlocked` decides.
+    /// (issue 37) While some connection is parked, also whenever a holder
+    /// for `publisher` is half full: a parked one the event fits must come
+    /// back to the lists to get it (`holdIfBlocked`), not count it lost.
     @inline(__always)
     func mayHaveToHold(_ frame: UnsafeRawBufferPointer, _ publisher: Connection) -> Bool {
-        pacedReplays != 0 || (statistics.queuedBytes &+ frame.count &+ Broker.eventEnvelopeBound > ledger.outboundFastPathBytes
+        pacedReplays != 0 || ((statistics.queuedBytes &+ frame.count &+ Broker.eventEnvelopeBound > ledger.outboundFastPathBytes || types.splitsParked)
             && (ledger.halfFullTrustedHolders > 0 || publisher.account.halfFullWaiters > 0))
     }
 
@@ -45,7 +48,8 @@ extension Broker {
     func noteHalfFull(_ connection: Connection) {
         connection.flow.halfFullAt = Int.max
         guard connection.flow.halfFull == nil, !connection.isClosed else { return }
-        let right = connection.policy.hold
+        // (issue 37) Behind for other uids: it may hold its own uid's only.
+        let right = connection.flow.trustBehind && connection.policy.hold == .anyUID ? .ownUID : connection.policy.hold
         guard right != .none else { return }
         connection.flow.halfFull = right
         if right == .anyUID { ledger.halfFullTrustedHolders += 1 } else { connection.account.halfFullWaiters += 1 }
@@ -80,12 +84,13 @@ extension Broker {
         var blockers: [Connection] = []
         let uid = publisher.credentials.uid
         let half = configuration.maxOutboundBytes / 2
-        forEachSubscriber(of: type, entry: entry) { subscriber in
+        var fits: [Connection] = []
+        func consider(_ subscriber: Connection) {
             if subscriber === publisher && !subscriber.echo { return }
             guard subscriber.overflow == .wait, !subscriber.flow.behind, subscriber.isRoutable else { return }
             switch subscriber.policy.hold {
             case .ownUID: guard subscriber.credentials.uid == uid else { return }
-            case .anyUID: break
+            case .anyUID: if subscriber.flow.trustBehind { guard subscriber.credentials.uid == uid else { return } }
             case .none: return
             }
             let blocked: Bool
@@ -96,12 +101,18 @@ extension Broker {
                 // Held only where draining gives room: a queue at least half
                 // full (below that, or over --max-queued, the event is dropped
                 // as under drop-new; PROTOCOL-NOTES.md).
-                guard subscriber.outbound.chargedBytes >= half,
-                      let refusal = refusal(size: bound, actor: actor, connection: subscriber), refusal != .total else { return }
+                let refused = refusal(size: bound, actor: actor, connection: subscriber)
+                if refused == nil && subscriber.isParked { fits.append(subscriber) }
+                guard subscriber.outbound.chargedBytes >= half, let refused, refused != .total else { return }
                 blocked = true
             }
             if blocked && !blockers.contains(where: { $0 === subscriber }) { blockers.append(subscriber) }
         }
+        forEachSubscriber(of: type, entry: entry, consider)
+        // (issue 37) Parked `wait` subscribers hold as they would in the
+        // lists; one the event fits goes back to them (it gets the event).
+        forEachParked(of: type, entry: entry, consider)
+        for subscriber in fits { unpark(subscriber) }
         // (1.3) A full queue group, or a keyed event's full member (Broker+GroupFlow.swift).
         var blockingGroups: [QueueGroup] = []
         if groups.count != 0 {
@@ -125,6 +136,10 @@ extension Broker {
         publisher.flow.heldBy = holders
         for holder in holders {
             holder.flow.holding.append(publisher)
+            if holder.flow.othersHeldSince == nil && holder.credentials.uid != publisher.credentials.uid {
+                if holder.flow.trustWindowStart == 0 { holder.flow.trustWindowStart = now.monotonicNanoseconds }
+                holder.flow.othersHeldSince = now.monotonicNanoseconds
+            }
             watch(holder)
         }
         holdOnGroups(publisher, groups)
@@ -137,6 +152,10 @@ extension Broker {
     /// holds is read again (its held frame first).
     func release(holder: Connection) {
         guard !holder.flow.holding.isEmpty else { return }
+        if let since = holder.flow.othersHeldSince {
+            holder.flow.trustHeldNanoseconds += now.monotonicNanoseconds - max(since, holder.flow.trustWindowStart)
+            holder.flow.othersHeldSince = nil
+        }
         let held = holder.flow.holding
         holder.flow.holding = []
         for publisher in held {
@@ -184,6 +203,10 @@ extension Broker {
     @inline(__always)
     func flowDidWrite(_ connection: Connection, bytes: Int) {
         connection.flow.bytesTaken &+= UInt64(bytes)
+        if connection.flow.trustBehind && connection.outbound.isEmpty {
+            connection.flow.trustBehind = false
+            clearHalfFull(connection)  // it may hold other uids again once half full
+        }
         if connection.flow.halfFull != nil && connection.outbound.chargedBytes < configuration.maxOutboundBytes / 2 { clearHalfFull(connection) }
         guard connection.flow.watched else { return }
         if connection.flow.behind {
@@ -227,6 +250,7 @@ extension Broker {
                 continue
             }
             i += 1
+            if connection.flow.othersHeldSince != nil && !connection.flow.trustBehind { checkTrustedHolder(connection) }
             if connection.flow.bytesTaken != connection.flow.watchedTaken {
                 connection.flow.watchedTaken = connection.flow.bytesTaken
                 connection.flow.progressAt = now.monotonicNanoseconds
@@ -234,6 +258,32 @@ extension Broker {
                 fallBehind(connection)
             }
         }
+    }
+
+    /// (issue 37) At the end of each `--trusted-hold-window` of a connection
+    /// holding publishers of other uids (the policy's `allow hold`): held for
+    /// at least 95 % of it, it is behind for other uids (`trustBehind`): it
+    /// releases every publisher it holds, is counted as stalled, and holds
+    /// only its own uid's until its queue is empty, other uids' events that
+    /// do not fit being dropped for it as under `drop-new`. So `hold` lets a
+    /// uid slow another's publisher, never stop it for longer than a window.
+    private func checkTrustedHolder(_ connection: Connection) {
+        let t = now.monotonicNanoseconds, start = connection.flow.trustWindowStart
+        guard t - start >= configuration.trustedHoldWindowNanoseconds else { return }
+        var held = connection.flow.trustHeldNanoseconds
+        if let since = connection.flow.othersHeldSince {
+            held += t - max(since, start)
+            connection.flow.othersHeldSince = t
+        }
+        connection.flow.trustWindowStart = t
+        connection.flow.trustHeldNanoseconds = 0
+        guard held >= (t - start) / 20 * 19 else { return }
+        statistics.stalls += 1
+        connection.flow.trustBehind = true
+        clearHalfFull(connection)  // marked again, as an own-uid holder:
+        if connection.outbound.chargedBytes >= connection.flow.halfFullAt { noteHalfFull(connection) }
+        release(holder: connection)
+        notice(.stalled(connection.id, pid: connection.credentials.pid))
     }
 
     /// A stalled connection: it releases every publisher it holds, the rest

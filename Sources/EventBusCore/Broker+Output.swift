@@ -8,8 +8,8 @@
 // queue; every queue change hands its change of charge to `applyOutbound`
 // (Broker+Quotas.swift), so each queue's charge, its uid's and
 // `statistics.queuedBytes` stay exact (the shrinking side is `didWrite`,
-// `makeRoom` under drop-old, and `forget`). Replies are never dropped; only
-// event frames go through `offer`.
+// `makeRoom` and `replaceStaleQueue` under drop-old, and `forget`).
+// Replies are never dropped; only event frames go through `offer`.
 import EventBusProtocol
 
 extension Broker {
@@ -87,6 +87,7 @@ extension Broker {
                 enqueueDropNotice(count: placed.count + count, since: placed.since, to: connection, inFront: true)
             } else {
                 notice(.startedDropping(connection.id, pid: connection.credentials.pid))
+                connection.output.dropOldSince = now.monotonicNanoseconds
                 enqueueDropNotice(count: count, since: firstSeq, to: connection, inFront: true)
             }
             return
@@ -101,6 +102,8 @@ extension Broker {
     /// Queues the notice for the drops waiting in `pendingDropCount`.
     func queuePendingDropNotice(_ connection: Connection) {
         unpark(connection)  // its queue has room: back in the lists, its parked drops counted
+        // (issue 37) A drop-old one back from the lot told them first in line.
+        guard connection.output.pendingDropsCounted > 0 else { return }
         let count = connection.output.pendingDropsCounted, since = connection.output.pendingDropSince
         connection.output.pendingDropsCounted = 0
         connection.output.pendingDropSince = 0
@@ -108,7 +111,7 @@ extension Broker {
     }
 
     /// `{"op":"dropped","count":2,"since_seq":4}`, at the back or first in line.
-    private func enqueueDropNotice(count: UInt64, since: UInt64, to connection: Connection, inFront: Bool) {
+    func enqueueDropNotice(count: UInt64, since: UInt64, to connection: Connection, inFront: Bool) {
         writer.scratch.removeAll(keepingCapacity: true)
         FrameEncoder.appendDropped(count: count, sinceSeq: since, to: &writer.scratch)
         writer.scratch.withUnsafeBytes { bytes in
@@ -148,6 +151,8 @@ extension Broker {
             return false
         }
         if !mayFit, let refusal = refusal(size: size, actor: actor, connection: connection) {
+            // (issue 37) Stalled under drop-old: parked (ParkedSubscribers.swift).
+            if connection.overflow == .dropOld && parkedDropOld(connection, refusal, seq: seq) { return false }
             guard makeRoom(for: size, actor: actor, refusal: refusal, connection: connection) else {
                 refuse(connection, refusal, seq: seq)
                 return false

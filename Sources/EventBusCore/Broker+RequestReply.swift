@@ -155,7 +155,7 @@ extension Broker {
         seq += 1
         statistics.requests += 1
         requester.accounting.publishedCount += 1
-        countRequest(type)
+        countRequest(type, owner: requester.credentials.uid)
         let pending = PendingRequest(requester: requester, req: Array(req), seq: seq, type: type,
                                      deadline: now.monotonicNanoseconds &+ Int64(clamping: timeout) &* 1_000_000)
         requests.add(pending)

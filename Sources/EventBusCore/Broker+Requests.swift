@@ -196,7 +196,7 @@ extension Broker {
     func fanOut(seq: UInt64, type: EventType, entry: Int? = nil, publisher: Connection?, built: EventFrame? = nil,
                 key: UnsafeRawBufferPointer? = nil, _ build: () -> EventFrame) -> UInt64 {
         let uid = publisher?.credentials.uid ?? configuration.ownCredentials.uid
-        countPublished(type, entry: entry, seq: seq)
+        countPublished(type, entry: entry, seq: seq, owner: uid)
         var event = built
         if event == nil && retention.history.isEnabled { event = build() }
         var delivered: UInt64 = 0

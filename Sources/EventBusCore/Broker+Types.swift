@@ -13,25 +13,29 @@ import EventBusProtocol
 extension Broker {
     /// Counts a publish of `type` (seq `seq`, now) and makes it the type
     /// being routed (`typeCounters.routed`) until `countDelivered`.
-    /// - Parameter entry: the type's entry in `types`, which keeps its slot; nil
-    ///   for a type that has none (the broker's own, escaped names): found by name.
+    /// - Parameters:
+    ///   - entry: the type's entry in `types`, which keeps its slot; nil
+    ///     for a type that has none (the broker's own, escaped names): found by name.
+    ///   - owner: the publisher's uid (issue 37: the type counts against its share).
     @inline(__always)
-    func countPublished(_ type: EventType, entry: Int?, seq: UInt64) {
+    func countPublished(_ type: EventType, entry: Int?, seq: UInt64, owner: UInt32) {
         let ref = entry.map { types.counter($0) } ?? TypeCounters.none
-        if typeCounters.notePublished(ref, seq: seq, wallNanoseconds: now.wallNanoseconds) { return }
-        countNewlyPublished(type, entry: entry, seq: seq)
+        if typeCounters.notePublished(ref, owner: owner, seq: seq, wallNanoseconds: now.wallNanoseconds) { return }
+        countNewlyPublished(type, entry: entry, seq: seq, owner: owner)
     }
 
     /// `countPublished` for a type whose entry in `types` has no valid slot yet.
-    func countNewlyPublished(_ type: EventType, entry: Int?, seq: UInt64) {
-        let ref = typeCounters.ref(for: type)
+    func countNewlyPublished(_ type: EventType, entry: Int?, seq: UInt64, owner: UInt32) {
+        let retained = retention.retained.events
+        let ref = typeCounters.ref(for: type, owner: owner) { retained[$0] != nil }
         if let entry { types.setCounter(ref, entry) }
-        _ = typeCounters.notePublished(ref, seq: seq, wallNanoseconds: now.wallNanoseconds)
+        _ = typeCounters.notePublished(ref, owner: owner, seq: seq, wallNanoseconds: now.wallNanoseconds)
     }
 
     /// (1.3) Counts a request of `type` that took the seq `seq` (`types`: `requests`).
-    func countRequest(_ type: EventType) {
-        typeCounters.noteRequest(type, seq: seq, wallNanoseconds: now.wallNanoseconds)
+    func countRequest(_ type: EventType, owner: UInt32) {
+        let retained = retention.retained.events
+        typeCounters.noteRequest(type, owner: owner, seq: seq, wallNanoseconds: now.wallNanoseconds) { retained[$0] != nil }
     }
 
     /// Counts the deliveries of the event being routed and ends its routing.
@@ -39,6 +43,10 @@ extension Broker {
     func countDelivered(_ delivered: UInt64) { typeCounters.finishRouting(delivered: delivered) }
 
     /// Counts the events a drop-old just dropped (`droppedTypesScratch`) for their types.
+    /// (issue 37) Counted types one `types` answer looks at and leaves out
+    /// (the caller may not receive them) at most, beyond its `limit`.
+    static let maxTypesSkipped = 16_384
+
     func countDroppedTypes() {
         guard !droppedTypesScratch.isEmpty else { return }
         for ref in droppedTypesScratch { typeCounters.addDropped(1, ref) }
@@ -50,11 +58,17 @@ extension Broker {
     /// "last_time":"2026-11-29T13:00:00.123Z"}]}`: at most `limit` types the
     /// caller may receive, most recently published first, then the retained
     /// types not published in this run (newest retained first; `last_seq` and
-    /// `last_time` null). Costs O(types looked at) policy checks and route lists.
+    /// `last_time` null). Costs O(types looked at) policy checks and route
+    /// lists: (issue 37) at most `limit` listed and `limit` +
+    /// `maxTypesSkipped` counted types looked at per call (those the caller
+    /// may not receive are looked at and left out), whatever the table's size.
     func types(limit: Int, req: UnsafeRawBufferPointer?, to caller: Connection) {
         var listed: [(type: EventType, slot: Int?)] = []
+        var lookedAt = 0
+        let lookAtMost = limit > Int.max - Self.maxTypesSkipped ? Int.max : limit + Self.maxTypesSkipped
         typeCounters.forEachByRecency { i in
-            guard listed.count < limit else { return false }
+            guard listed.count < limit, lookedAt < lookAtMost else { return false }
+            lookedAt += 1
             let type = typeCounters.slot(i).type
             if mayReceive(caller, type) { listed.append((type, i)) }
             return true

@@ -48,6 +48,10 @@ public struct BrokerConfiguration: Sendable {
     public var maxSubscriptionsPerConnection = 4096
     /// All outbound queues together in bytes (`--max-queued`, default 512 MiB).
     public var maxQueuedBytes = 512 << 20
+    /// (issue 37) A connection with `allow hold` that keeps publishers of
+    /// other uids held for at least 95 % of this window is behind for them
+    /// (`--trusted-hold-window`, default 5 s; Broker+FlowControl.swift).
+    public var trustedHoldWindowNanoseconds: Int64 = 5_000_000_000
     /// (1.2) How long a connection that holds a publisher (or has a paced
     /// replay) may take no byte of its queue before it is behind, ns
     /// (`--stall-timeout`, default 1 s; PROTOCOL.md "Flow control").

@@ -214,6 +214,9 @@ struct ConnectionOutput {
     /// (`Connection.pendingDropCount` adds those counted while parked).
     var pendingDropsCounted: UInt64 = 0
     var pendingDropSince: UInt64 = 0
+    /// (issue 37) Under drop-old: when the notice first in line was placed
+    /// (monotonic ns), i.e. since when it has dropped without reading past it.
+    var dropOldSince: Int64 = 0
     /// The step in which it was last listed in `BrokerStep.output`.
     var step: UInt64 = 0
 }
@@ -277,6 +280,16 @@ struct FlowState {
     /// The queue charge at which it becomes `halfFull`: half the outbound
     /// limit under `wait` while it is not, else `Int.max` (one comparison per event queued).
     var halfFullAt = Int.max
+    /// (issue 37) With `allow hold`: since when it holds a publisher of
+    /// another uid (monotonic ns; nil: none now), the window that holding is
+    /// measured in, and how long it held in it (ns).
+    var othersHeldSince: Int64? = nil
+    var trustWindowStart: Int64 = 0
+    var trustHeldNanoseconds: Int64 = 0
+    /// (issue 37) Held publishers of other uids for most of a
+    /// `--trusted-hold-window`: behind for them (it holds its own uid's only)
+    /// until its queue is empty.
+    var trustBehind = false
 
     var isHeld: Bool { !heldBy.isEmpty || !heldInGroups.isEmpty }
 }

@@ -1,6 +1,6 @@
 // (issue 20) Full subscribers out of the route lists: a subscriber that is
-// dropping under `drop-new` (or `wait` while `behind`, PROTOCOL.md "Flow
-// control (1.2)") and is refused again is *parked*: the route lists that
+// dropping under `drop-new` or `wait` and is refused again is *parked*
+// (issue 37: also `drop-old`, below): the route lists that
 // `EventTypeTable` keeps hold it apart, so an event costs a publisher O(1)
 // for all the parked subscribers of its type together, not O(each). It
 // comes back at its next write (`Broker.didWrite`) or when an event is
@@ -18,6 +18,23 @@
 // once per connection whatever number of its patterns match, and never for
 // a connection the policy denies the type; a parked publisher without echo
 // skips its own event (`Broker.countParked`).
+//
+// (issue 37) Every overflow kind. A `wait` subscriber is parked as a
+// `drop-new` one is (it refuses another uid's events, and its own uid's once
+// behind); a publisher it may hold still sees it: `holdIfBlocked` walks the
+// parked part too (`forEachParked`), holding the publisher where the parked
+// one would, and unparking it where the event would fit. A stalled
+// `drop-old` subscriber (below) refused again is parked too (`Broker.offer`): the
+// new event is counted as dropped instead of making room, and when it next
+// takes bytes (`unpark`) its queue's unwritten events are dropped
+// (`replaceStaleQueue`), all its drops told in the one notice first in
+// line, so every event it receives after a drop is newer than every event
+// dropped, as drop-old promises; it then gets the live events from there.
+// Only a stalled one is parked: its notice has stood first in line, unread,
+// for `--stall-timeout` (as a `wait` holder goes behind); before that, and
+// for one that reads past its notice, drop-old keeps the newest events.
+// `disconnect` needs nothing: a full subscriber is closed at once, and until
+// the close (the same step) `fanOut` skips it as not routable.
 //
 // Before editing: whatever parks or unparks a connection calls
 // `SubscriptionIndex.keptListsChanged` (every kept list is split again
@@ -111,10 +128,69 @@ extension Broker {
     /// uid), under `drop-new` or `wait` while `behind`, with bytes queued
     /// (so a write, which brings it back, will come; one with an empty queue
     /// stays in the lists).
+    /// (issue 37) Under `wait` too, without a paced replay under way (its
+    /// live events wait behind it, held by nothing).
     @inline(__always)
     func mayPark(_ subscriber: Connection, _ refusal: Refusal) -> Bool {
         refusal != .fairShare && subscriber.park == nil && subscriber.outbound.chargedBytes > 0
-            && (subscriber.overflow == .dropNew || subscriber.flow.behind)
+            && (subscriber.overflow == .dropNew || subscriber.flow.behind
+                || (subscriber.overflow == .wait && subscriber.flow.replays.isEmpty))
+    }
+
+    /// (issue 37) Whether a `drop-old` subscriber refused an event of `seq`
+    /// is parked instead of making room: it is stalled (its notice first in
+    /// line has been there, unread, for `--stall-timeout`), the refusal
+    /// holds for every publisher, and it has bytes queued. If so the event
+    /// is counted as dropped (pending, told when it comes back) and it is parked.
+    @inline(never)
+    func parkedDropOld(_ connection: Connection, _ refusal: Refusal, seq: UInt64) -> Bool {
+        guard refusal != .fairShare, connection.outbound.noticeInFront != nil, connection.outbound.chargedBytes > 0,
+              now.monotonicNanoseconds - connection.output.dropOldSince >= configuration.stallTimeoutNanoseconds,
+              connection.flow.replays.isEmpty, connection.isRoutable else { return false }
+        statistics.dropped += 1
+        connection.accounting.droppedCounted += 1
+        typeCounters.addDropped(1, typeCounters.routed)
+        if connection.output.pendingDropsCounted == 0 { connection.output.pendingDropSince = seq }
+        connection.output.pendingDropsCounted += 1
+        park(connection)
+        return true
+    }
+
+    /// (issue 37) A `drop-old` connection back from the lot: the unwritten
+    /// events still queued are older than every event it lost while parked,
+    /// so they go too, and all its drops are told in the one notice first
+    /// in line (its since_seq the first of them).
+    private func replaceStaleQueue(_ connection: Connection) {
+        let result = connection.outbound.dropOldestEvents(untilAtMost: 0, released: &ledger.released, droppedTypes: &droppedTypesScratch)
+        countDroppedTypes()
+        applyOutbound(connection, result.delta)
+        if result.count > 0 { recordDrops(connection, count: result.count, firstSeq: result.firstSeq, takenFromQueue: true) }
+        let pending = connection.output.pendingDropsCounted
+        guard pending > 0 else { return }
+        let since = connection.output.pendingDropSince
+        connection.output.pendingDropsCounted = 0
+        connection.output.pendingDropSince = 0
+        if let placed = connection.outbound.noticeInFront {
+            enqueueDropNotice(count: placed.count + pending, since: min(placed.since, since), to: connection, inFront: true)
+        } else {
+            enqueueDropNotice(count: pending, since: since, to: connection, inFront: true)
+        }
+    }
+
+    /// (issue 37) Calls `body` for each parked connection of `type`'s kept
+    /// list (valid as `forEachSubscriber` just made it), on a copy: `body`
+    /// may unpark.
+    func forEachParked(of type: EventType, entry: Int?, _ body: (Connection) -> Void) {
+        guard types.splitsParked else { return }
+        var found = entry
+        if found == nil {
+            var name = type.name
+            found = name.withUTF8 { types.entry(for: UnsafeRawBufferPointer($0)) }
+        }
+        guard let found else { return }
+        _ = types.routes(found, in: index)
+        guard let parked = types.parked(found) else { return }
+        for connection in parked.members { body(connection) }
     }
 
     /// Takes `connection` out of the route lists (each is split again
@@ -144,6 +220,7 @@ extension Broker {
         parking.members[ObjectIdentifier(connection)] = nil
         types.splitsParked = !parking.members.isEmpty
         index.keptListsChanged()
+        if connection.overflow == .dropOld && connection.isRoutable { replaceStaleQueue(connection) }
     }
 
     /// Counts one event of `type`, just routed, as dropped for each member of

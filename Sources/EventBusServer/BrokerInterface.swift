@@ -61,6 +61,13 @@ public var brokerInterface: ProgramDeclaration {
                     OptionDeclaration("stall-timeout", nil, ValueDeclaration("DURATION", .duration), "the stall timeout (default \(duration(limits.stallTimeoutNanoseconds)))"),
                 ]),
                 OptionSection("""
+                A connection the policy lets hold other uids' publishers (allow hold) that
+                keeps them held for 95 % of a window is behind for them until its queue
+                is empty (their events that do not fit are dropped for it):
+                """, [
+                    OptionDeclaration("trusted-hold-window", nil, ValueDeclaration("DURATION", .duration), "the window (default \(duration(limits.trustedHoldWindowNanoseconds)))"),
+                ]),
+                OptionSection("""
                 Request/reply (1.3): a request waits for its first reply until its own
                 timeout (default \(duration(Int64(limits.defaultRequestTimeoutMilliseconds) * 1_000_000))); requests asked and not answered are
                 bounded per connection, per uid (\(quotas.maxPendingRequestsPerUID); uid 0 and the broker's uid: none)

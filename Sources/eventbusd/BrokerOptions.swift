@@ -190,6 +190,10 @@ struct BrokerOptions {
             let nanoseconds = try parsed(parseDuration).totalNanoseconds
             guard nanoseconds > 0 else { throw UsageError("\(shownAs) must be more than 0") }
             server.broker.stallTimeoutNanoseconds = nanoseconds
+        case "trusted-hold-window":
+            let nanoseconds = try parsed(parseDuration).totalNanoseconds
+            guard nanoseconds > 0 else { throw UsageError("\(shownAs) must be more than 0") }
+            server.broker.trustedHoldWindowNanoseconds = nanoseconds
         case "max-request-timeout":
             let nanoseconds = try parsed(parseDuration).totalNanoseconds
             guard nanoseconds >= 1_000_000 else { throw UsageError("--max-request-timeout must be at least 1ms") }

@@ -185,6 +185,44 @@ func received(_ message: OutgoingMessage, sid: UInt64 = 1) throws -> Message {
         guard case .dropped(.badHeader, _) = bridge.handle(message) else { Issue.record("not dropped"); return }
     }
 
+    /// (issue 37) Header blocks refused as `bad_header` and counted: a
+    /// duplicate `ce-` header (known or not, any case), a value whose
+    /// percent-encoding decodes to a control character (but TAB, LF, CR,
+    /// which a local `source` may hold and the export carries) or invalid UTF-8, and
+    /// more than `CloudEventsHeaders.maxImportedHeaders` fields.
+    @Test(arguments: [
+        "ce-source: a\r\nce-source: b\r\n",
+        "ce-id: a\r\nCE-ID: b\r\n",
+        "ce-foo: a\r\nce-FOO: b\r\n",
+        "ce-source: %C0%AF%00\r\n",
+        "ce-source: a%00b\r\n",
+        "ce-id: a%1Bb\r\n",
+        "ce-id: %7F\r\n",
+        "ce-id: %C2%85\r\n",
+        "ce-time: %FF\r\n",
+        "ce-source: %E2%82\r\n",
+        String(repeating: "x-pad: 1\r\n", count: 65),
+    ])
+    func hostileHeaderBlocksAreBadHeaders(fields: String) {
+        var bridge = core()
+        let block = bytes("NATS/1.0\r\n" + fields + "\r\n")
+        let message = Message(subject: "eventbus.evt.host-b.x", sid: SubscriptionID(1), headerBlock: block, payload: bytes("1"))
+        guard case .dropped(.badHeader, let detail) = bridge.handle(message) else { Issue.record("not dropped: \(fields.prefix(60))"); return }
+        #expect(bridge.counters.dropped[.badHeader] == 1, "\(detail)")
+    }
+
+    @Test(arguments: [
+        "ce-source: caf%C3%A9 %E2%82%AC\r\n",
+        "ce-id: a%25b\r\nce-foo: 1\r\nce-bar: 2\r\n",
+        String(repeating: "x-pad: 1\r\n", count: 64),
+    ])
+    func saneHeaderBlocksAreImported(fields: String) {
+        var bridge = core()
+        let block = bytes("NATS/1.0\r\n" + fields + "\r\n")
+        let message = Message(subject: "eventbus.evt.host-b.x", sid: SubscriptionID(1), headerBlock: block, payload: bytes("1"))
+        guard case .publishLocally = bridge.handle(message) else { Issue.record("not imported: \(fields.prefix(60))"); return }
+    }
+
     @Test func aMessageWithAnUnreadableHeaderBlockIsABadHeader() {
         var bridge = core()
         let message = Message(subject: "eventbus.evt.host-b.x", sid: SubscriptionID(1), headerBlock: bytes("NATS/1.0\r\n"), payload: bytes("1"))

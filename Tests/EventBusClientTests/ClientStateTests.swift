@@ -10,6 +10,7 @@ import Testing
 /// A sink that records what reaches it; `alive` plays the weak observer.
 final class RecordingSink: EventSink {
     let owner: ObjectIdentifier?
+    let pattern = ">"
     let alive = Atomic<Bool>(true)
     let received = Locked<[RawEvent]>([])
     let endings = Locked<[EventBusError?]>([])
