@@ -131,7 +131,12 @@ private struct Server {
             }
         case .helloRefused(let reply), .error(let reply):
             brokerError = reply
-        case .event, .held, .dropped, .gap, .greeted, .unsubscribed, .settled, .other, .unreadable, .ignored:
+        case .greeted(let info, _):
+            // A broker before 1.3 would take `serve` for an unknown field and subscribe plainly.
+            for (feature, what) in [("request", "serve requests"), ("groups", "have queue groups")] where !info.features.contains(feature) && (feature == "request" || group != nil) {
+                failure = CLIError(.protocolError, "the broker does not \(what) (no '\(feature)' in its features: it is older than protocol 1.3)")
+            }
+        case .event, .held, .dropped, .gap, .unsubscribed, .settled, .other, .unreadable, .ignored:
             break
         }
         return nil

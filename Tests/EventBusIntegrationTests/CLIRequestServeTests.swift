@@ -186,6 +186,30 @@ struct CLIRequestServeTests {
         for server in servers { server.send(signal: SIGTERM) }
     }
 
+    @Test("a broker before 1.3 is told, not taken for one that serves or shares", .enabled(if: findInPath("socat") != nil, "needs socat"))
+    func anOlderBrokerIsRefused() throws {
+        let scratch = try TemporaryDirectory(prefix: "ebcli.")
+        let socket = scratch.path + "/old.sock"
+        // A 1.2 broker as far as these commands can tell: its hello has no 'request' and no 'groups'.
+        let hello = #"{"op":"ok","req":0,"server":"eventbusd","version":"1.2","protocol":1,"instance":"old","conn":1,"features":["flow","types"]}"#
+        let answer = scratch.path + "/hello.json"
+        try (hello + "\n").write(toFile: answer, atomically: true, encoding: .utf8)
+        let fake = try RunningProcess("socat", ["UNIX-LISTEN:\(socket),fork", "SYSTEM:read line; cat \(answer); sleep 30"], in: scratch)
+        defer { fake.send(signal: SIGTERM) }
+        try eventually("socat never listened") { FileManager.default.fileExists(atPath: socket) }
+        for (arguments, message) in [
+            (["listen", "--group", "w", "a.b"], "has no queue groups"),
+            (["serve", "a.b", "--", "true"], "does not serve requests"),
+            (["serve", "--json", "a.b"], "does not serve requests"),
+        ] {
+            // Standard input that never ends (serve --json ends at its end): a FIFO opened read-write.
+            let fifo = scratch.path + "/stdin-\(arguments.count)-\(arguments[0])"
+            let command = "mkfifo '\(fifo)' && exec '\(cliProduct("eventbus"))' --socket '\(socket)' " + arguments.map { "'\($0)'" }.joined(separator: " ") + " <> '\(fifo)'"
+            let run = try RunningProcess("/bin/sh", ["-c", command], in: scratch).wait(timeout: .seconds(20))
+            #expect(run.status == 76 && run.stderr.contains(message), "\(arguments): \(run)")
+        }
+    }
+
     @Test func usageErrors() throws {
         let broker = try TestBroker()
         for (arguments, message) in [
