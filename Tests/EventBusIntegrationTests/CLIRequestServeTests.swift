@@ -89,6 +89,15 @@ struct CLIRequestServeTests {
         for process in [server, text] { process.send(signal: SIGTERM) }
     }
 
+    @Test func aCommandNotFoundIsAnsweredAndEndsServeWith127() throws {
+        let broker = try TestBroker()
+        let server = try readyServer(broker, ["a.b", "--", "/nonexistent/command"])
+        let run = try broker.run(["request", "a.b"])
+        #expect(run.status == 2 && run.stderr.contains("cannot run '/nonexistent/command'"), "\(run)")
+        let served = try server.wait()
+        #expect(served.status == 127 && served.stderr.contains("cannot run '/nonexistent/command'"), "\(served)")
+    }
+
     @Test func stringRepliesWithTheOutputAsText() throws {
         let broker = try TestBroker()
         let server = try readyServer(broker, ["--string", "host.greeting", "--", "/bin/sh", "-c", #"printf 'hello "%s"\n' "$(cat)""#])
@@ -115,9 +124,9 @@ struct CLIRequestServeTests {
         let broker = try TestBroker()
         let pidFile = broker.scratch.path + "/started"
         let server = try readyServer(broker, ["slow.job", "--", "/bin/sh", "-c", "echo $$ > '\(pidFile)'; sleep 60; echo 1"])
-        let run = try broker.run(["request", "--timeout", "300ms", "slow.job"], timeout: .seconds(30))
+        let run = try broker.run(["request", "--timeout", "2s", "slow.job"], timeout: .seconds(30))
         #expect(run.status == 124, "\(run)")
-        #expect(run.stderr.contains("timed out after 300ms"), "\(run)")
+        #expect(run.stderr.contains("timed out after 2s"), "\(run)")
         let command = try pidWritten(to: pidFile)
         try eventually("the command outlived its deadline") { !isAlive(command) }
         try eventually("serve did not say it killed the command") { server.process.stderrSoFar().contains("outlived the deadline") }
