@@ -532,7 +532,7 @@ public let eventbusInterface = ProgramDeclaration(
         CommandDeclaration(
             "help",
             operandsSummary: "[COMMAND]",
-            summary: "show the help of COMMAND (as 'eventbus COMMAND --help')",
+            summary: "show the help of COMMAND",
             usage: ["help [COMMAND]"],
             about: "Show the help of COMMAND, the same as 'eventbus COMMAND --help'; without\nCOMMAND, the help of eventbus.",
             sections: [OptionSection([], showsCommonOptions: true)],
