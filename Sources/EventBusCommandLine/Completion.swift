@@ -3,7 +3,8 @@
 // the values an option takes (files, directories, choices) and its operands.
 // Event types and patterns come from the running broker (`eventbus types
 // --format json`, through the bus options already on the command line);
-// when no broker answers within 2 s, nothing is offered and nothing printed.
+// when no broker answers within 2 s ($EVENTBUS_COMPLETION_TIMEOUT), nothing
+// is offered and nothing printed.
 //
 // Before editing: CompletionTests drives the bash script with `compgen`-style
 // calls and loads the zsh and fish ones; the scripts must not depend on the
@@ -52,7 +53,7 @@ public enum Completion {
     __eventbus_types() {
         local -a bus
         mapfile -t bus < <(__eventbus_bus)
-        timeout 2 eventbus "${bus[@]}" types --format json 2>/dev/null | sed -n 's/^{"type":"\([^"]*\)".*/\1/p'
+        timeout "${EVENTBUS_COMPLETION_TIMEOUT:-2}" eventbus "${bus[@]}" types --format json 2>/dev/null | sed -n 's/^{"type":"\([^"]*\)".*/\1/p'
     }
     # Those types, their prefixes with '.>', and '>'.
     __eventbus_patterns() {
@@ -147,9 +148,15 @@ public enum Completion {
     }
 
     /// A help text cut to a short description: the first item, up to its
-    /// first `(` or `;`, at most 70 characters.
+    /// first ` (`, `; ` or `: `, at most 70 characters; for a list of
+    /// choices, their names.
     static func shortHelp(_ help: String) -> String {
-        var text = String(help.split(separator: "\n").first ?? "")
+        let items = help.split(separator: "\n")
+        if items.count > 1 {
+            // A list of choices (`json: ...`, `pretty: ...`): their names.
+            return items.map { String($0.prefix { $0 != ":" }) }.joined(separator: ", ")
+        }
+        var text = String(items.first ?? "")
         for mark in [" (", "; ", ": "] {
             if let range = text.range(of: mark) { text = String(text[..<range.lowerBound]) }
         }
@@ -216,7 +223,7 @@ public enum Completion {
             local -a bus
             __eventbus_bus
             bus=("${reply[@]}")
-            timeout 2 eventbus "${bus[@]}" types --format json 2>/dev/null | sed -n 's/^{"type":"\([^"]*\)".*/\1/p'
+            timeout "${EVENTBUS_COMPLETION_TIMEOUT:-2}" eventbus "${bus[@]}" types --format json 2>/dev/null | sed -n 's/^{"type":"\([^"]*\)".*/\1/p'
         }
         __eventbus_types() {
             local -a types
@@ -292,7 +299,7 @@ public enum Completion {
         end
         # The event types the running broker knows (nothing when none answers).
         function __eventbus_types
-            timeout 2 eventbus (__eventbus_bus) types --format json 2>/dev/null | string replace -rf '^\{"type":"([^"]*)".*' '$1'
+            timeout (set -q EVENTBUS_COMPLETION_TIMEOUT; and echo $EVENTBUS_COMPLETION_TIMEOUT; or echo 2) eventbus (__eventbus_bus) types --format json 2>/dev/null | string replace -rf '^\{"type":"([^"]*)".*' '$1'
         end
         # Those types, their prefixes with '.>', and '>'.
         function __eventbus_patterns

@@ -60,10 +60,11 @@ public let eventbusInterface = ProgramDeclaration(
           systemctl --user daemon-reload && systemctl --user try-restart eventbus.service
         """,
         exitStatus: """
-        Exit status: 0 success, 1 no retained event (get, clear), 64 usage error,
-        65 bad data, 69 broker unavailable, 75 a broker limit (try again later), 77
-        permission denied or forbidden by the policy, 124 timed out (see each
-        command's help for more).
+        Exit status: 0 success, 1 no retained event (get, clear), 2 the service
+        answered with an error (request), 3 no reply (request), 64 usage error, 65
+        bad data, 67 no one serves the type (request), 69 broker unavailable, 75 a
+        broker limit (try again later), 77 permission denied or forbidden by the
+        policy, 124 timed out (see each command's help for more).
         """,
         operands: OperandsDeclaration([.command])
     ),
@@ -88,6 +89,7 @@ public let eventbusInterface = ProgramDeclaration(
                 OptionDeclaration("lines", "l", nil, "publish every line of standard input as one event, a JSON string, over one connection (replies are read while lines are sent, so a listener of your uid that reads slower than the input comes slows it to the listener's pace, and nothing is lost)"),
                 OptionDeclaration("json-lines", "j", nil, "--lines where every line is a JSON value (implies --lines; blank lines are skipped, bad lines reported and skipped)"),
                 OptionDeclaration("retain", "r", nil, "also keep the event as the retained event of TYPE (its current value): 'get' prints it, 'listen --last' and new subscribers with 'last' get it first; it survives broker restarts when the broker has a state directory"),
+                OptionDeclaration("key", "k", ValueDeclaration("KEY", .text), "a key of 1-255 bytes: in each queue group ('listen --group') the events with one key go to one member, in order, while the group's members do not change"),
             ], showsCommonOptions: true)],
             notes: """
             TYPE is 1-255 bytes of '.'-separated segments of A-Z a-z 0-9 _ - : (no
@@ -101,6 +103,7 @@ public let eventbusInterface = ProgramDeclaration(
                 "tail -F /var/log/app.log | eventbus publish --lines app.log.line",
                 #"seq=$(eventbus publish --print-seq job.started '{"job": 7}')"#,
                 #"eventbus publish --retain currency.changed '{"code": "EUR"}'"#,
+                #"eventbus publish --key customer-7 order.paid '{"id": 42}'   # one worker per customer"#,
             ],
             afterExamples: """
             In a 'while read' loop, give DATA (or '< /dev/null') so publish does not
@@ -138,6 +141,7 @@ public let eventbusInterface = ProgramDeclaration(
                 OptionDeclaration("last", nil, nil, "print the retained event of every matching type first (the current values), then new events"),
                 OptionDeclaration("since", nil, ValueDeclaration("SEQ", .count), "first print the events after SEQ that the broker's history still holds (a gap is reported on standard error when it no longer reaches back to SEQ + 1)"),
                 OptionDeclaration("resume", nil, ValueDeclaration("FILE", .file), "remember in FILE where this listener got to (the broker run and seq, rewritten atomically after each batch of events); started again with the same FILE, continue from there: nothing the history still holds is missed, gaps are reported on standard error"),
+                OptionDeclaration("group", "g", ValueDeclaration("NAME", .text), "join the queue group NAME (1-64 bytes of A-Z a-z 0-9 _ . - :): each event goes to one listener of the group, taking turns among those that keep up (those with a --key: the same listener for one key), instead of to all; groups are per uid and PATTERN; not with --last, --since or --resume (a group shares live events only)"),
                 OptionDeclaration("overflow", nil, overflowRules, "what the broker does when this listener falls behind (its queue reaches the broker's --max-outbound): wait (the default): publishers of your uid wait for it, so nothing is lost, and a listener that reads slower than they publish slows them to its pace; one that stops reading costs them at most the broker's --stall-timeout, then loses events (reported on standard error). drop-old: lose the oldest queued events instead, never slowing anyone (a monitor that prefers the newest); drop-new: lose the new ones; disconnect"),
             ], showsCommonOptions: true)],
             notes: """
@@ -155,6 +159,7 @@ public let eventbusInterface = ProgramDeclaration(
                 "eventbus listen --last --format data currency.changed",
                 "eventbus listen --resume ~/.cache/orders.pos --timeout 2s 'order.>'  # from cron: exits 124 once quiet",
                 "eventbus listen --overflow drop-old 'metrics.>'   # a dashboard: newest first, never slows a publisher",
+                "eventbus listen --group thumbs --format data thumb.requested | while read -r job; do ...; done  # one of several workers",
             ],
             exitStatus: """
             Exit status: 0 after --count events, or when standard output is closed
@@ -380,6 +385,98 @@ public let eventbusInterface = ProgramDeclaration(
             Exit status: 0 success, 64 usage error, 69 broker unavailable at start or at
             the last of --count polls.
             """
+        ),
+        CommandDeclaration(
+            "request",
+            operandsSummary: "TYPE [DATA]",
+            summary: "ask the service for TYPE and print its reply",
+            usage: ["request [OPTIONS] TYPE [DATA | -]", "request [OPTIONS] --string TEXT TYPE"],
+            about: """
+            Send a request of type TYPE to the connections that serve it ('eventbus
+            serve', or a program using a client library), wait for the first reply, and
+            print the reply's data (one JSON value and a newline). DATA is read as for
+            'publish': one JSON value, '-' or none for standard input unless it is a
+            terminal, --string TEXT for a JSON string. When nobody serves TYPE the answer
+            comes at once (status 67), not after the timeout; when every server the
+            request reached goes away without replying, also at once (status 3).
+            """,
+            sections: [OptionSection([
+                OptionDeclaration("timeout", "t", ValueDeclaration("DURATION", .duration), "how long the broker waits for a reply (default 25s, at most the broker's --max-request-timeout); then status 124"),
+                OptionDeclaration("format", "f", ValueDeclaration("FORMAT", .choice(["data", "json"])), """
+                data: the reply's data, compact (default)
+                json: {"seq":..,"time":..,"pid":..,"uid":..,"gid":..,"data":..}: the request's seq, when the broker received the reply and the server's kernel credentials
+                """),
+                json,
+                OptionDeclaration("string", nil, ValueDeclaration("TEXT", .text), "send TEXT as a JSON string (no quoting needed)"),
+                OptionDeclaration("key", "k", ValueDeclaration("KEY", .text), "a key of 1-255 bytes: among servers in a queue group ('serve --group'), requests with one key go to one server"),
+                OptionDeclaration("source", nil, ValueDeclaration("SOURCE", .text), "the request's source (default: the connection's client name)"),
+                OptionDeclaration("id", nil, ValueDeclaration("ID", .text), "the request's id (default: <broker instance>-<seq>)"),
+            ], showsCommonOptions: true)],
+            notes: durationNote,
+            examples: [
+                "eventbus serve math.add -- jq '.a + .b' &         # a service (see 'serve')",
+                #"eventbus request math.add '{"a": 2, "b": 3}'       # prints 5"#,
+                "eventbus request --timeout 2s --format json disk.usage '\"/home\"'",
+                #"if ! out=$(eventbus request thumb.make '{"path": "a.png"}'); then echo "failed: $?"; fi"#,
+            ],
+            exitStatus: """
+            Exit status: 0 the reply was printed; 2 the service answered with an error
+            (its message on standard error); 3 no reply: every server the request reached
+            went away (closed, stopped serving, or stopped reading) without replying; 64
+            usage error; 65 DATA is not valid JSON; 67 (EX_NOUSER) no one serves TYPE; 69
+            broker unavailable; 75 a broker limit (too many requests waiting); 77
+            forbidden by the broker's policy; 124 no reply within the timeout.
+            """,
+            operands: OperandsDeclaration([.eventType, .json])
+        ),
+        CommandDeclaration(
+            "serve",
+            operandsSummary: "TYPE... -- CMD",
+            summary: "answer requests for TYPE by running CMD (or through stdin/stdout)",
+            usage: ["serve [OPTIONS] TYPE... -- COMMAND [ARGS...]", "serve [OPTIONS] --json TYPE..."],
+            about: """
+            Answer the requests for TYPE (a pattern serves every type it matches) by
+            running COMMAND once per request: the request's data, one JSON value and a
+            newline, on its standard input; what it writes to standard output, one JSON
+            value (blank: null), is the reply's data. When COMMAND exits non-zero, the
+            reply is an error whose text is the first line of its standard error (all of
+            which is passed through to serve's). A COMMAND still running at the request's
+            deadline is sent SIGTERM (SIGKILL a second later), with every process it
+            started, and no reply is sent (the requester has been told 'timeout'). Serve
+            says on standard error when it is ready.
+
+            With --json and no COMMAND, serve prints each request on standard output as
+            one JSON line, as the broker sent it ({"op":"request","seq":..,"type":..,
+            "data":..,"reply":"<token>","timeout":<ms left>,...}), and reads replies from
+            standard input, one JSON object per line: {"to":"<token>","data":...} or
+            {"to":"<token>","error":"text"}. So a program in any language can serve
+            through two pipes. It exits 0 at the end of standard input.
+
+            Serving needs the policy's 'serve' permission for TYPE (docs/POLICY.md). With
+            --group, the servers of one group (same uid, TYPE and NAME) share the
+            requests: each goes to one of them.
+            """,
+            sections: [OptionSection([
+                OptionDeclaration("group", "g", ValueDeclaration("NAME", .text), "serve in the queue group NAME (1-64 bytes of A-Z a-z 0-9 _ . - :): each request goes to one server of the group instead of to every server"),
+                OptionDeclaration("concurrency", "c", ValueDeclaration("N", .count), "run COMMAND for up to N requests at once (default 1); further requests wait in the broker"),
+                OptionDeclaration("string", nil, nil, "send COMMAND's standard output as a JSON string (one trailing newline removed) instead of parsing it as JSON"),
+                OptionDeclaration("json", "j", nil, "no COMMAND: print requests as JSON lines, read replies from standard input"),
+                OptionDeclaration("count", "n", ValueDeclaration("N", .count), "exit 0 after answering N requests"),
+            ], showsCommonOptions: true)],
+            examples: [
+                "eventbus serve math.add -- jq '.a + .b'",
+                "eventbus serve --string host.uptime -- uptime -p",
+                "eventbus serve --group thumbs --concurrency 4 thumb.make -- ./make-thumb.sh",
+                #"eventbus serve disk.usage -- sh -c 'du -sb "$(jq -r .)" | cut -f1'"#,
+                "mkfifo replies; eventbus serve --json math.add < replies | python3 server.py > replies",
+            ],
+            exitStatus: """
+            Exit status: 0 after --count answers, or (--json) at the end of standard
+            input or when standard output's reader has gone; 64 usage error; 69 broker
+            unavailable or gone; 77 serving TYPE is forbidden by the broker's policy; 126
+            COMMAND cannot be run; 127 COMMAND not found.
+            """,
+            operands: OperandsDeclaration([.pattern], repeats: true)
         ),
         CommandDeclaration(
             "ping",

@@ -61,6 +61,15 @@ public var brokerInterface: ProgramDeclaration {
                     OptionDeclaration("stall-timeout", nil, ValueDeclaration("DURATION", .duration), "the stall timeout (default \(duration(limits.stallTimeoutNanoseconds)))"),
                 ]),
                 OptionSection("""
+                Request/reply (1.3): a request waits for its first reply until its own
+                timeout (default \(duration(Int64(limits.defaultRequestTimeoutMilliseconds) * 1_000_000))); requests asked and not answered are
+                bounded per connection, per uid (\(quotas.maxPendingRequestsPerUID); uid 0 and the broker's uid: none)
+                and in total (\(quotas.maxPendingRequests)):
+                """, [
+                    OptionDeclaration("max-request-timeout", nil, ValueDeclaration("DURATION", .duration), "the largest timeout a request may ask for (default \(duration(Int64(limits.maxRequestTimeoutMilliseconds) * 1_000_000))); a larger one is bad_request"),
+                    OptionDeclaration("max-pending-requests", nil, ValueDeclaration("N", .count), "per connection (default \(limits.maxPendingRequestsPerConnection))"),
+                ]),
+                OptionSection("""
                 Limits per uid (uid 0 and the broker's own uid have none; `limit` lines of
                 the policy file change them for one uid):
                 """, [

@@ -22,6 +22,8 @@ struct TypeRow {
     var retained = false
     var lastSeq: UInt64? = nil
     var lastTime: String? = nil
+    /// (1.3) Requests of this type (PROTOCOL.md "Request/reply"); nil from a broker without them.
+    var requests: UInt64? = nil
 }
 
 /// One connection as `clients` reported it.
@@ -111,6 +113,7 @@ struct BusSnapshot {
         row.retained = fields.bool("retained") ?? false
         row.lastSeq = fields.unsigned("last_seq")
         row.lastTime = fields.string("last_time")
+        row.requests = fields.unsigned("requests")
         return row
     }
 

@@ -91,7 +91,7 @@ func runWait(_ args: ParsedArguments, socket: String) throws(CLIError) {
                     brokerError = reply
                 case .dropped(let count, let since):
                     reportDropped(count: count, sinceSeq: since)
-                case .held, .gap, .greeted, .unsubscribed, .answered, .settled, .other, .unreadable, .ignored:
+                case .held, .gap, .greeted, .unsubscribed, .answered, .settled, .other, .unreadable, .ignored, .request:
                     break
                 }
                 return true

@@ -38,6 +38,8 @@ private func runner(_ name: String) -> ((ParsedArguments, String) throws(CLIErro
     case "top": runTop
     case "ping": runPing
     case "reload": runReload
+    case "request": runRequest
+    case "serve": runServe
     default: nil
     }
 }

@@ -190,6 +190,12 @@ struct BrokerOptions {
             let nanoseconds = try parsed(parseDuration).totalNanoseconds
             guard nanoseconds > 0 else { throw UsageError("\(shownAs) must be more than 0") }
             server.broker.stallTimeoutNanoseconds = nanoseconds
+        case "max-request-timeout":
+            let nanoseconds = try parsed(parseDuration).totalNanoseconds
+            guard nanoseconds >= 1_000_000 else { throw UsageError("--max-request-timeout must be at least 1ms") }
+            server.broker.maxRequestTimeoutMilliseconds = UInt64(nanoseconds / 1_000_000)
+            server.broker.defaultRequestTimeoutMilliseconds = min(server.broker.defaultRequestTimeoutMilliseconds, server.broker.maxRequestTimeoutMilliseconds)
+        case "max-pending-requests": server.broker.maxPendingRequestsPerConnection = try parsed(parseCount)
         case "exit-idle-time":
             let nanoseconds = try parsed(parseDuration).totalNanoseconds
             server.exitIdleNanoseconds = nanoseconds > 0 ? nanoseconds : nil

@@ -18,7 +18,7 @@ function __eventbus_bus
 end
 # The event types the running broker knows (nothing when none answers).
 function __eventbus_types
-    timeout 2 eventbus (__eventbus_bus) types --format json 2>/dev/null | string replace -rf '^\{"type":"([^"]*)".*' '$1'
+    timeout (set -q EVENTBUS_COMPLETION_TIMEOUT; and echo $EVENTBUS_COMPLETION_TIMEOUT; or echo 2) eventbus (__eventbus_bus) types --format json 2>/dev/null | string replace -rf '^\{"type":"([^"]*)".*' '$1'
 end
 # Those types, their prefixes with '.>', and '>'.
 function __eventbus_patterns
@@ -43,6 +43,8 @@ complete -c eventbusd -l max-queued -x -d 'all outbound queues together'
 complete -c eventbusd -l max-connections -x -d 'connections at most'
 complete -c eventbusd -l max-subscriptions -x -d 'patterns per connection'
 complete -c eventbusd -l stall-timeout -x -d 'the stall timeout'
+complete -c eventbusd -l max-request-timeout -x -d 'the largest timeout a request may ask for'
+complete -c eventbusd -l max-pending-requests -x -d 'per connection'
 complete -c eventbusd -l max-connections-per-uid -x -d 'connections'
 complete -c eventbusd -l max-subscriptions-per-uid -x -d 'patterns over its connections'
 complete -c eventbusd -l max-inbound-per-uid -x -d 'bytes of incomplete incoming frames'
