@@ -1,4 +1,4 @@
-import EventBusClient
+import EventBus
 import Foundation
 
 struct CurrencyChanged: BusEvent {              // the type name and the JSON shape

@@ -2,7 +2,7 @@
 // isolated to the actor (it mutates the actor's state without `await`), in
 // order, with the actor held weakly; and the example Examples/ActorObserver
 // builds and runs against a real broker.
-import EventBusClient
+import EventBus
 import EventBusTestSupport
 import Foundation
 import Testing

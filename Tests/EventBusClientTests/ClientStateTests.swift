@@ -5,7 +5,7 @@
 import EventBusProtocol
 import Synchronization
 import Testing
-@testable import EventBusClient
+@testable import EventBus
 
 /// A sink that records what reaches it; `alive` plays the weak observer.
 final class RecordingSink: EventSink {

@@ -6,7 +6,7 @@
 // reaped by the test that started it (or by deinit), and each broker gets its
 // own directory so tests can run in parallel. Children are EventBusTestSupport's
 // `SpawnedProcess` (posix_spawn, emptied signal mask), never Foundation.Process.
-@testable import EventBusClient
+@testable import EventBus
 import EventBusTestSupport
 import Foundation
 import Synchronization

@@ -15,7 +15,7 @@
 // handlers run, busy for more than the default 1 s.
 import Foundation
 import Testing
-@testable import EventBusClient
+@testable import EventBus
 
 /// Busy for `microseconds` (a handler's work; a sleep would be longer and uneven).
 private func work(microseconds: Int) {

@@ -2,7 +2,7 @@
 // (PROTOCOL.md "Semantics": no echo, weak subscriptions, order). The other
 // process is `eventbus-client-peer` (Tests/EventBusClientPeer), a second
 // program built on the client library.
-import EventBusClient
+import EventBus
 import Foundation
 import Testing
 

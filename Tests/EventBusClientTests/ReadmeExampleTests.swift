@@ -3,7 +3,7 @@
 // blocks must be that file byte for byte, and the program must fail with the
 // library's one-line message when no broker runs (not a crash) and work when
 // one does.
-import EventBusClient
+import EventBus
 import EventBusTestSupport
 import Foundation
 import Testing
