@@ -119,8 +119,8 @@ let package = Package(
             path: "Examples/Dashboard",
             swiftSettings: strict
         ),
-        // The Swift example of README.md, compiled so it cannot rot (ReadmeExampleTests
-        // checks the README's code block is this file).
+        // The Swift example of README.md, compiled so it cannot rot (DocSnippetTests
+        // checks the README's code block is this file; ReadmeExampleTests runs it).
         .executableTarget(
             name: "readme-example",
             dependencies: ["EventBus"],

@@ -49,8 +49,12 @@ final class BusCore: Sendable {
     let nextNoticeStream = Atomic<UInt64>(0)
     /// (1.2) The count of events waiting in local queues (`Configuration.bufferLimit`).
     let flow: FlowGate
-    /// Where async requests write (see the locking rules above).
+    /// Where async requests, `post` and `enqueue` write (see the locking rules above).
     let writeQueue = DispatchQueue(label: "EventBus writer")
+    /// `enqueue` calls not yet taken by `writeQueue` (`Configuration.maxEnqueued`).
+    let enqueued = Atomic<Int>(0)
+    /// `run()` calls waiting for the bus to close, and how it closed once it did.
+    let closing = Locked<(waiters: [@Sendable (EventBusError?) -> Void], closed: EventBusError??)>(([], nil))
 
     init(configuration: EventBus.Configuration, path: String, firstConnect: @escaping Completion<ConnectionInfo>) {
         self.configuration = configuration
@@ -145,6 +149,13 @@ final class BusCore: Sendable {
                 completion(result)
             case .markGap(let sinks, let gap):
                 for sink in sinks { sink.markGap(gap) }
+            case .closed(let error):
+                let waiters = closing.withLock { closing in
+                    closing.closed = .some(error)
+                    defer { closing.waiters = [] }
+                    return closing.waiters
+                }
+                for waiter in waiters { waiter(error) }
             }
         }
         if effects.contains(where: { if case .dropConnection = $0 { true } else { false } }) {
@@ -194,6 +205,16 @@ final class BusCore: Sendable {
         update { $0.close(error: nil) }
     }
 
+    /// Calls `waiter` once the bus is closed (at once if it is), with the
+    /// error that closed it (nil after `close()`).
+    func whenClosed(_ waiter: @escaping @Sendable (EventBusError?) -> Void) {
+        let closed = closing.withLock { closing -> EventBusError?? in
+            if closing.closed == nil { closing.waiters.append(waiter) }
+            return closing.closed
+        }
+        if let closed { waiter(closed) }
+    }
+
     // MARK: Reader thread
 
     /// The reader thread's body: connect, read until the connection ends,
@@ -205,9 +226,12 @@ final class BusCore: Sendable {
             do {
                 fd = try FileDescriptor.connectedUnixSocket(toPath: path, nonBlocking: false)
             } catch {
-                update { $0.connectFailed(reason: error.description) }
+                // No broker there: say how to start one, as the CLI does.
+                let noBroker = error.errno == .noSuchFile || error.errno == .connectionRefused
+                let reason = error.description + (noBroker ? " (is eventbusd running? \(SocketPath.startCommand(for: path)))" : "")
+                update { $0.connectFailed(reason: reason) }
                 failures += 1
-                if !backOff(failures: failures, reason: error.description) { break }
+                if !backOff(failures: failures, reason: reason) { break }
                 continue
             }
             guard handshake(fd) else { break }

@@ -111,7 +111,7 @@ struct ClientState {
         for pattern in patterns.keys.sorted() {
             subscribeAtBroker(pattern)
         }
-        for (publish, _) in waiting {
+        for (publish, _) in waiting where !publish.isCancelled() {
             session.send(publish.request, tag: .publish(publish))
         }
         waiting = []
@@ -189,6 +189,12 @@ struct ClientState {
         return step
     }
 
+    /// Forgets the waiting publishes whose caller was cancelled.
+    mutating func forgetCancelledWaiting() -> Step {
+        waiting.removeAll { $0.publish.isCancelled() }
+        return Step()
+    }
+
     /// Closes the bus for good: everything pending or waiting fails, every
     /// sink ends (with `error` when it is not a plain `close()`).
     mutating func close(error: EventBusError?, notice: Bool = true) -> Step {
@@ -210,6 +216,7 @@ struct ClientState {
         if !sinks.isEmpty { step.effects.append(.finish(sinks, error, discardQueued: false)) }
         if notice, let error { step.effects.append(.notice(.gaveUp(error))) }
         step.effects.append(.dropConnection)
+        step.effects.append(.closed(error))
         return step
     }
 
@@ -220,6 +227,7 @@ struct ClientState {
     /// - Parameter now: monotonic clock in nanoseconds (for the wait deadline).
     mutating func publish(_ publish: OutgoingPublish, now: Int64) -> Step {
         var step = Step()
+        if publish.isCancelled() { return step }  // its caller stopped waiting before it was written
         switch link {
         case .connected:
             session.send(publish.request, tag: .publish(publish))

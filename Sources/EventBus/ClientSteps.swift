@@ -22,6 +22,9 @@ struct OutgoingPublish: Sendable {
     /// The local observer that triggered it: not notified (`publish(_:from:)`).
     var exclude: (AnyObject & Sendable)?
     var completion: Completion<PublishReceipt>
+    /// Whether its caller stopped waiting (task cancelled): then it is not
+    /// written, if it was not yet (`ReplySlot`).
+    var isCancelled: @Sendable () -> Bool = { false }
 
     /// The request that carries it.
     var request: ClientRequest { .publish(type: type, source: source, id: id, retain: retain ? true : nil, data: data) }
@@ -54,6 +57,8 @@ enum Effect {
     case wakeReader
     /// Close the connection: it can no longer be trusted to be in step.
     case dropConnection
+    /// The bus closed for good (`error` nil after `close()`): resume `run()`.
+    case closed(EventBusError?)
     /// (1.1) Complete a `current(_:)` request.
     case completeCurrent(Completion<RawEvent?>, Result<RawEvent?, EventBusError>)
     /// (1.1) Attach a gap to the next event of these sinks.

@@ -58,6 +58,10 @@ extension EventBus {
         /// exceed the broker's 1 MiB request limit by their envelope, so the
         /// default is 64 MiB.
         public var maxIncomingFrameBytes: Int
+        /// (Issue 34) Events `EventBus.enqueue` may have waiting for the
+        /// bus's writer (while the broker holds this connection); past it,
+        /// `enqueue` throws `.unavailable` instead of queueing more.
+        public var maxEnqueued: Int
         /// Encodes typed payloads. Output is compacted onto one line if it is not.
         public var encoder: JSONEncoder
         /// Decodes typed payloads.
@@ -77,6 +81,7 @@ extension EventBus {
             localStallTimeout: Duration = .seconds(1),
             sweepInterval: Duration = .milliseconds(250),
             maxIncomingFrameBytes: Int = 64 << 20,
+            maxEnqueued: Int = 10_000,
             encoder: JSONEncoder = JSONEncoder(),
             decoder: JSONDecoder = JSONDecoder(),
             environment: [String: String] = ProcessEnvironment.variables()
@@ -91,6 +96,7 @@ extension EventBus {
             self.localStallTimeout = localStallTimeout
             self.sweepInterval = sweepInterval
             self.maxIncomingFrameBytes = maxIncomingFrameBytes
+            self.maxEnqueued = maxEnqueued
             self.encoder = encoder
             self.decoder = decoder
             self.environment = environment

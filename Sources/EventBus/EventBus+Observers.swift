@@ -1,33 +1,36 @@
 // Observers, the way Swift apps already write them in-process: a registry
-// keyed by event type, observers held weakly, handlers called on the actor
-// they were registered from. Each observer gets an ordered queue (an
-// AsyncStream) drained by one task that hops to the handler's isolation.
+// keyed by event type, observers held weakly, the observer passed to its
+// handler. Two kinds of observer, one overload each (issue 34): a class
+// observer's handler runs on the main actor (`@MainActor (Observer, Event)`),
+// an actor observer's handler runs isolated to the actor itself
+// (`(isolated Observer, Event)`, EventBus+ActorObservers.swift). Each
+// registration has an ordered queue (an AsyncStream) drained by one task.
+//
+// The token rule, the same for every registration (issue 34): a
+// registration lives as long as its owner (the observer, held weakly; a
+// stream's iteration); the `Subscription` token only ends it early, so it
+// may always be dropped (`@discardableResult` on every form that returns one).
 //
 // Before editing: the handler receives the observer as an argument so it
 // never needs to capture it; nothing here may hold the observer strongly
 // except for the duration of one handler call.
 import EventBusProtocol
 
-/// A registration of an observer or handler; `cancel()` ends it.
+/// A registration of an observer; `cancel()` ends it early.
 ///
-/// For `EventBus.subscribe(_:to:handler:)` the registration lives as long as
-/// its observer: the token may be dropped. For `EventBus.subscribe(to:handler:)`
-/// (no observer) it lives as long as this token: deinit cancels.
+/// One rule for every registration: it lives as long as its observer (held
+/// weakly) and ends by itself when the observer goes away, so the token may
+/// be dropped; keep it only to end the registration sooner (or end all of
+/// an observer's registrations with `EventBus.unsubscribe(_:)`).
 public final class Subscription: Sendable, Hashable {
     let id: UInt64
     let sink: any EventSink
     weak let core: BusCore?
-    let cancelsOnDeinit: Bool
 
-    init(id: UInt64, sink: any EventSink, core: BusCore, cancelsOnDeinit: Bool) {
+    init(id: UInt64, sink: any EventSink, core: BusCore) {
         self.id = id
         self.sink = sink
         self.core = core
-        self.cancelsOnDeinit = cancelsOnDeinit
-    }
-
-    deinit {
-        if cancelsOnDeinit { cancel() }
     }
 
     /// Ends the registration: the handler is not called again (calls already
@@ -38,7 +41,8 @@ public final class Subscription: Sendable, Hashable {
         core?.change { $0.remove(id) }
     }
 
-    /// False once cancelled, or once the observer was deallocated.
+    /// False once cancelled, once the observer was deallocated, or when the
+    /// registration was refused (`BusNotice.subscriptionRefused`).
     public var isActive: Bool { sink.isAlive }
 
     /// Identity: two tokens are equal when they are the same registration.
@@ -58,98 +62,88 @@ extension EventBus {
         case last
     }
 
-    /// Observes events of type `Event` for `observer`, held weakly.
+    /// Observes events of type `Event` for `observer`, held weakly; `handler`
+    /// runs on the main actor (for an actor observer, the other
+    /// `subscribe(_:to:initial:handler:)` is chosen: its handler runs
+    /// isolated to the actor).
     ///
-    /// `handler` is called once per event, in order, isolated like the code
-    /// that registered it (from `@MainActor` code it runs on the main actor),
-    /// with the observer passed in: do not capture the observer strongly in
-    /// the handler, or it is never released. When the observer is
-    /// deallocated its handler is dropped without a call, and once no local
-    /// observer or stream of the type is left the broker subscription is
-    /// withdrawn (within `Configuration.sweepInterval`).
+    /// ```swift
+    /// bus.subscribe(self, to: CurrencyChanged.self) { view, event in view.currency = event.code }
+    /// ```
+    ///
+    /// `handler` is called once per event, in order, with the observer
+    /// passed in: do not capture the observer strongly in the handler, or it
+    /// is never released. When the observer is deallocated its handler is
+    /// dropped without a call, and once no local observer or stream of the
+    /// type is left the broker subscription is withdrawn (within
+    /// `Configuration.sweepInterval`).
     ///
     /// Events this process publishes reach the observer too, except those
-    /// published `from:` this very observer.
+    /// published `from:` this very observer. An invalid `Event.eventType`
+    /// ends the registration at once with `BusNotice.subscriptionRefused`.
     /// - Parameters:
-    ///   - observer: the object whose lifetime bounds the registration.
+    ///   - observer: the object whose lifetime bounds the registration: a
+    ///     `Sendable` class (`@MainActor` classes are).
     ///   - type: the event type to observe (`Event.eventType`).
     ///   - initial: (1.1) `.last` calls the handler with the retained event
     ///     first, so a view made after the change shows the current value at
-    ///     once: `bus.subscribe(self, to: CurrencyChanged.self, initial: .last) { view, event in ... }`.
-    ///   - handler: `(observer, event)`.
-    /// - Returns: a token to cancel early; it need not be kept (or end every
-    ///   registration of the observer with `unsubscribe(_:)`).
-    // `@_inheritActorContext` (the attribute `Task.init` uses) makes a closure
-    // written in `@MainActor` code main-actor isolated, so the handler can
-    // touch the observer's state; `@isolated(any)` lets us read that isolation
-    // and call the handler on it. Without the attribute a `@Sendable` closure
-    // is nonisolated and `view.label = ...` would not compile.
+    ///     once.
+    ///   - handler: `(observer, event)`, on the main actor.
+    /// - Returns: a token to end the registration early; it may be dropped.
     @discardableResult
     public func subscribe<Observer: AnyObject & Sendable, Event: BusEvent>(
         _ observer: Observer,
         to type: Event.Type,
         initial: Initial = .none,
-        @_inheritActorContext handler: @escaping @isolated(any) @Sendable (Observer, Event) -> Void
+        handler: @escaping @MainActor (Observer, Event) -> Void
     ) -> Subscription {
-        let (subscription, sink, stream, reference) = registerObserver(observer, to: type, initial: initial)
-        Task {
-            for await item in stream {
-                guard case .value(let event) = item else { continue }
-                await Self.call(handler, on: handler.isolation, sink: sink, reference: reference, event: event)
-            }
-        }
+        let (subscription, stream, reference) = registerObserver(observer, on: typedPattern(Event.self), initial: initial, transform: typedTransform(Event.self))
+        Self.deliverOnMainActor(stream, to: reference, subscription: subscription, handler: handler)
         return subscription
     }
 
-    /// Calls `handler` for `reference`'s observer, on the handler's own
-    /// isolation, unless the sink was cancelled or the observer is gone by then.
-    private static func call<Observer: AnyObject & Sendable, Event: BusEvent>(
-        _ handler: @isolated(any) @Sendable (Observer, Event) -> Void,
-        on isolation: isolated (any Actor)?,
-        sink: Sink<Event>,
-        reference: WeakReference<Observer>,
-        event: Event
-    ) async {
-        guard sink.isActive, let observer = reference.object else { return }
-        await handler(observer, event)
-    }
-
-    /// Calls `handler` with each event of type `Event` and its metadata, until
-    /// the returned token is cancelled or deinitialised.
-    ///
-    /// `handler` runs in order, isolated like the code that registered it.
-    /// - Parameter initial: (1.1) `.last`: the retained event first.
-    /// - Returns: the token that keeps the registration alive: keep it.
-    public func subscribe<Event: BusEvent>(
-        to type: Event.Type,
+    /// Observes raw events whose type matches `pattern` for `observer`, held
+    /// weakly; `handler` runs on the main actor. As
+    /// `subscribe(_:to:initial:handler:)`, for types given at run time:
+    /// `*` stands for one segment, a final `>` for one or more
+    /// (PROTOCOL.md "Names and patterns").
+    /// ```swift
+    /// try bus.subscribe(self, matching: "order.>") { log, event in log.lines.append(event.metadata.type) }
+    /// ```
+    /// - Parameter initial: (1.1) `.last`: first the retained event of every
+    ///   type the pattern matches, oldest first.
+    /// - Returns: a token to end the registration early; it may be dropped.
+    /// - Throws: `.invalidName` when `pattern` is not a valid pattern.
+    @discardableResult
+    public func subscribe<Observer: AnyObject & Sendable>(
+        _ observer: Observer,
+        matching pattern: String,
         initial: Initial = .none,
-        @_inheritActorContext handler: @escaping @isolated(any) @Sendable (Delivery<Event>) -> Void
-    ) -> Subscription {
-        let decoder = core.configuration.decoder
-        let (sink, stream) = Sink<Delivery<Event>>.make(
-            flow: core.flow, pattern: Event.validatedEventType.name,
-            transform: { raw throws(EventBusError) in
-                Delivery(event: try raw.decode(Event.self, using: decoder), metadata: raw.metadata)
-            }
-        )
-        let subscription = register(sink, on: Event.validatedEventType.name, initial: initial, cancelsOnDeinit: true)
-        Task {
-            for await item in stream {
-                guard case .value(let delivery) = item else { continue }
-                await Self.call(handler, on: handler.isolation, sink: sink, delivery: delivery)
-            }
-        }
+        handler: @escaping @MainActor (Observer, RawEvent) -> Void
+    ) throws(EventBusError) -> Subscription {
+        guard Pattern(pattern) != nil else { throw .invalidName(pattern) }
+        let (subscription, stream, reference) = registerObserver(observer, on: .success(pattern), initial: initial, transform: { raw throws(EventBusError) in raw })
+        Self.deliverOnMainActor(stream, to: reference, subscription: subscription, handler: handler)
         return subscription
     }
 
-    private static func call<Event: BusEvent>(
-        _ handler: @isolated(any) @Sendable (Delivery<Event>) -> Void,
-        on isolation: isolated (any Actor)?,
-        sink: Sink<Delivery<Event>>,
-        delivery: Delivery<Event>
-    ) async {
-        guard sink.isActive else { return }
-        await handler(delivery)
+    /// The one delivery task of a class observer's registration: on the main
+    /// actor, one call per event, in order; it ends with the registration or
+    /// the observer.
+    private static func deliverOnMainActor<Observer: AnyObject & Sendable, Value: Sendable>(
+        _ stream: SinkStream<Value>,
+        to reference: WeakReference<Observer>,
+        subscription: Subscription,
+        handler: @escaping @MainActor (Observer, Value) -> Void
+    ) {
+        let sink = subscription.sink
+        Task { @MainActor in
+            for await item in stream {
+                guard case .value(let value) = item, sink.isAlive else { continue }
+                guard let observer = reference.object else { break }
+                handler(observer, value)
+            }
+        }
     }
 
     /// (1.1) Ends every registration of `observer` at once (all its event
@@ -165,35 +159,56 @@ extension EventBus {
         core.change { $0.removeRegistrations(of: id) }
     }
 
-    /// The registration of a weakly held `observer` on `Event`'s type: its
-    /// sink, the ordered stream its one delivery task drains, and the weak
-    /// reference that task reads before each call (shared by the observer
-    /// overloads of `subscribe`).
-    func registerObserver<Observer: AnyObject & Sendable, Event: BusEvent>(
-        _ observer: Observer, to type: Event.Type, initial: Initial
-    ) -> (Subscription, Sink<Event>, SinkStream<Event>, WeakReference<Observer>) {
-        let reference = WeakReference(observer)
+    /// The pattern of a typed registration: `Event.eventType`, or why it is invalid.
+    func typedPattern<Event: BusEvent>(_: Event.Type) -> Result<String, EventBusError> {
+        Result { () throws(EventBusError) in try Event.validatedEventType().name }
+    }
+
+    /// Decodes a raw event as `Event` with the configuration's decoder.
+    func typedTransform<Event: BusEvent>(_: Event.Type) -> Sink<Event>.Transform {
         let decoder = core.configuration.decoder
-        let (sink, stream) = Sink<Event>.make(
-            flow: core.flow, pattern: Event.validatedEventType.name,
-            transform: { raw throws(EventBusError) in try raw.decode(Event.self, using: decoder) },
+        return { raw throws(EventBusError) in try raw.decode(Event.self, using: decoder) }
+    }
+
+    /// The registration of a weakly held `observer` on `pattern`: its token,
+    /// the ordered stream its one delivery task drains, and the weak
+    /// reference that task reads before each call (shared by every observer
+    /// form of `subscribe`). An invalid pattern gives a token that is
+    /// already ended and a `subscriptionRefused` notice.
+    func registerObserver<Observer: AnyObject & Sendable, Value: Sendable>(
+        _ observer: Observer, on pattern: Result<String, EventBusError>, initial: Initial, transform: @escaping Sink<Value>.Transform
+    ) -> (Subscription, SinkStream<Value>, WeakReference<Observer>) {
+        let reference = WeakReference(observer)
+        let (sink, stream) = Sink<Value>.make(
+            flow: core.flow, pattern: (try? pattern.get()) ?? "",
+            transform: transform,
             observerAlive: { reference.object != nil },
             observerIdentity: { $0 === reference.object },
             observerID: ObjectIdentifier(observer)
         )
-        let subscription = register(sink, on: Event.validatedEventType.name, initial: initial, cancelsOnDeinit: false)
-        return (subscription, sink, stream, reference)
+        return (register(sink, on: pattern, initial: initial), stream, reference)
     }
 
-    /// Adds `sink` on `pattern` (already validated) and wraps it in a token.
-    func register(_ sink: any EventSink, on pattern: String, initial: Initial = .none, cancelsOnDeinit: Bool) -> Subscription {
-        guard let valid = Pattern(pattern) else { preconditionFailure("pattern \(pattern) was validated") }
+    /// Adds `sink` on `pattern` (validated by the caller) and wraps it in a
+    /// token; an invalid pattern ends the sink at once (with the error, for
+    /// a stream to throw) and is reported as `subscriptionRefused`.
+    func register(_ sink: any EventSink, on pattern: Result<String, EventBusError>, initial: Initial = .none) -> Subscription {
+        let valid: Pattern
+        switch pattern {
+        case .success(let text):
+            guard let pattern = Pattern(text) else { preconditionFailure("pattern \(text) was validated") }
+            valid = pattern
+        case .failure(let error):
+            sink.finish(error, discardQueued: true)
+            if case .invalidName(let name) = error { core.post(.subscriptionRefused(pattern: name, error)) }
+            return Subscription(id: 0, sink: sink, core: core)
+        }
         var id: UInt64 = 0
         core.change { state in
             let (registered, step) = state.add(sink, on: valid, initial: initial == .last)
             id = registered
             return step
         }
-        return Subscription(id: id, sink: sink, core: core, cancelsOnDeinit: cancelsOnDeinit)
+        return Subscription(id: id, sink: sink, core: core)
     }
 }

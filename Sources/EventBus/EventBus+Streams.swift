@@ -74,10 +74,14 @@ extension EventBus {
     ///     print(delivery.event.code, delivery.metadata.seq)
     /// }
     /// ```
+    ///
+    /// Cancelling the consuming task ends the iteration (`next()` returns
+    /// nil) and with it the registration. An invalid `Event.eventType`: the
+    /// first `next()` throws `.invalidName`.
     /// - Parameter initial: (1.1) `.last`: the retained event first.
     public func events<Event: BusEvent>(of type: Event.Type, initial: Initial = .none) -> EventStream<Delivery<Event>> {
         let decoder = core.configuration.decoder
-        return stream(on: Event.validatedEventType.name, initial: initial) { raw throws(EventBusError) in
+        return stream(on: typedPattern(Event.self), initial: initial) { raw throws(EventBusError) in
             Delivery(event: try raw.decode(Event.self, using: decoder), metadata: raw.metadata)
         }
     }
@@ -90,12 +94,12 @@ extension EventBus {
     /// - Throws: `.invalidName` when `pattern` is not a valid pattern.
     public func events(matching pattern: String, initial: Initial = .none) throws(EventBusError) -> EventStream<RawEvent> {
         guard Pattern(pattern) != nil else { throw .invalidName(pattern) }
-        return stream(on: pattern, initial: initial) { raw throws(EventBusError) in raw }
+        return stream(on: .success(pattern), initial: initial) { raw throws(EventBusError) in raw }
     }
 
-    private func stream<Element: Sendable>(on pattern: String, initial: Initial, transform: @escaping Sink<Element>.Transform) -> EventStream<Element> {
-        let (sink, base) = Sink<Element>.make(flow: core.flow, pattern: pattern, transform: transform)
-        let subscription = register(sink, on: pattern, initial: initial, cancelsOnDeinit: false)
+    private func stream<Element: Sendable>(on pattern: Result<String, EventBusError>, initial: Initial, transform: @escaping Sink<Element>.Transform) -> EventStream<Element> {
+        let (sink, base) = Sink<Element>.make(flow: core.flow, pattern: (try? pattern.get()) ?? "", transform: transform)
+        let subscription = register(sink, on: pattern, initial: initial)
         sink.continuation.onTermination = { _ in subscription.cancel() }
         return EventStream(base: base, subscription: subscription)
     }

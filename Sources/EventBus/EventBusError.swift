@@ -43,6 +43,9 @@ public enum EventBusError: Error, Equatable, Sendable, CustomStringConvertible {
     case malformedFrame(String)
     /// The bus was closed with `close()` (or gave up reconnecting).
     case closed
+    /// (Issue 34) The calling task was cancelled: the call stopped waiting.
+    /// A publish may or may not have been published (see `EventBus.publish`).
+    case cancelled
 
     /// One line naming the path, type or code involved.
     public var description: String {
@@ -57,6 +60,7 @@ public enum EventBusError: Error, Equatable, Sendable, CustomStringConvertible {
         case .decodingFailed(let type, let reason): "could not decode \(type) event: \(reason)"
         case .malformedFrame(let reason): "unreadable frame from the event bus: \(reason)"
         case .closed: "the event bus connection was closed"
+        case .cancelled: "the task was cancelled while waiting for the event bus"
         }
     }
 }

@@ -49,6 +49,9 @@ final class BrokerProcess {
         process = try EventBusTestSupport.BrokerProcess(arguments: ["--log-level", "warning"] + arguments, socketPath: socketPath)
     }
 
+    /// Sends `signal` to the running broker (SIGSTOP: a broker that does not answer).
+    func send(signal: Int32) { process?.send(signal: signal) }
+
     /// SIGTERM (a clean stop: the broker unlinks its socket), then reap; SIGKILL after 5 s.
     /// With `signal: SIGKILL`, a crash: nothing is flushed or written.
     func stop(signal: Int32 = SIGTERM) async {
@@ -121,4 +124,15 @@ final class NoticeLog: Sendable {
     func contains(_ predicate: (BusNotice) -> Bool) -> Bool { log.all.contains(where: predicate) }
 
     deinit { task.cancel() }
+}
+
+/// Drains `stream` in a task of its own, calling `body` with each element,
+/// in order, until the task is cancelled or the stream ends: a handler with
+/// no observer (the stream registers at once; cancelling the task ends it).
+func drain<Element: Sendable>(_ stream: EventStream<Element>, _ body: @escaping @Sendable (Element) -> Void) -> Task<Void, Never> {
+    Task {
+        do {
+            for try await element in stream { body(element) }
+        } catch {}
+    }
 }
