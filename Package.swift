@@ -28,6 +28,7 @@ let package = Package(
         .executable(name: "eventbus", targets: ["eventbus"]),
         .executable(name: "eventbus-bench", targets: ["eventbus-bench"]),
         .executable(name: "eventbus-bridge", targets: ["eventbus-bridge"]),
+        .executable(name: "eventbus-manual", targets: ["eventbus-manual"]),
         .library(name: "EventBus", targets: ["EventBus", "EventBusClient"]),
     ],
     targets: [
@@ -48,9 +49,13 @@ let package = Package(
         .target(name: "EventBusLog", swiftSettings: strict),
         .target(name: "EventBusSystem", dependencies: ["CEventBusShims", "EventBusLog"], swiftSettings: strict),
         .target(name: "EventBusSystemd", dependencies: ["CSystemd", "EventBusLog", "EventBusSystem"], swiftSettings: strict),
+        // The executables' shared command-line parsing (options, DURATION, SIZE, N)
+        // and their declarations, from which --help, the man pages and the
+        // shell completions are rendered (issue 33).
+        .target(name: "EventBusCommandLine", swiftSettings: strict),
         .target(
             name: "EventBusServer",
-            dependencies: ["EventBusCore", "EventBusPolicy", "EventBusLog", "EventBusSystem", "EventBusProtocol"],
+            dependencies: ["EventBusCore", "EventBusPolicy", "EventBusLog", "EventBusSystem", "EventBusProtocol", "EventBusCommandLine"],
             swiftSettings: brokerHotPath
         ),
         // The client session (hello, subscribe and resume, req matching, the
@@ -66,12 +71,13 @@ let package = Package(
         // The library's module name before issue 34: re-exports `EventBus`
         // for one release (deprecated, docs/CLIENT.md).
         .target(name: "EventBusClient", dependencies: ["EventBus"], swiftSettings: strict),
-        // The executables' shared command-line parsing (options, DURATION, SIZE, N).
-        .target(name: "EventBusCommandLine", swiftSettings: strict),
         // NATS client (text protocol, failover, reconnect forever) and the
         // bridge's pure logic (issue 13; docs in the target folders' file comments).
         .target(name: "EventBusNATS", dependencies: ["EventBusProtocol", "EventBusSystem"], swiftSettings: strict),
         .target(name: "EventBusBridge", dependencies: ["EventBusNATS", "EventBusSession", "EventBusProtocol", "EventBusLog", "EventBusCommandLine"], swiftSettings: strict),
+        // The generated man pages and shell completions of the three programs
+        // (issue 33): rendered from their declarations, written by eventbus-manual.
+        .target(name: "EventBusManual", dependencies: ["EventBusCommandLine", "EventBusServer", "EventBusBridge"], swiftSettings: strict),
         .executableTarget(
             name: "eventbusd",
             dependencies: ["EventBusServer", "EventBusPolicy", "EventBusSystemd", "EventBusProtocol", "EventBusLog", "EventBusSystem", "EventBusCommandLine"],
@@ -86,6 +92,12 @@ let package = Package(
         .executableTarget(
             name: "eventbus-bridge",
             dependencies: ["EventBusBridge", "EventBusSession", "EventBusNATS", "EventBusProtocol", "EventBusLog", "EventBusSystem", "EventBusSystemd", "EventBusCommandLine"],
+            swiftSettings: strict
+        ),
+        // Writes man/ and completions/ from EventBusManual (not installed).
+        .executableTarget(
+            name: "eventbus-manual",
+            dependencies: ["EventBusManual", "EventBusSystem"],
             swiftSettings: strict
         ),
         .executableTarget(

@@ -290,8 +290,8 @@ struct ClientState {
             }
             let sinks = sinks(matching: event.metadata.type)
             if !sinks.isEmpty { step.effects.append(.deliver(event, sinks)) }
-        case .held, .ignored:
-            break  // not ordered; PROTOCOL.md "Framing": unknown ops are for newer peers.
+        case .held, .ignored, .request:
+            break  // not ordered; (1.3) no serving subscriptions yet; PROTOCOL.md "Framing": unknown ops are for newer peers.
         case .dropped(let count, let since):
             step.effects.append(.notice(.dropped(count: count, sinceSeq: since)))
         case .gap(let gap):
@@ -307,12 +307,12 @@ struct ClientState {
         case .helloRefused(let reply):
             retainedTarget = nil
             helloFailed(EventBusError(errorReply: reply), &step)
-        case .subscribed(let text, let reply, let request):
+        case .subscribed(let key, let reply, let request):
             retainedTarget = nil
-            if case .initial(let ids)? = request { initialAnswered(text, ids, retained: reply.unsigned("retained") ?? 0, &step) }
-        case .subscribeRefused(let text, let reply, let request):
+            if case .initial(let ids)? = request { initialAnswered(key.pattern, ids, retained: reply.unsigned("retained") ?? 0, &step) }
+        case .subscribeRefused(let key, let reply, let request):
             retainedTarget = nil
-            subscribeFailed(text, request, EventBusError(errorReply: reply), &step)
+            subscribeFailed(key.pattern, request, EventBusError(errorReply: reply), &step)
         case .unsubscribed(_, let reply):
             retainedTarget = nil
             if !reply.isOK { step.effects.append(.notice(.brokerError(EventBusError(errorReply: reply)))) }

@@ -12,12 +12,23 @@ public enum ExitStatus: Int32, Sendable {
     /// `eventbus get`: no retained event matched; `eventbus clear`: there
     /// was none to remove (1.1).
     case nothing = 1
+    /// (1.3) `eventbus request`: the service answered with an error
+    /// (`service_error`), as a command that ran and failed; no sysexits(3)
+    /// case fits.
+    case serviceFailed = 2
+    /// (1.3) `eventbus request`: every server the request reached went away
+    /// (closed, withdrew, stalled) without replying (`no_reply`); no
+    /// sysexits(3) case fits.
+    case noReply = 3
     /// `EX_USAGE`: bad option, missing or malformed argument.
     case usage = 64
     /// `EX_DATAERR`: the data to publish is not valid JSON, or the broker
     /// rejected a request as malformed (`bad_frame`, `bad_request`, `bad_type`,
     /// `frame_too_large`).
     case dataError = 65
+    /// `EX_NOUSER` ("addressee unknown"): (1.3) `eventbus request`: nobody
+    /// serves the type (`no_responders`).
+    case noResponders = 67
     /// `EX_UNAVAILABLE`: the broker cannot be reached or closed the connection.
     case unavailable = 69
     /// `EX_SOFTWARE`: a broker reply this CLI cannot understand.

@@ -102,20 +102,32 @@ extension Broker {
             }
             if blocked && !blockers.contains(where: { $0 === subscriber }) { blockers.append(subscriber) }
         }
-        guard !blockers.isEmpty else { return false }
-        hold(publisher, on: blockers, frame: frame)
+        // (1.3) A full queue group, or a keyed event's full member (Broker+GroupFlow.swift).
+        var blockingGroups: [QueueGroup] = []
+        if groups.count != 0 {
+            let keyHash = request.key.map { hashOfKey(token: UnsafeRawBufferPointer(rebasing: frame[$0.start..<$0.end])) }
+            for group in groupsMatching(type, entry: entry) {
+                let verdict = groupBlocks(group, bound: bound, type: type, publisher: publisher, keyHash: keyHash)
+                if verdict.blocks { blockingGroups.append(group) }
+                if let holder = verdict.holder, !blockers.contains(where: { $0 === holder }) { blockers.append(holder) }
+            }
+        }
+        guard !blockers.isEmpty || !blockingGroups.isEmpty else { return false }
+        hold(publisher, on: blockers, groups: blockingGroups, frame: frame)
         return true
     }
 
-    /// Holds `publisher` on each of `holders` with `frame` unrouted, and
-    /// stops reading it (the splitter stops after this frame).
-    private func hold(_ publisher: Connection, on holders: [Connection], frame: UnsafeRawBufferPointer) {
+    /// Holds `publisher` on each of `holders` and (1.3) `groups` with
+    /// `frame` unrouted, and stops reading it (the splitter stops after this
+    /// frame). (1.3) A request is held the same way (Broker+RequestReply.swift).
+    func hold(_ publisher: Connection, on holders: [Connection], groups: [QueueGroup] = [], frame: UnsafeRawBufferPointer) {
         publisher.flow.heldFrame = Array(frame)
         publisher.flow.heldBy = holders
         for holder in holders {
             holder.flow.holding.append(publisher)
             watch(holder)
         }
+        holdOnGroups(publisher, groups)
         statistics.held += 1
         statistics.holds += 1
         pause(publisher, .held)  // (inside the splitter's callback: the caller charges the held frame)
@@ -129,7 +141,7 @@ extension Broker {
         holder.flow.holding = []
         for publisher in held {
             publisher.flow.heldBy.removeAll { $0 === holder }
-            if publisher.flow.heldBy.isEmpty {
+            if !publisher.flow.isHeld {
                 statistics.held -= 1
                 unpause(publisher, .held)
             }
@@ -153,6 +165,7 @@ extension Broker {
         if connection.flow.isHeld {
             for holder in connection.flow.heldBy { holder.flow.holding.removeAll { $0 === connection } }
             connection.flow.heldBy = []
+            forgetGroupHolds(of: connection)
             statistics.held -= 1
         }
         connection.flow.heldFrame = nil
@@ -182,7 +195,10 @@ extension Broker {
         }
         guard connection.outbound.chargedBytes < configuration.maxOutboundBytes / 2 else { return }
         if !connection.flow.replays.isEmpty { pumpReplays(connection) }
-        if connection.flow.replays.isEmpty { release(holder: connection) }
+        if connection.flow.replays.isEmpty {
+            release(holder: connection)
+            releaseGroups(of: connection)  // (1.3) it can take events again
+        }
     }
 
     // MARK: The stall watch
@@ -203,7 +219,7 @@ extension Broker {
         var i = 0
         while i < flowWatch.count {
             let connection = flowWatch[i]
-            let busy = !connection.flow.holding.isEmpty || !connection.flow.replays.isEmpty
+            let busy = !connection.flow.holding.isEmpty || !connection.flow.replays.isEmpty || connection.flow.groupHolds > 0
             if connection.isClosed || (!busy && !connection.flow.behind) {
                 connection.flow.watched = false
                 flowWatch.swapAt(i, flowWatch.count - 1)
@@ -232,6 +248,8 @@ extension Broker {
             connection.flow.halfFullAt = Int.max
         }
         release(holder: connection)
+        releaseGroups(of: connection)  // (1.3) its groups look again at who can take their events
+        if !connection.requests.serving.isEmpty { requestsFellBehind(connection) }  // (1.3) no_reply where it was the last
         if !connection.flow.replays.isEmpty {
             var count: UInt64 = 0
             var first: UInt64 = 0

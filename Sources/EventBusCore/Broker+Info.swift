@@ -61,6 +61,10 @@ extension Broker {
             FrameEncoder.appendField("held", int: UInt64(s.held), to: &out)  // (1.2) "Flow control"
             FrameEncoder.appendField("holds", int: s.holds, to: &out)
             FrameEncoder.appendField("stalls", int: s.stalls, to: &out)
+            FrameEncoder.appendField("requests", int: s.requests, to: &out)  // (1.3) "Request/reply"
+            FrameEncoder.appendField("replies", int: s.replies, to: &out)
+            FrameEncoder.appendField("no_responders", int: s.noResponders, to: &out)
+            FrameEncoder.appendField("timeouts", int: s.timeouts, to: &out)
         }
     }
 }

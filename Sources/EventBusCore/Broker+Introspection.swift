@@ -29,6 +29,7 @@ extension Broker {
         FrameEncoder.appendField("queued_bytes", int: UInt64(max(0, account.queuedBytes)), to: &out)
         FrameEncoder.appendField("retained_bytes", int: UInt64(max(0, account.retainedBytes)), to: &out)
         FrameEncoder.appendField("retained_events", int: UInt64(max(0, account.retainedEvents)), to: &out)
+        FrameEncoder.appendField("pending_requests", int: UInt64(max(0, account.pendingRequests)), to: &out)  // (1.3)
         let limits = account.limits
         FrameEncoder.appendASCII(",\"limits\":{\"connections\":", to: &out)
         Broker.appendLimit(limits.connections, to: &out)
@@ -40,6 +41,8 @@ extension Broker {
         Broker.appendLimit(limits.outboundBytes, to: &out)
         FrameEncoder.appendASCII(",\"retained_bytes\":", to: &out)
         Broker.appendLimit(limits.retainedBytes, to: &out)
+        FrameEncoder.appendASCII(",\"pending_requests\":", to: &out)
+        Broker.appendLimit(account.isPrivileged ? nil : configuration.quotas.maxPendingRequestsPerUID, to: &out)
         FrameEncoder.appendASCII("}}", to: &out)
     }
 
@@ -101,6 +104,15 @@ extension Broker {
                 FrameEncoder.appendField("holding", int: UInt64(connection.flow.holding.count), to: &out)
                 FrameEncoder.appendField("held", bool: connection.flow.isHeld, to: &out)
                 FrameEncoder.appendField("behind", bool: connection.flow.behind, to: &out)
+                // (1.3) "Request/reply"
+                FrameEncoder.appendASCII(",\"serve_patterns\":[", to: &out)
+                for (j, pattern) in connection.servings.keys.prefix(Broker.maxPatternsListed).sorted(by: { $0.text < $1.text }).enumerated() {
+                    if j > 0 { out.append(0x2C) }
+                    JSONString.appendQuoted(pattern.text, to: &out)
+                }
+                out.append(0x5D)
+                FrameEncoder.appendField("pending", int: UInt64(connection.pendingRequestCount), to: &out)
+                FrameEncoder.appendField("serving", int: UInt64(connection.servingRequestCount), to: &out)
                 out.append(0x7D)
             }
             out.append(0x5D)

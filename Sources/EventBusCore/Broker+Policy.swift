@@ -89,12 +89,33 @@ extension Broker {
         }
     }
 
+    /// (1.3) Whether `connection` may make a serving subscription of
+    /// `pattern` (PROTOCOL.md "Request/reply": `subscribe` and `serve` both
+    /// needed). nil: refused, and this has answered `forbidden` (naming the
+    /// rule) and logged the denial, as `maySubscribe` does.
+    func mayServe(_ connection: Connection, _ pattern: Pattern, req: UnsafeRawBufferPointer?) -> SubscribePermission? {
+        switch connection.policy.serve(pattern) {
+        case .allowed:
+            return SubscribePermission(filtered: false)
+        case .filtered:
+            return SubscribePermission(filtered: true)
+        case .forbidden(let verdict):
+            let action: PolicyAction = connection.policy.subscribe(pattern).isForbidden ? .subscribe : .serve
+            deny(connection, action, pattern.text, verdict, req: req)
+            return nil
+        }
+    }
+
     /// Sets a subscription's filtered mark and the connection's count of them
     /// (the only place that changes either).
     func setFiltered(_ subscription: Subscription, _ filtered: Bool, on connection: Connection) {
         guard subscription.isFiltered != filtered else { return }
         subscription.isFiltered = filtered
-        connection.session.filteredCount += filtered ? 1 : -1
+        if subscription.serves {
+            connection.session.serveFilteredCount += filtered ? 1 : -1
+        } else {
+            connection.session.filteredCount += filtered ? 1 : -1
+        }
     }
 
     /// The refusal of a connection whose identity may not `connect`, or nil.
@@ -178,9 +199,29 @@ extension Broker {
                     enqueue(bytes: writer.scratch, to: connection)
                 }
             }
-            if connection.inputClosed && connection.subscriptions.isEmpty { closeWhenFlushed(connection) }
+            // (1.3) Serving subscriptions: `subscribe` and `serve` judged again.
+            for (pattern, subscription) in connection.servings.sorted(by: { $0.key.text < $1.key.text }) {
+                switch view.serve(pattern) {
+                case .allowed:
+                    setFiltered(subscription, false, on: connection)
+                case .filtered:
+                    setFiltered(subscription, true, on: connection)
+                case .forbidden(let verdict):
+                    removeServing(pattern, from: connection)
+                    revoked += 1
+                    guard connection.isRoutable else { continue }
+                    let action: PolicyAction = view.subscribe(pattern).isForbidden ? .subscribe : .serve
+                    let message = view.denialMessage(action, pattern.text, verdict)
+                        + "; serving subscription removed by the policy reload (generation \(policyState.generation))"
+                    writer.scratch.removeAll(keepingCapacity: true)
+                    FrameEncoder.appendRevocation(pattern: pattern.text, serve: true, message: message, to: &writer.scratch)
+                    enqueue(bytes: writer.scratch, to: connection)
+                }
+            }
+            if connection.inputClosed && connection.isIdleAfterInput { closeWhenFlushed(connection) }
         }
         index.removeAllCached()
+        serveIndex.removeAllCached()
         refreshLimits()
         notice(.policyReloaded(generation: policyState.generation, revokedSubscriptions: revoked))
         var data: [UInt8] = []

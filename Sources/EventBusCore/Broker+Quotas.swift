@@ -84,7 +84,7 @@ extension Broker {
     /// it fits (per connection, per uid, in total).
     func subscriptionLimitError(_ connection: Connection) -> ProtocolError? {
         let perConnection = configuration.maxSubscriptionsPerConnection
-        if connection.subscriptions.count >= perConnection {
+        if connection.subscriptions.count + connection.groups.memberships.count >= perConnection {
             return ProtocolError(.limit, "too many subscriptions on this connection (limit \(perConnection))")
         }
         let account = connection.account

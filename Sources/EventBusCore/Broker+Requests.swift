@@ -21,13 +21,29 @@ extension Broker {
             if mayHaveToHold(frame, connection), holdIfBlocked(frame, publish, entry: nil, publisher: connection) { return }
             self.publish(publish, frame: frame, req: req, from: connection)
         case .subscribe(let subscribe):
-            self.subscribe(subscribe, req: req, from: connection)
-        case .unsubscribe(let pattern):
-            let removed = removeSubscription(pattern, from: connection)
+            if let group = subscribe.group {
+                subscribeGroup(subscribe, name: group, req: req, from: connection)
+            } else if subscribe.serve {
+                subscribeServing(subscribe, req: req, from: connection)
+            } else {
+                self.subscribe(subscribe, req: req, from: connection)
+            }
+        case .unsubscribe(let unsubscribe):
+            let pattern = unsubscribe.pattern
+            if let group = unsubscribe.group {
+                unsubscribeGroup(unsubscribe, name: group, req: req, from: connection)
+                return
+            }
+            let removed = unsubscribe.serve ? removeServing(pattern, from: connection) : removeSubscription(pattern, from: connection)
             replyOKIfAsked(to: connection, req: req) { out in
                 FrameEncoder.appendField("type", string: pattern.text, to: &out)
+                if unsubscribe.serve { FrameEncoder.appendField("serve", bool: true, to: &out) }
                 FrameEncoder.appendField("removed", bool: removed, to: &out)
             }
+        case .request(let request):
+            serviceRequest(request, frame: frame, req: req, from: connection)
+        case .reply(let reply):
+            serviceReply(reply, frame: frame, req: req, from: connection)
         case .ping:
             replyOKIfAsked(to: connection, req: req)
         case .stats:
@@ -153,7 +169,7 @@ extension Broker {
         let seq = self.seq
         statistics.published += 1
         publisher.accounting.publishedCount += 1
-        let delivered = fanOut(seq: seq, type: request.type, entry: typeEntry, publisher: publisher, built: kept) {
+        let delivered = fanOut(seq: seq, type: request.type, entry: typeEntry, publisher: publisher, built: kept, key: content.key) {
             buildEvent(seq: seq, content, of: request.type, publisher: publisher)
         }
         replyOKIfAsked(to: publisher, req: req) { out in
@@ -174,9 +190,11 @@ extension Broker {
     ///   - publisher: nil for the broker's own events.
     ///   - built: the frame when it was built already (a retained publish:
     ///     the kept chunk, queued by reference).
+    ///   - key: (1.3) the publish's raw `key` token: it picks the member of each queue group.
     /// - Returns: how many connections it was queued to (`delivered`).
     @inline(__always)
-    func fanOut(seq: UInt64, type: EventType, entry: Int? = nil, publisher: Connection?, built: EventFrame? = nil, _ build: () -> EventFrame) -> UInt64 {
+    func fanOut(seq: UInt64, type: EventType, entry: Int? = nil, publisher: Connection?, built: EventFrame? = nil,
+                key: UnsafeRawBufferPointer? = nil, _ build: () -> EventFrame) -> UInt64 {
         let uid = publisher?.credentials.uid ?? configuration.ownCredentials.uid
         countPublished(type, entry: entry, seq: seq)
         var event = built
@@ -206,6 +224,8 @@ extension Broker {
             }
             if offer(event!, seq: seq, publisher: uid, to: subscriber) { delivered += 1 }
         }
+        // (1.3) One member of each queue group (Broker+Groups.swift); nothing while there is none.
+        if groups.count != 0 { delivered &+= routeToGroups(seq: seq, type: type, entry: entry, publisher: publisher, key: key, event: &event, build) }
         if types.splitsParked { countParked(type, entry: entry, publisher: publisher) }
         if alreadyDropping > 0 {
             statistics.dropped += alreadyDropping

@@ -29,6 +29,11 @@ extension Broker {
         _ = typeCounters.notePublished(ref, seq: seq, wallNanoseconds: now.wallNanoseconds)
     }
 
+    /// (1.3) Counts a request of `type` that took the seq `seq` (`types`: `requests`).
+    func countRequest(_ type: EventType) {
+        typeCounters.noteRequest(type, seq: seq, wallNanoseconds: now.wallNanoseconds)
+    }
+
     /// Counts the deliveries of the event being routed and ends its routing.
     @inline(__always)
     func countDelivered(_ delivered: UInt64) { typeCounters.finishRouting(delivered: delivered) }
@@ -73,7 +78,9 @@ extension Broker {
                 FrameEncoder.appendField("published", int: slot?.published ?? 0, to: &out)
                 FrameEncoder.appendField("delivered", int: slot?.delivered ?? 0, to: &out)
                 FrameEncoder.appendField("dropped", int: slot?.dropped ?? 0, to: &out)
+                FrameEncoder.appendField("requests", int: slot?.requests ?? 0, to: &out)  // (1.3)
                 FrameEncoder.appendField("subscribers", int: UInt64(index.matchCount(item.type)), to: &out)
+                FrameEncoder.appendField("servers", int: UInt64(serveIndex.matchCount(item.type)), to: &out)  // (1.3)
                 FrameEncoder.appendField("retained", bool: retained[item.type.name] != nil, to: &out)
                 if let slot {
                     FrameEncoder.appendField("last_seq", int: slot.lastSeq, to: &out)

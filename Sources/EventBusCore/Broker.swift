@@ -52,6 +52,13 @@ public struct BrokerConfiguration: Sendable {
     /// replay) may take no byte of its queue before it is behind, ns
     /// (`--stall-timeout`, default 1 s; PROTOCOL.md "Flow control").
     public var stallTimeoutNanoseconds: Int64 = 1_000_000_000
+    /// (1.3) Requests asked and not answered at most per connection
+    /// (`--max-pending-requests`, default 1024; PROTOCOL.md "Request/reply").
+    public var maxPendingRequestsPerConnection = 1024
+    /// (1.3) The largest `timeout` a request may ask for, ms
+    /// (`--max-request-timeout`, default 300 s), and the one it gets without (25 s).
+    public var maxRequestTimeoutMilliseconds: UInt64 = 300_000
+    public var defaultRequestTimeoutMilliseconds: UInt64 = 25_000
     /// Retained events and the history ring (1.1), Broker+Retention.swift.
     public var retention = RetentionConfiguration()
     /// Per-uid and total limits (PROTOCOL.md "Quotas (1.1)").
@@ -102,6 +109,12 @@ public struct BrokerStatistics: Equatable, Sendable {
     public var held = 0
     public var holds: UInt64 = 0
     public var stalls: UInt64 = 0
+    /// (1.3, PROTOCOL.md "Request/reply") Requests routed (they took a seq),
+    /// replies accepted, requests answered `no_responders`, requests timed out.
+    public var requests: UInt64 = 0
+    public var replies: UInt64 = 0
+    public var noResponders: UInt64 = 0
+    public var timeouts: UInt64 = 0
 }
 
 /// The broker core, owned by one thread (the server's loop). Each public
@@ -122,6 +135,16 @@ public final class Broker {
     public internal(set) var statistics = BrokerStatistics()
     var connections: [ConnectionID: Connection] = [:]
     let index = SubscriptionIndex()
+    /// (1.3) Queue groups by pattern and by key (QueueGroups.swift,
+    /// Broker+Groups.swift): of plain subscriptions, and of serving ones.
+    let groups = GroupIndex()
+    let serveGroups = GroupIndex()
+    /// (1.3) The seed of key hashes and member salts (random per run, as `types`').
+    let groupSeed: UInt64
+    /// (1.3) Serving subscriptions, apart from the plain ones (Broker+RequestReply.swift).
+    let serveIndex = SubscriptionIndex(serving: true)
+    /// (1.3) Pending requests, reply tokens, deadlines (RequestTable.swift).
+    var requests = RequestTable()
     var nextConnectionID: ConnectionID = 1
     var seq: UInt64 = 0
     /// Retained events and the history ring (Broker+Retention.swift, Broker+History.swift).
@@ -173,6 +196,10 @@ public final class Broker {
         var seed = Hasher()  // the standard library's per-process random seed
         seed.combine(instance)
         types = EventTypeTable(seed: UInt64(truncatingIfNeeded: seed.finalize()))
+        var groupHasher = Hasher()
+        groupHasher.combine(instance)
+        groupHasher.combine("groups")
+        groupSeed = UInt64(truncatingIfNeeded: groupHasher.finalize())
         typeCounters = TypeCounters(capacity: configuration.maxTrackedTypes)
         writer = EventWriter(instance: instance)
         self.policyState = PolicyState(policy: configuration.policy ?? .withoutFiles(brokerUID: configuration.ownCredentials.uid))
@@ -183,7 +210,7 @@ public final class Broker {
     public var connectionCount: Int { connections.count }
 
     /// Whether the subscription index is empty (for invariant checks).
-    public var indexIsEmpty: Bool { index.isEmpty }
+    public var indexIsEmpty: Bool { index.isEmpty && serveIndex.isEmpty && groups.isEmpty && serveGroups.isEmpty }
 
     // MARK: Connections
 
@@ -245,6 +272,8 @@ public final class Broker {
         unpark(connection)
         forgetFlow(connection)
         for pattern in Array(connection.subscriptions.keys) { removeSubscription(pattern, from: connection) }
+        leaveGroups(closing: connection)  // (1.3) before its queue goes: what it never got goes to the others
+        forgetRequests(of: connection)  // (1.3) its servings, what it asked and what it was given
         applyOutbound(connection, connection.outbound.removeAll(released: &ledger.released))
         forgetPauses(connection)
         connection.splitter = FrameSplitter(maxFrameBytes: configuration.maxFrameBytes)
@@ -347,7 +376,7 @@ public final class Broker {
             return
         }
         connection.input.inputClosed = true
-        if connection.subscriptions.isEmpty { closeWhenFlushed(connection) }
+        if connection.isIdleAfterInput { closeWhenFlushed(connection) }
     }
 
     func handle(_ piece: SplitFrame, from connection: Connection) {
@@ -391,6 +420,7 @@ public final class Broker {
         applyOutbound(connection, connection.outbound.consume(bytes, released: &ledger.released))
         flowDidWrite(connection, bytes: bytes)
         unpark(connection)  // it took bytes: back in the route lists
+        if !connection.groups.blocked.isEmpty { unblockGroups(connection) }  // (1.3) and in turn in its groups
         if connection.output.pendingDropsCounted > 0 && connection.closing != .afterWrite
             && connection.outbound.chargedBytes < configuration.maxOutboundBytes / 2 {
             queuePendingDropNotice(connection)

@@ -67,13 +67,24 @@ public final class Connection {
     var park: ParkState? = nil
     /// Its uid's account and what its queue holds for other uids; its counters for `clients`.
     var accounting: ConnectionAccounting
-    /// (1.2) Holds, paced replays and the stall watch (Broker+FlowControl.swift).
+    /// (1.2) Holds, paced replays and the stall watch (Broker+FlowControl.swift;
+    /// (1.3) a queue group's hold, Broker+GroupFlow.swift).
     var flow = FlowState()
 
     /// This connection's side of the subscription index (PROTOCOL.md
     /// "Semantics": weak, gone with it). Changed only by
     /// `Broker.addSubscription`/`removeSubscription`.
     var subscriptions: [Pattern: Subscription] = [:]
+    /// (1.3) Its queue group memberships, those passed over until it
+    /// writes, and the group events queued to it (QueueGroups.swift).
+    /// Changed only by Broker+Groups.swift and Broker+GroupFlow.swift.
+    var groups = ConnectionGroups()
+    /// (1.3) Its serving subscriptions (PROTOCOL.md "Request/reply"),
+    /// separate from the plain ones (a pattern may be in both). Changed only
+    /// by `Broker.addServing`/`removeServing`.
+    var servings: [Pattern: Subscription] = [:]
+    /// (1.3) The requests it waits on and those it was given (RequestTable.swift).
+    var requests = ConnectionRequests()
 
     /// Set once the broker has decided to close it (`.close(id, .afterFlush)`
     /// or `.afterWrite`): no input is handled and no event routed to it.
@@ -121,8 +132,18 @@ public final class Connection {
     /// How many patterns it is subscribed to.
     public var subscriptionCount: Int { subscriptions.count }
 
+    /// (1.3) Requests it asked that are not answered yet (`clients`: `pending`).
+    public var pendingRequestCount: Int { requests.pending.count }
+    /// (1.3) Requests it was given and has not answered (`clients`: `serving`).
+    public var servingRequestCount: Int { requests.serving.count }
+
     /// Its uid's account (`accounting.accountRef` as a reference).
     var account: UserAccount { accounting.accountRef.object }
+
+    /// Half-closed, whether it has nothing left to receive (PROTOCOL.md
+    /// "Semantics": half-close): no subscription of any kind and (1.3) no
+    /// request waiting for its answer.
+    var isIdleAfterInput: Bool { subscriptions.isEmpty && servings.isEmpty && requests.pending.isEmpty && groups.memberships.isEmpty }
 
     /// Whether events may still be routed to it.
     var isRoutable: Bool { closing == nil && !isClosed }
@@ -156,6 +177,9 @@ struct ConnectionSession: ~Copyable {
     /// denied to it): while 0, routing never asks the policy about it.
     /// Changed only by `Broker.setFiltered`.
     var filteredCount = 0
+    /// (1.3) The same for its serving subscriptions (`serve` and `subscribe`
+    /// must both allow a type): changed only by `Broker.setFiltered`.
+    var serveFilteredCount = 0
     var clientName: String? = nil
     var echo = false
     var overflow = OverflowPolicy.wait
@@ -218,8 +242,14 @@ struct ConnectionAccounting {
 struct FlowState {
     /// As a subscriber: the publishers it holds back now.
     var holding: [Connection] = []
-    /// As a publisher: the subscribers holding it back now (held while not empty).
+    /// As a publisher: the subscribers holding it back now.
     var heldBy: [Connection] = []
+    /// (1.3) As a publisher: the full queue groups holding it back now (held
+    /// while this or `heldBy` is not empty; mirrors `QueueGroup.holding`).
+    var heldInGroups: [QueueGroup] = []
+    /// (1.3) As a member: how many of its groups hold a publisher now (it
+    /// is watched for stalls meanwhile, as a holder is).
+    var groupHolds = 0
     /// The publish frame not yet routed while it is held: handled first when
     /// it is released, then the input after it. Charged as inbound bytes.
     var heldFrame: [UInt8]? = nil
@@ -248,5 +278,5 @@ struct FlowState {
     /// limit under `wait` while it is not, else `Int.max` (one comparison per event queued).
     var halfFullAt = Int.max
 
-    var isHeld: Bool { !heldBy.isEmpty }
+    var isHeld: Bool { !heldBy.isEmpty || !heldInGroups.isEmpty }
 }

@@ -40,6 +40,10 @@ struct EventTypeTable {
         var publisherView: PolicyView? = nil
         /// The type's per-type counters (TypeCounters.swift), `TypeCounters.none` until counted.
         var counter: TypeCounters.Ref = TypeCounters.none
+        /// (1.3) The queue groups matching the type at `GroupIndex.version`
+        /// `groupsVersion` (QueueGroups.swift; asked only while groups exist).
+        var groups: [QueueGroup] = []
+        var groupsVersion: UInt64 = 0
     }
 
     /// The bytes of a type reduced to what finds and identifies its entry.
@@ -126,6 +130,16 @@ struct EventTypeTable {
         entries[i].match = match
         entries[i].baseVersion = index.baseVersion
         return routes
+    }
+
+    /// (1.3) The queue groups whose pattern matches entry `i`'s type, from
+    /// the group index when the list kept is older than its last change.
+    mutating func groups(_ i: Int, in index: GroupIndex) -> [QueueGroup] {
+        if entries[i].groupsVersion != index.version {
+            entries[i].groups = index.matches(entries[i].type.unsafelyUnwrapped)
+            entries[i].groupsVersion = index.version
+        }
+        return entries[i].groups
     }
 
     /// The parked part of entry `i`'s list (valid as `routes(i, in:)` last made it).

@@ -59,7 +59,7 @@ struct EventWriter: ~Copyable {
                 seq: seq, type: typeBytes, time: time,
                 source: content.source ?? publisher.session.eventSource.bytes, id: content.id,
                 idPrefix: eventIDPrefix.bytes, identity: publisher.identity.eventIdentity.bytes, origin: content.origin, data: content.data,
-                seqText: digits), history: &history)
+                seqText: digits, key: content.key), history: &history)
         }
         if let typeBytes = content.type { return build(typeBytes) }
         var name = type.name
@@ -115,6 +115,8 @@ struct EventContent {
     var id: UnsafeRawBufferPointer?
     var data: UnsafeRawBufferPointer?
     var origin: UnsafeRawBufferPointer?
+    /// (1.3) The raw `key` string token (PROTOCOL.md "Queue groups").
+    var key: UnsafeRawBufferPointer?
 
     @inline(__always)
     init(_ request: PublishRequest, frame: UnsafeRawBufferPointer, typeBytes: UnsafeRawBufferPointer?) {
@@ -126,6 +128,7 @@ struct EventContent {
         id = slice(request.id)
         data = slice(request.data)
         origin = slice(request.origin)
+        key = slice(request.key)
     }
 
 }

@@ -37,12 +37,15 @@ final class Subscription {
     /// event it matches: live from the one after its subscribe, earlier when
     /// a `since` replay filled in (Broker+History.swift de-duplicates by it).
     var offeredFrom: UInt64 = .max
+    /// (1.3) A serving subscription (in the broker's serving index).
+    let serves: Bool
 
-    init(pattern: Pattern, node: TrieNode?, isTail: Bool, position: Int) {
+    init(pattern: Pattern, node: TrieNode?, isTail: Bool, position: Int, serves: Bool) {
         self.pattern = pattern
         self.node = node
         self.isTail = isTail
         self.position = position
+        self.serves = serves
     }
 }
 
@@ -84,6 +87,10 @@ final class CachedMatch {
 }
 
 public final class SubscriptionIndex {
+    /// (1.3) The index of serving subscriptions (`Connection.servings`,
+    /// PROTOCOL.md "Request/reply"), not of plain ones: a record is found
+    /// on the connection's side there, and the policy's `serve` applies too.
+    let serving: Bool
     var exact: [String: [Connection]] = [:]
     let root = TrieNode(parent: nil, edge: .empty)
     var wildcardCount = 0
@@ -108,7 +115,7 @@ public final class SubscriptionIndex {
     /// drops that list itself).
     private(set) var baseVersion: UInt64 = 0
 
-    public init() {}
+    public init(serving: Bool = false) { self.serving = serving }
 
     /// Whether nothing is subscribed (no exact entries, trie pruned to the root).
     public var isEmpty: Bool { exact.isEmpty && root.isEmpty }
@@ -121,7 +128,7 @@ public final class SubscriptionIndex {
             if !cache.isEmpty { cache[pattern.text] = nil }
             let position = exact[pattern.text]?.count ?? 0
             exact[pattern.text, default: []].append(connection)
-            return Subscription(pattern: pattern, node: nil, isTail: false, position: position)
+            return Subscription(pattern: pattern, node: nil, isTail: false, position: position, serves: serving)
         }
         bump(pattern)
         wildcardCount += 1
@@ -131,10 +138,10 @@ public final class SubscriptionIndex {
         let node = TrieNode.node(for: segments, from: root)
         if isTail {
             node.tailSubscribers.append(connection)
-            return Subscription(pattern: pattern, node: node, isTail: true, position: node.tailSubscribers.count - 1)
+            return Subscription(pattern: pattern, node: node, isTail: true, position: node.tailSubscribers.count - 1, serves: serving)
         }
         node.subscribers.append(connection)
-        return Subscription(pattern: pattern, node: node, isTail: false, position: node.subscribers.count - 1)
+        return Subscription(pattern: pattern, node: node, isTail: false, position: node.subscribers.count - 1, serves: serving)
     }
 
     /// The shape of a wildcard pattern.
@@ -168,29 +175,29 @@ public final class SubscriptionIndex {
         let pattern = subscription.pattern
         guard let leaf = subscription.node else {
             if !cache.isEmpty { cache[pattern.text] = nil }
-            Self.remove(subscription, from: &exact[pattern.text]!)
+            remove(subscription, from: &exact[pattern.text]!)
             if exact[pattern.text]!.isEmpty { exact[pattern.text] = nil }
             return
         }
         bump(pattern)
         wildcardCount -= 1
         if subscription.isTail {
-            Self.remove(subscription, from: &leaf.tailSubscribers)
+            remove(subscription, from: &leaf.tailSubscribers)
         } else {
-            Self.remove(subscription, from: &leaf.subscribers)
+            remove(subscription, from: &leaf.subscribers)
         }
         TrieNode.prune(from: leaf)
     }
 
     /// Takes the subscription's connection out of `list` by moving the last
     /// member into its place.
-    private static func remove(_ subscription: Subscription, from list: inout [Connection]) {
+    private func remove(_ subscription: Subscription, from list: inout [Connection]) {
         let i = subscription.position
         let last = list.count - 1
         if i != last {
             let moved = list[last]
             list[i] = moved
-            guard let record = moved.subscriptions[subscription.pattern] else {
+            guard let record = serving ? moved.servings[subscription.pattern] : moved.subscriptions[subscription.pattern] else {
                 preconditionFailure("subscriber list and connection disagree on \(subscription.pattern)")
             }
             record.position = i
@@ -235,7 +242,9 @@ public final class SubscriptionIndex {
         var seen = Set<ObjectIdentifier>()
         func add(_ connection: Connection) {
             guard seen.insert(ObjectIdentifier(connection)).inserted else { return }
-            if connection.session.filteredCount > 0 && !connection.policy.receive(type).isAllowed { return }
+            if serving {
+                if connection.session.serveFilteredCount > 0 && !connection.policy.serve(type).isAllowed { return }
+            } else if connection.session.filteredCount > 0 && !connection.policy.receive(type).isAllowed { return }
             list.append(connection)
         }
         let type = type.name

@@ -14,7 +14,7 @@
 // when that is `*`); two edges below one node never start alike. Nodes know
 // their parent, so pruning walks up from a leaf; an inner node is split when
 // a new pattern leaves its edge part-way, and never merged again (it goes
-// when it is empty, like any node). `SubscriptionIndex` is the only user.
+// when it is empty, like any node). `SubscriptionIndex` and (1.3) `GroupIndex` (QueueGroups.swift) use it.
 import EventBusProtocol
 
 /// A run of `.`-separated segments, held as one slice of a pattern's text.
@@ -88,13 +88,17 @@ struct Segments: Sequence, Equatable {
     static func == (a: Segments, b: Segments) -> Bool { a.count == b.count && a.text == b.text }
 }
 
-/// A node of the wildcard trie.
-final class TrieNode {
+/// The subscription index's trie: its members are connections.
+typealias TrieNode = PatternTrieNode<Connection>
+
+/// A node of the wildcard trie; its members are the connections of the
+/// subscription index, or (1.3) the queue groups of `GroupIndex`.
+final class PatternTrieNode<Member: AnyObject> {
     /// The node above; nil for the root. Uncounted (Uncounted.swift): the
     /// parent owns this node through its `children`.
-    var parentRef: Uncounted<TrieNode>?
+    var parentRef: Uncounted<PatternTrieNode>?
     /// `parentRef` as a reference.
-    var parent: TrieNode? {
+    var parent: PatternTrieNode? {
         get { parentRef?.object }
         set { parentRef = newValue.map { Uncounted($0) } }
     }
@@ -102,15 +106,15 @@ final class TrieNode {
     /// only for the root.
     var edge: Segments
     /// Children by the first segment of their edge (never `*`).
-    var children: [Substring: TrieNode] = [:]
+    var children: [Substring: PatternTrieNode] = [:]
     /// The child whose edge starts with `*`.
-    var star: TrieNode?
+    var star: PatternTrieNode?
     /// Subscribers whose pattern ends here.
-    var subscribers: [Connection] = []
+    var subscribers: [Member] = []
     /// Subscribers whose pattern has `>` after this node's segments.
-    var tailSubscribers: [Connection] = []
+    var tailSubscribers: [Member] = []
 
-    init(parent: TrieNode?, edge: Segments) {
+    init(parent: PatternTrieNode?, edge: Segments) {
         self.parentRef = parent.map { Uncounted($0) }
         self.edge = edge
     }
@@ -119,19 +123,19 @@ final class TrieNode {
 
     /// The child whose edge starts with `segment`.
     @inline(__always)
-    func child(startingWith segment: Substring) -> TrieNode? {
+    func child(startingWith segment: Substring) -> PatternTrieNode? {
         segment == "*" ? star : children[segment]
     }
 
     /// Puts `node` below this one, under the first segment of its edge.
-    func attach(_ node: TrieNode) {
+    func attach(_ node: PatternTrieNode) {
         node.parent = self
         let first = node.edge.first!
         if first == "*" { star = node } else { children[first] = node }
     }
 
     /// Forgets an empty child.
-    func removeChild(_ node: TrieNode) {
+    func removeChild(_ node: PatternTrieNode) {
         if node === star {
             star = nil
         } else if children.count == 1 {
@@ -143,12 +147,12 @@ final class TrieNode {
 
     /// The node for exactly `segments` (none of them `>`), made if missing:
     /// walks down, splitting an edge that `segments` leave part-way.
-    static func node(for segments: Segments, from root: TrieNode) -> TrieNode {
+    static func node(for segments: Segments, from root: PatternTrieNode) -> PatternTrieNode {
         var node = root
         var rest = segments
         while let first = rest.first {
             guard let child = node.child(startingWith: first) else {
-                let leaf = TrieNode(parent: node, edge: rest)
+                let leaf = PatternTrieNode(parent: node, edge: rest)
                 node.attach(leaf)
                 return leaf
             }
@@ -159,7 +163,7 @@ final class TrieNode {
             let edge = child.edge
             if common < edge.count {
                 // Split: a new node for the shared part, the old child below it.
-                let middle = TrieNode(parent: node, edge: edge.prefix(common))
+                let middle = PatternTrieNode(parent: node, edge: edge.prefix(common))
                 node.attach(middle)
                 child.edge = edge.dropFirst(common)
                 middle.attach(child)
@@ -174,7 +178,7 @@ final class TrieNode {
 
     /// Removes `node` if it is empty, and then each ancestor that became
     /// empty; the root stays.
-    static func prune(from node: TrieNode) {
+    static func prune(from node: PatternTrieNode) {
         var node = node
         while node.isEmpty, let parent = node.parent {
             parent.removeChild(node)
@@ -185,7 +189,7 @@ final class TrieNode {
     /// Calls `body` for every subscriber of a pattern that matches the type
     /// whose segments are `segments`, `at` of them already consumed to reach
     /// this node. A connection may come more than once (several patterns).
-    func match(_ segments: [Substring], at consumed: Int, _ body: (Connection) -> Void) {
+    func match(_ segments: [Substring], at consumed: Int, _ body: (Member) -> Void) {
         guard consumed < segments.count else {
             for connection in subscribers { body(connection) }
             return
@@ -197,7 +201,7 @@ final class TrieNode {
 
     /// Continues `match` into this node when its edge fits the type from
     /// `consumed` on (its first segment is known to match).
-    private func matchEdge(_ segments: [Substring], at consumed: Int, _ body: (Connection) -> Void) {
+    private func matchEdge(_ segments: [Substring], at consumed: Int, _ body: (Member) -> Void) {
         let count = edge.count
         guard segments.count - consumed >= count else { return }
         var i = 0

@@ -32,6 +32,8 @@ final class TypeCounters {
         var delivered: UInt64 = 0
         /// Deliveries of the type dropped for any connection.
         var dropped: UInt64 = 0
+        /// (1.3) Requests of the type that took a seq (PROTOCOL.md "Request/reply").
+        var requests: UInt64 = 0
         var lastSeq: UInt64 = 0
         /// Wall clock of the last publish, ns since the epoch.
         var lastWallNanoseconds: Int64 = 0
@@ -147,6 +149,18 @@ final class TypeCounters {
         guard state.pointee.routed != Self.none else { return }
         slots[state.pointee.routedSlot].delivered &+= delivered
         state.pointee.routed = Self.none
+    }
+
+    /// (1.3) Counts a request of `type` that took `seq` and makes its type the newest.
+    func noteRequest(_ type: EventType, seq: UInt64, wallNanoseconds: Int64) {
+        guard let i = index(ref(for: type)) else { return }
+        slots[i].requests &+= 1
+        slots[i].lastSeq = seq
+        slots[i].lastWallNanoseconds = wallNanoseconds
+        if Int32(i) != state.pointee.newest {
+            unlink(i)
+            linkAsNewest(i)
+        }
     }
 
     func addDelivered(_ count: UInt64, _ ref: Ref) {

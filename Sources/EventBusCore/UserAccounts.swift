@@ -39,6 +39,11 @@ public struct QuotaConfiguration: Sendable, Equatable {
     /// An incomplete frame that gets no byte for this long while the broker
     /// reads its connection closes it with `timeout` (`--frame-timeout`, 60 s), ns.
     public var frameTimeoutNanoseconds: Int64 = 60_000_000_000
+    /// (1.3) Requests asked and not answered per uid (4096; uid 0 and the
+    /// broker's uid: no per-uid limit) and in total (65536) (PROTOCOL.md
+    /// "Request/reply": bounds).
+    public var maxPendingRequestsPerUID = 4096
+    public var maxPendingRequests = 65_536
     public init() {}
 
     /// The per-uid retained bytes limit in force.
@@ -147,6 +152,9 @@ final class UserAccount {
     /// (1.2) Its connections under `wait` whose queue is at least half full
     /// (`FlowState.halfFull`): while 0, its publishers cannot be held by them.
     var halfFullWaiters = 0
+    /// (1.3) Requests its connections asked and that are not answered yet
+    /// (RequestTable.swift changes it).
+    var pendingRequests = 0
 
     init(uid: UInt32, isPrivileged: Bool, limits: UserLimits) {
         self.uid = uid
@@ -242,9 +250,10 @@ extension Broker {
     /// records around it (measured: docs/RELIABILITY.md "Quotas").
     static func subscriptionCost(_ pattern: Pattern) -> Int { pattern.text.utf8.count + 320 }
 
-    /// Counts (`sign` 1) or releases (-1) one subscription of `connection`.
-    func chargeSubscription(_ pattern: Pattern, of connection: Connection, sign: Int) {
-        let cost = Broker.subscriptionCost(pattern) * sign
+    /// Counts (`sign` 1) or releases (-1) one subscription of `connection`
+    /// (with `extraBytes` more: (1.3) a group membership's own records).
+    func chargeSubscription(_ pattern: Pattern, of connection: Connection, sign: Int, extraBytes: Int = 0) {
+        let cost = (Broker.subscriptionCost(pattern) + extraBytes) * sign
         connection.account.subscriptions += sign
         connection.account.subscriptionBytes += cost
         ledger.totals.subscriptionBytes += cost

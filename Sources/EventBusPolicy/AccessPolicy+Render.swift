@@ -33,7 +33,7 @@ extension AccessPolicy {
             let pad = max(1, 44 - text.count)
             out.append(text + String(repeating: " ", count: pad) + "# " + comment)
         }
-        for action in [PolicyAction.connect, .publish, .subscribe] {
+        for action in [PolicyAction.connect, .publish, .subscribe, .serve] {
             let verdict = defaultVerdict(action)
             let from = verdict.origin == AccessPolicy.builtInDefaultOrigin ? "built in" : origin(of: verdict).description
             line("default \(action) \(verdict.effect)", from)
@@ -109,7 +109,7 @@ extension AccessPolicy {
                 }
             }
         }
-        for action in [PolicyAction.connect, .publish, .subscribe] where defaultVerdict(action).effect == .deny {
+        for action in [PolicyAction.connect, .publish, .subscribe, .serve] where defaultVerdict(action).effect == .deny {
             for line in defaultLines where line.action == action && line.effect == .allow {
                 warnings.append("\(line.origin) default \(action) allow never applies: a default \(action) deny beats it")
             }

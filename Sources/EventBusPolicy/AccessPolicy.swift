@@ -81,7 +81,7 @@ public struct AccessPolicy: Sendable {
         let policy = AccessPolicy(paths: sources.map(\.path), rules: rules, defaultLines: defaults, limits: limits, brokerUID: brokerUID)
         // The automaton of all rules together bounds those of the identities
         // (each sees a subset of the rules).
-        for action in [PolicyAction.publish, .subscribe] {
+        for action in [PolicyAction.publish, .subscribe, .serve] {
             let all = policy.automatonRules(action, identity: nil, uid: nil)
             if DecisionAutomaton(rules: all, fallback: PolicyVerdict(effect: .allow, origin: 0), maxStates: maxAutomatonStates) == nil {
                 var path = "", line = 0

@@ -44,7 +44,7 @@ public struct TableNameResolver: PolicyNameResolver, Sendable {
 }
 
 /// A line the parser could not accept. `description`:
-/// `/etc/eventbus/policy.conf:7: unknown action "publsh" (expected connect, publish, subscribe, bridge or hold)`.
+/// `/etc/eventbus/policy.conf:7: unknown action "publsh" (expected connect, publish, subscribe, bridge, hold or serve)`.
 public struct PolicyError: Error, Hashable, Sendable, CustomStringConvertible {
     public var path: String
     public var line: Int
@@ -116,9 +116,9 @@ struct PolicyParser {
 
     /// `allow|deny ACTION PATTERN|- [user=U] [group=G]`
     private func rule(_ tokens: [Substring], effect: PolicyEffect, origin: PolicyOrigin) throws(LineError) -> PolicyRule {
-        guard tokens.count >= 2 else { throw LineError("\(effect) needs an action and a pattern: \(effect) connect|publish|subscribe|bridge|hold PATTERN|- [user=U] [group=G]") }
+        guard tokens.count >= 2 else { throw LineError("\(effect) needs an action and a pattern: \(effect) connect|publish|subscribe|bridge|hold|serve PATTERN|- [user=U] [group=G]") }
         guard let action = PolicyAction(rawValue: String(tokens[1])) else {
-            throw LineError("unknown action \(quoted(tokens[1])) (expected connect, publish, subscribe, bridge or hold)")
+            throw LineError("unknown action \(quoted(tokens[1])) (expected connect, publish, subscribe, bridge, hold or serve)")
         }
         guard tokens.count >= 3 else {
             throw LineError(action.takesPattern ? "\(effect) \(action) needs a pattern" : "\(effect) \(action) needs \"-\" as its pattern")
@@ -136,11 +136,11 @@ struct PolicyParser {
                           userName: who.userName, groupName: who.groupName, origin: origin)
     }
 
-    /// `default publish|subscribe|connect allow|deny`
+    /// `default publish|subscribe|connect|serve allow|deny`
     private func defaultLine(_ tokens: [Substring], origin: PolicyOrigin) throws(LineError) -> PolicyDefault {
-        guard tokens.count >= 3 else { throw LineError("default needs an action and an effect: default publish|subscribe|connect allow|deny") }
+        guard tokens.count >= 3 else { throw LineError("default needs an action and an effect: default publish|subscribe|connect|serve allow|deny") }
         guard let action = PolicyAction(rawValue: String(tokens[1])) else {
-            throw LineError("unknown action \(quoted(tokens[1])) (expected publish, subscribe or connect)")
+            throw LineError("unknown action \(quoted(tokens[1])) (expected publish, subscribe, connect or serve)")
         }
         guard action != .bridge else { throw LineError("bridge has no default: it is denied unless an allow bridge rule matches") }
         guard action != .hold else { throw LineError("hold has no default: without a hold rule a connection holds publishers of its own uid only") }

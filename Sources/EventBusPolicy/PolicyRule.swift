@@ -7,14 +7,14 @@
 // already numbers.
 import EventBusProtocol
 
-/// What a rule is about: `connect`, `publish`, `subscribe`, `bridge` or
-/// (1.2, PROTOCOL.md "Flow control") `hold`.
+/// What a rule is about: `connect`, `publish`, `subscribe`, `bridge`,
+/// (1.2, PROTOCOL.md "Flow control") `hold` or (1.3, "Request/reply") `serve`.
 public enum PolicyAction: String, CaseIterable, Hashable, Sendable {
-    case connect, publish, subscribe, bridge, hold
+    case connect, publish, subscribe, bridge, hold, serve
 
-    /// Whether rules of this action take a pattern (`publish`, `subscribe`)
-    /// rather than `-` (`connect`, `bridge`, `hold`).
-    public var takesPattern: Bool { self == .publish || self == .subscribe }
+    /// Whether rules of this action take a pattern (`publish`, `subscribe`,
+    /// `serve`) rather than `-` (`connect`, `bridge`, `hold`).
+    public var takesPattern: Bool { self == .publish || self == .subscribe || self == .serve }
 }
 
 /// `allow` or `deny`.
@@ -120,7 +120,7 @@ public struct PolicyRule: Hashable, Sendable {
     }
 }
 
-/// A `default publish|subscribe|connect allow|deny` line.
+/// A `default publish|subscribe|connect|serve allow|deny` line.
 public struct PolicyDefault: Hashable, Sendable {
     public var action: PolicyAction
     public var effect: PolicyEffect

@@ -20,6 +20,14 @@ public enum SubscribeDecision: Hashable, Sendable {
     case forbidden(PolicyVerdict)
 }
 
+extension SubscribeDecision {
+    /// Whether every type is denied.
+    public var isForbidden: Bool {
+        if case .forbidden = self { return true }
+        return false
+    }
+}
+
 /// One identity's compiled policy.
 ///
 /// Example (shipped policy, uid 1000):
@@ -45,6 +53,8 @@ public final class PolicyView: Sendable {
 
     let publishAutomaton: DecisionAutomaton
     let subscribeAutomaton: DecisionAutomaton
+    /// (1.3) `serve` rules (PROTOCOL.md "Request/reply").
+    let serveAutomaton: DecisionAutomaton
 
     /// Compiles the view; prefer `PolicyViewCache.view(for:)`, which shares it.
     public init(policy: AccessPolicy, identity: PolicyIdentity) {
@@ -59,10 +69,11 @@ public final class PolicyView: Sendable {
         }
         // `load` checked the automaton of all rules, which bounds this one;
         // failing closed here is for safety only.
-        guard let publish = compile(.publish), let subscribe = compile(.subscribe) else {
+        guard let publish = compile(.publish), let subscribe = compile(.subscribe), let serve = compile(.serve) else {
             let nothing = DecisionAutomaton(rules: [], fallback: denied, maxStates: 4)!
             publishAutomaton = nothing
             subscribeAutomaton = nothing
+            serveAutomaton = nothing
             connect = denied
             bridge = denied
             hold = .none
@@ -70,6 +81,7 @@ public final class PolicyView: Sendable {
         }
         publishAutomaton = publish
         subscribeAutomaton = subscribe
+        serveAutomaton = serve
         connect = policy.verdictWithoutPattern(.connect, for: identity) ?? policy.defaultVerdict(.connect)
         switch policy.verdictWithoutPattern(.hold, for: identity)?.effect {
         case nil: hold = .ownUID
@@ -98,6 +110,15 @@ public final class PolicyView: Sendable {
     @inline(__always)
     public func receive(_ type: EventType) -> PolicyVerdict { subscribeAutomaton.verdict(type) }
 
+    /// (1.3) May this identity be given requests of `type` on a serving
+    /// subscription? Both `subscribe` and `serve` must allow it (PROTOCOL.md
+    /// "Request/reply"); the verdict named is the first that denies.
+    @inline(__always)
+    public func serve(_ type: EventType) -> PolicyVerdict {
+        let receive = subscribeAutomaton.verdict(type)
+        return receive.isAllowed ? serveAutomaton.verdict(type) : receive
+    }
+
     /// The one verdict every `publish` gets, when it does not depend on the type.
     public var constantPublishVerdict: PolicyVerdict? { publishAutomaton.constantVerdict }
     /// The one verdict every `receive` gets, when it does not depend on the type
@@ -116,6 +137,29 @@ public final class PolicyView: Sendable {
         case (_, nil): return .allowed
         case (nil, let deny?): return .forbidden(PolicyVerdict(effect: .deny, origin: deny))
         case (_?, _?): return .filtered
+        }
+    }
+
+    /// (1.3) The answer to `subscribe` with `pattern` and `serve: true`:
+    /// `subscribe` and `serve` must both allow a type. Forbidden when either
+    /// denies every type of the pattern (the verdict of the `serve` rules
+    /// named when both do); filtered when either denies some. (Where each
+    /// allows a different part and the parts do not meet, the subscription
+    /// is added filtered and receives nothing: docs/PROTOCOL-NOTES.md.)
+    public func serve(_ pattern: Pattern) -> SubscribeDecision {
+        let asSubscriber = subscribe(pattern)
+        let outcome = serveAutomaton.outcomes(of: pattern)
+        let asServer: SubscribeDecision
+        switch (outcome.allow, outcome.deny) {
+        case (_, nil): asServer = .allowed
+        case (nil, let deny?): asServer = .forbidden(PolicyVerdict(effect: .deny, origin: deny))
+        case (_?, _?): asServer = .filtered
+        }
+        switch (asSubscriber, asServer) {
+        case (_, .forbidden): return asServer
+        case (.forbidden, _): return asSubscriber
+        case (.allowed, .allowed): return .allowed
+        default: return .filtered
         }
     }
 

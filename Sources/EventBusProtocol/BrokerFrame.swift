@@ -1,6 +1,6 @@
 // The one reader of broker-to-client frames (PROTOCOL.md "Requests",
-// "Events", "Errors", "Semantics", and the 1.1 `gap` frame and revocation
-// error), used by the library, the CLI and the fuzz target. Event fields
+// "Events", "Errors", "Semantics", the 1.1 `gap` frame and revocation
+// error, and the 1.3 `request` frame a serving subscription gets), used by the library, the CLI and the fuzz target. Event fields
 // stay token ranges into the frame, read in place without allocating
 // (`eventbus listen` formats thousands a second); replies own a copy.
 //
@@ -19,6 +19,10 @@ public enum BrokerFrame: Sendable, Equatable {
     /// `{"op":"event","seq":42,"type":"order.created",...,"data":{...}}`:
     /// token ranges into the frame that was read.
     case event(EventFields)
+    /// (1.3) `{"op":"request","seq":43,"type":"thumb.make",...,"data":{...},"reply":"<token>","timeout":4987}`:
+    /// a request for a serving subscription, its event fields as token ranges
+    /// like an event's, the token to answer with and the milliseconds left.
+    case request(RequestFields)
     /// `{"op":"dropped","count":3,"since_seq":17}`: `count` events lost, the first was `since_seq`.
     case dropped(count: UInt64, sinceSeq: UInt64)
     /// (1.1) `{"op":"gap","type":"a.>","since_seq":10,"first_seq":50}`: the
@@ -29,7 +33,7 @@ public enum BrokerFrame: Sendable, Equatable {
 
     /// Reads one frame (the bytes before its LF; a CR before it is whitespace).
     /// - Throws: `BrokerFrameError` when it is not a JSON object, has no
-    ///   string `op`, or an `event`, `dropped` or `gap` lacks a field it must have.
+    ///   string `op`, or an `event`, `request`, `dropped` or `gap` lacks a field it must have.
     public static func read(_ frame: UnsafeRawBufferPointer) throws(BrokerFrameError) -> BrokerFrame {
         try KeyedTokens<BrokerFrameKey>.withEmpty { (fields) throws(BrokerFrameError) -> BrokerFrame in
             do throws(JSONObject.ReadError) {
@@ -45,17 +49,22 @@ public enum BrokerFrame: Sendable, Equatable {
                 let req = fields[.req].flatMap { JSONInteger.signed(frame, $0) }
                 let reply = Reply(isOK: op == .ok, req: req, frame: frame)
                 return op == .ok ? .ok(reply) : .error(reply)
-            case .event:
+            case .event, .request:
                 guard let seq = fields[.seq].flatMap({ JSONInteger.unsigned(frame, $0) }),
                       let type = fields[.type], type.isString else { throw missing() }
                 func string(_ key: BrokerFrameKey) -> JSONToken? { fields[key].flatMap { $0.isString ? $0 : nil } }
                 func integer(_ key: BrokerFrameKey) -> Int64? { fields[key].flatMap { JSONInteger.signed(frame, $0) } }
-                return .event(EventFields(
+                let event = EventFields(
                     seq: seq, type: type, time: string(.time), source: string(.source), id: string(.id),
                     pid: integer(.pid), uid: integer(.uid), gid: integer(.gid), data: fields[.data],
                     retained: fields[.retained]?.kind == .true, replayed: fields[.replayed]?.kind == .true,
-                    origin: fields[.origin].flatMap { $0.kind == .object ? $0 : nil }
-                ))
+                    origin: fields[.origin].flatMap { $0.kind == .object ? $0 : nil },
+                    key: string(.key), redelivered: fields[.redelivered]?.kind == .true
+                )
+                guard op == .request else { return .event(event) }
+                guard let token = string(.reply) else { throw missing() }
+                return .request(RequestFields(event: event, token: token,
+                                              timeout: fields[.timeout].flatMap { JSONInteger.unsigned(frame, $0) }))
             case .dropped:
                 guard let count = fields[.count].flatMap({ JSONInteger.unsigned(frame, $0) }),
                       let since = fields[.sinceSeq].flatMap({ JSONInteger.unsigned(frame, $0) }) else { throw missing() }
@@ -110,6 +119,22 @@ public struct EventFields: Sendable, Equatable {
     public var replayed: Bool
     /// (1.1) The remote identity of a bridged event, an object token.
     public var origin: JSONToken?
+    /// (1.3) The publisher's `key` (queue groups), a string token; nil when absent.
+    public var key: JSONToken? = nil
+    /// (1.3) `"redelivered":true`: a queue group member closed before this
+    /// event was written to it, and it came to this member instead.
+    public var redelivered: Bool = false
+}
+
+/// (1.3) The members of one `request` frame (PROTOCOL.md "Request/reply"):
+/// the event fields of the request and what answering it takes.
+public struct RequestFields: Sendable, Equatable {
+    /// The request's `seq`, `type`, `data`, the requester's credentials, `key`.
+    public var event: EventFields
+    /// The `reply` token to answer with (`ClientRequest.reply(to:)`), a string token.
+    public var token: JSONToken
+    /// Milliseconds left before the request's deadline; nil when absent.
+    public var timeout: UInt64?
 }
 
 /// Why a frame from the broker could not be read.
@@ -118,7 +143,7 @@ public enum BrokerFrameError: Error, Equatable, Sendable, CustomStringConvertibl
     case unreadable(JSONObject.ReadError)
     /// No `op`, or an `op` that is not a string; `frame` is its first 120 bytes.
     case noOp(frame: String)
-    /// An `event`, `dropped` or `gap` without a field it must have, e.g. `seq/type`.
+    /// An `event`, `request`, `dropped` or `gap` without a field it must have, e.g. `seq/type`.
     case missingFields(op: String, fields: String, frame: String)
 
     public var description: String {
@@ -133,6 +158,7 @@ public enum BrokerFrameError: Error, Equatable, Sendable, CustomStringConvertibl
 /// The ops a broker sends, in the wire spelling of their case names.
 enum BrokerOp: Int, FrameKey {
     case ok, error, event, dropped, gap
+    case request  // 1.3
 
     static let table = KeyTable(Self.self)
 
@@ -141,6 +167,7 @@ enum BrokerOp: Int, FrameKey {
         switch self {
         case .ok, .error: ""
         case .event: "seq/type"
+        case .request: "seq/type/reply"
         case .dropped: "count/since_seq"
         case .gap: "type/since_seq/first_seq"
         }
@@ -155,6 +182,7 @@ enum BrokerFrameKey: Int, FrameKey {
     case retained, replayed, origin  // event (1.1)
     case count, sinceSeq  // dropped, gap
     case firstSeq  // gap (1.1)
+    case key, redelivered, reply, timeout  // event, request (1.3)
 
     static let table = KeyTable(Self.self)
 }

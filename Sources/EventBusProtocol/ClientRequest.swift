@@ -13,13 +13,24 @@ public enum ClientRequest: Sendable, Hashable {
     /// `{"op":"hello","req":1,"client":"dashboard","echo":false,"overflow":"drop-new"}`
     case hello(client: String? = nil, echo: Bool? = nil, overflow: OverflowPolicy? = nil)
     /// `{"op":"subscribe","req":2,"type":"order.>"}`; (1.1) with
-    /// `"last":true`, `"since":41`, `"instance":"4f0c..."`.
-    case subscribe(pattern: String, last: Bool? = nil, since: UInt64? = nil, instance: String? = nil)
-    /// `{"op":"unsubscribe","req":3,"type":"order.>"}`
-    case unsubscribe(pattern: String)
+    /// `"last":true`, `"since":41`, `"instance":"4f0c..."`; (1.3) with
+    /// `"serve":true` (a serving subscription: requests, not events) and
+    /// `"group":"workers"` (a queue group member).
+    case subscribe(pattern: String, last: Bool? = nil, since: UInt64? = nil, instance: String? = nil, serve: Bool? = nil, group: String? = nil)
+    /// `{"op":"unsubscribe","req":3,"type":"order.>"}`; (1.3) with `serve`
+    /// and `group` to say which subscription of the pattern it removes.
+    case unsubscribe(pattern: String, serve: Bool? = nil, group: String? = nil)
     /// `{"op":"publish","req":4,"type":"currency.changed","source":"settings","id":"x-1","data":{"code":"EUR"}}`;
-    /// (1.1) with `"retain":true` and `"origin":{"node":"host-b",...}` (an object; bridges only).
-    case publish(type: String, source: String? = nil, id: String? = nil, retain: Bool? = nil, origin: JSONText? = nil, data: JSONText? = nil)
+    /// (1.1) with `"retain":true` and `"origin":{"node":"host-b",...}` (an object; bridges only);
+    /// (1.3) with `"key":"customer-7"` (queue groups: one member per key).
+    case publish(type: String, source: String? = nil, id: String? = nil, key: String? = nil, retain: Bool? = nil, origin: JSONText? = nil, data: JSONText? = nil)
+    /// (1.3) `{"op":"request","req":10,"type":"thumb.make","key":"k","timeout":5000,"data":{...}}`:
+    /// ask the connections serving `type`; `timeout` in milliseconds (nil:
+    /// the broker's default, 25 s). The answer may come after later requests' answers.
+    case request(type: String, source: String? = nil, id: String? = nil, key: String? = nil, timeout: UInt64? = nil, data: JSONText? = nil)
+    /// (1.3) `{"op":"reply","req":11,"to":"<token>","data":{...}}`, or with
+    /// `"error":"text"` (the service's own failure); `ok` carries `accepted`.
+    case reply(to: String, data: JSONText? = nil, error: String? = nil)
     /// (1.1) `{"op":"clear","req":5,"type":"currency.changed"}`
     case clear(type: String)
     /// (1.1) `{"op":"clients","req":6}`
@@ -47,23 +58,38 @@ public enum ClientRequest: Sendable, Hashable {
             Self.put(.client, client, &out)
             Self.put(.echo, echo, &out)
             Self.put(.overflow, overflow?.rawValue, &out)
-        case .subscribe(let pattern, let last, let since, let instance):
+        case .subscribe(let pattern, let last, let since, let instance, let serve, let group):
             Self.put(.type, pattern, &out)
             Self.put(.last, last, &out)
-            if let since {
-                Self.key(.since, &out)
-                FrameEncoder.appendInt(since, to: &out)
-            }
+            Self.put(.since, since, &out)
             Self.put(.instance, instance, &out)
-        case .unsubscribe(let pattern), .clear(type: let pattern):
+            Self.put(.serve, serve, &out)
+            Self.put(.group, group, &out)
+        case .unsubscribe(let pattern, let serve, let group):
             Self.put(.type, pattern, &out)
-        case .publish(let type, let source, let id, let retain, let origin, let data):
+            Self.put(.serve, serve, &out)
+            Self.put(.group, group, &out)
+        case .clear(let type):
+            Self.put(.type, type, &out)
+        case .publish(let type, let source, let id, let key, let retain, let origin, let data):
             Self.put(.type, type, &out)
             Self.put(.source, source, &out)
             Self.put(.id, id, &out)
+            Self.put(.key, key, &out)
             Self.put(.retain, retain, &out)
             Self.put(.origin, origin, &out)
             Self.put(.data, data, &out)
+        case .request(let type, let source, let id, let key, let timeout, let data):
+            Self.put(.type, type, &out)
+            Self.put(.source, source, &out)
+            Self.put(.id, id, &out)
+            Self.put(.key, key, &out)
+            Self.put(.timeout, timeout, &out)
+            Self.put(.data, data, &out)
+        case .reply(let to, let data, let error):
+            Self.put(.to, to, &out)
+            Self.put(.data, data, &out)
+            Self.put(.error, error, &out)
         case .types(let limit):
             if let limit {
                 Self.key(.limit, &out)
@@ -88,6 +114,12 @@ public enum ClientRequest: Sendable, Hashable {
         guard let value else { return }
         key(name, &out)
         JSONString.appendQuoted(value, to: &out)
+    }
+
+    private static func put(_ name: EnvelopeKey, _ value: UInt64?, _ out: inout [UInt8]) {
+        guard let value else { return }
+        key(name, &out)
+        FrameEncoder.appendInt(value, to: &out)
     }
 
     private static func put(_ name: EnvelopeKey, _ value: Bool?, _ out: inout [UInt8]) {
@@ -121,6 +153,8 @@ public enum ClientRequest: Sendable, Hashable {
         case .types: .types
         case .ping: .ping
         case .stats: .stats
+        case .request: .request
+        case .reply: .reply
         }
     }
 }

@@ -17,6 +17,7 @@ enum RequestOp: Int, FrameKey {
     case hello, subscribe, unsubscribe, publish, ping, stats
     case clear, clients  // 1.1
     case types  // 1.2
+    case request, reply  // 1.3
 
     static let table = KeyTable(Self.self)
 }
@@ -28,6 +29,7 @@ enum EnvelopeKey: Int, FrameKey {
     case client, echo, overflow  // hello
     case last, since, instance  // subscribe (1.1)
     case limit  // types (1.2)
+    case serve, group, key, timeout, to, error  // subscribe, publish, request, reply (1.3)
 
     static let table = KeyTable(Self.self)
 }

@@ -11,8 +11,17 @@ public enum ErrorCode: String, Sendable, CaseIterable {
     case forbidden = "forbidden"
     case limit = "limit"
     case slowConsumer = "slow_consumer"
-    /// (1.1) An incomplete frame made no progress for `--frame-timeout`; the connection is closed.
+    /// (1.1) An incomplete frame made no progress for `--frame-timeout`; the
+    /// connection is closed. (1.3) With a `req`: that request's deadline
+    /// passed; the connection stays open.
     case timeout = "timeout"
+    /// (1.3) A request reached no serving connection; it took no `seq`.
+    case noResponders = "no_responders"
+    /// (1.3) Every connection a request reached closed, withdrew its serving
+    /// subscription or went behind without replying.
+    case noReply = "no_reply"
+    /// (1.3) The server answered with `error`; the `message` is its text.
+    case serviceError = "service_error"
 }
 
 /// A request the broker refuses: the code and a human-readable message.
@@ -55,6 +64,8 @@ public enum ProtocolConstants {
     public static let maxRequestInteger: UInt64 = 1 << 53
     /// `types` without `limit` lists at most this many types (PROTOCOL.md "Per-type counters (1.2)").
     public static let defaultTypesLimit = 1000
+    /// (1.3) A publish's `key`: 1 to this many bytes (PROTOCOL.md "Requests").
+    public static let maxKeyBytes = 255
     /// Optional features this implementation has, listed in the `hello` reply.
-    public static let features = ["overflow", "echo", "drop-notice", "wildcards", "peer-credentials", "half-close", "policy", "origin", "quotas", "clients", "flow", "types"]
+    public static let features = ["overflow", "echo", "drop-notice", "wildcards", "peer-credentials", "half-close", "policy", "origin", "quotas", "clients", "flow", "types", "request"]
 }

@@ -73,9 +73,11 @@ public enum FrameEncoder {
     /// Appends the notice of a subscription a policy reload removed
     /// (PROTOCOL.md "Access policy (1.1)"), an `error` without `req`:
     /// `{"op":"error","code":"forbidden","type":"secret.>","message":"..."}\n`.
-    public static func appendRevocation(pattern: String, message: String, to out: inout [UInt8]) {
+    /// (1.3) A serving subscription's carries `"serve":true` after `type`.
+    public static func appendRevocation(pattern: String, serve: Bool = false, message: String, to out: inout [UInt8]) {
         appendASCII("{\"op\":\"error\",\"code\":\"forbidden\",\"type\":", to: &out)
         JSONString.appendQuoted(pattern, to: &out)
+        if serve { appendASCII(",\"serve\":true", to: &out) }
         appendASCII(",\"message\":", to: &out)
         JSONString.appendQuoted(message, to: &out)
         out.append(0x7D)
@@ -196,6 +198,9 @@ public enum FrameEncoder {
         public var identity: UnsafeRawBufferPointer
         /// (1.1) A bridge's raw `origin` object, or nil for none.
         public var origin: UnsafeRawBufferPointer?
+        /// (1.3) The publisher's raw `key` string token, or nil for none
+        /// (PROTOCOL.md "Queue groups": events that had one carry it).
+        public var key: UnsafeRawBufferPointer?
         /// The raw `data` token, or nil for `null`.
         public var data: UnsafeRawBufferPointer?
         /// `seq`'s decimal digits when the caller has them already (the
@@ -205,8 +210,9 @@ public enum FrameEncoder {
         @inlinable
         public init(seq: UInt64, type: UnsafeRawBufferPointer, time: TimestampBytes, source: UnsafeRawBufferPointer, id: UnsafeRawBufferPointer?,
                     idPrefix: UnsafeRawBufferPointer, identity: UnsafeRawBufferPointer, origin: UnsafeRawBufferPointer?, data: UnsafeRawBufferPointer?,
-                    seqText: UnsafeRawBufferPointer? = nil) {
+                    seqText: UnsafeRawBufferPointer? = nil, key: UnsafeRawBufferPointer? = nil) {
             self.seq = seq
+            self.key = key
             self.seqText = seqText
             self.type = type
             self.time = time
@@ -395,7 +401,7 @@ extension FrameEncoder {
         // 91 bytes of fixed text and time, two seqs of at most 20 digits,
         // and the writer's slack (`RawWriter.slack`).
         RawWriter.slack + 131 + e.type.count + e.source.count + (e.id?.count ?? e.idPrefix.count + 21) + e.identity.count
-            + (e.origin.map { $0.count + 10 } ?? 0) + (e.data?.count ?? 4)
+            + (e.origin.map { $0.count + 10 } ?? 0) + (e.key.map { $0.count + 7 } ?? 0) + (e.data?.count ?? 4)
     }
 
     /// Writes one event frame to `destination`, which holds `capacity` bytes
@@ -403,7 +409,7 @@ extension FrameEncoder {
     /// against `capacity`, and one past it stops the process): the broker
     /// builds each event once, in place, with this.
     /// `{"op":"event","seq":42,"type":"t","time":"...","source":"s","id":"i","pid":1,"uid":0,"gid":0,"data":...}\n`,
-    /// with `"origin":{...}` before `data` when the event has one.
+    /// with (1.3) `"key":"k"` after `gid` and `"origin":{...}` before `data` when the event has them.
     /// - Returns: what it wrote (length, where the type is).
     public static func writeEvent(_ e: EventBytes, into destination: UnsafeMutableRawPointer, capacity: Int) -> WrittenEvent {
         var w = RawWriter(destination, capacity: capacity)
@@ -429,6 +435,10 @@ extension FrameEncoder {
             w.put(0x22)
         }
         w.put(e.identity)
+        if let key = e.key {
+            w.put(",\"key\":")
+            w.put(key)
+        }
         if let origin = e.origin {
             w.put(",\"origin\":")
             w.put(origin)

@@ -12,8 +12,12 @@
 public enum Request {
     case hello(HelloRequest)
     case subscribe(SubscribeRequest)
-    case unsubscribe(Pattern)
+    case unsubscribe(UnsubscribeRequest)
     case publish(PublishRequest)
+    /// (1.3) Ask the connections serving the type (PROTOCOL.md "Request/reply").
+    case request(ServiceRequest)
+    /// (1.3) Answer a request this connection was given.
+    case reply(ServiceReply)
     /// (1.1) Remove the retained event of this type.
     case clear(EventType)
     /// (1.1) List the connections the caller may see.
@@ -50,12 +54,69 @@ public struct SubscribeRequest: Equatable {
     public var since: UInt64?
     /// The broker instance `since` refers to.
     public var instance: String?
+    /// (1.3) A serving subscription: it receives requests, never events
+    /// (PROTOCOL.md "Request/reply").
+    public var serve: Bool
+    /// (1.3) The queue group it joins (PROTOCOL.md "Queue groups"): 1-64
+    /// bytes of `A-Z a-z 0-9 _ . - :`; never with `last` or `since`.
+    public var group: String?
 
-    public init(pattern: Pattern, last: Bool = false, since: UInt64? = nil, instance: String? = nil) {
+    public init(pattern: Pattern, last: Bool = false, since: UInt64? = nil, instance: String? = nil, serve: Bool = false, group: String? = nil) {
         self.pattern = pattern
         self.last = last
         self.since = since
         self.instance = instance
+        self.serve = serve
+        self.group = group
+    }
+}
+
+/// `{"op":"unsubscribe","type":"order.>","serve":true,"group":"workers"}`
+/// (PROTOCOL.md "Requests"; `serve` and `group` are 1.3: which subscription
+/// of the pattern goes).
+public struct UnsubscribeRequest: Equatable {
+    public var pattern: Pattern
+    /// (1.3) Remove the serving subscription of the pattern, not the plain one.
+    public var serve: Bool
+    /// (1.3) The queue group to leave; nil: the subscription outside any group.
+    public var group: String?
+
+    public init(pattern: Pattern, serve: Bool = false, group: String? = nil) {
+        self.pattern = pattern
+        self.serve = serve
+        self.group = group
+    }
+}
+/// (1.3) `{"op":"request","type":"thumb.make","data":{...},"timeout":5000,"req":7}`
+/// (PROTOCOL.md "Request/reply"): the fields of a publish (`type`, `data`,
+/// `source`, `id`; `key` once queue groups add it to `PublishRequest`), and
+/// the deadline. `req` is required (checked by the decoder).
+public struct ServiceRequest: Equatable {
+    /// What the request carries, as a publish would (`retain` false, `origin` nil).
+    public var publish: PublishRequest
+    /// `timeout` in milliseconds; nil: the broker's default (25000).
+    public var timeoutMilliseconds: UInt64?
+
+    public init(publish: PublishRequest, timeoutMilliseconds: UInt64? = nil) {
+        self.publish = publish
+        self.timeoutMilliseconds = timeoutMilliseconds
+    }
+}
+
+/// (1.3) `{"op":"reply","to":"<token>","data":{...},"req":3}`, or with
+/// `"error":"disk full"` (PROTOCOL.md "Request/reply").
+public struct ServiceReply: Equatable {
+    /// The token the request carried (`to`), a string token.
+    public var to: JSONToken
+    /// The answer's `data`, any JSON value; nil: null.
+    public var data: JSONToken?
+    /// The service's own failure, a string token; nil: a plain answer.
+    public var error: JSONToken?
+
+    public init(to: JSONToken, data: JSONToken? = nil, error: JSONToken? = nil) {
+        self.to = to
+        self.data = data
+        self.error = error
     }
 }
 
@@ -72,14 +133,19 @@ public struct PublishRequest: Equatable {
     public var retain: Bool
     /// A bridge's remote identity of the event (PROTOCOL.md "Bridged events").
     public var origin: JSONToken?
+    /// (1.3) The key that picks one member of each queue group (PROTOCOL.md
+    /// "Queue groups"): a string token of 1-255 bytes (decoded); events carry it.
+    public var key: JSONToken?
 
-    public init(type: EventType, data: JSONToken? = nil, source: JSONToken? = nil, id: JSONToken? = nil, retain: Bool = false, origin: JSONToken? = nil) {
+    public init(type: EventType, data: JSONToken? = nil, source: JSONToken? = nil, id: JSONToken? = nil, retain: Bool = false, origin: JSONToken? = nil,
+                key: JSONToken? = nil) {
         self.type = type
         self.data = data
         self.source = source
         self.id = id
         self.retain = retain
         self.origin = origin
+        self.key = key
     }
 }
 
@@ -139,8 +205,18 @@ public enum RequestDecoder {
             guard let pattern = Pattern(text) else {
                 return .failure(ProtocolError(.badType, "invalid pattern \(JSONString.quoted(text)): '.'-separated segments of A-Z a-z 0-9 _ - :, a whole segment may be '*', the last may be '>'"))
             }
-            guard op == .subscribe else { return .success(.unsubscribe(pattern)) }
-            return decodeSubscribe(pattern, frame, fields)
+            let serve: Bool
+            switch boolField(.serve, fields) {
+            case .success(let value): serve = value
+            case .failure(let error): return .failure(error)
+            }
+            let group: String?
+            switch groupField(frame, fields) {
+            case .success(let value): group = value
+            case .failure(let error): return .failure(error)
+            }
+            guard op == .subscribe else { return .success(.unsubscribe(UnsubscribeRequest(pattern: pattern, serve: serve, group: group))) }
+            return decodeSubscribe(pattern, serve: serve, group: group, frame, fields)
         case .ping:
             return .success(.ping)
         case .stats:
@@ -181,11 +257,46 @@ public enum RequestDecoder {
                 limit = Int(min(value, UInt64(Int.max)))
             }
             return .success(.types(limit: limit))
+        case .request:
+            return decodeServiceRequest(frame, fields)
+        case .reply:
+            return decodeServiceReply(frame, fields)
         }
     }
 
+    /// (1.3) `request`: a `req`, then the fields of a publish, then `timeout`.
+    static func decodeServiceRequest(_ frame: UnsafeRawBufferPointer, _ fields: EnvelopeFields) -> Result<Request, ProtocolError> {
+        guard fields[.req] != nil else { return .failure(ProtocolError(.badRequest, "request needs a field \"req\" (its answer carries it)")) }
+        if fields[.retain] != nil || fields[.origin] != nil {
+            return .failure(ProtocolError(.badRequest, "a request takes no \"retain\" or \"origin\" (requests are never retained and do not cross a bridge)"))
+        }
+        var timeout: UInt64? = nil
+        if let token = fields[.timeout] {
+            guard let value = JSONInteger.unsigned(frame, token), value > 0 else {
+                return .failure(ProtocolError(.badRequest, "field \"timeout\" must be a positive integer (milliseconds)"))
+            }
+            timeout = value
+        }
+        return decodeEventType(frame, fields, op: .request).flatMap { type in
+            finishPublish(type, frame, fields).map { decoded in
+                guard case .publish(let publish) = decoded else { preconditionFailure("finishPublish makes a publish") }
+                return .request(ServiceRequest(publish: publish, timeoutMilliseconds: timeout))
+            }
+        }
+    }
+
+    /// (1.3) `reply`: `to` a string, `data` any value, `error` a string.
+    static func decodeServiceReply(_ frame: UnsafeRawBufferPointer, _ fields: EnvelopeFields) -> Result<Request, ProtocolError> {
+        guard let to = fields[.to], to.isString else {
+            return .failure(ProtocolError(.badRequest, "reply needs a string field \"to\" (the token of the request it answers)"))
+        }
+        let error = fields[.error]
+        if let error, !error.isString { return .failure(ProtocolError(.badRequest, "field \"error\" must be a string")) }
+        return .success(.reply(ServiceReply(to: to, data: fields[.data], error: error)))
+    }
+
     static func decodePublish(_ frame: UnsafeRawBufferPointer, _ fields: EnvelopeFields) -> Result<Request, ProtocolError> {
-        decodeEventType(frame, fields, op: .publish).flatMap { finishPublish($0, fields) }
+        decodeEventType(frame, fields, op: .publish).flatMap { finishPublish($0, frame, fields) }
     }
 
     /// The `type` of a `publish` or `clear`: an event type, not a pattern, not reserved.
@@ -214,7 +325,7 @@ public enum RequestDecoder {
         return .success(type!)
     }
 
-    static func finishPublish(_ type: EventType, _ fields: EnvelopeFields) -> Result<Request, ProtocolError> {
+    static func finishPublish(_ type: EventType, _ frame: UnsafeRawBufferPointer, _ fields: EnvelopeFields) -> Result<Request, ProtocolError> {
         let source = fields[.source]
         if let source, !source.isString { return .failure(ProtocolError(.badRequest, "field \"source\" must be a string")) }
         let id = fields[.id]
@@ -228,10 +339,34 @@ public enum RequestDecoder {
         if let origin, case .object = origin.kind {} else if origin != nil {
             return .failure(ProtocolError(.badRequest, "field \"origin\" must be an object"))
         }
-        return .success(.publish(PublishRequest(type: type, data: fields[.data], source: source, id: id, retain: retain, origin: origin)))
+        let key = fields[.key]
+        if let key, !key.isString || !isValidKeyLength(frame, key) {
+            return .failure(ProtocolError(.badRequest, "field \"key\" must be a string of 1-255 bytes"))
+        }
+        return .success(.publish(PublishRequest(type: type, data: fields[.data], source: source, id: id, retain: retain, origin: origin, key: key)))
     }
 
-    static func decodeSubscribe(_ pattern: Pattern, _ frame: UnsafeRawBufferPointer, _ fields: EnvelopeFields) -> Result<Request, ProtocolError> {
+    /// (1.3) A `key` of 1-255 bytes once decoded (an escape-free string is
+    /// measured between its quotes, an escaped one decoded).
+    static func isValidKeyLength(_ frame: UnsafeRawBufferPointer, _ token: JSONToken) -> Bool {
+        let count: Int
+        if case .string(escaped: false) = token.kind { count = token.end - token.start - 2 } else { count = JSONString.decode(frame, token).utf8.count }
+        return count >= 1 && count <= ProtocolConstants.maxKeyBytes
+    }
+
+    /// (1.3) `group` on `subscribe`/`unsubscribe`: nil when absent, a name of
+    /// 1-64 bytes of `A-Z a-z 0-9 _ . - :` (as `client`), else `bad_request`.
+    static func groupField(_ frame: UnsafeRawBufferPointer, _ fields: EnvelopeFields) -> Result<String?, ProtocolError> {
+        guard let token = fields[.group] else { return .success(nil) }
+        guard token.isString else { return .failure(ProtocolError(.badRequest, "field \"group\" must be a string")) }
+        let name = JSONString.decode(frame, token)
+        guard isValidClientName(name) else {
+            return .failure(ProtocolError(.badRequest, "field \"group\" must be 1-64 bytes of A-Z a-z 0-9 _ . - :"))
+        }
+        return .success(name)
+    }
+
+    static func decodeSubscribe(_ pattern: Pattern, serve: Bool, group: String?, _ frame: UnsafeRawBufferPointer, _ fields: EnvelopeFields) -> Result<Request, ProtocolError> {
         let last: Bool
         switch boolField(.last, fields) {
         case .success(let value): last = value
@@ -249,7 +384,13 @@ public enum RequestDecoder {
             guard token.isString else { return .failure(ProtocolError(.badRequest, "field \"instance\" must be a string")) }
             instance = JSONString.decode(frame, token)
         }
-        return .success(.subscribe(SubscribeRequest(pattern: pattern, last: last, since: since, instance: instance)))
+        if serve && (last || since != nil) {
+            return .failure(ProtocolError(.badRequest, "a serving subscription takes no \"last\" or \"since\" (requests are never retained or replayed)"))
+        }
+        if group != nil && (last || since != nil) {
+            return .failure(ProtocolError(.badRequest, "a group subscription takes no \"last\" or \"since\" (a group shares live events only)"))
+        }
+        return .success(.subscribe(SubscribeRequest(pattern: pattern, last: last, since: since, instance: instance, serve: serve, group: group)))
     }
 
     /// An optional boolean field: false when absent, `bad_request` when not `true`/`false`.
@@ -302,6 +443,8 @@ extension Request {
         case .types: RequestOp.types.name
         case .ping: RequestOp.ping.name
         case .stats: RequestOp.stats.name
+        case .request: RequestOp.request.name
+        case .reply: RequestOp.reply.name
         }
     }
 }

@@ -168,7 +168,9 @@ public final class BrokerServer {
                 break
             }
             if exitReason == .idle { break }
-            try epoll.wait(timeoutMilliseconds: hasReadyConnections ? 0 : nextTimeout(now: now)) { token, events in
+            // Output a timer gave (an expired request's `timeout`, a tick's
+            // error frame) is written in this turn, not after the next wake.
+            try epoll.wait(timeoutMilliseconds: hasReadyConnections || !pendingFlush.isEmpty ? 0 : nextTimeout(now: now)) { token, events in
                 dispatch(token: token, events: events, exitReason: &exitReason)
             }
             serveReadyConnections()
@@ -233,6 +235,8 @@ public final class BrokerServer {
             apply(broker.tick(at: currentTime()))
             nextTick = now + broker.tickIntervalNanoseconds
         }
+        // (1.3) Request deadlines: the earliest pending one, nothing while none is.
+        if let due = broker.nextRequestDeadline, now >= due { apply(broker.expireRequests(at: currentTime())) }
         for (i, timer) in hooks.periodic.enumerated() where now >= nextPeriodic[i] {
             timer.action(broker.statistics)
             nextPeriodic[i] = now + timer.intervalNanoseconds
@@ -254,6 +258,7 @@ public final class BrokerServer {
         var deadline: Int64 = .max
         if let retry = acceptRetryAt { deadline = min(deadline, retry) }
         if broker.needsTicks { deadline = min(deadline, nextTick) }
+        if let due = broker.nextRequestDeadline { deadline = min(deadline, due) }
         if let stop = shutdownDeadline { deadline = min(deadline, stop) }
         for t in nextPeriodic { deadline = min(deadline, t) }
         if let write = persistence?.nextDeadline(broker, now: now) { deadline = min(deadline, write) }

@@ -3,7 +3,9 @@
 // `hello`, subscribe and resubscribe with `since`/`instance`, `req`
 // matching, `gap` and `dropped`, the one stream position, and (1.2) flow
 // control as far as a client holds any (PROTOCOL.md "Requests", "Retained
-// events and history", "Flow control"). Pure: no Foundation, no fds, no
+// events and history", "Flow control"; 1.3 requests answered out of order,
+// serving subscriptions and queue groups, "Request/reply", "Queue
+// groups"). Pure: no Foundation, no fds, no
 // clock. Requests are encoded into `output`, which the driver writes
 // (`takeOutput`); each frame the driver reads goes to `handle`, which
 // returns the one thing it means for the driver (`Incoming`).
@@ -13,7 +15,11 @@
 // the position covers its pattern), then whatever the driver sends. The
 // broker answers requests in order, so `req`s are matched exactly and an
 // `error` that could not carry its `req` answers the oldest request still
-// waiting (`UnnumberedErrors.answerOldest`). `Tag` is the driver's own
+// waiting (`UnnumberedErrors.answerOldest`), except (1.3) a `request`'s:
+// its answer comes when its reply is known, after later requests' answers,
+// and always with its `req` (a `request` without a readable `req` is
+// answered without one, but then it asked nothing). Subscriptions are kept
+// by `SubscriptionKey` (pattern, `serve`, `group`); only plain ones replay. `Tag` is the driver's own
 // record of a request of its own (a completion, a batch of imports).
 import EventBusProtocol
 
@@ -75,8 +81,12 @@ public struct BusSession<Tag> {
     public private(set) var greeting: ConnectionInfo?
     /// Whether a connection is started (the `hello` was queued) and not lost.
     public private(set) var isConnected = false
-    /// Patterns subscribed on the current connection (asked for, not withdrawn or refused).
+    /// Patterns of the plain subscriptions on the current connection (asked
+    /// for, not withdrawn or refused).
     public private(set) var subscribed: Set<String> = []
+    /// (1.3) Serving and group subscriptions on the current connection
+    /// (asked for, not withdrawn or refused).
+    public private(set) var otherSubscriptions: Set<SubscriptionKey> = []
     /// Connections started so far.
     public private(set) var connections = 0
     /// Times a `hello` was answered on a connection after the first answered one.
@@ -94,10 +104,12 @@ public struct BusSession<Tag> {
 
     enum Pending {
         case hello
-        /// `first`: the pattern was not subscribed before this request.
-        case subscribe(String, Tag?, first: Bool)
-        case unsubscribe(String)
+        /// `first`: the subscription was not there before this request.
+        case subscribe(SubscriptionKey, Tag?, first: Bool)
+        case unsubscribe(SubscriptionKey)
         case request(Tag)
+        /// (1.3) A `request` op: answered when its reply is known, out of order.
+        case question(Tag)
         /// The `stats` that ends an ordered session's replays.
         case sentinel
     }
@@ -168,6 +180,7 @@ public struct BusSession<Tag> {
         isConnected = true
         greeting = nil
         subscribed = []
+        otherSubscriptions = []
         pending = [:]
         gapReported = false
         flow = FlowState()
@@ -181,11 +194,15 @@ public struct BusSession<Tag> {
     public mutating func connectionLost() -> [Tag] {
         var unanswered: [Tag] = []
         for req in pending.keys.sorted() {
-            if case .request(let tag) = pending[req]! { unanswered.append(tag) }
+            switch pending[req]! {
+            case .request(let tag), .question(let tag): unanswered.append(tag)
+            default: break
+            }
         }
         isConnected = false
         greeting = nil
         subscribed = []
+        otherSubscriptions = []
         pending = [:]
         output = []
         // (ordered) Lost before the sentinel: every event was held, so the
@@ -205,25 +222,65 @@ public struct BusSession<Tag> {
     /// (the next connection's driver subscribes).
     /// - Parameter tag: the driver's record, handed back with the answer.
     public mutating func subscribe(_ pattern: String, last: Bool = false, tag: Tag? = nil) {
+        subscribe(SubscriptionKey(pattern), last: last, tag: tag)
+    }
+
+    /// Subscribes `key`: a plain one as `subscribe(_:last:tag:)` says; (1.3)
+    /// a serving or group one with `serve`/`group`, never with `since` or
+    /// `last` (requests are never replayed, a group shares live events only).
+    public mutating func subscribe(_ key: SubscriptionKey, last: Bool = false, tag: Tag? = nil) {
         guard isConnected else { return }
-        let first = subscribed.insert(pattern).inserted
-        let since = first ? tracker.since(for: pattern) : nil
-        send(.subscribe(pattern: pattern, last: last ? true : nil, since: since?.seq, instance: since?.instance), .subscribe(pattern, tag, first: first))
+        guard key.isPlain else {
+            let first = otherSubscriptions.insert(key).inserted
+            send(key.subscribeRequest(last: nil, since: nil), .subscribe(key, tag, first: first))
+            return
+        }
+        let first = subscribed.insert(key.pattern).inserted
+        let since = first ? tracker.since(for: key.pattern) : nil
+        send(key.subscribeRequest(last: last ? true : nil, since: since), .subscribe(key, tag, first: first))
     }
 
     /// Withdraws `pattern` when it is subscribed; its next subscribe is plain
     /// (also when not connected: it has no receiver any more).
     public mutating func unsubscribe(_ pattern: String) {
-        tracker.covered.remove(pattern)
-        guard isConnected, subscribed.remove(pattern) != nil else { return }
-        send(.unsubscribe(pattern: pattern), .unsubscribe(pattern))
+        unsubscribe(SubscriptionKey(pattern))
+    }
+
+    /// Withdraws `key` when it is subscribed (see `unsubscribe(_:)`); (1.3)
+    /// the `unsubscribe` names its `serve` and `group`. For a group member,
+    /// the `ok` (`.unsubscribed`) comes after every event queued to it: the
+    /// member's share is finished once it arrives.
+    public mutating func unsubscribe(_ key: SubscriptionKey) {
+        guard key.isPlain else {
+            guard isConnected, otherSubscriptions.remove(key) != nil else { return }
+            send(key.unsubscribeRequest, .unsubscribe(key))
+            return
+        }
+        tracker.covered.remove(key.pattern)
+        guard isConnected, subscribed.remove(key.pattern) != nil else { return }
+        send(key.unsubscribeRequest, .unsubscribe(key))
+    }
+
+    /// (1.3) Whether `key` is subscribed on the current connection.
+    public func isSubscribed(_ key: SubscriptionKey) -> Bool {
+        key.isPlain ? subscribed.contains(key.pattern) : otherSubscriptions.contains(key)
+    }
+
+    /// (1.3) Requests of the driver's own (`request` ops) waiting for their answer.
+    public var questionsWaiting: Int {
+        pending.values.reduce(0) { count, what in
+            if case .question = what { return count + 1 }
+            return count
+        }
     }
 
     /// Sends one of the driver's own requests; its answer comes back as
-    /// `.answered(tag, reply)`. - Returns: its `req`.
+    /// `.answered(tag, reply)`; (1.3) a `request` op's whenever its reply is
+    /// known (read it with `RequestAnswer`). - Returns: its `req`.
     @discardableResult
     public mutating func send(_ request: ClientRequest, tag: Tag) -> Int64 {
-        send(request, .request(tag))
+        if case .request = request { return send(request, .question(tag)) }
+        return send(request, .request(tag))
     }
 
     /// Sends a request without `req` (success is silent; the bridge's imports).
@@ -292,13 +349,26 @@ public struct BusSession<Tag> {
             }
             if let pattern = reply.revokedPattern { return .revoked(pattern: pattern, reply) }
             if options.unnumberedErrors == .answerOldest, let code = reply.errorCode,
-               code == .frameTooLarge || code == .badFrame || code == .badRequest, let oldest = pending.keys.min() {
+               code == .frameTooLarge || code == .badFrame || code == .badRequest, let oldest = oldestInOrder {
                 return answered(pending.removeValue(forKey: oldest)!, reply)
             }
             return .error(reply)
+        case .request(let fields):
+            return .request(fields)
         case .unknown:
             return .ignored  // PROTOCOL.md "Framing": unknown ops are for newer peers.
         }
+    }
+
+    /// The oldest waiting request that the broker answers in order (not a
+    /// `request` op, whose answer may come later).
+    private var oldestInOrder: Int64? {
+        var oldest: Int64? = nil
+        for (req, what) in pending {
+            if case .question = what { continue }
+            if oldest.map({ req < $0 }) ?? true { oldest = req }
+        }
+        return oldest
     }
 
     private mutating func answered(_ what: Pending, _ reply: Reply) -> Incoming<Tag> {
@@ -313,19 +383,23 @@ public struct BusSession<Tag> {
             if isReconnect { reconnects += 1 }
             everGreeted = true
             return .greeted(info, isReconnect: isReconnect)
-        case .subscribe(let pattern, let tag, let first):
+        case .subscribe(let key, let tag, let first):
             if reply.isOK {
-                tracker.covered.insert(pattern)
-                return .subscribed(pattern: pattern, reply, tag)
+                if key.isPlain { tracker.covered.insert(key.pattern) }
+                return .subscribed(key, reply, tag)
             }
             if first {
-                subscribed.remove(pattern)
-                tracker.covered.remove(pattern)
+                if key.isPlain {
+                    subscribed.remove(key.pattern)
+                    tracker.covered.remove(key.pattern)
+                } else {
+                    otherSubscriptions.remove(key)
+                }
             }
-            return .subscribeRefused(pattern: pattern, reply, tag)
-        case .unsubscribe(let pattern):
-            return .unsubscribed(pattern: pattern, reply)
-        case .request(let tag):
+            return .subscribeRefused(key, reply, tag)
+        case .unsubscribe(let key):
+            return .unsubscribed(key, reply)
+        case .request(let tag), .question(let tag):
             return .answered(tag, reply)
         case .sentinel:
             return settled(reply)
@@ -373,12 +447,15 @@ public enum Incoming<Tag> {
     case greeted(ConnectionInfo, isReconnect: Bool)
     /// The `hello` was refused.
     case helloRefused(Reply)
-    /// A subscribe was acknowledged.
-    case subscribed(pattern: String, Reply, Tag?)
-    /// A subscribe was refused (the pattern is no longer subscribed unless it was before).
-    case subscribeRefused(pattern: String, Reply, Tag?)
+    /// (1.3) A request for a serving subscription: answer it with
+    /// `ClientRequest.reply(to:)` and its token (fields point into the frame).
+    case request(RequestFields)
+    /// A subscribe was acknowledged; (1.3) a group's `ok` carries `members`.
+    case subscribed(SubscriptionKey, Reply, Tag?)
+    /// A subscribe was refused (the subscription is no longer there unless it was before).
+    case subscribeRefused(SubscriptionKey, Reply, Tag?)
     /// An unsubscribe was answered (`ok` or `error`).
-    case unsubscribed(pattern: String, Reply)
+    case unsubscribed(SubscriptionKey, Reply)
     /// One of the driver's own requests was answered (`ok` or `error`).
     case answered(Tag, Reply)
     /// (ordered) The replays are over: take the held events with `takeReleased`.

@@ -1,9 +1,13 @@
-// Running a COMMAND for `eventbus wait`: posix_spawnp(3), waitpid(2), kill(2).
+// Running a COMMAND for `eventbus wait` and `eventbus serve`: posix_spawnp(3),
+// waitpid(2), kill(2); for `serve` (1.3) with its standard descriptors on
+// pipes (`Pipe`) and in a process group of its own, so that a COMMAND past
+// its request's deadline is killed with everything it started.
 //
 // Before editing: a spawned child gets SIGPIPE (and SIGINT/SIGTERM/SIGQUIT)
 // back at their default dispositions, because the CLI ignores SIGPIPE and an
 // ignored disposition would otherwise be inherited across exec. Every socket
 // this package creates is close-on-exec, so no broker connection leaks into it.
+import CEventBusShims
 import Glibc
 
 /// How a child process ended, decoded from a waitpid(2) status word.
@@ -50,6 +54,19 @@ public struct ChildProcess: Sendable {
     /// - Throws: `SystemError("posix_spawnp", errno)`: ENOENT when the command
     ///   is not found, EACCES when it cannot be executed.
     public static func spawn(_ arguments: [String]) throws(SystemError) -> ChildProcess {
+        try spawn(arguments, standardDescriptors: nil, ownProcessGroup: false)
+    }
+
+    /// Starts `arguments[0]` as `spawn(_:)` does, with its standard input,
+    /// output and error on `input`, `output` and `error` (each dup2'd onto
+    /// 0, 1, 2 in the child; the caller closes its copies), in a new process
+    /// group whose id is the child's pid (`sendToGroup(signal:)`).
+    /// - Throws: as `spawn(_:)`.
+    public static func spawn(_ arguments: [String], input: FileDescriptor, output: FileDescriptor, error: FileDescriptor) throws(SystemError) -> ChildProcess {
+        try spawn(arguments, standardDescriptors: (input, output, error), ownProcessGroup: true)
+    }
+
+    private static func spawn(_ arguments: [String], standardDescriptors: (FileDescriptor, FileDescriptor, FileDescriptor)?, ownProcessGroup: Bool) throws(SystemError) -> ChildProcess {
         precondition(!arguments.isEmpty, "spawn needs a command")
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
@@ -61,13 +78,27 @@ public struct ChildProcess: Sendable {
         var empty = sigset_t()
         sigemptyset(&empty)
         posix_spawnattr_setsigmask(&attributes, &empty)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
+        var flags = POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK
+        if ownProcessGroup {
+            flags |= POSIX_SPAWN_SETPGROUP
+            posix_spawnattr_setpgroup(&attributes, 0)
+        }
+        posix_spawnattr_setflags(&attributes, Int16(flags))
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        if let (input, output, error) = standardDescriptors {
+            // dup2 clears close-on-exec on the copy; the originals (close-on-exec pipes) vanish at exec.
+            posix_spawn_file_actions_adddup2(&actions, input.rawValue, 0)
+            posix_spawn_file_actions_adddup2(&actions, output.rawValue, 1)
+            posix_spawn_file_actions_adddup2(&actions, error.rawValue, 2)
+        }
 
         var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) }
         argv.append(nil)
         defer { for pointer in argv { free(pointer) } }
         var pid: pid_t = 0
-        let result = posix_spawnp(&pid, argv[0]!, nil, &attributes, &argv, environ)
+        let result = posix_spawnp(&pid, argv[0]!, &actions, &attributes, &argv, environ)
         guard result == 0 else { throw SystemError("posix_spawnp", Errno(rawValue: result)) }
         return ChildProcess(pid: pid)
     }
@@ -84,5 +115,34 @@ public struct ChildProcess: Sendable {
     /// kill(2); errors (the child already gone) are ignored.
     public func send(signal: Int32) {
         _ = kill(pid, signal)
+    }
+
+    /// kill(2) of the child's process group (a child started with
+    /// `spawn(_:input:output:error:)` leads its own); errors are ignored.
+    public func sendToGroup(signal: Int32) {
+        _ = kill(-pid, signal)
+    }
+}
+
+/// A pipe(2), both ends close-on-exec and non-blocking unless said.
+public struct Pipe: Sendable {
+    public let readEnd: FileDescriptor
+    public let writeEnd: FileDescriptor
+
+    /// pipe2(2) with `O_CLOEXEC`; `O_NONBLOCK` on the ends named.
+    /// - Throws: `SystemError("pipe2", errno)`, e.g. EMFILE.
+    public init(nonBlockingRead: Bool, nonBlockingWrite: Bool) throws(SystemError) {
+        var fds: [Int32] = [-1, -1]
+        _ = try checkedCall("pipe2") { pipe2(&fds, O_CLOEXEC) }
+        readEnd = FileDescriptor(rawValue: fds[0])
+        writeEnd = FileDescriptor(rawValue: fds[1])
+        do {
+            if nonBlockingRead { try readEnd.setNonBlocking(true) }
+            if nonBlockingWrite { try writeEnd.setNonBlocking(true) }
+        } catch {
+            readEnd.close()
+            writeEnd.close()
+            throw error
+        }
     }
 }

@@ -5,7 +5,9 @@
 // that reads `/etc/eventbus/bridge.conf`, so a value means the same in both.
 //
 // Before editing: a new setting is a key in ConfigFile (with its case in
-// `apply`), an `OptionSpec` here with the same name, and a line in `usage`.
+// `apply`) and an `OptionDeclaration` of the same name in `bridgeInterface`
+// (EventBusBridge/BridgeInterface.swift: the parser's table, the help,
+// eventbus-bridge(8) and the completions come from it).
 import EventBusBridge
 import EventBusCommandLine
 import EventBusProtocol
@@ -35,20 +37,9 @@ struct BridgeOptions {
     /// `--config FILE`, if given.
     var configFile: String?
 
-    /// The flags that are settings, named as in the file (`ConfigFile.keys`).
-    static let settingFlags: [OptionSpec] = ConfigFile.keys
-        .filter { !ConfigFile.fileOnly.contains($0) && $0 != "bus" }
-        .map { OptionSpec($0, $0 == "socket" ? "s" : nil, value: true) }
-
-    /// Every option `eventbus-bridge` accepts.
-    static let specs: [OptionSpec] = settingFlags + [
-        OptionSpec("system"),
-        OptionSpec("user"),
-        OptionSpec("config", "c", value: true),
-        OptionSpec("status"),
-        OptionSpec("help", "h"),
-        OptionSpec("version", "V"),
-    ]
+    /// Every option `eventbus-bridge` accepts: those of its declaration,
+    /// `bridgeInterface` (EventBusBridge/BridgeInterface.swift).
+    static var specs: [OptionSpec] { bridgeInterface.specs() }
 
     /// Parses `arguments` (without the program name) and reads `--config`.
     /// - Throws: `BridgeFailure` 64 for the command line (ending in `(see
@@ -119,64 +110,7 @@ struct BridgeOptions {
         return "\(error)"
     }
 
-    /// The `--help` text; defaults are read from `BridgeConfiguration`.
-    static var usage: String {
-        let defaults = BridgeConfiguration(servers: [], node: NodeName("x")!)
-        return """
-        Usage: eventbus-bridge [--socket PATH | --system | --user] --nats URL[,URL...] --node NAME
-                               [--export PATTERN]... [--import PATTERN]... [--prefix PREFIX] [--config FILE]
-               eventbus-bridge --status [--node NAME | --status-file PATH | --config FILE]
-
-        Carries events between this machine's bus and a NATS cluster (docs/BRIDGE.md):
-        local events matching an --export pattern go to NATS subject
-        PREFIX.evt.NODE.TYPE (CloudEvents headers, data bytes unchanged); NATS
-        messages on PREFIX.evt.*.PATTERN from other nodes are published here with
-        "origin". Both links reconnect forever; exports are held in order while
-        NATS is away (up to --buffer-events / --buffer-bytes, then dropped,
-        counted and reported on PREFIX.ctl.NODE.dropped).
-
-        Local bus (first that applies; PROTOCOL.md "Transport"):
-          -s, --socket PATH           the broker's socket
-              --system                the system bus, \(SocketPath.systemBus)
-              --user                  the user bus, $XDG_RUNTIME_DIR/eventbus/bus.sock
-                                      otherwise $EVENTBUS_SOCKET; else the user bus when
-                                      XDG_RUNTIME_DIR is set and not root; else the system bus
-
-        NATS and what to carry:
-              --nats URL[,URL...]     seed servers (nats://HOST[:PORT]); more are learnt
-                                      from the cluster (INFO connect_urls); repeatable
-              --node NAME             this bus's name in subjects and origin (1-63 of
-                                      A-Z a-z 0-9 _ -); one bridge per NAME per NATS system
-              --export PATTERN        local types to send (repeatable, or a comma list)
-              --import PATTERN        remote types to receive (repeatable, or a comma list)
-              --prefix PREFIX         subject root (default \(defaults.prefix.text))
-              --name NAME             CONNECT name (default "eventbus-bridge NODE")
-              --reconnect-initial DURATION  NATS backoff after a failed pass (default \(durationText(defaults.reconnectInitial)))
-              --reconnect-max DURATION      its ceiling (default \(durationText(defaults.reconnectMaximum))); never gives up
-              --ping-interval DURATION      NATS keepalive (default \(durationText(defaults.pingInterval)))
-              --buffer-events N       exports held while NATS is away (default \(defaults.bufferEvents))
-              --buffer-bytes SIZE     and their bytes (default \(sizeText(defaults.bufferBytes)))
-
-        Running:
-          -c, --config FILE           read settings from FILE first (same names as these
-                                      flags, plus nats-user, nats-password, nats-token);
-                                      flags override it. Example: config/bridge.conf
-              --status-file PATH      where the counters are written every second (default
-                                      $RUNTIME_DIRECTORY/NODE.json under systemd, else
-                                      /run/eventbus-bridge/NODE.json for root,
-                                      $XDG_RUNTIME_DIR/eventbus-bridge/NODE.json otherwise)
-              --status                print the counters of the running bridges (one JSON
-                                      line each: link states, buffered, exported, imported,
-                                      dropped by reason, reconnects) and exit
-              --log-level LEVEL       error, warning, notice, info (default) or debug
-          -h, --help                  show this help
-          -V, --version               show the version
-            DURATION is a time span as in systemd.time(7): 250ms, 30s, 5min, plain
-            seconds. SIZE is bytes, or with K, M, G (binary multiples).
-
-        Exit status: 0 clean stop (SIGTERM, SIGINT) or live bridges for --status,
-        64 usage error, 69 no live bridge for --status, 70 internal failure,
-        78 unreadable or invalid config file.
-        """
-    }
+    /// The `--help` text, rendered from `bridgeInterface` (whose defaults are
+    /// read from `BridgeConfiguration`).
+    static var usage: String { HelpText.render(bridgeInterface, command: bridgeInterface.root) }
 }

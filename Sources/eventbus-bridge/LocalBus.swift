@@ -200,7 +200,7 @@ struct LocalBus {
             if accepted > 0 { report(.imported(count: accepted), &reports) }
         case .unreadable(let error):
             report(.notice("unreadable frame from the broker: \(error)"), &reports)
-        case .held, .subscribed, .unsubscribed, .settled, .other, .ignored:
+        case .held, .subscribed, .unsubscribed, .settled, .other, .ignored, .request:
             break
         }
     }

@@ -32,7 +32,7 @@ do {
 let environment = ProcessEnvironment.variables()
 switch options.mode {
 case .help:
-    print(BridgeOptions.usage)
+    print(BridgeOptions.usage, terminator: "")
     exit(0)
 case .version:
     print("eventbus-bridge \(EventBusRelease.version) (protocol \(ProtocolConstants.version))")

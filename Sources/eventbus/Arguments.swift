@@ -1,5 +1,5 @@
-// The CLI's side of command-line parsing: the options every command accepts,
-// and the CLI's wording of EventBusCommandLine's errors (status 64 with a
+// The CLI's side of command-line parsing: the CLI's wording of
+// EventBusCommandLine's errors (status 64 with a
 // pointer to the command's --help). The parser itself and the DURATION and N
 // parsers are EventBusCommandLine's, shared with eventbusd.
 //
@@ -7,23 +7,6 @@
 // `ParsedArguments.value(_:command:as:)` below, so every command words a bad
 // value the same way (with examples of good ones).
 import EventBusCommandLine
-
-/// Options every command accepts (PROTOCOL.md "Transport" for the bus choice).
-let globalOptions: [OptionSpec] = [
-    OptionSpec("socket", "s", value: true),
-    OptionSpec("system"),
-    OptionSpec("user"),
-    OptionSpec("help", "h"),
-    OptionSpec("version", "V"),
-]
-
-/// `--format FORMAT` and its short form `--json` (`-j`, the same as `--format
-/// json`): every command whose output is structured takes both (stats,
-/// clients, get, listen, wait), so a flag learnt on one works on the others.
-let formatOptions: [OptionSpec] = [
-    OptionSpec("format", "f", value: true),
-    OptionSpec("json", "j"),
-]
 
 /// `parseArguments` with its `UsageError` as a `CLIError`.
 /// - Parameters:
@@ -40,7 +23,7 @@ func parseCommand(_ arguments: ArraySlice<String>, specs: [OptionSpec], command:
 }
 
 extension ParsedArguments {
-    /// The format asked for with `formatOptions`: the last `--format` value,
+    /// The format asked for with `--format` or `--json`: the last `--format` value,
     /// `json` for `--json`, nil for neither.
     /// - Throws: `CLIError` 64 for `--json` with another `--format`.
     func format(command: String) throws(CLIError) -> String? {

@@ -39,6 +39,13 @@ final class BrokerConnection {
     /// a session of their own (`open`), which outlives the connection.
     private var session: BusSession<Void>
 
+    /// Whether frames read already wait to be handed out (a `receive`
+    /// callback stopped early): the next `receive` gives them without reading.
+    var hasBacklog: Bool { splitter.hasBacklog }
+
+    /// The broker's `conn` for this connection, once its `hello` was answered.
+    var connectionID: UInt64? { session.greeting?.connection }
+
     /// Largest frame accepted from the broker. Events may exceed the broker's
     /// own 1 MiB request limit by their envelope (PROTOCOL.md "Framing") and
     /// the limit is configurable there, so this is only a guard against a runaway peer.
@@ -297,6 +304,9 @@ extension Reply {
         case .badFrame, .badRequest, .badType, .frameTooLarge: status = .dataError
         case .forbidden: status = .noPermission
         case .limit, .slowConsumer, .timeout: status = .temporaryFailure
+        case .noResponders: status = .noResponders
+        case .noReply: status = .noReply
+        case .serviceError: status = .serviceFailed
         case .unknownOp, nil: status = .protocolError
         }
         return CLIError(status, "\(action) failed: \(message) (\(code))")

@@ -22,6 +22,8 @@ struct TypeRow {
     var retained = false
     var lastSeq: UInt64? = nil
     var lastTime: String? = nil
+    /// (1.3) Requests of this type (PROTOCOL.md "Request/reply"); nil from a broker without them.
+    var requests: UInt64? = nil
 }
 
 /// One connection as `clients` reported it.
@@ -35,6 +37,8 @@ struct ClientRow {
     var delivered: UInt64 = 0
     var dropped: UInt64 = 0
     var overflow: String = ""
+    /// When it connected (`since`), seconds since the epoch; nil if unreadable.
+    var since: Int? = nil
     /// (1.2) Publisher connections it holds back now.
     var holding: UInt64? = nil
     /// (1.2) It is held back now.
@@ -50,6 +54,8 @@ struct BusSnapshot {
     var instance: String = ""
     var types: [TypeRow] = []
     var clients: [ClientRow] = []
+    /// This poll's own connection (`conn` of its `hello` reply), nil if unknown.
+    var ownConnection: UInt64? = nil
     /// CLOCK_MONOTONIC when the poll ended, ns.
     var takenAt: Int64 = 0
 
@@ -70,6 +76,7 @@ struct BusSnapshot {
         snapshot.read(stats: stats)
         snapshot.types = try rows(types, "types", readType)
         snapshot.clients = try rows(clients, "clients", readClient)
+        snapshot.ownConnection = connection.connectionID
         snapshot.takenAt = Clock.monotonicNanoseconds()
         return snapshot
     }
@@ -106,6 +113,7 @@ struct BusSnapshot {
         row.retained = fields.bool("retained") ?? false
         row.lastSeq = fields.unsigned("last_seq")
         row.lastTime = fields.string("last_time")
+        row.requests = fields.unsigned("requests")
         return row
     }
 
@@ -121,6 +129,7 @@ struct BusSnapshot {
         row.delivered = fields.unsigned("delivered") ?? 0
         row.dropped = fields.unsigned("dropped") ?? 0
         row.overflow = fields.string("overflow") ?? ""
+        row.since = fields.string("since").flatMap(LocalTime.epochSeconds(fromRFC3339:))
         row.holding = fields.unsigned("holding")
         row.held = fields.bool("held")
         row.behind = fields.bool("behind")

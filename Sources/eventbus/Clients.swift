@@ -10,8 +10,6 @@ import EventBusCommandLine
 import EventBusProtocol
 import EventBusSystem
 
-let clientsOptions: [OptionSpec] = globalOptions + formatOptions
-
 /// How `clients` prints.
 enum ClientsFormat: String {
     /// Aligned columns (default on a terminal).
@@ -27,7 +25,9 @@ private let clientColumns: [(header: String, key: String, right: Bool)] = [
     ("CLIENT", "client", false), ("SINCE", "since", false), ("SUBS", "subscriptions", true),
     ("QUEUED", "queued_bytes", true), ("PUBLISHED", "published", true), ("DELIVERED", "delivered", true),
     ("DROPPED", "dropped", true), ("OVERFLOW", "overflow", false), ("ECHO", "echo", false),
-    ("HOLDING", "holding", true), ("HELD", "held", false), ("BEHIND", "behind", false), ("PATTERNS", "patterns", false),
+    ("HOLDING", "holding", true), ("HELD", "held", false), ("BEHIND", "behind", false),
+    ("PENDING", "pending", true), ("SERVING", "serving", true),  // 1.3: requests waited on, and given and not answered
+    ("PATTERNS", "patterns", false),
 ]
 
 func runClients(_ args: ParsedArguments, socket: String) throws(CLIError) {

@@ -214,6 +214,21 @@ enum LocalTime {
     /// `2026-11-29T13:00:00.123Z` to `HH:MM:SS.mmm` in the local time zone;
     /// nil when the text is not in the broker's format.
     static func clock(fromRFC3339 text: String) -> String? {
+        guard let parsed = parse(text) else { return nil }
+        var seconds = time_t(parsed.seconds)
+        var parts = tm()
+        guard localtime_r(&seconds, &parts) != nil else { return nil }
+        func two(_ v: Int32) -> String { v < 10 ? "0\(v)" : "\(v)" }
+        return "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))\(parsed.fraction)"
+    }
+
+    /// `2026-11-29T13:00:00.123Z` as whole seconds since the epoch (UTC); nil
+    /// when the text is not in the broker's format.
+    static func epochSeconds(fromRFC3339 text: String) -> Int? { parse(text)?.seconds }
+
+    /// The broker's timestamp as seconds since the epoch and its fraction as
+    /// shown (`.123`, or empty).
+    private static func parse(_ text: String) -> (seconds: Int, fraction: String)? {
         let b = Array(text.utf8)
         guard b.count >= 20, b[4] == 0x2D, b[7] == 0x2D, b[10] == 0x54, b[13] == 0x3A, b[16] == 0x3A else { return nil }
         func number(_ range: Range<Int>) -> Int? {
@@ -235,11 +250,7 @@ enum LocalTime {
         }
         guard b.last == 0x5A else { return nil }
         let days = daysFromCivil(year: year, month: month, day: day)
-        var seconds = time_t(days * 86_400 + hour * 3600 + minute * 60 + second)
-        var parts = tm()
-        guard localtime_r(&seconds, &parts) != nil else { return nil }
-        func two(_ v: Int32) -> String { v < 10 ? "0\(v)" : "\(v)" }
-        return "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))\(fraction)"
+        return (days * 86_400 + hour * 3600 + minute * 60 + second, fraction)
     }
 
     /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil).

@@ -3,8 +3,12 @@
 // exposition_formats): `# HELP` and `# TYPE` once per metric family, counters
 // named `..._total`, label values escaped (backslash, double quote, line
 // feed). Per-type series carry a `type` label (at most `--max-types`, the
-// busiest first), per-connection series `conn`, `client` and `uid` labels (at
-// most `--max-clients`, the largest queues first).
+// busiest first). Per-client series carry `client`, `pid` and `uid` labels:
+// the connections of one process with one client name are summed into one
+// series, only connections older than `--min-client-age` count (a one-shot
+// `eventbus publish`, or this exporter's own connection, would make a new
+// series at every scrape: issue 33), and at most `--max-clients` series are
+// written, the largest queues first. No label carries a connection id.
 //
 // Before editing: every string that came from the broker goes into a label
 // value through `label`, never into a metric name or a comment; a family is
@@ -46,7 +50,11 @@ enum Exposition {
     ]
 
     /// The whole exposition of `snapshot` (a broker that answered), LF-terminated.
-    static func render(_ snapshot: BusSnapshot, maxTypes: Int, maxClients: Int) -> String {
+    /// - Parameters:
+    ///   - minClientAge: connections younger than this many seconds (by
+    ///     their `since`, against `now`) get no per-client series.
+    ///   - now: the wall clock, seconds since the epoch.
+    static func render(_ snapshot: BusSnapshot, maxTypes: Int, maxClients: Int, minClientAge: Int, now: Int) -> String {
         var families: [Family] = []
         var up = Family("eventbus_up", "gauge", "Whether the broker answered (1) or not (0).")
         up.samples.append(([], 1))
@@ -76,16 +84,17 @@ enum Exposition {
             retained.samples.append((labels, row.retained ? 1 : 0))
         }
         families += [published, delivered, dropped, subscribers, retained]
-        let clients = snapshot.clients.sorted { ($0.queuedBytes, $1.conn) > ($1.queuedBytes, $0.conn) }.prefix(max(0, maxClients))
-        var queued = Family("eventbus_client_queued_bytes", "gauge", "Bytes in the connection's outbound queue.")
-        var clientPublished = Family("eventbus_client_published_total", "counter", "Events the connection published.")
-        var clientDelivered = Family("eventbus_client_delivered_total", "counter", "Events queued to the connection.")
-        var clientDropped = Family("eventbus_client_dropped_total", "counter", "Events dropped for the connection.")
-        var held = Family("eventbus_client_held", "gauge", "Whether the connection is held back now (1) or not (0).")
-        var behind = Family("eventbus_client_behind", "gauge", "Whether the connection is behind (1) or not (0).")
-        var holding = Family("eventbus_client_holding", "gauge", "Publisher connections this connection holds back now.")
+        let clients = clientSeries(snapshot, minClientAge: minClientAge, now: now).prefix(max(0, maxClients))
+        var queued = Family("eventbus_client_queued_bytes", "gauge", "Bytes in the outbound queues of the client's connections.")
+        var clientPublished = Family("eventbus_client_published_total", "counter", "Events the client's connections published.")
+        var clientDelivered = Family("eventbus_client_delivered_total", "counter", "Events queued to the client's connections.")
+        var clientDropped = Family("eventbus_client_dropped_total", "counter", "Events dropped for the client's connections.")
+        var held = Family("eventbus_client_held", "gauge", "Whether a connection of the client is held back now (1) or not (0).")
+        var behind = Family("eventbus_client_behind", "gauge", "Whether a connection of the client is behind (1) or not (0).")
+        var holding = Family("eventbus_client_holding", "gauge", "Publisher connections the client's connections hold back now.")
+        var connections = Family("eventbus_client_connections", "gauge", "Connections of the client (at least --min-client-age old).")
         for row in clients {
-            let labels = [("conn", "\(row.conn)"), ("client", row.client ?? ""), ("uid", "\(row.uid)")]
+            let labels = [("client", row.client ?? ""), ("pid", "\(row.pid)"), ("uid", "\(row.uid)")]
             queued.samples.append((labels, row.queuedBytes))
             clientPublished.samples.append((labels, row.published))
             clientDelivered.samples.append((labels, row.delivered))
@@ -93,9 +102,41 @@ enum Exposition {
             if let value = row.held { held.samples.append((labels, value ? 1 : 0)) }
             if let value = row.behind { behind.samples.append((labels, value ? 1 : 0)) }
             if let value = row.holding { holding.samples.append((labels, value)) }
+            connections.samples.append((labels, row.conn))
         }
-        families += [queued, clientPublished, clientDelivered, clientDropped, held, behind, holding]
+        families += [queued, clientPublished, clientDelivered, clientDropped, held, behind, holding, connections]
         return text(families)
+    }
+
+    /// The per-client rows: the connections at least `minClientAge` seconds
+    /// old, but not the snapshot's own, summed per (client, pid, uid) (`conn`
+    /// holds how many connections), the largest queues first, then by client,
+    /// pid and uid (stable output).
+    static func clientSeries(_ snapshot: BusSnapshot, minClientAge: Int, now: Int) -> [ClientRow] {
+        struct Identity: Hashable {
+            var client: String?
+            var pid: Int64
+            var uid: UInt64
+        }
+        var rows: [Identity: ClientRow] = [:]
+        for row in snapshot.clients where row.conn != snapshot.ownConnection {
+            // A connection whose `since` cannot be read counts as young: no series.
+            guard let since = row.since, now - since >= minClientAge else { continue }
+            let identity = Identity(client: row.client, pid: row.pid, uid: row.uid)
+            var sum = rows[identity] ?? ClientRow(conn: 0, client: row.client, pid: row.pid, uid: row.uid)
+            sum.conn += 1
+            sum.queuedBytes += row.queuedBytes
+            sum.published += row.published
+            sum.delivered += row.delivered
+            sum.dropped += row.dropped
+            if let held = row.held { sum.held = (sum.held ?? false) || held }
+            if let behind = row.behind { sum.behind = (sum.behind ?? false) || behind }
+            if let holding = row.holding { sum.holding = (sum.holding ?? 0) + holding }
+            rows[identity] = sum
+        }
+        return rows.values.sorted {
+            ($0.queuedBytes, $1.client ?? "", $1.pid, $1.uid) > ($1.queuedBytes, $0.client ?? "", $0.pid, $0.uid)
+        }
     }
 
     /// The exposition of a broker that did not answer: `eventbus_up 0` only.

@@ -17,16 +17,6 @@ import EventBusProtocol
 import EventBusSession
 import EventBusSystem
 
-let listenOptions: [OptionSpec] = globalOptions + formatOptions + [
-    OptionSpec("count", "n", value: true),
-    OptionSpec("timeout", "t", value: true),
-    OptionSpec("reconnect", "r"),
-    OptionSpec("last"),
-    OptionSpec("since", value: true),
-    OptionSpec("resume", value: true),
-    OptionSpec("overflow", value: true),
-]
-
 func runListen(_ args: ParsedArguments, socket: String) throws(CLIError) {
     let command = "listen"
     let patterns = args.operands.isEmpty ? [">"] : args.operands
@@ -47,6 +37,11 @@ func runListen(_ args: ParsedArguments, socket: String) throws(CLIError) {
         guard let seq = UInt64(text) else { throw .usage(command, "invalid seq '\(text)' for --since: a whole number, 0 or more") }
         since = StreamPosition(instance: nil, seq: seq)
     }
+    // (1.3) A queue group shares live events only (PROTOCOL.md "Queue groups").
+    let group = try groupOption(args, command: command)
+    if group != nil, let other = ["last", "since", "resume"].first(where: args.has) {
+        throw .usage(command, "--group and --\(other) cannot be combined: a group shares live events only")
+    }
     if let resumePath { since = try ResumeFile.read(resumePath) }
     // Each connection ends its subscribes with the sentinel while the
     // position is followed, and events wait for it (SessionOptions.ordered).
@@ -54,7 +49,7 @@ func runListen(_ args: ParsedArguments, socket: String) throws(CLIError) {
     if let since { session.start(at: since, covering: patterns) }
     let last = args.has("last")
     /// `--last` asks the first connection only.
-    func frames() -> [UInt8] { session.connectionFrames(patterns, last: last && session.connections == 0) }
+    func frames() -> [UInt8] { session.connectionFrames(patterns, last: last && session.connections == 0, group: group) }
     let formatter = EventFormatter(format: format)
 
     var idleDeadline = idleNanoseconds.map { Clock.monotonicNanoseconds() + $0 }
@@ -110,7 +105,7 @@ func runListen(_ args: ParsedArguments, socket: String) throws(CLIError) {
                 }
             case .helloRefused(let reply), .error(let reply):
                 brokerError = reply  // reported below: as the reason if the broker then closes
-            case .held, .greeted, .subscribed, .unsubscribed, .other, .unreadable, .ignored:
+            case .held, .greeted, .subscribed, .unsubscribed, .other, .unreadable, .ignored, .request:
                 break
             }
             return true

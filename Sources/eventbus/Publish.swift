@@ -11,16 +11,6 @@ import EventBusProtocol
 import EventBusSystem
 import Glibc
 
-let publishOptions: [OptionSpec] = globalOptions + [
-    OptionSpec("string", value: true),
-    OptionSpec("source", value: true),
-    OptionSpec("id", value: true),
-    OptionSpec("print-seq", "p"),
-    OptionSpec("lines", "l"),
-    OptionSpec("json-lines", "j"),
-    OptionSpec("retain", "r"),
-]
-
 /// What `publish` sends in each event besides `data`.
 struct PublishEnvelope {
     var type: String
@@ -28,10 +18,12 @@ struct PublishEnvelope {
     var id: String?
     /// (1.1) Keep it as the retained event of its type (`--retain`).
     var retain = false
+    /// (1.3) Queue groups: the member this key hashes to gets the event (`--key`).
+    var key: String? = nil
 
-    /// `{"op":"publish","req":R,"type":"T"[,"source":S][,"id":I][,"retain":true],"data":D}`
+    /// `{"op":"publish","req":R,"type":"T"[,"source":S][,"id":I][,"key":K][,"retain":true],"data":D}`
     func request(data: JSONText) -> ClientRequest {
-        .publish(type: type, source: source, id: id, retain: retain ? true : nil, data: data)
+        .publish(type: type, source: source, id: id, key: key, retain: retain ? true : nil, data: data)
     }
 }
 
@@ -42,7 +34,7 @@ func runPublish(_ args: ParsedArguments, socket: String) throws(CLIError) {
     // The connection is named `eventbus-publish` (in `hello`, for `eventbus clients`), which the
     // broker would make the default `source`; the documented default stays the publisher's `pid/<pid>`.
     let source = args.value("source") ?? "pid/\(ProcessIdentity.current.pid)"
-    let envelope = PublishEnvelope(type: typeName, source: source, id: args.value("id"), retain: args.has("retain"))
+    let envelope = PublishEnvelope(type: typeName, source: source, id: args.value("id"), retain: args.has("retain"), key: try keyOption(args, command: command))
 
     if args.has("lines") || args.has("json-lines") {
         guard args.operands.count == 1 else { throw .usage(command, "--lines reads events from standard input and takes no DATA") }
@@ -52,23 +44,7 @@ func runPublish(_ args: ParsedArguments, socket: String) throws(CLIError) {
     }
     guard args.operands.count <= 2 else { throw .usage(command, "too many arguments; quote DATA as one argument, e.g. '{\"a\": 1}'") }
 
-    // The data, validated and compacted before anything is sent.
-    let data: JSONText
-    if let text = args.value("string") {
-        guard args.operands.count == 1 else { throw .usage(command, "give either DATA or --string TEXT, not both") }
-        data = JSONText(quoting: text)
-    } else if args.operands.count == 2 && args.operands[1] != "-" {
-        data = try validatedJSON(Array(args.operands[1].utf8), origin: "DATA")
-    } else if args.operands.count == 2 || !FileDescriptor.standardInput.isTerminal {
-        let input = try readAllStandardInput()
-        if isBlank(input) {
-            data = .null
-        } else {
-            data = try validatedJSON(input, origin: "standard input", alwaysHint: args.operands.count == 2 ? "" : implicitInputHint)
-        }
-    } else {
-        data = .null
-    }
+    let data = try operandData(args, command: command)
     let connection = try BrokerConnection.connect(to: socket, client: "eventbus-publish")
     let reply = try connection.request(envelope.request(data: data))
     guard reply.isOK else { throw reply.failure("publish") }
@@ -76,6 +52,27 @@ func runPublish(_ args: ParsedArguments, socket: String) throws(CLIError) {
         guard let seq = reply.unsigned("seq") else { throw CLIError(.software, "the broker's reply has no seq") }
         try StandardOutput.write("\(seq)\n")
     }
+}
+
+/// The DATA of `publish TYPE [DATA | -]` and `request TYPE [DATA | -]`,
+/// validated and compacted before anything is sent: `--string TEXT` as a
+/// JSON string; DATA; '-' or no DATA: standard input unless it is a terminal
+/// (blank input: null); otherwise null.
+/// - Throws: `CLIError` 64 for DATA with `--string`, 65 for invalid JSON.
+func operandData(_ args: ParsedArguments, command: String) throws(CLIError) -> JSONText {
+    if let text = args.value("string") {
+        guard args.operands.count == 1 else { throw .usage(command, "give either DATA or --string TEXT, not both") }
+        return JSONText(quoting: text)
+    }
+    if args.operands.count == 2 && args.operands[1] != "-" {
+        return try validatedJSON(Array(args.operands[1].utf8), origin: "DATA")
+    }
+    if args.operands.count == 2 || !FileDescriptor.standardInput.isTerminal {
+        let input = try readAllStandardInput()
+        if isBlank(input) { return .null }
+        return try validatedJSON(input, origin: "standard input", alwaysHint: args.operands.count == 2 ? "" : implicitInputHint)
+    }
+    return .null
 }
 
 /// Event types are checked here so a bad one is a usage error and nothing is
@@ -86,6 +83,15 @@ func validateEventType(_ name: String, command: String) throws(CLIError) {
         throw .usage(command, "'\(name)' is a pattern; \(command) needs an exact event TYPE")
     }
     throw .usage(command, "invalid event TYPE '\(name)': 1-255 bytes of '.'-separated segments of A-Z a-z 0-9 _ - :")
+}
+
+/// (1.3) `--key K` of `publish` and `request`: 1-255 bytes (PROTOCOL.md
+/// "Queue groups"), checked before anything is sent.
+/// - Throws: `CLIError` 64 for an empty or longer key.
+func keyOption(_ args: ParsedArguments, command: String) throws(CLIError) -> String? {
+    guard let key = args.value("key") else { return nil }
+    guard (1...255).contains(key.utf8.count) else { throw .usage(command, "invalid --key: 1-255 bytes, got \(key.utf8.count)") }
+    return key
 }
 
 /// The hint for DATA that starts like plain text.

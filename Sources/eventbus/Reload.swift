@@ -18,21 +18,14 @@ import EventBusProtocol
 import EventBusSystem
 import Glibc
 
-let reloadOptions: [OptionSpec] = globalOptions + [
-    OptionSpec("wait", "w"),
-    OptionSpec("timeout", "t", value: true),
-]
-
-/// How long `--wait` waits for the outcome unless `--timeout` says otherwise.
-let defaultReloadTimeoutText = "30s"  // 30_000_000_000 ns in `runReload`
-
 func runReload(_ args: ParsedArguments, socket: String) throws(CLIError) {
     let command = "reload"
     guard args.operands.isEmpty else { throw .usage(command, "unexpected argument '\(args.operands[0])'") }
     let wait = args.has("wait")
     if args.has("timeout") && !wait { throw .usage(command, "--timeout needs --wait") }
     let timeoutText = args.value("timeout") ?? defaultReloadTimeoutText
-    let timeoutNanoseconds = try args.value("timeout", command: command, as: parseDuration)?.totalNanoseconds ?? 30_000_000_000
+    let timeoutNanoseconds = try args.value("timeout", command: command, as: parseDuration)?.totalNanoseconds
+        ?? (try! parseDuration(defaultReloadTimeoutText)).totalNanoseconds
     let deadline = Clock.monotonicNanoseconds() + timeoutNanoseconds
 
     let connection = try BrokerConnection.connect(to: socket, client: "eventbus-reload")

@@ -12,9 +12,6 @@ import EventBusProtocol
 import EventBusSession
 import EventBusSystem
 
-let getOptions: [OptionSpec] = globalOptions + formatOptions
-let clearOptions: [OptionSpec] = globalOptions
-
 func runGet(_ args: ParsedArguments, socket: String) throws(CLIError) {
     let command = "get"
     guard let pattern = args.operands.first else { throw .usage(command, "missing PATTERN") }
@@ -43,7 +40,7 @@ func runGet(_ args: ParsedArguments, socket: String) throws(CLIError) {
             case .dropped(let count, let since):
                 reportDropped(count: count, sinceSeq: since)
                 received += count
-            case .held, .gap, .greeted, .helloRefused, .unsubscribed, .answered, .settled, .revoked, .other, .unreadable, .ignored:
+            case .held, .gap, .greeted, .helloRefused, .unsubscribed, .answered, .settled, .revoked, .other, .unreadable, .ignored, .request:
                 break
             }
             return expected.map { received < $0 } ?? true

@@ -4,16 +4,11 @@ import EventBusCommandLine
 import EventBusProtocol
 import EventBusSystem
 
-let statsOptions: [OptionSpec] = globalOptions + formatOptions + [
-    OptionSpec("prometheus"), OptionSpec("max-types", value: true), OptionSpec("max-clients", value: true),
-    OptionSpec("output", "o", value: true),
-]
-let pingOptions: [OptionSpec] = globalOptions + [OptionSpec("wait", "w", value: true)]
 
 func runStats(_ args: ParsedArguments, socket: String) throws(CLIError) {
     guard args.operands.isEmpty else { throw .usage("stats", "unexpected argument '\(args.operands[0])'") }
     if args.has("prometheus") { return try runPrometheus(args, socket: socket) }
-    for name in ["max-types", "max-clients", "output"] where args.has(name) {
+    for name in ["max-types", "max-clients", "min-client-age", "output"] where args.has(name) {
         throw .usage("stats", "--\(name) goes with --prometheus")
     }
     let format = try args.format(command: "stats") ?? "table"
@@ -55,7 +50,7 @@ func runStats(_ args: ParsedArguments, socket: String) throws(CLIError) {
     try StandardOutput.write(out)
 }
 
-/// Per-type and per-connection series at most, by default (`--max-types`, `--max-clients`).
+/// Per-type and per-client series at most, by default (`--max-types`, `--max-clients`).
 let defaultMaxMetricTypes = 100
 let defaultMaxMetricClients = 100
 
@@ -69,13 +64,15 @@ func runPrometheus(_ args: ParsedArguments, socket: String) throws(CLIError) {
     if let format = args.value("format") { throw .usage("stats", "give --format \(format) or --prometheus, not both") }
     let maxTypes = try args.value("max-types", command: "stats", as: parseCount) ?? defaultMaxMetricTypes
     let maxClients = try args.value("max-clients", command: "stats", as: parseCount) ?? defaultMaxMetricClients
+    let minAge = try args.value("min-client-age", command: "stats", as: parseDuration) ?? (try! parseDuration(defaultMinClientAgeText))
     var text: String
     var failure: CLIError? = nil
     do throws(CLIError) {
         let connection = try BrokerConnection.connect(to: socket, client: "eventbus-stats")
         let deadline = Clock.monotonicNanoseconds() + 10_000_000_000
         let snapshot = try BusSnapshot.poll(connection, typesLimit: allTypesLimit, deadline: deadline)
-        text = Exposition.render(snapshot, maxTypes: maxTypes, maxClients: maxClients)
+        text = Exposition.render(snapshot, maxTypes: maxTypes, maxClients: maxClients,
+                                 minClientAge: Int(minAge.totalNanoseconds / 1_000_000_000), now: Int(Clock.wallNanoseconds() / 1_000_000_000))
     } catch where error.status == ExitStatus.unavailable.rawValue || error.status == ExitStatus.timedOut.rawValue {
         text = Exposition.unavailable()
         failure = error.status == ExitStatus.timedOut.rawValue ? CLIError(.unavailable, "the broker at \(socket) did not answer within 10s") : error

@@ -47,10 +47,11 @@ func subscriberSession(client: String, overflow: OverflowPolicy? = nil, ordered:
 extension BusSession {
     /// A new connection's frames: the `hello`, then a subscribe per pattern
     /// (with `last` when asked, with `since` where the position covers it),
-    /// then, for an ordered session, the sentinel.
-    mutating func connectionFrames(_ patterns: [String], last: Bool = false) -> [UInt8] {
+    /// then, for an ordered session, the sentinel. (1.3) With `group`, each
+    /// pattern joins that queue group instead (no `last`, no `since`).
+    mutating func connectionFrames(_ patterns: [String], last: Bool = false, group: String? = nil) -> [UInt8] {
         connectionStarted()
-        for pattern in patterns { subscribe(pattern, last: last) }
+        for pattern in patterns { subscribe(SubscriptionKey(pattern, group: group), last: last) }
         settle()
         return takeOutput()
     }

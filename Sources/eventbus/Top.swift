@@ -16,11 +16,6 @@ import EventBusProtocol
 import EventBusSystem
 import Glibc
 
-let topOptions: [OptionSpec] = globalOptions + formatOptions + [
-    OptionSpec("interval", "i", value: true), OptionSpec("count", "n", value: true),
-    OptionSpec("queue-limit", value: true),
-]
-
 /// Types `top` asks for per poll (the busiest are shown; the rest scroll off).
 private let topTypesLimit = 1000
 

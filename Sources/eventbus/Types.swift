@@ -9,8 +9,6 @@ import EventBusCommandLine
 import EventBusProtocol
 import EventBusSystem
 
-let typesOptions: [OptionSpec] = globalOptions + formatOptions + [OptionSpec("limit", "n", value: true)]
-
 /// Types asked for when a PATTERN filters them here (the broker keeps at most 65,536).
 let allTypesLimit = 1 << 20
 
@@ -40,13 +38,18 @@ func runTypes(_ args: ParsedArguments, socket: String) throws(CLIError) {
             out.append(0x0A)
         }
     } else {
-        let columns: [(header: String, right: Bool)] = [
+        // (1.3) REQUESTS when the broker counts them.
+        let requests = rows.contains { $0.requests != nil }
+        var columns: [(header: String, right: Bool)] = [
             ("TYPE", false), ("PUBLISHED", true), ("DELIVERED", true), ("DROPPED", true), ("SUBS", true),
             ("RETAINED", false), ("LAST SEQ", true), ("LAST TIME", false),
         ]
+        if requests { columns.insert(("REQUESTS", true), at: 4) }
         let cells = rows.map { row in
-            [TerminalText.escaped(row.name), "\(row.published)", "\(row.delivered)", "\(row.dropped)", "\(row.subscribers)",
-             row.retained ? "yes" : "no", row.lastSeq.map { "\($0)" } ?? "-", row.lastTime.map(TerminalText.escaped) ?? "-"]
+            var cells = [TerminalText.escaped(row.name), "\(row.published)", "\(row.delivered)", "\(row.dropped)", "\(row.subscribers)",
+                         row.retained ? "yes" : "no", row.lastSeq.map { "\($0)" } ?? "-", row.lastTime.map(TerminalText.escaped) ?? "-"]
+            if requests { cells.insert(row.requests.map { "\($0)" } ?? "-", at: 4) }
+            return cells
         }
         appendTable(columns, cells, to: &out)
     }
@@ -62,6 +65,7 @@ func appendJSON(_ row: TypeRow, to out: inout [UInt8]) {
     FrameEncoder.appendField("published", int: row.published, to: &out)
     FrameEncoder.appendField("delivered", int: row.delivered, to: &out)
     FrameEncoder.appendField("dropped", int: row.dropped, to: &out)
+    if let requests = row.requests { FrameEncoder.appendField("requests", int: requests, to: &out) }
     FrameEncoder.appendField("subscribers", int: row.subscribers, to: &out)
     FrameEncoder.appendField("retained", bool: row.retained, to: &out)
     FrameEncoder.appendASCII(",\"last_seq\":", to: &out)

@@ -15,12 +15,6 @@ import EventBusSession
 import EventBusSystem
 import Glibc
 
-let waitOptions: [OptionSpec] = globalOptions + formatOptions + [
-    OptionSpec("timeout", "t", value: true),
-    OptionSpec("quiet", "q"),
-    OptionSpec("overflow", value: true),
-]
-
 /// How often a running COMMAND is checked for having exited, in milliseconds.
 private let childPollMilliseconds: Int64 = 20
 
@@ -97,7 +91,7 @@ func runWait(_ args: ParsedArguments, socket: String) throws(CLIError) {
                     brokerError = reply
                 case .dropped(let count, let since):
                     reportDropped(count: count, sinceSeq: since)
-                case .held, .gap, .greeted, .unsubscribed, .answered, .settled, .other, .unreadable, .ignored:
+                case .held, .gap, .greeted, .unsubscribed, .answered, .settled, .other, .unreadable, .ignored, .request:
                     break
                 }
                 return true

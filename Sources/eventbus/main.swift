@@ -24,36 +24,44 @@ func runCommandLine(_ arguments: [String]) -> Int32 {
     }
 }
 
+/// The function that runs each command of `eventbusInterface` (nil: none).
+private func runner(_ name: String) -> ((ParsedArguments, String) throws(CLIError) -> Void)? {
+    switch name {
+    case "publish": runPublish
+    case "listen": runListen
+    case "wait": runWait
+    case "get": runGet
+    case "clear": runClear
+    case "stats": runStats
+    case "clients": runClients
+    case "types": runTypes
+    case "top": runTop
+    case "ping": runPing
+    case "reload": runReload
+    case "request": runRequest
+    case "serve": runServe
+    default: nil
+    }
+}
+
 private func dispatch(_ arguments: [String]) throws(CLIError) {
-    let top = try parseCommand(arguments[...], specs: globalOptions, command: nil, stopAtFirstOperand: true)
+    let top = try parseCommand(arguments[...], specs: eventbusInterface.specs(), command: nil, stopAtFirstOperand: true)
     guard let name = top.operands.first else {
         if top.has("help") { return try StandardOutput.write(mainHelp) }
         if top.has("version") { return try StandardOutput.write(versionText) }
-        throw .usage(nil, "missing COMMAND (publish, listen, wait, get, clear, stats, clients, types, top, ping or reload)")
+        let names = eventbusInterface.commands.map(\.name)
+        throw .usage(nil, "missing COMMAND (\(names.dropLast().joined(separator: ", ")) or \(names.last!))")
     }
-    let specs: [OptionSpec]
-    let run: (ParsedArguments, String) throws(CLIError) -> Void
-    switch name {
-    case "publish": specs = publishOptions; run = runPublish
-    case "listen": specs = listenOptions; run = runListen
-    case "wait": specs = waitOptions; run = runWait
-    case "stats": specs = statsOptions; run = runStats
-    case "ping": specs = pingOptions; run = runPing
-    case "get": specs = getOptions; run = runGet
-    case "clear": specs = clearOptions; run = runClear
-    case "clients": specs = clientsOptions; run = runClients
-    case "types": specs = typesOptions; run = runTypes
-    case "top": specs = topOptions; run = runTop
-    case "reload": specs = reloadOptions; run = runReload
-    case "help":
+    if name == "help" {
         guard let topic = top.operands.dropFirst().first else { return try StandardOutput.write(mainHelp) }
         guard let text = helpText(for: topic) else { throw .usage(nil, "unknown command '\(topic)'") }
         return try StandardOutput.write(text)
-    default:
+    }
+    guard eventbusInterface.command(name) != nil, let run = runner(name) else {
         if top.has("help") { return try StandardOutput.write(mainHelp) }
         throw .usage(nil, "unknown command '\(name)'")
     }
-    var args = try parseCommand(top.operands.dropFirst(), specs: specs, command: name)
+    var args = try parseCommand(top.operands.dropFirst(), specs: eventbusInterface.specs(for: name), command: name)
     args.options.insert(contentsOf: top.options, at: 0)
     if args.has("help") { return try StandardOutput.write(helpText(for: name)!) }
     if args.has("version") { return try StandardOutput.write(versionText) }

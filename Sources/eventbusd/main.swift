@@ -31,7 +31,7 @@ do {
     fail("\(error)", status: .usage)
 }
 if options.showHelp {
-    print(BrokerOptions.usage)
+    print(BrokerOptions.usage, terminator: "")
     exit(ExitStatus.success.rawValue)
 }
 if options.showVersion {

@@ -1,6 +1,10 @@
 // `eventbus stats --prometheus` (issue 21): the exposition passes
 // `promtool check metrics` (Debian `prometheus`), names from the broker are
-// escaped in label values, `--max-types` keeps the busiest, a broker that
+// escaped in label values, `--max-types` keeps the busiest, no series is
+// labelled by something that changes per scrape or per connection (issue
+// 33: per-client series named by client, pid and uid, summed per process,
+// only for connections older than `--min-client-age`, never the exporter's
+// own; an idle bus scraped twice has the same series), a broker that
 // does not answer gives `eventbus_up 0`, `--output` replaces the file
 // atomically and readable by others, and a real `prometheus-node-exporter`
 // serves the file's `eventbus_` lines on /metrics (its textfile collector).
@@ -36,11 +40,85 @@ struct CLIMetricsTests {
                          #"eventbus_type_subscribers{type="m.a"} 1"#, "# TYPE eventbus_type_dropped_total counter"] {
             #expect(lines.contains(expected), "missing \(expected) in\n\(run.stdout)")
         }
-        #expect(run.stdoutLines.contains { $0.hasPrefix("eventbus_client_delivered_total{conn=") && $0.hasSuffix("} 3") }, "\(run.stdout)")
+        #expect(!run.stdoutLines.contains { $0.hasPrefix("eventbus_client_") }, "the listener is younger than --min-client-age: \(run.stdout)")
+        let all = try broker.run(["stats", "--prometheus", "--min-client-age", "0"])
+        #expect(all.stdoutLines.contains(#"eventbus_client_delivered_total{client="eventbus-listen",pid="\#(listener.pid)",uid="\#(getuid())"} 3"#), "\(all.stdout)")
+        #expect(!all.stdout.contains("eventbus-stats"), "the exporter's own connection makes no series: \(all.stdout)")
+        #expect(try Self.promtool(all.stdout, in: broker.scratch).status == 0)
         let busiest = try broker.run(["stats", "--prometheus", "--max-types", "1"]).stdoutLines.filter { $0.hasPrefix("eventbus_type_published_total{") }
         #expect(busiest == [#"eventbus_type_published_total{type="m.a"} 2"#])
         listener.send(signal: SIGTERM)
         _ = try listener.wait()
+    }
+
+    /// `name{labels}` of every sample line: the series, without their values.
+    static func series(_ exposition: String) -> Set<String> {
+        Set(exposition.split(separator: "\n").filter { !$0.hasPrefix("#") }.map { String($0[..<($0.lastIndex(of: " ") ?? $0.endIndex)]) })
+    }
+
+    @Test("an idle bus scraped again has the same series: no label per scrape or per connection of the exporter")
+    func idleBusKeepsItsSeries() throws {
+        let broker = try TestBroker()
+        let listener = try broker.start(["listen", "idle.>"])
+        try broker.waitForSubscriptions(1)
+        for arguments in [["stats", "--prometheus"], ["stats", "--prometheus", "--min-client-age", "0"]] {
+            var scrapes: [Set<String>] = []
+            for _ in 0..<3 {
+                let run = try broker.run(arguments)
+                #expect(run.status == 0, "\(run)")
+                #expect(!run.stdout.contains("conn="), "no connection id in a label: \(run.stdout)")
+                scrapes.append(Self.series(run.stdout))
+            }
+            #expect(scrapes[0] == scrapes[1] && scrapes[1] == scrapes[2], "\(arguments): \(scrapes)")
+        }
+        listener.send(signal: SIGTERM)
+        _ = try listener.wait()
+    }
+
+    @Test("per-client series: summed per client, pid and uid, only connections older than --min-client-age, never the exporter's own")
+    func clientSeriesHaveAStableIdentity() throws {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        let old = formatter.string(from: Date(timeIntervalSinceNow: -3600))
+        let young = formatter.string(from: Date())
+        func client(_ conn: Int, _ name: String, pid: Int, since: String, queued: Int, held: Bool = false) -> String {
+            #"{"conn":\#(conn),"client":"\#(name)","pid":\#(pid),"uid":1000,"gid":1000,"since":"\#(since)","patterns":[],"queued_bytes":\#(queued),"published":1,"delivered":2,"dropped":0,"overflow":"wait","echo":false,"holding":0,"held":\#(held),"behind":false}"#
+        }
+        let clients = [
+            client(7, "eventbus-stats", pid: 300, since: old, queued: 0),  // the exporter's own (hello's conn)
+            client(1, "svc", pid: 100, since: old, queued: 10),
+            client(2, "svc", pid: 100, since: old, queued: 5, held: true),
+            client(3, "svc", pid: 101, since: old, queued: 1),
+            client(4, "eventbus-publish", pid: 200, since: young, queued: 0),
+            client(5, "odd", pid: 400, since: "not a time", queued: 0),
+        ]
+        let replies = [
+            #"{"op":"ok","req":0,"server":"eventbusd","version":"x","protocol":1,"instance":"i","conn":7,"features":[]}"#,
+            #"{"op":"ok","req":1,"connections":6,"published":1,"delivered":0,"dropped":0,"instance":"i"}"#,
+            #"{"op":"ok","req":2,"types":[]}"#,
+            #"{"op":"ok","req":3,"clients":[\#(clients.joined(separator: ","))]}"#,
+        ]
+        var outputs: [String] = []
+        for extra in [[], ["--min-client-age", "0"], ["--min-client-age", "0", "--max-clients", "1"]] {
+            let fake = try FakeBroker(sending: Array((replies.joined(separator: "\n") + "\n").utf8))
+            let scratch = try TemporaryDirectory(prefix: "ebcli.")
+            defer { scratch.remove() }
+            let run = try RunningProcess(cliProduct("eventbus"), ["--socket", fake.path, "stats", "--prometheus"] + extra, in: scratch).wait()
+            #expect(run.status == 0, "\(run)")
+            let check = try Self.promtool(run.stdout, in: scratch)
+            #expect(check.status == 0 && check.stdout.isEmpty && check.stderr.isEmpty, "\(check)\n\(run.stdout)")
+            #expect(!run.stdout.contains("conn=") && !run.stdout.contains("eventbus-stats") && !run.stdout.contains("odd"), "\(run.stdout)")
+            outputs.append(run.stdout)
+        }
+        let svc = #"{client="svc",pid="100",uid="1000"}"#
+        for expected in ["eventbus_client_queued_bytes\(svc) 15", "eventbus_client_connections\(svc) 2", "eventbus_client_held\(svc) 1",
+                         "eventbus_client_delivered_total\(svc) 4", #"eventbus_client_connections{client="svc",pid="101",uid="1000"} 1"#] {
+            #expect(outputs[0].contains(expected + "\n"), "missing \(expected) in\n\(outputs[0])")
+        }
+        #expect(!outputs[0].contains("eventbus-publish"), "younger than --min-client-age: \(outputs[0])")
+        #expect(outputs[1].contains(#"eventbus_client_connections{client="eventbus-publish",pid="200",uid="1000"} 1"#), "\(outputs[1])")
+        let bounded = outputs[2].split(separator: "\n").filter { $0.hasPrefix("eventbus_client_connections{") }
+        #expect(bounded == ["eventbus_client_connections\(svc) 2"], "--max-clients 1 keeps the largest queue: \(outputs[2])")
     }
 
     @Test("label values escape quotes, backslashes and newlines from the broker; promtool accepts them")

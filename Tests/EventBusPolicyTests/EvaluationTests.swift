@@ -31,6 +31,14 @@ func check(_ policy: AccessPolicy, _ cases: [Case], sourceLocation: SourceLocati
             #expect("\(view.hold)" == c.expected, "\(c.testDescription)", sourceLocation: sourceLocation)
             continue
         case .publish: verdict = view.publish(type(c.target))
+        case .serve:
+            if c.expected == "allow" || c.expected == "deny" {
+                verdict = view.serve(type(c.target))  // (1.3) subscribe and serve both
+            } else {
+                let decision = view.serve(pattern(c.target))
+                #expect(words(decision) == c.expected, "\(c.testDescription)", sourceLocation: sourceLocation)
+                continue
+            }
         case .subscribe:
             if c.expected == "allow" || c.expected == "deny" {
                 // A receive check (exact type), as for a filtered subscription.

@@ -84,6 +84,57 @@ struct BrokerFrameTests {
         #expect(e.seq == 1 && slice(#"{"op":"event","seq":1,"seq":2,"type":"a","\u0074ype":"b"}"#, e.type) == #""a""#)
     }
 
+    // MARK: 1.3
+
+    @Test func eventsCarryTheirKeyAndRedelivery() throws {
+        let frame = #"{"op":"event","seq":5,"type":"job.new","key":"customer-7","redelivered":true,"data":1}"#
+        guard case .event(let e) = try read(frame) else { Issue.record("not an event"); return }
+        #expect(slice(frame, e.key) == #""customer-7""# && e.redelivered)
+        guard case .event(let plain) = try read(#"{"op":"event","seq":5,"type":"a","key":3,"redelivered":"yes"}"#) else { Issue.record("not an event"); return }
+        #expect(plain.key == nil && !plain.redelivered)
+    }
+
+    @Test func aRequestFrameIsItsEventFieldsATokenAndTheTimeLeft() throws {
+        let frame = #"{"op":"request","seq":43,"type":"thumb.make","time":"2026-12-05T12:00:00.000Z","source":"cli","id":"i-43","pid":9,"uid":1000,"gid":100,"key":"k","data":{"path":"/a.png"},"reply":"r-9f3c","timeout":4987}"#
+        guard case .request(let r) = try read(frame) else { Issue.record("not a request"); return }
+        #expect(r.event.seq == 43 && slice(frame, r.event.type) == #""thumb.make""# && slice(frame, r.event.id) == #""i-43""#)
+        #expect(r.event.pid == 9 && r.event.uid == 1000 && r.event.gid == 100 && slice(frame, r.event.key) == #""k""#)
+        #expect(slice(frame, r.event.data) == #"{"path":"/a.png"}"# && slice(frame, r.token) == #""r-9f3c""# && r.timeout == 4987)
+        #expect(try read(frame).reply == nil)
+        guard case .request(let bare) = try read(#"{"op":"request","seq":1,"type":"a","reply":"t"}"#) else { Issue.record("not a request"); return }
+        #expect(bare.timeout == nil && bare.event.data == nil)
+    }
+
+    @Test func theAnswerToARequestIsTheServersReply() throws {
+        let ok = try read(#"{"op":"ok","req":7,"seq":43,"reply":{"time":"2026-12-05T12:00:00.001Z","pid":811,"uid":0,"gid":0,"data":{"w":64}}}"#).reply!
+        let expected = ServerReply(seq: 43, time: "2026-12-05T12:00:00.001Z", pid: 811, uid: 0, gid: 0, data: utf8(#"{"w":64}"#))
+        #expect(ServerReply(ok) == expected && RequestAnswer(ok) == .answered(expected))
+        let noData = try read(#"{"op":"ok","req":7,"seq":43,"reply":{"pid":1}}"#).reply!
+        #expect(ServerReply(noData)?.data == utf8("null") && ServerReply(noData)?.time == nil)
+        let failed = try read(#"{"op":"error","req":7,"code":"service_error","message":"no such file","reply":{"pid":811,"uid":0,"gid":0,"data":null}}"#).reply!
+        #expect(failed.errorCode == .serviceError)
+        #expect(RequestAnswer(failed) == .serviceError(message: "no such file", ServerReply(seq: nil, time: nil, pid: 811, uid: 0, gid: 0, data: utf8("null"))))
+        #expect(ServerReply(try read(#"{"op":"ok","req":1}"#).reply!) == nil)
+    }
+
+    @Test("a request's errors are told apart by code", arguments: [
+        ("no_responders", RequestAnswer.noResponders(message: "m")),
+        ("no_reply", .noReply(message: "m")),
+        ("timeout", .timedOut(message: "m")),
+        ("forbidden", .refused(code: "forbidden", message: "m")),
+        ("limit", .refused(code: "limit", message: "m")),
+        ("brand_new", .refused(code: "brand_new", message: "m")),
+    ])
+    func requestErrors(_ code: String, _ answer: RequestAnswer) throws {
+        let reply = try read(#"{"op":"error","req":7,"code":"\#(code)","message":"m"}"#).reply!
+        #expect(RequestAnswer(reply) == answer)
+    }
+
+    @Test func okMembersOfTheNewAnswers() throws {
+        #expect(try read(#"{"op":"ok","req":3,"accepted":false}"#).reply?.bool("accepted") == false)
+        #expect(try read(#"{"op":"ok","req":3,"type":"job.*","members":3}"#).reply?.unsigned("members") == 3)
+    }
+
     @Test func noticesAndUnknownOps() throws {
         #expect(try read(#"{"op":"dropped","count":3,"since_seq":17}"#) == .dropped(count: 3, sinceSeq: 17))
         #expect(try read(#"{"op":"gap","type":"a.>","since_seq":0,"first_seq":50}"#) == .gap(pattern: "a.>", sinceSeq: 0, firstSeq: 50))
@@ -101,6 +152,8 @@ struct BrokerFrameTests {
         (#"{"op":"event","seq":-1,"type":"a"}"#, #"event without seq/type: {"op":"event","seq":-1,"type":"a"}"#),
         (#"{"op":"dropped","count":1}"#, #"dropped without count/since_seq: {"op":"dropped","count":1}"#),
         (#"{"op":"gap","type":"a","since_seq":1}"#, #"gap without type/since_seq/first_seq: {"op":"gap","type":"a","since_seq":1}"#),
+        (#"{"op":"request","seq":4,"type":"a"}"#, #"request without seq/type/reply: {"op":"request","seq":4,"type":"a"}"#),
+        (#"{"op":"request","seq":4,"type":"a","reply":7}"#, #"request without seq/type/reply: {"op":"request","seq":4,"type":"a","reply":7}"#),
     ])
     func unreadableFramesSayWhy(_ frame: String, _ message: String) {
         #expect(throws: BrokerFrameError.self) { try read(frame) }

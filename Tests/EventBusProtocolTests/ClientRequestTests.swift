@@ -25,6 +25,19 @@ struct ClientRequestTests {
         (.clients, 6, #"{"op":"clients","req":6}"#),
         (.ping, 7, #"{"op":"ping","req":7}"#),
         (.stats, 8, #"{"op":"stats","req":8}"#),
+        // 1.3: request/reply and queue groups.
+        (.subscribe(pattern: "thumb.>", serve: true), 9, #"{"op":"subscribe","req":9,"type":"thumb.>","serve":true}"#),
+        (.subscribe(pattern: "job.*", serve: true, group: "workers"), 9, #"{"op":"subscribe","req":9,"type":"job.*","serve":true,"group":"workers"}"#),
+        (.subscribe(pattern: "job.*", group: "w:1"), 9, #"{"op":"subscribe","req":9,"type":"job.*","group":"w:1"}"#),
+        (.unsubscribe(pattern: "job.*", serve: true, group: "workers"), 10, #"{"op":"unsubscribe","req":10,"type":"job.*","serve":true,"group":"workers"}"#),
+        (.unsubscribe(pattern: "job.*", group: "workers"), 10, #"{"op":"unsubscribe","req":10,"type":"job.*","group":"workers"}"#),
+        (.publish(type: "job.new", key: "customer-7", data: data), 11, #"{"op":"publish","req":11,"type":"job.new","key":"customer-7","data":{"code":"EUR"}}"#),
+        (.request(type: "thumb.make"), 12, #"{"op":"request","req":12,"type":"thumb.make"}"#),
+        (.request(type: "thumb.make", source: "s", id: "i", key: "k\"1", timeout: 5000, data: data), 12,
+         #"{"op":"request","req":12,"type":"thumb.make","source":"s","id":"i","key":"k\"1","timeout":5000,"data":{"code":"EUR"}}"#),
+        (.reply(to: "tok-1", data: data), 13, #"{"op":"reply","req":13,"to":"tok-1","data":{"code":"EUR"}}"#),
+        (.reply(to: "tok-1", error: "disk full\n"), 13, #"{"op":"reply","req":13,"to":"tok-1","error":"disk full\n"}"#),
+        (.reply(to: "tok-1"), nil, #"{"op":"reply","to":"tok-1"}"#),
     ]
 
     @Test("each request is one frame, byte for byte", arguments: frames)
@@ -66,17 +79,17 @@ struct ClientRequestTests {
         switch (request, got) {
         case (.hello(let client, let echo, let overflow), .hello(let h)):
             #expect(client == h.client && (echo ?? false) == h.echo && (overflow ?? .dropNew) == h.overflow)
-        case (.subscribe(let pattern, let last, let since, let instance), .subscribe(let s)):
+        case (.subscribe(let pattern, let last, let since, let instance, _, _), .subscribe(let s)):
             #expect(pattern == s.pattern.text && (last ?? false) == s.last && since == s.since && instance == s.instance)
-        case (.unsubscribe(let pattern), .unsubscribe(let p)):
-            #expect(pattern == p.text)
+        case (.unsubscribe(let pattern, let serve, _), .unsubscribe(let p)):
+            #expect(pattern == p.pattern.text && (serve ?? false) == p.serve)
         case (.clear(let type), .clear(let t)):
             #expect(type == t.name)
         case (.clients, .clients):
             break
         case (.ping, .ping), (.stats, .stats):
             break
-        case (.publish(let type, let source, let id, let retain, let origin, let data), .publish(let p)):
+        case (.publish(let type, let source, let id, _, let retain, let origin, let data), .publish(let p)):
             func text(_ token: JSONToken?) -> String? { token.map { String(decoding: frame[$0.start..<$0.end], as: UTF8.self) } }
             #expect(type == p.type.name && text(p.source) == source.map { "\"\($0)\"" } && text(p.id) == id.map { "\"\($0)\"" } && text(p.data) == data?.description)
             #expect((retain ?? false) == p.retain && text(p.origin) == origin?.description)

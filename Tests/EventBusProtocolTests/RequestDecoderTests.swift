@@ -133,7 +133,7 @@ struct RequestDecoderTests {
             Issue.record("did not decode")
             return
         }
-        #expect(p.text == "order.>" && q.text == "*.created")
+        #expect(p.text == "order.>" && q.pattern.text == "*.created")
     }
 
     @Test("subscribe and unsubscribe refuse bad patterns with bad_type", arguments: ["subscribe", "unsubscribe"], [

@@ -11,6 +11,9 @@ enum Call: CustomStringConvertible, Sendable {
     case lose
     case subscribe(String, last: Bool = false)
     case unsubscribe(String)
+    /// (1.3) A serving or group subscription.
+    case join(SubscriptionKey)
+    case leave(SubscriptionKey)
     case request(ClientRequest, tag: String)
     case unnumbered(ClientRequest)
     case settle
@@ -24,6 +27,8 @@ enum Call: CustomStringConvertible, Sendable {
         case .lose: "lose"
         case .subscribe(let p, let last): "subscribe \(p)\(last ? " last" : "")"
         case .unsubscribe(let p): "unsubscribe \(p)"
+        case .join(let k): "join \(k)"
+        case .leave(let k): "leave \(k)"
         case .request(_, let tag): "request \(tag)"
         case .unnumbered: "unnumbered"
         case .settle: "settle"
@@ -47,6 +52,8 @@ func run(_ session: inout BusSession<String>, _ calls: [Call]) -> [String] {
         case .lose: out.append("lost " + session.connectionLost().joined(separator: ","))
         case .subscribe(let p, let last): session.subscribe(p, last: last, tag: last ? "last" : nil)
         case .unsubscribe(let p): session.unsubscribe(p)
+        case .join(let k): session.subscribe(k, last: true, tag: "join")
+        case .leave(let k): session.unsubscribe(k)
         case .request(let r, let tag): session.send(r, tag: tag)
         case .unnumbered(let r): session.sendUnnumbered(r)
         case .settle: session.settle()
@@ -81,6 +88,7 @@ func describe(_ incoming: Incoming<String>) -> String {
     case .other: "other"
     case .unreadable: "unreadable"
     case .ignored: "ignored"
+    case .request(let r): "request \(r.event.seq)"
     }
 }
 
@@ -222,6 +230,57 @@ let cases: [Case] = [
             #"> {"op":"hello","req":0,"client":"eventbus-listen"}"#,
             #"> {"op":"subscribe","req":1,"type":"a","since":50}"#, #"> {"op":"stats","req":2}"#,
             "< greeted r1", "< subscribed a", "< settled ahead 50>7", "at 7",
+         ]),
+    // 1.3: serving subscriptions, queue groups, requests answered out of order.
+    Case(name: "serving and group subscriptions are their own, never replay, and are resubscribed as they were", options: plain,
+         calls: [.connect, .subscribe("a"), .join(SubscriptionKey("a", serve: true)), .join(SubscriptionKey("a", group: "w")),
+                 .join(SubscriptionKey("a", serve: true, group: "w")), hi(1, "r1"), ok(2), ok(3), ok(4, #""members":2"#), ok(5, #""members":1"#), event(9),
+                 .lose, .connect, .subscribe("a"), .join(SubscriptionKey("a", serve: true)), .join(SubscriptionKey("a", group: "w")), hi(6, "r1")],
+         transcript: [
+            #"> {"op":"hello","req":1,"client":"t","echo":false,"overflow":"drop-new"}"#,
+            #"> {"op":"subscribe","req":2,"type":"a"}"#, #"> {"op":"subscribe","req":3,"type":"a","serve":true}"#,
+            #"> {"op":"subscribe","req":4,"type":"a","group":"w"}"#, #"> {"op":"subscribe","req":5,"type":"a","serve":true,"group":"w"}"#,
+            "< greeted r1", "< subscribed a", "< subscribed a serve join", "< subscribed a group=w join", "< subscribed a serve group=w join",
+            "< event 9", "lost ",
+            #"> {"op":"hello","req":6,"client":"t","echo":false,"overflow":"drop-new"}"#,
+            #"> {"op":"subscribe","req":7,"type":"a","since":9,"instance":"r1"}"#,
+            #"> {"op":"subscribe","req":8,"type":"a","serve":true}"#, #"> {"op":"subscribe","req":9,"type":"a","group":"w"}"#,
+            "< greeted r1 again",
+         ]),
+    Case(name: "leaving a group names it; a refused first join is forgotten; a plain pattern's withdrawal leaves the others", options: plain,
+         calls: [.connect, hi(1, "r"), .subscribe("a"), .join(SubscriptionKey("a", group: "w")), .join(SubscriptionKey("b", serve: true)), ok(2),
+                 ok(3, #""members":1"#), refused(4, "forbidden"), .leave(SubscriptionKey("b", serve: true)), .unsubscribe("a"),
+                 .leave(SubscriptionKey("a", group: "w")), .leave(SubscriptionKey("a", group: "w")), ok(5), ok(6, #""removed":true"#)],
+         transcript: [
+            #"> {"op":"hello","req":1,"client":"t","echo":false,"overflow":"drop-new"}"#, "< greeted r",
+            #"> {"op":"subscribe","req":2,"type":"a"}"#, #"> {"op":"subscribe","req":3,"type":"a","group":"w"}"#,
+            #"> {"op":"subscribe","req":4,"type":"b","serve":true}"#,
+            "< subscribed a", "< subscribed a group=w join", "< refused b serve forbidden",
+            #"> {"op":"unsubscribe","req":5,"type":"a"}"#, #"> {"op":"unsubscribe","req":6,"type":"a","group":"w"}"#,
+            "< unsubscribed a", "< unsubscribed a group=w",
+         ]),
+    Case(name: "a request's answer may come after later answers; an error without req answers the oldest other request", options: plain,
+         calls: [.connect, hi(1, "r"), .request(.request(type: "q", timeout: 500), tag: "q1"), .request(.ping, tag: "p"),
+                 .request(.request(type: "q"), tag: "q2"), .request(.ping, tag: "p2"), ok(3),
+                 refused(nil, "frame_too_large"), .frame(#"{"op":"error","req":4,"code":"no_responders","message":"m"}"#),
+                 .frame(#"{"op":"ok","req":2,"seq":7,"reply":{"pid":1,"uid":0,"gid":0,"data":1}}"#), .request(.request(type: "q"), tag: "q3"), .lose],
+         transcript: [
+            #"> {"op":"hello","req":1,"client":"t","echo":false,"overflow":"drop-new"}"#, "< greeted r",
+            #"> {"op":"request","req":2,"type":"q","timeout":500}"#, #"> {"op":"ping","req":3}"#,
+            #"> {"op":"request","req":4,"type":"q"}"#, #"> {"op":"ping","req":5}"#,
+            "< answered p", "< answered p2 frame_too_large", "< answered q2 no_responders", "< answered q1",
+            #"> {"op":"request","req":6,"type":"q"}"#, "lost q3",
+         ]),
+    Case(name: "requests for a serving subscription go straight to the driver, never held and never moving the position", options: cli,
+         calls: [.start(StreamPosition(instance: "r1", seq: 4), ["a"]), .connect, .subscribe("a"), .join(SubscriptionKey("s", serve: true)), .settle,
+                 hi(0, "r1"), ok(1), ok(2), .frame(#"{"op":"request","seq":20,"type":"s","reply":"t1","timeout":900,"data":{}}"#),
+                 event(6, #","replayed":true"#), ok(3, #""history_first_seq":1,"history_events":8"#), .release,
+                 .request(.reply(to: "t1", data: .null), tag: "r"), ok(4, #""accepted":true"#)],
+         transcript: [
+            #"> {"op":"hello","req":0,"client":"eventbus-listen"}"#, #"> {"op":"subscribe","req":1,"type":"a","since":4,"instance":"r1"}"#,
+            #"> {"op":"subscribe","req":2,"type":"s","serve":true}"#, #"> {"op":"stats","req":3}"#,
+            "< greeted r1", "< subscribed a", "< subscribed s serve join", "< request 20", "< held", "< settled", "released 6", "at 8",
+            #"> {"op":"reply","req":4,"to":"t1","data":null}"#, "< answered r",
          ]),
     Case(name: "dropped notices and unknown ops pass through; unreadable frames are said", options: plain,
          calls: [.connect, hi(1, "r"), .frame(#"{"op":"dropped","count":3,"since_seq":17}"#), .frame(#"{"op":"future"}"#), .frame("nope")],

@@ -1,0 +1,186 @@
+// Queue groups and flow control (PROTOCOL.md "Queue groups (1.3)", "Flow
+// control (1.2)"): a full group holds a publisher that its members may hold
+// until any member can take the event (or every member is behind or gone),
+// and a member that closes hands the group events it never got (not a byte
+// of them written) to the other members, in order, marked
+// `"redelivered":true`.
+//
+// Before editing: a group's hold lives in `QueueGroup.holding` and each held
+// publisher's `flow.heldInGroups` (mirrored), and while a group holds, each
+// of its members counts it in `flow.groupHolds` (so the stall watch watches
+// it); `holdOnGroups` makes a group hold and `releaseGroup` is the one place
+// that ends it, before any change of the group's members. The deliveries
+// kept for redelivery (`ConnectionGroups.deliveries`) are a superset of the
+// group events in the member's queue, pruned to those still queued once
+// they are twice its queued frames (O(1) amortised per delivery).
+import EventBusProtocol
+
+extension Broker {
+    // MARK: Holding
+
+    /// Whether `group` must hold `publisher` (from `holdIfBlocked`, before
+    /// the event takes a seq): no member can take an event of `bound` charged
+    /// bytes now, and a member that may hold the publisher would have room
+    /// once it drains (under `wait`, not behind, its queue at least half
+    /// full or a paced replay under way). For a keyed event only the key's
+    /// member counts, as a plain subscriber does: it is returned in `holder`.
+    func groupBlocks(_ group: QueueGroup, bound: Int, type: EventType, publisher: Connection, keyHash: UInt64?) -> (blocks: Bool, holder: Connection?) {
+        let uid = publisher.credentials.uid
+        let actor = uid == group.key.uid || isPrivileged(uid) ? OutboundQueue.noActor : uid
+        if let keyHash {
+            guard let member = keyedMember(of: group, keyHash: keyHash, type: type, publisher: publisher),
+                  wouldHold(member.connection, bound: bound, actor: actor, publisherUID: uid) else { return (false, nil) }
+            return (false, member.connection)
+        }
+        if case .member = firstAble(in: group, size: bound, actor: actor, type: type, publisher: publisher) { return (false, nil) }
+        // Full. Only a member of the publisher's uid, or one with `allow hold`, may hold it.
+        if uid != group.key.uid && ledger.halfFullTrustedHolders == 0 { return (false, nil) }
+        for member in group.members where mayTake(member, type: type, publisher: publisher) {
+            if wouldHold(member.connection, bound: bound, actor: actor, publisherUID: uid) { return (true, nil) }
+        }
+        return (false, nil)
+    }
+
+    /// Whether `connection` holds a publisher of `publisherUID` whose event
+    /// (at most `bound` charged bytes) it has no room for: the rule
+    /// `holdIfBlocked` applies to a plain subscriber.
+    func wouldHold(_ connection: Connection, bound: Int, actor: UInt32, publisherUID: UInt32) -> Bool {
+        guard connection.overflow == .wait, !connection.flow.behind, connection.isRoutable else { return false }
+        switch connection.policy.hold {
+        case .ownUID: guard connection.credentials.uid == publisherUID else { return false }
+        case .anyUID: break
+        case .none: return false
+        }
+        if !connection.flow.replays.isEmpty { return true }
+        guard connection.outbound.chargedBytes >= configuration.maxOutboundBytes / 2,
+              let refusal = refusal(size: bound, actor: actor, connection: connection), refusal != .total else { return false }
+        return true
+    }
+
+    /// Makes each of `blocking` hold `publisher` (already held by `hold`):
+    /// a group that starts holding has its members watched for stalls.
+    func holdOnGroups(_ publisher: Connection, _ blocking: [QueueGroup]) {
+        for group in blocking {
+            if group.holding.isEmpty {
+                for member in group.members {
+                    member.connection.flow.groupHolds += 1
+                    watch(member.connection)
+                }
+            }
+            group.holding.append(publisher)
+            publisher.flow.heldInGroups.append(group)
+        }
+    }
+
+    /// Ends `group`'s hold: each publisher it held that nothing else holds
+    /// is read again (its held frame first, which may be held again).
+    func releaseGroup(_ group: QueueGroup) {
+        guard !group.holding.isEmpty else { return }
+        let held = group.holding
+        group.holding = []
+        for member in group.members { member.connection.flow.groupHolds -= 1 }
+        for publisher in held {
+            publisher.flow.heldInGroups.removeAll { $0 === group }
+            if !publisher.flow.isHeld {
+                statistics.held -= 1
+                unpause(publisher, .held)
+            }
+        }
+    }
+
+    /// A publisher is going: the groups holding it let go of it (from `forgetFlow`).
+    func forgetGroupHolds(of publisher: Connection) {
+        for group in publisher.flow.heldInGroups {
+            group.holding.removeAll { $0 === publisher }
+            if group.holding.isEmpty {
+                for member in group.members { member.connection.flow.groupHolds -= 1 }
+            }
+        }
+        publisher.flow.heldInGroups = []
+    }
+
+    /// A member of holding groups got room, or went behind: those groups let go.
+    func releaseGroups(of connection: Connection) {
+        guard connection.flow.groupHolds > 0 else { return }
+        for member in Array(connection.groups.memberships.values) where !member.group.holding.isEmpty {
+            releaseGroup(member.group)
+        }
+    }
+
+    // MARK: Redelivery
+
+    /// Remembers that a group event `seq` was queued to `member` (pruned to
+    /// what is still queued once twice its queued frames).
+    func noteDelivery(_ seq: UInt64, to member: GroupMember) {
+        let connection = member.connection
+        connection.groups.deliveries.append(GroupDelivery(seq: seq, member: member))
+        guard connection.groups.deliveries.count > 2 * connection.outbound.frameCount + 64 else { return }
+        var queued = Set<UInt64>()
+        connection.outbound.forEachEvent(unwrittenOnly: false) { seq, _, _ in queued.insert(seq) }
+        connection.groups.deliveries.removeAll { !queued.contains($0.seq) || !$0.member.isActive }
+    }
+
+    /// A connection is going (from `forget`): it leaves every group, and the
+    /// group events queued to it of which no byte was written go to the
+    /// other members of their group, in order, marked `"redelivered":true`.
+    func leaveGroups(closing connection: Connection) {
+        guard !connection.groups.memberships.isEmpty else { return }
+        var redeliveries: [(frame: [UInt8], seq: UInt64, actor: UInt32, group: QueueGroup)] = []
+        if !connection.groups.deliveries.isEmpty {
+            var bySeq: [UInt64: GroupMember] = [:]
+            for delivery in connection.groups.deliveries where delivery.member.isActive { bySeq[delivery.seq] = delivery.member }
+            connection.outbound.forEachEvent(unwrittenOnly: true) { seq, bytes, actor in
+                guard let member = bySeq[seq] else { return }
+                redeliveries.append((Broker.redeliveredCopy(bytes), seq, actor, member.group))
+            }
+        }
+        for member in Array(connection.groups.memberships.values) { leaveGroup(member) }
+        connection.groups = ConnectionGroups()
+        for redelivery in redeliveries where !redelivery.group.isEmpty {
+            redelivery.frame.withUnsafeBytes { bytes in
+                redeliver(EventFrame(bytes: bytes, shared: nil), seq: redelivery.seq, actor: redelivery.actor, in: redelivery.group)
+            }
+        }
+    }
+
+    /// Gives a redelivered event to a member of `group`, chosen as for a
+    /// live one (no publisher to hold: a full group's next member takes it
+    /// under its own rule).
+    private func redeliver(_ event: EventFrame, seq: UInt64, actor: UInt32, in group: QueueGroup) {
+        var typeToken: JSONToken? = nil, keyToken: JSONToken? = nil
+        try? JSONObject.scan(event.bytes) { name, value in
+            if JSONString.equals(event.bytes, name, "type") { typeToken = value }
+            if JSONString.equals(event.bytes, name, "key") { keyToken = value }
+        }
+        guard let typeToken, let type = EventType(JSONString.decode(event.bytes, typeToken)) else { return }
+        let keyHash = keyToken.map { hashOfKey(token: UnsafeRawBufferPointer(rebasing: event.bytes[$0.start..<$0.end])) }
+        let uid = actor == OutboundQueue.noActor ? group.key.uid : actor
+        if give(event, seq: seq, type: type, publisher: nil, uid: uid, keyHash: keyHash, in: group) {
+            statistics.delivered += 1
+        }
+    }
+
+    /// An event frame with `"redelivered":true` as its last member (as it is, if it has it already).
+    static func redeliveredCopy(_ frame: UnsafeRawBufferPointer) -> [UInt8] {
+        let marker = Array(",\"redelivered\":true}\n".utf8)
+        if frame.count >= marker.count && frame.suffix(marker.count).elementsEqual(marker) { return Array(frame) }
+        var copy = Array(frame.prefix(frame.count - 2))  // without `}` and LF
+        copy.append(contentsOf: marker)
+        return copy
+    }
+}
+
+extension OutboundQueue {
+    /// Calls `body(seq, bytes, actor)` for each event queued, in order:
+    /// every one not completely written, or (`unwrittenOnly`) every one of
+    /// which no byte was written.
+    func forEachEvent(unwrittenOnly: Bool, _ body: (UInt64, UnsafeRawBufferPointer, UInt32) -> Void) {
+        var i = unwrittenOnly ? frontPosition : head
+        while i < entries.count {
+            let entry = entries[i]
+            i += 1
+            guard entry.isEvent else { continue }
+            body(entry.seq, UnsafeRawBufferPointer(start: entry.chunk.baseAddress + Int(entry.start), count: entry.length), entry.actor)
+        }
+    }
+}

@@ -1,0 +1,333 @@
+// Queue groups in the broker (PROTOCOL.md "Queue groups (1.3)"): joining and
+// leaving, the choice of one member per event and group (in turn among the
+// members that can take it now, or by rendezvous hashing of its `key`),
+// holding a publisher while a whole group is full, and the redelivery of
+// group events a closing member never got. The records are QueueGroups.swift.
+//
+// Before editing: the cost. An event that matches no group pays one
+// comparison (`groups.count != 0`, in `fanOut` and `holdIfBlocked`); the
+// rest is out of line. A member is chosen in O(1) amortised (a member
+// passed over has its bit cleared until it writes: `block`/`unblockGroups`);
+// a keyed choice is O(members). A group's hold is released (its publishers
+// handle their frame again, and may be held again) whenever its members
+// change, one of them gets room (below half its limit), or one goes behind:
+// `releaseGroup` is the one place a group lets go.
+import EventBusProtocol
+
+extension Broker {
+    // MARK: Joining and leaving
+
+    /// `subscribe` with `group`: joins the group (idempotent), with the
+    /// policy's permission and the subscription quotas as without a group
+    /// (`serve` and `subscribe` for a serving group). `ok` carries `type`,
+    /// `group`, `members`, `serve: true` for a serving group and
+    /// `filtered: true` when some of the pattern's types are denied.
+    func subscribeGroup(_ request: SubscribeRequest, name: String, req: UnsafeRawBufferPointer?, from connection: Connection) {
+        let key = GroupKey(uid: connection.credentials.uid, pattern: request.pattern, serve: request.serve, name: name)
+        let member: GroupMember
+        if let existing = connection.groups.memberships[key] {
+            member = existing
+        } else {
+            let permission = request.serve ? mayServe(connection, request.pattern, req: req) : maySubscribe(connection, request.pattern, req: req)
+            guard let decision = permission else { return }
+            if let error = subscriptionLimitError(connection) {
+                reply(to: connection, req: req, error: error)
+                notice(.limitReached(connection.id, pid: connection.credentials.pid, message: error.message))
+                return
+            }
+            member = joinGroup(key, connection, filtered: decision.filtered)
+        }
+        replyOKIfAsked(to: connection, req: req) { out in
+            FrameEncoder.appendField("type", string: request.pattern.text, to: &out)
+            if request.serve { FrameEncoder.appendField("serve", bool: true, to: &out) }
+            FrameEncoder.appendField("group", string: name, to: &out)
+            if member.isFiltered { FrameEncoder.appendField("filtered", bool: true, to: &out) }
+            FrameEncoder.appendField("members", int: UInt64(member.group.count), to: &out)
+        }
+    }
+
+    /// `unsubscribe` with `group`: leaves it. `ok` carries `type`, `group`,
+    /// `removed`; it is queued behind every event already queued to the
+    /// member, so a worker that reads to it has finished its share.
+    func unsubscribeGroup(_ request: UnsubscribeRequest, name: String, req: UnsafeRawBufferPointer?, from connection: Connection) {
+        let key = GroupKey(uid: connection.credentials.uid, pattern: request.pattern, serve: request.serve, name: name)
+        let member = connection.groups.memberships[key]
+        if let member { leaveGroup(member) }
+        replyOKIfAsked(to: connection, req: req) { out in
+            FrameEncoder.appendField("type", string: request.pattern.text, to: &out)
+            if request.serve { FrameEncoder.appendField("serve", bool: true, to: &out) }
+            FrameEncoder.appendField("group", string: name, to: &out)
+            FrameEncoder.appendField("removed", bool: member != nil, to: &out)
+        }
+    }
+
+    /// Makes a membership (the only place that adds one): the group is made
+    /// on its first member; counted as one subscription of its connection.
+    func joinGroup(_ key: GroupKey, _ connection: Connection, filtered: Bool) -> GroupMember {
+        let group: QueueGroup
+        let index = groupIndex(serving: key.serve)
+        if let existing = index.group(key) {
+            group = existing
+            releaseGroup(group)  // a new member may take the held events
+        } else {
+            group = QueueGroup(key: key)
+            index.add(group)
+        }
+        let member = group.append(connection, salt: Broker.mix64(connection.id ^ groupSeed))
+        member.isFiltered = filtered
+        connection.groups.memberships[key] = member
+        chargeSubscription(key.pattern, of: connection, sign: 1, extraBytes: Broker.groupMemberCost(key))
+        return member
+    }
+
+    /// Ends a membership (the only place that removes one: unsubscribe,
+    /// close, a policy reload's revocation); the group goes with its last member.
+    func leaveGroup(_ member: GroupMember) {
+        let group = member.group, connection = member.connection
+        releaseGroup(group)  // its publishers look again at who is left
+        group.remove(member)
+        connection.groups.memberships[group.key] = nil
+        if group.isEmpty { groupIndex(serving: group.key.serve).remove(group) }
+        chargeSubscription(group.key.pattern, of: connection, sign: -1, extraBytes: Broker.groupMemberCost(group.key))
+    }
+
+    /// The groups of plain subscriptions, or of serving ones.
+    @inline(__always)
+    func groupIndex(serving: Bool) -> GroupIndex { serving ? serveGroups : groups }
+
+    /// What a membership costs beyond a subscription's estimate: its name,
+    /// its record, its slot and bit, its share of the group's record.
+    static func groupMemberCost(_ key: GroupKey) -> Int { key.name.utf8.count + 192 }
+
+    // MARK: Routing
+
+    /// The groups whose pattern matches `type` (through its entry in `types` when it has one).
+    @inline(__always)
+    func groupsMatching(_ type: EventType, entry: Int?) -> [QueueGroup] {
+        if let entry { return types.groups(entry, in: groups) }
+        return groups.matches(type)
+    }
+
+    /// Gives the event `seq` to one member of each group it matches (from
+    /// `fanOut`, only while groups exist; out of line). The frame is built by
+    /// `build` when `event` is still nil.
+    /// - Returns: how many connections it was queued to.
+    @inline(never)
+    func routeToGroups(seq: UInt64, type: EventType, entry: Int?, publisher: Connection?, key: UnsafeRawBufferPointer?,
+                       event: inout EventFrame?, _ build: () -> EventFrame) -> UInt64 {
+        let list = groupsMatching(type, entry: entry)
+        guard !list.isEmpty else { return 0 }
+        let uid = publisher?.credentials.uid ?? configuration.ownCredentials.uid
+        let keyHash = key.map { hashOfKey(token: $0) }
+        var delivered: UInt64 = 0
+        for group in list {
+            if event == nil { event = build() }
+            if give(event.unsafelyUnwrapped, seq: seq, type: type, publisher: publisher, uid: uid, keyHash: keyHash, in: group) { delivered &+= 1 }
+        }
+        return delivered
+    }
+
+    /// Gives an event to one member of `group`: the member its key hashes to
+    /// (under that member's own rule), else the first in turn that can take
+    /// it now, else (the group is full) the next in turn under its own rule.
+    /// A member chosen that has the event already (another of its
+    /// subscriptions matched) serves the group with that copy.
+    /// - Returns: whether it was queued.
+    func give(_ event: EventFrame, seq: UInt64, type: EventType, publisher: Connection?, uid: UInt32, keyHash: UInt64?,
+              in group: QueueGroup) -> Bool {
+        if let keyHash {
+            guard let member = keyedMember(of: group, keyHash: keyHash, type: type, publisher: publisher) else { return false }
+            return queue(event, seq: seq, uid: uid, to: member)
+        }
+        let size = event.count &+ OutboundQueue.entryOverheadBytes
+        let actor = uid == group.key.uid || isPrivileged(uid) ? OutboundQueue.noActor : uid
+        switch firstAble(in: group, size: size, actor: actor, type: type, publisher: publisher) {
+        case .member(let member):
+            group.cursor = group.after(member.slot)
+            return queue(event, seq: seq, uid: uid, to: member)
+        case .none:
+            // Full: the next member in turn, under its own overflow rule.
+            guard let member = nextInTurn(of: group, type: type, publisher: publisher) else { return false }
+            group.cursor = group.after(member.slot)
+            return queue(event, seq: seq, uid: uid, to: member)
+        }
+    }
+
+    /// Queues an event to a chosen member under its rule (`offer`), unless it has it already.
+    private func queue(_ event: EventFrame, seq: UInt64, uid: UInt32, to member: GroupMember) -> Bool {
+        let connection = member.connection
+        guard connection.output.lastRoutedSeq != seq else { return false }  // served by the copy it has
+        connection.output.lastRoutedSeq = seq
+        guard offer(event, seq: seq, publisher: uid, to: connection) else { return false }
+        noteDelivery(seq, to: member)
+        return true
+    }
+
+    enum GroupChoice {
+        case member(GroupMember)
+        case none
+    }
+
+    /// The first member in turn that can take an event of `size` charged
+    /// bytes now (queue within its limits, not behind, not held back by a
+    /// paced replay). Members found unable, with something queued (so a
+    /// write will come), are passed over until they write (`block`).
+    func firstAble(in group: QueueGroup, size: Int, actor: UInt32, type: EventType, publisher: Connection?) -> GroupChoice {
+        var start = group.cursor
+        var skipped = 0
+        while let slot = group.nextReady(from: start) {
+            let member = group.member(at: slot).unsafelyUnwrapped
+            start = group.after(slot)
+            guard mayTake(member, type: type, publisher: publisher) else {
+                skipped += 1
+                if skipped >= group.count { break }
+                continue
+            }
+            guard let refusal = refusalNow(member.connection, size: size, actor: actor) else { return .member(member) }
+            if refusal == .user { break }  // one uid: every member is over its limit
+            if member.connection.outbound.isEmpty {
+                skipped += 1
+                if skipped >= group.count { break }
+                continue
+            }
+            block(member)
+        }
+        return .none
+    }
+
+    /// The next member in turn that may receive the event at all, ready or not.
+    private func nextInTurn(of group: QueueGroup, type: EventType, publisher: Connection?) -> GroupMember? {
+        let n = group.slotCount
+        guard n > 0 else { return nil }
+        var slot = group.cursor < n ? group.cursor : 0
+        for _ in 0..<n {
+            if let member = group.member(at: slot), mayTake(member, type: type, publisher: publisher) { return member }
+            slot = group.after(slot)
+        }
+        return nil
+    }
+
+    /// Whether a member may be given an event (or request) of `type` at
+    /// all: open, not its own publication unless it asked for echo, not a
+    /// type the policy hides from it (or does not let it serve).
+    @inline(__always)
+    func mayTake(_ member: GroupMember, type: EventType, publisher: Connection?) -> Bool {
+        let connection = member.connection
+        guard connection.isRoutable else { return false }
+        if connection === publisher && !connection.echo { return false }
+        guard member.isFiltered else { return true }
+        return member.group.key.serve ? connection.policy.serve(type).isAllowed : connection.policy.receive(type).isAllowed
+    }
+
+    /// Why a connection cannot take an event of `size` now, nil when it can:
+    /// behind, held back by a paced replay, or a limit (`refusal`).
+    @inline(__always)
+    func refusalNow(_ connection: Connection, size: Int, actor: UInt32) -> Refusal? {
+        if connection.flow.behind { return .connection }
+        if !connection.flow.replays.isEmpty && !connection.flow.pumping { return .connection }
+        return refusal(size: size, actor: actor, connection: connection)
+    }
+
+    /// Passes a member over until its connection writes.
+    private func block(_ member: GroupMember) {
+        member.isBlocked = true
+        member.group.setReady(member, false)
+        let connection = member.connection
+        connection.groups.blocked.append(member)
+        // Bounded by its memberships: left ones are dropped now and then.
+        if connection.groups.blocked.count > 2 * connection.groups.memberships.count + 16 {
+            connection.groups.blocked.removeAll { !$0.isActive }
+        }
+    }
+
+    /// A connection wrote: each of its memberships passed over is in turn again (from `didWrite`).
+    func unblockGroups(_ connection: Connection) {
+        let blocked = connection.groups.blocked
+        connection.groups.blocked.removeAll(keepingCapacity: true)
+        for member in blocked where member.isActive && member.isBlocked {
+            member.isBlocked = false
+            member.group.setReady(member, true)
+        }
+    }
+
+    // MARK: Serving groups
+
+    /// Picks one member of each serving group that matches a request of
+    /// `type` (PROTOCOL.md "Queue groups": requests too): the key's member,
+    /// or the first in turn that can take it now; a group none of whose
+    /// members can take it holds the requester when one of them may hold it
+    /// (`blockingGroups`), else it is passed over (not reached). A member
+    /// that has the request already by a plain serving subscription serves
+    /// its group with it. From `serviceRequest`.
+    func routeRequestToGroups(_ type: EventType, keyHash: UInt64?, size: Int, requester: Connection,
+                              servers: inout [Connection], blockers: inout [Connection], blockingGroups: inout [QueueGroup]) {
+        let uid = requester.credentials.uid
+        for group in serveGroups.matches(type) {
+            if let keyHash {
+                guard let member = keyedMember(of: group, keyHash: keyHash, type: type, publisher: requester) else { continue }
+                let server = member.connection
+                switch requestFit(size: size, requester: requester, server: server) {
+                case .fits: if !servers.contains(where: { $0 === server }) { servers.append(server) }
+                case .holds: if !blockers.contains(where: { $0 === server }) { blockers.append(server) }
+                case .passedOver: break
+                }
+                continue
+            }
+            let actor = uid == group.key.uid || isPrivileged(uid) ? OutboundQueue.noActor : uid
+            if case .member(let member) = firstAble(in: group, size: size, actor: actor, type: type, publisher: requester) {
+                group.cursor = group.after(member.slot)
+                if !servers.contains(where: { $0 === member.connection }) { servers.append(member.connection) }
+                continue
+            }
+            if uid != group.key.uid && ledger.halfFullTrustedHolders == 0 { continue }
+            for member in group.members where mayTake(member, type: type, publisher: requester) {
+                if wouldHold(member.connection, bound: size, actor: actor, publisherUID: uid) {
+                    blockingGroups.append(group)
+                    break
+                }
+            }
+        }
+    }
+
+    // MARK: Keys
+
+    /// The member a key hashes to among those that may receive the event
+    /// (rendezvous hashing: the highest `mix64(keyHash ^ salt)`). O(members).
+    func keyedMember(of group: QueueGroup, keyHash: UInt64, type: EventType, publisher: Connection?) -> GroupMember? {
+        var best: GroupMember? = nil
+        var bestScore: UInt64 = 0
+        for slot in 0..<group.slotCount {
+            guard let member = group.member(at: slot), mayTake(member, type: type, publisher: publisher) else { continue }
+            let score = Broker.mix64(keyHash ^ member.salt)
+            if best == nil || score > bestScore {
+                best = member
+                bestScore = score
+            }
+        }
+        return best
+    }
+
+    /// The hash of a key given as its raw JSON string token (quotes
+    /// included): its decoded bytes under this run's `groupSeed`
+    /// (`SeededHash`), so `"a"` and `"\u0061"` are one key.
+    func hashOfKey(token: UnsafeRawBufferPointer) -> UInt64 {
+        let inner = UnsafeRawBufferPointer(rebasing: token[1..<(token.count - 1)])
+        if !inner.contains(0x5C) { return SeededHash.hash(inner, seed: groupSeed) }  // no backslash: as written
+        let decoded = JSONString.decodeBytes(token, JSONToken(start: 0, end: token.count, kind: .string(escaped: true)))
+        return decoded.withUnsafeBytes { SeededHash.hash($0, seed: groupSeed) }
+    }
+
+    /// MurmurHash3's 64-bit finaliser (fmix64): a bijection whose every
+    /// output bit depends on every input bit, so `mix64(k ^ salt)` ranks the
+    /// members of a group independently for each key.
+    @inline(__always)
+    static func mix64(_ value: UInt64) -> UInt64 {
+        var h = value
+        h ^= h >> 33
+        h &*= 0xFF51_AFD7_ED55_8CCD
+        h ^= h >> 33
+        h &*= 0xC4CE_B9FE_1A85_EC53
+        h ^= h >> 33
+        return h
+    }
+}

@@ -1,0 +1,335 @@
+// Request/reply (PROTOCOL.md "Request/reply (1.3)"): serving subscriptions,
+// the routing of a `request` to the connections that serve its type, the
+// `reply` that answers it, and every way a request ends without one
+// (`no_responders`, `no_reply`, `timeout`, its requester gone). The books
+// are RequestTable.swift's.
+//
+// Before editing: serving subscriptions live in `serveIndex` and
+// `Connection.servings`, never in the plain index, so the publish path does
+// not know they exist; `addServing`/`removeServing` are the only places that
+// make and end one. A request is queued to its servers as a reply frame
+// (`enqueue(bytes:)`): never dropped once queued (a server that cannot take
+// it is passed over before, or holds the requester). Every way out of the
+// books goes through `RequestTable.finish`. The `key` of queue groups
+// arrives with `ServiceRequest.publish` (the seam: `routeRequest` picks
+// the servers; one member per group is the groups code's choice there).
+import EventBusPolicy
+import EventBusProtocol
+
+extension Broker {
+    // MARK: Serving subscriptions
+
+    /// `subscribe` with `serve: true`: needs `subscribe` and `serve` for
+    /// the pattern (PROTOCOL.md "Request/reply": who may serve).
+    func subscribeServing(_ request: SubscribeRequest, req: UnsafeRawBufferPointer?, from connection: Connection) {
+        let pattern = request.pattern
+        let filtered: Bool
+        if let existing = connection.servings[pattern] {
+            filtered = existing.isFiltered
+        } else {
+            guard let decision = mayServe(connection, pattern, req: req) else { return }
+            if let error = subscriptionLimitError(connection) {
+                reply(to: connection, req: req, error: error)
+                notice(.limitReached(connection.id, pid: connection.credentials.pid, message: error.message))
+                return
+            }
+            filtered = decision.filtered
+            addServing(pattern, to: connection, filtered: filtered)
+        }
+        replyOKIfAsked(to: connection, req: req) { out in
+            FrameEncoder.appendField("type", string: pattern.text, to: &out)
+            FrameEncoder.appendField("serve", bool: true, to: &out)
+            if filtered { FrameEncoder.appendField("filtered", bool: true, to: &out) }
+        }
+    }
+
+    /// Makes a serving subscription (the only place that adds one); charged
+    /// as a subscription (PROTOCOL.md "Quotas").
+    func addServing(_ pattern: Pattern, to connection: Connection, filtered: Bool) {
+        guard connection.servings[pattern] == nil else { return }
+        let subscription = serveIndex.add(pattern, connection)
+        connection.servings[pattern] = subscription
+        if filtered { setFiltered(subscription, true, on: connection) }
+        chargeSubscription(pattern, of: connection, sign: 1)
+    }
+
+    /// Ends a serving subscription (the only place that removes one:
+    /// unsubscribe, close, a reload's revocation). The requests it was given
+    /// that no other serving subscription of the connection matches are
+    /// taken back (`no_reply` where it was the last server).
+    /// - Returns: whether the connection had it.
+    @discardableResult
+    func removeServing(_ pattern: Pattern, from connection: Connection, closing: Bool = false) -> Bool {
+        guard let subscription = connection.servings.removeValue(forKey: pattern) else { return false }
+        setFiltered(subscription, false, on: connection)
+        serveIndex.remove(subscription)
+        chargeSubscription(pattern, of: connection, sign: -1)
+        if !closing && !connection.requests.serving.isEmpty {
+            var lost: [ReplyToken] = []
+            for token in connection.requests.serving {
+                guard let type = requests.slots[token]?.request.type, pattern.matches(type) else { continue }
+                if connection.servings.keys.contains(where: { $0.matches(type) }) { continue }
+                lost.append(token)
+            }
+            for token in lost { withdraw(token, from: connection, because: .unsubscribed) }
+        }
+        return true
+    }
+
+    /// A connection is going (from `forget`): its serving subscriptions end,
+    /// the tokens it was given are taken back (`no_reply` where it was the
+    /// last server), and the requests it asked are forgotten (a late reply
+    /// to one gets `accepted: false`).
+    func forgetRequests(of connection: Connection) {
+        for pattern in Array(connection.servings.keys) { removeServing(pattern, from: connection, closing: true) }
+        for token in Array(connection.requests.serving) { withdraw(token, from: connection, because: .closed) }
+        for request in Array(connection.requests.pending.values) { requests.finish(request) }
+    }
+
+    /// A connection fell behind (PROTOCOL.md "Flow control"): the requests
+    /// queued to it count as unanswered by it.
+    func requestsFellBehind(_ connection: Connection) {
+        for token in Array(connection.requests.serving) { withdraw(token, from: connection, because: .behind) }
+    }
+
+    /// Takes back one token; the requester gets `no_reply` once no server is left.
+    private func withdraw(_ token: ReplyToken, from server: Connection, because loss: ServerLoss) {
+        guard let request = requests.withdraw(token, from: server, because: loss), request.tokens.isEmpty else { return }
+        let message = request.noReplyMessage
+        requests.finish(request)
+        answer(request) { out in request.req.withUnsafeBytes { FrameEncoder.appendError(req: $0, ProtocolError(.noReply, message), to: &out) } }
+    }
+
+    // MARK: Asking
+
+    /// `request` (PROTOCOL.md "Request/reply": asking, routing, nobody to
+    /// ask, bounds, flow control). The answer comes later (`reply`), or an
+    /// error now.
+    func serviceRequest(_ request: ServiceRequest, frame: UnsafeRawBufferPointer, req: UnsafeRawBufferPointer?, from requester: Connection) {
+        guard let req else { preconditionFailure("the decoder refuses a request without req") }
+        let type = request.publish.type
+        guard mayPublish(requester, type, req: req) else { return }
+        let timeout = request.timeoutMilliseconds ?? configuration.defaultRequestTimeoutMilliseconds
+        guard timeout <= configuration.maxRequestTimeoutMilliseconds else {
+            reply(to: requester, req: req, error: ProtocolError(.badRequest, "timeout \(timeout) ms is over the broker's maximum of \(configuration.maxRequestTimeoutMilliseconds) ms (--max-request-timeout)"))
+            return
+        }
+        if let error = pendingLimitError(requester) {
+            reply(to: requester, req: req, error: error)
+            notice(.limitReached(requester.id, pid: requester.credentials.pid, message: error.message))
+            return
+        }
+        // The frame a server gets is the event's with `"op":"request"`, the
+        // token and the time left: written once, spliced per server.
+        let event = buildRequestEvent(seq: seq + 1, request.publish, frame: frame, requester: requester)
+        let size = event.count + Broker.requestExtraBytes + OutboundQueue.entryOverheadBytes
+        var servers: [Connection] = []
+        var blockers: [Connection] = []
+        routeRequest(type, from: requester) { server in
+            switch requestFit(size: size, requester: requester, server: server) {
+            case .fits: servers.append(server)
+            case .holds: blockers.append(server)
+            case .passedOver: break
+            }
+        }
+        // (1.3) One member of each serving queue group (Broker+Groups.swift).
+        var blockingGroups: [QueueGroup] = []
+        if serveGroups.count != 0 {
+            let keyHash = request.publish.key.map { hashOfKey(token: UnsafeRawBufferPointer(rebasing: frame[$0.start..<$0.end])) }
+            routeRequestToGroups(type, keyHash: keyHash, size: size, requester: requester,
+                                 servers: &servers, blockers: &blockers, blockingGroups: &blockingGroups)
+        }
+        if !blockers.isEmpty || !blockingGroups.isEmpty {
+            hold(requester, on: blockers, groups: blockingGroups, frame: frame)  // routed again when released
+            return
+        }
+        guard !servers.isEmpty else {
+            statistics.noResponders += 1
+            reply(to: requester, req: req, error: ProtocolError(.noResponders, "no connection serves \(type.name)"))
+            return
+        }
+        seq += 1
+        statistics.requests += 1
+        requester.accounting.publishedCount += 1
+        countRequest(type)
+        let pending = PendingRequest(requester: requester, req: Array(req), seq: seq, type: type,
+                                     deadline: now.monotonicNanoseconds &+ Int64(clamping: timeout) &* 1_000_000)
+        requests.add(pending)
+        var out: [UInt8] = []
+        for server in servers {
+            let token = requests.issueToken(for: pending, to: server)
+            out.removeAll(keepingCapacity: true)
+            event.withUnsafeBytes { FrameEncoder.appendRequest(event: $0, token: { token.append(to: &$0) }, timeoutMilliseconds: timeout, to: &out) }
+            enqueue(bytes: out, to: server)
+            server.accounting.deliveredCount += 1
+        }
+    }
+
+    /// Bytes a request frame adds to its event frame: `"request"` for
+    /// `"event"`, `,"reply":"<32 hex>","timeout":<at most 20 digits>`.
+    static let requestExtraBytes = 2 + 10 + ReplyToken.textLength + 12 + 20
+
+    /// Calls `body` with every connection that may be given a request of
+    /// `type` from `requester`: a matching serving subscription the policy
+    /// lets serve it (`serveIndex`), at most once each, not the requester
+    /// unless it said `echo: true`, not one being closed. (Queue groups pick
+    /// one member per group here.)
+    func routeRequest(_ type: EventType, from requester: Connection, _ body: (Connection) -> Void) {
+        for server in serveIndex.matches(type) {
+            if server === requester && !requester.echo { continue }
+            guard server.isRoutable else { continue }
+            body(server)
+        }
+    }
+
+    /// What a server whose queue is at `size` bytes short does with a request.
+    enum RequestFit {
+        case fits, holds, passedOver
+    }
+
+    /// Flow control for a request as for an event (PROTOCOL.md
+    /// "Request/reply", "Flow control"): it fits under the limits and the
+    /// requester uid's fair share; if not, a server under `wait` that may
+    /// hold the requester (same uid, or `allow hold`) and whose queue is
+    /// half full holds it; any other is passed over (not reached).
+    func requestFit(size: Int, requester: Connection, server: Connection) -> RequestFit {
+        let uid = requester.credentials.uid
+        let actor = uid == server.credentials.uid || isPrivileged(uid) ? OutboundQueue.noActor : uid
+        let blockedByReplay = !server.flow.replays.isEmpty
+        let refused = refusal(size: size, actor: actor, connection: server)
+        if refused == nil && !blockedByReplay && !server.flow.behind { return .fits }
+        if refused == nil && server.flow.behind { return .fits }  // behind: drop-new, and it fits
+        guard server.overflow == .wait, !server.flow.behind else { return .passedOver }
+        switch server.policy.hold {
+        case .ownUID: guard server.credentials.uid == uid else { return .passedOver }
+        case .anyUID: break
+        case .none: return .passedOver
+        }
+        if blockedByReplay { return .holds }
+        guard server.outbound.chargedBytes >= configuration.maxOutboundBytes / 2, refused != .total else { return .passedOver }
+        return .holds
+    }
+
+    /// The `limit` error for one more pending request of `requester`, nil
+    /// when it may ask (per connection, per uid except uid 0 and the
+    /// broker's, in total).
+    func pendingLimitError(_ requester: Connection) -> ProtocolError? {
+        let perConnection = configuration.maxPendingRequestsPerConnection
+        if requester.requests.pending.count >= perConnection {
+            return ProtocolError(.limit, "\(perConnection) pending requests on this connection (limit, --max-pending-requests)")
+        }
+        let account = requester.account
+        let perUID = configuration.quotas.maxPendingRequestsPerUID
+        if !account.isPrivileged && account.pendingRequests >= perUID {
+            return ProtocolError(.limit, "\(perUID) pending requests for uid \(account.uid) (limit)")
+        }
+        let total = configuration.quotas.maxPendingRequests
+        if requests.count >= total {
+            return ProtocolError(.limit, "too many pending requests in total (limit \(total))")
+        }
+        return nil
+    }
+
+    /// The event frame of a request (PROTOCOL.md "Events" shape, `seq`
+    /// the one it takes if it reaches anyone).
+    private func buildRequestEvent(seq: UInt64, _ publish: PublishRequest, frame: UnsafeRawBufferPointer, requester: Connection) -> [UInt8] {
+        let content = EventContent(publish, frame: frame, typeBytes: nil)
+        let time = writer.timestamps.bytes(nanosecondsSinceEpoch: now.wallNanoseconds)
+        var name = publish.type.name
+        return name.withUTF8 { type in
+            let parts = FrameEncoder.EventBytes(
+                seq: seq, type: UnsafeRawBufferPointer(type), time: time,
+                source: content.source ?? requester.session.eventSource.bytes, id: content.id,
+                idPrefix: writer.eventIDPrefix.bytes, identity: requester.identity.eventIdentity.bytes, origin: nil, data: content.data,
+                key: content.key)
+            let bound = FrameEncoder.eventByteCountUpperBound(parts)
+            return [UInt8](unsafeUninitializedCapacity: bound) { buffer, count in
+                count = FrameEncoder.writeEvent(parts, into: UnsafeMutableRawPointer(buffer.baseAddress!), capacity: bound).count
+            }
+        }
+    }
+
+    // MARK: Answering
+
+    /// `reply` (PROTOCOL.md "Request/reply": answering, the answer, bounds).
+    /// `accepted: false`, the same answer whatever the reason, for a token
+    /// that is not good on this connection now (unknown, expired, answered,
+    /// given to another connection, not a token at all).
+    func serviceReply(_ reply: ServiceReply, frame: UnsafeRawBufferPointer, req: UnsafeRawBufferPointer?, from server: Connection) {
+        let text = UnsafeRawBufferPointer(rebasing: frame[(reply.to.start + 1)..<(reply.to.end - 1)])
+        guard let token = ReplyToken(text: text), let slot = requests.slots[token], slot.server === server else {
+            answerReply(to: server, req: req, accepted: false)
+            return
+        }
+        let request = slot.request
+        requests.finish(request)
+        let time = writer.timestamps.bytes(nanosecondsSinceEpoch: now.wallNanoseconds)
+        let data = reply.data.map { UnsafeRawBufferPointer(rebasing: frame[$0.start..<$0.end]) }
+        let error = reply.error.map { UnsafeRawBufferPointer(rebasing: frame[$0.start..<$0.end]) }
+        var out: [UInt8] = []
+        request.req.withUnsafeBytes { req in
+            FrameEncoder.appendAnswer(req: req, seq: request.seq, time: time, identity: server.identity.eventIdentity.bytes,
+                                      data: data, serviceError: error, to: &out)
+        }
+        // Charged to the requester's uid: one that would pass its outbound
+        // quota is not queued (PROTOCOL.md "Request/reply": bounds).
+        let requester = request.requester
+        let size = out.count + OutboundQueue.entryOverheadBytes
+        if let limit = requester.account.limits.outboundBytes, requester.account.queuedBytes + size > limit {
+            answer(request) { out in
+                request.req.withUnsafeBytes {
+                    FrameEncoder.appendError(req: $0, ProtocolError(.limit, "the reply of \(out.count) bytes would take uid \(requester.account.uid) past its outbound limit of \(limit) bytes (replies not read); not queued"), to: &out)
+                }
+            }
+            answerReply(to: server, req: req, accepted: false)
+            return
+        }
+        statistics.replies += 1
+        enqueue(bytes: out, to: requester)
+        closeIfIdle(requester)
+        answerReply(to: server, req: req, accepted: true)
+    }
+
+    private func answerReply(to server: Connection, req: UnsafeRawBufferPointer?, accepted: Bool) {
+        replyOKIfAsked(to: server, req: req) { out in FrameEncoder.appendField("accepted", bool: accepted, to: &out) }
+    }
+
+    /// Queues a frame `write` makes to a request's requester (which is out
+    /// of the books already) and closes a half-closed requester with nothing left.
+    private func answer(_ request: PendingRequest, _ write: (inout [UInt8]) -> Void) {
+        let requester = request.requester
+        guard !requester.isClosed, requester.closing == nil else { return }
+        writer.scratch.removeAll(keepingCapacity: true)
+        write(&writer.scratch)
+        enqueue(bytes: writer.scratch, to: requester)
+        closeIfIdle(requester)
+    }
+
+    /// A half-closed connection whose last pending request was answered.
+    private func closeIfIdle(_ connection: Connection) {
+        if connection.inputClosed && connection.isIdleAfterInput { closeWhenFlushed(connection) }
+    }
+
+    // MARK: Deadlines
+
+    /// The earliest deadline of a pending request, monotonic ns (the server
+    /// wakes for it); nil while nothing is pending.
+    public var nextRequestDeadline: Int64? { requests.nextDeadline }
+
+    /// Answers `timeout` to every request whose deadline has passed at
+    /// `time` (PROTOCOL.md "Request/reply": no answer) and forgets it.
+    /// Cost: O(log n) per request expired, nothing when none is due.
+    public func expireRequests(at time: BrokerTime) -> BrokerStep {
+        now = time
+        while let request = requests.due(at: time.monotonicNanoseconds) {
+            requests.finish(request)
+            statistics.timeouts += 1
+            answer(request) { out in
+                request.req.withUnsafeBytes {
+                    FrameEncoder.appendError(req: $0, ProtocolError(.timeout, "no reply to the request of \(request.type.name) (seq \(request.seq)) before its deadline"), to: &out)
+                }
+            }
+        }
+        return finishStep()
+    }
+}

@@ -1,0 +1,315 @@
+// Queue groups (PROTOCOL.md "Queue groups (1.3)"): the group records and
+// their index. A group is identified by (uid, pattern, serve, name); its
+// members are connections, each by one `GroupMember` record (its group
+// subscription), in join order in `slots`. Which members may take an event
+// now is a bit per slot (`ReadySet`): a member found unable to take one
+// (its queue full, behind, held back by a paced replay) has its bit cleared
+// and comes back at its next write, so choosing a member in turn costs
+// O(1) amortised: every member passed over was found full since its last
+// write, at most once per write. The groups are found by the types they
+// match as subscriptions are (`GroupIndex`: exact types in a map, wildcard
+// patterns in the same segment trie, SubscriptionTrie.swift).
+//
+// Before editing: groups and members are made and ended only by
+// Broker+Groups.swift (`joinGroup`, `leaveGroup`), which keeps the
+// connection's side (`ConnectionGroups`), the group's slots and bits, the
+// index and the subscription counts in step; a group with no member is
+// gone from the index at once. A member's `isBlocked` is true exactly when
+// its bit is clear and it is in its connection's `groups.blocked` list.
+// Whatever changes what `GroupIndex.matches` returns moves `version` (the
+// type table keeps those lists while it stands).
+import EventBusProtocol
+
+/// Which group (PROTOCOL.md "Queue groups": the connection's uid, the
+/// pattern, `serve`, and the name).
+struct GroupKey: Hashable {
+    var uid: UInt32
+    var pattern: Pattern
+    var serve: Bool
+    var name: String
+}
+
+/// One connection's membership of one group: its group subscription.
+final class GroupMember {
+    let connection: Connection
+    let group: QueueGroup
+    /// Its place in the group's join order (`QueueGroup.slots`).
+    var slot: Int
+    /// Its weight seed in rendezvous hashing (from its connection id: a
+    /// connection that leaves and joins again takes back the same keys).
+    let salt: UInt64
+    /// The policy denies the connection some of the pattern's types
+    /// (`filtered: true`): those are never given to it.
+    var isFiltered = false
+    /// Its bit is clear (it was found unable to take an event) and it is in
+    /// its connection's `groups.blocked` list until the connection writes.
+    var isBlocked = false
+    /// Still in its group (false once it left: records of it are stale).
+    var isActive = true
+
+    init(connection: Connection, group: QueueGroup, slot: Int, salt: UInt64) {
+        self.connection = connection
+        self.group = group
+        self.slot = slot
+        self.salt = salt
+    }
+}
+
+/// One queue group: its members in join order, which of them may take an
+/// event now, the turn, and the publishers it holds back.
+final class QueueGroup {
+    let key: GroupKey
+    /// Members in join order; nil where one left (squeezed out once the
+    /// holes are as many as the members).
+    private(set) var slots: [GroupMember?] = []
+    /// Members now.
+    private(set) var count = 0
+    /// The slots whose member may take an event now (as far as known).
+    private(set) var ready = ReadySet()
+    /// The slot to look at first: the one after the member chosen last.
+    var cursor = 0
+    /// (PROTOCOL.md "Flow control") Publishers held back until a member can
+    /// take their event; each has this group in its `flow.heldInGroups`.
+    var holding: [Connection] = []
+    /// Where it is in its `GroupIndex` list (an exact type's, or a trie
+    /// node's), and that node for a wildcard pattern.
+    var position = 0
+    var node: PatternTrieNode<QueueGroup>? = nil
+    var isTail = false
+
+    init(key: GroupKey) { self.key = key }
+
+    var isEmpty: Bool { count == 0 }
+    var slotCount: Int { slots.count }
+
+    @inline(__always)
+    func member(at slot: Int) -> GroupMember? { slots[slot] }
+
+    /// Adds a member last in join order, ready.
+    func append(_ connection: Connection, salt: UInt64) -> GroupMember {
+        let member = GroupMember(connection: connection, group: self, slot: slots.count, salt: salt)
+        slots.append(member)
+        count += 1
+        ready.grow(to: slots.count)
+        ready.insert(member.slot)
+        return member
+    }
+
+    /// Takes a member out (its slot becomes a hole; holes are squeezed out
+    /// once they are as many as the members: O(1) amortised).
+    func remove(_ member: GroupMember) {
+        ready.remove(member.slot)
+        slots[member.slot] = nil
+        member.isActive = false
+        count -= 1
+        if count == 0 {
+            slots.removeAll()
+            ready = ReadySet()
+            cursor = 0
+        } else if slots.count >= 16 && slots.count >= 2 * count {
+            squeeze()
+        }
+    }
+
+    /// Renumbers the members 0..<count in join order; the turn stays with
+    /// the member it was at (or the next).
+    private func squeeze() {
+        var kept: [GroupMember?] = []
+        kept.reserveCapacity(count)
+        var newCursor = -1
+        var fresh = ReadySet()
+        fresh.grow(to: count)
+        for (i, slot) in slots.enumerated() {
+            if i >= cursor && newCursor < 0 && slot != nil { newCursor = kept.count }
+            guard let member = slot else { continue }
+            let wasReady = ready.contains(i)
+            member.slot = kept.count
+            kept.append(member)
+            if wasReady { fresh.insert(member.slot) }
+        }
+        slots = kept
+        ready = fresh
+        cursor = newCursor < 0 ? 0 : newCursor
+    }
+
+    /// Marks a member able (true) or unable (false) to take an event now.
+    @inline(__always)
+    func setReady(_ member: GroupMember, _ isReady: Bool) {
+        if isReady { ready.insert(member.slot) } else { ready.remove(member.slot) }
+    }
+
+    /// The first ready slot in turn from `start` (wrapping once), nil when none is ready.
+    @inline(__always)
+    func nextReady(from start: Int) -> Int? {
+        if let slot = ready.first(atOrAfter: start) { return slot }
+        guard start > 0, let slot = ready.first(atOrAfter: 0), slot < start else { return nil }
+        return slot
+    }
+
+    /// The slot after `slot` in turn (wrapping).
+    @inline(__always)
+    func after(_ slot: Int) -> Int { slot + 1 >= slots.count ? 0 : slot + 1 }
+
+    /// The members in join order.
+    var members: [GroupMember] { slots.compactMap { $0 } }
+}
+
+/// A set of slot numbers as a bitmap with a summary word per 64 words, so
+/// the first member at or after a slot is found in O(1 + slots / 4096)
+/// word reads (a group's members are bounded by the subscription quotas:
+/// 262,144 at most, 64 summary words).
+struct ReadySet {
+    private var words: [UInt64] = []
+    /// Bit `w % 64` of `summary[w / 64]`: `words[w]` is not 0.
+    private var summary: [UInt64] = []
+
+    var isEmpty: Bool { summary.allSatisfy { $0 == 0 } }
+
+    /// Makes room for slots 0..<n.
+    mutating func grow(to n: Int) {
+        let needed = (n + 63) >> 6
+        if words.count < needed { words.append(contentsOf: repeatElement(0, count: needed - words.count)) }
+        let summaries = (words.count + 63) >> 6
+        if summary.count < summaries { summary.append(contentsOf: repeatElement(0, count: summaries - summary.count)) }
+    }
+
+    @inline(__always)
+    func contains(_ i: Int) -> Bool { words[i >> 6] & (1 << UInt64(i & 63)) != 0 }
+
+    @inline(__always)
+    mutating func insert(_ i: Int) {
+        let w = i >> 6
+        words[w] |= 1 << UInt64(i & 63)
+        summary[w >> 6] |= 1 << UInt64(w & 63)
+    }
+
+    @inline(__always)
+    mutating func remove(_ i: Int) {
+        let w = i >> 6
+        words[w] &= ~(1 << UInt64(i & 63))
+        if words[w] == 0 { summary[w >> 6] &= ~(1 << UInt64(w & 63)) }
+    }
+
+    /// The smallest member at or after `i`, nil when none.
+    func first(atOrAfter i: Int) -> Int? {
+        var w = i >> 6
+        guard w < words.count else { return nil }
+        let inWord = words[w] & (~0 << UInt64(i & 63))
+        if inWord != 0 { return w << 6 | inWord.trailingZeroBitCount }
+        w += 1
+        var s = w >> 6
+        guard s < summary.count else { return nil }
+        var bits = w & 63 == 0 ? summary[s] : summary[s] & (~0 << UInt64(w & 63))
+        while true {
+            if bits != 0 {
+                let word = s << 6 | bits.trailingZeroBitCount
+                return word << 6 | words[word].trailingZeroBitCount
+            }
+            s += 1
+            guard s < summary.count else { return nil }
+            bits = summary[s]
+        }
+    }
+}
+
+/// The queue groups by pattern, found by the types they match: exact
+/// patterns in a map, wildcard ones in a segment trie (as
+/// `SubscriptionIndex`); and by their key, for joining.
+final class GroupIndex {
+    private(set) var byKey: [GroupKey: QueueGroup] = [:]
+    private var exact: [String: [QueueGroup]] = [:]
+    private let root = PatternTrieNode<QueueGroup>(parent: nil, edge: .empty)
+    /// Goes up with every group made or ended (lists taken from `matches` are stale then).
+    private(set) var version: UInt64 = 1
+
+    /// Groups now (each has at least one member).
+    var count: Int { byKey.count }
+
+    func group(_ key: GroupKey) -> QueueGroup? { byKey[key] }
+
+    /// Puts a new group in (its key is not there yet).
+    func add(_ group: QueueGroup) {
+        version &+= 1
+        byKey[group.key] = group
+        let pattern = group.key.pattern
+        guard pattern.hasWildcards else {
+            group.position = exact[pattern.text]?.count ?? 0
+            exact[pattern.text, default: []].append(group)
+            return
+        }
+        var segments = Segments(Substring(pattern.text))
+        group.isTail = pattern.text.utf8.last == 0x3E  // ">"
+        if group.isTail { segments = segments.prefix(segments.count - 1) }
+        let node = PatternTrieNode<QueueGroup>.node(for: segments, from: root)
+        group.node = node
+        if group.isTail {
+            group.position = node.tailSubscribers.count
+            node.tailSubscribers.append(group)
+        } else {
+            group.position = node.subscribers.count
+            node.subscribers.append(group)
+        }
+    }
+
+    /// Takes an empty group out: O(1) in the groups of its pattern.
+    func remove(_ group: QueueGroup) {
+        version &+= 1
+        byKey[group.key] = nil
+        let pattern = group.key.pattern
+        guard let node = group.node else {
+            Self.remove(group, from: &exact[pattern.text]!)
+            if exact[pattern.text]!.isEmpty { exact[pattern.text] = nil }
+            return
+        }
+        if group.isTail { Self.remove(group, from: &node.tailSubscribers) } else { Self.remove(group, from: &node.subscribers) }
+        group.node = nil
+        PatternTrieNode<QueueGroup>.prune(from: node)
+    }
+
+    private static func remove(_ group: QueueGroup, from list: inout [QueueGroup]) {
+        let i = group.position, last = list.count - 1
+        if i != last {
+            list[i] = list[last]
+            list[i].position = i
+        }
+        list.removeLast()
+    }
+
+    /// The groups whose pattern matches `type`, each once.
+    func matches(_ type: EventType) -> [QueueGroup] {
+        var list = exact[type.name] ?? []
+        guard !root.isEmpty else { return list }
+        let name = type.name
+        var segments: [Substring] = []
+        var start = name.startIndex
+        for i in name.utf8.indices where name.utf8[i] == 0x2E {
+            segments.append(name[start..<i])
+            start = name.utf8.index(after: i)
+        }
+        segments.append(name[start...])
+        root.match(segments, at: 0) { list.append($0) }
+        return list
+    }
+
+    /// Whether no group is left and the trie is pruned to its root.
+    var isEmpty: Bool { byKey.isEmpty && exact.isEmpty && root.isEmpty }
+}
+
+/// A connection's side of its groups: its memberships, those passed over
+/// until it writes, and the group events queued to it (for redelivery when
+/// it closes, PROTOCOL.md "Queue groups": leaving).
+struct ConnectionGroups {
+    var memberships: [GroupKey: GroupMember] = [:]
+    /// Memberships whose bit is clear: set again at its next write.
+    var blocked: [GroupMember] = []
+    /// Group events queued to it, oldest first (with stale ones: written,
+    /// dropped, or of a group it left), pruned once they are twice its
+    /// queued frames.
+    var deliveries: [GroupDelivery] = []
+}
+
+/// An event a group gave a member: its seq and the membership.
+struct GroupDelivery {
+    var seq: UInt64
+    var member: GroupMember
+}

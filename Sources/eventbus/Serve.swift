@@ -1,0 +1,289 @@
+// `eventbus serve TYPE... [--group NAME] -- COMMAND [ARGS...]`: answer the
+// requests for TYPE (PROTOCOL.md "Request/reply (1.3)": a serving
+// subscription per TYPE, with "Queue groups (1.3)"'s `group` when given),
+// running COMMAND once per request (ServeJob.swift), at most
+// `--concurrency` at a time. `serve --json TYPE...` runs nothing: it prints
+// each request as the broker sent it, one JSON line, and sends each line of
+// standard input (`{"to":..,"data":..}` or `{"to":..,"error":..}`) as a
+// reply, so a program in any language can serve through two pipes.
+//
+// Before editing: one thread, one poll(2) over the broker socket, standard
+// input (--json) and every running COMMAND's pipes. At `--concurrency`
+// running commands the socket is not read: requests wait in the broker
+// (whose flow control and deadlines apply) rather than in this process.
+// A request past its deadline gets no reply (the broker has answered the
+// requester already); its COMMAND is killed. Exits: 0 after `--count`
+// answers or (--json) at the end of standard input; 69 when the broker goes;
+// 77 when the policy forbids serving a TYPE; 126/127 when COMMAND cannot
+// run.
+import EventBusCommandLine
+import EventBusProtocol
+import EventBusSession
+import EventBusSystem
+import Glibc
+
+/// The tag of serve's own requests: the replies.
+enum ServeTag {
+    /// The reply to request `seq` (nil: one read from `--json`'s input).
+    case reply(seq: UInt64?)
+}
+
+/// A request for the server: what answering it takes.
+struct ServedRequest {
+    var token: String
+    var seq: UInt64
+    /// Its `data`, as the requester sent it (`null` when absent).
+    var data: [UInt8]
+    /// CLOCK_MONOTONIC, ns.
+    var deadline: Int64
+}
+
+/// The `timeout` of a request frame that has none: the protocol's default.
+private let defaultRequestMilliseconds: UInt64 = 25_000
+
+func runServe(_ args: ParsedArguments, socket: String) throws(CLIError) {
+    let command = "serve"
+    let split = args.operandsBeforeDoubleDash ?? args.operands.count
+    let patterns = Array(args.operands[..<split])
+    let commandLine = Array(args.operands[split...])
+    guard !patterns.isEmpty else { throw .usage(command, "missing TYPE") }
+    try validatePatterns(patterns, command: command)
+    let json = try args.format(command: command).map { (value) throws(CLIError) -> Bool in
+        guard value == "json" else { throw .usage(command, "unknown format '\(TerminalText.escaped(value))'; serve prints requests only as json") }
+        return true
+    } ?? false
+    if args.operandsBeforeDoubleDash != nil && commandLine.isEmpty { throw .usage(command, "missing COMMAND after '--'") }
+    if json && !commandLine.isEmpty { throw .usage(command, "give --json or '-- COMMAND', not both") }
+    if !json && commandLine.isEmpty { throw .usage(command, "missing '-- COMMAND' (or --json to serve through standard input and output)") }
+    if json && (args.has("string") || args.has("concurrency")) { throw .usage(command, "--string and --concurrency go with '-- COMMAND'") }
+    let group = try groupOption(args, command: command)
+    let concurrency = try args.value("concurrency", command: command, as: parseCount) ?? 1
+    guard concurrency >= 1 else { throw .usage(command, "--concurrency must be at least 1") }
+    let count = try args.value("count", command: command, as: parseCount)
+
+    var server = Server(keys: patterns.map { SubscriptionKey($0, serve: true, group: group) }, group: group)
+    let connection = try connectAndSubscribe(socket) { server.connectionFrames() }
+    if json {
+        try server.serveThroughStandardStreams(connection, count: count)
+    } else {
+        try server.serveWithCommand(connection, commandLine, concurrency: concurrency, string: args.has("string"), count: count)
+    }
+}
+
+/// (1.3) `--group NAME` of `listen` and `serve`: 1-64 bytes of
+/// `A-Z a-z 0-9 _ . - :` (PROTOCOL.md "Requests"), checked before anything is sent.
+func groupOption(_ args: ParsedArguments, command: String) throws(CLIError) -> String? {
+    guard let name = args.value("group") else { return nil }
+    guard RequestDecoder.isValidClientName(name) else {
+        throw .usage(command, "invalid group name '\(TerminalText.escaped(name))': 1-64 bytes of A-Z a-z 0-9 _ . - :")
+    }
+    return name
+}
+
+/// The session of `serve` and what it has answered.
+private struct Server {
+    let keys: [SubscriptionKey]
+    let group: String?
+    var session = BusSession<ServeTag>(sessionOptions(client: "eventbus-serve"))
+    var acknowledged = 0
+    /// Replies sent (the `--count`).
+    var answered = 0
+    var failure: CLIError? = nil
+    /// An `error` without `req`: the reason if the broker then closes.
+    var brokerError: Reply? = nil
+
+    init(keys: [SubscriptionKey], group: String?) {
+        self.keys = keys
+        self.group = group
+    }
+
+    /// The `hello` and a serving subscribe per TYPE.
+    mutating func connectionFrames() -> [UInt8] {
+        session.connectionStarted()
+        for key in keys { session.subscribe(key) }
+        return session.takeOutput()
+    }
+
+    /// Handles one frame. - Returns: the request it carries, if any.
+    mutating func handle(_ frame: UnsafeRawBufferPointer) -> ServedRequest? {
+        switch session.handle(frame) {
+        case .request(let fields):
+            let data = fields.event.data.map { Array(frame[$0.start..<$0.end]) } ?? Array("null".utf8)
+            let milliseconds = fields.timeout ?? defaultRequestMilliseconds
+            return ServedRequest(token: JSONString.decode(frame, fields.token), seq: fields.event.seq, data: data,
+                                 deadline: Clock.monotonicNanoseconds() + Int64(min(milliseconds, 1 << 40)) * 1_000_000)
+        case .subscribed:
+            acknowledged += 1
+            if acknowledged == keys.count {
+                let names = keys.map { "'\($0.pattern)'" }.joined(separator: ", ")
+                printError("serving \(names)\(group.map { " in group '\($0)'" } ?? "")")
+            }
+        case .subscribeRefused(let key, let reply, _):
+            failure = reply.failure("serving '\(key.pattern)'")
+        case .revoked(let pattern, let reply):
+            failure = reply.failure("serving '\(pattern)' (revoked by a policy reload)")
+        case .answered(.reply(let seq), let reply):
+            let which = seq.map { "the reply to request \($0)" } ?? "a reply"
+            if !reply.isOK {
+                printError("\(which) was refused: \(TerminalText.escaped(reply.string("message") ?? "no message")) (\(reply.string("code") ?? "unknown"))")
+            } else if reply.bool("accepted") == false {
+                printError("\(which) came too late (answered already, past its deadline, or its requester left)")
+            }
+        case .helloRefused(let reply), .error(let reply):
+            brokerError = reply
+        case .event, .held, .dropped, .gap, .greeted, .unsubscribed, .settled, .other, .unreadable, .ignored:
+            break
+        }
+        return nil
+    }
+
+    /// Queues a reply; the caller writes `session.takeOutput()`.
+    mutating func reply(to token: String, seq: UInt64?, data: JSONText?, error: String?) {
+        session.send(.reply(to: token, data: data, error: error), tag: .reply(seq: seq))
+        answered += 1
+    }
+
+    // MARK: -- COMMAND
+
+    mutating func serveWithCommand(_ connection: BrokerConnection, _ commandLine: [String], concurrency: Int, string: Bool, count: Int?) throws(CLIError) {
+        var jobs: [ServeJob] = []
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 16, alignment: 16)
+        defer { buffer.deallocate() }
+        /// Ends every running COMMAND (the broker is gone or serve failed).
+        func stopAll() { for job in jobs { job.child.sendToGroup(signal: SIGTERM); _ = try? job.child.poll() } }
+        var started = 0
+        while count.map({ answered < $0 || !jobs.isEmpty }) ?? true {
+            let reading = jobs.count < concurrency && count.map { started < $0 } ?? true
+            var entries = [PollEntry(connection.descriptor, events: reading ? .readable : [])]
+            for job in jobs { entries += job.pollEntries }
+            let now = Clock.monotonicNanoseconds()
+            let wake = jobs.map { $0.wakeUp(now: now) }.min()
+            let timeout = reading && connection.hasBacklog ? 0 : BrokerConnection.pollTimeout(until: wake)
+            do { _ = try FileDescriptor.poll(&entries, timeoutMilliseconds: timeout) } catch { throw CLIError(.software, "\(error)") }
+
+            let after = Clock.monotonicNanoseconds()
+            for job in jobs { job.step(now: after, buffer: buffer) }
+            for job in jobs where job.isDone {
+                switch job.outcome(command: commandLine[0], string: string) {
+                case .data(let data): reply(to: job.token, seq: job.seq, data: data, error: nil)
+                case .failure(let text): reply(to: job.token, seq: job.seq, data: nil, error: text)
+                case .expired:
+                    answered += 1
+                    printError("'\(commandLine[0])' outlived the deadline of request \(job.seq): killed, no reply sent")
+                }
+            }
+            jobs.removeAll { $0.isDone }
+            if session.hasOutput { try connection.send(session.takeOutput()) }
+
+            guard reading && (connection.hasBacklog || !entries[0].returned.isEmpty) else {
+                if !entries[0].returned.intersection([.hangup, .error]).isEmpty && !reading {
+                    // Gone while every slot is busy: finish nothing more.
+                    stopAll()
+                    throw connection.closedError(reason: brokerError)
+                }
+                continue
+            }
+            var spawnFailure: CLIError? = nil
+            let outcome = try connection.receive(deadline: 0) { frame in
+                if let request = handle(frame) {
+                    started += 1
+                    do throws(SystemError) {
+                        jobs.append(try ServeJob(command: commandLine, token: request.token, seq: request.seq, data: request.data, deadline: request.deadline))
+                    } catch {
+                        let status: ExitStatus = error.errno == .noSuchFile ? .commandNotFound : .cannotExecute
+                        reply(to: request.token, seq: request.seq, data: nil, error: "the server cannot run '\(commandLine[0])': \(error.errno)")
+                        spawnFailure = CLIError(status, "cannot run '\(commandLine[0])': \(error.errno)")
+                    }
+                }
+                return failure == nil && spawnFailure == nil && jobs.count < concurrency && count.map { started < $0 } ?? true
+            }
+            if session.hasOutput { try connection.send(session.takeOutput()) }
+            if let error = failure ?? spawnFailure {
+                stopAll()
+                throw error
+            }
+            if outcome == .closed {
+                stopAll()
+                throw connection.closedError(reason: brokerError)
+            }
+        }
+    }
+
+    // MARK: --json
+
+    mutating func serveThroughStandardStreams(_ connection: BrokerConnection, count: Int?) throws(CLIError) {
+        var input = FrameSplitter()
+        var output = StandardOutput()
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 16, alignment: 16)
+        defer { buffer.deallocate() }
+        var line = 0
+        var inputOpen = true
+        while inputOpen && count.map({ answered < $0 }) ?? true {
+            var entries = [PollEntry(connection.descriptor, events: .readable), PollEntry(.standardInput, events: .readable),
+                           PollEntry(.standardOutput, events: [])]
+            let timeout: Int32 = connection.hasBacklog ? 0 : -1
+            do { _ = try FileDescriptor.poll(&entries, timeoutMilliseconds: timeout) } catch { throw CLIError(.software, "\(error)") }
+            if !entries[2].returned.intersection([.hangup, .error]).isEmpty { return }  // the reader of the requests is gone
+
+            if !entries[1].returned.isEmpty {
+                let read: IOResult<Int>
+                do { read = try FileDescriptor.standardInput.read(into: buffer) } catch {
+                    throw CLIError(.ioError, "cannot read standard input: \(error.errno)")
+                }
+                func take(_ piece: SplitFrame) -> Bool {
+                    line += 1
+                    switch piece {
+                    case .frame(let bytes): replyLine(bytes, line: line)
+                    case .tooLarge(let size): printError("line \(line): \(size) bytes, more than \(ProtocolConstants.defaultMaxFrameBytes): ignored")
+                    }
+                    return true
+                }
+                switch read {
+                case .complete(0):
+                    input.finish(take)
+                    inputOpen = false
+                case .complete(let n):
+                    input.feed(UnsafeRawBufferPointer(rebasing: buffer[..<n]), take)
+                case .wouldBlock:
+                    break
+                }
+                if session.hasOutput { try connection.send(session.takeOutput()) }
+            }
+            if connection.hasBacklog || !entries[0].returned.isEmpty {
+                let outcome = try connection.receive(deadline: 0) { frame in
+                    if handle(frame) != nil {
+                        output.withBuffer { $0.append(contentsOf: frame); $0.append(0x0A) }
+                    }
+                    return failure == nil
+                }
+                try output.flush()  // its reader gone: exits 0 (nobody can answer any more)
+                if let failure { throw failure }
+                if outcome == .closed { throw connection.closedError(reason: brokerError) }
+            }
+        }
+    }
+
+    /// One line of `serve --json`'s standard input: `{"to":"<token>","data":..}`
+    /// or `{"to":"<token>","error":"text"}`; a bad line is reported and skipped.
+    mutating func replyLine(_ bytes: UnsafeRawBufferPointer, line: Int) {
+        if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { return }
+        guard let members = try? JSONObject.members(bytes) else {
+            return printError("line \(line): not a JSON object; a reply is {\"to\":\"<the request's reply token>\",\"data\":...} or with \"error\":\"text\"")
+        }
+        func value(_ key: String) -> JSONToken? { members.first { $0.key == key }?.value }
+        guard let to = value("to"), to.isString else { return printError("line \(line): no string \"to\" (the request's \"reply\" token)") }
+        var data: JSONText? = nil
+        if let token = value("data") {
+            guard let text = try? JSONText(validating: Array(bytes[token.start..<token.end]), layout: .compact) else {
+                return printError("line \(line): \"data\" is not valid JSON")
+            }
+            data = text
+        }
+        var error: String? = nil
+        if let token = value("error") {
+            guard token.isString else { return printError("line \(line): \"error\" must be a string") }
+            error = JSONString.decode(bytes, token)
+        }
+        reply(to: JSONString.decode(bytes, to), seq: nil, data: data, error: error)
+    }
+}

@@ -1,0 +1,241 @@
+// `eventbus request`, `serve` and `listen --group` against a real broker
+// (PROTOCOL.md "Request/reply (1.3)", "Queue groups (1.3)"): every exit
+// status of `request`, a served COMMAND's stdin/stdout framing, its failure,
+// its death past the deadline, `--string`, `--concurrency`, `serve --json`
+// through a pipe, a stream shared by a group, and the README's worker pool.
+//
+// Before editing: a server is ready once it said so on stderr
+// (`readyServer`); a COMMAND tells the test it has started by writing its
+// pid into a file, so nothing here waits a fixed time.
+import EventBusTestSupport
+import Foundation
+import Glibc
+import Testing
+
+/// Starts `eventbus serve ARGS...` and waits (bounded) until it says it serves.
+private func readyServer(_ broker: TestBroker, _ arguments: [String]) throws -> RunningProcess {
+    let server = try broker.start(["serve"] + arguments)
+    try eventually("serve never said it was ready") { server.process.stderrSoFar().contains("eventbus: serving ") || !server.isRunning }
+    guard server.isRunning else { throw TestFailure("serve exited: \(try server.wait())") }
+    return server
+}
+
+/// Polls `condition` every 5 ms for up to 20 s.
+private func eventually(_ what: @autoclosure () -> String, _ condition: () throws -> Bool) throws {
+    let deadline = ContinuousClock.now + .seconds(20)
+    while ContinuousClock.now < deadline {
+        if try condition() { return }
+        usleep(5_000)
+    }
+    throw TestFailure(what())
+}
+
+/// The pid a COMMAND wrote to `path` (`echo $$ > path`), once it has.
+private func pidWritten(to path: String) throws -> pid_t {
+    var pid: pid_t? = nil
+    try eventually("no pid in \(path)") {
+        pid = (try? String(contentsOfFile: path, encoding: .utf8)).flatMap { pid_t($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+        return pid != nil
+    }
+    return pid!
+}
+
+private func isAlive(_ pid: pid_t) -> Bool { kill(pid, 0) == 0 }
+
+@Suite("eventbus request and serve")
+struct CLIRequestServeTests {
+    @Test func aServedCommandGetsTheDataOnStdinAndItsStdoutIsTheReply() throws {
+        let broker = try TestBroker()
+        // One line on stdin (the data and a LF), pretty JSON on stdout: compacted into the reply.
+        let server = try readyServer(broker, ["math.add", "--", "/bin/sh", "-c", #"read -r line; printf '{\n  "got": %s,\n  "lines": %s\n}\n' "$line" "$(cat | wc -l)""#])
+        let run = try broker.run(["request", "math.add", #"{"a": 2, "b": [3]}"#])
+        #expect(run.status == 0, "\(run)")
+        #expect(run.stdout == #"{"got":{"a":2,"b":[3]},"lines":0}"# + "\n")
+        #expect(run.stderr == "")
+        let json = try broker.run(["request", "--format", "json", "--timeout", "10s", "math.add", "7"])
+        #expect(json.status == 0, "\(json)")
+        let answer = try jsonObject(json.stdoutLines.first ?? "")
+        #expect(answer["pid"] as? Int == Int(server.pid) && answer["uid"] as? Int == Int(getuid()), "the server's credentials: \(answer)")
+        #expect((answer["seq"] as? Int ?? 0) > 0 && answer["time"] is String)
+        #expect((answer["data"] as? [String: Any])?["got"] as? Int == 7)
+        server.send(signal: SIGTERM)
+    }
+
+    @Test func nobodyServingExits67AtOnce() throws {
+        let broker = try TestBroker()
+        // A plain subscriber is no responder.
+        let listener = try broker.start(["listen", "math.add"])
+        try broker.waitForSubscriptions(1)
+        let run = try broker.run(["request", "--timeout", "5min", "math.add", "1"])
+        #expect(run.status == 67, "\(run)")
+        #expect(run.stdout == "")
+        #expect(run.stderr.contains("no one serves 'math.add'"), "\(run)")
+        listener.send(signal: SIGTERM)
+    }
+
+    @Test func aFailingCommandIsAServiceErrorWithTheFirstLineOfItsStderr() throws {
+        let broker = try TestBroker()
+        let server = try readyServer(broker, ["disk.usage", "--", "/bin/sh", "-c", "echo 'no such disk: sdz' >&2; echo 'second line' >&2; exit 3"])
+        let run = try broker.run(["request", "disk.usage", #""sdz""#])
+        #expect(run.status == 2, "\(run)")
+        #expect(run.stdout == "")
+        #expect(run.stderr.contains(": no such disk: sdz\n") && !run.stderr.contains("second line"), "\(run)")
+        // The command's whole stderr goes to serve's.
+        try eventually("serve did not pass stderr through") { server.process.stderrSoFar().contains("second line") }
+        // Output that is no JSON is a service error too (--string is for text).
+        let text = try readyServer(broker, ["host.name", "--", "/bin/echo", "not json"])
+        let notJSON = try broker.run(["request", "host.name"])
+        #expect(notJSON.status == 2 && notJSON.stderr.contains("wrote no JSON value"), "\(notJSON)")
+        for process in [server, text] { process.send(signal: SIGTERM) }
+    }
+
+    @Test func stringRepliesWithTheOutputAsText() throws {
+        let broker = try TestBroker()
+        let server = try readyServer(broker, ["--string", "host.greeting", "--", "/bin/sh", "-c", #"printf 'hello "%s"\n' "$(cat)""#])
+        let run = try broker.run(["request", "--string", "ada", "host.greeting"])
+        #expect(run.status == 0, "\(run)")
+        #expect(run.stdout == #""hello \"\"ada\"\"""# + "\n")
+        server.send(signal: SIGTERM)
+    }
+
+    @Test func aKilledServerIsNoReplyAtOnce() throws {
+        let broker = try TestBroker()
+        let pidFile = broker.scratch.path + "/started"
+        let server = try readyServer(broker, ["slow.job", "--", "/bin/sh", "-c", "echo $$ > '\(pidFile)'; exec sleep 60"])
+        let requester = try broker.start(["request", "--timeout", "5min", "slow.job"])
+        let command = try pidWritten(to: pidFile)
+        server.send(signal: SIGKILL)
+        let run = try requester.wait(timeout: .seconds(20))
+        #expect(run.status == 3, "\(run)")
+        #expect(run.stderr.contains("no reply to the request for 'slow.job'"), "\(run)")
+        kill(command, SIGKILL)  // orphaned with its server: ours to end
+    }
+
+    @Test func aCommandPastTheDeadlineIsKilledAndTheRequesterTimesOut() throws {
+        let broker = try TestBroker()
+        let pidFile = broker.scratch.path + "/started"
+        let server = try readyServer(broker, ["slow.job", "--", "/bin/sh", "-c", "echo $$ > '\(pidFile)'; sleep 60; echo 1"])
+        let run = try broker.run(["request", "--timeout", "300ms", "slow.job"], timeout: .seconds(30))
+        #expect(run.status == 124, "\(run)")
+        #expect(run.stderr.contains("timed out after 300ms"), "\(run)")
+        let command = try pidWritten(to: pidFile)
+        try eventually("the command outlived its deadline") { !isAlive(command) }
+        try eventually("serve did not say it killed the command") { server.process.stderrSoFar().contains("outlived the deadline") }
+        // The server goes on serving.
+        #expect(server.isRunning)
+        server.send(signal: SIGTERM)
+    }
+
+    @Test func concurrencyRunsThatManyCommandsAtOnce() throws {
+        let broker = try TestBroker()
+        let dir = broker.scratch.path + "/running"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        // Each command waits until three are running: only --concurrency 3 can answer all three.
+        let script = "touch '\(dir)'/$$; until [ $(ls '\(dir)' | wc -l) -ge 3 ]; do sleep 0.01; done; echo $$"
+        let server = try readyServer(broker, ["--concurrency", "3", "work.item", "--", "/bin/sh", "-c", script])
+        let requesters = try (1...3).map { i in try broker.start(["request", "--timeout", "1min", "work.item", "\(i)"]) }
+        let runs = try requesters.map { try $0.wait(timeout: .seconds(70)) }
+        #expect(runs.allSatisfy { $0.status == 0 }, "\(runs)")
+        #expect(Set(runs.map(\.stdout)).count == 3, "three different commands answered: \(runs)")
+        server.send(signal: SIGTERM)
+    }
+
+    @Test func serveJsonServesThroughAPipe() throws {
+        let broker = try TestBroker()
+        let fifo = broker.scratch.path + "/replies"
+        #expect(mkfifo(fifo, 0o600) == 0)
+        // Any language: this one doubles the number, and refuses negatives with an error.
+        let program = """
+        import json, sys
+        for line in sys.stdin:
+            request = json.loads(line)
+            if request["data"] < 0:
+                print(json.dumps({"to": request["reply"], "error": "negative: %d" % request["data"]}), flush=True)
+            else:
+                print(json.dumps({"to": request["reply"], "data": request["data"] * 2}), flush=True)
+        """
+        let pipeline = "'\(cliProduct("eventbus"))' --socket '\(broker.socket)' serve --json --count 2 math.double < '\(fifo)' | python3 -c '\(program)' > '\(fifo)'"
+        let server = try RunningProcess("/bin/sh", ["-c", pipeline], in: broker.scratch)
+        try eventually("serve --json never served") {
+            let run = try broker.run(["request", "math.double", "21"])
+            if run.status == 67 { return false }
+            #expect(run.status == 0 && run.stdout == "42\n", "\(run)")
+            return true
+        }
+        let failed = try broker.run(["request", "math.double", "-1"])
+        #expect(failed.status == 2 && failed.stderr.contains("negative: -1"), "\(failed)")
+        let done = try server.wait(timeout: .seconds(20))
+        #expect(done.status == 0, "serve --json --count 2 exits 0 after two answers: \(done)")
+    }
+
+    @Test func usageErrors() throws {
+        let broker = try TestBroker()
+        for (arguments, message) in [
+            (["serve", "a.b"], "missing '-- COMMAND'"),
+            (["serve", "--json", "a.b", "--", "true"], "give --json or '-- COMMAND', not both"),
+            (["serve", "--group", "bad group", "a.b", "--", "true"], "invalid group name"),
+            (["request", "a.*"], "is a pattern"),
+            (["request", "--key", "", "a.b"], "invalid --key"),
+            (["listen", "--group", "w", "--last", "a.b"], "--group and --last cannot be combined"),
+        ] {
+            let run = try broker.run(arguments)
+            #expect(run.status == 64 && run.stderr.contains(message), "\(arguments): \(run)")
+        }
+    }
+}
+
+@Suite("eventbus listen --group")
+struct CLIGroupTests {
+    @Test func aGroupSharesAStreamEachEventOnce() throws {
+        let broker = try TestBroker()
+        let workers = try (1...3).map { _ in try broker.start(["listen", "--group", "workers", "--format", "data", "job.todo"]) }
+        try broker.waitForSubscriptions(3)
+        let lines = (1...30).map { "job \($0)" }
+        let publish = try broker.run(["publish", "--lines", "job.todo"], stdin: lines.joined(separator: "\n") + "\n")
+        #expect(publish.status == 0, "\(publish)")
+        var seen: [[String]] = []
+        try eventually("the workers never got all 30 jobs") {
+            seen = workers.map { $0.stdoutSoFar().split(separator: "\n").map(String.init) }
+            return Set(seen.joined()).count == 30
+        }
+        #expect(seen.joined().count == 30, "each job once: \(seen)")
+        #expect(Set(seen.joined()) == Set(lines.map { "\"\($0)\"" }))
+        #expect(seen.filter { !$0.isEmpty }.count == 3, "all three took a share: \(seen.map(\.count))")
+        for worker in workers { worker.send(signal: SIGTERM) }
+    }
+
+    @Test func theReadmeWorkerPoolDoesEachLineOnce() throws {
+        let broker = try TestBroker()
+        let readme = try String(contentsOf: DocumentedDurationTests.root.appendingPathComponent("README.md"), encoding: .utf8)
+        func block(_ marker: String) throws -> String {
+            guard let start = readme.range(of: "<!-- \(marker) -->\n```sh\n"),
+                  let end = readme.range(of: "```", range: start.upperBound..<readme.endIndex) else {
+                throw TestFailure("README.md has no \(marker) block")
+            }
+            return String(readme[start.upperBound..<end.lowerBound])
+        }
+        let bin = URL(fileURLWithPath: cliProduct("eventbus")).deletingLastPathComponent().path
+        let environment = ["EVENTBUS_SOCKET": broker.socket, "PATH": bin + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin")]
+        // The workers' block as written, then `wait` so that the shell stays while they run.
+        let workers = try RunningProcess("/bin/sh", ["-c", try block("worker-pool workers") + "wait\n"], in: broker.scratch, environment: environment)
+        try broker.waitForSubscriptions(3)
+        let producer = try RunningProcess("/bin/sh", ["-c", try block("worker-pool producer")], in: broker.scratch, environment: environment).wait()
+        #expect(producer.status == 0, "\(producer)")
+        var done: [String] = []
+        try eventually("the workers never did all nine jobs") {
+            done = workers.stdoutSoFar().split(separator: "\n").map(String.init)
+            return Set(done).count >= 9
+        }
+        // Stop the workers as the README says, by their pids here (`eventbus clients` names them).
+        let clients = try broker.run(["clients", "--json"])
+        for line in clients.stdoutLines {
+            let client = try jsonObject(line)
+            if client["client"] as? String == "eventbus-listen", let pid = client["pid"] as? Int { kill(pid_t(pid), SIGTERM) }
+        }
+        #expect(try workers.wait().status == 0)
+        done = workers.stdoutSoFar().split(separator: "\n").map(String.init)
+        let jobs = done.compactMap { $0.split(separator: " ").last.map(String.init) }
+        #expect(jobs.sorted() == (1...9).map(String.init).sorted(), "each job once: \(done)")
+        #expect(Set(done.compactMap { $0.split(separator: " ").dropFirst().first }).count == 3, "three workers took a share: \(done)")
+    }
+}

@@ -1,0 +1,189 @@
+// PROTOCOL.md "Queue groups (1.3)" against the real broker, one test per
+// rule, speaking raw NDJSON: the `group` and `key` fields, one member per
+// event and group in turn, plain subscriptions and at-most-once beside it,
+// groups per uid, the policy and the quota, the credit-aware choice and the
+// hold of a full group, keys (rendezvous hashing), leaving, redelivery on
+// close, and introspection.
+//
+// Before editing: absence is settled with a ping round trip (`settle`,
+// `expectNoFrame`), never a bare sleep. A member that must fill up reads
+// nothing; one that must keep up reads from its own thread
+// (`robustThread`), and so does a flooding publisher that may be held.
+import EventBusTestSupport
+import Foundation
+import Glibc
+import Testing
+
+@Suite("Queue groups (1.3)")
+struct QueueGroupTests {
+    static let small = ["--max-outbound", "65536"]
+
+    /// Joins `group` on `pattern` and returns the `ok`.
+    @discardableResult
+    static func join(_ client: RawClient, _ pattern: String, group: String, req: String = "join") throws -> Frame {
+        try client.ok(#"{"op":"subscribe","type":"\#(pattern)","group":"\#(group)","req":"\#(req)"}"#)
+    }
+
+    /// The `data.i` of each event among `frames`.
+    static func indices(_ frames: [Frame]) -> [Int] {
+        frames.filter { $0.op == "event" }.compactMap { $0.object("data")?["i"] as? Int }
+    }
+
+    /// Publishes events `i` = `range` of `type` with `req`, each answered.
+    @discardableResult
+    static func publish(_ client: RawClient, _ type: String, _ range: Range<Int>, key: (Int) -> String? = { _ in nil }) throws -> [Frame] {
+        try range.map { i in
+            let keyField = key(i).map { #","key":"\#($0)""# } ?? ""
+            return try client.ok(#"{"op":"publish","type":"\#(type)","req":\#(i),"data":{"i":\#(i)}\#(keyField)}"#)
+        }
+    }
+
+    // MARK: The fields
+
+    @Test("group is 1-64 bytes of A-Z a-z 0-9 _ . - : (else bad_request); key is a string of 1-255 bytes")
+    func groupAndKeyAreValidated() throws {
+        try withBroker { broker in
+            let client = try broker.connect()
+            for bad in [#""""#, "\"\(String(repeating: "g", count: 65))\"", #""a b""#, #""é""#, "7", "null", #"["w"]"#] {
+                let error = try client.error(#"{"op":"subscribe","type":"a.>","group":\#(bad),"req":1}"#)
+                #expect(error.code == "bad_request" && error.string("message")?.contains("group") == true, "\(bad): \(error)")
+                let leave = try client.error(#"{"op":"unsubscribe","type":"a.>","group":\#(bad),"req":2}"#)
+                #expect(leave.code == "bad_request", "\(bad): \(leave)")
+            }
+            let longest = String(repeating: "g", count: 64)
+            let ok = try QueueGroupTests.join(client, "a.>", group: "\(longest)")
+            #expect(ok.string("group") == longest && ok.int("members") == 1, "\(ok)")
+            try QueueGroupTests.join(client, "a.>", group: "w_1.x-y:z")
+            for bad in [#""""#, "\"\(String(repeating: "k", count: 256))\"", "5", "true", #"{"k":1}"#] {
+                let error = try client.error(#"{"op":"publish","type":"a.b","key":\#(bad),"req":3}"#)
+                #expect(error.code == "bad_request" && error.string("message")?.contains("key") == true, "\(bad): \(error)")
+            }
+            // 255 bytes once decoded: an escape counts as what it stands for.
+            let k255 = String(repeating: "k", count: 254)
+            try client.ok(#"{"op":"publish","type":"a.b","key":"\#(k255)\u0041","req":4}"#)
+            let tooLong = try client.error(#"{"op":"publish","type":"a.b","key":"\#(k255)\u00e9","req":5}"#)
+            #expect(tooLong.code == "bad_request", "254 bytes and an escaped é (2 bytes) are 256: \(tooLong)")
+        }
+    }
+
+    @Test("last and since cannot be combined with group (bad_request): a group shares live events only")
+    func lastAndSinceWithGroupAreBadRequests() throws {
+        try withBroker { broker in
+            let client = try broker.connect()
+            for extra in [#""last":true"#, #""since":0"#] {
+                let error = try client.error(#"{"op":"subscribe","type":"a.>","group":"w",\#(extra),"req":1}"#)
+                #expect(error.code == "bad_request", "\(extra): \(error)")
+            }
+            try client.ok(#"{"op":"subscribe","type":"a.>","group":"w","last":false,"req":2}"#)
+        }
+    }
+
+    @Test("An event published with key carries it; one without carries none")
+    func eventsCarryTheirKey() throws {
+        try withBroker { broker in
+            let member = try broker.connect()
+            try QueueGroupTests.join(member, "k.>", group: "w")
+            let plain = try broker.connect()
+            try plain.subscribe("k.>")
+            let publisher = try broker.connect()
+            try publisher.ok(#"{"op":"publish","type":"k.a","key":"order-17","data":1,"req":1}"#)
+            try publisher.ok(#"{"op":"publish","type":"k.b","data":2,"req":2}"#)
+            for client in [member, plain] {
+                let events = try client.readFrames(count: 2)
+                #expect(events[0].string("key") == "order-17" && events[0].raw.contains(#""gid":0,"key":"order-17","data":1}"#), "\(events[0])")
+                #expect(events[1].has("key") == false, "\(events[1])")
+            }
+        }
+    }
+
+    // MARK: One member per event
+
+    @Test("Each matching event goes to exactly one member, in turn in join order; plain subscriptions still get it")
+    func eachEventGoesToOneMemberInTurn() throws {
+        try withBroker { broker in
+            let members = try (0..<3).map { _ in try broker.connect() }
+            for (i, member) in members.enumerated() {
+                #expect(try QueueGroupTests.join(member, "job.>", group: "workers").int("members") == i + 1)
+            }
+            let plain = try broker.connect()
+            try plain.subscribe("job.>")
+            let publisher = try broker.connect()
+            let replies = try QueueGroupTests.publish(publisher, "job.run", 0..<9)
+            #expect(replies.map { $0.int("delivered") } == Array(repeating: 2, count: 9), "one member and the plain subscriber each time")
+            for (i, member) in members.enumerated() {
+                #expect(QueueGroupTests.indices(try member.settle()) == [i, i + 3, i + 6], "member \(i)")
+            }
+            #expect(QueueGroupTests.indices(try plain.settle()) == Array(0..<9))
+        }
+    }
+
+    @Test("A connection gets an event at most once, whatever plain and group subscriptions of it match")
+    func aConnectionGetsAnEventOnceWhateverMatches() throws {
+        try withBroker { broker in
+            let both = try broker.connect()
+            try both.subscribe("job.>")
+            try QueueGroupTests.join(both, "job.>", group: "g")
+            try QueueGroupTests.join(both, "job.*", group: "h")
+            try QueueGroupTests.join(both, "job.*", group: "g")
+            let publisher = try broker.connect()
+            let replies = try QueueGroupTests.publish(publisher, "job.run", 0..<4)
+            #expect(replies.map { $0.int("delivered") } == [1, 1, 1, 1])
+            #expect(QueueGroupTests.indices(try both.settle()) == [0, 1, 2, 3])
+        }
+    }
+
+    @Test("A group is per uid: another uid's group of the same name is another group and gets every event itself")
+    func anotherUidsGroupOfTheSameNameIsAnotherGroup() throws {
+        guard getuid() == 0, findInPath("setpriv") != nil else { return }
+        try withBroker { broker in
+            let rootMembers = try (0..<2).map { _ in try broker.connect() }
+            for member in rootMembers { try QueueGroupTests.join(member, "job.>", group: "workers") }
+            chmod(broker.directory.path, 0o755)  // other uids reach the socket
+            let other = try connectAs(uid: 4321, path: broker.socketPath)[0]
+            let ok = try QueueGroupTests.join(other, "job.>", group: "workers")
+            #expect(ok.int("members") == 1, "the other uid's group is a group of its own: \(ok)")
+            let publisher = try broker.connect()
+            let replies = try QueueGroupTests.publish(publisher, "job.run", 0..<4)
+            #expect(replies.map { $0.int("delivered") } == [2, 2, 2, 2])
+            #expect(QueueGroupTests.indices(try other.settle()) == [0, 1, 2, 3])
+            #expect(QueueGroupTests.indices(try rootMembers[0].settle()) == [0, 2])
+            #expect(QueueGroupTests.indices(try rootMembers[1].settle()) == [1, 3])
+        }
+    }
+
+    @Test("Joining a group needs the subscribe permission: forbidden when denied, filtered types never given to that member")
+    func joiningNeedsTheSubscribePermission() throws {
+        let directory = try TemporaryDirectory(prefix: "ebgrp-")
+        let policy = directory.file("policy.conf")
+        try "deny subscribe secret.>\n".write(toFile: policy, atomically: true, encoding: .utf8)
+        try withBroker(["--policy", policy]) { broker in
+            let member = try broker.connect()
+            let denied = try member.error(#"{"op":"subscribe","type":"secret.x","group":"w","req":1}"#)
+            #expect(denied.code == "forbidden", "\(denied)")
+            let filtered = try QueueGroupTests.join(member, ">", group: "w")
+            #expect(filtered.bool("filtered") == true && filtered.int("members") == 1, "\(filtered)")
+            let publisher = try broker.connect()
+            #expect(try publisher.publish("secret.y").delivered == 0)
+            #expect(try publisher.publish("open.y").delivered == 1)
+            #expect(try member.settle().map(\.type) == ["open.y"])
+            #expect(try member.stats().object("me")?["subscriptions"] as? Int == 1)
+        }
+    }
+
+    @Test("A membership counts against the subscription quotas like a subscription")
+    func membershipsCountAgainstTheSubscriptionQuota() throws {
+        try withBroker(["--max-subscriptions", "2"]) { broker in
+            let client = try broker.connect()
+            try client.subscribe("a.>")
+            try QueueGroupTests.join(client, "a.>", group: "w")
+            let limit = try client.error(#"{"op":"subscribe","type":"b.>","group":"w","req":3}"#)
+            #expect(limit.code == "limit", "\(limit)")
+            #expect(try client.stats().int("subscriptions") == 2)
+            let left = try client.ok(#"{"op":"unsubscribe","type":"a.>","group":"w","req":4}"#)
+            #expect(left.bool("removed") == true && left.string("group") == "w", "\(left)")
+            try QueueGroupTests.join(client, "b.>", group: "w")
+            let stats = try client.stats()
+            #expect(stats.int("subscriptions") == 2 && (stats.object("me")?["subscription_bytes"] as? Int ?? 0) > 0, "\(stats)")
+        }
+    }
+}
