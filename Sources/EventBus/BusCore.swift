@@ -149,6 +149,15 @@ final class BusCore: Sendable {
                 completion(result)
             case .markGap(let sinks, let gap):
                 for sink in sinks { sink.markGap(gap) }
+            case .serve(let sink, let request):
+                if !sink.offer(request) {
+                    let token = request.token
+                    changeOffThread { $0.reply(to: token, data: nil, error: "the server is busy (its queue of requests is full)") }
+                }
+            case .call(let body):
+                body()
+            case .deferred(let decide):
+                changeOffThread(decide)
             case .closed(let error):
                 let waiters = closing.withLock { closing in
                     closing.closed = .some(error)

@@ -62,6 +62,10 @@ extension EventBus {
         /// bus's writer (while the broker holds this connection); past it,
         /// `enqueue` throws `.unavailable` instead of queueing more.
         public var maxEnqueued: Int
+        /// (1.3) Requests one serving registration may have waiting for its
+        /// handler; past it a request is answered at once with a
+        /// `service_error` ("busy") instead of waiting for its deadline.
+        public var maxQueuedRequests: Int
         /// Encodes typed payloads. Output is compacted onto one line if it is not.
         public var encoder: JSONEncoder
         /// Decodes typed payloads.
@@ -82,6 +86,7 @@ extension EventBus {
             sweepInterval: Duration = .milliseconds(250),
             maxIncomingFrameBytes: Int = 64 << 20,
             maxEnqueued: Int = 10_000,
+            maxQueuedRequests: Int = 1024,
             encoder: JSONEncoder = JSONEncoder(),
             decoder: JSONDecoder = JSONDecoder(),
             environment: [String: String] = ProcessEnvironment.variables()
@@ -97,6 +102,7 @@ extension EventBus {
             self.sweepInterval = sweepInterval
             self.maxIncomingFrameBytes = maxIncomingFrameBytes
             self.maxEnqueued = maxEnqueued
+            self.maxQueuedRequests = maxQueuedRequests
             self.encoder = encoder
             self.decoder = decoder
             self.environment = environment

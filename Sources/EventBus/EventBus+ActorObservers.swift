@@ -39,6 +39,8 @@ extension EventBus {
     ///   - observer: the actor whose lifetime bounds the registration.
     ///   - type: the event type to observe (`Event.eventType`).
     ///   - initial: (1.1) `.last` calls the handler with the retained event first.
+    ///   - group: (1.3) a queue group: each event goes to one member
+    ///     (PROTOCOL.md "Queue groups"); `Subscription.leave()` finishes the share.
     ///   - handler: `(observer, event)`, isolated to `observer`.
     /// - Returns: a token to end the registration early; it may be dropped.
     @discardableResult
@@ -46,9 +48,10 @@ extension EventBus {
         _ observer: Observer,
         to type: Event.Type,
         initial: Initial = .none,
+        group: String? = nil,
         handler: @escaping @Sendable (isolated Observer, Event) -> Void
     ) -> Subscription {
-        let (subscription, stream, reference) = registerObserver(observer, on: typedPattern(Event.self), initial: initial, transform: typedTransform(Event.self))
+        let (subscription, stream, reference) = registerObserver(observer, on: typedPattern(Event.self), initial: initial, group: group, transform: typedTransform(Event.self))
         Self.deliverOnActor(stream, to: reference, subscription: subscription, handler: handler)
         return subscription
     }
@@ -56,16 +59,19 @@ extension EventBus {
     /// Observes raw events whose type matches `pattern` for the actor
     /// `observer`, held weakly; `handler` runs isolated to `observer`.
     /// - Returns: a token to end the registration early; it may be dropped.
-    /// - Throws: `.invalidName` when `pattern` is not a valid pattern.
+    /// - Throws: `.invalidName` when `pattern` or `group` is not valid;
+    ///   `.protocolError` (`bad_request`) for `group` with `initial: .last`.
     @discardableResult
     public func subscribe<Observer: Actor>(
         _ observer: Observer,
         matching pattern: String,
         initial: Initial = .none,
+        group: String? = nil,
         handler: @escaping @Sendable (isolated Observer, RawEvent) -> Void
     ) throws(EventBusError) -> Subscription {
         guard Pattern(pattern) != nil else { throw .invalidName(pattern) }
-        let (subscription, stream, reference) = registerObserver(observer, on: .success(pattern), initial: initial, transform: { raw throws(EventBusError) in raw })
+        try Self.checkGroup(group, initial: initial)
+        let (subscription, stream, reference) = registerObserver(observer, on: .success(pattern), initial: initial, group: group, transform: { raw throws(EventBusError) in raw })
         Self.deliverOnActor(stream, to: reference, subscription: subscription, handler: handler)
         return subscription
     }

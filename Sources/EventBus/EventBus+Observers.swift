@@ -15,6 +15,7 @@
 // never needs to capture it; nothing here may hold the observer strongly
 // except for the duration of one handler call.
 import EventBusProtocol
+import EventBusSession
 
 /// A registration of an observer; `cancel()` ends it early.
 ///
@@ -24,10 +25,10 @@ import EventBusProtocol
 /// an observer's registrations with `EventBus.unsubscribe(_:)`).
 public final class Subscription: Sendable, Hashable {
     let id: UInt64
-    let sink: any EventSink
+    let sink: any Registration
     weak let core: BusCore?
 
-    init(id: UInt64, sink: any EventSink, core: BusCore) {
+    init(id: UInt64, sink: any Registration, core: BusCore) {
         self.id = id
         self.sink = sink
         self.core = core
@@ -88,6 +89,9 @@ extension EventBus {
     ///   - initial: (1.1) `.last` calls the handler with the retained event
     ///     first, so a view made after the change shows the current value at
     ///     once.
+    ///   - group: (1.3) a queue group: each event goes to one member of the
+    ///     group of this uid (PROTOCOL.md "Queue groups"); not with
+    ///     `initial: .last`. `Subscription.leave()` finishes the member's share.
     ///   - handler: `(observer, event)`, on the main actor.
     /// - Returns: a token to end the registration early; it may be dropped.
     @discardableResult
@@ -95,9 +99,10 @@ extension EventBus {
         _ observer: Observer,
         to type: Event.Type,
         initial: Initial = .none,
+        group: String? = nil,
         handler: @escaping @MainActor (Observer, Event) -> Void
     ) -> Subscription {
-        let (subscription, stream, reference) = registerObserver(observer, on: typedPattern(Event.self), initial: initial, transform: typedTransform(Event.self))
+        let (subscription, stream, reference) = registerObserver(observer, on: typedPattern(Event.self), initial: initial, group: group, transform: typedTransform(Event.self))
         Self.deliverOnMainActor(stream, to: reference, subscription: subscription, handler: handler)
         return subscription
     }
@@ -113,16 +118,19 @@ extension EventBus {
     /// - Parameter initial: (1.1) `.last`: first the retained event of every
     ///   type the pattern matches, oldest first.
     /// - Returns: a token to end the registration early; it may be dropped.
-    /// - Throws: `.invalidName` when `pattern` is not a valid pattern.
+    /// - Throws: `.invalidName` when `pattern` or `group` is not valid;
+    ///   `.protocolError` (`bad_request`) for `group` with `initial: .last`.
     @discardableResult
     public func subscribe<Observer: AnyObject & Sendable>(
         _ observer: Observer,
         matching pattern: String,
         initial: Initial = .none,
+        group: String? = nil,
         handler: @escaping @MainActor (Observer, RawEvent) -> Void
     ) throws(EventBusError) -> Subscription {
         guard Pattern(pattern) != nil else { throw .invalidName(pattern) }
-        let (subscription, stream, reference) = registerObserver(observer, on: .success(pattern), initial: initial, transform: { raw throws(EventBusError) in raw })
+        try Self.checkGroup(group, initial: initial)
+        let (subscription, stream, reference) = registerObserver(observer, on: .success(pattern), initial: initial, group: group, transform: { raw throws(EventBusError) in raw })
         Self.deliverOnMainActor(stream, to: reference, subscription: subscription, handler: handler)
         return subscription
     }
@@ -159,6 +167,15 @@ extension EventBus {
         core.change { $0.removeRegistrations(of: id) }
     }
 
+    /// (1.3) A valid `group` not combined with `initial: .last` (PROTOCOL.md
+    /// "Queue groups": a group shares live events only).
+    static func checkGroup(_ group: String?, initial: Initial) throws(EventBusError) {
+        guard try validate(group: group) != nil else { return }
+        if initial == .last {
+            throw .protocolError(code: .badRequest, message: "initial: .last cannot be combined with group: a group shares live events only")
+        }
+    }
+
     /// The pattern of a typed registration: `Event.eventType`, or why it is invalid.
     func typedPattern<Event: BusEvent>(_: Event.Type) -> Result<String, EventBusError> {
         Result { () throws(EventBusError) in try Event.validatedEventType().name }
@@ -176,7 +193,7 @@ extension EventBus {
     /// form of `subscribe`). An invalid pattern gives a token that is
     /// already ended and a `subscriptionRefused` notice.
     func registerObserver<Observer: AnyObject & Sendable, Value: Sendable>(
-        _ observer: Observer, on pattern: Result<String, EventBusError>, initial: Initial, transform: @escaping Sink<Value>.Transform
+        _ observer: Observer, on pattern: Result<String, EventBusError>, initial: Initial, group: String? = nil, transform: @escaping Sink<Value>.Transform
     ) -> (Subscription, SinkStream<Value>, WeakReference<Observer>) {
         let reference = WeakReference(observer)
         let (sink, stream) = Sink<Value>.make(
@@ -186,13 +203,24 @@ extension EventBus {
             observerIdentity: { $0 === reference.object },
             observerID: ObjectIdentifier(observer)
         )
-        return (register(sink, on: pattern, initial: initial), stream, reference)
+        return (register(sink, on: pattern, initial: initial, group: group), stream, reference)
     }
 
     /// Adds `sink` on `pattern` (validated by the caller) and wraps it in a
     /// token; an invalid pattern ends the sink at once (with the error, for
     /// a stream to throw) and is reported as `subscriptionRefused`.
-    func register(_ sink: any EventSink, on pattern: Result<String, EventBusError>, initial: Initial = .none) -> Subscription {
+    func register(_ sink: any EventSink, on pattern: Result<String, EventBusError>, initial: Initial = .none, group: String? = nil) -> Subscription {
+        if let group, case .success(let text) = pattern {
+            // (1.3) A group member: its own subscription (pattern, group).
+            do throws(EventBusError) {
+                try Self.checkGroup(group, initial: initial)
+            } catch {
+                sink.finish(error, discardQueued: true)
+                core.post(.subscriptionRefused(pattern: text, error))
+                return Subscription(id: 0, sink: sink, core: core)
+            }
+            return registerKeyed(sink, on: SubscriptionKey(text, group: group))
+        }
         let valid: Pattern
         switch pattern {
         case .success(let text):

@@ -75,7 +75,7 @@ final class Outcomes: Sendable {
             case .finish(let sinks, let error, let discard): for sink in sinks { sink.finish(error, discardQueued: discard) }
             case .notice(let notice): notices.append(notice)
             case .firstConnect(let completion, let result): completion(result)
-            case .wakeReader, .dropConnection, .closed: break
+            case .wakeReader, .dropConnection, .closed, .serve, .call, .deferred: break
             case .completeCurrent(let completion, let result): completion(result)
             case .markGap(let sinks, let gap): for sink in sinks { sink.markGap(gap) }
             }

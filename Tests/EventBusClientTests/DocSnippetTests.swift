@@ -89,14 +89,14 @@ func trimmed(_ text: String) -> Substring {
 
     /// The README's Package.swift of an app that depends on this package by
     /// path: SwiftPM reads it and finds the product.
-    @Test func theAppPackageManifestIsValid() throws {
+    @Test func theAppPackageManifestIsValid() async throws {
         let directory = try TemporaryDirectory(prefix: "ebc-app-")
         try FileManager.default.createSymbolicLink(atPath: directory.file("eventbus"), withDestinationPath: root)
         try FileManager.default.createDirectory(atPath: directory.file("app/Sources/app"), withIntermediateDirectories: true)
         try FileManager.default.copyItem(atPath: root + "/Examples/AppPackage/Package.swift", toPath: directory.file("app/Package.swift"))
         try "import EventBus\n".write(toFile: directory.file("app/Sources/app/main.swift"), atomically: true, encoding: .utf8)
-        let dump = try SpawnedProcess("/usr/bin/env", ["swift", "package", "--package-path", directory.file("app"), "dump-package"], in: directory)
-            .waitBlocking(timeout: .seconds(120))
+        let dump = try await SpawnedProcess("/usr/bin/env", ["swift", "package", "--package-path", directory.file("app"), "dump-package"], in: directory)
+            .wait(timeout: .seconds(120))  // awaits: SwiftPM compiling the manifest must not hold a pool thread
         #expect(dump.status == .exited(0), "\(dump.stderr)")
         #expect(dump.stdout.contains("\"EventBus\""), "the product is named: \(dump.stdout.prefix(400))")
     }

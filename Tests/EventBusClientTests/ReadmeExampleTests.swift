@@ -10,11 +10,11 @@ import Testing
 
 @Suite(.timeLimit(.minutes(1)))
 struct ReadmeExampleTests {
-    @Test func withNoBrokerItExitsOneWithTheLibrarysMessage() throws {
+    @Test func withNoBrokerItExitsOneWithTheLibrarysMessage() async throws {
         let directory = try TemporaryDirectory(prefix: "ebc-")
         let socket = directory.file("absent.sock")
-        let run = try SpawnedProcess(productsDirectory() + "/readme-example", [], in: directory, environment: ["EVENTBUS_SOCKET": socket])
-            .waitBlocking(timeout: .seconds(10))
+        let run = try await SpawnedProcess(productsDirectory() + "/readme-example", [], in: directory, environment: ["EVENTBUS_SOCKET": socket])
+            .wait(timeout: .seconds(10))
         #expect(run.status == 1, "not a crash (a top-level try would trap: signal 4, exit 132): \(run.status)")
         #expect(run.stderr == "price-view: event bus unavailable at \(socket): connect: No such file or directory (is eventbusd running? start it with 'eventbusd --socket \(socket)')\n")
     }
