@@ -198,7 +198,7 @@ let package = Package(
         ),
         .testTarget(
             name: "EventBusIntegrationTests",
-            dependencies: ["EventBusTestSupport", "EventBusProtocol", "EventBusCommandLine", "eventbusd", "eventbus", "eventbus-bridge", "eventbus-uid-peer"],
+            dependencies: ["EventBusTestSupport", "EventBusProtocol", "EventBusCommandLine", "EventBusManual", "EventBusServer", "EventBusBridge", "eventbusd", "eventbus", "eventbus-bridge", "eventbus-uid-peer"],
             swiftSettings: strict
         ),
     ]

@@ -26,7 +26,8 @@
 //     nats-token = ...
 //
 // `key = value`, blanks around both ignored; `#` starts a comment at the start
-// of a line or after a blank; blank lines are ignored. `nats`, `export` and
+// of a line or after a blank; blank lines are ignored (the line format of every
+// settings file, split by EventBusCommandLine's `SettingsFile`, as eventbusd's). `nats`, `export` and
 // `import` may repeat (their values add up; `nats` and both pattern keys also
 // take comma-separated lists); any other key given twice is an error.
 // Durations and sizes are read by EventBusCommandLine's parsers, as every
@@ -39,15 +40,6 @@ import EventBusCommandLine
 import EventBusLog
 import EventBusNATS
 import EventBusProtocol
-
-/// A bad line in a settings file. `description` reads `bridge.conf:3: ...`.
-public struct ConfigError: Error, Equatable, Sendable, CustomStringConvertible {
-    public let file: String
-    public let line: Int
-    public let message: String
-
-    public var description: String { "\(file):\(line): \(message)" }
-}
 
 public enum ConfigFile {
     /// The keys understood, in the order of the format above.
@@ -66,20 +58,11 @@ public enum ConfigFile {
     public static func parse(_ text: String, file: String) throws(ConfigError) -> BridgeSettings {
         var settings = BridgeSettings()
         var firstLine: [String: Int] = [:]
-        var number = 0
-        for raw in text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" }) {
-            number += 1
-            let line = withoutComment(raw).trimmingBlanks()
-            if line.isEmpty { continue }
-            guard let equals = line.firstIndex(of: "=") else {
-                throw ConfigError(file: file, line: number, message: "expected 'key = value', not \(String(line.prefix(80)).debugDescription)")
-            }
-            let key = line[..<equals].trimmingBlanks().lowercased()
-            let value = line[line.index(after: equals)...].trimmingBlanks()
+        for line in try SettingsFile.lines(text, file: file) {
+            let (number, key, value) = (line.line, line.key, line.value)
             guard keys.contains(key) else {
                 throw ConfigError(file: file, line: number, message: "unknown setting \(key.debugDescription) (known: \(keys.joined(separator: ", ")))")
             }
-            guard !value.isEmpty else { throw ConfigError(file: file, line: number, message: "\(key) has no value") }
             if let first = firstLine[key], !repeatable.contains(key) {
                 throw ConfigError(file: file, line: number, message: "\(key) is already set on line \(first)")
             }
@@ -181,26 +164,5 @@ public enum ConfigFile {
     /// `a, b ,c` as `["a", "b", "c"]` (empty items dropped).
     static func list(_ value: String) -> [String] {
         value.split(separator: ",").map { $0.trimmingBlanks() }.filter { !$0.isEmpty }
-    }
-
-    /// The line up to a `#` that starts it or follows a blank.
-    static func withoutComment(_ line: Substring) -> Substring {
-        var previous: Character = " "
-        for index in line.indices {
-            let c = line[index]
-            if c == "#" && (previous == " " || previous == "\t") { return line[..<index] }
-            previous = c
-        }
-        return line
-    }
-}
-
-extension StringProtocol {
-    /// Without leading and trailing spaces, tabs and CRs (a CRLF file reads the same).
-    func trimmingBlanks() -> String {
-        var s = Substring(self)
-        while let c = s.first, c == " " || c == "\t" || c == "\r" { s = s.dropFirst() }
-        while let c = s.last, c == " " || c == "\t" || c == "\r" { s = s.dropLast() }
-        return String(s)
     }
 }

@@ -147,9 +147,15 @@ public enum Completion {
     }
 
     /// A help text cut to a short description: the first item, up to its
-    /// first `(` or `;`, at most 70 characters.
+    /// first ` (`, `; ` or `: `, at most 70 characters; for a list of
+    /// choices, their names.
     static func shortHelp(_ help: String) -> String {
-        var text = String(help.split(separator: "\n").first ?? "")
+        let items = help.split(separator: "\n")
+        if items.count > 1 {
+            // A list of choices (`json: ...`, `pretty: ...`): their names.
+            return items.map { String($0.prefix { $0 != ":" }) }.joined(separator: ", ")
+        }
+        var text = String(items.first ?? "")
         for mark in [" (", "; ", ": "] {
             if let range = text.range(of: mark) { text = String(text[..<range.lowerBound]) }
         }

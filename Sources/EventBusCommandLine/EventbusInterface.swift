@@ -261,7 +261,8 @@ public let eventbusInterface = ProgramDeclaration(
             retained, retained_bytes, history_first_seq, history_events; held
             (publishers held back now because a subscriber of their uid has no room),
             holds (times one was held), stalls (times a subscriber stopped reading for
-            the broker's --stall-timeout while holding one); and under 'me'
+            the broker's --stall-timeout while holding one); requests, replies,
+            no_responders and timeouts (request/reply); and under 'me'
             your own uid's usage (connections, subscriptions, subscription_bytes,
             inbound_bytes, queued_bytes, retained_bytes, retained_events) and its limits
             (a limit of null does not apply: uid 0 has none).
@@ -306,8 +307,10 @@ public let eventbusInterface = ProgramDeclaration(
             since, subscriptions, queued bytes, events published, delivered and dropped,
             overflow rule, echo, holding (how many publishers this connection holds back
             now), held (true: it is held back by a subscriber with no room), behind
-            (true: it stopped reading and holds no one until its queue is empty), and
-            the first patterns. uid 0 sees every connection, other users see their own
+            (true: it stopped reading and holds no one until its queue is empty), the
+            first patterns; pending (requests it waits on), serving (requests it was
+            given and has not answered), the patterns it serves and its queue groups
+            (PATTERN@NAME(members)). uid 0 sees every connection, other users see their own
             uid's. This is how to find who holds the memory, and who slows whom.
             """,
             sections: [OptionSection([

@@ -90,9 +90,12 @@ public enum Mdoc {
         return result.map(\.trimmingSpaces).filter { !$0.isEmpty }
     }
 
-    /// `\` as `\e`; `-` stays (mandoc renders it as a hyphen-minus).
+    /// `\` as `\e`; `-` stays (mandoc renders it as a hyphen-minus); a
+    /// `--` word (end of options) as `-\&-`, which shows the same and is not
+    /// taken for a dash.
     static func escape(_ text: String) -> String {
-        text.replacingAll("\\", with: "\\e")
+        let escaped = text.replacingAll("\\", with: "\\e")
+        return String((" " + escaped + " ").replacingAll(" -- ", with: " -\\&- ").dropFirst().dropLast())
     }
 
     /// `.Fl s , Fl \-socket Ar PATH` for `-s, --socket PATH`.

@@ -109,6 +109,19 @@ extension Broker {
 
     // MARK: Redelivery
 
+    /// The peer closed its socket (the server saw EPOLLHUP; its input is
+    /// still to be handled, its queue is discarded from now on): it leaves
+    /// its groups at once, and what was queued to it of theirs and never
+    /// written goes to the other members (`leaveGroups(closing:)`). It joins
+    /// none again.
+    public func peerClosed(_ connection: Connection, at time: BrokerTime) -> BrokerStep {
+        guard !connection.isClosed else { return finishStep() }
+        now = time
+        connection.groups.peerClosed = true
+        leaveGroups(closing: connection)
+        return finishStep()
+    }
+
     /// Remembers that a group event `seq` was queued to `member` (pruned to
     /// what is still queued once twice its queued frames).
     func noteDelivery(_ seq: UInt64, to member: GroupMember) {
@@ -135,7 +148,8 @@ extension Broker {
             }
         }
         for member in Array(connection.groups.memberships.values) { leaveGroup(member) }
-        connection.groups = ConnectionGroups()
+        connection.groups.blocked = []
+        connection.groups.deliveries = []
         for redelivery in redeliveries where !redelivery.group.isEmpty {
             redelivery.frame.withUnsafeBytes { bytes in
                 redeliver(EventFrame(bytes: bytes, shared: nil), seq: redelivery.seq, actor: redelivery.actor, in: redelivery.group)
@@ -147,13 +161,15 @@ extension Broker {
     /// live one (no publisher to hold: a full group's next member takes it
     /// under its own rule).
     private func redeliver(_ event: EventFrame, seq: UInt64, actor: UInt32, in group: QueueGroup) {
+        // The frame as written (valid JSON), without its LF.
+        let object = UnsafeRawBufferPointer(rebasing: event.bytes[..<(event.bytes.count - 1)])
         var typeToken: JSONToken? = nil, keyToken: JSONToken? = nil
-        try? JSONObject.scan(event.bytes) { name, value in
-            if JSONString.equals(event.bytes, name, "type") { typeToken = value }
-            if JSONString.equals(event.bytes, name, "key") { keyToken = value }
+        try? JSONObject.scan(object) { name, value in
+            if JSONString.equals(object, name, "type") { typeToken = value }
+            if JSONString.equals(object, name, "key") { keyToken = value }
         }
-        guard let typeToken, let type = EventType(JSONString.decode(event.bytes, typeToken)) else { return }
-        let keyHash = keyToken.map { hashOfKey(token: UnsafeRawBufferPointer(rebasing: event.bytes[$0.start..<$0.end])) }
+        guard let typeToken, let type = EventType(JSONString.decode(object, typeToken)) else { return }
+        let keyHash = keyToken.map { hashOfKey(token: UnsafeRawBufferPointer(rebasing: object[$0.start..<$0.end])) }
         let uid = actor == OutboundQueue.noActor ? group.key.uid : actor
         if give(event, seq: seq, type: type, publisher: nil, uid: uid, keyHash: keyHash, in: group) {
             statistics.delivered += 1

@@ -12,6 +12,7 @@
 // handle their frame again, and may be held again) whenever its members
 // change, one of them gets room (below half its limit), or one goes behind:
 // `releaseGroup` is the one place a group lets go.
+import EventBusPolicy
 import EventBusProtocol
 
 extension Broker {
@@ -24,6 +25,7 @@ extension Broker {
     /// `filtered: true` when some of the pattern's types are denied.
     func subscribeGroup(_ request: SubscribeRequest, name: String, req: UnsafeRawBufferPointer?, from connection: Connection) {
         let key = GroupKey(uid: connection.credentials.uid, pattern: request.pattern, serve: request.serve, name: name)
+        guard !connection.groups.peerClosed else { return }  // nobody reads it: no reply, no membership
         let member: GroupMember
         if let existing = connection.groups.memberships[key] {
             member = existing
@@ -95,9 +97,57 @@ extension Broker {
     @inline(__always)
     func groupIndex(serving: Bool) -> GroupIndex { serving ? serveGroups : groups }
 
+    /// A policy reload (from `reloadPolicy`): each membership is judged
+    /// again as its subscription would be; a forbidden one is ended and its
+    /// connection told `{"op":"error","code":"forbidden","type":P,"group":G,...}`.
+    /// - Returns: how many were ended.
+    func judgeGroupsAgain(of connection: Connection, _ view: PolicyView) -> Int {
+        guard !connection.groups.memberships.isEmpty else { return 0 }
+        var revoked = 0
+        let members = connection.groups.memberships.values.sorted { ($0.group.key.name, $0.group.key.pattern.text) < ($1.group.key.name, $1.group.key.pattern.text) }
+        for member in members {
+            let key = member.group.key
+            switch key.serve ? view.serve(key.pattern) : view.subscribe(key.pattern) {
+            case .allowed:
+                member.isFiltered = false
+            case .filtered:
+                member.isFiltered = true
+            case .forbidden(let verdict):
+                leaveGroup(member)
+                revoked += 1
+                guard connection.isRoutable else { continue }
+                let action: PolicyAction = key.serve && !view.subscribe(key.pattern).isForbidden ? .serve : .subscribe
+                let message = view.denialMessage(action, key.pattern.text, verdict)
+                    + "; group subscription removed by the policy reload (generation \(policyState.generation))"
+                writer.scratch.removeAll(keepingCapacity: true)
+                FrameEncoder.appendRevocation(pattern: key.pattern.text, serve: key.serve, group: key.name, message: message, to: &writer.scratch)
+                enqueue(bytes: writer.scratch, to: connection)
+            }
+        }
+        return revoked
+    }
+
     /// What a membership costs beyond a subscription's estimate: its name,
     /// its record, its slot and bit, its share of the group's record.
     static func groupMemberCost(_ key: GroupKey) -> Int { key.name.utf8.count + 192 }
+
+    /// `clients` (PROTOCOL.md "Queue groups": each subscription's group):
+    /// `,"groups":[{"type":"job.>","group":"workers","serve":false,"members":3}]`,
+    /// at most `maxPatternsListed`, by name then pattern.
+    func appendGroups(of connection: Connection, to out: inout [UInt8]) {
+        FrameEncoder.appendASCII(",\"groups\":[", to: &out)
+        let keys = connection.groups.memberships.keys.sorted { ($0.name, $0.pattern.text, $0.serve ? 1 : 0) < ($1.name, $1.pattern.text, $1.serve ? 1 : 0) }
+        for (i, key) in keys.prefix(Broker.maxPatternsListed).enumerated() {
+            if i > 0 { out.append(0x2C) }
+            FrameEncoder.appendASCII("{\"type\":", to: &out)
+            JSONString.appendQuoted(key.pattern.text, to: &out)
+            FrameEncoder.appendField("group", string: key.name, to: &out)
+            FrameEncoder.appendField("serve", bool: key.serve, to: &out)
+            FrameEncoder.appendField("members", int: UInt64(connection.groups.memberships[key]?.group.count ?? 0), to: &out)
+            out.append(0x7D)
+        }
+        out.append(0x5D)
+    }
 
     // MARK: Routing
 

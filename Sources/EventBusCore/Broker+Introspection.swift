@@ -113,6 +113,7 @@ extension Broker {
                 out.append(0x5D)
                 FrameEncoder.appendField("pending", int: UInt64(connection.pendingRequestCount), to: &out)
                 FrameEncoder.appendField("serving", int: UInt64(connection.servingRequestCount), to: &out)
+                appendGroups(of: connection, to: &out)  // (1.3) "Queue groups"
                 out.append(0x7D)
             }
             out.append(0x5D)

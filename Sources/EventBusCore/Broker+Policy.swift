@@ -218,6 +218,7 @@ extension Broker {
                     enqueue(bytes: writer.scratch, to: connection)
                 }
             }
+            revoked += judgeGroupsAgain(of: connection, view)  // (1.3) Broker+Groups.swift
             if connection.inputClosed && connection.isIdleAfterInput { closeWhenFlushed(connection) }
         }
         index.removeAllCached()

@@ -286,6 +286,7 @@ extension Broker {
         }
         statistics.replies += 1
         enqueue(bytes: out, to: requester)
+        backPressure(requester)
         closeIfIdle(requester)
         answerReply(to: server, req: req, accepted: true)
     }
@@ -302,7 +303,16 @@ extension Broker {
         writer.scratch.removeAll(keepingCapacity: true)
         write(&writer.scratch)
         enqueue(bytes: writer.scratch, to: requester)
+        backPressure(requester)
         closeIfIdle(requester)
+    }
+
+    /// An answer queued to a requester counts as its reply (PROTOCOL.md
+    /// "Semantics": requests are back-pressured): over its queue's, its
+    /// uid's or the total limit, the requester is not read until the queue
+    /// drains, as after any reply (`mayReadNextFrame` pauses it).
+    private func backPressure(_ requester: Connection) {
+        _ = mayReadNextFrame(requester)
     }
 
     /// A half-closed connection whose last pending request was answered.

@@ -306,6 +306,8 @@ struct ConnectionGroups {
     /// dropped, or of a group it left), pruned once they are twice its
     /// queued frames.
     var deliveries: [GroupDelivery] = []
+    /// Its peer closed the socket (`Broker.peerClosed`): it joins no group again.
+    var peerClosed = false
 }
 
 /// An event a group gave a member: its seq and the membership.

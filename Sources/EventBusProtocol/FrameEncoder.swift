@@ -74,10 +74,11 @@ public enum FrameEncoder {
     /// (PROTOCOL.md "Access policy (1.1)"), an `error` without `req`:
     /// `{"op":"error","code":"forbidden","type":"secret.>","message":"..."}\n`.
     /// (1.3) A serving subscription's carries `"serve":true` after `type`.
-    public static func appendRevocation(pattern: String, serve: Bool = false, message: String, to out: inout [UInt8]) {
+    public static func appendRevocation(pattern: String, serve: Bool = false, group: String? = nil, message: String, to out: inout [UInt8]) {
         appendASCII("{\"op\":\"error\",\"code\":\"forbidden\",\"type\":", to: &out)
         JSONString.appendQuoted(pattern, to: &out)
         if serve { appendASCII(",\"serve\":true", to: &out) }
+        if let group { appendField("group", string: group, to: &out) }
         appendASCII(",\"message\":", to: &out)
         JSONString.appendQuoted(message, to: &out)
         out.append(0x7D)

@@ -95,6 +95,16 @@ public var brokerInterface: ProgramDeclaration {
                     OptionDeclaration("policy", nil, ValueDeclaration("FILE", .file), "read the policy from FILE; repeat for more files, read in order. Default: none, except on the system bus (\(SocketPath.systemBus), or --system under socket activation): the vendor file PREFIX/share/eventbus/policy.conf next to this binary's PREFIX/bin, then /etc/eventbus/policy.conf if it exists, then /etc/eventbus/policy.d/*.conf"),
                     OptionDeclaration("check-policy", nil, nil, operands: "[FILE...]", "read FILE... (default: the files this command line would read), print the effective rules with names resolved to numbers, and exit: 0 valid, 78 invalid (each error as file:line: message)"),
                 ]),
+                OptionSection("""
+                Configuration file (eventbusd.conf(5), config/eventbusd.conf): every option
+                but the actions, as a `key = value` line (`max-connections = 1024`, a switch
+                as `system = yes`); the command line wins over the file. The file is read at
+                start: a changed setting needs a restart (systemctl restart eventbus);
+                SIGHUP re-reads the policy files only.
+                """, [
+                    OptionDeclaration("config", "c", ValueDeclaration("FILE", .file), "read FILE (it must exist). Default: on the system bus /etc/eventbus/eventbusd.conf, on the user bus $XDG_CONFIG_HOME/eventbus/eventbusd.conf (~/.config/...), each if it exists; none for another --socket path"),
+                    OptionDeclaration("check-config", nil, nil, "read the file and the command line, print every setting given and where, and exit: 0 valid, 78 invalid (the error as file:line: message)"),
+                ]),
                 OptionSection("Lifecycle:", [
                     OptionDeclaration("exit-idle-time", nil, ValueDeclaration("DURATION", .duration), "exit after DURATION with no connections (for socket activation; default: never)"),
                     OptionDeclaration("shutdown-timeout", nil, ValueDeclaration("DURATION", .duration), "how long SIGTERM/SIGINT waits for queued events to be written (default \(duration(defaults.shutdownFlushNanoseconds)))"),
@@ -107,8 +117,9 @@ public var brokerInterface: ProgramDeclaration {
                 """),
             ],
             notes: """
-            Under systemd the units add $EVENTBUSD_OPTIONS to the command line: set it in
-            a drop-in (docs/SYSTEMD.md), e.g. to exit after 5 idle minutes, no editor needed:
+            Under systemd the units add $EVENTBUSD_OPTIONS to the command line (after the
+            file, so it wins): set it in a drop-in (docs/SYSTEMD.md), e.g. to exit after
+            5 idle minutes, no editor needed:
               mkdir -p /etc/systemd/system/eventbus.service.d
               printf '[Service]\\nEnvironment="EVENTBUSD_OPTIONS=--exit-idle-time 5min"\\n' \\
                   > /etc/systemd/system/eventbus.service.d/options.conf
@@ -124,7 +135,8 @@ public var brokerInterface: ProgramDeclaration {
             exitStatus: """
             Exit status: 0 clean stop, 64 usage error, 69 cannot listen (path in use by
             a live broker, not a socket, too long), 70 internal failure, 78 invalid
-            policy file or unusable --state-dir (e.g. owned by another uid).
+            configuration file or policy file, or unusable --state-dir (e.g. owned by
+            another uid).
             """,
             operands: OperandsDeclaration([.file], repeats: true)
         ),
@@ -142,6 +154,9 @@ public var brokerInterface: ProgramDeclaration {
             ("FILES", """
             /run/eventbus/bus.sock: the system bus.
 
+            /etc/eventbus/eventbusd.conf: the system bus's settings;
+            $XDG_CONFIG_HOME/eventbus/eventbusd.conf: the user bus's (eventbusd.conf(5)).
+
             /etc/eventbus/policy.conf, /etc/eventbus/policy.d/*.conf: the system bus's
             access policy (eventbus-policy(5)), after the vendor file
             /usr/share/eventbus/policy.conf.
@@ -149,7 +164,7 @@ public var brokerInterface: ProgramDeclaration {
             $STATE_DIRECTORY/retained.jsonl: the retained events, with --state-dir.
             """),
         ],
-        seeAlso: [("eventbus", 1), ("eventbus-policy", 5), ("eventbus", 7), ("eventbus-bridge", 8), ("systemd.socket", 5)]
+        seeAlso: [("eventbus", 1), ("eventbusd.conf", 5), ("eventbus-policy", 5), ("eventbus", 7), ("eventbus-bridge", 8), ("systemd.socket", 5)]
     )
 }
 

@@ -153,6 +153,7 @@ extension BrokerServer {
     func peerHungUp(_ record: ServerConnection) {
         record.peerGone = true
         record.peerShutWriting = true
+        apply(broker.peerClosed(record.connection, at: currentTime()))  // (1.3) its queue groups' events go to others first
         flush(record)
         markReady(record)
     }

@@ -110,7 +110,7 @@ public enum PolicyFiles: Equatable, Sendable {
 /// Why policy files gave no policy: one line per problem, each naming the
 /// file (and the line, for an invalid line).
 public struct PolicyFilesError: Error, Equatable, Sendable, CustomStringConvertible {
-    /// E.g. `/etc/eventbus/policy.conf:3: unknown action "publsh" (expected connect, publish, subscribe, bridge or hold)`.
+    /// E.g. `/etc/eventbus/policy.conf:3: unknown action "publsh" (expected connect, publish, subscribe, bridge, hold or serve)`.
     public var lines: [String]
 
     public init(lines: [String]) { self.lines = lines }

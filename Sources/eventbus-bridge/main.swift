@@ -35,7 +35,7 @@ case .help:
     print(BridgeOptions.usage, terminator: "")
     exit(0)
 case .version:
-    print("eventbus-bridge \(EventBusRelease.version) (protocol \(ProtocolConstants.version))")
+    print(EventBusRelease.versionText(program: "eventbus-bridge"), terminator: "")
     exit(0)
 case .status:
     exit(StatusFile.printStatus(options.settings, environment: environment))

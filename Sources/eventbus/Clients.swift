@@ -27,7 +27,7 @@ private let clientColumns: [(header: String, key: String, right: Bool)] = [
     ("DROPPED", "dropped", true), ("OVERFLOW", "overflow", false), ("ECHO", "echo", false),
     ("HOLDING", "holding", true), ("HELD", "held", false), ("BEHIND", "behind", false),
     ("PENDING", "pending", true), ("SERVING", "serving", true),  // 1.3: requests waited on, and given and not answered
-    ("PATTERNS", "patterns", false),
+    ("PATTERNS", "patterns", false), ("SERVES", "serve_patterns", false), ("GROUPS", "groups", false),  // 1.3
 ]
 
 func runClients(_ args: ParsedArguments, socket: String) throws(CLIError) {
@@ -60,12 +60,17 @@ func runClients(_ args: ParsedArguments, socket: String) throws(CLIError) {
 }
 
 /// One cell: strings decoded and escaped for the terminal, lists joined by
-/// `,` (at most 60 bytes, then `…`), other values compacted; `-` when absent
-/// or null.
+/// `,` (at most 60 bytes, then `…`), other values compacted; `-` when absent,
+/// null or an empty list.
 private func cell(_ members: [JSONMember], _ key: String, _ bytes: UnsafeRawBufferPointer) -> String {
     guard let value = members.first(where: { $0.key == key })?.value, value.kind != .null else { return "-" }
+    if value.kind == .array, bytes[(value.start + 1)..<(value.end - 1)].allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D }) {
+        return "-"
+    }
     var raw: [UInt8] = []
-    if value.isString {
+    if key == "groups" && value.kind == .array {
+        raw = groupsCell(bytes, value)
+    } else if value.isString {
         raw = JSONString.decodeBytes(bytes, value)
     } else if value.kind == .array {
         var scanner = JSONScanner(bytes, maxDepth: ProtocolConstants.maxDepth)
@@ -82,6 +87,28 @@ private func cell(_ members: [JSONMember], _ key: String, _ bytes: UnsafeRawBuff
     var safe: [UInt8] = []
     TerminalText.appendEscaped(raw, to: &safe)
     return String(decoding: safe, as: UTF8.self)
+}
+
+/// (1.3) The `groups` of a connection, `[{"type":"job.>","group":"workers","serve":false,"members":3}]`,
+/// as `job.>@workers(3)` (`serve` ones with ` serve`), joined by `,` (at most 60 bytes, then `…`).
+private func groupsCell(_ bytes: UnsafeRawBufferPointer, _ value: JSONToken) -> [UInt8] {
+    var scanner = JSONScanner(bytes, maxDepth: ProtocolConstants.maxDepth)
+    scanner.position = value.start
+    var parts: [String] = []
+    try? scanner.scanElements(depth: 1) { item in
+        guard item.kind == .object,
+              let members = try? JSONObject.members(UnsafeRawBufferPointer(rebasing: bytes[item.start..<item.end])) else { return }
+        let object = UnsafeRawBufferPointer(rebasing: bytes[item.start..<item.end])
+        func string(_ key: String) -> String? {
+            members.first { $0.key == key }.flatMap { $0.value.isString ? JSONString.decode(object, $0.value) : nil }
+        }
+        let count = members.first { $0.key == "members" }.flatMap { JSONInteger.unsigned(object, $0.value) }
+        let serve = members.first { $0.key == "serve" }?.value.kind == .true
+        parts.append("\(string("type") ?? "?")@\(string("group") ?? "?")\(count.map { "(\($0))" } ?? "")\(serve ? " serve" : "")")
+    }
+    var raw = Array(parts.joined(separator: ",").utf8)
+    if raw.count > 60 { raw = Array(raw.prefix(60)) + Array("…".utf8) }
+    return raw
 }
 
 private func appendClientsTable(_ objects: [ReplyObject], to out: inout [UInt8]) {

@@ -8,8 +8,8 @@
 import EventBusCommandLine
 import EventBusProtocol
 
-/// What `--version` prints: the package's release and the wire protocol version.
-let versionText = "eventbus \(EventBusRelease.version) (wire protocol \(ProtocolConstants.version))\n"
+/// What `--version` prints: the release, the protocol edition and the features.
+let versionText = EventBusRelease.versionText(program: "eventbus")
 
 /// `eventbus --help`.
 var mainHelp: String { HelpText.render(eventbusInterface, command: eventbusInterface.root) }

@@ -1,7 +1,8 @@
 // eventbusd: parse options, take or resolve the listening sockets, load the
 // access policy, bind, run the loop.
 //
-// Before editing: the options and the --help text are BrokerOptions.swift; the
+// Before editing: the options and the --help text are BrokerOptions.swift, the
+// configuration file ConfigSelection.swift; the
 // version is `EventBusRelease.version` (EventBusProtocol), shared with the CLI
 // and the `hello` reply. The policy is loaded before a path is bound, so a
 // broker that refuses to start on an invalid policy leaves no socket behind;
@@ -25,17 +26,26 @@ func fail(_ message: String, status: ExitStatus) -> Never {
 }
 
 var options: BrokerOptions
+let configFile: String?
 do {
-    options = try BrokerOptions.parse(Array(CommandLine.arguments.dropFirst()))
+    (options, configFile) = try loadOptions(Array(CommandLine.arguments.dropFirst()),
+                                            environment: ProcessEnvironment.variables(), effectiveUID: ProcessIdentity.effectiveUID)
 } catch {
-    fail("\(error)", status: .usage)
+    switch error {
+    case .usage(let usage): fail("\(usage)", status: .usage)
+    case .config(let config): fail("invalid configuration: \(config)", status: .config)
+    }
 }
 if options.showHelp {
     print(BrokerOptions.usage, terminator: "")
     exit(ExitStatus.success.rawValue)
 }
 if options.showVersion {
-    print("eventbusd \(EventBusRelease.version) (protocol \(ProtocolConstants.version))")
+    print(EventBusRelease.versionText(program: "eventbusd"), terminator: "")
+    exit(ExitStatus.success.rawValue)
+}
+if options.checkConfig {
+    print(checkConfigText(options, file: configFile), terminator: "")
     exit(ExitStatus.success.rawValue)
 }
 if options.checkPolicy {
@@ -143,7 +153,7 @@ do {
 } catch {
     fail("failed to start the event loop: \(error)", status: .software)
 }
-logger.info("listening on \(path) (instance \(server.broker.instance)); \(BrokerServer.policySummary(server.broker.policy, generation: server.broker.policyGeneration))")
+logger.info("listening on \(path) (instance \(server.broker.instance)); configuration \(configFile ?? "none"); \(BrokerServer.policySummary(server.broker.policy, generation: server.broker.policyGeneration))")
 do {
     _ = try server.run()
 } catch {

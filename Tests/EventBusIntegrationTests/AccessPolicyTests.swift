@@ -232,7 +232,7 @@ struct AccessPolicyTests {
             let user = try users.connect(uid: 4321)
             try policy.write("allow publish >\nallow publsh x\n")
             let reload = try runCLI(["--socket", broker.socketPath, "reload", "--wait"], in: broker.directory)
-            let reason = "\(policy.path):2: unknown action \"publsh\" (expected connect, publish, subscribe, bridge or hold)"
+            let reason = "\(policy.path):2: unknown action \"publsh\" (expected connect, publish, subscribe, bridge, hold or serve)"
             #expect(reload.status == .exited(65) && reload.stderr.contains("generation 1") && reload.stderr.contains(reason), "\(reload.stderr)")
             #expect(broker.stderrText().contains("failed to reload the access policy: \(reason)"))
             #expect(try user.error(#"{"op":"publish","type":"secret.x","req":1}"#).code == "forbidden")

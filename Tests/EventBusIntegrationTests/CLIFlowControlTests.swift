@@ -109,9 +109,10 @@ struct CLIFlowControlTests {
         let table = try broker.run(["clients", "--format", "table"])
         #expect(table.status == 0, "\(table)")
         let header = table.stdoutLines.first?.split(separator: " ").map(String.init) ?? []
-        #expect(header.suffix(4) == ["HOLDING", "HELD", "BEHIND", "PATTERNS"], "\(table.stdout)")
-        let row = table.stdoutLines.first { $0.hasSuffix(" t") }?.split(separator: " ").map(String.init) ?? []
-        #expect(row.suffix(4) == ["0", "false", "false", "t"], "\(table.stdout)")
+        // (1.3) PENDING, SERVING, SERVES and GROUPS follow, `-` for none.
+        #expect(header.suffix(8) == ["HOLDING", "HELD", "BEHIND", "PENDING", "SERVING", "PATTERNS", "SERVES", "GROUPS"], "\(table.stdout)")
+        let row = table.stdoutLines.first { $0.split(separator: " ").contains("t") }?.split(separator: " ").map(String.init) ?? []
+        #expect(row.suffix(8) == ["0", "false", "false", "0", "0", "t", "-", "-"], "\(table.stdout)")
         let objects = try broker.run(["clients", "--format", "json"]).stdoutLines.map(jsonObject)
         let mine = objects.first { ($0["patterns"] as? [String]) == ["t"] }
         #expect(mine?["holding"] as? Int == 0 && mine?["held"] as? Bool == false && mine?["behind"] as? Bool == false, "\(objects)")

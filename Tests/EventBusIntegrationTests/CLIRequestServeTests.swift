@@ -168,6 +168,24 @@ struct CLIRequestServeTests {
         #expect(done.status == 0, "serve --json --count 2 exits 0 after two answers: \(done)")
     }
 
+    @Test func serversInAGroupShareTheRequestsOneEach() throws {
+        let broker = try TestBroker()
+        // Each server's COMMAND answers with its server's pid ($PPID: serve ran it).
+        let servers = try (1...2).map { _ in try readyServer(broker, ["--group", "thumbs", "thumb.make", "--", "/bin/sh", "-c", "cat >/dev/null; echo $PPID"]) }
+        var answers: [String] = []
+        for i in 1...6 {
+            let run = try broker.run(["request", "thumb.make", "\(i)"])
+            #expect(run.status == 0, "\(run)")
+            answers.append(run.stdout)
+        }
+        let pids = Set(servers.map { "\($0.pid)\n" })
+        #expect(Set(answers).isSubset(of: pids) && Set(answers).count == 2, "both servers answered, each request once: \(answers)")
+        // One key, one server.
+        let keyed = try (1...4).map { i in try broker.run(["request", "--key", "photo-7", "thumb.make", "\(i)"]).stdout }
+        #expect(Set(keyed).count == 1 && pids.contains(keyed[0]), "\(keyed)")
+        for server in servers { server.send(signal: SIGTERM) }
+    }
+
     @Test func usageErrors() throws {
         let broker = try TestBroker()
         for (arguments, message) in [
@@ -201,6 +219,22 @@ struct CLIGroupTests {
         #expect(seen.joined().count == 30, "each job once: \(seen)")
         #expect(Set(seen.joined()) == Set(lines.map { "\"\($0)\"" }))
         #expect(seen.filter { !$0.isEmpty }.count == 3, "all three took a share: \(seen.map(\.count))")
+        for worker in workers { worker.send(signal: SIGTERM) }
+    }
+
+    @Test func eventsWithOneKeyGoToOneMember() throws {
+        let broker = try TestBroker()
+        let workers = try (1...3).map { _ in try broker.start(["listen", "--group", "workers", "--format", "data", "job.todo"]) }
+        try broker.waitForSubscriptions(3)
+        let publish = try broker.run(["publish", "--lines", "--key", "customer-7", "job.todo"], stdin: (1...12).map { "\($0)\n" }.joined())
+        #expect(publish.status == 0, "\(publish)")
+        var seen: [[String]] = []
+        try eventually("the 12 keyed jobs never arrived") {
+            seen = workers.map { $0.stdoutSoFar().split(separator: "\n").map(String.init) }
+            return seen.joined().count >= 12
+        }
+        #expect(seen.filter { !$0.isEmpty }.count == 1, "one member took every event of the key: \(seen.map(\.count))")
+        #expect(seen.first { !$0.isEmpty } == (1...12).map { "\"\($0)\"" }, "in order: \(seen)")
         for worker in workers { worker.send(signal: SIGTERM) }
     }
 

@@ -21,7 +21,7 @@ struct CLITopTests {
         for type in ["top.a", "top.b", "other.c"] { #expect(try broker.run(["publish", type, "1"]).status == 0) }
         let table = try broker.run(["types"])
         #expect(table.status == 0, "\(table)")
-        #expect(table.stdoutLines.first?.split(separator: " ").joined(separator: " ") == "TYPE PUBLISHED DELIVERED DROPPED SUBS RETAINED LAST SEQ LAST TIME", "\(table)")
+        #expect(table.stdoutLines.first?.split(separator: " ").joined(separator: " ") == "TYPE PUBLISHED DELIVERED DROPPED REQUESTS SUBS RETAINED LAST SEQ LAST TIME", "\(table)")
         #expect(table.stdoutLines.dropFirst().map { String($0.prefix(7)) } == ["other.c", "top.b  ", "top.a  "], "\(table)")
         let json = try broker.run(["types", "top.>", "--json"])
         let objects = try json.stdoutLines.map(jsonObject)

@@ -159,7 +159,7 @@ struct CLIUsageTests {
             let version = try run(form)
             #expect(version.status == 0)
             #expect(version.stdout.hasPrefix("eventbus "))
-            #expect(version.stdoutLines.count == 1)
+            #expect(version.stdoutLines.count == 3, "version, protocol edition, features: \(version.stdout)")
         }
     }
 

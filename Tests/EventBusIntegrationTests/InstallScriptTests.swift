@@ -107,7 +107,9 @@ struct InstallScriptTests {
         #expect(FileManager.default.fileExists(atPath: stage + systemUnits + "/eventbus-metrics.timer"))
         let sysusers = prefix == "/usr/local" ? "/etc/sysusers.d" : prefix + "/lib/sysusers.d"
         #expect(FileManager.default.fileExists(atPath: stage + sysusers + "/eventbus-bridge.conf"), "\(tree(stage))")
-        #expect(FileManager.default.contents(atPath: stage + "/etc/eventbus/bridge.conf") == FileManager.default.contents(atPath: repositoryRoot + "/config/bridge.conf"))
+        for conf in ["bridge.conf", "eventbusd.conf"] {
+            #expect(FileManager.default.contents(atPath: stage + "/etc/eventbus/" + conf) == FileManager.default.contents(atPath: repositoryRoot + "/config/" + conf))
+        }
         for (directory, bus) in [(systemUnits, "--system"), (userUnits, "--user")] {
             let unit = try String(contentsOfFile: stage + directory + "/eventbus.service", encoding: .utf8)
             let lines = unit.split(separator: "\n")

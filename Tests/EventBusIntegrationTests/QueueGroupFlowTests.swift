@@ -256,4 +256,36 @@ struct QueueGroupFlowTests {
             #expect((stats.int("stalls") ?? 0) > 0 && (stats.int("holds") ?? 0) > 0, "held, then released when the member went behind: \(stats.raw)")
         }
     }
+
+    // MARK: Redelivery
+
+    @Test("A member that closes with group events queued but not yet written at all: those go to the other members, in order, with redelivered: true")
+    func aClosingMembersUnwrittenEventsAreRedelivered() throws {
+        try withBroker(QueueGroupFlowTests.small + ["--stall-timeout", "60s"]) { broker in
+            let closing = try QueueGroupFlowTests.member(broker)  // reads nothing, then closes
+            // Two that read: a redelivered copy is longer, so one queue might not take them all.
+            let readers = try (0..<2).map { _ in try QueueGroupFlowTests.member(broker) }
+            let publisher = try broker.connect()
+            let threads = DispatchGroup()
+            let reads = (0..<2).map { _ in RobustShared<[Frame]>([]) }
+            for (reader, into) in zip(readers, reads) { QueueGroupFlowTests.read(reader, into: into, group: threads) }
+            let count = 6_000
+            QueueGroupFlowTests.publish(publisher, QueueGroupFlowTests.flood(count: count), group: threads)
+            guard threads.wait(timeout: .now() + 180) == .success else { throw TestFailure("the publisher or the readers did not finish") }
+            let before = reads.flatMap { QueueGroupFlowTests.jobs($0.value) }
+            #expect(reads.allSatisfy { $0.value.allSatisfy { $0.has("redelivered") == false } })
+            closing.close()
+            try waitUntil("the broker to forget the closed member") { try publisher.stats().int("connections") == 3 }
+            let later = try readers.map { try $0.settle() }
+            let redelivered = later.flatMap { QueueGroupFlowTests.jobs($0) }
+            #expect(!redelivered.isEmpty && later.joined().allSatisfy { $0.op != "event" || $0.bool("redelivered") == true }, "each redelivered event says so")
+            #expect(Set(redelivered).isDisjoint(with: before), "a redelivered event is one no reader had")
+            let ordered = later.allSatisfy { QueueGroupFlowTests.jobs($0) == QueueGroupFlowTests.jobs($0).sorted() }
+            #expect(ordered, "in their order")
+            // The closed member's share: what its socket held (lost), then what was queued (redelivered).
+            let lost = Set(0..<count).subtracting(before).subtracting(redelivered)
+            #expect(!lost.isEmpty && lost.max()! < redelivered.min() ?? 0, "only what the kernel held for it is lost: lost \(rangeSummary(lost.sorted()))")
+            #expect(QueueGroupFlowTests.dropped(reads.flatMap(\.value) + later.joined()) == 0)
+        }
+    }
 }

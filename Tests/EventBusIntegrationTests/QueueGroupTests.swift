@@ -186,4 +186,70 @@ struct QueueGroupTests {
             #expect(stats.int("subscriptions") == 2 && (stats.object("me")?["subscription_bytes"] as? Int ?? 0) > 0, "\(stats)")
         }
     }
+
+    // MARK: Leaving
+
+    @Test("unsubscribe with group takes the member out; its ok comes after every event already queued to it")
+    func unsubscribeWithGroupLeavesAfterEveryQueuedEvent() throws {
+        try withBroker { broker in
+            let leaving = try broker.connect()
+            let staying = try broker.connect()
+            for member in [leaving, staying] { try QueueGroupTests.join(member, "job.>", group: "workers") }
+            let publisher = try broker.connect()
+            try QueueGroupTests.publish(publisher, "job.run", 0..<4)
+            try leaving.send(#"{"op":"unsubscribe","type":"job.>","group":"workers","req":"leave"}"#)
+            let frames = try leaving.readFrames(until: { $0.req == .string("leave") })
+            #expect(QueueGroupTests.indices(frames) == [0, 2], "its share came before the ok")
+            #expect(frames.last?.bool("removed") == true && frames.last?.string("group") == "workers", "\(frames.last!)")
+            let again = try leaving.ok(#"{"op":"unsubscribe","type":"job.>","group":"workers","req":"again"}"#)
+            #expect(again.bool("removed") == false)
+            try QueueGroupTests.publish(publisher, "job.run", 4..<8)
+            try leaving.expectNoFrame()
+            #expect(QueueGroupTests.indices(try staying.settle()) == [1, 3, 4, 5, 6, 7])
+        }
+    }
+
+    // MARK: Serving groups, introspection
+
+    @Test("Serving subscriptions in a group: each request goes to one server of the group, in turn")
+    func eachRequestGoesToOneServerOfTheGroup() throws {
+        try withBroker { broker in
+            let servers = try (0..<2).map { _ in try broker.connect() }
+            for (i, server) in servers.enumerated() {
+                let ok = try server.ok(#"{"op":"subscribe","type":"svc.>","serve":true,"group":"pool","req":"s"}"#)
+                #expect(ok.bool("serve") == true && ok.string("group") == "pool" && ok.int("members") == i + 1, "\(ok)")
+            }
+            let requester = try broker.connect()
+            for n in 0..<4 {
+                try requester.send(#"{"op":"request","type":"svc.echo","key":null,"data":\#(n),"timeout":10000,"req":\#(n)}"#.replacingOccurrences(of: #""key":null,"#, with: ""))
+                let server = servers[n % 2]
+                let request = try server.readFrame()
+                #expect(request.op == "request" && request.int("data") == n, "request \(n) at server \(n % 2): \(request)")
+                try server.ok(#"{"op":"reply","to":"\#(request.string("reply") ?? "")","data":"s\#(n % 2)","req":"r"}"#)
+                let answer = try requester.readFrame()
+                #expect(answer.op == "ok" && answer.req == .integer(n) && answer.object("reply")?["data"] as? String == "s\(n % 2)", "\(answer)")
+            }
+            for server in servers { try server.expectNoFrame() }
+        }
+    }
+
+    @Test("clients shows each subscription's group (and serve, and members); hello lists the feature groups")
+    func clientsShowsEachSubscriptionsGroup() throws {
+        try withBroker { broker in
+            let member = try broker.connect()
+            let hello = try member.ok(#"{"op":"hello","client":"worker","req":0}"#)
+            #expect((hello.array("features") as? [String])?.contains("groups") == true, "\(hello)")
+            try QueueGroupTests.join(member, "job.>", group: "workers")
+            try member.ok(#"{"op":"subscribe","type":"svc.x","serve":true,"group":"pool","req":"s"}"#)
+            try QueueGroupTests.join(try broker.connect(), "job.>", group: "workers")
+            let clients = try member.ok(#"{"op":"clients","req":1}"#).array("clients") as? [[String: Any]] ?? []
+            let worker = try #require(clients.first { $0["client"] as? String == "worker" })
+            let groups = worker["groups"] as? [[String: Any]] ?? []
+            #expect(groups.count == 2, "\(worker)")
+            #expect(groups.first?["group"] as? String == "pool" && groups.first?["type"] as? String == "svc.x" && groups.first?["serve"] as? Bool == true
+                && groups.first?["members"] as? Int == 1, "\(groups)")
+            #expect(groups.last?["group"] as? String == "workers" && groups.last?["type"] as? String == "job.>" && groups.last?["serve"] as? Bool == false
+                && groups.last?["members"] as? Int == 2, "\(groups)")
+        }
+    }
 }

@@ -35,8 +35,8 @@ struct ParserTests {
 
     @Test("errors name file:line and what is wrong", arguments: [
         ("allow publish", "test.conf:1: allow publish needs a pattern"),
-        ("allow", "test.conf:1: allow needs an action and a pattern: allow connect|publish|subscribe|bridge|hold PATTERN|- [user=U] [group=G]"),
-        ("allow publsh a.b", "test.conf:1: unknown action \"publsh\" (expected connect, publish, subscribe, bridge or hold)"),
+        ("allow", "test.conf:1: allow needs an action and a pattern: allow connect|publish|subscribe|bridge|hold|serve PATTERN|- [user=U] [group=G]"),
+        ("allow publsh a.b", "test.conf:1: unknown action \"publsh\" (expected connect, publish, subscribe, bridge, hold or serve)"),
         ("permit publish a.b", "test.conf:1: unknown keyword \"permit\" (expected allow, deny, default or limit)"),
         ("deny connect", "test.conf:1: deny connect needs \"-\" as its pattern"),
         ("deny connect a.b", "test.conf:1: connect rules take \"-\" as their pattern, not \"a.b\""),
@@ -59,9 +59,9 @@ struct ParserTests {
         ("deny publish a.b user=4294967295", "test.conf:1: unknown user \"4294967295\""),
         ("default bridge allow", "test.conf:1: bridge has no default: it is denied unless an allow bridge rule matches"),
         ("default publish maybe", "test.conf:1: unknown effect \"maybe\" (expected allow or deny)"),
-        ("default publish", "test.conf:1: default needs an action and an effect: default publish|subscribe|connect allow|deny"),
+        ("default publish", "test.conf:1: default needs an action and an effect: default publish|subscribe|connect|serve allow|deny"),
         ("default publish deny user=1", "test.conf:1: unexpected \"user=1\" after default publish deny (a default applies to everyone)"),
-        ("default pub deny", "test.conf:1: unknown action \"pub\" (expected publish, subscribe or connect)"),
+        ("default pub deny", "test.conf:1: unknown action \"pub\" (expected publish, subscribe, connect or serve)"),
         ("limit sockets 5", "test.conf:1: unknown resource \"sockets\" (expected connections, subscriptions, inbound, outbound, retained)"),
         ("limit connections", "test.conf:1: limit needs a resource and a value: limit RESOURCE VALUE [user=U] [group=G] (resources: connections, subscriptions, inbound, outbound, retained)"),
         ("limit connections many", "test.conf:1: bad limit value \"many\" (expected a number with an optional K, M or G suffix, or unlimited)"),
@@ -90,7 +90,7 @@ struct ParserTests {
             PolicySource(path: "/etc/eventbus/policy.d/10-x.conf", text: "limit connections 5 user=ghost\n"),
         ]
         #expect(loadErrors(sources) == [
-            "/etc/eventbus/policy.conf:3: unknown action \"pubish\" (expected connect, publish, subscribe, bridge or hold)",
+            "/etc/eventbus/policy.conf:3: unknown action \"pubish\" (expected connect, publish, subscribe, bridge, hold or serve)",
             "/etc/eventbus/policy.conf:4: bad pattern \"a..b\": empty segment (two dots, or a dot at an end)",
             "/etc/eventbus/policy.d/10-x.conf:1: unknown user \"ghost\"",
         ])

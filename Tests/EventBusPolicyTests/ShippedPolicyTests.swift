@@ -51,6 +51,15 @@ struct ShippedPolicyTests {
         row(alice, .subscribe, "order.>", "allowed"),
         row(alice, .subscribe, "system.>", "allowed"),
         row(who(0), .subscribe, ">", "allowed"),
+        // (1.3) serve: subscribe and serve both; only uid 0 serves system.>
+        row(alice, .serve, "system.reboot", "deny", "policy.conf:38"),
+        row(who(0), .serve, "system.reboot", "allow"),
+        row(alice, .serve, "thumb.make", "allow"),
+        row(alice, .serve, "user.1001.ask", "deny", "policy.conf:28"),
+        row(alice, .serve, "system.>", "forbidden"),
+        row(alice, .serve, ">", "filtered"),
+        row(alice, .serve, "thumb.>", "allowed"),
+        row(who(0), .serve, "system.>", "allowed"),
         // bridge: a policy file exists and none allows it
         row(who(0), .bridge, "-", "deny", "bridgeNeedsRule"),
         row(alice, .bridge, "-", "deny", "bridgeNeedsRule"),

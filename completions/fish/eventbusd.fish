@@ -58,6 +58,8 @@ complete -c eventbusd -l history-events -x -d 'events kept for \'subscribe\' wit
 complete -c eventbusd -l history-bytes -x -d 'bytes of events kept for it'
 complete -c eventbusd -l policy -r -F -d 'read the policy from FILE'
 complete -c eventbusd -l check-policy -d 'read FILE...'
+complete -c eventbusd -s c -l config -r -F -d 'read FILE'
+complete -c eventbusd -l check-config -d 'read the file and the command line, print every setting given and w...'
 complete -c eventbusd -l exit-idle-time -x -d 'exit after DURATION with no connections'
 complete -c eventbusd -l shutdown-timeout -x -d 'how long SIGTERM/SIGINT waits for queued events to be written'
 complete -c eventbusd -l log-level -x -a 'error warning notice info debug' -d 'error, warning, notice, info'

@@ -18,7 +18,7 @@ from .errors import (
     FrameTooLarge, LimitExceeded, MalformedFrame, ProtocolError, SlowConsumer, Unavailable, UnknownOp,
 )
 
-__version__ = "0.1.0"
+__version__ = "1.3.0"  # EventBusRelease.version (Sources/EventBusProtocol/Version.swift); VersionTests checks it
 
 __all__ = [
     "connect", "Bus", "Subscription", "Event", "Notice", "resolve_socket",

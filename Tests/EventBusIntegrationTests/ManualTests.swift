@@ -1,0 +1,44 @@
+// The man pages and completions under man/ and completions/ are what the
+// declarations render (issue 33: `swift run eventbus-manual` rewrites them;
+// this fails when one is stale), and every page under man/, generated or
+// written by hand, is clean for `mandoc -T lint`.
+//
+// Before editing: mandoc's "referenced manual not found" (and its note about
+// an outdated mandoc.db) depend on the pages installed on this machine, not
+// on ours: they are the only messages allowed.
+import EventBusManual
+import EventBusTestSupport
+import Foundation
+import Testing
+
+@Suite("Man pages and completions")
+struct ManualTests {
+    static let root = InterfaceAgreementTests.root
+
+    @Test("the committed man pages and completions are the ones the declarations render (run: swift run eventbus-manual)")
+    func generatedFilesAreCurrent() throws {
+        for file in ManualFiles.generated() {
+            let committed = try? String(contentsOfFile: Self.root + "/" + file.path, encoding: .utf8)
+            #expect(committed == file.text, "\(file.path) is stale: run 'swift run eventbus-manual' at the repository root")
+        }
+        for path in ManualFiles.handWritten {
+            #expect(FileManager.default.fileExists(atPath: Self.root + "/" + path), "\(path) is missing")
+        }
+    }
+
+    @Test("mandoc -T lint finds nothing in any page", .enabled(if: findInPath("mandoc") != nil, "needs mandoc"))
+    func pagesAreLintClean() throws {
+        let pages = try FileManager.default.contentsOfDirectory(atPath: Self.root + "/man").sorted().map { Self.root + "/man/" + $0 }
+        #expect(pages.count >= 6, "\(pages)")
+        let run = try runProcess(findInPath("mandoc")!, ["-T", "lint"] + pages, timeout: .seconds(30))
+        let messages = (run.stdout + run.stderr).split(separator: "\n").filter {
+            !$0.contains("STYLE: referenced manual not found") && !$0.contains("outdated mandoc.db")
+        }
+        #expect(messages.isEmpty, "\(messages.joined(separator: "\n"))")
+        // And each renders with its NAME section.
+        for page in pages {
+            let text = try runProcess(findInPath("mandoc")!, ["-T", "markdown", page], timeout: .seconds(30))
+            #expect(text.status == .exited(0) && text.stdout.contains("# NAME") && text.stdout.contains("# SEE ALSO"), "\(page): \(text.stderr)")
+        }
+    }
+}
