@@ -123,11 +123,7 @@ struct DocumentedDurationTests {
         let brokerOptions = Set(try Self.durationOptions(in: help[0].text))
         var options = brokerOptions
         for (_, text) in help.dropFirst() { options.formUnion(try Self.durationOptions(in: text)) }
-<<<<<<< HEAD
         #expect(options.map(\.long).sorted() == ["exit-idle-time", "frame-timeout", "max-request-timeout", "min-client-age", "shutdown-timeout", "stall-timeout", "timeout", "wait"],
-=======
-        #expect(options.map(\.long).sorted() == ["exit-idle-time", "frame-timeout", "min-client-age", "shutdown-timeout", "stall-timeout", "timeout", "wait"],
->>>>>>> docs-cli
                 "DURATION options in the help texts: \(options)")
 
         var found: [Occurrence] = []
