@@ -18,10 +18,14 @@
 //   it asks the `FlowGate` before each read, and while the local queues are
 //   full it does not read (the broker then holds our publishers), waiting on
 //   `wake` until consumers took half or one of them stalled;
-// - async requests (`publish`, `ping`, `stats`, `current`) write from
-//   `writeQueue`, not from the caller's thread, so a write blocked on a
-//   connection the broker holds never ties up the cooperative pool the
-//   observers that would free it run on.
+// - async requests (`publish`, `ping`, `stats`, `current`, 1.3 `request`
+//   and replies) write from `writeQueue`, not from the caller's thread, so a
+//   write blocked on a connection the broker holds never ties up the
+//   cooperative pool the observers that would free it run on; `enqueue`
+//   queues there too, and `post` waits there for its turn (`sync`), so all
+//   keep one order (issue 34);
+// - the reader never writes: a change it decides that must write (a 1.3
+//   reply, a group rejoined) is an `Effect.deferred`, made on `writeQueue`.
 import Dispatch
 import EventBusProtocol
 import EventBusSystem

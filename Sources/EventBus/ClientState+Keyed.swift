@@ -123,6 +123,17 @@ extension ClientState {
         flush(&step)
     }
 
+    /// The connection was lost: a leave waiting for its `ok` is over (the
+    /// broker took the member out with the connection).
+    mutating func keyedConnectionLost(_ step: inout Step) {
+        for key in keyed.keys.sorted() {
+            guard let leaving = keyed[key]?.leaving, !leaving.isEmpty else { continue }
+            keyed[key]?.leaving = [:]
+            finishLeaving(leaving, &step)
+            if keyed[key]?.isEmpty == true { keyed[key] = nil }
+        }
+    }
+
     /// A new connection: every key with registrations is subscribed again
     /// (serving and group subscriptions never replay); a leave that was
     /// waiting for its `ok` is over (the old connection took the member out).

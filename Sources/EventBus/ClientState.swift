@@ -136,6 +136,7 @@ struct ClientState {
         let error = EventBusError.connectionLost(reason: reason)
         failPending(error, &step)
         failCurrent(error, &step)
+        keyedConnectionLost(&step)
         if let first = firstConnect {
             // Lost before the first `hello` reply: `connect` fails, no retry.
             // Silence may be a broker that failed to start; a refusal (`limit`) is named.
