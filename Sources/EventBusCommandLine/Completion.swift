@@ -3,7 +3,8 @@
 // the values an option takes (files, directories, choices) and its operands.
 // Event types and patterns come from the running broker (`eventbus types
 // --format json`, through the bus options already on the command line);
-// when no broker answers within 2 s, nothing is offered and nothing printed.
+// when no broker answers within 2 s ($EVENTBUS_COMPLETION_TIMEOUT), nothing
+// is offered and nothing printed.
 //
 // Before editing: CompletionTests drives the bash script with `compgen`-style
 // calls and loads the zsh and fish ones; the scripts must not depend on the
@@ -23,8 +24,9 @@ public enum Completion {
     }
 
     /// The bash word list of a `choice`, or the shell code offering a kind.
-    static func bashAction(_ kind: ValueKind) -> String {
+    static func bashAction(_ kind: ValueKind, _ program: ProgramDeclaration) -> String {
         switch kind {
+        case .subcommand: return bashAction(.choice(program.commands.map(\.name)), program)
         case .file: return #"COMPREPLY=($(compgen -f -- "$cur")); compopt -o filenames 2>/dev/null"#
         case .directory: return #"COMPREPLY=($(compgen -d -- "$cur")); compopt -o filenames 2>/dev/null"#
         case .choice(let words): return #"COMPREPLY=($(compgen -W "\#(words.joined(separator: " "))" -- "$cur"))"#
@@ -52,7 +54,7 @@ public enum Completion {
     __eventbus_types() {
         local -a bus
         mapfile -t bus < <(__eventbus_bus)
-        timeout 2 eventbus "${bus[@]}" types --format json 2>/dev/null | sed -n 's/^{"type":"\([^"]*\)".*/\1/p'
+        timeout "${EVENTBUS_COMPLETION_TIMEOUT:-2}" eventbus "${bus[@]}" types --format json 2>/dev/null | sed -n 's/^{"type":"\([^"]*\)".*/\1/p'
     }
     # Those types, their prefixes with '.>', and '>'.
     __eventbus_patterns() {
@@ -85,7 +87,7 @@ public enum Completion {
         for command in [nil] + commands.map(Optional.some) {
             var byAction: [(action: String, keys: [String])] = []
             for (word, kind) in words(program, command).valued {
-                let action = bashAction(kind)
+                let action = bashAction(kind, program)
                 if let index = byAction.firstIndex(where: { $0.action == action }) {
                     byAction[index].keys.append("\(command ?? ""):\(word)")
                 } else {
@@ -100,7 +102,7 @@ public enum Completion {
             let name = command.name
             for (index, kind) in command.operands.kinds.enumerated() where !(name.isEmpty && !commands.isEmpty && index == 0) {
                 let position = command.operands.repeats && index == command.operands.kinds.count - 1 ? "*" : "\(index)"
-                out += "        \(name):\(position)) \(bashAction(kind)) ;;\n"
+                out += "        \(name):\(position)) \(bashAction(kind, program)) ;;\n"
             }
         }
         out += "        *) COMPREPLY=() ;;\n    esac\n}\n"
@@ -170,8 +172,9 @@ public enum Completion {
     }
 
     /// The zsh action completing a kind of value.
-    static func zshAction(_ kind: ValueKind) -> String {
+    static func zshAction(_ kind: ValueKind, _ program: ProgramDeclaration) -> String {
         switch kind {
+        case .subcommand: return zshAction(.choice(program.commands.map(\.name)), program)
         case .file: return "_files"
         case .directory: return "_files -/"
         case .choice(let words): return "(\(words.joined(separator: " ")))"
@@ -187,7 +190,7 @@ public enum Completion {
         var specs: [String] = []
         for option in program.options(for: command?.name) {
             let help = shortHelp(option.help).replacingAll("\\", with: "\\\\").replacingAll("[", with: "\\[").replacingAll("]", with: "\\]").replacingAll(":", with: "\\:")
-            let value = option.value.map { ":\($0.name.replacingAll(":", with: "\\:")):\(zshAction($0.kind))" } ?? ""
+            let value = option.value.map { ":\($0.name.replacingAll(":", with: "\\:")):\(zshAction($0.kind, program))" } ?? ""
             let repeatable = option.value == nil ? "" : "*"
             if let short = option.short { specs.append("\(repeatable)-\(short)\(option.value == nil ? "" : "+")[\(help)]\(value)") }
             specs.append("\(repeatable)--\(option.long)\(option.value == nil ? "" : "=")[\(help)]\(value)")
@@ -195,7 +198,7 @@ public enum Completion {
         if let command {
             for (index, kind) in command.operands.kinds.enumerated() {
                 let last = command.operands.repeats && index == command.operands.kinds.count - 1
-                specs.append("\(last ? "*" : "\(index + 1)"):operand:\(zshAction(kind))")
+                specs.append("\(last ? "*" : "\(index + 1)"):operand:\(zshAction(kind, program))")
             }
         }
         return specs.map { quoted($0) }
@@ -222,7 +225,7 @@ public enum Completion {
             local -a bus
             __eventbus_bus
             bus=("${reply[@]}")
-            timeout 2 eventbus "${bus[@]}" types --format json 2>/dev/null | sed -n 's/^{"type":"\([^"]*\)".*/\1/p'
+            timeout "${EVENTBUS_COMPLETION_TIMEOUT:-2}" eventbus "${bus[@]}" types --format json 2>/dev/null | sed -n 's/^{"type":"\([^"]*\)".*/\1/p'
         }
         __eventbus_types() {
             local -a types
@@ -298,7 +301,7 @@ public enum Completion {
         end
         # The event types the running broker knows (nothing when none answers).
         function __eventbus_types
-            timeout 2 eventbus (__eventbus_bus) types --format json 2>/dev/null | string replace -rf '^\{"type":"([^"]*)".*' '$1'
+            timeout (set -q EVENTBUS_COMPLETION_TIMEOUT; and echo $EVENTBUS_COMPLETION_TIMEOUT; or echo 2) eventbus (__eventbus_bus) types --format json 2>/dev/null | string replace -rf '^\{"type":"([^"]*)".*' '$1'
         end
         # Those types, their prefixes with '.>', and '>'.
         function __eventbus_patterns
@@ -317,6 +320,7 @@ public enum Completion {
         """#
         func value(_ kind: ValueKind) -> String {
             switch kind {
+            case .subcommand: return value(.choice(program.commands.map(\.name)))
             case .file: return "-r -F"
             case .directory: return "-x -a '(__fish_complete_directories)'"
             case .choice(let words): return "-x -a \(quoted(words.joined(separator: " "), fish: true))"

@@ -532,6 +532,17 @@ public let eventbusInterface = ProgramDeclaration(
             its user), 124 timed out.
             """
         ),
+        CommandDeclaration(
+            "help",
+            operandsSummary: "[COMMAND]",
+            summary: "show the help of COMMAND",
+            usage: ["help [COMMAND]"],
+            about: "Show the help of COMMAND, the same as 'eventbus COMMAND --help'; without\nCOMMAND, the help of eventbus.",
+            sections: [OptionSection([], showsCommonOptions: true)],
+            examples: ["eventbus help publish"],
+            exitStatus: "Exit status: 0 success, 64 unknown COMMAND.",
+            operands: OperandsDeclaration([.subcommand])
+        ),
     ],
     manualSections: [
         ("ENVIRONMENT", """

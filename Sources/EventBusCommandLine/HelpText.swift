@@ -25,11 +25,7 @@ public enum HelpText {
         }
         out += "\n" + command.about + "\n"
         if command.name.isEmpty && !program.commands.isEmpty {
-            out += "\nCommands:\n"
-            for sub in program.commands {
-                let label = sub.operandsSummary.isEmpty ? sub.name : "\(sub.name) \(sub.operandsSummary)"
-                out += option(label: label, help: sub.summary, column: 26)
-            }
+            out += "\nCommands:\n" + commandList(program)
         }
         for section in command.sections {
             out += "\n" + section.title + "\n"
@@ -51,10 +47,18 @@ public enum HelpText {
         return out + "\n"
     }
 
+    /// The list of `program`'s commands: `  publish TYPE [DATA]     publish one event...`.
+    public static func commandList(_ program: ProgramDeclaration) -> String {
+        program.commands.map { command in
+            let label = command.operandsSummary.isEmpty ? command.name : "\(command.name) \(command.operandsSummary)"
+            return option(label: label, help: command.summary, column: 26, width: width + 1)
+        }.joined()
+    }
+
     /// One option: `  LABEL` padded to `column`, its help wrapped after it;
     /// when the help has several items (lines), each item's wrapped lines
     /// hang 2 columns deeper (a list of choices).
-    static func option(label: String, help: String, column: Int) -> String {
+    static func option(label: String, help: String, column: Int, width: Int = HelpText.width) -> String {
         let lead = "  " + label
         let start = max(column, lead.count + 2)
         let items = help.split(separator: "\n").map(String.init)

@@ -22,6 +22,8 @@ public enum ValueKind: Sendable, Equatable {
     case directory
     /// A command and its arguments (`eventbus wait ... -- COMMAND`).
     case command
+    /// One of the program's own commands (`eventbus help COMMAND`).
+    case subcommand
     /// A DURATION (`parseDuration`).
     case duration
     /// A SIZE (`parseSize`).

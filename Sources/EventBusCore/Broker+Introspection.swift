@@ -30,6 +30,7 @@ extension Broker {
         FrameEncoder.appendField("retained_bytes", int: UInt64(max(0, account.retainedBytes)), to: &out)
         FrameEncoder.appendField("retained_events", int: UInt64(max(0, account.retainedEvents)), to: &out)
         FrameEncoder.appendField("pending_requests", int: UInt64(max(0, account.pendingRequests)), to: &out)  // (1.3)
+        FrameEncoder.appendField("serving_requests", int: UInt64(max(0, account.servingRequests)), to: &out)
         let limits = account.limits
         FrameEncoder.appendASCII(",\"limits\":{\"connections\":", to: &out)
         Broker.appendLimit(limits.connections, to: &out)

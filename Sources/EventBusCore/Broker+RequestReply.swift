@@ -107,6 +107,10 @@ extension Broker {
     /// error now.
     func serviceRequest(_ request: ServiceRequest, frame: UnsafeRawBufferPointer, req: UnsafeRawBufferPointer?, from requester: Connection) {
         guard let req else { preconditionFailure("the decoder refuses a request without req") }
+        guard req.count <= configuration.maxRequestIDBytes else {
+            reply(to: requester, req: req, error: ProtocolError(.badRequest, "the req of a request may be at most \(configuration.maxRequestIDBytes) bytes (the broker keeps it until the answer)"))
+            return
+        }
         let type = request.publish.type
         guard mayPublish(requester, type, req: req) else { return }
         let timeout = request.timeoutMilliseconds ?? configuration.defaultRequestTimeoutMilliseconds
@@ -177,9 +181,19 @@ extension Broker {
     func routeRequest(_ type: EventType, from requester: Connection, _ body: (Connection) -> Void) {
         for server in serveIndex.matches(type) {
             if server === requester && !requester.echo { continue }
-            guard server.isRoutable else { continue }
+            guard server.isRoutable, mayServeMore(server) else { continue }
             body(server)
         }
+    }
+
+    /// Whether `server` may be given one more request: the reply tokens the
+    /// broker keeps for it, its uid (none for uid 0 and the broker's) and
+    /// all servers are below their bounds. At a bound it is passed over.
+    func mayServeMore(_ server: Connection) -> Bool {
+        let quotas = configuration.quotas
+        if server.requests.serving.count >= configuration.maxServingRequestsPerConnection { return false }
+        if !server.account.isPrivileged && server.account.servingRequests >= quotas.maxServingRequestsPerUID { return false }
+        return requests.slots.count < quotas.maxServingRequests
     }
 
     /// What a server whose queue is at `size` bytes short does with a request.

@@ -55,6 +55,12 @@ public struct BrokerConfiguration: Sendable {
     /// (1.3) Requests asked and not answered at most per connection
     /// (`--max-pending-requests`, default 1024; PROTOCOL.md "Request/reply").
     public var maxPendingRequestsPerConnection = 1024
+    /// (1.3) Requests given to one serving connection and not answered at
+    /// most (4096): past it the connection is passed over.
+    public var maxServingRequestsPerConnection = 4096
+    /// (1.3) The longest `req` a request may carry, bytes: the broker keeps
+    /// it until the answer.
+    public var maxRequestIDBytes = 1024
     /// (1.3) The largest `timeout` a request may ask for, ms
     /// (`--max-request-timeout`, default 300 s), and the one it gets without (25 s).
     public var maxRequestTimeoutMilliseconds: UInt64 = 300_000

@@ -165,6 +165,7 @@ struct RequestTable {
         while slots[token] != nil { token = tokens.next() }  // 2^-128: for form's sake
         slots[token] = ReplySlot(request: request, server: server)
         server.requests.serving.insert(token)
+        server.account.servingRequests += 1
         request.tokens.append(token)
         return token
     }
@@ -176,6 +177,7 @@ struct RequestTable {
     mutating func withdraw(_ token: ReplyToken, from server: Connection, because loss: ServerLoss) -> PendingRequest? {
         guard let slot = slots.removeValue(forKey: token) else { return nil }
         server.requests.serving.remove(token)
+        server.account.servingRequests -= 1
         let request = slot.request
         if let i = request.tokens.firstIndex(of: token) { request.tokens.swapAt(i, request.tokens.count - 1); request.tokens.removeLast() }
         switch loss {
@@ -191,7 +193,10 @@ struct RequestTable {
     mutating func finish(_ request: PendingRequest) {
         guard request.heapIndex >= 0 else { return }
         for token in request.tokens {
-            if let slot = slots.removeValue(forKey: token) { slot.server.requests.serving.remove(token) }
+            if let slot = slots.removeValue(forKey: token) {
+                slot.server.requests.serving.remove(token)
+                slot.server.account.servingRequests -= 1
+            }
         }
         request.tokens = []
         remove(at: request.heapIndex)

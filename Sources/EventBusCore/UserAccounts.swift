@@ -44,6 +44,12 @@ public struct QuotaConfiguration: Sendable, Equatable {
     /// "Request/reply": bounds).
     public var maxPendingRequestsPerUID = 4096
     public var maxPendingRequests = 65_536
+    /// (1.3) Requests given to serving connections and not answered, per
+    /// uid (16384; uid 0 and the broker's uid: none) and in total (262144):
+    /// each is a reply token the broker keeps. A server at a bound is passed
+    /// over (not reached) until it answers some.
+    public var maxServingRequestsPerUID = 16_384
+    public var maxServingRequests = 262_144
     public init() {}
 
     /// The per-uid retained bytes limit in force.
@@ -155,6 +161,8 @@ final class UserAccount {
     /// (1.3) Requests its connections asked and that are not answered yet
     /// (RequestTable.swift changes it).
     var pendingRequests = 0
+    /// (1.3) Reply tokens its connections hold (requests given, not answered).
+    var servingRequests = 0
 
     init(uid: UInt32, isPrivileged: Bool, limits: UserLimits) {
         self.uid = uid

@@ -105,6 +105,10 @@ func runListen(_ args: ParsedArguments, socket: String) throws(CLIError) {
                 }
             case .helloRefused(let reply), .error(let reply):
                 brokerError = reply  // reported below: as the reason if the broker then closes
+            case .greeted(let info, _) where group != nil && !info.features.contains("groups"):
+                // A broker before 1.3 would take `group` for an unknown field: every listener would get every event.
+                failure = CLIError(.protocolError, "the broker has no queue groups (no 'groups' in its features: it is older than protocol 1.3), so --group cannot share the events")
+                return false
             case .held, .greeted, .subscribed, .unsubscribed, .other, .unreadable, .ignored, .request:
                 break
             }

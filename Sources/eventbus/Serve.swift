@@ -131,7 +131,12 @@ private struct Server {
             }
         case .helloRefused(let reply), .error(let reply):
             brokerError = reply
-        case .event, .held, .dropped, .gap, .greeted, .unsubscribed, .settled, .other, .unreadable, .ignored:
+        case .greeted(let info, _):
+            // A broker before 1.3 would take `serve` for an unknown field and subscribe plainly.
+            for (feature, what) in [("request", "serve requests"), ("groups", "have queue groups")] where !info.features.contains(feature) && (feature == "request" || group != nil) {
+                failure = CLIError(.protocolError, "the broker does not \(what) (no '\(feature)' in its features: it is older than protocol 1.3)")
+            }
+        case .event, .held, .dropped, .gap, .unsubscribed, .settled, .other, .unreadable, .ignored:
             break
         }
         return nil
@@ -151,6 +156,23 @@ private struct Server {
         defer { buffer.deallocate() }
         /// Ends every running COMMAND (the broker is gone or serve failed).
         func stopAll() { for job in jobs { job.child.sendToGroup(signal: SIGTERM); _ = try? job.child.poll() } }
+        /// Starts COMMAND for `request`, unless its deadline passed while it
+        /// waited for a free slot (then no COMMAND and no reply).
+        /// - Returns: the error to stop with when COMMAND cannot be run.
+        func start(_ request: ServedRequest) -> CLIError? {
+            if request.deadline <= Clock.monotonicNanoseconds() {
+                answered += 1
+                printError("request \(request.seq) reached its deadline before '\(commandLine[0])' could start: skipped")
+                return nil
+            }
+            do throws(SystemError) {
+                jobs.append(try ServeJob(command: commandLine, token: request.token, seq: request.seq, data: request.data, deadline: request.deadline))
+                return nil
+            } catch {
+                reply(to: request.token, seq: request.seq, data: nil, error: "the server cannot run '\(commandLine[0])': \(error.errno)")
+                return CLIError(error.errno == .noSuchFile ? .commandNotFound : .cannotExecute, "cannot run '\(commandLine[0])': \(error.errno)")
+            }
+        }
         var started = 0
         while count.map({ answered < $0 || !jobs.isEmpty }) ?? true {
             let reading = jobs.count < concurrency && count.map { started < $0 } ?? true
@@ -187,13 +209,7 @@ private struct Server {
             let outcome = try connection.receive(deadline: 0) { frame in
                 if let request = handle(frame) {
                     started += 1
-                    do throws(SystemError) {
-                        jobs.append(try ServeJob(command: commandLine, token: request.token, seq: request.seq, data: request.data, deadline: request.deadline))
-                    } catch {
-                        let status: ExitStatus = error.errno == .noSuchFile ? .commandNotFound : .cannotExecute
-                        reply(to: request.token, seq: request.seq, data: nil, error: "the server cannot run '\(commandLine[0])': \(error.errno)")
-                        spawnFailure = CLIError(status, "cannot run '\(commandLine[0])': \(error.errno)")
-                    }
+                    spawnFailure = start(request)
                 }
                 return failure == nil && spawnFailure == nil && jobs.count < concurrency && count.map { started < $0 } ?? true
             }

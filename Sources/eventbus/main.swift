@@ -52,12 +52,7 @@ private func dispatch(_ arguments: [String]) throws(CLIError) {
         let names = eventbusInterface.commands.map(\.name)
         throw .usage(nil, "missing COMMAND (\(names.dropLast().joined(separator: ", ")) or \(names.last!))")
     }
-    if name == "help" {
-        guard let topic = top.operands.dropFirst().first else { return try StandardOutput.write(mainHelp) }
-        guard let text = helpText(for: topic) else { throw .usage(nil, "unknown command '\(topic)'") }
-        return try StandardOutput.write(text)
-    }
-    guard eventbusInterface.command(name) != nil, let run = runner(name) else {
+    guard eventbusInterface.command(name) != nil else {
         if top.has("help") { return try StandardOutput.write(mainHelp) }
         throw .usage(nil, "unknown command '\(name)'")
     }
@@ -65,6 +60,13 @@ private func dispatch(_ arguments: [String]) throws(CLIError) {
     args.options.insert(contentsOf: top.options, at: 0)
     if args.has("help") { return try StandardOutput.write(helpText(for: name)!) }
     if args.has("version") { return try StandardOutput.write(versionText) }
+    if name == "help" {
+        // `eventbus help [COMMAND]`: the same as `eventbus [COMMAND] --help`.
+        guard let topic = args.operands.first else { return try StandardOutput.write(mainHelp) }
+        guard let text = helpText(for: topic) else { throw .usage(nil, "unknown command '\(topic)'") }
+        return try StandardOutput.write(text)
+    }
+    guard let run = runner(name) else { preconditionFailure("eventbus \(name) is declared but runs nothing") }
     try run(args, resolveSocket(args, command: name))
 }
 

@@ -245,7 +245,7 @@ final class BrokerHarness {
                 #expect(subscription.position < list.count && list[subscription.position] === connection,
                         "\(pattern.text) @\(connection.id) is not where its record says", sourceLocation: sourceLocation)
             }
-            subscriptions += connection.subscriptions.count
+            subscriptions += connection.subscriptions.count + connection.servings.count
             queuedBytes += connection.outbound.chargedBytes
             #expect(queued(connection).count == connection.outbound.byteCount, "queue byteCount differs from its chunks",
                     sourceLocation: sourceLocation)
@@ -269,19 +269,21 @@ final class BrokerHarness {
         }
         #expect(broker.parking.members.count == broker.connections.values.filter(\.isParked).count, sourceLocation: sourceLocation)
         checkAccounts(sourceLocation: sourceLocation)
+        checkRequests(sourceLocation: sourceLocation)
         #expect(fromIndex.sorted() == fromConnections.sorted(), "the two sides of the subscription index disagree",
                 sourceLocation: sourceLocation)
         let stats = broker.statistics
         #expect(stats.connections == broker.connections.count, sourceLocation: sourceLocation)
         #expect(stats.subscriptions == subscriptions, sourceLocation: sourceLocation)
         #expect(stats.queuedBytes == queuedBytes, sourceLocation: sourceLocation)
-        #expect(stats.published + broker.retention.restoredThrough == broker.seq, sourceLocation: sourceLocation)
+        // (1.3) Requests take seqs too (and stay out of the history ring).
+        #expect(stats.published + stats.requests + broker.retention.restoredThrough == broker.seq, sourceLocation: sourceLocation)
         // (1.1) The history ring holds consecutive seqs ending at the newest.
         let ring = broker.retention.history
         for i in 0..<ring.count {
             #expect(ring[i].seq == ring[0].seq + UInt64(i), "history ring not consecutive at \(i)", sourceLocation: sourceLocation)
         }
-        if ring.count > 0 { #expect(ring[ring.count - 1].seq == broker.seq, sourceLocation: sourceLocation) }
+        if ring.count > 0 && stats.requests == 0 { #expect(ring[ring.count - 1].seq == broker.seq, sourceLocation: sourceLocation) }
         #expect(ring.count <= ring.maxEvents && ring.byteCount <= ring.maxBytes, sourceLocation: sourceLocation)
         #expect(ring.byteCount == (0..<ring.count).reduce(0) { $0 + ring[$1].frame.count }, sourceLocation: sourceLocation)
         // The quotas count every retained event, against its publisher's uid.
@@ -293,6 +295,41 @@ final class BrokerHarness {
         for (uid, bytes) in byUID { #expect(broker.ledger.accounts[uid]?.retainedBytes == bytes, sourceLocation: sourceLocation) }
     }
 
+    /// (1.3) The books of request/reply: every token is held by the open
+    /// connection it was given to and by its request; every pending request
+    /// is its requester's, in the deadline heap at its place; the per-uid
+    /// counts are the sums of their connections'.
+    func checkRequests(sourceLocation: SourceLocation = #_sourceLocation) {
+        let table = broker.requests
+        var tokens = 0
+        var pending = 0
+        var byUID: [UInt32: (pending: Int, serving: Int)] = [:]
+        for connection in broker.connections.values {
+            tokens += connection.requests.serving.count
+            pending += connection.requests.pending.count
+            let uid = connection.credentials.uid
+            byUID[uid, default: (0, 0)].pending += connection.requests.pending.count
+            byUID[uid, default: (0, 0)].serving += connection.requests.serving.count
+            for token in connection.requests.serving {
+                let slot = table.slots[token]
+                #expect(slot?.server === connection && slot?.request.tokens.contains(token) == true,
+                        "token of \(connection.id) out of step", sourceLocation: sourceLocation)
+            }
+            for request in connection.requests.pending.values {
+                #expect(request.requester === connection && request.heapIndex >= 0 && table.deadlines[request.heapIndex] === request,
+                        "pending request of \(connection.id) out of step", sourceLocation: sourceLocation)
+            }
+        }
+        #expect(tokens == table.slots.count && pending == table.count, "request books out of step", sourceLocation: sourceLocation)
+        for (uid, counts) in byUID {
+            #expect(broker.ledger.accounts[uid]?.pendingRequests == counts.pending && broker.ledger.accounts[uid]?.servingRequests == counts.serving,
+                    "request counts of uid \(uid) out of step", sourceLocation: sourceLocation)
+        }
+        for i in 1..<max(1, table.deadlines.count) {
+            #expect(table.deadlines[(i - 1) / 2].deadline <= table.deadlines[i].deadline, "deadline heap out of order", sourceLocation: sourceLocation)
+        }
+    }
+
     /// Each uid's account counts exactly what its connections hold, and the
     /// totals are the sums.
     func checkAccounts(sourceLocation: SourceLocation = #_sourceLocation) {
@@ -301,7 +338,7 @@ final class BrokerHarness {
             let members = broker.connections.values.filter { $0.credentials.uid == uid }
             #expect(account.uid == uid && Set(account.members.map(\.id)) == Set(members.map(\.id)), "members of uid \(uid)", sourceLocation: sourceLocation)
             for (i, member) in account.members.enumerated() { #expect(member.accounting.memberIndex == i && member.account === account, sourceLocation: sourceLocation) }
-            #expect(account.subscriptions == members.reduce(0) { $0 + $1.subscriptions.count }, "subscriptions of uid \(uid)", sourceLocation: sourceLocation)
+            #expect(account.subscriptions == members.reduce(0) { $0 + $1.subscriptions.count + $1.servings.count }, "subscriptions of uid \(uid)", sourceLocation: sourceLocation)
             #expect(account.queuedBytes == members.reduce(0) { $0 + $1.outbound.chargedBytes }, "queued bytes of uid \(uid)", sourceLocation: sourceLocation)
             #expect(account.inboundBytes == members.reduce(0) { $0 + $1.input.inboundCharged }, "inbound bytes of uid \(uid)", sourceLocation: sourceLocation)
             #expect(account.inboundHolders == members.filter { $0.input.inboundCharged > 0 }.count, sourceLocation: sourceLocation)

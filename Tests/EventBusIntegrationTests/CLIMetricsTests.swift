@@ -61,7 +61,13 @@ struct CLIMetricsTests {
         let broker = try TestBroker()
         let listener = try broker.start(["listen", "idle.>"])
         try broker.waitForSubscriptions(1)
-        for arguments in [["stats", "--prometheus"], ["stats", "--prometheus", "--min-client-age", "0"]] {
+        // With --min-client-age 1s the listener has series once it is a second
+        // old, and the test's own short-lived connections (stats polls) none.
+        let arguments = ["stats", "--prometheus", "--min-client-age", "1s"]
+        try waitUntil("the listener is a second old") {
+            try broker.run(arguments).stdout.contains(#"eventbus_client_connections{client="eventbus-listen",pid="\#(listener.pid)""#)
+        }
+        for arguments in [["stats", "--prometheus"], arguments] {
             var scrapes: [Set<String>] = []
             for _ in 0..<3 {
                 let run = try broker.run(arguments)

@@ -89,6 +89,15 @@ struct CLIRequestServeTests {
         for process in [server, text] { process.send(signal: SIGTERM) }
     }
 
+    @Test func aCommandNotFoundIsAnsweredAndEndsServeWith127() throws {
+        let broker = try TestBroker()
+        let server = try readyServer(broker, ["a.b", "--", "/nonexistent/command"])
+        let run = try broker.run(["request", "a.b"])
+        #expect(run.status == 2 && run.stderr.contains("cannot run '/nonexistent/command'"), "\(run)")
+        let served = try server.wait()
+        #expect(served.status == 127 && served.stderr.contains("cannot run '/nonexistent/command'"), "\(served)")
+    }
+
     @Test func stringRepliesWithTheOutputAsText() throws {
         let broker = try TestBroker()
         let server = try readyServer(broker, ["--string", "host.greeting", "--", "/bin/sh", "-c", #"printf 'hello "%s"\n' "$(cat)""#])
@@ -115,9 +124,9 @@ struct CLIRequestServeTests {
         let broker = try TestBroker()
         let pidFile = broker.scratch.path + "/started"
         let server = try readyServer(broker, ["slow.job", "--", "/bin/sh", "-c", "echo $$ > '\(pidFile)'; sleep 60; echo 1"])
-        let run = try broker.run(["request", "--timeout", "300ms", "slow.job"], timeout: .seconds(30))
+        let run = try broker.run(["request", "--timeout", "2s", "slow.job"], timeout: .seconds(30))
         #expect(run.status == 124, "\(run)")
-        #expect(run.stderr.contains("timed out after 300ms"), "\(run)")
+        #expect(run.stderr.contains("timed out after 2s"), "\(run)")
         let command = try pidWritten(to: pidFile)
         try eventually("the command outlived its deadline") { !isAlive(command) }
         try eventually("serve did not say it killed the command") { server.process.stderrSoFar().contains("outlived the deadline") }
@@ -184,6 +193,30 @@ struct CLIRequestServeTests {
         let keyed = try (1...4).map { i in try broker.run(["request", "--key", "photo-7", "thumb.make", "\(i)"]).stdout }
         #expect(Set(keyed).count == 1 && pids.contains(keyed[0]), "\(keyed)")
         for server in servers { server.send(signal: SIGTERM) }
+    }
+
+    @Test("a broker before 1.3 is told, not taken for one that serves or shares", .enabled(if: findInPath("socat") != nil, "needs socat"))
+    func anOlderBrokerIsRefused() throws {
+        let scratch = try TemporaryDirectory(prefix: "ebcli.")
+        let socket = scratch.path + "/old.sock"
+        // A 1.2 broker as far as these commands can tell: its hello has no 'request' and no 'groups'.
+        let hello = #"{"op":"ok","req":0,"server":"eventbusd","version":"1.2","protocol":1,"instance":"old","conn":1,"features":["flow","types"]}"#
+        let answer = scratch.path + "/hello.json"
+        try (hello + "\n").write(toFile: answer, atomically: true, encoding: .utf8)
+        let fake = try RunningProcess("socat", ["UNIX-LISTEN:\(socket),fork", "SYSTEM:read line; cat \(answer); sleep 30"], in: scratch)
+        defer { fake.send(signal: SIGTERM) }
+        try eventually("socat never listened") { FileManager.default.fileExists(atPath: socket) }
+        for (arguments, message) in [
+            (["listen", "--group", "w", "a.b"], "has no queue groups"),
+            (["serve", "a.b", "--", "true"], "does not serve requests"),
+            (["serve", "--json", "a.b"], "does not serve requests"),
+        ] {
+            // Standard input that never ends (serve --json ends at its end): a FIFO opened read-write.
+            let fifo = scratch.path + "/stdin-\(arguments.count)-\(arguments[0])"
+            let command = "mkfifo '\(fifo)' && exec '\(cliProduct("eventbus"))' --socket '\(socket)' " + arguments.map { "'\($0)'" }.joined(separator: " ") + " <> '\(fifo)'"
+            let run = try RunningProcess("/bin/sh", ["-c", command], in: scratch).wait(timeout: .seconds(20))
+            #expect(run.status == 76 && run.stderr.contains(message), "\(arguments): \(run)")
+        }
     }
 
     @Test func usageErrors() throws {

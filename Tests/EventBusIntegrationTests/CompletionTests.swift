@@ -15,6 +15,9 @@ import Testing
 struct CompletionTests {
     static let root = InterfaceAgreementTests.root
     static var path: String { productsDirectory() + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin") }
+    /// The environment of a completion: the built programs first in PATH, and
+    /// time enough for the broker's answer on a loaded machine.
+    static var environment: [String: String?] { ["PATH": path, "EVENTBUS_COMPLETION_TIMEOUT": "30"] }
 
     /// What the bash completion of `program` offers for `words` (the last one being completed).
     static func bash(_ program: String, _ words: [String]) throws -> (offers: [String], stderr: String) {
@@ -24,7 +27,7 @@ struct CompletionTests {
         $(complete -p \(program) | sed -n 's/.*-F \\([^ ]*\\) .*/\\1/p')
         printf '%s\\n' "${COMPREPLY[@]}"
         """
-        let run = try runProcess("/bin/bash", ["-c", script, "bash"] + words, environment: ["PATH": path], timeout: .seconds(30))
+        let run = try runProcess("/bin/bash", ["-c", script, "bash"] + words, environment: environment, timeout: .seconds(60))
         #expect(run.status == .exited(0), "\(words): \(run.stderr)")
         return (run.stdout.split(separator: "\n").map(String.init).sorted(), run.stderr)
     }
@@ -73,7 +76,7 @@ struct CompletionTests {
     func fishCompletes() throws {
         func complete(_ program: String, _ line: String) throws -> [String] {
             let run = try runProcess(findInPath("fish")!, ["--no-config", "-c", "source \(Self.root)/completions/fish/\(program).fish; complete -C '\(line)'"],
-                                     environment: ["PATH": Self.path], timeout: .seconds(30))
+                                     environment: Self.environment, timeout: .seconds(60))
             #expect(run.status == .exited(0) && run.stderr.isEmpty, "\(line): \(run.stderr)")
             return run.stdout.split(separator: "\n").map { String($0.split(separator: "\t").first ?? "") }.sorted()
         }

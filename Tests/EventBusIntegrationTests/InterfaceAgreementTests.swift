@@ -27,6 +27,7 @@ struct InterfaceAgreementTests {
         case .file: "/dev/null"
         case .directory: "/tmp"
         case .command: "true"
+        case .subcommand: "publish"
         case .duration: "1h30m"
         case .size: "2M"
         case .count: "10"
@@ -76,6 +77,19 @@ struct InterfaceAgreementTests {
             let undeclared = try runProcess(try builtProduct(name), prefix + ["--no-such-option"], timeout: .seconds(10))
             #expect(undeclared.status == .exited(64) && undeclared.stderr.contains("unknown option '--no-such-option'"), "\(name) \(prefix): \(undeclared)")
         }
+    }
+
+    @Test("every declared command of eventbus runs (a missing operand or an absent broker, never 'unknown command')")
+    func everyDeclaredCommandRuns() throws {
+        let scratch = try TemporaryDirectory(prefix: "ebcmd.")
+        defer { scratch.remove() }
+        for command in eventbusInterface.commands {
+            let run = try runProcess(try builtProduct("eventbus"), ["--socket", scratch.file("no.sock"), command.name], timeout: .seconds(10))
+            guard case .exited(let status) = run.status else { Issue.record("\(command.name): \(run.status)"); continue }
+            #expect([0, 64, 69].contains(status) && !run.stderr.contains("unknown command"), "\(command.name): \(run.stderr)")
+        }
+        let help = try runProcess(try builtProduct("eventbus"), ["help", "publish"], timeout: .seconds(10))
+        #expect(help.status == .exited(0) && help.stdout == HelpText.render(eventbusInterface, command: eventbusInterface.command("publish")!))
     }
 
     /// The quoted names matched by `pattern` in `files`.

@@ -6,6 +6,7 @@
 // Before editing: mandoc's "referenced manual not found" (and its note about
 // an outdated mandoc.db) depend on the pages installed on this machine, not
 // on ours: they are the only messages allowed.
+import EventBusCommandLine
 import EventBusManual
 import EventBusTestSupport
 import Foundation
@@ -24,6 +25,13 @@ struct ManualTests {
         for path in ManualFiles.handWritten {
             #expect(FileManager.default.fileExists(atPath: Self.root + "/" + path), "\(path) is missing")
         }
+    }
+
+    @Test("docs/CLI.md's list of commands is the one eventbus --help shows")
+    func cliDocumentListsTheDeclaredCommands() throws {
+        let text = try String(contentsOfFile: Self.root + "/docs/CLI.md", encoding: .utf8)
+        let expected = "```\n" + eventbusInterface.name + " " + eventbusInterface.root.usage[0] + "\n\n" + HelpText.commandList(eventbusInterface) + "```\n"
+        #expect(text.contains(expected), "docs/CLI.md should open with:\n\(expected)")
     }
 
     @Test("mandoc -T lint finds nothing in any page", .enabled(if: findInPath("mandoc") != nil, "needs mandoc"))

@@ -161,7 +161,7 @@ struct RequestReplyPolicyTests {
         }
     }
 
-    @Test("Pending requests are bounded per uid; uid 0 has no per-uid bound")
+    @Test("Pending requests are bounded per uid (uid 0 has no per-uid bound); a server holding 4096 unanswered requests is passed over")
     func pendingRequestsAreBoundedPerUID() throws {
         try withUsers(["--max-pending-requests", "100000"]) { broker, users in
             let server = try broker.connect()
@@ -176,10 +176,15 @@ struct RequestReplyPolicyTests {
             let me = try b.stats().object("me")
             #expect((me?["pending_requests"] as? NSNumber)?.intValue == 4096)
             #expect(((me?["limits"] as? [String: Any])?["pending_requests"] as? NSNumber)?.intValue == 4096)
-            // Another uid is not affected.
+            // Another uid is not affected (another server: this one holds 4096 now).
+            let other = try broker.connect()
+            try other.ok(#"{"op":"subscribe","type":"svc.other","serve":true,"req":1}"#)
             let c = try users.connect(uid: 4322)
-            try c.send(#"{"op":"request","type":"svc.many","req":1}"#)
+            try c.send(#"{"op":"request","type":"svc.other","req":1}"#)
             try c.expectNoFrame()
+            // The server holds 4096 unanswered requests (the broker keeps a token for each): passed over.
+            let full = try c.error(#"{"op":"request","type":"svc.many","req":2}"#)
+            #expect(full.code == "no_responders", "\(full.raw)")
             var skipped: [Frame] = []
             let rootMe = try server.request(#"{"op":"stats","req":"s"}"#, skippingEventsInto: &skipped, timeout: .seconds(60)).object("me")
             #expect((rootMe?["limits"] as? [String: Any])?["pending_requests"] is NSNull)

@@ -64,7 +64,7 @@ struct RequestReplyTests {
         }
     }
 
-    @Test("A request needs req, and a timeout over --max-request-timeout is bad_request")
+    @Test("A request needs req (of at most 1024 bytes), and a timeout over --max-request-timeout is bad_request")
     func requestNeedsReqAndABoundedTimeout() throws {
         try withBroker(["--max-request-timeout", "2s"]) { broker in
             let server = try broker.connect()
@@ -77,6 +77,9 @@ struct RequestReplyTests {
             #expect(tooLong.code == "bad_request")
             let pattern = try asker.error(#"{"op":"request","type":"svc.*","req":3}"#)
             #expect(pattern.code == "bad_type")
+            let longReq = String(repeating: "r", count: 1100)
+            let long = try asker.error(#"{"op":"request","type":"svc.a","req":"\#(longReq)"}"#)
+            #expect(long.code == "bad_request" && (long.string("message") ?? "").contains("1024 bytes"), "\(long.raw.prefix(200))")
             try server.expectNoFrame()
         }
     }

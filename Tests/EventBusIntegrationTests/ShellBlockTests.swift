@@ -21,12 +21,15 @@
 //
 // A block may be preceded by `<!-- test: ... -->` (invisible on GitHub), of
 // `;`-separated words: `not run: REASON` (listed in `notRun` below),
-// `setup: CODE` (run first: values for the block's variables), `own broker`
+// `setup: CODE` (run first: values for the block's variables), `after
+// previous` (the block before it, e.g. a service in "one terminal", runs in
+// the background meanwhile, once it has subscribed), `own broker`
 // (no broker at the socket: the block starts it), `lines` (each line runs
 // alone: a list of separate examples), `until interrupted` (see above),
 // `exits N` (the status expected),
 // `crontab` (a crontab line: its command is run), `prints: TEXT` (standard
-// output must show TEXT).
+// output must show TEXT), `stderr: TEXT` (a line of standard error holding
+// TEXT is expected, e.g. the message of a failure the block shows).
 import EventBusTestSupport
 import Foundation
 import Glibc
@@ -135,15 +138,19 @@ struct ShellBlockTests {
         return (stats["subscriptions"] as? Int ?? 0, stats["published"] as? Int ?? 0)
     }
 
-    /// Runs `code` as the file comment says; returns a failure message, or nil.
-    static func run(_ code: String, block: ShellBlock, socket: String, scratch: TemporaryDirectory) throws -> String? {
-        let script = "cd \(scratch.path)\n" + (block.mark("setup").map { $0 + "\n" } ?? "") + code
-        let environment: [String: String?] = [
+    /// The environment of a block (see the file comment).
+    static func environment(socket: String, scratch: TemporaryDirectory) -> [String: String?] {
+        [
             "EVENTBUS_SOCKET": socket, "HOME": scratch.file("home"), "NO_COLOR": nil, "XDG_RUNTIME_DIR": nil,
             "PATH": scratch.file("bin") + ":" + productsDirectory() + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"),
         ]
+    }
+
+    /// Runs `code` as the file comment says; returns a failure message, or nil.
+    static func run(_ code: String, block: ShellBlock, socket: String, scratch: TemporaryDirectory) throws -> String? {
+        let script = "cd \(scratch.path)\n" + (block.mark("setup").map { $0 + "\n" } ?? "") + code
         let before = counts(socket)
-        let process = try SpawnedProcess(findInPath("setsid")!, ["/bin/bash", "-c", script], in: scratch, environment: environment)
+        let process = try SpawnedProcess(findInPath("setsid")!, ["/bin/bash", "-c", script], in: scratch, environment: environment(socket: socket, scratch: scratch))
         defer {
             // The block's process group: background jobs, a listener still running.
             kill(-process.pid, SIGTERM)
@@ -170,11 +177,14 @@ struct ShellBlockTests {
             let expected = Int32(block.mark("exits") ?? "0") ?? 0
             if status?.exitCode != expected { return "exit status \(status.map { "\($0)" } ?? "?"), not \(expected)" }
         }
-        let stderr = process.stderrSoFar().split(separator: "\n").filter { !$0.hasPrefix("eventbusd: info: ") }
+        let expected = block.marks("stderr")
+        let stderr = process.stderrSoFar().split(separator: "\n").filter { line in
+            !line.hasPrefix("eventbusd: info: ") && !expected.contains { line.contains($0) }
+        }
         if !stderr.isEmpty { return "stderr: \(stderr.joined(separator: "\n"))" }
         for text in block.marks("prints") {
             // A background job's output may come after the block has exited.
-            let until = ContinuousClock.now + .seconds(10)
+            let until = ContinuousClock.now + .seconds(30)
             while !process.stdoutSoFar().contains(text) && ContinuousClock.now < until { usleep(20_000) }
             if !process.stdoutSoFar().contains(text) { return "stdout does not show \(text): \(process.stdoutSoFar())" }
         }
@@ -198,6 +208,23 @@ struct ShellBlockTests {
         var code = Self.substituted(block.code, socket: socket, scratch: scratch.path)
         if block.mark("crontab") != nil {
             code = code.split(separator: " ", maxSplits: 5).dropFirst(5).joined(separator: " ")
+        }
+        // `after previous`: that block runs in the background, subscribed, while this one runs.
+        var background: SpawnedProcess? = nil
+        defer {
+            if let background {
+                kill(-background.pid, SIGTERM)
+                _ = background.waitForExit(timeout: .seconds(10))
+            }
+        }
+        if block.mark("after previous") != nil {
+            let blocks = try Self.blocks(in: block.file)
+            let previous = try #require(blocks.last { $0.line < block.line }, "\(block): no block before it")
+            let before = Self.counts(socket).subscriptions
+            background = try SpawnedProcess(findInPath("setsid")!, ["/bin/bash", "-c", "cd \(scratch.path)\n" + Self.substituted(previous.code, socket: socket, scratch: scratch.path)],
+                                            in: scratch, environment: Self.environment(socket: socket, scratch: scratch))
+            try waitUntil("\(previous) has subscribed") { Self.counts(socket).subscriptions > before || background?.isRunning == false }
+            #expect(background?.isRunning == true, "\(previous) exited: \(background?.stderrSoFar() ?? "")")
         }
         let units = block.mark("lines") != nil
             ? code.components(separatedBy: "\n").filter { !$0.isEmpty && !$0.hasPrefix("#") }

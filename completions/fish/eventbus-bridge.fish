@@ -18,7 +18,7 @@ function __eventbus_bus
 end
 # The event types the running broker knows (nothing when none answers).
 function __eventbus_types
-    timeout 2 eventbus (__eventbus_bus) types --format json 2>/dev/null | string replace -rf '^\{"type":"([^"]*)".*' '$1'
+    timeout (set -q EVENTBUS_COMPLETION_TIMEOUT; and echo $EVENTBUS_COMPLETION_TIMEOUT; or echo 2) eventbus (__eventbus_bus) types --format json 2>/dev/null | string replace -rf '^\{"type":"([^"]*)".*' '$1'
 end
 # Those types, their prefixes with '.>', and '>'.
 function __eventbus_patterns

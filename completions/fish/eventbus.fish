@@ -18,7 +18,7 @@ function __eventbus_bus
 end
 # The event types the running broker knows (nothing when none answers).
 function __eventbus_types
-    timeout 2 eventbus (__eventbus_bus) types --format json 2>/dev/null | string replace -rf '^\{"type":"([^"]*)".*' '$1'
+    timeout (set -q EVENTBUS_COMPLETION_TIMEOUT; and echo $EVENTBUS_COMPLETION_TIMEOUT; or echo 2) eventbus (__eventbus_bus) types --format json 2>/dev/null | string replace -rf '^\{"type":"([^"]*)".*' '$1'
 end
 # Those types, their prefixes with '.>', and '>'.
 function __eventbus_patterns
@@ -51,6 +51,7 @@ complete -c eventbus -n __fish_use_subcommand -a request -d 'ask the service for
 complete -c eventbus -n __fish_use_subcommand -a serve -d 'answer requests for TYPE by running CMD (or through stdin/stdout)'
 complete -c eventbus -n __fish_use_subcommand -a ping -d 'check that the broker answers'
 complete -c eventbus -n __fish_use_subcommand -a reload -d 'make the broker read its access policy again'
+complete -c eventbus -n __fish_use_subcommand -a help -d 'show the help of COMMAND'
 complete -c eventbus -n '__fish_seen_subcommand_from publish' -l string -x -d 'publish TEXT as a JSON string'
 complete -c eventbus -n '__fish_seen_subcommand_from publish' -l source -x -d 'the event\'s source'
 complete -c eventbus -n '__fish_seen_subcommand_from publish' -l id -x -d 'the event\'s id'
@@ -116,3 +117,4 @@ complete -c eventbus -n '__fish_seen_subcommand_from serve' -x -a '(__eventbus_p
 complete -c eventbus -n '__fish_seen_subcommand_from ping' -s w -l wait -x -d 'keep trying'
 complete -c eventbus -n '__fish_seen_subcommand_from reload' -s w -l wait -d 'wait for the outcome'
 complete -c eventbus -n '__fish_seen_subcommand_from reload' -s t -l timeout -x -d 'with --wait'
+complete -c eventbus -n '__fish_seen_subcommand_from help' -x -a 'publish listen wait get clear stats clients types top request serve ping reload help'
