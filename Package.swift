@@ -29,7 +29,7 @@ let package = Package(
         .executable(name: "eventbus-bench", targets: ["eventbus-bench"]),
         .executable(name: "eventbus-bridge", targets: ["eventbus-bridge"]),
         .executable(name: "eventbus-manual", targets: ["eventbus-manual"]),
-        .library(name: "EventBus", targets: ["EventBusClient"]),
+        .library(name: "EventBus", targets: ["EventBus", "EventBusClient"]),
     ],
     targets: [
         // Header-only bridge to the Linux APIs Swift's Glibc module lacks
@@ -62,11 +62,15 @@ let package = Package(
         // stream position), pure like Protocol; the library, the CLI and the
         // bridge drive it (issue 26).
         .target(name: "EventBusSession", dependencies: ["EventBusProtocol"], swiftSettings: strict),
+        // The Swift library (product `EventBus`, module `EventBus`, issue 34).
         .target(
-            name: "EventBusClient",
+            name: "EventBus",
             dependencies: ["EventBusSession", "EventBusProtocol", "EventBusSystem"],
             swiftSettings: strict
         ),
+        // The library's module name before issue 34: re-exports `EventBus`
+        // for one release (deprecated, docs/CLIENT.md).
+        .target(name: "EventBusClient", dependencies: ["EventBus"], swiftSettings: strict),
         // NATS client (text protocol, failover, reconnect forever) and the
         // bridge's pure logic (issue 13; docs in the target folders' file comments).
         .target(name: "EventBusNATS", dependencies: ["EventBusProtocol", "EventBusSystem"], swiftSettings: strict),
@@ -117,35 +121,35 @@ let package = Package(
         // Examples (docs/CLIENT.md): two programs that talk through the bus.
         .executableTarget(
             name: "settings-service",
-            dependencies: ["EventBusClient"],
+            dependencies: ["EventBus"],
             path: "Examples/SettingsService",
             swiftSettings: strict
         ),
         .executableTarget(
             name: "dashboard",
-            dependencies: ["EventBusClient"],
+            dependencies: ["EventBus"],
             path: "Examples/Dashboard",
             swiftSettings: strict
         ),
-        // The Swift example of README.md, compiled so it cannot rot (ReadmeExampleTests
-        // checks the README's code block is this file).
+        // The Swift example of README.md, compiled so it cannot rot (DocSnippetTests
+        // checks the README's code block is this file; ReadmeExampleTests runs it).
         .executableTarget(
             name: "readme-example",
-            dependencies: ["EventBusClient"],
+            dependencies: ["EventBus"],
             path: "Examples/ReadmeExample",
             swiftSettings: strict
         ),
         // An actor as an observer (docs/CLIENT.md), run by ActorObserverTests.
         .executableTarget(
             name: "actor-observer",
-            dependencies: ["EventBusClient"],
+            dependencies: ["EventBus"],
             path: "Examples/ActorObserver",
             swiftSettings: strict
         ),
         // The other process of EventBusClientTests' cross-process scenarios.
         .executableTarget(
             name: "eventbus-client-peer",
-            dependencies: ["EventBusClient"],
+            dependencies: ["EventBus"],
             path: "Tests/EventBusClientPeer",
             swiftSettings: strict
         ),
@@ -182,7 +186,7 @@ let package = Package(
         ),
         .testTarget(
             name: "EventBusClientTests",
-            dependencies: ["EventBusClient", "EventBusTestSupport", "eventbusd", "settings-service", "dashboard", "eventbus-client-peer", "readme-example", "actor-observer"],
+            dependencies: ["EventBus", "EventBusClient", "EventBusTestSupport", "eventbusd", "settings-service", "dashboard", "eventbus-client-peer", "readme-example", "actor-observer"],
             swiftSettings: strict
         ),
         .testTarget(name: "EventBusNATSTests", dependencies: ["EventBusNATS", "EventBusProtocol", "EventBusTestSupport"], swiftSettings: strict),

@@ -2,7 +2,7 @@
 // runs isolated to the actor, so it may change the actor's state; events
 // arrive in order; the actor is held weakly, and dropping it ends the
 // registration. Run against a bus: `EVENTBUS_SOCKET=/tmp/bus.sock actor-observer`.
-import EventBusClient
+import EventBus
 import Foundation
 
 struct Tick: BusEvent {

@@ -7,7 +7,7 @@
 //
 // Prints `dashboard: ready` once subscribed, then one line per view and event;
 // exits 0 after N events (default: runs until killed).
-import EventBusClient
+import EventBus
 import Foundation
 
 /// The event both programs agree on: its type name and its JSON shape.

@@ -7,7 +7,7 @@
 // last one as the current value, which a dashboard started later shows at
 // once (`initial: .last`). The program prints the broker's receipt and
 // exits 0 (1 with a message on stderr if the bus is unavailable).
-import EventBusClient
+import EventBus
 import Foundation
 
 /// The event both programs agree on: its type name and its JSON shape.

@@ -41,6 +41,22 @@ extension SocketPath {
         }
     }
 
+    /// How to start the broker of `path`, for a connect(2) that found no
+    /// broker there (ENOENT, ECONNREFUSED): `start it with 'eventbusd
+    /// --socket PATH'`, and for a well-known bus the systemd way and where
+    /// to look when its socket unit failed (systemd removes the socket
+    /// then). The CLI and the library say the same (issue 34).
+    public static func startCommand(for path: String) -> String {
+        var text = "start it with 'eventbusd --socket \(path)'"
+        if path == systemBus {
+            text += " or 'systemctl start eventbus.socket'; if that fails, see 'systemctl status eventbus.socket eventbus.service'"
+        } else if path.hasSuffix("/eventbus/bus.sock") {
+            // The user bus of any runtime directory (the CLI's rule since issue 8).
+            text += " or 'systemctl --user start eventbus.socket'; if that fails, see 'systemctl --user status eventbus.socket eventbus.service'"
+        }
+        return text
+    }
+
     /// (Issue 23) What to add when a root process could not connect to the
     /// system bus while a user bus is there: PROTOCOL.md "Transport" gives
     /// root the system bus unless it asks for the user bus, so say that one

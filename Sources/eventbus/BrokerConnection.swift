@@ -101,7 +101,7 @@ final class BrokerConnection {
         case .noSuchFile, .connectionRefused:
             let userBus = SocketPath.userBusHint(afterFailing: path, runtimeDirectory: ProcessEnvironment.value("XDG_RUNTIME_DIR"),
                                                  effectiveUID: ProcessIdentity.effectiveUID, choice: "give --user") { (try? FileSystem.kind(ofPath: $0)) == .socket }
-            return CLIError(.unavailable, "cannot connect to the broker at \(path): \(error.errno) (\(userBus.map { $0 + "; or " } ?? "")is eventbusd running? start it with 'eventbusd --socket \(path)'\(startHint(for: path)))")
+            return CLIError(.unavailable, "cannot connect to the broker at \(path): \(error.errno) (\(userBus.map { $0 + "; or " } ?? "")is eventbusd running? \(SocketPath.startCommand(for: path)))")
         case .permissionDenied, Errno(rawValue: EPERM):
             return CLIError(.noPermission, "cannot connect to the broker at \(path): \(error.errno) (the socket's mode or group must allow you to write to it; see eventbusd --mode and SocketGroup= in the .socket unit)")
         case .nameTooLong:
@@ -113,18 +113,6 @@ final class BrokerConnection {
         default:
             return CLIError(.unavailable, "cannot connect to the broker at \(path): \(error)")
         }
-    }
-
-    /// The systemd way to start the broker of a well-known bus, and where to
-    /// look when the socket unit failed (systemd removes the socket then).
-    private static func startHint(for path: String) -> String {
-        if path == SocketPath.systemBus {
-            return " or 'systemctl start eventbus.socket'; if that fails, see 'systemctl status eventbus.socket eventbus.service'"
-        }
-        if path.hasSuffix("/eventbus/bus.sock") {
-            return " or 'systemctl --user start eventbus.socket'; if that fails, see 'systemctl --user status eventbus.socket eventbus.service'"
-        }
-        return ""
     }
 
     /// The error for a connection the broker closed before the command finished.

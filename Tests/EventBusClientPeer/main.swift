@@ -13,7 +13,7 @@
 //     eventbus-client-peer --socket PATH poster N          post N taps from synchronous code
 //
 // Roles that observe print `ready` once the broker has their subscription.
-import EventBusClient
+import EventBus
 import Foundation
 import Synchronization
 

@@ -2,7 +2,7 @@
 // isolated to the actor (it mutates the actor's state without `await`), in
 // order, with the actor held weakly; and the example Examples/ActorObserver
 // builds and runs against a real broker.
-import EventBusClient
+import EventBus
 import EventBusTestSupport
 import Foundation
 import Testing
@@ -80,9 +80,9 @@ struct ActorObserverTests {
 
     @Test func theActorObserverExampleRunsAgainstABroker() async throws {
         let broker = try await BrokerProcess()
-        let run = try SpawnedProcess(productsDirectory() + "/actor-observer", [], in: broker.directory,
-                                     environment: ["EVENTBUS_SOCKET": broker.socketPath])
-            .waitBlocking(timeout: .seconds(20))
+        let run = try await SpawnedProcess(productsDirectory() + "/actor-observer", [], in: broker.directory,
+                                           environment: ["EVENTBUS_SOCKET": broker.socketPath])
+            .wait(timeout: .seconds(20))  // awaits: blocking here would hold a thread of the shared pool
         #expect(run.status == 0, "stderr: \(run.stderr)")
         #expect(run.stdout == "seen 100 ticks, in order: true\nthe counter is gone and so is its subscription\n")
         await broker.stop()

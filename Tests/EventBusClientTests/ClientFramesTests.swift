@@ -4,7 +4,7 @@
 // "Errors"). The codec itself is tested in EventBusProtocolTests.
 import EventBusProtocol
 import Testing
-@testable import EventBusClient
+@testable import EventBus
 
 @Suite struct ClientFramesTests {
     private func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }

@@ -4,7 +4,7 @@
 // registration of one observer.
 import EventBusProtocol
 import Testing
-@testable import EventBusClient
+@testable import EventBus
 
 @Suite struct ClientHistoryStateTests {
     let base = ClientStateTests()

@@ -5,7 +5,7 @@
 import EventBusProtocol
 import Synchronization
 import Testing
-@testable import EventBusClient
+@testable import EventBus
 
 /// A sink that records what reaches it; `alive` plays the weak observer.
 final class RecordingSink: EventSink {
@@ -76,7 +76,7 @@ final class Outcomes: Sendable {
             case .finish(let sinks, let error, let discard): for sink in sinks { sink.finish(error, discardQueued: discard) }
             case .notice(let notice): notices.append(notice)
             case .firstConnect(let completion, let result): completion(result)
-            case .wakeReader, .dropConnection: break
+            case .wakeReader, .dropConnection, .closed, .serve, .call, .deferred: break
             case .completeCurrent(let completion, let result): completion(result)
             case .markGap(let sinks, let gap): for sink in sinks { sink.markGap(gap) }
             }

@@ -1,7 +1,7 @@
 // Integration: the currency-change scenario across processes, with the
 // Examples (`settings-service`, `dashboard`) as the other processes and a
 // real `eventbusd` between them.
-import EventBusClient
+import EventBus
 import Foundation
 import Testing
 

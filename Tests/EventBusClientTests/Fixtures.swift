@@ -6,7 +6,7 @@
 // reaped by the test that started it (or by deinit), and each broker gets its
 // own directory so tests can run in parallel. Children are EventBusTestSupport's
 // `SpawnedProcess` (posix_spawn, emptied signal mask), never Foundation.Process.
-@testable import EventBusClient
+@testable import EventBus
 import EventBusTestSupport
 import Foundation
 import Synchronization
@@ -48,6 +48,9 @@ final class BrokerProcess {
         precondition(process == nil, "broker already running")
         process = try EventBusTestSupport.BrokerProcess(arguments: ["--log-level", "warning"] + arguments, socketPath: socketPath)
     }
+
+    /// Sends `signal` to the running broker (SIGSTOP: a broker that does not answer).
+    func send(signal: Int32) { process?.send(signal: signal) }
 
     /// SIGTERM (a clean stop: the broker unlinks its socket), then reap; SIGKILL after 5 s.
     /// With `signal: SIGKILL`, a crash: nothing is flushed or written.
@@ -121,4 +124,15 @@ final class NoticeLog: Sendable {
     func contains(_ predicate: (BusNotice) -> Bool) -> Bool { log.all.contains(where: predicate) }
 
     deinit { task.cancel() }
+}
+
+/// Drains `stream` in a task of its own, calling `body` with each element,
+/// in order, until the task is cancelled or the stream ends: a handler with
+/// no observer (the stream registers at once; cancelling the task ends it).
+func drain<Element: Sendable>(_ stream: EventStream<Element>, _ body: @escaping @Sendable (Element) -> Void) -> Task<Void, Never> {
+    Task {
+        do {
+            for try await element in stream { body(element) }
+        } catch {}
+    }
 }

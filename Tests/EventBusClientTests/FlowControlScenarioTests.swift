@@ -15,7 +15,7 @@
 // handlers run, busy for more than the default 1 s.
 import Foundation
 import Testing
-@testable import EventBusClient
+@testable import EventBus
 
 /// Busy for `microseconds` (a handler's work; a sleep would be longer and uneven).
 private func work(microseconds: Int) {
@@ -52,7 +52,7 @@ private func lossNotices(of bus: EventBus) -> (Task<Void, Never>, Log<BusNotice>
         #expect((bus.connectionInfo?.pid ?? 0) > 0, "1.2: hello names the broker's pid")
         let (noticeTask, notices) = lossNotices(of: bus)
         let seen = Log<Int>()
-        let subscription = bus.subscribe(to: Tap.self) { delivery in
+        let subscription = drain(bus.events(of: Tap.self)) { delivery in
             work(microseconds: 100)
             seen.append(delivery.event.n)
         }
@@ -87,7 +87,7 @@ private func lossNotices(of bus: EventBus) -> (Task<Void, Never>, Log<BusNotice>
         let (noticeTask, notices) = lossNotices(of: bus)
         var stalled = bus.events(of: Tap.self).makeAsyncIterator()
         let steady = Log<Int>()
-        let subscription = bus.subscribe(to: Tap.self) { delivery in steady.append(delivery.event.n) }
+        let subscription = drain(bus.events(of: Tap.self)) { delivery in steady.append(delivery.event.n) }
         try await bus.ping()
 
         let count = 3000
@@ -130,11 +130,11 @@ private func lossNotices(of bus: EventBus) -> (Task<Void, Never>, Log<BusNotice>
         let (publisherNoticeTask, publisherNotices) = lossNotices(of: publisher)
         let remote = Log<Int>()
         let local = Log<Int>()
-        let slow = subscriber.subscribe(to: Tap.self) { delivery in
+        let slow = drain(subscriber.events(of: Tap.self)) { delivery in
             work(microseconds: 100)
             remote.append(delivery.event.n)
         }
-        let own = publisher.subscribe(to: Tap.self) { delivery in
+        let own = drain(publisher.events(of: Tap.self)) { delivery in
             work(microseconds: 50)
             local.append(delivery.event.n)
         }

@@ -6,7 +6,7 @@
 import Dispatch
 import EventBusProtocol
 import Testing
-@testable import EventBusClient
+@testable import EventBus
 
 @Suite struct FlowLedgerTests {
     final class Registration {}

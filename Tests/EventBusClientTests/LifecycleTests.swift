@@ -2,7 +2,7 @@
 // observers released without a retain cycle and their broker subscription
 // withdrawn, streams that unsubscribe when iteration ends, reconnecting
 // across a broker restart, `dropped` notices, typed errors.
-import EventBusClient
+import EventBus
 import EventBusTestSupport
 import Foundation
 import Testing

@@ -2,7 +2,7 @@
 // (PROTOCOL.md "Semantics": no echo, weak subscriptions, order). The other
 // process is `eventbus-client-peer` (Tests/EventBusClientPeer), a second
 // program built on the client library.
-import EventBusClient
+import EventBus
 import Foundation
 import Testing
 
@@ -135,8 +135,8 @@ struct HumidityChanged: BusEvent, Equatable {
         let bus = try await EventBus.connect(socketPath: broker.socketPath, clientName: "climate")
         let temperatures = Log<Double>()
         let humidities = Log<Double>()
-        let temperatureToken = bus.subscribe(to: TemperatureChanged.self) { temperatures.append($0.event.value) }
-        let humidityToken = bus.subscribe(to: HumidityChanged.self) { humidities.append($0.event.value) }
+        let temperatureToken = drain(bus.events(of: TemperatureChanged.self)) { temperatures.append($0.event.value) }
+        let humidityToken = drain(bus.events(of: HumidityChanged.self)) { humidities.append($0.event.value) }
         let everything = try bus.events(matching: "sensor.>")
         try await bus.ping()
 

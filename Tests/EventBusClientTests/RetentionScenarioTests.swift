@@ -3,7 +3,7 @@
 // shows it at once; the three-process restart scenario loses no tap
 // published after the new broker started (SIGTERM and SIGKILL); `post`
 // keeps call order; `unsubscribe(observer)` ends every registration.
-@testable import EventBusClient
+@testable import EventBus
 import Foundation
 import Testing
 

@@ -38,26 +38,30 @@ final class WeakReference<Object: AnyObject & Sendable>: Sendable {
     init(_ object: Object) { self.object = object }
 }
 
-/// Type-erased view of a sink, as the client state stores it.
-protocol EventSink: AnyObject, Sendable {
-    /// Decodes and queues `event`. Never blocks.
-    func deliver(_ event: RawEvent) -> SinkOutcome
+/// What every local registration is to the client state (events, and 1.3 requests).
+protocol Registration: AnyObject, Sendable {
     /// False once the observer was deallocated or the sink was cancelled.
     var isAlive: Bool { get }
-    /// The registration's pattern (its type for typed ones), for loss notices.
-    var pattern: String { get }
-    /// Whether `object` is this registration's observer (for `publish(_:from:)`).
-    func isObserver(_ object: AnyObject) -> Bool
     /// The identity of the observer it was registered for (nil for streams
     /// and handlers), comparable even while the observer is being deinitialised
     /// (for `EventBus.unsubscribe(_:)` from a `deinit`).
     var observerID: ObjectIdentifier? { get }
-    /// (1.1) Attaches `gap` to the next event delivered (`EventMetadata.gap`).
-    func markGap(_ gap: BusGap)
     /// Ends the stream. With `error`, the consumer sees it thrown after the
     /// events already queued. With `discardQueued`, queued events are not
     /// handed to an observer any more (cancel, observer gone).
     func finish(_ error: EventBusError?, discardQueued: Bool)
+}
+
+/// Type-erased view of an event sink, as the client state stores it.
+protocol EventSink: Registration {
+    /// Decodes and queues `event`. Never blocks.
+    func deliver(_ event: RawEvent) -> SinkOutcome
+    /// The registration's pattern (its type for typed ones), for loss notices.
+    var pattern: String { get }
+    /// Whether `object` is this registration's observer (for `publish(_:from:)`).
+    func isObserver(_ object: AnyObject) -> Bool
+    /// (1.1) Attaches `gap` to the next event delivered (`EventMetadata.gap`).
+    func markGap(_ gap: BusGap)
 }
 
 /// A registration's sink: transforms a `RawEvent` into `Value` and yields it.

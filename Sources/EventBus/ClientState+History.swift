@@ -112,6 +112,9 @@ extension ClientState {
             for (key, sink) in entry.sinks where sink.observerID == id { ids.append(key) }
             for (key, sink) in entry.waitingInitial where sink.observerID == id { ids.append(key) }
         }
+        for entry in keyed.values {
+            for (key, sink) in entry.sinks where sink.observerID == id { ids.append(key) }
+        }
         for key in ids.sorted() {
             let removed = remove(key)
             step.write += removed.write

@@ -18,10 +18,14 @@
 //   it asks the `FlowGate` before each read, and while the local queues are
 //   full it does not read (the broker then holds our publishers), waiting on
 //   `wake` until consumers took half or one of them stalled;
-// - async requests (`publish`, `ping`, `stats`, `current`) write from
-//   `writeQueue`, not from the caller's thread, so a write blocked on a
-//   connection the broker holds never ties up the cooperative pool the
-//   observers that would free it run on.
+// - async requests (`publish`, `ping`, `stats`, `current`, 1.3 `request`
+//   and replies) write from `writeQueue`, not from the caller's thread, so a
+//   write blocked on a connection the broker holds never ties up the
+//   cooperative pool the observers that would free it run on; `enqueue`
+//   queues there too, and `post` waits there for its turn (`sync`), so all
+//   keep one order (issue 34);
+// - the reader never writes: a change it decides that must write (a 1.3
+//   reply, a group rejoined) is an `Effect.deferred`, made on `writeQueue`.
 import Dispatch
 import EventBusProtocol
 import EventBusSystem
@@ -49,8 +53,12 @@ final class BusCore: Sendable {
     let nextNoticeStream = Atomic<UInt64>(0)
     /// (1.2) The count of events waiting in local queues (`Configuration.bufferLimit`).
     let flow: FlowGate
-    /// Where async requests write (see the locking rules above).
+    /// Where async requests, `post` and `enqueue` write (see the locking rules above).
     let writeQueue = DispatchQueue(label: "EventBus writer")
+    /// `enqueue` calls not yet taken by `writeQueue` (`Configuration.maxEnqueued`).
+    let enqueued = Atomic<Int>(0)
+    /// `run()` calls waiting for the bus to close, and how it closed once it did.
+    let closing = Locked<(waiters: [@Sendable (EventBusError?) -> Void], closed: EventBusError??)>(([], nil))
 
     init(configuration: EventBus.Configuration, path: String, firstConnect: @escaping Completion<ConnectionInfo>) {
         self.configuration = configuration
@@ -145,6 +153,22 @@ final class BusCore: Sendable {
                 completion(result)
             case .markGap(let sinks, let gap):
                 for sink in sinks { sink.markGap(gap) }
+            case .serve(let sink, let request):
+                if !sink.offer(request) {
+                    let token = request.token
+                    changeOffThread { $0.reply(to: token, data: nil, error: "the server is busy (its queue of requests is full)") }
+                }
+            case .call(let body):
+                body()
+            case .deferred(let decide):
+                changeOffThread(decide)
+            case .closed(let error):
+                let waiters = closing.withLock { closing in
+                    closing.closed = .some(error)
+                    defer { closing.waiters = [] }
+                    return closing.waiters
+                }
+                for waiter in waiters { waiter(error) }
             }
         }
         if effects.contains(where: { if case .dropConnection = $0 { true } else { false } }) {
@@ -200,6 +224,16 @@ final class BusCore: Sendable {
         update { $0.close(error: nil) }
     }
 
+    /// Calls `waiter` once the bus is closed (at once if it is), with the
+    /// error that closed it (nil after `close()`).
+    func whenClosed(_ waiter: @escaping @Sendable (EventBusError?) -> Void) {
+        let closed = closing.withLock { closing -> EventBusError?? in
+            if closing.closed == nil { closing.waiters.append(waiter) }
+            return closing.closed
+        }
+        if let closed { waiter(closed) }
+    }
+
     // MARK: Reader thread
 
     /// The reader thread's body: connect, read until the connection ends,
@@ -211,9 +245,12 @@ final class BusCore: Sendable {
             do {
                 fd = try FileDescriptor.connectedUnixSocket(toPath: path, nonBlocking: false)
             } catch {
-                update { $0.connectFailed(reason: error.description) }
+                // No broker there: say how to start one, as the CLI does.
+                let noBroker = error.errno == .noSuchFile || error.errno == .connectionRefused
+                let reason = error.description + (noBroker ? " (is eventbusd running? \(SocketPath.startCommand(for: path)))" : "")
+                update { $0.connectFailed(reason: reason) }
                 failures += 1
-                if !backOff(failures: failures, reason: error.description) { break }
+                if !backOff(failures: failures, reason: reason) { break }
                 continue
             }
             guard handshake(fd) else { break }

@@ -29,6 +29,10 @@ struct ClientState {
     var patterns: [String: PatternEntry] = [:]
     /// Pattern text of each registration id.
     var patternOfRegistration: [UInt64: String] = [:]
+    /// (1.3) Serving and group registrations, by their subscription.
+    var keyed: [SubscriptionKey: KeyedEntry] = [:]
+    /// (1.3) The subscription of each serving or group registration id.
+    var keyOfRegistration: [UInt64: SubscriptionKey] = [:]
     /// (1.1) Who gets the retained events that follow the last `ok` of a
     /// subscribe with `last` (they come right after it, before any other reply).
     var retainedTarget: RetainedTarget?
@@ -111,7 +115,8 @@ struct ClientState {
         for pattern in patterns.keys.sorted() {
             subscribeAtBroker(pattern)
         }
-        for (publish, _) in waiting {
+        resubscribeKeyed(&step)
+        for (publish, _) in waiting where !publish.isCancelled() {
             session.send(publish.request, tag: .publish(publish))
         }
         waiting = []
@@ -131,6 +136,7 @@ struct ClientState {
         let error = EventBusError.connectionLost(reason: reason)
         failPending(error, &step)
         failCurrent(error, &step)
+        keyedConnectionLost(&step)
         if let first = firstConnect {
             // Lost before the first `hello` reply: `connect` fails, no retry.
             // Silence may be a broker that failed to start; a refusal (`limit`) is named.
@@ -156,9 +162,9 @@ struct ClientState {
         for request in session.connectionLost() {
             switch request {
             case .publish(let p): step.effects.append(.failPublish(p.completion, error))
-            case .ping(let c), .stats(let c): step.effects.append(.reply(c, .failure(error)))
+            case .ping(let c), .stats(let c), .ask(let c): step.effects.append(.reply(c, .failure(error)))
             case .current(let c): step.effects.append(.completeCurrent(c, .failure(error)))
-            case .initial, .currentSentinel, .currentUndo: break
+            case .initial, .currentSentinel, .currentUndo, .replied: break
             }
         }
     }
@@ -189,6 +195,12 @@ struct ClientState {
         return step
     }
 
+    /// Forgets the waiting publishes whose caller was cancelled.
+    mutating func forgetCancelledWaiting() -> Step {
+        waiting.removeAll { $0.publish.isCancelled() }
+        return Step()
+    }
+
     /// Closes the bus for good: everything pending or waiting fails, every
     /// sink ends (with `error` when it is not a plain `close()`).
     mutating func close(error: EventBusError?, notice: Bool = true) -> Step {
@@ -204,12 +216,13 @@ struct ClientState {
             firstConnect = nil
             step.effects.append(.firstConnect(first, .failure(failure)))
         }
-        let sinks = patterns.values.flatMap { Array($0.sinks.values) + Array($0.waitingInitial.values) }
+        let sinks: [any Registration] = patterns.values.flatMap { Array($0.sinks.values) + Array($0.waitingInitial.values) } + takeAllKeyed(&step)
         patterns = [:]
         patternOfRegistration = [:]
         if !sinks.isEmpty { step.effects.append(.finish(sinks, error, discardQueued: false)) }
         if notice, let error { step.effects.append(.notice(.gaveUp(error))) }
         step.effects.append(.dropConnection)
+        step.effects.append(.closed(error))
         return step
     }
 
@@ -220,6 +233,7 @@ struct ClientState {
     /// - Parameter now: monotonic clock in nanoseconds (for the wait deadline).
     mutating func publish(_ publish: OutgoingPublish, now: Int64) -> Step {
         var step = Step()
+        if publish.isCancelled() { return step }  // its caller stopped waiting before it was written
         switch link {
         case .connected:
             session.send(publish.request, tag: .publish(publish))
@@ -282,8 +296,10 @@ struct ClientState {
             }
             let sinks = sinks(matching: event.metadata.type)
             if !sinks.isEmpty { step.effects.append(.deliver(event, sinks)) }
-        case .held, .ignored, .request:
-            break  // not ordered; (1.3) no serving subscriptions yet; PROTOCOL.md "Framing": unknown ops are for newer peers.
+        case .held, .ignored:
+            break  // not ordered; PROTOCOL.md "Framing": unknown ops are for newer peers.
+        case .request(let fields):
+            routeRequest(fields, in: bytes, &step)  // (1.3) for a serving registration
         case .dropped(let count, let since):
             step.effects.append(.notice(.dropped(count: count, sinceSeq: since)))
         case .gap(let gap):
@@ -304,10 +320,18 @@ struct ClientState {
             if case .initial(let ids)? = request { initialAnswered(key.pattern, ids, retained: reply.unsigned("retained") ?? 0, &step) }
         case .subscribeRefused(let key, let reply, let request):
             retainedTarget = nil
-            subscribeFailed(key.pattern, request, EventBusError(errorReply: reply), &step)
-        case .unsubscribed(_, let reply):
+            if key.isPlain {
+                subscribeFailed(key.pattern, request, EventBusError(errorReply: reply), &step)
+            } else {
+                refuseKeyed(key, EventBusError(errorReply: reply), &step)
+            }
+        case .unsubscribed(let key, let reply):
             retainedTarget = nil
             if !reply.isOK { step.effects.append(.notice(.brokerError(EventBusError(errorReply: reply)))) }
+            if !key.isPlain { left(key, &step) }  // (1.3) a group member's share is finished
+        case .answered(.ask(let completion), let reply):
+            retainedTarget = nil
+            step.effects.append(.reply(completion, .success(reply)))  // ok or error: RequestAnswer reads it
         case .answered(let request, let reply):
             retainedTarget = nil
             if reply.isOK {
@@ -336,7 +360,7 @@ struct ClientState {
 
     private mutating func succeeded(_ request: LibraryRequest, _ reply: Reply, wallNanoseconds: Int64, _ step: inout Step) {
         switch request {
-        case .initial, .currentUndo:
+        case .initial, .currentUndo, .replied:
             break
         case .current(let completion):
             currentAnswered(reply.req ?? 0, completion, retained: reply.unsigned("retained") ?? 0, &step)
@@ -356,9 +380,9 @@ struct ClientState {
                 id: publish.id ?? "\(instance)-\(seq)",
                 pid: identity.pid, uid: identity.uid, gid: identity.gid, isLocal: true
             )
-            let sinks = sinks(matching: publish.type, excluding: publish.exclude)
+            let sinks = sinks(matching: publish.type, excluding: publish.exclude, groups: false)
             step.effects.append(.published(RawEvent(metadata: metadata, data: publish.data.bytes), sinks, delivered: delivered, publish.completion))
-        case .ping(let completion), .stats(let completion):
+        case .ping(let completion), .stats(let completion), .ask(let completion):
             step.effects.append(.reply(completion, .success(reply)))
         }
     }
@@ -403,7 +427,7 @@ struct ClientState {
 
     private mutating func failed(_ request: LibraryRequest, _ error: EventBusError, _ step: inout Step) {
         switch request {
-        case .initial, .currentSentinel:
+        case .initial, .currentSentinel, .replied:
             break
         case .current(let completion):
             step.effects.append(.completeCurrent(completion, .failure(error)))
@@ -411,7 +435,7 @@ struct ClientState {
             step.effects.append(.notice(.brokerError(error)))
         case .publish(let publish):
             step.effects.append(.failPublish(publish.completion, error))
-        case .ping(let completion), .stats(let completion):
+        case .ping(let completion), .stats(let completion), .ask(let completion):
             step.effects.append(.reply(completion, .failure(error)))
         }
     }

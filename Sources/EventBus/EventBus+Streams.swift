@@ -25,6 +25,15 @@ public struct EventStream<Element: Sendable>: AsyncSequence, Sendable {
     let base: SinkStream<Element>
     let subscription: Subscription
 
+    /// (1.3) For a queue-group stream: leaves the group and finishes this
+    /// member's share: every event queued to it before the broker's `ok`
+    /// still comes out of the iteration, which then ends (`nil`). Call it
+    /// from another task than the one iterating. For other streams it ends
+    /// the registration as breaking out of the loop does.
+    public func leave() async {
+        await subscription.leave()
+    }
+
     /// The one iterator of this stream; when it goes away the registration ends.
     public func makeAsyncIterator() -> AsyncIterator {
         AsyncIterator(base: base.makeAsyncIterator(), owner: IterationOwner(subscription))
@@ -74,10 +83,18 @@ extension EventBus {
     ///     print(delivery.event.code, delivery.metadata.seq)
     /// }
     /// ```
+    ///
+    /// Cancelling the consuming task ends the iteration (`next()` returns
+    /// nil) and with it the registration. An invalid `Event.eventType`: the
+    /// first `next()` throws `.invalidName`.
     /// - Parameter initial: (1.1) `.last`: the retained event first.
-    public func events<Event: BusEvent>(of type: Event.Type, initial: Initial = .none) -> EventStream<Delivery<Event>> {
+    /// - Parameter group: (1.3) a queue group: each event goes to one member
+    ///   of the group of this uid (PROTOCOL.md "Queue groups"); not with
+    ///   `initial: .last` (the first `next()` throws `bad_request`).
+    ///   `EventStream.leave()` finishes the member's share.
+    public func events<Event: BusEvent>(of type: Event.Type, initial: Initial = .none, group: String? = nil) -> EventStream<Delivery<Event>> {
         let decoder = core.configuration.decoder
-        return stream(on: Event.validatedEventType.name, initial: initial) { raw throws(EventBusError) in
+        return stream(on: typedPattern(Event.self), initial: initial, group: group) { raw throws(EventBusError) in
             Delivery(event: try raw.decode(Event.self, using: decoder), metadata: raw.metadata)
         }
     }
@@ -87,15 +104,18 @@ extension EventBus {
     /// (PROTOCOL.md "Names and patterns").
     /// - Parameter initial: (1.1) `.last`: first the retained event of every
     ///   type the pattern matches, oldest first.
-    /// - Throws: `.invalidName` when `pattern` is not a valid pattern.
-    public func events(matching pattern: String, initial: Initial = .none) throws(EventBusError) -> EventStream<RawEvent> {
+    /// - Parameter group: (1.3) a queue group, as for `events(of:initial:group:)`.
+    /// - Throws: `.invalidName` when `pattern` or `group` is not valid;
+    ///   `.protocolError` (`bad_request`) for `group` with `initial: .last`.
+    public func events(matching pattern: String, initial: Initial = .none, group: String? = nil) throws(EventBusError) -> EventStream<RawEvent> {
         guard Pattern(pattern) != nil else { throw .invalidName(pattern) }
-        return stream(on: pattern, initial: initial) { raw throws(EventBusError) in raw }
+        try Self.checkGroup(group, initial: initial)
+        return stream(on: .success(pattern), initial: initial, group: group) { raw throws(EventBusError) in raw }
     }
 
-    private func stream<Element: Sendable>(on pattern: String, initial: Initial, transform: @escaping Sink<Element>.Transform) -> EventStream<Element> {
-        let (sink, base) = Sink<Element>.make(flow: core.flow, pattern: pattern, transform: transform)
-        let subscription = register(sink, on: pattern, initial: initial, cancelsOnDeinit: false)
+    private func stream<Element: Sendable>(on pattern: Result<String, EventBusError>, initial: Initial, group: String?, transform: @escaping Sink<Element>.Transform) -> EventStream<Element> {
+        let (sink, base) = Sink<Element>.make(flow: core.flow, pattern: (try? pattern.get()) ?? "", transform: transform)
+        let subscription = register(sink, on: pattern, initial: initial, group: group)
         sink.continuation.onTermination = { _ in subscription.cancel() }
         return EventStream(base: base, subscription: subscription)
     }

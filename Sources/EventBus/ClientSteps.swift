@@ -22,6 +22,9 @@ struct OutgoingPublish: Sendable {
     /// The local observer that triggered it: not notified (`publish(_:from:)`).
     var exclude: (AnyObject & Sendable)?
     var completion: Completion<PublishReceipt>
+    /// Whether its caller stopped waiting (task cancelled): then it is not
+    /// written, if it was not yet (`ReplySlot`).
+    var isCancelled: @Sendable () -> Bool = { false }
 
     /// The request that carries it.
     var request: ClientRequest { .publish(type: type, source: source, id: id, retain: retain ? true : nil, data: data) }
@@ -45,7 +48,7 @@ enum Effect {
     /// Fail a publish.
     case failPublish(Completion<PublishReceipt>, EventBusError)
     /// End these sinks.
-    case finish([any EventSink], EventBusError?, discardQueued: Bool)
+    case finish([any Registration], EventBusError?, discardQueued: Bool)
     /// Report to `notices()` streams.
     case notice(BusNotice)
     /// The first connection is up (or failed): resume `EventBus.connect`.
@@ -54,6 +57,16 @@ enum Effect {
     case wakeReader
     /// Close the connection: it can no longer be trusted to be in step.
     case dropConnection
+    /// The bus closed for good (`error` nil after `close()`): resume `run()`.
+    case closed(EventBusError?)
+    /// (1.3) Hand a request to a serving registration (answered at once with
+    /// an error when its queue is full).
+    case serve(RequestSink, IncomingRequest)
+    /// Call this (a group registration has left).
+    case call(@Sendable () -> Void)
+    /// (1.3) A change that writes, decided while handling a frame (the
+    /// reader never writes): made later from the writer queue.
+    case deferred(@Sendable (inout ClientState) -> Step)
     /// (1.1) Complete a `current(_:)` request.
     case completeCurrent(Completion<RawEvent?>, Result<RawEvent?, EventBusError>)
     /// (1.1) Attach a gap to the next event of these sinks.
@@ -84,6 +97,10 @@ enum LibraryRequest {
     case publish(OutgoingPublish)
     case ping(Completion<Reply>)
     case stats(Completion<Reply>)
+    /// (1.3) A `request`: completed with its answer, `ok` or `error` (`RequestAnswer`).
+    case ask(Completion<Reply>)
+    /// (1.3) A `reply` to a request we served: its `ok` says whether it was accepted; nobody waits.
+    case replied
 }
 
 /// The registrations on one pattern.

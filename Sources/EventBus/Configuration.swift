@@ -58,6 +58,14 @@ extension EventBus {
         /// exceed the broker's 1 MiB request limit by their envelope, so the
         /// default is 64 MiB.
         public var maxIncomingFrameBytes: Int
+        /// (Issue 34) Events `EventBus.enqueue` may have waiting for the
+        /// bus's writer (while the broker holds this connection); past it,
+        /// `enqueue` throws `.unavailable` instead of queueing more.
+        public var maxEnqueued: Int
+        /// (1.3) Requests one serving registration may have waiting for its
+        /// handler; past it a request is answered at once with a
+        /// `service_error` ("busy") instead of waiting for its deadline.
+        public var maxQueuedRequests: Int
         /// Encodes typed payloads. Output is compacted onto one line if it is not.
         public var encoder: JSONEncoder
         /// Decodes typed payloads.
@@ -77,6 +85,8 @@ extension EventBus {
             localStallTimeout: Duration = .seconds(1),
             sweepInterval: Duration = .milliseconds(250),
             maxIncomingFrameBytes: Int = 64 << 20,
+            maxEnqueued: Int = 10_000,
+            maxQueuedRequests: Int = 1024,
             encoder: JSONEncoder = JSONEncoder(),
             decoder: JSONDecoder = JSONDecoder(),
             environment: [String: String] = ProcessEnvironment.variables()
@@ -91,6 +101,8 @@ extension EventBus {
             self.localStallTimeout = localStallTimeout
             self.sweepInterval = sweepInterval
             self.maxIncomingFrameBytes = maxIncomingFrameBytes
+            self.maxEnqueued = maxEnqueued
+            self.maxQueuedRequests = maxQueuedRequests
             self.encoder = encoder
             self.decoder = decoder
             self.environment = environment

@@ -23,8 +23,10 @@ import Foundation
 public protocol BusEvent: Codable, Sendable {
     /// The event type: 1 to 255 bytes of `.`-separated segments of
     /// `A-Z a-z 0-9 _ - :`, not starting with `eventbus.` (PROTOCOL.md
-    /// "Names and patterns"). An invalid name is a programming error and traps
-    /// where the type is first used.
+    /// "Names and patterns"). An invalid name is reported where the type is
+    /// used, never a trap: publishing throws `EventBusError.invalidName`, a
+    /// stream throws it, an observer's registration ends at once with a
+    /// `BusNotice.subscriptionRefused`.
     static var eventType: String { get }
 }
 
@@ -91,12 +93,10 @@ extension RawEvent {
 }
 
 extension BusEvent {
-    /// `eventType` validated. Traps with a clear message when it is not a
-    /// valid, unreserved type name: a programming error in the conforming type.
-    static var validatedEventType: EventType {
-        guard let type = EventType(eventType), !type.isReserved else {
-            preconditionFailure("\(Self.self).eventType \"\(eventType)\" is not a valid event type (PROTOCOL.md \"Names and patterns\")")
-        }
+    /// `eventType` validated.
+    /// - Throws: `.invalidName` when it is not a valid, unreserved type name.
+    static func validatedEventType() throws(EventBusError) -> EventType {
+        guard let type = EventType(eventType), !type.isReserved else { throw .invalidName(eventType) }
         return type
     }
 }

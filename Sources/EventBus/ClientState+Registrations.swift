@@ -47,6 +47,10 @@ extension ClientState {
     /// broker when it was its pattern's last.
     mutating func remove(_ id: UInt64) -> Step {
         var step = Step()
+        if keyOfRegistration[id] != nil {
+            removeKeyed(id, &step)
+            return step
+        }
         guard let text = patternOfRegistration.removeValue(forKey: id),
               let sink = patterns[text]?.sinks.removeValue(forKey: id) ?? patterns[text]?.waitingInitial.removeValue(forKey: id) else { return step }
         step.effects.append(.finish([sink], nil, discardQueued: true))
@@ -72,13 +76,14 @@ extension ClientState {
             unsubscribeIfUnused(text, &step)
         }
         if !dead.isEmpty { step.effects.append(.finish(dead, nil, discardQueued: true)) }
+        sweepKeyed(&step)
         flush(&step)
         return step
     }
 
     /// Whether any registration's observer is gone (cheap pre-check for `sweep`).
     var hasDeadRegistrations: Bool {
-        patterns.values.contains { $0.sinks.values.contains { !$0.isAlive } || $0.waitingInitial.values.contains { !$0.isAlive } }
+        patterns.values.contains { $0.sinks.values.contains { !$0.isAlive } || $0.waitingInitial.values.contains { !$0.isAlive } } || hasDeadKeyed
     }
 
     mutating func unsubscribeIfUnused(_ text: String, _ step: inout Step) {
@@ -88,13 +93,17 @@ extension ClientState {
     }
 
     /// The sinks whose pattern matches `type`, minus the registrations of `excluding`.
-    func sinks(matching type: String, excluding: AnyObject? = nil) -> [any EventSink] {
+    /// - Parameter groups: (1.3) include queue-group registrations: yes for
+    ///   events from the broker (it chose this member), no for this process's
+    ///   own publishes (the broker shares those among the other members).
+    func sinks(matching type: String, excluding: AnyObject? = nil, groups: Bool = true) -> [any EventSink] {
         var result: [any EventSink] = []
         if let exact = patterns[type] { result += exact.sinks.values }
         if let eventType = EventType(type) {
             for entry in patterns.values where entry.pattern.hasWildcards && entry.pattern.matches(eventType) {
                 result += entry.sinks.values
             }
+            if groups && !keyed.isEmpty { result += groupSinks(matching: eventType) }
         }
         if let excluding { result.removeAll { $0.isObserver(excluding) } }
         return result

@@ -43,6 +43,20 @@ public enum EventBusError: Error, Equatable, Sendable, CustomStringConvertible {
     case malformedFrame(String)
     /// The bus was closed with `close()` (or gave up reconnecting).
     case closed
+    /// (1.3) Nobody serves the request type `type` (or may, or can take the
+    /// request now): the broker said so at once.
+    case noResponders(type: String)
+    /// (1.3) Every server the request reached closed, withdrew or fell
+    /// behind without replying (`reason` is the broker's message).
+    case noReply(type: String, reason: String)
+    /// (1.3) The request's deadline passed without a reply.
+    case timeout(type: String)
+    /// (1.3) The server answered with an error (its handler threw):
+    /// `message` is its text.
+    case serviceError(type: String, message: String)
+    /// (Issue 34) The calling task was cancelled: the call stopped waiting.
+    /// A publish may or may not have been published (see `EventBus.publish`).
+    case cancelled
 
     /// One line naming the path, type or code involved.
     public var description: String {
@@ -57,6 +71,11 @@ public enum EventBusError: Error, Equatable, Sendable, CustomStringConvertible {
         case .decodingFailed(let type, let reason): "could not decode \(type) event: \(reason)"
         case .malformedFrame(let reason): "unreadable frame from the event bus: \(reason)"
         case .closed: "the event bus connection was closed"
+        case .cancelled: "the task was cancelled while waiting for the event bus"
+        case .noResponders(let type): "no server of \(type) (nobody serves it, may, or can take it now)"
+        case .noReply(let type, let reason): "no reply to \(type): \(reason)"
+        case .timeout(let type): "no reply to \(type) before its deadline"
+        case .serviceError(let type, let message): "the server of \(type) failed: \(message)"
         }
     }
 }

@@ -4,7 +4,7 @@
 
 /// Something that happened on the bus besides events and replies, reported
 /// through `EventBus.notices()`.
-public enum BusNotice: Equatable, Sendable {
+public enum BusNotice: Equatable, Sendable, CustomStringConvertible {
     /// A connection was established and `hello` answered (the first one and
     /// every reconnect). Subscriptions have been sent again on it.
     case connected(ConnectionInfo)
@@ -38,4 +38,22 @@ public enum BusNotice: Equatable, Sendable {
     /// (1.1) A `post(_:from:)` failed after it returned (the broker refused
     /// it, or the connection was lost before its answer).
     case postFailed(type: String, EventBusError)
+
+    /// One line for logs (issue 34), e.g. `connected to eventbusd 1.3.0, instance ...`
+    /// or `disconnected: connection to the event bus lost: ...`.
+    public var description: String {
+        switch self {
+        case .connected(let info): "connected to \(info)"
+        case .disconnected(let error): "disconnected (reconnecting): \(error)"
+        case .dropped(let count, let since): "the broker dropped \(count) event(s) for this connection, from seq \(since)"
+        case .droppedLocally(let pattern, let count, let since):
+            "a local observer or stream of \(pattern) took nothing while the buffer was full and lost \(count) event(s), from seq \(since)"
+        case .undecodable(let error): "skipped an event: \(error)"
+        case .subscriptionRefused(let pattern, let error): "subscription to \(pattern) refused: \(error)"
+        case .brokerError(let error): "error from the event bus: \(error)"
+        case .gaveUp(let error): "gave up reconnecting, the bus is closed: \(error)"
+        case .gap(let gap): "gap: \(gap)"
+        case .postFailed(let type, let error): "a post of \(type) failed: \(error)"
+        }
+    }
 }

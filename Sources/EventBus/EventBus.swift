@@ -55,17 +55,28 @@ public final class EventBus: Sendable {
         } catch {
             throw .unavailable(path: "(none)", reason: error.description)
         }
-        let result: Result<EventBus, EventBusError> = await withCheckedContinuation { continuation in
-            let box = Locked<BusCore?>(nil)
-            let core = BusCore(configuration: configuration, path: path) { result in
-                let core = box.withLock { $0.take() }
-                switch result {
-                case .success: continuation.resume(returning: .success(EventBus(core: core!)))
-                case .failure(let error): continuation.resume(returning: .failure(error))
+        // Cancelled while connecting: stop waiting at once and close the core
+        // (its reader thread ends; a `hello` reply that comes later is ignored).
+        let started = Locked<BusCore?>(nil)
+        let slot = ReplySlot<EventBus>()
+        let result: Result<EventBus, EventBusError>
+        do {
+            result = .success(try await slot.wait(start: { completion in
+                let core = BusCore(configuration: configuration, path: path) { result in
+                    // Taken out of the box: the box must not keep the core alive.
+                    let core = started.withLock { $0.take() }
+                    switch result {
+                    case .success: completion(.success(EventBus(core: core!)))
+                    case .failure(let error): completion(.failure(error))
+                    }
                 }
-            }
-            box.withLock { $0 = core }
-            core.start()
+                started.withLock { $0 = core }
+                core.start()
+            }, onCancel: {
+                started.withLock { $0 }?.close()
+            }))
+        } catch {
+            result = .failure(error)
         }
         if case .failure(.unavailable(let tried, let reason)) = result {
             // Root with a user bus (issue 23): PROTOCOL.md "Transport" picks the system bus; say the other is there.
@@ -102,6 +113,49 @@ public final class EventBus: Sendable {
         core.close()
     }
 
+    /// (Issue 34) Runs the bus for as long as the calling task wants it: the
+    /// structured-concurrency way to own its lifetime, as a server's
+    /// `ServiceGroup` or task group owns its services (the shape of
+    /// swift-service-lifecycle's `Service`, see `BusService`).
+    ///
+    /// It returns when the task is cancelled, after a graceful shutdown:
+    /// every `post`, `enqueue` and `publish` made before is written first,
+    /// then the bus closes (pending requests fail with `.closed`, streams
+    /// end, observers are dropped). It also returns when `close()` is called
+    /// elsewhere.
+    /// ```swift
+    /// try await withThrowingTaskGroup(of: Void.self) { group in
+    ///     group.addTask { try await bus.run() }            // the bus lives as long as the group
+    ///     group.addTask { for try await order in bus.events(of: OrderPlaced.self) { print(order.event.id) } }
+    ///     _ = try await group.next()
+    ///     group.cancelAll()                                 // shuts the bus down gracefully
+    /// }
+    /// ```
+    /// - Throws: the error that closed the bus when it closed by itself:
+    ///   `.unavailable` when reconnecting gave up (`ReconnectPolicy.maxAttempts`).
+    public func run() async throws(EventBusError) {
+        let core = self.core
+        let slot = ReplySlot<EventBusError?>()
+        let error: EventBusError?
+        do {
+            error = try await slot.wait(start: { completion in
+                core.whenClosed { completion(.success($0)) }
+            }, onCancel: {
+                // After what the writer queue holds: those frames are written first.
+                core.writeQueue.async { core.close() }
+            })
+        } catch .cancelled {
+            // Graceful shutdown: wait until the writer got to the close.
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                core.whenClosed { _ in continuation.resume() }
+            }
+            return
+        } catch {
+            throw error
+        }
+        if let error { throw error }
+    }
+
     // MARK: Publishing
 
     /// Publishes a typed event: encoded with the configuration's `JSONEncoder`,
@@ -124,41 +178,64 @@ public final class EventBus: Sendable {
     /// blocking the caller's thread (the frame is written from the bus's
     /// writer queue): nothing is dropped, and each waiting call holds only
     /// its own frame (PROTOCOL.md "Flow control (1.2)").
+    ///
+    /// Cancelling the task stops the wait at once with `.cancelled`. A
+    /// publish the bus had not started writing is then never sent (also one
+    /// waiting for a connection); one already written stays published (the
+    /// broker's answer is ignored), so after `.cancelled` it may or may not
+    /// have been published, as after `.connectionLost`.
     /// - Returns: the event's `seq` and how many connections and local
     ///   registrations received it.
-    /// - Throws: `.encodingFailed`, `.unavailable` (no connection and policy
+    /// - Throws: `.invalidName` (an invalid `Event.eventType`),
+    ///   `.encodingFailed`, `.unavailable` (no connection and policy
     ///   `.fail`, or the wait bound passed), `.connectionLost` (lost before the
     ///   broker answered), `.protocolError` (e.g. `frame_too_large`; with
     ///   `retain`, `limit` when the retained events' limits are reached: then
-    ///   nothing was published), `.closed`.
+    ///   nothing was published), `.closed`, `.cancelled`.
     @discardableResult
     public func publish<Event: BusEvent>(_ event: Event, from observer: (AnyObject & Sendable)? = nil, source: String? = nil, id: String? = nil, retain: Bool = false) async throws(EventBusError) -> PublishReceipt {
-        let type = Event.validatedEventType.name
+        let type = try Event.validatedEventType().name
         let data = try encode(event, type: type)
         return try await send(OutgoingPublish(type: type, data: data, source: source, id: id, retain: retain, exclude: observer, completion: { _ in }))
     }
 
-    /// (1.1) Publishes from synchronous code, in call order: the frame is
-    /// written (or queued while disconnected, `Configuration.whileDisconnected`)
-    /// before `post` returns, so calls from one thread or actor reach the
-    /// broker, and every subscriber, in the order they were made. The
-    /// in-process `notifyObservers()` of the seeds:
+    /// (1.1) Publishes from synchronous code, in call order, and returns once
+    /// the frame is written: a blocking call, for code that must know its
+    /// events left in order before it goes on (a command-line tool, a worker
+    /// thread). Calls from one thread or actor reach the broker, and every
+    /// subscriber, in the order they were made, also mixed with
+    /// `enqueue(_:from:source:id:retain:)`; the in-process
+    /// `notifyObservers()` of the seeds.
+    ///
+    /// **It blocks the calling thread while the broker holds this
+    /// connection** (1.2: a subscriber of this uid has no room, PROTOCOL.md
+    /// "Flow control (1.2)"), and while the bus's writer finishes the async
+    /// `publish`es and `enqueue`s made before it: nothing is dropped and
+    /// nothing is queued in the library, so a poster goes no faster than its
+    /// slowest steady observer (docs/CLIENT.md "Flow control"). On the main
+    /// thread of an app that would freeze the UI: use `enqueue` there.
     /// ```swift
-    /// @IBAction func tapped() { try? bus.post(Tap(n: count), from: self) }
+    /// for line in input { try bus.post(LineRead(text: line)) }   // a worker thread
     /// ```
     /// It does not wait for the broker's answer; a failure after it returned
-    /// is reported as `BusNotice.postFailed`. (1.2) It blocks while the
-    /// broker holds this connection (a subscriber of this uid has no room,
-    /// PROTOCOL.md "Flow control (1.2)") or back-pressures it: the frame is
-    /// written before it returns, nothing is dropped and nothing is queued
-    /// in the library, so a poster goes no faster than its slowest steady
-    /// observer (docs/CLIENT.md "Flow control").
+    /// is reported as `BusNotice.postFailed`.
     /// - Parameters: as `publish(_:from:source:id:retain:)`.
-    /// - Throws: `.encodingFailed`, `.closed`; `.unavailable` while
-    ///   disconnected with `whileDisconnected: .fail` or too many waiting.
+    /// - Throws: `.invalidName`, `.encodingFailed`, `.closed`; `.unavailable`
+    ///   while disconnected with `whileDisconnected: .fail` or too many waiting.
     public func post<Event: BusEvent>(_ event: Event, from observer: (AnyObject & Sendable)? = nil, source: String? = nil, id: String? = nil, retain: Bool = false) throws(EventBusError) {
-        let type = Event.validatedEventType.name
-        let data = try encode(event, type: type)
+        let type = try Event.validatedEventType().name
+        try post(type: type, data: try encode(event, type: type), from: observer, source: source, id: id, retain: retain)
+    }
+
+    /// As `post(_:from:source:id:retain:)`, for any `Encodable` payload
+    /// under an event type given at run time.
+    /// - Throws: `.invalidName` for a bad or reserved type, then as `post(_:from:source:id:retain:)`.
+    public func post(type: String, data: some Encodable, from observer: (AnyObject & Sendable)? = nil, source: String? = nil, id: String? = nil, retain: Bool = false) throws(EventBusError) {
+        let type = try Self.validate(type: type)
+        try post(type: type, data: try encode(data, type: type), from: observer, source: source, id: id, retain: retain)
+    }
+
+    private func post(type: String, data: JSONText, from observer: (AnyObject & Sendable)?, source: String?, id: String?, retain: Bool) throws(EventBusError) {
         let failure = Locked<EventBusError?>(nil)
         let returned = Locked(false)
         let core = self.core
@@ -171,8 +248,12 @@ public final class EventBus: Sendable {
             }
             if late { core.post(.postFailed(type: type, error)) }
         })
-        let now = Clock.monotonicNanoseconds()
-        core.change { $0.publish(publish, now: now) }
+        // On the writer queue, after the async publishes and `enqueue`s made
+        // before it (one order for all three), and on this thread's time.
+        core.writeQueue.sync {
+            let now = Clock.monotonicNanoseconds()
+            core.change { $0.publish(publish, now: now) }
+        }
         let immediate = returned.withLock { done in
             done = true
             return failure.withLock { $0 }
@@ -180,17 +261,67 @@ public final class EventBus: Sendable {
         if let immediate { throw immediate }
     }
 
+    /// Publishes from synchronous code without blocking: the counterpart of
+    /// `post` for the main thread of an app (an `@IBAction`, a `didSet`, a
+    /// gesture handler). The event is queued on the bus's writer in call
+    /// order and written as soon as the broker takes it, so calls from one
+    /// thread or actor (and `post`s among them) keep their order; the caller
+    /// never waits for the broker.
+    /// ```swift
+    /// @IBAction func tapped() { try? bus.enqueue(Tap(n: count), from: self) }
+    /// ```
+    /// At most `Configuration.maxEnqueued` events wait on the writer (while
+    /// the broker holds this connection); past that it throws `.unavailable`
+    /// rather than let memory grow. Failures after it returned (refused,
+    /// connection lost, no connection within the wait bound) are reported as
+    /// `BusNotice.postFailed`.
+    /// - Parameters: as `publish(_:from:source:id:retain:)`.
+    /// - Throws: `.invalidName`, `.encodingFailed`, `.closed`, `.unavailable`
+    ///   (`maxEnqueued` events already waiting).
+    public func enqueue<Event: BusEvent>(_ event: Event, from observer: (AnyObject & Sendable)? = nil, source: String? = nil, id: String? = nil, retain: Bool = false) throws(EventBusError) {
+        let type = try Event.validatedEventType().name
+        try enqueue(type: type, data: try encode(event, type: type), from: observer, source: source, id: id, retain: retain)
+    }
+
+    /// As `enqueue(_:from:source:id:retain:)`, for any `Encodable` payload
+    /// under an event type given at run time.
+    /// - Throws: `.invalidName` for a bad or reserved type, then as `enqueue(_:from:source:id:retain:)`.
+    public func enqueue(type: String, data: some Encodable, from observer: (AnyObject & Sendable)? = nil, source: String? = nil, id: String? = nil, retain: Bool = false) throws(EventBusError) {
+        let type = try Self.validate(type: type)
+        try enqueue(type: type, data: try encode(data, type: type), from: observer, source: source, id: id, retain: retain)
+    }
+
+    private func enqueue(type: String, data: JSONText, from observer: (AnyObject & Sendable)?, source: String?, id: String?, retain: Bool) throws(EventBusError) {
+        if let error = core.state.withLock({ $0.isClosed ? $0.notConnected : nil }) { throw error }
+        let limit = core.configuration.maxEnqueued
+        guard core.enqueued.add(1, ordering: .relaxed).newValue <= limit else {
+            core.enqueued.subtract(1, ordering: .relaxed)
+            throw .unavailable(path: core.path, reason: "\(limit) events already enqueued while the broker holds this connection (Configuration.maxEnqueued)")
+        }
+        let core = self.core
+        let publish = OutgoingPublish(type: type, data: data, source: source, id: id, retain: retain, exclude: observer, completion: { result in
+            if case .failure(let error) = result { core.post(.postFailed(type: type, error)) }
+        })
+        core.writeQueue.async {
+            core.enqueued.subtract(1, ordering: .relaxed)
+            let now = Clock.monotonicNanoseconds()
+            core.change { $0.publish(publish, now: now) }
+        }
+    }
+
     /// (1.1) The retained event of type `Event`, decoded: the current value,
     /// as last published with `retain: true` (by any process), or nil when
     /// there is none (PROTOCOL.md "Retained events and history": a
     /// `subscribe` with `last`).
     /// ```swift
-    /// if let now = try await bus.current(CurrencyChanged.self) { show(now.event.code) }
+    /// if let now = try await bus.current(CurrencyChanged.self) { print(now.event.code) }
     /// ```
-    /// - Throws: `.decodingFailed`, `.unavailable` when disconnected,
-    ///   `.connectionLost`, `.protocolError`, `.closed`.
+    /// Cancelling the task stops the wait at once with `.cancelled`; the
+    /// broker's answer, if it comes, is dropped.
+    /// - Throws: `.invalidName`, `.decodingFailed`, `.unavailable` when
+    ///   disconnected, `.connectionLost`, `.protocolError`, `.closed`, `.cancelled`.
     public func current<Event: BusEvent>(_ type: Event.Type) async throws(EventBusError) -> Delivery<Event>? {
-        guard let raw = try await currentEvent(of: Event.validatedEventType.name) else { return nil }
+        guard let raw = try await currentEvent(of: try Event.validatedEventType().name) else { return nil }
         return Delivery(event: try raw.decode(Event.self, using: core.configuration.decoder), metadata: raw.metadata)
     }
 
@@ -202,14 +333,17 @@ public final class EventBus: Sendable {
 
     private func currentEvent(of type: String) async throws(EventBusError) -> RawEvent? {
         guard let pattern = Pattern(type) else { throw .invalidName(type) }
-        let result: Result<RawEvent?, EventBusError> = await withCheckedContinuation { continuation in
-            core.changeOffThread { $0.current(pattern) { continuation.resume(returning: $0) } }
+        let slot = ReplySlot<RawEvent?>()
+        return try await slot.wait { completion in
+            core.changeOffThread { state in
+                guard !slot.isCancelled else { return Step() }
+                return state.current(pattern, completion)
+            }
         }
-        return try result.get()
     }
 
     /// Publishes any `Encodable` payload under an event type given at run time.
-    /// - Throws: `.invalidName` for a bad or reserved type, then as `publish(_:from:source:id:)`.
+    /// - Throws: `.invalidName` for a bad or reserved type, then as `publish(_:from:source:id:retain:)`.
     @discardableResult
     public func publish(type: String, data: some Encodable, from observer: (AnyObject & Sendable)? = nil, source: String? = nil, id: String? = nil, retain: Bool = false) async throws(EventBusError) -> PublishReceipt {
         let type = try Self.validate(type: type)
@@ -219,7 +353,7 @@ public final class EventBus: Sendable {
 
     /// Publishes pre-encoded JSON `data` (any JSON value; pretty-printed input
     /// is put on one line) under an event type given at run time.
-    /// - Throws: `.invalidName`, `.invalidJSON`, then as `publish(_:from:source:id:)`.
+    /// - Throws: `.invalidName`, `.invalidJSON`, then as `publish(_:from:source:id:retain:)`.
     @discardableResult
     public func publish(type: String, json: some Sequence<UInt8>, from observer: (AnyObject & Sendable)? = nil, source: String? = nil, id: String? = nil, retain: Bool = false) async throws(EventBusError) -> PublishReceipt {
         let type = try Self.validate(type: type)
@@ -227,7 +361,7 @@ public final class EventBus: Sendable {
         return try await send(OutgoingPublish(type: type, data: bytes, source: source, id: id, retain: retain, exclude: observer, completion: { _ in }))
     }
 
-    private func encode(_ value: some Encodable, type: String) throws(EventBusError) -> JSONText {
+    func encode(_ value: some Encodable, type: String) throws(EventBusError) -> JSONText {
         let data: Data
         do {
             data = try core.configuration.encoder.encode(value)
@@ -242,14 +376,22 @@ public final class EventBus: Sendable {
         return valid.name
     }
 
+    /// Sends `publish` from the writer queue and waits for its answer; a
+    /// cancelled caller stops waiting, and the publish is not sent unless the
+    /// bus already started writing it (see `publish(_:from:source:id:retain:)`).
     private func send(_ publish: OutgoingPublish) async throws(EventBusError) -> PublishReceipt {
-        let result: Result<PublishReceipt, EventBusError> = await withCheckedContinuation { continuation in
+        let slot = ReplySlot<PublishReceipt>()
+        let core = self.core
+        return try await slot.wait(start: { completion in
             var publish = publish
-            publish.completion = { continuation.resume(returning: $0) }
+            publish.completion = completion
+            publish.isCancelled = { slot.isCancelled }
             let started = publish
             core.changeOffThread { $0.publish(started, now: Clock.monotonicNanoseconds()) }
-        }
-        return try result.get()
+        }, onCancel: {
+            // One waiting for a connection is forgotten now, not at the reconnect.
+            core.update { $0.forgetCancelledWaiting() }
+        })
     }
 
     // MARK: Requests
@@ -257,7 +399,8 @@ public final class EventBus: Sendable {
     /// Round trip to the broker. Requests on a connection are handled in
     /// order (PROTOCOL.md "Semantics"), so when this returns the broker has
     /// handled every subscribe and unsubscribe made before it.
-    /// - Throws: `.unavailable` when disconnected, `.connectionLost`, `.closed`.
+    /// - Throws: `.unavailable` when disconnected, `.connectionLost`,
+    ///   `.closed`, `.cancelled` (the task was cancelled: it stops waiting at once).
     public func ping() async throws(EventBusError) {
         _ = try await request(stats: false)
     }
@@ -285,10 +428,13 @@ public final class EventBus: Sendable {
     }
 
     private func request(stats: Bool) async throws(EventBusError) -> Reply {
-        let result: Result<Reply, EventBusError> = await withCheckedContinuation { continuation in
-            core.changeOffThread { $0.request(stats: stats) { continuation.resume(returning: $0) } }
+        let slot = ReplySlot<Reply>()
+        return try await slot.wait { completion in
+            core.changeOffThread { state in
+                guard !slot.isCancelled else { return Step() }
+                return state.request(stats: stats, completion)
+            }
         }
-        return try result.get()
     }
 
     // MARK: Notices
