@@ -24,7 +24,8 @@ private struct BigCounted: BusEvent {
         let notices = NoticeLog(bus)
         let raw = try bus.events(matching: "big.>")
         let typed = Log<Int>()
-        let subscription = bus.subscribe(to: BigCounted.self) { typed.append($0.event.n) }
+        let typedStream = bus.events(of: BigCounted.self)
+        let consumer = Task { for try await change in typedStream { typed.append(change.event.n) } }
         try await bus.ping()
 
         let publisher = try RawClient(path: broker.socketPath)
@@ -54,7 +55,7 @@ private struct BigCounted: BusEvent {
         let decimal = try? JSONDecoder().decode([String: Decimal].self, from: Data(values[0].utf8))
         let double = try? JSONDecoder().decode([String: Double].self, from: Data(values[1].utf8))
         print("big numbers: 5000-digit as Decimal: \(decimal.map { _ in "decoded" } ?? "refused"); 1e400 as Double: \(double.map { "\($0)" } ?? "refused")")
-        subscription.cancel()
+        consumer.cancel()
         publisher.close()
         bus.close()
         await broker.stop()
