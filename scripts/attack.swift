@@ -313,6 +313,56 @@ func runAttacker(_ kind: String, _ path: String, _ seconds: Double) {
         let t = monotonic()
         for c in conns { c.close() }
         say("closed seconds=\(String(format: "%.3f", monotonic() - t))")
+    case "groups":
+        // (issue 38) 40 connections x 250 queue groups each: 10,000 groups of one member.
+        _ = open(40)
+        var accepted = 0, limited = 0
+        for (n, c) in conns.enumerated() {
+            var batch: [UInt8] = []
+            for i in 0..<250 { batch += Array("{\"op\":\"subscribe\",\"type\":\"grp.c\(n).>\",\"group\":\"g\(i)\",\"req\":\(i)}\n".utf8) }
+            guard c.writeAll(batch, timeout: 30) else { continue }
+            var replies = 0
+            let deadline = monotonic() + 30
+            while replies < 250 && monotonic() < deadline {
+                var entry = pollfd(fd: c.fd, events: Int16(POLLIN), revents: 0)
+                _ = poll(&entry, 1, 20)
+                c.fill()
+                for line in c.takeLines() {
+                    replies += 1
+                    if line.contains("\"ok\"") { accepted += 1 } else if line.contains("\"limit\"") { limited += 1 }
+                }
+            }
+        }
+        say("ready subscribed=\(accepted) limit_errors=\(limited)")
+        holdUntilStopped(seconds)
+        let t = monotonic()
+        for c in conns { c.close() }
+        say("closed seconds=\(String(format: "%.3f", monotonic() - t))")
+    case "group-churn":
+        // (issue 38) 8 connections join and leave one group on the victim's type (v.load) in a tight loop.
+        _ = open(8)
+        var pair: [UInt8] = []
+        for i in 0..<50 {
+            pair += Array("{\"op\":\"subscribe\",\"type\":\"v.>\",\"group\":\"w\",\"req\":\(i)}\n".utf8)
+            pair += Array("{\"op\":\"unsubscribe\",\"type\":\"v.>\",\"group\":\"w\",\"req\":\(i)}\n".utf8)
+        }
+        say("ready")
+        var rounds = 0
+        holdUntilStopped(seconds) {
+            for c in conns {
+                guard c.writeAll(pair, timeout: 5) else { continue }
+                var replies = 0
+                let deadline = monotonic() + 5
+                while replies < 100 && monotonic() < deadline {
+                    var entry = pollfd(fd: c.fd, events: Int16(POLLIN), revents: 0)
+                    _ = poll(&entry, 1, 5)
+                    c.fill()
+                    replies += c.takeLines().filter { $0.contains("\"req\"") }.count
+                }
+            }
+            rounds += 1
+        }
+        say("done rounds=\(rounds)")
     case "flood", "flood-x":
         // 100 connections writing pings (or `x` lines) and never reading.
         _ = open(100)
@@ -933,7 +983,8 @@ func runDriver(_ options: Options) {
     func directory(for n: Int) -> String { NSTemporaryDirectory() + "attack-\(getpid())-\(n)" }
     let all = ["keys", "patterns", "flood", "partial", "slow", "connections", "churn", "busy", "replay", "hangup", "statefile", "retained",
                "never-readers", "trickle-readers", "stopped-readers", "stall-once", "last-copies", "partial-memory", "drop-old",
-               "never-readers-3", "cost-deep", "cost-arrays", "cost-keys", "cost-escapes", "cost-number", "cost-types", "cost-patterns"] + stateRows
+               "never-readers-3", "cost-deep", "cost-arrays", "cost-keys", "cost-escapes", "cost-number", "cost-types", "cost-patterns",
+               "groups", "group-churn"] + stateRows
     for row in options.rows.isEmpty ? all : options.rows {
         // (issue 20) The rows the attack clients' own CPU distorts: broker and
         // attackers on CPU 0, the victim on CPU 1 (taskset), the broker's
@@ -981,6 +1032,41 @@ func runDriver(_ options: Options) {
             check(row, "another uid's ping, max, while they are torn down", String(format: "%.1f ms", maxPing), "< 100 ms", maxPing < 100)
             let stats = broker.stats()
             check(row, "stats round trip after teardown", stats.map { String(format: "%.1f ms", $0.ms) } ?? "no answer", "< 100 ms", (stats?.ms ?? 9999) < 100)
+            broker.stop()
+        case "groups":
+            let (broker, _) = fresh([])
+            let idle = victim(broker)
+            let rss0 = broker.rssMiB()
+            let attacker = asUID(options.attackerUID, ["--role", "attacker", "groups", broker.socket, "120"])
+            let ready = attacker.line(timeout: 120)
+            let subscribed = Int(value("subscribed", ready) ?? -1)
+            check(row, "queue groups one uid holds (40 connections x 250 groups, one member each)", "\(subscribed)", "10000 (<= 16384 subscriptions per uid)", subscribed == 10_000)
+            let grown = broker.rssMiB() - rss0
+            check(row, "broker RSS growth", String(format: "%.1f MiB", grown), "<= 64 MiB", grown <= 64)
+            let v = victim(broker)
+            let idleRate = value("rate", idle) ?? 1, rate = value("rate", v) ?? 0, p99 = value("p99_ms", v) ?? 9999
+            check(row, "another uid's publish rate (idle \(Int(idleRate))/s)", "\(Int(rate))/s", ">= half idle", rate >= idleRate / 2)
+            check(row, "another uid's ping p99", String(format: "%.1f ms", p99), "< 100 ms", p99 < 100)
+            let pinger = asUID(options.victimUID, ["--role", "victim", broker.socket, "2", "ping"])
+            usleep(200_000)
+            attacker.stop()  // closes all 40 connections at once
+            let pline = pinger.line(timeout: 30)
+            pinger.stop()
+            let maxPing = value("max_ms", pline) ?? 9999
+            check(row, "another uid's ping, max, while the 10,000 groups are torn down", String(format: "%.1f ms", maxPing), "< 100 ms", maxPing < 100)
+            broker.stop()
+        case "group-churn":
+            let (broker, _) = fresh([])
+            let idle = victim(broker)
+            let attacker = asUID(options.attackerUID, ["--role", "attacker", "group-churn", broker.socket, String(seconds * 3)])
+            _ = attacker.line(timeout: 60)
+            let v = victim(broker)
+            attacker.stop()
+            let done = attacker.line(timeout: 30)
+            let idleRate = value("rate", idle) ?? 1, rate = value("rate", v) ?? 0, p99 = value("p99_ms", v) ?? 9999
+            check(row, "another uid's publish rate while 8 connections join and leave a group on its type (\(value("rounds", done).map { String(Int($0)) } ?? "?") rounds of 400 joins; idle \(Int(idleRate))/s)",
+                  "\(Int(rate))/s", ">= half idle", rate >= idleRate / 2)
+            check(row, "another uid's ping p99", String(format: "%.1f ms", p99), "< 100 ms", p99 < 100)
             broker.stop()
         case "flood", "flood-x":
             let (broker, _) = fresh([])

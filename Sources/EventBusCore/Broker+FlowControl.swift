@@ -104,7 +104,7 @@ extension Broker {
         }
         // (1.3) A full queue group, or a keyed event's full member (Broker+GroupFlow.swift).
         var blockingGroups: [QueueGroup] = []
-        if groups.count != 0 {
+        if groupsInUse != 0 {
             let keyHash = request.key.map { hashOfKey(token: UnsafeRawBufferPointer(rebasing: frame[$0.start..<$0.end])) }
             for group in groupsMatching(type, entry: entry) {
                 let verdict = groupBlocks(group, bound: bound, type: type, publisher: publisher, keyHash: keyHash)

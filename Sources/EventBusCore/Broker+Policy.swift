@@ -275,6 +275,7 @@ extension Broker {
                 }
             }
         }
+        if groupsInUse != 0 { _ = routeToGroups(seq: seq, type: type, entry: nil, publisher: nil, key: nil) }  // (1.3)
     }
 }
 

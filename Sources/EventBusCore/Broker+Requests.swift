@@ -169,9 +169,10 @@ extension Broker {
         let seq = self.seq
         statistics.published += 1
         publisher.accounting.publishedCount += 1
-        let delivered = fanOut(seq: seq, type: request.type, entry: typeEntry, publisher: publisher, built: kept, key: content.key) {
+        var delivered = fanOut(seq: seq, type: request.type, entry: typeEntry, publisher: publisher, built: kept) {
             buildEvent(seq: seq, content, of: request.type, publisher: publisher)
         }
+        if _slowPath(groupsInUse != 0) { delivered &+= routeToGroups(seq: seq, type: request.type, entry: typeEntry, publisher: publisher, key: content.key) }
         replyOKIfAsked(to: publisher, req: req) { out in
             FrameEncoder.appendField("seq", int: seq, to: &out)
             FrameEncoder.appendField("delivered", int: delivered, to: &out)
@@ -181,24 +182,26 @@ extension Broker {
     /// Queues the event `seq` of `type` to every connection that has a
     /// matching pattern and may receive it: at most once per connection, not
     /// to `publisher` unless it asked for echo, under each one's overflow
-    /// rule and the publisher uid's fair share. The frame is built once, by
-    /// `build`, when the first receiver is found, or at once while the history
-    /// ring is on (it keeps every event: `recordHistory`,
-    /// Broker+History.swift). Counts `statistics.delivered`.
+    /// rule and the publisher uid's fair share, then (1.3) to one member of
+    /// each queue group it matches (Broker+Groups.swift). The frame is built
+    /// once, by `build`, when the first receiver is found, or at once while
+    /// the history ring is on (it keeps every event: `recordHistory`,
+    /// Broker+History.swift) or queue groups exist. Counts `statistics.delivered`.
     /// - Parameters:
     ///   - entry: the type's entry in `types`, when the caller found it already.
     ///   - publisher: nil for the broker's own events.
     ///   - built: the frame when it was built already (a retained publish:
     ///     the kept chunk, queued by reference).
-    ///   - key: (1.3) the publish's raw `key` token: it picks the member of each queue group.
     /// - Returns: how many connections it was queued to (`delivered`).
     @inline(__always)
     func fanOut(seq: UInt64, type: EventType, entry: Int? = nil, publisher: Connection?, built: EventFrame? = nil,
-                key: UnsafeRawBufferPointer? = nil, _ build: () -> EventFrame) -> UInt64 {
+                _ build: () -> EventFrame) -> UInt64 {
         let uid = publisher?.credentials.uid ?? configuration.ownCredentials.uid
         countPublished(type, entry: entry, seq: seq)
         var event = built
-        if event == nil && retention.history.isEnabled { event = build() }
+        // Built at once while the ring is on, and (1.3) while queue groups exist
+        // (so `build` has no third call site: the fan-out keeps `offer` inlined).
+        if event == nil && (retention.history.isEnabled || groupsInUse != 0) { event = build() }
         var delivered: UInt64 = 0
         var alreadyDropping: UInt64 = 0
         forEachSubscriber(of: type, entry: entry) { subscriber in
@@ -225,14 +228,20 @@ extension Broker {
             if offer(event!, seq: seq, publisher: uid, to: subscriber) { delivered += 1 }
         }
         // (1.3) One member of each queue group (Broker+Groups.swift); nothing while there is none.
-        if groups.count != 0 { delivered &+= routeToGroups(seq: seq, type: type, entry: entry, publisher: publisher, key: key, event: &event, build) }
         if types.splitsParked { countParked(type, entry: entry, publisher: publisher) }
         if alreadyDropping > 0 {
             statistics.dropped += alreadyDropping
             typeCounters.addDropped(alreadyDropping, typeCounters.routed)
         }
         recordHistory(event, seq: seq, publisher: publisher)
-        if writer.builtChunk != nil { writer.builtChunk = nil }
+        // (1.3) Queue groups get it after this returns (`routeToGroups`, called
+        // by the caller: a call here made the fan-out stop inlining `offer`);
+        // its frame (and chunk) kept until then.
+        if _slowPath(groupsInUse != 0) {
+            groupEvent = event
+        } else if writer.builtChunk != nil {
+            writer.builtChunk = nil
+        }
         statistics.delivered += delivered
         countDelivered(delivered)
         return delivered

@@ -145,6 +145,12 @@ public final class Broker {
     /// Broker+Groups.swift): of plain subscriptions, and of serving ones.
     let groups = GroupIndex()
     let serveGroups = GroupIndex()
+    /// (1.3) The frame `fanOut` just routed while groups exist, for
+    /// `routeToGroups` right after it (its chunk kept in `writer.builtChunk`).
+    var groupEvent: EventFrame? = nil
+    /// (1.3) `groups.count`, as a plain stored number: the one comparison an
+    /// event pays while no queue group exists (kept by `joinGroup`/`leaveGroup`).
+    var groupsInUse = 0
     /// (1.3) The seed of key hashes and member salts (random per run, as `types`').
     let groupSeed: UInt64
     /// (1.3) Serving subscriptions, apart from the plain ones (Broker+RequestReply.swift).
