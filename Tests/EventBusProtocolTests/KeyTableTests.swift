@@ -8,10 +8,12 @@ import Testing
 @Suite("Key tables")
 struct KeyTableTests {
     @Test func theWireNamesAreTheProtocols() {
-        #expect(EnvelopeKey.table.names == ["op", "req", "type", "data", "source", "id", "retain", "origin", "client", "echo", "overflow", "last", "since", "instance", "limit", "serve", "group", "key", "timeout", "to", "error"])
+        #expect(EnvelopeKey.table.names == ["op", "req", "type", "data", "source", "id", "retain", "origin", "client", "echo", "overflow", "last", "since", "instance", "limit",
+                                            "serve", "group", "key", "timeout", "to", "error"])
         #expect(RequestOp.table.names == ["hello", "subscribe", "unsubscribe", "publish", "ping", "stats", "clear", "clients", "types", "request", "reply"])
-        #expect(BrokerOp.table.names == ["ok", "error", "event", "dropped", "gap"])
-        #expect(BrokerFrameKey.table.names == ["op", "req", "seq", "type", "time", "source", "id", "pid", "uid", "gid", "data", "retained", "replayed", "origin", "count", "since_seq", "first_seq"])
+        #expect(BrokerOp.table.names == ["ok", "error", "event", "dropped", "gap", "request"])
+        #expect(BrokerFrameKey.table.names == ["op", "req", "seq", "type", "time", "source", "id", "pid", "uid", "gid", "data", "retained", "replayed", "origin", "count", "since_seq", "first_seq",
+                                               "key", "redelivered", "reply", "timeout"])
         #expect(KeyTable.wireName("queuedBytes") == "queued_bytes" && KeyTable.wireName("op") == "op")
     }
 
