@@ -35,7 +35,7 @@ extension Broker {
         } else {
             let permission = request.serve ? mayServe(connection, request.pattern, req: req) : maySubscribe(connection, request.pattern, req: req)
             guard let decision = permission else { return }
-            if let error = subscriptionLimitError(connection) {
+            if let error = subscriptionLimitError(connection) ?? groupLimitError(connection) {
                 reply(to: connection, req: req, error: error)
                 notice(.limitReached(connection.id, pid: connection.credentials.pid, message: error.message))
                 return
@@ -82,6 +82,7 @@ extension Broker {
         let member = group.append(connection, salt: Broker.mix64(connection.id ^ groupSeed))
         member.isFiltered = filtered
         connection.groups.memberships[key] = member
+        connection.account.groupMemberships += 1
         chargeSubscription(key.pattern, of: connection, sign: 1, extraBytes: Broker.groupMemberCost(key))
         return member
     }
@@ -93,6 +94,7 @@ extension Broker {
         releaseGroup(group)  // its publishers look again at who is left
         group.remove(member)
         connection.groups.memberships[group.key] = nil
+        connection.account.groupMemberships -= 1
         if group.isEmpty {
             groupIndex(serving: group.key.serve).remove(group)
             if !group.key.serve { groupsInUse -= 1 }
@@ -276,6 +278,9 @@ extension Broker {
         let connection = member.connection
         guard connection.isRoutable else { return false }
         if connection === publisher && !connection.echo { return false }
+        // A serving member at its reply-token bounds is passed over, as a
+        // plain server is (`mayServeMore`).
+        if member.group.key.serve && !mayServeMore(connection) { return false }
         guard member.isFiltered else { return true }
         return member.group.key.serve ? connection.policy.serve(type).isAllowed : connection.policy.receive(type).isAllowed
     }
@@ -328,7 +333,7 @@ extension Broker {
                 guard let member = keyedMember(of: group, keyHash: keyHash, type: type, publisher: requester) else { continue }
                 let server = member.connection
                 switch requestFit(size: size, requester: requester, server: server) {
-                case .fits: if !servers.contains(where: { $0 === server }) { servers.append(server) }
+                case .fits: if !server.groups.chosen(requestMark) { servers.append(server) }
                 case .holds: if !blockers.contains(where: { $0 === server }) { blockers.append(server) }
                 case .passedOver: break
                 }
@@ -337,7 +342,7 @@ extension Broker {
             let actor = uid == group.key.uid || isPrivileged(uid) ? OutboundQueue.noActor : uid
             if case .member(let member) = firstAble(in: group, size: size, actor: actor, type: type, publisher: requester) {
                 group.cursor = group.after(member.slot)
-                if !servers.contains(where: { $0 === member.connection }) { servers.append(member.connection) }
+                if !member.connection.groups.chosen(requestMark) { servers.append(member.connection) }
                 continue
             }
             if uid != group.key.uid && ledger.halfFullTrustedHolders == 0 { continue }

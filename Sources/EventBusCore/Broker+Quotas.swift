@@ -98,6 +98,17 @@ extension Broker {
         return nil
     }
 
+    /// (1.3) A uid's queue-group memberships are at most its connection
+    /// limit (none for uid 0 and the broker's uid): each group an event
+    /// matches costs its publisher a choice, so a uid's groups may cost
+    /// others no more than its connections may (PROTOCOL-NOTES.md
+    /// "Queue groups": bounds).
+    func groupLimitError(_ connection: Connection) -> ProtocolError? {
+        let account = connection.account
+        guard let limit = account.limits.connections, account.groupMemberships >= limit else { return nil }
+        return ProtocolError(.limit, "\(limit) queue-group memberships for uid \(account.uid) (limit: its connection limit)")
+    }
+
     // MARK: Inbound bytes
 
     /// Charges what the connection's splitter holds now (the one place

@@ -129,9 +129,12 @@ extension Broker {
         let size = event.count + Broker.requestExtraBytes + OutboundQueue.entryOverheadBytes
         var servers: [Connection] = []
         var blockers: [Connection] = []
+        requestMark &+= 1
         routeRequest(type, from: requester) { server in
             switch requestFit(size: size, requester: requester, server: server) {
-            case .fits: servers.append(server)
+            case .fits:
+                servers.append(server)
+                _ = server.groups.chosen(requestMark)
             case .holds: blockers.append(server)
             case .passedOver: break
             }

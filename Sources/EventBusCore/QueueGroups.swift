@@ -308,6 +308,15 @@ struct ConnectionGroups {
     var deliveries: [GroupDelivery] = []
     /// Its peer closed the socket (`Broker.peerClosed`): it joins no group again.
     var peerClosed = false
+    /// The last request (`Broker.requestMark`) it was chosen to serve.
+    private var chosenMark: UInt64 = 0
+
+    /// Whether it was chosen already for the request marked `mark`; marks it chosen.
+    mutating func chosen(_ mark: UInt64) -> Bool {
+        if chosenMark == mark { return true }
+        chosenMark = mark
+        return false
+    }
 }
 
 /// An event a group gave a member: its seq and the membership.

@@ -163,6 +163,9 @@ final class UserAccount {
     var pendingRequests = 0
     /// (1.3) Reply tokens its connections hold (requests given, not answered).
     var servingRequests = 0
+    /// (1.3) Queue-group memberships of its connections (joinGroup/leaveGroup
+    /// change it): at most its connection limit (`groupLimitError`).
+    var groupMemberships = 0
 
     init(uid: UInt32, isPrivileged: Bool, limits: UserLimits) {
         self.uid = uid
