@@ -187,6 +187,25 @@ struct QueueGroupTests {
         }
     }
 
+    @Test("A uid's group memberships are at most its connection limit (each group an event matches costs its publisher a choice); uid 0 has none")
+    func aUidsMembershipsAreAtMostItsConnectionLimit() throws {
+        guard getuid() == 0, findInPath("setpriv") != nil else { return }
+        try withBroker(["--max-connections-per-uid", "3"]) { broker in
+            chmod(broker.directory.path, 0o755)  // other uids reach the socket
+            let other = try connectAs(uid: 4322, path: broker.socketPath)[0]
+            for n in 0..<3 { try QueueGroupTests.join(other, ">", group: "g\(n)", req: "j\(n)") }
+            let limit = try other.error(#"{"op":"subscribe","type":">","group":"g3","req":"j3"}"#)
+            #expect(limit.code == "limit" && (limit.string("message") ?? "").contains("queue-group memberships"), "\(limit)")
+            // Leaving one makes room again; a plain subscription is not bounded by it.
+            try other.ok(#"{"op":"unsubscribe","type":">","group":"g0","req":"l0"}"#)
+            try QueueGroupTests.join(other, ">", group: "g3", req: "j4")
+            try other.subscribe("plain.>")
+            // uid 0 (the test) is not bounded per uid.
+            let root = try broker.connect()
+            for n in 0..<5 { try QueueGroupTests.join(root, ">", group: "r\(n)", req: "r\(n)") }
+        }
+    }
+
     // MARK: Leaving
 
     @Test("unsubscribe with group takes the member out; its ok comes after every event already queued to it")
