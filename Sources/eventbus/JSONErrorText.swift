@@ -20,7 +20,7 @@ private let excerptAfter = 30
 /// - Parameters:
 ///   - origin: what held the text, e.g. `"DATA"`, `"line 3"`.
 ///   - hint: appended to the first line when no quoting mistake explains the
-///     error, e.g. `"; to publish text use --string TEXT"` (empty: none).
+///     error, e.g. `"; to send text use --string TEXT"` (empty: none).
 ///   - alwaysHint: appended to the first line in every case (empty: none).
 func invalidJSONMessage(_ bytes: [UInt8], _ error: JSONSyntaxError, origin: String, hint: String, alwaysHint: String = "") -> String {
     let specific = quotingHint(bytes, error)

@@ -95,7 +95,7 @@ func keyOption(_ args: ParsedArguments, command: String) throws(CLIError) -> Str
 }
 
 /// The hint for DATA that starts like plain text.
-let defaultTextHint = "; to publish text use --string TEXT"
+let defaultTextHint = "; to send text use --string TEXT"
 
 /// The hint for standard input read as DATA because none was given: in a
 /// `while read` loop that input is the rest of the loop's (docs/CLI.md).
