@@ -50,10 +50,13 @@ public let eventbusInterface = ProgramDeclaration(
         notes: """
         Run 'eventbus COMMAND --help' for the options and examples of each command.
 
-        The broker under systemd takes its options (the idle time after which it
-        exits, the log level) from $EVENTBUSD_OPTIONS, set in a drop-in; for the user
-        bus, without an editor (the system bus: /etc/systemd/system/eventbus.service.d,
-        systemctl without --user; more in 'eventbusd --help' and docs/SYSTEMD.md):
+        The broker reads its settings (the idle time after which it exits, the log
+        level, its limits) from eventbusd.conf: /etc/eventbus/eventbusd.conf for the
+        system bus, ~/.config/eventbus/eventbusd.conf for the user bus (eventbusd.conf(5),
+        'eventbusd --check-config'). Under systemd $EVENTBUSD_OPTIONS, set in a drop-in,
+        wins over the file; for the user bus, without an editor (the system bus:
+        /etc/systemd/system/eventbus.service.d, systemctl without --user; more in
+        'eventbusd --help' and docs/SYSTEMD.md):
           mkdir -p ~/.config/systemd/user/eventbus.service.d
           printf '[Service]\\nEnvironment="EVENTBUSD_OPTIONS=--exit-idle-time 5min"\\n' \\
               > ~/.config/systemd/user/eventbus.service.d/options.conf
@@ -561,5 +564,5 @@ public let eventbusInterface = ProgramDeclaration(
         $XDG_RUNTIME_DIR/eventbus/bus.sock: the user bus.
         """),
     ],
-    seeAlso: [("eventbus", 7), ("eventbus-bridge", 8), ("eventbusd", 8), ("eventbus-policy", 5)]
+    seeAlso: [("eventbus", 7), ("eventbus-bridge", 8), ("eventbusd", 8), ("eventbus-policy", 5), ("eventbusd.conf", 5)]
 )
