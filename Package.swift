@@ -62,6 +62,10 @@ let package = Package(
         // stream position), pure like Protocol; the library, the CLI and the
         // bridge drive it (issue 26).
         .target(name: "EventBusSession", dependencies: ["EventBusProtocol"], swiftSettings: strict),
+        // The CLI's logic that needs no process (issue 35): its error type,
+        // what `listen` and `wait` make of each frame (`SubscriberFeed`) and
+        // the lines they write on stderr; unit-tested by EventBusCLITests.
+        .target(name: "EventBusCLI", dependencies: ["EventBusSession", "EventBusProtocol", "EventBusCommandLine"], swiftSettings: strict),
         // The Swift library (product `EventBus`, module `EventBus`, issue 34).
         .target(
             name: "EventBus",
@@ -85,7 +89,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "eventbus",
-            dependencies: ["EventBusSession", "EventBusProtocol", "EventBusSystem", "EventBusCommandLine"],
+            dependencies: ["EventBusCLI", "EventBusSession", "EventBusProtocol", "EventBusSystem", "EventBusCommandLine"],
             swiftSettings: strict
         ),
         // The bridge between the local bus and a NATS cluster (issue 13; docs/BRIDGE.md).
@@ -179,6 +183,7 @@ let package = Package(
         .testTarget(name: "EventBusSystemTests", dependencies: ["EventBusSystem", "EventBusTestSupport"], swiftSettings: strict),
         .testTarget(name: "EventBusSessionTests", dependencies: ["EventBusSession", "EventBusProtocol"], swiftSettings: strict),
         .testTarget(name: "EventBusCommandLineTests", dependencies: ["EventBusCommandLine"], swiftSettings: strict),
+        .testTarget(name: "EventBusCLITests", dependencies: ["EventBusCLI", "EventBusSession", "EventBusProtocol"], swiftSettings: strict),
         .testTarget(
             name: "EventBusSystemdTests",
             dependencies: ["EventBusLog", "EventBusSystemd", "EventBusTestSupport", "eventbus-systemd-probe", "eventbusd"],

@@ -4,6 +4,7 @@
 //
 // Before editing: frames handed to a `receive` callback point into a buffer
 // that is reused by the next read; copy what must outlive the callback.
+import EventBusCLI
 import EventBusCommandLine
 import EventBusProtocol
 import EventBusSession
@@ -289,26 +290,5 @@ final class BrokerConnection {
             }
         }
         return reply!
-    }
-}
-
-extension Reply {
-    /// The `CLIError` for an `error` reply: the broker's message, and an exit
-    /// status chosen by its code (see `ExitStatus`).
-    /// - Parameter action: what failed, e.g. `"publish"`.
-    func failure(_ action: String) -> CLIError {
-        let code = string("code") ?? "unknown"
-        let message = string("message") ?? "no message"
-        let status: ExitStatus
-        switch ErrorCode(rawValue: code) {
-        case .badFrame, .badRequest, .badType, .frameTooLarge: status = .dataError
-        case .forbidden: status = .noPermission
-        case .limit, .slowConsumer, .timeout: status = .temporaryFailure
-        case .noResponders: status = .noResponders
-        case .noReply: status = .noReply
-        case .serviceError: status = .serviceFailed
-        case .unknownOp, nil: status = .protocolError
-        }
-        return CLIError(status, "\(action) failed: \(message) (\(code))")
     }
 }

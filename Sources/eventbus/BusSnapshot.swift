@@ -9,6 +9,7 @@
 // terminal, `Exposition.label` for Prometheus, JSON quoting for --json). The
 // 1.2 flow-control fields (`holding`, `held`, `behind`, `stats.held`...) are
 // optional: a broker without them leaves them nil.
+import EventBusCLI
 import EventBusProtocol
 import EventBusSystem
 

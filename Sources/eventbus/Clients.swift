@@ -6,6 +6,7 @@
 // Before editing: every string in the table comes from the broker and is
 // printed through `TerminalText` (a connection's `client` name is the
 // broker's to check, but the CLI does not trust its socket peer either).
+import EventBusCLI
 import EventBusCommandLine
 import EventBusProtocol
 import EventBusSystem

@@ -6,6 +6,7 @@
 // connecting, send the publish right behind the `hello` that names the
 // connection (not waited for), read the replies, exit: no extra round trip,
 // nothing loaded that a publish does not need.
+import EventBusCLI
 import EventBusCommandLine
 import EventBusProtocol
 import EventBusSystem

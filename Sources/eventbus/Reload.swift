@@ -13,6 +13,7 @@
 // event, `eventbus.policy.reloaded` or `eventbus.policy.refused`
 // (docs/PROTOCOL-NOTES.md); we subscribe and have the `ok` before the signal
 // is sent, so the event cannot be missed.
+import EventBusCLI
 import EventBusCommandLine
 import EventBusProtocol
 import EventBusSystem

@@ -8,6 +8,7 @@
 // shares. `--timeout` goes to the broker, which keeps the deadline and
 // answers `timeout`; the CLI waits a little longer for that answer, then
 // gives up with 124 itself (a broker that never answers).
+import EventBusCLI
 import EventBusCommandLine
 import EventBusProtocol
 import EventBusSystem

@@ -7,6 +7,7 @@
 // and the command exits once it has them all (or been told, with a
 // `dropped` notice, that some did not fit). Exit 1 without a word when
 // there is nothing: scripts test for it (`if value=$(eventbus get ...)`).
+import EventBusCLI
 import EventBusCommandLine
 import EventBusProtocol
 import EventBusSession

@@ -16,6 +16,7 @@
 // answers or (--json) at the end of standard input; 69 when the broker goes;
 // 77 when the policy forbids serving a TYPE; 126/127 when COMMAND cannot
 // run.
+import EventBusCLI
 import EventBusCommandLine
 import EventBusProtocol
 import EventBusSession

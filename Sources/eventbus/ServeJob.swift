@@ -11,6 +11,7 @@
 // when the child is reaped and both of its output pipes reached EOF, so no
 // pipe and no zombie outlives it. Output beyond `maxReplyBytes` is read and
 // dropped (the reply becomes an error), so a chatty COMMAND costs no memory.
+import EventBusCLI
 import EventBusCommandLine
 import EventBusProtocol
 import EventBusSystem

@@ -1,5 +1,6 @@
 // `eventbus stats [--format table|json | --json]` and `eventbus ping [--wait DURATION]`: one
 // request each (PROTOCOL.md "Requests", `stats` and `ping`).
+import EventBusCLI
 import EventBusCommandLine
 import EventBusProtocol
 import EventBusSystem

@@ -7,6 +7,7 @@
 //
 // Before editing: the session's `hello` is `req` 0 (`firstReq`), as
 // `BrokerConnection.connect` says it for the other commands.
+import EventBusCLI
 import EventBusCommandLine
 import EventBusProtocol
 import EventBusSession
@@ -73,23 +74,7 @@ func sleepWatchingStandardOutput(milliseconds: Int32) -> Bool {
     return n > 0 && !entries[0].returned.intersection([.hangup, .error]).isEmpty
 }
 
-/// A note on stderr for a `gap` frame (1.1): what may have been missed.
-/// - Parameter instance: the broker run answering (from `hello`), if known.
-func reportGap(_ gap: SessionGap, instance: String?) {
-    if let old = gap.previousRun, let instance {
-        printError("the broker restarted (run \(old.instance ?? "?"), seq \(old.seq), is now run \(instance)); events of '\(gap.pattern)' published in between may have been missed, replaying this run's from seq \(gap.firstSeq)")
-    } else {
-        printError("the broker's history no longer reaches back to seq \(gap.sinceSeq + 1); events of '\(gap.pattern)' from seq \(gap.sinceSeq + 1) to \(gap.firstSeq - 1) may have been missed")
-    }
-}
-
-/// A note on stderr when `--since SEQ` is beyond the broker's newest seq:
-/// nothing is replayed, and new events print as they come.
-func reportSinceAhead(asked: UInt64, newest: UInt64) {
-    printError("--since \(asked) is ahead of the broker: its newest event is seq \(newest), so nothing is replayed; events print as they are published (seqs start again at 1 when the broker restarts: was \(asked) from an earlier run?)")
-}
-
-/// A note on stderr for a `dropped` notice.
+/// A note on stderr for a `dropped` notice (`get`; `listen` and `wait` have theirs from `SubscriberFeed`).
 func reportDropped(count: UInt64, sinceSeq: UInt64) {
-    printError("the broker dropped \(count) event\(count == 1 ? "" : "s") for this listener, starting at seq \(sinceSeq) (reading too slowly)")
+    printError(SubscriberNotes.dropped(count: count, sinceSeq: sinceSeq))
 }

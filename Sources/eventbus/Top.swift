@@ -11,6 +11,7 @@
 // path, including a thrown error; a broker that goes away does not end the
 // view: the footer says so and each interval tries again (a failed poll
 // counts towards --count).
+import EventBusCLI
 import EventBusCommandLine
 import EventBusProtocol
 import EventBusSystem

@@ -5,6 +5,7 @@
 //
 // Before editing: type names come from the socket: the table prints them
 // through `TerminalText`; the JSON lines quote them (JSONString).
+import EventBusCLI
 import EventBusCommandLine
 import EventBusProtocol
 import EventBusSystem

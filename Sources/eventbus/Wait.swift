@@ -9,6 +9,7 @@
 // COMMAND's status (as timeout(1) and env(1) pass it on). The timeout covers
 // subscribing, COMMAND and the wait; if it passes while COMMAND still runs,
 // COMMAND gets SIGTERM, as with timeout(1).
+import EventBusCLI
 import EventBusCommandLine
 import EventBusProtocol
 import EventBusSession
@@ -19,106 +20,147 @@ import Glibc
 private let childPollMilliseconds: Int64 = 20
 
 func runWait(_ args: ParsedArguments, socket: String) throws(CLIError) {
-    let command = "wait"
-    let split = args.operandsBeforeDoubleDash ?? args.operands.count
-    let patterns = Array(args.operands[..<split])
-    let commandLine = Array(args.operands[split...])
-    guard !patterns.isEmpty else { throw .usage(command, "missing PATTERN") }
-    if args.operandsBeforeDoubleDash != nil && commandLine.isEmpty { throw .usage(command, "missing COMMAND after '--'") }
-    try validatePatterns(patterns, command: command)
-    let format = try OutputFormat.chosen(args.format(command: command), command: command)
-    let quiet = args.has("quiet")
-    let overflow = try overflowOption(args, command: command)
-    var timeoutText = "" as String
-    var deadline: Int64? = nil
-    if let timeout = try args.value("timeout", command: command, as: parseDuration), let text = args.value("timeout") {
-        deadline = Clock.monotonicNanoseconds() + timeout.totalNanoseconds
-        timeoutText = text.last?.isNumber == true ? text + "s" : text
-    }
-    let formatter = EventFormatter(format: format)
+    var waiter = try Waiter(try WaitOptions(args), socket: socket)
+    try waiter.run()
+}
 
-    var session = subscriberSession(client: "eventbus-wait", overflow: overflow)
-    let connection = try connectAndSubscribe(socket) { session.connectionFrames(patterns) }
-    var acknowledged = 0
+/// `wait`'s command line, checked in the order the errors are reported.
+private struct WaitOptions {
+    var patterns: [String]
+    var commandLine: [String]
+    var format: OutputFormat
+    var quiet: Bool
+    var overflow: OverflowPolicy?
+    var timeoutText = ""
+    var deadline: Int64? = nil
+
+    init(_ args: ParsedArguments) throws(CLIError) {
+        let command = "wait"
+        let split = args.operandsBeforeDoubleDash ?? args.operands.count
+        patterns = Array(args.operands[..<split])
+        commandLine = Array(args.operands[split...])
+        guard !patterns.isEmpty else { throw .usage(command, "missing PATTERN") }
+        if args.operandsBeforeDoubleDash != nil && commandLine.isEmpty { throw .usage(command, "missing COMMAND after '--'") }
+        try validatePatterns(patterns, command: command)
+        format = try OutputFormat.chosen(args.format(command: command), command: command)
+        quiet = args.has("quiet")
+        overflow = try overflowOption(args, command: command)
+        if let timeout = try args.value("timeout", command: command, as: parseDuration), let text = args.value("timeout") {
+            deadline = Clock.monotonicNanoseconds() + timeout.totalNanoseconds
+            timeoutText = text.last?.isNumber == true ? text + "s" : text
+        }
+    }
+}
+
+/// One `wait` run: the feed (EventBusCLI's `SubscriberFeed`) says what each
+/// frame is; this starts COMMAND, prints the event and watches the child.
+private struct Waiter {
+    let options: WaitOptions
+    let formatter: EventFormatter
+    let connection: BrokerConnection
+    var feed: SubscriberFeed
     var child: ChildProcess? = nil
-    var childDone = commandLine.isEmpty
+    var childDone: Bool
     var eventSeen = false
     var failure: CLIError? = nil
-    var brokerError: Reply? = nil  // an `error` without `req`: the reason if the broker then closes
-    var revokedPatterns = RevokedPatterns(patterns)
     var output = StandardOutput()
 
-    while !(eventSeen && childDone) {
-        // While COMMAND runs, wake up often enough to notice it exit.
-        var sliceDeadline = deadline
+    init(_ options: WaitOptions, socket: String) throws(CLIError) {
+        formatter = EventFormatter(format: options.format)
+        var session = subscriberSession(client: "eventbus-wait", overflow: options.overflow)
+        connection = try connectAndSubscribe(socket) { session.connectionFrames(options.patterns) }
+        feed = SubscriberFeed(session: session, patterns: options.patterns)
+        childDone = options.commandLine.isEmpty
+        self.options = options
+    }
+
+    mutating func run() throws(CLIError) {
+        while !(eventSeen && childDone) {
+            let outcome = try receiveSlice()
+            try output.flush()
+            if let failure { throw failure }
+            try pollChild()
+            if eventSeen && childDone { return }
+            try check(outcome)
+        }
+    }
+
+    /// Reads from the broker until the slice ends; while COMMAND runs, the
+    /// slice is short enough to notice it exit.
+    mutating func receiveSlice() throws(CLIError) -> ReceiveOutcome {
+        var sliceDeadline = options.deadline
         if child != nil && !childDone {
             let soon = Clock.monotonicNanoseconds() + childPollMilliseconds * 1_000_000
-            sliceDeadline = min(deadline ?? .max, soon)
+            sliceDeadline = min(options.deadline ?? .max, soon)
         }
-        let outcome: ReceiveOutcome
-        if eventSeen {
+        guard !eventSeen else {
             // Only COMMAND is left to wait for.
             _ = sleepWatchingStandardOutput(milliseconds: BrokerConnection.pollTimeout(until: sliceDeadline))
-            outcome = .timedOut
-        } else {
-            outcome = try connection.receive(deadline: sliceDeadline) { frame in
-                switch session.handle(frame) {
-                case .event(let fields):
-                    guard acknowledged == patterns.count else { return true }
-                    if !quiet { output.withBuffer { _ = formatter.append(event: frame, fields, to: &$0) } }
-                    eventSeen = true
-                    return false
-                case .subscribed:
-                    acknowledged += 1
-                    if acknowledged == patterns.count && !commandLine.isEmpty {
-                        do throws(SystemError) {
-                            child = try ChildProcess.spawn(commandLine)
-                        } catch {
-                            let status: ExitStatus = error.errno == .noSuchFile ? .commandNotFound : .cannotExecute
-                            failure = CLIError(status, "cannot run '\(commandLine[0])': \(error.errno)")
-                            return false
-                        }
-                    }
-                case .subscribeRefused(let pattern, let reply, _):
-                    failure = reply.failure("subscribing to '\(pattern)'")
-                    return false
-                case .revoked(let pattern, let reply):
-                    if let error = revokedPatterns.revoke(pattern, reply) {
-                        failure = error
-                        return false
-                    }
-                case .helloRefused(let reply), .error(let reply):
-                    brokerError = reply
-                case .dropped(let count, let since):
-                    reportDropped(count: count, sinceSeq: since)
-                case .held, .gap, .greeted, .unsubscribed, .answered, .settled, .other, .unreadable, .ignored, .request:
-                    break
-                }
-                return true
-            }
+            return .timedOut
         }
-        try output.flush()
-        if let failure { throw failure }
+        let connection = self.connection
+        return try connection.receive(deadline: sliceDeadline) { frame in take(frame) }
+    }
 
-        if let running = child, !childDone {
-            let exit: ChildExit?
-            do { exit = try running.poll() } catch { throw CLIError(.software, "\(error)") }
-            if let exit {
-                childDone = true
-                guard exit == .exited(0) else {
-                    throw CLIError(status: exit.shellStatus, message: "'\(commandLine[0])' failed (\(exit))")
-                }
+    /// Handles one frame; false to stop reading (the event came, or the run ends).
+    mutating func take(_ frame: UnsafeRawBufferPointer) -> Bool {
+        let step = feed.handle(frame)
+        for note in feed.takeNotes() { printError(note) }
+        switch step {
+        case .event(let fields):
+            guard feed.allSubscribed else { return true }
+            if !options.quiet {
+                let formatter = self.formatter
+                output.withBuffer { _ = formatter.append(event: frame, fields, to: &$0) }
             }
+            eventSeen = true
+            return false
+        case .subscribed:
+            if feed.allSubscribed && !options.commandLine.isEmpty { return spawn() }
+        case .stop(let error):
+            failure = error
+            return false
+        case .released, .none:
+            break
         }
-        if eventSeen && childDone { return }
+        return true
+    }
+
+    /// Starts COMMAND once every subscription is acknowledged; false (with
+    /// `failure` set: 127 or 126, as the shell says) when it cannot run.
+    mutating func spawn() -> Bool {
+        do throws(SystemError) {
+            child = try ChildProcess.spawn(options.commandLine)
+            return true
+        } catch {
+            let status: ExitStatus = error.errno == .noSuchFile ? .commandNotFound : .cannotExecute
+            failure = CLIError(status, "cannot run '\(options.commandLine[0])': \(error.errno)")
+            return false
+        }
+    }
+
+    /// Notes COMMAND's exit; its failure ends the run with its status.
+    mutating func pollChild() throws(CLIError) {
+        guard let running = child, !childDone else { return }
+        let exit: ChildExit?
+        do { exit = try running.poll() } catch { throw CLIError(.software, "\(error)") }
+        guard let exit else { return }
+        childDone = true
+        guard exit == .exited(0) else {
+            throw CLIError(status: exit.shellStatus, message: "'\(options.commandLine[0])' failed (\(exit))")
+        }
+    }
+
+    /// Ends the run when the broker closed before the event came, or at `--timeout`.
+    func check(_ outcome: ReceiveOutcome) throws(CLIError) {
         switch outcome {
         case .closed:
-            if !eventSeen { throw connection.closedError(reason: brokerError) }
+            if !eventSeen { throw connection.closedError(reason: feed.brokerError) }
         case .timedOut:
-            if let deadline, Clock.monotonicNanoseconds() >= deadline {
+            if let deadline = options.deadline, Clock.monotonicNanoseconds() >= deadline {
                 if let running = child, !childDone { running.send(signal: SIGTERM) }
-                let what = eventSeen ? "for '\(commandLine[0])' to finish" : "for an event matching \(patterns.map { "'\($0)'" }.joined(separator: " or "))"
-                throw CLIError(.timedOut, "timed out after \(timeoutText) waiting \(what)")
+                let what = eventSeen ? "for '\(options.commandLine[0])' to finish" : "for an event matching \(options.patterns.map { "'\($0)'" }.joined(separator: " or "))"
+                throw CLIError(.timedOut, "timed out after \(options.timeoutText) waiting \(what)")
             }
         case .frames, .stopped, .extra:
             break

@@ -4,6 +4,7 @@
 //
 // Before editing: nothing here may load more than a publish needs; start-up
 // time is measured against redis-cli (docs/CLI.md). No Foundation.
+import EventBusCLI
 import EventBusCommandLine
 import EventBusProtocol
 import EventBusSystem
