@@ -74,6 +74,18 @@ final class RunningProcess {
     /// What the process has written to stdout so far.
     func stdoutSoFar() -> String { process.stdoutSoFar() }
 
+    /// What the process has written to stderr so far.
+    func stderrSoFar() -> String { process.stderrSoFar() }
+
+    /// Waits (up to 10 s) until what the process wrote to stderr so far satisfies `done`.
+    func waitForStderr(_ done: (String) -> Bool) throws {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !done(stderrSoFar()) {
+            guard ContinuousClock.now < deadline else { throw TestFailure("stderr of pid \(pid) never got there: '\(stderrSoFar())'") }
+            usleep(5_000)
+        }
+    }
+
     func send(signal: Int32) { process.send(signal: signal) }
 }
 

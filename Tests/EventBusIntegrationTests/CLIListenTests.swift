@@ -132,13 +132,23 @@ struct CLIListenTests {
         let broker = try TestBroker()
         let listener = try broker.start(["listen", "--format", "data", "--timeout", "1s"])
         try broker.waitForSubscriptions(1)
-        for i in 1...3 {
-            usleep(400_000)
-            try publishRaw(broker, "tick", data: "\(i)")
+        // Each event goes once the listener printed the one before (no bare
+        // sleep), until it has outlived its 1 s timeout twice over.
+        let started = ContinuousClock.now
+        var published = 0
+        while ContinuousClock.now - started < .seconds(2) {
+            published += 1
+            try publishRaw(broker, "tick", data: "\(published)")
+            let deadline = ContinuousClock.now + .seconds(10)
+            while listener.stdoutSoFar().split(separator: "\n").count < published {
+                try #require(listener.isRunning, "the listener ended after \(published - 1) events: \(listener.stderrSoFar())")
+                try #require(ContinuousClock.now < deadline)
+                usleep(5_000)
+            }
         }
         let run = try listener.wait()
         #expect(run.status == 124)
-        #expect(run.stdoutLines == ["1", "2", "3"])
+        #expect(run.stdoutLines == (1...published).map(String.init))
     }
 
     @Test func closedStdoutEndsListenQuietlyWithZero() throws {
@@ -212,7 +222,8 @@ struct CLIListenTests {
         let scratch = try TemporaryDirectory(prefix: "ebcli.")
         let socket = scratch.path + "/bus.sock"
         let listener = try RunningProcess(cliProduct("eventbus"), ["--socket", socket, "listen", "-r", "-f", "data", "-n", "1"], in: scratch)
-        usleep(300_000)
+        // The sentinel: its first attempt failed, so the broker below is one it waited for.
+        try listener.waitForStderr { $0.hasSuffix("; retrying\n") }
         let broker = try TestBroker(scratch: scratch)
         try broker.waitForSubscriptions(1)
         try publishRaw(broker, "late.event", data: "true")

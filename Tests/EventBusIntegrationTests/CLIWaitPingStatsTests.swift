@@ -1,6 +1,7 @@
 // `eventbus wait`, `ping` and `stats` against a real broker, and the usage
 // conventions every subcommand shares (`--help`, `--version`, exit 64 with
 // one stderr line).
+import EventBusSystem
 import EventBusTestSupport
 import Foundation
 import Glibc
@@ -68,8 +69,18 @@ struct CLIWaitPingStatsTests {
     @Test func pingWaitSucceedsOnceTheBrokerStarts() throws {
         let scratch = try TemporaryDirectory(prefix: "ebcli.")
         let socket = scratch.path + "/bus.sock"
+        // A stand-in at the path takes ping's first attempt and closes it:
+        // the sentinel that ping tried before the broker was there.
+        let standIn = try FileDescriptor.unixStreamSocket()
+        try standIn.bind(toPath: socket)
+        try standIn.listen(backlog: 4)
         let ping = try RunningProcess(cliProduct("eventbus"), ["--socket", socket, "ping", "--wait", "10s"], in: scratch)
-        usleep(200_000)
+        var entries = [PollEntry(standIn, events: .readable)]
+        _ = try FileDescriptor.poll(&entries, timeoutMilliseconds: 10_000)
+        let attempt = try #require(try standIn.accept(), "ping never tried to connect")
+        attempt.close()
+        standIn.close()
+        unlink(socket)
         #expect(ping.isRunning)
         let broker = try TestBroker(scratch: scratch)
         let run = try ping.wait()
