@@ -1,8 +1,8 @@
 // Options of an `EventBus`: which socket, the `hello` fields, reconnect
 // backoff, what publishing does while disconnected, local buffering.
 //
-// Before editing: `ReconnectPolicy.delay(afterFailures:jitter:)` is pure so it
-// can be tested; the reader thread is its only runtime caller.
+// Before editing: `ReconnectPolicy.delay(afterFailures:random:)` is pure so it
+// can be tested; the reader thread (BusCore.swift) is its only runtime caller.
 import EventBusProtocol
 import EventBusSystem
 import Foundation

@@ -31,7 +31,10 @@ public enum ExitStatus: Int32, Sendable {
     case noResponders = 67
     /// `EX_UNAVAILABLE`: the broker cannot be reached or closed the connection.
     case unavailable = 69
-    /// `EX_SOFTWARE`: a broker reply this CLI cannot understand.
+    /// `EX_SOFTWARE`: an internal error. `eventbus`: a broker reply it
+    /// cannot understand (a receipt with no `seq`), or a system call with no
+    /// other status failing (poll(2), waitpid(2)); `eventbusd` and
+    /// `eventbus-bridge`: they could not start or run their event loop.
     case software = 70
     /// `EX_IOERR`: reading standard input or writing standard output failed.
     case ioError = 74

@@ -10,7 +10,9 @@
 // later (for a type found twice the higher seq wins) or a clear line
 // `{"op":"eventbus-clear","type":"currency.changed","seq":9}` (the events of
 // the type up to that seq are gone). Seqs compare only within one run, so
-// the first write of a run is a whole rewrite.
+// the first write of a run is a whole rewrite, and so is a write whose
+// append would take the file past twice the retained bytes plus 1 MiB (a
+// compaction; EventBusServer's StatePersistence.swift decides).
 //
 // Before editing: reading must survive any file (truncated by a crash,
 // damaged, edited by hand): each line is checked on its own, a bad one is
@@ -18,8 +20,10 @@
 // event frame the broker itself could have written (the keys it writes, no
 // other, starting `{"op":"event","seq":`), because its bytes are forwarded
 // as they are (PROTOCOL.md "Framing": the broker never forwards a byte it
-// has not validated). The file is written by the server (a temporary file,
-// fsync, rename: docs/PROTOCOL-NOTES.md), never in place.
+// has not validated). The file is written by the server: a whole rewrite
+// through a temporary file, fsync and rename (docs/PROTOCOL-NOTES.md), the
+// changes appended to this run's file; a line cut short by a crash is one
+// bad line, skipped.
 import EventBusProtocol
 
 public enum RetainedStateFile {
