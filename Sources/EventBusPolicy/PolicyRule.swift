@@ -110,14 +110,6 @@ public struct PolicyRule: Hashable, Sendable {
         if let gid, !identity.isMember(of: gid) { return false }
         return true
     }
-
-    /// The pattern with `%u` replaced by `uid` in decimal (`user.1000.>`).
-    /// nil for `-`. The parser checked that every expansion is a valid pattern.
-    public func expandedPattern(uid: UInt32) -> Pattern? {
-        guard let pattern else { return nil }
-        guard usesUID else { return Pattern(pattern) }
-        return Pattern(pattern.replacing("%u", with: String(uid)))
-    }
 }
 
 /// A `default publish|subscribe|connect|serve allow|deny` line.
