@@ -2,9 +2,12 @@
 // eventbus: a cross-process event broker for Linux.
 //
 // Targets import only targets listed above them (see "How it is built" in README.md):
-// Protocol -> Policy -> Core -> System -> Server -> executables; the clients'
-// Session sits on Protocol, under Client, the CLI and the bridge. libsystemd sits behind
-// CSystemd/EventBusSystemd so everything else builds without it.
+// Protocol -> Policy -> Core, Log -> System, CommandLine, then Server and the
+// executables; the clients' Session sits on Protocol, under the CLI's library,
+// the Swift library and the bridge. Last come the targets only tests,
+// benchmarks and fuzzing use, in folders that say so (Tests/, Benchmarks/,
+// fuzz/). libsystemd sits behind CSystemd/EventBusSystemd so everything else
+// builds without it.
 import PackageDescription
 
 let strict: [SwiftSetting] = [
@@ -26,7 +29,6 @@ let package = Package(
     products: [
         .executable(name: "eventbusd", targets: ["eventbusd"]),
         .executable(name: "eventbus", targets: ["eventbus"]),
-        .executable(name: "eventbus-bench", targets: ["eventbus-bench"]),
         .executable(name: "eventbus-bridge", targets: ["eventbus-bridge"]),
         .executable(name: "eventbus-manual", targets: ["eventbus-manual"]),
         .library(name: "EventBus", targets: ["EventBus", "EventBusClient"]),
@@ -104,24 +106,6 @@ let package = Package(
             dependencies: ["EventBusManual", "EventBusSystem"],
             swiftSettings: strict
         ),
-        .executableTarget(
-            name: "eventbus-bench",
-            dependencies: ["CEventBusShims", "EventBusSystem"],
-            swiftSettings: strict
-        ),
-        // Micro-benchmark of policy decisions (not part of the test suite).
-        .executableTarget(
-            name: "eventbus-policy-bench",
-            dependencies: ["EventBusPolicy"],
-            swiftSettings: strict
-        ),
-        // libFuzzer target (scripts/fuzz builds it with -DEVENTBUS_FUZZER and
-        // --sanitize=fuzzer); a plain build gets its replay driver instead.
-        .executableTarget(
-            name: "eventbus-fuzz",
-            dependencies: ["EventBusProtocol", "EventBusCore"],
-            swiftSettings: strict
-        ),
         // Examples (docs/CLIENT.md): two programs that talk through the bus.
         .executableTarget(
             name: "settings-service",
@@ -150,6 +134,44 @@ let package = Package(
             path: "Examples/ActorObserver",
             swiftSettings: strict
         ),
+        // Below: what only tests, benchmarks and fuzzing use (no product, not installed).
+        // The benchmark tool (docs/BENCHMARKS.md; scripts/bench and scripts/profile
+        // build it with `--product eventbus-bench`).
+        .executableTarget(
+            name: "eventbus-bench",
+            dependencies: ["CEventBusShims", "EventBusSystem"],
+            path: "Benchmarks/eventbus-bench",
+            swiftSettings: strict
+        ),
+        // Micro-benchmark of policy decisions (not part of the test suite).
+        .executableTarget(
+            name: "eventbus-policy-bench",
+            dependencies: ["EventBusPolicy"],
+            path: "Benchmarks/eventbus-policy-bench",
+            swiftSettings: strict
+        ),
+        // libFuzzer target (scripts/fuzz builds it with -DEVENTBUS_FUZZER and
+        // --sanitize=fuzzer); a plain build gets its replay driver instead.
+        .executableTarget(
+            name: "eventbus-fuzz",
+            dependencies: ["EventBusProtocol", "EventBusCore"],
+            path: "fuzz/eventbus-fuzz",
+            swiftSettings: strict
+        ),
+        .target(
+            name: "EventBusTestSupport",
+            dependencies: ["EventBusSystem"],
+            path: "Tests/EventBusTestSupport",
+            swiftSettings: strict
+        ),
+        // Test helper for EventBusSystemdTests (not installed): runs the
+        // EventBusSystemd calls in a process of its own environment.
+        .executableTarget(
+            name: "eventbus-systemd-probe",
+            dependencies: ["EventBusLog", "EventBusSystem", "EventBusSystemd"],
+            path: "Tests/EventBusSystemdProbe",
+            swiftSettings: strict
+        ),
         // The other process of EventBusClientTests' cross-process scenarios.
         .executableTarget(
             name: "eventbus-client-peer",
@@ -163,18 +185,6 @@ let package = Package(
             name: "eventbus-uid-peer",
             dependencies: ["EventBusTestSupport"],
             path: "Tests/EventBusUIDPeer",
-            swiftSettings: strict
-        ),
-        // Test helper for EventBusSystemdTests (not installed): runs the
-        // EventBusSystemd calls in a process of its own environment.
-        .executableTarget(
-            name: "eventbus-systemd-probe",
-            dependencies: ["EventBusLog", "EventBusSystem", "EventBusSystemd"],
-            swiftSettings: strict
-        ),
-        .target(
-            name: "EventBusTestSupport",
-            dependencies: ["EventBusSystem"],
             swiftSettings: strict
         ),
         .testTarget(name: "EventBusProtocolTests", dependencies: ["EventBusProtocol", "EventBusTestSupport"], swiftSettings: strict),

@@ -8,7 +8,7 @@
 // Before editing: the table is built from the automaton's edge dictionaries,
 // which stay the truth (the subscribe search and the tests use them); keep
 // `EdgeTable.lookup` and `segmentHash` in step with `EdgeTable.init`. Measure
-// with Sources/eventbus-policy-bench.
+// with Benchmarks/eventbus-policy-bench.
 import EventBusProtocol
 
 /// Every `(state, literal) → state` edge in one table.
