@@ -9,21 +9,20 @@ import EventBusSystem
 import Foundation
 import Glibc
 
-/// How a child process ended, decoded from a waitpid(2) status.
+/// How a child process ended, as tests compare it (`status == 0`, `exit 3`
+/// in messages); EventBusSystem's `ChildExit` is what the products use.
 public enum ExitStatus: Equatable, Sendable, CustomStringConvertible {
     /// `exit(code)` or a return from `main`; `code` is 0...255.
     case exited(Int32)
     /// Killed by signal number `signal` (e.g. `SIGKILL` = 9).
     case signaled(Int32)
 
-    /// Decodes the `status` word filled in by waitpid(2) (the WIFEXITED /
-    /// WEXITSTATUS / WTERMSIG macros, which Swift does not import).
+    /// Decodes the `status` word filled in by waitpid(2), with the one
+    /// decoder of the package (EventBusSystem's `ChildExit`).
     public init(waitStatus status: Int32) {
-        let low = status & 0x7f
-        if low == 0 {
-            self = .exited((status >> 8) & 0xff)
-        } else {
-            self = .signaled(low)
+        switch ChildExit(waitStatus: status) {
+        case .exited(let code): self = .exited(code)
+        case .signaled(let signal): self = .signaled(signal)
         }
     }
 
