@@ -191,28 +191,14 @@ final class BrokerConnection {
     ///     only `.hangup`/`.error`), `.extra` is returned and `extra` holds them.
     /// - Throws: `CLIError` 69 on a read error other than a reset.
     func receive(deadline: Int64?, extra: inout [PollEntry], _ body: (UnsafeRawBufferPointer) -> Bool) throws(CLIError) -> ReceiveOutcome {
-        func split(_ bytes: UnsafeRawBufferPointer) -> ReceiveOutcome {
-            var stopped = false
-            splitter.feed(bytes) { piece in
-                switch piece {
-                case .frame(let frame):
-                    if !body(frame) { stopped = true; return false }
-                    return true
-                case .tooLarge(let bytes):
-                    printError("ignoring a frame of \(bytes) bytes from the broker (larger than \(BrokerConnection.maxIncomingFrameBytes))")
-                    return true
-                }
-            }
-            return stopped ? .stopped : .frames
-        }
         // Frames read before a callback stopped come first.
-        if splitter.hasBacklog { return split(UnsafeRawBufferPointer(start: nil, count: 0)) }
+        if splitter.hasBacklog { return split(UnsafeRawBufferPointer(start: nil, count: 0), body) }
         while true {
             switch try readOnce() {
             case .complete(0):
                 return .closed
             case .complete(let n):
-                return split(UnsafeRawBufferPointer(rebasing: readBuffer[..<n]))
+                return split(UnsafeRawBufferPointer(rebasing: readBuffer[..<n]), body)
             case .wouldBlock:
                 var entries = [PollEntry(descriptor, events: .readable)] + extra
                 let timeout = BrokerConnection.pollTimeout(until: deadline)
@@ -231,6 +217,22 @@ final class BrokerConnection {
                 }
             }
         }
+    }
+
+    /// Hands `body` each complete frame of what was read (`bytes`) and of the backlog.
+    private func split(_ bytes: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) -> Bool) -> ReceiveOutcome {
+        var stopped = false
+        splitter.feed(bytes) { piece in
+            switch piece {
+            case .frame(let frame):
+                if !body(frame) { stopped = true; return false }
+                return true
+            case .tooLarge(let bytes):
+                printError("ignoring a frame of \(bytes) bytes from the broker (larger than \(BrokerConnection.maxIncomingFrameBytes))")
+                return true
+            }
+        }
+        return stopped ? .stopped : .frames
     }
 
     /// `receive` without extra descriptors.

@@ -68,6 +68,13 @@ enum Exposition {
             family.samples.append(([], value))
             families.append(family)
         }
+        families += typeFamilies(snapshot, maxTypes: maxTypes)
+        families += clientFamilies(snapshot, maxClients: maxClients, minClientAge: minClientAge, now: now)
+        return text(families)
+    }
+
+    /// The per-type families: the `maxTypes` busiest types.
+    private static func typeFamilies(_ snapshot: BusSnapshot, maxTypes: Int) -> [Family] {
         // The busiest types: most published, then by name (stable output).
         let types = snapshot.types.sorted { ($0.published, $1.name) > ($1.published, $0.name) }.prefix(max(0, maxTypes))
         var published = Family("eventbus_type_published_total", "counter", "Events of the type published in this broker run.")
@@ -83,7 +90,11 @@ enum Exposition {
             subscribers.samples.append((labels, row.subscribers))
             retained.samples.append((labels, row.retained ? 1 : 0))
         }
-        families += [published, delivered, dropped, subscribers, retained]
+        return [published, delivered, dropped, subscribers, retained]
+    }
+
+    /// The per-client families: at most `maxClients` series (`clientSeries`).
+    private static func clientFamilies(_ snapshot: BusSnapshot, maxClients: Int, minClientAge: Int, now: Int) -> [Family] {
         let clients = clientSeries(snapshot, minClientAge: minClientAge, now: now).prefix(max(0, maxClients))
         var queued = Family("eventbus_client_queued_bytes", "gauge", "Bytes in the outbound queues of the client's connections.")
         var clientPublished = Family("eventbus_client_published_total", "counter", "Events the client's connections published.")
@@ -104,8 +115,7 @@ enum Exposition {
             if let value = row.holding { holding.samples.append((labels, value)) }
             connections.samples.append((labels, row.conn))
         }
-        families += [queued, clientPublished, clientDelivered, clientDropped, held, behind, holding, connections]
-        return text(families)
+        return [queued, clientPublished, clientDelivered, clientDropped, held, behind, holding, connections]
     }
 
     /// The per-client rows: the connections at least `minClientAge` seconds

@@ -21,14 +21,13 @@ private let maxUnsentBytes = 1 << 20
 func publishLines(_ envelope: PublishEnvelope, json: Bool, printSeq: Bool, socket: String) throws(CLIError) {
     let connection = try BrokerConnection.connect(to: socket, client: "eventbus-publish")
     var state = LinePublisher(envelope: envelope, json: json, printSeq: printSeq)
-    let input = FileDescriptor.standardInput
     var inputOpen = true
     var chunk = [UInt8](repeating: 0, count: 1 << 16)
 
     while inputOpen || state.hasUnsent || !state.awaitingIsEmpty {
         var entries = [PollEntry(connection.descriptor, events: state.hasUnsent ? [.readable, .writable] : .readable)]
         let readInput = inputOpen && state.unsentBytes < maxUnsentBytes
-        if readInput { entries.append(PollEntry(input, events: .readable)) }
+        if readInput { entries.append(PollEntry(.standardInput, events: .readable)) }
         do {
             _ = try FileDescriptor.poll(&entries, timeoutMilliseconds: -1)
         } catch {
@@ -36,21 +35,7 @@ func publishLines(_ envelope: PublishEnvelope, json: Bool, printSeq: Bool, socke
         }
 
         if readInput && !entries[1].returned.isEmpty {
-            let outcome: IOResult<Int>
-            do throws(SystemError) {
-                outcome = try chunk.withMutableBytes { (raw) throws(SystemError) in try input.read(into: raw) }
-            } catch {
-                throw CLIError(.ioError, "cannot read standard input: \(error.errno)")
-            }
-            switch outcome {
-            case .complete(0):
-                inputOpen = false
-                state.finishInput()
-            case .complete(let n):
-                chunk.withUnsafeBytes { state.feed(UnsafeRawBufferPointer(rebasing: $0[..<n])) }
-            case .wouldBlock:
-                break
-            }
+            inputOpen = try readInputChunk(&chunk, into: &state)
         }
         if entries[0].returned.contains(.writable) || (state.hasUnsent && !entries[0].returned.isEmpty) {
             try state.sendSome(connection)
@@ -72,6 +57,27 @@ func publishLines(_ envelope: PublishEnvelope, json: Bool, printSeq: Bool, socke
         if state.failedLines > 1 { printError("\(state.failedLines) lines were not published") }
         throw CLIError(status: failure.status, message: nil)
     }
+}
+
+/// Reads what standard input has (at most `chunk.count` bytes) into `state`.
+/// - Returns: false at the end of the input.
+private func readInputChunk(_ chunk: inout [UInt8], into state: inout LinePublisher) throws(CLIError) -> Bool {
+    let outcome: IOResult<Int>
+    do throws(SystemError) {
+        outcome = try chunk.withMutableBytes { (raw) throws(SystemError) in try FileDescriptor.standardInput.read(into: raw) }
+    } catch {
+        throw CLIError(.ioError, "cannot read standard input: \(error.errno)")
+    }
+    switch outcome {
+    case .complete(0):
+        state.finishInput()
+        return false
+    case .complete(let n):
+        chunk.withUnsafeBytes { state.feed(UnsafeRawBufferPointer(rebasing: $0[..<n])) }
+    case .wouldBlock:
+        break
+    }
+    return true
 }
 
 /// The bookkeeping of `publish --lines`: line splitting, frames not yet sent,

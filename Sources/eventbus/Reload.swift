@@ -42,7 +42,12 @@ func runReload(_ args: ParsedArguments, socket: String) throws(CLIError) {
         throw CLIError(status, "cannot send SIGHUP to the broker (pid \(pid)): \(error.errno) (run as root or as the broker's user)")
     }
     guard wait else { return }
+    try waitForReload(connection, pid: pid, deadline: deadline, timeoutText: timeoutText)
+}
 
+/// `--wait`: reads until the broker's `eventbus.policy.reloaded` or
+/// `.refused` event, and reports it (0, or 65 with the broker's reason).
+private func waitForReload(_ connection: BrokerConnection, pid: pid_t, deadline: Int64, timeoutText: String) throws(CLIError) {
     var outcome: ReloadOutcome? = nil
     while outcome == nil {
         let result = try connection.receive(deadline: deadline) { frame in

@@ -17,9 +17,14 @@ func runStats(_ args: ParsedArguments, socket: String) throws(CLIError) {
     let connection = try BrokerConnection.connect(to: socket, client: "eventbus-stats")
     let reply = try connection.request(.stats)
     guard reply.isOK else { throw reply.failure("stats") }
+    try StandardOutput.write(statsText(reply, json: format == "json"))
+}
+
+/// The `stats` reply as `--format json` (one compact object) or `table` (`name  value` lines).
+private func statsText(_ reply: Reply, json: Bool) -> [UInt8] {
     var out: [UInt8] = []
     reply.bytes.withUnsafeBytes { bytes in
-        if format == "json" {
+        if json {
             // The reply's fields as one compact object, without `op` and `req`.
             out.append(0x7B)
             for (index, member) in reply.members.enumerated() {
@@ -48,7 +53,7 @@ func runStats(_ args: ParsedArguments, socket: String) throws(CLIError) {
             }
         }
     }
-    try StandardOutput.write(out)
+    return out
 }
 
 /// Per-type and per-client series at most, by default (`--max-types`, `--max-clients`).

@@ -27,24 +27,7 @@ enum TerminalText {
                 i = bytes.index(after: i)
                 continue
             }
-            // One UTF-8 sequence, validated.
-            let length = b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC2 ? 2 : 0
-            var scalar = UInt32(b) & (length == 4 ? 0x07 : length == 3 ? 0x0F : 0x1F)
-            var j = bytes.index(after: i)
-            var valid = length > 0 && b < 0xF5
-            var n = 1
-            while valid && n < length {
-                guard j < bytes.endIndex, bytes[j] & 0xC0 == 0x80 else { valid = false; break }
-                scalar = scalar << 6 | UInt32(bytes[j] & 0x3F)
-                j = bytes.index(after: j)
-                n += 1
-            }
-            if valid {
-                // Overlong forms, surrogates and values past U+10FFFF are not UTF-8.
-                let minimum: UInt32 = length == 2 ? 0x80 : length == 3 ? 0x800 : 0x10000
-                valid = scalar >= minimum && scalar <= 0x10FFFF && !(0xD800...0xDFFF).contains(scalar)
-            }
-            guard valid else {
+            guard let (scalar, j) = utf8Scalar(bytes, at: i) else {
                 appendHexEscape(b, to: &out)
                 i = bytes.index(after: i)
                 continue
@@ -63,6 +46,26 @@ enum TerminalText {
         var out: [UInt8] = []
         appendEscaped(text.utf8, to: &out)
         return String(decoding: out, as: UTF8.self)
+    }
+
+    /// The scalar of the UTF-8 sequence whose lead byte (0x80 or more) is at
+    /// `i`, and the index after it; nil when it is not UTF-8 (a bad lead or
+    /// continuation byte, cut short, overlong, a surrogate, past U+10FFFF).
+    private static func utf8Scalar<C: Collection>(_ bytes: C, at i: C.Index) -> (UInt32, C.Index)? where C.Element == UInt8 {
+        let b = bytes[i]
+        let length = b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC2 ? 2 : 0
+        guard length > 0 && b < 0xF5 else { return nil }
+        var scalar = UInt32(b) & (length == 4 ? 0x07 : length == 3 ? 0x0F : 0x1F)
+        var j = bytes.index(after: i)
+        for _ in 1..<length {
+            guard j < bytes.endIndex, bytes[j] & 0xC0 == 0x80 else { return nil }
+            scalar = scalar << 6 | UInt32(bytes[j] & 0x3F)
+            j = bytes.index(after: j)
+        }
+        // Overlong forms, surrogates and values past U+10FFFF are not UTF-8.
+        let minimum: UInt32 = length == 2 ? 0x80 : length == 3 ? 0x800 : 0x10000
+        guard scalar >= minimum && scalar <= 0x10FFFF && !(0xD800...0xDFFF).contains(scalar) else { return nil }
+        return (scalar, j)
     }
 
     private static func appendHexEscape(_ b: UInt8, to out: inout [UInt8]) {

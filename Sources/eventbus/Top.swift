@@ -153,26 +153,36 @@ private struct TopSession {
                 try show()
             }
             if entries.count > 1 && !entries[1].returned.isEmpty {
-                var byte: UInt8 = 0
-                let read = try? withUnsafeMutableBytes(of: &byte) { buffer throws(SystemError) in try FileDescriptor.standardInput.read(into: buffer) }
-                guard case .complete(1)? = read else {
-                    // The terminal's input ended: keep drawing, stop reading keys.
-                    screen.keyboard = nil
-                    continue
+                switch readKey(screen) {
+                case .quit?: return .quit
+                case .tick?: try show()
+                case nil: continue
                 }
-                switch byte {
-                case UInt8(ascii: "q"), UInt8(ascii: "Q"): return .quit
-                case UInt8(ascii: "e"): typeSort = .events
-                case UInt8(ascii: "d"): typeSort = .deliveries
-                case UInt8(ascii: "x"): typeSort = .drops
-                case UInt8(ascii: "n"): typeSort = .name
-                case UInt8(ascii: "c"): clientSort = clientSort == .queue ? .conn : .queue
-                case UInt8(ascii: " "), 0x0C: break  // space, ^L: redraw now
-                default: continue
-                }
-                try show()
             }
         }
+    }
+
+    /// Reads one key: `.quit` for q, `.tick` to draw again (a sort key,
+    /// space, ^L), nil for any other key or when the terminal's input ended.
+    private mutating func readKey(_ screen: Screen) -> Outcome? {
+        var byte: UInt8 = 0
+        let read = try? withUnsafeMutableBytes(of: &byte) { buffer throws(SystemError) in try FileDescriptor.standardInput.read(into: buffer) }
+        guard case .complete(1)? = read else {
+            // The terminal's input ended: keep drawing, stop reading keys.
+            screen.keyboard = nil
+            return nil
+        }
+        switch byte {
+        case UInt8(ascii: "q"), UInt8(ascii: "Q"): return .quit
+        case UInt8(ascii: "e"): typeSort = .events
+        case UInt8(ascii: "d"): typeSort = .deliveries
+        case UInt8(ascii: "x"): typeSort = .drops
+        case UInt8(ascii: "n"): typeSort = .name
+        case UInt8(ascii: "c"): clientSort = clientSort == .queue ? .conn : .queue
+        case UInt8(ascii: " "), 0x0C: break  // space, ^L: redraw now
+        default: return nil
+        }
+        return .tick
     }
 }
 

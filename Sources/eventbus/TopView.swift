@@ -179,39 +179,49 @@ struct TopView {
         FrameEncoder.appendASCII(",\"types\":[", to: &out)
         for (i, row) in snapshot.types.enumerated() {
             if i > 0 { out.append(0x2C) }
-            let rate = rates.type(row)
-            FrameEncoder.appendASCII("{\"type\":", to: &out)
-            JSONString.appendQuoted(row.name, to: &out)
-            Self.appendRate("events_per_s", rate.events, &out)
-            Self.appendRate("deliveries_per_s", rate.deliveries, &out)
-            Self.appendRate("drops_per_s", rate.drops, &out)
-            FrameEncoder.appendField("subscribers", int: row.subscribers, to: &out)
-            FrameEncoder.appendField("published", int: row.published, to: &out)
-            FrameEncoder.appendField("delivered", int: row.delivered, to: &out)
-            FrameEncoder.appendField("dropped", int: row.dropped, to: &out)
-            out.append(0x7D)
+            appendJSON(row, to: &out)
         }
         FrameEncoder.appendASCII("],\"clients\":[", to: &out)
         for (i, row) in snapshot.clients.enumerated() {
             if i > 0 { out.append(0x2C) }
-            let rate = rates.client(row)
-            FrameEncoder.appendASCII("{\"conn\":", to: &out)
-            FrameEncoder.appendInt(row.conn, to: &out)
-            FrameEncoder.appendASCII(",\"client\":", to: &out)
-            if let client = row.client { JSONString.appendQuoted(client, to: &out) } else { FrameEncoder.appendASCII("null", to: &out) }
-            FrameEncoder.appendASCII(",\"pid\":", to: &out)
-            FrameEncoder.appendInt(row.pid, to: &out)
-            FrameEncoder.appendField("uid", int: row.uid, to: &out)
-            FrameEncoder.appendField("queued_bytes", int: row.queuedBytes, to: &out)
-            Self.appendRate("delivered_per_s", rate.deliveries, &out)
-            Self.appendRate("dropped_per_s", rate.drops, &out)
-            if let holding = row.holding { FrameEncoder.appendField("holding", int: holding, to: &out) }
-            if let held = row.held { FrameEncoder.appendField("held", bool: held, to: &out) }
-            if let behind = row.behind { FrameEncoder.appendField("behind", bool: behind, to: &out) }
-            out.append(0x7D)
+            appendJSON(row, to: &out)
         }
         FrameEncoder.appendASCII("]}\n", to: &out)
         return out
+    }
+
+    /// One type of `json()`, with its rates.
+    private func appendJSON(_ row: TypeRow, to out: inout [UInt8]) {
+        let rate = rates.type(row)
+        FrameEncoder.appendASCII("{\"type\":", to: &out)
+        JSONString.appendQuoted(row.name, to: &out)
+        Self.appendRate("events_per_s", rate.events, &out)
+        Self.appendRate("deliveries_per_s", rate.deliveries, &out)
+        Self.appendRate("drops_per_s", rate.drops, &out)
+        FrameEncoder.appendField("subscribers", int: row.subscribers, to: &out)
+        FrameEncoder.appendField("published", int: row.published, to: &out)
+        FrameEncoder.appendField("delivered", int: row.delivered, to: &out)
+        FrameEncoder.appendField("dropped", int: row.dropped, to: &out)
+        out.append(0x7D)
+    }
+
+    /// One connection of `json()`, with its rates.
+    private func appendJSON(_ row: ClientRow, to out: inout [UInt8]) {
+        let rate = rates.client(row)
+        FrameEncoder.appendASCII("{\"conn\":", to: &out)
+        FrameEncoder.appendInt(row.conn, to: &out)
+        FrameEncoder.appendASCII(",\"client\":", to: &out)
+        if let client = row.client { JSONString.appendQuoted(client, to: &out) } else { FrameEncoder.appendASCII("null", to: &out) }
+        FrameEncoder.appendASCII(",\"pid\":", to: &out)
+        FrameEncoder.appendInt(row.pid, to: &out)
+        FrameEncoder.appendField("uid", int: row.uid, to: &out)
+        FrameEncoder.appendField("queued_bytes", int: row.queuedBytes, to: &out)
+        Self.appendRate("delivered_per_s", rate.deliveries, &out)
+        Self.appendRate("dropped_per_s", rate.drops, &out)
+        if let holding = row.holding { FrameEncoder.appendField("holding", int: holding, to: &out) }
+        if let held = row.held { FrameEncoder.appendField("held", bool: held, to: &out) }
+        if let behind = row.behind { FrameEncoder.appendField("behind", bool: behind, to: &out) }
+        out.append(0x7D)
     }
 
     private static func appendRate(_ key: String, _ value: Double?, _ out: inout [UInt8]) {

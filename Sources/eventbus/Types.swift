@@ -39,22 +39,27 @@ func runTypes(_ args: ParsedArguments, socket: String) throws(CLIError) {
             out.append(0x0A)
         }
     } else {
-        // (1.3) REQUESTS when the broker counts them.
-        let requests = rows.contains { $0.requests != nil }
-        var columns: [(header: String, right: Bool)] = [
-            ("TYPE", false), ("PUBLISHED", true), ("DELIVERED", true), ("DROPPED", true), ("SUBS", true),
-            ("RETAINED", false), ("LAST SEQ", true), ("LAST TIME", false),
-        ]
-        if requests { columns.insert(("REQUESTS", true), at: 4) }
-        let cells = rows.map { row in
-            var cells = [TerminalText.escaped(row.name), "\(row.published)", "\(row.delivered)", "\(row.dropped)", "\(row.subscribers)",
-                         row.retained ? "yes" : "no", row.lastSeq.map { "\($0)" } ?? "-", row.lastTime.map(TerminalText.escaped) ?? "-"]
-            if requests { cells.insert(row.requests.map { "\($0)" } ?? "-", at: 4) }
-            return cells
-        }
-        appendTable(columns, cells, to: &out)
+        appendTypesTable(rows, to: &out)
     }
     try StandardOutput.write(out)
+}
+
+/// The rows as a table, type names escaped for the terminal.
+private func appendTypesTable(_ rows: [TypeRow], to out: inout [UInt8]) {
+    // (1.3) REQUESTS when the broker counts them.
+    let requests = rows.contains { $0.requests != nil }
+    var columns: [(header: String, right: Bool)] = [
+        ("TYPE", false), ("PUBLISHED", true), ("DELIVERED", true), ("DROPPED", true), ("SUBS", true),
+        ("RETAINED", false), ("LAST SEQ", true), ("LAST TIME", false),
+    ]
+    if requests { columns.insert(("REQUESTS", true), at: 4) }
+    let cells = rows.map { row in
+        var cells = [TerminalText.escaped(row.name), "\(row.published)", "\(row.delivered)", "\(row.dropped)", "\(row.subscribers)",
+                     row.retained ? "yes" : "no", row.lastSeq.map { "\($0)" } ?? "-", row.lastTime.map(TerminalText.escaped) ?? "-"]
+        if requests { cells.insert(row.requests.map { "\($0)" } ?? "-", at: 4) }
+        return cells
+    }
+    appendTable(columns, cells, to: &out)
 }
 
 /// `{"type":"order.created","published":12,"delivered":40,"dropped":0,
