@@ -90,7 +90,7 @@ public struct RawEvent: Hashable, Sendable {
     /// The event of an `event` frame read by `BrokerFrame.read` from `frame`.
     /// Absent `time`, `source`, `id` are empty; `pid`, `uid`, `gid` that do
     /// not fit their types are 0; absent `data` is `null`.
-    public init(_ fields: EventFields, in frame: UnsafeRawBufferPointer) {
+    package init(_ fields: EventFields, in frame: UnsafeRawBufferPointer) {
         func string(_ token: JSONToken?) -> String { token.map { JSONString.decode(frame, $0) } ?? "" }
         let metadata = EventMetadata(
             type: JSONString.decode(frame, fields.type), seq: fields.seq, time: string(fields.time),
