@@ -1,7 +1,6 @@
 // `eventbus wait`, `ping` and `stats` against a real broker, and the usage
 // conventions every subcommand shares (`--help`, `--version`, exit 64 with
 // one stderr line).
-import EventBusSystem
 import EventBusTestSupport
 import Foundation
 import Glibc
@@ -71,16 +70,14 @@ struct CLIWaitPingStatsTests {
         let socket = scratch.path + "/bus.sock"
         // A stand-in at the path takes ping's first attempt and closes it:
         // the sentinel that ping tried before the broker was there.
-        let standIn = try FileDescriptor.unixStreamSocket()
-        try standIn.bind(toPath: socket)
-        try standIn.listen(backlog: 4)
+        let standIn = try ClosingListener(path: socket)
         let ping = try RunningProcess(cliProduct("eventbus"), ["--socket", socket, "ping", "--wait", "10s"], in: scratch)
-        var entries = [PollEntry(standIn, events: .readable)]
-        _ = try FileDescriptor.poll(&entries, timeoutMilliseconds: 10_000)
-        let attempt = try #require(try standIn.accept(), "ping never tried to connect")
-        attempt.close()
-        standIn.close()
-        unlink(socket)
+        let deadline = ContinuousClock.now + .seconds(10)
+        while standIn.acceptedCount == 0 {
+            try #require(ContinuousClock.now < deadline, "ping never tried to connect")
+            usleep(5_000)
+        }
+        standIn.stop()  // unlinks the path
         #expect(ping.isRunning)
         let broker = try TestBroker(scratch: scratch)
         let run = try ping.wait()

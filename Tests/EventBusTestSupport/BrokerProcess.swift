@@ -112,9 +112,6 @@ public final class BrokerProcess {
     /// What the broker wrote to stderr so far.
     public func stderrText() -> String { process.stderrSoFar() }
 
-    /// What the broker wrote to stdout so far.
-    public func stdoutText() -> String { process.stdoutSoFar() }
-
     /// Connects a new `RawClient` to the broker; the fixture keeps it open until
     /// the broker is terminated (or the test closes it).
     public func connect(timeout: Duration = RawClient.defaultTimeout) throws -> RawClient {

@@ -242,18 +242,4 @@ public final class TCPLineClient {
             skipped.append(line)
         }
     }
-
-    /// Whether the peer closed the connection within `timeout` (buffered input is skipped).
-    public func closedWithin(_ timeout: Duration) throws -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        do {
-            while ContinuousClock.now < deadline {
-                guard try waitReadable(fd, until: deadline) else { return false }
-                if try !input.fill(until: deadline) { return true }
-            }
-        } catch {
-            return false
-        }
-        return false
-    }
 }

@@ -60,8 +60,6 @@ public final class RawClient {
     public let path: String
     /// The socket descriptor, or -1 once closed.
     public private(set) var fd: Int32
-    /// True once the broker's side reached EOF (or reset) and every byte before it was read.
-    public var isAtEOF: Bool { sawEOF && rxStart == rx.count }
     /// True if the connection ended with `ECONNRESET` rather than a clean EOF.
     public private(set) var endedWithReset = false
     /// The cut-off last line left by `readUntilEOF(allowingPartialLastLine: true)`, if any.
