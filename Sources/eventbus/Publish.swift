@@ -128,19 +128,23 @@ func isBlank(_ bytes: [UInt8]) -> Bool {
     bytes.allSatisfy { $0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D }
 }
 
+/// One read(2) of standard input into `chunk` (at most `chunk.count` bytes).
+/// - Throws: `CLIError` 74 on a read error.
+func readStandardInput(into chunk: inout [UInt8]) throws(CLIError) -> IOResult<Int> {
+    do throws(SystemError) {
+        return try chunk.withMutableBytes { (raw) throws(SystemError) in try FileDescriptor.standardInput.read(into: raw) }
+    } catch {
+        throw CLIError(.ioError, "cannot read standard input: \(error.errno)")
+    }
+}
+
 /// Reads standard input to its end.
 /// - Throws: `CLIError` 74 on a read error.
 func readAllStandardInput() throws(CLIError) -> [UInt8] {
     var result: [UInt8] = []
     var chunk = [UInt8](repeating: 0, count: 1 << 16)
     while true {
-        let outcome: IOResult<Int>
-        do throws(SystemError) {
-            outcome = try chunk.withMutableBytes { (raw) throws(SystemError) in try FileDescriptor.standardInput.read(into: raw) }
-        } catch {
-            throw CLIError(.ioError, "cannot read standard input: \(error.errno)")
-        }
-        switch outcome {
+        switch try readStandardInput(into: &chunk) {
         case .complete(0): return result
         case .complete(let n): result.append(contentsOf: chunk[..<n])
         case .wouldBlock:

@@ -62,13 +62,7 @@ func publishLines(_ envelope: PublishEnvelope, json: Bool, printSeq: Bool, socke
 /// Reads what standard input has (at most `chunk.count` bytes) into `state`.
 /// - Returns: false at the end of the input.
 private func readInputChunk(_ chunk: inout [UInt8], into state: inout LinePublisher) throws(CLIError) -> Bool {
-    let outcome: IOResult<Int>
-    do throws(SystemError) {
-        outcome = try chunk.withMutableBytes { (raw) throws(SystemError) in try FileDescriptor.standardInput.read(into: raw) }
-    } catch {
-        throw CLIError(.ioError, "cannot read standard input: \(error.errno)")
-    }
-    switch outcome {
+    switch try readStandardInput(into: &chunk) {
     case .complete(0):
         state.finishInput()
         return false
