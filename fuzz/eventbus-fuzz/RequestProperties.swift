@@ -15,43 +15,8 @@ enum RequestProperties {
             let decoded = RequestDecoder.decode(bytes)
             // The requests' grammar: no raw CR, U+0085, U+2028, U+2029 (lineSafe).
             let whole = Result { () throws(JSONSyntaxError) in try JSONScanner.validate(bytes, lineSafe: true) }
-
-            // Verdict versus the validator.
-            switch whole {
-            case .failure(let error):
-                guard case .failure(let refusal) = decoded.request, refusal.code == .badFrame, decoded.req == nil else {
-                    fuzzFailure("validator rejects the frame (\(error)) but the decoder answered \(describe(decoded))")
-                }
-            case .success(let token) where token.kind != .object:
-                guard case .failure(let refusal) = decoded.request, refusal.code == .badFrame else {
-                    fuzzFailure("frame is JSON but not an object, decoder answered \(describe(decoded))")
-                }
-            case .success:
-                if case .failure(let refusal) = decoded.request, refusal.code == .badFrame {
-                    fuzzFailure("validator accepts the object but the decoder says bad_frame: \(refusal.message)")
-                }
-                checkDuplicateKeys(bytes, decoded)
-            }
-
-            // `req`: inside the frame, a string or an integer within ±2^53.
-            var reqSlice: UnsafeRawBufferPointer? = nil
-            if let req = decoded.req {
-                let slice = checkToken(req, in: bytes, what: "req")
-                switch req.kind {
-                case .string: break
-                case .number(integer: true):
-                    // Compare decimal text: no floating-point rounding.
-                    let text = String(decoding: slice, as: UTF8.self)
-                    let digits = text.hasPrefix("-") ? String(text.dropFirst()) : text
-                    let limit = "9007199254740992"
-                    if digits.count > limit.count || (digits.count == limit.count && digits > limit) {
-                        fuzzFailure("req \(text) echoed although it is beyond ±2^53")
-                    }
-                default:
-                    fuzzFailure("req of kind \(req.kind) echoed")
-                }
-                reqSlice = slice
-            }
+            checkVerdict(whole, decoded, bytes)
+            let reqSlice = checkReq(decoded, in: bytes)
 
             switch decoded.request {
             case .failure(let error):
@@ -65,45 +30,95 @@ enum RequestProperties {
         }
     }
 
+    /// The decoder's verdict versus the validator's (PROTOCOL.md "Framing").
+    static func checkVerdict(_ whole: Result<JSONToken, JSONSyntaxError>, _ decoded: DecodedFrame, _ bytes: UnsafeRawBufferPointer) {
+        switch whole {
+        case .failure(let error):
+            guard case .failure(let refusal) = decoded.request, refusal.code == .badFrame, decoded.req == nil else {
+                fuzzFailure("validator rejects the frame (\(error)) but the decoder answered \(describe(decoded))")
+            }
+        case .success(let token) where token.kind != .object:
+            guard case .failure(let refusal) = decoded.request, refusal.code == .badFrame else {
+                fuzzFailure("frame is JSON but not an object, decoder answered \(describe(decoded))")
+            }
+        case .success:
+            if case .failure(let refusal) = decoded.request, refusal.code == .badFrame {
+                fuzzFailure("validator accepts the object but the decoder says bad_frame: \(refusal.message)")
+            }
+            checkDuplicateKeys(bytes, decoded)
+        }
+    }
+
+    /// `req`: inside the frame, a string or an integer within ±2^53.
+    /// - Returns: its bytes, to echo.
+    static func checkReq(_ decoded: DecodedFrame, in bytes: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
+        var reqSlice: UnsafeRawBufferPointer? = nil
+        if let req = decoded.req {
+            let slice = checkToken(req, in: bytes, what: "req")
+            switch req.kind {
+            case .string: break
+            case .number(integer: true):
+                // Compare decimal text: no floating-point rounding.
+                let text = String(decoding: slice, as: UTF8.self)
+                let digits = text.hasPrefix("-") ? String(text.dropFirst()) : text
+                let limit = "9007199254740992"
+                if digits.count > limit.count || (digits.count == limit.count && digits > limit) {
+                    fuzzFailure("req \(text) echoed although it is beyond ±2^53")
+                }
+            default:
+                fuzzFailure("req of kind \(req.kind) echoed")
+            }
+            reqSlice = slice
+        }
+        return reqSlice
+    }
+
+    /// A publish's tokens lie in the frame, and the event the broker would
+    /// build from it is one valid line that the clients' reader reads back,
+    /// `data` byte for byte.
+    static func checkPublish(_ publish: PublishRequest, frame: UnsafeRawBufferPointer) {
+        let (type, data, source, id) = (publish.type, publish.data, publish.source, publish.id)
+        if let origin = publish.origin {
+            checkToken(origin, in: frame, what: "origin")
+            guard case .object = origin.kind else { fuzzFailure("non-object origin accepted") }
+        }
+        if !EventType.isValid(type.name.utf8) || type.isReserved { fuzzFailure("publish accepted type \(type.name)") }
+        if Pattern(type.name) == nil { fuzzFailure("valid type \(type.name) is not a valid pattern") }
+        let dataSlice = data.map { checkToken($0, in: frame, what: "data") }
+        let sourceSlice = source.map { checkToken($0, in: frame, what: "source") }
+        let idSlice = id.map { checkToken($0, in: frame, what: "id") }
+        if let source, !source.isString { fuzzFailure("non-string source accepted") }
+        if let id, !id.isString { fuzzFailure("non-string id accepted") }
+        var time = TimestampFormatter()
+        var stamp: [UInt8] = []
+        time.format(nanosecondsSinceEpoch: 1_764_421_200_123_000_000, into: &stamp)
+        var event: [UInt8] = []
+        stamp.withUnsafeBytes { stampBytes in
+            FrameEncoder.appendEvent(FrameEncoder.EventParts(
+                seq: 42, type: type.name, time: stampBytes, source: sourceSlice, defaultSource: "pid/1",
+                id: idSlice, instance: "0123456789abcdef", pid: 1, uid: 0, gid: 0, data: dataSlice), to: &event)
+        }
+        checkOutgoing(event, what: "event")
+        // `data` is forwarded byte for byte, and the clients' reader finds it.
+        let body = Array(event.dropLast())
+        let read = body.withUnsafeBytes { try? BrokerFrame.read($0) }
+        guard case .event(let fields)? = read, let token = fields.data, token.end == body.count - 1 else {
+            fuzzFailure("the client reader finds no event whose last member is data in \(FuzzInput.preview(event))")
+        }
+        let forwarded = Array(body[token.start..<token.end])
+        let expected = dataSlice.map { Array($0) } ?? Array("null".utf8)
+        if forwarded != expected {
+            fuzzFailure("data not forwarded byte for byte: \(FuzzInput.preview(forwarded)) vs \(FuzzInput.preview(expected))")
+        }
+        if fields.seq != 42 || body.withUnsafeBytes({ JSONString.decode($0, fields.type) }) != type.name {
+            fuzzFailure("the client reader reads seq/type \(fields.seq) wrong in \(FuzzInput.preview(event))")
+        }
+    }
+
     static func checkRequest(_ request: Request, frame: UnsafeRawBufferPointer, req: UnsafeRawBufferPointer?) {
         switch request {
         case .publish(let publish):
-            let (type, data, source, id) = (publish.type, publish.data, publish.source, publish.id)
-            if let origin = publish.origin {
-                checkToken(origin, in: frame, what: "origin")
-                guard case .object = origin.kind else { fuzzFailure("non-object origin accepted") }
-            }
-            if !EventType.isValid(type.name.utf8) || type.isReserved { fuzzFailure("publish accepted type \(type.name)") }
-            if Pattern(type.name) == nil { fuzzFailure("valid type \(type.name) is not a valid pattern") }
-            let dataSlice = data.map { checkToken($0, in: frame, what: "data") }
-            let sourceSlice = source.map { checkToken($0, in: frame, what: "source") }
-            let idSlice = id.map { checkToken($0, in: frame, what: "id") }
-            if let source, !source.isString { fuzzFailure("non-string source accepted") }
-            if let id, !id.isString { fuzzFailure("non-string id accepted") }
-            var time = TimestampFormatter()
-            var stamp: [UInt8] = []
-            time.format(nanosecondsSinceEpoch: 1_764_421_200_123_000_000, into: &stamp)
-            var event: [UInt8] = []
-            stamp.withUnsafeBytes { stampBytes in
-                FrameEncoder.appendEvent(FrameEncoder.EventParts(
-                    seq: 42, type: type.name, time: stampBytes, source: sourceSlice, defaultSource: "pid/1",
-                    id: idSlice, instance: "0123456789abcdef", pid: 1, uid: 0, gid: 0, data: dataSlice), to: &event)
-            }
-            checkOutgoing(event, what: "event")
-            // `data` is forwarded byte for byte, and the clients' reader finds it.
-            let body = Array(event.dropLast())
-            let read = body.withUnsafeBytes { try? BrokerFrame.read($0) }
-            guard case .event(let fields)? = read, let token = fields.data, token.end == body.count - 1 else {
-                fuzzFailure("the client reader finds no event whose last member is data in \(FuzzInput.preview(event))")
-            }
-            let forwarded = Array(body[token.start..<token.end])
-            let expected = dataSlice.map { Array($0) } ?? Array("null".utf8)
-            if forwarded != expected {
-                fuzzFailure("data not forwarded byte for byte: \(FuzzInput.preview(forwarded)) vs \(FuzzInput.preview(expected))")
-            }
-            if fields.seq != 42 || body.withUnsafeBytes({ JSONString.decode($0, fields.type) }) != type.name {
-                fuzzFailure("the client reader reads seq/type \(fields.seq) wrong in \(FuzzInput.preview(event))")
-            }
+            checkPublish(publish, frame: frame)
         case .clear(let type):
             if !EventType.isValid(type.name.utf8) || type.isReserved { fuzzFailure("clear accepted type \(type.name)") }
         case .subscribe(let subscribe):
@@ -160,34 +175,7 @@ enum RequestProperties {
     /// broker decodes it to the same request again: both sides spell every
     /// name from the tables in Envelope.swift, and strings survive escaping.
     static func checkRoundTrip(_ request: Request, frame: UnsafeRawBufferPointer) {
-        func string(_ token: JSONToken?, _ bytes: UnsafeRawBufferPointer) -> String? { token.map { JSONString.decode(bytes, $0) } }
-        func compact(_ token: JSONToken?, _ bytes: UnsafeRawBufferPointer) -> [UInt8]? {
-            let raw = token.map { Array(bytes[$0.start..<$0.end]) } ?? Array("null".utf8)
-            return (try? JSONText(validating: raw, layout: .compact))?.bytes
-        }
-        let client: ClientRequest
-        switch request {
-        case .hello(let hello): client = .hello(client: hello.client, echo: hello.echo, overflow: hello.overflow)
-        case .subscribe(let subscribe):
-            guard !subscribe.serve else { return }  // (1.3) not in the clients' encoder yet
-            client = .subscribe(pattern: subscribe.pattern.text, last: subscribe.last ? true : nil, since: subscribe.since, instance: subscribe.instance)
-        // (1.3) `group` is left out until the clients' codec spells it (its own branch).
-        case .unsubscribe(let unsubscribe):
-            guard !unsubscribe.serve else { return }  // (1.3) not in the clients' encoder yet
-            client = .unsubscribe(pattern: unsubscribe.pattern.text)
-        case .request, .reply: return  // (1.3) not in the clients' encoder yet
-        case .clear(let type): client = .clear(type: type.name)
-        case .clients: client = .clients
-        case .types(let limit): client = .types(limit: limit)
-        case .ping: client = .ping
-        case .stats: client = .stats
-        case .publish(let publish):
-            let raw = publish.data.map { Array(frame[$0.start..<$0.end]) } ?? Array("null".utf8)
-            guard let text = try? JSONText(validating: raw) else { fuzzFailure("data does not validate on its own: \(FuzzInput.preview(raw))") }
-            let origin = publish.origin.flatMap { try? JSONText(validating: Array(frame[$0.start..<$0.end])) }
-            client = .publish(type: publish.type.name, source: string(publish.source, frame), id: string(publish.id, frame),
-                              retain: publish.retain ? true : nil, origin: origin, data: text)
-        }
+        guard let client = clientRequest(for: request, frame: frame) else { return }
         var encoded = client.encoded(req: 1)
         guard encoded.popLast() == 0x0A, !encoded.contains(0x0A) else { fuzzFailure("encoded request is not one line: \(FuzzInput.preview(encoded))") }
         encoded.withUnsafeBytes { again in
@@ -195,23 +183,60 @@ enum RequestProperties {
             guard case .success(let back) = decoded.request else {
                 fuzzFailure("the broker refuses the clients' encoding \(FuzzInput.preview(encoded)): \(describe(decoded))")
             }
-            let same: Bool
-            switch (request, back) {
-            case (.hello(let h1), .hello(let h2)): same = h1 == h2
-            case (.subscribe(var s1), .subscribe(let s2)): s1.group = nil; same = s1 == s2
-            case (.unsubscribe(let p1), .unsubscribe(let p2)): same = p1.pattern == p2.pattern
-            case (.clear(let t1), .clear(let t2)): same = t1 == t2
-            case (.ping, .ping), (.stats, .stats), (.clients, .clients): same = true
-            case (.types(let l1), .types(let l2)): same = l1 == l2
-            case (.publish(let p1), .publish(let p2)):
-                same = p1.type == p2.type && p1.retain == p2.retain
-                    && string(p1.source, frame) == string(p2.source, again) && string(p1.id, frame) == string(p2.id, again)
-                    && compact(p1.data, frame) == compact(p2.data, again) && (p1.origin == nil) == (p2.origin == nil)
-                    && (p1.origin == nil || compact(p1.origin, frame) == compact(p2.origin, again))
-            default: same = false
-            }
-            if !same { fuzzFailure("round trip changed \(request) into \(back) via \(FuzzInput.preview(encoded))") }
+            if !isSame(request, back, frame, again) { fuzzFailure("round trip changed \(request) into \(back) via \(FuzzInput.preview(encoded))") }
         }
+    }
+
+    /// The clients' encoding of `request` (`ClientRequest`), or nil for one the clients' encoder does not spell yet.
+    static func clientRequest(for request: Request, frame: UnsafeRawBufferPointer) -> ClientRequest? {
+        switch request {
+        case .hello(let hello): return .hello(client: hello.client, echo: hello.echo, overflow: hello.overflow)
+        case .subscribe(let subscribe):
+            guard !subscribe.serve else { return nil }  // (1.3) not in the clients' encoder yet
+            return .subscribe(pattern: subscribe.pattern.text, last: subscribe.last ? true : nil, since: subscribe.since, instance: subscribe.instance)
+        // (1.3) `group` is left out until the clients' codec spells it (its own branch).
+        case .unsubscribe(let unsubscribe):
+            guard !unsubscribe.serve else { return nil }  // (1.3) not in the clients' encoder yet
+            return .unsubscribe(pattern: unsubscribe.pattern.text)
+        case .request, .reply: return nil  // (1.3) not in the clients' encoder yet
+        case .clear(let type): return .clear(type: type.name)
+        case .clients: return .clients
+        case .types(let limit): return .types(limit: limit)
+        case .ping: return .ping
+        case .stats: return .stats
+        case .publish(let publish):
+            let raw = publish.data.map { Array(frame[$0.start..<$0.end]) } ?? Array("null".utf8)
+            guard let text = try? JSONText(validating: raw) else { fuzzFailure("data does not validate on its own: \(FuzzInput.preview(raw))") }
+            let origin = publish.origin.flatMap { try? JSONText(validating: Array(frame[$0.start..<$0.end])) }
+            return .publish(type: publish.type.name, source: string(publish.source, frame), id: string(publish.id, frame),
+                            retain: publish.retain ? true : nil, origin: origin, data: text)
+        }
+    }
+
+    /// Whether `back` (decoded from `again`) is `request` (from `frame`) again.
+    static func isSame(_ request: Request, _ back: Request, _ frame: UnsafeRawBufferPointer, _ again: UnsafeRawBufferPointer) -> Bool {
+        switch (request, back) {
+        case (.hello(let h1), .hello(let h2)): return h1 == h2
+        case (.subscribe(var s1), .subscribe(let s2)): s1.group = nil; return s1 == s2
+        case (.unsubscribe(let p1), .unsubscribe(let p2)): return p1.pattern == p2.pattern
+        case (.clear(let t1), .clear(let t2)): return t1 == t2
+        case (.ping, .ping), (.stats, .stats), (.clients, .clients): return true
+        case (.types(let l1), .types(let l2)): return l1 == l2
+        case (.publish(let p1), .publish(let p2)):
+            return p1.type == p2.type && p1.retain == p2.retain
+                && string(p1.source, frame) == string(p2.source, again) && string(p1.id, frame) == string(p2.id, again)
+                && compact(p1.data, frame) == compact(p2.data, again) && (p1.origin == nil) == (p2.origin == nil)
+                && (p1.origin == nil || compact(p1.origin, frame) == compact(p2.origin, again))
+        default: return false
+        }
+    }
+
+    static func string(_ token: JSONToken?, _ bytes: UnsafeRawBufferPointer) -> String? { token.map { JSONString.decode(bytes, $0) } }
+
+    /// The token's value in compact layout (`null` when absent).
+    static func compact(_ token: JSONToken?, _ bytes: UnsafeRawBufferPointer) -> [UInt8]? {
+        let raw = token.map { Array(bytes[$0.start..<$0.end]) } ?? Array("null".utf8)
+        return (try? JSONText(validating: raw, layout: .compact))?.bytes
     }
 
     /// The token lies inside the frame and is, on its own, one valid JSON value.

@@ -53,20 +53,7 @@ enum RoutingProperties {
                 slot = Int(first - 0x30)
                 bytes.removeFirst()
             } else if bytes.count == 2, bytes[1] >= 0x30 && bytes[1] <= 0x33, bytes[0] == 0x63 || bytes[0] == 0x65 {
-                slot = Int(bytes[1] - 0x30)
-                if bytes[0] == 0x63 {  // c: close and reopen
-                    let step = broker.close(slots[slot].connection)
-                    apply(step, &slots, queuedBefore: [])
-                    if !slots[slot].closed { fuzzFailure("close did not answer .close(id, .now)") }
-                    slots[slot] = Slot(connection: open(broker))
-                } else {  // e: end of input
-                    let connection = slots[slot].connection
-                    let step = broker.endOfInput(connection, at: time)
-                    apply(step, &slots, queuedBefore: [])
-                    if !slots[slot].closed && slots[slot].closing == nil && connection.subscriptionCount == 0 {
-                        fuzzFailure("end of input without subscriptions left the connection open")
-                    }
-                }
+                control(bytes[0], slot: Int(bytes[1] - 0x30), broker, &slots, time: time)
                 _ = drain(broker, &slots)
                 checkCounters(broker, slots)
                 continue
@@ -80,6 +67,24 @@ enum RoutingProperties {
         let stats = broker.statistics
         if stats.connections != 0 || stats.subscriptions != 0 || stats.queuedBytes != 0 {
             fuzzFailure("stats not back to zero after every connection closed: \(stats)")
+        }
+    }
+
+    /// A control line: `cN` closes slot N's connection and opens a new one,
+    /// `eN` ends its input (half-close).
+    static func control(_ command: UInt8, slot: Int, _ broker: Broker, _ slots: inout [Slot], time: BrokerTime) {
+        if command == 0x63 {  // c: close and reopen
+            let step = broker.close(slots[slot].connection)
+            apply(step, &slots, queuedBefore: [])
+            if !slots[slot].closed { fuzzFailure("close did not answer .close(id, .now)") }
+            slots[slot] = Slot(connection: open(broker))
+        } else {  // e: end of input
+            let connection = slots[slot].connection
+            let step = broker.endOfInput(connection, at: time)
+            apply(step, &slots, queuedBefore: [])
+            if !slots[slot].closed && slots[slot].closing == nil && connection.subscriptionCount == 0 {
+                fuzzFailure("end of input without subscriptions left the connection open")
+            }
         }
     }
 
@@ -144,8 +149,21 @@ enum RoutingProperties {
         let published = broker.statistics.published - publishedBefore
         if published > 1 { fuzzFailure("one frame published \(published) events") }
 
+        let eventsSeen = checkOutputs(outputs, broker, before: before, slot: slot, publisher: publisher,
+                                      published: published, asksForCopies: subscribeAsks(step: frame))
+        // Exactly the matching connections got the event, once each.
+        if published == 1, let typeToken = publishedType(frame) {
+            checkRecipients(of: typeToken, seen: eventsSeen, outputs: outputs, before: before, slot: slot, echo: publisher.echo)
+        }
+        checkCounters(broker, slots)
+    }
+
+    /// Each frame a step gave is one the clients' reader reads; a live event
+    /// went only where the patterns before the step matched (`before`).
+    /// - Returns: how many live events went out.
+    static func checkOutputs(_ outputs: [[[UInt8]]], _ broker: Broker, before: [(patterns: Set<Pattern>, open: Bool)], slot: Int,
+                             publisher: Connection, published: UInt64, asksForCopies: Bool) -> Int {
         var eventsSeen = 0
-        let asksForCopies = subscribeAsks(step: frame)
         for (index, frames) in outputs.enumerated() {
             for frame in frames {
                 guard let read = frame.withUnsafeBytes({ try? BrokerFrame.read($0) }) else {
@@ -173,22 +191,25 @@ enum RoutingProperties {
                 }
             }
         }
-        // Exactly the matching connections got the event, once each.
-        if published == 1, let typeToken = publishedType(frame) {
-            let recipients = (0..<slotCount).filter { j in
-                before[j].open && (j != slot || publisher.echo) && before[j].patterns.contains { $0.matches(typeToken) }
-            }
-            if eventsSeen != recipients.count {
-                fuzzFailure("event \(typeToken) reached \(eventsSeen) connections, expected \(recipients) (patterns \(before.map { $0.patterns.map(\.text) }))")
-            }
-            for frame in outputs[slot] {
-                guard case .ok(let reply)? = frame.withUnsafeBytes({ try? BrokerFrame.read($0) }) else { continue }
-                if let delivered = reply.unsigned("delivered"), delivered != recipients.count {
-                    fuzzFailure("publish reply says delivered \(delivered), \(recipients.count) connections matched")
-                }
+        return eventsSeen
+    }
+
+    /// The event of type `typeToken` reached exactly the connections that
+    /// matched it before the step, and the publish reply's `delivered` says so.
+    static func checkRecipients(of typeToken: EventType, seen eventsSeen: Int, outputs: [[[UInt8]]],
+                                before: [(patterns: Set<Pattern>, open: Bool)], slot: Int, echo: Bool) {
+        let recipients = (0..<slotCount).filter { j in
+            before[j].open && (j != slot || echo) && before[j].patterns.contains { $0.matches(typeToken) }
+        }
+        if eventsSeen != recipients.count {
+            fuzzFailure("event \(typeToken) reached \(eventsSeen) connections, expected \(recipients) (patterns \(before.map { $0.patterns.map(\.text) }))")
+        }
+        for frame in outputs[slot] {
+            guard case .ok(let reply)? = frame.withUnsafeBytes({ try? BrokerFrame.read($0) }) else { continue }
+            if let delivered = reply.unsigned("delivered"), delivered != recipients.count {
+                fuzzFailure("publish reply says delivered \(delivered), \(recipients.count) connections matched")
             }
         }
-        checkCounters(broker, slots)
     }
 
     /// Whether the step's frame is a subscribe with `last` or `since`.
