@@ -22,6 +22,17 @@ public enum UserDatabase {
         }
     }
 
+    /// getpwnam_r(3): the primary gid of user `name`.
+    /// - Returns: nil when there is no such user or the lookup failed.
+    public static func primaryGID(ofUser name: String) -> UInt32? {
+        var entry = passwd()
+        return lookUp { buffer, size in
+            var result: UnsafeMutablePointer<passwd>? = nil
+            let code = getpwnam_r(name, &entry, buffer, size, &result)
+            return (code, result == nil ? nil : entry.pw_gid)
+        }
+    }
+
     /// getgrnam_r(3): the gid of group `name`.
     /// - Returns: nil when there is no such group or the lookup failed (see
     ///   `uid(ofUser:)`).

@@ -38,6 +38,29 @@ extension BridgeSuites {
             #expect(run.stderr.contains(message) && run.stderr.contains("(see eventbus-bridge --help)"), "\(run.stderr)")
         }
 
+        /// eventbusd `--bridge FILE`: the same file format, checked before a socket is bound.
+        @Test func eventbusdRefusesABadBridgeFileOrUserWith78AndBindsNothing() throws {
+            let directory = try TemporaryDirectory(prefix: "ebcl-")
+            let file = directory.file("bridge.conf")
+            try "node = a\nexprot = x\n".write(toFile: file, atomically: false, encoding: .utf8)
+            let good = directory.file("good.conf")
+            try "nats = 127.0.0.1:1\nnode = a\nexport = >\n".write(toFile: good, atomically: false, encoding: .utf8)
+            let socket = directory.file("s")
+            func broker(_ arguments: [String]) throws -> ProcessOutput {
+                try runProcess(try builtProduct("eventbusd"), ["--socket", socket] + arguments, environment: withoutSystemdVariables(), timeout: .seconds(20))
+            }
+            for (arguments, message) in [
+                (["--bridge", file], "\(file):2: unknown setting \"exprot\""),
+                (["--bridge", directory.file("none.conf")], "cannot read the bridge file"),
+                (["--bridge", good, "--bridge-user", "no-such-user-eb"], "no user named 'no-such-user-eb'"),
+                (["--bridge-user", "0"], "--bridge-user is given without --bridge"),
+            ] {
+                let run = try broker(arguments)
+                #expect(run.status == .exited(78) && run.stderr.contains(message), "\(arguments): \(run.stderr)")
+                #expect(access(socket, F_OK) != 0, "no socket left behind")
+            }
+        }
+
         @Test func aBadConfigFileExits78NamingFileAndLine() throws {
             let directory = try TemporaryDirectory(prefix: "ebcl-")
             let file = directory.file("bridge.conf")
@@ -94,6 +117,31 @@ extension BridgeSuites {
             #expect(one.status == .exited(0) && one.stdout == status.stdout)
             process.send(signal: SIGTERM)
             #expect(try process.waitBlocking().status == .exited(0))
+            #expect(!FileManager.default.fileExists(atPath: statusPath), "a clean stop removes the status file")
+        }
+
+        /// The link inside eventbusd writes the same status file where eventbus-bridge would
+        /// (`$RUNTIME_DIRECTORY/NODE.json`), so `eventbus-bridge --status` prints it; the file's
+        /// `socket` and `log-level` are the broker's own there: ignored, with a notice.
+        @Test(.enabled(if: NATSCluster.isAvailable))
+        func theLinkInsideEventbusdIsSeenByStatusAndIgnoresTheFilesSocketAndLogLevel() throws {
+            let cluster = try NATSCluster(count: 1)
+            let directory = try TemporaryDirectory(prefix: "ebcl-")
+            let file = directory.file("bridge.conf")
+            try "nats = \(cluster.url(0))\nnode = inside\nexport = x.>\nsocket = /nonexistent/bus.sock\nlog-level = debug\n".write(toFile: file, atomically: false, encoding: .utf8)
+            let broker = try BrokerProcess(arguments: ["--bridge", file], environment: ["RUNTIME_DIRECTORY": directory.path])
+            defer { broker.cleanUp() }
+            let statusPath = directory.file("inside.json")
+            try waitUntil("the status file with both links up") {
+                guard let text = try? String(contentsOfFile: statusPath, encoding: .utf8) else { return false }
+                return text.contains(#""bus":"up""#) && text.contains(#""link":"up""#)
+            }
+            let status = try bridge(["--status", "--node", "inside"], environment: ["RUNTIME_DIRECTORY": directory.path])
+            #expect(status.status == .exited(0), "\(status.stderr)")
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any], "\(status.stdout)")
+            #expect((object["pid"] as? NSNumber)?.int32Value == broker.pid && object["server"] as? String == cluster.url(0), "\(object)")
+            #expect(broker.stderrText().contains("bridge: \(file): socket/bus, log-level ignored inside eventbusd"), "\(broker.stderrText())")
+            #expect(broker.terminate() == .exited(0))
             #expect(!FileManager.default.fileExists(atPath: statusPath), "a clean stop removes the status file")
         }
     }
