@@ -1,6 +1,6 @@
 /* bench-rr: request/reply round trips through eventbusd, nats-server and a
  * D-Bus bus, the same two roles in C for all three (docs/BENCHMARKS.md,
- * "Case 10: request/reply"; issue 32).
+ * "Case 11: request/reply"; issue 32).
  *
  * Usage: bench-rr serve --proto P --socket ADDR
  *        bench-rr ask --proto P --socket ADDR [--inflight N] [--seconds S]
