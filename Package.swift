@@ -46,7 +46,7 @@ let package = Package(
         // Access policy (PROTOCOL.md "Access policy (1.1)"): parsing and
         // decisions, pure like Protocol; Core applies it.
         .target(name: "EventBusPolicy", dependencies: ["EventBusProtocol"], swiftSettings: brokerHotPath),
-        .target(name: "EventBusCore", dependencies: ["EventBusProtocol", "EventBusPolicy"], swiftSettings: brokerHotPath),
+        .target(name: "EventBusCore", dependencies: ["EventBusProtocol", "EventBusPolicy", "CEventBusShims"], swiftSettings: brokerHotPath),
         // The logging seam (levels, `LogSink`, `Logger`): no I/O, no dependency.
         .target(name: "EventBusLog", swiftSettings: strict),
         .target(name: "EventBusSystem", dependencies: ["CEventBusShims", "EventBusLog"], swiftSettings: strict),

@@ -213,17 +213,24 @@ func writeWhileTaken(seconds: Double, idleLimit: Int, _ round: () -> Int) -> Int
     return sent
 }
 
-func pipeline(_ conns: [Conn], burst: [UInt8], perBurst: Int, window: Int, seconds: Double) -> Int {
+/// - Parameter sinks: (1.3) connections only read, whatever comes (a
+///   server that takes its requests and never answers them).
+func pipeline(_ conns: [Conn], burst: [UInt8], perBurst: Int, window: Int, seconds: Double, sinks: [Conn] = []) -> Int {
     var outstanding = [Int](repeating: 0, count: conns.count)
     var offsets = [Int](repeating: 0, count: conns.count)
     var replies = 0
-    var fds = conns.map { pollfd(fd: $0.fd, events: 0, revents: 0) }
+    var fds = (conns + sinks).map { pollfd(fd: $0.fd, events: 0, revents: 0) }
     holdUntilStopped(seconds) {
         for i in conns.indices {
             let wantsWrite = offsets[i] > 0 || outstanding[i] + perBurst <= window
             fds[i].events = Int16(POLLIN) | (wantsWrite ? Int16(POLLOUT) : 0)
         }
+        for i in sinks.indices { fds[conns.count + i].events = Int16(POLLIN) }
         _ = poll(&fds, nfds_t(fds.count), 5)
+        for (i, sink) in sinks.enumerated() where fds[conns.count + i].revents != 0 {
+            sink.fill()
+            sink.rx.removeAll(keepingCapacity: true)
+        }
         for (i, c) in conns.enumerated() where fds[i].revents != 0 {
             if fds[i].revents & Int16(POLLOUT) != 0 {
                 offsets[i] += burst.withUnsafeBytes { c.writeSome(UnsafeRawBufferPointer(rebasing: $0[offsets[i]...])) }
@@ -738,6 +745,107 @@ func runAttacker(_ kind: String, _ path: String, _ seconds: Double) {
         _ = open(1)
         let line = conns[0].request(#"{"op":"hello","req":"h"}"#, until: "\"req\":\"h\"") ?? ""
         say("conn=\(integer("conn", in: line) ?? -1)")
+    case "rr-no-server":
+        // (issue 32) 200 connections asking, as fast as they are answered,
+        // for a type nobody serves (each answered no_responders at once).
+        _ = open(200)
+        let burst = Array(String(repeating: #"{"op":"request","type":"rr.none","req":1}"# + "\n", count: 64).utf8)
+        say("ready")
+        let answers = pipeline(conns, burst: burst, perBurst: 64, window: 256, seconds: seconds)
+        say("answers=\(answers)")
+    case "rr-ignored":
+        // (issue 32) A server of this uid that reads its requests and never
+        // answers, and 200 connections asking it (1 s deadline): the uid's
+        // 4096 pending requests are always taken, the rest is limit at once.
+        _ = open(201)
+        let server = conns.removeLast()
+        guard server.request(#"{"op":"subscribe","type":"rr.ignored","serve":true,"req":"s"}"#, until: "\"req\":\"s\"") != nil else { fail("cannot serve rr.ignored") }
+        let burst = Array(String(repeating: #"{"op":"request","type":"rr.ignored","timeout":1000,"req":1}"# + "\n", count: 64).utf8)
+        say("ready")
+        let answers = pipeline(conns, burst: burst, perBurst: 64, window: 256, seconds: seconds, sinks: [server])
+        say("answers=\(answers)")
+    case "rr-forged":
+        // (issue 32) 200 connections replying with tokens that are not theirs:
+        // random ones, one reused over and over, malformed ones, and a live
+        // token given to this uid's own server (foreign on every other
+        // connection); that server answers with it at the end (it must still be good).
+        _ = open(202)
+        let server = conns.removeLast(), asker = conns.removeLast()
+        guard server.request(#"{"op":"subscribe","type":"rr.forged","serve":true,"req":"s"}"#, until: "\"req\":\"s\"") != nil else { fail("cannot serve rr.forged") }
+        guard asker.writeAll(Array((#"{"op":"request","type":"rr.forged","timeout":300000,"req":"live"}"# + "\n").utf8)),
+              let request = server.request("", until: "\"op\":\"request\""),
+              let range = request.range(of: "\"reply\":\"") else { fail("no live token") }
+        let live = String(request[range.upperBound...].prefix(32))
+        func hex() -> String { (0..<32).map { _ in String("0123456789abcdef".randomElement()!) }.joined() }
+        let reused = hex()
+        var text = ""
+        for i in 0..<64 {
+            let token = i % 4 == 0 ? hex() : i % 4 == 1 ? reused : i % 4 == 2 ? live : "zz" + hex().dropFirst(2)
+            text += #"{"op":"reply","to":"\#(token)","data":1,"req":1}"# + "\n"
+        }
+        say("ready")
+        let answers = pipeline(conns, burst: Array(text.utf8), perBurst: 64, window: 256, seconds: seconds)
+        let owner = server.request(#"{"op":"reply","to":"\#(live)","data":"mine","req":"own"}"#, until: "\"req\":\"own\"") ?? ""
+        let answered = asker.request("", until: "\"req\":\"live\"") ?? ""
+        say("answers=\(answers) owner_accepted=\(owner.contains("\"accepted\":true") ? 1 : 0) asker_answered=\(answered.contains("\"mine\"") ? 1 : 0)")
+    case "rr-unread":
+        // (issue 32) This uid's server answers each request with 32 KiB; 20
+        // connections ask 1000 requests each and never read the answers.
+        _ = open(21)
+        let server = conns.removeLast()
+        guard server.request(#"{"op":"subscribe","type":"rr.unread","serve":true,"req":"s"}"#, until: "\"req\":\"s\"") != nil else { fail("cannot serve rr.unread") }
+        let pad = String(repeating: "u", count: 32 * 1024)
+        let ask = Array(String(repeating: #"{"op":"request","type":"rr.unread","timeout":300000,"req":1}"# + "\n", count: 1000).utf8)
+        var offsets = [Int](repeating: 0, count: conns.count)
+        var answered = 0, refused = 0
+        let start = monotonic()
+        var idle = 0
+        // Until every asker wrote its 1000 (or the broker stopped reading them) and the server went quiet.
+        while monotonic() - start < seconds * 3 && idle < 40 {
+            var progress = 0
+            for (i, c) in conns.enumerated() where offsets[i] < ask.count {
+                let n = ask.withUnsafeBytes { c.writeSome(UnsafeRawBufferPointer(rebasing: $0[offsets[i]...])) }
+                offsets[i] += n
+                progress += n
+            }
+            var entry = pollfd(fd: server.fd, events: Int16(POLLIN), revents: 0)
+            _ = poll(&entry, 1, 20)
+            server.fill()
+            var out = ""
+            for line in server.takeLines() {
+                if line.contains("\"accepted\":true") { answered += 1 } else if line.contains("\"accepted\":false") { refused += 1 }
+                guard line.hasPrefix(#"{"op":"request""#), let range = line.range(of: "\"reply\":\"") else { continue }
+                out += #"{"op":"reply","to":"\#(line[range.upperBound...].prefix(32))","data":"\#(pad)","req":1}"# + "\n"
+            }
+            if !out.isEmpty { _ = server.writeAll(Array(out.utf8), timeout: 30); progress += 1 }
+            idle = progress == 0 ? idle + 1 : 0
+        }
+        say("ready written=\(offsets.reduce(0, +) / (ask.count / 1000)) accepted=\(answered) refused=\(refused)")
+        holdUntilStopped(seconds * 3)
+    case "rr-fill":
+        // (issue 32) 8 connections ask root's server for rr.flood (which it
+        // never answers) 1024 times each with a 300 s deadline: as much of its
+        // reply-token slots as this uid can take.
+        _ = open(8)
+        let ask = Array(String(repeating: #"{"op":"request","type":"rr.flood","timeout":300000,"req":1}"# + "\n", count: 1024).utf8)
+        var noResponders = 0, limit = 0
+        for c in conns {
+            guard c.writeAll(ask + Array((#"{"op":"ping","req":"p"}"# + "\n").utf8), timeout: 30) else { continue }
+            // Every request is answered at once (no_responders, limit) or pending: counted until the ping's ok.
+            let deadline = monotonic() + 30
+            var synced = false
+            while !synced && monotonic() < deadline {
+                var entry = pollfd(fd: c.fd, events: Int16(POLLIN), revents: 0)
+                _ = poll(&entry, 1, 20)
+                c.fill()
+                for line in c.takeLines() {
+                    if line.contains("\"no_responders\"") { noResponders += 1 } else if line.contains("\"limit\"") { limit += 1 }
+                    if line.contains("\"req\":\"p\"") { synced = true }
+                }
+            }
+        }
+        say("ready reached=\(8 * 1024 - noResponders - limit) no_responders=\(noResponders) limit=\(limit)")
+        holdUntilStopped(seconds * 10)
     default:
         fail("unknown attack \(kind)")
     }
@@ -835,6 +943,41 @@ func runVictim(_ path: String, _ seconds: Double, publish: Bool, timeline: Bool 
     let lateRate = Double(lateAcknowledged) / max(0.001, monotonic() - start - seconds / 2)
     say(String(format: "rate=%.0f p50_ms=%.2f p99_ms=%.2f max_ms=%.2f pings=%d longest_wait_ms=%.1f late_rate=%.0f",
                rate, percentile(0.5), percentile(0.99), rtts.last ?? 9999, rtts.count, longestWaitMs, lateRate))
+}
+
+/// `--role rr-server SOCKET SECONDS` (issue 32, as root): serves `rr.>`,
+/// answers the requests of `rr.mine` at once and reads and drops the rest.
+func runRequestServer(_ path: String, _ seconds: Double) {
+    guard let c = Conn(path), c.request(#"{"op":"subscribe","type":"rr.>","serve":true,"req":"s"}"#, until: "\"req\":\"s\"") != nil else { fail("rr-server cannot serve") }
+    say("ready")
+    holdUntilStopped(seconds) {
+        var entry = pollfd(fd: c.fd, events: Int16(POLLIN), revents: 0)
+        _ = poll(&entry, 1, 5)
+        c.fill()
+        var out = ""
+        for line in c.takeLines() where line.hasPrefix(#"{"op":"request""#) && line.contains(#""type":"rr.mine""#) {
+            guard let range = line.range(of: "\"reply\":\"") else { continue }
+            out += #"{"op":"reply","to":"\#(line[range.upperBound...].prefix(32))","data":"yours"}"# + "\n"
+        }
+        if !out.isEmpty { _ = c.writeAll(Array(out.utf8)) }
+    }
+}
+
+/// `--role rr-asker SOCKET COUNT` (issue 32): COUNT requests of `rr.mine`,
+/// one at a time; prints `answered= no_responders= other= p50_ms= p99_ms= max_ms=`.
+func runRequestAsker(_ path: String, _ count: Int) {
+    guard let c = Conn(path) else { fail("rr-asker cannot connect") }
+    var answered = 0, noResponders = 0, other = 0
+    var times: [Double] = []
+    for i in 0..<count {
+        let t = monotonic()
+        guard let line = c.request(#"{"op":"request","type":"rr.mine","timeout":10000,"req":\#(i)}"#, until: "\"req\":\(i),", timeout: 15) else { other += 1; continue }
+        times.append((monotonic() - t) * 1000)
+        if line.contains("\"yours\"") { answered += 1 } else if line.contains("\"no_responders\"") { noResponders += 1 } else { other += 1 }
+    }
+    times.sort()
+    func percentile(_ p: Double) -> Double { times.isEmpty ? 9999 : times[min(times.count - 1, Int(Double(times.count) * p))] }
+    say(String(format: "answered=%d no_responders=%d other=%d p50_ms=%.2f p99_ms=%.2f max_ms=%.2f", answered, noResponders, other, percentile(0.5), percentile(0.99), times.last ?? 9999))
 }
 
 // MARK: Driver
@@ -1035,12 +1178,12 @@ func runDriver(_ options: Options) {
     let all = ["keys", "patterns", "flood", "partial", "slow", "connections", "churn", "busy", "replay", "hangup", "statefile", "retained",
                "never-readers", "trickle-readers", "stopped-readers", "stall-once", "last-copies", "partial-memory", "drop-old",
                "never-readers-3", "never-readers-kinds", "types-flood", "trusted-holder", "cost-deep", "cost-arrays", "cost-keys", "cost-escapes", "cost-number", "cost-types", "cost-patterns",
-               "groups", "group-churn"] + stateRows
+               "groups", "group-churn", "rr-no-server", "rr-ignored", "rr-forged", "rr-unread", "rr-fill"] + stateRows
     for row in options.rows.isEmpty ? all : options.rows {
         // (issue 20) The rows the attack clients' own CPU distorts: broker and
         // attackers on CPU 0, the victim on CPU 1 (taskset), the broker's
         // share of its CPU measured and printed next to the figure.
-        let pinned = row.hasPrefix("cost-") || row.hasPrefix("churn") || row == "never-readers-3" || row == "drop-old" || row == "never-readers-kinds"
+        let pinned = row.hasPrefix("cost-") || row.hasPrefix("churn") || row.hasPrefix("rr-") || row == "never-readers-3" || row == "drop-old" || row == "never-readers-kinds"
         victimCPU = pinned ? 1 : nil
         let brokerCPU: Int? = pinned ? 0 : nil
         let attackerCPU: Int? = pinned ? 0 : nil
@@ -1142,7 +1285,7 @@ func runDriver(_ options: Options) {
             check(row, "another uid's ping p99", String(format: "%.1f ms", p99), "< 100 ms", p99 < 100)
             attacker.stop()
             broker.stop()
-        case "busy", "churn", "churn-exact":
+        case "busy", "churn", "churn-exact", "rr-no-server", "rr-ignored", "rr-forged":
             // This machine's speed drifts by 20 % and more within seconds (a
             // shared host), more than the bound's margin, so the victim's
             // idle and attacked rates are taken in one run of the victim, in
@@ -1191,7 +1334,17 @@ func runDriver(_ options: Options) {
             kill(attacker.process.processIdentifier, SIGCONT)
             collect(until: monotonic() + 20)
             v.stop()
+            let rssDuring = broker.rssMiB()
             attacker.stop()
+            if row.hasPrefix("rr-") {
+                // (issue 32) What the attack left held, and the broker's memory.
+                let done = attacker.line(timeout: 10)
+                check(row, "broker RSS at the end of the attack", String(format: "%.1f MiB", rssDuring), "<= 128 MiB (64 MiB per-uid outbound quota + 64 MiB)", rssDuring <= 128)
+                if row == "rr-forged" {
+                    check(row, "the live token, tried on 200 other connections, still answers from its own (owner accepted, asker answered)",
+                          "\(Int(value("owner_accepted", done) ?? 0)), \(Int(value("asker_answered", done) ?? 0))", "1, 1", value("owner_accepted", done) == 1 && value("asker_answered", done) == 1)
+                }
+            }
             /// The victim's rate in phase `k`, without its first `settle` s.
             func rate(_ k: Int) -> Double {
                 let inside = ticks.filter { $0.t >= bounds[k] + settle && $0.t <= bounds[k + 1] }
@@ -1225,13 +1378,65 @@ func runDriver(_ options: Options) {
                 check(row, "broker's CPU share, idle / under attack phases (broker and attackers on CPU 0, victim on CPU 1)",
                       "\(list(stride(from: 0, to: phases, by: 2).map { shares[$0] }) { percent($0) }) / \(list(attackedPhases.map { shares[$0] }) { percent($0) })", "informational", true)
             }
-            let what = row == "busy" ? "200 connections of one uid pinging as fast as they can" : "200 connections of one uid churning \(row == "churn-exact" ? "a.b.c" : "a.*.c")"
+            let what = [
+                "busy": "200 connections of one uid pinging as fast as they can",
+                "rr-no-server": "200 connections of one uid requesting a type nobody serves as fast as they are answered",
+                "rr-ignored": "200 connections of one uid requesting from its own server that never answers (1 s deadlines)",
+                "rr-forged": "200 connections of one uid replying with forged, reused, malformed and foreign tokens",
+            ][row] ?? "200 connections of one uid churning \(row == "churn-exact" ? "a.b.c" : "a.*.c")"
             check(row, "another uid's publish rate under \(what), 1 s phases on and off, median of 4, per second of broker CPU (idle phases \(list(stride(from: 0, to: phases, by: 2).map { rates[$0] }) { String(Int($0)) })/s; attacked \(list(attackedPhases.map { rates[$0] }) { String(Int($0)) })/s; per broker second \(list(normalized) { String(Int($0 * 100)) }) %; raw \(list(raw) { String(Int($0 * 100)) }) %)",
                   "\(Int(median(normalized) * 100)) % (raw \(Int(median(raw) * 100)) %)", ">= half idle", median(normalized) >= 0.5 && summary != nil)
             let attackedPings = pings.filter { p in attackedPhases.contains { p.t >= bounds[$0] && p.t < bounds[$0 + 1] } }.map(\.ms).sorted()
             let p99 = attackedPings.isEmpty ? 9999 : attackedPings[min(attackedPings.count - 1, Int(Double(attackedPings.count) * 0.99))]
             check(row, "another uid's ping p99 in the attacked phases (\(attackedPings.count) pings)", String(format: "%.1f ms", p99), "< 100 ms", p99 < 100)
             check(row, "stats round trip during the attack", statsDuringAttack.map { String(format: "%.1f ms", $0.ms) } ?? "no answer", "< 100 ms", (statsDuringAttack?.ms ?? 9999) < 100)
+            broker.stop()
+        case "rr-unread":
+            // (issue 32) Answers never read: bounded by the requester uid's outbound quota.
+            let (broker, _) = fresh([])
+            let idle = victim(broker)
+            let rss0 = broker.rssMiB()
+            let attacker = asUID(options.attackerUID, ["--role", "attacker", row, broker.socket, String(seconds * 3)])
+            let ready = attacker.line(timeout: seconds * 3 + 60)
+            let queued = broker.clientsSum("queued_bytes", uid: options.attackerUID)
+            let pending = broker.clientsSum("pending", uid: options.attackerUID)
+            check(row, "queued_bytes of 20 requesters never reading 32 KiB answers (\(Int(value("written", ready) ?? 0)) requests written, \(Int(value("accepted", ready) ?? 0)) replies accepted, \(Int(value("refused", ready) ?? 0)) refused; \(pending) pending)",
+                  String(format: "%.1f MiB", Double(queued) / mib), "<= 64 MiB per uid (+ one answer per connection)", queued >= 0 && Double(queued) <= 64 * mib + 21 * 40_000)
+            let grown = broker.rssMiB() - rss0
+            check(row, "broker RSS growth", String(format: "%.1f MiB", grown), "<= 64 MiB queued + 64 MiB", grown <= 128)
+            let v = victim(broker)
+            let idleRate = value("rate", idle) ?? 1, rate = value("rate", v) ?? 0, p99 = value("p99_ms", v) ?? 9999
+            check(row, "another uid's publish rate (idle \(Int(idleRate))/s)", "\(Int(rate))/s", ">= half idle", rate >= idleRate / 2)
+            check(row, "another uid's ping p99", String(format: "%.1f ms", p99), "< 100 ms", p99 < 100)
+            attacker.stop()
+            broker.stop()
+        case "rr-fill":
+            // (issue 32) Another uid fills root's server's reply-token slots with
+            // requests it never answers: root's own requests still get there.
+            let (broker, _) = fresh([])
+            let server = asUID(0, ["--role", "rr-server", broker.socket, String(seconds * 10 + 60)])
+            guard server.line(timeout: 30) == "ready" else { fail("rr-server did not start") }
+            let rss0 = broker.rssMiB()
+            let before = asUID(0, ["--role", "rr-asker", broker.socket, "200"])
+            let baseline = before.line(timeout: 60)
+            before.stop()
+            let attacker = asUID(options.attackerUID, ["--role", "attacker", row, broker.socket, String(seconds * 10)])
+            let ready = attacker.line(timeout: 120)
+            let reached = Int(value("reached", ready) ?? -1)
+            check(row, "requests of another uid root's server holds (8 x 1024 asked, 300 s deadlines; \(Int(value("no_responders", ready) ?? -1)) no_responders, \(Int(value("limit", ready) ?? -1)) limit)",
+                  "\(reached)", "<= 2048 (its fair share: about half of the 4096 a connection may hold)", reached >= 0 && reached <= 2048)
+            let asker = asUID(0, ["--role", "rr-asker", broker.socket, "200"])
+            let during = asker.line(timeout: 120)
+            asker.stop()
+            let answered = Int(value("answered", during) ?? 0)
+            check(row, "root's requests to its server answered meanwhile (before the attack: \(Int(value("answered", baseline) ?? 0)) of 200, p99 \(value("p99_ms", baseline).map { String(format: "%.2f ms", $0) } ?? "?"))",
+                  "\(answered) of 200 (\(Int(value("no_responders", during) ?? 0)) no_responders)", "200 of 200", answered == 200)
+            let p99 = value("p99_ms", during) ?? 9999
+            check(row, "root's request round trip p99 meanwhile", String(format: "%.2f ms", p99), "< 100 ms", p99 < 100)
+            let grown = broker.rssMiB() - rss0
+            check(row, "broker RSS growth", String(format: "%.1f MiB", grown), "<= 64 MiB", grown <= 64)
+            attacker.stop()
+            server.stop()
             broker.stop()
         case "never-readers", "trickle-readers", "stopped-readers":
             // (1.2 flow control) No uid slows another's publishers: root's
@@ -1749,6 +1954,12 @@ if args.first == "--role" {
     case "attacker":
         guard args.count == 5, let seconds = Double(args[4]) else { fail("--role attacker KIND SOCKET SECONDS") }
         runAttacker(args[2], args[3], seconds)
+    case "rr-server":
+        guard args.count == 4, let seconds = Double(args[3]) else { fail("--role rr-server SOCKET SECONDS") }
+        runRequestServer(args[2], seconds)
+    case "rr-asker":
+        guard args.count == 4, let count = Int(args[3]) else { fail("--role rr-asker SOCKET COUNT") }
+        runRequestAsker(args[2], count)
     case "victim":
         guard args.count == 5, let seconds = Double(args[3]) else { fail("--role victim SOCKET SECONDS publish|publish-timeline|ping|rr1|rr256") }
         if args[4].hasPrefix("rr"), let window = Int(args[4].dropFirst(2)) {

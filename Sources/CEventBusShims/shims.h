@@ -1,5 +1,6 @@
 // Header-only bridge to Linux APIs that Swift's Glibc module does not import:
-// epoll, signalfd, eventfd, accept4, struct ucred, SO_PEERGROUPS, pipe2, malloc_trim.
+// epoll, signalfd, eventfd, accept4, struct ucred, SO_PEERGROUPS, pipe2, malloc_trim,
+// getrandom.
 //
 // Before editing: do not define _GNU_SOURCE for the whole module (it turns the
 // sockaddr parameters of bind/connect/accept into a transparent union Swift
@@ -23,6 +24,8 @@
 #include <time.h>
 #include <sys/ioctl.h>
 #include <termios.h>
+#include <stdlib.h>
+#include <sys/random.h>
 
 /// Mirrors glibc's `struct ucred` (only visible under _GNU_SOURCE).
 typedef struct eventbus_ucred {
@@ -77,6 +80,22 @@ static inline int eventbus_window_size(int fd, unsigned short *rows, unsigned sh
 }
 
 /// The errno of the calling thread.
+/// Fills `n` bytes from getrandom(2), the system CSPRNG (flags 0: it blocks
+/// only until the kernel's pool is first seeded at boot); aborts if the
+/// kernel refuses (no getrandom: nothing safe to fall back to).
+static inline void eventbus_random_bytes(void *buf, size_t n) {
+    unsigned char *p = (unsigned char *)buf;
+    while (n > 0) {
+        ssize_t r = getrandom(p, n, 0);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            abort();
+        }
+        p += r;
+        n -= (size_t)r;
+    }
+}
+
 static inline int eventbus_errno(void) { return errno; }
 static inline void eventbus_set_errno(int value) { errno = value; }
 

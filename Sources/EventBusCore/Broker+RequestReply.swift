@@ -130,6 +130,7 @@ extension Broker {
         var servers: [Connection] = []
         var blockers: [Connection] = []
         requestMark &+= 1
+        requestingUID = requester.credentials.uid
         routeRequest(type, from: requester) { server in
             switch requestFit(size: size, requester: requester, server: server) {
             case .fits:
@@ -164,7 +165,7 @@ extension Broker {
         requests.add(pending)
         var out: [UInt8] = []
         for server in servers {
-            let token = requests.issueToken(for: pending, to: server)
+            let token = requests.issueToken(for: pending, to: server, actor: servingActor(requester.credentials.uid, server))
             out.removeAll(keepingCapacity: true)
             event.withUnsafeBytes { FrameEncoder.appendRequest(event: $0, token: { token.append(to: &$0) }, timeoutMilliseconds: timeout, to: &out) }
             enqueue(bytes: out, to: server)
@@ -189,14 +190,36 @@ extension Broker {
         }
     }
 
-    /// Whether `server` may be given one more request: the reply tokens the
-    /// broker keeps for it, its uid (none for uid 0 and the broker's) and
-    /// all servers are below their bounds. At a bound it is passed over.
+    /// Whether `server` may be given one more request of `requestingUID`:
+    /// the reply tokens the broker keeps for it, its uid (none for uid 0 and
+    /// the broker's) and all servers are below their bounds, and a requester
+    /// of another uid stays within its fair share of the server's bound and
+    /// of its uid's (`fairShareAllows`, as for outbound bytes: one uid alone
+    /// holds at most about half, so the server's own uid, uid 0 and the
+    /// broker's always find room). At a bound it is passed over.
     func mayServeMore(_ server: Connection) -> Bool {
         let quotas = configuration.quotas
-        if server.requests.serving.count >= configuration.maxServingRequestsPerConnection { return false }
-        if !server.account.isPrivileged && server.account.servingRequests >= quotas.maxServingRequestsPerUID { return false }
-        return requests.slots.count < quotas.maxServingRequests
+        let held = server.requests.serving.count
+        let perConnection = configuration.maxServingRequestsPerConnection
+        if held >= perConnection { return false }
+        let account = server.account
+        if !account.isPrivileged && account.servingRequests >= quotas.maxServingRequestsPerUID { return false }
+        guard requests.slots.count < quotas.maxServingRequests else { return false }
+        let actor = servingActor(requestingUID, server)
+        guard actor != OutboundQueue.noActor else { return true }
+        let shares = server.requests.shares
+        guard Broker.fairShareAllows(charge: 1, share: shares[actor] ?? 0, users: shares.count, remaining: perConnection - held) else { return false }
+        guard !account.isPrivileged else { return true }
+        let uidShares = account.servingShares
+        return Broker.fairShareAllows(charge: 1, share: uidShares[actor] ?? 0, users: uidShares.count,
+                                      remaining: quotas.maxServingRequestsPerUID - account.servingRequests)
+    }
+
+    /// Whose fair share a request of `uid` to `server` counts in: none
+    /// (`OutboundQueue.noActor`) for the server's own uid, uid 0 and the broker's.
+    @inline(__always)
+    func servingActor(_ uid: UInt32, _ server: Connection) -> UInt32 {
+        uid == server.credentials.uid || isPrivileged(uid) ? OutboundQueue.noActor : uid
     }
 
     /// What a server whose queue is at `size` bytes short does with a request.

@@ -158,6 +158,9 @@ public final class Broker {
     /// (1.3) The mark of the request being routed (`ConnectionGroups.chosen`):
     /// a server is taken once per request without scanning the list.
     var requestMark: UInt64 = 0
+    /// (1.3) The uid of the requester being routed: `mayServeMore` gives it
+    /// its fair share of each server's reply tokens.
+    var requestingUID: UInt32 = 0
     /// (1.3) The seed of key hashes and member salts (random per run, as `types`').
     let groupSeed: UInt64
     /// (1.3) Serving subscriptions, apart from the plain ones (Broker+RequestReply.swift).

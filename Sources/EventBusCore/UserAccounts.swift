@@ -163,6 +163,9 @@ final class UserAccount {
     var pendingRequests = 0
     /// (1.3) Reply tokens its connections hold (requests given, not answered).
     var servingRequests = 0
+    /// (1.3) How many of them each other requester uid holds (its fair
+    /// share of the uid's bound, `Broker.mayServeMore`); no entry at 0.
+    var servingShares: [UInt32: Int] = [:]
     /// (1.3) Queue-group memberships of its connections (joinGroup/leaveGroup
     /// change it): at most its connection limit (`groupLimitError`).
     var groupMemberships = 0

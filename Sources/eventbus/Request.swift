@@ -63,8 +63,22 @@ func runRequest(_ args: ParsedArguments, socket: String) throws(CLIError) {
     case .timedOut:
         throw CLIError(.timedOut, "timed out after \(timeoutText) waiting for a reply to the request for '\(typeName)'")
     case .refused:
+        // A --timeout over the broker's --max-request-timeout is the user's
+        // option, not bad data: a usage error that names the limit.
+        if let timeoutMilliseconds, let limit = brokerTimeoutLimit(reply), timeoutMilliseconds > limit {
+            throw .usage(command, "--timeout \(timeoutText) is over the broker's maximum of \(durationText(.milliseconds(limit))) (eventbusd --max-request-timeout); ask for at most that")
+        }
         throw reply.failure("request")
     }
+}
+
+/// The broker's largest request timeout, ms, from its `bad_request` for a
+/// timeout over it ("timeout N ms is over the broker's maximum of M ms",
+/// Broker+RequestReply.swift); nil for any other answer.
+func brokerTimeoutLimit(_ reply: Reply) -> UInt64? {
+    guard reply.string("code") == ErrorCode.badRequest.rawValue, let message = reply.string("message"),
+          message.hasPrefix("timeout "), let range = message.firstRange(of: "maximum of ") else { return nil }
+    return UInt64(message[range.upperBound...].prefix { $0.isNumber })
 }
 
 /// `{"seq":43,"time":"...","pid":811,"uid":0,"gid":0,"data":...}`: the

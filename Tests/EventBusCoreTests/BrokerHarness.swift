@@ -304,17 +304,22 @@ final class BrokerHarness {
         var tokens = 0
         var pending = 0
         var byUID: [UInt32: (pending: Int, serving: Int)] = [:]
+        var uidShares: [UInt32: [UInt32: Int]] = [:]
         for connection in broker.connections.values {
             tokens += connection.requests.serving.count
             pending += connection.requests.pending.count
             let uid = connection.credentials.uid
             byUID[uid, default: (0, 0)].pending += connection.requests.pending.count
             byUID[uid, default: (0, 0)].serving += connection.requests.serving.count
+            var shares: [UInt32: Int] = [:]
             for token in connection.requests.serving {
                 let slot = table.slots[token]
                 #expect(slot?.server === connection && slot?.request.tokens.contains(token) == true,
                         "token of \(connection.id) out of step", sourceLocation: sourceLocation)
+                if let actor = slot?.actor, actor != OutboundQueue.noActor { shares[actor, default: 0] += 1 }
             }
+            #expect(connection.requests.shares == shares, "serving shares of \(connection.id) out of step", sourceLocation: sourceLocation)
+            for (actor, count) in shares { uidShares[uid, default: [:]][actor, default: 0] += count }
             for request in connection.requests.pending.values {
                 #expect(request.requester === connection && request.heapIndex >= 0 && table.deadlines[request.heapIndex] === request,
                         "pending request of \(connection.id) out of step", sourceLocation: sourceLocation)
@@ -324,6 +329,7 @@ final class BrokerHarness {
         for (uid, counts) in byUID {
             #expect(broker.ledger.accounts[uid]?.pendingRequests == counts.pending && broker.ledger.accounts[uid]?.servingRequests == counts.serving,
                     "request counts of uid \(uid) out of step", sourceLocation: sourceLocation)
+            #expect(broker.ledger.accounts[uid]?.servingShares ?? [:] == uidShares[uid] ?? [:], "serving shares of uid \(uid) out of step", sourceLocation: sourceLocation)
         }
         for i in 1..<max(1, table.deadlines.count) {
             #expect(table.deadlines[(i - 1) / 2].deadline <= table.deadlines[i].deadline, "deadline heap out of order", sourceLocation: sourceLocation)

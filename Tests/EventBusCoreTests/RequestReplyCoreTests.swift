@@ -58,4 +58,39 @@ struct RequestReplyCoreTests {
         h.checkInvariants()
         h.closeAll()
     }
+
+    @Test("A server's reply tokens are shared fairly: another uid alone holds about half, a second one its share, the server's own uid and root always find room")
+    func servingTokensAreSharedFairly() throws {
+        let h = BrokerHarness { $0.maxServingRequestsPerConnection = 64 }
+        let server = h.connect(uid: 2000)
+        _ = h.send(server, #"{"op":"subscribe","type":"svc.x","serve":true,"req":1}"#)
+        _ = h.read(server)
+        /// Sends `count` requests from `asker`; returns how many reached the server.
+        func flood(_ asker: Connection, _ count: Int) -> Int {
+            for i in 0..<count { _ = h.send(asker, #"{"op":"request","type":"svc.x","timeout":60000,"req":\#(i)}"#) }
+            let refused = h.read(asker).filter { $0.code == "no_responders" }.count
+            return count - refused
+        }
+        let attacker = h.connect(uid: 3000)
+        let first = flood(attacker, 64)
+        #expect(first > 0 && first <= 32, "uid 3000 alone got \(first) of 64")
+        let other = h.connect(uid: 3001)
+        let second = flood(other, 64)
+        #expect(second > 0, "a second uid finds room")
+        #expect(flood(attacker, 8) == 0, "uid 3000 at its share is passed over")
+        // The server's own uid and root are not counted in a share: they fill what is left.
+        let own = h.connect(uid: 2000), root = h.connect(uid: 0)
+        #expect(flood(own, 1) == 1 && flood(root, 1) == 1)
+        #expect(h.broker.requests.slots.count == first + second + 2)
+        h.checkInvariants()
+        // Answering frees the share: uid 3000 gets in again.
+        let requests = h.read(server).filter { $0.op == "request" }
+        for request in requests.prefix(first) { _ = h.send(server, #"{"op":"reply","to":"\#(request.string("reply")!)","data":1}"#) }
+        #expect(flood(attacker, 1) == 1)
+        h.checkInvariants()
+        _ = h.close(server)
+        #expect(h.broker.requests.slots.isEmpty)
+        h.checkInvariants()
+        h.closeAll()
+    }
 }

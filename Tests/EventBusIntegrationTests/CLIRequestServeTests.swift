@@ -116,7 +116,7 @@ struct CLIRequestServeTests {
         server.send(signal: SIGKILL)
         let run = try requester.wait(timeout: .seconds(20))
         #expect(run.status == 3, "\(run)")
-        #expect(run.stderr.contains("no reply to the request for 'slow.job'"), "\(run)")
+        #expect(run.stderr.contains("no reply to the request for 'slow.job': the one server of slow.job the request reached went without replying: it closed its connection"), "\(run)")
         kill(command, SIGKILL)  // orphaned with its server: ours to end
     }
 
@@ -232,6 +232,14 @@ struct CLIRequestServeTests {
             let run = try broker.run(arguments)
             #expect(run.status == 64 && run.stderr.contains(message), "\(arguments): \(run)")
         }
+    }
+
+    @Test func aTimeoutOverTheBrokersMaximumIsAUsageErrorNamingIt() throws {
+        let broker = try TestBroker()  // --max-request-timeout: the default, 300 s
+        let run = try broker.run(["request", "--timeout", "10min", "math.add", "1"])
+        #expect(run.status == 64, "\(run)")
+        #expect(run.stderr.contains("--timeout 10min is over the broker's maximum of 5min (eventbusd --max-request-timeout)"), "\(run)")
+        #expect(try broker.run(["request", "--timeout", "5min", "math.add", "1"]).status == 67, "the maximum itself is allowed")
     }
 }
 

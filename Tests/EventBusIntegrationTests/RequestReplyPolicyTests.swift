@@ -164,7 +164,8 @@ struct RequestReplyPolicyTests {
     @Test("Pending requests are bounded per uid (uid 0 has no per-uid bound); a server holding 4096 unanswered requests is passed over")
     func pendingRequestsAreBoundedPerUID() throws {
         try withUsers(["--max-pending-requests", "100000"]) { broker, users in
-            let server = try broker.connect()
+            // A server of the requesters' own uid: another uid's would give them only their fair share.
+            let server = try users.connect(uid: 4321)
             try server.ok(#"{"op":"subscribe","type":"svc.many","serve":true,"req":1}"#)
             let a = try users.connect(uid: 4321), b = try users.connect(uid: 4321)
             var text = ""
@@ -185,9 +186,37 @@ struct RequestReplyPolicyTests {
             // The server holds 4096 unanswered requests (the broker keeps a token for each): passed over.
             let full = try c.error(#"{"op":"request","type":"svc.many","req":2}"#)
             #expect(full.code == "no_responders", "\(full.raw)")
-            var skipped: [Frame] = []
-            let rootMe = try server.request(#"{"op":"stats","req":"s"}"#, skippingEventsInto: &skipped, timeout: .seconds(60)).object("me")
+            let rootMe = try broker.connect().stats().object("me")
             #expect((rootMe?["limits"] as? [String: Any])?["pending_requests"] is NSNull)
+        }
+    }
+
+    @Test("A server's reply tokens are shared fairly: another uid flooding root's server with requests it never answers gets about half of them, root's own request still reaches it and is answered")
+    func anotherUIDCannotFillRootsServer() throws {
+        try withUsers(["--max-pending-requests", "100000"]) { broker, users in
+            let server = try broker.connect()
+            try server.ok(#"{"op":"subscribe","type":"svc.>","serve":true,"req":1}"#)
+            let flooder = try users.connect(uid: 4321)
+            var text = ""
+            for i in 0..<4096 { text += #"{"op":"request","type":"svc.flood","timeout":300000,"req":\#(i)}"# + "\n" }
+            try flooder.sendBytes(Array(text.utf8), timeout: .seconds(120))
+            // Each request is routed (no answer yet) or refused at once.
+            let refused = try flooder.settle(timeout: .seconds(60)).filter { $0.code == "no_responders" }.count
+            let reached = 4096 - refused
+            #expect(reached > 1000 && reached <= 2048, "uid 4321 reached the server with \(reached) of 4096")
+            #expect((try flooder.stats().object("me")?["pending_requests"] as? NSNumber)?.intValue == reached)
+            // Root asks the same server while uid 4321 holds its share: it gets there and is answered.
+            let root = try broker.connect()
+            try root.send(#"{"op":"request","type":"svc.mine","req":"r"}"#)
+            let frames = try server.readFrames(until: { $0.op == "request" && $0.type == "svc.mine" }, timeout: .seconds(60))
+            #expect(frames.filter { $0.type == "svc.flood" }.count == reached)
+            try server.send(#"{"op":"reply","to":"\#(frames.last!.string("reply")!)","data":"yours"}"#)
+            let answer = try root.readFrame(timeout: .seconds(30))
+            #expect(answer.op == "ok" && answer.req == .string("r") && answer.raw.contains(#""data":"yours""#), "\(answer.raw)")
+            // Another uid still finds room beside it.
+            let second = try users.connect(uid: 4322)
+            try second.send(#"{"op":"request","type":"svc.other","timeout":300000,"req":1}"#)
+            try second.expectNoFrame()
         }
     }
 }

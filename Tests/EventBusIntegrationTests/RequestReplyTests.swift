@@ -242,6 +242,64 @@ struct RequestReplyTests {
         }
     }
 
+    @Test("no_reply when the only server the request reached falls behind (took nothing of its queue for the stall timeout while it held a publisher)")
+    func noReplyWhenTheServerFallsBehind() throws {
+        try withBroker(["--max-outbound", "65536", "--stall-timeout", "300ms"]) { broker in
+            let server = try broker.connect()
+            try server.ok(#"{"op":"subscribe","type":"svc.slow","serve":true,"req":1}"#)
+            try server.ok(#"{"op":"subscribe","type":"fill.>","req":2}"#)
+            let asker = try broker.connect()
+            try Self.ask(asker, type: "svc.slow", req: 1, extra: #","timeout":300000"#)
+            try asker.expectNoFrame()  // queued to the server, pending
+            // A same-uid publisher fills the server's queue and is held; the
+            // server reads nothing for the stall timeout: it is behind.
+            let filler = try broker.connect()
+            let pad = String(repeating: "z", count: 4000)
+            var text = ""
+            for i in 0..<400 { text += #"{"op":"publish","type":"fill.a","data":"\#(pad)","req":\#(i)}"# + "\n" }  // past the socket buffers
+            _ = try filler.sendWithoutReading(Array(text.utf8), stall: .seconds(5))
+            let answer = try asker.readFrame(timeout: .seconds(60))
+            #expect(answer.op == "error" && answer.code == "no_reply" && answer.req == .integer(1), "\(answer.raw)")
+            let message = answer.string("message") ?? ""
+            #expect(message.contains("the one server of svc.slow") && message.contains("fell behind"), "\(message)")
+            // The server reads again: the request is in its queue, its token no longer good.
+            let frames = try server.readFrames(until: { $0.op == "request" }, timeout: .seconds(30))
+            try server.send(#"{"op":"reply","to":"\#(frames.last!.string("reply")!)","data":1,"req":"late"}"#)
+            let late = try server.readFrames(until: { $0.req == .string("late") }, timeout: .seconds(30)).last!
+            #expect(late.op == "ok" && late.bool("accepted") == false, "\(late.raw)")
+        }
+    }
+
+    @Test("Flow control: a full serving queue-group member of the requester's own uid holds the request; it is routed when the member reads")
+    func fullGroupMemberHoldsItsOwnUID() throws {
+        try withBroker(["--max-outbound", "65536", "--stall-timeout", "60s"]) { broker in
+            let member = try broker.connect()
+            try member.ok(#"{"op":"subscribe","type":"svc.full","serve":true,"group":"workers","req":1}"#)
+            try member.ok(#"{"op":"subscribe","type":"fill.>","req":2}"#)
+            let observer = try broker.connect()
+            func heldCount() throws -> Int {
+                let clients = try observer.ok(#"{"op":"clients","req":"c"}"#).array("clients") as? [[String: Any]] ?? []
+                return clients.filter { ($0["held"] as? Bool) == true }.count
+            }
+            let filler = try broker.connect()
+            let pad = String(repeating: "z", count: 4000)
+            var text = ""
+            for i in 0..<400 { text += #"{"op":"publish","type":"fill.a","data":"\#(pad)","req":\#(i)}"# + "\n" }  // past the socket buffers
+            _ = try filler.sendWithoutReading(Array(text.utf8), stall: .seconds(2))
+            try waitUntil("the filler is held") { try heldCount() == 1 }
+            let asker = try broker.connect()
+            try asker.send(#"{"op":"request","type":"svc.full","data":"\#(pad)","req":2}"#)
+            try waitUntil("the requester is held") { try heldCount() == 2 }
+            let stats = try observer.stats()
+            #expect(stats.int("requests") == 0 && stats.int("no_responders") == 0, "held: not routed yet, not refused: \(stats.raw)")
+            // The member reads its queue: the request is routed to it, the requester read on.
+            let frames = try member.readFrames(until: { $0.op == "request" }, timeout: .seconds(30))
+            try member.send(#"{"op":"reply","to":"\#(frames.last!.string("reply")!)","data":1}"#)
+            let answer = try asker.readFrame(timeout: .seconds(30))
+            #expect(answer.op == "ok" && answer.req == .integer(2), "\(answer.raw)")
+        }
+    }
+
     @Test("A server killed with SIGKILL mid-request gives the requester no_reply, not the deadline")
     func serverKilledMidRequestGivesNoReply() throws {
         try withBroker { broker in
