@@ -74,7 +74,7 @@ let package = Package(
         // NATS client (text protocol, failover, reconnect forever) and the
         // bridge's pure logic (issue 13; docs in the target folders' file comments).
         .target(name: "EventBusNATS", dependencies: ["EventBusProtocol", "EventBusSystem"], swiftSettings: strict),
-        .target(name: "EventBusBridge", dependencies: ["EventBusNATS", "EventBusSession", "EventBusProtocol", "EventBusLog", "EventBusCommandLine"], swiftSettings: strict),
+        .target(name: "EventBusBridge", dependencies: ["EventBusNATS", "EventBusSession", "EventBusProtocol", "EventBusLog", "EventBusSystem", "EventBusCommandLine"], swiftSettings: strict),
         // The generated man pages and shell completions of the three programs
         // (issue 33): rendered from their declarations, written by eventbus-manual.
         .target(name: "EventBusManual", dependencies: ["EventBusCommandLine", "EventBusServer", "EventBusBridge"], swiftSettings: strict),

@@ -1,8 +1,9 @@
 // eventbus-bridge: parse the options (BridgeOptions.swift), then run the
-// bridge (Bridge.swift, its decisions; BridgeLoop.swift, the one thread and
-// its epoll loop over the bus, NATS and the signals) on this thread, writing
-// the status file (StatusFile.swift) and systemd's STATUS= once a second; or,
-// with `--status`, print the status files of the running bridges.
+// bridge (EventBusBridge's Bridge.swift, its decisions; BridgeLoop.swift, the
+// one thread and its epoll loop over the bus, NATS and the signals) on this
+// thread, writing the status file (StatusFile.swift) and systemd's STATUS=
+// once a second; or, with `--status`, print the status files of the running
+// bridges. The same library code runs inside eventbusd (`--bridge`).
 //
 // Before editing: the signals are blocked (signalfd) before anything else, so
 // only the loop's signalfd sees SIGTERM. The process has one thread.

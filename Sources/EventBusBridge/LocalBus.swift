@@ -16,7 +16,6 @@
 // without `req` that is not a revocation as `.error` (`UnnumberedErrors.report`):
 // the only requests without `req` are imports, so it is the oldest
 // unconfirmed batch's.
-import EventBusBridge
 import EventBusProtocol
 import EventBusSession
 

@@ -8,7 +8,6 @@
 //
 // Before editing: nothing here blocks or touches a descriptor; the loop
 // writes what was queued once the batch is handled.
-import EventBusBridge
 import EventBusCommandLine
 import EventBusLog
 import EventBusNATS
@@ -18,17 +17,17 @@ import EventBusSystem
 import Synchronization
 
 /// The bridge's state and decisions (one owner: the loop).
-struct Bridge {
-    let configuration: BridgeConfiguration
+public struct Bridge {
+    public let configuration: BridgeConfiguration
     let logger: Logger
-    private(set) var core: BridgeCore
+    public private(set) var core: BridgeCore
     /// The local broker's instance, for the drop reports the NATS client builds.
     let brokerInstance = SharedText()
     /// Set once a `hello` reply lacked `origin` in `features` (warned once per run).
     private var warnedAboutOrigin = false
 
     /// - Parameter bridgeInstance: this process's random id (hellos, drop reports).
-    init(configuration: BridgeConfiguration, bridgeInstance: String, logger: Logger) {
+    public init(configuration: BridgeConfiguration, bridgeInstance: String, logger: Logger) {
         self.configuration = configuration
         self.logger = logger
         core = BridgeCore(mapping: configuration.mapping, exports: configuration.exports, imports: configuration.imports, bridgeInstance: bridgeInstance)
@@ -150,10 +149,10 @@ struct Bridge {
 }
 
 /// A string several threads read and one writes.
-final class SharedText: Sendable {
+public final class SharedText: Sendable {
     private let storage = Mutex("")
 
-    var value: String {
+    public var value: String {
         get { storage.withLock { $0 } }
         set { storage.withLock { $0 = newValue } }
     }

@@ -28,7 +28,6 @@
 // `Bridge` are decisions. Epoll registrations follow what the loop wants
 // before each wait (`register`); the NATS socket is registered again
 // whenever the driver's `generation` changes (a new connection).
-import EventBusBridge
 import EventBusCommandLine
 import EventBusLog
 import EventBusNATS
@@ -36,7 +35,7 @@ import EventBusProtocol
 import EventBusSystem
 import Glibc
 
-final class BridgeLoop {
+public final class BridgeLoop {
     private var bridge: Bridge
     private var bus: LocalBus
     private var nats: ClientDriver
@@ -84,7 +83,7 @@ final class BridgeLoop {
     private var effects: [Effect] = []
 
     /// - Throws: `SystemError` when epoll cannot be set up.
-    init(bridge: Bridge, socketPath: String, signals: SignalDescriptor, logger: Logger,
+    public init(bridge: Bridge, socketPath: String, signals: SignalDescriptor, logger: Logger,
          importPauseBytes: Int = 4 << 20, importResumeBytes: Int = 1 << 20) throws(SystemError) {
         self.bridge = bridge
         self.logger = logger
@@ -102,12 +101,12 @@ final class BridgeLoop {
     }
 
     /// The counters now.
-    var status: BridgeStatus { bridge.status(nats: nats.state.statistics, bus: bus.status) }
+    public var status: BridgeStatus { bridge.status(nats: nats.state.statistics, bus: bus.status) }
 
     /// Connects both sides, then serves them until SIGTERM or SIGINT; calls
     /// `everySecond` with the counters once a second (and once at the start).
     /// - Returns: the signal that stopped it.
-    func run(_ everySecond: (BridgeStatus) -> Void) -> Int32 {
+    public func run(_ everySecond: (BridgeStatus) -> Void) -> Int32 {
         nats.start(&effects)
         handleEffects()
         connectBus()
@@ -160,7 +159,7 @@ final class BridgeLoop {
 
     /// Stops: the bus first (no new exports), then up to `flushTimeout` for
     /// NATS to take what is held, then NATS.
-    func stop(flushTimeout: Duration = .seconds(2)) {
+    public func stop(flushTimeout: Duration = .seconds(2)) {
         if let fd = busSocket {
             epoll.remove(fd)
             fd.close()

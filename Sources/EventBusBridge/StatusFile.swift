@@ -9,20 +9,19 @@
 // rule (`directory`), so a status file written under systemd
 // (`RuntimeDirectory=eventbus-bridge`, i.e. /run/eventbus-bridge) is found by an
 // administrator's `eventbus-bridge --status` with no option at all.
-import EventBusBridge
 import EventBusCommandLine
 import EventBusSystem
 
-enum StatusFile {
+public enum StatusFile {
     /// How often the running bridge rewrites its file.
-    static let interval: Duration = .seconds(1)
+    public static let interval: Duration = .seconds(1)
     /// A file older than this belongs to no live bridge.
-    static let staleAfter: Duration = .seconds(5)
+    public static let staleAfter: Duration = .seconds(5)
 
     /// Where a bridge keeps its status file, first that applies:
     /// `$RUNTIME_DIRECTORY` (systemd's `RuntimeDirectory=`), `/run/eventbus-bridge`
     /// for root, `$XDG_RUNTIME_DIR/eventbus-bridge` for other users; nil when none applies.
-    static func directory(environment: [String: String], effectiveUID: UInt32) -> String? {
+    public static func directory(environment: [String: String], effectiveUID: UInt32) -> String? {
         if let runtime = environment["RUNTIME_DIRECTORY"]?.split(separator: ":").first, !runtime.isEmpty { return String(runtime) }
         if effectiveUID == 0 { return "/run/eventbus-bridge" }
         if let xdg = environment["XDG_RUNTIME_DIR"], !xdg.isEmpty { return xdg + "/eventbus-bridge" }
@@ -31,7 +30,7 @@ enum StatusFile {
 
     /// The directories `--status` looks in without `--status-file`: the one
     /// of `directory` and the system bridges' `/run/eventbus-bridge`.
-    static func searchDirectories(environment: [String: String], effectiveUID: UInt32) -> [String] {
+    public static func searchDirectories(environment: [String: String], effectiveUID: UInt32) -> [String] {
         var result: [String] = []
         if let own = directory(environment: environment, effectiveUID: effectiveUID) { result.append(own) }
         if !result.contains("/run/eventbus-bridge") { result.append("/run/eventbus-bridge") }
@@ -39,7 +38,7 @@ enum StatusFile {
     }
 
     /// `DIR/NODE.json`, or the configured `status-file`.
-    static func path(for configuration: BridgeConfiguration, environment: [String: String], effectiveUID: UInt32) -> String? {
+    public static func path(for configuration: BridgeConfiguration, environment: [String: String], effectiveUID: UInt32) -> String? {
         if let file = configuration.statusFile { return file }
         return directory(environment: environment, effectiveUID: effectiveUID).map { "\($0)/\(configuration.node.text).json" }
     }
@@ -48,19 +47,19 @@ enum StatusFile {
     /// write `path.tmp`, then rename(2); not fsynced, it is rewritten every
     /// second), mode 0644 less the umask, creating its directory (0755) when missing.
     /// - Throws: `SystemError` of the directory creation or the write.
-    static func write(_ json: String, to path: String) throws {
+    public static func write(_ json: String, to path: String) throws {
         try FileSystem.createDirectories(FileSystem.parentDirectory(of: path), mode: 0o755)
         let bytes = Array((json + "\n").utf8)
         try bytes.withUnsafeBytes { raw in try DurableFile.replace(path, with: [raw], durable: false, mode: 0o644) }
     }
 
     /// Removes the file (a clean stop); errors are ignored.
-    static func remove(_ path: String) {
+    public static func remove(_ path: String) {
         try? FileSystem.unlink(path)
     }
 
     /// One status file as `--status` found it.
-    struct Found {
+    public struct Found {
         var path: String
         var line: String
         /// Seconds since it was last written.
@@ -68,7 +67,7 @@ enum StatusFile {
     }
 
     /// The status files at `paths` (files) or in the directories `directories` (`*.json`), oldest name first.
-    static func find(paths: [String], directories: [String]) -> [Found] {
+    public static func find(paths: [String], directories: [String]) -> [Found] {
         var files = paths
         for directory in directories {
             let names = ((try? FileSystem.directoryEntries(directory)) ?? nil) ?? []
@@ -86,7 +85,7 @@ enum StatusFile {
     /// `--status`: prints the status file of each running bridge found (one JSON
     /// line each) and returns the exit status: 0 when at least one was found and
     /// all are fresh, 69 when none was found or one is stale.
-    static func printStatus(_ settings: BridgeSettings, environment: [String: String]) -> Int32 {
+    public static func printStatus(_ settings: BridgeSettings, environment: [String: String]) -> Int32 {
         let uid = ProcessIdentity.effectiveUID
         var paths: [String] = []
         var directories: [String] = []
