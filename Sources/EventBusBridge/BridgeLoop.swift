@@ -90,7 +90,7 @@ public final class BridgeLoop {
         self.signals = signals
         self.importPauseBytes = importPauseBytes
         self.importResumeBytes = importResumeBytes
-        bus = LocalBus(path: socketPath, patterns: bridge.core.exports)
+        bus = LocalBus(path: socketPath, patterns: bridge.core.exports, servePatterns: bridge.requests.exports)
         let configuration = bridge.natsConfiguration
         natsLimitBytes = configuration.bufferLimitBytes
         natsLimitMessages = configuration.bufferLimitMessages
@@ -114,6 +114,7 @@ public final class BridgeLoop {
         while true {
             var now = Clock.monotonicNanoseconds()
             if now >= nextStatus {
+                bridge.everySecond(now: now)
                 everySecond(status)
                 nextStatus = now + 1_000_000_000
             }
@@ -251,7 +252,7 @@ public final class BridgeLoop {
             bus.connectionOpened()
         } catch {
             busFailures += 1
-            bridge.handle(.attemptFailed(reason: error.description, failures: busFailures), path: bus.path, nats: &nats)
+            bridge.handle(.attemptFailed(reason: error.description, failures: busFailures), path: bus.path, bus: &bus, nats: &nats)
             scheduleBusRetry()
         }
     }
@@ -270,7 +271,7 @@ public final class BridgeLoop {
         pending = []
         pendingOffset = 0
         let (unconfirmed, wasGreeted) = bus.connectionClosed()
-        bridge.handle(.down(reason: reason, unconfirmedImports: unconfirmed), path: bus.path, nats: &nats)
+        bridge.handle(.down(reason: reason, unconfirmedImports: unconfirmed), path: bus.path, bus: &bus, nats: &nats)
         // A connection that got its hello answered was healthy: try again at once.
         busFailures = wasGreeted ? 0 : busFailures + 1
         scheduleBusRetry()
@@ -337,7 +338,7 @@ public final class BridgeLoop {
     }
 
     private func handleReports() {
-        for report in reports { bridge.handle(report, path: bus.path, nats: &nats) }
+        for report in reports { bridge.handle(report, path: bus.path, bus: &bus, nats: &nats) }
         reports.removeAll(keepingCapacity: true)
     }
 
