@@ -80,7 +80,7 @@ let package = Package(
         .target(name: "EventBusManual", dependencies: ["EventBusCommandLine", "EventBusServer", "EventBusBridge"], swiftSettings: strict),
         .executableTarget(
             name: "eventbusd",
-            dependencies: ["EventBusServer", "EventBusPolicy", "EventBusSystemd", "EventBusProtocol", "EventBusLog", "EventBusSystem", "EventBusCommandLine"],
+            dependencies: ["EventBusServer", "EventBusBridge", "EventBusPolicy", "EventBusSystemd", "EventBusProtocol", "EventBusLog", "EventBusSystem", "EventBusCommandLine"],
             swiftSettings: strict
         ),
         .executableTarget(

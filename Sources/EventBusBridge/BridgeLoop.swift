@@ -24,6 +24,13 @@
 //   those NATS's own slow-consumer rule applies (it closes the connection;
 //   the bridge reconnects).
 //
+// Two ways to run it (docs/BRIDGE.md "Running it"): eventbus-bridge runs it on
+// its main thread, reaching the bus by its socket path and stopped by its
+// signals (`BusEndpoint.path`, `StopSource.signals`); eventbusd with
+// `--bridge` runs it on a thread of its own (BridgeThread.swift), reaching its
+// own broker through a socketpair the broker admits with the bridge user's
+// credentials (`BusEndpoint.connector`), stopped by an eventfd.
+//
 // Before editing: only this file touches descriptors; `LocalBus` and
 // `Bridge` are decisions. Epoll registrations follow what the loop wants
 // before each wait (`register`); the NATS socket is registered again
@@ -35,12 +42,53 @@ import EventBusProtocol
 import EventBusSystem
 import Glibc
 
+/// How the loop reaches the bus.
+public enum BusEndpoint: Sendable {
+    /// The broker's socket path (eventbus-bridge).
+    case path(String)
+    /// `connect` gives a new connected, non-blocking socket each time it is
+    /// called (eventbusd: one end of a socketpair whose other end its broker
+    /// adopts); `name` is shown in logs and the status (`bus_path`).
+    case connector(name: String, connect: @Sendable () throws(SystemError) -> FileDescriptor)
+
+    /// What logs and the status call it.
+    public var name: String {
+        switch self {
+        case .path(let path): path
+        case .connector(let name, _): name
+        }
+    }
+
+    func connect() throws(SystemError) -> FileDescriptor {
+        switch self {
+        case .path(let path): try FileDescriptor.connectedUnixSocket(toPath: path, nonBlocking: true)
+        case .connector(_, let connect): try connect()
+        }
+    }
+}
+
+/// What stops the loop.
+public enum StopSource {
+    /// SIGTERM or SIGINT on this signalfd (SIGHUP is logged and ignored).
+    case signals(SignalDescriptor)
+    /// `signal()` on this eventfd, from another thread; `run` then returns 0.
+    case wakeup(Wakeup)
+
+    var descriptor: FileDescriptor {
+        switch self {
+        case .signals(let signals): signals.descriptor
+        case .wakeup(let wakeup): wakeup.descriptor
+        }
+    }
+}
+
 public final class BridgeLoop {
     private var bridge: Bridge
     private var bus: LocalBus
     private var nats: ClientDriver
     private let epoll: Epoll
-    private let signals: SignalDescriptor
+    private let stopSource: StopSource
+    private let endpoint: BusEndpoint
     private let logger: Logger
 
     /// Imports waiting for the bus socket above which NATS is not read, and below which it is read again.
@@ -83,20 +131,21 @@ public final class BridgeLoop {
     private var effects: [Effect] = []
 
     /// - Throws: `SystemError` when epoll cannot be set up.
-    public init(bridge: Bridge, socketPath: String, signals: SignalDescriptor, logger: Logger,
+    public init(bridge: Bridge, endpoint: BusEndpoint, stop: StopSource, logger: Logger,
          importPauseBytes: Int = 4 << 20, importResumeBytes: Int = 1 << 20) throws(SystemError) {
         self.bridge = bridge
         self.logger = logger
-        self.signals = signals
+        self.stopSource = stop
+        self.endpoint = endpoint
         self.importPauseBytes = importPauseBytes
         self.importResumeBytes = importResumeBytes
-        bus = LocalBus(path: socketPath, patterns: bridge.core.exports, servePatterns: bridge.requests.exports)
+        bus = LocalBus(path: endpoint.name, patterns: bridge.core.exports, servePatterns: bridge.requests.exports)
         let configuration = bridge.natsConfiguration
         natsLimitBytes = configuration.bufferLimitBytes
         natsLimitMessages = configuration.bufferLimitMessages
         nats = ClientDriver(configuration: configuration)
         epoll = try Epoll(maxEvents: 16)
-        try epoll.add(signals.descriptor, events: .readable, token: BridgeLoop.signalToken)
+        try epoll.add(stop.descriptor, events: .readable, token: BridgeLoop.signalToken)
         self.bridge.subscribe(&nats)
     }
 
@@ -141,12 +190,18 @@ public final class BridgeLoop {
                 usleep(10_000)  // epoll_wait fails only for bad arguments; do not spin
             }
             if signalled {
-                for signal in signals.readSignals() {
-                    if signal == SIGHUP {
-                        logger.notice("SIGHUP ignored: restart the bridge to read its settings again")
-                    } else {
-                        return signal
+                switch stopSource {
+                case .signals(let signals):
+                    for signal in signals.readSignals() {
+                        if signal == SIGHUP {
+                            logger.notice("SIGHUP ignored: restart the bridge to read its settings again")
+                        } else {
+                            return signal
+                        }
                     }
+                case .wakeup(let wakeup):
+                    wakeup.drain()
+                    return 0
                 }
             }
             if !busReady.isEmpty { readBus(hangup: !busReady.intersection([.hangup, .error]).isEmpty) }
@@ -243,7 +298,7 @@ public final class BridgeLoop {
 
     private func connectBus() {
         do {
-            let fd = try FileDescriptor.connectedUnixSocket(toPath: bus.path, nonBlocking: true)
+            let fd = try endpoint.connect()
             busSocket = fd
             busRegistered = nil
             splitter = FrameSplitter(maxFrameBytes: 256 << 20)

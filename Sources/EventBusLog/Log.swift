@@ -81,3 +81,20 @@ public struct Logger: Sendable {
     public func info(_ message: @autoclosure () -> String, fields: [(String, String)] = []) { log(.info, message(), fields: fields) }
     public func debug(_ message: @autoclosure () -> String, fields: [(String, String)] = []) { log(.debug, message(), fields: fields) }
 }
+
+/// A sink that starts every message with `prefix` (`bridge: `), for a part of
+/// a program that logs through the program's own sink (the NATS link inside
+/// eventbusd).
+public struct PrefixedLogSink: LogSink {
+    public let prefix: String
+    public let sink: any LogSink
+
+    public init(prefix: String, sink: any LogSink) {
+        self.prefix = prefix
+        self.sink = sink
+    }
+
+    public func write(level: LogLevel, message: String, fields: [(String, String)]) {
+        sink.write(level: level, message: prefix + message, fields: fields)
+    }
+}

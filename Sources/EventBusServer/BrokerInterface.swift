@@ -98,6 +98,16 @@ public var brokerInterface: ProgramDeclaration {
                     OptionDeclaration("history-events", nil, count, "events kept for 'subscribe' with 'since' (default \(limits.retention.historyEvents); 0 turns history off)"),
                     OptionDeclaration("history-bytes", nil, size("SIZE"), "bytes of events kept for it (default \(sizeText(limits.retention.historyBytes)); 0: off)"),
                 ]),
+                OptionSection("""
+                Across machines (docs/BRIDGE.md): the link to a NATS cluster can run inside
+                the broker, on a thread of its own, instead of as an eventbus-bridge process
+                (the same code, settings and counters). It is a connection of the bridge
+                user like any client's, so the policy's bridge, hold, publish and subscribe
+                rules apply to it. Without --bridge the broker opens no network socket.
+                """, [
+                    OptionDeclaration("bridge", nil, ValueDeclaration("FILE", .file), "run the link with the settings of FILE, in bridge.conf's format (eventbus-bridge(8): nats, node, export, import, ...; its socket, bus and log-level are this broker's)"),
+                    OptionDeclaration("bridge-user", nil, ValueDeclaration("USER", .text), "the link's connection is this user's (a name or a uid; its primary group) for the policy and the limits (default: the broker's own user)"),
+                ]),
                 OptionSection("Access policy (docs/POLICY.md, eventbus-policy(5)):", [
                     OptionDeclaration("policy", nil, ValueDeclaration("FILE", .file), "read the policy from FILE; repeat for more files, read in order. Default: none, except on the system bus (\(SocketPath.systemBus), or --system under socket activation): the vendor file PREFIX/share/eventbus/policy.conf next to this binary's PREFIX/bin, then /etc/eventbus/policy.conf if it exists, then /etc/eventbus/policy.d/*.conf"),
                     OptionDeclaration("check-policy", nil, nil, operands: "[FILE...]", "read FILE... (default: the files this command line would read), print the effective rules with names resolved to numbers, and exit: 0 valid, 78 invalid (each error as file:line: message)"),

@@ -116,7 +116,13 @@ extension BrokerServer {
             fd.close()
             return
         }
-        switch broker.open(credentials: Credentials(pid: credentials.pid, uid: credentials.uid, gid: credentials.gid, supplementaryGroups: groups), at: currentTime()) {
+        admit(fd, credentials: Credentials(pid: credentials.pid, uid: credentials.uid, gid: credentials.gid, supplementaryGroups: groups))
+    }
+
+    /// Serves `fd` as a connection of `credentials` (the kernel's, or those a
+    /// connection was handed with: BrokerServer+Handoff.swift).
+    func admit(_ fd: FileDescriptor, credentials: Credentials) {
+        switch broker.open(credentials: credentials, at: currentTime()) {
         case .failure(let refused):
             refused.frame.withUnsafeBytes { _ = try? fd.write($0) }
             fd.close()

@@ -116,6 +116,8 @@ public final class BrokerServer {
     let persistence: StatePersistence?
     /// When to give freed memory back (BrokerServer+Memory.swift).
     var heapTrimmer = HeapTrimmer()
+    /// Connections other threads hand to the loop (BrokerServer+Handoff.swift).
+    public let handoff: ConnectionHandoff
 
     // Tokens: a connection's is its id (1, 2, 3...); the specials count down from the top.
     static let signalToken: UInt64 = .max
@@ -135,6 +137,7 @@ public final class BrokerServer {
                              startTime: BrokerTime(wallNanoseconds: Clock.wallNanoseconds(), monotonicNanoseconds: now))
         self.epoll = try Epoll(maxEvents: 1024)
         self.signals = try SignalDescriptor(signals: [SIGTERM, SIGINT, SIGHUP])
+        self.handoff = try ConnectionHandoff()
         self.readBuffer = .allocate(byteCount: configuration.readChunkBytes, alignment: 16)
         self.iovecs = .allocate(capacity: 1024)
         self.idleSince = now
@@ -158,6 +161,7 @@ public final class BrokerServer {
             try epoll.add(listener.descriptor, events: .readable, token: BrokerServer.listenerToken(i))
         }
         try epoll.add(signals.descriptor, events: .readable, token: BrokerServer.signalToken)
+        try epoll.add(handoff.wakeup.descriptor, events: .readable, token: BrokerServer.handoffToken)
         broker.turnIsOver = { [unowned self] in Clock.monotonicNanoseconds() >= self.turnEnds }
         hooks.ready()
         var exitReason: ServerExit? = nil
@@ -198,6 +202,10 @@ public final class BrokerServer {
                     beginShutdown()
                 }
             }
+            return
+        }
+        if token == BrokerServer.handoffToken {
+            adoptHandedConnections()
             return
         }
         let listenerIndex = UInt64.max - 1 - token  // the signal token is handled above

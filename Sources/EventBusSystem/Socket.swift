@@ -62,6 +62,16 @@ extension FileDescriptor {
         return FileDescriptor(rawValue: fd)
     }
 
+    /// socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK): two
+    /// connected ends, both non-blocking, both owned by the caller.
+    /// - Throws: `SystemError("socketpair", errno)`, e.g. EMFILE.
+    public static func unixStreamPair() throws(SystemError) -> (FileDescriptor, FileDescriptor) {
+        var fds: [Int32] = [-1, -1]
+        let type = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
+        _ = try checkedCall("socketpair") { Glibc.socketpair(AF_UNIX, type, 0, &fds) }
+        return (FileDescriptor(rawValue: fds[0]), FileDescriptor(rawValue: fds[1]))
+    }
+
     /// bind(2) to a filesystem path.
     /// - Throws: `SystemError("bind", errno)` (EADDRINUSE when the path exists), or the
     ///   `UnixAddress` errors.

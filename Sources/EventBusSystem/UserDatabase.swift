@@ -22,6 +22,17 @@ public enum UserDatabase {
         }
     }
 
+    /// getpwuid_r(3): the primary gid of the user with `uid`.
+    /// - Returns: nil when there is no such user or the lookup failed.
+    public static func primaryGID(ofUID uid: UInt32) -> UInt32? {
+        var entry = passwd()
+        return lookUp { buffer, size in
+            var result: UnsafeMutablePointer<passwd>? = nil
+            let code = getpwuid_r(uid, &entry, buffer, size, &result)
+            return (code, result == nil ? nil : entry.pw_gid)
+        }
+    }
+
     /// getgrnam_r(3): the gid of group `name`.
     /// - Returns: nil when there is no such group or the lookup failed (see
     ///   `uid(ofUser:)`).

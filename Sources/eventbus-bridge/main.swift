@@ -59,9 +59,8 @@ let logger = Logger(level: configuration.logLevel, sink: logSink)
 let loop: BridgeLoop
 do {
     let signals = try SignalDescriptor(signals: [SIGTERM, SIGINT, SIGHUP])
-    let instance = String(UInt64.random(in: 0...UInt64.max), radix: 16)
-    let bridge = Bridge(configuration: configuration, bridgeInstance: String(repeating: "0", count: 16 - instance.count) + instance, logger: logger)
-    loop = try BridgeLoop(bridge: bridge, socketPath: socketPath, signals: signals, logger: logger)
+    let bridge = Bridge(configuration: configuration, bridgeInstance: BridgeThread.randomInstance(), logger: logger)
+    loop = try BridgeLoop(bridge: bridge, endpoint: .path(socketPath), stop: .signals(signals), logger: logger)
 } catch {
     fail("failed to start: \(error)", .software)
 }
@@ -73,21 +72,9 @@ if statusPath == nil {
 }
 ServiceManager.notifyReady()
 
-var timestamps = TimestampFormatter()
-var statusWriteFailed = false
+var statusWriter = StatusWriter(path: statusPath, logger: logger)
 let signal = loop.run { current in
-    var status = current
-    status.pid = getpid()
-    status.updated = timestamps.string(nanosecondsSinceEpoch: Clock.wallNanoseconds())
-    if let statusPath {
-        do {
-            try StatusFile.write(status.json, to: statusPath)
-            statusWriteFailed = false
-        } catch {
-            if !statusWriteFailed { logger.warning("failed to write the status file \(statusPath): \(error); retrying every second") }
-            statusWriteFailed = true
-        }
-    }
+    let status = statusWriter.write(current)
     let dropped = status.dropped.values.reduce(0, +)
     ServiceManager.notifyStatus("bus \(status.bus.up ? "up" : "down"), NATS \(status.linkUp ? "up" : "down")\(status.server.map { " (\($0))" } ?? ""); exported \(status.exported), imported \(status.imported), dropped \(dropped), held \(status.bufferedEvents)\(status.bus.gaps > 0 ? ", bus gaps \(status.bus.gaps)" : "")")
     logSink.flush()
@@ -95,7 +82,7 @@ let signal = loop.run { current in
 logger.info("stopping on signal \(signal)")
 ServiceManager.notifyStopping()
 loop.stop()
-if let statusPath { StatusFile.remove(statusPath) }
+statusWriter.remove()
 logger.info("stopped")
 logSink.flush(includingOpenWindows: true)
 exit(0)

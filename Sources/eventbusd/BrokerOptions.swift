@@ -38,6 +38,10 @@ struct BrokerOptions {
     var checkPolicy = false
     /// The operands (only with `--check-policy`: the files to check).
     var checkFiles: [String] = []
+    /// `--bridge FILE`: run the link to NATS inside the broker (BridgeSelection.swift).
+    var bridgeFile: String?
+    /// `--bridge-user USER`: whose connection the link is.
+    var bridgeUser: String?
     /// `--config FILE`: the configuration file to read instead of the bus's own.
     var configFile: String?
     /// `--check-config`: check the configuration file, print the settings, exit.
@@ -208,6 +212,12 @@ struct BrokerOptions {
             guard !value.isEmpty else { throw UsageError("\(shownAs) takes a file name") }
             policyFiles.append(value)
         case "check-policy": checkPolicy = true
+        case "bridge":
+            guard !value.isEmpty else { throw UsageError("\(shownAs) takes a file name") }
+            bridgeFile = value
+        case "bridge-user":
+            guard !value.isEmpty else { throw UsageError("\(shownAs) takes a user name or a uid") }
+            bridgeUser = value
         case "config":
             guard !value.isEmpty else { throw UsageError("--config takes a file name") }
             configFile = value

@@ -7,6 +7,7 @@
 // and the `hello` reply. The policy is loaded before a path is bound, so a
 // broker that refuses to start on an invalid policy leaves no socket behind;
 // which files it reads is PolicySelection.swift.
+import EventBusBridge
 import EventBusCommandLine
 import EventBusLog
 import EventBusPolicy
@@ -108,6 +109,14 @@ case .failure(let error):
     fail("invalid access policy, not starting: \(error.lines.first ?? "")\(more)", status: .config)
 }
 
+// The link to NATS inside the broker (`--bridge`): refused (EX_CONFIG) on an
+// invalid file or an unknown user, before a path is bound (BridgeSelection.swift).
+let bridgeSelection: BridgeSelection?
+switch BridgeSelection.load(options) {
+case .success(let selection): bridgeSelection = selection
+case .failure(let error): fail("invalid bridge settings, not starting: \(error)", status: .config)
+}
+
 // The state directory: refused (EX_CONFIG) when another uid owns it or
 // others may write it, before a path is bound (StateDirectory.swift).
 if let directory = options.server.stateDirectory {
@@ -154,11 +163,20 @@ do {
     fail("failed to start the event loop: \(error)", status: .software)
 }
 logger.info("listening on \(path) (instance \(server.broker.instance)); configuration \(configFile ?? "none"); \(BrokerServer.policySummary(server.broker.policy, generation: server.broker.policyGeneration))")
+var bridgeThread: BridgeThread? = nil
+if let bridgeSelection {
+    do {
+        bridgeThread = try bridgeSelection.start(server: server, logger: logger, environment: ProcessEnvironment.variables())
+    } catch {
+        fail("failed to start the bridge: \(error)", status: .software)
+    }
+}
 do {
     _ = try server.run()
 } catch {
     fail("event loop failed: \(error)", status: .software)
 }
+bridgeThread?.stop()
 logger.info("stopped")
 logSink.flush(includingOpenWindows: true)
 exit(ExitStatus.success.rawValue)

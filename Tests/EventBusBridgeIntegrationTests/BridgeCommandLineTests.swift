@@ -38,6 +38,29 @@ extension BridgeSuites {
             #expect(run.stderr.contains(message) && run.stderr.contains("(see eventbus-bridge --help)"), "\(run.stderr)")
         }
 
+        /// eventbusd `--bridge FILE`: the same file format, checked before a socket is bound.
+        @Test func eventbusdRefusesABadBridgeFileOrUserWith78AndBindsNothing() throws {
+            let directory = try TemporaryDirectory(prefix: "ebcl-")
+            let file = directory.file("bridge.conf")
+            try "node = a\nexprot = x\n".write(toFile: file, atomically: false, encoding: .utf8)
+            let good = directory.file("good.conf")
+            try "nats = 127.0.0.1:1\nnode = a\nexport = >\n".write(toFile: good, atomically: false, encoding: .utf8)
+            let socket = directory.file("s")
+            func broker(_ arguments: [String]) throws -> ProcessOutput {
+                try runProcess(try builtProduct("eventbusd"), ["--socket", socket] + arguments, environment: withoutSystemdVariables(), timeout: .seconds(20))
+            }
+            for (arguments, message) in [
+                (["--bridge", file], "\(file):2: unknown setting \"exprot\""),
+                (["--bridge", directory.file("none.conf")], "cannot read the bridge file"),
+                (["--bridge", good, "--bridge-user", "no-such-user-eb"], "no user named 'no-such-user-eb'"),
+                (["--bridge-user", "0"], "--bridge-user is given without --bridge"),
+            ] {
+                let run = try broker(arguments)
+                #expect(run.status == .exited(78) && run.stderr.contains(message), "\(arguments): \(run.stderr)")
+                #expect(access(socket, F_OK) != 0, "no socket left behind")
+            }
+        }
+
         @Test func aBadConfigFileExits78NamingFileAndLine() throws {
             let directory = try TemporaryDirectory(prefix: "ebcl-")
             let file = directory.file("bridge.conf")

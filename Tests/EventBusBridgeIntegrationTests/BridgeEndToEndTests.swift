@@ -18,8 +18,9 @@ import Testing
 extension BridgeSuites {
     @Suite("eventbus-bridge end to end", .serialized, .enabled(if: NATSCluster.isAvailable), .timeLimit(.minutes(2)))
     struct BridgeEndToEndTests {
-        @Test func anEventCrossesOnceWithItsTypeDataSourceAndOriginAndNeverComesBack() throws {
-            try withBridgedBuses { buses in
+        @Test(arguments: BridgeMode.allCases)
+        func anEventCrossesOnceWithItsTypeDataSourceAndOriginAndNeverComesBack(mode: BridgeMode) throws {
+            try withBridgedBuses(mode) { buses in
                 let watcher = try NATSWatcher(port: buses.cluster.clientPorts[1], subject: "eventbus.evt.>")
                 let publisher = try buses.a.connect()
                 try untilArrived("the raw watcher's interest on node 2") {
@@ -44,7 +45,7 @@ extension BridgeSuites {
                 #expect(event.raw.contains(#""data":"# + data), "data not byte-identical: \(event.raw)")
                 #expect(event.string("source") == source, "\(event)")
                 #expect(event.string("id") == "\(instanceA)-\(seq)", "\(event)")
-                #expect(event.int("pid") == Int(buses.bridgeB.process.pid), "pid is bridge B's (kernel-stamped): \(event)")
+                #expect(event.int("pid") == Int(buses.bridgeB.pid), "pid is bridge B's (kernel-stamped): \(event)")
                 #expect(event.int("uid") == Int(geteuid()), "\(event)")
                 if let origin = event.object("origin") {
                     #expect(origin["node"] as? String == "a")
@@ -86,8 +87,9 @@ extension BridgeSuites {
             }
         }
 
-        @Test func tenThousandEventsFromOnePublisherArriveInOrderAndAnOversizedOneIsDroppedWithoutLosingTheLink() throws {
-            try withBridgedBuses(natsConfig: "max_payload: 65536") { buses in
+        @Test(arguments: BridgeMode.allCases)
+        func tenThousandEventsFromOnePublisherArriveInOrderAndAnOversizedOneIsDroppedWithoutLosingTheLink(mode: BridgeMode) throws {
+            try withBridgedBuses(mode, natsConfig: "max_payload: 65536") { buses in
                 let onB = try buses.b.connect()
                 try onB.subscribe("seq.>")
                 let publisher = try buses.a.connect()
@@ -158,8 +160,9 @@ extension BridgeSuites {
             }
         }
 
-        @Test func aSecondPairOfBridgesMakesNoLoop() throws {
-            try withBridgedBuses { buses in
+        @Test(arguments: BridgeMode.allCases)
+        func aSecondPairOfBridgesMakesNoLoop(mode: BridgeMode) throws {
+            try withBridgedBuses(mode) { buses in
                 // Pair 2 on another prefix, both on node 2: every event now has two paths from A to B.
                 try buses.addBridge(on: buses.a, node: "a2", nats: buses.cluster.url(1), extra: ["--export", ">", "--import", ">", "--prefix", "eb2"])
                 try buses.addBridge(on: buses.b, node: "b2", nats: buses.cluster.url(1), extra: ["--export", ">", "--import", ">", "--prefix", "eb2"])

@@ -12,12 +12,25 @@ import Foundation
 import Glibc
 import Testing
 
-/// One `eventbus-bridge` child, logging to a file, with its status file.
+/// The two ways to run the link (docs/BRIDGE.md "Running it"): an
+/// `eventbus-bridge` process beside the broker, or inside `eventbusd`
+/// (`--bridge FILE`). Every scenario of this target runs both ways.
+enum BridgeMode: String, CaseIterable, CustomStringConvertible, Sendable {
+    case process
+    case inBroker
+
+    var description: String { rawValue }
+}
+
+/// One link to NATS: an `eventbus-bridge` child, logging to a file, or an
+/// `eventbusd` running the link inside (`broker`), with its status file.
 final class BridgeProcess {
     let node: String
     let statusPath: String
-    let process: SpawnedProcess
     let arguments: [String]
+    private let child: SpawnedProcess?
+    /// In `.inBroker` mode: the broker that runs the link.
+    let broker: BrokerProcess?
 
     /// Starts `eventbus-bridge --socket SOCKET --nats NATS --node NODE --status-file ...`
     /// with fast reconnects and `extra` arguments (default: export and import `>`).
@@ -38,15 +51,64 @@ final class BridgeProcess {
                      "--reconnect-initial", "20ms", "--reconnect-max", "200ms", "--log-level", "debug"] + extra
         let executable = try builtProduct("eventbus-bridge")
         if let uid {
-            process = try SpawnedProcess("setpriv", ["--reuid", "\(uid)", "--regid", "\(uid)", "--clear-groups", executable] + arguments,
-                                         in: directory, environment: withoutSystemdVariables(), mergeStderr: true)
+            child = try SpawnedProcess("setpriv", ["--reuid", "\(uid)", "--regid", "\(uid)", "--clear-groups", executable] + arguments,
+                                       in: directory, environment: withoutSystemdVariables(), mergeStderr: true)
         } else {
-            process = try SpawnedProcess(executable, arguments, in: directory, environment: withoutSystemdVariables(), mergeStderr: true)
+            child = try SpawnedProcess(executable, arguments, in: directory, environment: withoutSystemdVariables(), mergeStderr: true)
+        }
+        broker = nil
+    }
+
+    /// Starts `eventbusd --bridge FILE` (plus `brokerArguments`), FILE holding
+    /// the settings the process form takes as flags (`extra` as `key = value`
+    /// lines), the link's connection that of `bridgeUser` when given.
+    init(inBrokerAt socketPath: String? = nil, brokerArguments: [String] = [], nats: String, node: String, in directory: TemporaryDirectory,
+         extra: [String] = ["--export", ">", "--import", ">"], bridgeUser: UInt32? = nil) throws {
+        self.node = node
+        statusPath = directory.path + "/\(node)-\(UInt32.random(in: 0...UInt32.max)).json"
+        arguments = ["--nats", nats, "--node", node, "--status-file", statusPath, "--reconnect-initial", "20ms", "--reconnect-max", "200ms"] + extra
+        var lines: [String] = []
+        var index = 0
+        while index + 1 < arguments.count {
+            lines.append("\(arguments[index].dropFirst(2)) = \(arguments[index + 1])")
+            index += 2
+        }
+        let file = directory.file("bridge-\(node)-\(UInt32.random(in: 0...UInt32.max)).conf")
+        try (lines.joined(separator: "\n") + "\n").write(toFile: file, atomically: true, encoding: .utf8)
+        var brokerArguments = brokerArguments + ["--bridge", file, "--log-level", "debug"]
+        if let bridgeUser { brokerArguments += ["--bridge-user", "\(bridgeUser)"] }
+        broker = try BrokerProcess(arguments: brokerArguments, socketPath: socketPath)
+        child = nil
+    }
+
+    /// Starts a link of `mode` on `broker` (`.process`), or a broker of its own
+    /// running the link (`.inBroker`, `broker` then only gives the socket path
+    /// and must not be running).
+    static func start(_ mode: BridgeMode, socket: String?, brokerArguments: [String] = [], nats: String, node: String,
+                      in directory: TemporaryDirectory, extra: [String] = ["--export", ">", "--import", ">"]) throws -> BridgeProcess {
+        switch mode {
+        case .process: try BridgeProcess(socket: socket!, nats: nats, node: node, in: directory, extra: extra)
+        case .inBroker: try BridgeProcess(inBrokerAt: socket, brokerArguments: brokerArguments, nats: nats, node: node, in: directory, extra: extra)
         }
     }
 
+    /// The process that runs the link (the bridge's, or the broker's).
+    var pid: pid_t { child?.pid ?? broker!.pid }
+
+    /// Whether that process still runs.
+    var isRunning: Bool { child?.isRunning ?? (broker!.reapIfExited() == nil) }
+
+    func send(signal: Int32) {
+        if let child { child.send(signal: signal) } else { broker!.send(signal: signal) }
+    }
+
+    /// Kills it (SIGKILL) and, in `.inBroker` mode, cleans its broker up.
+    func kill() {
+        if let child { child.send(signal: SIGKILL) } else { broker!.cleanUp() }
+    }
+
     /// Everything it logged so far.
-    var log: String { process.stdoutSoFar() }
+    var log: String { child?.stdoutSoFar() ?? broker!.stderrText() }
 
     /// The status file's JSON, nil before the first write.
     func status() -> [String: Any]? {
@@ -68,7 +130,7 @@ final class BridgeProcess {
     func waitForStatus(_ what: String, timeout: Duration = .seconds(20), _ condition: ([String: Any]) -> Bool) throws {
         do {
             try waitUntil("bridge \(node): \(what)", timeout: timeout) {
-                guard process.isRunning else { throw TestFailure("bridge \(node) exited: \(String(describing: process.reap()))") }
+                guard isRunning else { throw TestFailure("bridge \(node) exited") }
                 return status().map(condition) ?? false
             }
         } catch {
@@ -93,17 +155,24 @@ final class BridgeProcess {
         try waitForStatus("bus and NATS up", timeout: timeout) { $0["bus"] as? String == "up" && $0["link"] as? String == "up" }
     }
 
-    /// SIGTERM; the bridge must exit 0 and remove its status file.
+    /// SIGTERM; the bridge (or its broker) must exit 0 and remove its status file.
     func stop() throws {
-        process.send(signal: SIGTERM)
-        let output = try process.waitBlocking(timeout: .seconds(10))
-        guard output.status == .exited(0) else { throw TestFailure("bridge \(node) ended with \(output.status)\n\(log.suffix(3000))") }
+        if let child {
+            child.send(signal: SIGTERM)
+            let output = try child.waitBlocking(timeout: .seconds(10))
+            guard output.status == .exited(0) else { throw TestFailure("bridge \(node) ended with \(output.status)\n\(log.suffix(3000))") }
+        } else {
+            let status = broker!.terminate(timeout: .seconds(10))
+            guard status == .exited(0) else { throw TestFailure("broker of bridge \(node) ended with \(status)\n\(log.suffix(3000))") }
+        }
         guard !FileManager.default.fileExists(atPath: statusPath) else { throw TestFailure("bridge \(node) left its status file") }
     }
 }
 
-/// Two brokers, A and B, bridged by `bridgeA` (to node 1) and `bridgeB` (to node 3).
+/// Two brokers, A and B, bridged by `bridgeA` (to node 1) and `bridgeB` (to
+/// node 3): `eventbus-bridge` processes, or links inside the brokers (`mode`).
 final class BridgedBuses {
+    let mode: BridgeMode
     let directory: TemporaryDirectory
     let cluster: NATSCluster
     let a: BrokerProcess
@@ -117,14 +186,23 @@ final class BridgedBuses {
     ///   - natsA: bridge A's `--nats` (default node 1 only: failover comes from `connect_urls`).
     ///   - extraA, extraB: more arguments for each bridge.
     ///   - brokerB: more arguments for broker B (e.g. `--max-outbound 64K`).
-    init(natsConfig: String = "", natsA: String? = nil, extraA: [String] = [], extraB: [String] = [], brokerB: [String] = []) throws {
+    init(_ mode: BridgeMode, natsConfig: String = "", natsA: String? = nil, extraA: [String] = [], extraB: [String] = [], brokerB: [String] = []) throws {
+        self.mode = mode
         directory = try TemporaryDirectory(prefix: "ebbr-")
         cluster = try NATSCluster(count: 3, extraConfig: natsConfig)
-        a = try BrokerProcess()
-        b = try BrokerProcess(arguments: brokerB)
         let both = ["--export", ">", "--import", ">"]
-        bridges.append(try BridgeProcess(socket: a.socketPath, nats: natsA ?? cluster.url(0), node: "a", in: directory, extra: both + extraA))
-        bridges.append(try BridgeProcess(socket: b.socketPath, nats: cluster.url(2), node: "b", in: directory, extra: both + extraB))
+        switch mode {
+        case .process:
+            a = try BrokerProcess()
+            b = try BrokerProcess(arguments: brokerB)
+            bridges.append(try BridgeProcess(socket: a.socketPath, nats: natsA ?? cluster.url(0), node: "a", in: directory, extra: both + extraA))
+            bridges.append(try BridgeProcess(socket: b.socketPath, nats: cluster.url(2), node: "b", in: directory, extra: both + extraB))
+        case .inBroker:
+            bridges.append(try BridgeProcess(nats: natsA ?? cluster.url(0), node: "a", in: directory, extra: both + extraA))
+            bridges.append(try BridgeProcess(brokerArguments: brokerB, nats: cluster.url(2), node: "b", in: directory, extra: both + extraB))
+            a = bridges[0].broker!
+            b = bridges[1].broker!
+        }
         for bridge in bridges { try bridge.waitUntilConnected() }
         try warmUp(from: a, to: b)
         try warmUp(from: b, to: a)
@@ -155,26 +233,26 @@ final class BridgedBuses {
 
     /// Every bridge's log, for a failure message.
     var logs: String {
-        bridges.map { "--- bridge \($0.node) (\($0.process.isRunning ? "running" : "exited")) ---\n\($0.log.suffix(2500))" }.joined(separator: "\n")
+        bridges.map { "--- bridge \($0.node) (\($0.isRunning ? "running" : "exited"), \(mode)) ---\n\($0.log.suffix(2500))" }.joined(separator: "\n")
     }
 
     /// Stops the bridges (each must exit 0), then the brokers and the cluster.
     func finish() throws {
         defer {
-            for bridge in bridges { bridge.process.send(signal: SIGKILL) }
+            for bridge in bridges { bridge.kill() }
             a.cleanUp()
             b.cleanUp()
             try? cluster.killAll()
             directory.remove()
         }
-        for bridge in bridges where bridge.process.isRunning { try bridge.stop() }
+        for bridge in bridges where bridge.isRunning { try bridge.stop() }
     }
 }
 
 /// Runs `body` with fresh bridged buses; always stops everything; a failure carries the bridges' logs.
-func withBridgedBuses(natsConfig: String = "", natsA: String? = nil, extraA: [String] = [], extraB: [String] = [],
+func withBridgedBuses(_ mode: BridgeMode, natsConfig: String = "", natsA: String? = nil, extraA: [String] = [], extraB: [String] = [],
                       brokerB: [String] = [], _ body: (BridgedBuses) throws -> Void) throws {
-    let buses = try BridgedBuses(natsConfig: natsConfig, natsA: natsA, extraA: extraA, extraB: extraB, brokerB: brokerB)
+    let buses = try BridgedBuses(mode, natsConfig: natsConfig, natsA: natsA, extraA: extraA, extraB: extraB, brokerB: brokerB)
     do {
         try body(buses)
     } catch {

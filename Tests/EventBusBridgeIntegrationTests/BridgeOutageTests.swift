@@ -17,8 +17,9 @@ import Testing
 extension BridgeSuites {
     @Suite("eventbus-bridge outages", .serialized, .enabled(if: NATSCluster.isAvailable), .timeLimit(.minutes(2)))
     struct BridgeOutageTests {
-        @Test func killingNodeOneMakesBridgeAFailOverAndEventsPublishedAfterwardsArrive() throws {
-            try withBridgedBuses { buses in
+        @Test(arguments: BridgeMode.allCases)
+        func killingNodeOneMakesBridgeAFailOverAndEventsPublishedAfterwardsArrive(mode: BridgeMode) throws {
+            try withBridgedBuses(mode) { buses in
                 let onB = try buses.b.connect()
                 try onB.subscribe("fail.>")
                 let publisher = try buses.a.connect()
@@ -34,8 +35,9 @@ extension BridgeSuites {
             }
         }
 
-        @Test func afterAWholeClusterOutageTheHeldEventsArriveInOrderThenTheDropReport() throws {
-            try withBridgedBuses(extraA: ["--buffer-events", "50"]) { buses in
+        @Test(arguments: BridgeMode.allCases)
+        func afterAWholeClusterOutageTheHeldEventsArriveInOrderThenTheDropReport(mode: BridgeMode) throws {
+            try withBridgedBuses(mode, extraA: ["--buffer-events", "50"]) { buses in
                 let onB = try buses.b.connect()
                 try onB.subscribe("out.>")
                 let publisher = try buses.a.connect()
@@ -47,8 +49,8 @@ extension BridgeSuites {
                     buses.bridgeA.counter("buffered") == 50 && buses.bridgeA.counter("dropped.buffer") == 30
                 }
                 // Hold bridge A until bridge B and a watcher are subscribed on the restarted cluster.
-                kill(buses.bridgeA.process.pid, SIGSTOP)
-                defer { kill(buses.bridgeA.process.pid, SIGCONT) }
+                kill(buses.bridgeA.pid, SIGSTOP)
+                defer { kill(buses.bridgeA.pid, SIGCONT) }
                 try buses.cluster.startAll()
                 try buses.bridgeB.waitForStatus("NATS link back") { $0["link"] as? String == "up" && ($0["reconnects"] as? NSNumber)?.intValue == 1 }
                 let watcher = try NATSWatcher(port: buses.cluster.clientPorts[1], subject: "eventbus.>")
@@ -63,7 +65,7 @@ extension BridgeSuites {
                         return (try? watcher.next(where: { $0 == "eventbus.evt.z.probe.back" }, timeout: .milliseconds(500))) != nil
                     }
                 }
-                kill(buses.bridgeA.process.pid, SIGCONT)
+                kill(buses.bridgeA.pid, SIGCONT)
 
                 let events = try onB.readFrames(count: 50, timeout: .seconds(20))
                 #expect(events.map { ($0["data"] as? NSNumber)?.intValue ?? -1 } == Array(0..<50), "the first 50, in order")
@@ -84,18 +86,32 @@ extension BridgeSuites {
             }
         }
 
-        @Test func aRestartedBrokerIsReconnectedSubscribedAgainAndImportsMeanwhileAreCounted() throws {
-            try withBridgedBuses { buses in
+        @Test(arguments: BridgeMode.allCases)
+        func aRestartedBrokerIsReconnectedSubscribedAgainAndImportsMeanwhileAreCounted(mode: BridgeMode) throws {
+            try withBridgedBuses(mode) { buses in
                 let publisher = try buses.a.connect()
                 let path = buses.b.socketPath
-                buses.b.terminate()
-                try buses.bridgeB.waitForStatus("bus down") { $0["bus"] as? String == "down" }
-                for n in 0..<5 { try publisher.publish("lost.n", data: "\(n)", req: n) }
-                try buses.bridgeB.waitForStatus("5 imports lost") { _ in buses.bridgeB.counter("dropped.local_bus") == 5 }
-
-                let restarted = try BrokerProcess(socketPath: path)
+                let restarted: BrokerProcess
+                switch mode {
+                case .process:
+                    buses.b.terminate()
+                    try buses.bridgeB.waitForStatus("bus down") { $0["bus"] as? String == "down" }
+                    for n in 0..<5 { try publisher.publish("lost.n", data: "\(n)", req: n) }
+                    try buses.bridgeB.waitForStatus("5 imports lost") { _ in buses.bridgeB.counter("dropped.local_bus") == 5 }
+                    restarted = try BrokerProcess(socketPath: path)
+                    try buses.bridgeB.waitForStatus("bus back") { $0["bus"] as? String == "up" && ($0["bus_reconnects"] as? NSNumber)?.intValue == 1 }
+                case .inBroker:
+                    // The link stops with its broker (a clean stop removes the status
+                    // file); the restarted broker reads the same --bridge file and links again.
+                    #expect(buses.b.terminate() == .exited(0))
+                    #expect(buses.bridgeB.status() == nil, "the stopped link removed its status file")
+                    for n in 0..<5 { try publisher.publish("lost.n", data: "\(n)", req: n) }
+                    restarted = try BrokerProcess(arguments: Array(buses.b.arguments.dropFirst(2)), socketPath: path)
+                    try waitUntil("the restarted broker's link up", timeout: .seconds(20)) {
+                        buses.bridgeB.status().map { $0["bus"] as? String == "up" && $0["link"] as? String == "up" } ?? false
+                    }
+                }
                 defer { restarted.cleanUp() }
-                try buses.bridgeB.waitForStatus("bus back") { $0["bus"] as? String == "up" && ($0["bus_reconnects"] as? NSNumber)?.intValue == 1 }
                 // Imports flow again, and so do exports: the export patterns were subscribed again.
                 let onB = try restarted.connect()
                 try onB.subscribe("back.>")
@@ -108,21 +124,24 @@ extension BridgeSuites {
                 try restarted.connect().publish("back.out", data: #"{"from":"b"}"#)
                 let event = try onA.readFrame()
                 #expect(event.type == "back.out" && event.raw.contains(#""data":{"from":"b"}"#), "\(event)")
-                #expect(buses.bridgeB.log.contains("reconnected to the bus at \(path)"))
+                if mode == .process { #expect(buses.bridgeB.log.contains("reconnected to the bus at \(path)")) }
+                if mode == .inBroker { #expect(restarted.terminate() == .exited(0)) }
             }
         }
 
-        @Test func twoBridgesClaimingOneNodeStopExportingLoudly() throws {
+        @Test(arguments: BridgeMode.allCases)
+        func twoBridgesClaimingOneNodeStopExportingLoudly(mode: BridgeMode) throws {
             let cluster = try NATSCluster(count: 1)
             let broker = try BrokerProcess()
             defer { broker.cleanUp() }
             let directory = try TemporaryDirectory(prefix: "ebbr-")
-            let first = try BridgeProcess(socket: broker.socketPath, nats: cluster.url(0), node: "same", in: directory, extra: ["--export", ">"])
+            // In `.inBroker` mode the first link is inside a broker of its own, the second a process on `broker`.
+            let first = try BridgeProcess.start(mode, socket: mode == .process ? broker.socketPath : nil, nats: cluster.url(0), node: "same", in: directory, extra: ["--export", ">"])
             try first.waitUntilConnected()
             let second = try BridgeProcess(socket: broker.socketPath, nats: cluster.url(0), node: "same", in: directory, extra: ["--export", ">"])
             defer {
-                first.process.send(signal: SIGKILL)
-                second.process.send(signal: SIGKILL)
+                first.kill()
+                second.kill()
             }
             for bridge in [first, second] {
                 try bridge.waitForStatus("exporting stopped") { $0["exporting"] as? Bool == false }

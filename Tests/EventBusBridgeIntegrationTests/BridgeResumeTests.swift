@@ -12,6 +12,9 @@
 // while the broker keeps running (the same run: a plain resume, no gap), and
 // the relay is started again only after the events "published while away"
 // were accepted: the test never depends on how fast the bridge reconnects.
+// A process only: the link inside eventbusd (`--bridge`) has no socket path
+// to its broker that could be cut while the broker runs; its broker restart
+// is BridgeOutageTests' `aRestartedBroker...` in `.inBroker` mode.
 import EventBusTestSupport
 import Foundation
 import Glibc
@@ -51,7 +54,7 @@ extension BridgeSuites {
             var relay = try Self.relay(path, to: broker.socketPath, in: directory)
             defer { relay.send(signal: SIGKILL) }
             let bridge = try BridgeProcess(socket: path, nats: cluster.url(0), node: "a", in: directory, extra: ["--export", "resume.>"])
-            defer { bridge.process.send(signal: SIGKILL) }
+            defer { bridge.kill() }
             try bridge.waitUntilConnected()
             let watcher = try NATSWatcher(port: cluster.clientPorts[0], subject: "eventbus.evt.a.>")
             let publisher = try broker.connect()

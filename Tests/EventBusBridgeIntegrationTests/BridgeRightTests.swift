@@ -18,23 +18,38 @@ extension BridgeSuites {
     @Suite("eventbus-bridge and the bridge right", .serialized,
            .enabled(if: NATSCluster.isAvailable && getuid() == 0 && findInPath("setpriv") != nil, "needs nats-server, root and setpriv"))
     struct BridgeRightTests {
-        @Test func aBridgeWithoutTheBridgeRightHasItsImportsRefusedAndOneGrantedByThePolicyDeliversThem() throws {
+        @Test(arguments: BridgeMode.allCases)
+        func aBridgeWithoutTheBridgeRightHasItsImportsRefusedAndOneGrantedByThePolicyDeliversThem(mode: BridgeMode) throws {
             let cluster = try NATSCluster(count: 1)
             let directory = try TemporaryDirectory(prefix: "ebbr-")
             let a = try BrokerProcess()
             defer { a.cleanUp() }
             let policy = directory.file("policy.conf")
             try "allow bridge - user=4321\n".write(toFile: policy, atomically: false, encoding: .utf8)
-            let open = try BrokerProcess()                              // no policy file: bridge is for uid 0 and the broker's uid
-            defer { open.cleanUp() }
-            let granting = try BrokerProcess(arguments: ["--policy", policy])
-            defer { granting.cleanUp() }
-            for broker in [open, granting] { chmod(broker.directory.path, 0o755) }  // uid 4321 reaches the 0666 sockets
-
             let bridgeA = try BridgeProcess(socket: a.socketPath, nats: cluster.url(0), node: "a", in: directory, extra: ["--export", "t.>"])
-            let refused = try BridgeProcess(socket: open.socketPath, nats: cluster.url(0), node: "b", in: directory, extra: ["--import", "t.>"], uid: 4321)
-            let granted = try BridgeProcess(socket: granting.socketPath, nats: cluster.url(0), node: "c", in: directory, extra: ["--import", "t.>"], uid: 4321)
-            defer { for bridge in [bridgeA, refused, granted] { bridge.process.send(signal: SIGKILL) } }
+            // B and C: bridges running as uid 4321 (a process under setpriv, or the link inside the broker with --bridge-user 4321).
+            let open: BrokerProcess                                     // no policy file: bridge is for uid 0 and the broker's uid
+            let granting: BrokerProcess
+            let refused: BridgeProcess
+            let granted: BridgeProcess
+            switch mode {
+            case .process:
+                open = try BrokerProcess()
+                granting = try BrokerProcess(arguments: ["--policy", policy])
+                for broker in [open, granting] { chmod(broker.directory.path, 0o755) }  // uid 4321 reaches the 0666 sockets
+                refused = try BridgeProcess(socket: open.socketPath, nats: cluster.url(0), node: "b", in: directory, extra: ["--import", "t.>"], uid: 4321)
+                granted = try BridgeProcess(socket: granting.socketPath, nats: cluster.url(0), node: "c", in: directory, extra: ["--import", "t.>"], uid: 4321)
+            case .inBroker:
+                refused = try BridgeProcess(nats: cluster.url(0), node: "b", in: directory, extra: ["--import", "t.>"], bridgeUser: 4321)
+                granted = try BridgeProcess(brokerArguments: ["--policy", policy], nats: cluster.url(0), node: "c", in: directory, extra: ["--import", "t.>"], bridgeUser: 4321)
+                open = refused.broker!
+                granting = granted.broker!
+            }
+            defer {
+                for bridge in [bridgeA, refused, granted] { bridge.kill() }
+                open.cleanUp()
+                granting.cleanUp()
+            }
             for bridge in [bridgeA, refused, granted] { try bridge.waitUntilConnected() }
 
             let onGranting = try granting.connect()

@@ -1,0 +1,64 @@
+// Connections handed to the loop by another thread of the same process, with
+// the credentials the broker is to see for them: the NATS link inside
+// eventbusd (`--bridge`, issue 36) reaches its broker through a socketpair
+// whose broker end comes here, admitted as a connection of the bridge user
+// (`--bridge-user`), so the policy (`bridge`, `hold`, publish and subscribe
+// rules), the quotas and flow control apply to the link exactly as to an
+// eventbus-bridge process of that user. SO_PEERCRED on a socketpair would say
+// the broker's own uid, which is why the credentials travel with the fd.
+//
+// Before editing: `hand` may be called from any thread; the loop takes the
+// queued ends when the eventfd wakes it (`adoptHandedConnections`), on its own
+// thread, and admits each like an accepted one (`admit(_:credentials:)`).
+// A broker that is stopping closes what it is handed.
+import EventBusCore
+import EventBusSystem
+import Synchronization
+
+/// The queue of connections handed to a running `BrokerServer` (`BrokerServer.handoff`).
+public final class ConnectionHandoff: Sendable {
+    let wakeup: Wakeup
+    private let queue = Mutex<[(FileDescriptor, Credentials)]>([])
+
+    init() throws(SystemError) {
+        wakeup = try Wakeup()
+    }
+
+    /// Hands `fd` (owned by the server from now on) to the loop, to be served
+    /// as a connection of `pid`, `uid`, `gid` and `groups`.
+    public func hand(_ fd: FileDescriptor, pid: Int32, uid: UInt32, gid: UInt32, groups: [UInt32] = []) {
+        queue.withLock { $0.append((fd, Credentials(pid: pid, uid: uid, gid: gid, supplementaryGroups: groups))) }
+        wakeup.signal()
+    }
+
+    /// A new socketpair: one end is handed to the loop as above, the other returned.
+    /// - Throws: `SystemError("socketpair", ...)`.
+    public func connect(pid: Int32, uid: UInt32, gid: UInt32, groups: [UInt32] = []) throws(SystemError) -> FileDescriptor {
+        let (mine, theirs) = try FileDescriptor.unixStreamPair()
+        hand(theirs, pid: pid, uid: uid, gid: gid, groups: groups)
+        return mine
+    }
+
+    func take() -> [(FileDescriptor, Credentials)] {
+        wakeup.drain()
+        return queue.withLock { queue in
+            defer { queue.removeAll() }
+            return queue
+        }
+    }
+}
+
+extension BrokerServer {
+    static let handoffToken: UInt64 = .max - 1_000_000
+
+    /// Admits every connection handed since the last call (on the loop's thread).
+    func adoptHandedConnections() {
+        for (fd, credentials) in handoff.take() {
+            if shutdownDeadline != nil {
+                fd.close()
+                continue
+            }
+            admit(fd, credentials: credentials)
+        }
+    }
+}

@@ -1,0 +1,97 @@
+// The link to NATS inside eventbusd (`--bridge FILE`, `--bridge-user USER`;
+// issue 36, docs/BRIDGE.md "Running it"): the file is eventbus-bridge's
+// bridge.conf format, read by the same parser (EventBusBridge's ConfigFile);
+// the link is EventBusBridge's `BridgeThread`, the loop eventbus-bridge runs,
+// on a thread of its own; it reaches this broker through socketpairs the
+// loop adopts as connections of the bridge user (`BrokerServer.handoff`), so
+// the policy and the limits see that user, as they would see an
+// eventbus-bridge process running as it.
+//
+// Before editing: `load` runs before any socket is bound (an invalid file or
+// an unknown user is exit 78 with no socket left behind); `start` after the
+// server exists and before it runs (the link's first connection waits in the
+// handoff queue until the loop takes it). The file's `socket`, `bus` and
+// `log-level` do not apply here (the link is on this broker, and logs through
+// its logger): they are ignored with a notice.
+import EventBusBridge
+import EventBusCommandLine
+import EventBusLog
+import EventBusServer
+import EventBusSystem
+
+/// The link's settings and whose connection it is.
+struct BridgeSelection {
+    let file: String
+    let configuration: BridgeConfiguration
+    let uid: UInt32
+    let gid: UInt32
+    /// Keys of the file that do not apply inside the broker.
+    let ignoredKeys: [String]
+
+    /// Reads `--bridge FILE` and resolves `--bridge-user`.
+    /// - Returns: nil without `--bridge`; a one-line reason when the file or the user is unusable.
+    static func load(_ options: BrokerOptions) -> Result<BridgeSelection?, BridgeSelectionError> {
+        guard let file = options.bridgeFile else {
+            if options.bridgeUser != nil { return .failure(BridgeSelectionError("--bridge-user is given without --bridge")) }
+            return .success(nil)
+        }
+        let text: String
+        do {
+            let bytes = try FileSystem.readFile(file, maxBytes: 1 << 20)
+            guard let decoded = String(validating: bytes, as: UTF8.self) else { return .failure(BridgeSelectionError("cannot read the bridge file \(file): not UTF-8 text")) }
+            text = decoded
+        } catch {
+            return .failure(BridgeSelectionError("cannot read the bridge file \(file): \(error)"))
+        }
+        let configuration: BridgeConfiguration
+        let settings: BridgeSettings
+        do {
+            settings = try ConfigFile.parse(text, file: file)
+            configuration = try settings.resolved()
+        } catch let error as ConfigError {
+            return .failure(BridgeSelectionError("\(error)"))
+        } catch {
+            return .failure(BridgeSelectionError("\(file): \(error)"))
+        }
+        var ignored: [String] = []
+        if settings.bus != nil { ignored.append("socket/bus") }
+        if settings.logLevel != nil { ignored.append("log-level") }
+        let own = ProcessIdentity.current
+        var uid = own.uid
+        var gid = own.gid
+        if let user = options.bridgeUser {
+            if let number = UInt32(user) {
+                uid = number
+                gid = UserDatabase.primaryGID(ofUID: number) ?? number
+            } else if let number = UserDatabase.uid(ofUser: user) {
+                uid = number
+                gid = UserDatabase.primaryGID(ofUID: number) ?? number
+            } else {
+                return .failure(BridgeSelectionError("--bridge-user: no user named '\(user)'"))
+            }
+        }
+        return .success(BridgeSelection(file: file, configuration: configuration, uid: uid, gid: gid, ignoredKeys: ignored))
+    }
+
+    /// Starts the link on its own thread, connected to `server`.
+    /// - Throws: `SystemError` when its eventfds cannot be made.
+    func start(server: BrokerServer, logger: Logger, environment: [String: String]) throws(SystemError) -> BridgeThread {
+        let linkLogger = Logger(level: logger.level, sink: PrefixedLogSink(prefix: "bridge: ", sink: logger.sink))
+        if !ignoredKeys.isEmpty {
+            linkLogger.notice("\(file): \(ignoredKeys.joined(separator: ", ")) ignored inside eventbusd (the link is on this broker and logs as it does)")
+        }
+        let statusPath = StatusFile.path(for: configuration, environment: environment, effectiveUID: ProcessIdentity.effectiveUID)
+        let handoff = server.handoff
+        let (pid, uid, gid) = (ProcessIdentity.current.pid, self.uid, self.gid)
+        let endpoint = BusEndpoint.connector(name: "eventbusd (in process, uid \(uid))") { () throws(SystemError) in
+            try handoff.connect(pid: pid, uid: uid, gid: gid)
+        }
+        linkLogger.info("node \(configuration.node.text), NATS \(configuration.servers.map(\.description).joined(separator: ",")), prefix \(configuration.prefix.text), export [\(configuration.exports.map(\.text).joined(separator: " "))], import [\(configuration.imports.map(\.text).joined(separator: " "))], as uid \(uid), status \(statusPath ?? "(none)")")
+        return try BridgeThread(configuration: configuration, endpoint: endpoint, logger: linkLogger, statusPath: statusPath)
+    }
+}
+
+struct BridgeSelectionError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
