@@ -59,7 +59,9 @@ public struct Bridge {
 
     /// The counters now.
     func status(nats: ClientStatistics, bus: BusStatus) -> BridgeStatus {
-        core.status(nats: nats, bus: bus)
+        var status = core.status(nats: nats, bus: bus)
+        if !requests.isEmpty { status.requests = requests.counters }
+        return status
     }
 
     // MARK: The bus side

@@ -1,6 +1,7 @@
 // Requests across machines end to end (issue 36; docs/BRIDGE.md "Requests
 // across machines"): two brokers bridged through a real 3-node nats-server
-// cluster on 127.0.0.1, a requester on A and servers on A or B, all raw
+// cluster on 127.0.0.1 (the bridges as processes, or the links inside the
+// brokers: `BridgeMode`), a requester on A and servers on A or B, all raw
 // clients. A request no server on A takes is answered by B's server; a local
 // server goes first; nobody anywhere gives `no_responders`; the deadline
 // travels and a silent remote server gives `timeout`.
@@ -44,8 +45,9 @@ extension BridgeSuites {
             return (answer, served)
         }
 
-        @Test func aRequestWithNoLocalServerIsAnsweredByAServerOnTheOtherBroker() throws {
-            try withBridgedBuses(extraA: Self.bridgeA, extraB: Self.bridgeB) { buses in
+        @Test(arguments: BridgeMode.allCases)
+        func aRequestWithNoLocalServerIsAnsweredByAServerOnTheOtherBroker(mode: BridgeMode) throws {
+            try withBridgedBuses(mode, extraA: Self.bridgeA, extraB: Self.bridgeB) { buses in
                 let server = try Self.server(on: buses.b, "svc.echo")
                 let requester = try buses.a.connect()
                 var n = 0
@@ -63,11 +65,20 @@ extension BridgeSuites {
                 #expect(request.string("type") == "svc.echo" && (request.object("data")?["q"] as? Int) == 1, "\(request)")
                 let left = try #require(request.int("timeout"))
                 #expect(left > 0 && left <= 5000, "\(request)")
+                // The counters: A sent and relayed, B asked its bus and replied.
+                func requests(_ bridge: BridgeProcess, _ name: String) -> Int {
+                    ((bridge.status()?["requests"] as? [String: Any])?[name] as? NSNumber)?.intValue ?? -1
+                }
+                try buses.bridgeB.waitForStatus("B's request counters") { _ in requests(buses.bridgeB, "replied") >= 1 }
+                try buses.bridgeA.waitForStatus("A's request counters") { _ in requests(buses.bridgeA, "answered") >= 1 }
+                #expect(requests(buses.bridgeA, "sent") >= requests(buses.bridgeA, "answered") && requests(buses.bridgeB, "received") >= 1)
+                #expect(requests(buses.bridgeA, "dropped") == 0 && requests(buses.bridgeB, "dropped") == 0)
             }
         }
 
-        @Test func aLocalServerIsAskedFirstAndTheRemoteOneGetsNothing() throws {
-            try withBridgedBuses(extraA: Self.bridgeA, extraB: Self.bridgeB) { buses in
+        @Test(arguments: BridgeMode.allCases)
+        func aLocalServerIsAskedFirstAndTheRemoteOneGetsNothing(mode: BridgeMode) throws {
+            try withBridgedBuses(mode, extraA: Self.bridgeA, extraB: Self.bridgeB) { buses in
                 let remote = try Self.server(on: buses.b, "svc.where")
                 let requester = try buses.a.connect()
                 var n = 0
@@ -92,8 +103,9 @@ extension BridgeSuites {
             }
         }
 
-        @Test func nobodyAnywhereGivesNoResponders() throws {
-            try withBridgedBuses(extraA: Self.bridgeA, extraB: Self.bridgeB) { buses in
+        @Test(arguments: BridgeMode.allCases)
+        func nobodyAnywhereGivesNoResponders(mode: BridgeMode) throws {
+            try withBridgedBuses(mode, extraA: Self.bridgeA, extraB: Self.bridgeB) { buses in
                 let server = try Self.server(on: buses.b, "svc.probe")
                 let requester = try buses.a.connect()
                 var n = 0
@@ -116,8 +128,9 @@ extension BridgeSuites {
             }
         }
 
-        @Test func theDeadlineTravelsAndASilentRemoteServerGivesTimeout() throws {
-            try withBridgedBuses(extraA: Self.bridgeA, extraB: Self.bridgeB) { buses in
+        @Test(arguments: BridgeMode.allCases)
+        func theDeadlineTravelsAndASilentRemoteServerGivesTimeout(mode: BridgeMode) throws {
+            try withBridgedBuses(mode, extraA: Self.bridgeA, extraB: Self.bridgeB) { buses in
                 let server = try Self.server(on: buses.b, "svc.slow")
                 let requester = try buses.a.connect()
                 var n = 0
