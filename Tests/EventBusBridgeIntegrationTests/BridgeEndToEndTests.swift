@@ -117,12 +117,13 @@ extension BridgeSuites {
             }
         }
 
-        @Test func aSlowLocalSubscriberOfImportedEventsGetsEveryEventOfABurstLargerThanTheBridgesBuffers() throws {
+        @Test(arguments: BridgeMode.allCases)
+        func aSlowLocalSubscriberOfImportedEventsGetsEveryEventOfABurstLargerThanTheBridgesBuffers(mode: BridgeMode) throws {
             // Broker B's queue per connection is 64 KiB, so the slow subscriber holds bridge B
             // at once (same uid: PROTOCOL.md "Flow control (1.2)"); the burst, about 14 MB of
             // imports, is larger than the bridge's 4 MiB of imports waiting for the bus and its
             // old 8 MiB bound, beyond which the bridge used to drop imports.
-            try withBridgedBuses(brokerB: ["--max-outbound", "64K"]) { buses in
+            try withBridgedBuses(mode, brokerB: ["--max-outbound", "64K"]) { buses in
                 let slow = try buses.b.connect()
                 try slow.subscribe("burst.>")
                 let publisher = try buses.a.connect()

@@ -19,7 +19,7 @@ struct BrokerCommandLineTests {
     /// A value of the kind each metavariable of the help names.
     static let samples = [
         "PATH": "/tmp/eventbusd-help-test.sock", "OCTAL": "0660", "SIZE": "2M", "N": "10",
-        "DURATION": "1h30m", "LEVEL": "debug", "FILE": "/dev/null", "DIR": "/tmp/eventbusd-help-test-state",
+        "DURATION": "1h30m", "LEVEL": "debug", "FILE": "/dev/null", "DIR": "/tmp/eventbusd-help-test-state", "USER": "root",
     ]
 
     @Test func everyOptionInTheHelpIsAcceptedWithAValueOfItsKind() throws {

@@ -1,0 +1,92 @@
+// The bridge's bus session without a socket (LocalBus, moved into the
+// EventBusBridge library for issue 36): what it writes on a new connection,
+// what each broker frame becomes as a report, import batches closed by one
+// `ping` whose answer confirms them, an import refused by the policy counted
+// `denied`, and the imports a lost connection leaves unconfirmed.
+@testable import EventBusBridge
+import EventBusProtocol
+import Testing
+
+@Suite struct LocalBusTests {
+    /// Feeds `line` (one broker frame, without LF) and returns the reports of that read.
+    private func feed(_ bus: inout LocalBus, _ line: String) -> [BusReport] {
+        var reports: [BusReport] = []
+        Array(line.utf8).withUnsafeBytes { raw in bus.handle(.frame(raw), &reports) }
+        bus.endOfRead(&reports)
+        return reports
+    }
+
+    private func written(_ bus: inout LocalBus) -> [String] {
+        var buffer: [UInt8] = []
+        bus.takeBytes(into: &buffer)
+        return String(decoding: buffer, as: UTF8.self).split(separator: "\n").map(String.init)
+    }
+
+    private static let hello = #"{"op":"ok","req":1,"server":"eventbusd","version":"1.3.0","protocol":1,"instance":"i1","conn":7,"pid":1,"features":["origin","flow"]}"#
+
+    private func connected() -> LocalBus {
+        var bus = LocalBus(path: "test", patterns: [Pattern("order.>")!, Pattern("order.created")!])
+        bus.connectionOpened()
+        return bus
+    }
+
+    @Test func aNewConnectionSaysHelloWithOverflowWaitAndSubscribesTheMinimalPatterns() {
+        var bus = connected()
+        let lines = written(&bus)
+        #expect(lines.count == 2, "\(lines)")
+        #expect(lines.first?.contains(#""op":"hello""#) == true && lines.first?.contains(#""client":"eventbus-bridge""#) == true && lines.first?.contains(#""overflow":"wait""#) == true, "\(lines)")
+        #expect(lines.last?.contains(#""op":"subscribe""#) == true && lines.last?.contains("order.>") == true, "order.created is inside order.>: \(lines)")
+    }
+
+    @Test func eventsOfOneReadAreOneBatchAndTheHelloIsUp() throws {
+        var bus = connected()
+        _ = written(&bus)
+        let up = feed(&bus, Self.hello)
+        guard case .up(let instance, let features, false) = try #require(up.first) else { Issue.record("\(up)"); return }
+        #expect(instance == "i1" && features.contains("origin"))
+        var reports: [BusReport] = []
+        for seq in 1...3 {
+            let frame = #"{"op":"event","seq":\#(seq),"type":"order.created","time":"2026-12-01T10:17:47.169Z","source":"s","id":"i1-\#(seq)","pid":2,"uid":3,"gid":4,"data":{"n":\#(seq)}}"#
+            Array(frame.utf8).withUnsafeBytes { raw in bus.handle(.frame(raw), &reports) }
+        }
+        bus.endOfRead(&reports)
+        #expect(reports.count == 1)
+        guard case .events(let events) = reports.first else { Issue.record("\(reports)"); return }
+        #expect(events.map(\.metadata.seq) == [1, 2, 3])
+    }
+
+    @Test func importsAreConfirmedByTheirBatchPingAndARefusalIsCountedDenied() throws {
+        var bus = connected()
+        _ = written(&bus)
+        _ = feed(&bus, Self.hello)
+        let event = LocalPublish(type: EventType("order.created")!, data: nil, source: "s", id: "x", origin: Origin(node: "b"))
+        let queued = bus.publish(event) && bus.publish(event) && bus.publish(event)
+        #expect(queued)
+        let lines = written(&bus)
+        #expect(lines.count == 4 && lines.dropLast().allSatisfy { $0.contains(#""op":"publish""#) && !$0.contains(#""req""#) }, "\(lines)")
+        let ping = try #require(lines.last)
+        #expect(ping.contains(#""op":"ping""#), "one ping closes the batch: \(lines)")
+        let req = try #require(ping.split(separator: ",").first { $0.contains(#""req""#) }?.split(separator: ":").last.map { String($0.filter(\.isNumber)) })
+        let refused = feed(&bus, #"{"op":"error","code":"forbidden","message":"bridge denied for uid 4321"}"#)
+        guard case .importRefused(.denied, let message) = refused.first else { Issue.record("\(refused)"); return }
+        #expect(message.contains("bridge denied"))
+        let confirmed = feed(&bus, #"{"op":"ok","req":\#(req)}"#)
+        guard case .imported(let count) = confirmed.first else { Issue.record("\(confirmed)"); return }
+        #expect(count == 2, "three imports, one refused")
+    }
+
+    @Test func aLostConnectionCountsTheUnconfirmedImportsAndRefusesNewOnes() {
+        var bus = connected()
+        _ = written(&bus)
+        _ = feed(&bus, Self.hello)
+        let event = LocalPublish(type: EventType("a.b")!, data: nil, source: nil, id: nil, origin: Origin(node: "b"))
+        let queued = bus.publish(event) && bus.publish(event)
+        _ = written(&bus)
+        let third = bus.publish(event)
+        #expect(queued && third)
+        let (unconfirmed, wasGreeted) = bus.connectionClosed()
+        #expect(unconfirmed == 3 && wasGreeted)
+        let afterClose = bus.publish(event)
+        #expect(!afterClose, "no connection: the caller counts it lost")
+    }
+}
