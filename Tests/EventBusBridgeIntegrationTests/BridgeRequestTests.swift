@@ -153,5 +153,17 @@ extension BridgeSuites {
                 #expect(ping.op == "ok", "\(ping)")
             }
         }
+
+        @Test(arguments: BridgeMode.allCases)
+        func withTheNATSLinkDownARequestGetsNoRespondersAtOnce(mode: BridgeMode) throws {
+            try withBridgedBuses(mode, extraA: Self.bridgeA, extraB: Self.bridgeB) { buses in
+                let requester = try buses.a.connect()
+                for node in 0..<3 { try buses.cluster.stop(node) }
+                try buses.bridgeA.waitForStatus("NATS link down") { $0["link"] as? String == "down" }
+                let answer = try Self.ask(requester, "svc.echo", timeout: 60_000, req: "down").answer
+                #expect(answer.op == "error" && answer.string("code") == "no_responders", "\(answer)")
+                #expect(answer.string("message")?.contains("NATS link is down") == true, "\(answer)")
+            }
+        }
     }
 }
