@@ -35,7 +35,8 @@ import Testing
 
     @Test func aLocalRequestBecomesANATSRequestWithItsDeadline() throws {
         var table = Self.table()
-        let message = try #require(table.send(Self.request, instance: "broker-9", now: 0))
+        let sent = table.send(Self.request, instance: "broker-9", now: 0)
+        let message = try #require(sent)
         #expect(message.subject.text == "eventbus.req.host-a.svc.echo")
         #expect(message.replyTo?.text == "eventbus.rpl.host-a.00ab.1")
         #expect(message.payload == bytes(#"{"q":1}"#))
@@ -61,8 +62,10 @@ import Testing
         #expect(answer("NATS/1.0\r\neb-status: forbidden\r\neb-message: no\r\nce-ebnode: host-b\r\n\r\n", number: 5)
                 == .reply(to: token, error: "node host-b could not ask its bus: no (forbidden)"))
         // An answer twice, or to a number never sent, is ignored.
-        #expect(table.answer(Message(subject: "eventbus.rpl.host-a.00ab.1", sid: SubscriptionID(1), payload: [])) == nil)
-        #expect(table.answer(Message(subject: "eventbus.rpl.host-a.00ab.99", sid: SubscriptionID(1), payload: [])) == nil)
+        let got1 = table.answer(Message(subject: "eventbus.rpl.host-a.00ab.1", sid: SubscriptionID(1), payload: []))
+        #expect(got1 == nil)
+        let got2 = table.answer(Message(subject: "eventbus.rpl.host-a.00ab.99", sid: SubscriptionID(1), payload: []))
+        #expect(got2 == nil)
         #expect(table.counters.noResponders == 1 && table.counters.answered == 5)
     }
 
@@ -73,28 +76,37 @@ import Testing
         #expect(table.outstandingCount == 1)
         table.expire(now: 1_500_000_001)
         #expect(table.outstandingCount == 0)
-        #expect(table.answer(Message(subject: "eventbus.rpl.host-a.00ab.1", sid: SubscriptionID(1), payload: bytes("1"))) == nil)
+        let got3 = table.answer(Message(subject: "eventbus.rpl.host-a.00ab.1", sid: SubscriptionID(1), payload: bytes("1")))
+        #expect(got3 == nil)
     }
 
     @Test func aRequestFromAnotherNodeIsAskedOnTheBusAndItsAnswerGoesBack() throws {
         var sender = Self.table("host-b")
         var table = Self.table()
-        let out = try #require(sender.send(Self.request, instance: "i", now: 0))
+        let sent = sender.send(Self.request, instance: "i", now: 0)
+        let out = try #require(sent)
         let incoming = Message(subject: out.subject.text, sid: SubscriptionID(2), replyTo: out.replyTo?.text, headerBlock: out.headerBlock, payload: out.payload)
         guard case .ask(let request, let tag) = table.receive(incoming) else { Issue.record("not asked"); return }
         #expect(request == .request(type: "svc.echo", source: "cli", id: "r-1", timeout: 1500, data: try JSONText(validating: bytes(#"{"q":1}"#))))
-        let answer = try #require(table.replied(tag: tag, try Self.reply(#"{"op":"ok","req":3,"seq":9,"reply":{"time":"t","pid":5,"uid":1001,"gid":1001,"data":{"ok":true}}}"#)))
+        let okReply = try Self.reply(#"{"op":"ok","req":3,"seq":9,"reply":{"time":"t","pid":5,"uid":1001,"gid":1001,"data":{"ok":true}}}"#)
+        let replied = table.replied(tag: tag, okReply)
+        let answer = try #require(replied)
         #expect(answer.subject.text == "eventbus.rpl.host-b.00ab.1" && answer.payload == bytes(#"{"ok":true}"#))
         let headers = try #require(answer.headers)
         #expect(headers.first("eb-status") == "ok" && headers.first("ce-ebnode") == "host-a" && headers.first("ce-ebuid") == "1001")
         // Its answer read back on host-b: the data for the requester.
         let back = Message(subject: answer.subject.text, sid: SubscriptionID(1), headerBlock: answer.headerBlock, payload: answer.payload)
-        #expect(sender.answer(back) == .reply(to: Self.request.token, data: try JSONText(validating: bytes(#"{"ok":true}"#))))
+        let got4 = sender.answer(back)
+        #expect(got4 == .reply(to: Self.request.token, data: try JSONText(validating: bytes(#"{"ok":true}"#))))
         // no_responders on this bus goes back as such.
         guard case .ask(_, let second) = table.receive(incoming) else { Issue.record("not asked"); return }
-        let none = try #require(table.replied(tag: second, try Self.reply(#"{"op":"error","req":4,"code":"no_responders","message":"no connection serves svc.echo"}"#)))
+        let noneReply = try Self.reply(#"{"op":"error","req":4,"code":"no_responders","message":"no connection serves svc.echo"}"#)
+        let repliedNone = table.replied(tag: second, noneReply)
+        let none = try #require(repliedNone)
         #expect(none.headers?.first("eb-status") == "no_responders" && none.headers?.first("eb-message") == "no connection serves svc.echo")
-        #expect(table.replied(tag: second, try Self.reply(#"{"op":"ok","req":4}"#)) == nil)  // answered once
+        let again = try Self.reply(#"{"op":"ok","req":4}"#)
+        let got5 = table.replied(tag: second, again)
+        #expect(got5 == nil)  // answered once
     }
 
     @Test func requestsThatCannotBeAskedAreDropped() throws {
