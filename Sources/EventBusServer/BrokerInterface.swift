@@ -106,7 +106,7 @@ public var brokerInterface: ProgramDeclaration {
                 rules apply to it. Without --bridge the broker opens no network socket.
                 """, [
                     OptionDeclaration("bridge", nil, ValueDeclaration("FILE", .file), "run the link with the settings of FILE, in bridge.conf's format (eventbus-bridge(8): nats, node, export, import, ...; its socket, bus and log-level are this broker's)"),
-                    OptionDeclaration("bridge-user", nil, ValueDeclaration("USER", .text), "the link's connection is this user's (a name or a uid; its primary group) for the policy and the limits (default: the broker's own user)"),
+                    OptionDeclaration("bridge-user", nil, ValueDeclaration("USER", .text), "the link's connection is this user's, for the policy and the limits: a name (its uid and primary group) or a number (uid and gid both); default: the broker's own user"),
                 ]),
                 OptionSection("Access policy (docs/POLICY.md, eventbus-policy(5)):", [
                     OptionDeclaration("policy", nil, ValueDeclaration("FILE", .file), "read the policy from FILE; repeat for more files, read in order. Default: none, except on the system bus (\(SocketPath.systemBus), or --system under socket activation): the vendor file PREFIX/share/eventbus/policy.conf next to this binary's PREFIX/bin, then /etc/eventbus/policy.conf if it exists, then /etc/eventbus/policy.d/*.conf"),

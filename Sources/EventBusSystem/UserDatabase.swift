@@ -22,13 +22,13 @@ public enum UserDatabase {
         }
     }
 
-    /// getpwuid_r(3): the primary gid of the user with `uid`.
+    /// getpwnam_r(3): the primary gid of user `name`.
     /// - Returns: nil when there is no such user or the lookup failed.
-    public static func primaryGID(ofUID uid: UInt32) -> UInt32? {
+    public static func primaryGID(ofUser name: String) -> UInt32? {
         var entry = passwd()
         return lookUp { buffer, size in
             var result: UnsafeMutablePointer<passwd>? = nil
-            let code = getpwuid_r(uid, &entry, buffer, size, &result)
+            let code = getpwnam_r(name, &entry, buffer, size, &result)
             return (code, result == nil ? nil : entry.pw_gid)
         }
     }

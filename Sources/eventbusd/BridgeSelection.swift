@@ -61,11 +61,12 @@ struct BridgeSelection {
         var gid = own.gid
         if let user = options.bridgeUser {
             if let number = UInt32(user) {
+                // A number is uid and gid both (as `setpriv --reuid N --regid N`).
                 uid = number
-                gid = UserDatabase.primaryGID(ofUID: number) ?? number
-            } else if let number = UserDatabase.uid(ofUser: user) {
+                gid = number
+            } else if let number = UserDatabase.uid(ofUser: user), let group = UserDatabase.primaryGID(ofUser: user) {
                 uid = number
-                gid = UserDatabase.primaryGID(ofUID: number) ?? number
+                gid = group
             } else {
                 return .failure(BridgeSelectionError("--bridge-user: no user named '\(user)'"))
             }

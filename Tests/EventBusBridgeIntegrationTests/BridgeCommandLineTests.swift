@@ -119,5 +119,30 @@ extension BridgeSuites {
             #expect(try process.waitBlocking().status == .exited(0))
             #expect(!FileManager.default.fileExists(atPath: statusPath), "a clean stop removes the status file")
         }
+
+        /// The link inside eventbusd writes the same status file where eventbus-bridge would
+        /// (`$RUNTIME_DIRECTORY/NODE.json`), so `eventbus-bridge --status` prints it; the file's
+        /// `socket` and `log-level` are the broker's own there: ignored, with a notice.
+        @Test(.enabled(if: NATSCluster.isAvailable))
+        func theLinkInsideEventbusdIsSeenByStatusAndIgnoresTheFilesSocketAndLogLevel() throws {
+            let cluster = try NATSCluster(count: 1)
+            let directory = try TemporaryDirectory(prefix: "ebcl-")
+            let file = directory.file("bridge.conf")
+            try "nats = \(cluster.url(0))\nnode = inside\nexport = x.>\nsocket = /nonexistent/bus.sock\nlog-level = debug\n".write(toFile: file, atomically: false, encoding: .utf8)
+            let broker = try BrokerProcess(arguments: ["--bridge", file], environment: ["RUNTIME_DIRECTORY": directory.path])
+            defer { broker.cleanUp() }
+            let statusPath = directory.file("inside.json")
+            try waitUntil("the status file with both links up") {
+                guard let text = try? String(contentsOfFile: statusPath, encoding: .utf8) else { return false }
+                return text.contains(#""bus":"up""#) && text.contains(#""link":"up""#)
+            }
+            let status = try bridge(["--status", "--node", "inside"], environment: ["RUNTIME_DIRECTORY": directory.path])
+            #expect(status.status == .exited(0), "\(status.stderr)")
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any], "\(status.stdout)")
+            #expect((object["pid"] as? NSNumber)?.int32Value == broker.pid && object["server"] as? String == cluster.url(0), "\(object)")
+            #expect(broker.stderrText().contains("bridge: \(file): socket/bus, log-level ignored inside eventbusd"), "\(broker.stderrText())")
+            #expect(broker.terminate() == .exited(0))
+            #expect(!FileManager.default.fileExists(atPath: statusPath), "a clean stop removes the status file")
+        }
     }
 }

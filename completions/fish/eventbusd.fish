@@ -60,7 +60,7 @@ complete -c eventbusd -l state-dir -x -a '(__fish_complete_directories)' -d 'kee
 complete -c eventbusd -l history-events -x -d 'events kept for \'subscribe\' with \'since\''
 complete -c eventbusd -l history-bytes -x -d 'bytes of events kept for it'
 complete -c eventbusd -l bridge -r -F -d 'run the link with the settings of FILE, in bridge.conf\'s format'
-complete -c eventbusd -l bridge-user -x -d 'the link\'s connection is this user\'s'
+complete -c eventbusd -l bridge-user -x -d 'the link\'s connection is this user\'s, for the policy and the limits'
 complete -c eventbusd -l policy -r -F -d 'read the policy from FILE'
 complete -c eventbusd -l check-policy -d 'read FILE...'
 complete -c eventbusd -s c -l config -r -F -d 'read FILE'
