@@ -21,6 +21,8 @@ public struct Bridge {
     public let configuration: BridgeConfiguration
     let logger: Logger
     public private(set) var core: BridgeCore
+    /// (issue 36) Requests across machines (RemoteRequests.swift).
+    public private(set) var requests: RemoteRequests
     /// The local broker's instance, for the drop reports the NATS client builds.
     let brokerInstance = SharedText()
     /// Set once a `hello` reply lacked `origin` in `features` (warned once per run).
@@ -31,6 +33,8 @@ public struct Bridge {
         self.configuration = configuration
         self.logger = logger
         core = BridgeCore(mapping: configuration.mapping, exports: configuration.exports, imports: configuration.imports, bridgeInstance: bridgeInstance)
+        requests = RemoteRequests(mapping: configuration.mapping, bridgeInstance: bridgeInstance,
+                                  exports: configuration.requestExports, imports: configuration.requestImports)
     }
 
     /// The NATS client's settings (its gap reports read `brokerInstance`).
@@ -45,16 +49,24 @@ public struct Bridge {
             let sid = nats.state.subscribe(subject)
             core.subscribed(sid, to: subject)
         }
+        requests.subscribe { subject, queue in nats.state.subscribe(subject, queue: queue) }
+    }
+
+    /// Once a second: forgets requests sent to NATS whose deadline passed.
+    mutating func everySecond(now: Int64) {
+        requests.expire(now: now)
     }
 
     /// The counters now.
     func status(nats: ClientStatistics, bus: BusStatus) -> BridgeStatus {
-        core.status(nats: nats, bus: bus)
+        var status = core.status(nats: nats, bus: bus)
+        if !requests.isEmpty { status.requests = requests.counters }
+        return status
     }
 
     // MARK: The bus side
 
-    mutating func handle(_ report: BusReport, path: String, nats: inout ClientDriver) {
+    mutating func handle(_ report: BusReport, path: String, bus: inout LocalBus, nats: inout ClientDriver) {
         switch report {
         case .events(let events):
             for event in events {
@@ -85,6 +97,7 @@ public struct Bridge {
             }
         case .down(let reason, let unconfirmed):
             core.imported(.lost, count: unconfirmed)
+            requests.busLost()
             logger.warning("lost the bus at \(path): \(reason)\(unconfirmed > 0 ? " (\(unconfirmed) imports unconfirmed, counted lost)" : ""); reconnecting, imports are dropped meanwhile")
         case .gap(let gap, let instance):
             if let old = gap.previousRun {
@@ -101,6 +114,21 @@ public struct Bridge {
             logger.error("the broker refused \(request): \(message) (\(code))")
         case .notice(let text):
             logger.warning(text)
+        case .request(let request):
+            // (issue 36) No local server took it: ask the other machines.
+            guard nats.state.isConnected, let message = requests.send(request, instance: brokerInstance.value, now: Clock.monotonicNanoseconds()) else {
+                bus.relay(RemoteRequests.unreachable(request))
+                return
+            }
+            switch nats.publish(message) {
+            case .queued, .held: break
+            case .tooLarge(let size, let limit):
+                bus.relay(.reply(to: request.token, error: "the request is \(size) bytes with headers, over the NATS server's max_payload of \(limit)"))
+            case .dropped, .closed:
+                bus.relay(RemoteRequests.unreachable(request))
+            }
+        case .answer(let tag, let reply):
+            if let message = requests.replied(tag: tag, reply) { _ = nats.publish(message) }
         }
     }
 
@@ -108,6 +136,8 @@ public struct Bridge {
 
     mutating func handle(_ effect: Effect, bus: inout LocalBus, nats: inout ClientDriver) {
         switch effect {
+        case .message(let message) where requests.owns(message.sid):
+            handleRequestMessage(message, bus: &bus)
         case .message(let message):
             let decision = core.handle(message)
             switch decision {
@@ -144,6 +174,25 @@ public struct Bridge {
             logger.notice("NATS server \(server) entered lame duck mode; moving to another")
         case .connect, .closeConnection:
             break
+        }
+    }
+
+    /// (issue 36) A message on a request subscription: an answer from
+    /// another machine (relayed to the bus as the `reply`), or a request
+    /// from one (asked on the bus; its answer goes back in `.answer`).
+    private mutating func handleRequestMessage(_ message: Message, bus: inout LocalBus) {
+        if message.subject.hasPrefix(requests.replySubscription.text.dropLast()) {
+            if let reply = requests.answer(message) { bus.relay(reply) }
+            return
+        }
+        switch requests.receive(message) {
+        case .ask(let request, let tag):
+            if !bus.ask(request, tag: tag) {
+                requests.forget(tag: tag)
+                logger.debug("dropped a request from NATS on \(message.subject): the bus is down")
+            }
+        case .drop(let reason):
+            logger.notice("dropped a request from NATS: \(reason)")
         }
     }
 }

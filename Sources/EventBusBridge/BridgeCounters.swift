@@ -98,6 +98,9 @@ public struct BridgeStatus: Equatable, Sendable {
     public var exporting: Bool
     public var remoteReports: Int
     public var remoteLost: Int
+    /// (issue 36) Requests across machines; nil (left out of the JSON) when
+    /// the bridge carries none.
+    public var requests: RemoteRequests.Counters?
 
     public init(node: NodeName, counters: BridgeCounters, nats: ClientStatistics, bus: BusStatus = BusStatus(), exporting: Bool) {
         self.node = node.text
@@ -135,7 +138,12 @@ public struct BridgeStatus: Equatable, Sendable {
         out.append(contentsOf: ",\"buffered\":\(bufferedEvents),\"buffered_bytes\":\(bufferedBytes),\"exported\":\(exported),\"imported\":\(imported),\"dropped\":{".utf8)
         out.append(contentsOf: DropReason.allCases.map { "\"\($0.rawValue)\":\(dropped[$0] ?? 0)" }.joined(separator: ",").utf8)
         out.append(contentsOf: "},\"reconnects\":\(reconnects),\"exporting\":\(exporting)".utf8)
-        out.append(contentsOf: ",\"remote_reports\":\(remoteReports),\"remote_lost\":\(remoteLost)}".utf8)
+        out.append(contentsOf: ",\"remote_reports\":\(remoteReports),\"remote_lost\":\(remoteLost)".utf8)
+        if let r = requests {
+            out.append(contentsOf: (",\"requests\":{\"sent\":\(r.sent),\"answered\":\(r.answered),\"no_responders\":\(r.noResponders)"
+                + ",\"received\":\(r.received),\"replied\":\(r.replied),\"dropped\":\(r.dropped)}").utf8)
+        }
+        out.append(0x7D)
         return String(decoding: out, as: UTF8.self)
     }
 }

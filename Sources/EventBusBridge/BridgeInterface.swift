@@ -46,6 +46,8 @@ public var bridgeInterface: ProgramDeclaration {
                     OptionDeclaration("node", nil, ValueDeclaration("NAME", .text), "this bus's name in subjects and origin (1-63 of A-Z a-z 0-9 _ -); one bridge per NAME per NATS system"),
                     OptionDeclaration("export", nil, ValueDeclaration("PATTERN", .pattern), "local types to send (repeatable, or a comma list)"),
                     OptionDeclaration("import", nil, ValueDeclaration("PATTERN", .pattern), "remote types to receive (repeatable, or a comma list)"),
+                    OptionDeclaration("export-requests", nil, ValueDeclaration("PATTERN", .pattern), "request types to ask other machines when no local server takes them (repeatable, or a comma list)"),
+                    OptionDeclaration("import-requests", nil, ValueDeclaration("PATTERN", .pattern), "request types other machines may ask this bus's servers (repeatable, or a comma list)"),
                     OptionDeclaration("prefix", nil, ValueDeclaration("PREFIX", .text), "subject root (default \(defaults.prefix.text))"),
                     OptionDeclaration("name", nil, ValueDeclaration("NAME", .text), "CONNECT name (default \"eventbus-bridge NODE\")"),
                     OptionDeclaration("reconnect-initial", nil, duration, "NATS backoff after a failed pass (default \(durationText(defaults.reconnectInitial)))"),

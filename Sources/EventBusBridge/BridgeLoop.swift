@@ -139,7 +139,7 @@ public final class BridgeLoop {
         self.endpoint = endpoint
         self.importPauseBytes = importPauseBytes
         self.importResumeBytes = importResumeBytes
-        bus = LocalBus(path: endpoint.name, patterns: bridge.core.exports)
+        bus = LocalBus(path: endpoint.name, patterns: bridge.core.exports, servePatterns: bridge.requests.exports)
         let configuration = bridge.natsConfiguration
         natsLimitBytes = configuration.bufferLimitBytes
         natsLimitMessages = configuration.bufferLimitMessages
@@ -163,6 +163,7 @@ public final class BridgeLoop {
         while true {
             var now = Clock.monotonicNanoseconds()
             if now >= nextStatus {
+                bridge.everySecond(now: now)
                 everySecond(status)
                 nextStatus = now + 1_000_000_000
             }
@@ -306,7 +307,7 @@ public final class BridgeLoop {
             bus.connectionOpened()
         } catch {
             busFailures += 1
-            bridge.handle(.attemptFailed(reason: error.description, failures: busFailures), path: bus.path, nats: &nats)
+            bridge.handle(.attemptFailed(reason: error.description, failures: busFailures), path: bus.path, bus: &bus, nats: &nats)
             scheduleBusRetry()
         }
     }
@@ -325,7 +326,7 @@ public final class BridgeLoop {
         pending = []
         pendingOffset = 0
         let (unconfirmed, wasGreeted) = bus.connectionClosed()
-        bridge.handle(.down(reason: reason, unconfirmedImports: unconfirmed), path: bus.path, nats: &nats)
+        bridge.handle(.down(reason: reason, unconfirmedImports: unconfirmed), path: bus.path, bus: &bus, nats: &nats)
         // A connection that got its hello answered was healthy: try again at once.
         busFailures = wasGreeted ? 0 : busFailures + 1
         scheduleBusRetry()
@@ -392,7 +393,7 @@ public final class BridgeLoop {
     }
 
     private func handleReports() {
-        for report in reports { bridge.handle(report, path: bus.path, nats: &nats) }
+        for report in reports { bridge.handle(report, path: bus.path, bus: &bus, nats: &nats) }
         reports.removeAll(keepingCapacity: true)
     }
 

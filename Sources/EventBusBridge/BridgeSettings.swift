@@ -17,6 +17,9 @@ public struct BridgeSettings: Equatable, Sendable {
     public var node: NodeName?
     public var exports: [Pattern]?
     public var imports: [Pattern]?
+    /// (issue 36) Request types that may be asked on other machines, and that other machines may ask here.
+    public var requestExports: [Pattern]?
+    public var requestImports: [Pattern]?
     public var prefix: SubjectPrefix?
     public var reconnectInitial: Duration?
     public var reconnectMaximum: Duration?
@@ -42,6 +45,8 @@ public struct BridgeSettings: Equatable, Sendable {
         if let v = other.node { result.node = v }
         if let v = other.exports { result.exports = v }
         if let v = other.imports { result.imports = v }
+        if let v = other.requestExports { result.requestExports = v }
+        if let v = other.requestImports { result.requestImports = v }
         if let v = other.prefix { result.prefix = v }
         if let v = other.reconnectInitial { result.reconnectInitial = v }
         if let v = other.reconnectMaximum { result.reconnectMaximum = v }
@@ -65,11 +70,17 @@ public struct BridgeSettings: Equatable, Sendable {
         guard let node else { throw SettingsError("no node name: give --node NAME (or node = ... in the config file)") }
         let exports = self.exports ?? []
         let imports = self.imports ?? []
-        guard !exports.isEmpty || !imports.isEmpty else { throw SettingsError("nothing to bridge: give at least one --export or --import pattern") }
+        let requestExports = self.requestExports ?? []
+        let requestImports = self.requestImports ?? []
+        guard !exports.isEmpty || !imports.isEmpty || !requestExports.isEmpty || !requestImports.isEmpty else {
+            throw SettingsError("nothing to bridge: give at least one --export or --import pattern (or --export-requests, --import-requests)")
+        }
         var configuration = BridgeConfiguration(servers: servers, node: node)
         if let bus { configuration.bus = bus }
         configuration.exports = exports
         configuration.imports = imports
+        configuration.requestExports = requestExports
+        configuration.requestImports = requestImports
         if let prefix { configuration.prefix = prefix }
         if let reconnectInitial { configuration.reconnectInitial = reconnectInitial }
         if let reconnectMaximum { configuration.reconnectMaximum = reconnectMaximum }
@@ -103,6 +114,10 @@ public struct BridgeConfiguration: Equatable, Sendable {
     public var node: NodeName
     public var exports: [Pattern] = []
     public var imports: [Pattern] = []
+    /// (issue 36) Request types asked on other machines when no local server
+    /// takes them, and request types other machines may ask here (RemoteRequests.swift).
+    public var requestExports: [Pattern] = []
+    public var requestImports: [Pattern] = []
     public var prefix = SubjectPrefix.standard
     /// Backoff between failed passes over the servers (defaults 250 ms and 30 s); retried forever.
     public var reconnectInitial: Duration = .milliseconds(250)

@@ -44,13 +44,13 @@ import EventBusProtocol
 public enum ConfigFile {
     /// The keys understood, in the order of the format above.
     public static let keys = [
-        "nats", "node", "export", "import", "prefix", "reconnect-initial", "reconnect-max",
+        "nats", "node", "export", "import", "export-requests", "import-requests", "prefix", "reconnect-initial", "reconnect-max",
         "buffer-bytes", "buffer-events", "ping-interval", "socket", "bus", "name", "status-file", "log-level",
         "nats-user", "nats-password", "nats-token",
     ]
     /// The keys that have no flag (secrets must not show in ps(1)).
     public static let fileOnly: Set<String> = ["nats-user", "nats-password", "nats-token"]
-    static let repeatable: Set<String> = ["nats", "export", "import"]
+    static let repeatable: Set<String> = ["nats", "export", "import", "export-requests", "import-requests"]
 
     /// Parses a settings file's text.
     /// - Parameter file: the name used in errors (e.g. `/etc/eventbus/bridge.conf`).
@@ -118,6 +118,13 @@ public enum ConfigFile {
                 patterns.append(pattern)
             }
             if key == "export" { settings.exports = patterns } else { settings.imports = patterns }
+        case "export-requests", "import-requests":  // (issue 36)
+            var patterns = (key == "export-requests" ? settings.requestExports : settings.requestImports) ?? []
+            for item in list(value) {
+                guard let pattern = Pattern(item) else { throw SettingsError("\(name): \(item.debugDescription) is not an eventbus pattern") }
+                patterns.append(pattern)
+            }
+            if key == "export-requests" { settings.requestExports = patterns } else { settings.requestImports = patterns }
         case "prefix":
             guard let prefix = SubjectPrefix(value) else {
                 throw SettingsError("\(name): \(value.debugDescription) is not a subject prefix (1-8 tokens of A-Z a-z 0-9 _ -, joined by .)")

@@ -44,6 +44,23 @@ enum BusReport {
     case refused(request: String, code: String, message: String)
     /// Anything else worth a log line (an unreadable frame).
     case notice(String)
+    /// (issue 36) A request the broker gave the bridge's fallback serving
+    /// subscription: no local server took it (RemoteRequests.swift).
+    case request(OutgoingRequest)
+    /// (issue 36) The answer to a request the bridge asked for another machine.
+    case answer(tag: UInt64, Reply)
+}
+
+/// (issue 36) What the bridge's own numbered requests on the bus are.
+enum BusTag {
+    /// A batch of imports closed by a `ping`: how many.
+    case batch(Int)
+    /// The fallback serving subscription of a pattern.
+    case fallback(String)
+    /// A request asked for another machine (RemoteRequests' tag).
+    case ask(UInt64)
+    /// A `reply` relayed from another machine.
+    case relayed
 }
 
 /// The bridge's bus session (see the file comment). One owner, the loop.
@@ -53,7 +70,7 @@ struct LocalBus {
     /// The socket path (for the status).
     let path: String
     /// The session; its `Tag` is the import count of a batch's `ping`.
-    private(set) var session = BusSession<Int>(SessionOptions(
+    private(set) var session = BusSession<BusTag>(SessionOptions(
         hello: Hello(client: LocalBus.clientName, echo: false, overflow: .wait), unnumberedErrors: .report))
     private(set) var replayed = 0
     private(set) var gaps = 0
@@ -69,9 +86,13 @@ struct LocalBus {
     /// The `hello` this connection says.
     static let clientName = "eventbus-bridge"
 
-    init(path: String, patterns: [Pattern]) {
+    /// (issue 36) The request types served as a fallback (`--export-requests`).
+    let servePatterns: [Pattern]
+
+    init(path: String, patterns: [Pattern], servePatterns: [Pattern] = []) {
         self.path = path
         self.patterns = BridgeCore.minimalPatterns(patterns)
+        self.servePatterns = BridgeCore.minimalPatterns(servePatterns)
     }
 
     /// A connection is open: imports may be queued.
@@ -96,6 +117,9 @@ struct LocalBus {
     mutating func connectionOpened() {
         session.connectionStarted()
         for pattern in patterns { session.subscribe(pattern.text) }
+        for pattern in servePatterns {
+            session.send(.subscribe(pattern: pattern.text, serve: true, fallback: true), tag: .fallback(pattern.text))
+        }
         errorsInOldestBatch = 0
         unmarkedImports = 0
         writing = 0
@@ -107,7 +131,10 @@ struct LocalBus {
     ///   whether the connection had been greeted (a healthy one).
     mutating func connectionClosed() -> (unconfirmedImports: Int, wasGreeted: Bool) {
         let wasGreeted = session.greeting != nil
-        let sent = session.connectionLost().reduce(unmarkedImports, +)
+        let sent = session.connectionLost().reduce(unmarkedImports) { sum, tag in
+            if case .batch(let count) = tag { return sum + count }
+            return sum
+        }
         let unconfirmed = max(0, sent - errorsInOldestBatch)
         errorsInOldestBatch = 0
         unmarkedImports = 0
@@ -128,11 +155,25 @@ struct LocalBus {
         return true
     }
 
+    /// (issue 36) Asks the bus a request for another machine (its answer
+    /// comes as `.answer(tag:)`). - Returns: false when there is no connection.
+    mutating func ask(_ request: ClientRequest, tag: UInt64) -> Bool {
+        guard connected else { return false }
+        session.send(request, tag: .ask(tag))
+        return true
+    }
+
+    /// (issue 36) Sends a `reply` relayed from another machine.
+    mutating func relay(_ reply: ClientRequest) {
+        guard connected else { return }
+        session.send(reply, tag: .relayed)
+    }
+
     /// Everything queued, for the writer, the current import batch closed by a
     /// `ping`, in `buffer` (whose old, written bytes are dropped; its storage is reused).
     mutating func takeBytes(into buffer: inout [UInt8]) {
         if unmarkedImports > 0 {
-            session.send(.ping, tag: unmarkedImports)
+            session.send(.ping, tag: .batch(unmarkedImports))
             unmarkedImports = 0
         }
         session.takeOutput(swappingWith: &buffer)
@@ -193,13 +234,23 @@ struct LocalBus {
             errorsInOldestBatch += 1
             let code = reply.string("code") ?? "unknown"
             report(.importRefused(code == ErrorCode.forbidden.rawValue ? .denied : .lost, message: "\(reply.string("message") ?? "no message") (\(code))"), &reports)
-        case .answered(let count, _):
+        case .answered(.fallback(let pattern), let reply):
+            if !reply.isOK { report(refused("subscribe \(pattern) serve fallback", reply), &reports) }
+        case .answered(.ask(let tag), let reply):
+            report(.answer(tag: tag, reply), &reports)
+        case .answered(.relayed, _):
+            break
+        case .request(let fields):
+            let token = JSONString.decode(bytes, fields.token)
+            let event = RawEvent(fields.event, in: bytes)
+            report(.request(OutgoingRequest(event: event, token: token, timeoutMilliseconds: fields.timeout ?? 25_000)), &reports)
+        case .answered(.batch(let count), _):
             let accepted = count - errorsInOldestBatch
             errorsInOldestBatch = 0
             if accepted > 0 { report(.imported(count: accepted), &reports) }
         case .unreadable(let error):
             report(.notice("unreadable frame from the broker: \(error)"), &reports)
-        case .held, .subscribed, .unsubscribed, .settled, .other, .ignored, .request:
+        case .held, .subscribed, .unsubscribed, .settled, .other, .ignored:
             break
         }
     }

@@ -130,7 +130,7 @@ extension Broker {
     }
 
     /// Answers `forbidden` and logs the denial (rate-limited).
-    private func deny(_ connection: Connection, _ action: PolicyAction, _ target: String?, _ verdict: PolicyVerdict,
+    func deny(_ connection: Connection, _ action: PolicyAction, _ target: String?, _ verdict: PolicyVerdict,
                       req: UnsafeRawBufferPointer?, note: String = "") {
         let message = connection.policy.denialMessage(action, target, verdict) + note
         reply(to: connection, req: req, error: ProtocolError(.forbidden, message))
@@ -223,6 +223,7 @@ extension Broker {
         }
         index.removeAllCached()
         serveIndex.removeAllCached()
+        fallbackIndex.removeAllCached()
         refreshLimits()
         notice(.policyReloaded(generation: policyState.generation, revokedSubscriptions: revoked))
         var data: [UInt8] = []

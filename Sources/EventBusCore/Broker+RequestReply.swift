@@ -24,31 +24,37 @@ extension Broker {
     func subscribeServing(_ request: SubscribeRequest, req: UnsafeRawBufferPointer?, from connection: Connection) {
         let pattern = request.pattern
         let filtered: Bool
+        let fallback: Bool
         if let existing = connection.servings[pattern] {
             filtered = existing.isFiltered
+            fallback = connection.fallbackServings.contains(pattern)
         } else {
             guard let decision = mayServe(connection, pattern, req: req) else { return }
+            if request.fallback && !mayServeAsFallback(connection, req: req) { return }
             if let error = subscriptionLimitError(connection) {
                 reply(to: connection, req: req, error: error)
                 notice(.limitReached(connection.id, pid: connection.credentials.pid, message: error.message))
                 return
             }
             filtered = decision.filtered
-            addServing(pattern, to: connection, filtered: filtered)
+            fallback = request.fallback
+            addServing(pattern, to: connection, filtered: filtered, fallback: fallback)
         }
         replyOKIfAsked(to: connection, req: req) { out in
             FrameEncoder.appendField("type", string: pattern.text, to: &out)
             FrameEncoder.appendField("serve", bool: true, to: &out)
+            if fallback { FrameEncoder.appendField("fallback", bool: true, to: &out) }
             if filtered { FrameEncoder.appendField("filtered", bool: true, to: &out) }
         }
     }
 
     /// Makes a serving subscription (the only place that adds one); charged
     /// as a subscription (PROTOCOL.md "Quotas").
-    func addServing(_ pattern: Pattern, to connection: Connection, filtered: Bool) {
+    func addServing(_ pattern: Pattern, to connection: Connection, filtered: Bool, fallback: Bool = false) {
         guard connection.servings[pattern] == nil else { return }
-        let subscription = serveIndex.add(pattern, connection)
+        let subscription = (fallback ? fallbackIndex : serveIndex).add(pattern, connection)
         connection.servings[pattern] = subscription
+        if fallback { connection.fallbackServings.insert(pattern) }
         if filtered { setFiltered(subscription, true, on: connection) }
         chargeSubscription(pattern, of: connection, sign: 1)
     }
@@ -62,7 +68,7 @@ extension Broker {
     func removeServing(_ pattern: Pattern, from connection: Connection, closing: Bool = false) -> Bool {
         guard let subscription = connection.servings.removeValue(forKey: pattern) else { return false }
         setFiltered(subscription, false, on: connection)
-        serveIndex.remove(subscription)
+        (connection.fallbackServings.remove(pattern) != nil ? fallbackIndex : serveIndex).remove(subscription)
         chargeSubscription(pattern, of: connection, sign: -1)
         if !closing && !connection.requests.serving.isEmpty {
             var lost: [ReplyToken] = []
@@ -150,6 +156,14 @@ extension Broker {
         if !blockers.isEmpty || !blockingGroups.isEmpty {
             hold(requester, on: blockers, groups: blockingGroups, frame: frame)  // routed again when released
             return
+        }
+        // (issue 36) Nobody here: a bridge's fallback subscription asks another machine.
+        if servers.isEmpty && !fallbackIndex.isEmpty {
+            routeRequestToFallback(type, size: size, requester: requester, servers: &servers, blockers: &blockers)
+            if !blockers.isEmpty {
+                hold(requester, on: blockers, groups: [], frame: frame)
+                return
+            }
         }
         guard !servers.isEmpty else {
             statistics.noResponders += 1
@@ -301,6 +315,11 @@ extension Broker {
             answerReply(to: server, req: req, accepted: false)
             return
         }
+        // (issue 36) A bridge relays another machine's `no_responders` & co.
+        if reply.code != nil && server.fallbackServings.isEmpty {
+            self.reply(to: server, req: req, error: ProtocolError(.badRequest, "field \"code\" is for a bridge relaying another machine's answer (a connection with a fallback serving subscription)"))
+            return
+        }
         let request = slot.request
         requests.finish(request)
         let time = writer.timestamps.bytes(nanosecondsSinceEpoch: now.wallNanoseconds)
@@ -309,7 +328,7 @@ extension Broker {
         var out: [UInt8] = []
         request.req.withUnsafeBytes { req in
             FrameEncoder.appendAnswer(req: req, seq: request.seq, time: time, identity: server.identity.eventIdentity.bytes,
-                                      data: data, serviceError: error, to: &out)
+                                      data: data, serviceError: error, code: reply.code?.rawValue ?? ErrorCode.serviceError.rawValue, to: &out)
         }
         // Charged to the requester's uid: one that would pass its outbound
         // quota is not queued (PROTOCOL.md "Request/reply": bounds).

@@ -165,6 +165,9 @@ public final class Broker {
     let groupSeed: UInt64
     /// (1.3) Serving subscriptions, apart from the plain ones (Broker+RequestReply.swift).
     let serveIndex = SubscriptionIndex(serving: true)
+    /// (issue 36) Fallback serving subscriptions (a bridge's): asked only when
+    /// a request reaches no server in `serveIndex` (Broker+Fallback.swift).
+    let fallbackIndex = SubscriptionIndex(serving: true)
     /// (1.3) Pending requests, reply tokens, deadlines (RequestTable.swift).
     var requests = RequestTable()
     var nextConnectionID: ConnectionID = 1
@@ -232,7 +235,7 @@ public final class Broker {
     public var connectionCount: Int { connections.count }
 
     /// Whether the subscription index is empty (for invariant checks).
-    public var indexIsEmpty: Bool { index.isEmpty && serveIndex.isEmpty && groups.isEmpty && serveGroups.isEmpty }
+    public var indexIsEmpty: Bool { index.isEmpty && serveIndex.isEmpty && fallbackIndex.isEmpty && groups.isEmpty && serveGroups.isEmpty }
 
     // MARK: Connections
 

@@ -83,6 +83,9 @@ public final class Connection {
     /// separate from the plain ones (a pattern may be in both). Changed only
     /// by `Broker.addServing`/`removeServing`.
     var servings: [Pattern: Subscription] = [:]
+    /// (issue 36) The patterns of `servings` that are fallback ones (in
+    /// `Broker.fallbackIndex`, not `serveIndex`).
+    var fallbackServings: Set<Pattern> = []
     /// (1.3) The requests it waits on and those it was given (RequestTable.swift).
     var requests = ConnectionRequests()
 

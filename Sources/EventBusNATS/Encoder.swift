@@ -37,9 +37,12 @@ public struct ConnectOptions: Equatable, Sendable {
 
 /// Builders for client operations, each a complete line (and payload) ending in CRLF.
 public enum Encoder {
-    /// `CONNECT {"verbose":false,"pedantic":false,"headers":true,"no_responders":false,"echo":false,"protocol":1,"lang":"swift","version":"1.1","name":"…"}\r\n`.
+    /// (issue 36: `no_responders` so that a request nobody subscribes to is
+    /// answered at once with status 503; a plain PUB has no reply subject
+    /// and is not affected.)
+    /// `CONNECT {"verbose":false,"pedantic":false,"headers":true,"no_responders":true,"echo":false,"protocol":1,"lang":"swift","version":"1.1","name":"…"}\r\n`.
     public static func connect(_ options: ConnectOptions) -> [UInt8] {
-        var out = Array("CONNECT {\"verbose\":false,\"pedantic\":false,\"tls_required\":false,\"headers\":true,\"no_responders\":false,\"echo\":".utf8)
+        var out = Array("CONNECT {\"verbose\":false,\"pedantic\":false,\"tls_required\":false,\"headers\":true,\"no_responders\":true,\"echo\":".utf8)
         out.append(contentsOf: (options.echo ? "true" : "false").utf8)
         out.append(contentsOf: ",\"protocol\":1,\"lang\":\"swift\",\"version\":".utf8)
         JSONString.appendQuoted(options.version, to: &out)

@@ -20,6 +20,8 @@ public struct OutgoingMessage: Equatable, Sendable {
     public var payload: [UInt8]
     /// The caller's sequence number for it (for drop reports), if any.
     public var tag: UInt64?
+    /// (issue 36) The reply subject: a NATS request (`PUB subject reply ...`).
+    public var replyTo: Subject?
 
     public init(subject: Subject, headers: Headers? = nil, payload: [UInt8], tag: UInt64? = nil) {
         self.init(subject: subject, headerBlock: headers?.encoded(), payload: payload, tag: tag)
@@ -41,8 +43,8 @@ public struct OutgoingMessage: Equatable, Sendable {
     /// Encodes it: the PUB/HPUB bytes and the size the server compares with
     /// `max_payload` (header block plus payload, as nats.go counts it).
     func encoded() -> (bytes: [UInt8], size: Int) {
-        guard let headerBlock else { return (Encoder.pub(subject, payload: payload), payload.count) }
-        return (Encoder.hpub(subject, headerBlock: headerBlock, payload: payload), headerBlock.count + payload.count)
+        guard let headerBlock else { return (Encoder.pub(subject, replyTo: replyTo, payload: payload), payload.count) }
+        return (Encoder.hpub(subject, replyTo: replyTo, headerBlock: headerBlock, payload: payload), headerBlock.count + payload.count)
     }
 }
 

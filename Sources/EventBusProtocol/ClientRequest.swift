@@ -16,7 +16,10 @@ public enum ClientRequest: Sendable, Hashable {
     /// `"last":true`, `"since":41`, `"instance":"4f0c..."`; (1.3) with
     /// `"serve":true` (a serving subscription: requests, not events) and
     /// `"group":"workers"` (a queue group member).
-    case subscribe(pattern: String, last: Bool? = nil, since: UInt64? = nil, instance: String? = nil, serve: Bool? = nil, group: String? = nil)
+    /// (issue 36) `"fallback":true` with `serve`: asked only when no other
+    /// server is (a bridge's; PROTOCOL-NOTES.md "Requests across machines").
+    case subscribe(pattern: String, last: Bool? = nil, since: UInt64? = nil, instance: String? = nil, serve: Bool? = nil, group: String? = nil,
+                   fallback: Bool? = nil)
     /// `{"op":"unsubscribe","req":3,"type":"order.>"}`; (1.3) with `serve`
     /// and `group` to say which subscription of the pattern it removes.
     case unsubscribe(pattern: String, serve: Bool? = nil, group: String? = nil)
@@ -30,7 +33,9 @@ public enum ClientRequest: Sendable, Hashable {
     case request(type: String, source: String? = nil, id: String? = nil, key: String? = nil, timeout: UInt64? = nil, data: JSONText? = nil)
     /// (1.3) `{"op":"reply","req":11,"to":"<token>","data":{...}}`, or with
     /// `"error":"text"` (the service's own failure); `ok` carries `accepted`.
-    case reply(to: String, data: JSONText? = nil, error: String? = nil)
+    /// (issue 36) with `"code":"no_responders"` (and `no_reply`, `timeout`,
+    /// `limit`) beside `error`: a bridge relaying another machine's answer.
+    case reply(to: String, data: JSONText? = nil, error: String? = nil, code: String? = nil)
     /// (1.1) `{"op":"clear","req":5,"type":"currency.changed"}`
     case clear(type: String)
     /// (1.1) `{"op":"clients","req":6}`
@@ -58,13 +63,14 @@ public enum ClientRequest: Sendable, Hashable {
             Self.put(.client, client, &out)
             Self.put(.echo, echo, &out)
             Self.put(.overflow, overflow?.rawValue, &out)
-        case .subscribe(let pattern, let last, let since, let instance, let serve, let group):
+        case .subscribe(let pattern, let last, let since, let instance, let serve, let group, let fallback):
             Self.put(.type, pattern, &out)
             Self.put(.last, last, &out)
             Self.put(.since, since, &out)
             Self.put(.instance, instance, &out)
             Self.put(.serve, serve, &out)
             Self.put(.group, group, &out)
+            Self.put(.fallback, fallback, &out)
         case .unsubscribe(let pattern, let serve, let group):
             Self.put(.type, pattern, &out)
             Self.put(.serve, serve, &out)
@@ -86,10 +92,11 @@ public enum ClientRequest: Sendable, Hashable {
             Self.put(.key, key, &out)
             Self.put(.timeout, timeout, &out)
             Self.put(.data, data, &out)
-        case .reply(let to, let data, let error):
+        case .reply(let to, let data, let error, let code):
             Self.put(.to, to, &out)
             Self.put(.data, data, &out)
             Self.put(.error, error, &out)
+            Self.put(.code, code, &out)
         case .types(let limit):
             if let limit {
                 Self.key(.limit, &out)

@@ -30,6 +30,7 @@ enum EnvelopeKey: Int, FrameKey {
     case last, since, instance  // subscribe (1.1)
     case limit  // types (1.2)
     case serve, group, key, timeout, to, error  // subscribe, publish, request, reply (1.3)
+    case fallback, code  // subscribe, reply: a bridge's requests across machines (issue 36)
 
     static let table = KeyTable(Self.self)
 }

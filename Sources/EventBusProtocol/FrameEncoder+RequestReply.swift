@@ -38,11 +38,16 @@ extension FrameEncoder {
     ///   - identity: the server's `,"pid":P,"uid":U,"gid":G` (`EventStamp.identity`).
     ///   - data: the reply's raw `data` token, nil for null.
     ///   - serviceError: the reply's raw `error` string token, nil for none.
+    ///   - code: the error's code with `serviceError` (issue 36: a bridge
+    ///     relays `no_responders`, `no_reply`, `timeout`, `limit`); ASCII.
     public static func appendAnswer(req: UnsafeRawBufferPointer, seq: UInt64, time: TimestampBytes, identity: UnsafeRawBufferPointer,
-                                    data: UnsafeRawBufferPointer?, serviceError: UnsafeRawBufferPointer?, to out: inout [UInt8]) {
+                                    data: UnsafeRawBufferPointer?, serviceError: UnsafeRawBufferPointer?, code: String = "service_error",
+                                    to out: inout [UInt8]) {
         if let serviceError {
             appendReplyHead("error", req: req, to: &out)
-            appendASCII(",\"code\":\"service_error\",\"message\":", to: &out)
+            appendASCII(",\"code\":\"", to: &out)
+            out.append(contentsOf: code.utf8)
+            appendASCII("\",\"message\":", to: &out)
             out.append(contentsOf: serviceError)
         } else {
             appendReplyHead("ok", req: req, to: &out)

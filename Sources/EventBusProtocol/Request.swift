@@ -60,14 +60,20 @@ public struct SubscribeRequest: Equatable {
     /// (1.3) The queue group it joins (PROTOCOL.md "Queue groups"): 1-64
     /// bytes of `A-Z a-z 0-9 _ . - :`; never with `last` or `since`.
     public var group: String?
+    /// (issue 36) A serving subscription asked only when no other server
+    /// is reached (a bridge's, for requests across machines; needs `serve`
+    /// and the `bridge` right, never with `group`). PROTOCOL-NOTES.md.
+    public var fallback: Bool
 
-    public init(pattern: Pattern, last: Bool = false, since: UInt64? = nil, instance: String? = nil, serve: Bool = false, group: String? = nil) {
+    public init(pattern: Pattern, last: Bool = false, since: UInt64? = nil, instance: String? = nil, serve: Bool = false, group: String? = nil,
+                fallback: Bool = false) {
         self.pattern = pattern
         self.last = last
         self.since = since
         self.instance = instance
         self.serve = serve
         self.group = group
+        self.fallback = fallback
     }
 }
 
@@ -112,11 +118,20 @@ public struct ServiceReply: Equatable {
     public var data: JSONToken?
     /// The service's own failure, a string token; nil: a plain answer.
     public var error: JSONToken?
+    /// (issue 36) The error code the requester gets instead of
+    /// `service_error`: `no_responders`, `no_reply`, `timeout` or `limit`, what a
+    /// bridge learnt on another machine; only with `error`, only from a
+    /// connection with a fallback serving subscription. PROTOCOL-NOTES.md.
+    public var code: ErrorCode?
 
-    public init(to: JSONToken, data: JSONToken? = nil, error: JSONToken? = nil) {
+    /// The codes a `reply` may carry (what a request can end in on another machine).
+    public static let relayedCodes: Set<ErrorCode> = [.noResponders, .noReply, .timeout, .limit]
+
+    public init(to: JSONToken, data: JSONToken? = nil, error: JSONToken? = nil, code: ErrorCode? = nil) {
         self.to = to
         self.data = data
         self.error = error
+        self.code = code
     }
 }
 
@@ -292,7 +307,14 @@ public enum RequestDecoder {
         }
         let error = fields[.error]
         if let error, !error.isString { return .failure(ProtocolError(.badRequest, "field \"error\" must be a string")) }
-        return .success(.reply(ServiceReply(to: to, data: fields[.data], error: error)))
+        var code: ErrorCode? = nil
+        if let token = fields[.code] {
+            guard error != nil, token.isString, let value = ErrorCode(rawValue: JSONString.decode(frame, token)), ServiceReply.relayedCodes.contains(value) else {
+                return .failure(ProtocolError(.badRequest, "field \"code\" must be \"no_responders\", \"no_reply\", \"timeout\" or \"limit\", with \"error\" (a bridge relaying another machine's answer)"))
+            }
+            code = value
+        }
+        return .success(.reply(ServiceReply(to: to, data: fields[.data], error: error, code: code)))
     }
 
     static func decodePublish(_ frame: UnsafeRawBufferPointer, _ fields: EnvelopeFields) -> Result<Request, ProtocolError> {
@@ -390,7 +412,15 @@ public enum RequestDecoder {
         if group != nil && (last || since != nil) {
             return .failure(ProtocolError(.badRequest, "a group subscription takes no \"last\" or \"since\" (a group shares live events only)"))
         }
-        return .success(.subscribe(SubscribeRequest(pattern: pattern, last: last, since: since, instance: instance, serve: serve, group: group)))
+        let fallback: Bool
+        switch boolField(.fallback, fields) {
+        case .success(let value): fallback = value
+        case .failure(let error): return .failure(error)
+        }
+        if fallback && (!serve || group != nil) {
+            return .failure(ProtocolError(.badRequest, "\"fallback\" needs \"serve\": true and no \"group\" (a bridge's serving subscription, asked when no other server is)"))
+        }
+        return .success(.subscribe(SubscribeRequest(pattern: pattern, last: last, since: since, instance: instance, serve: serve, group: group, fallback: fallback)))
     }
 
     /// An optional boolean field: false when absent, `bad_request` when not `true`/`false`.

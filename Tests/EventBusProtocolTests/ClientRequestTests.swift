@@ -79,7 +79,7 @@ struct ClientRequestTests {
         switch (request, got) {
         case (.hello(let client, let echo, let overflow), .hello(let h)):
             #expect(client == h.client && (echo ?? false) == h.echo && (overflow ?? .dropNew) == h.overflow)
-        case (.subscribe(let pattern, let last, let since, let instance, _, _), .subscribe(let s)):
+        case (.subscribe(let pattern, let last, let since, let instance, _, _, _), .subscribe(let s)):
             #expect(pattern == s.pattern.text && (last ?? false) == s.last && since == s.since && instance == s.instance)
         case (.unsubscribe(let pattern, let serve, _), .unsubscribe(let p)):
             #expect(pattern == p.pattern.text && (serve ?? false) == p.serve)

@@ -1,0 +1,295 @@
+// (issue 36) Requests across machines, with no I/O: what the bridge sends to
+// NATS for a request no local server took, what it asks the local broker
+// for a request from another machine, and how each answer goes back
+// (docs/BRIDGE.md "Requests across machines", PROTOCOL-NOTES.md
+// "Requests across machines (issue 36)").
+//
+// - Out (`--export-requests P`): the bridge holds a *fallback* serving
+//   subscription of P on its bus, so the broker hands it a request of a
+//   type P matches only when no local server (or serving group) took it.
+//   The request goes out as a NATS request: HPUB `PREFIX.req.NODE.TYPE`
+//   with reply subject `PREFIX.rpl.NODE.BRIDGE.N`, the CloudEvents headers
+//   of an export and `eb-timeout` (the milliseconds left). The answer is
+//   the reply's `eb-status` (`ok`, or an error code with `eb-message`), or
+//   NATS's status 503 (nobody subscribes: `no_responders`), relayed to the
+//   broker as the `reply` of the request's token (with `code` for the codes
+//   the broker lets a bridge relay).
+// - In (`--import-requests P`): `SUB PREFIX.req.*.P` in the queue group
+//   `eventbus-requests`, so NATS hands each request to one importing node.
+//   The bridge asks its broker (`request` with `timeout` = `eb-timeout`),
+//   as an ordinary requester: a local serving subscription answers, and the
+//   answer goes back on the NATS reply subject.
+//
+// Before editing: every table here is bounded by the broker's own bounds
+// (the tokens it gives one server, the requests one connection may have
+// pending); entries leave when answered, when the deadline passed
+// (`expire`), or with the connection they belong to.
+import EventBusNATS
+import EventBusProtocol
+import EventBusSession
+
+/// A request the broker gave the bridge (its fallback serving subscription).
+public struct OutgoingRequest: Sendable, Equatable {
+    /// The request as an event (type, seq, source, id, credentials, `data`).
+    public var event: RawEvent
+    /// The reply token the bridge answers with.
+    public var token: String
+    /// Milliseconds left before its deadline (the broker's default when absent).
+    public var timeoutMilliseconds: UInt64
+
+    public init(event: RawEvent, token: String, timeoutMilliseconds: UInt64) {
+        self.event = event
+        self.token = token
+        self.timeoutMilliseconds = timeoutMilliseconds
+    }
+}
+
+/// The header names of requests across machines (besides the `ce-` ones).
+public enum RequestHeaderName {
+    /// On a request: the milliseconds left before its deadline.
+    public static let timeout = "eb-timeout"
+    /// On an answer: `ok`, or the error code the answering bus gave.
+    public static let status = "eb-status"
+    /// On an answer with an error: its message.
+    public static let message = "eb-message"
+}
+
+public struct RemoteRequests {
+    public let mapping: SubjectMapping
+    /// Request types that may leave (the fallback serving subscriptions).
+    public let exports: [Pattern]
+    /// Request types other machines may ask here.
+    public let imports: [Pattern]
+    /// `PREFIX.rpl.NODE.BRIDGE.*`: where answers come (one subscription).
+    public let replySubscription: Subject
+    private let replyHead: String
+    private let requestHead: String
+    /// The NATS queue group of request imports.
+    public static let queueGroup = Subject("eventbus-requests")!
+
+    /// Requests sent to NATS and not yet answered: reply number -> token, deadline.
+    private var outstanding: [UInt64: (token: String, deadline: Int64)] = [:]
+    private var nextReply: UInt64 = 1
+    /// Requests asked on the bus for another machine: bus tag -> NATS reply subject.
+    private var asked: [UInt64: Subject] = [:]
+    private var nextAsk: UInt64 = 1
+    private var replySID: SubscriptionID?
+    private var importSIDs: Set<SubscriptionID> = []
+
+    public private(set) var counters = Counters()
+
+    public struct Counters: Equatable, Sendable {
+        /// Requests sent to NATS; answers relayed back to the bus from NATS.
+        public var sent = 0
+        public var answered = 0
+        /// Sent requests NATS said nobody subscribes to (status 503).
+        public var noResponders = 0
+        /// Requests from other machines asked on the bus; answers sent back.
+        public var received = 0
+        public var replied = 0
+        /// Incoming requests dropped (a bad subject, header or payload, our own node).
+        public var dropped = 0
+    }
+
+    /// The longest `eb-timeout` taken from another machine (the broker's
+    /// default maximum); a longer one is cut to it.
+    public static let maxTimeoutMilliseconds: UInt64 = 300_000
+
+    public init(mapping: SubjectMapping, bridgeInstance: String, exports: [Pattern], imports: [Pattern]) {
+        self.mapping = mapping
+        self.exports = BridgeCore.minimalPatterns(exports)
+        self.imports = BridgeCore.minimalPatterns(imports)
+        let prefix = mapping.prefix.text
+        replyHead = "\(prefix).rpl.\(mapping.node.text).\(bridgeInstance)."
+        replySubscription = Subject(pattern: replyHead + "*")!
+        requestHead = "\(prefix).req."
+    }
+
+    public var isEmpty: Bool { exports.isEmpty && imports.isEmpty }
+
+    /// The NATS subscriptions to make (once; the client renews them at every reconnect).
+    public mutating func subscribe(_ subscribe: (Subject, Subject?) -> SubscriptionID) {
+        if !exports.isEmpty { replySID = subscribe(replySubscription, nil) }
+        for pattern in imports {
+            importSIDs.insert(subscribe(Subject(pattern: requestHead + "*." + pattern.text)!, RemoteRequests.queueGroup))
+        }
+    }
+
+    /// Whether a NATS message is for this table (its subscription's sid).
+    public func owns(_ sid: SubscriptionID) -> Bool { sid == replySID || importSIDs.contains(sid) }
+
+    // MARK: Out: a request no local server took
+
+    /// `PREFIX.req.NODE.TYPE`.
+    public func requestSubject(for type: String) -> Subject? { Subject(requestHead + mapping.node.text + "." + type) }
+
+    /// The NATS request for `request` (recorded until answered or `now`
+    /// passes its deadline). - Parameter instance: the local broker's.
+    public mutating func send(_ request: OutgoingRequest, instance: String, now: Int64) -> OutgoingMessage? {
+        guard let subject = requestSubject(for: request.event.type) else { return nil }
+        let number = nextReply
+        nextReply += 1
+        let event = request.event.metadata
+        var block = HeaderBlockWriter(capacity: 448 + event.id.utf8.count + event.source.utf8.count + event.type.utf8.count)
+        block.append(HeaderName.specVersion, "1.0")
+        block.append(HeaderName.id, event.id)
+        block.append(HeaderName.source, event.source)
+        block.append(HeaderName.type, event.type)
+        block.append(HeaderName.time, event.time)
+        block.append(HeaderName.dataContentType, "application/json")
+        block.append(HeaderName.node, mapping.node.text)
+        block.append(HeaderName.instance, instance)
+        block.append(HeaderName.seq, event.seq)
+        if event.pid >= 0 { block.append(HeaderName.pid, UInt64(event.pid)) }
+        block.append(HeaderName.uid, UInt64(event.uid))
+        block.append(HeaderName.gid, UInt64(event.gid))
+        block.append(RequestHeaderName.timeout, request.timeoutMilliseconds)
+        var message = OutgoingMessage(subject: subject, headerBlock: block.finish(), payload: request.event.data)
+        message.replyTo = Subject(replyHead + String(number))
+        outstanding[number] = (request.token, now &+ Int64(clamping: request.timeoutMilliseconds) &* 1_000_000)
+        counters.sent += 1
+        return message
+    }
+
+    /// The `reply` that answers a NATS answer on the reply subscription
+    /// (nil: not one we wait for any more, or unreadable).
+    public mutating func answer(_ message: Message) -> ClientRequest? {
+        guard message.subject.hasPrefix(replyHead), let number = UInt64(message.subject.dropFirst(replyHead.count)),
+              let entry = outstanding.removeValue(forKey: number) else { return nil }
+        counters.answered += 1
+        let headers = message.headers
+        if headers?.status == 503 {
+            counters.noResponders += 1
+            return .reply(to: entry.token, error: "no machine on NATS takes requests of this type (no bridge imports it: NATS no responders)",
+                          code: ErrorCode.noResponders.rawValue)
+        }
+        let status = headers?.first(RequestHeaderName.status) ?? "ok"
+        let text = headers?.first(RequestHeaderName.message) ?? ""
+        let node = headers?.first(HeaderName.node) ?? "?"
+        if status == "ok" {
+            guard case .value(let data) = BridgeCore.localData(message.payload) else {
+                return .reply(to: entry.token, error: "node \(node) answered with data that is not one JSON value")
+            }
+            return .reply(to: entry.token, data: data)
+        }
+        if status == ErrorCode.serviceError.rawValue { return .reply(to: entry.token, error: text) }
+        if let code = ErrorCode(rawValue: status), ServiceReply.relayedCodes.contains(code) {
+            return .reply(to: entry.token, error: "on node \(node): \(text)", code: code.rawValue)
+        }
+        return .reply(to: entry.token, error: "node \(node) could not ask its bus: \(text) (\(status))")
+    }
+
+    /// The reply to a request when NATS is not reachable now.
+    public static func unreachable(_ request: OutgoingRequest) -> ClientRequest {
+        .reply(to: request.token, error: "the bridge's NATS link is down: no other machine can be asked", code: ErrorCode.noResponders.rawValue)
+    }
+
+    /// Forgets the requests whose deadline passed before `now` (the broker
+    /// answered `timeout` to their requesters); a late answer is then ignored.
+    public mutating func expire(now: Int64) {
+        guard !outstanding.isEmpty else { return }
+        outstanding = outstanding.filter { $0.value.deadline > now }
+    }
+
+    /// The bus connection ended: its tokens are void, its own requests unanswered.
+    public mutating func busLost() {
+        outstanding.removeAll()
+        asked.removeAll()
+    }
+
+    /// Requests sent to NATS and not yet answered.
+    public var outstandingCount: Int { outstanding.count }
+
+    // MARK: In: a request from another machine
+
+    /// What to do with a message on a request import subscription.
+    public enum Incoming: Equatable {
+        /// Ask the local bus `request` (tagged `tag`: `replied(tag:...)` with its answer).
+        case ask(ClientRequest, tag: UInt64)
+        /// Not a request we can take (`reason` for the log).
+        case drop(String)
+    }
+
+    /// Reads a request from another machine. `timeoutMilliseconds` comes
+    /// from `eb-timeout` (at most `maxTimeoutMilliseconds`; absent: the
+    /// broker's default).
+    public mutating func receive(_ message: Message) -> Incoming {
+        guard let reply = message.replyTo, let replySubject = Subject(reply) else {
+            counters.dropped += 1
+            return .drop("a request on \(message.subject) without a reply subject")
+        }
+        guard message.subject.hasPrefix(requestHead) else { counters.dropped += 1; return .drop("not a request subject: \(message.subject)") }
+        let rest = message.subject.utf8.dropFirst(requestHead.utf8.count)
+        guard let dot = rest.firstIndex(of: 0x2E),
+              let node = NodeName(String(decoding: rest[rest.startIndex..<dot], as: UTF8.self)),
+              let type = EventType(String(decoding: rest[rest.index(after: dot)...], as: UTF8.self)), !type.isReserved else {
+            counters.dropped += 1
+            return .drop("bad request subject \(message.subject)")
+        }
+        guard node != mapping.node else { counters.dropped += 1; return .drop("a request from our own node \(node.text)") }
+        var problem: String?
+        guard let imported = CloudEventsHeaders.import(message.headerBlock, node: node, type: type, problem: &problem) else {
+            counters.dropped += 1
+            return .drop("bad headers on \(message.subject): \(problem ?? "?")")
+        }
+        var timeout: UInt64? = nil
+        if let text = message.headers?.first(RequestHeaderName.timeout) {
+            guard let value = UInt64(text), value > 0 else { counters.dropped += 1; return .drop("bad \(RequestHeaderName.timeout) \(text)") }
+            timeout = min(value, RemoteRequests.maxTimeoutMilliseconds)
+        }
+        let data: JSONText?
+        switch BridgeCore.localData(message.payload) {
+        case .absent: data = nil
+        case .value(let value): data = value
+        case .invalid: counters.dropped += 1; return .drop("the data of a request on \(message.subject) is not one JSON value")
+        }
+        let tag = nextAsk
+        nextAsk += 1
+        asked[tag] = replySubject
+        counters.received += 1
+        return .ask(.request(type: type.name, source: imported.source, id: imported.id, timeout: timeout, data: data), tag: tag)
+    }
+
+    /// The NATS answer to the bus's `reply` for the request asked with `tag`
+    /// (nil: no longer known, e.g. the bus connection was lost meanwhile).
+    public mutating func replied(tag: UInt64, _ reply: Reply) -> OutgoingMessage? {
+        guard let subject = asked.removeValue(forKey: tag) else { return nil }
+        counters.replied += 1
+        var block = HeaderBlockWriter(capacity: 256)
+        let payload: [UInt8]
+        let answer = RequestAnswer(reply)
+        let server: ServerReply?
+        switch answer {
+        case .answered(let reply):
+            block.append(RequestHeaderName.status, "ok")
+            server = reply
+            payload = reply.data
+        case .serviceError(let message, let reply):
+            block.append(RequestHeaderName.status, ErrorCode.serviceError.rawValue)
+            block.append(RequestHeaderName.message, message)
+            server = reply
+            payload = []
+        case .noResponders(let message), .noReply(let message), .timedOut(let message):
+            block.append(RequestHeaderName.status, reply.string("code") ?? "")
+            block.append(RequestHeaderName.message, message)
+            server = nil
+            payload = []
+        case .refused(let code, let message):
+            block.append(RequestHeaderName.status, code)
+            block.append(RequestHeaderName.message, message)
+            server = nil
+            payload = []
+        }
+        block.append(HeaderName.node, mapping.node.text)
+        if let server {
+            if let pid = server.pid, pid >= 0 { block.append(HeaderName.pid, UInt64(pid)) }
+            if let uid = server.uid, uid >= 0 { block.append(HeaderName.uid, UInt64(uid)) }
+            if let gid = server.gid, gid >= 0 { block.append(HeaderName.gid, UInt64(gid)) }
+        }
+        return OutgoingMessage(subject: subject, headerBlock: block.finish(), payload: payload)
+    }
+
+    /// A request asked on the bus got no answer (the connection ended):
+    /// forgotten; the other machine's requester times out.
+    public mutating func forget(tag: UInt64) { asked.removeValue(forKey: tag) }
+}
