@@ -13,6 +13,7 @@ may call the bus. ``_send_lock`` is never waited for under ``_lock``.
 """
 
 import contextlib
+import os
 import select
 import socket as _socket
 import threading
@@ -62,17 +63,38 @@ class _Link:
         except OSError:
             return True
 
-    def read(self, timeout=None):
+    def read(self, timeout=None, wake=None):
         """The items of one read (blocking, or up to ``timeout`` seconds: []
-        when nothing came). Raises the error for a closed connection."""
+        when nothing came). ``wake``: an eventfd that ends the wait early
+        (its count is taken; [] is returned) when written to. Raises the
+        error for a closed connection."""
         sock = self.sock
         if sock is None:
             raise self.lost(None)
         try:
-            if timeout is not None:
-                if not select.select([sock], [], [], max(timeout, 0))[0]:
-                    return []
-            data = sock.recv(core.READ_SIZE)
+            if wake is not None:
+                # What has come first, without waiting (the busy path: one
+                # syscall); else wait for the socket or the wake-up.
+                try:
+                    data = sock.recv(core.READ_SIZE, _socket.MSG_DONTWAIT)
+                except BlockingIOError:
+                    poller = select.poll()      # (not select(): any fd number)
+                    poller.register(sock, select.POLLIN)
+                    poller.register(wake, select.POLLIN)
+                    ready = {fd for fd, _ in poller.poll(None if timeout is None else max(timeout, 0) * 1000)}
+                    if wake in ready:
+                        try:
+                            os.eventfd_read(wake)
+                        except BlockingIOError:
+                            pass
+                    if sock.fileno() not in ready:
+                        return []
+                    data = sock.recv(core.READ_SIZE)
+            else:
+                if timeout is not None:
+                    if not select.select([sock], [], [], max(timeout, 0))[0]:
+                        return []
+                data = sock.recv(core.READ_SIZE)
         except OSError as exc:
             raise self.lost(exc) from None
         if not data:
