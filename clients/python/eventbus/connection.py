@@ -153,6 +153,7 @@ class _Shared:
         self._got = {}              # their Replies, as they come
         self._notices = []          # for on_notice, once _lock is released
         self._closed = False
+        self._wake = None           # an eventfd that ends a wait for the socket (Service.leave)
 
     @contextlib.contextmanager
     def _locked(self):
@@ -234,7 +235,10 @@ class _Shared:
             self._lock.release()
             data = exc = None
             try:
-                if timeout is None or select.select([sock], [], [], timeout)[0]:
+                if self._wake is not None:
+                    if self._ready(sock, timeout):
+                        data = sock.recv(core.READ_SIZE)
+                elif timeout is None or select.select([sock], [], [], timeout)[0]:
                     data = sock.recv(core.READ_SIZE)
             except OSError as error:
                 exc = error
@@ -252,6 +256,20 @@ class _Shared:
             if poll:
                 return done()
         return True
+
+    def _ready(self, sock, timeout):
+        """Waits (without ``_lock``) for ``sock`` or the wake-up eventfd;
+        whether ``sock`` can be read (a wake-up's count is taken)."""
+        poller = select.poll()
+        poller.register(sock, select.POLLIN)
+        poller.register(self._wake, select.POLLIN)
+        ready = {fd for fd, _ in poller.poll(None if timeout is None else max(timeout, 0) * 1000)}
+        if self._wake in ready:
+            try:
+                os.eventfd_read(self._wake)
+            except BlockingIOError:
+                pass
+        return sock.fileno() in ready
 
     def _dispatch(self, items):
         for item in items:

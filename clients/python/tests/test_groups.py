@@ -140,6 +140,56 @@ class ServiceGroupTests(support.BrokerTestCase):
         self.assertEqual(answers, ["a" if i in served["a"] else "b" for i in range(10)])
 
 
+    def test_a_service_left_from_a_signal_handler_anywhere_ends_and_every_request_is_answered(self):
+        # Service.leave() from a SIGUSR1 handler on the main thread, which
+        # iterates and answers (holding _lock or _send_lock at times); the
+        # signal after a random number of requests, many runs. A request
+        # that came to the leaving member unanswered gets NoReply and is
+        # asked again (another member answers).
+        caller = self.connect()
+        main = threading.main_thread().ident
+        old = signal.getsignal(signal.SIGUSR1)
+        self.addCleanup(signal.signal, signal.SIGUSR1, old)
+        for run in range(40):
+            stayer_bus, leaver_bus = self.connect(), self.connect()
+            group, requests = f"s{run}", 12
+            self.serve(stayer_bus, "r8.job", lambda req: req.reply("stayer"), group=group)
+            leaver = leaver_bus.serve("r8.job", group=group)
+            signal.signal(signal.SIGUSR1, lambda *_: leaver.leave())
+            at = random.randrange(requests + 1)
+            answers = []
+
+            def ask():
+                for i in range(requests):
+                    if i == at:
+                        signal.pthread_kill(main, signal.SIGUSR1)
+                    while True:
+                        try:
+                            answers.append(caller.request("r8.job", i, timeout=30).data)
+                            break
+                        except eventbus.NoReply:
+                            continue
+                if at == requests:
+                    signal.pthread_kill(main, signal.SIGUSR1)
+            asker = threading.Thread(target=ask)
+            hung = []
+            guard = threading.Timer(60, lambda: (hung.append(True), leaver.close()))   # (a hang guard, not a measure)
+            guard.start()
+            asker.start()
+            for req in leaver:
+                req.reply("leaver")
+            guard.cancel()
+            # As the docs' worker does: close once the iteration ended. (A
+            # serving member that left keeps the requests given to it before
+            # the broker took it out, PROTOCOL-NOTES "Leaving"; its close
+            # gives their callers NoReply, and they ask again.)
+            leaver.close()
+            asker.join(60)
+            self.assertFalse(hung, f"run {run}: the service's iteration did not end after leave() (signal after {at})")
+            self.assertEqual(len(answers), requests, f"run {run}: every request answered (signal after {at})")
+            leaver_bus.close()
+            stayer_bus.close()
+
 class SignalLeaveTests(support.BrokerTestCase):
     """`leave()` from a signal handler, which Python runs on the main thread
     between any two bytecodes of the iteration (or in its wait for the
