@@ -20,10 +20,14 @@ struct GroupKeyTests {
         var members: [EventBus] = []
         var readers: [Task<Void, Never>] = []
         let received = Log<(member: Int, n: Int)>()
+        let carried = Log<String>()
         for member in 0..<3 {
             let bus = try await EventBus.connect(socketPath: broker.socketPath)
             members.append(bus)
-            readers.append(drain(bus.events(of: Job.self, group: "workers")) { received.append((member, $0.event.n)) })
+            readers.append(drain(bus.events(of: Job.self, group: "workers")) { delivery in
+                received.append((member, delivery.event.n))
+                carried.append("\(delivery.event.n / 100)=\(delivery.metadata.key ?? "none")")
+            })
         }
         #expect(try await eventually { try await publisher.stats().subscriptions == 3 })
         // Key k's events are 100k + i; each call form with its own keys.
@@ -47,6 +51,7 @@ struct GroupKeyTests {
             #expect(holders.count == 1, "key album-\(k) went to one member, not \(holders.sorted())")
             #expect(ofKey.map(\.n) == (0..<perKey).map { 100 * k + $0 }, "key album-\(k) in order: \(ofKey.map(\.n))")
         }
+        #expect(Set(carried.all) == Set((0..<keys).map { "\($0)=album-\($0)" }), "each event carries its key (metadata.key)")
         for reader in readers { reader.cancel() }
         for bus in members { bus.close() }
         publisher.close()
@@ -87,7 +92,11 @@ struct GroupKeyTests {
         let bus = try await EventBus.connect(socketPath: broker.socketPath)
         let subscriber = try await EventBus.connect(socketPath: broker.socketPath)
         let seen = Log<Int>()
-        let reader = drain(subscriber.events(of: Job.self)) { seen.append($0.event.n) }
+        let keyed = Log<String?>()
+        let reader = drain(subscriber.events(of: Job.self)) { delivery in
+            seen.append(delivery.event.n)
+            keyed.append(delivery.metadata.key)
+        }
         #expect(try await eventually { try await bus.stats().subscriptions == 1 })
         for bad in ["", String(repeating: "k", count: 256), String(repeating: "é", count: 128)] {
             let refusal = EventBusError.protocolError(code: .badRequest, message: "key must be a string of 1-255 bytes, not \(bad.utf8.count)")
@@ -102,6 +111,7 @@ struct GroupKeyTests {
         try await bus.publish(Job(n: 3), key: String(repeating: "é", count: 127) + "k")
         try await bus.publish(Job(n: 4))
         #expect(await eventually { seen.count >= 3 })
+        #expect(keyed.all == [String(repeating: "k", count: 255), String(repeating: "é", count: 127) + "k", nil], "metadata.key as published")
         #expect(seen.all == [2, 3, 4], "only the valid ones were published: \(seen.all)")
         reader.cancel()
         bus.close()
