@@ -19,7 +19,6 @@ shuts the socket down.
 """
 
 import os
-
 import socket as _socket
 import threading
 import time as _time
