@@ -21,6 +21,21 @@ import time as _time
 
 from . import core, errors
 
+#: Longest wait for the socket on the main thread, in seconds. A signal that
+#: arrives after the interpreter's last check and before the wait starts
+#: (poll(2) is not interrupted by a signal delivered before it) has its
+#: Python handler run only when the wait returns: without a bound, a
+#: SIGTERM handler calling ``leave()`` could wait for the next event for
+#: ever (issue 38). Only the main thread runs signal handlers.
+SIGNAL_CHECK = 0.5
+
+
+def _wait_bound(timeout):
+    """``timeout`` (seconds or None) bounded by `SIGNAL_CHECK` on the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        return timeout
+    return SIGNAL_CHECK if timeout is None else min(timeout, SIGNAL_CHECK)
+
 
 def open_socket(path):
     """A connected Unix stream socket to ``path`` (close-on-exec), or
@@ -81,7 +96,8 @@ class _Link:
                     poller = select.poll()      # (not select(): any fd number)
                     poller.register(sock, select.POLLIN)
                     poller.register(wake, select.POLLIN)
-                    ready = {fd for fd, _ in poller.poll(None if timeout is None else max(timeout, 0) * 1000)}
+                    bound = _wait_bound(timeout)
+                    ready = {fd for fd, _ in poller.poll(None if bound is None else max(bound, 0) * 1000)}
                     if wake in ready:
                         try:
                             os.eventfd_read(wake)
@@ -263,7 +279,8 @@ class _Shared:
         poller = select.poll()
         poller.register(sock, select.POLLIN)
         poller.register(self._wake, select.POLLIN)
-        ready = {fd for fd, _ in poller.poll(None if timeout is None else max(timeout, 0) * 1000)}
+        bound = _wait_bound(timeout)
+        ready = {fd for fd, _ in poller.poll(None if bound is None else max(bound, 0) * 1000)}
         if self._wake in ready:
             try:
                 os.eventfd_read(self._wake)
