@@ -378,7 +378,7 @@ struct ClientState {
                 type: publish.type, seq: seq, time: time,
                 source: publish.source ?? clientName ?? "pid/\(identity.pid)",
                 id: publish.id ?? "\(instance)-\(seq)",
-                pid: identity.pid, uid: identity.uid, gid: identity.gid, isLocal: true
+                pid: identity.pid, uid: identity.uid, gid: identity.gid, isLocal: true, key: publish.key
             )
             let sinks = sinks(matching: publish.type, excluding: publish.exclude, groups: false)
             step.effects.append(.published(RawEvent(metadata: metadata, data: publish.data.bytes), sinks, delivered: delivered, publish.completion))

@@ -17,6 +17,9 @@ struct OutgoingPublish: Sendable {
     var data: JSONText
     var source: String?
     var id: String?
+    /// (1.3) The queue-group key: events with one key go to one member of
+    /// each group (validated, 1-255 bytes).
+    var key: String? = nil
     /// (1.1) Keep it as the retained event of its type.
     var retain = false
     /// The local observer that triggered it: not notified (`publish(_:from:)`).
@@ -27,7 +30,7 @@ struct OutgoingPublish: Sendable {
     var isCancelled: @Sendable () -> Bool = { false }
 
     /// The request that carries it.
-    var request: ClientRequest { .publish(type: type, source: source, id: id, retain: retain ? true : nil, data: data) }
+    var request: ClientRequest { .publish(type: type, source: source, id: id, key: key, retain: retain ? true : nil, data: data) }
 }
 
 /// What to do after a state change, outside the lock.

@@ -24,6 +24,8 @@ extension EventBus {
     ///   - timeout: how long the broker waits for a reply (default 25 s, the
     ///     D-Bus convention; at most the broker's `--max-request-timeout`).
     ///   - source: the `source` attribute (default: the client name).
+    ///   - key: (1.3) for a service served by a queue group: the requests of
+    ///     one key go to one member (as `publish(_:from:source:id:key:retain:)`'s).
     /// - Throws: `.noResponders` (nobody serves the type, or may, or can take
     ///   it: said at once), `.noReply` (every server it reached went away
     ///   without replying), `.timeout`, `.serviceError` (the server answered
@@ -31,16 +33,17 @@ extension EventBus {
     ///   `R.Reply`), `.invalidName`, `.encodingFailed`, `.protocolError`
     ///   (e.g. `forbidden`, `limit`), `.unavailable`, `.connectionLost`,
     ///   `.closed`, `.cancelled`.
-    public func request<R: BusRequest>(_ request: R, timeout: Duration = .seconds(25), source: String? = nil) async throws(EventBusError) -> R.Reply {
-        try await answer(to: request, timeout: timeout, source: source).reply
+    public func request<R: BusRequest>(_ request: R, timeout: Duration = .seconds(25), source: String? = nil, key: String? = nil) async throws(EventBusError) -> R.Reply {
+        try await answer(to: request, timeout: timeout, source: source, key: key).reply
     }
 
-    /// (1.3) As `request(_:timeout:source:)`, with who answered (the
+    /// (1.3) As `request(_:timeout:source:key:)`, with who answered (the
     /// server's pid, uid, gid: check them before trusting the reply).
-    public func answer<R: BusRequest>(to request: R, timeout: Duration = .seconds(25), source: String? = nil) async throws(EventBusError) -> Answer<R.Reply> {
+    public func answer<R: BusRequest>(to request: R, timeout: Duration = .seconds(25), source: String? = nil, key: String? = nil) async throws(EventBusError) -> Answer<R.Reply> {
         let type = try R.validatedRequestType().name
+        let key = try Self.validate(key: key)
         let data = try encode(request, type: type)
-        let server = try await ask(type: type, data: data, timeout: timeout, source: source)
+        let server = try await ask(type: type, data: data, timeout: timeout, source: source, key: key)
         do {
             return Answer(reply: try core.configuration.decoder.decode(R.Reply.self, from: Data(server.data)), server: server)
         } catch {
@@ -50,16 +53,17 @@ extension EventBus {
 
     /// (1.3) Asks with a request type given at run time and any `Encodable`
     /// payload; the reply raw (`ServerReply.data` is its JSON).
-    /// - Throws: as `request(_:timeout:source:)`.
-    public func request(type: String, data: some Encodable, timeout: Duration = .seconds(25), source: String? = nil) async throws(EventBusError) -> ServerReply {
+    /// - Throws: as `request(_:timeout:source:key:)`.
+    public func request(type: String, data: some Encodable, timeout: Duration = .seconds(25), source: String? = nil, key: String? = nil) async throws(EventBusError) -> ServerReply {
         let type = try Self.validate(type: type)
-        return try await ask(type: type, data: try encode(data, type: type), timeout: timeout, source: source)
+        let key = try Self.validate(key: key)
+        return try await ask(type: type, data: try encode(data, type: type), timeout: timeout, source: source, key: key)
     }
 
-    private func ask(type: String, data: JSONText, timeout: Duration, source: String?) async throws(EventBusError) -> ServerReply {
+    private func ask(type: String, data: JSONText, timeout: Duration, source: String?, key: String?) async throws(EventBusError) -> ServerReply {
         let (seconds, attoseconds) = timeout.components
         let milliseconds = UInt64(max(0, seconds)) &* 1000 &+ UInt64(max(0, attoseconds)) / 1_000_000_000_000_000
-        let frame = ClientRequest.request(type: type, source: source, timeout: max(1, milliseconds), data: data)
+        let frame = ClientRequest.request(type: type, source: source, key: key, timeout: max(1, milliseconds), data: data)
         let slot = ReplySlot<Reply>()
         let reply = try await slot.wait { completion in
             core.changeOffThread { state in

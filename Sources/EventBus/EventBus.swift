@@ -170,6 +170,10 @@ public final class EventBus: Sendable {
     ///     process through the broker).
     ///   - source: the `source` attribute (default: the client name).
     ///   - id: the `id` attribute (default: `<instance>-<seq>`).
+    ///   - key: (1.3) the queue-group key, 1-255 bytes: within each queue
+    ///     group the events of one key go to one member, in order, while the
+    ///     group's members stay the same (PROTOCOL.md "Queue groups"); nil:
+    ///     round robin. Subscribers outside groups get every event as usual.
     ///   - retain: (1.1) also keep it as the retained event of its type, the
     ///     current value that `current(_:)` and `initial: .last` hand out
     ///     (`"retain":true`, PROTOCOL.md "Retained events and history").
@@ -187,16 +191,18 @@ public final class EventBus: Sendable {
     /// - Returns: the event's `seq` and how many connections and local
     ///   registrations received it.
     /// - Throws: `.invalidName` (an invalid `Event.eventType`),
-    ///   `.encodingFailed`, `.unavailable` (no connection and policy
-    ///   `.fail`, or the wait bound passed), `.connectionLost` (lost before the
+    ///   `.protocolError` (`bad_request`) for a `key` that is not 1-255
+    ///   bytes (before anything is sent), `.encodingFailed`, `.unavailable`
+    ///   (no connection and policy `.fail`, or the wait bound passed), `.connectionLost` (lost before the
     ///   broker answered), `.protocolError` (e.g. `frame_too_large`; with
     ///   `retain`, `limit` when the retained events' limits are reached: then
     ///   nothing was published), `.closed`, `.cancelled`.
     @discardableResult
-    public func publish<Event: BusEvent>(_ event: Event, from observer: (AnyObject & Sendable)? = nil, source: String? = nil, id: String? = nil, retain: Bool = false) async throws(EventBusError) -> PublishReceipt {
+    public func publish<Event: BusEvent>(_ event: Event, from observer: (AnyObject & Sendable)? = nil, source: String? = nil, id: String? = nil, key: String? = nil, retain: Bool = false) async throws(EventBusError) -> PublishReceipt {
         let type = try Event.validatedEventType().name
+        let key = try Self.validate(key: key)
         let data = try encode(event, type: type)
-        return try await send(OutgoingPublish(type: type, data: data, source: source, id: id, retain: retain, exclude: observer, completion: { _ in }))
+        return try await send(OutgoingPublish(type: type, data: data, source: source, id: id, key: key, retain: retain, exclude: observer, completion: { _ in }))
     }
 
     /// (1.1) Publishes from synchronous code, in call order, and returns once
@@ -204,7 +210,7 @@ public final class EventBus: Sendable {
     /// events left in order before it goes on (a command-line tool, a worker
     /// thread). Calls from one thread or actor reach the broker, and every
     /// subscriber, in the order they were made, also mixed with
-    /// `enqueue(_:from:source:id:retain:)`; the in-process
+    /// `enqueue(_:from:source:id:key:retain:)`; the in-process
     /// `notifyObservers()` of the seeds.
     ///
     /// **It blocks the calling thread while the broker holds this
@@ -219,27 +225,29 @@ public final class EventBus: Sendable {
     /// ```
     /// It does not wait for the broker's answer; a failure after it returned
     /// is reported as `BusNotice.postFailed`.
-    /// - Parameters: as `publish(_:from:source:id:retain:)`.
-    /// - Throws: `.invalidName`, `.encodingFailed`, `.closed`; `.unavailable`
-    ///   while disconnected with `whileDisconnected: .fail` or too many waiting.
-    public func post<Event: BusEvent>(_ event: Event, from observer: (AnyObject & Sendable)? = nil, source: String? = nil, id: String? = nil, retain: Bool = false) throws(EventBusError) {
+    /// - Parameters: as `publish(_:from:source:id:key:retain:)`.
+    /// - Throws: `.invalidName`, `.protocolError` (a bad `key`),
+    ///   `.encodingFailed`, `.closed`; `.unavailable` while disconnected
+    ///   with `whileDisconnected: .fail` or too many waiting.
+    public func post<Event: BusEvent>(_ event: Event, from observer: (AnyObject & Sendable)? = nil, source: String? = nil, id: String? = nil, key: String? = nil, retain: Bool = false) throws(EventBusError) {
         let type = try Event.validatedEventType().name
-        try post(type: type, data: try encode(event, type: type), from: observer, source: source, id: id, retain: retain)
+        try post(type: type, data: try encode(event, type: type), from: observer, source: source, id: id, key: key, retain: retain)
     }
 
-    /// As `post(_:from:source:id:retain:)`, for any `Encodable` payload
+    /// As `post(_:from:source:id:key:retain:)`, for any `Encodable` payload
     /// under an event type given at run time.
-    /// - Throws: `.invalidName` for a bad or reserved type, then as `post(_:from:source:id:retain:)`.
-    public func post(type: String, data: some Encodable, from observer: (AnyObject & Sendable)? = nil, source: String? = nil, id: String? = nil, retain: Bool = false) throws(EventBusError) {
+    /// - Throws: `.invalidName` for a bad or reserved type, then as `post(_:from:source:id:key:retain:)`.
+    public func post(type: String, data: some Encodable, from observer: (AnyObject & Sendable)? = nil, source: String? = nil, id: String? = nil, key: String? = nil, retain: Bool = false) throws(EventBusError) {
         let type = try Self.validate(type: type)
-        try post(type: type, data: try encode(data, type: type), from: observer, source: source, id: id, retain: retain)
+        try post(type: type, data: try encode(data, type: type), from: observer, source: source, id: id, key: key, retain: retain)
     }
 
-    private func post(type: String, data: JSONText, from observer: (AnyObject & Sendable)?, source: String?, id: String?, retain: Bool) throws(EventBusError) {
+    private func post(type: String, data: JSONText, from observer: (AnyObject & Sendable)?, source: String?, id: String?, key: String?, retain: Bool) throws(EventBusError) {
+        let key = try Self.validate(key: key)
         let failure = Locked<EventBusError?>(nil)
         let returned = Locked(false)
         let core = self.core
-        let publish = OutgoingPublish(type: type, data: data, source: source, id: id, retain: retain, exclude: observer, completion: { result in
+        let publish = OutgoingPublish(type: type, data: data, source: source, id: id, key: key, retain: retain, exclude: observer, completion: { result in
             guard case .failure(let error) = result else { return }
             // Failed at once (closed, unavailable): thrown below; later: a notice.
             let late = returned.withLock { done in
@@ -275,23 +283,25 @@ public final class EventBus: Sendable {
     /// rather than let memory grow. Failures after it returned (refused,
     /// connection lost, no connection within the wait bound) are reported as
     /// `BusNotice.postFailed`.
-    /// - Parameters: as `publish(_:from:source:id:retain:)`.
-    /// - Throws: `.invalidName`, `.encodingFailed`, `.closed`, `.unavailable`
-    ///   (`maxEnqueued` events already waiting).
-    public func enqueue<Event: BusEvent>(_ event: Event, from observer: (AnyObject & Sendable)? = nil, source: String? = nil, id: String? = nil, retain: Bool = false) throws(EventBusError) {
+    /// - Parameters: as `publish(_:from:source:id:key:retain:)`.
+    /// - Throws: `.invalidName`, `.protocolError` (a bad `key`),
+    ///   `.encodingFailed`, `.closed`, `.unavailable` (`maxEnqueued` events
+    ///   already waiting).
+    public func enqueue<Event: BusEvent>(_ event: Event, from observer: (AnyObject & Sendable)? = nil, source: String? = nil, id: String? = nil, key: String? = nil, retain: Bool = false) throws(EventBusError) {
         let type = try Event.validatedEventType().name
-        try enqueue(type: type, data: try encode(event, type: type), from: observer, source: source, id: id, retain: retain)
+        try enqueue(type: type, data: try encode(event, type: type), from: observer, source: source, id: id, key: key, retain: retain)
     }
 
-    /// As `enqueue(_:from:source:id:retain:)`, for any `Encodable` payload
+    /// As `enqueue(_:from:source:id:key:retain:)`, for any `Encodable` payload
     /// under an event type given at run time.
-    /// - Throws: `.invalidName` for a bad or reserved type, then as `enqueue(_:from:source:id:retain:)`.
-    public func enqueue(type: String, data: some Encodable, from observer: (AnyObject & Sendable)? = nil, source: String? = nil, id: String? = nil, retain: Bool = false) throws(EventBusError) {
+    /// - Throws: `.invalidName` for a bad or reserved type, then as `enqueue(_:from:source:id:key:retain:)`.
+    public func enqueue(type: String, data: some Encodable, from observer: (AnyObject & Sendable)? = nil, source: String? = nil, id: String? = nil, key: String? = nil, retain: Bool = false) throws(EventBusError) {
         let type = try Self.validate(type: type)
-        try enqueue(type: type, data: try encode(data, type: type), from: observer, source: source, id: id, retain: retain)
+        try enqueue(type: type, data: try encode(data, type: type), from: observer, source: source, id: id, key: key, retain: retain)
     }
 
-    private func enqueue(type: String, data: JSONText, from observer: (AnyObject & Sendable)?, source: String?, id: String?, retain: Bool) throws(EventBusError) {
+    private func enqueue(type: String, data: JSONText, from observer: (AnyObject & Sendable)?, source: String?, id: String?, key: String?, retain: Bool) throws(EventBusError) {
+        let key = try Self.validate(key: key)
         if let error = core.state.withLock({ $0.isClosed ? $0.notConnected : nil }) { throw error }
         let limit = core.configuration.maxEnqueued
         guard core.enqueued.add(1, ordering: .relaxed).newValue <= limit else {
@@ -299,7 +309,7 @@ public final class EventBus: Sendable {
             throw .unavailable(path: core.path, reason: "\(limit) events already enqueued while the broker holds this connection (Configuration.maxEnqueued)")
         }
         let core = self.core
-        let publish = OutgoingPublish(type: type, data: data, source: source, id: id, retain: retain, exclude: observer, completion: { result in
+        let publish = OutgoingPublish(type: type, data: data, source: source, id: id, key: key, retain: retain, exclude: observer, completion: { result in
             if case .failure(let error) = result { core.post(.postFailed(type: type, error)) }
         })
         core.writeQueue.async {
@@ -343,22 +353,24 @@ public final class EventBus: Sendable {
     }
 
     /// Publishes any `Encodable` payload under an event type given at run time.
-    /// - Throws: `.invalidName` for a bad or reserved type, then as `publish(_:from:source:id:retain:)`.
+    /// - Throws: `.invalidName` for a bad or reserved type, then as `publish(_:from:source:id:key:retain:)`.
     @discardableResult
-    public func publish(type: String, data: some Encodable, from observer: (AnyObject & Sendable)? = nil, source: String? = nil, id: String? = nil, retain: Bool = false) async throws(EventBusError) -> PublishReceipt {
+    public func publish(type: String, data: some Encodable, from observer: (AnyObject & Sendable)? = nil, source: String? = nil, id: String? = nil, key: String? = nil, retain: Bool = false) async throws(EventBusError) -> PublishReceipt {
         let type = try Self.validate(type: type)
+        let key = try Self.validate(key: key)
         let bytes = try encode(data, type: type)
-        return try await send(OutgoingPublish(type: type, data: bytes, source: source, id: id, retain: retain, exclude: observer, completion: { _ in }))
+        return try await send(OutgoingPublish(type: type, data: bytes, source: source, id: id, key: key, retain: retain, exclude: observer, completion: { _ in }))
     }
 
     /// Publishes pre-encoded JSON `data` (any JSON value; pretty-printed input
     /// is put on one line) under an event type given at run time.
-    /// - Throws: `.invalidName`, `.invalidJSON`, then as `publish(_:from:source:id:retain:)`.
+    /// - Throws: `.invalidName`, `.invalidJSON`, then as `publish(_:from:source:id:key:retain:)`.
     @discardableResult
-    public func publish(type: String, json: some Sequence<UInt8>, from observer: (AnyObject & Sendable)? = nil, source: String? = nil, id: String? = nil, retain: Bool = false) async throws(EventBusError) -> PublishReceipt {
+    public func publish(type: String, json: some Sequence<UInt8>, from observer: (AnyObject & Sendable)? = nil, source: String? = nil, id: String? = nil, key: String? = nil, retain: Bool = false) async throws(EventBusError) -> PublishReceipt {
         let type = try Self.validate(type: type)
+        let key = try Self.validate(key: key)
         let bytes = try OutgoingData.prepare(Array(json))
-        return try await send(OutgoingPublish(type: type, data: bytes, source: source, id: id, retain: retain, exclude: observer, completion: { _ in }))
+        return try await send(OutgoingPublish(type: type, data: bytes, source: source, id: id, key: key, retain: retain, exclude: observer, completion: { _ in }))
     }
 
     func encode(_ value: some Encodable, type: String) throws(EventBusError) -> JSONText {
@@ -371,6 +383,17 @@ public final class EventBus: Sendable {
         return try OutgoingData.prepare(Array(data))
     }
 
+    /// (1.3) A publish's `key`: nil, or 1-255 bytes (PROTOCOL.md "Queue
+    /// groups"); anything else is the broker's `bad_request`, said before
+    /// anything is sent.
+    static func validate(key: String?) throws(EventBusError) -> String? {
+        guard let key else { return nil }
+        guard (1...ProtocolConstants.maxKeyBytes).contains(key.utf8.count) else {
+            throw .protocolError(code: .badRequest, message: "key must be a string of 1-\(ProtocolConstants.maxKeyBytes) bytes, not \(key.utf8.count)")
+        }
+        return key
+    }
+
     static func validate(type: String) throws(EventBusError) -> String {
         guard let valid = EventType(type), !valid.isReserved else { throw .invalidName(type) }
         return valid.name
@@ -378,7 +401,7 @@ public final class EventBus: Sendable {
 
     /// Sends `publish` from the writer queue and waits for its answer; a
     /// cancelled caller stops waiting, and the publish is not sent unless the
-    /// bus already started writing it (see `publish(_:from:source:id:retain:)`).
+    /// bus already started writing it (see `publish(_:from:source:id:key:retain:)`).
     private func send(_ publish: OutgoingPublish) async throws(EventBusError) -> PublishReceipt {
         let slot = ReplySlot<PublishReceipt>()
         let core = self.core

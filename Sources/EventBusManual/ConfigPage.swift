@@ -35,6 +35,10 @@ enum ConfigPage {
         restart (systemctl restart eventbus; retained events are kept in the state
         directory). 'eventbusd --check-config' checks the file and prints the
         settings in force and where each comes from.
+
+        With none of socket, system and user, the broker listens on
+        $EVENTBUS_SOCKET, else on the user bus when XDG_RUNTIME_DIR is set and it
+        does not run as root, else on the system bus.
         """)
         out += ".Sh SETTINGS\n"
         for section in program.root.sections {
@@ -46,7 +50,7 @@ enum ConfigPage {
                 let items = option.help.split(separator: "\n").map(String.init)
                 for (index, item) in items.enumerated() {
                     if index > 0 { out += ".br\n" }
-                    out += Mdoc.text(item)
+                    out += Mdoc.text(settingSentence(item))
                 }
                 out += Mdoc.text("The option \(option.short.map { "-\($0), " } ?? "")--\(option.long).")
             }
@@ -66,5 +70,16 @@ enum ConfigPage {
         out += ".Ed\n"
         out += ".Sh SEE ALSO\n.Xr eventbus-policy 5 ,\n.Xr eventbus 7 ,\n.Xr eventbusd 8\n"
         return out
+    }
+
+    /// An option's `--help` line as a sentence of an entry, followed by "The
+    /// option --NAME.": with a final full stop, and without the `user`
+    /// option's "; otherwise ..." (where the socket is when no socket option
+    /// is given: the DESCRIPTION says it once).
+    static func settingSentence(_ help: String) -> String {
+        var sentence = help
+        if let fallback = sentence.firstRange(of: "; otherwise ") { sentence = String(sentence[..<fallback.lowerBound]) }
+        if let last = sentence.last, !".!?".contains(last) { sentence += "." }
+        return sentence
     }
 }

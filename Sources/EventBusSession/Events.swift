@@ -47,10 +47,17 @@ public struct EventMetadata: Hashable, Sendable {
     /// (1.1) The event carries `origin`: it came through a bridge from
     /// another node (PROTOCOL.md "Bridged events").
     public var isBridged: Bool
+    /// (1.3) The publisher's queue-group `key`, nil when it gave none
+    /// (PROTOCOL.md "Queue groups").
+    public var key: String?
+    /// (1.3) A queue-group member closed before this event was written to
+    /// it, so the group gave it to this member instead (`"redelivered":true`).
+    public var isRedelivered: Bool
 
     /// Metadata as an event frame carries it (for tests and custom decoding).
     public init(type: String, seq: UInt64, time: String, source: String, id: String, pid: Int32, uid: UInt32, gid: UInt32, isLocal: Bool = false,
-                isRetained: Bool = false, isReplayed: Bool = false, gap: BusGap? = nil, isBridged: Bool = false) {
+                isRetained: Bool = false, isReplayed: Bool = false, gap: BusGap? = nil, isBridged: Bool = false,
+                key: String? = nil, isRedelivered: Bool = false) {
         self.type = type
         self.seq = seq
         self.time = time
@@ -64,6 +71,8 @@ public struct EventMetadata: Hashable, Sendable {
         self.isReplayed = isReplayed
         self.gap = gap
         self.isBridged = isBridged
+        self.key = key
+        self.isRedelivered = isRedelivered
     }
 }
 
@@ -98,7 +107,8 @@ public struct RawEvent: Hashable, Sendable {
             pid: fields.pid.flatMap { Int32(exactly: $0) } ?? 0,
             uid: fields.uid.flatMap { UInt32(exactly: $0) } ?? 0,
             gid: fields.gid.flatMap { UInt32(exactly: $0) } ?? 0,
-            isRetained: fields.retained, isReplayed: fields.replayed, isBridged: fields.origin != nil
+            isRetained: fields.retained, isReplayed: fields.replayed, isBridged: fields.origin != nil,
+            key: fields.key.map { JSONString.decode(frame, $0) }, isRedelivered: fields.redelivered
         )
         let data = fields.data.map { Array(UnsafeRawBufferPointer(rebasing: frame[$0.start..<$0.end])) } ?? Array("null".utf8)
         self.init(metadata: metadata, data: data)

@@ -23,6 +23,12 @@ private func work(microseconds: Int) {
     while ContinuousClock.now < end {}
 }
 
+/// Events only the stalled stream observes.
+private struct Fill: BusEvent {
+    static let eventType = "taps.fill"
+    var n: Int
+}
+
 /// A short account of `seen` against `0..<count`: how many, the first out of place.
 private func summary(_ seen: [Int], _ count: Int) -> String {
     let wrong = seen.enumerated().first { $0.offset != $0.element }
@@ -74,32 +80,62 @@ private func lossNotices(of bus: EventBus) -> (Task<Void, Never>, Log<BusNotice>
         await broker.stop()
     }
 
-    /// A stream nobody iterates while the bus is flooded: after the local
-    /// stall timeout it is behind, the bus reads on for the steady observer
-    /// (which gets everything, and the broker drops nothing), and once the
-    /// stream has taken what it had queued its loss arrives as one notice.
-    /// The local stall timeout is 5 s, not 1 s: in the whole suite the
-    /// steady observer's handler (on the cooperative pool) was seen to wait
-    /// over 2 s for a thread, and would then rightly count as stalled too.
+    /// A stream nobody iterates fills the bus's buffer (`Fill` events, which
+    /// only it observes): the bus stops reading, and after the local stall
+    /// timeout the stream is behind and the bus reads on for the steady
+    /// observer of `Tap`s (which gets everything, and the broker drops
+    /// nothing); once the stream has taken what it had queued its loss
+    /// arrives as one notice.
+    ///
+    /// Settled by the bus's own state, not by timing: the `Tap`s of the
+    /// stall are published once the reader waits (so none is queued to the
+    /// steady observer while the stall runs: only a queue holding events can
+    /// stall; every condition waited for stays true once it is, so a test
+    /// task kept from a thread cannot miss one), and the rest in runs of
+    /// 100, each once the steady observer has
+    /// taken the run before (its queue never reaches the buffer limit of 200,
+    /// so the reader never waits for it): however long its consumer waits for
+    /// a thread, it cannot be taken for stalled. (It was, at load 20, with the
+    /// whole flood at once.)
     @Test func aStalledStreamCostsTheOtherObserversOfItsBusOneStallAndItsLossIsOneNotice() async throws {
         let broker = try await BrokerProcess(arguments: ["--max-outbound", "64K", "--stall-timeout", "30s"])
         let bus = try await EventBus.connect(EventBus.Configuration(bus: .path(broker.socketPath), clientName: "stalled", bufferLimit: 200, localStallTimeout: .seconds(5)))
+        let publisher = try await EventBus.connect(EventBus.Configuration(bus: .path(broker.socketPath), clientName: "publisher"))
         let (noticeTask, notices) = lossNotices(of: bus)
-        var stalled = bus.events(of: Tap.self).makeAsyncIterator()
+        var stalled = bus.events(of: Fill.self).makeAsyncIterator()
         let steady = Log<Int>()
         let subscription = drain(bus.events(of: Tap.self)) { delivery in steady.append(delivery.event.n) }
-        try await bus.ping()
+        #expect(try await eventually { try await publisher.stats().subscriptions == 2 })
+        let ledger = bus.core.flow.ledger, sink = stalled.base.sink
 
-        let count = 3000
-        let poster = try await runProduct("eventbus-client-peer", ["--socket", broker.socketPath, "poster", "\(count)"], within: .seconds(90))
-        #expect(poster.status == 0, "stderr: \(poster.stderr)")
-        #expect(await eventually(within: .seconds(90)) { steady.all.count >= count })
+        // The stream's queue fills the buffer: the reader waits (or, if this
+        // task got no thread for the 5 s, has waited: the condition stays
+        // true once it is, so a late look cannot miss it).
+        let limit = 200
+        for n in 0..<limit { try publisher.post(Fill(n: n)) }
+        #expect(await eventually(within: .seconds(50)) { ledger.withLock { $0.queued(sink) == limit && ($0.readerWaiting || $0.isBehind(sink)) } })
+        // Taps during the stall wait unread; then the stream is behind and the reader reads on.
+        let run = 100, count = 3000
+        var fills = limit
+        for n in 0..<run { try publisher.post(Tap(from: "publisher", n: n)) }
+        #expect(await eventually(within: .seconds(50)) { ledger.withLock { $0.isBehind(sink) } })
+        #expect(await eventually(within: .seconds(50)) { steady.count >= run }, "the steady observer got the stall's taps after it")
+        // The rest: runs of taps (and fills the stream loses), each once the one before was taken.
+        for start in stride(from: run, to: count, by: run) {
+            for n in start..<start + run {
+                try publisher.post(Tap(from: "publisher", n: n))
+                try publisher.post(Fill(n: fills))
+                fills += 1
+            }
+            #expect(await eventually(within: .seconds(50)) { steady.count >= start + run })
+        }
+        try await bus.ping()
         let steadyInOrder = steady.all == Array(0..<count)
         #expect(steadyInOrder, "the steady observer: \(summary(steady.all, count))")
         #expect(notices.all.isEmpty, "nothing lost yet, nothing reported yet: \(notices.all)")
 
-        let (behind, queued) = bus.core.flow.ledger.withLock { ($0.isBehind(stalled.base.sink), $0.queued(stalled.base.sink)) }
-        #expect(behind && queued > 0 && queued < count, "behind with \(queued) queued")
+        let (behind, queued) = ledger.withLock { ($0.isBehind(sink), $0.queued(sink)) }
+        #expect(behind && queued == limit, "behind with \(queued) queued")
         var taken: [Int] = []
         while taken.count < queued, let delivery = try await stalled.next() { taken.append(delivery.event.n) }
         let takenInOrder = taken == Array(0..<queued)
@@ -108,12 +144,13 @@ private func lossNotices(of bus: EventBus) -> (Task<Void, Never>, Log<BusNotice>
         try await bus.ping()
         #expect(notices.all.count == 1, "one notice for the run: \(notices.all.prefix(3))")
         if case .droppedLocally(let pattern, let lost, _)? = notices.all.first {
-            #expect(pattern == "taps.tap" && taken.count + Int(lost) == count, "taken \(taken.count), lost \(lost)")
+            #expect(pattern == "taps.fill" && taken.count + Int(lost) == fills, "taken \(taken.count), lost \(lost) of \(fills)")
         }
         let stats = try await bus.stats()
         #expect(stats.dropped == 0, "the broker dropped nothing: the bus read on")
         subscription.cancel()
         noticeTask.cancel()
+        publisher.close()
         bus.close()
         await broker.stop()
     }

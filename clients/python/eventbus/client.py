@@ -11,9 +11,14 @@ holds the publisher instead of this process buffering events.
 
 Before editing: a `Bus` is a `connection._Shared` (read that module's
 header: who writes, who reads, which lock); a `Subscription` belongs to the
-thread iterating it (only `leave` and `close` come from elsewhere).
+thread iterating it: only that thread touches its session and writes to its
+socket. `leave` (any thread, or a signal handler that may interrupt the
+iterating thread anywhere) only sets a flag and writes its eventfd, which
+wakes the iteration; the iteration sends the unsubscribes. `close` only
+shuts the socket down.
 """
 
+import os
 import socket as _socket
 import threading
 import time as _time
@@ -393,8 +398,14 @@ class Subscription:
         self._index = 0
         self._closed = False
         self._left = False
-        self._write_lock = threading.Lock()
+        self._leave_asked = False      # leave() was called (set from anywhere)
+        self._leave_sent = False       # the iteration sent the unsubscribes
         self._stop = threading.Event()
+        # Wakes an iteration waiting for the socket when leave() is called
+        # (closed when the subscription is collected: leave() may still
+        # write to it after close()).
+        self._wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        weakref.finalize(self, os.close, self._wake)
         for pattern in self.patterns:
             core.check_pattern(pattern)
         if self.group is not None and (last or since is not None):
@@ -437,21 +448,31 @@ class Subscription:
         return self._link.session.members
 
     def leave(self):
-        """Leaves cleanly (a worker that shuts down): unsubscribes every
-        pattern; the iteration then goes on with every event that arrived
-        before the broker's answer (this member's share: PROTOCOL.md "Queue
-        groups", leaving) and ends. Callable from any thread or a signal
-        handler; ``for ev in sub`` after it hands out the rest. The
-        connection stays open until `close`."""
-        with self._write_lock:
-            if self._left or self._link.session.leaving is not None or self._link.sock is None:
-                self._left = self._left or self._link.sock is None
-                return
-            _, frames = self._link.session.leave_requests()
-            try:
-                self._link.sock.sendall(frames)
-            except OSError:
-                self._left = True
+        """Leaves cleanly (a worker that shuts down): the iteration
+        unsubscribes every pattern, then goes on with every event that
+        arrived before the broker's answer (this member's share: PROTOCOL.md
+        "Queue groups", leaving) and ends. Callable from any thread or a
+        signal handler: it only asks (and wakes an iteration that waits), so
+        keep iterating (``for ev in sub``) to send the unsubscribes and get
+        the rest. The connection stays open until `close`."""
+        self._leave_asked = True
+        try:
+            os.eventfd_write(self._wake, 1)
+        except OSError:
+            pass
+
+    def _send_leave(self):
+        # (the iterating thread) The unsubscribes of leave(), once.
+        self._leave_sent = True
+        link = self._link
+        if link.sock is None or link.session.leaving is not None:
+            self._left = True
+            return
+        _, frames = link.session.leave_requests()
+        try:
+            link.sock.sendall(frames)
+        except OSError:
+            self._left = True
 
     @property
     def info(self):
@@ -464,7 +485,7 @@ class Subscription:
     def __next__(self):
         # The fast path: the next item of the last read is an event to hand out.
         i, batch = self._index, self._batch
-        if i < len(batch):
+        if i < len(batch) and not self._leave_asked:
             item = batch[i]
             if item.__class__ is Event and not (self._filter_own and core.may_be_own(item.frame)):
                 self._index = i + 1
@@ -482,6 +503,8 @@ class Subscription:
 
     def _next(self, deadline):
         while True:
+            if self._leave_asked and not self._leave_sent:
+                self._send_leave()      # (before handing out more: the share stops growing)
             batch, i = self._batch, self._index
             n = len(batch)
             while i < n:
@@ -506,10 +529,10 @@ class Subscription:
                 if timeout <= 0:
                     return None
             try:
-                self._batch = self._link.read(timeout)
+                self._batch = self._link.read(timeout, self._wake)
             except errors.EventBusError as exc:
-                if self._closed or self._link.session.leaving is not None:
-                    self._left = True
+                if self._closed or self._leave_asked:
+                    self._left = True   # (leaving: nothing to reconnect for)
                     return None
                 self._lost(exc)
 

@@ -13,12 +13,28 @@ may call the bus. ``_send_lock`` is never waited for under ``_lock``.
 """
 
 import contextlib
+import os
 import select
 import socket as _socket
 import threading
 import time as _time
 
 from . import core, errors
+
+#: Longest wait for the socket on the main thread, in seconds. A signal that
+#: arrives after the interpreter's last check and before the wait starts
+#: (poll(2) is not interrupted by a signal delivered before it) has its
+#: Python handler run only when the wait returns: without a bound, a
+#: SIGTERM handler calling ``leave()`` could wait for the next event for
+#: ever (issue 38). Only the main thread runs signal handlers.
+SIGNAL_CHECK = 0.5
+
+
+def _wait_bound(timeout):
+    """``timeout`` (seconds or None) bounded by `SIGNAL_CHECK` on the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        return timeout
+    return SIGNAL_CHECK if timeout is None else min(timeout, SIGNAL_CHECK)
 
 
 def open_socket(path):
@@ -62,17 +78,39 @@ class _Link:
         except OSError:
             return True
 
-    def read(self, timeout=None):
+    def read(self, timeout=None, wake=None):
         """The items of one read (blocking, or up to ``timeout`` seconds: []
-        when nothing came). Raises the error for a closed connection."""
+        when nothing came). ``wake``: an eventfd that ends the wait early
+        (its count is taken; [] is returned) when written to. Raises the
+        error for a closed connection."""
         sock = self.sock
         if sock is None:
             raise self.lost(None)
         try:
-            if timeout is not None:
-                if not select.select([sock], [], [], max(timeout, 0))[0]:
-                    return []
-            data = sock.recv(core.READ_SIZE)
+            if wake is not None:
+                # What has come first, without waiting (the busy path: one
+                # syscall); else wait for the socket or the wake-up.
+                try:
+                    data = sock.recv(core.READ_SIZE, _socket.MSG_DONTWAIT)
+                except BlockingIOError:
+                    poller = select.poll()      # (not select(): any fd number)
+                    poller.register(sock, select.POLLIN)
+                    poller.register(wake, select.POLLIN)
+                    bound = _wait_bound(timeout)
+                    ready = {fd for fd, _ in poller.poll(None if bound is None else max(bound, 0) * 1000)}
+                    if wake in ready:
+                        try:
+                            os.eventfd_read(wake)
+                        except BlockingIOError:
+                            pass
+                    if sock.fileno() not in ready:
+                        return []
+                    data = sock.recv(core.READ_SIZE)
+            else:
+                if timeout is not None:
+                    if not select.select([sock], [], [], max(timeout, 0))[0]:
+                        return []
+                data = sock.recv(core.READ_SIZE)
         except OSError as exc:
             raise self.lost(exc) from None
         if not data:
@@ -131,6 +169,7 @@ class _Shared:
         self._got = {}              # their Replies, as they come
         self._notices = []          # for on_notice, once _lock is released
         self._closed = False
+        self._wake = None           # an eventfd that ends a wait for the socket (Service.leave)
 
     @contextlib.contextmanager
     def _locked(self):
@@ -212,7 +251,10 @@ class _Shared:
             self._lock.release()
             data = exc = None
             try:
-                if timeout is None or select.select([sock], [], [], timeout)[0]:
+                if self._wake is not None:
+                    if self._ready(sock, timeout):
+                        data = sock.recv(core.READ_SIZE)
+                elif timeout is None or select.select([sock], [], [], timeout)[0]:
                     data = sock.recv(core.READ_SIZE)
             except OSError as error:
                 exc = error
@@ -230,6 +272,21 @@ class _Shared:
             if poll:
                 return done()
         return True
+
+    def _ready(self, sock, timeout):
+        """Waits (without ``_lock``) for ``sock`` or the wake-up eventfd;
+        whether ``sock`` can be read (a wake-up's count is taken)."""
+        poller = select.poll()
+        poller.register(sock, select.POLLIN)
+        poller.register(self._wake, select.POLLIN)
+        bound = _wait_bound(timeout)
+        ready = {fd for fd, _ in poller.poll(None if bound is None else max(bound, 0) * 1000)}
+        if self._wake in ready:
+            try:
+                os.eventfd_read(self._wake)
+            except BlockingIOError:
+                pass
+        return sock.fileno() in ready
 
     def _dispatch(self, items):
         for item in items:

@@ -5,12 +5,18 @@ Before editing: it is a `connection._Shared` (see that module's header):
 the iterating thread and the threads that answer share its one socket;
 a request is handed out only by `get`, and `leave` unsubscribes only once
 every request handed out has been answered (``_outstanding``), because the
-broker forgets the requests of a serving subscription that goes.
+broker forgets the requests of a serving subscription that goes. `leave`
+(any thread, or a signal handler that may interrupt a thread holding
+``_lock`` or ``_send_lock``) only sets ``_leaving`` and writes the eventfd
+``_wake``, which ends a wait for the socket (`_Shared._ready`); the
+iteration or the last answer sends the unsubscribes.
 """
 
 import collections
+import os
 import threading
 import time as _time
+import weakref
 
 from . import core, errors
 from .connection import _Link, _Shared
@@ -56,6 +62,10 @@ class Service(_Shared):
         self._outstanding = 0       # requests handed out and not answered yet
         self._stop = threading.Event()
         self.unaccepted = 0
+        # leave() wakes a wait for the socket with it (closed when the
+        # service is collected: leave() may come after close()).
+        self._wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        weakref.finalize(self, os.close, self._wake)
         with self._locked():
             self._open(initial=True)
 
@@ -161,13 +171,15 @@ class Service(_Shared):
         been answered (at once when none is held). Callable from any thread
         or a signal handler. Requests that came but were not handed out are
         answered `no_reply` by the broker then."""
+        # Only a flag and a wake-up: a signal handler may run while this
+        # thread holds _lock or _send_lock, or is inside the session. The
+        # iteration (get) sees the flag and unsubscribes, or the answer of
+        # the last request held does.
         self._leaving = True
-        # (A signal handler may run while this thread holds _lock: then the
-        # iteration sends the unsubscribe when it sees _leaving.)
-        if self._lock.acquire(timeout=1):
-            self._cond.notify_all()
-            self._lock.release()
-            self._unsubscribe_when_done()
+        try:
+            os.eventfd_write(self._wake, 1)
+        except OSError:
+            pass
 
     def _unsubscribe_when_done(self):
         with self._locked():

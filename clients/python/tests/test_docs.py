@@ -1,8 +1,6 @@
 """The examples of docs/PYTHON.md run as a newcomer would paste them, against
-the real eventbusd: the request/reply service and its caller. (The worker
-pool's test, three workers left by SIGTERM, is out until leave() from a
-signal handler is fixed: a worker hung in 3 of 8 runs; closing note of the
-stop that merged 1.3.)"""
+the real eventbusd: the request/reply service and its caller, and the worker
+pool (three workers, SIGTERM, each job done once)."""
 
 import os
 import re
@@ -75,6 +73,23 @@ class DocExampleTests(support.BrokerTestCase):
         with self.assertRaises(eventbus.ServiceError) as raised:
             self.connect().request("disk.usage", {"path": "/nonexistent/x"}, timeout=30)
         self.assertIn("cannot measure", raised.exception.message)
+
+    def test_the_worker_pool_does_each_job_once_and_its_workers_leave_on_sigterm(self):
+        code = example('group="thumbnailers"')
+        workers = [self.started(code) for _ in range(3)]
+        bus = self.connect()
+        paths = [f"/photos/{i}.jpg" for i in range(12)]
+        for path in paths:
+            bus.publish("thumb.requested", {"path": path})
+        for worker in workers:
+            worker.send_signal(signal.SIGTERM)
+        done = []
+        for worker in workers:
+            out, err = worker.communicate(timeout=60)
+            self.assertEqual(worker.returncode, 0, err)
+            done.append([line.split(" ", 1)[1] for line in out.splitlines()])
+        self.assertEqual(sorted(sum(done, [])), sorted(paths), "each job once, none lost at the SIGTERM")
+        self.assertTrue(all(done), "every worker had its turn")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,9 @@ asyncio, against the real eventbusd: each event to one member, keys, the
 clean leave of a worker, services in a group."""
 
 import asyncio
+import os
+import random
+import signal
 import threading
 import time
 import unittest
@@ -137,6 +140,104 @@ class ServiceGroupTests(support.BrokerTestCase):
         self.assertEqual(answers, ["a" if i in served["a"] else "b" for i in range(10)])
 
 
+    def test_a_service_left_from_a_signal_handler_anywhere_ends_and_every_request_is_answered(self):
+        # Service.leave() from a SIGUSR1 handler on the main thread, which
+        # iterates and answers (holding _lock or _send_lock at times); the
+        # signal after a random number of requests, many runs. A request
+        # that came to the leaving member unanswered gets NoReply and is
+        # asked again (another member answers).
+        caller = self.connect()
+        main = threading.main_thread().ident
+        old = signal.getsignal(signal.SIGUSR1)
+        self.addCleanup(signal.signal, signal.SIGUSR1, old)
+        for run in range(40):
+            stayer_bus, leaver_bus = self.connect(), self.connect()
+            group, requests = f"s{run}", 12
+            self.serve(stayer_bus, "r8.job", lambda req: req.reply("stayer"), group=group)
+            leaver = leaver_bus.serve("r8.job", group=group)
+            signal.signal(signal.SIGUSR1, lambda *_: leaver.leave())
+            at = random.randrange(requests + 1)
+            answers = []
+
+            def ask():
+                for i in range(requests):
+                    if i == at:
+                        signal.pthread_kill(main, signal.SIGUSR1)
+                    while True:
+                        try:
+                            answers.append(caller.request("r8.job", i, timeout=30).data)
+                            break
+                        except eventbus.NoReply:
+                            continue
+                if at == requests:
+                    signal.pthread_kill(main, signal.SIGUSR1)
+            asker = threading.Thread(target=ask)
+            hung = []
+            guard = threading.Timer(60, lambda: (hung.append(True), leaver.close()))   # (a hang guard, not a measure)
+            guard.start()
+            asker.start()
+            for req in leaver:
+                req.reply("leaver")
+            guard.cancel()
+            # As the docs' worker does: close once the iteration ended. (A
+            # serving member that left keeps the requests given to it before
+            # the broker took it out, PROTOCOL-NOTES "Leaving"; its close
+            # gives their callers NoReply, and they ask again.)
+            leaver.close()
+            asker.join(60)
+            self.assertFalse(hung, f"run {run}: the service's iteration did not end after leave() (signal after {at})")
+            self.assertEqual(len(answers), requests, f"run {run}: every request answered (signal after {at})")
+            leaver_bus.close()
+            stayer_bus.close()
+
+class SignalLeaveTests(support.BrokerTestCase):
+    """`leave()` from a signal handler, which Python runs on the main thread
+    between any two bytecodes of the iteration (or in its wait for the
+    socket): many runs, the signal at a different point of each (issue 38:
+    a worker's iteration sometimes never ended)."""
+
+    RUNS = 100
+    EVENTS = 30
+
+    def test_leave_from_a_signal_handler_anywhere_in_the_iteration_ends_it_and_loses_nothing(self):
+        publisher = self.connect()
+        main = threading.main_thread().ident
+        old = signal.getsignal(signal.SIGUSR1)
+        self.addCleanup(signal.signal, signal.SIGUSR1, old)
+        for run in range(self.RUNS):
+            leaver_bus, stayer_bus = self.connect(), self.connect()
+            group = f"w{run}"
+            leaver, stayer = leaver_bus.subscribe("g5.job", group=group), stayer_bus.subscribe("g5.job", group=group)
+            signal.signal(signal.SIGUSR1, lambda *_: leaver.leave())
+            at = random.randrange(self.EVENTS + 1)      # the signal after this many publishes
+            seqs = []
+
+            def produce():
+                for i in range(self.EVENTS):
+                    if i == at:
+                        signal.pthread_kill(main, signal.SIGUSR1)
+                    seqs.append(publisher.publish("g5.job", i))
+                if at == self.EVENTS:
+                    signal.pthread_kill(main, signal.SIGUSR1)
+            producer = threading.Thread(target=produce)
+            # A guard against a hang, not a measure: the iteration must end by
+            # itself; if it has not in 60 s the subscription is closed and
+            # the run fails.
+            hung = []
+            guard = threading.Timer(60, lambda: (hung.append(True), leaver.close()))
+            guard.start()
+            producer.start()
+            share = [ev.seq for ev in leaver]
+            guard.cancel()
+            producer.join()
+            self.assertFalse(hung, f"run {run}: the iteration did not end after leave() (signal after {at} events)")
+            rest = [ev.seq for ev in take(stayer, self.EVENTS - len(share))]
+            self.assertEqual(sorted(share + rest), seqs, f"run {run}: each event once, none lost (signal after {at})")
+            self.assertIsNone(leaver.get(0), "it stays ended")
+            leaver_bus.close()
+            stayer_bus.close()
+
+
 class AsyncGroupTests(unittest.IsolatedAsyncioTestCase):
     @classmethod
     def setUpClass(cls):
@@ -165,6 +266,43 @@ class AsyncGroupTests(unittest.IsolatedAsyncioTestCase):
         finally:
             for bus in (publisher, a_bus, b_bus):
                 await bus.close()
+
+
+    async def test_leave_from_a_signal_handler_at_any_point_ends_the_iteration_and_loses_nothing(self):
+        # As SignalLeaveTests, for asyncio: the handler (loop.add_signal_handler)
+        # schedules leave() at a different point of each run.
+        loop = asyncio.get_running_loop()
+        publisher = await eventbus.aio.connect(self.broker.socket)
+        try:
+            for run in range(50):
+                a_bus, b_bus = await eventbus.aio.connect(self.broker.socket), await eventbus.aio.connect(self.broker.socket)
+                a, b = await a_bus.subscribe("as.job", group=f"w{run}"), await b_bus.subscribe("as.job", group=f"w{run}")
+                loop.add_signal_handler(signal.SIGUSR1, lambda: loop.create_task(a.leave()))
+                at, events = random.randrange(21), 20
+                seqs = []
+
+                async def produce():
+                    for i in range(events):
+                        if i == at:
+                            os.kill(os.getpid(), signal.SIGUSR1)
+                        seqs.append(await publisher.publish("as.job", i))
+                    if at == events:
+                        os.kill(os.getpid(), signal.SIGUSR1)
+                producer = loop.create_task(produce())
+                # (a guard against a hang, not a measure)
+                share = await asyncio.wait_for(self.collect(a), 60)
+                await producer
+                loop.remove_signal_handler(signal.SIGUSR1)
+                rest = [(await b.get(10)).seq for _ in range(events - len(share))]
+                self.assertEqual(sorted(share + rest), seqs, f"run {run}: each event once (signal after {at})")
+                await a_bus.close()
+                await b_bus.close()
+        finally:
+            await publisher.close()
+
+    @staticmethod
+    async def collect(sub):
+        return [ev.seq async for ev in sub]
 
 
 if __name__ == "__main__":
