@@ -137,14 +137,14 @@ final class InProcessBroker: Sendable {
     }
 }
 
-/// Runs `body` with a started in-process broker, stops it after; a failure
-/// carries the server's log.
+/// Runs `body` with an in-process broker (started, unless `started` is false:
+/// then `body` starts it), stops it after; a failure carries the server's log.
 func withServer<T>(
-    policy: String? = nil, policyFile: String? = nil, configure: (inout ServerConfiguration) -> Void = { _ in },
+    policy: String? = nil, policyFile: String? = nil, started: Bool = true, configure: (inout ServerConfiguration) -> Void = { _ in },
     _ body: (InProcessBroker) throws -> T
 ) throws -> T {
     let broker = try InProcessBroker(policy: policy, policyFile: policyFile, configure: configure)
-    broker.start()
+    if started { broker.start() }
     let value: T
     do {
         value = try body(broker)
