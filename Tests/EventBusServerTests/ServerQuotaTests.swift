@@ -6,8 +6,8 @@
 // never timings.
 //
 // Before editing: fake uid 0 is root (no per-uid limits); each test uses
-// its own uids. The incomplete-frame rows (inbound budget, --frame-timeout)
-// stay in the integration suite: they are about bytes on a socket over time.
+// its own uids. The outbound-replies row stays in the integration suite: it
+// bounds the broker process's RSS, which in process is the test's too.
 import EventBusServer
 import EventBusTestSupport
 import Foundation
@@ -26,6 +26,11 @@ extension RawClient {
         guard let list = reply.array("clients") as? [[String: Any]] else { throw TestFailure("clients reply without a list: \(reply.raw)") }
         return try list.map { try Frame(line: Array(JSONSerialization.data(withJSONObject: $0))) }
     }
+}
+
+/// `{"op":"ping","req":N,"x":"aaa…` of about `bytes` bytes without its end (an incomplete frame).
+func incompletePing(req: Int, bytes: Int) -> [UInt8] {
+    Array(#"{"op":"ping","req":\#(req),"x":""#.utf8) + [UInt8](repeating: 0x61, count: bytes)
 }
 
 @Suite("Quotas, in process (no root)")
@@ -109,6 +114,67 @@ struct ServerQuotaTests {
             let root = try broker.connect(uid: 0)
             for i in 0..<6 { try root.ok(#"{"op":"subscribe","type":"r.\#(i)","req":1}"#) }
             #expect(try broker.connect(uid: 4123).me()["limits"].flatMap { ($0 as? [String: Any])?["subscriptions"] as? Int } == 3)
+        }
+    }
+
+    @Test("Incomplete frames: over its budget a uid is read one connection at a time; nothing is dropped, other uids go on")
+    func inboundPerUID() throws {
+        try withServer(configure: { $0.broker.quotas.maxInboundBytesPerUID = 64 << 10; $0.broker.maxFrameBytes = 48 << 10 }) { broker in
+            let attacker = try broker.connect(uid: 4105, count: 8)
+            for (i, client) in attacker.enumerated() { try client.sendBytes(incompletePing(req: i, bytes: 40_000)) }
+            let victim = try broker.connect(uid: 4106)
+            try victim.ok(#"{"op":"ping","req":1}"#)
+            let root = try broker.connect(uid: 0)
+            try waitUntil("the broker holds what its budget lets it") {
+                (try root.clientList().filter { $0.int("uid") == 4105 }.compactMap { $0.int("inbound_bytes") }.reduce(0, +)) > 64 << 10
+            }
+            let held = try root.clientList().filter { $0.int("uid") == 4105 }.compactMap { $0.int("inbound_bytes") }
+            #expect(held.reduce(0, +) <= (64 << 10) + 2 * (64 << 10), "inbound held \(held)")
+            #expect(held.filter { $0 == 0 }.count >= 4, "connections not read while the uid is over its budget: \(held)")
+            try victim.ok(#"{"op":"ping","req":2}"#)
+            for client in attacker { try client.sendRaw("\"}\n") }
+            for (i, client) in attacker.enumerated() {
+                let reply = try client.readFrame(timeout: .seconds(20))
+                #expect(reply.op == "ok" && reply.req == .integer(i), "\(reply)")
+            }
+            #expect(try root.me()["inbound_bytes"] as? Int == 0)
+        }
+    }
+
+    @Test("Incomplete frames: over the total budget only the uids above their share are slowed")
+    func inboundTotal() throws {
+        try withServer(configure: {
+            $0.broker.quotas.maxInboundBytesPerUID = 1 << 20
+            $0.broker.quotas.maxInboundBytes = 128 << 10
+            $0.broker.maxFrameBytes = 64 << 10
+        }) { broker in
+            var heavy: [RawClient] = []
+            for uid in UInt32(4107)...4109 {
+                for (i, client) in try broker.connect(uid: uid, count: 3).enumerated() {
+                    try client.sendBytes(incompletePing(req: i, bytes: 60_000))
+                    heavy.append(client)
+                }
+            }
+            let light = try broker.connect(uid: 4110)
+            try light.sendBytes(incompletePing(req: 7, bytes: 100))
+            try light.sendRaw("\"}\n")
+            #expect(try light.readFrame().req == .integer(7), "a uid under its share is read")
+            let total = try broker.connect(uid: 0).clientList().compactMap { $0.int("inbound_bytes") }.reduce(0, +)
+            #expect(total <= (128 << 10) + 3 * (128 << 10), "inbound held in total: \(total)")
+            for client in heavy { try client.sendRaw("\"}\n") }
+            for client in heavy { #expect(try client.readFrame(timeout: .seconds(20)).op == "ok") }
+        }
+    }
+
+    @Test("Incomplete frames: one that makes no progress for the frame timeout closes its connection with timeout")
+    func frameTimeout() throws {
+        try withServer(configure: { $0.broker.quotas.frameTimeoutNanoseconds = 1_000_000_000 }) { broker in
+            let clients = try broker.connect(uid: 4111, count: 2)
+            try clients[0].sendBytes(incompletePing(req: 1, bytes: 100))
+            let frames = try clients[0].readUntilEOF(timeout: .seconds(20))
+            #expect(frames.count == 1 && frames.first?.code == "timeout" && frames.first?.has("req") == false, "\(frames)")
+            try clients[1].ok(#"{"op":"ping","req":2}"#)  // idle, no incomplete frame: still open
+            #expect(try clients[1].me()["connections"] as? Int == 1)
         }
     }
 
