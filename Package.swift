@@ -191,6 +191,14 @@ let package = Package(
         .testTarget(name: "EventBusPolicyTests", dependencies: ["EventBusPolicy", "EventBusProtocol", "EventBusTestSupport"], swiftSettings: strict),
         .testTarget(name: "EventBusCoreTests", dependencies: ["EventBusCore", "EventBusPolicy", "EventBusTestSupport"], swiftSettings: strict),
         .testTarget(name: "EventBusSystemTests", dependencies: ["EventBusSystem", "EventBusTestSupport"], swiftSettings: strict),
+        // EventBusServer's per-uid rules (policy, quotas, the fair-share
+        // scheduler) with a server run in the test process and clients handed
+        // to it with made-up uids (ConnectionHandoff): no root needed (issue 35).
+        .testTarget(
+            name: "EventBusServerTests",
+            dependencies: ["EventBusServer", "EventBusCore", "EventBusPolicy", "EventBusLog", "EventBusSystem", "EventBusTestSupport"],
+            swiftSettings: strict
+        ),
         .testTarget(name: "EventBusSessionTests", dependencies: ["EventBusSession", "EventBusProtocol"], swiftSettings: strict),
         .testTarget(name: "EventBusCommandLineTests", dependencies: ["EventBusCommandLine"], swiftSettings: strict),
         .testTarget(name: "EventBusCLITests", dependencies: ["EventBusCLI", "EventBusSession", "EventBusProtocol"], swiftSettings: strict),
