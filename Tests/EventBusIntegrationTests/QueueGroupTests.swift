@@ -187,6 +187,22 @@ struct QueueGroupTests {
         }
     }
 
+    @Test("A membership is charged its group's share of the per-type group lists (8 bytes per type table entry) beyond a subscription's cost")
+    func aMembershipIsChargedItsGroupListShare() throws {
+        try withBroker { broker in
+            let client = try broker.connect()
+            func bytes() throws -> Int { try client.stats().object("me")?["subscription_bytes"] as? Int ?? -1 }
+            let none = try bytes()
+            try client.subscribe("a.>")
+            let plain = try bytes() - none
+            try QueueGroupTests.join(client, "a.>", group: "w")
+            let member = try bytes() - none - plain
+            #expect(plain > 0 && member >= plain + 8 * 1024, "plain \(plain) bytes, membership \(member) bytes")
+            try client.ok(#"{"op":"unsubscribe","type":"a.>","group":"w","req":"u"}"#)
+            #expect(try bytes() - none == plain, "leaving gives it back")
+        }
+    }
+
     @Test("A uid's group memberships are at most its connection limit (each group an event matches costs its publisher a choice); uid 0 has none")
     func aUidsMembershipsAreAtMostItsConnectionLimit() throws {
         guard getuid() == 0, findInPath("setpriv") != nil else { return }
