@@ -180,6 +180,7 @@ extension Broker {
     private func redeliverRequest(_ token: ReplyToken, frame: [UInt8], from closing: Connection, groups: [QueueGroup]) {
         guard let slot = requests.slots[token], slot.server === closing else { return }
         let request = slot.request
+        // (`requestToken` found its reply member: the frame can be made again.)
         var keyHash: UInt64? = nil
         frame.withUnsafeBytes { bytes in
             let object = UnsafeRawBufferPointer(rebasing: bytes[..<(bytes.count - 1)])
@@ -208,7 +209,7 @@ extension Broker {
             }
             guard let server = chosen?.connection, !request.tokens.contains(where: { requests.slots[$0]?.server === server }) else { continue }
             let newToken = requests.issueToken(for: request, to: server)
-            guard let out = Broker.redeliveredRequest(frame, token: newToken, timeoutMilliseconds: timeout) else { continue }
+            let out = Broker.redeliveredRequest(frame, token: newToken, timeoutMilliseconds: timeout)
             enqueue(bytes: out, to: server)
             server.accounting.deliveredCount += 1
         }
@@ -235,10 +236,11 @@ extension Broker {
     }
 
     /// A request frame again for another server: its event part, then
-    /// `token`, `timeoutMilliseconds` and `"redelivered":true`.
-    static func redeliveredRequest(_ frame: [UInt8], token: ReplyToken, timeoutMilliseconds: UInt64) -> [UInt8]? {
-        frame.withUnsafeBytes { bytes -> [UInt8]? in
-            guard let at = replyMember(in: bytes) else { return nil }
+    /// `token`, `timeoutMilliseconds` and `"redelivered":true`. `frame` is
+    /// one `requestToken` read a token from.
+    static func redeliveredRequest(_ frame: [UInt8], token: ReplyToken, timeoutMilliseconds: UInt64) -> [UInt8] {
+        frame.withUnsafeBytes { bytes -> [UInt8] in
+            guard let at = replyMember(in: bytes) else { preconditionFailure("a request frame the broker queued has its reply member") }
             // The event frame it was made from: `{"op":"event"` + the middle + `}\n`.
             let head = requestHead.count
             var event = Array(eventHead.utf8)
