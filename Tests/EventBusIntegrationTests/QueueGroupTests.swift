@@ -167,6 +167,15 @@ struct QueueGroupTests {
             #expect(try publisher.publish("open.y").delivered == 1)
             #expect(try member.settle().map(\.type) == ["open.y"])
             #expect(try member.stats().object("me")?["subscriptions"] as? Int == 1)
+            // Two members filtered through one view: a hidden type goes to
+            // neither (one policy check for the group), the others in turn.
+            let second = try broker.connect()
+            #expect(try QueueGroupTests.join(second, ">", group: "w").int("members") == 2)
+            #expect(try publisher.publish("secret.z").delivered == 0)
+            #expect(try publisher.publish("open.z").delivered == 1)
+            #expect(try publisher.publish("open.w").delivered == 1)
+            let got = [try member.settle().compactMap(\.type), try second.settle().compactMap(\.type)]
+            #expect(got.allSatisfy { $0.count == 1 } && got.joined().sorted() == ["open.w", "open.z"], "\(got)")
         }
     }
 
