@@ -345,6 +345,33 @@ func runAttacker(_ kind: String, _ path: String, _ seconds: Double) {
         let t = monotonic()
         for c in conns { c.close() }
         say("closed seconds=\(String(format: "%.3f", monotonic() - t))")
+    case "group-members":
+        // (issue 38) 4,096 connections, each a member of one group on the
+        // victim's type (`v.>`), none of them reading.
+        _ = open(4096)
+        var accepted = 0, limited = 0
+        for (i, c) in conns.enumerated() {
+            _ = c.writeAll(Array("{\"op\":\"subscribe\",\"type\":\"v.>\",\"group\":\"big\",\"req\":\(i)}\n".utf8), timeout: 30)
+        }
+        for c in conns {
+            let deadline = monotonic() + 30
+            var answered = false
+            while !answered && monotonic() < deadline {
+                for line in c.takeLines() where line.contains("\"req\"") {
+                    answered = true
+                    if line.contains("\"ok\"") { accepted += 1 } else if line.contains("\"limit\"") { limited += 1 }
+                }
+                if answered { break }
+                var entry = pollfd(fd: c.fd, events: Int16(POLLIN), revents: 0)
+                _ = poll(&entry, 1, 20)
+                if !c.fill() { break }
+            }
+        }
+        say("ready subscribed=\(accepted) limit_errors=\(limited)")
+        holdUntilStopped(seconds)
+        let t = monotonic()
+        for c in conns { c.close() }
+        say("closed seconds=\(String(format: "%.3f", monotonic() - t))")
     case "group-churn":
         // (issue 38) 8 connections join and leave one group on the victim's type (v.load) in a tight loop.
         _ = open(8)
@@ -1178,7 +1205,7 @@ func runDriver(_ options: Options) {
     let all = ["keys", "patterns", "flood", "partial", "slow", "connections", "churn", "busy", "replay", "hangup", "statefile", "retained",
                "never-readers", "trickle-readers", "stopped-readers", "stall-once", "last-copies", "partial-memory", "drop-old",
                "never-readers-3", "never-readers-kinds", "types-flood", "trusted-holder", "cost-deep", "cost-arrays", "cost-keys", "cost-escapes", "cost-number", "cost-types", "cost-patterns",
-               "groups", "group-churn", "rr-no-server", "rr-ignored", "rr-forged", "rr-unread", "rr-fill"] + stateRows
+               "groups", "group-members", "group-churn", "rr-no-server", "rr-ignored", "rr-forged", "rr-unread", "rr-fill"] + stateRows
     for row in options.rows.isEmpty ? all : options.rows {
         // (issue 20) The rows the attack clients' own CPU distorts: broker and
         // attackers on CPU 0, the victim on CPU 1 (taskset), the broker's
@@ -1251,6 +1278,31 @@ func runDriver(_ options: Options) {
             pinger.stop()
             let maxPing = value("max_ms", pline) ?? 9999
             check(row, "another uid's ping, max, while the 10,000 groups are torn down", String(format: "%.1f ms", maxPing), "< 100 ms", maxPing < 100)
+            broker.stop()
+        case "group-members":
+            // 4,096 members of one group of another uid on the victim's type:
+            // each victim publish picks one (O(1) amortised: a member found
+            // full is passed over until it writes, and these never write).
+            let (broker, _) = fresh(["--max-connections-per-uid", "5000", "--max-connections", "8192"])
+            let idle = victim(broker)
+            let rss0 = broker.rssMiB()
+            let attacker = asUID(options.attackerUID, ["--role", "attacker", "group-members", broker.socket, "120"])
+            let ready = attacker.line(timeout: 120)
+            let subscribed = Int(value("subscribed", ready) ?? -1)
+            check(row, "members of one group one uid holds (4,096 connections, none reading)", "\(subscribed)", "4096 (--max-connections-per-uid 5000)", subscribed == 4096)
+            let v = victim(broker)
+            let grown = broker.rssMiB() - rss0
+            check(row, "broker RSS growth (members plus what the victim's events queued to them)", String(format: "%.1f MiB", grown), "<= 128 MiB", grown <= 128)
+            let idleRate = value("rate", idle) ?? 1, rate = value("rate", v) ?? 0, p99 = value("p99_ms", v) ?? 9999
+            check(row, "another uid's publish rate into the group (idle \(Int(idleRate))/s)", "\(Int(rate))/s", ">= half idle", rate >= idleRate / 2)
+            check(row, "another uid's ping p99", String(format: "%.1f ms", p99), "< 100 ms", p99 < 100)
+            let pinger = asUID(options.victimUID, ["--role", "victim", broker.socket, "2", "ping"])
+            usleep(200_000)
+            attacker.stop()  // closes all 4,096 members at once
+            let pline = pinger.line(timeout: 30)
+            pinger.stop()
+            let maxPing = value("max_ms", pline) ?? 9999
+            check(row, "another uid's ping, max, while the 4,096 members leave", String(format: "%.1f ms", maxPing), "< 100 ms", maxPing < 100)
             broker.stop()
         case "group-churn":
             let (broker, _) = fresh([])

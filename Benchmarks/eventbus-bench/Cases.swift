@@ -32,6 +32,11 @@ enum BenchCase: String, CaseIterable {
     /// and subscriber on different brokers (`--sub-socket`), through the
     /// bridges and a NATS cluster, or from one NATS node to another.
     case acrossMachines64 = "c9"
+    /// (10, issue 38) 1 publisher, a queue group of 3 members (each its own
+    /// subscriber process), 64 B; `c10-stop`: one member SIGSTOPped for the
+    /// run's middle third.
+    case group64 = "c10"
+    case groupStopped64 = "c10-stop"
 }
 
 /// How a case run is configured, from `eventbus-bench run` arguments.
@@ -65,7 +70,7 @@ struct RunOptions {
 /// Runs one case and prints its result line on stdout.
 func runCase(_ options: RunOptions) {
     raiseFileLimit()
-    if options.client != nil && [.latency, .idle, .stalled].contains(options.benchCase) {
+    if options.client != nil && [.latency, .idle, .stalled, .group64, .groupStopped64].contains(options.benchCase) {
         fail("--client applies to the throughput cases only (c1-64 c1-1k c2-64 c2-1k c6 c9)")
     }
     let result: Fields
@@ -82,6 +87,8 @@ func runCase(_ options: RunOptions) {
         noise.forEach { close($0) }
     case .stalled: result = stalledSubscriber(options)
     case .acrossMachines64: result = throughput(options, payload: 64, subscribers: 1)
+    case .group64: result = groupThroughput(options, members: 3, stopOne: false)
+    case .groupStopped64: result = groupThroughput(options, members: 3, stopOne: true)
     }
     writeAll(1, result.line + "\n")
 }
@@ -283,5 +290,67 @@ private func stalledSubscriber(_ options: RunOptions) -> Fields {
     fields["stalled_dropped"] = String(received.int("stalled_dropped"))
     fields["stalled_closed"] = String(received.int("stalled_closed"))
     fields["sent"] = String(sent)
+    return fields
+}
+
+/// Case 10 (issue 38): `members` queue-group members, each a subscriber
+/// process of its own with one connection (so one can be SIGSTOPped), and
+/// one flooding 64 B publisher for `options.seconds`; with `stopOne`, the
+/// first member is stopped (SIGSTOP) for the run's middle third and
+/// continued (SIGCONT) after it, then every member drains.
+/// Result: `rate` (deliveries per second, all members together, from the
+/// first delivery to the last), `sent`, `delivered`, `loss` (sent −
+/// delivered, when positive), `dup` (delivered − sent, when positive: at
+/// least that many duplicates; frames are identical, so no finer count),
+/// `dropped` (the broker's own loss notices, eventbus), `member_min` and
+/// `member_max` (deliveries of the members with the fewest and the most),
+/// `spread` ((max − min) / mean, %), `stopped` (the stopped member's
+/// deliveries, `stopOne`), `cpu_us` (broker CPU per delivery).
+private func groupThroughput(_ options: RunOptions, members: Int, stopOne: Bool) -> Fields {
+    let children = (0..<members).map { _ in
+        Child(name: "member", arguments: subscriberArguments(options) + ["--live", "1", "--group", "bench"])
+    }
+    for child in children { child.expect("ready", timeoutMs: 30_000) }
+    let cpuBefore = brokersCPUMicros(options)
+    let publisher = Child(name: "publisher", arguments: publisherArguments(options)
+        + ["--payload", "64", "--seconds", String(options.seconds), "--count", String(options.count)])
+    if stopOne {
+        let third = Int(options.seconds * 1000 / 3)
+        sleepMillis(third)
+        kill(children[0].pid, SIGSTOP)
+        sleepMillis(third)
+        kill(children[0].pid, SIGCONT)
+    }
+    let published = publisher.readResult(timeoutMs: Int(options.seconds * 1000) + 90_000)
+    reap(publisher.pid, timeoutMs: 5000)
+    for child in children { child.send("drain") }
+    for child in children { child.expect("idle", timeoutMs: 60_000) }
+    let cpuAfter = brokersCPUMicros(options)
+    var received: [Fields] = []
+    for child in children {
+        child.send("result")
+        received.append(child.readResult(timeoutMs: 10_000))
+        reap(child.pid, timeoutMs: 5000)
+    }
+    let sent = published.int("sent")
+    let counts = received.map { $0.int("events") }
+    let delivered = counts.reduce(0, +)
+    let firsts = received.map { $0.int("t_first") }.filter { $0 > 0 }
+    let span = received.map { $0.int("t_last") }.max().map { $0 - (firsts.min() ?? $0) } ?? 0
+    var fields = Fields()
+    fields["rate"] = delivered > 1 && span > 0 ? String(Int64(Double(delivered - 1) * 1e9 / Double(span))) : "0"
+    fields["sent"] = String(sent)
+    fields["delivered"] = String(delivered)
+    fields["loss"] = String(max(0, sent - delivered))
+    fields["dup"] = String(max(0, delivered - sent))
+    fields["dropped"] = String(received.reduce(0) { $0 + $1.int("dropped") })
+    let low = counts.min() ?? 0, high = counts.max() ?? 0
+    fields["member_min"] = String(low)
+    fields["member_max"] = String(high)
+    fields["spread"] = delivered > 0 ? fixed(Double(high - low) * 100 / (Double(delivered) / Double(members)), 1) : "0"
+    if stopOne { fields["stopped"] = String(counts[0]) }
+    fields["cpu_us"] = delivered > 0 ? fixed(Double(cpuAfter - cpuBefore) / Double(delivered), 3) : "0"
+    fields["errors"] = String(published.int("errors") + received.reduce(0) { $0 + $1.int("other") })
+    fields["disconnected"] = String(received.reduce(0) { $0 + $1.int("closed") })
     return fields
 }

@@ -130,6 +130,14 @@ private let rows: [Row] = [
     Row(number: "9", caseID: "c9", key: "cpu_us", label: "same: CPU per delivery of every process on the path (brokers, bridges, NATS nodes), µs", unit: .cpuMicros, better: .lower, target: .none),
     Row(number: "9", caseID: "c9-half", key: "rate", label: "same, paced at half the eventbus flooding rate: msg/s delivered", unit: .rate, better: .higher, target: .none),
     Row(number: "9", caseID: "c9-half", key: "loss", label: "same, paced at half the eventbus flooding rate: messages lost of delivered", unit: .count, better: .neither, target: .zero, fromIssue13: true, ofKey: "delivered"),
+    Row(number: "10", caseID: "c10", key: "rate", label: "queue group of 3, 1 publisher 64 B: deliveries/s (each event to one member)", unit: .rate, better: .higher, target: .bestPeerAtLeast(1.5)),
+    Row(number: "10", caseID: "c10", key: "loss", label: "same: events lost (sent − delivered)", unit: .count, better: .neither, target: .zero, ofKey: "delivered"),
+    Row(number: "10", caseID: "c10", key: "dup", label: "same: duplicates at least (delivered − sent)", unit: .count, better: .neither, target: .zero),
+    Row(number: "10", caseID: "c10", key: "spread", label: "same: spread between members, (max − min) / mean %", unit: .count, better: .lower, target: .none),
+    Row(number: "10", caseID: "c10-stop", key: "rate", label: "same, one member SIGSTOPped for the middle third: deliveries/s", unit: .rate, better: .higher, target: .bestPeerAtLeast(1.5)),
+    Row(number: "10", caseID: "c10-stop", key: "loss", label: "same, one member stopped: events lost", unit: .count, better: .neither, target: .none, ofKey: "delivered"),
+    Row(number: "10", caseID: "c10-stop", key: "dup", label: "same, one member stopped: duplicates at least", unit: .count, better: .neither, target: .zero),
+    Row(number: "10", caseID: "c10-stop", key: "stopped", label: "same, one member stopped: deliveries to the stopped member", unit: .count, better: .neither, target: .none),
 ]
 
 /// Median of a non-empty list (mean of the middle two for an even count).

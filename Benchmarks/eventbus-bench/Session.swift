@@ -88,18 +88,27 @@ func isErrorReply(_ frame: String, _ wire: Wire) -> Bool {
 /// - mqtt: one `SUBSCRIBE` with every filter at QoS 0 (`MQTT.topic`).
 /// - relay: `SUB`; it forwards everything to every subscriber, so it takes
 ///   no types and no patterns.
-func subscribe(_ fd: Int32, _ wire: Wire, types: [String], patterns: [String] = [], timeoutMs: Int = 30_000) {
+///
+/// With `group` (issue 38, case 10) each subscription is a queue group
+/// member: eventbus `"group":G`, NATS `SUB T G sid` (a queue group), MQTT
+/// `$share/G/T` (a shared subscription, as mosquitto takes it at protocol
+/// level 4 too); Redis and the relay have none.
+func subscribe(_ fd: Int32, _ wire: Wire, types: [String], patterns: [String] = [], group: String? = nil, timeoutMs: Int = 30_000) {
     var request: [UInt8] = []
+    if group != nil && (wire == .redis || wire == .relay) { fail("\(wire.rawValue) has no queue groups") }
     switch wire {
     case .eventbus:
-        for type in types + patterns { request += Array(#"{"op":"subscribe","type":"\#(type)"}"#.utf8) + [0x0A] }
+        let member = group.map { #","group":"\#($0)""# } ?? ""
+        for type in types + patterns { request += Array(#"{"op":"subscribe","type":"\#(type)"\#(member)}"#.utf8) + [0x0A] }
     case .redis:
         if !types.isEmpty { request += respCommand(["SUBSCRIBE"] + types) }
         if !patterns.isEmpty { request += respCommand(["PSUBSCRIBE"] + patterns.map { $0.replacingOccurrences(">", "*") }) }
     case .nats:
-        for (index, subject) in (types + patterns).enumerated() { request += NATS.subscribe(subject: subject, sid: index + 1) }
+        for (index, subject) in (types + patterns).enumerated() {
+            request += NATS.subscribe(subject: group.map { "\(subject) \($0)" } ?? subject, sid: index + 1)
+        }
     case .mqtt:
-        request += MQTT.subscribe(packetID: 1, filters: (types + patterns).map(MQTT.topic))
+        request += MQTT.subscribe(packetID: 1, filters: (types + patterns).map { MQTT.topic($0) }.map { topic in group.map { "$share/\($0)/\(topic)" } ?? topic })
     case .relay:
         guard patterns.isEmpty else { fail("the relay has no patterns") }
         request += Array("SUB\n".utf8)

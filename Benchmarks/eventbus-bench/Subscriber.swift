@@ -22,6 +22,8 @@ struct SubscriberOptions {
     var latencySamples = 0
     /// Quiet time that counts as idle after `drain`, in milliseconds.
     var idleMs = 300
+    /// (issue 38) Every connection a member of this queue group.
+    var group: String? = nil
     /// Hard limit on the whole process life, in seconds.
     var deadlineSeconds = 300
 }
@@ -50,7 +52,7 @@ func runSubscriber(_ options: SubscriberOptions) -> Never {
     var connections: [Inbound] = []
     for index in 0..<(options.live + options.stalled) {
         let fd = openClient(options.wire, options.socket)
-        subscribe(fd, options.wire, types: options.wire == .relay ? [] : [options.type])
+        subscribe(fd, options.wire, types: options.wire == .relay ? [] : [options.type], group: options.group)
         setNonBlocking(fd)
         connections.append(Inbound(fd: fd, stalled: index >= options.live))
     }

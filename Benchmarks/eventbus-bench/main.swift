@@ -149,6 +149,7 @@ case "sub":
     sub.live = options.int("live", default: sub.live)
     sub.stalled = options.int("stalled", default: sub.stalled)
     sub.latencySamples = options.int("latency-samples", default: 0)
+    sub.group = options.named["group"]
     runSubscriber(sub)
 case "pub":
     var pub = PublisherOptions(wire: options.wire, socket: options.string("socket"))

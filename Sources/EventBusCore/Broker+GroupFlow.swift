@@ -25,6 +25,7 @@ extension Broker {
     /// full or a paced replay under way). For a keyed event only the key's
     /// member counts, as a plain subscriber does: it is returned in `holder`.
     func groupBlocks(_ group: QueueGroup, bound: Int, type: EventType, publisher: Connection, keyHash: UInt64?) -> (blocks: Bool, holder: Connection?) {
+        if group.deniesEveryMember(type) { return (false, nil) }
         let uid = publisher.credentials.uid
         let actor = uid == group.key.uid || isPrivileged(uid) ? OutboundQueue.noActor : uid
         if let keyHash {
@@ -147,6 +148,15 @@ extension Broker {
                 redeliveries.append((Broker.redeliveredCopy(bytes), seq, actor, member.group))
             }
         }
+        // Requests of its serving groups it was given and never got a byte of.
+        var requestRedeliveries: [(token: ReplyToken, frame: [UInt8])] = []
+        let servingGroups = connection.groups.memberships.values.filter { $0.group.key.serve }.map(\.group)
+        if !servingGroups.isEmpty && !connection.requests.serving.isEmpty {
+            connection.outbound.forEachReply(unwrittenOnly: true) { bytes in
+                guard let token = Broker.requestToken(in: bytes), requests.slots[token]?.server === connection else { return }
+                requestRedeliveries.append((token, Array(bytes)))
+            }
+        }
         for member in Array(connection.groups.memberships.values) { leaveGroup(member) }
         connection.groups.blocked = []
         connection.groups.deliveries = []
@@ -155,6 +165,106 @@ extension Broker {
                 redeliver(EventFrame(bytes: bytes, shared: nil), seq: redelivery.seq, actor: redelivery.actor, in: redelivery.group)
             }
         }
+        for redelivery in requestRedeliveries {
+            redeliverRequest(redelivery.token, frame: redelivery.frame, from: connection, groups: servingGroups)
+        }
+    }
+
+    /// Gives a request queued to a closing serving member (not a byte of it
+    /// written) to another member of each of its serving groups that match
+    /// its type and have no server of it yet, chosen as for a new request
+    /// (keyed: the key's member among those left; else the first in turn
+    /// that can take it now: there is no requester to hold), with a new
+    /// token, the time left and `"redelivered":true`; then takes the closing
+    /// member's token back (`no_reply` when nobody took it, as before).
+    private func redeliverRequest(_ token: ReplyToken, frame: [UInt8], from closing: Connection, groups: [QueueGroup]) {
+        guard let slot = requests.slots[token], slot.server === closing else { return }
+        let request = slot.request
+        // (`requestToken` found its reply member: the frame can be made again.)
+        var keyHash: UInt64? = nil
+        frame.withUnsafeBytes { bytes in
+            let object = UnsafeRawBufferPointer(rebasing: bytes[..<(bytes.count - 1)])
+            try? JSONObject.scan(object) { name, value in
+                if JSONString.equals(object, name, "key") { keyHash = hashOfKey(token: UnsafeRawBufferPointer(rebasing: object[value.start..<value.end])) }
+            }
+        }
+        let left = request.deadline &- now.monotonicNanoseconds
+        let timeout = UInt64(max(1, (left &+ 999_999) / 1_000_000))
+        let requester = request.requester
+        let uid = requester.credentials.uid
+        let size = frame.count + Broker.requestRedeliveredExtraBytes + OutboundQueue.entryOverheadBytes
+        for group in groups where !group.isEmpty && group.key.pattern.matches(request.type) && !served(request, by: group) {
+            let chosen: GroupMember?
+            if let keyHash {
+                chosen = keyedMember(of: group, keyHash: keyHash, type: request.type, publisher: requester)
+                    .flatMap { requestFit(size: size, requester: requester, server: $0.connection) == .fits ? $0 : nil }
+            } else {
+                let actor = uid == group.key.uid || isPrivileged(uid) ? OutboundQueue.noActor : uid
+                if case .member(let member) = firstAble(in: group, size: size, actor: actor, type: request.type, publisher: requester) {
+                    group.cursor = group.after(member.slot)
+                    chosen = member
+                } else {
+                    chosen = nil
+                }
+            }
+            guard let server = chosen?.connection, !request.tokens.contains(where: { requests.slots[$0]?.server === server }) else { continue }
+            let newToken = requests.issueToken(for: request, to: server)
+            let out = Broker.redeliveredRequest(frame, token: newToken, timeoutMilliseconds: timeout)
+            enqueue(bytes: out, to: server)
+            server.accounting.deliveredCount += 1
+        }
+        withdraw(token, from: closing, because: .closed)
+    }
+
+    /// Whether a member of `group` holds a token of `request` already.
+    private func served(_ request: PendingRequest, by group: QueueGroup) -> Bool {
+        request.tokens.contains { requests.slots[$0].map { $0.server.groups.memberships[group.key] != nil } ?? false }
+    }
+
+    /// What a redelivered request frame may add to the one queued before:
+    /// `,"redelivered":true` (its timeout has no more digits than before).
+    static let requestRedeliveredExtraBytes = 19
+
+    /// The reply token of a request frame as the broker queues it
+    /// (`FrameEncoder.appendRequest`: `...,"reply":"<32 hex>","timeout":N}`
+    /// last), nil for any other frame.
+    static func requestToken(in frame: UnsafeRawBufferPointer) -> ReplyToken? {
+        guard let at = replyMember(in: frame) else { return nil }
+        let start = at + replyMarker.count
+        guard start + ReplyToken.textLength <= frame.count else { return nil }
+        return ReplyToken(text: UnsafeRawBufferPointer(rebasing: frame[start..<(start + ReplyToken.textLength)]))
+    }
+
+    /// A request frame again for another server: its event part, then
+    /// `token`, `timeoutMilliseconds` and `"redelivered":true`. `frame` is
+    /// one `requestToken` read a token from.
+    static func redeliveredRequest(_ frame: [UInt8], token: ReplyToken, timeoutMilliseconds: UInt64) -> [UInt8] {
+        frame.withUnsafeBytes { bytes -> [UInt8] in
+            guard let at = replyMember(in: bytes) else { preconditionFailure("a request frame the broker queued has its reply member") }
+            // The event frame it was made from: `{"op":"event"` + the middle + `}\n`.
+            let head = requestHead.count
+            var event = Array(eventHead.utf8)
+            event.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[head..<at]))
+            event.append(contentsOf: [0x7D, 0x0A])
+            var out: [UInt8] = []
+            event.withUnsafeBytes { FrameEncoder.appendRequest(event: $0, token: { token.append(to: &$0) }, timeoutMilliseconds: timeoutMilliseconds, to: &out) }
+            return out.withUnsafeBytes { redeliveredCopy($0) }
+        }
+    }
+
+    private static let requestHead = Array("{\"op\":\"request\"".utf8)
+    private static let eventHead = "{\"op\":\"event\""
+    private static let replyMarker = Array(",\"reply\":\"".utf8)
+
+    /// Where the last `,"reply":"` of a frame that opens as a request begins.
+    private static func replyMember(in frame: UnsafeRawBufferPointer) -> Int? {
+        guard frame.count > requestHead.count, frame.prefix(requestHead.count).elementsEqual(requestHead) else { return nil }
+        var i = frame.count - replyMarker.count
+        while i >= requestHead.count {
+            if frame[i] == 0x2C && UnsafeRawBufferPointer(rebasing: frame[i..<(i + replyMarker.count)]).elementsEqual(replyMarker) { return i }
+            i -= 1
+        }
+        return nil
     }
 
     /// Gives a redelivered event to a member of `group`, chosen as for a
@@ -187,6 +297,19 @@ extension Broker {
 }
 
 extension OutboundQueue {
+    /// Calls `body(bytes)` for each reply or notice queued (not an event),
+    /// in order: every one not completely written, or (`unwrittenOnly`)
+    /// every one of which no byte was written.
+    func forEachReply(unwrittenOnly: Bool, _ body: (UnsafeRawBufferPointer) -> Void) {
+        var i = unwrittenOnly ? frontPosition : head
+        while i < entries.count {
+            let entry = entries[i]
+            i += 1
+            guard entry.seq == 0 else { continue }
+            body(UnsafeRawBufferPointer(start: entry.chunk.baseAddress + Int(entry.start), count: entry.length))
+        }
+    }
+
     /// Calls `body(seq, bytes, actor)` for each event queued, in order:
     /// every one not completely written, or (`unwrittenOnly`) every one of
     /// which no byte was written.

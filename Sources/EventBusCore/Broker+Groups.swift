@@ -6,9 +6,11 @@
 //
 // Before editing: the cost. An event that matches no group pays one
 // comparison while no group exists (`groupsInUse != 0`, after `fanOut` and
-// in `holdIfBlocked`); the rest is out of line, and `fanOut` itself only
-// keeps its frame for `routeToGroups` (a call inside it made the compiler
-// stop inlining `offer` there: callgrind case 1 2,431 Ir, not 2,390). A member
+// in `holdIfBlocked`); the rest is out of line: `fanOut` keeps its frame
+// for `routeToGroups` (a call inside it made the compiler stop inlining
+// `offer` there: callgrind case 1 2,431 Ir, not 2,390), and a keyed publish
+// is `publishKeyed`'s: the common publish carries no key (only
+// `buildEvent` looks at `publishKey`, set while a keyed one routes). A member
 // is chosen in O(1) amortised (a member passed over has its bit cleared until
 // it writes: `block`/`unblockGroups`);
 // a keyed choice is O(members). A group's hold is released (its publishers
@@ -80,10 +82,10 @@ extension Broker {
             if !key.serve { groupsInUse += 1 }
         }
         let member = group.append(connection, salt: Broker.mix64(connection.id ^ groupSeed))
-        member.isFiltered = filtered
+        group.setFiltered(member, filtered)
         connection.groups.memberships[key] = member
         connection.account.groupMemberships += 1
-        chargeSubscription(key.pattern, of: connection, sign: 1, extraBytes: Broker.groupMemberCost(key))
+        chargeSubscription(key.pattern, of: connection, sign: 1, extraBytes: groupMemberCost(key))
         return member
     }
 
@@ -96,10 +98,12 @@ extension Broker {
         connection.groups.memberships[group.key] = nil
         connection.account.groupMemberships -= 1
         if group.isEmpty {
-            groupIndex(serving: group.key.serve).remove(group)
+            let index = groupIndex(serving: group.key.serve)
+            index.remove(group)
             if !group.key.serve { groupsInUse -= 1 }
+            if index.count == 0 { types.dropGroupLists(serving: group.key.serve) }
         }
-        chargeSubscription(group.key.pattern, of: connection, sign: -1, extraBytes: Broker.groupMemberCost(group.key))
+        chargeSubscription(group.key.pattern, of: connection, sign: -1, extraBytes: groupMemberCost(group.key))
     }
 
     /// The groups of plain subscriptions, or of serving ones.
@@ -118,9 +122,9 @@ extension Broker {
             let key = member.group.key
             switch key.serve ? view.serve(key.pattern) : view.subscribe(key.pattern) {
             case .allowed:
-                member.isFiltered = false
+                member.group.setFiltered(member, false)
             case .filtered:
-                member.isFiltered = true
+                if member.isFiltered { member.group.refiltered(member) } else { member.group.setFiltered(member, true) }
             case .forbidden(let verdict):
                 leaveGroup(member)
                 revoked += 1
@@ -137,8 +141,11 @@ extension Broker {
     }
 
     /// What a membership costs beyond a subscription's estimate: its name,
-    /// its record, its slot and bit, its share of the group's record.
-    static func groupMemberCost(_ key: GroupKey) -> Int { key.name.utf8.count + 192 }
+    /// its record, its slot and bit, its share of the group's record, and
+    /// the most its group takes in the type table's kept group lists (one
+    /// reference per entry: `EventTypeTable.groups`), charged in full to
+    /// every member so a uid's groups are paid for by its own subscriptions.
+    func groupMemberCost(_ key: GroupKey) -> Int { key.name.utf8.count + 192 + 8 * types.capacity }
 
     /// `clients` (PROTOCOL.md "Queue groups": each subscription's group):
     /// `,"groups":[{"type":"job.>","group":"workers","serve":false,"members":3}]`,
@@ -198,6 +205,7 @@ extension Broker {
     /// - Returns: whether it was queued.
     func give(_ event: EventFrame, seq: UInt64, type: EventType, publisher: Connection?, uid: UInt32, keyHash: UInt64?,
               in group: QueueGroup) -> Bool {
+        if group.deniesEveryMember(type) { return false }
         if let keyHash {
             guard let member = keyedMember(of: group, keyHash: keyHash, type: type, publisher: publisher) else { return false }
             return queue(event, seq: seq, uid: uid, to: member)
@@ -328,7 +336,8 @@ extension Broker {
     func routeRequestToGroups(_ type: EventType, keyHash: UInt64?, size: Int, requester: Connection,
                               servers: inout [Connection], blockers: inout [Connection], blockingGroups: inout [QueueGroup]) {
         let uid = requester.credentials.uid
-        for group in serveGroups.matches(type) {
+        for group in servingGroupsMatching(type) {
+            if group.deniesEveryMember(type) { continue }
             if let keyHash {
                 guard let member = keyedMember(of: group, keyHash: keyHash, type: type, publisher: requester) else { continue }
                 let server = member.connection
@@ -355,7 +364,41 @@ extension Broker {
         }
     }
 
+    /// The serving groups whose pattern matches `type`: kept per type in
+    /// `types` as the plain groups are (a request's type is found there by
+    /// its bytes, and put in as a publish's is), so a request does not walk
+    /// the trie or make a list.
+    func servingGroupsMatching(_ type: EventType) -> [QueueGroup] {
+        var name = type.name
+        guard let entry = name.withUTF8({ types.entry(for: UnsafeRawBufferPointer($0)) }) else { return serveGroups.matches(type) }
+        return types.groups(entry, in: serveGroups, serving: true)
+    }
+
     // MARK: Keys
+
+    /// A publish with `key` (from `perform`): its event carries the key
+    /// after the publisher's identity (`,"key":"k"`), and each group picks
+    /// the key's member. Out of line: the common publish has no code for it.
+    @inline(never)
+    func publishKeyed(_ request: PublishRequest, key: JSONToken, frame: UnsafeRawBufferPointer, req: UnsafeRawBufferPointer?, from publisher: Connection) {
+        let token = UnsafeRawBufferPointer(rebasing: frame[key.start..<key.end])
+        Broker.identity(publisher, key: token).withUnsafeBytes { identity in
+            publishKey = PublishKey(token: token, identity: identity)
+            defer { publishKey = nil }
+            publish(request, frame: frame, req: req, from: publisher)
+        }
+    }
+
+    /// A connection's `EventStamp.identity` (`,"pid":P,"uid":U,"gid":G`),
+    /// with `,"key":` and the raw key token after it when there is one.
+    static func identity(_ connection: Connection, key: UnsafeRawBufferPointer?) -> [UInt8] {
+        var identity = Array(connection.identity.eventIdentity.bytes)
+        if let key {
+            identity.append(contentsOf: ",\"key\":".utf8)
+            identity.append(contentsOf: key)
+        }
+        return identity
+    }
 
     /// The member a key hashes to among those that may receive the event
     /// (rendezvous hashing: the highest `mix64(keyHash ^ salt)`). O(members).
@@ -396,4 +439,12 @@ extension Broker {
         h ^= h >> 33
         return h
     }
+}
+
+/// (1.3) The key of a keyed publish while it is routed: its raw string
+/// token (hashed by each group) and the publisher's identity with
+/// `,"key":` and the token after it (what its event frame carries).
+struct PublishKey {
+    var token: UnsafeRawBufferPointer
+    var identity: UnsafeRawBufferPointer
 }

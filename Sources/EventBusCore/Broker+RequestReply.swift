@@ -98,8 +98,9 @@ extension Broker {
         for token in Array(connection.requests.serving) { withdraw(token, from: connection, because: .behind) }
     }
 
-    /// Takes back one token; the requester gets `no_reply` once no server is left.
-    private func withdraw(_ token: ReplyToken, from server: Connection, because loss: ServerLoss) {
+    /// Takes back one token; the requester gets `no_reply` once no server is
+    /// left. (Also from the redelivery of a closing group member's requests.)
+    func withdraw(_ token: ReplyToken, from server: Connection, because loss: ServerLoss) {
         guard let request = requests.withdraw(token, from: server, because: loss), request.tokens.isEmpty else { return }
         let message = request.noReplyMessage
         requests.finish(request)
@@ -290,17 +291,18 @@ extension Broker {
         let content = EventContent(publish, frame: frame, typeBytes: nil)
         let time = writer.timestamps.bytes(nanosecondsSinceEpoch: now.wallNanoseconds)
         var name = publish.type.name
-        return name.withUTF8 { type in
+        // (1.3) A keyed request's frame carries its key after the identity.
+        let identity = Broker.identity(requester, key: publish.key.map { UnsafeRawBufferPointer(rebasing: frame[$0.start..<$0.end]) })
+        return name.withUTF8 { type in identity.withUnsafeBytes { identity in
             let parts = FrameEncoder.EventBytes(
                 seq: seq, type: UnsafeRawBufferPointer(type), time: time,
                 source: content.source ?? requester.session.eventSource.bytes, id: content.id,
-                idPrefix: writer.eventIDPrefix.bytes, identity: requester.identity.eventIdentity.bytes, origin: nil, data: content.data,
-                key: content.key)
+                idPrefix: writer.eventIDPrefix.bytes, identity: identity, origin: nil, data: content.data)
             let bound = FrameEncoder.eventByteCountUpperBound(parts)
             return [UInt8](unsafeUninitializedCapacity: bound) { buffer, count in
                 count = FrameEncoder.writeEvent(parts, into: UnsafeMutableRawPointer(buffer.baseAddress!), capacity: bound).count
             }
-        }
+        } }
     }
 
     // MARK: Answering

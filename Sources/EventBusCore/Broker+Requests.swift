@@ -19,7 +19,13 @@ extension Broker {
         case .publish(let publish):
             // (1.2) Held, the event waits unrouted: no seq, queued to no one.
             if mayHaveToHold(frame, connection), holdIfBlocked(frame, publish, entry: nil, publisher: connection) { return }
-            self.publish(publish, frame: frame, req: req, from: connection)
+            // (1.3) A keyed publish out of line (Broker+Groups.swift): the
+            // common one carries no key.
+            if let key = publish.key {
+                publishKeyed(publish, key: key, frame: frame, req: req, from: connection)
+            } else {
+                self.publish(publish, frame: frame, req: req, from: connection)
+            }
         case .subscribe(let subscribe):
             if let group = subscribe.group {
                 subscribeGroup(subscribe, name: group, req: req, from: connection)
@@ -172,7 +178,8 @@ extension Broker {
         var delivered = fanOut(seq: seq, type: request.type, entry: typeEntry, publisher: publisher, built: kept) {
             buildEvent(seq: seq, content, of: request.type, publisher: publisher)
         }
-        if _slowPath(groupsInUse != 0) { delivered &+= routeToGroups(seq: seq, type: request.type, entry: typeEntry, publisher: publisher, key: content.key) }
+        // (1.3) One member of each queue group (Broker+Groups.swift): one comparison while there is none.
+        if _slowPath(groupsInUse != 0) { delivered &+= routeToGroups(seq: seq, type: request.type, entry: typeEntry, publisher: publisher, key: publishKey?.token) }
         replyOKIfAsked(to: publisher, req: req) { out in
             FrameEncoder.appendField("seq", int: seq, to: &out)
             FrameEncoder.appendField("delivered", int: delivered, to: &out)
@@ -227,7 +234,6 @@ extension Broker {
             }
             if offer(event!, seq: seq, publisher: uid, to: subscriber) { delivered += 1 }
         }
-        // (1.3) One member of each queue group (Broker+Groups.swift); nothing while there is none.
         if types.splitsParked { countParked(type, entry: entry, publisher: publisher) }
         if alreadyDropping > 0 {
             statistics.dropped += alreadyDropping
@@ -272,8 +278,11 @@ extension Broker {
     /// Writes a publish's event frame once (`EventWriter.buildEvent`, EventWriter.swift).
     /// - Parameter type: the event's type, whose bytes are written when
     ///   `content` has none.
+    /// (1.3) A keyed publish (`publishKey`, set by `publishKeyed` only
+    /// while it routes) writes the identity with the key after it.
     func buildEvent(seq: UInt64, _ content: EventContent, of type: EventType, publisher: Connection) -> EventFrame {
-        writer.buildEvent(seq: seq, content, of: type, publisher: publisher, wallNanoseconds: now.wallNanoseconds, history: &retention.history)
+        writer.buildEvent(seq: seq, content, of: type, publisher: publisher, identity: publishKey?.identity ?? publisher.identity.eventIdentity.bytes,
+                          wallNanoseconds: now.wallNanoseconds, history: &retention.history)
     }
 
     /// Writes one of the broker's own events once (`EventWriter.makeEvent`).

@@ -149,12 +149,14 @@ public final class Broker {
     /// Broker+Groups.swift): of plain subscriptions, and of serving ones.
     let groups = GroupIndex()
     let serveGroups = GroupIndex()
-    /// (1.3) The frame `fanOut` just routed while groups exist, for
-    /// `routeToGroups` right after it (its chunk kept in `writer.builtChunk`).
-    var groupEvent: EventFrame? = nil
     /// (1.3) `groups.count`, as a plain stored number: the one comparison an
     /// event pays while no queue group exists (kept by `joinGroup`/`leaveGroup`).
     var groupsInUse = 0
+    /// (1.3) The frame `fanOut` just routed while groups exist, for
+    /// `routeToGroups` right after it (its chunk kept in `writer.builtChunk`).
+    var groupEvent: EventFrame? = nil
+    /// (1.3) The key of the keyed publish being routed (`publishKeyed`), nil otherwise.
+    var publishKey: PublishKey? = nil
     /// (1.3) The mark of the request being routed (`ConnectionGroups.chosen`):
     /// a server is taken once per request without scanning the list.
     var requestMark: UInt64 = 0

@@ -41,9 +41,12 @@ struct EventTypeTable {
         /// The type's per-type counters (TypeCounters.swift), `TypeCounters.none` until counted.
         var counter: TypeCounters.Ref = TypeCounters.none
         /// (1.3) The queue groups matching the type at `GroupIndex.version`
-        /// `groupsVersion` (QueueGroups.swift; asked only while groups exist).
+        /// `groupsVersion` (QueueGroups.swift; asked only while groups exist),
+        /// and the serving groups (for requests) likewise.
         var groups: [QueueGroup] = []
         var groupsVersion: UInt64 = 0
+        var servingGroups: [QueueGroup] = []
+        var servingGroupsVersion: UInt64 = 0
     }
 
     /// The bytes of a type reduced to what finds and identifies its entry.
@@ -132,15 +135,44 @@ struct EventTypeTable {
         return routes
     }
 
-    /// (1.3) The queue groups whose pattern matches entry `i`'s type, from
-    /// the group index when the list kept is older than its last change.
-    mutating func groups(_ i: Int, in index: GroupIndex) -> [QueueGroup] {
+    /// (1.3) The queue groups whose pattern matches entry `i`'s type (the
+    /// serving ones with `serving`), from the group index when the list kept
+    /// is older than its last change. A list holds each matching group once,
+    /// so the lists of all entries hold at most `capacity` references per
+    /// group (what `Broker.groupMemberCost` charges a membership).
+    mutating func groups(_ i: Int, in index: GroupIndex, serving: Bool = false) -> [QueueGroup] {
+        if serving {
+            if entries[i].servingGroupsVersion != index.version {
+                entries[i].servingGroups = index.matches(entries[i].type.unsafelyUnwrapped)
+                entries[i].servingGroupsVersion = index.version
+            }
+            return entries[i].servingGroups
+        }
         if entries[i].groupsVersion != index.version {
             entries[i].groups = index.matches(entries[i].type.unsafelyUnwrapped)
             entries[i].groupsVersion = index.version
         }
         return entries[i].groups
     }
+
+    /// (1.3) Lets go of every group list kept (the last group of an index
+    /// ended: what the lists hold is stale, and the memory goes back at
+    /// once, not when each type is next published). O(capacity), once per
+    /// time the groups run out.
+    mutating func dropGroupLists(serving: Bool) {
+        for i in entries.indices {
+            if serving {
+                entries[i].servingGroups = []
+                entries[i].servingGroupsVersion = 0
+            } else {
+                entries[i].groups = []
+                entries[i].groupsVersion = 0
+            }
+        }
+    }
+
+    /// Entries in all (a power of two).
+    var capacity: Int { entries.count }
 
     /// The parked part of entry `i`'s list (valid as `routes(i, in:)` last made it).
     @inline(__always)

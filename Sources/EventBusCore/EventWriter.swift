@@ -49,8 +49,10 @@ struct EventWriter: ~Copyable {
     ///   - type: the event's type, whose bytes are written when `content` has none.
     ///   - wallNanoseconds: the event's `time`, ns since the Unix epoch.
     ///   - history: the ring whose arena end takes the frame while it is on.
+    ///   - identity: the publisher's `EventStamp.identity`, (1.3) with
+    ///     `,"key":"k"` after it for a keyed publish.
     @inline(__always)
-    mutating func buildEvent(seq: UInt64, _ content: EventContent, of type: EventType, publisher: Connection,
+    mutating func buildEvent(seq: UInt64, _ content: EventContent, of type: EventType, publisher: Connection, identity: UnsafeRawBufferPointer,
                              wallNanoseconds: Int64, history: inout HistoryRing) -> EventFrame {
         let time = timestamps.bytes(nanosecondsSinceEpoch: wallNanoseconds)
         let digits = seqText.text(for: seq)
@@ -58,8 +60,8 @@ struct EventWriter: ~Copyable {
             makeEvent(FrameEncoder.EventBytes(
                 seq: seq, type: typeBytes, time: time,
                 source: content.source ?? publisher.session.eventSource.bytes, id: content.id,
-                idPrefix: eventIDPrefix.bytes, identity: publisher.identity.eventIdentity.bytes, origin: content.origin, data: content.data,
-                seqText: digits, key: content.key), history: &history)
+                idPrefix: eventIDPrefix.bytes, identity: identity, origin: content.origin, data: content.data,
+                seqText: digits), history: &history)
         }
         if let typeBytes = content.type { return build(typeBytes) }
         var name = type.name
@@ -115,8 +117,6 @@ struct EventContent {
     var id: UnsafeRawBufferPointer?
     var data: UnsafeRawBufferPointer?
     var origin: UnsafeRawBufferPointer?
-    /// (1.3) The raw `key` string token (PROTOCOL.md "Queue groups").
-    var key: UnsafeRawBufferPointer?
 
     @inline(__always)
     init(_ request: PublishRequest, frame: UnsafeRawBufferPointer, typeBytes: UnsafeRawBufferPointer?) {
@@ -128,7 +128,6 @@ struct EventContent {
         id = slice(request.id)
         data = slice(request.data)
         origin = slice(request.origin)
-        key = slice(request.key)
     }
 
 }

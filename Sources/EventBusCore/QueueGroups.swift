@@ -18,6 +18,7 @@
 // its bit is clear and it is in its connection's `groups.blocked` list.
 // Whatever changes what `GroupIndex.matches` returns moves `version` (the
 // type table keeps those lists while it stands).
+import EventBusPolicy
 import EventBusProtocol
 
 /// Which group (PROTOCOL.md "Queue groups": the connection's uid, the
@@ -39,8 +40,9 @@ final class GroupMember {
     /// connection that leaves and joins again takes back the same keys).
     let salt: UInt64
     /// The policy denies the connection some of the pattern's types
-    /// (`filtered: true`): those are never given to it.
-    var isFiltered = false
+    /// (`filtered: true`): those are never given to it. Set only through
+    /// `QueueGroup.setFiltered` (the group counts them).
+    fileprivate(set) var isFiltered = false
     /// Its bit is clear (it was found unable to take an event) and it is in
     /// its connection's `groups.blocked` list until the connection writes.
     var isBlocked = false
@@ -76,8 +78,50 @@ final class QueueGroup {
     var position = 0
     var node: PatternTrieNode<QueueGroup>? = nil
     var isTail = false
+    /// Members whose pattern is filtered, and the one policy view they all
+    /// have while they share one (`deniesEveryMember`).
+    private(set) var filteredCount = 0
+    private var filterView: PolicyView? = nil
+    private var filterViewsDiffer = false
 
     init(key: GroupKey) { self.key = key }
+
+    /// Marks a member filtered or not (at its join, and at a policy reload:
+    /// `refiltered` registers its new view; views that differ are noted
+    /// until no member is filtered).
+    func setFiltered(_ member: GroupMember, _ filtered: Bool) {
+        guard member.isFiltered != filtered else { return }
+        member.isFiltered = filtered
+        if filtered {
+            filteredCount += 1
+            if filterView == nil { filterView = member.connection.policy } else if filterView !== member.connection.policy { filterViewsDiffer = true }
+        } else {
+            filteredCount -= 1
+            if filteredCount == 0 { forgetFilterViews() }
+        }
+    }
+
+    /// A reload gave a filtered member a new policy view.
+    func refiltered(_ member: GroupMember) {
+        setFiltered(member, false)
+        setFiltered(member, true)
+    }
+
+    private func forgetFilterViews() {
+        filterView = nil
+        filterViewsDiffer = false
+    }
+
+    /// Whether no member may be given `type` at all because the policy
+    /// hides it from every one of them: every member filtered, through one
+    /// policy view (one check, instead of one per member: members of
+    /// another uid's group that may not see a publisher's type cost it
+    /// nothing per member). False when it cannot tell so cheaply.
+    @inline(__always)
+    func deniesEveryMember(_ type: EventType) -> Bool {
+        guard filteredCount != 0, filteredCount == count, !filterViewsDiffer, let view = filterView else { return false }
+        return !(key.serve ? view.serve(type).isAllowed : view.receive(type).isAllowed)  // as `Broker.mayTake`
+    }
 
     var isEmpty: Bool { count == 0 }
     var slotCount: Int { slots.count }
@@ -101,6 +145,10 @@ final class QueueGroup {
         ready.remove(member.slot)
         slots[member.slot] = nil
         member.isActive = false
+        if member.isFiltered {
+            filteredCount -= 1
+            if filteredCount == 0 { forgetFilterViews() }
+        }
         count -= 1
         if count == 0 {
             slots.removeAll()

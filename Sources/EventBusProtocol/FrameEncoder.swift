@@ -195,13 +195,13 @@ public enum FrameEncoder {
         public var id: UnsafeRawBufferPointer?
         /// `"<instance>-` (`EventStamp.idPrefix`).
         public var idPrefix: UnsafeRawBufferPointer
-        /// `,"pid":1,"uid":0,"gid":0` (`EventStamp.identity`).
+        /// `,"pid":1,"uid":0,"gid":0` (`EventStamp.identity`); (1.3) for an
+        /// event published with `key` (PROTOCOL.md "Queue groups": events
+        /// that had one carry it), `,"key":"k"` follows in the same bytes, so
+        /// an event without one pays nothing for it.
         public var identity: UnsafeRawBufferPointer
         /// (1.1) A bridge's raw `origin` object, or nil for none.
         public var origin: UnsafeRawBufferPointer?
-        /// (1.3) The publisher's raw `key` string token, or nil for none
-        /// (PROTOCOL.md "Queue groups": events that had one carry it).
-        public var key: UnsafeRawBufferPointer?
         /// The raw `data` token, or nil for `null`.
         public var data: UnsafeRawBufferPointer?
         /// `seq`'s decimal digits when the caller has them already (the
@@ -211,9 +211,8 @@ public enum FrameEncoder {
         @inlinable
         public init(seq: UInt64, type: UnsafeRawBufferPointer, time: TimestampBytes, source: UnsafeRawBufferPointer, id: UnsafeRawBufferPointer?,
                     idPrefix: UnsafeRawBufferPointer, identity: UnsafeRawBufferPointer, origin: UnsafeRawBufferPointer?, data: UnsafeRawBufferPointer?,
-                    seqText: UnsafeRawBufferPointer? = nil, key: UnsafeRawBufferPointer? = nil) {
+                    seqText: UnsafeRawBufferPointer? = nil) {
             self.seq = seq
-            self.key = key
             self.seqText = seqText
             self.type = type
             self.time = time
@@ -402,7 +401,7 @@ extension FrameEncoder {
         // 91 bytes of fixed text and time, two seqs of at most 20 digits,
         // and the writer's slack (`RawWriter.slack`).
         RawWriter.slack + 131 + e.type.count + e.source.count + (e.id?.count ?? e.idPrefix.count + 21) + e.identity.count
-            + (e.origin.map { $0.count + 10 } ?? 0) + (e.key.map { $0.count + 7 } ?? 0) + (e.data?.count ?? 4)
+            + (e.origin.map { $0.count + 10 } ?? 0) + (e.data?.count ?? 4)
     }
 
     /// Writes one event frame to `destination`, which holds `capacity` bytes
@@ -410,7 +409,7 @@ extension FrameEncoder {
     /// against `capacity`, and one past it stops the process): the broker
     /// builds each event once, in place, with this.
     /// `{"op":"event","seq":42,"type":"t","time":"...","source":"s","id":"i","pid":1,"uid":0,"gid":0,"data":...}\n`,
-    /// with (1.3) `"key":"k"` after `gid` and `"origin":{...}` before `data` when the event has them.
+    /// with (1.3) `"key":"k"` after `gid` (in `identity`) and `"origin":{...}` before `data` when the event has them.
     /// - Returns: what it wrote (length, where the type is).
     public static func writeEvent(_ e: EventBytes, into destination: UnsafeMutableRawPointer, capacity: Int) -> WrittenEvent {
         var w = RawWriter(destination, capacity: capacity)
@@ -436,10 +435,6 @@ extension FrameEncoder {
             w.put(0x22)
         }
         w.put(e.identity)
-        if let key = e.key {
-            w.put(",\"key\":")
-            w.put(key)
-        }
         if let origin = e.origin {
             w.put(",\"origin\":")
             w.put(origin)

@@ -66,7 +66,7 @@ struct EventWriterTests {
             }
             let content = EventContent(request, frame: raw, typeBytes: nil)
             for seq: UInt64 in [8, 9, 10, 11, 99, 100, 5] {
-                let frame = writer.buildEvent(seq: seq, content, of: request.type, publisher: publisher,
+                let frame = writer.buildEvent(seq: seq, content, of: request.type, publisher: publisher, identity: publisher.identity.eventIdentity.bytes,
                                               wallNanoseconds: 1_700_000_001_234_000_000, history: &history)
                 #expect(String(decoding: frame.bytes, as: UTF8.self)
                     == #"{"op":"event","seq":\#(seq),"type":"a.b","time":"2023-11-14T22:13:21.234Z","source":"pid/4242","id":"0123456789abcdef-\#(seq)","pid":4242,"uid":1000,"gid":1000,"data":{"x":1}}"# + "\n")

@@ -288,4 +288,51 @@ struct QueueGroupFlowTests {
             #expect(QueueGroupFlowTests.dropped(reads.flatMap(\.value) + later.joined()) == 0)
         }
     }
+
+    @Test("A serving member that closes with requests of its group queued but not yet written at all: another member gets each, with a new token, the time left and redelivered: true; a partly written one gets no_reply")
+    func aClosingServersUnwrittenRequestsAreRedelivered() throws {
+        try withBroker { broker in
+            // C first in join order, then A and B: requests 0..5 go C, A, B, C, A, B.
+            let servers = try (0..<3).map { _ in try broker.connect() }
+            for server in servers {
+                try server.ok(#"{"op":"subscribe","type":"svc.>","serve":true,"group":"pool","req":"s"}"#)
+            }
+            let (closing, readers) = (servers[0], Array(servers[1...]))
+            // 600 KB each: more than a socket buffer holds, so the closing
+            // member's first request is partly written and its second not at all.
+            let pad = String(repeating: "x", count: 600_000)
+            let requester = try broker.connect()
+            for n in 0..<6 {
+                try requester.send(#"{"op":"request","type":"svc.job","data":{"n":\#(n),"p":"\#(pad)"},"timeout":60000,"req":\#(n)}"#)
+            }
+            #expect(try requester.settle().isEmpty, "every request reached a server")
+            closing.close()
+            let observer = try broker.connect()
+            try waitUntil("the broker to forget the closed member") { try observer.stats().int("connections") == 4 }
+            var given: [Int: Frame] = [:]
+            for reader in readers {
+                for frame in try reader.settle() where frame.op == "request" {
+                    let n = frame.object("data")?["n"] as? Int ?? -1
+                    given[n] = frame
+                    let accepted = try reader.ok(#"{"op":"reply","to":"\#(frame.string("reply") ?? "")","data":\#(n),"req":"r"}"#)
+                    #expect(accepted.bool("accepted") == true, "reply to \(n): \(accepted)")
+                }
+            }
+            #expect(given.keys.sorted() == [1, 2, 3, 4, 5], "the two left got their own and the closed member's unwritten one")
+            let redelivered = given.filter { $0.value.bool("redelivered") == true }.map(\.key)
+            #expect(redelivered == [3], "only request 3 comes redelivered: \(redelivered)")
+            if let again = given[3] {
+                let timeout = again.int("timeout") ?? 0
+                #expect(timeout > 0 && timeout <= 60000, "the time left: \(timeout)")
+            }
+            var answers: [Int: Frame] = [:]
+            for frame in try requester.readFrames(count: 6, timeout: .seconds(60)) {
+                if case .integer(let n) = frame.req { answers[n] = frame }
+            }
+            #expect(answers[0]?.string("code") == "no_reply", "the partly written request: \(String(describing: answers[0]))")
+            for n in 1..<6 {
+                #expect(answers[n]?.op == "ok" && answers[n]?.object("reply")?["data"] as? Int == n, "answer \(n): \(String(describing: answers[n]))")
+            }
+        }
+    }
 }

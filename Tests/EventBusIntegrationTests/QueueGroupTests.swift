@@ -167,6 +167,15 @@ struct QueueGroupTests {
             #expect(try publisher.publish("open.y").delivered == 1)
             #expect(try member.settle().map(\.type) == ["open.y"])
             #expect(try member.stats().object("me")?["subscriptions"] as? Int == 1)
+            // Two members filtered through one view: a hidden type goes to
+            // neither (one policy check for the group), the others in turn.
+            let second = try broker.connect()
+            #expect(try QueueGroupTests.join(second, ">", group: "w").int("members") == 2)
+            #expect(try publisher.publish("secret.z").delivered == 0)
+            #expect(try publisher.publish("open.z").delivered == 1)
+            #expect(try publisher.publish("open.w").delivered == 1)
+            let got = [try member.settle().compactMap(\.type), try second.settle().compactMap(\.type)]
+            #expect(got.allSatisfy { $0.count == 1 } && got.joined().sorted() == ["open.w", "open.z"], "\(got)")
         }
     }
 
@@ -184,6 +193,22 @@ struct QueueGroupTests {
             try QueueGroupTests.join(client, "b.>", group: "w")
             let stats = try client.stats()
             #expect(stats.int("subscriptions") == 2 && (stats.object("me")?["subscription_bytes"] as? Int ?? 0) > 0, "\(stats)")
+        }
+    }
+
+    @Test("A membership is charged its group's share of the per-type group lists (8 bytes per type table entry) beyond a subscription's cost")
+    func aMembershipIsChargedItsGroupListShare() throws {
+        try withBroker { broker in
+            let client = try broker.connect()
+            func bytes() throws -> Int { try client.stats().object("me")?["subscription_bytes"] as? Int ?? -1 }
+            let none = try bytes()
+            try client.subscribe("a.>")
+            let plain = try bytes() - none
+            try QueueGroupTests.join(client, "a.>", group: "w")
+            let member = try bytes() - none - plain
+            #expect(plain > 0 && member >= plain + 8 * 1024, "plain \(plain) bytes, membership \(member) bytes")
+            try client.ok(#"{"op":"unsubscribe","type":"a.>","group":"w","req":"u"}"#)
+            #expect(try bytes() - none == plain, "leaving gives it back")
         }
     }
 
