@@ -192,6 +192,7 @@ extension Broker {
         let timeout = UInt64(max(1, (left &+ 999_999) / 1_000_000))
         let requester = request.requester
         let uid = requester.credentials.uid
+        requestingUID = uid  // `mayServeMore` (the requester's fair share of a server's tokens)
         let size = frame.count + Broker.requestRedeliveredExtraBytes + OutboundQueue.entryOverheadBytes
         for group in groups where !group.isEmpty && group.key.pattern.matches(request.type) && !served(request, by: group) {
             let chosen: GroupMember?
@@ -208,7 +209,7 @@ extension Broker {
                 }
             }
             guard let server = chosen?.connection, !request.tokens.contains(where: { requests.slots[$0]?.server === server }) else { continue }
-            let newToken = requests.issueToken(for: request, to: server)
+            let newToken = requests.issueToken(for: request, to: server, actor: servingActor(uid, server))
             let out = Broker.redeliveredRequest(frame, token: newToken, timeoutMilliseconds: timeout)
             enqueue(bytes: out, to: server)
             server.accounting.deliveredCount += 1
