@@ -1,7 +1,9 @@
 // Fair read scheduling (PROTOCOL.md "Quotas (1.1)": "the broker serves
 // connections in turn, each turn bounded, fairly per uid"): connections with
 // input wait in one queue per uid; each loop turn gives every uid with input
-// the same slice of the loop's time, reads and the writes of its connections
+// the same slice of the loop's time, its reads and the writes they cause
+// (its replies, and the events it publishes to anyone's subscribers: a flood
+// of a type root subscribes to is paid by the flooder, issue 37)
 // (deficit round robin on measured time:
 // `sharedSliceNanoseconds`, or `soleSliceNanoseconds` for a uid alone),
 // spread round-robin over its connections, a read (at most `readChunkBytes`)
@@ -48,6 +50,11 @@ final class ReadyQueue {
     var isEmpty: Bool { head == records.count }
 
     func append(_ record: ServerConnection) { records.append(record) }
+
+    /// Takes `nanoseconds` of work off its slice (at most one sole slice into debt).
+    func charge(_ nanoseconds: Int64) {
+        deficit = max(deficit - nanoseconds, -BrokerServer.soleSliceNanoseconds)
+    }
 
     func popFirst() -> ServerConnection? {
         guard head < records.count else { return nil }
@@ -111,7 +118,7 @@ extension BrokerServer {
     /// is not in the turns at all).
     func chargeWrite(_ uid: UInt32, nanoseconds: Int64) {
         guard let queue = readyQueues[uid], queue.active else { return }
-        queue.deficit = max(queue.deficit - nanoseconds, -BrokerServer.soleSliceNanoseconds)
+        queue.charge(nanoseconds)
     }
 
     /// Whether some connection waits to be read.
@@ -157,10 +164,10 @@ extension BrokerServer {
                 // uids share the turn, a connection that is ready again (it
                 // pipelines: its input is not all read) has its writes made
                 // every `readsPerSharedFlush` reads and at the end of the
-                // service. `flushPending` charges its writes to their uids itself.
+                // service. The writes are charged to `queue`: its reads caused them.
                 unflushedReads += 1
                 if !pendingFlush.isEmpty && (!shared || !record.ready || unflushedReads >= BrokerServer.readsPerSharedFlush) {
-                    flushPending()
+                    flushPending(chargingTo: queue)
                     unflushedReads = 0
                     start = Clock.monotonicNanoseconds()
                 }
@@ -172,7 +179,7 @@ extension BrokerServer {
                     if activeQueues.count > waiting { preempted = true; break }
                 }
             }
-            if !pendingFlush.isEmpty { flushPending() }  // while `queue` is active: charged to it
+            if !pendingFlush.isEmpty { flushPending(chargingTo: queue) }
             if queue.isEmpty {
                 queue.active = false
                 queue.deficit = 0
