@@ -199,6 +199,12 @@ struct ConnectionInput {
     var inboundProgressAt: Int64 = 0
     /// The client shut down its writing side (EOF read).
     var inputClosed = false
+    /// (issue 37) Bytes handed to its splitter so far, and the scan of the
+    /// large incomplete frame the splitter holds, which began at byte
+    /// `scanFrameStart` of the input (Broker+Scan.swift).
+    var fedBytes = 0
+    var scan: RequestScan? = nil
+    var scanFrameStart = 0
     /// Why it is not read (PROTOCOL.md "Semantics": requests are
     /// back-pressured; "Quotas": inbound budgets); the server was told with
     /// `.pauseReading` when the first reason came, and is told
