@@ -896,6 +896,9 @@ struct Options {
     var attackerUID = 4321
     var victimUID = 4322
     var seconds = 4.0
+    /// `--nice N`: the broker, the attackers and the victims at nice N (on a
+    /// shared machine, so the others' load does not pass for the broker's).
+    var niceness: Int? = nil
 }
 
 /// A running child of this program (a role) or of the broker, with its stdout as lines.
@@ -1054,7 +1057,7 @@ func runDriver(_ options: Options) {
     let seconds = options.seconds
     /// - Parameter cpu: on that CPU only (taskset); the pinned rows put the
     ///   broker and the attackers on CPU 0 and the victim on CPU 1.
-    func asUID(_ uid: Int, _ arguments: [String], cpu: Int? = nil, niceness: Int? = nil) -> Child {
+    func asUID(_ uid: Int, _ arguments: [String], cpu: Int? = nil, niceness: Int? = options.niceness) -> Child {
         let setpriv = ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", me] + arguments
         if let niceness {
             let pinned = cpu.map { ["/usr/bin/taskset", "-c", String($0)] } ?? []
@@ -1071,7 +1074,7 @@ func runDriver(_ options: Options) {
         return v.line(timeout: seconds + 20)
     }
     var brokersStarted = 0
-    func fresh(_ extra: [String], cpu: Int? = nil, niceness: Int? = nil) -> (Broker, String) {
+    func fresh(_ extra: [String], cpu: Int? = nil, niceness: Int? = options.niceness) -> (Broker, String) {
         brokersStarted += 1
         let directory = directory(for: brokersStarted)
         mkdir(directory, 0o755)
@@ -1406,7 +1409,7 @@ func runDriver(_ options: Options) {
                          "cost-keys": "frames of 85k keys", "cost-escapes": "1 MiB of \\u00e9 escapes per frame",
                          "cost-number": "a 1 MiB number per frame", "cost-types": "publishes to random three-segment types",
                          "cost-patterns": "subscribe + unsubscribe of random patterns"][eight ? String(row.dropLast(2)) : row]!
-            let what = eight ? shape.replacingOccurrences(of: "frames", with: "frames on each of 8 connections") : shape
+            let what = shape
             let (broker, _) = fresh([], cpu: brokerCPU)
             let idle1 = requestRate(broker, window: 1), idle256 = requestRate(broker, window: 256)
             let attacker = asUID(options.attackerUID, ["--role", "attacker", row, broker.socket, String(seconds * 2 + 10)], cpu: attackerCPU)
@@ -1915,6 +1918,9 @@ while let arg = args.first {
     case "--broker":
         guard !args.isEmpty else { fail("--broker needs a path") }
         options.broker = args.removeFirst()
+    case "--nice":
+        guard !args.isEmpty, let niceness = Int(args.removeFirst()) else { fail("--nice takes a number") }
+        options.niceness = niceness
     case "--seconds":
         guard !args.isEmpty, let seconds = Double(args.removeFirst()) else { fail("--seconds takes a number") }
         options.seconds = seconds

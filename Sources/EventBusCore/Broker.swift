@@ -332,8 +332,8 @@ public final class Broker {
         now = time
         if bytes.count > 0 { connection.input.inboundProgressAt = time.monotonicNanoseconds }
         // (1.2) A released publisher's held frame comes first, then the input after it.
-        connection.input.fedBytes &+= bytes.count
         if connection.flow.heldFrame != nil && !handleHeldFrame(connection) {
+            connection.input.fedBytes &+= bytes.count
             connection.splitter.keepUnread(bytes)  // (the server does not read a held connection)
             syncInbound(connection)
             return finishStep()
@@ -360,7 +360,9 @@ public final class Broker {
                 return mayReadNextFrame(connection) && (frames & 7 != 0 || !turnIsOver())
             }
         }
-        // (issue 37) A large frame still incomplete is validated as it comes.
+        // (issue 37) A large frame still incomplete is validated as it comes
+        // (`fedBytes` counted after the feed: `usableScan` looks before it).
+        connection.input.fedBytes &+= bytes.count
         if connection.splitter.pending.count >= Broker.scanFromBytes || connection.input.scan != nil { advanceScan(connection) }
         if finished && connection.flow.endPending && connection.flow.heldFrame == nil {
             connection.flow.endPending = false

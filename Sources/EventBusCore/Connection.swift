@@ -151,6 +151,11 @@ public final class Connection {
     /// The broker has input of it that it stopped handling (between frames)
     /// and will handle before new input: the server serves it as readable
     /// once its reading resumes.
+    /// (issue 37) A large frame of it is being validated as it arrives
+    /// (Broker+Scan.swift): the server reads it in smaller pieces, so a
+    /// read's validation is a smaller piece of work.
+    public var isScanningLargeFrame: Bool { input.scan != nil }
+
     public var hasBufferedInput: Bool { splitter.hasBacklog || flow.heldFrame != nil || flow.endPending }
 }
 

@@ -91,6 +91,9 @@ extension BrokerServer {
     /// 46-57 % (61 % per second of broker CPU; docs/RELIABILITY.md "Churn,
     /// third round").
     static let readsPerSharedFlush = 32
+    /// The read size of a connection whose large frame is validated as it
+    /// arrives (`Connection.isScanningLargeFrame`).
+    static let scanningReadBytes = 16 * 1024
 
     /// Puts a connection in its uid's queue (once) if it may be read.
     func markReady(_ record: ServerConnection) {
@@ -220,8 +223,12 @@ extension BrokerServer {
             return
         }
         let result: IOResult<Int>
+        // (issue 37) A large frame being validated as it comes is read 16 KiB
+        // at a time: its validation is the read's work (deep nesting, many
+        // keys: 1-2 ms for 64 KiB, which another uid's request waited for).
+        let buffer = connection.isScanningLargeFrame ? UnsafeMutableRawBufferPointer(rebasing: readBuffer[0..<min(readBuffer.count, BrokerServer.scanningReadBytes)]) : readBuffer
         do {
-            result = try record.fd.read(into: readBuffer)
+            result = try record.fd.read(into: buffer)
         } catch {
             logger.debug("failed to read from connection \(connection.id): \(error); closing it")
             close(record)
@@ -242,7 +249,7 @@ extension BrokerServer {
             apply(broker.receive(connection, UnsafeRawBufferPointer(rebasing: readBuffer[0..<n]), at: currentTime()))
             // A full buffer may leave more; after EPOLLRDHUP the EOF is still to be read;
             // the core may have stopped after `turnBytes` with the rest kept.
-            if n == readBuffer.count || record.peerShutWriting || connection.hasBufferedInput { markReady(record) }
+            if n == buffer.count || record.peerShutWriting || connection.hasBufferedInput { markReady(record) }
         }
     }
 }
