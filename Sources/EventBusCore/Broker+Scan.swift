@@ -74,6 +74,7 @@ extension Broker {
     /// answered as `handle` answers any frame.
     func handle(_ piece: SplitFrame, from connection: Connection, scanned scan: RequestScan) {
         guard case .frame(let frame) = piece else { return handle(piece, from: connection) }
+        scannedFrames &+= 1
         handle(scan.finish(frame), frame, from: connection)
     }
 }

@@ -138,6 +138,9 @@ public final class Broker {
     /// Whether the current piece of work has had its time (the server's
     /// clock; asked every 8 frames while `turnBytes` is bounded).
     public var turnIsOver: () -> Bool = { false }
+    /// (issue 37) Frames answered from a scan made as they arrived
+    /// (Broker+Scan.swift; for tests: that large frames take that path).
+    var scannedFrames = 0
     /// Random id of this broker run (PROTOCOL.md "Events": `instance`).
     public let instance: String
     let startMonotonic: Int64
