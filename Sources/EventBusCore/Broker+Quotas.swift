@@ -114,7 +114,8 @@ extension Broker {
     /// Charges what the connection's splitter holds now (the one place
     /// inbound bytes are counted) and applies the inbound budgets.
     func syncInbound(_ connection: Connection) {
-        let held = connection.isClosed || connection.closing != nil ? 0 : connection.splitter.heldBytes + (connection.flow.heldFrame?.capacity ?? 0)
+        let held = connection.isClosed || connection.closing != nil ? 0
+            : connection.splitter.heldBytes + (connection.flow.heldFrame?.capacity ?? 0) + (connection.input.scan?.heldBytes ?? 0)
         let delta = held - connection.input.inboundCharged
         guard delta != 0 else { return }
         let account = connection.account

@@ -138,6 +138,9 @@ public final class Broker {
     /// Whether the current piece of work has had its time (the server's
     /// clock; asked every 8 frames while `turnBytes` is bounded).
     public var turnIsOver: () -> Bool = { false }
+    /// (issue 37) Frames answered from a scan made as they arrived
+    /// (Broker+Scan.swift; for tests: that large frames take that path).
+    var scannedFrames = 0
     /// Random id of this broker run (PROTOCOL.md "Events": `instance`).
     public let instance: String
     let startMonotonic: Int64
@@ -341,6 +344,7 @@ public final class Broker {
         if bytes.count > 0 { connection.input.inboundProgressAt = time.monotonicNanoseconds }
         // (1.2) A released publisher's held frame comes first, then the input after it.
         if connection.flow.heldFrame != nil && !handleHeldFrame(connection) {
+            connection.input.fedBytes &+= bytes.count
             connection.splitter.keepUnread(bytes)  // (the server does not read a held connection)
             syncInbound(connection)
             return finishStep()
@@ -350,7 +354,9 @@ public final class Broker {
         // server's scheduler decides who is next, so another uid's request
         // waits for at most that much of this connection's input.
         let finished: Bool
-        if turnBytes == .max {
+        if let scan = usableScan(connection) {
+            finished = feed(connection, bytes, scanned: scan)
+        } else if turnBytes == .max {
             finished = connection.splitter.feed(bytes) { piece in
                 handle(piece, from: connection)
                 return mayReadNextFrame(connection)
@@ -365,6 +371,10 @@ public final class Broker {
                 return mayReadNextFrame(connection) && (frames & 7 != 0 || !turnIsOver())
             }
         }
+        // (issue 37) A large frame still incomplete is validated as it comes
+        // (`fedBytes` counted after the feed: `usableScan` looks before it).
+        connection.input.fedBytes &+= bytes.count
+        if connection.splitter.pending.count >= Broker.scanFromBytes || connection.input.scan != nil { advanceScan(connection) }
         if finished && connection.flow.endPending && connection.flow.heldFrame == nil {
             connection.flow.endPending = false
             finishInput(connection)
@@ -394,10 +404,17 @@ public final class Broker {
     /// End of input once every frame before it was handled: a last frame
     /// without LF, then the half-close rule.
     private func finishInput(_ connection: Connection) {
+        var scan = usableScan(connection)
         connection.splitter.finish { piece in
-            handle(piece, from: connection)
+            if let scanned = scan {
+                scan = nil
+                handle(piece, from: connection, scanned: scanned)
+            } else {
+                handle(piece, from: connection)
+            }
             return connection.closing == nil && !connection.isClosed && connection.flow.heldFrame == nil
         }
+        connection.input.scan = nil
         if connection.flow.heldFrame != nil || connection.splitter.hasBacklog {
             connection.flow.endPending = true  // held by its last frame
             return
@@ -425,14 +442,18 @@ public final class Broker {
                         typeEntry: entry, typeBytes: tokens.typeBytes(in: frame))
                 return
             }
-            let decoded = RequestDecoder.decode(frame)
-            let req = decoded.req.map { UnsafeRawBufferPointer(rebasing: frame[$0.start..<$0.end]) }
-            switch decoded.request {
-            case .failure(let error):
-                reply(to: connection, req: req, error: error)
-            case .success(let request):
-                perform(request, frame: frame, req: req, from: connection)
-            }
+            handle(RequestDecoder.decode(frame), frame, from: connection)
+        }
+    }
+
+    /// A decoded frame: its error answered, or its request carried out.
+    func handle(_ decoded: DecodedFrame, _ frame: UnsafeRawBufferPointer, from connection: Connection) {
+        let req = decoded.req.map { UnsafeRawBufferPointer(rebasing: frame[$0.start..<$0.end]) }
+        switch decoded.request {
+        case .failure(let error):
+            reply(to: connection, req: req, error: error)
+        case .success(let request):
+            perform(request, frame: frame, req: req, from: connection)
         }
     }
 

@@ -154,6 +154,11 @@ public final class Connection {
     /// The broker has input of it that it stopped handling (between frames)
     /// and will handle before new input: the server serves it as readable
     /// once its reading resumes.
+    /// (issue 37) A large frame of it is being validated as it arrives
+    /// (Broker+Scan.swift): the server reads it in smaller pieces, so a
+    /// read's validation is a smaller piece of work.
+    public var isScanningLargeFrame: Bool { input.scan != nil }
+
     public var hasBufferedInput: Bool { splitter.hasBacklog || flow.heldFrame != nil || flow.endPending }
 }
 
@@ -202,6 +207,12 @@ struct ConnectionInput {
     var inboundProgressAt: Int64 = 0
     /// The client shut down its writing side (EOF read).
     var inputClosed = false
+    /// (issue 37) Bytes handed to its splitter so far, and the scan of the
+    /// large incomplete frame the splitter holds, which began at byte
+    /// `scanFrameStart` of the input (Broker+Scan.swift).
+    var fedBytes = 0
+    var scan: RequestScan? = nil
+    var scanFrameStart = 0
     /// Why it is not read (PROTOCOL.md "Semantics": requests are
     /// back-pressured; "Quotas": inbound budgets); the server was told with
     /// `.pauseReading` when the first reason came, and is told

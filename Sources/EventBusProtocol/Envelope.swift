@@ -41,12 +41,31 @@ struct EnvelopeFields {
     private var tokens: KeyedTokens<EnvelopeKey>
     /// The first key (in frame order) that appeared twice.
     private var firstDuplicate: JSONToken? = nil
+    /// The keys not in `EnvelopeKey`, for the duplicate check.
+    private var unknown = UnknownKeys()
 
     /// Reads the frame's top-level members into `tokens`.
     /// - Throws: `ProtocolError` `bad_frame` when the frame is not one JSON object.
     init(_ frame: UnsafeRawBufferPointer, into tokens: KeyedTokens<EnvelopeKey>) throws(ProtocolError) {
         self.tokens = tokens
         try scan(frame)
+    }
+
+    /// Empty, for members handed in one at a time (`take`, then
+    /// `finishMembers`): a frame read as it arrives (RequestScan.swift).
+    init(collectingInto tokens: KeyedTokens<EnvelopeKey>) {
+        self.tokens = tokens
+    }
+
+    /// Bytes it holds beyond its own size (the unknown keys collected).
+    var heldBytes: Int { unknown.heldBytes }
+
+    /// The `bad_frame` error for a frame that is not one JSON object.
+    static func frameError(_ error: JSONObject.ReadError) -> ProtocolError {
+        switch error {
+        case .notAnObject: ProtocolError(.badFrame, "frame must be a JSON object")
+        case .syntax(let error): ProtocolError(.badFrame, "invalid JSON: \(error)")
+        }
     }
 
 
@@ -64,28 +83,34 @@ struct EnvelopeFields {
 
     private mutating func scan(_ frame: UnsafeRawBufferPointer) throws(ProtocolError) {
         let keys = EnvelopeKey.table.lookup
-        var unknown = UnknownKeys()
         do throws(JSONObject.ReadError) {
-            try JSONObject.scan(frame, lineSafe: true) { key, value in
-                let position: Int
-                if case .string(escaped: false) = key.kind {
-                    guard let known = keys.position(of: key, in: frame) else { return unknown.insertPlain(key, in: frame) }
-                    position = known
-                } else {
-                    // Decoded once: to tell a known key, and to keep an unknown one.
-                    guard let known = unknown.insertEscaped(key, in: frame, known: { name in
-                        keys.position(at: name.baseAddress.unsafelyUnwrapped, count: name.count, readable: name.count)
-                    }) else { return }
-                    position = known
-                }
-                if !tokens.record(position, value), firstDuplicate == nil { firstDuplicate = key }
-            }
+            try JSONObject.scan(frame, lineSafe: true) { key, value in take(key, value, in: frame, keys: keys) }
         } catch {
-            switch error {
-            case .notAnObject: throw ProtocolError(.badFrame, "frame must be a JSON object")
-            case .syntax(let error): throw ProtocolError(.badFrame, "invalid JSON: \(error)")
-            }
+            throw EnvelopeFields.frameError(error)
         }
+        finishMembers(in: frame)
+    }
+
+    /// Takes one top-level member (the frame's bytes up to its end at least).
+    /// - Parameter keys: `EnvelopeKey.table.lookup`, copied out once per frame.
+    @inline(__always)
+    mutating func take(_ key: JSONToken, _ value: JSONToken, in frame: UnsafeRawBufferPointer, keys: KeyLookup) {
+        let position: Int
+        if case .string(escaped: false) = key.kind {
+            guard let known = keys.position(of: key, in: frame) else { return unknown.insertPlain(key, in: frame) }
+            position = known
+        } else {
+            // Decoded once: to tell a known key, and to keep an unknown one.
+            guard let known = unknown.insertEscaped(key, in: frame, known: { name in
+                keys.position(at: name.baseAddress.unsafelyUnwrapped, count: name.count, readable: name.count)
+            }) else { return }
+            position = known
+        }
+        if !tokens.record(position, value), firstDuplicate == nil { firstDuplicate = key }
+    }
+
+    /// After the last member: the duplicate check of the other keys.
+    mutating func finishMembers(in frame: UnsafeRawBufferPointer) {
         // The earliest repeat in frame order, of a known key or of another.
         if let repeated = unknown.firstDuplicate(in: frame), firstDuplicate.map({ repeated.start < $0.start }) ?? true {
             firstDuplicate = repeated

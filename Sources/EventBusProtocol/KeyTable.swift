@@ -179,7 +179,9 @@ struct KeyedTokens<Key: FrameKey> {
     private var present: UInt32 = 0
     private var duplicates: UInt32 = 0
 
-    private init(storage: UnsafeMutablePointer<JSONToken>) { self.storage = storage }
+    /// A set whose `capacity` slots are at `storage` (which must outlive it):
+    /// `withEmpty`'s, or a `RequestScan`'s for the life of a frame.
+    init(storage: UnsafeMutablePointer<JSONToken>) { self.storage = storage }
 
     /// Calls `body` with an empty set whose storage is on the stack for the
     /// call only. (A `Key` with more than `capacity` cases traps in

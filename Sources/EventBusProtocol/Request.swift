@@ -191,6 +191,12 @@ public enum RequestDecoder {
         } catch {
             return DecodedFrame(req: nil, request: .failure(error))
         }
+        return decoded(frame, fields)
+    }
+
+    /// The request of a frame whose envelope was read (`decode`, or a
+    /// frame read as it arrived: RequestScan.swift): one code for both.
+    static func decoded(_ frame: UnsafeRawBufferPointer, _ fields: EnvelopeFields) -> DecodedFrame {
         var req: JSONToken? = nil
         if let token = fields[.req] {
             guard !fields.duplicated(.req), isValidRequestID(frame, token) else {

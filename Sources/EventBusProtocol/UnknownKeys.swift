@@ -32,6 +32,9 @@ struct UnknownKeys {
     /// The decoded bytes of the last key written with escapes (one buffer per frame).
     private var decoded: [UInt8] = []
 
+    /// Bytes it holds (a `RequestScan` is charged them).
+    var heldBytes: Int { entries.capacity * MemoryLayout<Entry>.stride + decoded.capacity }
+
     /// Per-process random seed of the hash.
     private static let processSeed = UInt64.random(in: 1 ... .max)
     private let seed = UnknownKeys.processSeed

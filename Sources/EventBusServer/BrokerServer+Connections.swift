@@ -172,28 +172,61 @@ extension BrokerServer {
 
     /// Writes every connection that got output since the last call (and any
     /// that writing them gave output to).
-    /// The time each write takes is charged to its connection's uid in the
-    /// read scheduling (a uid pays for writing its replies and events too).
-    func flushPending() {
+    /// - Parameter payer: the uid being served, whose reads caused this
+    ///   output: the time the writes take is charged to it in the read
+    ///   scheduling (its replies, and the events it published to others'
+    ///   subscribers; issue 37: charged to the subscriber's uid, another
+    ///   uid's flood of a type root subscribes to spent root's slice and
+    ///   root's ping waited turns, p99 16 ms). nil (output of timers, after
+    ///   the turn): each write to its connection's uid while that uid has
+    ///   input waiting.
+    /// A connection whose write stopped at `flushBudgetBytes` with more to
+    /// write is written again in the next call (after the turn's reads), not
+    /// in this one.
+    func flushPending(chargingTo payer: ReadyQueue? = nil) {
         var start = Clock.monotonicNanoseconds()
+        var again: [ServerConnection] = []
         while !pendingFlush.isEmpty {
             let list = pendingFlush
             pendingFlush.removeAll(keepingCapacity: true)
             for record in list {
                 record.flushPending = false
-                flush(record)
+                if flush(record) { again.append(record) }
                 let end = Clock.monotonicNanoseconds()
-                chargeWrite(record.connection.credentials.uid, nanoseconds: end - start)
+                if let payer {
+                    payer.charge(end - start)
+                } else {
+                    chargeWrite(record.connection.credentials.uid, nanoseconds: end - start)
+                }
                 start = end
             }
         }
+        for record in again { scheduleFlush(record) }
     }
 
-    /// Writes as much of the connection's queue as the socket takes, with
-    /// gathered writes of up to `maxIovecs` frames, then closes it (after a
-    /// final write the core asked for) or updates its epoll interest.
-    func flush(_ record: ServerConnection) {
-        guard !record.released else { return }
+    /// Puts a connection in `pendingFlush` (once).
+    func scheduleFlush(_ record: ServerConnection) {
+        guard !record.flushPending, !record.released else { return }
+        record.flushPending = true
+        pendingFlush.append(record)
+    }
+
+    /// Bytes one `flush` writes to a connection at most (unless it is
+    /// closing): a subscriber that reads as fast as the broker writes would
+    /// otherwise keep one flush going for as long as its queue lasts (1-2 MiB,
+    /// 0.6-1.2 ms, seen with another uid's flood), and a ping of root's behind it
+    /// waited for that (issue 37). 256 KiB is about 150 us of writing.
+    static let flushBudgetBytes = 256 * 1024
+
+    /// Writes as much of the connection's queue as the socket takes, up to
+    /// `flushBudgetBytes`, with gathered writes of up to `maxIovecs` frames,
+    /// then closes it (after a final write the core asked for) or updates its
+    /// epoll interest.
+    /// - Returns: true when it stopped at the budget with more to write and
+    ///   room in the socket: the caller writes it again later (`scheduleFlush`).
+    @discardableResult
+    func flush(_ record: ServerConnection) -> Bool {
+        guard !record.released else { return false }
         let connection = record.connection
         if record.peerGone {
             // Nobody reads it: discard what is queued as if it were written.
@@ -201,9 +234,9 @@ extension BrokerServer {
                 apply(broker.didWrite(connection, bytes: connection.outbound.byteCount))
             }
             if !record.released && record.closing == .afterWrite { close(record) }
-            return
+            return false
         }
-        var blocked = false
+        var blocked = false, overBudget = false, written = 0
         while !connection.outbound.isEmpty {
             var count = 0
             _ = connection.outbound.forEachChunk(maxChunks: maxIovecs) { pointer, length in
@@ -216,22 +249,28 @@ extension BrokerServer {
                     blocked = true
                 case .complete(let n):
                     apply(broker.didWrite(connection, bytes: n))
-                    if record.released { return }
+                    if record.released { return false }
+                    written += n
+                    if written >= BrokerServer.flushBudgetBytes && record.closing == nil && !connection.outbound.isEmpty {
+                        overBudget = true
+                        break
+                    }
                     continue
                 }
             } catch {
                 logger.debug("failed to write to connection \(connection.publicID): \(error); closing it")
                 close(record)
-                return
+                return false
             }
             break
         }
         if record.closing == .afterWrite {
             close(record)
-            return
+            return false
         }
         record.writeBlocked = blocked
         updateInterest(record)
+        return overBudget
     }
 
     /// Registers what to watch: input (edge-triggered) until it ended or the

@@ -1,7 +1,9 @@
 // Fair read scheduling (PROTOCOL.md "Quotas (1.1)": "the broker serves
 // connections in turn, each turn bounded, fairly per uid"): connections with
 // input wait in one queue per uid; each loop turn gives every uid with input
-// the same slice of the loop's time, reads and the writes of its connections
+// the same slice of the loop's time, its reads and the writes they cause
+// (its replies, and the events it publishes to anyone's subscribers: a flood
+// of a type root subscribes to is paid by the flooder, issue 37)
 // (deficit round robin on measured time:
 // `sharedSliceNanoseconds`, or `soleSliceNanoseconds` for a uid alone),
 // spread round-robin over its connections, a read (at most `readChunkBytes`)
@@ -49,6 +51,11 @@ final class ReadyQueue {
 
     func append(_ record: ServerConnection) { records.append(record) }
 
+    /// Takes `nanoseconds` of work off its slice (at most one sole slice into debt).
+    func charge(_ nanoseconds: Int64) {
+        deficit = max(deficit - nanoseconds, -BrokerServer.soleSliceNanoseconds)
+    }
+
     func popFirst() -> ServerConnection? {
         guard head < records.count else { return nil }
         let record = records[head]
@@ -84,6 +91,9 @@ extension BrokerServer {
     /// 46-57 % (61 % per second of broker CPU; docs/RELIABILITY.md "Churn,
     /// third round").
     static let readsPerSharedFlush = 32
+    /// The read size of a connection whose large frame is validated as it
+    /// arrives (`Connection.isScanningLargeFrame`).
+    static let scanningReadBytes = 16 * 1024
 
     /// Puts a connection in its uid's queue (once) if it may be read.
     func markReady(_ record: ServerConnection) {
@@ -111,7 +121,7 @@ extension BrokerServer {
     /// is not in the turns at all).
     func chargeWrite(_ uid: UInt32, nanoseconds: Int64) {
         guard let queue = readyQueues[uid], queue.active else { return }
-        queue.deficit = max(queue.deficit - nanoseconds, -BrokerServer.soleSliceNanoseconds)
+        queue.charge(nanoseconds)
     }
 
     /// Whether some connection waits to be read.
@@ -157,10 +167,10 @@ extension BrokerServer {
                 // uids share the turn, a connection that is ready again (it
                 // pipelines: its input is not all read) has its writes made
                 // every `readsPerSharedFlush` reads and at the end of the
-                // service. `flushPending` charges its writes to their uids itself.
+                // service. The writes are charged to `queue`: its reads caused them.
                 unflushedReads += 1
                 if !pendingFlush.isEmpty && (!shared || !record.ready || unflushedReads >= BrokerServer.readsPerSharedFlush) {
-                    flushPending()
+                    flushPending(chargingTo: queue)
                     unflushedReads = 0
                     start = Clock.monotonicNanoseconds()
                 }
@@ -172,7 +182,7 @@ extension BrokerServer {
                     if activeQueues.count > waiting { preempted = true; break }
                 }
             }
-            if !pendingFlush.isEmpty { flushPending() }  // while `queue` is active: charged to it
+            if !pendingFlush.isEmpty { flushPending(chargingTo: queue) }
             if queue.isEmpty {
                 queue.active = false
                 queue.deficit = 0
@@ -213,8 +223,12 @@ extension BrokerServer {
             return
         }
         let result: IOResult<Int>
+        // (issue 37) A large frame being validated as it comes is read 16 KiB
+        // at a time: its validation is the read's work (deep nesting, many
+        // keys: 1-2 ms for 64 KiB, which another uid's request waited for).
+        let buffer = connection.isScanningLargeFrame ? UnsafeMutableRawBufferPointer(rebasing: readBuffer[0..<min(readBuffer.count, BrokerServer.scanningReadBytes)]) : readBuffer
         do {
-            result = try record.fd.read(into: readBuffer)
+            result = try record.fd.read(into: buffer)
         } catch {
             logger.debug("failed to read from connection \(connection.id): \(error); closing it")
             close(record)
@@ -235,7 +249,7 @@ extension BrokerServer {
             apply(broker.receive(connection, UnsafeRawBufferPointer(rebasing: readBuffer[0..<n]), at: currentTime()))
             // A full buffer may leave more; after EPOLLRDHUP the EOF is still to be read;
             // the core may have stopped after `turnBytes` with the rest kept.
-            if n == readBuffer.count || record.peerShutWriting || connection.hasBufferedInput { markReady(record) }
+            if n == buffer.count || record.peerShutWriting || connection.hasBufferedInput { markReady(record) }
         }
     }
 }

@@ -230,7 +230,7 @@ public final class BrokerServer {
         }
         if events.contains(.readHangup) { record.peerShutWriting = true }
         if events.contains(.readable) || events.contains(.readHangup) { markReady(record) }
-        if events.contains(.writable) { flush(record) }
+        if events.contains(.writable) && flush(record) { scheduleFlush(record) }
     }
 
     // MARK: Timers and shutdown
