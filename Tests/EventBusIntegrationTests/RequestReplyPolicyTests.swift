@@ -113,12 +113,21 @@ struct RequestReplyPolicyTests {
             #expect((queued?.intValue ?? .max) <= 65536 + 40 * 400, "\(clients)")
             // Asking on, it gets limit (or, over its quota, is not read): its queue stays bounded.
             try ask(40..<440)
+            // The requester's input is read as its quota allows, so requests may
+            // reach the server between a reply and its `ok`: they are kept and answered too.
             var reached = 0
+            var pending: [Frame] = []
             while true {
-                let more = try server.settle().filter { $0.op == "request" }
-                if more.isEmpty { break }
-                reached += more.count
-                for request in more { try server.ok(#"{"op":"reply","to":"\#(request.string("reply")!)","data":"\#(pad)","req":"r"}"#) }
+                pending += try server.settle().filter { $0.op == "request" }
+                if pending.isEmpty { break }
+                let batch = pending
+                pending = []
+                reached += batch.count
+                for request in batch {
+                    var early: [Frame] = []
+                    try server.request(#"{"op":"reply","to":"\#(request.string("reply")!)","data":"\#(pad)","req":"r"}"#, skippingEventsInto: &early)
+                    pending += early.filter { $0.op == "request" }
+                }
             }
             let after = try server.ok(#"{"op":"clients","req":"c2"}"#).array("clients") as? [[String: Any]] ?? []
             let queuedAfter = after.first { ($0["uid"] as? NSNumber)?.intValue == 4321 }?["queued_bytes"] as? NSNumber
