@@ -116,7 +116,7 @@ struct CLIRequestServeTests {
         server.send(signal: SIGKILL)
         let run = try requester.wait(timeout: .seconds(20))
         #expect(run.status == 3, "\(run)")
-        #expect(run.stderr.contains("no reply to the request for 'slow.job': the one server of slow.job the request reached went without replying: it closed its connection"), "\(run)")
+        #expect(run.stderr.contains("no reply to the request for 'slow.job': the one server of slow.job the request reached went away without replying: it closed its connection"), "\(run)")
         kill(command, SIGKILL)  // orphaned with its server: ours to end
     }
 
