@@ -23,7 +23,8 @@ public var bridgeInterface: ProgramDeclaration {
             summary: "carry events between the local bus and a NATS cluster",
             usage: [
                 "[--socket PATH | --system | --user] --nats URL[,URL...] --node NAME",
-                " [--export PATTERN]... [--import PATTERN]... [--prefix PREFIX] [--config FILE]",
+                " [--export PATTERN]... [--import PATTERN]... [--export-requests PATTERN]...",
+                " [--import-requests PATTERN]... [--prefix PREFIX] [--config FILE]",
                 "--status [--node NAME | --status-file PATH | --config FILE]",
             ],
             about: """
@@ -33,7 +34,11 @@ public var bridgeInterface: ProgramDeclaration {
             messages on PREFIX.evt.*.PATTERN from other nodes are published here with
             "origin". Both links reconnect forever; exports are held in order while
             NATS is away (up to --buffer-events / --buffer-bytes, then dropped,
-            counted and reported on PREFIX.ctl.NODE.dropped).
+            counted and reported on PREFIX.ctl.NODE.dropped). A request no local server
+            takes, of an --export-requests type, is asked on NATS
+            (PREFIX.req.NODE.TYPE) and answered by a machine that imports it with
+            --import-requests. The same settings also run inside the broker
+            (eventbusd(8), its bridge option).
             """,
             sections: [
                 OptionSection("Local bus (first that applies; PROTOCOL.md \"Transport\"):", [

@@ -143,6 +143,16 @@ public struct BridgeConfiguration: Equatable, Sendable {
 
     public var mapping: SubjectMapping { SubjectMapping(prefix: prefix, node: node) }
 
+    /// What crosses, for the start-up log line: `export [order.>], import
+    /// [order.>]`, then the request patterns when there are any.
+    public var patternsSummary: String {
+        func list(_ patterns: [Pattern]) -> String { "[" + patterns.map(\.text).joined(separator: " ") + "]" }
+        var text = "export \(list(exports)), import \(list(imports))"
+        if !requestExports.isEmpty { text += ", export-requests \(list(requestExports))" }
+        if !requestImports.isEmpty { text += ", import-requests \(list(requestImports))" }
+        return text
+    }
+
     /// The NATS client's configuration for `core`: `echo:false`, the hello
     /// announced after every link-up, and the drop report at every gap.
     /// - Parameter brokerInstance: the local broker's current instance; called

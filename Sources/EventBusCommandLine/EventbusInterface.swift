@@ -423,7 +423,7 @@ public let eventbusInterface = ProgramDeclaration(
                 "eventbus serve math.add -- jq '.a + .b' &         # a service (see 'serve')",
                 #"eventbus request math.add '{"a": 2, "b": 3}'       # prints 5"#,
                 "eventbus request --timeout 2s --format json disk.usage '\"/home\"'",
-                #"if ! out=$(eventbus request thumb.make '{"path": "a.png"}'); then echo "failed: $?"; fi"#,
+                #"out=$(eventbus request thumb.make '{"path": "a.png"}') || echo "failed: $?"   # 2, 3, 67, 124..."#,
             ],
             exitStatus: """
             Exit status: 0 the reply was printed; 2 the service answered with an error

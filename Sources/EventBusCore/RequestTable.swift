@@ -119,7 +119,7 @@ final class PendingRequest {
     }
 
     /// The `no_reply` message, in words: `the one server of svc.x the
-    /// request reached went without replying: it closed its connection`;
+    /// request reached went away without replying: it closed its connection`;
     /// `all 3 servers of svc.x ...: two closed their connections, one removed
     /// its serving subscription`.
     var noReplyMessage: String {
@@ -133,7 +133,7 @@ final class PendingRequest {
                      said(unsubscribed, "removed its serving subscription", "removed their serving subscriptions"),
                      said(behind, "fell behind (took nothing of its queue for the stall timeout)",
                           "fell behind (took nothing of their queues for the stall timeout)")].compactMap { $0 }
-        return "\(count == 1 ? "the one server" : "all \(count) servers") of \(type.name) the request reached went without replying: " + parts.joined(separator: ", ")
+        return "\(count == 1 ? "the one server" : "all \(count) servers") of \(type.name) the request reached went away without replying: " + parts.joined(separator: ", ")
     }
 
     private static let words = [2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine"]

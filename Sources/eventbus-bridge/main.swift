@@ -66,7 +66,7 @@ do {
 }
 let statusPath = StatusFile.path(for: configuration, environment: environment, effectiveUID: ProcessIdentity.effectiveUID)
 
-logger.info("eventbus-bridge \(EventBusRelease.version): node \(configuration.node.text), bus \(socketPath), NATS \(configuration.servers.map(\.description).joined(separator: ",")), prefix \(configuration.prefix.text), export [\(configuration.exports.map(\.text).joined(separator: " "))], import [\(configuration.imports.map(\.text).joined(separator: " "))], status \(statusPath ?? "(none)")")
+logger.info("eventbus-bridge \(EventBusRelease.version): node \(configuration.node.text), bus \(socketPath), NATS \(configuration.servers.map(\.description).joined(separator: ",")), prefix \(configuration.prefix.text), \(configuration.patternsSummary), status \(statusPath ?? "(none)")")
 if statusPath == nil {
     logger.notice("no status file (no RUNTIME_DIRECTORY or XDG_RUNTIME_DIR): give --status-file PATH for --status to see this bridge")
 }

@@ -56,7 +56,13 @@ func runRequest(_ args: ParsedArguments, socket: String) throws(CLIError) {
     case .serviceError(let message, let answer):
         let who = answer.flatMap { $0.pid.map { " (pid \($0), uid \(answer?.uid.map(String.init) ?? "?"))" } } ?? ""
         throw CLIError(.serviceFailed, "the service for '\(typeName)' failed\(who): \(TerminalText.escaped(message))")
-    case .noResponders:
+    case .noResponders(let message):
+        // The local broker's own words add nothing to ours; another's (a
+        // bridge: "on node host-b: ...", "the bridge's NATS link is down")
+        // say where the request went, and a local `serve` would not help.
+        guard message.isEmpty || message == "no connection serves \(typeName)" else {
+            throw CLIError(.noResponders, "no one serves '\(typeName)': \(TerminalText.escaped(message))")
+        }
         throw CLIError(.noResponders, "no one serves '\(typeName)' (start a server: eventbus serve \(typeName) -- COMMAND)")
     case .noReply(let message):
         throw CLIError(.noReply, "no reply to the request for '\(typeName)': \(TerminalText.escaped(message))")

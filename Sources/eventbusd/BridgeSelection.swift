@@ -87,7 +87,7 @@ struct BridgeSelection {
         let endpoint = BusEndpoint.connector(name: "eventbusd (in process, uid \(uid))") { () throws(SystemError) in
             try handoff.connect(pid: pid, uid: uid, gid: gid)
         }
-        linkLogger.info("node \(configuration.node.text), NATS \(configuration.servers.map(\.description).joined(separator: ",")), prefix \(configuration.prefix.text), export [\(configuration.exports.map(\.text).joined(separator: " "))], import [\(configuration.imports.map(\.text).joined(separator: " "))], as uid \(uid), status \(statusPath ?? "(none)")")
+        linkLogger.info("node \(configuration.node.text), NATS \(configuration.servers.map(\.description).joined(separator: ",")), prefix \(configuration.prefix.text), \(configuration.patternsSummary), as uid \(uid), status \(statusPath ?? "(none)")")
         return try BridgeThread(configuration: configuration, endpoint: endpoint, logger: linkLogger, statusPath: statusPath)
     }
 }

@@ -73,6 +73,21 @@ struct CLIRequestServeTests {
         listener.send(signal: SIGTERM)
     }
 
+    @Test func noRespondersFromAcrossABridgeSaysWhereAndGivesNoLocalHint() throws {
+        let broker = try TestBroker()
+        // A bridge's fallback server (PROTOCOL-NOTES.md "Requests across
+        // machines") relays the other machine's no_responders.
+        let bridge = try RawClient(path: broker.socket)
+        try bridge.ok(#"{"op":"subscribe","type":"thumb.>","serve":true,"fallback":true,"req":1}"#)
+        let asker = try broker.start(["request", "thumb.make", "1"])
+        let token = try #require(try bridge.readFrame().string("reply"))
+        try bridge.ok(#"{"op":"reply","to":"\#(token)","error":"on node host-b: no connection serves thumb.make","code":"no_responders","req":2}"#)
+        let run = try asker.wait()
+        #expect(run.status == 67, "\(run)")
+        #expect(run.stderr.contains("no one serves 'thumb.make': on node host-b: no connection serves thumb.make"), "\(run)")
+        #expect(!run.stderr.contains("start a server"), "a local server is not what is missing: \(run)")
+    }
+
     @Test func aFailingCommandIsAServiceErrorWithTheFirstLineOfItsStderr() throws {
         let broker = try TestBroker()
         let server = try readyServer(broker, ["disk.usage", "--", "/bin/sh", "-c", "echo 'no such disk: sdz' >&2; echo 'second line' >&2; exit 3"])
@@ -116,7 +131,7 @@ struct CLIRequestServeTests {
         server.send(signal: SIGKILL)
         let run = try requester.wait(timeout: .seconds(20))
         #expect(run.status == 3, "\(run)")
-        #expect(run.stderr.contains("no reply to the request for 'slow.job': the one server of slow.job the request reached went without replying: it closed its connection"), "\(run)")
+        #expect(run.stderr.contains("no reply to the request for 'slow.job': the one server of slow.job the request reached went away without replying: it closed its connection"), "\(run)")
         kill(command, SIGKILL)  // orphaned with its server: ours to end
     }
 
