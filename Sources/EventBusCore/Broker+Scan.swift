@@ -56,8 +56,8 @@ extension Broker {
     func feed(_ connection: Connection, _ bytes: UnsafeRawBufferPointer, scanned: RequestScan) -> Bool {
         var scan: RequestScan? = scanned
         let bounded = turnBytes != .max
-        var frames = 0
-        return connection.splitter.feed(bytes, stopAfter: turnBytes) { piece in
+        var count = PieceCount()
+        let finished = connection.splitter.feed(bytes, stopAfter: bounded ? pieceBytesLeft : .max) { piece in
             if let first = scan {
                 scan = nil
                 connection.input.scan = nil
@@ -65,9 +65,10 @@ extension Broker {
             } else {
                 handle(piece, from: connection)
             }
-            frames &+= 1
-            return mayReadNextFrame(connection) && (!bounded || frames & 7 != 0 || !turnIsOver())
+            return mayReadNextFrame(connection) && (!bounded || count.add(piece))
         }
+        if bounded { endPiece(count, finished: finished, connection) }
+        return finished
     }
 
     /// The frame `scan` read as it arrived: the rest validated, then

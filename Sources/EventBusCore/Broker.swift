@@ -1,7 +1,9 @@
 // The broker as a state machine (PROTOCOL.md "Requests", "Events",
 // "Semantics"): connections, subscriptions, routing, seq, the echo rule,
 // outbound limits, drop accounting and stats. No fds, no threads, no clock
-// reads: time comes in as an argument. Each public method is one step that
+// reads: time comes in as an argument (`at: BrokerTime`), and a bounded
+// `receive` stops for the server to look at its clock
+// (`stoppedForTimeCheck`, PieceCount.swift). Each public method is one step that
 // returns a `BrokerStep` (connections with new output, connections to close,
 // reading to pause or resume, notices), which the server applies.
 //
@@ -135,9 +137,16 @@ public final class Broker {
     /// `configuration.turnBytes` while several uids have input, no bound
     /// otherwise (one uid alone keeps whole reads: no copy of their rest).
     public var turnBytes = Int.max
-    /// Whether the current piece of work has had its time (the server's
-    /// clock; asked every 8 frames while `turnBytes` is bounded).
-    public var turnIsOver: () -> Bool = { false }
+    /// (issue 35) While `turnBytes` is bounded, `receive` also stops every
+    /// `PieceCount.framesPerCheck` frames with this set and the rest kept
+    /// (`hasBufferedInput`): the server, which owns the clock, goes on with
+    /// `receive(_:_:at:continuing: true)` while its turn has time. So costly
+    /// small frames (new types, patterns) are bounded by time too, and the
+    /// core reads no clock.
+    public internal(set) var stoppedForTimeCheck = false
+    /// Frame bytes the current bounded piece of work may still handle
+    /// (`turnBytes` at its first `receive`, less what each handled).
+    var pieceBytesLeft = Int.max
     /// (issue 37) Frames answered from a scan made as they arrived
     /// (Broker+Scan.swift; for tests: that large frames take that path).
     var scannedFrames = 0
@@ -335,10 +344,14 @@ public final class Broker {
     /// - Parameters:
     ///   - bytes: the chunk read; not retained.
     ///   - time: when it was read (stamps events).
+    ///   - continuing: the same piece of work as the last call, which
+    ///     stopped for the server's time check (`stoppedForTimeCheck`): it
+    ///     goes on with what is left of `turnBytes`.
     /// - Returns: output for the replies and events queued, `.pauseReading`
     ///   when the connection's queue went over its limit, closes of
     ///   subscribers under `overflow: disconnect`, notices.
-    public func receive(_ connection: Connection, _ bytes: UnsafeRawBufferPointer, at time: BrokerTime) -> BrokerStep {
+    public func receive(_ connection: Connection, _ bytes: UnsafeRawBufferPointer, at time: BrokerTime, continuing: Bool = false) -> BrokerStep {
+        stoppedForTimeCheck = false
         guard connection.closing == nil, !connection.isClosed, !connection.inputClosed else { return finishStep() }
         now = time
         if bytes.count > 0 { connection.input.inboundProgressAt = time.monotonicNanoseconds }
@@ -354,6 +367,7 @@ public final class Broker {
         // server's scheduler decides who is next, so another uid's request
         // waits for at most that much of this connection's input.
         let finished: Bool
+        if turnBytes != .max && !continuing { pieceBytesLeft = turnBytes }
         if let scan = usableScan(connection) {
             finished = feed(connection, bytes, scanned: scan)
         } else if turnBytes == .max {
@@ -363,13 +377,13 @@ public final class Broker {
             }
         } else {
             // Costly small frames (new types, patterns) are bounded by time
-            // too: the server's `turnIsOver`, asked every 8 frames.
-            var frames = 0
-            finished = connection.splitter.feed(bytes, stopAfter: turnBytes) { piece in
+            // too: every 8 frames the server looks at its clock (`stoppedForTimeCheck`).
+            var count = PieceCount()
+            finished = connection.splitter.feed(bytes, stopAfter: pieceBytesLeft) { piece in
                 handle(piece, from: connection)
-                frames &+= 1
-                return mayReadNextFrame(connection) && (frames & 7 != 0 || !turnIsOver())
+                return mayReadNextFrame(connection) && count.add(piece)
             }
+            endPiece(count, finished: finished, connection)
         }
         // (issue 37) A large frame still incomplete is validated as it comes
         // (`fedBytes` counted after the feed: `usableScan` looks before it).

@@ -82,7 +82,7 @@ extension BrokerServer {
         case .tooManyOpenFiles, .tooManyOpenFilesInSystem, .noBufferSpace, .outOfMemory:
             // Out of descriptors: stop watching the listeners (level-triggered
             // epoll would spin) until a connection closes or 200 ms pass.
-            let now = Clock.monotonicNanoseconds()
+            let now = clock.monotonic()
             setListenersEnabled(false)
             acceptRetryAt = now + 200_000_000
             if lastAcceptFailureLog.map({ now - $0 > 10_000_000_000 }) ?? true {
@@ -165,7 +165,7 @@ extension BrokerServer {
     }
 
     func currentTime() -> BrokerTime {
-        BrokerTime(wallNanoseconds: Clock.wallNanoseconds(), monotonicNanoseconds: Clock.monotonicNanoseconds())
+        clock.now()
     }
 
     // MARK: Write
@@ -184,7 +184,7 @@ extension BrokerServer {
     /// write is written again in the next call (after the turn's reads), not
     /// in this one.
     func flushPending(chargingTo payer: ReadyQueue? = nil) {
-        var start = Clock.monotonicNanoseconds()
+        var start = clock.monotonic()
         var again: [ServerConnection] = []
         while !pendingFlush.isEmpty {
             let list = pendingFlush
@@ -192,7 +192,7 @@ extension BrokerServer {
             for record in list {
                 record.flushPending = false
                 if flush(record) { again.append(record) }
-                let end = Clock.monotonicNanoseconds()
+                let end = clock.monotonic()
                 if let payer {
                     payer.charge(end - start)
                 } else {
@@ -339,7 +339,7 @@ extension BrokerServer {
         epoll.remove(record.fd)
         record.fd.close()
         loggedSlowConsumers.remove(id)
-        if broker.connectionCount == 0 { idleSince = Clock.monotonicNanoseconds() }
+        if broker.connectionCount == 0 { idleSince = clock.monotonic() }
         if !listenersEnabled { setListenersEnabled(true) }
         if logger.enabled(.debug) {
             logger.debug("connection \(Broker.publicConnectionID(id)) closed", fields: [("EVENTBUS_CONN", "\(Broker.publicConnectionID(id))")])

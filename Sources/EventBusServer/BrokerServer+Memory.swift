@@ -59,7 +59,7 @@ extension BrokerServer {
         guard heapTrimmer.observe(counted: broker.countedBytes, now: now) else { return }
         Heap.trim()
         if logger.enabled(.debug) {
-            let took = Clock.monotonicNanoseconds() - now
+            let took = clock.monotonic() - now
             logger.debug("gave freed heap memory back (malloc_trim, \(took / 1000) µs; \(broker.countedBytes) bytes counted)")
         }
     }

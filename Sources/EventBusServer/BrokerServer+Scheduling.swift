@@ -20,7 +20,9 @@
 // more than one uid has been seen (issue 20), the unit between two decisions
 // is small: a read is handled at most `BrokerConfiguration.turnBytes` (8 KiB)
 // of frames and about `peekNanoseconds` at a time (the rest waits in the
-// connection's splitter), epoll is looked at between reads, and a uid that
+// connection's splitter; the core stops every 8 frames and `receive` here
+// lets it go on while the read has time: the clock is the server's,
+// ServerClock.swift), epoll is looked at between reads, and a uid that
 // had nothing to do and now has input ends the current uid's service and
 // goes first.
 //
@@ -150,14 +152,14 @@ extension BrokerServer {
             let queue = round[next]
             next += 1
             queue.deficit = min(queue.deficit + slice, slice)
-            var start = Clock.monotonicNanoseconds()
+            var start = clock.monotonic()
             var unflushedReads = 0
             while queue.deficit > 0, let record = queue.popFirst() {
                 record.ready = false
                 guard !record.released && record.wantsInput else { continue }
                 turnEnds = start + BrokerServer.peekNanoseconds
                 serve(record)  // queues it again when more may be waiting
-                let end = Clock.monotonicNanoseconds()
+                let end = clock.monotonic()
                 queue.deficit -= max(end - start, 1_000)
                 start = end
                 // Write what this read queued before reading more (as Redis
@@ -172,13 +174,13 @@ extension BrokerServer {
                 if !pendingFlush.isEmpty && (!shared || !record.ready || unflushedReads >= BrokerServer.readsPerSharedFlush) {
                     flushPending(chargingTo: queue)
                     unflushedReads = 0
-                    start = Clock.monotonicNanoseconds()
+                    start = clock.monotonic()
                 }
                 if peeking && start - lastPeek >= BrokerServer.peekNanoseconds {
                     lastPeek = start
                     let waiting = activeQueues.count
                     peekForInput()
-                    start = Clock.monotonicNanoseconds()
+                    start = clock.monotonic()
                     if activeQueues.count > waiting { preempted = true; break }
                 }
             }
@@ -214,7 +216,7 @@ extension BrokerServer {
     func serve(_ record: ServerConnection) {
         let connection = record.connection
         if connection.hasBufferedInput {
-            apply(broker.receive(connection, UnsafeRawBufferPointer(start: nil, count: 0), at: currentTime()))
+            receive(connection, UnsafeRawBufferPointer(start: nil, count: 0))
             if record.inputClosed && !connection.hasBufferedInput && record.peerGone && !record.released {
                 close(record)  // a held publisher's last input, after its EOF
                 return
@@ -246,10 +248,23 @@ extension BrokerServer {
             }
             updateInterest(record)
         case .complete(let n):
-            apply(broker.receive(connection, UnsafeRawBufferPointer(rebasing: readBuffer[0..<n]), at: currentTime()))
+            receive(connection, UnsafeRawBufferPointer(rebasing: readBuffer[0..<n]))
             // A full buffer may leave more; after EPOLLRDHUP the EOF is still to be read;
             // the core may have stopped after `turnBytes` with the rest kept.
             if n == buffer.count || record.peerShutWriting || connection.hasBufferedInput { markReady(record) }
+        }
+    }
+
+    /// Hands the core what was read (or nothing: the input it kept), and
+    /// while the core stops for a time check (every few frames of a bounded
+    /// piece of work, `Broker.stoppedForTimeCheck`) and the read has time
+    /// left (`turnEnds`), lets it go on: the core reads no clock (issue 35).
+    func receive(_ connection: Connection, _ bytes: UnsafeRawBufferPointer) {
+        apply(broker.receive(connection, bytes, at: currentTime()))
+        while broker.stoppedForTimeCheck {
+            let time = currentTime()
+            guard time.monotonicNanoseconds < turnEnds else { return }
+            apply(broker.receive(connection, UnsafeRawBufferPointer(start: nil, count: 0), at: time, continuing: true))
         }
     }
 }

@@ -41,6 +41,9 @@ public struct ServerConfiguration: Sendable {
     /// The access-policy files SIGHUP reads again (`broker.policy` holds the
     /// policy loaded from them at start; BrokerServer+Policy.swift).
     public var policyFiles = PolicyFiles.none
+    /// Where the server reads the time (ServerClock.swift); tests hand a
+    /// clock they move by hand.
+    public var clock = ServerClock.system
 
     /// Defaults; the broker's own credentials are this process's.
     public init() {
@@ -77,6 +80,8 @@ public enum ServerExit: Equatable, Sendable {
 public final class BrokerServer {
     public let configuration: ServerConfiguration
     public let broker: Broker
+    /// The one source of time (`configuration.clock`).
+    let clock: ServerClock
     let logger: Logger
     let listeners: [ListeningSocket]
     var hooks: ServerHooks
@@ -95,7 +100,8 @@ public final class BrokerServer {
     var lastPeek: Int64 = 0
     /// An exit reason (a signal) seen by `peekForInput`, for the main loop.
     var peekedExitReason: ServerExit? = nil
-    /// When the read being handled has had its time (`Broker.turnIsOver`).
+    /// When the read being handled has had its time: the core's stops for a
+    /// time check (`Broker.stoppedForTimeCheck`) go on until then (`receive`).
     var turnEnds: Int64 = .max
     /// When the core's `tick` is due next (frame timeouts).
     var nextTick: Int64 = 0
@@ -132,9 +138,10 @@ public final class BrokerServer {
         self.listeners = listeners
         self.logger = logger
         self.hooks = hooks
-        let now = Clock.monotonicNanoseconds()
-        self.broker = Broker(configuration: configuration.broker, instance: instance,
-                             startTime: BrokerTime(wallNanoseconds: Clock.wallNanoseconds(), monotonicNanoseconds: now))
+        self.clock = configuration.clock
+        let start = configuration.clock.now()
+        let now = start.monotonicNanoseconds
+        self.broker = Broker(configuration: configuration.broker, instance: instance, startTime: start)
         self.epoll = try Epoll(maxEvents: 1024)
         self.signals = try SignalDescriptor(signals: [SIGTERM, SIGINT, SIGHUP])
         self.handoff = try ConnectionHandoff()
@@ -162,11 +169,10 @@ public final class BrokerServer {
         }
         try epoll.add(signals.descriptor, events: .readable, token: BrokerServer.signalToken)
         try epoll.add(handoff.wakeup.descriptor, events: .readable, token: BrokerServer.handoffToken)
-        broker.turnIsOver = { [unowned self] in Clock.monotonicNanoseconds() >= self.turnEnds }
         hooks.ready()
         var exitReason: ServerExit? = nil
         while true {
-            let now = Clock.monotonicNanoseconds()
+            let now = clock.monotonic()
             if let reason = checkTimers(now: now) { exitReason = reason }
             if let deadline = shutdownDeadline, broker.connectionCount == 0 || now >= deadline {
                 break
@@ -185,7 +191,7 @@ public final class BrokerServer {
             flushPending()
         }
         closeEverything()
-        persistence?.finish(broker)
+        persistence?.finish(broker, now: clock.monotonic())
         return exitReason ?? .idle
     }
 
@@ -279,7 +285,7 @@ public final class BrokerServer {
 
     func beginShutdown() {
         hooks.stopping()
-        shutdownDeadline = Clock.monotonicNanoseconds() + configuration.shutdownFlushNanoseconds
+        shutdownDeadline = clock.monotonic() + configuration.shutdownFlushNanoseconds
         for listener in listeners {
             epoll.remove(listener.descriptor)
             listener.close()

@@ -158,9 +158,10 @@ final class StatePersistence {
     }
 
     /// On the way out: waits for a write in flight, then writes what changed since.
-    func finish(_ broker: Broker) {
+    /// - Parameter now: the server's monotonic time (ServerClock.swift).
+    func finish(_ broker: Broker, now: Int64) {
         queue.sync {}
-        collect(now: Clock.monotonicNanoseconds())
+        collect(now: now)
         guard broker.retainedGeneration != writtenGeneration, let directory = stateDirectory else { return }
         let result: Result<Int, SystemError>
         if let changes = appendableChanges(broker) {
