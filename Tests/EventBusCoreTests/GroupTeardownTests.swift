@@ -3,7 +3,9 @@
 // closing member hands the group the events queued to it and never written
 // (PROTOCOL.md "Queue groups (1.3)", redelivery). Taken one by one, what a
 // member hands on goes to members that hang up next, which hand it on again.
-// The tests count the hand-ons as a client sees them (frames with
+// The server hands the core the hang-ups of one epoll batch together
+// (`Broker.peersClosed`): they all leave their groups before any hands its
+// events on, so an event is handed on once per batch at most. The tests count the hand-ons as a client sees them (frames with
 // `"redelivered":true` in each queue when it is discarded, and in the one
 // member left that reads) and check that the member left gets every event
 // once.
@@ -15,6 +17,8 @@ import Testing
 struct GroupTeardownTests {
     static let members = 63
     static let events = 640
+    /// The events queued to the members that hang up (the member left has its tenth).
+    static let closers = events - events / (members + 1)
 
     /// A group of `members + 1` members of uid 2000 on `job`, none reading;
     /// uid 1000 publishes `events` jobs (round robin: each member gets ten).
@@ -35,7 +39,7 @@ struct GroupTeardownTests {
         while start < workers.count {
             let hungUp = Array(workers[start..<min(start + batch, workers.count)])
             start += hungUp.count
-            for worker in hungUp { h.record(h.broker.peerClosed(worker, at: h.now)) }
+            h.record(h.broker.peersClosed(hungUp, at: h.now))
             for worker in hungUp {
                 handOns += h.peek(worker).filter { $0.bool("redelivered") == true }.count
                 while !worker.outbound.isEmpty { h.record(h.broker.didWrite(worker, bytes: worker.outbound.byteCount)) }
@@ -49,12 +53,27 @@ struct GroupTeardownTests {
         return (handOns, kept)
     }
 
+    @Test("Members hanging up together (one epoll batch) hand each event on once, to the member left")
+    func together() {
+        let (handOns, kept) = Self.tearDown(batch: Self.members)
+        #expect(kept.sorted() == Array(0..<Self.events), "every job reaches the member left, once")
+        #expect(handOns == Self.closers, "each event handed on once: \(handOns) hand-ons for \(Self.closers) events")
+    }
+
+    @Test("Members hanging up in batches of 16 hand an event on once per batch at most")
+    func inBatches() {
+        let (handOns, kept) = Self.tearDown(batch: 16)
+        #expect(kept.sorted() == Array(0..<Self.events), "every job reaches the member left, once")
+        let batches = (Self.members + 15) / 16
+        #expect(handOns >= Self.closers && handOns <= batches * Self.closers, "\(handOns) hand-ons for \(Self.closers) events in \(batches) batches")
+        print("in batches of 16: \(handOns) hand-ons for \(Self.closers) events")
+    }
+
     @Test("Members hanging up one by one hand the same events on again and again; the member left gets each once")
     func oneByOne() {
         let (handOns, kept) = Self.tearDown(batch: 1)
         #expect(kept.sorted() == Array(0..<Self.events), "every job reaches the member left, once")
-        let closers = Self.events - Self.events / (Self.members + 1)
-        print("one by one: \(handOns) hand-ons for \(closers) events")
-        #expect(handOns > 3 * closers, "the cascade: \(handOns) hand-ons for \(closers) events")
+        print("one by one: \(handOns) hand-ons for \(Self.closers) events")
+        #expect(handOns > 3 * Self.closers, "the cascade: \(handOns) hand-ons for \(Self.closers) events")
     }
 }
