@@ -12,7 +12,9 @@
 // that ends it, before any change of the group's members. The deliveries
 // kept for redelivery (`ConnectionGroups.deliveries`) are a superset of the
 // group events in the member's queue, pruned to those still queued once
-// they are twice its queued frames (O(1) amortised per delivery).
+// they are twice its queued frames (O(1) amortised per delivery). Members
+// hanging up together leave all their groups before any hands on
+// (`peersClosed`): a member that leaves must not be given events again.
 import EventBusProtocol
 
 extension Broker {
