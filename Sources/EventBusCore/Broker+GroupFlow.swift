@@ -12,7 +12,9 @@
 // that ends it, before any change of the group's members. The deliveries
 // kept for redelivery (`ConnectionGroups.deliveries`) are a superset of the
 // group events in the member's queue, pruned to those still queued once
-// they are twice its queued frames (O(1) amortised per delivery).
+// they are twice its queued frames (O(1) amortised per delivery). Members
+// hanging up together leave all their groups before any hands on
+// (`peersClosed`): a member that leaves must not be given events again.
 import EventBusProtocol
 
 extension Broker {
@@ -116,10 +118,22 @@ extension Broker {
     /// written goes to the other members (`leaveGroups(closing:)`). It joins
     /// none again.
     public func peerClosed(_ connection: Connection, at time: BrokerTime) -> BrokerStep {
-        guard !connection.isClosed else { return finishStep() }
+        peersClosed([connection], at: time)
+    }
+
+    /// Several peers closed their sockets (the hang-ups of one epoll
+    /// batch): `peerClosed` for each, except that all of them leave their
+    /// groups before any hands its events on, so none is given what
+    /// another of them hands on (issue 38: 4,096 members hanging up at once
+    /// handed each event on from one closing member to the next).
+    public func peersClosed(_ connections: [Connection], at time: BrokerTime) -> BrokerStep {
         now = time
-        connection.groups.peerClosed = true
-        leaveGroups(closing: connection)
+        var handovers: [(Connection, GroupHandover)] = []
+        for connection in connections where !connection.isClosed && !connection.groups.peerClosed {
+            connection.groups.peerClosed = true
+            if let handover = leaveGroupsForHandover(connection) { handovers.append((connection, handover)) }
+        }
+        for (connection, handover) in handovers { handOver(handover, from: connection) }
         return finishStep()
     }
 
@@ -138,35 +152,60 @@ extension Broker {
     /// group events queued to it of which no byte was written go to the
     /// other members of their group, in order, marked `"redelivered":true`.
     func leaveGroups(closing connection: Connection) {
-        guard !connection.groups.memberships.isEmpty else { return }
-        var redeliveries: [(frame: [UInt8], seq: UInt64, actor: UInt32, group: QueueGroup)] = []
-        if !connection.groups.deliveries.isEmpty {
-            var bySeq: [UInt64: GroupMember] = [:]
-            for delivery in connection.groups.deliveries where delivery.member.isActive { bySeq[delivery.seq] = delivery.member }
-            connection.outbound.forEachEvent(unwrittenOnly: true) { seq, bytes, actor in
-                guard let member = bySeq[seq] else { return }
-                redeliveries.append((Broker.redeliveredCopy(bytes), seq, actor, member.group))
-            }
+        guard let handover = leaveGroupsForHandover(connection) else { return }
+        handOver(handover, from: connection)
+    }
+
+    /// What a closing member hands on: the group of each group event queued
+    /// to it (by seq), and the requests of its serving groups of which not
+    /// a byte was written.
+    struct GroupHandover {
+        var groupOfSeq: [UInt64: QueueGroup] = [:]
+        var requests: [(token: ReplyToken, frame: [UInt8])] = []
+        var servingGroups: [QueueGroup] = []
+    }
+
+    /// The first half of `leaveGroups(closing:)`: notes what `connection`
+    /// will hand on, then leaves every group (nil: it was in none). Its
+    /// queue is left as it is, for `handOver`.
+    func leaveGroupsForHandover(_ connection: Connection) -> GroupHandover? {
+        guard !connection.groups.memberships.isEmpty else { return nil }
+        var handover = GroupHandover()
+        for delivery in connection.groups.deliveries where delivery.member.isActive {
+            handover.groupOfSeq[delivery.seq] = delivery.member.group
         }
         // Requests of its serving groups it was given and never got a byte of.
-        var requestRedeliveries: [(token: ReplyToken, frame: [UInt8])] = []
-        let servingGroups = connection.groups.memberships.values.filter { $0.group.key.serve }.map(\.group)
-        if !servingGroups.isEmpty && !connection.requests.serving.isEmpty {
+        handover.servingGroups = connection.groups.memberships.values.filter { $0.group.key.serve }.map(\.group)
+        if !handover.servingGroups.isEmpty && !connection.requests.serving.isEmpty {
             connection.outbound.forEachReply(unwrittenOnly: true) { bytes in
                 guard let token = Broker.requestToken(in: bytes), requests.slots[token]?.server === connection else { return }
-                requestRedeliveries.append((token, Array(bytes)))
+                handover.requests.append((token, Array(bytes)))
             }
         }
         for member in Array(connection.groups.memberships.values) { leaveGroup(member) }
         connection.groups.blocked = []
         connection.groups.deliveries = []
+        return handover
+    }
+
+    /// The second half of `leaveGroups(closing:)`: the group events queued
+    /// to `connection` of which no byte was written go to the members of
+    /// their groups left now, in order, and so do its requests.
+    func handOver(_ handover: GroupHandover, from connection: Connection) {
+        var redeliveries: [(frame: [UInt8], seq: UInt64, actor: UInt32, group: QueueGroup)] = []
+        if !handover.groupOfSeq.isEmpty {
+            connection.outbound.forEachEvent(unwrittenOnly: true) { seq, bytes, actor in
+                guard let group = handover.groupOfSeq[seq], !group.isEmpty else { return }
+                redeliveries.append((Broker.redeliveredCopy(bytes), seq, actor, group))
+            }
+        }
         for redelivery in redeliveries where !redelivery.group.isEmpty {
             redelivery.frame.withUnsafeBytes { bytes in
                 redeliver(EventFrame(bytes: bytes, shared: nil), seq: redelivery.seq, actor: redelivery.actor, in: redelivery.group)
             }
         }
-        for redelivery in requestRedeliveries {
-            redeliverRequest(redelivery.token, frame: redelivery.frame, from: connection, groups: servingGroups)
+        for redelivery in handover.requests {
+            redeliverRequest(redelivery.token, frame: redelivery.frame, from: connection, groups: handover.servingGroups)
         }
     }
 

@@ -151,17 +151,25 @@ extension BrokerServer {
 
     // MARK: Read (the turns are in BrokerServer+Scheduling.swift)
 
-    /// The peer closed its socket (EPOLLHUP): its input is still handled,
-    /// in its uid's turns rather than all at once (a hostile client could
-    /// leave a full socket buffer of costly frames on each of many
-    /// connections), even while the core has paused its reading; its output
-    /// is discarded from now on (`flush`), which also lifts an outbound pause.
-    func peerHungUp(_ record: ServerConnection) {
-        record.peerGone = true
-        record.peerShutWriting = true
-        apply(broker.peerClosed(record.connection, at: currentTime()))  // (1.3) its queue groups' events go to others first
-        flush(record)
-        markReady(record)
+    /// The peers that closed their sockets (EPOLLHUP) in the epoll batch
+    /// just read (`hungUp`, each marked `peerGone` by `dispatch`): their
+    /// input is still handled, in their uid's turns rather than all at once
+    /// (a hostile client could leave a full socket buffer of costly frames
+    /// on each of many connections), even while the core has paused their
+    /// reading; their output is discarded from now on (`flush`), which also
+    /// lifts an outbound pause. The core is told of them together, so a
+    /// queue group's members hanging up at once do not hand their events on
+    /// to one another (issue 38; `Broker.peersClosed`).
+    func peersHungUp() {
+        guard !hungUp.isEmpty else { return }
+        let batch = hungUp.filter { !$0.released }
+        hungUp.removeAll(keepingCapacity: true)
+        for record in batch { record.peerShutWriting = true }
+        apply(broker.peersClosed(batch.map(\.connection), at: currentTime()))  // (1.3) their queue groups' events go to others first
+        for record in batch where !record.released {
+            flush(record)
+            markReady(record)
+        }
     }
 
     func currentTime() -> BrokerTime {

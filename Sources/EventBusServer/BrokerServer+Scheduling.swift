@@ -206,6 +206,7 @@ extension BrokerServer {
             try epoll.wait(timeoutMilliseconds: 0) { token, events in
                 dispatch(token: token, events: events, exitReason: &peekedExitReason)
             }
+            peersHungUp()
         } catch {
             logger.debug("epoll_wait between reads failed: \(error)")
         }

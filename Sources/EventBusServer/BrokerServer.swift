@@ -92,6 +92,9 @@ public final class BrokerServer {
     var records: [ConnectionID: ServerConnection] = [:]
     /// Connections with output to write after the current epoll batch.
     var pendingFlush: [ServerConnection] = []
+    /// Connections whose peer hung up in the current epoll batch, handed to
+    /// the core together once the batch is read (`peersHungUp`).
+    var hungUp: [ServerConnection] = []
     /// Connections with input, by uid, and the uids that have some, in turn
     /// order (BrokerServer+Scheduling.swift).
     var readyQueues: [UInt32: ReadyQueue] = [:]
@@ -183,6 +186,7 @@ public final class BrokerServer {
             try epoll.wait(timeoutMilliseconds: hasReadyConnections || !pendingFlush.isEmpty ? 0 : nextTimeout(now: now)) { token, events in
                 dispatch(token: token, events: events, exitReason: &exitReason)
             }
+            peersHungUp()
             serveReadyConnections()
             if let reason = peekedExitReason {
                 peekedExitReason = nil
@@ -228,7 +232,10 @@ public final class BrokerServer {
             // EPOLLERR too: a peer that closes with replies unread leaves
             // ECONNRESET, which read(2) reports only after the data it sent.
             if !record.inputClosed && record.closing == nil && shutdownDeadline == nil {
-                if !record.peerGone { peerHungUp(record) }
+                if !record.peerGone {
+                    record.peerGone = true
+                    hungUp.append(record)  // with the batch's others (`peersHungUp`)
+                }
                 return
             }
             close(record)
