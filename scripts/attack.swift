@@ -145,6 +145,22 @@ final class Conn {
         return nil
     }
 
+    /// Reads until `count` lines that `counts` keeps have come, EOF or
+    /// `timeout`; returns those lines (the replies to a batch of requests).
+    func readReplies(_ count: Int, timeout: Double, pollMilliseconds: Int32 = 20,
+                     counting counts: (String) -> Bool = { _ in true }) -> [String] {
+        var replies: [String] = []
+        let deadline = monotonic() + timeout
+        while replies.count < count && monotonic() < deadline {
+            var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            _ = poll(&entry, 1, pollMilliseconds)
+            let open = fill()
+            replies += takeLines().filter(counts)
+            if !open { break }
+        }
+        return replies
+    }
+
     /// Reads until EOF or `timeout`; returns every line.
     func readAll(timeout: Double) -> [String] {
         var lines: [String] = []
@@ -303,16 +319,8 @@ func runAttacker(_ kind: String, _ path: String, _ seconds: Double) {
                 batch += Array("{\"op\":\"subscribe\",\"type\":\"\(p).>\",\"req\":\(i)}\n".utf8)
             }
             guard c.writeAll(batch, timeout: 30) else { continue }
-            var replies = 0
-            let deadline = monotonic() + 30
-            while replies < 4096 && monotonic() < deadline {
-                var entry = pollfd(fd: c.fd, events: Int16(POLLIN), revents: 0)
-                _ = poll(&entry, 1, 20)
-                c.fill()
-                for line in c.takeLines() {
-                    replies += 1
-                    if line.contains("\"ok\"") { accepted += 1 } else if line.contains("\"limit\"") { limited += 1 }
-                }
+            for line in c.readReplies(4096, timeout: 30) {
+                if line.contains("\"ok\"") { accepted += 1 } else if line.contains("\"limit\"") { limited += 1 }
             }
         }
         say("ready subscribed=\(accepted) limit_errors=\(limited)")
@@ -328,16 +336,8 @@ func runAttacker(_ kind: String, _ path: String, _ seconds: Double) {
             var batch: [UInt8] = []
             for i in 0..<250 { batch += Array("{\"op\":\"subscribe\",\"type\":\"grp.c\(n).>\",\"group\":\"g\(i)\",\"req\":\(i)}\n".utf8) }
             guard c.writeAll(batch, timeout: 30) else { continue }
-            var replies = 0
-            let deadline = monotonic() + 30
-            while replies < 250 && monotonic() < deadline {
-                var entry = pollfd(fd: c.fd, events: Int16(POLLIN), revents: 0)
-                _ = poll(&entry, 1, 20)
-                c.fill()
-                for line in c.takeLines() {
-                    replies += 1
-                    if line.contains("\"ok\"") { accepted += 1 } else if line.contains("\"limit\"") { limited += 1 }
-                }
+            for line in c.readReplies(250, timeout: 30) {
+                if line.contains("\"ok\"") { accepted += 1 } else if line.contains("\"limit\"") { limited += 1 }
             }
         }
         say("ready subscribed=\(accepted) limit_errors=\(limited)")
@@ -385,14 +385,7 @@ func runAttacker(_ kind: String, _ path: String, _ seconds: Double) {
         holdUntilStopped(seconds) {
             for c in conns {
                 guard c.writeAll(pair, timeout: 5) else { continue }
-                var replies = 0
-                let deadline = monotonic() + 5
-                while replies < 100 && monotonic() < deadline {
-                    var entry = pollfd(fd: c.fd, events: Int16(POLLIN), revents: 0)
-                    _ = poll(&entry, 1, 5)
-                    c.fill()
-                    replies += c.takeLines().filter { $0.contains("\"req\"") }.count
-                }
+                _ = c.readReplies(100, timeout: 5, pollMilliseconds: 5) { $0.contains("\"req\"") }
             }
             rounds += 1
         }
