@@ -327,9 +327,7 @@ final class BusCore: Sendable {
                     splitter.finish { self.dispatch($0) }
                     return "the broker closed the connection"
                 case .complete(let count):
-                    buffer.withUnsafeBytes { raw in
-                        _ = splitter.feed(UnsafeRawBufferPointer(rebasing: raw[0..<count])) { self.dispatch($0) }
-                    }
+                    _ = splitter.feed(buffer.span.bytes.extracting(0..<count)) { self.dispatch($0) }
                 }
             }
             let now = Clock.monotonicNanoseconds()

@@ -198,7 +198,7 @@ extension ClientState {
 
     /// A request for our serving subscriptions: to one serving registration
     /// of a matching key, in turn; none left: answered at once with an error.
-    mutating func routeRequest(_ fields: RequestFields, in frame: UnsafeRawBufferPointer, _ step: inout Step) {
+    mutating func routeRequest(_ fields: RequestFields, in frame: RawSpan, _ step: inout Step) {
         let request = IncomingRequest(event: RawEvent(fields.event, in: frame), token: JSONString.decode(frame, fields.token))
         guard let type = EventType(request.event.metadata.type) else { return }
         for key in keyed.keys.sorted() where key.serve {

@@ -284,7 +284,7 @@ struct ClientState {
 
     /// Handles one frame from the broker (the bytes before its LF).
     /// - Parameter wallNanoseconds: wall clock, used to stamp local deliveries.
-    mutating func handle(_ bytes: UnsafeRawBufferPointer, wallNanoseconds: Int64) -> Step {
+    mutating func handle(_ bytes: RawSpan, wallNanoseconds: Int64) -> Step {
         var step = Step()
         heardOnConnection = true
         switch session.handle(bytes) {

@@ -353,9 +353,7 @@ public final class BridgeLoop {
                 busLost("the broker closed the connection")
                 return
             case .success(.complete(let count)):
-                readBuffer.withUnsafeBytes { raw in
-                    _ = splitter.feed(UnsafeRawBufferPointer(rebasing: raw[0..<count])) { piece in bus.handle(piece, &reports); return true }
-                }
+                _ = splitter.feed(readBuffer.span.bytes.extracting(0..<count)) { piece in bus.handle(piece, &reports); return true }
                 bus.endOfRead(&reports)
                 handleReports()
                 flushNATS()

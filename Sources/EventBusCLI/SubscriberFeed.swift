@@ -59,7 +59,7 @@ package struct SubscriberFeed {
     }
 
     /// Reads one frame from the broker.
-    package mutating func handle(_ frame: UnsafeRawBufferPointer) -> Step {
+    package mutating func handle(_ frame: RawSpan) -> Step {
         switch session.handle(frame) {
         case .event(let fields):
             return .event(fields)

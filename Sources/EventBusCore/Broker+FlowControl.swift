@@ -172,7 +172,7 @@ extension Broker {
     func handleHeldFrame(_ connection: Connection) -> Bool {
         guard !connection.flow.isHeld, let frame = connection.flow.heldFrame else { return connection.flow.heldFrame == nil }
         connection.flow.heldFrame = nil
-        frame.withUnsafeBytes { handle(.frame($0), from: connection) }
+        handle(.frame(frame.span.bytes), from: connection)
         return connection.flow.heldFrame == nil && mayReadNextFrame(connection)
     }
 

@@ -180,7 +180,7 @@ extension Broker {
     /// before the broker serves anyone: each gets a new seq, in their old
     /// order, and keeps every other field. Events over the limits are left out.
     /// - Returns: how many were restored, and the problems found (to log).
-    public func restoreRetained(fromStateFile bytes: UnsafeRawBufferPointer) -> RetainedStateFile.Report {
+    public func restoreRetained(fromStateFile bytes: RawSpan) -> RetainedStateFile.Report {
         restoreRetained(RetainedStateFile.read(bytes))
     }
 

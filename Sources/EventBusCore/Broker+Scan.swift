@@ -53,7 +53,7 @@ extension Broker {
     /// `receive`'s feeding of the splitter when its incomplete frame was
     /// scanned: the first piece handed out is that frame (or its
     /// `frame_too_large`), decoded from the scan; the rest as always.
-    func feed(_ connection: Connection, _ bytes: UnsafeRawBufferPointer, scanned: RequestScan) -> Bool {
+    func feed(_ connection: Connection, _ bytes: RawSpan, scanned: RequestScan) -> Bool {
         var scan: RequestScan? = scanned
         let bounded = turnBytes != .max
         var count = PieceCount()
@@ -76,6 +76,6 @@ extension Broker {
     func handle(_ piece: SplitFrame, from connection: Connection, scanned scan: RequestScan) {
         guard case .frame(let frame) = piece else { return handle(piece, from: connection) }
         scannedFrames &+= 1
-        handle(scan.finish(frame), frame, from: connection)
+        frame.withUnsafeBytes { handle(scan.finish($0), $0, from: connection) }
     }
 }

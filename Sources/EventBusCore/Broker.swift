@@ -350,14 +350,14 @@ public final class Broker {
     /// - Returns: output for the replies and events queued, `.pauseReading`
     ///   when the connection's queue went over its limit, closes of
     ///   subscribers under `overflow: disconnect`, notices.
-    public func receive(_ connection: Connection, _ bytes: UnsafeRawBufferPointer, at time: BrokerTime, continuing: Bool = false) -> BrokerStep {
+    public func receive(_ connection: Connection, _ bytes: RawSpan, at time: BrokerTime, continuing: Bool = false) -> BrokerStep {
         stoppedForTimeCheck = false
         guard connection.closing == nil, !connection.isClosed, !connection.inputClosed else { return finishStep() }
         now = time
-        if bytes.count > 0 { connection.input.inboundProgressAt = time.monotonicNanoseconds }
+        if bytes.byteCount > 0 { connection.input.inboundProgressAt = time.monotonicNanoseconds }
         // (1.2) A released publisher's held frame comes first, then the input after it.
         if connection.flow.heldFrame != nil && !handleHeldFrame(connection) {
-            connection.input.fedBytes &+= bytes.count
+            connection.input.fedBytes &+= bytes.byteCount
             connection.splitter.keepUnread(bytes)  // (the server does not read a held connection)
             syncInbound(connection)
             return finishStep()
@@ -387,7 +387,7 @@ public final class Broker {
         }
         // (issue 37) A large frame still incomplete is validated as it comes
         // (`fedBytes` counted after the feed: `usableScan` looks before it).
-        connection.input.fedBytes &+= bytes.count
+        connection.input.fedBytes &+= bytes.byteCount
         if connection.splitter.pending.count >= Broker.scanFromBytes || connection.input.scan != nil { advanceScan(connection) }
         if finished && connection.flow.endPending && connection.flow.heldFrame == nil {
             connection.flow.endPending = false
@@ -442,22 +442,28 @@ public final class Broker {
         case .tooLarge(let size):
             reply(to: connection, req: nil, error: ProtocolError(.frameTooLarge, "frame of \(size) bytes exceeds the limit of \(configuration.maxFrameBytes) bytes; discarded"))
         case .frame(let frame):
-            // The common publish shape the specialised way, its type found
-            // by its bytes; everything else (every error included) the
-            // general way.
-            var tokens = PublishTokens()
-            if PublishScanner.scan(frame, into: &tokens), let entry = types.entry(for: tokens.typeBytes(in: frame)) {
-                let req = tokens.req.map { UnsafeRawBufferPointer(rebasing: frame[$0.start..<$0.end]) }
-                let request = tokens.request(type: types.type(entry))
-                // (1.2) Held, the event waits unrouted: no seq, queued to no one
-                // (asked here, not in `publish`, which keeps `fanOut` inlined).
-                if mayHaveToHold(frame, connection), holdIfBlocked(frame, request, entry: entry, publisher: connection) { return }
-                publish(request, frame: frame, req: req, from: connection,
-                        typeEntry: entry, typeBytes: tokens.typeBytes(in: frame))
-                return
-            }
-            handle(RequestDecoder.decode(frame), frame, from: connection)
+            frame.withUnsafeBytes { handle(frame: $0, from: connection) }
         }
+    }
+
+    /// A frame (the pointer is the split chunk's, valid during the call).
+    @inline(__always)
+    private func handle(frame: UnsafeRawBufferPointer, from connection: Connection) {
+        // The common publish shape the specialised way, its type found
+        // by its bytes; everything else (every error included) the
+        // general way.
+        var tokens = PublishTokens()
+        if PublishScanner.scan(frame, into: &tokens), let entry = types.entry(for: tokens.typeBytes(in: frame)) {
+            let req = tokens.req.map { UnsafeRawBufferPointer(rebasing: frame[$0.start..<$0.end]) }
+            let request = tokens.request(type: types.type(entry))
+            // (1.2) Held, the event waits unrouted: no seq, queued to no one
+            // (asked here, not in `publish`, which keeps `fanOut` inlined).
+            if mayHaveToHold(frame, connection), holdIfBlocked(frame, request, entry: entry, publisher: connection) { return }
+            publish(request, frame: frame, req: req, from: connection,
+                    typeEntry: entry, typeBytes: tokens.typeBytes(in: frame))
+            return
+        }
+        handle(RequestDecoder.decode(frame), frame, from: connection)
     }
 
     /// A decoded frame: its error answered, or its request carried out.

@@ -23,7 +23,7 @@ struct PieceCount {
     mutating func add(_ piece: SplitFrame) -> Bool {
         frames &+= 1
         switch piece {
-        case .frame(let frame): bytes &+= frame.count &+ 1
+        case .frame(let frame): bytes &+= frame.byteCount &+ 1
         case .tooLarge(let size): bytes &+= size &+ 1
         }
         stoppedForCheck = frames % PieceCount.framesPerCheck == 0

@@ -69,7 +69,7 @@ public enum RetainedStateFile {
 
     /// Reads a state file's bytes: the valid events (one per type: the one
     /// with the highest old seq) in the old seq order, and the problems.
-    static func read(_ bytes: UnsafeRawBufferPointer) -> Report {
+    static func read(_ bytes: RawSpan) -> Report {
         var reader = Reader()
         reader.feed(bytes)
         return reader.finish()
@@ -93,7 +93,7 @@ public enum RetainedStateFile {
         public init() {}
 
         /// Reads the next bytes of the file.
-        public mutating func feed(_ bytes: UnsafeRawBufferPointer) {
+        public mutating func feed(_ bytes: RawSpan) {
             var lines = splitter.take()!
             defer { splitter = lines }
             _ = lines.feed(bytes) { piece in
@@ -127,24 +127,28 @@ public enum RetainedStateFile {
                 badLines += 1
                 report.problems.append("line \(lineNumber): \(size) bytes, too long for an event; skipped")
             case .frame(let line):
-                if let (type, seq) = RetainedStateFile.clear(in: line) {
-                    clearedThrough[type] = max(clearedThrough[type] ?? 0, seq)
-                    // Dropped as it is read, so a long file of churn never
-                    // holds more than the events live at that point.
-                    if let held = byType[type], held.oldSeq <= seq { byType[type] = nil }
-                    return
-                }
-                switch RetainedStateFile.event(in: line) {
-                case .success(let found?):
-                    if let through = clearedThrough[found.type], found.oldSeq <= through { return }
-                    if let held = byType[found.type], held.oldSeq >= found.oldSeq { return }
-                    byType[found.type] = found
-                case .success(nil):
-                    break
-                case .failure(let reason):
-                    badLines += 1
-                    if badLines <= 10 { report.problems.append("line \(lineNumber): \(reason); skipped") }
-                }
+                line.withUnsafeBytes { handle(line: $0) }
+            }
+        }
+
+        private mutating func handle(line: UnsafeRawBufferPointer) {
+            if let (type, seq) = RetainedStateFile.clear(in: line) {
+                clearedThrough[type] = max(clearedThrough[type] ?? 0, seq)
+                // Dropped as it is read, so a long file of churn never
+                // holds more than the events live at that point.
+                if let held = byType[type], held.oldSeq <= seq { byType[type] = nil }
+                return
+            }
+            switch RetainedStateFile.event(in: line) {
+            case .success(let found?):
+                if let through = clearedThrough[found.type], found.oldSeq <= through { return }
+                if let held = byType[found.type], held.oldSeq >= found.oldSeq { return }
+                byType[found.type] = found
+            case .success(nil):
+                break
+            case .failure(let reason):
+                badLines += 1
+                if badLines <= 10 { report.problems.append("line \(lineNumber): \(reason); skipped") }
             }
         }
     }
@@ -171,7 +175,7 @@ public enum RetainedStateFile {
             return .failure(LineProblem("\(error)"))
         }
         if let unknown = keys.first(where: { !eventKeys.contains($0) }) { return .failure(LineProblem("unexpected key \"\(unknown)\"")) }
-        guard case .event(let fields)? = try? BrokerFrame.read(line) else { return .failure(LineProblem("not an event frame")) }
+        guard case .event(let fields)? = try? BrokerFrame.read(line.bytes) else { return .failure(LineProblem("not an event frame")) }
         let prefix = Array("{\"op\":\"event\",\"seq\":".utf8)
         guard line.count > prefix.count + 2, line.starts(with: prefix), line[line.count - 1] == 0x7D else {
             return .failure(LineProblem("not an event frame as the broker writes it"))
@@ -200,7 +204,7 @@ public enum RetainedStateFile {
         let prefix = Array("{\"op\":\"eventbus-clear\",".utf8)
         guard line.count > prefix.count, line.starts(with: prefix), let members = try? JSONObject.members(line),
               members.map(\.key) == ["op", "type", "seq"], members[1].value.isString,
-              let seq = JSONInteger.unsigned(line, members[2].value) else { return nil }
+              let seq = JSONInteger.unsigned(line.bytes, members[2].value) else { return nil }
         return (JSONString.decode(line, members[1].value), seq)
     }
 

@@ -34,7 +34,11 @@ public enum BrokerFrame: Sendable, Equatable {
     /// Reads one frame (the bytes before its LF; a CR before it is whitespace).
     /// - Throws: `BrokerFrameError` when it is not a JSON object, has no
     ///   string `op`, or an `event`, `request`, `dropped` or `gap` lacks a field it must have.
-    public static func read(_ frame: UnsafeRawBufferPointer) throws(BrokerFrameError) -> BrokerFrame {
+    public static func read(_ frame: RawSpan) throws(BrokerFrameError) -> BrokerFrame {
+        try frame.withUnsafeBytes { (frame) throws(BrokerFrameError) in try read(frame) }
+    }
+
+    static func read(_ frame: UnsafeRawBufferPointer) throws(BrokerFrameError) -> BrokerFrame {
         try KeyedTokens<BrokerFrameKey>.withEmpty { (fields) throws(BrokerFrameError) -> BrokerFrame in
             do throws(JSONObject.ReadError) {
                 try fields.scan(frame)

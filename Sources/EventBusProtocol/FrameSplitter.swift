@@ -8,13 +8,17 @@
 // callback stops early, the unread rest of the chunk (the backlog, handed out
 // first by the next `feed`). Frames handed to the callback are valid only
 // during the call. `heldBytes` is what the splitter holds in memory (the
-// broker charges it to the connection's uid).
+// broker charges it to the connection's uid). Raw memory stays in this file
+// (issue 35): chunks come in and frames go out as `RawSpan`s; inside,
+// `split`'s pointers never reach past `chunk.count` (memchr is given the
+// rest of the chunk, and a piece ends at the LF it found).
 import Glibc
 
-/// One unit of input found by `FrameSplitter`.
-public enum SplitFrame {
+/// One unit of input found by `FrameSplitter`. A span borrowed from the
+/// chunk (or the splitter's buffer): it cannot outlive the callback.
+public enum SplitFrame: ~Escapable {
     /// A frame's bytes, without LF and without a CR before it. Valid only during the callback.
-    case frame(UnsafeRawBufferPointer)
+    case frame(RawSpan)
     /// A frame longer than the limit was discarded; `bytes` is its length before the LF
     /// (at least `maxFrameBytes + 1`).
     case tooLarge(bytes: Int)
@@ -62,7 +66,12 @@ public struct FrameSplitter {
     ///   bounded piece of work per call; issue 20).
     /// - Returns: false when `body` or `limit` stopped it early.
     @discardableResult
-    public mutating func feed(_ chunk: UnsafeRawBufferPointer, stopAfter limit: Int = .max, _ body: (SplitFrame) -> Bool) -> Bool {
+    public mutating func feed(_ chunk: RawSpan, stopAfter limit: Int = .max, _ body: (SplitFrame) -> Bool) -> Bool {
+        chunk.withUnsafeBytes { feed($0, stopAfter: limit, body) }
+    }
+
+    @inline(__always)
+    private mutating func feed(_ chunk: UnsafeRawBufferPointer, stopAfter limit: Int, _ body: (SplitFrame) -> Bool) -> Bool {
         if hasBacklog {
             if chunk.count > 0 { pending.append(contentsOf: chunk) }
             return splitBacklog(limit, body)
@@ -80,14 +89,14 @@ public struct FrameSplitter {
 
     /// Keeps `chunk` unread, behind whatever the splitter holds: the next
     /// `feed` splits it (the broker's held publisher, PROTOCOL.md "Flow control (1.2)").
-    public mutating func keepUnread(_ chunk: UnsafeRawBufferPointer) {
-        guard chunk.count > 0 else { return }
+    public mutating func keepUnread(_ chunk: RawSpan) {
+        guard chunk.byteCount > 0 else { return }
         if !hasBacklog {
             // An incomplete frame in `pending` is the backlog's beginning.
             backlogStart = 0
             hasBacklog = true
         }
-        pending.append(contentsOf: chunk)
+        chunk.withUnsafeBytes { pending.append(contentsOf: $0) }
     }
 
     /// Splits `chunk`; the tail without LF goes into `pending`.
@@ -220,6 +229,6 @@ public struct FrameSplitter {
             if b != 0x20 && b != 0x09 && b != 0x0D { blank = false; break }
         }
         if blank { return true }
-        return body(.frame(UnsafeRawBufferPointer(start: line.baseAddress, count: length)))
+        return body(.frame(UnsafeRawBufferPointer(start: line.baseAddress, count: length).bytes))
     }
 }

@@ -10,16 +10,29 @@ public enum JSONInteger {
     /// - Returns: nil for a negative number (also `-0`), a fraction or
     ///   exponent, any other kind of token, or a value above `UInt64.max`.
     @inlinable
-    public static func unsigned(_ bytes: UnsafeRawBufferPointer, _ token: JSONToken) -> UInt64? {
-        guard case .number(integer: true) = token.kind, bytes[token.start] != 0x2D else { return nil }
-        return magnitude(bytes, token.start, token.end)
+    public static func unsigned(_ bytes: RawSpan, _ token: JSONToken) -> UInt64? {
+        bytes.withUnsafeBytes { unsigned($0, token) }
     }
 
     /// An integer token as `Int64`, e.g. `-42`.
     /// - Returns: nil for a fraction or exponent, any other kind of token, or
     ///   a value outside `Int64.min...Int64.max`.
     @inlinable
-    public static func signed(_ bytes: UnsafeRawBufferPointer, _ token: JSONToken) -> Int64? {
+    public static func signed(_ bytes: RawSpan, _ token: JSONToken) -> Int64? {
+        bytes.withUnsafeBytes { signed($0, token) }
+    }
+
+    // The same on bytes the callers not moved to spans yet hold as a
+    // pointer (issue 35).
+
+    @inlinable
+    package static func unsigned(_ bytes: UnsafeRawBufferPointer, _ token: JSONToken) -> UInt64? {
+        guard case .number(integer: true) = token.kind, bytes[token.start] != 0x2D else { return nil }
+        return magnitude(bytes, token.start, token.end)
+    }
+
+    @inlinable
+    package static func signed(_ bytes: UnsafeRawBufferPointer, _ token: JSONToken) -> Int64? {
         guard case .number(integer: true) = token.kind else { return nil }
         let negative = bytes[token.start] == 0x2D
         guard let magnitude = magnitude(bytes, negative ? token.start + 1 : token.start, token.end) else { return nil }

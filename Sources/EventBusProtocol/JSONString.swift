@@ -6,16 +6,37 @@
 
 public enum JSONString {
     /// Decodes a validated string token (quotes included) into its UTF-8 bytes.
-    public static func decodeBytes(_ bytes: UnsafeRawBufferPointer, _ token: JSONToken) -> [UInt8] {
+    public static func decodeBytes(_ bytes: RawSpan, _ token: JSONToken) -> [UInt8] {
+        bytes.withUnsafeBytes { decodeBytes($0, token) }
+    }
+
+    /// Appends the decoded bytes of a validated string token to `out` (what
+    /// `decodeBytes` returns, without an array of their own).
+    public static func appendDecoded(_ bytes: RawSpan, _ token: JSONToken, to out: inout [UInt8]) {
+        bytes.withUnsafeBytes { appendDecoded($0, token, to: &out) }
+    }
+
+    /// Decodes a validated string token into a `String`.
+    public static func decode(_ bytes: RawSpan, _ token: JSONToken) -> String {
+        bytes.withUnsafeBytes { decode($0, token) }
+    }
+
+    /// Whether a validated string token decodes to exactly `ascii`.
+    public static func equals(_ bytes: RawSpan, _ token: JSONToken, _ ascii: StaticString) -> Bool {
+        bytes.withUnsafeBytes { equals($0, token, ascii) }
+    }
+
+    // The same on bytes the callers not moved to spans yet hold as a
+    // pointer (issue 35).
+
+    package static func decodeBytes(_ bytes: UnsafeRawBufferPointer, _ token: JSONToken) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(token.count - 2)
         appendDecoded(bytes, token, to: &out)
         return out
     }
 
-    /// Appends the decoded bytes of a validated string token to `out` (what
-    /// `decodeBytes` returns, without an array of their own).
-    public static func appendDecoded(_ bytes: UnsafeRawBufferPointer, _ token: JSONToken, to out: inout [UInt8]) {
+    package static func appendDecoded(_ bytes: UnsafeRawBufferPointer, _ token: JSONToken, to out: inout [UInt8]) {
         var i = token.start + 1
         let end = token.end - 1
         while i < end {
@@ -43,16 +64,14 @@ public enum JSONString {
         }
     }
 
-    /// Decodes a validated string token into a `String`.
-    public static func decode(_ bytes: UnsafeRawBufferPointer, _ token: JSONToken) -> String {
+    package static func decode(_ bytes: UnsafeRawBufferPointer, _ token: JSONToken) -> String {
         if case .string(escaped: false) = token.kind {
             return String(decoding: UnsafeRawBufferPointer(rebasing: bytes[(token.start + 1)..<(token.end - 1)]), as: UTF8.self)
         }
         return String(decoding: decodeBytes(bytes, token), as: UTF8.self)
     }
 
-    /// Whether a validated string token decodes to exactly `ascii`.
-    public static func equals(_ bytes: UnsafeRawBufferPointer, _ token: JSONToken, _ ascii: StaticString) -> Bool {
+    package static func equals(_ bytes: UnsafeRawBufferPointer, _ token: JSONToken, _ ascii: StaticString) -> Bool {
         let expected = UnsafeRawBufferPointer(start: ascii.utf8Start, count: ascii.utf8CodeUnitCount)
         if case .string(escaped: false) = token.kind {
             guard token.count - 2 == expected.count else { return false }

@@ -31,9 +31,9 @@ public struct Reply: Sendable, Equatable {
     public func member(_ key: String) -> JSONMember? { members.first { $0.key == key } }
 
     /// Calls `body` with the frame's bytes and the value of member `key`, nil when absent.
-    public func withValue<R>(_ key: String, _ body: (UnsafeRawBufferPointer, JSONToken) -> R?) -> R? {
+    public func withValue<R>(_ key: String, _ body: (RawSpan, JSONToken) -> R?) -> R? {
         guard let value = member(key)?.value else { return nil }
-        return bytes.withUnsafeBytes { body($0, value) }
+        return body(bytes.span.bytes, value)
     }
 
     /// The string member `key`, decoded: `reply.string("instance")`.
@@ -49,9 +49,9 @@ public struct Reply: Sendable, Equatable {
 
     /// The number member `key` as a `Double` (e.g. `uptime_s`).
     public func double(_ key: String) -> Double? {
-        withValue(key) { bytes, value in
+        withValue(key) { _, value in
             guard case .number = value.kind else { return nil }
-            return Double(String(decoding: UnsafeRawBufferPointer(rebasing: bytes[value.start..<value.end]), as: UTF8.self))
+            return Double(String(decoding: bytes[value.start..<value.end], as: UTF8.self))
         }
     }
 
@@ -62,8 +62,8 @@ public struct Reply: Sendable, Equatable {
 
     /// The member `key` when it is an array of strings only: `reply.strings("features")`.
     public func strings(_ key: String) -> [String]? {
-        withValue(key) { bytes, value in
-            guard value.kind == .array else { return nil }
+        guard let value = member(key)?.value, value.kind == .array else { return nil }
+        return bytes.withUnsafeBytes { bytes -> [String]? in
             var scanner = JSONScanner(bytes, maxDepth: ProtocolConstants.maxDepth)
             scanner.position = value.start
             var items: [String] = []
@@ -82,7 +82,7 @@ public struct Reply: Sendable, Equatable {
     /// The raw JSON text of member `key`, e.g. the object `me` of a `stats`
     /// reply or the array `clients` (1.1), for a JSON decoder.
     public func raw(_ key: String) -> [UInt8]? {
-        withValue(key) { bytes, value in Array(bytes[value.start..<value.end]) }
+        member(key).map { Array(bytes[$0.value.start..<$0.value.end]) }
     }
 
     /// The `code` of an `error` reply, when this client knows it.

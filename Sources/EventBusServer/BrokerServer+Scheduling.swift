@@ -217,7 +217,7 @@ extension BrokerServer {
     func serve(_ record: ServerConnection) {
         let connection = record.connection
         if connection.hasBufferedInput {
-            receive(connection, UnsafeRawBufferPointer(start: nil, count: 0))
+            receive(connection, RawSpan())
             if record.inputClosed && !connection.hasBufferedInput && record.peerGone && !record.released {
                 close(record)  // a held publisher's last input, after its EOF
                 return
@@ -249,7 +249,7 @@ extension BrokerServer {
             }
             updateInterest(record)
         case .complete(let n):
-            receive(connection, UnsafeRawBufferPointer(rebasing: readBuffer[0..<n]))
+            receive(connection, UnsafeRawBufferPointer(rebasing: readBuffer[0..<n]).bytes)
             // A full buffer may leave more; after EPOLLRDHUP the EOF is still to be read;
             // the core may have stopped after `turnBytes` with the rest kept.
             if n == buffer.count || record.peerShutWriting || connection.hasBufferedInput { markReady(record) }
@@ -260,12 +260,12 @@ extension BrokerServer {
     /// while the core stops for a time check (every few frames of a bounded
     /// piece of work, `Broker.stoppedForTimeCheck`) and the read has time
     /// left (`turnEnds`), lets it go on: the core reads no clock (issue 35).
-    func receive(_ connection: Connection, _ bytes: UnsafeRawBufferPointer) {
+    func receive(_ connection: Connection, _ bytes: RawSpan) {
         apply(broker.receive(connection, bytes, at: currentTime()))
         while broker.stoppedForTimeCheck {
             let time = currentTime()
             guard time.monotonicNanoseconds < turnEnds else { return }
-            apply(broker.receive(connection, UnsafeRawBufferPointer(start: nil, count: 0), at: time, continuing: true))
+            apply(broker.receive(connection, RawSpan(), at: time, continuing: true))
         }
     }
 }

@@ -90,7 +90,7 @@ final class StatePersistence {
         // must never be left unread, or an older value comes back.
         var reader = RetainedStateFile.Reader()
         do {
-            guard try stateDirectory.read(RetainedStateFile.fileName, { reader.feed($0) }) else { return }
+            guard try stateDirectory.read(RetainedStateFile.fileName, { reader.feed($0.bytes) }) else { return }
         } catch {
             logger.warning("failed to read state file \(path): \(error); starting without retained events")
             return

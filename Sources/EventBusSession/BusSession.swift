@@ -319,7 +319,7 @@ public struct BusSession<Tag> {
 
     /// Handles one frame read from the broker (the bytes before its LF).
     /// Event fields point into `frame`: use them before it goes.
-    public mutating func handle(_ frame: UnsafeRawBufferPointer) -> Incoming<Tag> {
+    public mutating func handle(_ frame: RawSpan) -> Incoming<Tag> {
         let read: BrokerFrame
         do {
             read = try BrokerFrame.read(frame)

@@ -99,7 +99,7 @@ public struct RawEvent: Hashable, Sendable {
     /// The event of an `event` frame read by `BrokerFrame.read` from `frame`.
     /// Absent `time`, `source`, `id` are empty; `pid`, `uid`, `gid` that do
     /// not fit their types are 0; absent `data` is `null`.
-    package init(_ fields: EventFields, in frame: UnsafeRawBufferPointer) {
+    package init(_ fields: EventFields, in frame: RawSpan) {
         func string(_ token: JSONToken?) -> String { token.map { JSONString.decode(frame, $0) } ?? "" }
         let metadata = EventMetadata(
             type: JSONString.decode(frame, fields.type), seq: fields.seq, time: string(fields.time),
@@ -110,7 +110,7 @@ public struct RawEvent: Hashable, Sendable {
             isRetained: fields.retained, isReplayed: fields.replayed, isBridged: fields.origin != nil,
             key: fields.key.map { JSONString.decode(frame, $0) }, isRedelivered: fields.redelivered
         )
-        let data = fields.data.map { Array(UnsafeRawBufferPointer(rebasing: frame[$0.start..<$0.end])) } ?? Array("null".utf8)
+        let data = fields.data.map { [UInt8](copying: frame.extracting($0.start..<$0.end)) } ?? Array("null".utf8)
         self.init(metadata: metadata, data: data)
     }
 }

@@ -31,9 +31,9 @@ struct ReplayOrder {
     var hasReleased: Bool { releasedHead < released.count }
 
     /// Holds `frame` (copied) when holding. - Returns: whether it was held.
-    mutating func hold(_ frame: UnsafeRawBufferPointer, _ fields: EventFields) -> Bool {
+    mutating func hold(_ frame: RawSpan, _ fields: EventFields) -> Bool {
         guard held != nil else { return false }
-        held!.append((Array(frame), fields))
+        held!.append(([UInt8](copying: frame), fields))
         return true
     }
 

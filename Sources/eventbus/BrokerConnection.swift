@@ -190,15 +190,15 @@ final class BrokerConnection {
     ///   - extra: more descriptors to watch; when one has events (including
     ///     only `.hangup`/`.error`), `.extra` is returned and `extra` holds them.
     /// - Throws: `CLIError` 69 on a read error other than a reset.
-    func receive(deadline: Int64?, extra: inout [PollEntry], _ body: (UnsafeRawBufferPointer) -> Bool) throws(CLIError) -> ReceiveOutcome {
+    func receive(deadline: Int64?, extra: inout [PollEntry], _ body: (RawSpan) -> Bool) throws(CLIError) -> ReceiveOutcome {
         // Frames read before a callback stopped come first.
-        if splitter.hasBacklog { return split(UnsafeRawBufferPointer(start: nil, count: 0), body) }
+        if splitter.hasBacklog { return split(RawSpan(), body) }
         while true {
             switch try readOnce() {
             case .complete(0):
                 return .closed
             case .complete(let n):
-                return split(UnsafeRawBufferPointer(rebasing: readBuffer[..<n]), body)
+                return split(UnsafeRawBufferPointer(rebasing: readBuffer[..<n]).bytes, body)
             case .wouldBlock:
                 var entries = [PollEntry(descriptor, events: .readable)] + extra
                 let timeout = BrokerConnection.pollTimeout(until: deadline)
@@ -220,7 +220,7 @@ final class BrokerConnection {
     }
 
     /// Hands `body` each complete frame of what was read (`bytes`) and of the backlog.
-    private func split(_ bytes: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) -> Bool) -> ReceiveOutcome {
+    private func split(_ bytes: RawSpan, _ body: (RawSpan) -> Bool) -> ReceiveOutcome {
         var stopped = false
         splitter.feed(bytes) { piece in
             switch piece {
@@ -236,7 +236,7 @@ final class BrokerConnection {
     }
 
     /// `receive` without extra descriptors.
-    func receive(deadline: Int64?, _ body: (UnsafeRawBufferPointer) -> Bool) throws(CLIError) -> ReceiveOutcome {
+    func receive(deadline: Int64?, _ body: (RawSpan) -> Bool) throws(CLIError) -> ReceiveOutcome {
         var none: [PollEntry] = []
         return try receive(deadline: deadline, extra: &none, body)
     }

@@ -55,10 +55,10 @@ struct EventFormatter {
     /// (so validated) into `fields`.
     /// - Returns: true (a line was appended).
     @discardableResult
-    func append(event frame: UnsafeRawBufferPointer, _ fields: EventFields, to out: inout [UInt8]) -> Bool {
+    func append(event frame: RawSpan, _ fields: EventFields, to out: inout [UInt8]) -> Bool {
         switch format {
         case .json:
-            JSONObject.appendCompacted(frame, JSONToken(start: 0, end: frame.count, kind: .object), to: &out)
+            JSONObject.appendCompacted(frame, JSONToken(start: 0, end: frame.byteCount, kind: .object), to: &out)
         case .data:
             appendData(frame, fields.data, to: &out)
         case .pretty:
@@ -70,7 +70,7 @@ struct EventFormatter {
         return true
     }
 
-    private func appendData(_ frame: UnsafeRawBufferPointer, _ data: JSONToken?, to out: inout [UInt8]) {
+    private func appendData(_ frame: RawSpan, _ data: JSONToken?, to out: inout [UInt8]) {
         if let data {
             JSONObject.appendCompacted(frame, data, to: &out)
         } else {
@@ -81,7 +81,7 @@ struct EventFormatter {
     /// `HH:MM:SS.mmm type data`: every field from the broker with its
     /// control characters escaped (`TerminalText`), so only our own colour
     /// sequences reach the terminal.
-    private func appendPretty(_ frame: UnsafeRawBufferPointer, _ fields: EventFields, to out: inout [UInt8]) {
+    private func appendPretty(_ frame: RawSpan, _ fields: EventFields, to out: inout [UInt8]) {
         let time = fields.time.map { JSONString.decode(frame, $0) } ?? ""
         if colour { FrameEncoder.appendASCII("\u{1B}[2m", to: &out) }
         if let local = LocalTime.clock(fromRFC3339: time) {
@@ -107,7 +107,7 @@ struct EventFormatter {
     /// `sequence` follows the CloudEvents sequence extension (a string that
     /// orders lexicographically, so zero-padded to 20 digits); `pid`/`uid`/`gid`
     /// are Integer extensions (strings if beyond the 32-bit Integer range).
-    private func appendCloudEvent(_ frame: UnsafeRawBufferPointer, _ fields: EventFields, to out: inout [UInt8]) {
+    private func appendCloudEvent(_ frame: RawSpan, _ fields: EventFields, to out: inout [UInt8]) {
         let seqText = String(fields.seq)
         FrameEncoder.appendASCII("{\"specversion\":\"1.0\",\"id\":", to: &out)
         let id = fields.id.map { JSONString.decode(frame, $0) } ?? ""
@@ -120,7 +120,7 @@ struct EventFormatter {
         JSONString.appendQuoted(JSONString.decode(frame, fields.type), to: &out)
         if let time = fields.time {
             FrameEncoder.appendASCII(",\"time\":", to: &out)
-            out.append(contentsOf: frame[time.start..<time.end])
+            out.append(copying: frame.extracting(time.start..<time.end))
         }
         FrameEncoder.appendASCII(",\"datacontenttype\":\"application/json\",\"sequence\":\"", to: &out)
         out.append(contentsOf: repeatElement(0x30, count: max(0, 20 - seqText.utf8.count)))

@@ -140,7 +140,7 @@ private struct Listener {
     }
 
     /// Handles one frame; false to stop reading (`--count` reached, or the run ends).
-    mutating func take(_ frame: UnsafeRawBufferPointer) -> Bool {
+    mutating func take(_ frame: RawSpan) -> Bool {
         let step = feed.handle(frame)
         for note in feed.takeNotes() { printError(note) }
         switch step {
@@ -148,7 +148,7 @@ private struct Listener {
             return print(frame, fields)
         case .released:
             while let (bytes, fields) = feed.session.takeReleased() {
-                if !bytes.withUnsafeBytes({ print($0, fields) }) { return false }
+                if !print(bytes.span.bytes, fields) { return false }
             }
         case .stop(let error):
             failure = error
@@ -160,7 +160,7 @@ private struct Listener {
     }
 
     /// Prints one event; false once `--count` is reached.
-    mutating func print(_ frame: UnsafeRawBufferPointer, _ fields: EventFields) -> Bool {
+    mutating func print(_ frame: RawSpan, _ fields: EventFields) -> Bool {
         let formatter = self.formatter
         var appended = false
         output.withBuffer { appended = formatter.append(event: frame, fields, to: &$0) }

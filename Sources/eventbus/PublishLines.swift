@@ -202,7 +202,7 @@ struct LinePublisher {
     }
 
     /// Matches one broker frame to the oldest line awaiting a reply.
-    mutating func handleReply(_ frame: UnsafeRawBufferPointer) {
+    mutating func handleReply(_ frame: RawSpan) {
         guard let reply = (try? BrokerFrame.read(frame))?.reply, awaitingHead < awaiting.count else { return }
         if let req = reply.req, req != awaiting[awaitingHead] { return }  // not ours
         let line = awaiting[awaitingHead]

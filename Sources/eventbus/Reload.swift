@@ -105,10 +105,10 @@ enum ReloadOutcome: Equatable {
     case refused(generation: UInt64, reason: String)
 
     /// Reads an event frame of either type; nil for any other frame.
-    init?(_ frame: UnsafeRawBufferPointer) {
+    init?(_ frame: RawSpan) {
         guard case .event(let event)? = try? BrokerFrame.read(frame), let dataToken = event.data else { return nil }
         let type = JSONString.decode(frame, event.type)
-        let data = UnsafeRawBufferPointer(rebasing: frame[dataToken.start..<dataToken.end])
+        let data = frame.extracting(dataToken.start..<dataToken.end)
         guard let members = try? JSONObject.members(data) else { return nil }
         func member(_ key: String) -> JSONToken? { members.first { $0.key == key }?.value }
         guard let generationToken = member("generation"), let generation = JSONInteger.unsigned(data, generationToken) else { return nil }

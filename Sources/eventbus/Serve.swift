@@ -106,10 +106,10 @@ private struct Server {
     }
 
     /// Handles one frame. - Returns: the request it carries, if any.
-    mutating func handle(_ frame: UnsafeRawBufferPointer) -> ServedRequest? {
+    mutating func handle(_ frame: RawSpan) -> ServedRequest? {
         switch session.handle(frame) {
         case .request(let fields):
-            let data = fields.event.data.map { Array(frame[$0.start..<$0.end]) } ?? Array("null".utf8)
+            let data = fields.event.data.map { [UInt8](copying: frame.extracting($0.start..<$0.end)) } ?? Array("null".utf8)
             let milliseconds = fields.timeout ?? defaultRequestMilliseconds
             return ServedRequest(token: JSONString.decode(frame, fields.token), seq: fields.event.seq, data: data,
                                  deadline: Clock.monotonicNanoseconds() + Int64(min(milliseconds, 1 << 40)) * 1_000_000)
@@ -250,7 +250,7 @@ private struct Server {
                 func take(_ piece: SplitFrame) -> Bool {
                     line += 1
                     switch piece {
-                    case .frame(let bytes): replyLine(bytes, line: line)
+                    case .frame(let bytes): replyLine([UInt8](copying: bytes), line: line)
                     case .tooLarge(let size): printError("line \(line): \(size) bytes, more than \(ProtocolConstants.defaultMaxFrameBytes): ignored")
                     }
                     return true
@@ -260,7 +260,7 @@ private struct Server {
                     input.finish(take)
                     inputOpen = false
                 case .complete(let n):
-                    input.feed(UnsafeRawBufferPointer(rebasing: buffer[..<n]), take)
+                    input.feed(UnsafeRawBufferPointer(rebasing: buffer[..<n]).bytes, take)
                 case .wouldBlock:
                     break
                 }
@@ -269,7 +269,7 @@ private struct Server {
             if connection.hasBacklog || !entries[0].returned.isEmpty {
                 let outcome = try connection.receive(deadline: 0) { frame in
                     if handle(frame) != nil {
-                        output.withBuffer { $0.append(contentsOf: frame); $0.append(0x0A) }
+                        output.withBuffer { $0.append(copying: frame); $0.append(0x0A) }
                     }
                     return failure == nil
                 }
@@ -282,9 +282,9 @@ private struct Server {
 
     /// One line of `serve --json`'s standard input: `{"to":"<token>","data":..}`
     /// or `{"to":"<token>","error":"text"}`; a bad line is reported and skipped.
-    mutating func replyLine(_ bytes: UnsafeRawBufferPointer, line: Int) {
+    mutating func replyLine(_ bytes: [UInt8], line: Int) {
         if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { return }
-        guard let members = try? JSONObject.members(bytes) else {
+        guard let members = try? JSONObject.members(bytes.span.bytes) else {
             return printError("line \(line): not a JSON object; a reply is {\"to\":\"<the request's reply token>\",\"data\":...} or with \"error\":\"text\"")
         }
         func value(_ key: String) -> JSONToken? { members.first { $0.key == key }?.value }
@@ -299,8 +299,8 @@ private struct Server {
         var error: String? = nil
         if let token = value("error") {
             guard token.isString else { return printError("line \(line): \"error\" must be a string") }
-            error = JSONString.decode(bytes, token)
+            error = JSONString.decode(bytes.span.bytes, token)
         }
-        reply(to: JSONString.decode(bytes, to), seq: nil, data: data, error: error)
+        reply(to: JSONString.decode(bytes.span.bytes, to), seq: nil, data: data, error: error)
     }
 }

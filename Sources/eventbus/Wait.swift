@@ -103,7 +103,7 @@ private struct Waiter {
     }
 
     /// Handles one frame; false to stop reading (the event came, or the run ends).
-    mutating func take(_ frame: UnsafeRawBufferPointer) -> Bool {
+    mutating func take(_ frame: RawSpan) -> Bool {
         let step = feed.handle(frame)
         for note in feed.takeNotes() { printError(note) }
         switch step {

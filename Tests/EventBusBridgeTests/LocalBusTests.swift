@@ -11,7 +11,7 @@ import Testing
     /// Feeds `line` (one broker frame, without LF) and returns the reports of that read.
     private func feed(_ bus: inout LocalBus, _ line: String) -> [BusReport] {
         var reports: [BusReport] = []
-        Array(line.utf8).withUnsafeBytes { raw in bus.handle(.frame(raw), &reports) }
+        bus.handle(.frame(Array(line.utf8).span.bytes), &reports)
         bus.endOfRead(&reports)
         return reports
     }
@@ -47,7 +47,7 @@ import Testing
         var reports: [BusReport] = []
         for seq in 1...3 {
             let frame = #"{"op":"event","seq":\#(seq),"type":"order.created","time":"2026-12-01T10:17:47.169Z","source":"s","id":"i1-\#(seq)","pid":2,"uid":3,"gid":4,"data":{"n":\#(seq)}}"#
-            Array(frame.utf8).withUnsafeBytes { raw in bus.handle(.frame(raw), &reports) }
+            bus.handle(.frame(Array(frame.utf8).span.bytes), &reports)
         }
         bus.endOfRead(&reports)
         #expect(reports.count == 1)

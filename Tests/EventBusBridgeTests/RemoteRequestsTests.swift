@@ -25,7 +25,7 @@ import Testing
     /// The bus's reply frame read as the session reads it.
     static func reply(_ json: String) throws -> Reply {
         let frame = bytes(json)
-        switch try frame.withUnsafeBytes({ try BrokerFrame.read($0) }) {
+        switch try BrokerFrame.read(frame.span.bytes) {
         case .ok(let reply), .error(let reply): return reply
         default: throw TestFailure("not a reply: \(json)")
         }

@@ -23,7 +23,7 @@ private func feed(_ patterns: [String], group: String? = nil, ordered: Bool = fa
 private func run(_ feed: inout SubscriberFeed, _ frames: [String]) -> [String] {
     var out: [String] = []
     for frame in frames {
-        let step = Array(frame.utf8).withUnsafeBytes { feed.handle($0) }
+        let step = feed.handle(Array(frame.utf8).span.bytes)
         switch step {
         case .event(let fields): out.append("event \(fields.seq)")
         case .released:

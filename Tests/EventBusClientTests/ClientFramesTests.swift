@@ -11,7 +11,7 @@ import Testing
 
     private func read(_ frame: String) throws -> (BrokerFrame, [UInt8]) {
         let bytes = Array(frame.utf8)
-        return (try bytes.withUnsafeBytes { raw throws(BrokerFrameError) in try BrokerFrame.read(raw) }, bytes)
+        return (try BrokerFrame.read(bytes.span.bytes), bytes)
     }
 
     @Test func helloCarriesClientNameNoEchoAndOverflow() {
@@ -55,7 +55,7 @@ import Testing
         let line = #"{"op":"event","seq":42,"type":"order.created","time":"2026-11-29T13:00:00.123Z","source":"billing","id":"3f-42","pid":1234,"uid":1000,"gid":100,"data":{"b": 1.50, "a":[true,null]}}"#
         let (frame, bytes) = try read(line)
         guard case .event(let fields) = frame else { Issue.record("not an event"); return }
-        let event = bytes.withUnsafeBytes { RawEvent(fields, in: $0) }
+        let event = RawEvent(fields, in: bytes.span.bytes)
         #expect(event.metadata == EventMetadata(type: "order.created", seq: 42, time: "2026-11-29T13:00:00.123Z", source: "billing", id: "3f-42", pid: 1234, uid: 1000, gid: 100))
         #expect(event.dataString == #"{"b": 1.50, "a":[true,null]}"#)
         #expect(event.metadata.date != nil)
@@ -64,7 +64,7 @@ import Testing
     @Test func eventFieldsOutOfRangeAreZeroAndMissingDataIsNull() throws {
         let (frame, bytes) = try read(#"{"op":"event","seq":1,"type":"a","pid":-1,"uid":-1,"gid":4294967296}"#)
         guard case .event(let fields) = frame else { Issue.record("not an event"); return }
-        let event = bytes.withUnsafeBytes { RawEvent(fields, in: $0) }
+        let event = RawEvent(fields, in: bytes.span.bytes)
         #expect(event.metadata == EventMetadata(type: "a", seq: 1, time: "", source: "", id: "", pid: -1, uid: 0, gid: 0))
         #expect(event.dataString == "null")
     }

@@ -93,9 +93,7 @@ final class Outcomes: Sendable {
 
     /// Hands one broker frame, as text, to the state the way BusCore does.
     func handle(_ state: inout ClientState, _ frame: String, wall: Int64 = 0) -> Step {
-        Array(frame.utf8).withUnsafeBytes { bytes in
-            state.handle(bytes, wallNanoseconds: wall)
-        }
+        state.handle(Array(frame.utf8).span.bytes, wallNanoseconds: wall)
     }
 
     func json(_ text: String) -> JSONText { try! JSONText(validating: Array(text.utf8)) }

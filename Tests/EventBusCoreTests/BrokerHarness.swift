@@ -97,7 +97,7 @@ final class BrokerHarness {
     /// Feeds raw bytes as one chunk.
     @discardableResult
     func sendRaw(_ connection: Connection, _ bytes: [UInt8]) -> BrokerStep {
-        record(bytes.withUnsafeBytes { broker.receive(connection, $0, at: now) })
+        record(broker.receive(connection, bytes.span.bytes, at: now))
     }
 
     /// The client shuts down its writing side.

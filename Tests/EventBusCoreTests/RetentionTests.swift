@@ -214,7 +214,7 @@ struct RetentionTests {
         let before = old.broker.retainedSnapshot().events.sorted { $0.seq < $1.seq }.map { parseFrame(Array(UnsafeRawBufferPointer(start: $0.frame.baseAddress, count: $0.frame.count - 1))) }
 
         let new = BrokerHarness(instance: "1111111122222222")
-        let report = RetentionTests.stateFile(old).withUnsafeBytes { new.broker.restoreRetained(fromStateFile: $0) }
+        let report = new.broker.restoreRetained(fromStateFile: RetentionTests.stateFile(old).span.bytes)
         #expect(report.restored == 2 && report.problems.isEmpty)
         let s = new.connect()
         new.send(s, #"{"op":"subscribe","type":">","last":true}"#)
@@ -252,7 +252,7 @@ struct RetentionTests {
         var bytes = Array(lines.joined(separator: [0x0A]))
         bytes.removeLast(8)  // the last event ("c") cut off mid-line
         let new = BrokerHarness()
-        let report = bytes.withUnsafeBytes { new.broker.restoreRetained(fromStateFile: $0) }
+        let report = new.broker.restoreRetained(fromStateFile: bytes.span.bytes)
         #expect(report.restored == 2)
         #expect(report.problems.count == 4, "\(report.problems)")
         #expect(Set(new.broker.retention.retained.events.keys) == ["a", "b"])

@@ -20,9 +20,9 @@ struct TimeCheckTests {
         h.sendRaw(c, TimeCheckTests.pings)
         #expect(h.broker.stoppedForTimeCheck && c.hasBufferedInput)
         #expect(replies(h, c) == Array(11...18))
-        h.record(h.broker.receive(c, UnsafeRawBufferPointer(start: nil, count: 0), at: h.now, continuing: true))
+        h.record(h.broker.receive(c, RawSpan(), at: h.now, continuing: true))
         #expect(h.broker.stoppedForTimeCheck && replies(h, c) == Array(19...26))
-        h.record(h.broker.receive(c, UnsafeRawBufferPointer(start: nil, count: 0), at: h.now, continuing: true))
+        h.record(h.broker.receive(c, RawSpan(), at: h.now, continuing: true))
         #expect(!h.broker.stoppedForTimeCheck && !c.hasBufferedInput && replies(h, c) == Array(27...30))
         h.checkInvariants()
         h.closeAll()
@@ -35,7 +35,7 @@ struct TimeCheckTests {
         h.sendRaw(c, TimeCheckTests.pings)
         #expect(h.broker.stoppedForTimeCheck && replies(h, c) == Array(11...18))  // 184 bytes
         // 116 bytes left: the frame that reaches them ends the piece (not a time check).
-        h.record(h.broker.receive(c, UnsafeRawBufferPointer(start: nil, count: 0), at: h.now, continuing: true))
+        h.record(h.broker.receive(c, RawSpan(), at: h.now, continuing: true))
         #expect(!h.broker.stoppedForTimeCheck && c.hasBufferedInput && replies(h, c) == Array(19...24))
         // A new piece (the server's next read of it) has the whole bound again.
         h.sendRaw(c, [])

@@ -7,8 +7,7 @@ import Testing
 
 /// Reads `text` as one broker frame.
 private func read(_ text: String) throws(BrokerFrameError) -> BrokerFrame {
-    let result = utf8(text).withUnsafeBytes { raw in Result { () throws(BrokerFrameError) in try BrokerFrame.read(raw) } }
-    return try result.get()
+    try BrokerFrame.read(utf8(text).span.bytes)
 }
 
 /// The text of `token` in `text`.

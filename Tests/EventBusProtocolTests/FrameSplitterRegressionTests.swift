@@ -9,13 +9,13 @@ import Testing
         var out: [String] = []
         let collect: (SplitFrame) -> Bool = { piece in
             switch piece {
-            case .frame(let bytes): out.append("frame:" + String(decoding: bytes, as: UTF8.self))
+            case .frame(let bytes): out.append("frame:" + String(decodingUTF8: bytes))
             case .tooLarge(let n): out.append("tooLarge:\(n)")
             }
             return true
         }
         for read in reads {
-            Array(read.utf8).withUnsafeBytes { _ = splitter.feed($0, collect) }
+            _ = splitter.feed(Array(read.utf8).span.bytes, collect)
         }
         splitter.finish(collect)
         return out

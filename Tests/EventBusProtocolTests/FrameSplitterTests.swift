@@ -71,13 +71,13 @@ func split(_ stream: [UInt8], maxFrameBytes: Int = 16, chunking: Chunking, eof: 
     var pieces: [Piece] = []
     let collect: (SplitFrame) -> Bool = { piece in
         switch piece {
-        case .frame(let bytes): pieces.append(.frame(String(decoding: bytes, as: UTF8.self)))
+        case .frame(let bytes): pieces.append(.frame(String(decodingUTF8: bytes)))
         case .tooLarge(let n): pieces.append(.tooLarge(n))
         }
         return true
     }
     for chunk in chunking.split(stream) {
-        let completed = chunk.withUnsafeBytes { splitter.feed($0, collect) }
+        let completed = splitter.feed(chunk.span.bytes, collect)
         #expect(completed)
         if checkMemory { #expect(splitter.pending.count <= maxFrameBytes + 1) }
     }
@@ -132,11 +132,9 @@ struct FrameSplitterTests {
         var splitter = FrameSplitter(maxFrameBytes: 16)
         var seen: [String] = []
         let bytes = utf8("a\npart")
-        bytes.withUnsafeBytes { raw in
-            _ = splitter.feed(raw) { piece in
-                if case .frame(let b) = piece { seen.append(String(decoding: b, as: UTF8.self)) }
-                return true
-            }
+        _ = splitter.feed(bytes.span.bytes) { piece in
+            if case .frame(let b) = piece { seen.append(String(decodingUTF8: b)) }
+            return true
         }
         #expect(seen == ["a"])
         #expect(splitter.hasPartialFrame)
@@ -148,21 +146,17 @@ struct FrameSplitterTests {
         var reported: [Int] = []
         let chunk = [UInt8](repeating: 0x78, count: 4096)
         for _ in 0..<256 {  // 1 MiB without a LF
-            chunk.withUnsafeBytes { raw in
-                _ = splitter.feed(raw) { piece in
-                    if case .tooLarge(let n) = piece { reported.append(n) }
-                    return true
-                }
+            _ = splitter.feed(chunk.span.bytes) { piece in
+                if case .tooLarge(let n) = piece { reported.append(n) }
+                return true
             }
             #expect(splitter.pending.count <= 1025)
         }
         #expect(splitter.discarding)
         #expect(reported.isEmpty)  // reported once, at its LF
-        utf8("\n").withUnsafeBytes { raw in
-            _ = splitter.feed(raw) { piece in
-                if case .tooLarge(let n) = piece { reported.append(n) }
-                return true
-            }
+        _ = splitter.feed(utf8("\n").span.bytes) { piece in
+            if case .tooLarge(let n) = piece { reported.append(n) }
+            return true
         }
         #expect(reported == [4096 * 256])
         #expect(!splitter.hasPartialFrame)
@@ -173,20 +167,22 @@ struct FrameSplitterTests {
         var seen: [String] = []
         var stopAfter = 2
         func collect(_ piece: SplitFrame) -> Bool {
-            if case .frame(let b) = piece { seen.append(String(decoding: b, as: UTF8.self)) }
+            if case .frame(let b) = piece { seen.append(String(decodingUTF8: b)) }
             return seen.count < stopAfter
         }
-        let completed = utf8("a\nb\nc\nd\npar").withUnsafeBytes { splitter.feed($0, collect) }
+        let completed = splitter.feed(utf8("a\nb\nc\nd\npar").span.bytes, collect)
         #expect(!completed)
         #expect(seen == ["a", "b"])
         #expect(splitter.hasBacklog && splitter.heldBytes >= 7)  // "c\nd\npar"; the allocator may round up (not under ASan)
         // An empty feed goes on from the backlog; another stop keeps the rest again.
         stopAfter = 3
-        #expect(!utf8("").withUnsafeBytes { splitter.feed($0, collect) })
+        let afterEmpty = splitter.feed(utf8("").span.bytes, collect)
+        #expect(!afterEmpty)
         #expect(seen == ["a", "b", "c"])
         // New input goes after the backlog, and the incomplete tail joins it.
         stopAfter = .max
-        #expect(utf8("t\ne\nf").withUnsafeBytes { splitter.feed($0, collect) })
+        let afterMore = splitter.feed(utf8("t\ne\nf").span.bytes, collect)
+        #expect(afterMore)
         #expect(seen == ["a", "b", "c", "d", "part", "e"])
         #expect(!splitter.hasBacklog && splitter.pending == utf8("f"))
         splitter.finish(collect)
@@ -195,11 +191,9 @@ struct FrameSplitterTests {
 
     @Test func aStopOnTheLastFrameOfAChunkLeavesNoBacklog() {
         var splitter = FrameSplitter(maxFrameBytes: 16)
-        let completed = utf8("a\nb\n").withUnsafeBytes { raw in
-            splitter.feed(raw) { piece in
-                if case .frame(let b) = piece { return b.count == 0 || b[0] != UInt8(ascii: "b") }
-                return true
-            }
+        let completed = splitter.feed(utf8("a\nb\n").span.bytes) { piece in
+            if case .frame(let b) = piece { return [UInt8](copying: b).first != UInt8(ascii: "b") }
+            return true
         }
         #expect(!completed && !splitter.hasBacklog && !splitter.hasPartialFrame)
     }
@@ -207,15 +201,13 @@ struct FrameSplitterTests {
     @Test func finishHandsOutTheBacklogThenTheLastFrame() {
         var splitter = FrameSplitter(maxFrameBytes: 16)
         var seen: [String] = []
-        _ = utf8("a\nb\nlast").withUnsafeBytes { raw in
-            splitter.feed(raw) { piece in
-                if case .frame(let b) = piece { seen.append(String(decoding: b, as: UTF8.self)) }
-                return false
-            }
+        _ = splitter.feed(utf8("a\nb\nlast").span.bytes) { piece in
+            if case .frame(let b) = piece { seen.append(String(decodingUTF8: b)) }
+            return false
         }
         #expect(seen == ["a"])
         splitter.finish { piece in
-            if case .frame(let b) = piece { seen.append(String(decoding: b, as: UTF8.self)) }
+            if case .frame(let b) = piece { seen.append(String(decodingUTF8: b)) }
             return true
         }
         #expect(seen == ["a", "b", "last"])
@@ -225,7 +217,7 @@ struct FrameSplitterTests {
     @Test func finishTwiceHandsOutTheLastFrameOnce() {
         var splitter = FrameSplitter(maxFrameBytes: 16)
         var count = 0
-        utf8("tail").withUnsafeBytes { raw in _ = splitter.feed(raw) { _ in true } }
+        _ = splitter.feed(utf8("tail").span.bytes) { _ in true }
         splitter.finish { _ in count += 1; return true }
         splitter.finish { _ in count += 1; return true }
         #expect(count == 1)
@@ -247,17 +239,15 @@ struct FrameSplitterTests {
         var got: [String] = []
         let stream = utf8((0..<10).map { "frame-\($0)xx" }.joined(separator: "\n") + "\n")  // 10 frames of 10 bytes + LF
         var calls = 0
-        var finished = stream.withUnsafeBytes { raw in
-            splitter.feed(raw, stopAfter: 25) { piece in
-                if case .frame(let f) = piece { got.append(String(decoding: f, as: UTF8.self)) }
-                return true
-            }
+        var finished = splitter.feed(stream.span.bytes, stopAfter: 25) { piece in
+            if case .frame(let f) = piece { got.append(String(decodingUTF8: f)) }
+            return true
         }
         calls += 1
         #expect(!finished && got.count == 3 && splitter.hasBacklog, "stopped once 25 bytes were split: \(got)")
         while !finished {
-            finished = splitter.feed(UnsafeRawBufferPointer(start: nil, count: 0), stopAfter: 25) { piece in
-                if case .frame(let f) = piece { got.append(String(decoding: f, as: UTF8.self)) }
+            finished = splitter.feed(RawSpan(), stopAfter: 25) { piece in
+                if case .frame(let f) = piece { got.append(String(decodingUTF8: f)) }
                 return true
             }
             calls += 1
@@ -265,7 +255,7 @@ struct FrameSplitterTests {
         #expect(got == (0..<10).map { "frame-\($0)xx" })
         #expect(calls == 4 && !splitter.hasBacklog)
         var all = 0
-        _ = stream.withUnsafeBytes { raw in splitter.feed(raw, stopAfter: stream.count) { _ in all += 1; return true } }
+        _ = splitter.feed(stream.span.bytes, stopAfter: stream.count) { _ in all += 1; return true }
         #expect(all == 10 && !splitter.hasBacklog, "a bound at the chunk's end does not stop it")
     }
 }

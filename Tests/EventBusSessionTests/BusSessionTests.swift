@@ -62,7 +62,7 @@ func run(_ session: inout BusSession<String>, _ calls: [Call]) -> [String] {
             while let event = session.takeReleased() { out.append("released \(event.fields.seq)") }
             out.append("at \(session.position.seq)")
         case .frame(let text):
-            let line = Array(text.utf8).withUnsafeBytes { describe(session.handle($0)) }
+            let line = describe(session.handle(Array(text.utf8).span.bytes))
             out.append("< " + line)
         }
         flush(&session)

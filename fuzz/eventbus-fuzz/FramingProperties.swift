@@ -27,18 +27,17 @@ enum FramingProperties {
         var items: [SplitItem] = []
         let collect: (SplitFrame) -> Bool = { piece in
             switch piece {
-            case .frame(let bytes): items.append(.frame(Array(bytes)))
+            case .frame(let bytes): items.append(.frame([UInt8](copying: bytes)))
             case .tooLarge(let n): items.append(.tooLarge(n))
             }
             return true
         }
-        input.withUnsafeBytes { all in
-            var offset = 0
-            while offset < all.count {
-                let size = min(chunks.next(), all.count - offset)
-                splitter.feed(UnsafeRawBufferPointer(rebasing: all[offset..<(offset + size)]), collect)
-                offset += size
-            }
+        let all = input.span.bytes
+        var offset = 0
+        while offset < all.byteCount {
+            let size = min(chunks.next(), all.byteCount - offset)
+            splitter.feed(all.extracting(offset..<(offset + size)), collect)
+            offset += size
         }
         splitter.finish(collect)
         if splitter.hasPartialFrame { fuzzFailure("splitter still holds a partial frame after finish") }

@@ -101,7 +101,7 @@ enum RequestProperties {
         checkOutgoing(event, what: "event")
         // `data` is forwarded byte for byte, and the clients' reader finds it.
         let body = Array(event.dropLast())
-        let read = body.withUnsafeBytes { try? BrokerFrame.read($0) }
+        let read = try? BrokerFrame.read(body.span.bytes)
         guard case .event(let fields)? = read, let token = fields.data, token.end == body.count - 1 else {
             fuzzFailure("the client reader finds no event whose last member is data in \(FuzzInput.preview(event))")
         }

@@ -143,7 +143,7 @@ enum RoutingProperties {
         let before = slots.map { (patterns: $0.connection.patterns, open: $0.routable) }
         let publishedBefore = broker.statistics.published
         let queuedBefore = slots.map { $0.connection.outbound.byteCount }
-        let result = (frame + [0x0A]).withUnsafeBytes { broker.receive(publisher, $0, at: time) }
+        let result = broker.receive(publisher, (frame + [0x0A]).span.bytes, at: time)
         apply(result, &slots, queuedBefore: queuedBefore)
         let outputs = drain(broker, &slots)
         let published = broker.statistics.published - publishedBefore
@@ -166,7 +166,7 @@ enum RoutingProperties {
         var eventsSeen = 0
         for (index, frames) in outputs.enumerated() {
             for frame in frames {
-                guard let read = frame.withUnsafeBytes({ try? BrokerFrame.read($0) }) else {
+                guard let read = try? BrokerFrame.read(frame.span.bytes) else {
                     fuzzFailure("connection \(index) got a frame the client reader refuses: \(FuzzInput.preview(frame))")
                 }
                 switch read {
@@ -174,7 +174,7 @@ enum RoutingProperties {
                     // (1.1) An answer to this step's subscribe with `last`/`since`, to its sender only.
                     if index != slot || !asksForCopies { fuzzFailure("a retained or replayed event not asked for: \(FuzzInput.preview(frame))") }
                 case .event(let fields):
-                    let type = frame.withUnsafeBytes { JSONString.decode($0, fields.type) }
+                    let type = JSONString.decode(frame.span.bytes, fields.type)
                     guard published == 1, let eventType = EventType(type) else {
                         fuzzFailure("connection \(index) got an event without a publish: \(FuzzInput.preview(frame))")
                     }
@@ -205,7 +205,7 @@ enum RoutingProperties {
             fuzzFailure("event \(typeToken) reached \(eventsSeen) connections, expected \(recipients) (patterns \(before.map { $0.patterns.map(\.text) }))")
         }
         for frame in outputs[slot] {
-            guard case .ok(let reply)? = frame.withUnsafeBytes({ try? BrokerFrame.read($0) }) else { continue }
+            guard case .ok(let reply)? = try? BrokerFrame.read(frame.span.bytes) else { continue }
             if let delivered = reply.unsigned("delivered"), delivered != recipients.count {
                 fuzzFailure("publish reply says delivered \(delivered), \(recipients.count) connections matched")
             }

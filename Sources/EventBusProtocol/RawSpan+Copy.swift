@@ -1,0 +1,25 @@
+// Copies out of a `RawSpan`: the one way code outside the memory-owning
+// files keeps bytes it was lent (issue 35: spans in signatures, pointers
+// only where memory is owned).
+//
+// Before editing: a span handed to a callback lives only during the call;
+// whatever must outlast it is copied here, never by reaching for its pointer.
+
+extension Array where Element == UInt8 {
+    /// A copy of `bytes`.
+    @inlinable package init(copying bytes: RawSpan) {
+        self = bytes.withUnsafeBytes { Array($0) }
+    }
+
+    /// Appends a copy of `bytes`.
+    @inlinable package mutating func append(copying bytes: RawSpan) {
+        bytes.withUnsafeBytes { append(contentsOf: $0) }
+    }
+}
+
+extension String {
+    /// `bytes` decoded as UTF-8 (invalid sequences become U+FFFD, as `String(decoding:as:)`).
+    @inlinable package init(decodingUTF8 bytes: RawSpan) {
+        self = bytes.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+    }
+}
