@@ -49,6 +49,10 @@ enum BusReport {
     case request(OutgoingRequest)
     /// (issue 36) The answer to a request the bridge asked for another machine.
     case answer(tag: UInt64, Reply)
+    /// (issue 36) The serving patterns the bus has of a request import
+    /// pattern (a watch's list; `[pattern]` from a broker without the
+    /// `servers` feature, `[]` when the watch was refused).
+    case serving(Pattern, [Pattern])
 }
 
 /// (issue 36) What the bridge's own numbered requests on the bus are.
@@ -61,6 +65,8 @@ enum BusTag {
     case ask(UInt64)
     /// A `reply` relayed from another machine.
     case relayed
+    /// The watch of the serving patterns of a request import pattern.
+    case watch(String)
 }
 
 /// The bridge's bus session (see the file comment). One owner, the loop.
@@ -89,10 +95,20 @@ struct LocalBus {
     /// (issue 36) The request types served as a fallback (`--export-requests`).
     let servePatterns: [Pattern]
 
-    init(path: String, patterns: [Pattern], servePatterns: [Pattern] = []) {
+    /// (issue 36) The request types taken from other machines
+    /// (`--import-requests`): their serving patterns are watched.
+    let watchPatterns: [Pattern]
+
+    init(path: String, patterns: [Pattern], servePatterns: [Pattern] = [], watchPatterns: [Pattern] = []) {
         self.path = path
         self.patterns = BridgeCore.minimalPatterns(patterns)
         self.servePatterns = BridgeCore.minimalPatterns(servePatterns)
+        self.watchPatterns = BridgeCore.minimalPatterns(watchPatterns)
+    }
+
+    /// (issue 36) Asks for (again) the serving patterns of a request import pattern.
+    private mutating func watch(_ pattern: String) {
+        session.send(.subscribe(pattern: pattern, servers: true), tag: .watch(pattern))
     }
 
     /// A connection is open: imports may be queued.
@@ -221,6 +237,20 @@ struct LocalBus {
             report(.gap(gap, instance: session.greeting?.instance ?? "?"), &reports)
         case .greeted(let info, let isReconnect):
             report(.up(instance: info.instance, features: info.features, isReconnect: isReconnect), &reports)
+            // (issue 36) Which request types this bus serves, for the request imports.
+            for pattern in watchPatterns {
+                if info.features.contains("servers") { watch(pattern.text) } else { report(.serving(pattern, [pattern]), &reports) }
+            }
+        case .servers(let pattern):
+            if watchPatterns.contains(where: { $0.text == pattern }) { watch(pattern) }
+        case .answered(.watch(let text), let reply):
+            guard let pattern = Pattern(text) else { break }
+            if reply.isOK {
+                report(.serving(pattern, (reply.strings("servers") ?? []).compactMap(Pattern.init)), &reports)
+            } else {
+                report(refused("subscribe \(text) servers", reply), &reports)
+                report(.serving(pattern, []), &reports)
+            }
         case .helloRefused(let reply):
             report(refused("hello", reply), &reports)
         case .subscribeRefused(let pattern, let reply, _):
