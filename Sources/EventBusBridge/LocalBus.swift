@@ -5,7 +5,8 @@
 // published meanwhile that the broker's history still holds are replayed;
 // `req` matching, `gap`, `dropped`, the position). This file adds what only
 // the bridge has: imports queued as `publish` with `origin` and without
-// `req`, each batch closed by one `ping` whose `ok` confirms it, and the
+// `req`, each batch closed by one `ping` whose `ok` confirms it (relayed
+// `reply`s go without `req` too: success is silent), and the
 // reports each frame means for the bridge. The I/O (socket, framing,
 // reconnect, the epoll loop) is BridgeLoop.swift's; frames come in whole,
 // reports go out in order.
@@ -14,8 +15,8 @@
 // loop calls `endOfRead`); any other report flushes the batch first, so the
 // reports keep the order of the frames. The session reports every `error`
 // without `req` that is not a revocation as `.error` (`UnnumberedErrors.report`):
-// the only requests without `req` are imports, so it is the oldest
-// unconfirmed batch's.
+// the only requests without `req` are imports (and relayed `reply`s, which
+// cannot fail: `relay`), so it is the oldest unconfirmed batch's.
 import EventBusProtocol
 import EventBusSession
 
@@ -63,8 +64,6 @@ enum BusTag {
     case fallback(String)
     /// A request asked for another machine (RemoteRequests' tag).
     case ask(UInt64)
-    /// A `reply` relayed from another machine.
-    case relayed
     /// The watch of the serving patterns of a request import pattern.
     case watch(String)
 }
@@ -179,10 +178,15 @@ struct LocalBus {
         return true
     }
 
-    /// (issue 36) Sends a `reply` relayed from another machine.
+    /// (issue 36) Sends a `reply` relayed from another machine, without
+    /// `req`: the broker's `ok` (`accepted`) would only wake the bridge once
+    /// more per request (a request's round trip is a latency: issue 36's
+    /// wake-up count). A `reply` from the fallback holder the token was given
+    /// to, built here from validated JSON, has no error to come back; were
+    /// one to, it would be read as an import's (`.error` without `req`).
     mutating func relay(_ reply: ClientRequest) {
         guard connected else { return }
-        session.send(reply, tag: .relayed)
+        session.sendUnnumbered(reply)
     }
 
     /// Everything queued, for the writer, the current import batch closed by a
@@ -268,8 +272,6 @@ struct LocalBus {
             if !reply.isOK { report(refused("subscribe \(pattern) serve fallback", reply), &reports) }
         case .answered(.ask(let tag), let reply):
             report(.answer(tag: tag, reply), &reports)
-        case .answered(.relayed, _):
-            break
         case .request(let fields):
             let token = JSONString.decode(bytes, fields.token)
             let event = RawEvent(fields.event, in: bytes)
