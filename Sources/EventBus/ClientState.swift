@@ -296,7 +296,7 @@ struct ClientState {
             }
             let sinks = sinks(matching: event.metadata.type)
             if !sinks.isEmpty { step.effects.append(.deliver(event, sinks)) }
-        case .held, .ignored:
+        case .held, .ignored, .servers:
             break  // not ordered; PROTOCOL.md "Framing": unknown ops are for newer peers.
         case .request(let fields):
             routeRequest(fields, in: bytes, &step)  // (1.3) for a serving registration

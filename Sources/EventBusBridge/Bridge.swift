@@ -98,6 +98,7 @@ public struct Bridge {
         case .down(let reason, let unconfirmed):
             core.imported(.lost, count: unconfirmed)
             requests.busLost()
+            for pattern in requests.watchedImports { serving(pattern, [], nats: &nats) }
             logger.warning("lost the bus at \(path): \(reason)\(unconfirmed > 0 ? " (\(unconfirmed) imports unconfirmed, counted lost)" : ""); reconnecting, imports are dropped meanwhile")
         case .gap(let gap, let instance):
             if let old = gap.previousRun {
@@ -129,7 +130,17 @@ public struct Bridge {
             }
         case .answer(let tag, let reply):
             if let message = requests.replied(tag: tag, reply) { _ = nats.publish(message) }
+        case .serving(let pattern, let servers):
+            serving(pattern, servers, nats: &nats)
         }
+    }
+
+    /// (issue 36) The request import subscriptions follow what the bus serves.
+    private mutating func serving(_ pattern: Pattern, _ servers: [Pattern], nats: inout ClientDriver) {
+        let (added, removed) = requests.serving(pattern, servers, subscribe: { nats.state.subscribe($0, queue: $1) },
+                                                unsubscribe: { nats.state.unsubscribe($0) })
+        for subject in added { logger.info("taking requests from other machines on \(subject) (a server of it on this bus)") }
+        for subject in removed { logger.info("no longer taking requests from other machines on \(subject) (no server of it on this bus)") }
     }
 
     // MARK: The NATS side

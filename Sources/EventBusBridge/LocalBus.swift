@@ -5,7 +5,8 @@
 // published meanwhile that the broker's history still holds are replayed;
 // `req` matching, `gap`, `dropped`, the position). This file adds what only
 // the bridge has: imports queued as `publish` with `origin` and without
-// `req`, each batch closed by one `ping` whose `ok` confirms it, and the
+// `req`, each batch closed by one `ping` whose `ok` confirms it (relayed
+// `reply`s go without `req` too: success is silent), and the
 // reports each frame means for the bridge. The I/O (socket, framing,
 // reconnect, the epoll loop) is BridgeLoop.swift's; frames come in whole,
 // reports go out in order.
@@ -14,8 +15,8 @@
 // loop calls `endOfRead`); any other report flushes the batch first, so the
 // reports keep the order of the frames. The session reports every `error`
 // without `req` that is not a revocation as `.error` (`UnnumberedErrors.report`):
-// the only requests without `req` are imports, so it is the oldest
-// unconfirmed batch's.
+// the only requests without `req` are imports (and relayed `reply`s, which
+// cannot fail: `relay`), so it is the oldest unconfirmed batch's.
 import EventBusProtocol
 import EventBusSession
 
@@ -49,6 +50,10 @@ enum BusReport {
     case request(OutgoingRequest)
     /// (issue 36) The answer to a request the bridge asked for another machine.
     case answer(tag: UInt64, Reply)
+    /// (issue 36) The serving patterns the bus has of a request import
+    /// pattern (a watch's list; `[pattern]` from a broker without the
+    /// `servers` feature, `[]` when the watch was refused).
+    case serving(Pattern, [Pattern])
 }
 
 /// (issue 36) What the bridge's own numbered requests on the bus are.
@@ -59,8 +64,8 @@ enum BusTag {
     case fallback(String)
     /// A request asked for another machine (RemoteRequests' tag).
     case ask(UInt64)
-    /// A `reply` relayed from another machine.
-    case relayed
+    /// The watch of the serving patterns of a request import pattern.
+    case watch(String)
 }
 
 /// The bridge's bus session (see the file comment). One owner, the loop.
@@ -89,10 +94,20 @@ struct LocalBus {
     /// (issue 36) The request types served as a fallback (`--export-requests`).
     let servePatterns: [Pattern]
 
-    init(path: String, patterns: [Pattern], servePatterns: [Pattern] = []) {
+    /// (issue 36) The request types taken from other machines
+    /// (`--import-requests`): their serving patterns are watched.
+    let watchPatterns: [Pattern]
+
+    init(path: String, patterns: [Pattern], servePatterns: [Pattern] = [], watchPatterns: [Pattern] = []) {
         self.path = path
         self.patterns = BridgeCore.minimalPatterns(patterns)
         self.servePatterns = BridgeCore.minimalPatterns(servePatterns)
+        self.watchPatterns = BridgeCore.minimalPatterns(watchPatterns)
+    }
+
+    /// (issue 36) Asks for (again) the serving patterns of a request import pattern.
+    private mutating func watch(_ pattern: String) {
+        session.send(.subscribe(pattern: pattern, servers: true), tag: .watch(pattern))
     }
 
     /// A connection is open: imports may be queued.
@@ -163,10 +178,15 @@ struct LocalBus {
         return true
     }
 
-    /// (issue 36) Sends a `reply` relayed from another machine.
+    /// (issue 36) Sends a `reply` relayed from another machine, without
+    /// `req`: the broker's `ok` (`accepted`) would only wake the bridge once
+    /// more per request (a request's round trip is a latency: issue 36's
+    /// wake-up count). A `reply` from the fallback holder the token was given
+    /// to, built here from validated JSON, has no error to come back; were
+    /// one to, it would be read as an import's (`.error` without `req`).
     mutating func relay(_ reply: ClientRequest) {
         guard connected else { return }
-        session.send(reply, tag: .relayed)
+        session.sendUnnumbered(reply)
     }
 
     /// Everything queued, for the writer, the current import batch closed by a
@@ -221,6 +241,20 @@ struct LocalBus {
             report(.gap(gap, instance: session.greeting?.instance ?? "?"), &reports)
         case .greeted(let info, let isReconnect):
             report(.up(instance: info.instance, features: info.features, isReconnect: isReconnect), &reports)
+            // (issue 36) Which request types this bus serves, for the request imports.
+            for pattern in watchPatterns {
+                if info.features.contains("servers") { watch(pattern.text) } else { report(.serving(pattern, [pattern]), &reports) }
+            }
+        case .servers(let pattern):
+            if watchPatterns.contains(where: { $0.text == pattern }) { watch(pattern) }
+        case .answered(.watch(let text), let reply):
+            guard let pattern = Pattern(text) else { break }
+            if reply.isOK {
+                report(.serving(pattern, (reply.strings("servers") ?? []).compactMap(Pattern.init)), &reports)
+            } else {
+                report(refused("subscribe \(text) servers", reply), &reports)
+                report(.serving(pattern, []), &reports)
+            }
         case .helloRefused(let reply):
             report(refused("hello", reply), &reports)
         case .subscribeRefused(let pattern, let reply, _):
@@ -238,8 +272,6 @@ struct LocalBus {
             if !reply.isOK { report(refused("subscribe \(pattern) serve fallback", reply), &reports) }
         case .answered(.ask(let tag), let reply):
             report(.answer(tag: tag, reply), &reports)
-        case .answered(.relayed, _):
-            break
         case .request(let fields):
             let token = JSONString.decode(bytes, fields.token)
             let event = RawEvent(fields.event, in: bytes)

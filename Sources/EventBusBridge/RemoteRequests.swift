@@ -14,11 +14,16 @@
 //   NATS's status 503 (nobody subscribes: `no_responders`), relayed to the
 //   broker as the `reply` of the request's token (with `code` for the codes
 //   the broker lets a bridge relay).
-// - In (`--import-requests P`): `SUB PREFIX.req.*.P` in the queue group
-//   `eventbus-requests`, so NATS hands each request to one importing node.
-//   The bridge asks its broker (`request` with `timeout` = `eb-timeout`),
-//   as an ordinary requester: a local serving subscription answers, and the
-//   answer goes back on the NATS reply subject.
+// - In (`--import-requests P`): the bridge watches the serving patterns of
+//   its bus that overlap P (`subscribe` with `servers`, Broker+ServerWatch.swift)
+//   and, for each S it is told of, holds `SUB PREFIX.req.*.M` (M: the types
+//   both P and S match) in the queue group `eventbus-requests`: so NATS hands
+//   each request to one node that has a server for it, and answers 503 (no
+//   responders) at once when none has. The bridge asks its broker (`request`
+//   with `timeout` = `eb-timeout`), as an ordinary requester: a local
+//   serving subscription answers, and the answer goes back on the NATS
+//   reply subject. A broker without the `servers` feature: `SUB
+//   PREFIX.req.*.P` for the whole pattern, as before.
 //
 // Before editing: every table here is bounded by the broker's own bounds
 // (the tokens it gives one server, the requests one connection may have
@@ -74,7 +79,14 @@ public struct RemoteRequests {
     private var asked: [UInt64: Subject] = [:]
     private var nextAsk: UInt64 = 1
     private var replySID: SubscriptionID?
-    private var importSIDs: Set<SubscriptionID> = []
+    /// The sids made before the first request import subscription (the
+    /// bridge's fixed ones): a larger sid is a request import's, current or
+    /// ended (a request in flight when it ended is still asked on the bus).
+    private var lastFixedSID: SubscriptionID?
+    /// The serving patterns the bus has, per import pattern (what the last
+    /// watch `ok` listed); the subscriptions they make, by subject.
+    private var served: [Pattern: [Pattern]] = [:]
+    private var importSubscriptions: [String: SubscriptionID] = [:]
 
     public private(set) var counters = Counters()
 
@@ -107,16 +119,81 @@ public struct RemoteRequests {
 
     public var isEmpty: Bool { exports.isEmpty && imports.isEmpty }
 
-    /// The NATS subscriptions to make (once; the client renews them at every reconnect).
+    /// The fixed NATS subscription to make (once, after the bridge's event
+    /// ones; the client renews them at every reconnect).
     public mutating func subscribe(_ subscribe: (Subject, Subject?) -> SubscriptionID) {
         if !exports.isEmpty { replySID = subscribe(replySubscription, nil) }
-        for pattern in imports {
-            importSIDs.insert(subscribe(Subject(pattern: requestHead + "*." + pattern.text)!, RemoteRequests.queueGroup))
-        }
     }
 
     /// Whether a NATS message is for this table (its subscription's sid).
-    public func owns(_ sid: SubscriptionID) -> Bool { sid == replySID || importSIDs.contains(sid) }
+    public func owns(_ sid: SubscriptionID) -> Bool {
+        if sid == replySID { return true }
+        guard let last = lastFixedSID else { return false }
+        return sid > last
+    }
+
+    /// The request import subscriptions now, by subject (for tests and the log).
+    public var importSubjects: [String] { importSubscriptions.keys.sorted() }
+
+    /// What the bus serves of import pattern `pattern` changed (a watch's
+    /// list; `[pattern]` for a broker without the watch; `[]` when the bus
+    /// is lost): the NATS subscriptions follow. `subscribe` makes one and
+    /// gives its sid (the first call records the fixed sids' end),
+    /// `unsubscribe` ends one. - Returns: the subjects added and removed.
+    @discardableResult
+    public mutating func serving(_ pattern: Pattern, _ servers: [Pattern], subscribe: (Subject, Subject?) -> SubscriptionID,
+                                 unsubscribe: (SubscriptionID) -> Void) -> (added: [String], removed: [String]) {
+        guard imports.contains(pattern) else { return ([], []) }
+        served[pattern] = servers.isEmpty ? nil : servers
+        var wanted: [Pattern] = []
+        for (imported, list) in served {
+            for server in list {
+                if let both = RemoteRequests.intersection(imported, server) { wanted.append(both) }
+            }
+        }
+        let subjects = Set(BridgeCore.minimalPatterns(wanted).map { requestHead + "*." + $0.text })
+        var removed: [String] = []
+        for (subject, sid) in importSubscriptions where !subjects.contains(subject) {
+            unsubscribe(sid)
+            importSubscriptions[subject] = nil
+            removed.append(subject)
+        }
+        var added: [String] = []
+        for subject in subjects.sorted() where importSubscriptions[subject] == nil {
+            guard let natsSubject = Subject(pattern: subject) else { continue }
+            let sid = subscribe(natsSubject, RemoteRequests.queueGroup)
+            if lastFixedSID == nil { lastFixedSID = SubscriptionID(sid.rawValue - 1) }
+            importSubscriptions[subject] = sid
+            added.append(subject)
+        }
+        return (added, removed.sorted())
+    }
+
+    /// The types both patterns match, as one pattern (nil: none). Segment by
+    /// segment: a name and `*` give the name, `*` and `*` give `*`, and a `>`
+    /// takes the rest of the other (one segment at least). Examples: `svc.>`
+    /// and `*.echo` give `svc.echo`; `a.>` and `a.*.c` give `a.*.c`.
+    public static func intersection(_ p: Pattern, _ q: Pattern) -> Pattern? {
+        let a = p.segments, b = q.segments
+        var out: [Substring] = []
+        var i = 0
+        while i < a.count || i < b.count {
+            if i < a.count && a[i] == ">" {
+                guard i < b.count else { return nil }
+                out.append(contentsOf: b[i...])
+                break
+            }
+            if i < b.count && b[i] == ">" {
+                guard i < a.count else { return nil }
+                out.append(contentsOf: a[i...])
+                break
+            }
+            guard i < a.count && i < b.count else { return nil }
+            if a[i] == "*" { out.append(b[i]) } else if b[i] == "*" || a[i] == b[i] { out.append(a[i]) } else { return nil }
+            i += 1
+        }
+        return Pattern(out.joined(separator: "."))
+    }
 
     // MARK: Out: a request no local server took
 
@@ -196,6 +273,9 @@ public struct RemoteRequests {
         outstanding.removeAll()
         asked.removeAll()
     }
+
+    /// The import patterns whose servers are known (to forget when the bus is lost).
+    public var watchedImports: [Pattern] { Array(served.keys) }
 
     /// Requests sent to NATS and not yet answered.
     public var outstandingCount: Int { outstanding.count }

@@ -85,7 +85,7 @@ package struct SubscriberFeed {
         case .greeted(let info, _) where group != nil && !info.features.contains("groups"):
             // A broker before 1.3 would take `group` for an unknown field: every listener would get every event.
             return .stop(CLIError(.protocolError, "the broker has no queue groups (no 'groups' in its features: it is older than protocol 1.3), so --group cannot share the events"))
-        case .held, .greeted, .unsubscribed, .other, .unreadable, .ignored, .request:
+        case .held, .greeted, .unsubscribed, .other, .unreadable, .ignored, .servers, .request:
             break
         }
         return .none

@@ -85,6 +85,7 @@ extension Broker {
         group.setFiltered(member, filtered)
         connection.groups.memberships[key] = member
         connection.account.groupMemberships += 1
+        if key.serve { countServing(key.pattern, 1) }  // (issue 36) Broker+ServerWatch.swift
         chargeSubscription(key.pattern, of: connection, sign: 1, extraBytes: groupMemberCost(key))
         return member
     }
@@ -103,6 +104,7 @@ extension Broker {
             if !group.key.serve { groupsInUse -= 1 }
             if index.count == 0 { types.dropGroupLists(serving: group.key.serve) }
         }
+        if group.key.serve { countServing(group.key.pattern, -1) }
         chargeSubscription(group.key.pattern, of: connection, sign: -1, extraBytes: groupMemberCost(group.key))
     }
 

@@ -219,6 +219,8 @@ extension Broker {
                 }
             }
             revoked += judgeGroupsAgain(of: connection, view)  // (1.3) Broker+Groups.swift
+            // (issue 36) Watches of the serving patterns need the bridge right.
+            if !connection.serverWatches.isEmpty && !view.bridge.isAllowed { forgetServerWatches(of: connection, tell: true) }
             if connection.inputClosed && connection.isIdleAfterInput { closeWhenFlushed(connection) }
         }
         index.removeAllCached()

@@ -54,7 +54,7 @@ extension Broker {
         guard connection.servings[pattern] == nil else { return }
         let subscription = (fallback ? fallbackIndex : serveIndex).add(pattern, connection)
         connection.servings[pattern] = subscription
-        if fallback { connection.fallbackServings.insert(pattern) }
+        if fallback { connection.fallbackServings.insert(pattern) } else { countServing(pattern, 1) }
         if filtered { setFiltered(subscription, true, on: connection) }
         chargeSubscription(pattern, of: connection, sign: 1)
     }
@@ -68,7 +68,12 @@ extension Broker {
     func removeServing(_ pattern: Pattern, from connection: Connection, closing: Bool = false) -> Bool {
         guard let subscription = connection.servings.removeValue(forKey: pattern) else { return false }
         setFiltered(subscription, false, on: connection)
-        (connection.fallbackServings.remove(pattern) != nil ? fallbackIndex : serveIndex).remove(subscription)
+        if connection.fallbackServings.remove(pattern) != nil {
+            fallbackIndex.remove(subscription)
+        } else {
+            serveIndex.remove(subscription)
+            countServing(pattern, -1)  // (issue 36) Broker+ServerWatch.swift
+        }
         chargeSubscription(pattern, of: connection, sign: -1)
         if !closing && !connection.requests.serving.isEmpty {
             var lost: [ReplyToken] = []

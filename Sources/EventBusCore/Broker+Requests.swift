@@ -27,7 +27,9 @@ extension Broker {
                 self.publish(publish, frame: frame, req: req, from: connection)
             }
         case .subscribe(let subscribe):
-            if let group = subscribe.group {
+            if subscribe.servers {
+                subscribeServers(subscribe, req: req, from: connection)  // (issue 36)
+            } else if let group = subscribe.group {
                 subscribeGroup(subscribe, name: group, req: req, from: connection)
             } else if subscribe.serve {
                 subscribeServing(subscribe, req: req, from: connection)
@@ -40,10 +42,12 @@ extension Broker {
                 unsubscribeGroup(unsubscribe, name: group, req: req, from: connection)
                 return
             }
-            let removed = unsubscribe.serve ? removeServing(pattern, from: connection) : removeSubscription(pattern, from: connection)
+            let removed = unsubscribe.servers ? unsubscribeServers(pattern, from: connection)
+                : unsubscribe.serve ? removeServing(pattern, from: connection) : removeSubscription(pattern, from: connection)
             replyOKIfAsked(to: connection, req: req) { out in
                 FrameEncoder.appendField("type", string: pattern.text, to: &out)
                 if unsubscribe.serve { FrameEncoder.appendField("serve", bool: true, to: &out) }
+                if unsubscribe.servers { FrameEncoder.appendField("servers", bool: true, to: &out) }
                 FrameEncoder.appendField("removed", bool: removed, to: &out)
             }
         case .request(let request):

@@ -182,6 +182,10 @@ public final class Broker {
     /// (issue 36) Fallback serving subscriptions (a bridge's): asked only when
     /// a request reaches no server in `serveIndex` (Broker+Fallback.swift).
     let fallbackIndex = SubscriptionIndex(serving: true)
+    /// (issue 36) Plain serving subscriptions and serving group members by
+    /// pattern, and the connections watching them (Broker+ServerWatch.swift).
+    var servingPatterns: [Pattern: Int] = [:]
+    var serverWatchers: [ConnectionID: Connection] = [:]
     /// (1.3) Pending requests, reply tokens, deadlines (RequestTable.swift).
     var requests = RequestTable()
     var nextConnectionID: ConnectionID = 1
@@ -313,6 +317,7 @@ public final class Broker {
         for pattern in Array(connection.subscriptions.keys) { removeSubscription(pattern, from: connection) }
         leaveGroups(closing: connection)  // (1.3) before its queue goes: what it never got goes to the others
         forgetRequests(of: connection)  // (1.3) its servings, what it asked and what it was given
+        if !connection.serverWatches.isEmpty { forgetServerWatches(of: connection) }  // (issue 36)
         applyOutbound(connection, connection.outbound.removeAll(released: &ledger.released))
         forgetPauses(connection)
         connection.splitter = FrameSplitter(maxFrameBytes: configuration.maxFrameBytes)

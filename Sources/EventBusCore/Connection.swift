@@ -86,6 +86,9 @@ public final class Connection {
     /// (issue 36) The patterns of `servings` that are fallback ones (in
     /// `Broker.fallbackIndex`, not `serveIndex`).
     var fallbackServings: Set<Pattern> = []
+    /// (issue 36) Its watches of the serving patterns, armed or not
+    /// (Broker+ServerWatch.swift).
+    var serverWatches: [Pattern: Bool] = [:]
     /// (1.3) The requests it waits on and those it was given (RequestTable.swift).
     var requests = ConnectionRequests()
 

@@ -28,6 +28,10 @@ public enum BrokerFrame: Sendable, Equatable {
     /// (1.1) `{"op":"gap","type":"a.>","since_seq":10,"first_seq":50}`: the
     /// history no longer reaches back to `since_seq + 1`; replay starts at `first_seq`.
     case gap(pattern: String, sinceSeq: UInt64, firstSeq: UInt64)
+    /// (issue 36) `{"op":"servers","type":"svc.>"}`: the serving patterns that
+    /// overlap a watched pattern changed since the watch's last list (a
+    /// bridge subscribes with `servers` again to read them).
+    case servers(pattern: String)
     /// `{"op":"hello-from-the-future",...}`: an op this reader does not know (ignore it).
     case unknown(op: String)
 
@@ -78,6 +82,9 @@ public enum BrokerFrame: Sendable, Equatable {
                       let since = fields[.sinceSeq].flatMap({ JSONInteger.unsigned(frame, $0) }),
                       let first = fields[.firstSeq].flatMap({ JSONInteger.unsigned(frame, $0) }) else { throw missing() }
                 return .gap(pattern: JSONString.decode(frame, pattern), sinceSeq: since, firstSeq: first)
+            case .servers:
+                guard let pattern = fields[.type], pattern.isString else { throw missing() }
+                return .servers(pattern: JSONString.decode(frame, pattern))
             }
         }
     }
@@ -163,6 +170,7 @@ public enum BrokerFrameError: Error, Equatable, Sendable, CustomStringConvertibl
 enum BrokerOp: Int, FrameKey {
     case ok, error, event, dropped, gap
     case request  // 1.3
+    case servers  // issue 36: a bridge's watch of the serving patterns
 
     static let table = KeyTable(Self.self)
 
@@ -174,6 +182,7 @@ enum BrokerOp: Int, FrameKey {
         case .request: "seq/type/reply"
         case .dropped: "count/since_seq"
         case .gap: "type/since_seq/first_seq"
+        case .servers: "type"
         }
     }
 }

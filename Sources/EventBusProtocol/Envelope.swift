@@ -31,6 +31,7 @@ enum EnvelopeKey: Int, FrameKey {
     case limit  // types (1.2)
     case serve, group, key, timeout, to, error  // subscribe, publish, request, reply (1.3)
     case fallback, code  // subscribe, reply: a bridge's requests across machines (issue 36)
+    case servers  // subscribe, unsubscribe: a bridge's watch of the serving patterns (issue 36)
 
     static let table = KeyTable(Self.self)
 }

@@ -64,9 +64,14 @@ public struct SubscribeRequest: Equatable {
     /// is reached (a bridge's, for requests across machines; needs `serve`
     /// and the `bridge` right, never with `group`). PROTOCOL-NOTES.md.
     public var fallback: Bool
+    /// (issue 36) Not a subscription to events or requests: a watch of the
+    /// serving patterns that overlap the pattern (the `ok` lists them; a
+    /// `servers` frame says they changed). A bridge's, for the request types
+    /// it imports; needs the `bridge` right. PROTOCOL-NOTES.md.
+    public var servers: Bool
 
     public init(pattern: Pattern, last: Bool = false, since: UInt64? = nil, instance: String? = nil, serve: Bool = false, group: String? = nil,
-                fallback: Bool = false) {
+                fallback: Bool = false, servers: Bool = false) {
         self.pattern = pattern
         self.last = last
         self.since = since
@@ -74,6 +79,7 @@ public struct SubscribeRequest: Equatable {
         self.serve = serve
         self.group = group
         self.fallback = fallback
+        self.servers = servers
     }
 }
 
@@ -86,11 +92,14 @@ public struct UnsubscribeRequest: Equatable {
     public var serve: Bool
     /// (1.3) The queue group to leave; nil: the subscription outside any group.
     public var group: String?
+    /// (issue 36) End the watch of the serving patterns (`subscribe` with `servers`).
+    public var servers: Bool
 
-    public init(pattern: Pattern, serve: Bool = false, group: String? = nil) {
+    public init(pattern: Pattern, serve: Bool = false, group: String? = nil, servers: Bool = false) {
         self.pattern = pattern
         self.serve = serve
         self.group = group
+        self.servers = servers
     }
 }
 /// (1.3) `{"op":"request","type":"thumb.make","data":{...},"timeout":5000,"req":7}`
@@ -236,7 +245,21 @@ public enum RequestDecoder {
             case .success(let value): group = value
             case .failure(let error): return .failure(error)
             }
-            guard op == .subscribe else { return .success(.unsubscribe(UnsubscribeRequest(pattern: pattern, serve: serve, group: group))) }
+            let servers: Bool
+            switch boolField(.servers, fields) {
+            case .success(let value): servers = value
+            case .failure(let error): return .failure(error)
+            }
+            if servers && (serve || group != nil) {
+                return .failure(ProtocolError(.badRequest, "\"servers\" takes no \"serve\" or \"group\" (a watch of the serving patterns, not a subscription to requests)"))
+            }
+            guard op == .subscribe else { return .success(.unsubscribe(UnsubscribeRequest(pattern: pattern, serve: serve, group: group, servers: servers))) }
+            if servers {
+                if fields[.last] != nil || fields[.since] != nil || fields[.instance] != nil || fields[.fallback] != nil {
+                    return .failure(ProtocolError(.badRequest, "\"servers\" takes no \"last\", \"since\", \"instance\" or \"fallback\" (a watch of the serving patterns)"))
+                }
+                return .success(.subscribe(SubscribeRequest(pattern: pattern, servers: true)))
+            }
             return decodeSubscribe(pattern, serve: serve, group: group, frame, fields)
         case .ping:
             return .success(.ping)
@@ -289,7 +312,7 @@ public enum RequestDecoder {
     static func decodeServiceRequest(_ frame: UnsafeRawBufferPointer, _ fields: EnvelopeFields) -> Result<Request, ProtocolError> {
         guard fields[.req] != nil else { return .failure(ProtocolError(.badRequest, "request needs a field \"req\" (its answer carries it)")) }
         if fields[.retain] != nil || fields[.origin] != nil {
-            return .failure(ProtocolError(.badRequest, "a request takes no \"retain\" or \"origin\" (requests are never retained and do not cross a bridge)"))
+            return .failure(ProtocolError(.badRequest, "a request takes no \"retain\" or \"origin\" (requests are never retained; a bridge carries one to another machine by asking there itself, so it never carries origin)"))
         }
         var timeout: UInt64? = nil
         if let token = fields[.timeout] {

@@ -355,6 +355,8 @@ public struct BusSession<Tag> {
             return .error(reply)
         case .request(let fields):
             return .request(fields)
+        case .servers(let pattern):
+            return .servers(pattern: pattern)
         case .unknown:
             return .ignored  // PROTOCOL.md "Framing": unknown ops are for newer peers.
         }
@@ -469,6 +471,9 @@ public enum Incoming<Tag> {
     case other(Reply)
     /// A frame the reader could not read.
     case unreadable(BrokerFrameError)
+    /// (issue 36) `{"op":"servers","type":"svc.>"}`: the serving patterns
+    /// overlapping a watch (`subscribe` with `servers`) changed.
+    case servers(pattern: String)
     /// An op this client does not know.
     case ignored
 }

@@ -41,7 +41,7 @@ func runGet(_ args: ParsedArguments, socket: String) throws(CLIError) {
             case .dropped(let count, let since):
                 reportDropped(count: count, sinceSeq: since)
                 received += count
-            case .held, .gap, .greeted, .helloRefused, .unsubscribed, .answered, .settled, .revoked, .other, .unreadable, .ignored, .request:
+            case .held, .gap, .greeted, .helloRefused, .unsubscribed, .answered, .settled, .revoked, .other, .unreadable, .ignored, .servers, .request:
                 break
             }
             return expected.map { received < $0 } ?? true

@@ -137,7 +137,7 @@ private struct Server {
             for (feature, what) in [("request", "serve requests"), ("groups", "have queue groups")] where !info.features.contains(feature) && (feature == "request" || group != nil) {
                 failure = CLIError(.protocolError, "the broker does not \(what) (no '\(feature)' in its features: it is older than protocol 1.3)")
             }
-        case .event, .held, .dropped, .gap, .unsubscribed, .settled, .other, .unreadable, .ignored:
+        case .event, .held, .dropped, .gap, .unsubscribed, .settled, .other, .unreadable, .ignored, .servers:
             break
         }
         return nil

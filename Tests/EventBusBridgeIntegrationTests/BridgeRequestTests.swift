@@ -4,7 +4,8 @@
 // brokers: `BridgeMode`), a requester on A and servers on A or B, all raw
 // clients. A request no server on A takes is answered by B's server; a local
 // server goes first; nobody anywhere gives `no_responders`; the deadline
-// travels and a silent remote server gives `timeout`.
+// travels and a silent remote server gives `timeout`; of two importing
+// machines (B, and a third broker C) the one that serves the type answers.
 //
 // Before editing: the request subscriptions cross NATS routes like the event
 // ones, so each test first asks until an answer comes back (`untilArrived`),
@@ -113,10 +114,11 @@ extension BridgeSuites {
                     n += 1
                     return try Self.ask(requester, "svc.probe", req: "p\(n)", server: server, name: "b").answer.op == "ok"
                 }
-                // B imports svc.> but nobody serves svc.none there: B's bus said no_responders.
+                // B imports svc.> but nobody serves svc.none there: B's link is not
+                // subscribed to it on NATS, so NATS answers no responders at once.
                 let none = try Self.ask(requester, "svc.none", req: "none").answer
                 #expect(none.op == "error" && none.string("code") == "no_responders", "\(none)")
-                #expect(none.string("message")?.contains("on node b") == true, "\(none)")
+                #expect(none.string("message")?.contains("NATS no responders") == true, "\(none)")
                 // lone.x leaves A but no bridge imports it: NATS's 503.
                 let lone = try Self.ask(requester, "lone.x", req: "lone").answer
                 #expect(lone.op == "error" && lone.string("code") == "no_responders", "\(lone)")
@@ -125,6 +127,63 @@ extension BridgeSuites {
                 let local = try Self.ask(requester, "other.x", req: "other").answer
                 #expect(local.op == "error" && local.string("code") == "no_responders", "\(local)")
                 #expect(local.string("message")?.contains("no connection serves") == true, "\(local)")
+            }
+        }
+
+        /// A third broker C (NATS node 2) whose link imports `svc.>` requests,
+        /// as B's does: a bridge process on a broker of its own, or a broker
+        /// running the link. - Returns: the broker and its link.
+        static func addBus(_ buses: BridgedBuses, node: String, extra: [String]) throws -> (BrokerProcess, BridgeProcess) {
+            switch buses.mode {
+            case .process:
+                let broker = try BrokerProcess()
+                do {
+                    return (broker, try buses.addBridge(on: broker, node: node, nats: buses.cluster.url(1), extra: extra))
+                } catch {
+                    broker.cleanUp()
+                    throw error
+                }
+            case .inBroker:
+                let link = try BridgeProcess(nats: buses.cluster.url(1), node: node, in: buses.directory, extra: extra)
+                buses.bridges.append(link)
+                try link.waitUntilConnected()
+                return (link.broker!, link)
+            }
+        }
+
+        /// Issue 36's one-importing-machine limit, gone: B and C both import
+        /// `svc.>` requests, only C serves `svc.third`; every request from A is
+        /// answered by C (B's link does not take requests of a type its bus
+        /// does not serve: it is not subscribed to them on NATS), and B's link
+        /// never receives one.
+        @Test(arguments: BridgeMode.allCases)
+        func ofTwoImportingMachinesTheOneThatServesTheTypeAnswersEveryTime(mode: BridgeMode) throws {
+            try withBridgedBuses(mode, extraA: Self.bridgeA, extraB: Self.bridgeB) { buses in
+                let (c, _) = try Self.addBus(buses, node: "c", extra: ["--import-requests", "svc.>"])
+                defer { if mode == .process { c.cleanUp() } }
+                let server = try Self.server(on: c, "svc.third")
+                let requester = try buses.a.connect()
+                var n = 0
+                try untilArrived("a request on A answered by C's server") {
+                    n += 1
+                    return try Self.ask(requester, "svc.third", req: "w\(n)", server: server, name: "c").answer.op == "ok"
+                }
+                for i in 0..<30 {
+                    let (answer, served) = try Self.ask(requester, "svc.third", req: "n\(i)", server: server, name: "c")
+                    #expect(answer.op == "ok" && served != nil, "request \(i): \(answer)")
+                    #expect((answer.object("reply")?["data"] as? [String: Any])?["by"] as? String == "c", "\(answer)")
+                }
+                // B's link was never handed one (and B's bus was never asked).
+                let status = try buses.bridgeB.freshStatus()
+                let received = ((status["requests"] as? [String: Any])?["received"] as? NSNumber)?.intValue
+                #expect(received == 0, "\(status)")
+                // Once C's server is gone, nobody anywhere serves it: NATS's no responders, at once.
+                server.close()
+                try untilArrived("C's link to leave svc.third") {
+                    let answer = try Self.ask(requester, "svc.third", req: "gone\(n)").answer
+                    n += 1
+                    return answer.op == "error" && answer.string("code") == "no_responders" && answer.string("message")?.contains("NATS no responders") == true
+                }
             }
         }
 

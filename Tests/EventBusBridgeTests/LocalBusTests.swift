@@ -89,4 +89,35 @@ import Testing
         let afterClose = bus.publish(event)
         #expect(!afterClose, "no connection: the caller counts it lost")
     }
+
+    /// (issue 36) The request imports: a watch per pattern once the broker
+    /// lists `servers`, its list reported, asked again on each `servers`
+    /// frame; a broker without the feature: the whole pattern. A relayed
+    /// `reply` goes without `req` (no `ok` to wake the bridge for).
+    @Test func theRequestImportsWatchTheServingPatternsAndARelayHasNoReq() throws {
+        var bus = LocalBus(path: "test", patterns: [], watchPatterns: [Pattern("svc.>")!])
+        bus.connectionOpened()
+        _ = written(&bus)
+        let up = feed(&bus, Self.hello.replacingOccurrences(of: #""flow"]"#, with: #""flow","servers"]"#))
+        #expect(up.count == 1, "\(up)")
+        let watch = written(&bus)
+        #expect(watch == [#"{"op":"subscribe","req":2,"type":"svc.>","servers":true}"#], "\(watch)")
+        let listed = feed(&bus, #"{"op":"ok","req":2,"type":"svc.>","servers":["*.echo","svc.a"]}"#)
+        guard case .serving(let pattern, let servers) = try #require(listed.first) else { Issue.record("\(listed)"); return }
+        #expect(pattern.text == "svc.>" && servers.map(\.text) == ["*.echo", "svc.a"])
+        #expect(feed(&bus, #"{"op":"servers","type":"svc.>"}"#).isEmpty)
+        #expect(written(&bus) == [#"{"op":"subscribe","req":3,"type":"svc.>","servers":true}"#])
+        let refused = feed(&bus, #"{"op":"error","req":3,"code":"forbidden","message":"no bridge right"}"#)
+        guard case .serving(_, let none) = try #require(refused.last) else { Issue.record("\(refused)"); return }
+        #expect(none.isEmpty && refused.count == 2)
+        bus.relay(.reply(to: "0123456789abcdef0123456789abcdef", data: .null))
+        #expect(written(&bus) == [#"{"op":"reply","to":"0123456789abcdef0123456789abcdef","data":null}"#])
+        // An older broker: the whole import pattern, no watch.
+        var old = LocalBus(path: "test", patterns: [], watchPatterns: [Pattern("svc.>")!])
+        old.connectionOpened()
+        _ = written(&old)
+        let oldUp = feed(&old, Self.hello)
+        guard case .serving(let whole, let list) = try #require(oldUp.last) else { Issue.record("\(oldUp)"); return }
+        #expect(whole.text == "svc.>" && list.map(\.text) == ["svc.>"] && written(&old).isEmpty)
+    }
 }

@@ -134,4 +134,44 @@ import Testing
         }
         #expect(long == .request(type: "svc.x", timeout: 300_000))
     }
+
+    @Test("the types two patterns both match, as one pattern", arguments: [
+        ("svc.>", "*.echo", "svc.echo"), ("svc.>", "svc.>", "svc.>"), ("a.>", "a.*.c", "a.*.c"), ("a.*", "a.>", "a.*"),
+        (">", "x", "x"), ("a.*.>", "*.b.c", "a.b.c"), ("a.>", "*.*.>", "a.*.>"), ("*", "*", "*"),
+        ("a.b", "a.c", nil), ("a.>", "a", nil), ("a.*", "a.b.c", nil), ("svc.>", "other.>", nil),
+    ] as [(String, String, String?)])
+    func intersection(_ p: String, _ q: String, _ both: String?) {
+        #expect(RemoteRequests.intersection(pattern(p), pattern(q))?.text == both)
+        #expect(RemoteRequests.intersection(pattern(q), pattern(p))?.text == both)
+    }
+
+    /// What the bus serves decides the request import subscriptions: one per
+    /// overlap, none contained in another, none while nothing is served.
+    @Test func theImportSubscriptionsFollowTheServers() {
+        var table = RemoteRequests(mapping: SubjectMapping(node: node("host-a")), bridgeInstance: "00ab", exports: [pattern("svc.>")],
+                                   imports: [pattern("svc.>"), pattern("job.*")])
+        var next: UInt64 = 1
+        var live: [UInt64: String] = [:]
+        table.subscribe { _, _ in defer { next += 1 }; return SubscriptionID(next) }  // the reply subscription: sid 1
+        func serving(_ imported: String, _ servers: [String]) -> (added: [String], removed: [String]) {
+            table.serving(pattern(imported), servers.map(pattern), subscribe: { subject, queue in
+                #expect(queue?.text == "eventbus-requests")
+                defer { next += 1 }
+                live[next] = subject.text
+                return SubscriptionID(next)
+            }, unsubscribe: { live[$0.rawValue] = nil })
+        }
+        #expect(table.importSubjects.isEmpty && !table.owns(SubscriptionID(2)))
+        #expect(serving("svc.>", ["svc.echo"]) == (["eventbus.req.*.svc.echo"], []))
+        #expect(table.owns(SubscriptionID(2)) && table.owns(SubscriptionID(1)))
+        // A wider server covers the narrower one: one subscription.
+        #expect(serving("svc.>", ["svc.echo", "*.>"]) == (["eventbus.req.*.svc.>"], ["eventbus.req.*.svc.echo"]))
+        #expect(serving("job.*", ["*.>", "job.x"]) == (["eventbus.req.*.job.*"], []))
+        #expect(serving("other.>", ["other.x"]) == ([], []))  // not an import pattern
+        #expect(Set(live.values) == ["eventbus.req.*.svc.>", "eventbus.req.*.job.*"] && table.importSubjects == ["eventbus.req.*.job.*", "eventbus.req.*.svc.>"])
+        // Servers gone, or the bus lost: no subscription; an ended sid is still the table's (a request in flight).
+        #expect(serving("svc.>", []) == ([], ["eventbus.req.*.svc.>"]))
+        for imported in table.watchedImports { _ = serving(imported.text, []) }
+        #expect(live.isEmpty && table.importSubjects.isEmpty && table.owns(SubscriptionID(3)))
+    }
 }

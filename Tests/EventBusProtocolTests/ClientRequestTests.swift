@@ -38,6 +38,9 @@ struct ClientRequestTests {
         (.reply(to: "tok-1", data: data), 13, #"{"op":"reply","req":13,"to":"tok-1","data":{"code":"EUR"}}"#),
         (.reply(to: "tok-1", error: "disk full\n"), 13, #"{"op":"reply","req":13,"to":"tok-1","error":"disk full\n"}"#),
         (.reply(to: "tok-1"), nil, #"{"op":"reply","to":"tok-1"}"#),
+        // issue 36: a bridge's watch of the serving patterns.
+        (.subscribe(pattern: "svc.>", servers: true), 14, #"{"op":"subscribe","req":14,"type":"svc.>","servers":true}"#),
+        (.unsubscribe(pattern: "svc.>", servers: true), 15, #"{"op":"unsubscribe","req":15,"type":"svc.>","servers":true}"#),
     ]
 
     @Test("each request is one frame, byte for byte", arguments: frames)
@@ -79,10 +82,11 @@ struct ClientRequestTests {
         switch (request, got) {
         case (.hello(let client, let echo, let overflow), .hello(let h)):
             #expect(client == h.client && (echo ?? false) == h.echo && (overflow ?? .dropNew) == h.overflow)
-        case (.subscribe(let pattern, let last, let since, let instance, _, _, _), .subscribe(let s)):
+        case (.subscribe(let pattern, let last, let since, let instance, _, _, _, let servers), .subscribe(let s)):
             #expect(pattern == s.pattern.text && (last ?? false) == s.last && since == s.since && instance == s.instance)
-        case (.unsubscribe(let pattern, let serve, _), .unsubscribe(let p)):
-            #expect(pattern == p.pattern.text && (serve ?? false) == p.serve)
+            #expect((servers ?? false) == s.servers)
+        case (.unsubscribe(let pattern, let serve, _, let servers), .unsubscribe(let p)):
+            #expect(pattern == p.pattern.text && (serve ?? false) == p.serve && (servers ?? false) == p.servers)
         case (.clear(let type), .clear(let t)):
             #expect(type == t.name)
         case (.clients, .clients):

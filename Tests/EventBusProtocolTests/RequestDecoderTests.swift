@@ -73,6 +73,27 @@ struct RequestDecoderTests {
         #expect(plain == SubscribeRequest(pattern: Pattern("a")!, last: false, since: nil, instance: nil))
     }
 
+    /// (issue 36) A bridge's watch of the serving patterns: `servers` alone.
+    @Test func subscribeAndUnsubscribeReadServers() {
+        guard case .subscribe(let watch) = Decoded(#"{"op":"subscribe","type":"svc.>","servers":true,"req":1}"#).request else { Issue.record("refused"); return }
+        #expect(watch == SubscribeRequest(pattern: Pattern("svc.>")!, servers: true))
+        guard case .unsubscribe(let end) = Decoded(#"{"op":"unsubscribe","type":"svc.>","servers":true}"#).request else { Issue.record("refused"); return }
+        #expect(end == UnsubscribeRequest(pattern: Pattern("svc.>")!, servers: true))
+        for frame in [#"{"op":"subscribe","type":"a","servers":true,"serve":true}"#, #"{"op":"subscribe","type":"a","servers":true,"group":"g"}"#,
+                      #"{"op":"subscribe","type":"a","servers":true,"last":true}"#, #"{"op":"subscribe","type":"a","servers":true,"fallback":false}"#,
+                      #"{"op":"unsubscribe","type":"a","servers":true,"serve":true}"#, #"{"op":"subscribe","type":"a","servers":1}"#] {
+            #expect(Decoded(frame).code == .badRequest, "\(frame)")
+        }
+    }
+
+    /// The text of a request with `origin` says what is true since issue 36.
+    @Test func aRequestWithOriginIsRefusedWithTheReason() {
+        let d = Decoded(#"{"op":"request","type":"svc.x","origin":{"node":"b","seq":1},"req":1}"#)
+        #expect(d.code == .badRequest)
+        #expect(d.error?.message.contains("a bridge carries one to another machine by asking there itself") == true, "\(String(describing: d.error))")
+        #expect(d.error?.message.contains("do not cross") == false)
+    }
+
     @Test func clearReadsAnEventTypeAndClientsTakesNoField() {
         guard case .clear(let type) = Decoded(#"{"op":"clear","type":"currency.changed"}"#).request else { Issue.record("refused"); return }
         #expect(type.name == "currency.changed")

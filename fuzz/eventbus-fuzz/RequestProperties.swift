@@ -193,7 +193,8 @@ enum RequestProperties {
         case .hello(let hello): return .hello(client: hello.client, echo: hello.echo, overflow: hello.overflow)
         case .subscribe(let subscribe):
             guard !subscribe.serve else { return nil }  // (1.3) not in the clients' encoder yet
-            return .subscribe(pattern: subscribe.pattern.text, last: subscribe.last ? true : nil, since: subscribe.since, instance: subscribe.instance)
+            return .subscribe(pattern: subscribe.pattern.text, last: subscribe.last ? true : nil, since: subscribe.since, instance: subscribe.instance,
+                              servers: subscribe.servers ? true : nil)  // (issue 36) a bridge's watch
         // (1.3) `group` is left out until the clients' codec spells it (its own branch).
         case .unsubscribe(let unsubscribe):
             guard !unsubscribe.serve else { return nil }  // (1.3) not in the clients' encoder yet
