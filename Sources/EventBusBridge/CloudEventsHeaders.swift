@@ -109,6 +109,21 @@ public enum CloudEventsHeaders {
     ///   CR, or the block has
     ///   more than `maxImportedHeaders` fields.
     public static func `import`(_ block: [UInt8]?, node: NodeName, type: EventType, problem: inout String?) -> Imported? {
+        var recent = RecentValues()
+        return `import`(block, node: node, type: type, recent: &recent, problem: &problem)
+    }
+
+    /// The `ce-ebinstance` and `ce-source` values of the last import: the
+    /// next one from the same broker run and publisher shares their Strings
+    /// (a compare of the bytes instead of an allocation and a UTF-8 check).
+    public struct RecentValues: Sendable {
+        var instance = ""
+        var source = ""
+        public init() {}
+    }
+
+    /// `import(_:node:type:problem:)`, reusing `recent`'s Strings when a value is the same.
+    public static func `import`(_ block: [UInt8]?, node: NodeName, type: EventType, recent: inout RecentValues, problem: inout String?) -> Imported? {
         var result = Imported(origin: Origin(node: node.text))
         guard let block else { return result }
         var scratch: [UInt8] = []
@@ -143,12 +158,12 @@ public enum CloudEventsHeaders {
                     seen |= field.bit
                     // The value as sent: percent-decoded only when it has a `%`.
                     guard !encoded.isEmpty, memchr(encoded.baseAddress!, 0x25, encoded.count) != nil else {
-                        failure = checkedText(field, encoded) ?? take(field, encoded, into: &result, node: node, type: type)
+                        failure = checkedText(field, encoded) ?? take(field, encoded, into: &result, recent: &recent, node: node, type: type)
                         return failure == nil
                     }
                     scratch.removeAll(keepingCapacity: true)
                     Headers.percentDecoded(encoded, into: &scratch)
-                    failure = scratch.withUnsafeBytes { checkedText(field, $0) ?? take(field, $0, into: &result, node: node, type: type) }
+                    failure = scratch.withUnsafeBytes { checkedText(field, $0) ?? take(field, $0, into: &result, recent: &recent, node: node, type: type) }
                     return failure == nil
                 }
             }
@@ -196,15 +211,20 @@ public enum CloudEventsHeaders {
     }
 
     /// Stores one known field. - Returns: the problem when the value is not acceptable.
-    private static func take(_ field: ImportedField, _ value: UnsafeRawBufferPointer, into result: inout Imported, node: NodeName, type: EventType) -> String? {
+    private static func take(_ field: ImportedField, _ value: UnsafeRawBufferPointer, into result: inout Imported, recent: inout RecentValues,
+                             node: NodeName, type: EventType) -> String? {
         func text() -> String { String(decoding: value, as: UTF8.self) }
+        func reused(_ last: inout String) -> String {
+            if !same(value, last) { last = text() }
+            return last
+        }
         func shown(_ limit: Int) -> String { String(decoding: value.prefix(limit), as: UTF8.self).debugDescription }
         guard value.count <= 4096 else { return "\(field.name) is longer than 4096 bytes" }
         switch field {
         case .id: result.id = text()
-        case .source: result.source = text()
+        case .source: result.source = reused(&recent.source)
         case .time: result.origin.time = text()
-        case .instance: result.origin.instance = text()
+        case .instance: result.origin.instance = reused(&recent.instance)
         case .type:
             guard same(value, type.name) else { return "ce-type \(shown(80)) is not the subject's type \(type.name)" }
         case .node:
