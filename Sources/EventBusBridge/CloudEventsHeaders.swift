@@ -126,6 +126,15 @@ public enum CloudEventsHeaders {
     public static func `import`(_ block: [UInt8]?, node: NodeName, type: EventType, recent: inout RecentValues, problem: inout String?) -> Imported? {
         var result = Imported(origin: Origin(node: node.text))
         guard let block else { return result }
+        // An eventbus bridge's block, as `exportBlock` writes it: read by position.
+        switch block.withUnsafeBytes({ importExportBlock($0, node: node, type: type, recent: &recent, into: &result) }) {
+        case .taken: return result
+        case .refused(let text):
+            problem = text
+            return nil
+        case .other:
+            result = Imported(origin: Origin(node: node.text))
+        }
         var scratch: [UInt8] = []
         var failure: String?
         // (issue 37) At most `maxImportedHeaders` fields, each `ce-` name once.
@@ -177,6 +186,76 @@ public enum CloudEventsHeaders {
             return nil
         }
         return result
+    }
+
+    /// What `importExportBlock` made of a block.
+    private enum ExportBlockMatch {
+        /// Not exactly the shape `exportBlock` writes: the general walk reads it.
+        case other
+        /// Read into the result.
+        case taken
+        /// The shape, but a value is refused (the general walk would refuse it the same way).
+        case refused(String)
+    }
+
+    /// (issue 36) Reads a block of exactly the shape `exportBlock` writes:
+    /// `NATS/1.0`, its thirteen lines in its order, names as it writes them,
+    /// each `name: value` with one space and a value of printable ASCII
+    /// without `%` (so nothing to decode, trim or check for control
+    /// characters) that neither starts nor ends with a space, then the empty
+    /// line. Every field is then stored by `take`, in the block's order, as
+    /// the general walk would store it; anything else, a peer's block or one
+    /// with percent-encoded values, is `.other` and goes the general way.
+    /// The block's name and value scanning is then one pass with no name
+    /// matching, duplicate or count checks: those cannot fail for this shape.
+    private static func importExportBlock(_ block: UnsafeRawBufferPointer, node: NodeName, type: EventType, recent: inout RecentValues,
+                                          into result: inout Imported) -> ExportBlockMatch {
+        guard let base = block.baseAddress else { return .other }
+        let n = block.count
+        var p = 0
+        func expect(_ text: StaticString) -> Bool {
+            let k = text.utf8CodeUnitCount
+            guard n - p >= k, memcmp(base + p, text.utf8Start, k) == 0 else { return false }
+            p += k
+            return true
+        }
+        func value() -> UnsafeRawBufferPointer? {
+            let start = p
+            while p < n {
+                let b = base.load(fromByteOffset: p, as: UInt8.self)
+                if b == 0x0D { break }
+                guard b >= 0x20 && b < 0x7F && b != 0x25 else { return nil }
+                p += 1
+            }
+            guard p > start, p + 1 < n, base.load(fromByteOffset: p + 1, as: UInt8.self) == 0x0A,
+                  base.load(fromByteOffset: start, as: UInt8.self) != 0x20, base.load(fromByteOffset: p - 1, as: UInt8.self) != 0x20 else { return nil }
+            let found = UnsafeRawBufferPointer(start: base + start, count: p - start)
+            p += 2
+            return found
+        }
+        guard expect("NATS/1.0\r\nce-specversion: "), value() != nil,
+              expect("ce-id: "), let id = value(),
+              expect("ce-source: "), let source = value(),
+              expect("ce-type: "), let typeValue = value(),
+              expect("ce-time: "), let time = value(),
+              expect("ce-datacontenttype: "), value() != nil,
+              expect("ce-ebnode: "), let nodeValue = value(),
+              expect("ce-ebinstance: "), let instance = value(),
+              expect("ce-ebseq: "), let seq = value(),
+              expect("ce-ebpid: "), let pid = value(),
+              expect("ce-ebuid: "), let uid = value(),
+              expect("ce-ebgid: "), let gid = value(),
+              expect("Nats-Msg-Id: "), value() != nil,
+              expect("\r\n"), p == n else { return .other }
+        func store(_ field: ImportedField, _ value: UnsafeRawBufferPointer) -> String? {
+            take(field, value, into: &result, recent: &recent, node: node, type: type)
+        }
+        if let problem = store(.id, id) ?? store(.source, source) ?? store(.type, typeValue) ?? store(.time, time)
+            ?? store(.node, nodeValue) ?? store(.instance, instance) ?? store(.seq, seq) ?? store(.pid, pid)
+            ?? store(.uid, uid) ?? store(.gid, gid) {
+            return .refused(problem)
+        }
+        return .taken
     }
 
     /// (issue 37) Header fields an imported message may have at most (a
