@@ -38,9 +38,18 @@ public struct BridgeCore {
     /// a lookup costs a tenth of `SubjectMapping.parse`'s validation);
     /// emptied when it reaches `subjectCacheLimit`.
     private var subjectCache: [String: IncomingSubject] = [:]
+    /// The last subject parsed and what it is (before the dictionary: the
+    /// NATS parser hands the same String for a run of one subject, so the
+    /// compare is a pointer's, where the lookup hashes the bytes).
+    private var lastSubject: (text: String, parsed: IncomingSubject)?
+    /// The last import's instance and source Strings (`CloudEventsHeaders.RecentValues`).
+    private var recentValues = CloudEventsHeaders.RecentValues()
     static let subjectCacheLimit = 4096
     /// Export subjects by type name (building one costs five times a lookup), emptied at the same limit.
     private var exportSubjects: [String: Subject] = [:]
+    /// The last exported type's decision (`exportDecision`): a run of one
+    /// type is decided once, not validated, matched and looked up per event.
+    private var lastExport: (type: String, subject: Subject?, skip: ExportSkip)?
     /// The export header lines of the current broker instance.
     private var exportLines: CloudEventsHeaders.ExportLines
 
@@ -132,15 +141,31 @@ public struct BridgeCore {
             counters.skippedBridged += 1
             return .skip(.bridged)
         }
-        guard let type = EventType(event.metadata.type) else { return .skip(.notExported) }
-        if type.isReserved { return .skip(.reserved) }
-        guard exports.contains(where: { $0.matches(type) }) else { return .skip(.notExported) }
+        let subject: Subject
+        if let last = lastExport, last.type == event.metadata.type {
+            guard let known = last.subject else { return .skip(last.skip) }
+            subject = known
+        } else {
+            let decided = exportDecision(forType: event.metadata.type)
+            lastExport = decided
+            guard let known = decided.subject else { return .skip(decided.skip) }
+            subject = known
+        }
         guard exporting else {
             counters.suspended += 1
             return .skip(.suspended)
         }
         let block = CloudEventsHeaders.exportBlock(event, lines: exportLines)
-        return .publish(OutgoingMessage(subject: exportSubject(for: type), headerBlock: block, payload: event.data, tag: event.metadata.seq))
+        return .publish(OutgoingMessage(subject: subject, headerBlock: block, payload: event.data, tag: event.metadata.seq))
+    }
+
+    /// What the type of an event decides (the same for every event of that
+    /// type): its export subject, or why it is not exported.
+    private mutating func exportDecision(forType name: String) -> (type: String, subject: Subject?, skip: ExportSkip) {
+        guard let type = EventType(name) else { return (name, nil, .notExported) }
+        if type.isReserved { return (name, nil, .reserved) }
+        guard exports.contains(where: { $0.matches(type) }) else { return (name, nil, .notExported) }
+        return (name, exportSubject(for: type), .notExported)
     }
 
     private mutating func exportSubject(for type: EventType) -> Subject {
@@ -193,7 +218,7 @@ public struct BridgeCore {
             if node == mapping.node { return drop(.loop, "\(message.subject) names our own node") }
             if type.isReserved { return drop(.badType, "\(type.name) is reserved for the broker") }
             var problem: String?
-            guard let fields = CloudEventsHeaders.import(message.headerBlock, node: node, type: type, problem: &problem) else {
+            guard let fields = CloudEventsHeaders.import(message.headerBlock, node: node, type: type, recent: &recentValues, problem: &problem) else {
                 return drop(.badHeader, "\(message.subject): \(problem ?? "bad headers")")
             }
             let data: JSONText?
@@ -207,8 +232,13 @@ public struct BridgeCore {
     }
 
     private mutating func parsedSubject(_ subject: String) -> IncomingSubject {
-        if let known = subjectCache[subject] { return known }
+        if let last = lastSubject, last.text == subject { return last.parsed }
+        if let known = subjectCache[subject] {
+            lastSubject = (subject, known)
+            return known
+        }
         let parsed = mapping.parse(subject)
+        lastSubject = (subject, parsed)
         if subjectCache.count >= BridgeCore.subjectCacheLimit { subjectCache.removeAll(keepingCapacity: true) }
         subjectCache[subject] = parsed
         return parsed

@@ -109,8 +109,32 @@ public enum CloudEventsHeaders {
     ///   CR, or the block has
     ///   more than `maxImportedHeaders` fields.
     public static func `import`(_ block: [UInt8]?, node: NodeName, type: EventType, problem: inout String?) -> Imported? {
+        var recent = RecentValues()
+        return `import`(block, node: node, type: type, recent: &recent, problem: &problem)
+    }
+
+    /// The `ce-ebinstance` and `ce-source` values of the last import: the
+    /// next one from the same broker run and publisher shares their Strings
+    /// (a compare of the bytes instead of an allocation and a UTF-8 check).
+    public struct RecentValues: Sendable {
+        var instance = ""
+        var source = ""
+        public init() {}
+    }
+
+    /// `import(_:node:type:problem:)`, reusing `recent`'s Strings when a value is the same.
+    public static func `import`(_ block: [UInt8]?, node: NodeName, type: EventType, recent: inout RecentValues, problem: inout String?) -> Imported? {
         var result = Imported(origin: Origin(node: node.text))
         guard let block else { return result }
+        // An eventbus bridge's block, as `exportBlock` writes it: read by position.
+        switch block.withUnsafeBytes({ importExportBlock($0, node: node, type: type, recent: &recent, into: &result) }) {
+        case .taken: return result
+        case .refused(let text):
+            problem = text
+            return nil
+        case .other:
+            result = Imported(origin: Origin(node: node.text))
+        }
         var scratch: [UInt8] = []
         var failure: String?
         // (issue 37) At most `maxImportedHeaders` fields, each `ce-` name once.
@@ -143,12 +167,12 @@ public enum CloudEventsHeaders {
                     seen |= field.bit
                     // The value as sent: percent-decoded only when it has a `%`.
                     guard !encoded.isEmpty, memchr(encoded.baseAddress!, 0x25, encoded.count) != nil else {
-                        failure = checkedText(field, encoded) ?? take(field, encoded, into: &result, node: node, type: type)
+                        failure = checkedText(field, encoded) ?? take(field, encoded, into: &result, recent: &recent, node: node, type: type)
                         return failure == nil
                     }
                     scratch.removeAll(keepingCapacity: true)
                     Headers.percentDecoded(encoded, into: &scratch)
-                    failure = scratch.withUnsafeBytes { checkedText(field, $0) ?? take(field, $0, into: &result, node: node, type: type) }
+                    failure = scratch.withUnsafeBytes { checkedText(field, $0) ?? take(field, $0, into: &result, recent: &recent, node: node, type: type) }
                     return failure == nil
                 }
             }
@@ -162,6 +186,76 @@ public enum CloudEventsHeaders {
             return nil
         }
         return result
+    }
+
+    /// What `importExportBlock` made of a block.
+    private enum ExportBlockMatch {
+        /// Not exactly the shape `exportBlock` writes: the general walk reads it.
+        case other
+        /// Read into the result.
+        case taken
+        /// The shape, but a value is refused (the general walk would refuse it the same way).
+        case refused(String)
+    }
+
+    /// (issue 36) Reads a block of exactly the shape `exportBlock` writes:
+    /// `NATS/1.0`, its thirteen lines in its order, names as it writes them,
+    /// each `name: value` with one space and a value of printable ASCII
+    /// without `%` (so nothing to decode, trim or check for control
+    /// characters) that neither starts nor ends with a space, then the empty
+    /// line. Every field is then stored by `take`, in the block's order, as
+    /// the general walk would store it; anything else, a peer's block or one
+    /// with percent-encoded values, is `.other` and goes the general way.
+    /// The block's name and value scanning is then one pass with no name
+    /// matching, duplicate or count checks: those cannot fail for this shape.
+    private static func importExportBlock(_ block: UnsafeRawBufferPointer, node: NodeName, type: EventType, recent: inout RecentValues,
+                                          into result: inout Imported) -> ExportBlockMatch {
+        guard let base = block.baseAddress else { return .other }
+        let n = block.count
+        var p = 0
+        func expect(_ text: StaticString) -> Bool {
+            let k = text.utf8CodeUnitCount
+            guard n - p >= k, memcmp(base + p, text.utf8Start, k) == 0 else { return false }
+            p += k
+            return true
+        }
+        func value() -> UnsafeRawBufferPointer? {
+            let start = p
+            while p < n {
+                let b = base.load(fromByteOffset: p, as: UInt8.self)
+                if b == 0x0D { break }
+                guard b >= 0x20 && b < 0x7F && b != 0x25 else { return nil }
+                p += 1
+            }
+            guard p > start, p + 1 < n, base.load(fromByteOffset: p + 1, as: UInt8.self) == 0x0A,
+                  base.load(fromByteOffset: start, as: UInt8.self) != 0x20, base.load(fromByteOffset: p - 1, as: UInt8.self) != 0x20 else { return nil }
+            let found = UnsafeRawBufferPointer(start: base + start, count: p - start)
+            p += 2
+            return found
+        }
+        guard expect("NATS/1.0\r\nce-specversion: "), value() != nil,
+              expect("ce-id: "), let id = value(),
+              expect("ce-source: "), let source = value(),
+              expect("ce-type: "), let typeValue = value(),
+              expect("ce-time: "), let time = value(),
+              expect("ce-datacontenttype: "), value() != nil,
+              expect("ce-ebnode: "), let nodeValue = value(),
+              expect("ce-ebinstance: "), let instance = value(),
+              expect("ce-ebseq: "), let seq = value(),
+              expect("ce-ebpid: "), let pid = value(),
+              expect("ce-ebuid: "), let uid = value(),
+              expect("ce-ebgid: "), let gid = value(),
+              expect("Nats-Msg-Id: "), value() != nil,
+              expect("\r\n"), p == n else { return .other }
+        func store(_ field: ImportedField, _ value: UnsafeRawBufferPointer) -> String? {
+            take(field, value, into: &result, recent: &recent, node: node, type: type)
+        }
+        if let problem = store(.id, id) ?? store(.source, source) ?? store(.type, typeValue) ?? store(.time, time)
+            ?? store(.node, nodeValue) ?? store(.instance, instance) ?? store(.seq, seq) ?? store(.pid, pid)
+            ?? store(.uid, uid) ?? store(.gid, gid) {
+            return .refused(problem)
+        }
+        return .taken
     }
 
     /// (issue 37) Header fields an imported message may have at most (a
@@ -196,15 +290,20 @@ public enum CloudEventsHeaders {
     }
 
     /// Stores one known field. - Returns: the problem when the value is not acceptable.
-    private static func take(_ field: ImportedField, _ value: UnsafeRawBufferPointer, into result: inout Imported, node: NodeName, type: EventType) -> String? {
+    private static func take(_ field: ImportedField, _ value: UnsafeRawBufferPointer, into result: inout Imported, recent: inout RecentValues,
+                             node: NodeName, type: EventType) -> String? {
         func text() -> String { String(decoding: value, as: UTF8.self) }
+        func reused(_ last: inout String) -> String {
+            if !same(value, last) { last = text() }
+            return last
+        }
         func shown(_ limit: Int) -> String { String(decoding: value.prefix(limit), as: UTF8.self).debugDescription }
         guard value.count <= 4096 else { return "\(field.name) is longer than 4096 bytes" }
         switch field {
         case .id: result.id = text()
-        case .source: result.source = text()
+        case .source: result.source = reused(&recent.source)
         case .time: result.origin.time = text()
-        case .instance: result.origin.instance = text()
+        case .instance: result.origin.instance = reused(&recent.instance)
         case .type:
             guard same(value, type.name) else { return "ce-type \(shown(80)) is not the subject's type \(type.name)" }
         case .node:

@@ -85,10 +85,10 @@ public struct ClientDriver {
     public mutating func writeAvailable(_ effects: inout [Effect]) {
         let current = generation
         while let fd = descriptor, generation == current {
-            let bytes = state.writable()
-            if bytes.isEmpty { return }
-            let attempt = bytes.withUnsafeBytes { raw in
-                Result { () throws(SystemError) -> IOResult<Int> in try fd.write(raw) }
+            guard state.hasWritableBytes else { return }
+            // Written from the outbox's own buffer (no copy).
+            let (attempt, offered) = state.withWritable { raw in
+                (Result { () throws(SystemError) -> IOResult<Int> in try fd.write(raw) }, raw.count)
             }
             switch attempt {
             case .failure(let error):
@@ -98,7 +98,7 @@ public struct ClientDriver {
                 return
             case .success(.complete(let count)):
                 state.didWrite(count)
-                if count < bytes.count { return }
+                if count < offered { return }
             }
         }
     }

@@ -61,6 +61,12 @@ public struct ClientState {
     /// Up to `limit` bytes to write next; call `didWrite` with how many were written.
     public func writable(limit: Int = 256 << 10) -> [UInt8] { outbox.writable(limit: limit) }
 
+    /// Calls `body` with what `writable(limit:)` returns, without copying it
+    /// (the driver's write; then `didWrite` with what reached the socket).
+    public func withWritable<R>(limit: Int = 256 << 10, _ body: (UnsafeRawBufferPointer) -> R) -> R {
+        outbox.withWritable(limit: limit, body)
+    }
+
     /// `count` bytes of `writable()` reached the socket.
     public mutating func didWrite(_ count: Int) {
         outbox.didWrite(count)
@@ -354,12 +360,12 @@ public struct ClientState {
     /// when the outbox is full; both are counted, never sent.
     public mutating func publish(_ message: OutgoingMessage) -> PublishOutcome {
         if isClosed { return .closed }
-        let (bytes, size) = message.encoded()
+        let size = message.size
         if size > maxPayload {
             statistics.refusedTooLarge += 1
             return .tooLarge(size: size, limit: maxPayload)
         }
-        guard outbox.fits(bytes.count) else {
+        guard outbox.fits(message.encodedCount) else {
             statistics.droppedBufferFull += 1
             if var summary = unreported {
                 summary.count += 1
@@ -370,7 +376,12 @@ public struct ClientState {
             return .dropped
         }
         queueGapReport()
-        outbox.append(QueuedMessage(bytes: bytes, size: size, tag: message.tag, subject: message.subject, exempt: false), toWire: isConnected)
+        if isConnected {
+            // Encoded straight into the wire buffer (no array of its own).
+            _ = outbox.appendToWire(message, size: size)
+        } else {
+            outbox.append(QueuedMessage(bytes: message.encoded().bytes, size: size, tag: message.tag, subject: message.subject, exempt: false), toWire: false)
+        }
         statistics.published += 1
         refreshBufferStatistics()
         return isConnected ? .queued : .held

@@ -68,6 +68,12 @@ public enum Encoder {
     public static func pub(_ subject: Subject, replyTo: Subject? = nil, payload: [UInt8]) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(subject.text.utf8.count + payload.count + 24)
+        appendPub(subject, replyTo: replyTo, payload: payload, to: &out)
+        return out
+    }
+
+    /// `pub(_:replyTo:payload:)` appended to `out` (the outbox's wire buffer).
+    public static func appendPub(_ subject: Subject, replyTo: Subject? = nil, payload: [UInt8], to out: inout [UInt8]) {
         out.append(contentsOf: "PUB ".utf8)
         out.append(contentsOf: subject.text.utf8)
         if let replyTo {
@@ -79,7 +85,6 @@ public enum Encoder {
         out.append(contentsOf: [0x0D, 0x0A])
         out.append(contentsOf: payload)
         out.append(contentsOf: [0x0D, 0x0A])
-        return out
     }
 
     /// `HPUB <subject> [reply] <#header bytes> <#total bytes>\r\n<header block><payload>\r\n`,
@@ -88,6 +93,12 @@ public enum Encoder {
     public static func hpub(_ subject: Subject, replyTo: Subject? = nil, headerBlock: [UInt8], payload: [UInt8]) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(subject.text.utf8.count + headerBlock.count + payload.count + 32)
+        appendHpub(subject, replyTo: replyTo, headerBlock: headerBlock, payload: payload, to: &out)
+        return out
+    }
+
+    /// `hpub(_:replyTo:headerBlock:payload:)` appended to `out` (the outbox's wire buffer).
+    public static func appendHpub(_ subject: Subject, replyTo: Subject? = nil, headerBlock: [UInt8], payload: [UInt8], to out: inout [UInt8]) {
         out.append(contentsOf: "HPUB ".utf8)
         out.append(contentsOf: subject.text.utf8)
         if let replyTo {
@@ -102,7 +113,6 @@ public enum Encoder {
         out.append(contentsOf: headerBlock)
         out.append(contentsOf: payload)
         out.append(contentsOf: [0x0D, 0x0A])
-        return out
     }
 
     /// Appends the decimal digits of `value` (no String: every PUB and HPUB has one or two sizes).

@@ -46,6 +46,34 @@ public struct OutgoingMessage: Equatable, Sendable {
         guard let headerBlock else { return (Encoder.pub(subject, replyTo: replyTo, payload: payload), payload.count) }
         return (Encoder.hpub(subject, replyTo: replyTo, headerBlock: headerBlock, payload: payload), headerBlock.count + payload.count)
     }
+
+    /// What the server compares with `max_payload`: header block plus payload.
+    var size: Int { (headerBlock?.count ?? 0) + payload.count }
+
+    /// The length of `encoded().bytes`, without encoding (for the outbox's bound).
+    var encodedCount: Int {
+        func digits(_ n: Int) -> Int {
+            var count = 1
+            var rest = n
+            while rest >= 10 { rest /= 10; count += 1 }
+            return count
+        }
+        let subjects = subject.text.utf8.count + (replyTo.map { $0.text.utf8.count + 1 } ?? 0)
+        guard let headerBlock else { return 4 + subjects + 1 + digits(payload.count) + 2 + payload.count + 2 }
+        let total = headerBlock.count + payload.count
+        return 5 + subjects + 1 + digits(headerBlock.count) + 1 + digits(total) + 2 + total + 2
+    }
+
+    /// The PUB/HPUB bytes, appended to `out`; - Returns: how many.
+    func append(to out: inout [UInt8]) -> Int {
+        let before = out.count
+        if let headerBlock {
+            Encoder.appendHpub(subject, replyTo: replyTo, headerBlock: headerBlock, payload: payload, to: &out)
+        } else {
+            Encoder.appendPub(subject, replyTo: replyTo, payload: payload, to: &out)
+        }
+        return out.count - before
+    }
 }
 
 /// An encoded message in the outbox.
@@ -60,36 +88,49 @@ struct QueuedMessage {
 }
 
 /// The two queues and their accounting.
+///
+/// The wire queue is one contiguous buffer (`wire`, unwritten bytes from
+/// `wireStart`) with a record per control line or message in it
+/// (`entries`, from `entryHead`): a message published on a ready connection
+/// is encoded straight into it, and the driver writes from it without a
+/// copy (`withWritable`). Before, each message was its own array, and each
+/// write gathered up to 256 KiB of them into a new one (issue 36: an
+/// allocation and two copies per export). Held messages keep their own bytes.
 struct Outbox {
-    enum Chunk {
-        case control([UInt8])
-        case message(QueuedMessage)
+    /// What one stretch of the wire buffer is.
+    struct Entry {
+        /// Its bytes in `wire`.
+        var count: Int
+        /// nil for a protocol line.
+        var message: MessageRecord?
+    }
 
-        var bytes: [UInt8] {
-            switch self {
-            case .control(let bytes): bytes
-            case .message(let message): message.bytes
-            }
-        }
+    /// A message on the wire, without its bytes (they are in `wire`).
+    struct MessageRecord {
+        var size: Int
+        var tag: UInt64?
+        var subject: Subject
+        var exempt: Bool
     }
 
     let limitBytes: Int
     let limitMessages: Int
 
-    /// Writable now, oldest first; `wire[wireHead...]` are live.
-    private var wire: [Chunk] = []
-    private var wireHead = 0
-    /// Bytes of `wire[wireHead]` already written.
+    private var wire: [UInt8] = []
+    private var wireStart = 0
+    private var entries: [Entry] = []
+    private var entryHead = 0
     private var writtenOfHead = 0
-    /// Bytes in `wire` not written yet, and how many of them are protocol lines.
     private(set) var wireBytes = 0
     private(set) var controlBytes = 0
-    /// Waiting for a ready connection, oldest first.
     private var held: [QueuedMessage] = []
 
-    /// Non-exempt messages in both queues, and their encoded bytes.
+    /// Bounded: messages (not control lines) in both queues.
     private(set) var messageCount = 0
     private(set) var messageBytes = 0
+
+    /// The wire buffer's capacity kept once it is empty (more is given back).
+    static let keptWireCapacity = 1 << 20
 
     init(limitBytes: Int, limitMessages: Int) {
         self.limitBytes = limitBytes
@@ -99,33 +140,45 @@ struct Outbox {
     var heldCount: Int { held.count }
     var hasWritableBytes: Bool { wireBytes > 0 }
 
-    /// Whether a non-exempt message of `bytes` encoded bytes fits the bounds.
+    /// Whether a message of `bytes` fits the bounds.
     func fits(_ bytes: Int) -> Bool {
         messageCount + 1 <= limitMessages && messageBytes + bytes <= limitBytes
     }
 
     mutating func appendControl(_ bytes: [UInt8]) {
-        wire.append(.control(bytes))
+        wire.append(contentsOf: bytes)
+        entries.append(Entry(count: bytes.count, message: nil))
         wireBytes += bytes.count
         controlBytes += bytes.count
     }
 
-    /// Appends to `wire` (connected) or `held` (not ready). The caller checked `fits`.
+    /// Queues an encoded message: on the wire, or held.
     mutating func append(_ message: QueuedMessage, toWire: Bool) {
         if !message.exempt {
             messageCount += 1
             messageBytes += message.bytes.count
         }
         if toWire {
-            wire.append(.message(message))
+            wire.append(contentsOf: message.bytes)
+            entries.append(Entry(count: message.bytes.count, message: MessageRecord(size: message.size, tag: message.tag, subject: message.subject, exempt: message.exempt)))
             wireBytes += message.bytes.count
         } else {
             held.append(message)
         }
     }
 
-    /// Takes every held message, oldest first (to release them to `wire`,
-    /// after a check against the new server's `max_payload`).
+    /// Encodes `message` straight onto the wire (a ready connection; not exempt).
+    /// - Returns: its encoded length.
+    mutating func appendToWire(_ message: OutgoingMessage, size: Int) -> Int {
+        let count = message.append(to: &wire)
+        assert(count == message.encodedCount, "OutgoingMessage.encodedCount is not the encoded length")
+        entries.append(Entry(count: count, message: MessageRecord(size: size, tag: message.tag, subject: message.subject, exempt: false)))
+        wireBytes += count
+        messageCount += 1
+        messageBytes += count
+        return count
+    }
+
     mutating func takeHeld() -> [QueuedMessage] {
         let taken = held
         held = []
@@ -136,77 +189,90 @@ struct Outbox {
         return taken
     }
 
-    /// Up to `limit` bytes to write next (copied), empty when nothing is writable.
+    /// At most `limit` bytes of the wire queue, from where writing stopped
+    /// (a copy: for tests; the driver uses `withWritable`).
     func writable(limit: Int) -> [UInt8] {
-        var out: [UInt8] = []
-        var index = wireHead
-        var skip = writtenOfHead
-        while index < wire.count && out.count < limit {
-            let bytes = wire[index].bytes
-            let take = min(bytes.count - skip, limit - out.count)
-            out.append(contentsOf: bytes[skip..<(skip + take)])
-            skip = 0
-            index += 1
-        }
-        return out
+        withWritable(limit: limit) { Array($0) }
     }
 
-    /// The driver wrote `count` bytes of what `writable` gave.
+    /// Calls `body` with at most `limit` bytes of the wire queue, from where
+    /// writing stopped (empty when nothing is to be written); no copy.
+    func withWritable<R>(limit: Int, _ body: (UnsafeRawBufferPointer) -> R) -> R {
+        let end = wireStart + min(limit, wireBytes)
+        return wire.withUnsafeBytes { raw in body(UnsafeRawBufferPointer(rebasing: raw[wireStart..<end])) }
+    }
+
+    /// `count` bytes from the head of the wire queue reached the socket.
     mutating func didWrite(_ count: Int) {
         var left = count
         wireBytes -= count
+        wireStart += count
         while left > 0 {
-            precondition(wireHead < wire.count, "wrote more than the outbox held")
-            let size = wire[wireHead].bytes.count
-            let rest = size - writtenOfHead
+            precondition(entryHead < entries.count, "wrote more than the outbox held")
+            let entry = entries[entryHead]
+            let rest = entry.count - writtenOfHead
             if left < rest {
                 writtenOfHead += left
                 return
             }
             left -= rest
-            switch wire[wireHead] {
-            case .message(let message) where !message.exempt:
-                messageCount -= 1
-                messageBytes -= message.bytes.count
-            case .control(let bytes):
-                controlBytes -= bytes.count
-            case .message:
-                break
+            if let message = entry.message {
+                if !message.exempt {
+                    messageCount -= 1
+                    messageBytes -= entry.count
+                }
+            } else {
+                controlBytes -= entry.count
             }
-            wire[wireHead] = .control([])  // release the bytes now
-            wireHead += 1
+            entryHead += 1
             writtenOfHead = 0
         }
         compactWire()
     }
 
-    /// The connection ended: unwritten messages (a partly written one
-    /// included) go back to the front of `held`; protocol lines are dropped.
+    /// The connection ended: unfinished messages go back to the front of
+    /// `held`, control lines are dropped.
     mutating func connectionEnded() {
         var back: [QueuedMessage] = []
-        for chunk in wire[wireHead...] {
-            if case .message(let message) = chunk { back.append(message) }
+        var offset = wireStart - writtenOfHead
+        for entry in entries[entryHead...] {
+            if let message = entry.message {
+                back.append(QueuedMessage(bytes: Array(wire[offset..<(offset + entry.count)]), size: message.size, tag: message.tag,
+                                          subject: message.subject, exempt: message.exempt))
+            }
+            offset += entry.count
         }
         wire = []
-        wireHead = 0
+        wireStart = 0
+        entries = []
+        entryHead = 0
         writtenOfHead = 0
         wireBytes = 0
         controlBytes = 0
         held = back + held
     }
 
-    /// Removes everything (the client closed).
+    /// Forgets everything (a closed client).
     mutating func removeAll() {
         self = Outbox(limitBytes: limitBytes, limitMessages: limitMessages)
     }
 
+    /// Drops written bytes and entries: all of them once everything is
+    /// written, else once they are most of the buffer (a copy of less than half).
     private mutating func compactWire() {
-        if wireHead == wire.count {
-            wire.removeAll(keepingCapacity: true)
-            wireHead = 0
-        } else if wireHead > 1024 && wireHead * 2 > wire.count {
-            wire.removeSubrange(0..<wireHead)
-            wireHead = 0
+        if wireStart == wire.count {
+            wire.removeAll(keepingCapacity: wire.capacity <= Outbox.keptWireCapacity)
+            wireStart = 0
+        } else if wireStart > 64 << 10 && wireStart * 2 > wire.count {
+            wire.removeSubrange(0..<wireStart)
+            wireStart = 0
+        }
+        if entryHead == entries.count {
+            entries.removeAll(keepingCapacity: true)
+            entryHead = 0
+        } else if entryHead > 1024 && entryHead * 2 > entries.count {
+            entries.removeSubrange(0..<entryHead)
+            entryHead = 0
         }
     }
 }

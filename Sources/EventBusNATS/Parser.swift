@@ -106,6 +106,9 @@ public struct Parser {
     private var searched = 0
     /// The fields of the line being parsed (`splitFields`).
     private var lineFields: [Range<Int>] = []
+    /// The last subject read: a message on the same subject shares its
+    /// String instead of making (allocating, validating) another one.
+    private var lastSubject = ""
 
     /// - Parameters:
     ///   - maxControlLineBytes: default 4096.
@@ -255,7 +258,7 @@ public struct Parser {
     }
 
     private mutating func beginPayload(_ fields: [Range<Int>], replyIndex: Int?, headerBytes: Int?, total: Int, into operations: inout [ServerOperation]) throws(ProtocolViolation) {
-        let subject = text(fields[1])
+        let subject = subjectText(fields[1])
         guard let sidValue = decimal(fields[2]) else { throw ProtocolViolation("sid \(text(fields[2]).prefix(20).debugDescription) is not one this client issued") }
         let sid = SubscriptionID(sidValue)
         if total > maxPayloadBytes {
@@ -335,4 +338,17 @@ public struct Parser {
     }
 
     private func text(_ range: Range<Int>) -> String { String(decoding: buffer[range], as: UTF8.self) }
+
+    /// The subject at `range`: `lastSubject` when the bytes are the same
+    /// (the usual case: a subscriber gets a few subjects over and over).
+    private mutating func subjectText(_ range: Range<Int>) -> String {
+        let same = lastSubject.utf8.withContiguousStorageIfAvailable { last in
+            last.count == range.count && buffer.withUnsafeBytes { raw in
+                last.isEmpty || memcmp(raw.baseAddress! + range.lowerBound, last.baseAddress!, last.count) == 0
+            }
+        } ?? false
+        if same { return lastSubject }
+        lastSubject = text(range)
+        return lastSubject
+    }
 }
