@@ -49,6 +49,9 @@ enum BusReport {
     case request(OutgoingRequest)
     /// (issue 36) The answer to a request the bridge asked for another machine.
     case answer(tag: UInt64, Reply)
+    /// (issue 36) An event no local member of the exported group `group`
+    /// took (the broker's copy for the bridge's fallback membership, RemoteGroups.swift).
+    case groupEvent(RawEvent, group: String)
 }
 
 /// (issue 36) What the bridge's own numbered requests on the bus are.
@@ -61,6 +64,8 @@ enum BusTag {
     case ask(UInt64)
     /// A `reply` relayed from another machine.
     case relayed
+    /// (issue 36) The fallback membership of an exported group.
+    case fallbackGroup(GroupSpec)
 }
 
 /// The bridge's bus session (see the file comment). One owner, the loop.
@@ -89,10 +94,27 @@ struct LocalBus {
     /// (issue 36) The request types served as a fallback (`--export-requests`).
     let servePatterns: [Pattern]
 
-    init(path: String, patterns: [Pattern], servePatterns: [Pattern] = []) {
+    /// (issue 36) The exported groups (`--export-group`), and the frame ends
+    /// that mark their events (`,"group":"NAME"}` and LF).
+    let groups: [GroupSpec]
+    private let groupMarks: [(name: String, mark: [UInt8])]
+
+    init(path: String, patterns: [Pattern], servePatterns: [Pattern] = [], groups: [GroupSpec] = []) {
         self.path = path
         self.patterns = BridgeCore.minimalPatterns(patterns)
         self.servePatterns = BridgeCore.minimalPatterns(servePatterns)
+        self.groups = groups
+        groupMarks = Array(Set(groups.map(\.name))).sorted().map { name in
+            var mark: [UInt8] = []
+            FrameEncoder.appendField("group", string: name, to: &mark)
+            return (name, mark + [0x7D, 0x0A])
+        }
+    }
+
+    /// (issue 36) The exported group whose mark ends `frame`, if any.
+    private func groupMark(of frame: UnsafeRawBufferPointer) -> String? {
+        for (name, mark) in groupMarks where frame.count > mark.count && frame.suffix(mark.count).elementsEqual(mark) { return name }
+        return nil
     }
 
     /// A connection is open: imports may be queued.
@@ -119,6 +141,9 @@ struct LocalBus {
         for pattern in patterns { session.subscribe(pattern.text) }
         for pattern in servePatterns {
             session.send(.subscribe(pattern: pattern.text, serve: true, fallback: true), tag: .fallback(pattern.text))
+        }
+        for group in groups {
+            session.send(.subscribe(pattern: group.pattern.text, group: group.name, fallback: true), tag: .fallbackGroup(group))
         }
         errorsInOldestBatch = 0
         unmarkedImports = 0
@@ -149,6 +174,16 @@ struct LocalBus {
     /// (no `req`, so success is silent: a `ping` closes each batch, `takeBytes`).
     /// - Returns: false when there is no connection (the caller counts it lost).
     mutating func publish(_ event: LocalPublish) -> Bool {
+        guard connected else { return false }
+        session.appendUnnumbered { event.appendFrame(to: &$0) }
+        unmarkedImports += 1
+        return true
+    }
+
+    /// (issue 36) Queues another machine's group event for the local members
+    /// of its group (an import: confirmed by its batch's `ping`).
+    /// - Returns: false when there is no connection (the caller counts it lost).
+    mutating func publish(_ event: GroupPublish) -> Bool {
         guard connected else { return false }
         session.appendUnnumbered { event.appendFrame(to: &$0) }
         unmarkedImports += 1
@@ -212,6 +247,10 @@ struct LocalBus {
         switch session.handle(bytes) {
         case .event(let fields):
             if fields.replayed { replayed += 1 }
+            if !groupMarks.isEmpty, let group = groupMark(of: bytes) {
+                report(.groupEvent(RawEvent(fields, in: bytes), group: group), &reports)
+                return
+            }
             events.append(RawEvent(fields, in: bytes))
         case .dropped(let count, let since):
             report(.dropped(count: count, sinceSeq: since), &reports)
@@ -236,6 +275,8 @@ struct LocalBus {
             report(.importRefused(code == ErrorCode.forbidden.rawValue ? .denied : .lost, message: "\(reply.string("message") ?? "no message") (\(code))"), &reports)
         case .answered(.fallback(let pattern), let reply):
             if !reply.isOK { report(refused("subscribe \(pattern) serve fallback", reply), &reports) }
+        case .answered(.fallbackGroup(let group), let reply):
+            if !reply.isOK { report(refused("subscribe \(group.pattern.text) group \(group.name) fallback", reply), &reports) }
         case .answered(.ask(let tag), let reply):
             report(.answer(tag: tag, reply), &reports)
         case .answered(.relayed, _):
