@@ -95,7 +95,7 @@ struct LocalBus {
     let servePatterns: [Pattern]
 
     /// (issue 36) The exported groups (`--export-group`), and the frame ends
-    /// that mark their events (`,"group":"NAME"}` and LF).
+    /// that mark their events (`,"group":"NAME"}`).
     let groups: [GroupSpec]
     private let groupMarks: [(name: String, mark: [UInt8])]
 
@@ -107,13 +107,15 @@ struct LocalBus {
         groupMarks = Array(Set(groups.map(\.name))).sorted().map { name in
             var mark: [UInt8] = []
             FrameEncoder.appendField("group", string: name, to: &mark)
-            return (name, mark + [0x7D, 0x0A])
+            return (name, mark + [0x7D])
         }
     }
 
-    /// (issue 36) The exported group whose mark ends `frame`, if any.
+    /// (issue 36) The exported group whose mark ends `frame` (its LF, if it
+    /// has one, aside), if any.
     private func groupMark(of frame: UnsafeRawBufferPointer) -> String? {
-        for (name, mark) in groupMarks where frame.count > mark.count && frame.suffix(mark.count).elementsEqual(mark) { return name }
+        let end = frame.last == 0x0A ? frame.count - 1 : frame.count
+        for (name, mark) in groupMarks where end > mark.count && frame[(end - mark.count)..<end].elementsEqual(mark) { return name }
         return nil
     }
 
