@@ -65,6 +65,7 @@ public struct Bridge {
     func status(nats: ClientStatistics, bus: BusStatus) -> BridgeStatus {
         var status = core.status(nats: nats, bus: bus)
         if !requests.isEmpty { status.requests = requests.counters }
+        if !groups.isEmpty { status.groups = groups.counters }
         return status
     }
 

@@ -85,6 +85,12 @@ extension BridgeSuites {
                 // The plain subscriber on B got every event once, through the plain export.
                 let plain = try Self.runs(plainB, until: "job.end")
                 #expect(plain == Array(0..<20), "plain subscriber on B: \(plain)")
+                // The counters: A sent the warm-ups, the ready and the ten to B, and B received them.
+                func groups(_ bridge: BridgeProcess, _ name: String) -> Int {
+                    ((bridge.status()?["groups"] as? [String: Any])?[name] as? NSNumber)?.intValue ?? -1
+                }
+                try buses.bridgeB.waitForStatus("B's group counters") { _ in groups(buses.bridgeB, "received") >= 12 }
+                #expect(groups(buses.bridgeA, "sent") >= 12 && groups(buses.bridgeA, "dropped") == 0 && groups(buses.bridgeB, "dropped") == 0)
             }
         }
 
