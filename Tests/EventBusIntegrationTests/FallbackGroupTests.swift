@@ -78,6 +78,30 @@ struct FallbackGroupTests {
         }
     }
 
+    @Test func aClosingLastMembersUnwrittenEventsCrossToTheFallbackMember() throws {
+        try withBroker(["--max-outbound", "8M"]) { broker in
+            let closing = try broker.connect()  // reads nothing, then closes
+            try closing.ok(#"{"op":"subscribe","type":"job.>","group":"work","req":1}"#)
+            let bridge = try broker.connect()
+            try bridge.ok(#"{"op":"subscribe","type":"job.>","group":"work","fallback":true,"req":1}"#)
+            let publisher = try broker.connect()
+            // About 2.4 MB for the member: more than its socket holds, less than its queue may.
+            let count = 6_000
+            let flood = (0..<count).map { #"{"op":"publish","type":"job.run","data":{"i":\#($0),"p":"\#(QueueGroupFlowTests.pad)"}}"# + "\n" }.joined()
+            try publisher.sendBytes(Array(flood.utf8), timeout: .seconds(120))
+            try publisher.ok(#"{"op":"ping","req":"p"}"#, timeout: .seconds(60))
+            try bridge.ok(#"{"op":"ping","req":2}"#)  // the bridge got none of them: a local member was there
+            closing.close()
+            try waitUntil("the broker to forget the closed member") { try publisher.stats().int("connections") == 2 }
+            let crossed = try bridge.settle().filter { $0.op == "event" }
+            let got = QueueGroupFlowTests.jobs(crossed)
+            #expect(!got.isEmpty && got == got.sorted() && got.last == count - 1, "the tail of the member's queue, in order: \(rangeSummary(got))")
+            #expect(crossed.allSatisfy { $0.bool("redelivered") == true && $0.string("group") == "work" && $0.raw.hasSuffix(#""redelivered":true,"group":"work"}"#) })
+            // Only what the kernel held for the closed member is lost: a prefix.
+            #expect(got.first.map { Set(got) == Set($0..<count) } == true, "contiguous from \(got.first ?? -1)")
+        }
+    }
+
     @Test func fallbackWithGroupTakesNoServeAndAPlainFallbackNeedsOne() throws {
         try withBroker { broker in
             let client = try broker.connect()
