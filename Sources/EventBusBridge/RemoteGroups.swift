@@ -117,7 +117,8 @@ public struct RemoteGroups {
     /// The NATS message for a group event no local member took (nil: its
     /// type is not a subject, or its group is not one we export).
     public mutating func send(_ event: RawEvent, group: String, instance: String) -> OutgoingMessage? {
-        guard exports.contains(where: { $0.name == group }), let subject = subject(group: group, type: event.metadata.type) else { return nil }
+        guard exports.contains(where: { $0.name == group }), let type = EventType(event.metadata.type), !type.isReserved,
+              let subject = subject(group: group, type: type.name) else { return nil }
         var block = CloudEventsHeaders.exportBlock(event, node: mapping.node, instance: instance)
         if let key = event.metadata.key {
             var extra = HeaderBlockWriter(capacity: 32 + key.utf8.count)

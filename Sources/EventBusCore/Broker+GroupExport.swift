@@ -91,6 +91,7 @@ extension Broker {
     @inline(never)
     func routeToFallbackGroups(_ event: EventFrame, seq: UInt64, type: EventType, publisher: Connection?, uid: UInt32,
                                local: [QueueGroup]) -> UInt64 {
+        if type.isReserved { return 0 }  // the broker's own events never leave the machine
         var delivered: UInt64 = 0
         for fallback in fallbackGroups.matches(type) {
             let name = fallback.key.name

@@ -46,6 +46,9 @@ import Testing
         let unkeyed = try #require(plain)
         #expect(unkeyed.headers?.first("eb-key") == nil)
         #expect(table.send(Self.event(key: nil), group: "other", instance: "i") == nil, "not an exported group")
+        var reserved = Self.event(key: nil)
+        reserved.metadata.type = "eventbus.client.connected"
+        #expect(table.send(reserved, group: "work", instance: "i") == nil, "the broker's own types never leave")
         #expect(table.counters.sent == 2)
     }
 
