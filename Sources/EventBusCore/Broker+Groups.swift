@@ -127,7 +127,11 @@ extension Broker {
         let members = connection.groups.memberships.values.sorted { ($0.group.key.name, $0.group.key.pattern.text) < ($1.group.key.name, $1.group.key.pattern.text) }
         for member in members {
             let key = member.group.key
-            switch key.serve ? view.serve(key.pattern) : view.subscribe(key.pattern) {
+            var decision = key.serve ? view.serve(key.pattern) : view.subscribe(key.pattern)
+            // (issue 36) A bridge's fallback membership also needs the bridge right still.
+            let bridgeRevoked = key.fallback && !view.bridge.isAllowed
+            if bridgeRevoked { decision = .forbidden(view.bridge) }
+            switch decision {
             case .allowed:
                 member.group.setFiltered(member, false)
             case .filtered:
@@ -136,7 +140,7 @@ extension Broker {
                 leaveGroup(member)
                 revoked += 1
                 guard connection.isRoutable else { continue }
-                let action: PolicyAction = key.serve && !view.subscribe(key.pattern).isForbidden ? .serve : .subscribe
+                let action: PolicyAction = bridgeRevoked ? .bridge : key.serve && !view.subscribe(key.pattern).isForbidden ? .serve : .subscribe
                 let message = view.denialMessage(action, key.pattern.text, verdict)
                     + "; group subscription removed by the policy reload (generation \(policyState.generation))"
                 writer.scratch.removeAll(keepingCapacity: true)

@@ -125,4 +125,21 @@ struct FallbackGroupTests {
             #expect(try user.ok(#"{"op":"subscribe","type":"job.>","group":"work","req":3}"#).int("members") == 1)
         }
     }
+
+    @Test(.enabled(if: getuid() == 0 && findInPath("setpriv") != nil && findInPath("socat") != nil, "needs root, setpriv and socat"))
+    func aReloadThatTakesTheBridgeRightAwayEndsTheFallbackMembership() throws {
+        let policy = try AccessPolicyTests.PolicyFile("allow bridge - user=4348\n")
+        try withBroker(["--policy", policy.path]) { broker in
+            let users = try AccessPolicyTests.OtherUsers(broker)
+            let bridge = try users.connect(uid: 4348)
+            try bridge.ok(#"{"op":"subscribe","type":"job.>","group":"work","fallback":true,"req":1}"#)
+            try policy.write("# no bridge right\n")
+            broker.send(signal: SIGHUP)  // a reload; its revocations come before anything after it
+            let revoked = try bridge.readFrames(until: { $0.op == "error" }).last!
+            #expect(revoked.code == "forbidden" && revoked.string("group") == "work" && revoked.string("message")?.hasPrefix("bridge job.> denied for uid 4348") == true, "\(revoked)")
+            // No fallback member left: an event of group work stays home (nobody takes it).
+            try broker.connect().ok(#"{"op":"publish","type":"job.a","data":1,"req":1}"#)
+            try bridge.expectNoFrame()
+        }
+    }
 }
