@@ -89,8 +89,10 @@ extension BridgeSuites {
                 func groups(_ bridge: BridgeProcess, _ name: String) -> Int {
                     ((bridge.status()?["groups"] as? [String: Any])?[name] as? NSNumber)?.intValue ?? -1
                 }
+                // (Each status file is rewritten once a second: wait for both.)
                 try buses.bridgeB.waitForStatus("B's group counters") { _ in groups(buses.bridgeB, "received") >= 12 }
-                #expect(groups(buses.bridgeA, "sent") >= 12 && groups(buses.bridgeA, "dropped") == 0 && groups(buses.bridgeB, "dropped") == 0)
+                try buses.bridgeA.waitForStatus("A's group counters") { _ in groups(buses.bridgeA, "sent") >= 12 }
+                #expect(groups(buses.bridgeA, "dropped") == 0 && groups(buses.bridgeB, "dropped") == 0)
             }
         }
 
