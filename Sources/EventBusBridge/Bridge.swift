@@ -23,6 +23,8 @@ public struct Bridge {
     public private(set) var core: BridgeCore
     /// (issue 36) Requests across machines (RemoteRequests.swift).
     public private(set) var requests: RemoteRequests
+    /// (issue 36) Queue groups across machines (RemoteGroups.swift).
+    public private(set) var groups: RemoteGroups
     /// The local broker's instance, for the drop reports the NATS client builds.
     let brokerInstance = SharedText()
     /// Set once a `hello` reply lacked `origin` in `features` (warned once per run).
@@ -35,6 +37,7 @@ public struct Bridge {
         core = BridgeCore(mapping: configuration.mapping, exports: configuration.exports, imports: configuration.imports, bridgeInstance: bridgeInstance)
         requests = RemoteRequests(mapping: configuration.mapping, bridgeInstance: bridgeInstance,
                                   exports: configuration.requestExports, imports: configuration.requestImports)
+        groups = RemoteGroups(mapping: configuration.mapping, exports: configuration.groupExports, imports: configuration.groupImports)
     }
 
     /// The NATS client's settings (its gap reports read `brokerInstance`).
@@ -50,6 +53,7 @@ public struct Bridge {
             core.subscribed(sid, to: subject)
         }
         requests.subscribe { subject, queue in nats.state.subscribe(subject, queue: queue) }
+        groups.subscribe { subject, queue in nats.state.subscribe(subject, queue: queue) }
     }
 
     /// Once a second: forgets requests sent to NATS whose deadline passed.
@@ -61,6 +65,7 @@ public struct Bridge {
     func status(nats: ClientStatistics, bus: BusStatus) -> BridgeStatus {
         var status = core.status(nats: nats, bus: bus)
         if !requests.isEmpty { status.requests = requests.counters }
+        if !groups.isEmpty { status.groups = groups.counters }
         return status
     }
 
@@ -132,6 +137,13 @@ public struct Bridge {
             if let message = requests.replied(tag: tag, reply) { _ = nats.publish(message) }
         case .serving(let pattern, let servers):
             serving(pattern, servers, nats: &nats)
+        case .groupEvent(let event, let group):
+            // (issue 36) No local member of the group took it: one machine's member will.
+            guard let message = groups.send(event, group: group, instance: brokerInstance.value) else { return }
+            let outcome = nats.publish(message)
+            if case .tooLarge(let size, let limit) = outcome {
+                logger.notice("dropped the group event \(message.subject.text) (seq \(event.metadata.seq)): \(size) bytes with headers, over the NATS server's max_payload of \(limit)")
+            }
         }
     }
 
@@ -149,6 +161,17 @@ public struct Bridge {
         switch effect {
         case .message(let message) where requests.owns(message.sid):
             handleRequestMessage(message, bus: &bus)
+        case .message(let message) where groups.owns(message.sid):
+            // (issue 36) Another machine's group event, for one local member.
+            switch groups.receive(message) {
+            case .publish(let event):
+                if !bus.publish(event) {
+                    core.imported(.lost)
+                    logger.debug("dropped the group event \(event.event.type.name) from \(event.event.origin.node): the bus is down")
+                }
+            case .drop(let reason):
+                logger.notice("dropped a group event from NATS: \(reason)")
+            }
         case .message(let message):
             let decision = core.handle(message)
             switch decision {

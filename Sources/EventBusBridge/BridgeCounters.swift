@@ -101,6 +101,8 @@ public struct BridgeStatus: Equatable, Sendable {
     /// (issue 36) Requests across machines; nil (left out of the JSON) when
     /// the bridge carries none.
     public var requests: RemoteRequests.Counters?
+    /// (issue 36) Queue groups across machines; nil (left out) when the bridge carries none.
+    public var groups: RemoteGroups.Counters?
 
     public init(node: NodeName, counters: BridgeCounters, nats: ClientStatistics, bus: BusStatus = BusStatus(), exporting: Bool) {
         self.node = node.text
@@ -142,6 +144,9 @@ public struct BridgeStatus: Equatable, Sendable {
         if let r = requests {
             out.append(contentsOf: (",\"requests\":{\"sent\":\(r.sent),\"answered\":\(r.answered),\"no_responders\":\(r.noResponders)"
                 + ",\"received\":\(r.received),\"replied\":\(r.replied),\"dropped\":\(r.dropped)}").utf8)
+        }
+        if let g = groups {
+            out.append(contentsOf: ",\"groups\":{\"sent\":\(g.sent),\"received\":\(g.received),\"dropped\":\(g.dropped)}".utf8)
         }
         out.append(0x7D)
         return String(decoding: out, as: UTF8.self)

@@ -139,7 +139,7 @@ public final class BridgeLoop {
         self.endpoint = endpoint
         self.importPauseBytes = importPauseBytes
         self.importResumeBytes = importResumeBytes
-        bus = LocalBus(path: endpoint.name, patterns: bridge.core.exports, servePatterns: bridge.requests.exports, watchPatterns: bridge.requests.imports)
+        bus = LocalBus(path: endpoint.name, patterns: bridge.core.exports, servePatterns: bridge.requests.exports, watchPatterns: bridge.requests.imports, groups: bridge.groups.exports)
         let configuration = bridge.natsConfiguration
         natsLimitBytes = configuration.bufferLimitBytes
         natsLimitMessages = configuration.bufferLimitMessages

@@ -20,6 +20,9 @@ public struct BridgeSettings: Equatable, Sendable {
     /// (issue 36) Request types that may be asked on other machines, and that other machines may ask here.
     public var requestExports: [Pattern]?
     public var requestImports: [Pattern]?
+    /// (issue 36) Queue groups whose events may leave when no local member takes them, and may come in.
+    public var groupExports: [GroupSpec]?
+    public var groupImports: [GroupSpec]?
     public var prefix: SubjectPrefix?
     public var reconnectInitial: Duration?
     public var reconnectMaximum: Duration?
@@ -47,6 +50,8 @@ public struct BridgeSettings: Equatable, Sendable {
         if let v = other.imports { result.imports = v }
         if let v = other.requestExports { result.requestExports = v }
         if let v = other.requestImports { result.requestImports = v }
+        if let v = other.groupExports { result.groupExports = v }
+        if let v = other.groupImports { result.groupImports = v }
         if let v = other.prefix { result.prefix = v }
         if let v = other.reconnectInitial { result.reconnectInitial = v }
         if let v = other.reconnectMaximum { result.reconnectMaximum = v }
@@ -72,8 +77,10 @@ public struct BridgeSettings: Equatable, Sendable {
         let imports = self.imports ?? []
         let requestExports = self.requestExports ?? []
         let requestImports = self.requestImports ?? []
-        guard !exports.isEmpty || !imports.isEmpty || !requestExports.isEmpty || !requestImports.isEmpty else {
-            throw SettingsError("nothing to bridge: give at least one --export or --import pattern (or --export-requests, --import-requests)")
+        let groupExports = self.groupExports ?? []
+        let groupImports = self.groupImports ?? []
+        guard !exports.isEmpty || !imports.isEmpty || !requestExports.isEmpty || !requestImports.isEmpty || !groupExports.isEmpty || !groupImports.isEmpty else {
+            throw SettingsError("nothing to bridge: give at least one --export or --import pattern (or --export-requests, --import-requests, --export-group, --import-group)")
         }
         var configuration = BridgeConfiguration(servers: servers, node: node)
         if let bus { configuration.bus = bus }
@@ -81,6 +88,8 @@ public struct BridgeSettings: Equatable, Sendable {
         configuration.imports = imports
         configuration.requestExports = requestExports
         configuration.requestImports = requestImports
+        configuration.groupExports = groupExports
+        configuration.groupImports = groupImports
         if let prefix { configuration.prefix = prefix }
         if let reconnectInitial { configuration.reconnectInitial = reconnectInitial }
         if let reconnectMaximum { configuration.reconnectMaximum = reconnectMaximum }
@@ -118,6 +127,10 @@ public struct BridgeConfiguration: Equatable, Sendable {
     /// takes them, and request types other machines may ask here (RemoteRequests.swift).
     public var requestExports: [Pattern] = []
     public var requestImports: [Pattern] = []
+    /// (issue 36) Queue groups (`NAME:PATTERN`) whose events leave when no local
+    /// member takes them, and whose events other machines may hand to local members (RemoteGroups.swift).
+    public var groupExports: [GroupSpec] = []
+    public var groupImports: [GroupSpec] = []
     public var prefix = SubjectPrefix.standard
     /// Backoff between failed passes over the servers (defaults 250 ms and 30 s); retried forever.
     public var reconnectInitial: Duration = .milliseconds(250)
@@ -150,6 +163,8 @@ public struct BridgeConfiguration: Equatable, Sendable {
         var text = "export \(list(exports)), import \(list(imports))"
         if !requestExports.isEmpty { text += ", export-requests \(list(requestExports))" }
         if !requestImports.isEmpty { text += ", import-requests \(list(requestImports))" }
+        if !groupExports.isEmpty { text += ", export-group [" + groupExports.map(\.description).joined(separator: " ") + "]" }
+        if !groupImports.isEmpty { text += ", import-group [" + groupImports.map(\.description).joined(separator: " ") + "]" }
         return text
     }
 

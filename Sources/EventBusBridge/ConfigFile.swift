@@ -11,6 +11,10 @@
 //     export = order.>          # repeat export/import lines for more patterns
 //     export = audit.*
 //     import = order.>
+//     export-requests = thumb.>     # (issue 36) requests no local server takes go out
+//     import-requests = thumb.>
+//     export-group = thumbs:thumb.> # (issue 36) group events no local member takes go out
+//     import-group = thumbs:thumb.> # and other machines' come to local members
 //     prefix = eventbus
 //     reconnect-initial = 250ms
 //     reconnect-max     = 30s
@@ -44,13 +48,13 @@ import EventBusProtocol
 public enum ConfigFile {
     /// The keys understood, in the order of the format above.
     public static let keys = [
-        "nats", "node", "export", "import", "export-requests", "import-requests", "prefix", "reconnect-initial", "reconnect-max",
+        "nats", "node", "export", "import", "export-requests", "import-requests", "export-group", "import-group", "prefix", "reconnect-initial", "reconnect-max",
         "buffer-bytes", "buffer-events", "ping-interval", "socket", "bus", "name", "status-file", "log-level",
         "nats-user", "nats-password", "nats-token",
     ]
     /// The keys that have no flag (secrets must not show in ps(1)).
     public static let fileOnly: Set<String> = ["nats-user", "nats-password", "nats-token"]
-    static let repeatable: Set<String> = ["nats", "export", "import", "export-requests", "import-requests"]
+    static let repeatable: Set<String> = ["nats", "export", "import", "export-requests", "import-requests", "export-group", "import-group"]
 
     /// Parses a settings file's text.
     /// - Parameter file: the name used in errors (e.g. `/etc/eventbus/bridge.conf`).
@@ -125,6 +129,15 @@ public enum ConfigFile {
                 patterns.append(pattern)
             }
             if key == "export-requests" { settings.requestExports = patterns } else { settings.requestImports = patterns }
+        case "export-group", "import-group":  // (issue 36)
+            var groups = (key == "export-group" ? settings.groupExports : settings.groupImports) ?? []
+            for item in list(value) {
+                guard let group = GroupSpec(item) else {
+                    throw SettingsError("\(name): \(item.debugDescription) is not NAME:PATTERN (NAME 1-64 of A-Z a-z 0-9 _ -, a queue group that crosses; PATTERN an eventbus pattern)")
+                }
+                groups.append(group)
+            }
+            if key == "export-group" { settings.groupExports = groups } else { settings.groupImports = groups }
         case "prefix":
             guard let prefix = SubjectPrefix(value) else {
                 throw SettingsError("\(name): \(value.debugDescription) is not a subject prefix (1-8 tokens of A-Z a-z 0-9 _ -, joined by .)")

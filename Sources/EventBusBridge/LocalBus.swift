@@ -54,6 +54,9 @@ enum BusReport {
     /// pattern (a watch's list; `[pattern]` from a broker without the
     /// `servers` feature, `[]` when the watch was refused).
     case serving(Pattern, [Pattern])
+    /// (issue 36) An event no local member of the exported group `group`
+    /// took (the broker's copy for the bridge's fallback membership, RemoteGroups.swift).
+    case groupEvent(RawEvent, group: String)
 }
 
 /// (issue 36) What the bridge's own numbered requests on the bus are.
@@ -66,6 +69,8 @@ enum BusTag {
     case ask(UInt64)
     /// The watch of the serving patterns of a request import pattern.
     case watch(String)
+    /// (issue 36) The fallback membership of an exported group.
+    case fallbackGroup(GroupSpec)
 }
 
 /// The bridge's bus session (see the file comment). One owner, the loop.
@@ -98,16 +103,37 @@ struct LocalBus {
     /// (`--import-requests`): their serving patterns are watched.
     let watchPatterns: [Pattern]
 
-    init(path: String, patterns: [Pattern], servePatterns: [Pattern] = [], watchPatterns: [Pattern] = []) {
+    /// (issue 36) The exported groups (`--export-group`), and the frame ends
+    /// that mark their events (`,"group":"NAME"}`).
+    let groups: [GroupSpec]
+    private let groupMarks: [(name: String, mark: [UInt8])]
+
+    init(path: String, patterns: [Pattern], servePatterns: [Pattern] = [], watchPatterns: [Pattern] = [], groups: [GroupSpec] = []) {
         self.path = path
         self.patterns = BridgeCore.minimalPatterns(patterns)
         self.servePatterns = BridgeCore.minimalPatterns(servePatterns)
         self.watchPatterns = BridgeCore.minimalPatterns(watchPatterns)
+        self.groups = groups
+        groupMarks = Array(Set(groups.map(\.name))).sorted().map { name in
+            var mark: [UInt8] = []
+            FrameEncoder.appendField("group", string: name, to: &mark)
+            return (name, mark + [0x7D])
+        }
     }
 
     /// (issue 36) Asks for (again) the serving patterns of a request import pattern.
     private mutating func watch(_ pattern: String) {
         session.send(.subscribe(pattern: pattern, servers: true), tag: .watch(pattern))
+    }
+
+    /// (issue 36) The exported group whose mark ends `frame` (its LF, if it
+    /// has one, aside), if any.
+    private func groupMark(of span: RawSpan) -> String? {
+        span.withUnsafeBytes { frame in
+            let end = frame.last == 0x0A ? frame.count - 1 : frame.count
+            for (name, mark) in groupMarks where end > mark.count && frame[(end - mark.count)..<end].elementsEqual(mark) { return name }
+            return nil
+        }
     }
 
     /// A connection is open: imports may be queued.
@@ -134,6 +160,9 @@ struct LocalBus {
         for pattern in patterns { session.subscribe(pattern.text) }
         for pattern in servePatterns {
             session.send(.subscribe(pattern: pattern.text, serve: true, fallback: true), tag: .fallback(pattern.text))
+        }
+        for group in groups {
+            session.send(.subscribe(pattern: group.pattern.text, group: group.name, fallback: true), tag: .fallbackGroup(group))
         }
         errorsInOldestBatch = 0
         unmarkedImports = 0
@@ -164,6 +193,16 @@ struct LocalBus {
     /// (no `req`, so success is silent: a `ping` closes each batch, `takeBytes`).
     /// - Returns: false when there is no connection (the caller counts it lost).
     mutating func publish(_ event: LocalPublish) -> Bool {
+        guard connected else { return false }
+        session.appendUnnumbered { event.appendFrame(to: &$0) }
+        unmarkedImports += 1
+        return true
+    }
+
+    /// (issue 36) Queues another machine's group event for the local members
+    /// of its group (an import: confirmed by its batch's `ping`).
+    /// - Returns: false when there is no connection (the caller counts it lost).
+    mutating func publish(_ event: GroupPublish) -> Bool {
         guard connected else { return false }
         session.appendUnnumbered { event.appendFrame(to: &$0) }
         unmarkedImports += 1
@@ -232,6 +271,10 @@ struct LocalBus {
         switch session.handle(bytes) {
         case .event(let fields):
             if fields.replayed { replayed += 1 }
+            if !groupMarks.isEmpty, let group = groupMark(of: bytes) {
+                report(.groupEvent(RawEvent(fields, in: bytes), group: group), &reports)
+                return
+            }
             events.append(RawEvent(fields, in: bytes))
         case .dropped(let count, let since):
             report(.dropped(count: count, sinceSeq: since), &reports)
@@ -270,6 +313,8 @@ struct LocalBus {
             report(.importRefused(code == ErrorCode.forbidden.rawValue ? .denied : .lost, message: "\(reply.string("message") ?? "no message") (\(code))"), &reports)
         case .answered(.fallback(let pattern), let reply):
             if !reply.isOK { report(refused("subscribe \(pattern) serve fallback", reply), &reports) }
+        case .answered(.fallbackGroup(let group), let reply):
+            if !reply.isOK { report(refused("subscribe \(group.pattern.text) group \(group.name) fallback", reply), &reports) }
         case .answered(.ask(let tag), let reply):
             report(.answer(tag: tag, reply), &reports)
         case .request(let fields):

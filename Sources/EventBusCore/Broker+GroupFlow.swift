@@ -193,11 +193,20 @@ extension Broker {
     /// their groups left now, in order, and so do its requests.
     func handOver(_ handover: GroupHandover, from connection: Connection) {
         var redeliveries: [(frame: [UInt8], seq: UInt64, actor: UInt32, group: QueueGroup)] = []
+        var across: [(frame: [UInt8], seq: UInt64, actor: UInt32, name: String)] = []
         if !handover.groupOfSeq.isEmpty {
             connection.outbound.forEachEvent(unwrittenOnly: true) { seq, bytes, actor in
-                guard let group = handover.groupOfSeq[seq], !group.isEmpty else { return }
+                guard let group = handover.groupOfSeq[seq] else { return }
+                guard !group.isEmpty else {
+                    // (issue 36) Its group is gone here: another machine's member may take it.
+                    if !fallbackGroups.isEmpty && !group.key.fallback { across.append((Broker.redeliveredCopy(bytes), seq, actor, group.key.name)) }
+                    return
+                }
                 redeliveries.append((Broker.redeliveredCopy(bytes), seq, actor, group))
             }
+        }
+        for redelivery in across {
+            redelivery.frame.withUnsafeBytes { redeliverAcross($0, seq: redelivery.seq, actor: redelivery.actor, name: redelivery.name) }
         }
         for redelivery in redeliveries where !redelivery.group.isEmpty {
             redelivery.frame.withUnsafeBytes { bytes in

@@ -29,6 +29,7 @@ extension Broker {
     /// `group`, `members`, `serve: true` for a serving group and
     /// `filtered: true` when some of the pattern's types are denied.
     func subscribeGroup(_ request: SubscribeRequest, name: String, req: UnsafeRawBufferPointer?, from connection: Connection) {
+        if request.fallback { return subscribeFallbackGroup(request, name: name, req: req, from: connection) }  // (issue 36)
         let key = GroupKey(uid: connection.credentials.uid, pattern: request.pattern, serve: request.serve, name: name)
         guard !connection.groups.peerClosed else { return }  // nobody reads it: no reply, no membership
         let member: GroupMember
@@ -72,7 +73,7 @@ extension Broker {
     /// on its first member; counted as one subscription of its connection.
     func joinGroup(_ key: GroupKey, _ connection: Connection, filtered: Bool) -> GroupMember {
         let group: QueueGroup
-        let index = groupIndex(serving: key.serve)
+        let index = groupIndex(for: key)
         if let existing = index.group(key) {
             group = existing
             releaseGroup(group)  // a new member may take the held events
@@ -84,6 +85,7 @@ extension Broker {
         let member = group.append(connection, salt: Broker.mix64(connection.id ^ groupSeed))
         group.setFiltered(member, filtered)
         connection.groups.memberships[key] = member
+        if key.fallback { connection.groups.fallbackNames[key.name, default: 0] += 1 }
         connection.account.groupMemberships += 1
         if key.serve { countServing(key.pattern, 1) }  // (issue 36) Broker+ServerWatch.swift
         chargeSubscription(key.pattern, of: connection, sign: 1, extraBytes: groupMemberCost(key))
@@ -97,12 +99,13 @@ extension Broker {
         releaseGroup(group)  // its publishers look again at who is left
         group.remove(member)
         connection.groups.memberships[group.key] = nil
+        if group.key.fallback { Broker.forgetFallbackName(group.key.name, of: connection) }
         connection.account.groupMemberships -= 1
         if group.isEmpty {
-            let index = groupIndex(serving: group.key.serve)
+            let index = groupIndex(for: group.key)
             index.remove(group)
             if !group.key.serve { groupsInUse -= 1 }
-            if index.count == 0 { types.dropGroupLists(serving: group.key.serve) }
+            if index.count == 0 && !group.key.fallback { types.dropGroupLists(serving: group.key.serve) }
         }
         if group.key.serve { countServing(group.key.pattern, -1) }
         chargeSubscription(group.key.pattern, of: connection, sign: -1, extraBytes: groupMemberCost(group.key))
@@ -111,6 +114,10 @@ extension Broker {
     /// The groups of plain subscriptions, or of serving ones.
     @inline(__always)
     func groupIndex(serving: Bool) -> GroupIndex { serving ? serveGroups : groups }
+
+    /// The index of a group: (issue 36) a bridge's fallback memberships have their own.
+    @inline(__always)
+    func groupIndex(for key: GroupKey) -> GroupIndex { key.fallback ? fallbackGroups : groupIndex(serving: key.serve) }
 
     /// A policy reload (from `reloadPolicy`): each membership is judged
     /// again as its subscription would be; a forbidden one is ended and its
@@ -122,7 +129,11 @@ extension Broker {
         let members = connection.groups.memberships.values.sorted { ($0.group.key.name, $0.group.key.pattern.text) < ($1.group.key.name, $1.group.key.pattern.text) }
         for member in members {
             let key = member.group.key
-            switch key.serve ? view.serve(key.pattern) : view.subscribe(key.pattern) {
+            var decision = key.serve ? view.serve(key.pattern) : view.subscribe(key.pattern)
+            // (issue 36) A bridge's fallback membership also needs the bridge right still.
+            let bridgeRevoked = key.fallback && !view.bridge.isAllowed
+            if bridgeRevoked { decision = .forbidden(view.bridge) }
+            switch decision {
             case .allowed:
                 member.group.setFiltered(member, false)
             case .filtered:
@@ -131,7 +142,7 @@ extension Broker {
                 leaveGroup(member)
                 revoked += 1
                 guard connection.isRoutable else { continue }
-                let action: PolicyAction = key.serve && !view.subscribe(key.pattern).isForbidden ? .serve : .subscribe
+                let action: PolicyAction = bridgeRevoked ? .bridge : key.serve && !view.subscribe(key.pattern).isForbidden ? .serve : .subscribe
                 let message = view.denialMessage(action, key.pattern.text, verdict)
                     + "; group subscription removed by the policy reload (generation \(policyState.generation))"
                 writer.scratch.removeAll(keepingCapacity: true)
@@ -180,20 +191,34 @@ extension Broker {
     /// `groupEvent`, built there while groups exist) to one member of each
     /// group it matches, then lets the frame go. Called right after `fanOut`
     /// by its callers while groups exist; out of line.
+    /// (issue 36) `onlyGroup`: a bridge's import of another machine's group
+    /// event (`publishToGroup`): only the groups of that name get it. An event a
+    /// bridge with fallback memberships publishes otherwise is not given to the
+    /// groups those name, and no event it publishes goes to a fallback
+    /// member (Broker+GroupExport.swift).
     /// - Returns: how many connections it was queued to.
     @inline(never)
-    func routeToGroups(seq: UInt64, type: EventType, entry: Int?, publisher: Connection?, key: UnsafeRawBufferPointer?) -> UInt64 {
+    func routeToGroups(seq: UInt64, type: EventType, entry: Int?, publisher: Connection?, key: UnsafeRawBufferPointer?,
+                       onlyGroup: String? = nil) -> UInt64 {
         defer {
             groupEvent = nil
             writer.builtChunk = nil
         }
         guard let event = groupEvent else { return 0 }
         let list = groupsMatching(type, entry: entry)
-        guard !list.isEmpty else { return 0 }
+        let fromBridge = publisher.map { !$0.groups.fallbackNames.isEmpty } ?? false
+        let acrossMachines = !fallbackGroups.isEmpty && !fromBridge && onlyGroup == nil
+        guard !list.isEmpty || acrossMachines else { return 0 }
         let uid = publisher?.credentials.uid ?? configuration.ownCredentials.uid
         let keyHash = key.map { hashOfKey(token: $0) }
         var delivered: UInt64 = 0
-        for group in list where give(event, seq: seq, type: type, publisher: publisher, uid: uid, keyHash: keyHash, in: group) { delivered &+= 1 }
+        for group in list {
+            if _slowPath(fromBridge || onlyGroup != nil), !bridgeMayGive(group, onlyGroup: onlyGroup, publisher: publisher) { continue }
+            if give(event, seq: seq, type: type, publisher: publisher, uid: uid, keyHash: keyHash, in: group) { delivered &+= 1 }
+        }
+        if _slowPath(acrossMachines) {
+            delivered &+= routeToFallbackGroups(event, seq: seq, type: type, publisher: publisher, uid: uid, local: list)
+        }
         statistics.delivered &+= delivered
         if let entry { typeCounters.addDelivered(delivered, types.counter(entry)) }
         return delivered
@@ -269,7 +294,7 @@ extension Broker {
     }
 
     /// The next member in turn that may receive the event at all, ready or not.
-    private func nextInTurn(of group: QueueGroup, type: EventType, publisher: Connection?) -> GroupMember? {
+    func nextInTurn(of group: QueueGroup, type: EventType, publisher: Connection?) -> GroupMember? {
         let n = group.slotCount
         guard n > 0 else { return nil }
         var slot = group.cursor < n ? group.cursor : 0

@@ -26,6 +26,10 @@ extension Broker {
             } else {
                 self.publish(publish, frame: frame, req: req, from: connection)
             }
+        case .publishToGroup(let publish, let group):
+            // (issue 36) A bridge's import of another machine's group event (Broker+GroupExport.swift).
+            if mayHaveToHold(frame, connection), holdIfBlocked(frame, publish, entry: nil, publisher: connection) { return }
+            publishToGroup(publish, group: group, frame: frame, req: req, from: connection)
         case .subscribe(let subscribe):
             if subscribe.servers {
                 subscribeServers(subscribe, req: req, from: connection)  // (issue 36)

@@ -161,8 +161,11 @@ public final class Broker {
     /// Broker+Groups.swift): of plain subscriptions, and of serving ones.
     let groups = GroupIndex()
     let serveGroups = GroupIndex()
-    /// (1.3) `groups.count`, as a plain stored number: the one comparison an
-    /// event pays while no queue group exists (kept by `joinGroup`/`leaveGroup`).
+    /// (issue 36) Bridges' fallback memberships of groups named as local ones (Broker+GroupExport.swift).
+    let fallbackGroups = GroupIndex()
+    /// (1.3) `groups.count` (and, issue 36, `fallbackGroups.count`), as a plain
+    /// stored number: the one comparison an event pays while no queue group
+    /// exists (kept by `joinGroup`/`leaveGroup`).
     var groupsInUse = 0
     /// (1.3) The frame `fanOut` just routed while groups exist, for
     /// `routeToGroups` right after it (its chunk kept in `writer.builtChunk`).
@@ -253,7 +256,7 @@ public final class Broker {
     public var connectionCount: Int { connections.count }
 
     /// Whether the subscription index is empty (for invariant checks).
-    public var indexIsEmpty: Bool { index.isEmpty && serveIndex.isEmpty && fallbackIndex.isEmpty && groups.isEmpty && serveGroups.isEmpty }
+    public var indexIsEmpty: Bool { index.isEmpty && serveIndex.isEmpty && fallbackIndex.isEmpty && groups.isEmpty && serveGroups.isEmpty && fallbackGroups.isEmpty }
 
     // MARK: Connections
 

@@ -28,6 +28,9 @@ struct GroupKey: Hashable {
     var pattern: Pattern
     var serve: Bool
     var name: String
+    /// (issue 36) A bridge's fallback membership of the groups named `name`
+    /// (Broker+GroupExport.swift): its own index, never a local group.
+    var fallback = false
 }
 
 /// One connection's membership of one group: its group subscription.
@@ -354,6 +357,9 @@ struct ConnectionGroups {
     /// dropped, or of a group it left), pruned once they are twice its
     /// queued frames.
     var deliveries: [GroupDelivery] = []
+    /// (issue 36) The names of its fallback memberships (a bridge's exported
+    /// groups, Broker+GroupExport.swift), with how many patterns each.
+    var fallbackNames: [String: Int] = [:]
     /// Its peer closed the socket (`Broker.peerClosed`): it joins no group again.
     var peerClosed = false
     /// The last request (`Broker.requestMark`) it was chosen to serve.

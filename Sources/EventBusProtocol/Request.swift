@@ -14,6 +14,10 @@ public enum Request {
     case subscribe(SubscribeRequest)
     case unsubscribe(UnsubscribeRequest)
     case publish(PublishRequest)
+    /// (issue 36) A bridge's import of another machine's queue-group event:
+    /// for the local members of the group named `group` only
+    /// (PROTOCOL-NOTES.md "Queue groups across machines (issue 36)").
+    indirect case publishToGroup(PublishRequest, group: String)
     /// (1.3) Ask the connections serving the type (PROTOCOL.md "Request/reply").
     case request(ServiceRequest)
     /// (1.3) Answer a request this connection was given.
@@ -347,7 +351,14 @@ public enum RequestDecoder {
     }
 
     static func decodePublish(_ frame: UnsafeRawBufferPointer, _ fields: EnvelopeFields) -> Result<Request, ProtocolError> {
-        decodeEventType(frame, fields, op: .publish).flatMap { finishPublish($0, frame, fields) }
+        let decoded = decodeEventType(frame, fields, op: .publish).flatMap { finishPublish($0, frame, fields) }
+        guard fields[.group] != nil else { return decoded }
+        // (issue 36) A bridge's group publish (PROTOCOL-NOTES.md "Queue groups across machines").
+        return decoded.flatMap { request in
+            guard case .publish(let publish) = request else { return .success(request) }
+            if publish.retain { return .failure(ProtocolError(.badRequest, "a publish with \"group\" takes no \"retain\" (another machine's group event)")) }
+            return groupField(frame, fields).map { .publishToGroup(publish, group: $0!) }
+        }
     }
 
     /// The `type` of a `publish` or `clear`: an event type, not a pattern, not reserved.
@@ -446,8 +457,8 @@ public enum RequestDecoder {
         case .success(let value): fallback = value
         case .failure(let error): return .failure(error)
         }
-        if fallback && (!serve || group != nil) {
-            return .failure(ProtocolError(.badRequest, "\"fallback\" needs \"serve\": true and no \"group\" (a bridge's serving subscription, asked when no other server is)"))
+        if fallback && (serve == (group != nil)) {
+            return .failure(ProtocolError(.badRequest, "\"fallback\" needs either \"serve\": true and no \"group\" (a bridge's serving subscription, asked when no other server is) or \"group\" without \"serve\" (a bridge's fallback membership, given what no local member takes)"))
         }
         return .success(.subscribe(SubscribeRequest(pattern: pattern, last: last, since: since, instance: instance, serve: serve, group: group, fallback: fallback)))
     }
@@ -496,7 +507,7 @@ extension Request {
         case .hello: RequestOp.hello.name
         case .subscribe: RequestOp.subscribe.name
         case .unsubscribe: RequestOp.unsubscribe.name
-        case .publish: RequestOp.publish.name
+        case .publish, .publishToGroup: RequestOp.publish.name
         case .clear: RequestOp.clear.name
         case .clients: RequestOp.clients.name
         case .types: RequestOp.types.name

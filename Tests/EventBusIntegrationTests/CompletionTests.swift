@@ -53,7 +53,7 @@ struct CompletionTests {
         #expect(try Self.bash("eventbus", ["eventbus", "wait", "a.b", "--", "tru"]).offers.contains("true"))
         #expect(try Self.bash("eventbusd", ["eventbusd", "--log-level", "n"]).offers == ["notice"])
         #expect(try Self.bash("eventbusd", ["eventbusd", "--max-retained-b"]).offers == ["--max-retained-bytes", "--max-retained-bytes-per-uid"])
-        #expect(try Self.bash("eventbus-bridge", ["eventbus-bridge", "--exp"]).offers == ["--export", "--export-requests"])
+        #expect(try Self.bash("eventbus-bridge", ["eventbus-bridge", "--exp"]).offers == ["--export", "--export-group", "--export-requests"])
         let scratch = try TemporaryDirectory(prefix: "ebcomp.")
         defer { scratch.remove() }
         #expect(FileManager.default.createFile(atPath: scratch.file("orders.pos"), contents: Data()))

@@ -42,6 +42,8 @@ complete -c eventbus-bridge -l export -x -a '(__eventbus_patterns)' -d 'local ty
 complete -c eventbus-bridge -l import -x -a '(__eventbus_patterns)' -d 'remote types to receive'
 complete -c eventbus-bridge -l export-requests -x -a '(__eventbus_patterns)' -d 'request types to ask other machines when no local server takes them'
 complete -c eventbus-bridge -l import-requests -x -a '(__eventbus_patterns)' -d 'request types other machines may ask this bus\'s servers'
+complete -c eventbus-bridge -l export-group -x -d 'queue group NAME\'s events of PATTERN go to another machine when no ...'
+complete -c eventbus-bridge -l import-group -x -d 'other machines\' events of group NAME go to one local member of NAME'
 complete -c eventbus-bridge -l prefix -x -d 'subject root'
 complete -c eventbus-bridge -l name -x -d 'CONNECT name'
 complete -c eventbus-bridge -l reconnect-initial -x -d 'NATS backoff after a failed pass'
