@@ -160,7 +160,11 @@ extension Broker {
     /// to it (by seq), and the requests of its serving groups of which not
     /// a byte was written.
     struct GroupHandover {
-        var groupOfSeq: [UInt64: QueueGroup] = [:]
+        /// The memberships it left, and its record of group events queued
+        /// to it (`groups.deliveries`, kept as it was: which of them go on is
+        /// decided in `handOver`, once the batch's members have all left).
+        var left: [GroupMember] = []
+        var deliveries: [GroupDelivery] = []
         var requests: [(token: ReplyToken, frame: [UInt8])] = []
         var servingGroups: [QueueGroup] = []
     }
@@ -171,9 +175,8 @@ extension Broker {
     func leaveGroupsForHandover(_ connection: Connection) -> GroupHandover? {
         guard !connection.groups.memberships.isEmpty else { return nil }
         var handover = GroupHandover()
-        for delivery in connection.groups.deliveries where delivery.member.isActive {
-            handover.groupOfSeq[delivery.seq] = delivery.member.group
-        }
+        handover.left = Array(connection.groups.memberships.values)
+        handover.deliveries = connection.groups.deliveries
         // Requests of its serving groups it was given and never got a byte of.
         handover.servingGroups = connection.groups.memberships.values.filter { $0.group.key.serve }.map(\.group)
         if !handover.servingGroups.isEmpty && !connection.requests.serving.isEmpty {
@@ -182,7 +185,7 @@ extension Broker {
                 handover.requests.append((token, Array(bytes)))
             }
         }
-        for member in Array(connection.groups.memberships.values) { leaveGroup(member) }
+        for member in handover.left { leaveGroup(member) }
         connection.groups.blocked = []
         connection.groups.deliveries = []
         return handover
@@ -194,12 +197,26 @@ extension Broker {
     func handOver(_ handover: GroupHandover, from connection: Connection) {
         var redeliveries: [(frame: [UInt8], seq: UInt64, actor: UInt32, group: QueueGroup)] = []
         var across: [(frame: [UInt8], seq: UInt64, actor: UInt32, name: String)] = []
-        if !handover.groupOfSeq.isEmpty {
+        // Only to groups someone is left in (or, issue 36, that another
+        // machine's member may take): when the members hang up together (one
+        // epoll batch, `peersClosed`) nobody is, and the events queued to
+        // them (up to the uid's outbound quota, a million small ones) are not
+        // even looked at (issue 38's `group-members` teardown: building this
+        // map for every member took 200 ms of CPU).
+        let crossing = !fallbackGroups.isEmpty
+        let live = Set(handover.left.lazy.filter { !$0.group.isEmpty || (crossing && !$0.group.key.fallback) }.map(ObjectIdentifier.init))
+        var groupOfSeq: [UInt64: QueueGroup] = [:]
+        if !live.isEmpty {
+            for delivery in handover.deliveries where live.contains(ObjectIdentifier(delivery.member)) {
+                groupOfSeq[delivery.seq] = delivery.member.group
+            }
+        }
+        if !groupOfSeq.isEmpty {
             connection.outbound.forEachEvent(unwrittenOnly: true) { seq, bytes, actor in
-                guard let group = handover.groupOfSeq[seq] else { return }
+                guard let group = groupOfSeq[seq] else { return }
                 guard !group.isEmpty else {
                     // (issue 36) Its group is gone here: another machine's member may take it.
-                    if !fallbackGroups.isEmpty && !group.key.fallback { across.append((Broker.redeliveredCopy(bytes), seq, actor, group.key.name)) }
+                    if crossing && !group.key.fallback { across.append((Broker.redeliveredCopy(bytes), seq, actor, group.key.name)) }
                     return
                 }
                 redeliveries.append((Broker.redeliveredCopy(bytes), seq, actor, group))

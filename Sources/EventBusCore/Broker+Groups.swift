@@ -38,7 +38,7 @@ extension Broker {
         } else {
             let permission = request.serve ? mayServe(connection, request.pattern, req: req) : maySubscribe(connection, request.pattern, req: req)
             guard let decision = permission else { return }
-            if let error = subscriptionLimitError(connection) ?? groupLimitError(connection) {
+            if let error = subscriptionLimitError(connection) ?? groupLimitError(connection) ?? groupMembersLimitError(connection, key) {
                 reply(to: connection, req: req, error: error)
                 notice(.limitReached(connection.id, pid: connection.credentials.pid, message: error.message))
                 return

@@ -16,7 +16,8 @@ extension Broker {
     /// `,"me":{"uid":1000,"connections":2,"subscriptions":5,"subscription_bytes":1700,
     /// "inbound_bytes":0,"queued_bytes":0,"retained_bytes":0,"retained_events":0,
     /// "limits":{"connections":256,"subscriptions":16384,"inbound_bytes":16777216,
-    /// "queued_bytes":67108864,"retained_bytes":8388608}}`; a limit that does
+    /// "queued_bytes":67108864,"retained_bytes":8388608,"pending_requests":4096,
+    /// "group_members":64}}`; a limit that does
     /// not apply (uid 0, the broker's uid, `unlimited`) is `null`.
     func appendMe(for connection: Connection, to out: inout [UInt8]) {
         let account = connection.account
@@ -44,6 +45,8 @@ extension Broker {
         Broker.appendLimit(limits.retainedBytes, to: &out)
         FrameEncoder.appendASCII(",\"pending_requests\":", to: &out)
         Broker.appendLimit(account.isPrivileged ? nil : configuration.quotas.maxPendingRequestsPerUID, to: &out)
+        FrameEncoder.appendASCII(",\"group_members\":", to: &out)  // (1.3) per group
+        Broker.appendLimit(account.isPrivileged ? nil : configuration.quotas.maxGroupMembers, to: &out)
         FrameEncoder.appendASCII("}}", to: &out)
     }
 

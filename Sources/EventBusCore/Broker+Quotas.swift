@@ -109,6 +109,19 @@ extension Broker {
         return ProtocolError(.limit, "\(limit) queue-group memberships for uid \(account.uid) (limit: its connection limit)")
     }
 
+    /// (1.3) A queue group has at most `--max-group-members` members (none
+    /// for uid 0 and the broker's uid): round robin writes each event to the
+    /// next member, one write(2) per event while the members' kernel buffers
+    /// fill, so a group of thousands that never read makes every publisher
+    /// into it pay a system call per event; the bound keeps that within what
+    /// a few plain subscribers cost (PROTOCOL-NOTES.md "Queue groups": bounds).
+    func groupMembersLimitError(_ connection: Connection, _ key: GroupKey) -> ProtocolError? {
+        guard !connection.account.isPrivileged, let group = groupIndex(serving: key.serve).group(key) else { return nil }
+        let limit = configuration.quotas.maxGroupMembers
+        guard group.count >= limit else { return nil }
+        return ProtocolError(.limit, "queue group \"\(key.name)\" of uid \(key.uid) on \(key.pattern.text) has \(group.count) members (limit, --max-group-members \(limit))")
+    }
+
     // MARK: Inbound bytes
 
     /// Charges what the connection's splitter holds now (the one place

@@ -50,6 +50,12 @@ public struct QuotaConfiguration: Sendable, Equatable {
     /// over (not reached) until it answers some.
     public var maxServingRequestsPerUID = 16_384
     public var maxServingRequests = 262_144
+    /// (1.3) Members of one queue group (`--max-group-members`, default 64;
+    /// uid 0 and the broker's uid: none). A group is its uid's, so this
+    /// bounds what one uid can spread another uid's events over: round robin
+    /// writes each event to the next member's socket, one write(2) each
+    /// while their kernel buffers fill, so the members bound that cost.
+    public var maxGroupMembers = 64
     public init() {}
 
     /// The per-uid retained bytes limit in force.

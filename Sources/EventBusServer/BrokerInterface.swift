@@ -77,6 +77,13 @@ public var brokerInterface: ProgramDeclaration {
                     OptionDeclaration("max-pending-requests", nil, ValueDeclaration("N", .count), "per connection (default \(limits.maxPendingRequestsPerConnection))"),
                 ]),
                 OptionSection("""
+                Queue groups (1.3): a group is its uid's; each event goes to one member in
+                turn, a write to that member's socket, so a group's members are bounded
+                (uid 0 and the broker's uid: none); one more is refused with error limit:
+                """, [
+                    OptionDeclaration("max-group-members", nil, count, "members of one group (default \(quotas.maxGroupMembers))"),
+                ]),
+                OptionSection("""
                 Limits per uid (uid 0 and the broker's own uid have none; `limit` lines of
                 the policy file change them for one uid):
                 """, [

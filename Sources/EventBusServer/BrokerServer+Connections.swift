@@ -299,7 +299,16 @@ extension BrokerServer {
     /// Carries out what the core decided: the one place its steps take effect.
     func apply(_ step: BrokerStep) {
         for id in step.output {
-            guard let record = records[id], !record.flushPending else { continue }
+            // A connection whose last write would have blocked, and that is
+            // watched for EPOLLOUT, is written then (`handle`), not now: a
+            // write now would fail again, after gathering up to `maxIovecs`
+            // frames (a queue-group member that does not read has one frame
+            // per event, none adjacent: that gathering per event cost another
+            // uid's publisher most of its rate, issue 38's `group-members`
+            // row). One not watched (its queue was emptied meanwhile and its
+            // interest updated), closing, or whose peer is gone is flushed now.
+            guard let record = records[id], !record.flushPending,
+                  !(record.writeBlocked && record.interest.contains(.writable)) || record.peerGone || record.closing != nil else { continue }
             record.flushPending = true
             pendingFlush.append(record)
         }

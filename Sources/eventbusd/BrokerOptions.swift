@@ -204,6 +204,7 @@ struct BrokerOptions {
             server.broker.maxRequestTimeoutMilliseconds = UInt64(nanoseconds / 1_000_000)
             server.broker.defaultRequestTimeoutMilliseconds = min(server.broker.defaultRequestTimeoutMilliseconds, server.broker.maxRequestTimeoutMilliseconds)
         case "max-pending-requests": server.broker.maxPendingRequestsPerConnection = try parsed(parseCount)
+        case "max-group-members": server.broker.quotas.maxGroupMembers = try parsed(parseCount)
         case "exit-idle-time":
             let nanoseconds = try parsed(parseDuration).totalNanoseconds
             server.exitIdleNanoseconds = nanoseconds > 0 ? nanoseconds : nil

@@ -57,6 +57,20 @@ struct ConfigFileTests {
         }
     }
 
+    /// (1.3) `max-group-members` from the file bounds another uid's group.
+    @Test func maxGroupMembersInTheFileBoundsAGroup() throws {
+        guard getuid() == 0, findInPath("setpriv") != nil else { return }
+        let (dir, path) = try Self.configFile("max-group-members = 1\n")
+        defer { dir.remove() }
+        try withBroker(["--config", path]) { broker in
+            chmod(broker.directory.path, 0o755)  // other uids reach the socket
+            let workers = try connectAs(uid: 4325, path: broker.socketPath, count: 2)
+            #expect(try workers[0].request(#"{"op":"subscribe","type":"job","group":"w","req":1}"#).op == "ok")
+            let second = try workers[1].request(#"{"op":"subscribe","type":"job","group":"w","req":2}"#)
+            #expect(second.code == "limit" && (second.string("message") ?? "").contains("--max-group-members 1"), "the file's max-group-members = 1 applies: \(second)")
+        }
+    }
+
     @Test(arguments: [
         ("max-connections = 10\nmax-frame = tiny\n", 2, "max-frame"),
         ("log-level = info\n\nthis is not a setting\n", 3, "expected 'key = value'"),

@@ -231,6 +231,38 @@ struct QueueGroupTests {
         }
     }
 
+    @Test("A group has at most --max-group-members members: one more is limit naming the option and is no member; per group and per uid, room again when one leaves; uid 0 has none")
+    func aGroupHasAtMostMaxGroupMembers() throws {
+        guard getuid() == 0, findInPath("setpriv") != nil else { return }
+        try withBroker(["--max-group-members", "2"]) { broker in
+            chmod(broker.directory.path, 0o755)  // other uids reach the socket
+            let members = try connectAs(uid: 4323, path: broker.socketPath, count: 3)
+            let (a, b, c) = (members[0], members[1], members[2])
+            try QueueGroupTests.join(a, "job.>", group: "w", req: "a")
+            #expect(try QueueGroupTests.join(b, "job.>", group: "w", req: "b").int("members") == 2)
+            let limit = try c.error(#"{"op":"subscribe","type":"job.>","group":"w","req":"c"}"#)
+            let message = limit.string("message") ?? ""
+            #expect(limit.code == "limit" && message.contains("--max-group-members 2") && message.contains(#""w""#) && message.contains("job.>"), "\(limit)")
+            #expect((try c.stats().object("me")?["limits"] as? [String: Any])?["group_members"] as? Int == 2)
+            // The refused connection is no member: the two share every event.
+            let publisher = try broker.connect()
+            try QueueGroupTests.publish(publisher, "job.run", 0..<4)
+            #expect(QueueGroupTests.indices(try a.settle()) == [0, 2])
+            #expect(QueueGroupTests.indices(try b.settle()) == [1, 3])
+            try c.expectNoFrame()
+            // Another uid's group of the same name is its own.
+            let other = try connectAs(uid: 4324, path: broker.socketPath)[0]
+            #expect(try QueueGroupTests.join(other, "job.>", group: "w", req: "o").int("members") == 1)
+            // Leaving makes room again.
+            try b.ok(#"{"op":"unsubscribe","type":"job.>","group":"w","req":"leave"}"#)
+            #expect(try QueueGroupTests.join(c, "job.>", group: "w", req: "c2").int("members") == 2)
+            // uid 0 is not bounded per group.
+            let roots = try (0..<3).map { _ in try broker.connect() }
+            for (n, root) in roots.enumerated() { try QueueGroupTests.join(root, "job.>", group: "w", req: "r\(n)") }
+            #expect((try publisher.stats().object("me")?["limits"] as? [String: Any])?["group_members"] is NSNull)
+        }
+    }
+
     // MARK: Leaving
 
     @Test("unsubscribe with group takes the member out; its ok comes after every event already queued to it")
