@@ -865,6 +865,30 @@ func runAttacker(_ kind: String, _ path: String, _ seconds: Double) {
         }
         say("ready written=\(offsets.reduce(0, +) / (ask.count / 1000)) accepted=\(answered) refused=\(refused)")
         holdUntilStopped(seconds * 3)
+    case "rr-answers":
+        // (attacker round 4) This uid serves rr.answers, which root asks 600
+        // times without reading: each answer is 1 MB, as many as root's queue takes.
+        _ = open(1)
+        let server = conns[0]
+        guard server.request(#"{"op":"subscribe","type":"rr.answers","serve":true,"req":"s"}"#, until: "\"req\":\"s\"") != nil else { fail("cannot serve rr.answers") }
+        say("serving")
+        let pad = String(repeating: "a", count: 1_000_000)
+        var answered = 0, refused = 0, idle = 0
+        let start = monotonic()
+        while answered + refused < 600 && monotonic() - start < seconds * 10 && idle < 500 {
+            var entry = pollfd(fd: server.fd, events: Int16(POLLIN), revents: 0)
+            _ = poll(&entry, 1, 20)
+            server.fill()
+            var out = ""
+            for line in server.takeLines() {
+                if line.contains("\"accepted\":true") { answered += 1 } else if line.contains("\"accepted\":false") { refused += 1 }
+                guard line.hasPrefix(#"{"op":"request""#), let range = line.range(of: "\"reply\":\"") else { continue }
+                out += #"{"op":"reply","to":"\#(line[range.upperBound...].prefix(32))","data":"\#(pad)","req":1}"# + "\n"
+            }
+            if out.isEmpty { idle += 1 } else { idle = 0; _ = server.writeAll(Array(out.utf8), timeout: 60) }
+        }
+        say("ready accepted=\(answered) refused=\(refused)")
+        holdUntilStopped(seconds * 3)
     case "rr-fill":
         // (issue 32) 8 connections ask root's server for rr.flood (which it
         // never answers) 1024 times each with a 300 s deadline: as much of its
@@ -1262,7 +1286,7 @@ func runDriver(_ options: Options) {
     let all = ["keys", "patterns", "flood", "partial", "slow", "connections", "churn", "busy", "replay", "hangup", "statefile", "retained",
                "never-readers", "trickle-readers", "stopped-readers", "stall-once", "last-copies", "partial-memory", "drop-old",
                "never-readers-3", "never-readers-kinds", "types-flood", "trusted-holder", "cost-deep", "cost-arrays", "cost-keys", "cost-escapes", "cost-number", "cost-types", "cost-patterns",
-               "groups", "group-members", "group-churn", "rr-no-server", "rr-ignored", "rr-forged", "rr-unread", "rr-fill",
+               "groups", "group-members", "group-churn", "rr-no-server", "rr-ignored", "rr-forged", "rr-unread", "rr-fill", "rr-answers",
                "flood-subscribed", "cost-deep-8", "cost-arrays-8", "cost-keys-8", "cost-escapes-8"] + stateRows
     for row in options.rows.isEmpty ? all : options.rows {
         // (issue 20) The rows the attack clients' own CPU distorts: broker and
@@ -1518,6 +1542,25 @@ func runDriver(_ options: Options) {
             let idleRate = value("rate", idle) ?? 1, rate = value("rate", v) ?? 0, p99 = value("p99_ms", v) ?? 9999
             check(row, "another uid's publish rate (idle \(Int(idleRate))/s)", "\(Int(rate))/s", ">= half idle", rate >= idleRate / 2)
             check(row, "another uid's ping p99", String(format: "%.1f ms", p99), "< 100 ms", p99 < 100)
+            attacker.stop()
+            broker.stop()
+        case "rr-answers":
+            // (attacker round 4) Root asks another uid's server 600 times and
+            // does not read; the server answers each with 1 MB. Before, only
+            // the requester's uid quota bounded answers, and uid 0 has none.
+            let (broker, _) = fresh([])
+            let rss0 = broker.rssMiB()
+            let attacker = asUID(options.attackerUID, ["--role", "attacker", row, broker.socket, String(seconds * 3)])
+            guard attacker.line(timeout: 30) == "serving" else { fail("the rr-answers server did not start") }
+            let hoarder = asUID(0, ["--role", "rr-hoarder", broker.socket, "600", String(seconds * 30 + 60)])
+            _ = hoarder.line(timeout: 60)
+            let ready = attacker.line(timeout: seconds * 10 + 60)
+            let queued = broker.clientsSum("queued_bytes", uid: 0)
+            check(row, "queued_bytes of root's requester (600 requests to another uid's server, never read; \(Int(value("accepted", ready) ?? -1)) 1 MB answers accepted, \(Int(value("refused", ready) ?? -1)) refused)",
+                  String(format: "%.1f MiB", Double(queued) / mib), "<= 8 MiB (--max-outbound) + one answer", queued >= 0 && Double(queued) <= 8 * mib + 1_100_000)
+            let grown = broker.rssMiB() - rss0
+            check(row, "broker RSS growth", String(format: "%.1f MiB", grown), "<= 64 MiB", grown <= 64)
+            hoarder.stop()
             attacker.stop()
             broker.stop()
         case "rr-fill":
@@ -2154,6 +2197,12 @@ if args.first == "--role" {
     case "rr-asker":
         guard args.count == 4, let count = Int(args[3]) else { fail("--role rr-asker SOCKET COUNT") }
         runRequestAsker(args[2], count)
+    case "rr-hoarder":
+        // (attacker round 4) COUNT requests of rr.answers (300 s deadlines), never read.
+        guard args.count == 5, let count = Int(args[3]), let seconds = Double(args[4]), let c = Conn(args[2]) else { fail("--role rr-hoarder SOCKET COUNT SECONDS") }
+        _ = c.writeAll(Array(String(repeating: #"{"op":"request","type":"rr.answers","timeout":300000,"req":1}"# + "\n", count: count).utf8), timeout: 30)
+        say("ready")
+        holdUntilStopped(seconds)
     case "victim":
         guard args.count == 5, let seconds = Double(args[3]) else { fail("--role victim SOCKET SECONDS publish|publish-timeline|ping|rr1|rr256") }
         if args[4] == "subscribed-timeline" {

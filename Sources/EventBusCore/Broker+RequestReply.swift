@@ -332,14 +332,21 @@ extension Broker {
             FrameEncoder.appendAnswer(req: req, seq: request.seq, time: time, identity: server.identity.eventIdentity.bytes,
                                       data: data, serviceError: error, code: reply.code?.rawValue ?? ErrorCode.serviceError.rawValue, to: &out)
         }
-        // Charged to the requester's uid: one that would pass its outbound
-        // quota is not queued (PROTOCOL.md "Request/reply": bounds).
+        // Charged to the requester's queue and uid: one that would pass its
+        // uid's outbound quota (PROTOCOL.md "Request/reply": bounds), its
+        // queue's --max-outbound or --max-queued is not queued. (attacker)
+        // Before, only the uid's quota was checked, so a root requester with
+        // 600 requests pending to another uid's server held 125 MB of that
+        // server's 1 MB answers in one queue (8 MiB is its limit), charged to root.
         let requester = request.requester
-        let size = out.count + OutboundQueue.entryOverheadBytes
-        if let limit = requester.account.limits.outboundBytes, requester.account.queuedBytes + size > limit {
+        let answerBytes = out.count
+        let size = answerBytes + OutboundQueue.entryOverheadBytes
+        if let refused = refusal(size: size, actor: OutboundQueue.noActor, connection: requester) {
+            let limit = requester.account.limits.outboundBytes ?? 0
+            let why = refused == .user ? "would take uid \(requester.account.uid) past its outbound limit of \(limit) bytes" : "does not fit: \(refusalText(refused, requester))"
             answer(request) { out in
                 request.req.withUnsafeBytes {
-                    FrameEncoder.appendError(req: $0, ProtocolError(.limit, "the reply of \(out.count) bytes would take uid \(requester.account.uid) past its outbound limit of \(limit) bytes (replies not read); not queued"), to: &out)
+                    FrameEncoder.appendError(req: $0, ProtocolError(.limit, "the reply of \(answerBytes) bytes \(why) (replies not read); not queued"), to: &out)
                 }
             }
             answerReply(to: server, req: req, accepted: false)

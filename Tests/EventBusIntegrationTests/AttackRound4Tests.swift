@@ -28,4 +28,35 @@ struct AttackRound4Tests {
         }
     }
 
+    /// Before: only the requester uid's quota was checked before an answer
+    /// was queued, and uid 0 has none, so another uid's server could put
+    /// 1024 answers of up to --max-frame into one root connection's queue
+    /// (seen: 125 MB at 600 pending, the limit 8 MiB). Now --max-outbound
+    /// (and --max-queued) bound it as they bound events: the rest are `limit`.
+    @Test("Another uid's server cannot fill a root requester's queue past --max-outbound with answers")
+    func answersToRootStayWithinTheConnectionLimit() throws {
+        try withSharedBroker(["--max-outbound", "1M"]) { broker in
+            let server = try connectAs(uid: 4321, path: broker.socketPath)[0]
+            try server.ok(#"{"op":"subscribe","type":"status.x","serve":true,"req":"s"}"#)
+            let root = try broker.connect()
+            var text = ""
+            for i in 0..<20 { text += #"{"op":"request","type":"status.x","timeout":60000,"req":\#(i)}"# + "\n" }
+            try root.sendBytes(Array(text.utf8))
+            let requests = try server.readFrames(count: 20, timeout: .seconds(60))
+            let pad = String(repeating: "z", count: 200_000)
+            var accepted = 0
+            for request in requests where request.op == "request" {
+                let ok = try server.ok(#"{"op":"reply","to":"\#(request.string("reply") ?? "")","data":"\#(pad)","req":"r"}"#, timeout: .seconds(60))
+                if ok.bool("accepted") == true { accepted += 1 }
+            }
+            let monitor = try broker.connect()
+            let clients = try monitor.ok(#"{"op":"clients","req":"c"}"#).array("clients") as? [[String: Any]] ?? []
+            let queued = clients.filter { ($0["uid"] as? NSNumber)?.intValue == 0 }.compactMap { ($0["queued_bytes"] as? NSNumber)?.intValue }
+            #expect(accepted < 20, "accepted \(accepted) of 20 answers of 200 KB for a 1 MiB queue")
+            #expect(queued.allSatisfy { $0 <= 1 << 20 }, "root's requester queue: \(queued)")
+            let answers = try root.readFrames(count: 20, timeout: .seconds(60))
+            #expect(answers.filter { $0.code == "limit" }.count == 20 - accepted, "\(answers.map { $0.raw.prefix(160) })")
+            #expect(answers.filter { $0.op == "ok" }.count == accepted)
+        }
+    }
 }
