@@ -90,6 +90,7 @@ extension Broker {
         for pattern in Array(connection.servings.keys) { removeServing(pattern, from: connection, closing: true) }
         for token in Array(connection.requests.serving) { withdraw(token, from: connection, because: .closed) }
         for request in Array(connection.requests.pending.values) { requests.finish(request) }
+        if !connection.requests.lingering.isEmpty { releaseWrittenShares(connection, all: true) }
     }
 
     /// A connection fell behind (PROTOCOL.md "Flow control"): the requests
@@ -184,8 +185,31 @@ extension Broker {
             out.removeAll(keepingCapacity: true)
             event.withUnsafeBytes { FrameEncoder.appendRequest(event: $0, token: { token.append(to: &$0) }, timeoutMilliseconds: timeout, to: &out) }
             enqueue(bytes: out, to: server)
+            requests.slots[token]?.frameEnd = server.flow.bytesTaken &+ UInt64(server.outbound.byteCount)
             server.accounting.deliveredCount += 1
         }
+    }
+
+    /// (attacker round 4) Gives back the fair-share charges of ended tokens
+    /// whose request frames `connection` has now been written (all of them
+    /// once its queue is empty or it goes). Called after each write only
+    /// while some are kept: O(kept) then, nothing otherwise.
+    func releaseWrittenShares(_ connection: Connection, all: Bool = false) {
+        let taken = connection.flow.bytesTaken
+        let everything = all || connection.outbound.isEmpty
+        guard everything || taken >= connection.requests.lingeringUntil else { return }
+        var kept: [(frameEnd: UInt64, actor: UInt32)] = []
+        var until = UInt64.max
+        for entry in connection.requests.lingering {
+            if everything || entry.frameEnd <= taken {
+                RequestTable.releaseShare(of: entry.actor, on: connection)
+            } else {
+                kept.append(entry)
+                until = min(until, entry.frameEnd)
+            }
+        }
+        connection.requests.lingering = kept
+        connection.requests.lingeringUntil = until
     }
 
     /// Bytes a request frame adds to its event frame: `"request"` for
@@ -214,7 +238,7 @@ extension Broker {
     /// broker's always find room). At a bound it is passed over.
     func mayServeMore(_ server: Connection) -> Bool {
         let quotas = configuration.quotas
-        let held = server.requests.serving.count
+        let held = server.requests.serving.count + server.requests.lingering.count  // ended tokens' frames still queued count too
         let perConnection = configuration.maxServingRequestsPerConnection
         if held >= perConnection { return false }
         let account = server.account

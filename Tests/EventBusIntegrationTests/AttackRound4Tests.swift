@@ -59,4 +59,39 @@ struct AttackRound4Tests {
             #expect(answers.filter { $0.op == "ok" }.count == accepted)
         }
     }
+
+    /// Before: a request that timed out gave its requester's share of the
+    /// server's reply tokens back at once though its frame stayed queued to
+    /// the server, so three rounds of 2,000 requests with 200 ms deadlines
+    /// each reached a root server that was not reading: 6,000 queued, all
+    /// dead, within a "2,048" share. Now the share is kept until the frame
+    /// is written: the three rounds reach about 2,048 in all (plus what the
+    /// kernel's socket buffer took), and once the server reads, the share
+    /// comes back.
+    @Test("Another uid's expired requests still queued to root's server count in its fair share until written")
+    func expiredQueuedRequestsStayInTheFairShare() throws {
+        try withSharedBroker([]) { broker in
+            let server = try broker.connect()
+            try server.ok(#"{"op":"subscribe","type":"svc.dead","serve":true,"req":"s"}"#)
+            let attacker = try connectAs(uid: 4321, path: broker.socketPath)[0]
+            let pad = String(repeating: "p", count: 1000)
+            /// Requests that reached the server (they time out), of `n` asked.
+            func round(_ n: Int) throws -> Int {
+                var text = ""
+                for i in 0..<n { text += #"{"op":"request","type":"svc.dead","timeout":200,"req":\#(i),"data":"\#(pad)"}"# + "\n" }
+                try attacker.sendBytes(Array(text.utf8), timeout: .seconds(120))
+                let answers = try attacker.readFrames(count: n, timeout: .seconds(120))
+                #expect(answers.allSatisfy { $0.code == "timeout" || $0.code == "no_responders" }, "\(answers.first { $0.code != "timeout" && $0.code != "no_responders" }?.raw ?? "")")
+                return answers.filter { $0.code == "timeout" }.count
+            }
+            let reached = try (0..<3).map { _ in try round(2000) }
+            #expect(reached[0] >= 1000 && reached.reduce(0, +) < 4000, "reached per round: \(reached)")
+            // The server reads what was queued to it (its ping's ok comes after it all).
+            var skipped: [Frame] = []
+            try server.request(#"{"op":"ping","req":"p"}"#, skippingEventsInto: &skipped, timeout: .seconds(120))
+            #expect(skipped.count == reached.reduce(0, +), "every request that reached it, read")
+            let after = try round(1000)
+            #expect(after >= 900, "the share came back once the frames were written: \(after) of 1000")
+        }
+    }
 }
