@@ -10,7 +10,9 @@
 // make and end one. A request is queued to its servers as a reply frame
 // (`enqueue(bytes:)`): never dropped once queued (a server that cannot take
 // it is passed over before, or holds the requester). Every way out of the
-// books goes through `RequestTable.finish`. The `key` of queue groups
+// books goes through `RequestTable.finish`; a token that ends while its
+// frame is still queued keeps its fair-share charge until the frame is
+// written (`releaseWrittenShares`, attacker round 4). The `key` of queue groups
 // arrives with `ServiceRequest.publish` (the seam: `routeRequest` picks
 // the servers; one member per group is the groups code's choice there).
 import EventBusPolicy
