@@ -187,31 +187,16 @@ extension Broker {
             out.removeAll(keepingCapacity: true)
             event.withUnsafeBytes { FrameEncoder.appendRequest(event: $0, token: { token.append(to: &$0) }, timeoutMilliseconds: timeout, to: &out) }
             enqueue(bytes: out, to: server)
-            requests.slots[token]?.frameEnd = server.flow.bytesTaken &+ UInt64(server.outbound.byteCount)
+            requests.noteFrameEnd(token, server.flow.bytesTaken &+ UInt64(server.outbound.byteCount))
             server.accounting.deliveredCount += 1
         }
     }
 
     /// (attacker round 4) Gives back the fair-share charges of ended tokens
     /// whose request frames `connection` has now been written (all of them
-    /// once its queue is empty or it goes). Called after each write only
-    /// while some are kept: O(kept) then, nothing otherwise.
+    /// once its queue is empty or it goes; RequestTable.swift keeps them).
     func releaseWrittenShares(_ connection: Connection, all: Bool = false) {
-        let taken = connection.flow.bytesTaken
-        let everything = all || connection.outbound.isEmpty
-        guard everything || taken >= connection.requests.lingeringUntil else { return }
-        var kept: [(frameEnd: UInt64, actor: UInt32)] = []
-        var until = UInt64.max
-        for entry in connection.requests.lingering {
-            if everything || entry.frameEnd <= taken {
-                RequestTable.releaseShare(of: entry.actor, on: connection)
-            } else {
-                kept.append(entry)
-                until = min(until, entry.frameEnd)
-            }
-        }
-        connection.requests.lingering = kept
-        connection.requests.lingeringUntil = until
+        RequestTable.releaseWrittenShares(of: connection, all: all)
     }
 
     /// Bytes a request frame adds to its event frame: `"request"` for

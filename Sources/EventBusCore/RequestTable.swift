@@ -167,9 +167,9 @@ struct ConnectionRequests {
     /// within its fair share of tokens even once they expire (before, a uid
     /// sending short deadlines queued 6,000 dead requests within a 2,048
     /// share). Given back by `Broker.releaseWrittenShares`.
-    var lingering: [(frameEnd: UInt64, actor: UInt32)] = []
+    fileprivate(set) var lingering: [(frameEnd: UInt64, actor: UInt32)] = []
     /// The smallest `frameEnd` in `lingering` (UInt64.max when empty).
-    var lingeringUntil = UInt64.max
+    fileprivate(set) var lingeringUntil = UInt64.max
 }
 
 /// The pending requests of a broker (held by `Broker.requests`).
@@ -231,6 +231,32 @@ struct RequestTable {
             return
         }
         Self.releaseShare(of: slot.actor, on: server)
+    }
+
+    /// Where `token`'s request frame ends in its server's written bytes (once queued).
+    mutating func noteFrameEnd(_ token: ReplyToken, _ end: UInt64) {
+        slots[token]?.frameEnd = end
+    }
+
+    /// Gives back the kept charges (`ConnectionRequests.lingering`) of the
+    /// frames `connection`'s socket has taken (all of them when `all`, or
+    /// once its queue is empty). Only while some are kept: O(kept) then.
+    static func releaseWrittenShares(of connection: Connection, all: Bool) {
+        let taken = connection.flow.bytesTaken
+        let everything = all || connection.outbound.isEmpty
+        guard everything || taken >= connection.requests.lingeringUntil else { return }
+        var kept: [(frameEnd: UInt64, actor: UInt32)] = []
+        var until = UInt64.max
+        for entry in connection.requests.lingering {
+            if everything || entry.frameEnd <= taken {
+                releaseShare(of: entry.actor, on: connection)
+            } else {
+                kept.append(entry)
+                until = min(until, entry.frameEnd)
+            }
+        }
+        connection.requests.lingering = kept
+        connection.requests.lingeringUntil = until
     }
 
     /// Takes one token's fair-share charge of `actor` off `server` and its uid.
