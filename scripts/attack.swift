@@ -866,6 +866,47 @@ func runAttacker(_ kind: String, _ path: String, _ seconds: Double) {
         }
         say("ready written=\(offsets.reduce(0, +) / (ask.count / 1000)) accepted=\(answered) refused=\(refused)")
         holdUntilStopped(seconds * 3)
+    case "rr-answers":
+        // (attacker round 4) This uid serves rr.answers, which root asks 600
+        // times without reading: each answer is 1 MB, as many as root's queue takes.
+        _ = open(1)
+        let server = conns[0]
+        guard server.request(#"{"op":"subscribe","type":"rr.answers","serve":true,"req":"s"}"#, until: "\"req\":\"s\"") != nil else { fail("cannot serve rr.answers") }
+        say("serving")
+        let pad = String(repeating: "a", count: 1_000_000)
+        var answered = 0, refused = 0, idle = 0
+        let start = monotonic()
+        while answered + refused < 600 && monotonic() - start < seconds * 10 && idle < 500 {
+            var entry = pollfd(fd: server.fd, events: Int16(POLLIN), revents: 0)
+            _ = poll(&entry, 1, 20)
+            server.fill()
+            var out = ""
+            for line in server.takeLines() {
+                if line.contains("\"accepted\":true") { answered += 1 } else if line.contains("\"accepted\":false") { refused += 1 }
+                guard line.hasPrefix(#"{"op":"request""#), let range = line.range(of: "\"reply\":\"") else { continue }
+                out += #"{"op":"reply","to":"\#(line[range.upperBound...].prefix(32))","data":"\#(pad)","req":1}"# + "\n"
+            }
+            if out.isEmpty { idle += 1 } else { idle = 0; _ = server.writeAll(Array(out.utf8), timeout: 60) }
+        }
+        say("ready accepted=\(answered) refused=\(refused)")
+        holdUntilStopped(seconds * 3)
+    case "rr-expired":
+        // (attacker round 4) Three rounds of 2000 requests of 1 KB with 200 ms
+        // deadlines to root's server of rr.dead, which does not read: each
+        // round waits for its answers (timeouts, no_responders, limit).
+        _ = open(1)
+        let c = conns[0]
+        let pad = String(repeating: "d", count: 1000)
+        var reached = 0, other = 0
+        for _ in 0..<3 {
+            let text = String(repeating: #"{"op":"request","type":"rr.dead","timeout":200,"req":1,"data":"\#(pad)"}"# + "\n", count: 2000)
+            guard c.writeAll(Array(text.utf8), timeout: 60) else { break }
+            for line in c.readReplies(2000, timeout: 60) {
+                if line.contains("\"timeout\"") { reached += 1 } else { other += 1 }
+            }
+        }
+        say("ready reached=\(reached) other=\(other)")
+        holdUntilStopped(seconds * 3)
     case "rr-fill":
         // (issue 32) 8 connections ask root's server for rr.flood (which it
         // never answers) 1024 times each with a 300 s deadline: as much of its
@@ -1263,7 +1304,7 @@ func runDriver(_ options: Options) {
     let all = ["keys", "patterns", "flood", "partial", "slow", "connections", "churn", "busy", "replay", "hangup", "statefile", "retained",
                "never-readers", "trickle-readers", "stopped-readers", "stall-once", "last-copies", "partial-memory", "drop-old",
                "never-readers-3", "never-readers-kinds", "types-flood", "trusted-holder", "cost-deep", "cost-arrays", "cost-keys", "cost-escapes", "cost-number", "cost-types", "cost-patterns",
-               "groups", "group-members", "group-churn", "rr-no-server", "rr-ignored", "rr-forged", "rr-unread", "rr-fill",
+               "groups", "group-members", "group-churn", "rr-no-server", "rr-ignored", "rr-forged", "rr-unread", "rr-fill", "rr-answers", "rr-expired",
                "flood-subscribed", "cost-deep-8", "cost-arrays-8", "cost-keys-8", "cost-escapes-8"] + stateRows
     for row in options.rows.isEmpty ? all : options.rows {
         // (issue 20) The rows the attack clients' own CPU distorts: broker and
@@ -1524,6 +1565,42 @@ func runDriver(_ options: Options) {
             check(row, "another uid's publish rate (idle \(Int(idleRate))/s)", "\(Int(rate))/s", ">= half idle", rate >= idleRate / 2)
             check(row, "another uid's ping p99", String(format: "%.1f ms", p99), "< 100 ms", p99 < 100)
             attacker.stop()
+            broker.stop()
+        case "rr-answers":
+            // (attacker round 4) Root asks another uid's server 600 times and
+            // does not read; the server answers each with 1 MB. Before, only
+            // the requester's uid quota bounded answers, and uid 0 has none.
+            let (broker, _) = fresh([])
+            let rss0 = broker.rssMiB()
+            let attacker = asUID(options.attackerUID, ["--role", "attacker", row, broker.socket, String(seconds * 3)])
+            guard attacker.line(timeout: 30) == "serving" else { fail("the rr-answers server did not start") }
+            let hoarder = asUID(0, ["--role", "rr-hoarder", broker.socket, "600", String(seconds * 30 + 60)])
+            _ = hoarder.line(timeout: 60)
+            let ready = attacker.line(timeout: seconds * 10 + 60)
+            let queued = broker.clientsSum("queued_bytes", uid: 0)
+            check(row, "queued_bytes of root's requester (600 requests to another uid's server, never read; \(Int(value("accepted", ready) ?? -1)) 1 MB answers accepted, \(Int(value("refused", ready) ?? -1)) refused)",
+                  String(format: "%.1f MiB", Double(queued) / mib), "<= 8 MiB (--max-outbound) + one answer", queued >= 0 && Double(queued) <= 8 * mib + 1_100_000)
+            let grown = broker.rssMiB() - rss0
+            check(row, "broker RSS growth", String(format: "%.1f MiB", grown), "<= 64 MiB", grown <= 64)
+            hoarder.stop()
+            attacker.stop()
+            broker.stop()
+        case "rr-expired":
+            // (attacker round 4) Requests that expire while queued to root's
+            // server keep their share until written: before, each round of
+            // 2000 reached it (6000 dead requests queued), the share notwithstanding.
+            let (broker, _) = fresh([])
+            let server = asUID(0, ["--role", "rr-sleeper", broker.socket, String(seconds * 30 + 60)])
+            guard server.line(timeout: 30) == "ready" else { fail("rr-sleeper did not start") }
+            let attacker = asUID(options.attackerUID, ["--role", "attacker", row, broker.socket, String(seconds * 3)])
+            let ready = attacker.line(timeout: 240)
+            let reached = Int(value("reached", ready) ?? -1)
+            check(row, "requests of another uid queued to root's server that does not read (3 x 2000 asked, 200 ms deadlines, all expired; \(Int(value("other", ready) ?? -1)) no_responders or limit)",
+                  "\(reached)", "<= 2048 (its fair share of the 4096 slots) + what the kernel's socket buffer took (<= 2600)", reached >= 0 && reached <= 2600)
+            let queued = broker.clientsSum("queued_bytes", uid: 0)
+            check(row, "root's server's queued_bytes", String(format: "%.1f MiB", Double(queued) / mib), "<= 3 MiB", queued >= 0 && Double(queued) <= 3 * mib)
+            attacker.stop()
+            server.stop()
             broker.stop()
         case "rr-fill":
             // (issue 32) Another uid fills root's server's reply-token slots with
@@ -2159,6 +2236,18 @@ if args.first == "--role" {
     case "rr-asker":
         guard args.count == 4, let count = Int(args[3]) else { fail("--role rr-asker SOCKET COUNT") }
         runRequestAsker(args[2], count)
+    case "rr-sleeper":
+        // (attacker round 4) Serves rr.dead and never reads.
+        guard args.count == 4, let seconds = Double(args[3]), let c = Conn(args[2]) else { fail("--role rr-sleeper SOCKET SECONDS") }
+        guard c.request(#"{"op":"subscribe","type":"rr.dead","serve":true,"req":"s"}"#, until: "\"req\":\"s\"") != nil else { fail("cannot serve rr.dead") }
+        say("ready")
+        holdUntilStopped(seconds)
+    case "rr-hoarder":
+        // (attacker round 4) COUNT requests of rr.answers (300 s deadlines), never read.
+        guard args.count == 5, let count = Int(args[3]), let seconds = Double(args[4]), let c = Conn(args[2]) else { fail("--role rr-hoarder SOCKET COUNT SECONDS") }
+        _ = c.writeAll(Array(String(repeating: #"{"op":"request","type":"rr.answers","timeout":300000,"req":1}"# + "\n", count: count).utf8), timeout: 30)
+        say("ready")
+        holdUntilStopped(seconds)
     case "victim":
         guard args.count == 5, let seconds = Double(args[3]) else { fail("--role victim SOCKET SECONDS publish|publish-timeline|ping|rr1|rr256") }
         if args[4] == "subscribed-timeline" {

@@ -192,6 +192,13 @@ public struct Bridge {
             }
         case .linkUp(let server, let info, let isReconnect):
             logger.notice("\(isReconnect ? "reconnected" : "connected") to NATS at \(server) (\(info.serverName.isEmpty ? info.serverID : info.serverName), nats-server \(info.version), max_payload \(info.maxPayload))")
+            if !info.authRequired, let carried = Bridge.carriedFromNATS(configuration) {
+                // (attacker) A leaf node on 127.0.0.1 without an
+                // authorization block is open to every local user: what it
+                // carries in reaches the bus as this bridge's uid, past the
+                // access policy that binds the user's own connections.
+                logger.warning("the NATS server at \(server) asks for no credentials: any process that can connect to it (every local user, for one on 127.0.0.1) can \(carried) as this bridge's uid; give it an authorization block and this bridge nats-user/nats-password in a file only root and the bridge read (docs/BRIDGE.md \"Trust: origin\")")
+            }
         case .linkDown(let reason):
             logger.warning("lost the NATS link: \(reason); holding exports in order and reconnecting")
         case .attemptFailed(let server, let reason):
@@ -209,6 +216,18 @@ public struct Bridge {
         case .connect, .closeConnection:
             break
         }
+    }
+
+    /// What a NATS client could make this bridge do on its bus, said for the
+    /// warning about a server without credentials; nil when it carries
+    /// nothing in (exports only).
+    static func carriedFromNATS(_ configuration: BridgeConfiguration) -> String? {
+        var what: [String] = []
+        if !configuration.imports.isEmpty { what.append("publish the imported types") }
+        if !configuration.requestImports.isEmpty { what.append("ask this bus's servers") }
+        if !configuration.requestExports.isEmpty { what.append("answer requests sent to other machines") }
+        guard !what.isEmpty else { return nil }
+        return what.count == 1 ? what[0] : what.dropLast().joined(separator: ", ") + " and " + what[what.count - 1]
     }
 
     /// (issue 36) A message on a request subscription: an answer from

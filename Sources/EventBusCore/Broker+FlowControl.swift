@@ -203,6 +203,7 @@ extension Broker {
     @inline(__always)
     func flowDidWrite(_ connection: Connection, bytes: Int) {
         connection.flow.bytesTaken &+= UInt64(bytes)
+        if !connection.requests.lingering.isEmpty { releaseWrittenShares(connection) }  // (1.3) ended tokens' shares
         if connection.flow.trustBehind && connection.outbound.isEmpty {
             connection.flow.trustBehind = false
             clearHalfFull(connection)  // it may hold other uids again once half full

@@ -10,7 +10,9 @@
 // make and end one. A request is queued to its servers as a reply frame
 // (`enqueue(bytes:)`): never dropped once queued (a server that cannot take
 // it is passed over before, or holds the requester). Every way out of the
-// books goes through `RequestTable.finish`. The `key` of queue groups
+// books goes through `RequestTable.finish`; a token that ends while its
+// frame is still queued keeps its fair-share charge until the frame is
+// written (`releaseWrittenShares`, attacker round 4). The `key` of queue groups
 // arrives with `ServiceRequest.publish` (the seam: `routeRequest` picks
 // the servers; one member per group is the groups code's choice there).
 import EventBusPolicy
@@ -95,6 +97,7 @@ extension Broker {
         for pattern in Array(connection.servings.keys) { removeServing(pattern, from: connection, closing: true) }
         for token in Array(connection.requests.serving) { withdraw(token, from: connection, because: .closed) }
         for request in Array(connection.requests.pending.values) { requests.finish(request) }
+        if !connection.requests.lingering.isEmpty { releaseWrittenShares(connection, all: true) }
     }
 
     /// A connection fell behind (PROTOCOL.md "Flow control"): the requests
@@ -189,8 +192,16 @@ extension Broker {
             out.removeAll(keepingCapacity: true)
             event.withUnsafeBytes { FrameEncoder.appendRequest(event: $0, token: { token.append(to: &$0) }, timeoutMilliseconds: timeout, to: &out) }
             enqueue(bytes: out, to: server)
+            requests.noteFrameEnd(token, server.flow.bytesTaken &+ UInt64(server.outbound.byteCount))
             server.accounting.deliveredCount += 1
         }
+    }
+
+    /// (attacker round 4) Gives back the fair-share charges of ended tokens
+    /// whose request frames `connection` has now been written (all of them
+    /// once its queue is empty or it goes; RequestTable.swift keeps them).
+    func releaseWrittenShares(_ connection: Connection, all: Bool = false) {
+        RequestTable.releaseWrittenShares(of: connection, all: all)
     }
 
     /// Bytes a request frame adds to its event frame: `"request"` for
@@ -219,7 +230,7 @@ extension Broker {
     /// broker's always find room). At a bound it is passed over.
     func mayServeMore(_ server: Connection) -> Bool {
         let quotas = configuration.quotas
-        let held = server.requests.serving.count
+        let held = server.requests.serving.count + server.requests.lingering.count  // ended tokens' frames still queued count too
         let perConnection = configuration.maxServingRequestsPerConnection
         if held >= perConnection { return false }
         let account = server.account
@@ -337,14 +348,21 @@ extension Broker {
             FrameEncoder.appendAnswer(req: req, seq: request.seq, time: time, identity: server.identity.eventIdentity.bytes,
                                       data: data, serviceError: error, code: reply.code?.rawValue ?? ErrorCode.serviceError.rawValue, to: &out)
         }
-        // Charged to the requester's uid: one that would pass its outbound
-        // quota is not queued (PROTOCOL.md "Request/reply": bounds).
+        // Charged to the requester's queue and uid: one that would pass its
+        // uid's outbound quota (PROTOCOL.md "Request/reply": bounds), its
+        // queue's --max-outbound or --max-queued is not queued. (attacker)
+        // Before, only the uid's quota was checked, so a root requester with
+        // 600 requests pending to another uid's server held 125 MB of that
+        // server's 1 MB answers in one queue (8 MiB is its limit), charged to root.
         let requester = request.requester
-        let size = out.count + OutboundQueue.entryOverheadBytes
-        if let limit = requester.account.limits.outboundBytes, requester.account.queuedBytes + size > limit {
+        let answerBytes = out.count
+        let size = answerBytes + OutboundQueue.entryOverheadBytes
+        if let refused = refusal(size: size, actor: OutboundQueue.noActor, connection: requester) {
+            let limit = requester.account.limits.outboundBytes ?? 0
+            let why = refused == .user ? "would take uid \(requester.account.uid) past its outbound limit of \(limit) bytes" : "does not fit: \(refusalText(refused, requester))"
             answer(request) { out in
                 request.req.withUnsafeBytes {
-                    FrameEncoder.appendError(req: $0, ProtocolError(.limit, "the reply of \(out.count) bytes would take uid \(requester.account.uid) past its outbound limit of \(limit) bytes (replies not read); not queued"), to: &out)
+                    FrameEncoder.appendError(req: $0, ProtocolError(.limit, "the reply of \(answerBytes) bytes \(why) (replies not read); not queued"), to: &out)
                 }
             }
             answerReply(to: server, req: req, accepted: false)

@@ -146,6 +146,9 @@ struct ReplySlot {
     let request: PendingRequest
     let server: Connection
     let actor: UInt32
+    /// Where its request frame ends in the server's stream of written bytes
+    /// (`FlowState.bytesTaken` once it is written); 0 when not known.
+    var frameEnd: UInt64 = 0
 }
 
 /// A connection's side of the books (held by `Connection.requests`).
@@ -157,6 +160,16 @@ struct ConnectionRequests {
     /// As a server: how many of `serving` each other requester uid holds
     /// (its fair share, `Broker.mayServeMore`); no entry at 0.
     var shares: [UInt32: Int] = [:]
+    /// (attacker round 4) Shares kept for tokens that ended (answered,
+    /// timed out, requester gone) while their request frame was still
+    /// queued to this server: counted in `shares` until the frame is written
+    /// (`ReplySlot.frameEnd`), so a uid's requests queued to a server stay
+    /// within its fair share of tokens even once they expire (before, a uid
+    /// sending short deadlines queued 6,000 dead requests within a 2,048
+    /// share). Given back by `Broker.releaseWrittenShares`.
+    fileprivate(set) var lingering: [(frameEnd: UInt64, actor: UInt32)] = []
+    /// The smallest `frameEnd` in `lingering` (UInt64.max when empty).
+    fileprivate(set) var lingeringUntil = UInt64.max
 }
 
 /// The pending requests of a broker (held by `Broker.requests`).
@@ -204,14 +217,52 @@ struct RequestTable {
         return token
     }
 
-    /// Takes a token out of its server's counts (the slot is out of `slots` already).
+    /// Takes a token out of its server's counts (the slot is out of `slots`
+    /// already); its fair-share charge stays while its frame is unwritten
+    /// (`ConnectionRequests.lingering`).
     private func release(_ token: ReplyToken, _ slot: ReplySlot) {
         let server = slot.server
         server.requests.serving.remove(token)
         server.account.servingRequests -= 1
         guard slot.actor != OutboundQueue.noActor else { return }
-        Self.decrement(&server.requests.shares, slot.actor)
-        Self.decrement(&server.account.servingShares, slot.actor)
+        if slot.frameEnd > server.flow.bytesTaken && !server.isClosed && !server.outbound.isEmpty {
+            server.requests.lingering.append((slot.frameEnd, slot.actor))
+            server.requests.lingeringUntil = min(server.requests.lingeringUntil, slot.frameEnd)
+            return
+        }
+        Self.releaseShare(of: slot.actor, on: server)
+    }
+
+    /// Where `token`'s request frame ends in its server's written bytes (once queued).
+    mutating func noteFrameEnd(_ token: ReplyToken, _ end: UInt64) {
+        slots[token]?.frameEnd = end
+    }
+
+    /// Gives back the kept charges (`ConnectionRequests.lingering`) of the
+    /// frames `connection`'s socket has taken (all of them when `all`, or
+    /// once its queue is empty). Only while some are kept: O(kept) then.
+    static func releaseWrittenShares(of connection: Connection, all: Bool) {
+        let taken = connection.flow.bytesTaken
+        let everything = all || connection.outbound.isEmpty
+        guard everything || taken >= connection.requests.lingeringUntil else { return }
+        var kept: [(frameEnd: UInt64, actor: UInt32)] = []
+        var until = UInt64.max
+        for entry in connection.requests.lingering {
+            if everything || entry.frameEnd <= taken {
+                releaseShare(of: entry.actor, on: connection)
+            } else {
+                kept.append(entry)
+                until = min(until, entry.frameEnd)
+            }
+        }
+        connection.requests.lingering = kept
+        connection.requests.lingeringUntil = until
+    }
+
+    /// Takes one token's fair-share charge of `actor` off `server` and its uid.
+    static func releaseShare(of actor: UInt32, on server: Connection) {
+        decrement(&server.requests.shares, actor)
+        decrement(&server.account.servingShares, actor)
     }
 
     private static func decrement(_ shares: inout [UInt32: Int], _ actor: UInt32) {

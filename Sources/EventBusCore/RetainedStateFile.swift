@@ -153,8 +153,10 @@ public enum RetainedStateFile {
         }
     }
 
-    /// The keys the broker writes in an event frame (`origin` only for bridged events).
-    static let eventKeys: Set<String> = ["op", "seq", "type", "time", "source", "id", "pid", "uid", "gid", "data", "origin"]
+    /// The keys the broker writes in an event frame (`origin` only for
+    /// bridged events, (1.3) `key` only for keyed ones: before it was here,
+    /// a keyed retained event was skipped as a bad line at every restart).
+    static let eventKeys: Set<String> = ["op", "seq", "type", "time", "source", "id", "pid", "uid", "gid", "key", "data", "origin"]
 
     /// One line: an event, nil for the header (or another state line), or why it is bad.
     static func event(in line: UnsafeRawBufferPointer) -> Result<(oldSeq: UInt64, type: String, frame: OutboundChunk, uid: UInt32)?, LineProblem> {
@@ -190,6 +192,9 @@ public enum RetainedStateFile {
         }
         if let origin = members.first(where: { $0.key == "origin" }), origin.value.kind != .object {
             return .failure(LineProblem("origin is not an object"))
+        }
+        if let key = members.first(where: { $0.key == "key" }), !key.value.isString || !RequestDecoder.isValidKeyLength(line, key.value) {
+            return .failure(LineProblem("key is not a string of 1-\(ProtocolConstants.maxKeyBytes) bytes"))
         }
         let frame = OutboundChunk.make(capacity: line.count + 1) { destination in
             destination.copyMemory(from: line.baseAddress!, byteCount: line.count)

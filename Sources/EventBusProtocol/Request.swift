@@ -410,7 +410,7 @@ public enum RequestDecoder {
 
     /// (1.3) A `key` of 1-255 bytes once decoded (an escape-free string is
     /// measured between its quotes, an escaped one decoded).
-    static func isValidKeyLength(_ frame: UnsafeRawBufferPointer, _ token: JSONToken) -> Bool {
+    public static func isValidKeyLength(_ frame: UnsafeRawBufferPointer, _ token: JSONToken) -> Bool {
         let count: Int
         if case .string(escaped: false) = token.kind { count = token.end - token.start - 2 } else { count = JSONString.decode(frame, token).utf8.count }
         return count >= 1 && count <= ProtocolConstants.maxKeyBytes

@@ -363,21 +363,33 @@ extension BrokerServer {
         }
     }
 
+    /// Logs a notice of the core. Each line about a connection names its uid
+    /// (text and `EVENTBUS_UID`), which is also what the rate limit in front
+    /// of the journal (RateLimitedLogSink) counts per: one uid's repeated
+    /// lines never hide another uid's.
     func log(_ notice: BrokerNotice) {
+        /// The uid of a connection still open, for its lines.
+        func about(_ id: ConnectionID, pid: Int32) -> (text: String, fields: [(String, String)]) {
+            let conn = Broker.publicConnectionID(id)
+            guard let uid = records[id]?.connection.credentials.uid else {
+                return ("connection \(conn) (pid \(pid))", [("EVENTBUS_CONN", "\(conn)"), ("EVENTBUS_PID", "\(pid)")])
+            }
+            return ("connection \(conn) (pid \(pid), uid \(uid))", [("EVENTBUS_CONN", "\(conn)"), ("EVENTBUS_PID", "\(pid)"), ("EVENTBUS_UID", "\(uid)")])
+        }
         switch notice {
         case .startedDropping(let id, let pid):
             let level: LogLevel = loggedSlowConsumers.insert(id).inserted ? .notice : .debug
-            logger.log(level, "connection \(Broker.publicConnectionID(id)) (pid \(pid)) is a slow consumer: dropping events for it",
-                       fields: [("EVENTBUS_CONN", "\(Broker.publicConnectionID(id))"), ("EVENTBUS_PID", "\(pid)")])
+            let who = about(id, pid: pid)
+            logger.log(level, "\(who.text) is a slow consumer: dropping events for it", fields: who.fields)
         case .limitReached(let id, let pid, let message):
-            logger.notice("connection \(Broker.publicConnectionID(id)) (pid \(pid)) reached a limit: \(message)",
-                          fields: [("EVENTBUS_CONN", "\(Broker.publicConnectionID(id))"), ("EVENTBUS_PID", "\(pid)")])
+            let who = about(id, pid: pid)
+            logger.notice("\(who.text) reached a limit: \(message)", fields: who.fields)
         case .stalled(let id, let pid):
-            logger.info("connection \(Broker.publicConnectionID(id)) (pid \(pid)) took nothing for the stall timeout: it is behind, and the publishers it held run on",
-                        fields: [("EVENTBUS_CONN", "\(Broker.publicConnectionID(id))"), ("EVENTBUS_PID", "\(pid)")])
+            let who = about(id, pid: pid)
+            logger.info("\(who.text) took nothing for the stall timeout: it is behind, and the publishers it held run on", fields: who.fields)
         case .slowConsumerDisconnected(let id, let pid):
-            logger.notice("connection \(Broker.publicConnectionID(id)) (pid \(pid)) closed as a slow consumer (overflow: disconnect)",
-                          fields: [("EVENTBUS_CONN", "\(Broker.publicConnectionID(id))"), ("EVENTBUS_PID", "\(pid)")])
+            let who = about(id, pid: pid)
+            logger.notice("\(who.text) closed as a slow consumer (overflow: disconnect)", fields: who.fields)
         case .denied(let id, let pid, let uid, let line):
             logger.notice("denied: \(line)", fields: [("EVENTBUS_CONN", "\(Broker.publicConnectionID(id))"), ("EVENTBUS_PID", "\(pid)"), ("EVENTBUS_UID", "\(uid)")])
         case .policyReloaded(let generation, let revoked):

@@ -15,7 +15,12 @@ import Synchronization
 ///
 /// The key is the message text with every run of ASCII digits replaced by `#`, so
 /// `connection 7 (pid 812) is a slow consumer` and `connection 9 (pid 90) is a slow consumer`
-/// share the key `connection # (pid #) is a slow consumer`. When a key's interval ends with
+/// share the key `connection # (pid #) is a slow consumer`. A message with an
+/// `EVENTBUS_UID` field is keyed by that uid too (`uid 4321: connection # ...`),
+/// so each uid has its own burst: a local user who makes the broker log a
+/// kind of line over and over uses up only its own (the threat model: no uid
+/// hurts another, log lines included), never hides another uid's lines of the
+/// same kind. When a key's interval ends with
 /// messages suppressed, one line `suppressed 42 messages like: <key>`
 /// (field `EVENTBUS_SUPPRESSED=42`) is written at
 /// the next call of `write` or `flush()`; call `flush()` every few seconds (e.g. with
@@ -59,7 +64,7 @@ public final class RateLimitedLogSink: LogSink {
         let (summaries, pass) = state.withLock { state in
             let summaries = state.expire(at: at, interval: interval)
             if level < .notice { return (summaries, true) }
-            return (summaries, state.admit(rateLimitKey(message), level: level, at: at, interval: interval, burst: burst, maxKeys: maxKeys))
+            return (summaries, state.admit(rateLimitKey(message, fields: fields), level: level, at: at, interval: interval, burst: burst, maxKeys: maxKeys))
         }
         for summary in summaries { summary.write(to: sink) }
         if pass { sink.write(level: level, message: message, fields: fields) }
@@ -75,6 +80,16 @@ public final class RateLimitedLogSink: LogSink {
         for summary in summaries { summary.write(to: sink) }
     }
 }
+
+/// The rate-limit key of a message: `rateLimitKey(message)`, after `uid N: `
+/// when `fields` has `EVENTBUS_UID` (each uid its own burst).
+func rateLimitKey(_ message: String, fields: [(String, String)]) -> String {
+    guard let uid = fields.first(where: { $0.0 == uidField })?.1 else { return rateLimitKey(message) }
+    return "uid \(uid): " + rateLimitKey(message)
+}
+
+/// The journal field that names the uid a message is about.
+let uidField = "EVENTBUS_UID"
 
 /// `message` with each run of ASCII digits replaced by `#` (ids and counts vary; the text does not).
 func rateLimitKey(_ message: String) -> String {

@@ -227,6 +227,14 @@ enum LocalTime {
     /// when the text is not in the broker's format.
     static func epochSeconds(fromRFC3339 text: String) -> Int? { parse(text)?.seconds }
 
+    /// The same time in milliseconds (the fraction's first three digits).
+    static func epochMilliseconds(fromRFC3339 text: String) -> Int64? {
+        guard let (seconds, fraction) = parse(text) else { return nil }
+        let digits = fraction.dropFirst()
+        let milliseconds = (Int64(digits) ?? 0) * [1000, 100, 10, 1][digits.count]
+        return Int64(seconds) * 1000 + milliseconds
+    }
+
     /// The broker's timestamp as seconds since the epoch and its fraction as
     /// shown (`.123`, or empty).
     private static func parse(_ text: String) -> (seconds: Int, fraction: String)? {

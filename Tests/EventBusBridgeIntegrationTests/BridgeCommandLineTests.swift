@@ -144,5 +144,23 @@ extension BridgeSuites {
             #expect(broker.terminate() == .exited(0))
             #expect(!FileManager.default.fileExists(atPath: statusPath), "a clean stop removes the status file")
         }
+
+        /// (attacker) The recommended leaf node listens on 127.0.0.1; without
+        /// an authorization block every local user can publish on it, and
+        /// what the link imports reaches the bus as the bridge's uid, past
+        /// the policy that binds the user's own connections. The link says so.
+        @Test(.enabled(if: NATSCluster.isAvailable))
+        func aNATSServerWithoutCredentialsIsWarnedAboutWhenTheLinkImports() throws {
+            let cluster = try NATSCluster(count: 1)
+            let directory = try TemporaryDirectory(prefix: "ebcl-")
+            let file = directory.file("bridge.conf")
+            try "nats = \(cluster.url(0))\nnode = open\nimport = x.>\nimport-requests = q.>\n".write(toFile: file, atomically: false, encoding: .utf8)
+            let broker = try BrokerProcess(arguments: ["--bridge", file], environment: ["RUNTIME_DIRECTORY": directory.path])
+            defer { broker.cleanUp() }
+            try waitUntil("the warning about the open NATS server") { broker.stderrText().contains("asks for no credentials") }
+            let line = broker.stderrText().split(separator: "\n").first { $0.contains("asks for no credentials") } ?? ""
+            #expect(line.contains("warning") && line.contains("publish the imported types and ask this bus's servers as this bridge's uid"), "\(line)")
+            #expect(broker.terminate() == .exited(0))
+        }
     }
 }

@@ -320,6 +320,9 @@ final class BrokerHarness {
                         "token of \(connection.id) out of step", sourceLocation: sourceLocation)
                 if let actor = slot?.actor, actor != OutboundQueue.noActor { shares[actor, default: 0] += 1 }
             }
+            // Ended tokens whose frames are still queued keep their share (RequestTable.swift).
+            for entry in connection.requests.lingering { shares[entry.actor, default: 0] += 1 }
+            #expect(connection.requests.lingering.isEmpty || !connection.outbound.isEmpty, "shares kept for \(connection.id) with nothing queued", sourceLocation: sourceLocation)
             #expect(connection.requests.shares == shares, "serving shares of \(connection.id) out of step", sourceLocation: sourceLocation)
             for (actor, count) in shares { uidShares[uid, default: [:]][actor, default: 0] += count }
             for request in connection.requests.pending.values {

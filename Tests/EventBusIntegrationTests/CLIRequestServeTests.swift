@@ -150,6 +150,36 @@ struct CLIRequestServeTests {
         server.send(signal: SIGTERM)
     }
 
+    /// (attacker) Another uid queues requests with 100 ms timeouts behind a
+    /// busy `serve --concurrency 1`; they expire in the broker while queued.
+    /// Before, serve read each one's `timeout` (the time left when the
+    /// broker queued it) as time left now and ran COMMAND for all 20, for
+    /// nobody, while the next live request waited behind them.
+    @Test(.enabled(if: getuid() == 0 && findInPath("setpriv") != nil))
+    func requestsThatExpiredWhileQueuedRunNoCommand() throws {
+        let broker = try TestBroker()
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: broker.scratch.path)
+        let runs = broker.scratch.path + "/runs", release = broker.scratch.path + "/release"
+        let script = "echo x >> '\(runs)'; until [ -e '\(release)' ]; do sleep 0.01; done; echo 1"
+        let server = try readyServer(broker, ["--concurrency", "1", "svc.q", "--", "/bin/sh", "-c", script])
+        let first = try broker.start(["request", "--timeout", "1min", "svc.q", "1"])
+        try eventually("the first COMMAND runs") { (try? String(contentsOfFile: runs, encoding: .utf8)) == "x\n" }
+        let attacker = try connectAs(uid: 4321, path: broker.socket)[0]
+        var batch: [UInt8] = []
+        for i in 0..<20 { batch += Array(#"{"op":"request","type":"svc.q","timeout":100,"req":\#(i),"data":\#(i)}"#.utf8) + [0x0A] }
+        try attacker.sendBytes(batch)
+        let answers = try attacker.readFrames(count: 20, timeout: .seconds(60))
+        #expect(answers.allSatisfy { $0.string("code") == "timeout" }, "\(answers.map(\.raw))")
+        _ = FileManager.default.createFile(atPath: release, contents: nil)
+        #expect(try first.wait(timeout: .seconds(70)).status == 0)
+        let last = try broker.run(["request", "--timeout", "1min", "svc.q", "2"], timeout: .seconds(70))
+        #expect(last.status == 0, "\(last)")
+        let lines = (try? String(contentsOfFile: runs, encoding: .utf8))?.split(separator: "\n").count
+        #expect(lines == 2, "COMMAND ran for the two live requests only: \(lines ?? -1) runs")
+        #expect(server.process.stderrSoFar().contains("reached its deadline before"), "\(server.process.stderrSoFar())")
+        server.send(signal: SIGTERM)
+    }
+
     @Test func concurrencyRunsThatManyCommandsAtOnce() throws {
         let broker = try TestBroker()
         let dir = broker.scratch.path + "/running"

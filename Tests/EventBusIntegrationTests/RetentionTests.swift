@@ -68,6 +68,28 @@ struct RetentionTests {
         }
     }
 
+    /// (1.3) Before, the state file's reader refused the `key` the broker
+    /// itself wrote: a keyed retained event was skipped ("unexpected key")
+    /// at every restart, and lost.
+    @Test func aKeyedRetainedEventSurvivesARestartWithItsKey() throws {
+        let state = try TemporaryDirectory(prefix: "ebstate-")
+        defer { state.remove() }
+        let first = try BrokerProcess(arguments: ["--state-dir", state.path])
+        let publisher = try first.connect()
+        try publisher.ok(#"{"op":"publish","type":"k.state","retain":true,"key":"customer-7","req":1,"data":7}"#)
+        let before = try currentRetained(first)
+        #expect(before.map { $0.string("key") } == ["customer-7"])
+        publisher.close()
+        first.terminate(signal: SIGTERM)
+        first.cleanUp()
+        try withBroker(["--state-dir", state.path]) { second in
+            let after = try currentRetained(second)
+            #expect(after.map(\.type) == ["k.state"], "restored: \(second.stderrText())")
+            #expect(after.map { $0.string("key") } == ["customer-7"], "with its key")
+            #expect(!second.stderrText().contains("skipped"), "\(second.stderrText())")
+        }
+    }
+
     @Test func idleExitWritesTheRetainedEvents() throws {
         let state = try TemporaryDirectory(prefix: "ebstate-")
         defer { state.remove() }

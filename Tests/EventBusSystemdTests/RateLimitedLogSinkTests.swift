@@ -66,6 +66,19 @@ final class ManualClock: Sendable {
         #expect(capture.messages.last == "suppressed 3 messages like: connection # (pid #) is a slow consumer")
     }
 
+    /// (attacker) One uid's lines of a kind never use up another uid's burst
+    /// of the same kind: a local user cannot hide root's lines by repeating its own.
+    @Test func eachUIDHasItsOwnBurst() {
+        let sink = makeSink(burst: 2)
+        for conn in 1...5 { sink.write(level: .notice, message: "connection \(conn) (pid 9) reached a limit", fields: [("EVENTBUS_UID", "4321")]) }
+        sink.write(level: .notice, message: "connection 6 (pid 1) reached a limit", fields: [("EVENTBUS_UID", "0")])
+        #expect(capture.messages == ["connection 1 (pid 9) reached a limit", "connection 2 (pid 9) reached a limit",
+                                     "connection 6 (pid 1) reached a limit"])
+        clock.advance(by: .seconds(10))
+        sink.flush()
+        #expect(capture.messages.last == "suppressed 3 messages like: uid 4321: connection # (pid #) reached a limit")
+    }
+
     @Test(arguments: [("a1b22c333", "a#b#c#"), ("", ""), ("42", "#"), ("no digits", "no digits"), ("v1.2.3", "v#.#.#")])
     func keyReplacesDigitRunsWithHash(message: String, key: String) {
         #expect(rateLimitKey(message) == key)
