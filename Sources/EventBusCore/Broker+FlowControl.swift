@@ -52,14 +52,14 @@ extension Broker {
         let right = connection.flow.trustBehind && connection.policy.hold == .anyUID ? .ownUID : connection.policy.hold
         guard right != .none else { return }
         connection.flow.halfFull = right
-        if right == .anyUID { ledger.halfFullTrustedHolders += 1 } else { connection.account.halfFullWaiters += 1 }
+        ledger.countHalfFull(right, of: connection.account)
     }
 
     /// Ends the mark of `noteHalfFull`; it may be made again once the queue is half full.
     func clearHalfFull(_ connection: Connection) {
         if let right = connection.flow.halfFull {
             connection.flow.halfFull = nil
-            if right == .anyUID { ledger.halfFullTrustedHolders -= 1 } else { connection.account.halfFullWaiters -= 1 }
+            ledger.uncountHalfFull(right, of: connection.account)
         }
         connection.flow.halfFullAt = connection.overflow == .wait && !connection.isClosed ? configuration.maxOutboundBytes / 2 : Int.max
     }

@@ -231,7 +231,9 @@ extension Broker {
             only = actor
             scanLimit = 4096
         }
-        let result = connection.outbound.dropOldestEvents(untilAtMost: max(0, target), actor: only, scanLimit: scanLimit, released: &ledger.released, droppedTypes: &droppedTypesScratch)
+        let result = ledger.collectReleased {
+            connection.outbound.dropOldestEvents(untilAtMost: max(0, target), actor: only, scanLimit: scanLimit, released: &$0, droppedTypes: &droppedTypesScratch)
+        }
         countDroppedTypes()
         applyOutbound(connection, result.delta)
         if result.count > 0 { recordDrops(connection, count: result.count, firstSeq: result.firstSeq, takenFromQueue: true) }

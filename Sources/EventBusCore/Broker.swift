@@ -313,7 +313,7 @@ public final class Broker {
         for pattern in Array(connection.subscriptions.keys) { removeSubscription(pattern, from: connection) }
         leaveGroups(closing: connection)  // (1.3) before its queue goes: what it never got goes to the others
         forgetRequests(of: connection)  // (1.3) its servings, what it asked and what it was given
-        applyOutbound(connection, connection.outbound.removeAll(released: &ledger.released))
+        applyOutbound(connection, ledger.collectReleased { connection.outbound.removeAll(released: &$0) })
         forgetPauses(connection)
         connection.splitter = FrameSplitter(maxFrameBytes: configuration.maxFrameBytes)
         syncInbound(connection)
@@ -479,7 +479,7 @@ public final class Broker {
     ///   was paused) and output for a pending `dropped` notice.
     public func didWrite(_ connection: Connection, bytes: Int) -> BrokerStep {
         guard bytes > 0, !connection.isClosed else { return finishStep() }
-        applyOutbound(connection, connection.outbound.consume(bytes, released: &ledger.released))
+        applyOutbound(connection, ledger.collectReleased { connection.outbound.consume(bytes, released: &$0) })
         flowDidWrite(connection, bytes: bytes)
         unpark(connection)  // it took bytes: back in the route lists
         if !connection.groups.blocked.isEmpty { unblockGroups(connection) }  // (1.3) and in turn in its groups

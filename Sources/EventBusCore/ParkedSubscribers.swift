@@ -161,7 +161,7 @@ extension Broker {
     /// so they go too, and all its drops are told in the one notice first
     /// in line (its since_seq the first of them).
     private func replaceStaleQueue(_ connection: Connection) {
-        let result = connection.outbound.dropOldestEvents(untilAtMost: 0, released: &ledger.released, droppedTypes: &droppedTypesScratch)
+        let result = ledger.collectReleased { connection.outbound.dropOldestEvents(untilAtMost: 0, released: &$0, droppedTypes: &droppedTypesScratch) }
         countDroppedTypes()
         applyOutbound(connection, result.delta)
         if result.count > 0 { recordDrops(connection, count: result.count, firstSeq: result.firstSeq, takenFromQueue: true) }
