@@ -390,7 +390,7 @@ public final class Broker {
         connection.input.fedBytes &+= bytes.count
         if connection.splitter.pending.count >= Broker.scanFromBytes || connection.input.scan != nil { advanceScan(connection) }
         if finished && connection.flow.endPending && connection.flow.heldFrame == nil {
-            connection.flow.endPending = false
+            connection.flow.clearEndOfInput()
             finishInput(connection)
         }
         syncInbound(connection)
@@ -407,7 +407,7 @@ public final class Broker {
         guard connection.closing == nil, !connection.isClosed, !connection.inputClosed else { return finishStep() }
         now = time
         if connection.flow.heldFrame != nil || connection.splitter.hasBacklog {
-            connection.flow.endPending = true  // (1.2) after the held input (`receive`)
+            connection.flow.deferEndOfInput()  // (1.2) after the held input (`receive`)
         } else {
             finishInput(connection)
         }
@@ -430,7 +430,7 @@ public final class Broker {
         }
         connection.input.scan = nil
         if connection.flow.heldFrame != nil || connection.splitter.hasBacklog {
-            connection.flow.endPending = true  // held by its last frame
+            connection.flow.deferEndOfInput()  // held by its last frame
             return
         }
         connection.input.inputClosed = true

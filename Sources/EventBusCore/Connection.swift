@@ -67,8 +67,9 @@ public final class Connection {
     var park: ParkState? = nil
     /// Its uid's account and what its queue holds for other uids; its counters for `clients`.
     var accounting: ConnectionAccounting
-    /// (1.2) Holds, paced replays and the stall watch (Broker+FlowControl.swift;
-    /// (1.3) a queue group's hold, Broker+GroupFlow.swift).
+    /// (1.2) Holds, paced replays and the stall watch (FlowState.swift, its
+    /// rules; when they apply: Broker+FlowControl.swift, (1.3) a queue
+    /// group's hold Broker+GroupFlow.swift).
     var flow = FlowState()
 
     /// This connection's side of the subscription index (PROTOCOL.md
@@ -250,60 +251,4 @@ struct ConnectionAccounting {
     var deliveredCount: UInt64 = 0
     /// (`Connection.droppedCount` adds what it lost while parked.)
     var droppedCounted: UInt64 = 0
-}
-
-/// A connection's part in flow control (PROTOCOL.md "Flow control (1.2)"),
-/// changed only by Broker+FlowControl.swift. The two lists mirror each
-/// other: `p` is in `s.holding` exactly when `s` is in `p.heldBy`; both are
-/// emptied when either connection goes.
-struct FlowState {
-    /// As a subscriber: the publishers it holds back now.
-    var holding: [Connection] = []
-    /// As a publisher: the subscribers holding it back now.
-    var heldBy: [Connection] = []
-    /// (1.3) As a publisher: the full queue groups holding it back now (held
-    /// while this or `heldBy` is not empty; mirrors `QueueGroup.holding`).
-    var heldInGroups: [QueueGroup] = []
-    /// (1.3) As a member: how many of its groups hold a publisher now (it
-    /// is watched for stalls meanwhile, as a holder is).
-    var groupHolds = 0
-    /// The publish frame not yet routed while it is held: handled first when
-    /// it is released, then the input after it. Charged as inbound bytes.
-    var heldFrame: [UInt8]? = nil
-    /// EOF was read while it was held: end of input is handled once the
-    /// held input is.
-    var endPending = false
-    /// Took no byte of its queue for the stall timeout while holding or
-    /// replaying: handled as `drop-new` until its queue is empty again.
-    var behind = false
-    /// Replays (`last`, `since`) still to send, oldest first (only under `wait`).
-    var replays: [PacedReplay] = []
-    /// A replay of it is being sent now (its own events pass the replay's place).
-    var pumping = false
-    /// Bytes of its queue written so far; what the stall watch saw of it
-    /// last and when that changed (monotonic ns).
-    var bytesTaken: UInt64 = 0
-    var watchedTaken: UInt64 = 0
-    var progressAt: Int64 = 0
-    /// In `Broker.flowWatch`.
-    var watched = false
-    /// Its queue is at least half full under `wait`, counted in its
-    /// account's `halfFullWaiters` (`.ownUID`) or the broker's
-    /// `ledger.halfFullTrustedHolders` (`.anyUID`): only such a connection can hold.
-    var halfFull: HoldRight? = nil
-    /// The queue charge at which it becomes `halfFull`: half the outbound
-    /// limit under `wait` while it is not, else `Int.max` (one comparison per event queued).
-    var halfFullAt = Int.max
-    /// (issue 37) With `allow hold`: since when it holds a publisher of
-    /// another uid (monotonic ns; nil: none now), the window that holding is
-    /// measured in, and how long it held in it (ns).
-    var othersHeldSince: Int64? = nil
-    var trustWindowStart: Int64 = 0
-    var trustHeldNanoseconds: Int64 = 0
-    /// (issue 37) Held publishers of other uids for most of a
-    /// `--trusted-hold-window`: behind for them (it holds its own uid's only)
-    /// until its queue is empty.
-    var trustBehind = false
-
-    var isHeld: Bool { !heldBy.isEmpty || !heldInGroups.isEmpty }
 }
