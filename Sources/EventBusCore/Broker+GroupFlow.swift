@@ -250,7 +250,7 @@ extension Broker {
             let newToken = requests.issueToken(for: request, to: server, actor: servingActor(uid, server))
             let out = Broker.redeliveredRequest(frame, token: newToken, timeoutMilliseconds: timeout)
             enqueue(bytes: out, to: server)
-            server.accounting.deliveredCount += 1
+            server.accounting.countDelivered()
         }
         withdraw(token, from: closing, because: .closed)
     }

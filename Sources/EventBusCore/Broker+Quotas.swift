@@ -31,18 +31,15 @@ extension Broker {
 
     func pause(_ connection: Connection, _ reason: PauseReasons) {
         guard !connection.input.pauses.contains(reason) else { return }
-        let wasReading = connection.input.pauses.isEmpty
-        connection.input.pauses.insert(reason)
-        if wasReading && connection.closing == nil && !connection.inputClosed && !connection.isClosed {
+        if connection.input.pause(reason) && connection.closing == nil && !connection.inputClosed && !connection.isClosed {
             current.effects.append(.pauseReading(connection.id))
         }
     }
 
     func unpause(_ connection: Connection, _ reason: PauseReasons) {
         guard connection.input.pauses.contains(reason) else { return }
-        connection.input.pauses.remove(reason)
-        guard connection.input.pauses.isEmpty else { return }
-        connection.input.inboundProgressAt = now.monotonicNanoseconds  // the frame timeout counts while read only
+        guard connection.input.unpause(reason) else { return }
+        connection.input.madeProgress(now: now.monotonicNanoseconds)  // the frame timeout counts while read only
         if connection.closing == nil && !connection.inputClosed && !connection.isClosed {
             current.effects.append(.resumeReading(connection.id))
         }
@@ -121,13 +118,11 @@ extension Broker {
         guard delta != 0 else { return }
         let account = connection.account
         if connection.input.inboundCharged == 0 {
-            connection.input.inboundSince = now.monotonicNanoseconds
-            connection.input.inboundProgressAt = now.monotonicNanoseconds
             account.inboundHolders += 1
         } else if held == 0 {
             account.inboundHolders -= 1
         }
-        connection.input.inboundCharged = held
+        connection.input.chargeInbound(held, now: now.monotonicNanoseconds)
         ledger.addInbound(delta, to: account)
         updateInboundThrottle(account)
         if delta > 0 && !ledger.totals.inboundThrottled && ledger.totals.inboundBytes > configuration.quotas.maxInboundBytes {
@@ -248,14 +243,14 @@ extension Broker {
     /// Charges the fair share of publisher uid `actor` for an event of
     /// `bytes` just queued to `connection`.
     func chargeActor(_ actor: UInt32, bytes: Int, to connection: Connection) {
-        connection.accounting.actorShares[actor, default: 0] += bytes
+        connection.accounting.chargeShare(of: actor, bytes: bytes)
         connection.account.actorShares[actor, default: 0] += bytes
     }
 
     private func releaseActorCharges(_ connection: Connection) {
         let account = connection.account
         ledger.drainReleased { charge in
-            QuotaLedger.release(charge, from: &connection.accounting.actorShares)
+            connection.accounting.releaseShare(charge)
             QuotaLedger.release(charge, from: &account.actorShares)
         }
     }
@@ -301,7 +296,7 @@ extension Broker {
     func forgetPauses(_ connection: Connection) {
         if connection.input.pauses.contains(.userOutbound) { ledger.forgetUserOutbound(connection, of: connection.account) }
         if connection.input.pauses.contains(.totalOutbound) { ledger.forgetTotalOutbound(connection) }
-        connection.input.pauses = []
+        connection.input.clearPauses()
     }
 
     // MARK: Fair share

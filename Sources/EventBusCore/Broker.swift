@@ -20,7 +20,10 @@
 // `writer` (EventWriter.swift: the reply buffer, the event scratch, the built
 // chunk, seq digits, timestamps, id prefix, and the code that writes an event
 // frame); `Connection`'s are its `identity`, `session`, `input`, `output`,
-// `accounting` and `flow` (Connection.swift). The 1.1 features: per-uid
+// `accounting` (Connection.swift, whose header names each one's rule) and
+// `flow` (FlowState.swift). The ledger's and the connection parts' fields
+// are `private(set)`: a broker file decides when a rule applies and calls
+// the part's method, which keeps the part's invariant. The 1.1 features: per-uid
 // accounting and quotas in UserAccounts.swift and Broker+Quotas.swift (called
 // from `open`, `forget`, the subscription pair, `enqueue`, between frames in
 // `receive`, and the frame timeout's `tick(at:)`; `.pauseReading`/
@@ -354,10 +357,10 @@ public final class Broker {
         stoppedForTimeCheck = false
         guard connection.closing == nil, !connection.isClosed, !connection.inputClosed else { return finishStep() }
         now = time
-        if bytes.count > 0 { connection.input.inboundProgressAt = time.monotonicNanoseconds }
+        if bytes.count > 0 { connection.input.madeProgress(now: time.monotonicNanoseconds) }
         // (1.2) A released publisher's held frame comes first, then the input after it.
         if connection.flow.heldFrame != nil && !handleHeldFrame(connection) {
-            connection.input.fedBytes &+= bytes.count
+            connection.input.fed(bytes.count)
             connection.splitter.keepUnread(bytes)  // (the server does not read a held connection)
             syncInbound(connection)
             return finishStep()
@@ -387,7 +390,7 @@ public final class Broker {
         }
         // (issue 37) A large frame still incomplete is validated as it comes
         // (`fedBytes` counted after the feed: `usableScan` looks before it).
-        connection.input.fedBytes &+= bytes.count
+        connection.input.fed(bytes.count)
         if connection.splitter.pending.count >= Broker.scanFromBytes || connection.input.scan != nil { advanceScan(connection) }
         if finished && connection.flow.endPending && connection.flow.heldFrame == nil {
             connection.flow.clearEndOfInput()
@@ -428,12 +431,12 @@ public final class Broker {
             }
             return connection.closing == nil && !connection.isClosed && connection.flow.heldFrame == nil
         }
-        connection.input.scan = nil
+        connection.input.endScan()
         if connection.flow.heldFrame != nil || connection.splitter.hasBacklog {
             connection.flow.deferEndOfInput()  // held by its last frame
             return
         }
-        connection.input.inputClosed = true
+        connection.input.close()
         if connection.isIdleAfterInput { closeWhenFlushed(connection) }
     }
 

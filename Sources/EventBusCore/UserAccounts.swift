@@ -238,7 +238,7 @@ extension Broker {
 
     /// Counts a new connection for its uid.
     func admit(_ connection: Connection, to account: UserAccount) {
-        connection.accounting.memberIndex = account.members.count
+        connection.accounting.setMemberIndex(account.members.count)
         account.members.append(connection)
     }
 
@@ -251,7 +251,7 @@ extension Broker {
         if i != last {
             let moved = account.members[last]
             account.members[i] = moved
-            moved.accounting.memberIndex = i
+            moved.accounting.setMemberIndex(i)
         }
         account.members.removeLast()
         if account.inboundReader === connection { account.inboundReader = nil }
