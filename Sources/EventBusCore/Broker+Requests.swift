@@ -225,7 +225,7 @@ extension Broker {
             if subscriber.output.pendingDropsCounted > 0 && (subscriber.overflow == .dropNew || subscriber.overflow == .wait),
                let refused = refusal(size: event.unsafelyUnwrapped.count &+ OutboundQueue.entryOverheadBytes,
                                      actor: uid == subscriber.credentials.uid || isPrivileged(uid) ? OutboundQueue.noActor : uid, connection: subscriber) {
-                _ = subscriber.output.countDrops(1, firstSeq: seq)  // not the first: since stays
+                subscriber.output.countAnotherDrop()
                 subscriber.accounting.countDropped(1)
                 alreadyDropping &+= 1
                 if mayPark(subscriber, refused) { park(subscriber) }

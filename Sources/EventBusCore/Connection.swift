@@ -336,19 +336,28 @@ struct ConnectionOutput {
     /// it is marked routed: at most once).
     @inline(__always)
     mutating func route(_ seq: UInt64) -> Bool {
-        guard lastRoutedSeq != seq else { return false }
+        // One block, no branch: the fan-out inlines it per subscriber.
+        let first = lastRoutedSeq != seq
         lastRoutedSeq = seq
-        return true
+        return first
     }
 
     /// Counts `count` events lost (not yet told), the first being `firstSeq`.
     /// - Returns: whether these are the first since the last notice.
-    @inline(__always)
     mutating func countDrops(_ count: UInt64, firstSeq: UInt64) -> Bool {
         let first = pendingDropsCounted == 0
         if first { pendingDropSince = firstSeq }
         pendingDropsCounted &+= count
         return first
+    }
+
+    /// Counts one more event lost while some are not told yet (its seq is
+    /// not the first: `pendingDropSince` stays). The fan-out's path for a
+    /// subscriber that is dropping already.
+    @inline(__always)
+    mutating func countAnotherDrop() {
+        assert(pendingDropsCounted > 0, "the first drop goes through countDrops")
+        pendingDropsCounted &+= 1
     }
 
     /// The drops not yet told, now told (both counts back to zero).
@@ -367,9 +376,9 @@ struct ConnectionOutput {
     /// marked listed: once per step).
     @inline(__always)
     mutating func list(inStep number: UInt64) -> Bool {
-        guard step != number else { return false }
+        let first = step != number  // one block, no branch (as `route`)
         step = number
-        return true
+        return first
     }
 }
 
