@@ -280,7 +280,6 @@ struct ConnectionInput {
     mutating func madeProgress(now: Int64) { inboundProgressAt = now }
 
     /// `count` more bytes were handed to its splitter.
-    @inline(__always)
     mutating func fed(_ count: Int) { fedBytes &+= count }
 
     /// The client shut down its writing side.
@@ -334,7 +333,6 @@ struct ConnectionOutput {
 
     /// Whether the event of `seq` is routed here for the first time (then
     /// it is marked routed: at most once).
-    @inline(__always)
     mutating func route(_ seq: UInt64) -> Bool {
         // One block, no branch: the fan-out inlines it per subscriber.
         let first = lastRoutedSeq != seq
@@ -354,7 +352,6 @@ struct ConnectionOutput {
     /// Counts one more event lost while some are not told yet (its seq is
     /// not the first: `pendingDropSince` stays). The fan-out's path for a
     /// subscriber that is dropping already.
-    @inline(__always)
     mutating func countAnotherDrop() {
         assert(pendingDropsCounted > 0, "the first drop goes through countDrops")
         pendingDropsCounted &+= 1
@@ -374,7 +371,6 @@ struct ConnectionOutput {
 
     /// Whether it is to be listed in the output of step `number` (then it is
     /// marked listed: once per step).
-    @inline(__always)
     mutating func list(inStep number: UInt64) -> Bool {
         let first = step != number  // one block, no branch (as `route`)
         step = number
@@ -409,14 +405,11 @@ struct ConnectionAccounting {
     mutating func releaseShare(_ charge: ActorCharge) { QuotaLedger.release(charge, from: &actorShares) }
 
     /// It published one event (or asked one request).
-    @inline(__always)
     mutating func countPublished() { publishedCount += 1 }
 
     /// One event (or request) was queued to it.
-    @inline(__always)
     mutating func countDelivered() { deliveredCount += 1 }
 
     /// `count` events were lost for it.
-    @inline(__always)
     mutating func countDropped(_ count: UInt64) { droppedCounted &+= count }
 }

@@ -169,7 +169,6 @@ extension FlowState {
     // MARK: Draining and the stall watch
 
     /// `bytes` of its queue were written.
-    @inline(__always)
     mutating func took(_ bytes: Int) { bytesTaken &+= UInt64(bytes) }
 
     /// Puts it under the stall watch at `now` (monotonic ns).

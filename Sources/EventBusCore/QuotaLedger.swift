@@ -126,13 +126,11 @@ struct QuotaLedger {
 
     /// Runs one queue operation that hands fair-share charges back into
     /// `released` (its caller passes the result to `Broker.applyOutbound`).
-    @inline(__always)
     mutating func collectReleased<R>(_ operation: (inout [ActorCharge]) -> R) -> R {
         operation(&released)
     }
 
     /// Hands each released charge to `release` and empties `released`.
-    @inline(__always)
     mutating func drainReleased(_ release: (ActorCharge) -> Void) {
         for charge in released { release(charge) }
         released.removeAll(keepingCapacity: true)
