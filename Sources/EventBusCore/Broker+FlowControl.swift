@@ -15,8 +15,9 @@
 // asks `holdIfBlocked` first), so an event reaches all its subscribers or,
 // held, none of them yet, and no queue ever passes its limit because of a
 // hold. Every hold is made by `hold` and ended by `release(holder:)` or
-// `forgetFlow`, which keep `holding`/`heldBy` mirrored and
-// `statistics.held` exact. The cost on the publish path is one comparison
+// `forgetFlow`, which keep `statistics.held` exact; a connection's flow
+// state (`FlowState.swift`) is changed only by its methods, which keep
+// `holding`/`heldBy` mirrored and the trusted-hold window's arithmetic. The cost on the publish path is one comparison
 // while all queues together are below the smallest limit (`mayHaveToHold`);
 // the rest is out of line so that `publish` keeps `fanOut` inlined
 // (callgrind case 1: 2,245 without the check, 2,489 with an inlined one).
@@ -46,22 +47,19 @@ extension Broker {
     /// subscriber of another uid costs a publisher no walk of its subscribers.
     @inline(never)
     func noteHalfFull(_ connection: Connection) {
-        connection.flow.halfFullAt = Int.max
+        connection.flow.armHalfFull(at: Int.max)
         guard connection.flow.halfFull == nil, !connection.isClosed else { return }
         // (issue 37) Behind for other uids: it may hold its own uid's only.
         let right = connection.flow.trustBehind && connection.policy.hold == .anyUID ? .ownUID : connection.policy.hold
         guard right != .none else { return }
-        connection.flow.halfFull = right
-        if right == .anyUID { ledger.halfFullTrustedHolders += 1 } else { connection.account.halfFullWaiters += 1 }
+        connection.flow.markHalfFull(right)
+        ledger.countHalfFull(right, of: connection.account)
     }
 
     /// Ends the mark of `noteHalfFull`; it may be made again once the queue is half full.
     func clearHalfFull(_ connection: Connection) {
-        if let right = connection.flow.halfFull {
-            connection.flow.halfFull = nil
-            if right == .anyUID { ledger.halfFullTrustedHolders -= 1 } else { connection.account.halfFullWaiters -= 1 }
-        }
-        connection.flow.halfFullAt = connection.overflow == .wait && !connection.isClosed ? configuration.maxOutboundBytes / 2 : Int.max
+        if let right = connection.flow.clearHalfFull() { ledger.uncountHalfFull(right, of: connection.account) }
+        connection.flow.armHalfFull(at: connection.overflow == .wait && !connection.isClosed ? configuration.maxOutboundBytes / 2 : Int.max)
     }
 
     /// What an event adds to its publish frame at most, with its queue
@@ -132,16 +130,8 @@ extension Broker {
     /// `frame` unrouted, and stops reading it (the splitter stops after this
     /// frame). (1.3) A request is held the same way (Broker+RequestReply.swift).
     func hold(_ publisher: Connection, on holders: [Connection], groups: [QueueGroup] = [], frame: UnsafeRawBufferPointer) {
-        publisher.flow.heldFrame = Array(frame)
-        publisher.flow.heldBy = holders
-        for holder in holders {
-            holder.flow.holding.append(publisher)
-            if holder.flow.othersHeldSince == nil && holder.credentials.uid != publisher.credentials.uid {
-                if holder.flow.trustWindowStart == 0 { holder.flow.trustWindowStart = now.monotonicNanoseconds }
-                holder.flow.othersHeldSince = now.monotonicNanoseconds
-            }
-            watch(holder)
-        }
+        FlowState.hold(publisher, on: holders, frame: frame, now: now.monotonicNanoseconds)
+        for holder in holders { watch(holder) }
         holdOnGroups(publisher, groups)
         statistics.held += 1
         statistics.holds += 1
@@ -151,27 +141,16 @@ extension Broker {
     /// Releases every publisher `holder` holds: each one no other connection
     /// holds is read again (its held frame first).
     func release(holder: Connection) {
-        guard !holder.flow.holding.isEmpty else { return }
-        if let since = holder.flow.othersHeldSince {
-            holder.flow.trustHeldNanoseconds += now.monotonicNanoseconds - max(since, holder.flow.trustWindowStart)
-            holder.flow.othersHeldSince = nil
-        }
-        let held = holder.flow.holding
-        holder.flow.holding = []
-        for publisher in held {
-            publisher.flow.heldBy.removeAll { $0 === holder }
-            if !publisher.flow.isHeld {
-                statistics.held -= 1
-                unpause(publisher, .held)
-            }
+        FlowState.release(holder: holder, now: now.monotonicNanoseconds) { publisher in
+            statistics.held -= 1
+            unpause(publisher, .held)
         }
     }
 
     /// Handles a released publisher's held frame (from `receive`).
     /// - Returns: whether to go on with the input after it (false: held again, or paused).
     func handleHeldFrame(_ connection: Connection) -> Bool {
-        guard !connection.flow.isHeld, let frame = connection.flow.heldFrame else { return connection.flow.heldFrame == nil }
-        connection.flow.heldFrame = nil
+        guard let frame = connection.flow.takeHeldFrame() else { return connection.flow.heldFrame == nil }
         handle(.frame(frame.span.bytes), from: connection)
         return connection.flow.heldFrame == nil && mayReadNextFrame(connection)
     }
@@ -182,17 +161,12 @@ extension Broker {
         clearHalfFull(connection)
         release(holder: connection)
         if connection.flow.isHeld {
-            for holder in connection.flow.heldBy { holder.flow.holding.removeAll { $0 === connection } }
-            connection.flow.heldBy = []
+            FlowState.forgetHolders(of: connection)
             forgetGroupHolds(of: connection)
             statistics.held -= 1
         }
-        connection.flow.heldFrame = nil
-        connection.flow.endPending = false
-        if !connection.flow.replays.isEmpty {
-            connection.flow.replays = []
-            pacedReplays -= 1
-        }
+        connection.flow.dropHeldInput()
+        if !connection.flow.takeReplays().isEmpty { pacedReplays -= 1 }
     }
 
     // MARK: Draining
@@ -202,17 +176,17 @@ extension Broker {
     /// a connection behind is itself again once its queue is empty.
     @inline(__always)
     func flowDidWrite(_ connection: Connection, bytes: Int) {
-        connection.flow.bytesTaken &+= UInt64(bytes)
+        connection.flow.took(bytes)
         if !connection.requests.lingering.isEmpty { releaseWrittenShares(connection) }  // (1.3) ended tokens' shares
         if connection.flow.trustBehind && connection.outbound.isEmpty {
-            connection.flow.trustBehind = false
+            connection.flow.endTrustBehind()
             clearHalfFull(connection)  // it may hold other uids again once half full
         }
         if connection.flow.halfFull != nil && connection.outbound.chargedBytes < configuration.maxOutboundBytes / 2 { clearHalfFull(connection) }
         guard connection.flow.watched else { return }
         if connection.flow.behind {
             if connection.outbound.isEmpty {
-                connection.flow.behind = false
+                connection.flow.catchUp()
                 clearHalfFull(connection)  // it may hold again once half full
             }
             return
@@ -230,9 +204,7 @@ extension Broker {
     /// Puts a connection that holds or replays under the stall watch.
     func watch(_ connection: Connection) {
         guard !connection.flow.watched else { return }
-        connection.flow.watched = true
-        connection.flow.watchedTaken = connection.flow.bytesTaken
-        connection.flow.progressAt = now.monotonicNanoseconds
+        connection.flow.startWatch(now: now.monotonicNanoseconds)
         flowWatch.append(connection)
     }
 
@@ -245,17 +217,15 @@ extension Broker {
             let connection = flowWatch[i]
             let busy = !connection.flow.holding.isEmpty || !connection.flow.replays.isEmpty || connection.flow.groupHolds > 0
             if connection.isClosed || (!busy && !connection.flow.behind) {
-                connection.flow.watched = false
+                connection.flow.endWatch()
                 flowWatch.swapAt(i, flowWatch.count - 1)
                 flowWatch.removeLast()
                 continue
             }
             i += 1
             if connection.flow.othersHeldSince != nil && !connection.flow.trustBehind { checkTrustedHolder(connection) }
-            if connection.flow.bytesTaken != connection.flow.watchedTaken {
-                connection.flow.watchedTaken = connection.flow.bytesTaken
-                connection.flow.progressAt = now.monotonicNanoseconds
-            } else if busy && !connection.flow.behind && now.monotonicNanoseconds - connection.flow.progressAt >= timeout {
+            if !connection.flow.madeProgress(now: now.monotonicNanoseconds) && busy && !connection.flow.behind
+                && now.monotonicNanoseconds - connection.flow.progressAt >= timeout {
                 fallBehind(connection)
             }
         }
@@ -269,18 +239,8 @@ extension Broker {
     /// do not fit being dropped for it as under `drop-new`. So `hold` lets a
     /// uid slow another's publisher, never stop it for longer than a window.
     private func checkTrustedHolder(_ connection: Connection) {
-        let t = now.monotonicNanoseconds, start = connection.flow.trustWindowStart
-        guard t - start >= configuration.trustedHoldWindowNanoseconds else { return }
-        var held = connection.flow.trustHeldNanoseconds
-        if let since = connection.flow.othersHeldSince {
-            held += t - max(since, start)
-            connection.flow.othersHeldSince = t
-        }
-        connection.flow.trustWindowStart = t
-        connection.flow.trustHeldNanoseconds = 0
-        guard held >= (t - start) / 20 * 19 else { return }
+        guard connection.flow.closeTrustWindow(now: now.monotonicNanoseconds, length: configuration.trustedHoldWindowNanoseconds) else { return }
         statistics.stalls += 1
-        connection.flow.trustBehind = true
         clearHalfFull(connection)  // marked again, as an own-uid holder:
         if connection.outbound.chargedBytes >= connection.flow.halfFullAt { noteHalfFull(connection) }
         release(holder: connection)
@@ -292,11 +252,11 @@ extension Broker {
     /// is empty it is handled as `drop-new`.
     private func fallBehind(_ connection: Connection) {
         statistics.stalls += 1
-        connection.flow.behind = !connection.outbound.isEmpty
+        connection.flow.fallBehind(queueIsEmpty: connection.outbound.isEmpty)
         if connection.flow.behind {
             // Holding no one, it no longer makes its uid's publishers look for holders.
             clearHalfFull(connection)
-            connection.flow.halfFullAt = Int.max
+            connection.flow.armHalfFull(at: Int.max)
         }
         release(holder: connection)
         releaseGroups(of: connection)  // (1.3) its groups look again at who can take their events
@@ -304,12 +264,11 @@ extension Broker {
         if !connection.flow.replays.isEmpty {
             var count: UInt64 = 0
             var first: UInt64 = 0
-            for replay in connection.flow.replays {
+            for replay in connection.flow.takeReplays() {
                 let left = unsentEvents(of: replay, to: connection)
                 if left.count > 0 && (first == 0 || left.first < first) { first = left.first }
                 count += left.count
             }
-            connection.flow.replays = []
             pacedReplays -= 1
             recordDrops(connection, count: count, firstSeq: first, takenFromQueue: false)
         }
@@ -323,22 +282,22 @@ extension Broker {
     func startReplays(_ replays: [PacedReplay], to connection: Connection) {
         guard !replays.isEmpty else { return }
         if connection.flow.replays.isEmpty { pacedReplays += 1 }
-        connection.flow.replays.append(contentsOf: replays)
+        connection.flow.queueReplays(replays)
         pumpReplays(connection)
     }
 
     /// Sends the connection's replays in order until its queue is full (under
     /// `wait`, not behind) or they are done; watched while any is left.
     func pumpReplays(_ connection: Connection) {
-        connection.flow.pumping = true
-        defer { connection.flow.pumping = false }
+        connection.flow.setPumping(true)
+        defer { connection.flow.setPumping(false) }
         while let replay = connection.flow.replays.first {
             guard pump(replay, to: connection) else {
                 watch(connection)
                 return
             }
             guard !connection.flow.replays.isEmpty else { return }  // closed meanwhile
-            connection.flow.replays.removeFirst()
+            connection.flow.finishFirstReplay()
             if connection.flow.replays.isEmpty { pacedReplays -= 1 }
         }
     }
@@ -347,7 +306,7 @@ extension Broker {
     /// only it matched arrives after its `ok`).
     func cancelReplays(of subscription: Subscription, on connection: Connection) {
         guard !connection.flow.replays.isEmpty else { return }
-        connection.flow.replays.removeAll { $0.subscription === subscription }
+        connection.flow.cancelReplays(of: subscription)
         if connection.flow.replays.isEmpty { pacedReplays -= 1 }
     }
 }

@@ -66,12 +66,12 @@ extension Broker {
         for group in blocking {
             if group.holding.isEmpty {
                 for member in group.members {
-                    member.connection.flow.groupHolds += 1
+                    member.connection.flow.addGroupHold(1)
                     watch(member.connection)
                 }
             }
             group.holding.append(publisher)
-            publisher.flow.heldInGroups.append(group)
+            publisher.flow.heldIn(group)
         }
     }
 
@@ -81,9 +81,9 @@ extension Broker {
         guard !group.holding.isEmpty else { return }
         let held = group.holding
         group.holding = []
-        for member in group.members { member.connection.flow.groupHolds -= 1 }
+        for member in group.members { member.connection.flow.addGroupHold(-1) }
         for publisher in held {
-            publisher.flow.heldInGroups.removeAll { $0 === group }
+            publisher.flow.releasedFrom(group)
             if !publisher.flow.isHeld {
                 statistics.held -= 1
                 unpause(publisher, .held)
@@ -93,13 +93,12 @@ extension Broker {
 
     /// A publisher is going: the groups holding it let go of it (from `forgetFlow`).
     func forgetGroupHolds(of publisher: Connection) {
-        for group in publisher.flow.heldInGroups {
+        for group in publisher.flow.takeHeldInGroups() {
             group.holding.removeAll { $0 === publisher }
             if group.holding.isEmpty {
-                for member in group.members { member.connection.flow.groupHolds -= 1 }
+                for member in group.members { member.connection.flow.addGroupHold(-1) }
             }
         }
-        publisher.flow.heldInGroups = []
     }
 
     /// A member of holding groups got room, or went behind: those groups let go.
@@ -277,7 +276,7 @@ extension Broker {
             let newToken = requests.issueToken(for: request, to: server, actor: servingActor(uid, server))
             let out = Broker.redeliveredRequest(frame, token: newToken, timeoutMilliseconds: timeout)
             enqueue(bytes: out, to: server)
-            server.accounting.deliveredCount += 1
+            server.accounting.countDelivered()
         }
         withdraw(token, from: closing, because: .closed)
     }

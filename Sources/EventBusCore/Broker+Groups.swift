@@ -254,8 +254,7 @@ extension Broker {
     /// Queues an event to a chosen member under its rule (`offer`), unless it has it already.
     private func queue(_ event: EventFrame, seq: UInt64, uid: UInt32, to member: GroupMember) -> Bool {
         let connection = member.connection
-        guard connection.output.lastRoutedSeq != seq else { return false }  // served by the copy it has
-        connection.output.lastRoutedSeq = seq
+        guard connection.output.route(seq) else { return false }  // served by the copy it has
         guard offer(event, seq: seq, publisher: uid, to: connection) else { return false }
         noteDelivery(seq, to: member)
         return true

@@ -13,15 +13,10 @@ extension Broker {
             reply(to: connection, req: req, error: ProtocolError(.badRequest, "hello may be sent once per connection"))
             return
         }
-        connection.session.saidHello = true
+        connection.session.noteHello()
         unpark(connection)  // parked under the options it had
-        connection.session.echo = hello.echo
-        connection.session.overflow = hello.overflow
+        connection.session.take(echo: hello.echo, overflow: hello.overflow, client: hello.client)
         clearHalfFull(connection)  // (1.2) only `wait` may hold
-        if let client = hello.client {
-            connection.session.clientName = client
-            connection.session.eventSource = EventStamp.source(client)
-        }
         let configuration = self.configuration
         let instance = self.instance
         let retentionFeatures = self.retentionFeatures

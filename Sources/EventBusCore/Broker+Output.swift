@@ -80,23 +80,21 @@ extension Broker {
     func recordDrops(_ connection: Connection, count: UInt64, firstSeq: UInt64, takenFromQueue: Bool) {
         guard count > 0 else { return }
         statistics.dropped += count
-        connection.accounting.droppedCounted += count
+        connection.accounting.countDropped(count)
         if !takenFromQueue { typeCounters.addDropped(count, typeCounters.routed) }
         if takenFromQueue {
             if let placed = connection.outbound.noticeInFront {
                 enqueueDropNotice(count: placed.count + count, since: placed.since, to: connection, inFront: true)
             } else {
                 notice(.startedDropping(connection.id, pid: connection.credentials.pid))
-                connection.output.dropOldSince = now.monotonicNanoseconds
+                connection.output.startDroppingOld(now: now.monotonicNanoseconds)
                 enqueueDropNotice(count: count, since: firstSeq, to: connection, inFront: true)
             }
             return
         }
-        if connection.output.pendingDropsCounted == 0 {
-            connection.output.pendingDropSince = firstSeq
+        if connection.output.countDrops(count, firstSeq: firstSeq) {
             notice(.startedDropping(connection.id, pid: connection.credentials.pid))
         }
-        connection.output.pendingDropsCounted += count
     }
 
     /// Queues the notice for the drops waiting in `pendingDropCount`.
@@ -104,9 +102,7 @@ extension Broker {
         unpark(connection)  // its queue has room: back in the lists, its parked drops counted
         // (issue 37) A drop-old one back from the lot told them first in line.
         guard connection.output.pendingDropsCounted > 0 else { return }
-        let count = connection.output.pendingDropsCounted, since = connection.output.pendingDropSince
-        connection.output.pendingDropsCounted = 0
-        connection.output.pendingDropSince = 0
+        let (count, since) = connection.output.takePendingDrops()
         enqueueDropNotice(count: count, since: since, to: connection, inFront: false)
     }
 
@@ -160,7 +156,7 @@ extension Broker {
         }
         if connection.output.pendingDropsCounted > 0 { queuePendingDropNotice(connection) }
         enqueue(event: event, seq: seq, actor: actor, to: connection)
-        connection.accounting.deliveredCount += 1
+        connection.accounting.countDelivered()
         return true
     }
 
@@ -231,7 +227,9 @@ extension Broker {
             only = actor
             scanLimit = 4096
         }
-        let result = connection.outbound.dropOldestEvents(untilAtMost: max(0, target), actor: only, scanLimit: scanLimit, released: &ledger.released, droppedTypes: &droppedTypesScratch)
+        let result = ledger.collectReleased {
+            connection.outbound.dropOldestEvents(untilAtMost: max(0, target), actor: only, scanLimit: scanLimit, released: &$0, droppedTypes: &droppedTypesScratch)
+        }
         countDroppedTypes()
         applyOutbound(connection, result.delta)
         if result.count > 0 { recordDrops(connection, count: result.count, firstSeq: result.firstSeq, takenFromQueue: true) }

@@ -111,11 +111,7 @@ extension Broker {
     func setFiltered(_ subscription: Subscription, _ filtered: Bool, on connection: Connection) {
         guard subscription.isFiltered != filtered else { return }
         subscription.isFiltered = filtered
-        if subscription.serves {
-            connection.session.serveFilteredCount += filtered ? 1 : -1
-        } else {
-            connection.session.filteredCount += filtered ? 1 : -1
-        }
+        connection.session.countFiltered(filtered, serving: subscription.serves)
     }
 
     /// The refusal of a connection whose identity may not `connect`, or nil.
@@ -178,7 +174,7 @@ extension Broker {
         var revoked = 0
         for connection in connections.values.sorted(by: { $0.id < $1.id }) where !connection.isClosed {
             let view = policyState.views.view(for: connection.credentials.policyIdentity)
-            connection.session.policy = view
+            connection.session.setPolicy(view)
             for (pattern, subscription) in connection.subscriptions.sorted(by: { $0.key.text < $1.key.text }) {
                 let key = DecisionKey(view: ObjectIdentifier(view), pattern: pattern)
                 let decision = decisions[key] ?? view.subscribe(pattern)

@@ -181,7 +181,7 @@ extension Broker {
         }
         seq += 1
         statistics.requests += 1
-        requester.accounting.publishedCount += 1
+        requester.accounting.countPublished()
         countRequest(type, owner: requester.credentials.uid)
         let pending = PendingRequest(requester: requester, req: Array(req), seq: seq, type: type,
                                      deadline: now.monotonicNanoseconds &+ Int64(clamping: timeout) &* 1_000_000)
@@ -193,7 +193,7 @@ extension Broker {
             event.withUnsafeBytes { FrameEncoder.appendRequest(event: $0, token: { token.append(to: &$0) }, timeoutMilliseconds: timeout, to: &out) }
             enqueue(bytes: out, to: server)
             requests.noteFrameEnd(token, server.flow.bytesTaken &+ UInt64(server.outbound.byteCount))
-            server.accounting.deliveredCount += 1
+            server.accounting.countDelivered()
         }
     }
 

@@ -182,7 +182,7 @@ extension Broker {
         seq += 1
         let seq = self.seq
         statistics.published += 1
-        publisher.accounting.publishedCount += 1
+        publisher.accounting.countPublished()
         var delivered = fanOut(seq: seq, type: request.type, entry: typeEntry, publisher: publisher, built: kept) {
             buildEvent(seq: seq, content, of: request.type, publisher: publisher)
         }
@@ -220,8 +220,7 @@ extension Broker {
         var delivered: UInt64 = 0
         var alreadyDropping: UInt64 = 0
         forEachSubscriber(of: type, entry: entry) { subscriber in
-            guard subscriber.output.lastRoutedSeq != seq else { return }  // at most once
-            subscriber.output.lastRoutedSeq = seq
+            guard subscriber.output.route(seq) else { return }  // at most once
             if subscriber === publisher && !subscriber.echo { return }  // no echo
             if !subscriber.isRoutable { return }
             if event == nil { event = build() }
@@ -234,8 +233,8 @@ extension Broker {
             if subscriber.output.pendingDropsCounted > 0 && (subscriber.overflow == .dropNew || subscriber.overflow == .wait),
                let refused = refusal(size: event.unsafelyUnwrapped.count &+ OutboundQueue.entryOverheadBytes,
                                      actor: uid == subscriber.credentials.uid || isPrivileged(uid) ? OutboundQueue.noActor : uid, connection: subscriber) {
-                subscriber.output.pendingDropsCounted &+= 1
-                subscriber.accounting.droppedCounted &+= 1
+                subscriber.output.countAnotherDrop()
+                subscriber.accounting.countDropped(1)
                 alreadyDropping &+= 1
                 if mayPark(subscriber, refused) { park(subscriber) }
                 return

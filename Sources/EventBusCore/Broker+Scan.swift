@@ -39,12 +39,11 @@ extension Broker {
     /// holds (a new scan for a new frame); drops the scan when there is none.
     func advanceScan(_ connection: Connection) {
         guard connection.splitter.pending.count >= Broker.scanFromBytes, !connection.splitter.hasBacklog, !connection.splitter.discarding else {
-            if connection.input.scan != nil { connection.input.scan = nil }
+            if connection.input.scan != nil { connection.input.endScan() }
             return
         }
         if connection.input.scan == nil || !isScanned(connection) {
-            connection.input.scan = RequestScan()
-            connection.input.scanFrameStart = connection.input.fedBytes &- connection.splitter.pending.count
+            connection.input.startScan(frameStart: connection.input.fedBytes &- connection.splitter.pending.count)
         }
         guard let scan = connection.input.scan else { return }
         connection.splitter.pending.withUnsafeBytes { scan.advance($0) }
@@ -60,7 +59,7 @@ extension Broker {
         let finished = connection.splitter.feed(bytes, stopAfter: bounded ? pieceBytesLeft : .max) { piece in
             if let first = scan {
                 scan = nil
-                connection.input.scan = nil
+                connection.input.endScan()
                 handle(piece, from: connection, scanned: first)
             } else {
                 handle(piece, from: connection)

@@ -20,7 +20,10 @@
 // `writer` (EventWriter.swift: the reply buffer, the event scratch, the built
 // chunk, seq digits, timestamps, id prefix, and the code that writes an event
 // frame); `Connection`'s are its `identity`, `session`, `input`, `output`,
-// `accounting` and `flow` (Connection.swift). The 1.1 features: per-uid
+// `accounting` (Connection.swift, whose header names each one's rule) and
+// `flow` (FlowState.swift). The ledger's and the connection parts' fields
+// are `private(set)`: a broker file decides when a rule applies and calls
+// the part's method, which keeps the part's invariant. The 1.1 features: per-uid
 // accounting and quotas in UserAccounts.swift and Broker+Quotas.swift (called
 // from `open`, `forget`, the subscription pair, `enqueue`, between frames in
 // `receive`, and the frame timeout's `tick(at:)`; `.pauseReading`/
@@ -321,7 +324,7 @@ public final class Broker {
         leaveGroups(closing: connection)  // (1.3) before its queue goes: what it never got goes to the others
         forgetRequests(of: connection)  // (1.3) its servings, what it asked and what it was given
         if !connection.serverWatches.isEmpty { forgetServerWatches(of: connection) }  // (issue 36)
-        applyOutbound(connection, connection.outbound.removeAll(released: &ledger.released))
+        applyOutbound(connection, ledger.collectReleased { connection.outbound.removeAll(released: &$0) })
         forgetPauses(connection)
         connection.splitter = FrameSplitter(maxFrameBytes: configuration.maxFrameBytes)
         syncInbound(connection)
@@ -362,10 +365,10 @@ public final class Broker {
         stoppedForTimeCheck = false
         guard connection.closing == nil, !connection.isClosed, !connection.inputClosed else { return finishStep() }
         now = time
-        if bytes.byteCount > 0 { connection.input.inboundProgressAt = time.monotonicNanoseconds }
+        if bytes.byteCount > 0 { connection.input.madeProgress(now: time.monotonicNanoseconds) }
         // (1.2) A released publisher's held frame comes first, then the input after it.
         if connection.flow.heldFrame != nil && !handleHeldFrame(connection) {
-            connection.input.fedBytes &+= bytes.byteCount
+            connection.input.fed(bytes.byteCount)
             connection.splitter.keepUnread(bytes)  // (the server does not read a held connection)
             syncInbound(connection)
             return finishStep()
@@ -395,10 +398,10 @@ public final class Broker {
         }
         // (issue 37) A large frame still incomplete is validated as it comes
         // (`fedBytes` counted after the feed: `usableScan` looks before it).
-        connection.input.fedBytes &+= bytes.byteCount
+        connection.input.fed(bytes.byteCount)
         if connection.splitter.pending.count >= Broker.scanFromBytes || connection.input.scan != nil { advanceScan(connection) }
         if finished && connection.flow.endPending && connection.flow.heldFrame == nil {
-            connection.flow.endPending = false
+            connection.flow.clearEndOfInput()
             finishInput(connection)
         }
         syncInbound(connection)
@@ -415,7 +418,7 @@ public final class Broker {
         guard connection.closing == nil, !connection.isClosed, !connection.inputClosed else { return finishStep() }
         now = time
         if connection.flow.heldFrame != nil || connection.splitter.hasBacklog {
-            connection.flow.endPending = true  // (1.2) after the held input (`receive`)
+            connection.flow.deferEndOfInput()  // (1.2) after the held input (`receive`)
         } else {
             finishInput(connection)
         }
@@ -436,12 +439,12 @@ public final class Broker {
             }
             return connection.closing == nil && !connection.isClosed && connection.flow.heldFrame == nil
         }
-        connection.input.scan = nil
+        connection.input.endScan()
         if connection.flow.heldFrame != nil || connection.splitter.hasBacklog {
-            connection.flow.endPending = true  // held by its last frame
+            connection.flow.deferEndOfInput()  // held by its last frame
             return
         }
-        connection.input.inputClosed = true
+        connection.input.close()
         if connection.isIdleAfterInput { closeWhenFlushed(connection) }
     }
 
@@ -493,7 +496,7 @@ public final class Broker {
     ///   was paused) and output for a pending `dropped` notice.
     public func didWrite(_ connection: Connection, bytes: Int) -> BrokerStep {
         guard bytes > 0, !connection.isClosed else { return finishStep() }
-        applyOutbound(connection, connection.outbound.consume(bytes, released: &ledger.released))
+        applyOutbound(connection, ledger.collectReleased { connection.outbound.consume(bytes, released: &$0) })
         flowDidWrite(connection, bytes: bytes)
         unpark(connection)  // it took bytes: back in the route lists
         if !connection.groups.blocked.isEmpty { unblockGroups(connection) }  // (1.3) and in turn in its groups

@@ -82,8 +82,7 @@ extension Broker {
     /// Lists the connection in this step's output (once).
     @inline(__always)
     func markOutput(_ connection: Connection) {
-        if connection.output.step != stepNumber {
-            connection.output.step = stepNumber
+        if connection.output.list(inStep: stepNumber) {
             current.output.append(connection.id)
         }
     }

@@ -1,23 +1,39 @@
 // One client connection as the broker core sees it, its stored state in a
-// few parts by concern: who it is (`identity`), what it asked for and what
-// the policy lets it do (`session`), its framing (`splitter`) and input
-// state (`input`), its queue (`outbound`) and delivery bookkeeping
-// (`output`), what it is charged for (`accounting`), its part in flow
-// control (`flow`), its subscriptions, and where it is in its life (open,
-// closing, closed).
+// few parts by concern, each the keeper of its own rule:
+// - `identity`: who it is (fixed at `open`);
+// - `session`: its `hello` options and policy view (`hello` once; the
+//   filtered counts are its filtered subscriptions);
+// - `splitter` and `input`: its framing, and why it is not read, what of its
+//   input is charged since when, the large-frame scan (`pause` reports
+//   whether it was read until then, `unpause` whether it is read now);
+// - `outbound` (OutboundQueue.swift) and `output`: its queue, and where its
+//   events stand (at most once per seq: `route`; drops not yet told, with
+//   the seq of the first: `countDrops`/`takePendingDrops`; listed once per
+//   step);
+// - `accounting`: what it is charged for and its `clients` counters (its
+//   fair shares keep no entry for 0 bytes);
+// - `flow` (FlowState.swift): its part in flow control (holding and heldBy
+//   mirrored);
+// - `groups` (QueueGroups.swift; still changed field by field from
+//   Broker+Groups.swift and Broker+GroupFlow.swift) and `requests`
+//   (RequestTable.swift, the one file that changes them); its
+//   subscriptions; where it is in its life (open, closing, closed).
 //
 // Before editing: the core knows no fds; the server keeps its own record per
 // connection id and learns what to do only from the `BrokerStep`s the broker
-// returns. Every change goes through `Broker`, in place through the part
-// (`connection.input.pauses.insert(...)`: the parts are structs held by the
-// class, never copied out to be changed); the server reads `outbound` to
-// write it. The public names (`echo`, `pendingDropCount`, ...) read a part's
-// field: they are how it is read from outside the core; inside it, a field
-// is changed through its part. `outbound` is a stored property of its own
-// so that the server's reads (every write) borrow it instead of copying it;
-// `splitter` one of its own because the frames it hands out are handled
-// while it is being fed, and that handling reads and changes `input`: in
-// one struct the two would be overlapping accesses (exclusivity).
+// returns. Every change goes through `Broker`, in place through a mutating
+// method of the part (`connection.input.pause(.held)`: the parts are structs
+// held by the class, never copied out to be changed). The parts' fields are
+// `private(set)` (the requests' `fileprivate(set)`): they are changed only
+// by the methods in their part's file, which keep the part's rule; when to
+// call them is the broker's business (Broker+*.swift). The server reads
+// `outbound` to write it. The public names (`echo`, `pendingDropCount`, ...)
+// read a part's field: they are how it is read from outside the core.
+// `outbound` is a stored property of its own so that the server's reads
+// (every write) borrow it instead of copying it; `splitter` one of its own
+// because the frames it hands out are handled while it is being fed, and
+// that handling reads and changes `input`: in one struct the two would be
+// overlapping accesses (exclusivity).
 import EventBusPolicy
 import EventBusProtocol
 
@@ -67,8 +83,9 @@ public final class Connection {
     var park: ParkState? = nil
     /// Its uid's account and what its queue holds for other uids; its counters for `clients`.
     var accounting: ConnectionAccounting
-    /// (1.2) Holds, paced replays and the stall watch (Broker+FlowControl.swift;
-    /// (1.3) a queue group's hold, Broker+GroupFlow.swift).
+    /// (1.2) Holds, paced replays and the stall watch (FlowState.swift, its
+    /// rules; when they apply: Broker+FlowControl.swift, (1.3) a queue
+    /// group's hold Broker+GroupFlow.swift).
     var flow = FlowState()
 
     /// This connection's side of the subscription index (PROTOCOL.md
@@ -180,133 +197,222 @@ struct ConnectionIdentity: ~Copyable {
 }
 
 /// What a connection asked for (`hello`, PROTOCOL.md "Requests") and what
-/// the policy lets it do (noncopyable: it holds its default source's bytes).
+/// the policy lets it do (noncopyable: it holds its default source's
+/// bytes); changed only through its methods.
 struct ConnectionSession: ~Copyable {
     /// Its identity's policy view (replaced by a reload, Broker+Policy.swift).
-    var policy: PolicyView
+    private(set) var policy: PolicyView
     /// How many of its subscriptions are `filtered` (some of their types are
     /// denied to it): while 0, routing never asks the policy about it.
-    /// Changed only by `Broker.setFiltered`.
-    var filteredCount = 0
+    /// Changed only by `Broker.setFiltered` (`countFiltered`).
+    private(set) var filteredCount = 0
     /// (1.3) The same for its serving subscriptions (`serve` and `subscribe`
     /// must both allow a type): changed only by `Broker.setFiltered`.
-    var serveFilteredCount = 0
-    var clientName: String? = nil
-    var echo = false
-    var overflow = OverflowPolicy.wait
-    var saidHello = false
+    private(set) var serveFilteredCount = 0
+    private(set) var clientName: String? = nil
+    private(set) var echo = false
+    private(set) var overflow = OverflowPolicy.wait
+    private(set) var saidHello = false
     /// The value used for `source` when a publish has none, quoted: client
     /// name or `pid/<pid>` (made at `open`, remade at `hello`).
-    var eventSource: StampBytes
+    private(set) var eventSource: StampBytes
+
+    init(policy: PolicyView, eventSource: consuming StampBytes) {
+        self.policy = policy
+        self.eventSource = eventSource
+    }
+
+    /// Its `hello` arrived (once per connection: `Broker` checks `saidHello`).
+    mutating func noteHello() { saidHello = true }
+
+    /// The options of its `hello`; a client name is its events' default source too.
+    mutating func take(echo: Bool, overflow: OverflowPolicy, client: String?) {
+        self.echo = echo
+        self.overflow = overflow
+        if let client {
+            clientName = client
+            eventSource = EventStamp.source(client)
+        }
+    }
+
+    /// Its identity's policy view after a reload.
+    mutating func setPolicy(_ view: PolicyView) { policy = view }
+
+    /// One of its subscriptions became `filtered` (true) or no longer is
+    /// (false); `serving`: a serving one.
+    mutating func countFiltered(_ filtered: Bool, serving: Bool) {
+        if serving { serveFilteredCount += filtered ? 1 : -1 } else { filteredCount += filtered ? 1 : -1 }
+    }
 }
 
-/// A connection's input as the broker holds it (its bytes are in `Connection.splitter`).
+/// A connection's input as the broker holds it (its bytes are in
+/// `Connection.splitter`), changed only through its methods.
 struct ConnectionInput {
     /// Inbound bytes charged to its uid (what its splitter held at the last
     /// `syncInbound`), since when it holds any, and when a byte last arrived
     /// for them or its reading last resumed (monotonic ns; the frame timeout).
-    var inboundCharged = 0
-    var inboundSince: Int64 = 0
-    var inboundProgressAt: Int64 = 0
+    private(set) var inboundCharged = 0
+    private(set) var inboundSince: Int64 = 0
+    private(set) var inboundProgressAt: Int64 = 0
     /// The client shut down its writing side (EOF read).
-    var inputClosed = false
+    private(set) var inputClosed = false
     /// (issue 37) Bytes handed to its splitter so far, and the scan of the
     /// large incomplete frame the splitter holds, which began at byte
     /// `scanFrameStart` of the input (Broker+Scan.swift).
-    var fedBytes = 0
-    var scan: RequestScan? = nil
-    var scanFrameStart = 0
+    private(set) var fedBytes = 0
+    private(set) var scan: RequestScan? = nil
+    private(set) var scanFrameStart = 0
     /// Why it is not read (PROTOCOL.md "Semantics": requests are
     /// back-pressured; "Quotas": inbound budgets); the server was told with
     /// `.pauseReading` when the first reason came, and is told
     /// `.resumeReading` when the last goes (`Broker.pause`/`unpause` only).
-    var pauses: PauseReasons = []
+    private(set) var pauses: PauseReasons = []
+
+    /// Charges `held` inbound bytes now (`Broker.syncInbound`): the first
+    /// charge after none starts the frame timeout's clock at `now`.
+    mutating func chargeInbound(_ held: Int, now: Int64) {
+        if inboundCharged == 0 {
+            inboundSince = now
+            inboundProgressAt = now
+        }
+        inboundCharged = held
+    }
+
+    /// A byte arrived for the held bytes, or its reading resumed, at `now`
+    /// (monotonic ns): the frame timeout starts again.
+    mutating func madeProgress(now: Int64) { inboundProgressAt = now }
+
+    /// `count` more bytes were handed to its splitter.
+    mutating func fed(_ count: Int) { fedBytes &+= count }
+
+    /// The client shut down its writing side.
+    mutating func close() { inputClosed = true }
+
+    /// (issue 37) Starts a scan of the large incomplete frame whose first
+    /// byte is input byte `frameStart`.
+    mutating func startScan(frameStart: Int) {
+        scan = RequestScan()
+        scanFrameStart = frameStart
+    }
+
+    /// (issue 37) Drops the scan (its frame was handed out, or is gone).
+    mutating func endScan() { scan = nil }
+
+    /// Adds `reason` to why it is not read.
+    /// - Returns: whether it was read until now (the server is to be told).
+    mutating func pause(_ reason: PauseReasons) -> Bool {
+        let wasReading = pauses.isEmpty
+        pauses.insert(reason)
+        return wasReading
+    }
+
+    /// Takes `reason` away.
+    /// - Returns: whether it is read now (no reason left).
+    mutating func unpause(_ reason: PauseReasons) -> Bool {
+        pauses.remove(reason)
+        return pauses.isEmpty
+    }
+
+    /// Forgets every reason (the connection is going).
+    mutating func clearPauses() { pauses = [] }
 }
 
-/// Where a connection's events stand (its queue is `Connection.outbound`).
+/// Where a connection's events stand (its queue is `Connection.outbound`),
+/// changed only through its methods.
 struct ConnectionOutput {
-    /// Last seq routed here (so one event is delivered at most once).
-    var lastRoutedSeq: UInt64 = 0
+    /// Last seq routed here (so one event is delivered at most once: `route`).
+    private(set) var lastRoutedSeq: UInt64 = 0
     /// Events lost since the last `dropped` notice, and the seq of the first
-    /// (`Connection.pendingDropCount` adds those counted while parked).
-    var pendingDropsCounted: UInt64 = 0
-    var pendingDropSince: UInt64 = 0
+    /// (`Connection.pendingDropCount` adds those counted while parked):
+    /// `pendingDropSince` is set with the first drop counted
+    /// (`countDrops`) and both are zero again once told (`takePendingDrops`).
+    private(set) var pendingDropsCounted: UInt64 = 0
+    private(set) var pendingDropSince: UInt64 = 0
     /// (issue 37) Under drop-old: when the notice first in line was placed
     /// (monotonic ns), i.e. since when it has dropped without reading past it.
-    var dropOldSince: Int64 = 0
+    private(set) var dropOldSince: Int64 = 0
     /// The step in which it was last listed in `BrokerStep.output`.
-    var step: UInt64 = 0
+    private(set) var step: UInt64 = 0
+
+    /// Whether the event of `seq` is routed here for the first time (then
+    /// it is marked routed: at most once).
+    mutating func route(_ seq: UInt64) -> Bool {
+        // One block, no branch: the fan-out inlines it per subscriber.
+        let first = lastRoutedSeq != seq
+        lastRoutedSeq = seq
+        return first
+    }
+
+    /// Counts `count` events lost (not yet told), the first being `firstSeq`.
+    /// - Returns: whether these are the first since the last notice.
+    mutating func countDrops(_ count: UInt64, firstSeq: UInt64) -> Bool {
+        let first = pendingDropsCounted == 0
+        if first { pendingDropSince = firstSeq }
+        pendingDropsCounted &+= count
+        return first
+    }
+
+    /// Counts one more event lost while some are not told yet (its seq is
+    /// not the first: `pendingDropSince` stays). The fan-out's path for a
+    /// subscriber that is dropping already.
+    mutating func countAnotherDrop() {
+        assert(pendingDropsCounted > 0, "the first drop goes through countDrops")
+        pendingDropsCounted &+= 1
+    }
+
+    /// The drops not yet told, now told (both counts back to zero).
+    mutating func takePendingDrops() -> (count: UInt64, since: UInt64) {
+        defer {
+            pendingDropsCounted = 0
+            pendingDropSince = 0
+        }
+        return (pendingDropsCounted, pendingDropSince)
+    }
+
+    /// (issue 37) A drop notice was placed first in line at `now` (monotonic ns).
+    mutating func startDroppingOld(now: Int64) { dropOldSince = now }
+
+    /// Whether it is to be listed in the output of step `number` (then it is
+    /// marked listed: once per step).
+    mutating func list(inStep number: UInt64) -> Bool {
+        let first = step != number  // one block, no branch (as `route`)
+        step = number
+        return first
+    }
 }
 
-/// What a connection is charged for, and to whom.
+/// What a connection is charged for, and to whom; changed only through its methods.
 struct ConnectionAccounting {
     /// Its uid's account. Uncounted (Uncounted.swift): the broker's
     /// `ledger.accounts` keeps the account while the connection is open
     /// (never read after `Broker.forget`).
     let accountRef: Uncounted<UserAccount>
-    /// Its index among the account's members.
-    var memberIndex = 0
-    /// Outbound bytes in its queue charged to other publisher uids (fair share).
-    var actorShares: [UInt32: Int] = [:]
+    /// Its index among the account's members (`Broker.admit`/`dismiss` keep it).
+    private(set) var memberIndex = 0
+    /// Outbound bytes in its queue charged to other publisher uids (fair
+    /// share); no entry for 0 bytes (`QuotaLedger.release`).
+    private(set) var actorShares: [UInt32: Int] = [:]
     /// Counters for `clients` (PROTOCOL.md "Introspection").
-    var publishedCount: UInt64 = 0
-    var deliveredCount: UInt64 = 0
+    private(set) var publishedCount: UInt64 = 0
+    private(set) var deliveredCount: UInt64 = 0
     /// (`Connection.droppedCount` adds what it lost while parked.)
-    var droppedCounted: UInt64 = 0
-}
+    private(set) var droppedCounted: UInt64 = 0
 
-/// A connection's part in flow control (PROTOCOL.md "Flow control (1.2)"),
-/// changed only by Broker+FlowControl.swift. The two lists mirror each
-/// other: `p` is in `s.holding` exactly when `s` is in `p.heldBy`; both are
-/// emptied when either connection goes.
-struct FlowState {
-    /// As a subscriber: the publishers it holds back now.
-    var holding: [Connection] = []
-    /// As a publisher: the subscribers holding it back now.
-    var heldBy: [Connection] = []
-    /// (1.3) As a publisher: the full queue groups holding it back now (held
-    /// while this or `heldBy` is not empty; mirrors `QueueGroup.holding`).
-    var heldInGroups: [QueueGroup] = []
-    /// (1.3) As a member: how many of its groups hold a publisher now (it
-    /// is watched for stalls meanwhile, as a holder is).
-    var groupHolds = 0
-    /// The publish frame not yet routed while it is held: handled first when
-    /// it is released, then the input after it. Charged as inbound bytes.
-    var heldFrame: [UInt8]? = nil
-    /// EOF was read while it was held: end of input is handled once the
-    /// held input is.
-    var endPending = false
-    /// Took no byte of its queue for the stall timeout while holding or
-    /// replaying: handled as `drop-new` until its queue is empty again.
-    var behind = false
-    /// Replays (`last`, `since`) still to send, oldest first (only under `wait`).
-    var replays: [PacedReplay] = []
-    /// A replay of it is being sent now (its own events pass the replay's place).
-    var pumping = false
-    /// Bytes of its queue written so far; what the stall watch saw of it
-    /// last and when that changed (monotonic ns).
-    var bytesTaken: UInt64 = 0
-    var watchedTaken: UInt64 = 0
-    var progressAt: Int64 = 0
-    /// In `Broker.flowWatch`.
-    var watched = false
-    /// Its queue is at least half full under `wait`, counted in its
-    /// account's `halfFullWaiters` (`.ownUID`) or the broker's
-    /// `ledger.halfFullTrustedHolders` (`.anyUID`): only such a connection can hold.
-    var halfFull: HoldRight? = nil
-    /// The queue charge at which it becomes `halfFull`: half the outbound
-    /// limit under `wait` while it is not, else `Int.max` (one comparison per event queued).
-    var halfFullAt = Int.max
-    /// (issue 37) With `allow hold`: since when it holds a publisher of
-    /// another uid (monotonic ns; nil: none now), the window that holding is
-    /// measured in, and how long it held in it (ns).
-    var othersHeldSince: Int64? = nil
-    var trustWindowStart: Int64 = 0
-    var trustHeldNanoseconds: Int64 = 0
-    /// (issue 37) Held publishers of other uids for most of a
-    /// `--trusted-hold-window`: behind for them (it holds its own uid's only)
-    /// until its queue is empty.
-    var trustBehind = false
+    /// It is now member `index` of its account's `members`.
+    mutating func setMemberIndex(_ index: Int) { memberIndex = index }
 
-    var isHeld: Bool { !heldBy.isEmpty || !heldInGroups.isEmpty }
+    /// Charges `bytes` queued here to publisher uid `actor`'s fair share.
+    mutating func chargeShare(of actor: UInt32, bytes: Int) { actorShares[actor, default: 0] += bytes }
+
+    /// Takes a released charge out of the fair shares.
+    mutating func releaseShare(_ charge: ActorCharge) { QuotaLedger.release(charge, from: &actorShares) }
+
+    /// It published one event (or asked one request).
+    mutating func countPublished() { publishedCount += 1 }
+
+    /// One event (or request) was queued to it.
+    mutating func countDelivered() { deliveredCount += 1 }
+
+    /// `count` events were lost for it.
+    mutating func countDropped(_ count: UInt64) { droppedCounted &+= count }
 }

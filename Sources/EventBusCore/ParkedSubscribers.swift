@@ -100,8 +100,8 @@ extension Connection {
         let key = ObjectIdentifier(routes)
         guard let part = state.parts[key] else { return }
         let count = routes.events &- part.counted
-        output.pendingDropsCounted &+= count
-        accounting.droppedCounted &+= count
+        _ = output.countDrops(count, firstSeq: 0)
+        accounting.countDropped(count)
         if leaving { state.parts[key] = nil } else { state.parts[key] = (routes, routes.events) }
     }
 
@@ -148,10 +148,9 @@ extension Broker {
               now.monotonicNanoseconds - connection.output.dropOldSince >= configuration.stallTimeoutNanoseconds,
               connection.flow.replays.isEmpty, connection.isRoutable else { return false }
         statistics.dropped += 1
-        connection.accounting.droppedCounted += 1
+        connection.accounting.countDropped(1)
         typeCounters.addDropped(1, typeCounters.routed)
-        if connection.output.pendingDropsCounted == 0 { connection.output.pendingDropSince = seq }
-        connection.output.pendingDropsCounted += 1
+        _ = connection.output.countDrops(1, firstSeq: seq)
         park(connection)
         return true
     }
@@ -161,15 +160,12 @@ extension Broker {
     /// so they go too, and all its drops are told in the one notice first
     /// in line (its since_seq the first of them).
     private func replaceStaleQueue(_ connection: Connection) {
-        let result = connection.outbound.dropOldestEvents(untilAtMost: 0, released: &ledger.released, droppedTypes: &droppedTypesScratch)
+        let result = ledger.collectReleased { connection.outbound.dropOldestEvents(untilAtMost: 0, released: &$0, droppedTypes: &droppedTypesScratch) }
         countDroppedTypes()
         applyOutbound(connection, result.delta)
         if result.count > 0 { recordDrops(connection, count: result.count, firstSeq: result.firstSeq, takenFromQueue: true) }
-        let pending = connection.output.pendingDropsCounted
-        guard pending > 0 else { return }
-        let since = connection.output.pendingDropSince
-        connection.output.pendingDropsCounted = 0
-        connection.output.pendingDropSince = 0
+        guard connection.output.pendingDropsCounted > 0 else { return }
+        let (pending, since) = connection.output.takePendingDrops()
         if let placed = connection.outbound.noticeInFront {
             enqueueDropNotice(count: placed.count + pending, since: min(placed.since, since), to: connection, inFront: true)
         } else {

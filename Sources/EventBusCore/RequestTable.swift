@@ -154,12 +154,12 @@ struct ReplySlot {
 /// A connection's side of the books (held by `Connection.requests`).
 struct ConnectionRequests {
     /// As a requester: its requests not answered yet.
-    var pending: [ObjectIdentifier: PendingRequest] = [:]
+    fileprivate(set) var pending: [ObjectIdentifier: PendingRequest] = [:]
     /// As a server: the tokens it was given and has not used.
-    var serving: Set<ReplyToken> = []
+    fileprivate(set) var serving: Set<ReplyToken> = []
     /// As a server: how many of `serving` each other requester uid holds
     /// (its fair share, `Broker.mayServeMore`); no entry at 0.
-    var shares: [UInt32: Int] = [:]
+    fileprivate(set) var shares: [UInt32: Int] = [:]
     /// (attacker round 4) Shares kept for tokens that ended (answered,
     /// timed out, requester gone) while their request frame was still
     /// queued to this server: counted in `shares` until the frame is written

@@ -8,7 +8,8 @@
 // `chargeSubscription` (called by the subscription pair), inbound bytes in
 // `syncInbound`, outbound bytes in `applyOutbound` (every queue change
 // reports its delta there), retained bytes in `chargeRetained`/
-// `releaseRetained` (the retention code calls them). An account lives while
+// `releaseRetained` (the retention code calls them); the ledger's methods
+// (QuotaLedger.swift) change the totals with them. An account lives while
 // its uid has a connection or retained bytes.
 import EventBusPolicy
 import EventBusProtocol
@@ -230,20 +231,20 @@ extension Broker {
     func account(for uid: UInt32) -> UserAccount {
         if let account = ledger.accounts[uid] { return account }
         let account = UserAccount(uid: uid, isPrivileged: isPrivileged(uid), limits: limits(for: uid, UserLimitOverrides()))
-        ledger.accounts[uid] = account
+        ledger.open(account)
         return account
     }
 
     /// Drops an account that holds nothing any more.
     func retireIfIdle(_ account: UserAccount) {
-        if account.isIdle && ledger.accounts[account.uid] === account { ledger.accounts[account.uid] = nil }
+        ledger.retireIfIdle(account)
     }
 
     // MARK: Connections (called by `open` and `forget` only)
 
     /// Counts a new connection for its uid.
     func admit(_ connection: Connection, to account: UserAccount) {
-        connection.accounting.memberIndex = account.members.count
+        connection.accounting.setMemberIndex(account.members.count)
         account.members.append(connection)
     }
 
@@ -256,7 +257,7 @@ extension Broker {
         if i != last {
             let moved = account.members[last]
             account.members[i] = moved
-            moved.accounting.memberIndex = i
+            moved.accounting.setMemberIndex(i)
         }
         account.members.removeLast()
         if account.inboundReader === connection { account.inboundReader = nil }
@@ -274,9 +275,7 @@ extension Broker {
     /// (with `extraBytes` more: (1.3) a group membership's own records).
     func chargeSubscription(_ pattern: Pattern, of connection: Connection, sign: Int, extraBytes: Int = 0) {
         let cost = (Broker.subscriptionCost(pattern) + extraBytes) * sign
-        connection.account.subscriptions += sign
-        connection.account.subscriptionBytes += cost
-        ledger.totals.subscriptionBytes += cost
+        ledger.chargeSubscription(sign: sign, cost: cost, to: connection.account)
         statistics.subscriptions += sign
     }
 
@@ -332,19 +331,13 @@ extension Broker {
     /// when restoring the state file at start).
     public func chargeRetained(_ charge: RetainedCharge) {
         let account = account(for: charge.uid)
-        account.retainedBytes += charge.bytes
-        account.retainedEvents += 1
-        ledger.totals.retainedBytes += charge.bytes
-        ledger.totals.retainedEvents += 1
+        ledger.chargeRetained(charge, to: account)
     }
 
     /// Stops counting a retained event (replaced, cleared, or dropped).
     public func releaseRetained(_ charge: RetainedCharge) {
         guard let account = ledger.accounts[charge.uid] else { preconditionFailure("retained charge of uid \(charge.uid) has no account") }
-        account.retainedBytes -= charge.bytes
-        account.retainedEvents -= 1
-        ledger.totals.retainedBytes -= charge.bytes
-        ledger.totals.retainedEvents -= 1
+        ledger.releaseRetained(charge, from: account)
         retireIfIdle(account)
     }
 }
