@@ -184,7 +184,7 @@ extension Broker {
         seq += 1
         let seq = self.seq
         statistics.published += 1
-        publisher.accounting.publishedCount += 1
+        publisher.accounting.countPublished()
         countPublished(request.type, entry: nil, seq: seq, owner: publisher.credentials.uid)
         var delivered: UInt64 = 0
         if groupsInUse != 0 {
