@@ -84,7 +84,8 @@ struct BridgeSelection {
         let statusPath = StatusFile.path(for: configuration, environment: environment, effectiveUID: ProcessIdentity.effectiveUID)
         let handoff = server.handoff
         let (pid, uid, gid) = (ProcessIdentity.current.pid, self.uid, self.gid)
-        let endpoint = BusEndpoint.connector(name: "eventbusd (in process, uid \(uid))") { () throws(SystemError) in
+        // The name reads after "the bus at" in the link's log lines and is the status's `bus_path`.
+        let endpoint = BusEndpoint.connector(name: "this eventbusd over a socketpair, as uid \(uid) gid \(gid)") { () throws(SystemError) in
             try handoff.connect(pid: pid, uid: uid, gid: gid)
         }
         linkLogger.info("node \(configuration.node.text), NATS \(configuration.servers.map(\.description).joined(separator: ",")), prefix \(configuration.prefix.text), \(configuration.patternsSummary), as uid \(uid), status \(statusPath ?? "(none)")")
