@@ -11,7 +11,7 @@ import EventBusCommandLine
 import EventBusProtocol
 
 /// The declaration of the `eventbus-bridge` command line.
-public var bridgeInterface: ProgramDeclaration {
+package var bridgeInterface: ProgramDeclaration {
     let defaults = BridgeConfiguration(servers: [], node: NodeName("x")!)
     let duration = ValueDeclaration("DURATION", .duration)
     return ProgramDeclaration(

@@ -160,7 +160,7 @@ public struct ConnectionInfo: Equatable, Sendable {
     }
 
     /// The fields of the `ok` that answered a `hello`.
-    public init(helloReply reply: Reply) {
+    package init(helloReply reply: Reply) {
         self.init(
             server: reply.string("server") ?? "",
             version: reply.string("version") ?? "",
