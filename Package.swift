@@ -196,7 +196,7 @@ let package = Package(
         // to it with made-up uids (ConnectionHandoff): no root needed (issue 35).
         .testTarget(
             name: "EventBusServerTests",
-            dependencies: ["EventBusServer", "EventBusCore", "EventBusPolicy", "EventBusLog", "EventBusSystem", "EventBusTestSupport"],
+            dependencies: ["EventBusServer", "EventBusCore", "EventBusPolicy", "EventBusLog", "EventBusSystem", "EventBusCommandLine", "EventBusTestSupport"],
             swiftSettings: strict
         ),
         .testTarget(name: "EventBusSessionTests", dependencies: ["EventBusSession", "EventBusProtocol"], swiftSettings: strict),
