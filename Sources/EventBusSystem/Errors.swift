@@ -90,7 +90,7 @@ package enum IOResult<T> {
 
 /// The one place EINTR is handled: calls `body` (a libc call that returns -1
 /// and sets errno on failure) again while it fails with EINTR, or returns 0
-/// for `.returnZero`. Public for the code that calls libc itself (the test
+/// for `.returnZero`. Shared (`package`) with the code that calls libc itself (the test
 /// support, eventbus-bench), so that it has no EINTR loop of its own.
 /// Example: `systemCall { Glibc.send(fd, p, n, Int32(MSG_NOSIGNAL)) }`.
 /// - Returns: the call's result, or the errno of its failure (never EINTR).
