@@ -3,7 +3,7 @@
 //
 // Before editing: `ReconnectPolicy.delay(afterFailures:random:)` is pure so it
 // can be tested; the reader thread (BusCore.swift) is its only runtime caller.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSystem
 import Foundation
 

@@ -5,7 +5,7 @@
 //
 // Before editing: every failure a caller can see is an `EventBusError` case;
 // keep `description` one line that names the path, type or code involved.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSession
 
 /// The `code` of an `error` frame from the broker (PROTOCOL.md "Errors").

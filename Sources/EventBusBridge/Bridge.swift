@@ -11,7 +11,7 @@
 import EventBusCommandLine
 import EventBusLog
 import EventBusNATS
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSession
 import EventBusSystem
 import Synchronization

@@ -12,7 +12,7 @@
 // And overlapping import patterns make NATS deliver a message once per
 // matching subscription: only the lowest matching sid's copy is imported.
 import EventBusNATS
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSession
 
 /// The bridge's state. One owner; not thread-safe.

@@ -7,7 +7,7 @@
 // `ClientStatistics`) and merged in by `BridgeStatus.init`, never counted
 // twice here.
 import EventBusNATS
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// Why the bridge dropped something. Raw values are the names used in status output.
 package enum DropReason: String, CaseIterable, Sendable {

@@ -8,7 +8,7 @@
 // flags `--system`/`--user` set); InterfaceAgreementTests checks that every
 // key but those is declared here, and every declared flag accepted.
 import EventBusCommandLine
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// The declaration of the `eventbus-bridge` command line.
 package var bridgeInterface: ProgramDeclaration {

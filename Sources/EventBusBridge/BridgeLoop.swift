@@ -38,7 +38,7 @@
 import EventBusCommandLine
 import EventBusLog
 import EventBusNATS
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSystem
 import Glibc
 

@@ -7,7 +7,7 @@
 // setting has the same name in the file as its flag (`--export` is `export`).
 import EventBusLog
 import EventBusNATS
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// Settings as given (nil: not given). Lists are replaced whole by an overlay.
 package struct BridgeSettings: Equatable, Sendable {

@@ -11,7 +11,7 @@
 // that started it, and returns when the loop has stopped (it flushes NATS for
 // up to two seconds, `BridgeLoop.stop`).
 import EventBusLog
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSystem
 
 package final class BridgeThread: Sendable {

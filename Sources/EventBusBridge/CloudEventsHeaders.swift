@@ -9,7 +9,7 @@
 // wire names: lower case, as the CloudEvents NATS binding writes them.
 import EventBusNATS
 import Glibc
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSession
 
 /// The header names, as written.

@@ -39,7 +39,7 @@
 import EventBusCommandLine
 import EventBusLog
 import EventBusNATS
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 package enum ConfigFile {
     /// The keys understood, in the order of the format above.

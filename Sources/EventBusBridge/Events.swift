@@ -6,7 +6,7 @@
 //
 // Before editing: these are plain values so the bridge's logic stays pure;
 // the bridge's bus connection turns `LocalPublish` into a publish request.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// What a remote bridge asserted about an event: PROTOCOL.md's `origin`.
 /// Fields the remote side did not send are nil and left out of the JSON.

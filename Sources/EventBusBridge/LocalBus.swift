@@ -16,7 +16,7 @@
 // without `req` that is not a revocation as `.error` (`UnnumberedErrors.report`):
 // the only requests without `req` are imports, so it is the oldest
 // unconfirmed batch's.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSession
 
 /// What the bus connection tells the bridge, in order, on the bus thread.

@@ -25,7 +25,7 @@
 // pending); entries leave when answered, when the deadline passed
 // (`expire`), or with the connection they belong to.
 import EventBusNATS
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSession
 
 /// A request the broker gave the bridge (its fallback serving subscription).

@@ -8,7 +8,7 @@
 // valid run of NATS tokens (segments of `A-Z a-z 0-9 _ - :`), but not every
 // NATS subject is an eventbus type, so the way back is checked.
 import EventBusNATS
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// A bridge's node name: 1 to 63 bytes of `A-Z a-z 0-9 _ -`, one NATS subject
 /// token. It names the machine (or bus) in subjects, headers and `origin`.

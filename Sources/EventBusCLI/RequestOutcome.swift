@@ -8,7 +8,7 @@
 // (`request --help`, docs/CLI.md); the answer is read with `RequestAnswer`,
 // which the library shares.
 import EventBusCommandLine
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// One `eventbus request`: what was asked, for the words of its outcome.
 package struct RequestOutcome {

@@ -6,7 +6,7 @@
 //
 // Before editing: the words are what a program serving through the pipes
 // reads when it gets a reply wrong (docs/CLI.md "serve").
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// A reply read from a line: to whom, and the data or the error text.
 package struct ServeReplyLine: Equatable {

@@ -15,7 +15,7 @@
 // they are twice its queued frames (O(1) amortised per delivery). Members
 // hanging up together leave all their groups before any hands on
 // (`peersClosed`): a member that leaves must not be given events again.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 extension Broker {
     // MARK: Holding

@@ -13,7 +13,7 @@
 // subscription's filtered mark goes through `setFiltered`, and a policy swap
 // empties the route cache.
 import EventBusPolicy
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// What `Broker.maySubscribe` allows.
 struct SubscribePermission {

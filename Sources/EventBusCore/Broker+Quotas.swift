@@ -8,7 +8,7 @@
 // `unpause` with a reason (a connection is read when it has none left), so
 // the rules never undo each other. Nothing here is dropped for inbound
 // budgets: the kernel's socket buffers hold the rest (back-pressure).
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// Why the broker is not reading a connection (several may hold at once).
 struct PauseReasons: OptionSet {

@@ -14,7 +14,7 @@
 // arrives with `ServiceRequest.publish` (the seam: `routeRequest` picks
 // the servers; one member per group is the groups code's choice there).
 import EventBusPolicy
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 extension Broker {
     // MARK: Serving subscriptions

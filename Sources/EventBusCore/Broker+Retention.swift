@@ -14,7 +14,7 @@
 // subscriptions, as live routing does) and `mayPublish` (`clear`). A
 // retained event is refused before the publish takes a seq, so an error
 // reply always means nothing happened.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// Bounds of retention and history (PROTOCOL.md "Quotas (1.1)", "Retained
 /// events and history (1.1)").

@@ -30,7 +30,7 @@
 // `mayPublish` (also for `clear`), `mayReceive` (retained and replayed
 // events), `mayBridge`, `maySubscribe`.
 import EventBusPolicy
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// Limits and identity of a broker (PROTOCOL.md "Semantics" defaults).
 package struct BrokerConfiguration: Sendable {

@@ -19,7 +19,7 @@
 // while it is being fed, and that handling reads and changes `input`: in
 // one struct the two would be overlapping accesses (exclusivity).
 import EventBusPolicy
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// Broker-assigned connection number, unique within one broker run; 1, 2, 3...
 @usableFromInline package typealias ConnectionID = UInt64

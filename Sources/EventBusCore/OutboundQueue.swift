@@ -24,7 +24,7 @@
 // mark. Only `Broker.enqueue` grows a queue, so the broker's byte
 // counts stay exact; every shrinking call returns the change of
 // `chargedBytes` and hands back the fair-share charges it released.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// Bytes the broker keeps for writing: a chunk of frames copied back to back,
 /// or one large event shared between queues. Its storage is inline (one heap

@@ -40,7 +40,7 @@
 // `SubscriptionIndex.keptListsChanged` (every kept list is split again
 // before its next use), and a part is retired (`ParkedRoutes.retire`)
 // before its entry forgets it.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// The parked connections of one kept route list, and the events routed
 /// through it since it was made (every member joined then).

@@ -24,7 +24,7 @@
 // through a temporary file, fsync and rename (docs/PROTOCOL-NOTES.md), the
 // changes appended to this run's file; a line cut short by a crash is one
 // bad line, skipped.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 package enum RetainedStateFile {
     /// The file name inside the state directory.

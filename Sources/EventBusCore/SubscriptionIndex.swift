@@ -15,7 +15,7 @@
 // walks it all). Whatever changes what `matches` returns must move `version`
 // (the broker's EventTypeTable keeps those lists while it stands).
 import EventBusPolicy
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// One subscription: `pattern` on one connection, at `position` in the list
 /// of connections subscribed with that pattern (an exact type's, or a trie

@@ -11,7 +11,7 @@
 // `releaseRetained` (the retention code calls them). An account lives while
 // its uid has a connection or retained bytes.
 import EventBusPolicy
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// The per-uid and total limits of PROTOCOL.md's quota table that are not
 /// per-connection options of `BrokerConfiguration` (defaults are the table's).

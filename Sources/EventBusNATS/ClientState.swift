@@ -9,7 +9,7 @@
 // (DESIGN-NOTES-1.1 A.7; the MQTT bridges' ordering bugs): INFO, then CONNECT
 // and PING; on its PONG, every SUB, then the held messages in order, then the
 // gap report, then the announcements, and only then anything published later.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// The whole client state; one owner (the driver, under its lock).
 package struct ClientState {

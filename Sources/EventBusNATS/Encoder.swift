@@ -7,7 +7,7 @@
 // end a line early. CONNECT always spells out `verbose:false` and
 // `pedantic:false`: the server's defaults for omitted fields are `true`
 // (nats-server client.go `defaultOpts`).
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// The CONNECT options this client sends.
 package struct ConnectOptions: Equatable, Sendable {

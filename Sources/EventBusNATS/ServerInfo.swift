@@ -5,7 +5,7 @@
 // Before editing: unknown fields are ignored and missing ones keep their
 // defaults, so a newer or older server never fails the parse; only text that
 // is not one JSON object is an error.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// The fields of INFO this client uses. Example (nats-server 2.9.10, a cluster node):
 /// `INFO {"server_id":"NDMY…","server_name":"n1","version":"2.9.10","proto":1,"go":"go1.19.8","host":"127.0.0.1","port":15221,"headers":true,"max_payload":1048576,"client_id":8,"client_ip":"127.0.0.1","cluster":"c1","connect_urls":["127.0.0.1:15221","127.0.0.1:15222","127.0.0.1:15223"]} `

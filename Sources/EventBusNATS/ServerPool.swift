@@ -6,7 +6,7 @@
 // leaves the pool when a later INFO no longer lists it, unless it is the
 // server we are connected to. An INFO without `connect_urls` changes nothing.
 // New servers are shuffled in, but the first entry stays first.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// A NATS server address: host (name or IP literal, no brackets) and port.
 package struct ServerAddress: Hashable, Sendable, CustomStringConvertible {

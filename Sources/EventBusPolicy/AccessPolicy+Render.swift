@@ -5,7 +5,7 @@
 // Before editing: every non-comment line of the output must parse back to
 // the same rule (a test reads it back), so the output can serve as a
 // policy file itself; comments carry the origins and the names.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 extension AccessPolicy {
     /// Who may `bridge` without a policy file, for messages: `uid 0` when

@@ -7,7 +7,7 @@
 // order never changes a decision: merging only concatenates, and every
 // choice between lines (rules, defaults, limits) is made by level and effect,
 // with file order used only to pick which line a message names.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// The policy of a broker: every rule, `default` and `limit` line of its
 /// files, or the built-in behaviour when there are none.

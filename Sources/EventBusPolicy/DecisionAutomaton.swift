@@ -12,7 +12,7 @@
 // breadth-first, so a state's children have higher numbers (the absorbing
 // states, where no rule is left in `prefix`, loop on themselves); the passes
 // in `finish` rely on that order.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// A decision and the rule (or default, or built-in) that made it.
 /// `origin` indexes the policy's origin table (`PolicyView.origin(of:)`).

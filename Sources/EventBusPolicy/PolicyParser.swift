@@ -6,7 +6,7 @@
 // words an administrator can act on; the error table in
 // Tests/EventBusPolicyTests/ParserTests.swift pins the wording. The parser
 // never stops at the first error, so `--check-policy` can list them all.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// One policy file as the caller read it.
 /// Example: `PolicySource(path: "/etc/eventbus/policy.conf", text: "deny publish system.>\n")`.

@@ -5,7 +5,7 @@
 // Before editing: these are the parser's output and the renderer's input;
 // `%u` stays unexpanded here (`PolicyView` expands it per uid), names are
 // already numbers.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// What a rule is about: `connect`, `publish`, `subscribe`, `bridge`,
 /// (1.2, PROTOCOL.md "Flow control") `hold` or (1.3, "Request/reply") `serve`.

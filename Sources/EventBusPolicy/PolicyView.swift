@@ -6,7 +6,7 @@
 // Before editing: a view is immutable; a policy reload makes new views. The
 // broker's per-event calls are `publish(_:)` and `receive(_:)`; keep them free
 // of allocation (see the benchmark in Benchmarks/eventbus-policy-bench).
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// The answer to `subscribe` (PROTOCOL.md "Access policy (1.1)").
 package enum SubscribeDecision: Hashable, Sendable {

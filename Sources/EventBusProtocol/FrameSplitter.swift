@@ -12,7 +12,7 @@
 import Glibc
 
 /// One unit of input found by `FrameSplitter`.
-package enum SplitFrame {
+@_spi(Package) public enum SplitFrame {
     /// A frame's bytes, without LF and without a CR before it. Valid only during the callback.
     case frame(UnsafeRawBufferPointer)
     /// A frame longer than the limit was discarded; `bytes` is its length before the LF
@@ -23,35 +23,35 @@ package enum SplitFrame {
 /// Per-connection framing state. Memory held: at most `maxFrameBytes + 1`
 /// bytes of one incomplete frame, or the rest of one chunk after an early
 /// stop (`hasBacklog`); nothing while idle.
-package struct FrameSplitter {
+@_spi(Package) public struct FrameSplitter {
     /// Largest frame accepted, in bytes before the LF/CRLF.
-    package let maxFrameBytes: Int
+    @_spi(Package) public let maxFrameBytes: Int
     /// Bytes carried over from earlier chunks: an incomplete frame, or with
     /// `hasBacklog` unread input from `backlogStart` on (which may hold
     /// complete frames and end in an incomplete one).
-    package private(set) var pending: [UInt8] = []
+    @_spi(Package) public private(set) var pending: [UInt8] = []
     /// A callback stopped early: `pending[backlogStart...]` is input not yet split.
-    package private(set) var hasBacklog = false
+    @_spi(Package) public private(set) var hasBacklog = false
     var backlogStart = 0
     /// Inside an oversized frame: dropping bytes until its LF.
-    package private(set) var discarding = false
+    @_spi(Package) public private(set) var discarding = false
     var discardedBytes = 0
     /// The last byte dropped while discarding was a CR (it may precede the LF,
     /// and is then not counted in the reported size, whatever the chunking).
     var discardedEndsWithCR = false
 
     /// - Parameter maxFrameBytes: the frame limit in bytes (PROTOCOL.md default 1 MiB).
-    package init(maxFrameBytes: Int = ProtocolConstants.defaultMaxFrameBytes) {
+    @_spi(Package) public init(maxFrameBytes: Int = ProtocolConstants.defaultMaxFrameBytes) {
         precondition(maxFrameBytes > 0)
         self.maxFrameBytes = maxFrameBytes
     }
 
     /// Whether input is buffered: an incomplete frame (or one being
     /// discarded), or a backlog.
-    package var hasPartialFrame: Bool { !pending.isEmpty || discarding }
+    @_spi(Package) public var hasPartialFrame: Bool { !pending.isEmpty || discarding }
 
     /// Bytes of memory the splitter holds (the capacity of its buffer), 0 when idle.
-    package var heldBytes: Int { pending.capacity }
+    @_spi(Package) public var heldBytes: Int { pending.capacity }
 
     /// Feeds `chunk` and calls `body` for every complete frame, in order: the
     /// backlog's first, then the chunk's. `body` returns false to stop: the
@@ -62,7 +62,7 @@ package struct FrameSplitter {
     ///   bounded piece of work per call; issue 20).
     /// - Returns: false when `body` or `limit` stopped it early.
     @discardableResult
-    package mutating func feed(_ chunk: UnsafeRawBufferPointer, stopAfter limit: Int = .max, _ body: (SplitFrame) -> Bool) -> Bool {
+    @_spi(Package) public mutating func feed(_ chunk: UnsafeRawBufferPointer, stopAfter limit: Int = .max, _ body: (SplitFrame) -> Bool) -> Bool {
         if hasBacklog {
             if chunk.count > 0 { pending.append(contentsOf: chunk) }
             return splitBacklog(limit, body)
@@ -80,7 +80,7 @@ package struct FrameSplitter {
 
     /// Keeps `chunk` unread, behind whatever the splitter holds: the next
     /// `feed` splits it (the broker's held publisher, PROTOCOL.md "Flow control (1.2)").
-    package mutating func keepUnread(_ chunk: UnsafeRawBufferPointer) {
+    @_spi(Package) public mutating func keepUnread(_ chunk: UnsafeRawBufferPointer) {
         guard chunk.count > 0 else { return }
         if !hasBacklog {
             // An incomplete frame in `pending` is the backlog's beginning.
@@ -158,7 +158,7 @@ package struct FrameSplitter {
     /// Handles end of input: the backlog, then a buffered last frame without
     /// LF as if it had one. The splitter is empty afterwards unless `body`
     /// stopped in the backlog.
-    package mutating func finish(_ body: (SplitFrame) -> Bool) {
+    @_spi(Package) public mutating func finish(_ body: (SplitFrame) -> Bool) {
         if hasBacklog && !splitBacklog(.max, body) { return }
         guard hasPartialFrame else { return }
         _ = completeFrame(with: UnsafeRawBufferPointer(start: nil, count: 0), body)

@@ -5,18 +5,18 @@
 // `members` allocates and is for clients and tests.
 
 /// One top-level member of a scanned object: decoded key, raw value token.
-package struct JSONMember: Equatable, Sendable {
-    package var key: String
-    package var value: JSONToken
+@_spi(Package) public struct JSONMember: Equatable, Sendable {
+    @_spi(Package) public var key: String
+    @_spi(Package) public var value: JSONToken
 }
 
-package enum JSONObject {
+@_spi(Package) public enum JSONObject {
     /// Errors: not JSON at all, or JSON that is not an object.
-    package enum ReadError: Error, Equatable, Sendable, CustomStringConvertible {
+    @_spi(Package) public enum ReadError: Error, Equatable, Sendable, CustomStringConvertible {
         case syntax(JSONSyntaxError)
         case notAnObject
 
-        package var description: String {
+        @_spi(Package) public var description: String {
             switch self {
             case .syntax(let error): "invalid JSON: \(error)"
             case .notAnObject: "not a JSON object"
@@ -34,7 +34,7 @@ package enum JSONObject {
     /// - Parameter lineSafe: refuse a raw CR, U+0085, U+2028 or U+2029
     ///   (`JSONScanner.lineSafe`: the broker's requests); an error at a raw
     ///   CR (not whitespace then, a control character in a string) is `.lineBreak`.
-    package static func scan(_ bytes: UnsafeRawBufferPointer, maxDepth: Int = ProtocolConstants.maxDepth, lineSafe: Bool = false, _ member: (JSONToken, JSONToken) -> Void) throws(ReadError) {
+    @_spi(Package) public static func scan(_ bytes: UnsafeRawBufferPointer, maxDepth: Int = ProtocolConstants.maxDepth, lineSafe: Bool = false, _ member: (JSONToken, JSONToken) -> Void) throws(ReadError) {
         var s = JSONScanner(bytes, maxDepth: maxDepth, lineSafe: lineSafe)
         s.skipWhitespace()
         guard s.position < bytes.count, bytes[s.position] == 0x7B else {
@@ -56,7 +56,7 @@ package enum JSONObject {
 
     /// The top-level members of one JSON object, in order, later duplicates included.
     /// - Throws: `ReadError`.
-    package static func members(_ bytes: UnsafeRawBufferPointer, maxDepth: Int = ProtocolConstants.maxDepth) throws(ReadError) -> [JSONMember] {
+    @_spi(Package) public static func members(_ bytes: UnsafeRawBufferPointer, maxDepth: Int = ProtocolConstants.maxDepth) throws(ReadError) -> [JSONMember] {
         var result: [JSONMember] = []
         try scan(bytes, maxDepth: maxDepth) { key, value in
             result.append(JSONMember(key: JSONString.decode(bytes, key), value: value))
@@ -65,7 +65,7 @@ package enum JSONObject {
     }
 
     /// Whether valid UTF-8 `bytes` hold U+0085, U+2028 or U+2029.
-    package static func containsLineSeparator(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    @_spi(Package) public static func containsLineSeparator(_ bytes: UnsafeRawBufferPointer) -> Bool {
         lineSeparatorLength(bytes, at: 0, end: bytes.count, scanning: true) != 0
     }
 
@@ -88,7 +88,7 @@ package enum JSONObject {
     /// as they are, but for U+0085, U+2028 and U+2029, written as `\u`
     /// escapes: the same value): compacts pretty-printed JSON that the
     /// scanner validated.
-    package static func appendCompacted(_ bytes: UnsafeRawBufferPointer, _ token: JSONToken, to out: inout [UInt8]) {
+    @_spi(Package) public static func appendCompacted(_ bytes: UnsafeRawBufferPointer, _ token: JSONToken, to out: inout [UInt8]) {
         var i = token.start
         var inString = false
         while i < token.end {

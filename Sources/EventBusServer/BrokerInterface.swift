@@ -8,7 +8,7 @@
 // on a declared option it does not handle (InterfaceAgreementTests runs every
 // declared option against the built broker).
 import EventBusCommandLine
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// The socket file mode eventbusd binds a path with unless `--mode` says otherwise.
 package let defaultSocketMode: UInt32 = 0o666

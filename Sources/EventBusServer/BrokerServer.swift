@@ -18,7 +18,7 @@
 import CEventBusShims
 import EventBusCore
 import EventBusLog
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSystem
 import Glibc
 

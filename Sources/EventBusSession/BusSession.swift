@@ -21,7 +21,7 @@
 // answered without one, but then it asked nothing). Subscriptions are kept
 // by `SubscriptionKey` (pattern, `serve`, `group`); only plain ones replay. `Tag` is the driver's own
 // record of a request of its own (a completion, a batch of imports).
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// The `hello` a session says (PROTOCOL.md "Requests": `hello`).
 package struct Hello: Sendable, Equatable {

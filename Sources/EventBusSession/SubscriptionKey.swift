@@ -6,7 +6,7 @@
 // every subscribe and unsubscribe of it, and never asks a replay (`since`,
 // `last`) for one that serves or is in a group (requests are never replayed;
 // `since`/`last` with `group` is `bad_request`).
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// A subscription: its pattern and (1.3) whether it serves requests and its
 /// queue group. A plain one is the 1.0 subscription.

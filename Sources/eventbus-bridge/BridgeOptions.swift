@@ -10,7 +10,7 @@
 // eventbus-bridge(8) and the completions come from it).
 import EventBusBridge
 import EventBusCommandLine
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSystem
 
 /// A reason to stop before running: a status and one line for stderr.

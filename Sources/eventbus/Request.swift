@@ -8,9 +8,9 @@
 // `RequestOutcome` (unit-tested). `--timeout` goes to the broker, which keeps the deadline and
 // answers `timeout`; the CLI waits a little longer for that answer, then
 // gives up with 124 itself (a broker that never answers).
-import EventBusCLI
+@_spi(Package) import EventBusCLI
 import EventBusCommandLine
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSystem
 
 /// How long past `--timeout` the CLI waits for the broker's `timeout` answer.

@@ -16,9 +16,9 @@
 // answers or (--json) at the end of standard input; 69 when the broker goes;
 // 77 when the policy forbids serving a TYPE; 126/127 when COMMAND cannot
 // run.
-import EventBusCLI
+@_spi(Package) import EventBusCLI
 import EventBusCommandLine
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSession
 import EventBusSystem
 import Glibc

@@ -20,7 +20,7 @@
 // (DocumentedDurationTests).
 import EventBusCommandLine
 import EventBusLog
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusServer
 import EventBusSystem
 

@@ -2,9 +2,9 @@
 // `RequestOutcome`), without a broker: the answers go in as broker frames.
 // The same outcomes against a real broker and CLI are in
 // EventBusIntegrationTests (CLIRequestServeTests).
-import EventBusCLI
+@_spi(Package) import EventBusCLI
 import EventBusCommandLine
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Testing
 
 /// The reply of the broker frame `text`.

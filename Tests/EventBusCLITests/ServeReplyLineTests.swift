@@ -2,8 +2,8 @@
 // (EventBusCLI's `ServeReplyLine`), without a broker: a reply to a token with
 // data or an error text, nothing for a blank line, and the reason a line is
 // no reply. serve --json against a real broker is in EventBusIntegrationTests.
-import EventBusCLI
-import EventBusProtocol
+@_spi(Package) import EventBusCLI
+@_spi(Package) import EventBusProtocol
 import Testing
 
 /// What `text` reads as: "to data error", "blank", or "bad: reason".
