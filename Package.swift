@@ -42,6 +42,12 @@ let package = Package(
             pkgConfig: "libsystemd",
             providers: [.apt(["libsystemd-dev"])]
         ),
+        // Protocol's shared declarations are `@_spi(Package) public`, not
+        // `package` (the other targets import it with `@_spi(Package)`): the
+        // compiler's default cross-module optimisation inlines only public
+        // functions, and the broker's per-event path crosses into the codec
+        // (callgrind case 1: 2,659 Ir/delivery with `package`, 2,373 with SPI,
+        // 2,375 before either). Users see neither (docs/CLIENT.md, scripts/public-api).
         .target(name: "EventBusProtocol", swiftSettings: strict),
         // Access policy (PROTOCOL.md "Access policy (1.1)"): parsing and
         // decisions, pure like Protocol; Core applies it.
@@ -196,7 +202,7 @@ let package = Package(
         // to it with made-up uids (ConnectionHandoff): no root needed (issue 35).
         .testTarget(
             name: "EventBusServerTests",
-            dependencies: ["EventBusServer", "EventBusCore", "EventBusPolicy", "EventBusLog", "EventBusSystem", "EventBusTestSupport"],
+            dependencies: ["EventBusServer", "EventBusCore", "EventBusPolicy", "EventBusLog", "EventBusSystem", "EventBusCommandLine", "EventBusTestSupport"],
             swiftSettings: strict
         ),
         .testTarget(name: "EventBusSessionTests", dependencies: ["EventBusSession", "EventBusProtocol"], swiftSettings: strict),

@@ -332,6 +332,14 @@ private func groupThroughput(_ options: RunOptions, members: Int, stopOne: Bool)
         received.append(child.readResult(timeoutMs: 10_000))
         reap(child.pid, timeoutMs: 5000)
     }
+    var fields = groupFields(published: published, received: received, stopOne: stopOne)
+    let delivered = fields.int("delivered")
+    fields["cpu_us"] = delivered > 0 ? fixed(Double(cpuAfter - cpuBefore) / Double(delivered), 3) : "0"
+    return fields
+}
+
+/// `groupThroughput`'s result from the publisher's and the members' results (all but `cpu_us`).
+private func groupFields(published: Fields, received: [Fields], stopOne: Bool) -> Fields {
     let sent = published.int("sent")
     let counts = received.map { $0.int("events") }
     let delivered = counts.reduce(0, +)
@@ -347,9 +355,8 @@ private func groupThroughput(_ options: RunOptions, members: Int, stopOne: Bool)
     let low = counts.min() ?? 0, high = counts.max() ?? 0
     fields["member_min"] = String(low)
     fields["member_max"] = String(high)
-    fields["spread"] = delivered > 0 ? fixed(Double(high - low) * 100 / (Double(delivered) / Double(members)), 1) : "0"
+    fields["spread"] = delivered > 0 ? fixed(Double(high - low) * 100 / (Double(delivered) / Double(received.count)), 1) : "0"
     if stopOne { fields["stopped"] = String(counts[0]) }
-    fields["cpu_us"] = delivered > 0 ? fixed(Double(cpuAfter - cpuBefore) / Double(delivered), 3) : "0"
     fields["errors"] = String(published.int("errors") + received.reduce(0) { $0 + $1.int("other") })
     fields["disconnected"] = String(received.reduce(0) { $0 + $1.int("closed") })
     return fields

@@ -230,28 +230,41 @@ func printReport(path: String) {
                 || results.skipped["\(row.caseID)/\(b)"] != nil
         }
         guard known else { continue }
-        let cells = columns.map { broker in
-            let cell = results.cell(row.caseID, row.key, broker, row.unit)
-            guard let ofKey = row.ofKey, let delivered = results.median(row.caseID, ofKey, broker) else { return cell }
-            return cell + " of " + Unit.rate.format(delivered)
-        }
-        let eventbus = results.median(row.caseID, row.key, "eventbus")
-        var best: (String, Double)?
-        if row.better != .neither {
-            for peer in peers {
-                guard let v = results.median(row.caseID, row.key, peer) else { continue }
-                if let current = best, row.better == .higher ? v <= current.1 : v >= current.1 { continue }
-                best = (peer, v)
-            }
-        }
-        var ratio: Double?
-        if let eventbus, let best, best.1 != 0 { ratio = eventbus / best.1 }
-        let ratioText = ratio.map { "\(fixed($0, 2))× \(best!.0)" } ?? "–"
-        out += "| \(row.number) | \(row.label) | " + cells.joined(separator: " | ")
-            + " | \(ratioText) | \(targetText(row, eventbus: eventbus, bestRatio: ratio, results: results)) |\n"
+        out += tableRow(row, results, columns: columns, peers: peers)
         if row.caseID == "c6" && row.key == "cpu_us" { out += shareRow(results, columns) }
     }
-    out += "\nMedian [min–max] of \(results.reps.count) run\(results.reps.count == 1 ? "" : "s") per cell"
+    out += footnotes(results, peers: peers)
+    out += fairnessTable(results, columns)
+    out += shellTable(results)
+    writeAll(1, out)
+}
+
+/// One row of the main table: each broker's cell, eventbus against the best peer, the target.
+private func tableRow(_ row: Row, _ results: Results, columns: [String], peers: [String]) -> String {
+    let cells = columns.map { broker in
+        let cell = results.cell(row.caseID, row.key, broker, row.unit)
+        guard let ofKey = row.ofKey, let delivered = results.median(row.caseID, ofKey, broker) else { return cell }
+        return cell + " of " + Unit.rate.format(delivered)
+    }
+    let eventbus = results.median(row.caseID, row.key, "eventbus")
+    var best: (String, Double)?
+    if row.better != .neither {
+        for peer in peers {
+            guard let v = results.median(row.caseID, row.key, peer) else { continue }
+            if let current = best, row.better == .higher ? v <= current.1 : v >= current.1 { continue }
+            best = (peer, v)
+        }
+    }
+    var ratio: Double?
+    if let eventbus, let best, best.1 != 0 { ratio = eventbus / best.1 }
+    let ratioText = ratio.map { "\(fixed($0, 2))× \(best!.0)" } ?? "–"
+    return "| \(row.number) | \(row.label) | " + cells.joined(separator: " | ")
+        + " | \(ratioText) | \(targetText(row, eventbus: eventbus, bestRatio: ratio, results: results)) |\n"
+}
+
+/// What the table's figures are, the cases that do not apply and the run's notes.
+private func footnotes(_ results: Results, peers: [String]) -> String {
+    var out = "\nMedian [min–max] of \(results.reps.count) run\(results.reps.count == 1 ? "" : "s") per cell"
     if !results.latencyRuns.isEmpty && results.latencyRuns.count != results.reps.count {
         out += " (case 3: \(results.latencyRuns.count) runs)"
     }
@@ -267,9 +280,7 @@ func printReport(path: String) {
     if !reasons.isEmpty { out += "\nn/a: " + reasons.joined(separator: "; ") + ".\n" }
     for note in results.notes { out += "\n- Note: \(note)." }
     if !results.notes.isEmpty { out += "\n" }
-    out += fairnessTable(results, columns)
-    out += shellTable(results)
-    writeAll(1, out)
+    return out
 }
 
 /// The target cell of a row: the target and whether eventbus meets it.

@@ -92,34 +92,37 @@ func runShell(_ options: ShellOptions) -> Never {
     exit(0)
 }
 
+/// The skip reason of a CLI that exited 0 but published nothing.
+private let silentRun = "CLI_did_not_publish"
+
 /// One visible run, watched: a tool that fails says why, once, and one that
 /// exits 0 without publishing is caught.
 /// - Returns: nil when the run delivered, else the reason to skip the tool.
 private func watchedFirstRun(_ options: ShellOptions, _ arguments: [String], devNull: Int32) -> String? {
-    let run = { reapPromptly(spawn(options.cli, arguments, stdout: devNull), timeoutMs: 10_000) }
-    let failed = { (status: Int32) -> String in
+    let run = { () -> String? in
+        let status = reapPromptly(spawn(options.cli, arguments, stdout: devNull), timeoutMs: 10_000)
+        guard status != 0 else { return nil }
         printErr("shell case: \(options.cli) \(arguments.joined(separator: " ")) exited \(status)")
         return "CLI_exited_\(status)"
     }
-    let silent = "CLI_did_not_publish"
     if let wire = options.tool.watchWire {
         let watcher = openClient(wire, options.socket)
         defer { close(watcher) }
         subscribe(watcher, wire, types: ["bench.shell"])
-        let status = run()
-        if status != 0 { return failed(status) }
+        if let failure = run() { return failure }
         let delivered = readFrames(watcher, wire, timeoutMs: 2000, failOnTimeout: false) { frame in
             frame.hasPrefix(#"{"op":"event""#) || frame.hasPrefix("message ") || frame.hasPrefix("PUBLISH ")
         }
         if !delivered { printErr("shell case: \(options.cli) exited 0 but no event reached a subscriber within 2 s") }
-        return delivered ? nil : silent
+        return delivered ? nil : silentRun
     }
-    if options.tool == .floor {
-        let status = run()
-        return status == 0 ? nil : failed(status)
-    }
-    // dbus-send: dbus-monitor prints every signal of our interface; it is
-    // watching once it printed its own NameAcquired/NameLost.
+    if options.tool == .floor { return run() }
+    return watchedByMonitor(options, devNull: devNull, run: run)
+}
+
+/// `watchedFirstRun` for dbus-send: dbus-monitor prints every signal of our
+/// interface; it is watching once it printed its own NameAcquired/NameLost.
+private func watchedByMonitor(_ options: ShellOptions, devNull: Int32, run: () -> String?) -> String? {
     guard access(options.monitor, X_OK) == 0 else { fail("shell case: \(options.monitor) is not executable") }
     var fds: [Int32] = [0, 0]
     guard pipe(&fds) == 0 else { fail("failed to create a pipe: \(errnoText())") }
@@ -137,11 +140,10 @@ private func watchedFirstRun(_ options: ShellOptions, _ arguments: [String], dev
     guard readUntil(fds[0], contains: "member=NameLost", into: &output, timeoutMs: 10_000) else {
         fail("shell case: dbus-monitor did not start watching within 10 s")
     }
-    let status = run()
-    if status != 0 { return failed(status) }
+    if let failure = run() { return failure }
     if readUntil(fds[0], contains: "member=Shell", into: &output, timeoutMs: 2000) { return nil }
     printErr("shell case: \(options.cli) exited 0 but dbus-monitor saw no signal within 2 s")
-    return silent
+    return silentRun
 }
 
 /// Reads `fd` into `output` until the text `needle` appears in it, for up

@@ -49,127 +49,156 @@ private final class Inbound {
 
 /// Runs the subscriber role and exits.
 func runSubscriber(_ options: SubscriberOptions) -> Never {
-    var connections: [Inbound] = []
-    for index in 0..<(options.live + options.stalled) {
-        let fd = openClient(options.wire, options.socket)
-        subscribe(fd, options.wire, types: options.wire == .relay ? [] : [options.type], group: options.group)
-        setNonBlocking(fd)
-        connections.append(Inbound(fd: fd, stalled: index >= options.live))
-    }
-    var samples: UnsafeMutablePointer<Int64>?
-    if options.latencySamples > 0 {
-        samples = .allocate(capacity: options.latencySamples)
-        for c in connections where !c.stalled {
-            c.tally.samples = samples
-            c.tally.sampleCapacity = options.latencySamples
-        }
-    }
-    writeAll(1, "ready\n")
+    SubscriberLoop(options).run()
+}
 
+/// The subscriber process: its connections, its control input (stdin) and
+/// whether it drains.
+private final class SubscriberLoop {
+    let options: SubscriberOptions
+    var connections: [Inbound] = []
+    /// Latency samples, shared by the live connections (nil: none recorded).
+    var samples: UnsafeMutablePointer<Int64>? = nil
     let eventbusScanner = EventBusScanner()
     let redisScanner = RedisScanner()
     let natsScanner = NATSScanner()
     let mqttScanner = MQTTScanner()
     let relayScanner = RelayScanner()
-    let latency = samples != nil
-    let hardDeadline = monotonicNanos() + Int64(options.deadlineSeconds) * 1_000_000_000
-    let idleNanos = Int64(options.idleMs) * 1_000_000
+    var hardDeadline: Int64 = 0
+    let idleNanos: Int64
     var draining = false
     var waitingForIdle = false
-    var lastActivity = monotonicNanos()
+    var lastActivity: Int64 = 0
     var control: [UInt8] = []
+    /// stdin, then `polled`.
     var pollSet: [pollfd] = []
     var polled: [Inbound] = []
+    var needsRebuild = false
+
+    /// Connects and subscribes every connection.
+    init(_ options: SubscriberOptions) {
+        self.options = options
+        idleNanos = Int64(options.idleMs) * 1_000_000
+        for index in 0..<(options.live + options.stalled) {
+            let fd = openClient(options.wire, options.socket)
+            subscribe(fd, options.wire, types: options.wire == .relay ? [] : [options.type], group: options.group)
+            setNonBlocking(fd)
+            connections.append(Inbound(fd: fd, stalled: index >= options.live))
+        }
+        if options.latencySamples > 0 {
+            let samples = UnsafeMutablePointer<Int64>.allocate(capacity: options.latencySamples)
+            self.samples = samples
+            for c in connections where !c.stalled {
+                c.tally.samples = samples
+                c.tally.sampleCapacity = options.latencySamples
+            }
+        }
+    }
+
+    func run() -> Never {
+        writeAll(1, "ready\n")
+        hardDeadline = monotonicNanos() + Int64(options.deadlineSeconds) * 1_000_000_000
+        lastActivity = monotonicNanos()
+        rebuildPollSet()
+        while true {
+            let timeout = pollTimeout()
+            guard case .success(let ready) = systemCall(.returnZero, { poll(&pollSet, nfds_t(pollSet.count), timeout) }) else {
+                fail("subscriber: poll failed: \(errnoText())")
+            }
+            if ready <= 0 { continue }
+            for index in 1..<pollSet.count where pollSet[index].revents != 0 { read(polled[index - 1]) }
+            if pollSet[0].revents != 0 { readControl() }
+            if needsRebuild { rebuildPollSet() }
+        }
+    }
 
     func rebuildPollSet() {
         polled = connections.filter { !$0.closed && (draining || !$0.stalled) }
         pollSet = [pollfd(fd: 0, events: Int16(POLLIN), revents: 0)]
             + polled.map { pollfd(fd: $0.fd, events: Int16(POLLIN), revents: 0) }
+        needsRebuild = false
     }
-    rebuildPollSet()
 
-    while true {
+    /// The poll timeout, ms; prints `idle` once a drain has been quiet for the idle time.
+    func pollTimeout() -> Int32 {
         let now = monotonicNanos()
         if now > hardDeadline { fail("subscriber: no `result` command within \(options.deadlineSeconds) s") }
-        var timeout: Int32 = 1000
-        if waitingForIdle {
-            let quietFor = now - lastActivity
-            if quietFor >= idleNanos {
-                waitingForIdle = false
-                writeAll(1, "idle\n")
-            } else {
-                timeout = Int32(max(1, (idleNanos - quietFor) / 1_000_000))
-            }
+        guard waitingForIdle else { return 1000 }
+        let quietFor = now - lastActivity
+        if quietFor >= idleNanos {
+            waitingForIdle = false
+            writeAll(1, "idle\n")
+            return 1000
         }
-        guard case .success(let ready) = systemCall(.returnZero, { poll(&pollSet, nfds_t(pollSet.count), timeout) }) else {
-            fail("subscriber: poll failed: \(errnoText())")
-        }
-        if ready <= 0 { continue }
+        return Int32(max(1, (idleNanos - quietFor) / 1_000_000))
+    }
 
-        var needsRebuild = false
-        for index in 1..<pollSet.count where pollSet[index].revents != 0 {
-            let c = polled[index - 1]
-            // Up to four reads per wake-up: fewer poll calls under load.
-            for _ in 0..<4 {
-                let result = systemCall { read(c.fd, c.buffer + c.used, c.capacity - c.used) }
-                if case .failure(let e) = result, e == .wouldBlock { break }
-                guard case .success(let n) = result, n > 0 else {  // EOF or reset: the broker closed us (redis: output buffer limit)
-                    c.closed = true
-                    needsRebuild = true
-                    break
-                }
-                let at = monotonicNanos()
-                lastActivity = at
-                c.used += n
-                let before = c.tally.events
-                c.tally.now = at
-                let consumed: Int
-                switch options.wire {
-                case .eventbus: consumed = eventbusScanner.scan(c.buffer, c.used, into: &c.tally, latency: latency)
-                case .redis: consumed = redisScanner.scan(c.buffer, c.used, into: &c.tally, latency: latency)
-                case .nats: consumed = natsScanner.scan(c.buffer, c.used, into: &c.tally, latency: latency)
-                case .mqtt: consumed = mqttScanner.scan(c.buffer, c.used, into: &c.tally, latency: latency)
-                case .relay: consumed = relayScanner.scan(c.buffer, c.used, into: &c.tally, latency: latency)
-                }
-                while c.tally.pings > 0 {  // nats-server's keep-alive; we write nothing else
-                    writeAll(c.fd, NATS.pong)
-                    c.tally.pings -= 1
-                }
-                if c.tally.events != before {
-                    if c.firstEvent == 0 { c.firstEvent = at }
-                    c.lastEvent = at
-                }
-                if consumed > 0 {
-                    memmove(c.buffer, c.buffer + consumed, c.used - consumed)
-                    c.used -= consumed
-                }
-                if c.used == c.capacity { fail("subscriber: a frame longer than \(c.capacity) bytes") }
-                if n < c.capacity / 4 { break }
+    /// Reads a ready connection (up to four reads: fewer poll calls under load) and counts what arrived.
+    func read(_ c: Inbound) {
+        for _ in 0..<4 {
+            let result = systemCall { Glibc.read(c.fd, c.buffer + c.used, c.capacity - c.used) }
+            if case .failure(let e) = result, e == .wouldBlock { break }
+            guard case .success(let n) = result, n > 0 else {  // EOF or reset: the broker closed us (redis: output buffer limit)
+                c.closed = true
+                needsRebuild = true
+                break
             }
+            let at = monotonicNanos()
+            lastActivity = at
+            c.used += n
+            let before = c.tally.events
+            c.tally.now = at
+            let consumed = scan(c)
+            while c.tally.pings > 0 {  // nats-server's keep-alive; we write nothing else
+                writeAll(c.fd, NATS.pong)
+                c.tally.pings -= 1
+            }
+            if c.tally.events != before {
+                if c.firstEvent == 0 { c.firstEvent = at }
+                c.lastEvent = at
+            }
+            if consumed > 0 {
+                memmove(c.buffer, c.buffer + consumed, c.used - consumed)
+                c.used -= consumed
+            }
+            if c.used == c.capacity { fail("subscriber: a frame longer than \(c.capacity) bytes") }
+            if n < c.capacity / 4 { break }
         }
+    }
 
-        if pollSet[0].revents != 0 {
-            var chunk = [UInt8](repeating: 0, count: 256)
-            let result = chunk.withUnsafeMutableBytes { buffer in systemCall { read(0, buffer.baseAddress, buffer.count) } }
-            guard case .success(let n) = result, n > 0 else { exit(1) }  // the driver went away
-            if n > 0 { control += chunk[0..<n] }
-            while let lf = control.firstIndex(of: 0x0A) {
-                let command = String(decoding: control[0..<lf], as: UTF8.self)
-                control.removeFirst(lf + 1)
-                switch command {
-                case "drain":
-                    if !draining { draining = true; needsRebuild = true }
-                    waitingForIdle = true
-                    lastActivity = monotonicNanos()
-                case "result":
-                    printResult(connections, samples: samples)
-                    exit(0)
-                default:
-                    fail("subscriber: unknown command \(command)")
-                }
+    /// Counts the whole frames in `c`'s buffer. - Returns: the bytes they took.
+    func scan(_ c: Inbound) -> Int {
+        let latency = samples != nil
+        switch options.wire {
+        case .eventbus: return eventbusScanner.scan(c.buffer, c.used, into: &c.tally, latency: latency)
+        case .redis: return redisScanner.scan(c.buffer, c.used, into: &c.tally, latency: latency)
+        case .nats: return natsScanner.scan(c.buffer, c.used, into: &c.tally, latency: latency)
+        case .mqtt: return mqttScanner.scan(c.buffer, c.used, into: &c.tally, latency: latency)
+        case .relay: return relayScanner.scan(c.buffer, c.used, into: &c.tally, latency: latency)
+        }
+    }
+
+    /// Reads the driver's commands: `drain`, `result`; EOF ends the process.
+    func readControl() {
+        var chunk = [UInt8](repeating: 0, count: 256)
+        let result = chunk.withUnsafeMutableBytes { buffer in systemCall { Glibc.read(0, buffer.baseAddress, buffer.count) } }
+        guard case .success(let n) = result, n > 0 else { exit(1) }  // the driver went away
+        control += chunk[0..<n]
+        while let lf = control.firstIndex(of: 0x0A) {
+            let command = String(decoding: control[0..<lf], as: UTF8.self)
+            control.removeFirst(lf + 1)
+            switch command {
+            case "drain":
+                if !draining { draining = true; needsRebuild = true }
+                waitingForIdle = true
+                lastActivity = monotonicNanos()
+            case "result":
+                printResult(connections, samples: samples)
+                exit(0)
+            default:
+                fail("subscriber: unknown command \(command)")
             }
         }
-        if needsRebuild { rebuildPollSet() }
     }
 }
 

@@ -258,31 +258,11 @@ struct RespFrame {
 /// by pub/sub). Returns nil when the frame is not complete in `count` bytes.
 @inline(__always)
 func parseResp(_ p: UnsafePointer<UInt8>, _ start: Int, _ count: Int) -> RespFrame? {
-    // Parses the decimal number (maybe negative) after a type byte at `at`,
-    // up to CR LF; returns the value and the offset after the LF.
-    @inline(__always)
-    func number(_ at: Int) -> (Int, Int)? {
-        var i = at + 1
-        var negative = false
-        if i < count && p[i] == 0x2D { negative = true; i += 1 }
-        var n = 0
-        while i < count && p[i] != 0x0D {
-            n = n &* 10 &+ Int(p[i] &- 0x30)
-            i += 1
-        }
-        guard i + 1 < count else { return nil }
-        return (negative ? -n : n, i + 2)
-    }
-    @inline(__always)
-    func lineEnd(_ at: Int) -> Int? {
-        guard let lf = memchr(p + at, 0x0A, count - at) else { return nil }
-        return UnsafeRawPointer(p).distance(to: UnsafeRawPointer(lf)) + 1
-    }
     guard start < count else { return nil }
     var frame = RespFrame()
     frame.kind = p[start]
     if frame.kind != 0x2A {  // not '*': one line
-        guard let end = lineEnd(start) else { return nil }
+        guard let end = respLineEnd(p, start, count) else { return nil }
         frame.end = end
         frame.firstStart = start
         frame.firstLength = end - start - 2
@@ -290,34 +270,57 @@ func parseResp(_ p: UnsafePointer<UInt8>, _ start: Int, _ count: Int) -> RespFra
         frame.lastLength = frame.firstLength
         return frame
     }
-    guard let (elements, afterHeader) = number(start) else { return nil }
+    guard let (elements, afterHeader) = respNumber(p, start, count) else { return nil }
     var at = afterHeader
     for index in 0..<max(elements, 0) {
-        guard at < count else { return nil }
-        var elementStart: Int
-        var elementLength: Int
-        if p[at] == 0x24 {  // '$' bulk string
-            guard let (length, dataStart) = number(at) else { return nil }
-            let len = max(length, 0)
-            guard dataStart + len + 2 <= count else { return nil }
-            elementStart = dataStart
-            elementLength = len
-            at = length < 0 ? dataStart : dataStart + len + 2
-        } else {
-            guard let end = lineEnd(at) else { return nil }
-            elementStart = at + 1
-            elementLength = end - at - 3
-            at = end
-        }
+        guard at < count, let element = respElement(p, at, count) else { return nil }
         if index == 0 {
-            frame.firstStart = elementStart
-            frame.firstLength = elementLength
+            frame.firstStart = element.start
+            frame.firstLength = element.length
         }
-        frame.lastStart = elementStart
-        frame.lastLength = elementLength
+        frame.lastStart = element.start
+        frame.lastLength = element.length
+        at = element.end
     }
     frame.end = at
     return frame
+}
+
+/// The decimal number (maybe negative) after a type byte at `at`, up to CR
+/// LF: the value and the offset after the LF; nil when cut short.
+@inline(__always)
+private func respNumber(_ p: UnsafePointer<UInt8>, _ at: Int, _ count: Int) -> (Int, Int)? {
+    var i = at + 1
+    var negative = false
+    if i < count && p[i] == 0x2D { negative = true; i += 1 }
+    var n = 0
+    while i < count && p[i] != 0x0D {
+        n = n &* 10 &+ Int(p[i] &- 0x30)
+        i += 1
+    }
+    guard i + 1 < count else { return nil }
+    return (negative ? -n : n, i + 2)
+}
+
+/// The offset after the LF of the line at `at`; nil when cut short.
+@inline(__always)
+private func respLineEnd(_ p: UnsafePointer<UInt8>, _ at: Int, _ count: Int) -> Int? {
+    guard let lf = memchr(p + at, 0x0A, count - at) else { return nil }
+    return UnsafeRawPointer(p).distance(to: UnsafeRawPointer(lf)) + 1
+}
+
+/// One element of a RESP array at `at` (a bulk string, or a one-line
+/// integer or simple string): its bytes and the offset after it; nil when cut short.
+@inline(__always)
+private func respElement(_ p: UnsafePointer<UInt8>, _ at: Int, _ count: Int) -> (start: Int, length: Int, end: Int)? {
+    if p[at] == 0x24 {  // '$' bulk string
+        guard let (length, dataStart) = respNumber(p, at, count) else { return nil }
+        let len = max(length, 0)
+        guard dataStart + len + 2 <= count else { return nil }
+        return (dataStart, len, length < 0 ? dataStart : dataStart + len + 2)
+    }
+    guard let end = respLineEnd(p, at, count) else { return nil }
+    return (at + 1, end - at - 3, end)
 }
 
 /// Scans RESP push frames and tallies `message`/`pmessage` as events.
@@ -326,6 +329,25 @@ struct RedisScanner {
     /// `*3` CR LF `$7` CR LF and `message` CR: the opening of every `SUBSCRIBE` delivery.
     private let messageHead0 = word("*3\r\n$7\r\n")
     private let messageHead1 = word("message\r")
+
+    /// Counts the `message` push at `pos` by its two lengths alone.
+    /// - Returns: the offset after it; nil for any other frame or one cut short.
+    @inline(__always)
+    private func messagePush(_ p: UnsafePointer<UInt8>, _ pos: Int, _ count: Int, into tally: inout Tally, latency: Bool) -> Int? {
+        guard count - pos >= 18 && load8(p + pos) == messageHead0 && load8(p + pos + 8) == messageHead1
+            && p[pos + 16] == 0x0A && p[pos + 17] == 0x24 else { return nil }
+        let (channelLength, channelStart) = respLength(p, pos + 18, count)
+        let payloadHead = channelStart + channelLength + 2
+        guard channelLength >= 0 && payloadHead < count && p[payloadHead] == 0x24 else { return nil }
+        let (payloadLength, payloadStart) = respLength(p, payloadHead + 1, count)
+        let end = payloadStart + payloadLength + 2
+        guard payloadLength >= 0 && end <= count else { return nil }
+        tally.events &+= 1
+        if latency && payloadLength >= Payload.prefix.count + Payload.digits {
+            tally.record(stampAt: p + payloadStart + Payload.prefix.count)
+        }
+        return end
+    }
 
     /// Tallies every complete frame in `base[0..<count]`.
     /// - Returns: bytes consumed, up to the end of the last complete frame.
@@ -336,22 +358,9 @@ struct RedisScanner {
         while true {
             // A `message` push, counted by its two lengths alone; anything
             // else (and a frame cut short) goes to parseResp below.
-            if count - pos >= 18 && load8(p + pos) == messageHead0 && load8(p + pos + 8) == messageHead1
-                && p[pos + 16] == 0x0A && p[pos + 17] == 0x24 {
-                let (channelLength, channelStart) = respLength(p, pos + 18, count)
-                let payloadHead = channelStart + channelLength + 2
-                if channelLength >= 0 && payloadHead < count && p[payloadHead] == 0x24 {
-                    let (payloadLength, payloadStart) = respLength(p, payloadHead + 1, count)
-                    let end = payloadStart + payloadLength + 2
-                    if payloadLength >= 0 && end <= count {
-                        tally.events &+= 1
-                        if latency && payloadLength >= Payload.prefix.count + Payload.digits {
-                            tally.record(stampAt: p + payloadStart + Payload.prefix.count)
-                        }
-                        pos = end
-                        continue
-                    }
-                }
+            if let end = messagePush(p, pos, count, into: &tally, latency: latency) {
+                pos = end
+                continue
             }
             guard let frame = parseResp(p, pos, count) else { break }
             let first = p + frame.firstStart

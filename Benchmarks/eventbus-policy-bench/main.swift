@@ -9,7 +9,7 @@
 //   .build/release/eventbus-policy-bench [config/policy.conf] [--compile-only]
 // and keep every result feeding `sink`, or the optimiser deletes the loop.
 import EventBusPolicy
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 #if canImport(Glibc)
 import Glibc

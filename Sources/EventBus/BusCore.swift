@@ -27,7 +27,7 @@
 // - the reader never writes: a change it decides that must write (a 1.3
 //   reply, a group rejoined) is an `Effect.deferred`, made on `writeQueue`.
 import Dispatch
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSystem
 import Foundation
 import Synchronization

@@ -5,7 +5,7 @@
 // Before editing: `data` is kept byte-for-byte as it came off the wire
 // (PROTOCOL.md "Events": the broker forwards it unchanged); decoding into a
 // user type happens per receiving registration, outside every lock.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSession
 import Foundation
 

@@ -2,7 +2,7 @@
 // type names its request type and its reply type, as `BusEvent` names an
 // event type, so `request(_:)` returns the reply already decoded and a
 // server's handler returns it to be encoded.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// A typed request: a `Codable` payload with a fixed request type name and
 /// the type of its reply.

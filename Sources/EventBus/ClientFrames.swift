@@ -5,7 +5,7 @@
 //
 // Before editing: nothing here reads or writes frames; that is the codec's
 // job, shared with the CLI. Keep this to turning its values into the library's.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// Event `data` ready to splice into a publish frame.
 enum OutgoingData {

@@ -9,7 +9,7 @@
 // Before editing: the position and `since` are the session's
 // (EventBusSession's StreamPosition.swift states the rule); this file only
 // says who receives what: retained events, gaps, `current(_:)` answers.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSession
 
 /// Who receives the retained events following an `ok`.

@@ -10,7 +10,7 @@
 // to the unsubscribe, which comes after every event queued to this member:
 // then it ends without discarding, so its handler gets its whole share.
 // Requests go to one serving registration of their key, in turn.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSession
 
 /// (1.3) The registrations of one serving or group subscription.

@@ -6,7 +6,7 @@
 // at least one registration (in `sinks` or `waitingInitial`) and the link is
 // up; `unsubscribeIfUnused` is the one place that withdraws it (through the
 // session, which sends the `unsubscribe` only when connected).
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSession
 
 extension ClientState {

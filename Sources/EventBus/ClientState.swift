@@ -10,7 +10,7 @@
 // Before editing: a pattern is subscribed (`session.subscribed`) exactly
 // while it has at least one local registration and the link is up; every
 // public method ends with `finish(step)`, which takes the session's output.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSession
 
 /// The whole client state, behind `BusCore`'s state lock.

@@ -5,7 +5,7 @@
 // Before editing: effects are performed by `BusCore.perform` with no lock
 // held, in order; a new effect needs its case there (and in the tests'
 // effect runner, ClientStateTests.perform).
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// Called once with the outcome of a request.
 typealias Completion<T> = @Sendable (Result<T, EventBusError>) -> Void

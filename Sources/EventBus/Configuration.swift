@@ -3,7 +3,7 @@
 //
 // Before editing: `ReconnectPolicy.delay(afterFailures:random:)` is pure so it
 // can be tested; the reader thread (BusCore.swift) is its only runtime caller.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSystem
 import Foundation
 
@@ -155,7 +155,7 @@ extension EventBus {
         /// - Parameters:
         ///   - failures: attempts that failed in a row so far (0 right after the loss).
         ///   - random: a number in 0...1 that picks how much jitter is taken off.
-        public func delay(afterFailures failures: Int, random: Double) -> Duration {
+        package func delay(afterFailures failures: Int, random: Double) -> Duration {
             let initial = initialDelay.seconds
             let cap = maximumDelay.seconds
             var seconds = initial

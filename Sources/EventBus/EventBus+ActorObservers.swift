@@ -9,7 +9,7 @@
 // the next event (a task per event would lose the order). Between events the
 // task holds only the weak reference; the observer is held strongly for the
 // duration of one call, and the task ends once the observer is gone.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 extension EventBus {
     /// Observes events of type `Event` for the actor `observer`, held weakly;

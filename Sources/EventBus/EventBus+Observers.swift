@@ -14,7 +14,7 @@
 // Before editing: the handler receives the observer as an argument so it
 // never needs to capture it; nothing here may hold the observer strongly
 // except for the duration of one handler call.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSession
 
 /// A registration of an observer; `cancel()` ends it early.

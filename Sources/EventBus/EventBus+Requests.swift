@@ -8,7 +8,7 @@
 // `req`). A cancelled caller stops waiting at once; the broker keeps the
 // request until its deadline or its reply (it has no way to withdraw one),
 // so its answer comes in time and is dropped: nothing is left waiting.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Foundation
 
 extension EventBus {

@@ -11,7 +11,7 @@
 // its key in turn (ClientState+Keyed.swift), so N registrations serve N at
 // once. A handler's thrown error becomes the reply's `error` (the requester's
 // `EventBusError.serviceError`).
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSession
 import Foundation
 

@@ -7,7 +7,7 @@
 // when iteration starts, so events published after `events(...)` returns (and
 // a `ping()`) are not missed. A stream is single-pass: its one iterator owns
 // the registration and cancels it when it goes away.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// An `AsyncSequence` of events that throws only `EventBusError`.
 ///

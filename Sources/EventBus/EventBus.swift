@@ -4,7 +4,7 @@
 //
 // Before editing: `EventBus` is a thin `Sendable` handle over `BusCore`; all
 // state sits behind `BusCore`'s locks (see BusCore.swift for lock order).
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSystem
 import Foundation
 

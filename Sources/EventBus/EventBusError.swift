@@ -5,7 +5,7 @@
 //
 // Before editing: every failure a caller can see is an `EventBusError` case;
 // keep `description` one line that names the path, type or code involved.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSession
 
 /// The `code` of an `error` frame from the broker (PROTOCOL.md "Errors").
@@ -89,7 +89,7 @@ extension EventBusError {
     /// manager's commands for the system bus, `it may have exited` for another
     /// path (`SocketPath.startFailureHint`).
     /// - Parameter runtimeDirectory: `$XDG_RUNTIME_DIR`, to recognise the user bus.
-    public static func closedBeforeAnswering(path: String, runtimeDirectory: String?) -> EventBusError {
+    package static func closedBeforeAnswering(path: String, runtimeDirectory: String?) -> EventBusError {
         let hint = SocketPath.startFailureHint(for: path, runtimeDirectory: runtimeDirectory)
         return .unavailable(path: path, reason: "the broker closed the connection before answering: \(hint)")
     }

@@ -7,7 +7,7 @@
 // it must not block. The queue is bounded (`limit`): a request past it is
 // answered at once with an error rather than queued (the requester gets
 // `service_error` instead of waiting for its deadline).
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Synchronization
 
 /// A request as a serving registration receives it.

@@ -8,7 +8,7 @@
 // `FlowGate` (1.2 flow control): `SinkStream`'s iterator reports each one
 // taken, `finish` stops the count; the stream itself is unbounded because
 // the gate bounds all queues of the bus together.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Synchronization
 
 /// One item of a registration's stream: a value, or the error that ends it.

@@ -11,27 +11,27 @@
 import EventBusCommandLine
 import EventBusLog
 import EventBusNATS
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSession
 import EventBusSystem
 import Synchronization
 
 /// The bridge's state and decisions (one owner: the loop).
-public struct Bridge {
-    public let configuration: BridgeConfiguration
+package struct Bridge {
+    package let configuration: BridgeConfiguration
     let logger: Logger
-    public private(set) var core: BridgeCore
+    package private(set) var core: BridgeCore
     /// (issue 36) Requests across machines (RemoteRequests.swift).
-    public private(set) var requests: RemoteRequests
+    package private(set) var requests: RemoteRequests
     /// (issue 36) Queue groups across machines (RemoteGroups.swift).
-    public private(set) var groups: RemoteGroups
+    package private(set) var groups: RemoteGroups
     /// The local broker's instance, for the drop reports the NATS client builds.
     let brokerInstance = SharedText()
     /// Set once a `hello` reply lacked `origin` in `features` (warned once per run).
     private var warnedAboutOrigin = false
 
     /// - Parameter bridgeInstance: this process's random id (hellos, drop reports).
-    public init(configuration: BridgeConfiguration, bridgeInstance: String, logger: Logger) {
+    package init(configuration: BridgeConfiguration, bridgeInstance: String, logger: Logger) {
         self.configuration = configuration
         self.logger = logger
         core = BridgeCore(mapping: configuration.mapping, exports: configuration.exports, imports: configuration.imports, bridgeInstance: bridgeInstance)
@@ -251,10 +251,10 @@ public struct Bridge {
 }
 
 /// A string several threads read and one writes.
-public final class SharedText: Sendable {
+package final class SharedText: Sendable {
     private let storage = Mutex("")
 
-    public var value: String {
+    package var value: String {
         get { storage.withLock { $0 } }
         set { storage.withLock { $0 = newValue } }
     }

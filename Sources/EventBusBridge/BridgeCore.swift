@@ -12,26 +12,26 @@
 // And overlapping import patterns make NATS deliver a message once per
 // matching subscription: only the lowest matching sid's copy is imported.
 import EventBusNATS
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSession
 
 /// The bridge's state. One owner; not thread-safe.
-public struct BridgeCore {
-    public let mapping: SubjectMapping
+package struct BridgeCore {
+    package let mapping: SubjectMapping
     /// Export patterns (local types that go to NATS).
-    public let exports: [Pattern]
+    package let exports: [Pattern]
     /// Import patterns, minus those another one covers (see `minimalPatterns`).
-    public let imports: [Pattern]
+    package let imports: [Pattern]
     /// This bridge process's random id, sent in hellos: two processes under
     /// one node id tell each other apart by it.
-    public let bridgeInstance: String
+    package let bridgeInstance: String
     /// The local broker's `instance` (from its `hello` reply); `seq` counts within it.
-    public private(set) var brokerInstance = ""
+    package private(set) var brokerInstance = ""
     /// False once another bridge instance claimed our node id.
-    public private(set) var exporting = true
+    package private(set) var exporting = true
     /// The other instance that claimed our node id, if any.
-    public private(set) var duplicateInstance: String?
-    public private(set) var counters = BridgeCounters()
+    package private(set) var duplicateInstance: String?
+    package private(set) var counters = BridgeCounters()
     /// Import subscriptions by sid, each with its pattern, lowest sid first.
     private var importSubscriptions: [(sid: SubscriptionID, pattern: Pattern)] = []
     /// Subjects already parsed (a bridge sees the same few over and over:
@@ -55,7 +55,7 @@ public struct BridgeCore {
 
     /// - Parameters:
     ///   - bridgeInstance: a random id for this process (e.g. 16 hex digits).
-    public init(mapping: SubjectMapping, exports: [Pattern], imports: [Pattern], bridgeInstance: String) {
+    package init(mapping: SubjectMapping, exports: [Pattern], imports: [Pattern], bridgeInstance: String) {
         self.mapping = mapping
         self.exports = exports
         self.imports = BridgeCore.minimalPatterns(imports)
@@ -64,7 +64,7 @@ public struct BridgeCore {
     }
 
     /// The local bus connection is up; `instance` is the broker's (its `hello` reply).
-    public mutating func localBusConnected(instance: String) {
+    package mutating func localBusConnected(instance: String) {
         brokerInstance = instance
         exportLines = CloudEventsHeaders.ExportLines(node: mapping.node, instance: instance)
     }
@@ -74,7 +74,7 @@ public struct BridgeCore {
     /// What to subscribe on NATS: one subject per import pattern
     /// (`PREFIX.evt.*.P`), our hello subject, and, when importing, every
     /// node's drop reports. Pass each sid back to `subscribed(_:to:)`.
-    public var natsSubscriptions: [Subject] {
+    package var natsSubscriptions: [Subject] {
         var subjects = imports.map(mapping.importSubject(for:))
         subjects.append(mapping.helloSubject)
         if !imports.isEmpty { subjects.append(mapping.allDroppedSubject) }
@@ -82,7 +82,7 @@ public struct BridgeCore {
     }
 
     /// Records the sid the NATS client gave `subject`.
-    public mutating func subscribed(_ sid: SubscriptionID, to subject: Subject) {
+    package mutating func subscribed(_ sid: SubscriptionID, to subject: Subject) {
         guard let pattern = imports.first(where: { mapping.importSubject(for: $0) == subject }) else { return }
         importSubscriptions.append((sid, pattern))
         importSubscriptions.sort { $0.sid < $1.sid }
@@ -90,7 +90,7 @@ public struct BridgeCore {
 
     /// The patterns of `patterns` that no other one covers (duplicates removed,
     /// order kept): `>` alone instead of `>` and `order.*`.
-    public static func minimalPatterns(_ patterns: [Pattern]) -> [Pattern] {
+    package static func minimalPatterns(_ patterns: [Pattern]) -> [Pattern] {
         var result: [Pattern] = []
         for (i, p) in patterns.enumerated() {
             let covered = patterns.enumerated().contains { j, q in
@@ -102,7 +102,7 @@ public struct BridgeCore {
     }
 
     /// Whether every type `inner` matches is matched by `outer` (same rules as NATS subject subsumption).
-    public static func covers(_ outer: Pattern, _ inner: Pattern) -> Bool {
+    package static func covers(_ outer: Pattern, _ inner: Pattern) -> Bool {
         let o = outer.segments
         let n = inner.segments
         for i in o.indices {
@@ -117,7 +117,7 @@ public struct BridgeCore {
     // MARK: Export
 
     /// Why a local event is not exported.
-    public enum ExportSkip: Equatable, Sendable {
+    package enum ExportSkip: Equatable, Sendable {
         /// It carries `origin`: it came through a bridge (rule 2).
         case bridged
         /// No export pattern matches its type.
@@ -128,7 +128,7 @@ public struct BridgeCore {
         case suspended
     }
 
-    public enum ExportDecision: Equatable, Sendable {
+    package enum ExportDecision: Equatable, Sendable {
         /// Hand this to the NATS client, then report the outcome to `exported(_:)`.
         case publish(OutgoingMessage)
         case skip(ExportSkip)
@@ -136,7 +136,7 @@ public struct BridgeCore {
 
     /// Decides about one local event. The message's `tag` is the event's `seq`.
     /// An event whose type is not a valid event type is not exported.
-    public mutating func export(_ event: RawEvent) -> ExportDecision {
+    package mutating func export(_ event: RawEvent) -> ExportDecision {
         if event.metadata.isBridged {
             counters.skippedBridged += 1
             return .skip(.bridged)
@@ -178,7 +178,7 @@ public struct BridgeCore {
 
     /// Counts an export the NATS client accepted (`queued` or `held`); its
     /// refusals (`tooLarge`, `dropped`) are counted by the client itself.
-    public mutating func exported(_ outcome: PublishOutcome) {
+    package mutating func exported(_ outcome: PublishOutcome) {
         switch outcome {
         case .queued, .held: counters.exported += 1
         case .tooLarge, .dropped, .closed: break
@@ -188,7 +188,7 @@ public struct BridgeCore {
     // MARK: Import
 
     /// What to do with a message from NATS.
-    public enum Inbound: Equatable, Sendable {
+    package enum Inbound: Equatable, Sendable {
         /// Publish this on the local bus, then report the outcome to `imported(_:)`.
         case publishLocally(LocalPublish)
         /// Dropped and counted (`reason`); `detail` is for a debug log.
@@ -203,7 +203,7 @@ public struct BridgeCore {
     }
 
     /// Decides about one NATS message.
-    public mutating func handle(_ message: Message) -> Inbound {
+    package mutating func handle(_ message: Message) -> Inbound {
         if message.subject == mapping.helloSubject.text { return handleHello(message) }
         if let node = mapping.dropReportNode(message.subject) { return handleDropReport(message, from: node) }
         switch parsedSubject(message.subject) {
@@ -245,7 +245,7 @@ public struct BridgeCore {
     }
 
     /// How the local publish of an import ended.
-    public enum ImportOutcome: Equatable, Sendable {
+    package enum ImportOutcome: Equatable, Sendable {
         case accepted
         /// The broker answered `forbidden`.
         case denied
@@ -254,7 +254,7 @@ public struct BridgeCore {
     }
 
     /// Counts the outcome of `count` `publishLocally`s.
-    public mutating func imported(_ outcome: ImportOutcome, count: Int = 1) {
+    package mutating func imported(_ outcome: ImportOutcome, count: Int = 1) {
         guard count > 0 else { return }
         switch outcome {
         case .accepted: counters.imported += count
@@ -293,7 +293,7 @@ public struct BridgeCore {
 
     /// `PREFIX.ctl.NODE.hello` with `{"node":"host-a","instance":"<bridge instance>","reply":false}`:
     /// publish it after every NATS link-up (`ClientConfiguration.announcements`).
-    public var hello: OutgoingMessage { helloMessage(reply: false) }
+    package var hello: OutgoingMessage { helloMessage(reply: false) }
 
     private func helloMessage(reply: Bool) -> OutgoingMessage {
         var payload: [UInt8] = Array("{\"node\":".utf8)
@@ -328,7 +328,7 @@ public struct BridgeCore {
     /// (`since_seq`: the `seq` of the first lost event). Static and pure so a
     /// `ClientConfiguration.gapReport` closure can call it without touching
     /// the core (it runs under the NATS client's lock).
-    public static func droppedReport(_ summary: DropSummary, mapping: SubjectMapping, bridgeInstance: String, brokerInstance: String) -> OutgoingMessage {
+    package static func droppedReport(_ summary: DropSummary, mapping: SubjectMapping, bridgeInstance: String, brokerInstance: String) -> OutgoingMessage {
         var payload: [UInt8] = Array("{\"node\":".utf8)
         JSONString.appendQuoted(mapping.node.text, to: &payload)
         payload.append(contentsOf: ",\"bridge\":".utf8)
@@ -344,14 +344,14 @@ public struct BridgeCore {
     /// Counts `count` exports the local broker dropped before the bridge read
     /// them (its `dropped` notice, PROTOCOL.md "Semantics"), and returns the
     /// report that tells the other nodes (`PREFIX.ctl.NODE.dropped`).
-    public mutating func localOverflow(count: UInt64, sinceSeq: UInt64) -> OutgoingMessage {
+    package mutating func localOverflow(count: UInt64, sinceSeq: UInt64) -> OutgoingMessage {
         counters.dropped[.localOverflow, default: 0] += Int(clamping: count)
         return BridgeCore.droppedReport(DropSummary(count: Int(clamping: count), firstTag: sinceSeq), mapping: mapping,
                                         bridgeInstance: bridgeInstance, brokerInstance: brokerInstance)
     }
 
     /// The counters merged with the NATS client's and the bus connection's.
-    public func status(nats: ClientStatistics, bus: BusStatus = BusStatus()) -> BridgeStatus {
+    package func status(nats: ClientStatistics, bus: BusStatus = BusStatus()) -> BridgeStatus {
         BridgeStatus(node: mapping.node, counters: counters, nats: nats, bus: bus, exporting: exporting)
     }
 

@@ -7,10 +7,10 @@
 // `ClientStatistics`) and merged in by `BridgeStatus.init`, never counted
 // twice here.
 import EventBusNATS
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// Why the bridge dropped something. Raw values are the names used in status output.
-public enum DropReason: String, CaseIterable, Sendable {
+package enum DropReason: String, CaseIterable, Sendable {
     /// An export found the outbox full while NATS was unreachable or slow.
     case buffer
     /// An export whose header block plus data exceeds the server's `max_payload`.
@@ -35,41 +35,41 @@ public enum DropReason: String, CaseIterable, Sendable {
 }
 
 /// What the bridge itself counts.
-public struct BridgeCounters: Equatable, Sendable {
+package struct BridgeCounters: Equatable, Sendable {
     /// Events handed to the NATS client (queued or held).
-    public var exported = 0
+    package var exported = 0
     /// Imports handed to the local bus.
-    public var imported = 0
+    package var imported = 0
     /// Drops counted by the bridge (all reasons but `buffer` and `too_large`).
-    public var dropped: [DropReason: Int] = [:]
+    package var dropped: [DropReason: Int] = [:]
     /// Local events not exported because they carry `origin` (bridged already).
-    public var skippedBridged = 0
+    package var skippedBridged = 0
     /// Local events not exported while another bridge claims our node id.
-    public var suspended = 0
+    package var suspended = 0
     /// Drop reports received from other nodes (`PREFIX.ctl.NODE.dropped`), and the events they say were lost.
-    public var remoteReports = 0
-    public var remoteLost = 0
+    package var remoteReports = 0
+    package var remoteLost = 0
 
-    public init() {}
+    package init() {}
 
-    public mutating func count(_ reason: DropReason) { dropped[reason, default: 0] += 1 }
+    package mutating func count(_ reason: DropReason) { dropped[reason, default: 0] += 1 }
 }
 
 /// The local bus connection's state, as the executable's connection keeps it.
-public struct BusStatus: Equatable, Sendable {
+package struct BusStatus: Equatable, Sendable {
     /// Whether the connection is up and greeted (`hello` answered).
-    public var up = false
+    package var up = false
     /// The socket path.
-    public var path = ""
+    package var path = ""
     /// Connections after the first.
-    public var reconnects = 0
+    package var reconnects = 0
     /// Events the broker replayed from its history after a reconnect (`since`).
-    public var replayed = 0
+    package var replayed = 0
     /// Reconnects after which the broker said, with a `gap` frame, that
     /// exports may have been missed (its history did not reach back, or it restarted).
-    public var gaps = 0
+    package var gaps = 0
 
-    public init(up: Bool = false, path: String = "", reconnects: Int = 0, replayed: Int = 0, gaps: Int = 0) {
+    package init(up: Bool = false, path: String = "", reconnects: Int = 0, replayed: Int = 0, gaps: Int = 0) {
         self.up = up
         self.path = path
         self.reconnects = reconnects
@@ -80,31 +80,31 @@ public struct BusStatus: Equatable, Sendable {
 
 /// Everything `--status` shows, merged from the bridge's, the NATS client's
 /// and the bus connection's counters.
-public struct BridgeStatus: Equatable, Sendable {
-    public var node: String
+package struct BridgeStatus: Equatable, Sendable {
+    package var node: String
     /// The bridge's pid and the time of this snapshot (RFC 3339 UTC), set by
     /// the executable; left out of the JSON while `updated` is empty.
-    public var pid: Int32 = 0
-    public var updated = ""
-    public var bus: BusStatus
-    public var linkUp: Bool
-    public var server: String?
-    public var bufferedEvents: Int
-    public var bufferedBytes: Int
-    public var exported: Int
-    public var imported: Int
-    public var dropped: [DropReason: Int]
-    public var reconnects: Int
-    public var exporting: Bool
-    public var remoteReports: Int
-    public var remoteLost: Int
+    package var pid: Int32 = 0
+    package var updated = ""
+    package var bus: BusStatus
+    package var linkUp: Bool
+    package var server: String?
+    package var bufferedEvents: Int
+    package var bufferedBytes: Int
+    package var exported: Int
+    package var imported: Int
+    package var dropped: [DropReason: Int]
+    package var reconnects: Int
+    package var exporting: Bool
+    package var remoteReports: Int
+    package var remoteLost: Int
     /// (issue 36) Requests across machines; nil (left out of the JSON) when
     /// the bridge carries none.
-    public var requests: RemoteRequests.Counters?
+    package var requests: RemoteRequests.Counters?
     /// (issue 36) Queue groups across machines; nil (left out) when the bridge carries none.
-    public var groups: RemoteGroups.Counters?
+    package var groups: RemoteGroups.Counters?
 
-    public init(node: NodeName, counters: BridgeCounters, nats: ClientStatistics, bus: BusStatus = BusStatus(), exporting: Bool) {
+    package init(node: NodeName, counters: BridgeCounters, nats: ClientStatistics, bus: BusStatus = BusStatus(), exporting: Bool) {
         self.node = node.text
         self.bus = bus
         linkUp = nats.linkUp
@@ -125,7 +125,7 @@ public struct BridgeStatus: Equatable, Sendable {
 
     /// One line of JSON, every reason present (`pid` and `updated` only once set):
     /// `{"node":"host-a","pid":812,"updated":"2026-11-29T13:00:00.123Z","bus":"up","bus_path":"/run/eventbus/bus.sock","bus_reconnects":0,"bus_replayed":0,"bus_gaps":0,"link":"up","server":"nats://127.0.0.1:4222","buffered":0,"buffered_bytes":0,"exported":12,"imported":3,"dropped":{"buffer":0,"too_large":0,"bad_type":0,"loop":0,"denied":0,"bad_header":0,"bad_data":0,"local_bus":0,"local_overflow":0},"reconnects":1,"exporting":true,"remote_reports":0,"remote_lost":0}`
-    public var json: String {
+    package var json: String {
         var out: [UInt8] = Array("{\"node\":".utf8)
         JSONString.appendQuoted(node, to: &out)
         if !updated.isEmpty {

@@ -8,10 +8,10 @@
 // flags `--system`/`--user` set); InterfaceAgreementTests checks that every
 // key but those is declared here, and every declared flag accepted.
 import EventBusCommandLine
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// The declaration of the `eventbus-bridge` command line.
-public var bridgeInterface: ProgramDeclaration {
+package var bridgeInterface: ProgramDeclaration {
     let defaults = BridgeConfiguration(servers: [], node: NodeName("x")!)
     let duration = ValueDeclaration("DURATION", .duration)
     return ProgramDeclaration(

@@ -38,12 +38,12 @@
 import EventBusCommandLine
 import EventBusLog
 import EventBusNATS
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSystem
 import Glibc
 
 /// How the loop reaches the bus.
-public enum BusEndpoint: Sendable {
+package enum BusEndpoint: Sendable {
     /// The broker's socket path (eventbus-bridge).
     case path(String)
     /// `connect` gives a new connected, non-blocking socket each time it is
@@ -52,7 +52,7 @@ public enum BusEndpoint: Sendable {
     case connector(name: String, connect: @Sendable () throws(SystemError) -> FileDescriptor)
 
     /// What logs and the status call it.
-    public var name: String {
+    package var name: String {
         switch self {
         case .path(let path): path
         case .connector(let name, _): name
@@ -68,7 +68,7 @@ public enum BusEndpoint: Sendable {
 }
 
 /// What stops the loop.
-public enum StopSource {
+package enum StopSource {
     /// SIGTERM or SIGINT on this signalfd (SIGHUP is logged and ignored).
     case signals(SignalDescriptor)
     /// `signal()` on this eventfd, from another thread; `run` then returns 0.
@@ -82,7 +82,7 @@ public enum StopSource {
     }
 }
 
-public final class BridgeLoop {
+package final class BridgeLoop {
     private var bridge: Bridge
     private var bus: LocalBus
     private var nats: ClientDriver
@@ -131,7 +131,7 @@ public final class BridgeLoop {
     private var effects: [Effect] = []
 
     /// - Throws: `SystemError` when epoll cannot be set up.
-    public init(bridge: Bridge, endpoint: BusEndpoint, stop: StopSource, logger: Logger,
+    package init(bridge: Bridge, endpoint: BusEndpoint, stop: StopSource, logger: Logger,
          importPauseBytes: Int = 4 << 20, importResumeBytes: Int = 1 << 20) throws(SystemError) {
         self.bridge = bridge
         self.logger = logger
@@ -150,12 +150,12 @@ public final class BridgeLoop {
     }
 
     /// The counters now.
-    public var status: BridgeStatus { bridge.status(nats: nats.state.statistics, bus: bus.status) }
+    package var status: BridgeStatus { bridge.status(nats: nats.state.statistics, bus: bus.status) }
 
     /// Connects both sides, then serves them until SIGTERM or SIGINT; calls
     /// `everySecond` with the counters once a second (and once at the start).
     /// - Returns: the signal that stopped it.
-    public func run(_ everySecond: (BridgeStatus) -> Void) -> Int32 {
+    package func run(_ everySecond: (BridgeStatus) -> Void) -> Int32 {
         nats.start(&effects)
         handleEffects()
         connectBus()
@@ -215,7 +215,7 @@ public final class BridgeLoop {
 
     /// Stops: the bus first (no new exports), then up to `flushTimeout` for
     /// NATS to take what is held, then NATS.
-    public func stop(flushTimeout: Duration = .seconds(2)) {
+    package func stop(flushTimeout: Duration = .seconds(2)) {
         if let fd = busSocket {
             epoll.remove(fd)
             fd.close()

@@ -7,41 +7,41 @@
 // setting has the same name in the file as its flag (`--export` is `export`).
 import EventBusLog
 import EventBusNATS
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// Settings as given (nil: not given). Lists are replaced whole by an overlay.
-public struct BridgeSettings: Equatable, Sendable {
+package struct BridgeSettings: Equatable, Sendable {
     /// `.path`, `.system` or `.user` (`.automatic` when not given: PROTOCOL.md "Transport").
-    public var bus: BusSelection?
-    public var servers: [ServerAddress]?
-    public var node: NodeName?
-    public var exports: [Pattern]?
-    public var imports: [Pattern]?
+    package var bus: BusSelection?
+    package var servers: [ServerAddress]?
+    package var node: NodeName?
+    package var exports: [Pattern]?
+    package var imports: [Pattern]?
     /// (issue 36) Request types that may be asked on other machines, and that other machines may ask here.
-    public var requestExports: [Pattern]?
-    public var requestImports: [Pattern]?
+    package var requestExports: [Pattern]?
+    package var requestImports: [Pattern]?
     /// (issue 36) Queue groups whose events may leave when no local member takes them, and may come in.
-    public var groupExports: [GroupSpec]?
-    public var groupImports: [GroupSpec]?
-    public var prefix: SubjectPrefix?
-    public var reconnectInitial: Duration?
-    public var reconnectMaximum: Duration?
-    public var bufferBytes: Int?
-    public var bufferEvents: Int?
-    public var pingInterval: Duration?
+    package var groupExports: [GroupSpec]?
+    package var groupImports: [GroupSpec]?
+    package var prefix: SubjectPrefix?
+    package var reconnectInitial: Duration?
+    package var reconnectMaximum: Duration?
+    package var bufferBytes: Int?
+    package var bufferEvents: Int?
+    package var pingInterval: Duration?
     /// CONNECT `name` (default `eventbus-bridge NODE`).
-    public var name: String?
-    public var statusFile: String?
-    public var logLevel: LogLevel?
+    package var name: String?
+    package var statusFile: String?
+    package var logLevel: LogLevel?
     /// NATS credentials (`nats-user`, `nats-password`, `nats-token`: file only).
-    public var user: String?
-    public var password: String?
-    public var token: String?
+    package var user: String?
+    package var password: String?
+    package var token: String?
 
-    public init() {}
+    package init() {}
 
     /// These settings with every field `other` sets taken from `other`.
-    public func overlaid(by other: BridgeSettings) -> BridgeSettings {
+    package func overlaid(by other: BridgeSettings) -> BridgeSettings {
         var result = self
         if let v = other.bus { result.bus = v }
         if let v = other.servers { result.servers = v }
@@ -70,7 +70,7 @@ public struct BridgeSettings: Equatable, Sendable {
     /// Fills in the defaults and checks what only the whole can tell.
     /// - Throws: `SettingsError` when `nats` or `node` is missing, when there
     ///   is neither an export nor an import, or when the reconnect bounds are reversed.
-    public func resolved() throws(SettingsError) -> BridgeConfiguration {
+    package func resolved() throws(SettingsError) -> BridgeConfiguration {
         guard let servers, !servers.isEmpty else { throw SettingsError("no NATS server: give --nats URL[,URL...] (or nats = ... in the config file)") }
         guard let node else { throw SettingsError("no node name: give --node NAME (or node = ... in the config file)") }
         let exports = self.exports ?? []
@@ -110,55 +110,55 @@ public struct BridgeSettings: Equatable, Sendable {
 }
 
 /// A setting that is missing or inconsistent as a whole.
-public struct SettingsError: Error, Equatable, Sendable, CustomStringConvertible {
-    public let description: String
-    public init(_ description: String) { self.description = description }
+package struct SettingsError: Error, Equatable, Sendable, CustomStringConvertible {
+    package let description: String
+    package init(_ description: String) { self.description = description }
 }
 
 /// Every setting resolved, defaults filled in.
-public struct BridgeConfiguration: Equatable, Sendable {
+package struct BridgeConfiguration: Equatable, Sendable {
     /// Which local bus (default: the usual resolution, PROTOCOL.md "Transport").
-    public var bus = BusSelection.automatic
-    public var servers: [ServerAddress]
-    public var node: NodeName
-    public var exports: [Pattern] = []
-    public var imports: [Pattern] = []
+    package var bus = BusSelection.automatic
+    package var servers: [ServerAddress]
+    package var node: NodeName
+    package var exports: [Pattern] = []
+    package var imports: [Pattern] = []
     /// (issue 36) Request types asked on other machines when no local server
     /// takes them, and request types other machines may ask here (RemoteRequests.swift).
-    public var requestExports: [Pattern] = []
-    public var requestImports: [Pattern] = []
+    package var requestExports: [Pattern] = []
+    package var requestImports: [Pattern] = []
     /// (issue 36) Queue groups (`NAME:PATTERN`) whose events leave when no local
     /// member takes them, and whose events other machines may hand to local members (RemoteGroups.swift).
-    public var groupExports: [GroupSpec] = []
-    public var groupImports: [GroupSpec] = []
-    public var prefix = SubjectPrefix.standard
+    package var groupExports: [GroupSpec] = []
+    package var groupImports: [GroupSpec] = []
+    package var prefix = SubjectPrefix.standard
     /// Backoff between failed passes over the servers (defaults 250 ms and 30 s); retried forever.
-    public var reconnectInitial: Duration = .milliseconds(250)
-    public var reconnectMaximum: Duration = .seconds(30)
+    package var reconnectInitial: Duration = .milliseconds(250)
+    package var reconnectMaximum: Duration = .seconds(30)
     /// Exports held while NATS is unreachable (defaults 8 MiB and 10,000 events), then dropped and counted.
-    public var bufferBytes = 8 << 20
-    public var bufferEvents = 10_000
+    package var bufferBytes = 8 << 20
+    package var bufferEvents = 10_000
     /// PING interval (default 20 s, faster than NATS's 2 min to notice a dead link).
-    public var pingInterval: Duration = .seconds(20)
-    public var name: String
+    package var pingInterval: Duration = .seconds(20)
+    package var name: String
     /// Where the counters are written for `eventbus-bridge --status` (nil: the default place, see the executable).
-    public var statusFile: String?
-    public var logLevel = LogLevel.info
-    public var user: String?
-    public var password: String?
-    public var token: String?
+    package var statusFile: String?
+    package var logLevel = LogLevel.info
+    package var user: String?
+    package var password: String?
+    package var token: String?
 
-    public init(servers: [ServerAddress], node: NodeName) {
+    package init(servers: [ServerAddress], node: NodeName) {
         self.servers = servers
         self.node = node
         name = "eventbus-bridge \(node.text)"
     }
 
-    public var mapping: SubjectMapping { SubjectMapping(prefix: prefix, node: node) }
+    package var mapping: SubjectMapping { SubjectMapping(prefix: prefix, node: node) }
 
     /// What crosses, for the start-up log line: `export [order.>], import
     /// [order.>]`, then the request patterns when there are any.
-    public var patternsSummary: String {
+    package var patternsSummary: String {
         func list(_ patterns: [Pattern]) -> String { "[" + patterns.map(\.text).joined(separator: " ") + "]" }
         var text = "export \(list(exports)), import \(list(imports))"
         if !requestExports.isEmpty { text += ", export-requests \(list(requestExports))" }
@@ -173,7 +173,7 @@ public struct BridgeConfiguration: Equatable, Sendable {
     /// - Parameter brokerInstance: the local broker's current instance; called
     ///   under the NATS client's lock, so it must only read (e.g. a Mutex
     ///   that nothing holds while calling into the client).
-    public func clientConfiguration(core: BridgeCore, brokerInstance: @escaping @Sendable () -> String) -> ClientConfiguration {
+    package func clientConfiguration(core: BridgeCore, brokerInstance: @escaping @Sendable () -> String) -> ClientConfiguration {
         var configuration = ClientConfiguration(
             servers: servers,
             connect: ConnectOptions(name: name, echo: false, user: user, password: password, token: token)

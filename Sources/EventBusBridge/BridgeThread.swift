@@ -11,10 +11,10 @@
 // that started it, and returns when the loop has stopped (it flushes NATS for
 // up to two seconds, `BridgeLoop.stop`).
 import EventBusLog
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSystem
 
-public final class BridgeThread: Sendable {
+package final class BridgeThread: Sendable {
     private let stopRequest: Wakeup
     private let finished: Wakeup
 
@@ -23,7 +23,7 @@ public final class BridgeThread: Sendable {
     ///   - statusPath: where to write the counters every second (nil: nowhere).
     ///   - everySecond: also called with the counters once a second, on the bridge's thread.
     /// - Throws: `SystemError` when the eventfds cannot be made.
-    public init(configuration: BridgeConfiguration, endpoint: BusEndpoint, logger: Logger, statusPath: String?,
+    package init(configuration: BridgeConfiguration, endpoint: BusEndpoint, logger: Logger, statusPath: String?,
                 everySecond: @escaping @Sendable (BridgeStatus) -> Void = { _ in }) throws(SystemError) {
         let stopRequest = try Wakeup()
         let finished = try Wakeup()
@@ -47,14 +47,14 @@ public final class BridgeThread: Sendable {
     }
 
     /// Stops the loop (exports held for NATS get up to two seconds) and waits for it.
-    public func stop() {
+    package func stop() {
         stopRequest.signal()
         var entries = [PollEntry(finished.descriptor, events: .readable)]
         while (try? FileDescriptor.poll(&entries, timeoutMilliseconds: 10_000)) == 0 {}
     }
 
     /// A bridge process's (or thread's) random id: 16 hex digits.
-    public static func randomInstance() -> String {
+    package static func randomInstance() -> String {
         let instance = String(UInt64.random(in: 0...UInt64.max), radix: 16)
         return String(repeating: "0", count: 16 - instance.count) + instance
     }
@@ -62,19 +62,19 @@ public final class BridgeThread: Sendable {
 
 /// Writes the counters to the status file (docs/BRIDGE.md "Counters"), with
 /// this process's pid and the time; a failure is logged once until a write works.
-public struct StatusWriter {
-    public let path: String?
+package struct StatusWriter {
+    package let path: String?
     let logger: Logger
     private var timestamps = TimestampFormatter()
     private var failed = false
 
-    public init(path: String?, logger: Logger) {
+    package init(path: String?, logger: Logger) {
         self.path = path
         self.logger = logger
     }
 
     /// Stamps `status` with the pid and the time, writes it, and returns it.
-    public mutating func write(_ status: BridgeStatus) -> BridgeStatus {
+    package mutating func write(_ status: BridgeStatus) -> BridgeStatus {
         var status = status
         status.pid = ProcessIdentity.current.pid
         status.updated = timestamps.string(nanosecondsSinceEpoch: Clock.wallNanoseconds())
@@ -90,7 +90,7 @@ public struct StatusWriter {
     }
 
     /// Removes the file (a clean stop).
-    public func remove() {
+    package func remove() {
         if let path { StatusFile.remove(path) }
     }
 }

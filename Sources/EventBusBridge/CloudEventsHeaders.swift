@@ -9,40 +9,40 @@
 // wire names: lower case, as the CloudEvents NATS binding writes them.
 import EventBusNATS
 import Glibc
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSession
 
 /// The header names, as written.
-public enum HeaderName {
-    public static let specVersion = "ce-specversion"
-    public static let id = "ce-id"
-    public static let source = "ce-source"
-    public static let type = "ce-type"
-    public static let time = "ce-time"
-    public static let dataContentType = "ce-datacontenttype"
-    public static let node = "ce-ebnode"
-    public static let instance = "ce-ebinstance"
-    public static let seq = "ce-ebseq"
-    public static let pid = "ce-ebpid"
-    public static let uid = "ce-ebuid"
-    public static let gid = "ce-ebgid"
+package enum HeaderName {
+    package static let specVersion = "ce-specversion"
+    package static let id = "ce-id"
+    package static let source = "ce-source"
+    package static let type = "ce-type"
+    package static let time = "ce-time"
+    package static let dataContentType = "ce-datacontenttype"
+    package static let node = "ce-ebnode"
+    package static let instance = "ce-ebinstance"
+    package static let seq = "ce-ebseq"
+    package static let pid = "ce-ebpid"
+    package static let uid = "ce-ebuid"
+    package static let gid = "ce-ebgid"
     /// JetStream's de-duplication key: `NODE:INSTANCE:SEQ`.
-    public static let messageID = "Nats-Msg-Id"
+    package static let messageID = "Nats-Msg-Id"
 }
 
-public enum CloudEventsHeaders {
+package enum CloudEventsHeaders {
     /// The lines of an export's block that are the same for every event of
     /// one node and broker run, encoded once (`BridgeCore` keeps one per
     /// broker instance): `ce-specversion`, then `ce-datacontenttype`,
     /// `ce-ebnode`, `ce-ebinstance`.
-    public struct ExportLines: Equatable, Sendable {
-        public let node: NodeName
-        public let instance: String
+    package struct ExportLines: Equatable, Sendable {
+        package let node: NodeName
+        package let instance: String
         let head: HeaderBlockWriter.Lines
         let middle: HeaderBlockWriter.Lines
 
         /// - Parameter instance: the local broker's `instance` (its `seq` counts within it).
-        public init(node: NodeName, instance: String) {
+        package init(node: NodeName, instance: String) {
             self.node = node
             self.instance = instance
             head = HeaderBlockWriter.lines { $0.append(HeaderName.specVersion, "1.0") }
@@ -61,12 +61,12 @@ public enum CloudEventsHeaders {
     /// written straight into bytes (`HeaderBlockWriter`: no `Headers` value,
     /// no String per field; about 370 bytes).
     /// - Parameter instance: the local broker's `instance` (its `seq` counts within it).
-    public static func exportBlock(_ raw: RawEvent, node: NodeName, instance: String) -> [UInt8] {
+    package static func exportBlock(_ raw: RawEvent, node: NodeName, instance: String) -> [UInt8] {
         exportBlock(raw, lines: ExportLines(node: node, instance: instance))
     }
 
     /// `exportBlock(_:node:instance:)` with the constant lines encoded already.
-    public static func exportBlock(_ raw: RawEvent, lines: ExportLines) -> [UInt8] {
+    package static func exportBlock(_ raw: RawEvent, lines: ExportLines) -> [UInt8] {
         let event = raw.metadata
         var block = HeaderBlockWriter(capacity: 384 + event.id.utf8.count + event.source.utf8.count + event.type.utf8.count)
         block.append(lines.head)
@@ -85,12 +85,12 @@ public enum CloudEventsHeaders {
     }
 
     /// What an imported message's headers say.
-    public struct Imported: Equatable, Sendable {
-        public var origin: Origin
-        public var source: String?
-        public var id: String?
+    package struct Imported: Equatable, Sendable {
+        package var origin: Origin
+        package var source: String?
+        package var id: String?
         /// `ce-ebnode` as sent (the subject's node is what counts; they must agree).
-        public var assertedNode: String?
+        package var assertedNode: String?
     }
 
     /// Reads the header block of a message on `PREFIX.evt.NODE.TYPE` in one
@@ -108,7 +108,7 @@ public enum CloudEventsHeaders {
     ///   decodes to invalid UTF-8 or a control character other than TAB, LF,
     ///   CR, or the block has
     ///   more than `maxImportedHeaders` fields.
-    public static func `import`(_ block: [UInt8]?, node: NodeName, type: EventType, problem: inout String?) -> Imported? {
+    package static func `import`(_ block: [UInt8]?, node: NodeName, type: EventType, problem: inout String?) -> Imported? {
         var recent = RecentValues()
         return `import`(block, node: node, type: type, recent: &recent, problem: &problem)
     }
@@ -116,14 +116,14 @@ public enum CloudEventsHeaders {
     /// The `ce-ebinstance` and `ce-source` values of the last import: the
     /// next one from the same broker run and publisher shares their Strings
     /// (a compare of the bytes instead of an allocation and a UTF-8 check).
-    public struct RecentValues: Sendable {
+    package struct RecentValues: Sendable {
         var instance = ""
         var source = ""
-        public init() {}
+        package init() {}
     }
 
     /// `import(_:node:type:problem:)`, reusing `recent`'s Strings when a value is the same.
-    public static func `import`(_ block: [UInt8]?, node: NodeName, type: EventType, recent: inout RecentValues, problem: inout String?) -> Imported? {
+    package static func `import`(_ block: [UInt8]?, node: NodeName, type: EventType, recent: inout RecentValues, problem: inout String?) -> Imported? {
         var result = Imported(origin: Origin(node: node.text))
         guard let block else { return result }
         // An eventbus bridge's block, as `exportBlock` writes it: read by position.
@@ -260,7 +260,7 @@ public enum CloudEventsHeaders {
 
     /// (issue 37) Header fields an imported message may have at most (a
     /// bridge's export has 13; more is refused as `bad_header`).
-    public static let maxImportedHeaders = 64
+    package static let maxImportedHeaders = 64
 
     /// Whether a header name starts with `ce-` (ASCII case-insensitive).
     private static func isCloudEventsName(_ name: UnsafeRawBufferPointer) -> Bool {

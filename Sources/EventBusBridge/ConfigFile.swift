@@ -43,23 +43,23 @@
 import EventBusCommandLine
 import EventBusLog
 import EventBusNATS
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
-public enum ConfigFile {
+package enum ConfigFile {
     /// The keys understood, in the order of the format above.
-    public static let keys = [
+    package static let keys = [
         "nats", "node", "export", "import", "export-requests", "import-requests", "export-group", "import-group", "prefix", "reconnect-initial", "reconnect-max",
         "buffer-bytes", "buffer-events", "ping-interval", "socket", "bus", "name", "status-file", "log-level",
         "nats-user", "nats-password", "nats-token",
     ]
     /// The keys that have no flag (secrets must not show in ps(1)).
-    public static let fileOnly: Set<String> = ["nats-user", "nats-password", "nats-token"]
+    package static let fileOnly: Set<String> = ["nats-user", "nats-password", "nats-token"]
     static let repeatable: Set<String> = ["nats", "export", "import", "export-requests", "import-requests", "export-group", "import-group"]
 
     /// Parses a settings file's text.
     /// - Parameter file: the name used in errors (e.g. `/etc/eventbus/bridge.conf`).
     /// - Throws: `ConfigError` for the first bad line.
-    public static func parse(_ text: String, file: String) throws(ConfigError) -> BridgeSettings {
+    package static func parse(_ text: String, file: String) throws(ConfigError) -> BridgeSettings {
         var settings = BridgeSettings()
         var firstLine: [String: Int] = [:]
         for line in try SettingsFile.lines(text, file: file) {
@@ -90,7 +90,7 @@ public enum ConfigFile {
     ///   - shownAs: the name errors use (`"--reconnect-max"` for a flag); default `key`.
     /// - Throws: `SettingsError` naming the setting and the bad value, e.g.
     ///   `invalid duration 'soon' for reconnect-max: no number before 'soon' (examples: ...)`.
-    public static func apply(_ key: String, _ value: String, to settings: inout BridgeSettings, shownAs: String? = nil) throws(SettingsError) {
+    package static func apply(_ key: String, _ value: String, to settings: inout BridgeSettings, shownAs: String? = nil) throws(SettingsError) {
         let name = shownAs ?? key
         /// `value` through an EventBusCommandLine parser, its error worded for this setting.
         func parsed<T>(_ parse: (String) throws(ValueError) -> T) throws(SettingsError) -> T {

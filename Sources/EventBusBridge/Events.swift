@@ -6,23 +6,23 @@
 //
 // Before editing: these are plain values so the bridge's logic stays pure;
 // the bridge's bus connection turns `LocalPublish` into a publish request.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// What a remote bridge asserted about an event: PROTOCOL.md's `origin`.
 /// Fields the remote side did not send are nil and left out of the JSON.
 /// Trust: an assertion by the remote bridge, authenticated only by NATS
 /// credentials; never compare `uid` with local uids.
-public struct Origin: Equatable, Sendable {
-    public var node: String
+package struct Origin: Equatable, Sendable {
+    package var node: String
     /// The remote broker's instance (its `seq` counts within it).
-    public var instance: String?
-    public var seq: UInt64?
-    public var time: String?
-    public var pid: Int64?
-    public var uid: UInt64?
-    public var gid: UInt64?
+    package var instance: String?
+    package var seq: UInt64?
+    package var time: String?
+    package var pid: Int64?
+    package var uid: UInt64?
+    package var gid: UInt64?
 
-    public init(node: String, instance: String? = nil, seq: UInt64? = nil, time: String? = nil, pid: Int64? = nil, uid: UInt64? = nil, gid: UInt64? = nil) {
+    package init(node: String, instance: String? = nil, seq: UInt64? = nil, time: String? = nil, pid: Int64? = nil, uid: UInt64? = nil, gid: UInt64? = nil) {
         self.node = node
         self.instance = instance
         self.seq = seq
@@ -34,7 +34,7 @@ public struct Origin: Equatable, Sendable {
 
     /// `{"node":"host-b","instance":"…","seq":9123,"time":"…","pid":811,"uid":1000,"gid":1000}`,
     /// in that order, absent fields left out.
-    public var json: JSONText {
+    package var json: JSONText {
         var object = JSONText.ObjectWriter()
         object.add("node", node)
         if let instance { object.add("instance", instance) }
@@ -48,16 +48,16 @@ public struct Origin: Equatable, Sendable {
 }
 
 /// A publish for the local bus, made from a NATS message.
-public struct LocalPublish: Equatable, Sendable {
-    public var type: EventType
+package struct LocalPublish: Equatable, Sendable {
+    package var type: EventType
     /// One line of valid JSON, or nil for none (an empty NATS payload).
-    public var data: JSONText?
+    package var data: JSONText?
     /// `ce-source` and `ce-id` as the remote side sent them (nil: absent; the broker fills in its defaults).
-    public var source: String?
-    public var id: String?
-    public var origin: Origin
+    package var source: String?
+    package var id: String?
+    package var origin: Origin
 
-    public init(type: EventType, data: JSONText?, source: String?, id: String?, origin: Origin) {
+    package init(type: EventType, data: JSONText?, source: String?, id: String?, origin: Origin) {
         self.type = type
         self.data = data
         self.source = source
@@ -74,7 +74,7 @@ extension LocalPublish {
     /// written straight into `out`: no String and no intermediate array per
     /// import (the import path's JSON encoding was a quarter of an importing
     /// bridge's instructions under callgrind).
-    public func appendFrame(to out: inout [UInt8]) {
+    package func appendFrame(to out: inout [UInt8]) {
         FrameEncoder.appendASCII("{\"op\":\"publish\",\"type\":", to: &out)
         JSONString.appendQuoted(type.name, to: &out)
         if let source {

@@ -17,7 +17,7 @@
 // without `req` that is not a revocation as `.error` (`UnnumberedErrors.report`):
 // the only requests without `req` are imports (and relayed `reply`s, which
 // cannot fail: `relay`), so it is the oldest unconfirmed batch's.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSession
 
 /// What the bus connection tells the bridge, in order, on the bus thread.

@@ -30,19 +30,19 @@
 // pending); entries leave when answered, when the deadline passed
 // (`expire`), or with the connection they belong to.
 import EventBusNATS
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSession
 
 /// A request the broker gave the bridge (its fallback serving subscription).
-public struct OutgoingRequest: Sendable, Equatable {
+package struct OutgoingRequest: Sendable, Equatable {
     /// The request as an event (type, seq, source, id, credentials, `data`).
-    public var event: RawEvent
+    package var event: RawEvent
     /// The reply token the bridge answers with.
-    public var token: String
+    package var token: String
     /// Milliseconds left before its deadline (the broker's default when absent).
-    public var timeoutMilliseconds: UInt64
+    package var timeoutMilliseconds: UInt64
 
-    public init(event: RawEvent, token: String, timeoutMilliseconds: UInt64) {
+    package init(event: RawEvent, token: String, timeoutMilliseconds: UInt64) {
         self.event = event
         self.token = token
         self.timeoutMilliseconds = timeoutMilliseconds
@@ -50,27 +50,27 @@ public struct OutgoingRequest: Sendable, Equatable {
 }
 
 /// The header names of requests across machines (besides the `ce-` ones).
-public enum RequestHeaderName {
+package enum RequestHeaderName {
     /// On a request: the milliseconds left before its deadline.
-    public static let timeout = "eb-timeout"
+    package static let timeout = "eb-timeout"
     /// On an answer: `ok`, or the error code the answering bus gave.
-    public static let status = "eb-status"
+    package static let status = "eb-status"
     /// On an answer with an error: its message.
-    public static let message = "eb-message"
+    package static let message = "eb-message"
 }
 
-public struct RemoteRequests {
-    public let mapping: SubjectMapping
+package struct RemoteRequests {
+    package let mapping: SubjectMapping
     /// Request types that may leave (the fallback serving subscriptions).
-    public let exports: [Pattern]
+    package let exports: [Pattern]
     /// Request types other machines may ask here.
-    public let imports: [Pattern]
+    package let imports: [Pattern]
     /// `PREFIX.rpl.NODE.BRIDGE.*`: where answers come (one subscription).
-    public let replySubscription: Subject
+    package let replySubscription: Subject
     private let replyHead: String
     private let requestHead: String
     /// The NATS queue group of request imports.
-    public static let queueGroup = Subject("eventbus-requests")!
+    package static let queueGroup = Subject("eventbus-requests")!
 
     /// Requests sent to NATS and not yet answered: reply number -> token, deadline.
     private var outstanding: [UInt64: (token: String, deadline: Int64)] = [:]
@@ -88,26 +88,26 @@ public struct RemoteRequests {
     private var served: [Pattern: [Pattern]] = [:]
     private var importSubscriptions: [String: SubscriptionID] = [:]
 
-    public private(set) var counters = Counters()
+    package private(set) var counters = Counters()
 
-    public struct Counters: Equatable, Sendable {
+    package struct Counters: Equatable, Sendable {
         /// Requests sent to NATS; answers relayed back to the bus from NATS.
-        public var sent = 0
-        public var answered = 0
+        package var sent = 0
+        package var answered = 0
         /// Sent requests NATS said nobody subscribes to (status 503).
-        public var noResponders = 0
+        package var noResponders = 0
         /// Requests from other machines asked on the bus; answers sent back.
-        public var received = 0
-        public var replied = 0
+        package var received = 0
+        package var replied = 0
         /// Incoming requests dropped (a bad subject, header or payload, our own node).
-        public var dropped = 0
+        package var dropped = 0
     }
 
     /// The longest `eb-timeout` taken from another machine (the broker's
     /// default maximum); a longer one is cut to it.
-    public static let maxTimeoutMilliseconds: UInt64 = 300_000
+    package static let maxTimeoutMilliseconds: UInt64 = 300_000
 
-    public init(mapping: SubjectMapping, bridgeInstance: String, exports: [Pattern], imports: [Pattern]) {
+    package init(mapping: SubjectMapping, bridgeInstance: String, exports: [Pattern], imports: [Pattern]) {
         self.mapping = mapping
         self.exports = BridgeCore.minimalPatterns(exports)
         self.imports = BridgeCore.minimalPatterns(imports)
@@ -117,23 +117,23 @@ public struct RemoteRequests {
         requestHead = "\(prefix).req."
     }
 
-    public var isEmpty: Bool { exports.isEmpty && imports.isEmpty }
+    package var isEmpty: Bool { exports.isEmpty && imports.isEmpty }
 
     /// The fixed NATS subscription to make (once, after the bridge's event
     /// ones; the client renews them at every reconnect).
-    public mutating func subscribe(_ subscribe: (Subject, Subject?) -> SubscriptionID) {
+    package mutating func subscribe(_ subscribe: (Subject, Subject?) -> SubscriptionID) {
         if !exports.isEmpty { replySID = subscribe(replySubscription, nil) }
     }
 
     /// Whether a NATS message is for this table (its subscription's sid).
-    public func owns(_ sid: SubscriptionID) -> Bool {
+    package func owns(_ sid: SubscriptionID) -> Bool {
         if sid == replySID { return true }
         guard let last = lastFixedSID else { return false }
         return sid > last
     }
 
     /// The request import subscriptions now, by subject (for tests and the log).
-    public var importSubjects: [String] { importSubscriptions.keys.sorted() }
+    package var importSubjects: [String] { importSubscriptions.keys.sorted() }
 
     /// What the bus serves of import pattern `pattern` changed (a watch's
     /// list; `[pattern]` for a broker without the watch; `[]` when the bus
@@ -141,7 +141,7 @@ public struct RemoteRequests {
     /// gives its sid (the first call records the fixed sids' end),
     /// `unsubscribe` ends one. - Returns: the subjects added and removed.
     @discardableResult
-    public mutating func serving(_ pattern: Pattern, _ servers: [Pattern], subscribe: (Subject, Subject?) -> SubscriptionID,
+    package mutating func serving(_ pattern: Pattern, _ servers: [Pattern], subscribe: (Subject, Subject?) -> SubscriptionID,
                                  unsubscribe: (SubscriptionID) -> Void) -> (added: [String], removed: [String]) {
         guard imports.contains(pattern) else { return ([], []) }
         served[pattern] = servers.isEmpty ? nil : servers
@@ -173,7 +173,7 @@ public struct RemoteRequests {
     /// segment: a name and `*` give the name, `*` and `*` give `*`, and a `>`
     /// takes the rest of the other (one segment at least). Examples: `svc.>`
     /// and `*.echo` give `svc.echo`; `a.>` and `a.*.c` give `a.*.c`.
-    public static func intersection(_ p: Pattern, _ q: Pattern) -> Pattern? {
+    package static func intersection(_ p: Pattern, _ q: Pattern) -> Pattern? {
         let a = p.segments, b = q.segments
         var out: [Substring] = []
         var i = 0
@@ -198,11 +198,11 @@ public struct RemoteRequests {
     // MARK: Out: a request no local server took
 
     /// `PREFIX.req.NODE.TYPE`.
-    public func requestSubject(for type: String) -> Subject? { Subject(requestHead + mapping.node.text + "." + type) }
+    package func requestSubject(for type: String) -> Subject? { Subject(requestHead + mapping.node.text + "." + type) }
 
     /// The NATS request for `request` (recorded until answered or `now`
     /// passes its deadline). - Parameter instance: the local broker's.
-    public mutating func send(_ request: OutgoingRequest, instance: String, now: Int64) -> OutgoingMessage? {
+    package mutating func send(_ request: OutgoingRequest, instance: String, now: Int64) -> OutgoingMessage? {
         guard let subject = requestSubject(for: request.event.type) else { return nil }
         let number = nextReply
         nextReply += 1
@@ -230,7 +230,7 @@ public struct RemoteRequests {
 
     /// The `reply` that answers a NATS answer on the reply subscription
     /// (nil: not one we wait for any more, or unreadable).
-    public mutating func answer(_ message: Message) -> ClientRequest? {
+    package mutating func answer(_ message: Message) -> ClientRequest? {
         guard message.subject.hasPrefix(replyHead), let number = UInt64(message.subject.dropFirst(replyHead.count)),
               let entry = outstanding.removeValue(forKey: number) else { return nil }
         counters.answered += 1
@@ -257,19 +257,19 @@ public struct RemoteRequests {
     }
 
     /// The reply to a request when NATS is not reachable now.
-    public static func unreachable(_ request: OutgoingRequest) -> ClientRequest {
+    package static func unreachable(_ request: OutgoingRequest) -> ClientRequest {
         .reply(to: request.token, error: "the bridge's NATS link is down: no other machine can be asked", code: ErrorCode.noResponders.rawValue)
     }
 
     /// Forgets the requests whose deadline passed before `now` (the broker
     /// answered `timeout` to their requesters); a late answer is then ignored.
-    public mutating func expire(now: Int64) {
+    package mutating func expire(now: Int64) {
         guard !outstanding.isEmpty else { return }
         outstanding = outstanding.filter { $0.value.deadline > now }
     }
 
     /// The bus connection ended: its tokens are void, its own requests unanswered.
-    public mutating func busLost() {
+    package mutating func busLost() {
         outstanding.removeAll()
         asked.removeAll()
     }
@@ -278,12 +278,12 @@ public struct RemoteRequests {
     public var watchedImports: [Pattern] { Array(served.keys) }
 
     /// Requests sent to NATS and not yet answered.
-    public var outstandingCount: Int { outstanding.count }
+    package var outstandingCount: Int { outstanding.count }
 
     // MARK: In: a request from another machine
 
     /// What to do with a message on a request import subscription.
-    public enum Incoming: Equatable {
+    package enum Incoming: Equatable {
         /// Ask the local bus `request` (tagged `tag`: `replied(tag:...)` with its answer).
         case ask(ClientRequest, tag: UInt64)
         /// Not a request we can take (`reason` for the log).
@@ -293,7 +293,7 @@ public struct RemoteRequests {
     /// Reads a request from another machine. `timeoutMilliseconds` comes
     /// from `eb-timeout` (at most `maxTimeoutMilliseconds`; absent: the
     /// broker's default).
-    public mutating func receive(_ message: Message) -> Incoming {
+    package mutating func receive(_ message: Message) -> Incoming {
         guard let reply = message.replyTo, let replySubject = Subject(reply) else {
             counters.dropped += 1
             return .drop("a request on \(message.subject) without a reply subject")
@@ -332,7 +332,7 @@ public struct RemoteRequests {
 
     /// The NATS answer to the bus's `reply` for the request asked with `tag`
     /// (nil: no longer known, e.g. the bus connection was lost meanwhile).
-    public mutating func replied(tag: UInt64, _ reply: Reply) -> OutgoingMessage? {
+    package mutating func replied(tag: UInt64, _ reply: Reply) -> OutgoingMessage? {
         guard let subject = asked.removeValue(forKey: tag) else { return nil }
         counters.replied += 1
         var block = HeaderBlockWriter(capacity: 256)
@@ -371,5 +371,5 @@ public struct RemoteRequests {
 
     /// A request asked on the bus got no answer (the connection ended):
     /// forgotten; the other machine's requester times out.
-    public mutating func forget(tag: UInt64) { asked.removeValue(forKey: tag) }
+    package mutating func forget(tag: UInt64) { asked.removeValue(forKey: tag) }
 }

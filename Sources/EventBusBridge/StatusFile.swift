@@ -12,16 +12,16 @@
 import EventBusCommandLine
 import EventBusSystem
 
-public enum StatusFile {
+package enum StatusFile {
     /// How often the running bridge rewrites its file.
-    public static let interval: Duration = .seconds(1)
+    package static let interval: Duration = .seconds(1)
     /// A file older than this belongs to no live bridge.
-    public static let staleAfter: Duration = .seconds(5)
+    package static let staleAfter: Duration = .seconds(5)
 
     /// Where a bridge keeps its status file, first that applies:
     /// `$RUNTIME_DIRECTORY` (systemd's `RuntimeDirectory=`), `/run/eventbus-bridge`
     /// for root, `$XDG_RUNTIME_DIR/eventbus-bridge` for other users; nil when none applies.
-    public static func directory(environment: [String: String], effectiveUID: UInt32) -> String? {
+    package static func directory(environment: [String: String], effectiveUID: UInt32) -> String? {
         if let runtime = environment["RUNTIME_DIRECTORY"]?.split(separator: ":").first, !runtime.isEmpty { return String(runtime) }
         if effectiveUID == 0 { return "/run/eventbus-bridge" }
         if let xdg = environment["XDG_RUNTIME_DIR"], !xdg.isEmpty { return xdg + "/eventbus-bridge" }
@@ -30,7 +30,7 @@ public enum StatusFile {
 
     /// The directories `--status` looks in without `--status-file`: the one
     /// of `directory` and the system bridges' `/run/eventbus-bridge`.
-    public static func searchDirectories(environment: [String: String], effectiveUID: UInt32) -> [String] {
+    package static func searchDirectories(environment: [String: String], effectiveUID: UInt32) -> [String] {
         var result: [String] = []
         if let own = directory(environment: environment, effectiveUID: effectiveUID) { result.append(own) }
         if !result.contains("/run/eventbus-bridge") { result.append("/run/eventbus-bridge") }
@@ -38,7 +38,7 @@ public enum StatusFile {
     }
 
     /// `DIR/NODE.json`, or the configured `status-file`.
-    public static func path(for configuration: BridgeConfiguration, environment: [String: String], effectiveUID: UInt32) -> String? {
+    package static func path(for configuration: BridgeConfiguration, environment: [String: String], effectiveUID: UInt32) -> String? {
         if let file = configuration.statusFile { return file }
         return directory(environment: environment, effectiveUID: effectiveUID).map { "\($0)/\(configuration.node.text).json" }
     }
@@ -47,19 +47,19 @@ public enum StatusFile {
     /// write `path.tmp`, then rename(2); not fsynced, it is rewritten every
     /// second), mode 0644 less the umask, creating its directory (0755) when missing.
     /// - Throws: `SystemError` of the directory creation or the write.
-    public static func write(_ json: String, to path: String) throws {
+    package static func write(_ json: String, to path: String) throws {
         try FileSystem.createDirectories(FileSystem.parentDirectory(of: path), mode: 0o755)
         let bytes = Array((json + "\n").utf8)
         try bytes.withUnsafeBytes { raw in try DurableFile.replace(path, with: [raw], durable: false, mode: 0o644) }
     }
 
     /// Removes the file (a clean stop); errors are ignored.
-    public static func remove(_ path: String) {
+    package static func remove(_ path: String) {
         try? FileSystem.unlink(path)
     }
 
     /// One status file as `--status` found it.
-    public struct Found {
+    package struct Found {
         var path: String
         var line: String
         /// Seconds since it was last written.
@@ -67,7 +67,7 @@ public enum StatusFile {
     }
 
     /// The status files at `paths` (files) or in the directories `directories` (`*.json`), oldest name first.
-    public static func find(paths: [String], directories: [String]) -> [Found] {
+    package static func find(paths: [String], directories: [String]) -> [Found] {
         var files = paths
         for directory in directories {
             let names = ((try? FileSystem.directoryEntries(directory)) ?? nil) ?? []
@@ -85,7 +85,7 @@ public enum StatusFile {
     /// `--status`: prints the status file of each running bridge found (one JSON
     /// line each) and returns the exit status: 0 when at least one was found and
     /// all are fresh, 69 when none was found or one is stale.
-    public static func printStatus(_ settings: BridgeSettings, environment: [String: String]) -> Int32 {
+    package static func printStatus(_ settings: BridgeSettings, environment: [String: String]) -> Int32 {
         let uid = ProcessIdentity.effectiveUID
         var paths: [String] = []
         var directories: [String] = []

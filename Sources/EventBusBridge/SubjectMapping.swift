@@ -8,16 +8,16 @@
 // valid run of NATS tokens (segments of `A-Z a-z 0-9 _ - :`), but not every
 // NATS subject is an eventbus type, so the way back is checked.
 import EventBusNATS
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// A bridge's node name: 1 to 63 bytes of `A-Z a-z 0-9 _ -`, one NATS subject
 /// token. It names the machine (or bus) in subjects, headers and `origin`.
 /// Example: `host-a`.
-public struct NodeName: Hashable, Sendable, CustomStringConvertible {
-    public let text: String
+package struct NodeName: Hashable, Sendable, CustomStringConvertible {
+    package let text: String
 
     /// Nil unless `text` is 1-63 bytes of `A-Z a-z 0-9 _ -`.
-    public init?(_ text: String) {
+    package init?(_ text: String) {
         guard NodeName.isToken(text, maxBytes: 63) else { return nil }
         self.text = text
     }
@@ -32,30 +32,30 @@ public struct NodeName: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    public var description: String { text }
+    package var description: String { text }
 }
 
 /// The root of every subject the bridge uses: 1 to 8 tokens of
 /// `A-Z a-z 0-9 _ -` (each 1-63 bytes) joined by `.`, at most 128 bytes in
 /// all. Default `eventbus`.
-public struct SubjectPrefix: Hashable, Sendable, CustomStringConvertible {
-    public let text: String
+package struct SubjectPrefix: Hashable, Sendable, CustomStringConvertible {
+    package let text: String
 
-    public static let standard = SubjectPrefix("eventbus")!
+    package static let standard = SubjectPrefix("eventbus")!
 
     /// Nil unless `text` follows the rule above.
-    public init?(_ text: String) {
+    package init?(_ text: String) {
         let tokens = text.split(separator: ".", omittingEmptySubsequences: false)
         guard text.utf8.count <= 128, (1...8).contains(tokens.count),
               tokens.allSatisfy({ NodeName.isToken(String($0), maxBytes: 63) }) else { return nil }
         self.text = text
     }
 
-    public var description: String { text }
+    package var description: String { text }
 }
 
 /// Where an incoming event subject comes from.
-public enum IncomingSubject: Equatable, Sendable {
+package enum IncomingSubject: Equatable, Sendable {
     /// `PREFIX.evt.NODE.TYPE` with a valid node name and eventbus type.
     case event(node: NodeName, type: EventType)
     /// Under `PREFIX.evt.` but the node or the type is not valid for eventbus
@@ -66,20 +66,20 @@ public enum IncomingSubject: Equatable, Sendable {
 }
 
 /// The subject names of one bridge.
-public struct SubjectMapping: Equatable, Sendable {
-    public let prefix: SubjectPrefix
-    public let node: NodeName
+package struct SubjectMapping: Equatable, Sendable {
+    package let prefix: SubjectPrefix
+    package let node: NodeName
     /// `PREFIX.ctl.NODE.hello`: where bridges claiming this node announce themselves.
-    public let helloSubject: Subject
+    package let helloSubject: Subject
     /// `PREFIX.ctl.NODE.dropped`: this node's reports of exports lost while NATS was unreachable.
-    public let droppedSubject: Subject
+    package let droppedSubject: Subject
     /// `PREFIX.ctl.*.dropped`: every node's drop reports.
-    public let allDroppedSubject: Subject
+    package let allDroppedSubject: Subject
     /// `PREFIX.evt.` and `PREFIX.ctl.`, for reading subjects back (built once: every message is read against them).
     private let eventHead: String
     private let controlHead: String
 
-    public init(prefix: SubjectPrefix = .standard, node: NodeName) {
+    package init(prefix: SubjectPrefix = .standard, node: NodeName) {
         self.prefix = prefix
         self.node = node
         // Valid by construction: tokens of valid characters.
@@ -91,19 +91,19 @@ public struct SubjectMapping: Equatable, Sendable {
     }
 
     /// `PREFIX.evt.NODE.TYPE`, e.g. `eventbus.evt.host-a.order.created`.
-    public func exportSubject(for type: EventType) -> Subject {
+    package func exportSubject(for type: EventType) -> Subject {
         // Valid by construction: tokens of valid characters, ≤ 128 + 5 + 63 + 1 + 255 bytes.
         Subject("\(prefix.text).evt.\(node.text).\(type.name)")!
     }
 
     /// `PREFIX.evt.*.PATTERN`: the pattern from every node (our own is
     /// dropped on arrival, see `BridgeCore`).
-    public func importSubject(for pattern: Pattern) -> Subject {
+    package func importSubject(for pattern: Pattern) -> Subject {
         Subject(pattern: "\(prefix.text).evt.*.\(pattern.text)")!
     }
 
     /// Reads an event subject back.
-    public func parse(_ subject: String) -> IncomingSubject {
+    package func parse(_ subject: String) -> IncomingSubject {
         guard subject.hasPrefix(eventHead) else { return .other }
         let rest = subject.utf8.dropFirst(eventHead.utf8.count)
         guard let dot = rest.firstIndex(of: 0x2E) else { return .badType(subject) }
@@ -114,7 +114,7 @@ public struct SubjectMapping: Equatable, Sendable {
     }
 
     /// The node of a `PREFIX.ctl.NODE.dropped` subject, or nil.
-    public func dropReportNode(_ subject: String) -> NodeName? {
+    package func dropReportNode(_ subject: String) -> NodeName? {
         guard subject.hasPrefix(controlHead), subject.hasSuffix(".dropped") else { return nil }
         let middle = subject.dropFirst(controlHead.count).dropLast(".dropped".count)
         return NodeName(String(middle))

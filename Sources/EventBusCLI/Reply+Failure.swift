@@ -4,7 +4,7 @@
 // Before editing: the exit statuses are part of the interface (docs/CLI.md
 // "Exit status"); a new error code needs its status here.
 import EventBusCommandLine
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 extension Reply {
     /// The `CLIError` for an `error` reply: the broker's message, and an exit

@@ -3,7 +3,7 @@
 // `wait` say so at once on standard error, and stop with 77 once none of
 // their patterns is left, instead of waiting silently for events that can no
 // longer come. Prints nothing itself: `SubscriberFeed` queues the notice.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 struct RevokedPatterns {
     private let patterns: Set<String>

@@ -7,7 +7,7 @@
 // descriptor. `handle` returns what the command must do and queues the
 // lines for standard error (`takeNotes`), which the command prints at once,
 // before it acts on the step; unit tests (EventBusCLITests) read both.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSession
 
 package struct SubscriberFeed {

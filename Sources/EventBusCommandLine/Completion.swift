@@ -10,7 +10,7 @@
 // calls and loads the zsh and fish ones; the scripts must not depend on the
 // bash-completion package (they use only bash builtins, sed and timeout).
 
-public enum Completion {
+package enum Completion {
     /// The options of `command` (nil: the top level) that take a value, and every option word.
     static func words(_ program: ProgramDeclaration, _ command: String?) -> (all: [String], valued: [(String, ValueKind)]) {
         var all: [String] = []
@@ -64,7 +64,7 @@ public enum Completion {
     """#
 
     /// The bash script of `program` (one `complete -F` for its name).
-    public static func bash(_ program: ProgramDeclaration) -> String {
+    package static func bash(_ program: ProgramDeclaration) -> String {
         let function = "_" + program.name.replacingAll("-", with: "_")
         var out = "# bash completion for \(program.name), generated from its declaration by eventbus-manual: do not edit.\n"
         out += bashHelpers + "\n"
@@ -205,7 +205,7 @@ public enum Completion {
     }
 
     /// The zsh script for `programs` (one `#compdef` file for all of them).
-    public static func zsh(_ programs: [ProgramDeclaration]) -> String {
+    package static func zsh(_ programs: [ProgramDeclaration]) -> String {
         var out = "#compdef \(programs.map(\.name).joined(separator: " "))\n"
         out += "# zsh completion for \(programs.map(\.name).joined(separator: ", ")), generated from their declarations by eventbus-manual: do not edit.\n\n"
         out += #"""
@@ -279,7 +279,7 @@ public enum Completion {
     }
 
     /// The fish completions of `program`.
-    public static func fish(_ program: ProgramDeclaration) -> String {
+    package static func fish(_ program: ProgramDeclaration) -> String {
         let name = program.name
         var out = "# fish completion for \(name), generated from its declaration by eventbus-manual: do not edit.\n\n"
         out += #"""

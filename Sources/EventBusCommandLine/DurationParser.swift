@@ -30,7 +30,7 @@
 ///   `.negative`, `.missingNumber` (`s`), `.unknownUnit` (`5x`),
 ///   `.malformedNumber` (`5.`), `.unexpectedCharacter` (`1,5s`), or
 ///   `.tooLarge` beyond `maxDuration` (100 years).
-public func parseDuration(_ text: String) throws(ValueError) -> Duration {
+package func parseDuration(_ text: String) throws(ValueError) -> Duration {
     var syntax = DurationSyntax(text)
     return .nanoseconds(try syntax.parse())
 }
@@ -38,15 +38,15 @@ public func parseDuration(_ text: String) throws(ValueError) -> Duration {
 /// The longest DURATION accepted: 100 years (of 365.25 days). Far beyond any
 /// timeout, and small enough that `now + span` on CLOCK_MONOTONIC (as
 /// nanoseconds in an Int64) can never overflow.
-public let maxDuration: Duration = .seconds(100 * 31_557_600)
+package let maxDuration: Duration = .seconds(100 * 31_557_600)
 
 /// Examples shown in every error message about a DURATION.
-public let durationExamples = "10, 500ms, 30s, 5min, 1h30m, 2d"
+package let durationExamples = "10, 500ms, 30s, 5min, 1h30m, 2d"
 
 extension Duration {
     /// The duration in whole nanoseconds (finer parts dropped), saturating at
     /// `Int64.max` and `Int64.min`; exact for everything `parseDuration` returns.
-    public var totalNanoseconds: Int64 {
+    package var totalNanoseconds: Int64 {
         let (seconds, attoseconds) = components
         let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
         if overflow { return seconds < 0 ? .min : .max }
@@ -60,7 +60,7 @@ extension Duration {
 /// time spans"), which `parseDuration` reads back unchanged: `"2s"`,
 /// `"500ms"`, `"1h 30min"`, `"0"`. Negative durations are shown as `"0"`;
 /// nanoseconds below a microsecond are shown as a fraction of `us`.
-public func durationText(_ duration: Duration) -> String {
+package func durationText(_ duration: Duration) -> String {
     var rest = max(duration.totalNanoseconds, 0)
     if rest == 0 { return "0" }
     var parts: [String] = []

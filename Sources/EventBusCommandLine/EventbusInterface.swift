@@ -10,17 +10,17 @@
 // (DocumentedDurationTests parses every DURATION shown here).
 
 /// What `--help` says a DURATION is (eventbus commands that take one).
-public let durationNote = """
+package let durationNote = """
 DURATION is a time span as in systemd.time(7): a number with an optional unit
 us, ms, s (default), min (or m), h, d, w, M or y, and parts add up: 10, 2.5s,
 500ms, 5min, 1h30m, 2d.
 """
 
 /// `eventbus reload --timeout`'s default.
-public let defaultReloadTimeoutText = "30s"
+package let defaultReloadTimeoutText = "30s"
 
 /// `eventbus stats --min-client-age`'s default.
-public let defaultMinClientAgeText = "1min"
+package let defaultMinClientAgeText = "1min"
 
 private let formats = ValueDeclaration("FORMAT", .choice(["json", "pretty", "data", "cloudevents"]))
 private let overflowRules = ValueDeclaration("RULE", .choice(["wait", "drop-new", "drop-old", "disconnect"]))
@@ -36,7 +36,7 @@ private let commonOptions: [OptionDeclaration] = [
 ]
 
 /// The declaration of the `eventbus` command line.
-public let eventbusInterface = ProgramDeclaration(
+package let eventbusInterface = ProgramDeclaration(
     name: "eventbus",
     manualSection: 1,
     summary: "publish and receive events on an eventbus broker",

@@ -6,7 +6,7 @@
 
 /// The process exit statuses of the executables, from sysexits(3) where one fits
 /// (`eventbus`, `eventbusd`, `eventbus-bridge`).
-public enum ExitStatus: Int32, Sendable {
+package enum ExitStatus: Int32, Sendable {
     /// Success.
     case success = 0
     /// `eventbus get`: no retained event matched; `eventbus clear`: there

@@ -6,14 +6,14 @@
 // these texts with a regular expression (`  -t, --timeout DURATION  ...`):
 // keep an option's label at the start of its line, after two spaces.
 
-public enum HelpText {
+package enum HelpText {
     /// The right margin of the option help.
-    public static let width = 79
+    package static let width = 79
     /// Where an option's help starts (its label is padded to this column).
-    public static let column = 27
+    package static let column = 27
 
     /// The whole `--help` of `command` of `program`, ending in a blank line.
-    public static func render(_ program: ProgramDeclaration, command: CommandDeclaration) -> String {
+    package static func render(_ program: ProgramDeclaration, command: CommandDeclaration) -> String {
         var out = ""
         for (index, line) in command.usage.enumerated() {
             if line.hasPrefix(" ") {
@@ -48,7 +48,7 @@ public enum HelpText {
     }
 
     /// The list of `program`'s commands: `  publish TYPE [DATA]     publish one event...`.
-    public static func commandList(_ program: ProgramDeclaration) -> String {
+    package static func commandList(_ program: ProgramDeclaration) -> String {
         program.commands.map { command in
             let label = command.operandsSummary.isEmpty ? command.name : "\(command.name) \(command.operandsSummary)"
             return option(label: label, help: command.summary, column: 26, width: width + 1)
@@ -80,7 +80,7 @@ public enum HelpText {
 
     /// `text` broken at spaces into lines of at most `width` characters, the
     /// first of at most `firstWidth` (a longer word gets a line of its own).
-    public static func wrap(_ text: String, width: Int, firstWidth: Int? = nil) -> [String] {
+    package static func wrap(_ text: String, width: Int, firstWidth: Int? = nil) -> [String] {
         var lines: [String] = []
         var line = ""
         for word in text.split(separator: " ") {

@@ -13,7 +13,7 @@
 // have one; `--format` has one per format), wrapped by the renderer.
 
 /// What a value (or an operand) is: says how it is completed and checked.
-public enum ValueKind: Sendable, Equatable {
+package enum ValueKind: Sendable, Equatable {
     /// Free text: nothing to complete.
     case text
     /// A file name.
@@ -46,28 +46,28 @@ public enum ValueKind: Sendable, Equatable {
 }
 
 /// An option's value: its name as shown (`PATH`, `DURATION`) and its kind.
-public struct ValueDeclaration: Sendable {
-    public var name: String
-    public var kind: ValueKind
+package struct ValueDeclaration: Sendable {
+    package var name: String
+    package var kind: ValueKind
 
-    public init(_ name: String, _ kind: ValueKind) {
+    package init(_ name: String, _ kind: ValueKind) {
         self.name = name
         self.kind = kind
     }
 }
 
 /// One option: `-t, --timeout DURATION` and what it does.
-public struct OptionDeclaration: Sendable {
-    public var long: String
-    public var short: Character?
-    public var value: ValueDeclaration?
+package struct OptionDeclaration: Sendable {
+    package var long: String
+    package var short: Character?
+    package var value: ValueDeclaration?
     /// The help, one item per line (see the file comment).
-    public var help: String
+    package var help: String
     /// Shown after the value in the synopsis of `--help` and the man page,
     /// e.g. `[FILE...]` for `--check-policy` (which takes operands).
-    public var operandsShown: String?
+    package var operandsShown: String?
 
-    public init(_ long: String, _ short: Character? = nil, _ value: ValueDeclaration? = nil, operands: String? = nil, _ help: String) {
+    package init(_ long: String, _ short: Character? = nil, _ value: ValueDeclaration? = nil, operands: String? = nil, _ help: String) {
         self.long = long
         self.short = short
         self.value = value
@@ -76,10 +76,10 @@ public struct OptionDeclaration: Sendable {
     }
 
     /// What the parser accepts for this option.
-    public var spec: OptionSpec { OptionSpec(long, short, value: value != nil) }
+    package var spec: OptionSpec { OptionSpec(long, short, value: value != nil) }
 
     /// `-t, --timeout DURATION` or `--system`, as in the help's first column.
-    public var label: String {
+    package var label: String {
         var text = short.map { "-\($0), " } ?? "    "
         text += "--" + long
         if let value { text += " " + value.name }
@@ -89,22 +89,22 @@ public struct OptionDeclaration: Sendable {
 }
 
 /// A group of options under a heading, with prose before and after them.
-public struct OptionSection: Sendable {
+package struct OptionSection: Sendable {
     /// The heading, e.g. `Options:` or `Limits per uid (...):` (may span lines).
-    public var title: String
-    public var options: [OptionDeclaration]
+    package var title: String
+    package var options: [OptionDeclaration]
     /// Prose after the options, indented in the help (e.g. what SIZE means).
-    public var footer: String?
+    package var footer: String?
     /// Whether the program's common options (`ProgramDeclaration.commonOptions`)
     /// are shown at the end of this section.
-    public var showsCommonOptions: Bool
+    package var showsCommonOptions: Bool
 
     /// An `Options:` section.
-    public init(_ options: [OptionDeclaration], footer: String? = nil, showsCommonOptions: Bool = false) {
+    package init(_ options: [OptionDeclaration], footer: String? = nil, showsCommonOptions: Bool = false) {
         self.init("Options:", options, footer: footer, showsCommonOptions: showsCommonOptions)
     }
 
-    public init(_ title: String, _ options: [OptionDeclaration], footer: String? = nil, showsCommonOptions: Bool = false) {
+    package init(_ title: String, _ options: [OptionDeclaration], footer: String? = nil, showsCommonOptions: Bool = false) {
         self.title = title
         self.options = options
         self.footer = footer
@@ -114,17 +114,17 @@ public struct OptionSection: Sendable {
 
 /// The operands a command takes, for completion: their kinds in order; the
 /// last repeats when `repeats` is true.
-public struct OperandsDeclaration: Sendable {
-    public var kinds: [ValueKind]
-    public var repeats: Bool
+package struct OperandsDeclaration: Sendable {
+    package var kinds: [ValueKind]
+    package var repeats: Bool
 
-    public init(_ kinds: [ValueKind] = [], repeats: Bool = false) {
+    package init(_ kinds: [ValueKind] = [], repeats: Bool = false) {
         self.kinds = kinds
         self.repeats = repeats
     }
 
     /// The kind of the operand at `index` (0-based), nil when there is none.
-    public func kind(at index: Int) -> ValueKind? {
+    package func kind(at index: Int) -> ValueKind? {
         if index < kinds.count { return kinds[index] }
         return repeats ? kinds.last : nil
     }
@@ -132,29 +132,29 @@ public struct OperandsDeclaration: Sendable {
 
 /// One command of a program (`eventbus publish`), or the whole command line
 /// of a program without commands (`eventbusd`: `name` is empty).
-public struct CommandDeclaration: Sendable {
+package struct CommandDeclaration: Sendable {
     /// The subcommand, or "" for a program without subcommands.
-    public var name: String
+    package var name: String
     /// How the command list shows its operands, e.g. `TYPE [DATA]`.
-    public var operandsSummary: String
+    package var operandsSummary: String
     /// One line for the command list and the man page's NAME.
-    public var summary: String
+    package var summary: String
     /// The synopsis lines after the program name, e.g. `publish [OPTIONS] TYPE [DATA | -]`.
-    public var usage: [String]
+    package var usage: [String]
     /// What the command does (hand-wrapped prose).
-    public var about: String
-    public var sections: [OptionSection]
+    package var about: String
+    package var sections: [OptionSection]
     /// Prose after the options (what a PATTERN is, DURATION...).
-    public var notes: String?
+    package var notes: String?
     /// Example command lines (a `#` comment may follow).
-    public var examples: [String]
+    package var examples: [String]
     /// Prose after the examples.
-    public var afterExamples: String?
+    package var afterExamples: String?
     /// `Exit status: ...` (hand-wrapped prose, starting with `Exit status:`).
-    public var exitStatus: String
-    public var operands: OperandsDeclaration
+    package var exitStatus: String
+    package var operands: OperandsDeclaration
 
-    public init(_ name: String, operandsSummary: String = "", summary: String, usage: [String], about: String,
+    package init(_ name: String, operandsSummary: String = "", summary: String, usage: [String], about: String,
                 sections: [OptionSection], notes: String? = nil, examples: [String] = [], afterExamples: String? = nil,
                 exitStatus: String, operands: OperandsDeclaration = OperandsDeclaration()) {
         self.name = name
@@ -171,29 +171,29 @@ public struct CommandDeclaration: Sendable {
     }
 
     /// Every option of the command's own sections.
-    public var ownOptions: [OptionDeclaration] { sections.flatMap(\.options) }
+    package var ownOptions: [OptionDeclaration] { sections.flatMap(\.options) }
 }
 
 /// A program: its name, manual section, common options and commands.
-public struct ProgramDeclaration: Sendable {
-    public var name: String
+package struct ProgramDeclaration: Sendable {
+    package var name: String
     /// The man page section: 1 for the CLI, 8 for the daemons.
-    public var manualSection: Int
+    package var manualSection: Int
     /// The man page's one-line description (NAME section).
-    public var summary: String
+    package var summary: String
     /// Options every command accepts (`--socket`, `--help`); for a program
     /// without commands, those of `root` already include them.
-    public var commonOptions: [OptionDeclaration]
+    package var commonOptions: [OptionDeclaration]
     /// The program's own command line: for `eventbus` the top level
     /// (`eventbus [OPTIONS] COMMAND`), for `eventbusd` everything.
-    public var root: CommandDeclaration
-    public var commands: [CommandDeclaration]
+    package var root: CommandDeclaration
+    package var commands: [CommandDeclaration]
     /// Man page sections beyond the options: (title, hand-wrapped prose).
-    public var manualSections: [(title: String, text: String)]
+    package var manualSections: [(title: String, text: String)]
     /// Other pages, e.g. `("eventbusd", 8)`.
-    public var seeAlso: [(name: String, section: Int)]
+    package var seeAlso: [(name: String, section: Int)]
 
-    public init(name: String, manualSection: Int, summary: String, commonOptions: [OptionDeclaration] = [],
+    package init(name: String, manualSection: Int, summary: String, commonOptions: [OptionDeclaration] = [],
                 root: CommandDeclaration, commands: [CommandDeclaration] = [],
                 manualSections: [(title: String, text: String)] = [], seeAlso: [(name: String, section: Int)] = []) {
         self.name = name
@@ -207,16 +207,16 @@ public struct ProgramDeclaration: Sendable {
     }
 
     /// The command called `name`, nil for an unknown one.
-    public func command(_ name: String) -> CommandDeclaration? { commands.first { $0.name == name } }
+    package func command(_ name: String) -> CommandDeclaration? { commands.first { $0.name == name } }
 
     /// What the parser accepts for `command` (nil: the top level): its own
     /// options and the common ones.
-    public func specs(for command: String? = nil) -> [OptionSpec] {
+    package func specs(for command: String? = nil) -> [OptionSpec] {
         options(for: command).map(\.spec)
     }
 
     /// Every option `command` (nil: the top level) accepts, declared once each.
-    public func options(for command: String? = nil) -> [OptionDeclaration] {
+    package func options(for command: String? = nil) -> [OptionDeclaration] {
         let declaration = command.flatMap(self.command) ?? root
         var all = declaration.ownOptions
         for option in commonOptions where !all.contains(where: { $0.long == option.long }) { all.append(option) }

@@ -9,11 +9,11 @@
 // line of its own (mandoc's "new sentence, new line").
 
 /// Writing mdoc(7).
-public enum Mdoc {
+package enum Mdoc {
     /// Prose as text lines: paragraphs (separated by blank lines) with `.Pp`
     /// between them, lines of a paragraph joined; lines indented by two or
     /// more spaces are shown as a literal display.
-    public static func prose(_ text: String) -> String {
+    package static func prose(_ text: String) -> String {
         var out = ""
         var paragraph: [String] = []
         var literal: [String] = []
@@ -49,14 +49,14 @@ public enum Mdoc {
     }
 
     /// One line of a literal display, escaped.
-    public static func literal(_ line: String) -> String {
+    package static func literal(_ line: String) -> String {
         let escaped = escape(line)
         return (escaped.hasPrefix(".") || escaped.hasPrefix("'") ? "\\&" : "") + escaped + "\n"
     }
 
     /// Running text as text lines, each sentence starting a line, lines at
     /// most 79 columns, escaped.
-    public static func text(_ text: String) -> String {
+    package static func text(_ text: String) -> String {
         var out = ""
         for sentence in sentences(text) {
             for line in HelpText.wrap(sentence, width: 79) { out += literal(line) }
@@ -109,7 +109,7 @@ public enum Mdoc {
     }
 
     /// A word as a macro argument: quoted when it holds blanks, escaped.
-    public static func macroArgument(_ word: String) -> String {
+    package static func macroArgument(_ word: String) -> String {
         let escaped = escape(word)
         return escaped.contains(" ") ? "\"\(escaped)\"" : escaped
     }
@@ -132,7 +132,7 @@ public enum Mdoc {
     /// The whole page of `program`.
     /// - Parameters:
     /// - Parameter date: the page's date, `December 5, 2026`.
-    public static func page(_ program: ProgramDeclaration, date: String) -> String {
+    package static func page(_ program: ProgramDeclaration, date: String) -> String {
         let root = program.root
         var out = ".\\\" Generated from the program's declaration by eventbus-manual: do not edit.\n"
         out += ".Dd \(date)\n.Dt \(program.name.uppercased()) \(program.manualSection)\n.Os\n"
@@ -214,7 +214,7 @@ public enum Mdoc {
     }
 
     /// `Socket` of `Socket (first that applies...):`, `Limits` of `Limits:`.
-    public static func heading(_ title: String) -> String {
+    package static func heading(_ title: String) -> String {
         let flat = title.replacingAll("\n", with: " ")
         var end = flat.endIndex
         for mark in [" (", ":"] {

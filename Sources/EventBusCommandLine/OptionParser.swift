@@ -10,19 +10,19 @@
 
 /// One option a command accepts, e.g. `OptionSpec("timeout", "t", value: true)`
 /// for `--timeout 30s`, `--timeout=30s`, `-t 30s`, `-t30s`.
-public struct OptionSpec: Sendable {
+package struct OptionSpec: Sendable {
     /// Long name without dashes, e.g. `"count"`.
-    public let long: String
+    package let long: String
     /// Short letter, e.g. `"n"`, or nil.
-    public let short: Character?
+    package let short: Character?
     /// Whether the option takes a value (`--count 5`) or is a flag.
-    public let takesValue: Bool
+    package let takesValue: Bool
 
     /// - Parameters:
     ///   - long: the name after `--`.
     ///   - short: the letter after `-`, if any (never a digit).
     ///   - value: whether the option takes a value.
-    public init(_ long: String, _ short: Character? = nil, value: Bool = false) {
+    package init(_ long: String, _ short: Character? = nil, value: Bool = false) {
         self.long = long
         self.short = short
         self.takesValue = value
@@ -30,26 +30,26 @@ public struct OptionSpec: Sendable {
 }
 
 /// The options and operands of one command line, in the order given.
-public struct ParsedArguments: Sendable {
+package struct ParsedArguments: Sendable {
     /// `(long name, value)` pairs in command-line order; flags have a nil value.
-    public var options: [(name: String, value: String?)] = []
+    package var options: [(name: String, value: String?)] = []
     /// Arguments that are not options.
-    public var operands: [String] = []
+    package var operands: [String] = []
     /// How many operands came before a `--` (nil when there was none).
-    public var operandsBeforeDoubleDash: Int?
+    package var operandsBeforeDoubleDash: Int?
 
-    public init() {}
+    package init() {}
 
     /// Whether the flag or option was given at all.
-    public func has(_ name: String) -> Bool { options.contains { $0.name == name } }
+    package func has(_ name: String) -> Bool { options.contains { $0.name == name } }
 
     /// The last value given for `name` (later options override earlier ones).
-    public func value(_ name: String) -> String? { options.last { $0.name == name }?.value }
+    package func value(_ name: String) -> String? { options.last { $0.name == name }?.value }
 
     /// The last value of `--name` read with `parse` (`parseDuration`,
     /// `parseSize`, `parseCount`), nil when the option was not given.
     /// - Throws: `UsageError` worded as `parseValue` words it.
-    public func value<T>(_ name: String, as parse: (String) throws(ValueError) -> T) throws(UsageError) -> T? {
+    package func value<T>(_ name: String, as parse: (String) throws(ValueError) -> T) throws(UsageError) -> T? {
         guard let text = value(name) else { return nil }
         return try parseValue(text, of: "--" + name, parse)
     }
@@ -58,7 +58,7 @@ public struct ParsedArguments: Sendable {
 /// `parse(value)`, its `ValueError` turned into a `UsageError` for `option`:
 /// `invalid duration '5x' for --timeout: unknown unit 'x' (examples: ...)`.
 /// - Parameter option: the option as shown to the user, e.g. `"--timeout"`.
-public func parseValue<T>(_ value: String, of option: String, _ parse: (String) throws(ValueError) -> T) throws(UsageError) -> T {
+package func parseValue<T>(_ value: String, of option: String, _ parse: (String) throws(ValueError) -> T) throws(UsageError) -> T {
     do {
         return try parse(value)
     } catch {
@@ -68,12 +68,12 @@ public func parseValue<T>(_ value: String, of option: String, _ parse: (String) 
 
 /// A command line that does not fit the option table: one line for the user,
 /// e.g. `unknown option '--bogus'`; the program adds where to find help.
-public struct UsageError: Error, Equatable, Sendable, CustomStringConvertible {
-    public let message: String
+package struct UsageError: Error, Equatable, Sendable, CustomStringConvertible {
+    package let message: String
 
-    public init(_ message: String) { self.message = message }
+    package init(_ message: String) { self.message = message }
 
-    public var description: String { message }
+    package var description: String { message }
 }
 
 /// Parses `arguments` (without the program name) against `specs`.
@@ -85,7 +85,7 @@ public struct UsageError: Error, Equatable, Sendable, CustomStringConvertible {
 ///     `operands` unparsed (used to find a subcommand).
 /// - Throws: `UsageError` for an unknown option, a missing value, or a value
 ///   given to a flag.
-public func parseArguments(_ arguments: ArraySlice<String>, specs: [OptionSpec], stopAtFirstOperand: Bool = false) throws(UsageError) -> ParsedArguments {
+package func parseArguments(_ arguments: ArraySlice<String>, specs: [OptionSpec], stopAtFirstOperand: Bool = false) throws(UsageError) -> ParsedArguments {
     var result = ParsedArguments()
     var index = arguments.startIndex
     func spec(long name: String) -> OptionSpec? { specs.first { $0.long == name } }

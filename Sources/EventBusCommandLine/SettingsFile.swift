@@ -12,37 +12,37 @@
 // form `--check-policy` and compilers use, so an editor can jump to it.
 
 /// A bad line in a settings file. `description` reads `bridge.conf:3: ...`.
-public struct ConfigError: Error, Equatable, Sendable, CustomStringConvertible {
-    public let file: String
-    public let line: Int
-    public let message: String
+package struct ConfigError: Error, Equatable, Sendable, CustomStringConvertible {
+    package let file: String
+    package let line: Int
+    package let message: String
 
     /// - Parameter line: 1-based, or 0 for the file as a whole (it cannot be read).
-    public init(file: String, line: Int, message: String) {
+    package init(file: String, line: Int, message: String) {
         self.file = file
         self.line = line
         self.message = message
     }
 
     /// `FILE:LINE: message`, or `FILE: message` for the file as a whole (line 0).
-    public var description: String { line > 0 ? "\(file):\(line): \(message)" : "\(file): \(message)" }
+    package var description: String { line > 0 ? "\(file):\(line): \(message)" : "\(file): \(message)" }
 }
 
 /// One `key = value` line of a settings file.
-public struct SettingsLine: Equatable, Sendable {
+package struct SettingsLine: Equatable, Sendable {
     /// 1-based line number.
-    public let line: Int
+    package let line: Int
     /// The key, lower-cased (`max-connections`).
-    public let key: String
+    package let key: String
     /// The value, blanks around it removed; never empty.
-    public let value: String
+    package let value: String
 }
 
-public enum SettingsFile {
+package enum SettingsFile {
     /// The settings lines of a file's `text`, in order; comments and blank lines skipped.
     /// - Parameter file: the name used in errors (e.g. `/etc/eventbus/eventbusd.conf`).
     /// - Throws: `ConfigError` for the first line that is not `key = value` or has no value.
-    public static func lines(_ text: String, file: String) throws(ConfigError) -> [SettingsLine] {
+    package static func lines(_ text: String, file: String) throws(ConfigError) -> [SettingsLine] {
         var result: [SettingsLine] = []
         var number = 0
         for raw in text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" }) {
@@ -75,7 +75,7 @@ public enum SettingsFile {
 
 extension StringProtocol {
     /// Without leading and trailing spaces, tabs and CRs (a CRLF file reads the same).
-    public func trimmingBlanks() -> String {
+    package func trimmingBlanks() -> String {
         var s = Substring(self)
         while let c = s.first, c == " " || c == "\t" || c == "\r" { s = s.dropFirst() }
         while let c = s.last, c == " " || c == "\t" || c == "\r" { s = s.dropLast() }

@@ -7,7 +7,7 @@
 // nothing here accepts a sign, a fraction or white space.
 
 /// Examples shown in every error message about a SIZE.
-public let sizeExamples = "1048576, 64K, 8M, 1G"
+package let sizeExamples = "1048576, 64K, 8M, 1G"
 
 /// Parses a SIZE in bytes: `123`, `123B`, `64K`, `8M`, `1G` (binary multiples;
 /// `KiB`, `KB`, `k` and the like mean the same).
@@ -18,7 +18,7 @@ public let sizeExamples = "1048576, 64K, 8M, 1G"
 /// - Throws: `ValueError` (kind `"size"`): `.empty`, `.missingNumber` (`K`),
 ///   `.negative`, `.malformedNumber`,
 ///   `.tooLarge` (beyond `Int.max` bytes), `.tooSmall` (below `minimum`).
-public func parseSize(_ text: String, minimum: Int = 0) throws(ValueError) -> Int {
+package func parseSize(_ text: String, minimum: Int = 0) throws(ValueError) -> Int {
     func failure(_ problem: ValueError.Problem) -> ValueError {
         ValueError(kind: "size", value: text, problem: problem, examples: sizeExamples)
     }
@@ -44,7 +44,7 @@ public func parseSize(_ text: String, minimum: Int = 0) throws(ValueError) -> In
 
 /// A size as the help texts show it, which `parseSize` reads back unchanged:
 /// `1048576` gives `"1M"`, `65536` `"64K"`, `1000` `"1000"`.
-public func sizeText(_ bytes: Int) -> String {
+package func sizeText(_ bytes: Int) -> String {
     for (suffix, factor) in [("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)] where bytes != 0 && bytes % factor == 0 {
         return "\(bytes / factor)\(suffix)"
     }
@@ -55,7 +55,7 @@ public func sizeText(_ bytes: Int) -> String {
 /// - Throws: `ValueError` (kind `"number"`): `.empty`, `.negative`,
 ///   `.malformedNumber` (anything but digits), `.tooSmall` (0), `.tooLarge`
 ///   (beyond `Int.max`).
-public func parseCount(_ text: String) throws(ValueError) -> Int {
+package func parseCount(_ text: String) throws(ValueError) -> Int {
     func failure(_ problem: ValueError.Problem) -> ValueError {
         ValueError(kind: "number", value: text, problem: problem, examples: "1, 10, 4096")
     }

@@ -9,9 +9,9 @@
 ///
 /// `message(for: "--timeout")` reads
 /// `invalid duration '5x' for --timeout: unknown unit 'x' (examples: 500ms, 30s, 5min, 1h30m, 2d)`.
-public struct ValueError: Error, Equatable, Sendable, CustomStringConvertible {
+package struct ValueError: Error, Equatable, Sendable, CustomStringConvertible {
     /// What is wrong with the value.
-    public enum Problem: Equatable, Sendable, CustomStringConvertible {
+    package enum Problem: Equatable, Sendable, CustomStringConvertible {
         /// Nothing but white space (or nothing at all).
         case empty
         /// Starts with `-`.
@@ -30,7 +30,7 @@ public struct ValueError: Error, Equatable, Sendable, CustomStringConvertible {
         /// Smaller than the option allows (`limit` is that minimum, in words).
         case tooSmall(limit: String)
 
-        public var description: String {
+        package var description: String {
             switch self {
             case .empty: "no value"
             case .negative: "negative values are not allowed"
@@ -45,15 +45,15 @@ public struct ValueError: Error, Equatable, Sendable, CustomStringConvertible {
     }
 
     /// The kind of value expected, for the message: `"duration"`, `"size"`, `"number"`.
-    public let kind: String
+    package let kind: String
     /// The text given.
-    public let value: String
+    package let value: String
     /// What is wrong with it.
-    public let problem: Problem
+    package let problem: Problem
     /// Values that would be accepted, e.g. `"500ms, 30s, 5min, 1h30m, 2d"`.
-    public let examples: String
+    package let examples: String
 
-    public init(kind: String, value: String, problem: Problem, examples: String) {
+    package init(kind: String, value: String, problem: Problem, examples: String) {
         self.kind = kind
         self.value = value
         self.problem = problem
@@ -62,12 +62,12 @@ public struct ValueError: Error, Equatable, Sendable, CustomStringConvertible {
 
     /// `invalid duration '5x' for --timeout: unknown unit 'x' (examples: 500ms, 30s, 5min, 1h30m, 2d)`.
     /// - Parameter option: the option as the user typed it, e.g. `"--timeout"`.
-    public func message(for option: String) -> String {
+    package func message(for option: String) -> String {
         "invalid \(kind) '\(value)' for \(option): \(problem) (examples: \(examples))"
     }
 
     /// The message without an option name: `invalid duration '5x': unknown unit 'x' (examples: ...)`.
-    public var description: String {
+    package var description: String {
         "invalid \(kind) '\(value)': \(problem) (examples: \(examples))"
     }
 }

@@ -13,7 +13,7 @@
 // keep `Connection.fallbackServings` and the two indexes in step; the reply
 // `code` a fallback server may send is checked in `serviceReply`.
 import EventBusPolicy
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 extension Broker {
     /// Whether `connection` may make a fallback serving subscription: it needs

@@ -22,7 +22,7 @@
 // the rest is out of line so that `publish` keeps `fanOut` inlined
 // (callgrind case 1: 2,245 without the check, 2,489 with an inlined one).
 import EventBusPolicy
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 extension Broker {
     // MARK: Holding

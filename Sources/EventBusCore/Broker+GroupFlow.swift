@@ -15,7 +15,7 @@
 // they are twice its queued frames (O(1) amortised per delivery). Members
 // hanging up together leave all their groups before any hands on
 // (`peersClosed`): a member that leaves must not be given events again.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 extension Broker {
     // MARK: Holding
@@ -116,7 +116,7 @@ extension Broker {
     /// its groups at once, and what was queued to it of theirs and never
     /// written goes to the other members (`leaveGroups(closing:)`). It joins
     /// none again.
-    public func peerClosed(_ connection: Connection, at time: BrokerTime) -> BrokerStep {
+    package func peerClosed(_ connection: Connection, at time: BrokerTime) -> BrokerStep {
         peersClosed([connection], at: time)
     }
 
@@ -125,7 +125,7 @@ extension Broker {
     /// groups before any hands its events on, so none is given what
     /// another of them hands on (issue 38: 4,096 members hanging up at once
     /// handed each event on from one closing member to the next).
-    public func peersClosed(_ connections: [Connection], at time: BrokerTime) -> BrokerStep {
+    package func peersClosed(_ connections: [Connection], at time: BrokerTime) -> BrokerStep {
         now = time
         var handovers: [(Connection, GroupHandover)] = []
         for connection in connections where !connection.isClosed && !connection.groups.peerClosed {

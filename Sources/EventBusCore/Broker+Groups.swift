@@ -18,7 +18,7 @@
 // change, one of them gets room (below half its limit), or one goes behind:
 // `releaseGroup` is the one place a group lets go.
 import EventBusPolicy
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 extension Broker {
     // MARK: Joining and leaving

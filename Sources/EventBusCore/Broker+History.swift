@@ -18,7 +18,7 @@
 // connection), and all replay work is paid from a per-uid credit that
 // refills with time; a replay the credit cannot pay for is cut short and
 // says so with a `gap` frame. docs/PROTOCOL-NOTES.md states the rule.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// A uid's replay credit: units of replay work it may still spend.
 struct ReplayCredit {

@@ -4,7 +4,7 @@
 //
 // Before editing: a feature is listed in `hello` (`ProtocolConstants.features`)
 // only once the broker implements all of it (PROTOCOL.md second edition).
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 extension Broker {
     /// `hello`: names the connection and sets its options, once.

@@ -7,7 +7,7 @@
 // UserAccounts.swift, never recomputed by walking queues or indexes, so a
 // `stats` costs the same however much is held; `clients` is linear in the
 // connections listed and lists at most `maxPatternsListed` patterns of each.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 extension Broker {
     /// Patterns listed per connection in `clients` (its `subscriptions` gives the count).

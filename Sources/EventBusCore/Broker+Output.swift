@@ -10,7 +10,7 @@
 // `statistics.queuedBytes` stay exact (the shrinking side is `didWrite`,
 // `makeRoom` and `replaceStaleQueue` under drop-old, and `forget`).
 // Replies are never dropped; only event frames go through `offer`.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 extension Broker {
     /// Queues a reply or notice (the single place that grows queues with

@@ -13,7 +13,7 @@
 // subscription's filtered mark goes through `setFiltered`, and a policy swap
 // empties the route cache.
 import EventBusPolicy
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// What `Broker.maySubscribe` allows.
 struct SubscribePermission {
@@ -24,13 +24,13 @@ struct SubscribePermission {
 
 extension Broker {
     /// The access policy in force.
-    public var policy: AccessPolicy { policyState.policy }
+    package var policy: AccessPolicy { policyState.policy }
 
     /// The broker's own event announcing a reload, e.g.
     /// `{"op":"event",...,"type":"eventbus.policy.reloaded",...,"data":{"generation":3,"files":["/etc/eventbus/policy.conf"]}}`.
-    public static let policyReloadedType = EventType("eventbus.policy.reloaded")!
+    package static let policyReloadedType = EventType("eventbus.policy.reloaded")!
     /// The broker's own event announcing a refused reload, e.g. `"data":{"generation":2,"error":"/etc/eventbus/policy.conf:4: unknown action \"publsh\" ..."}`.
-    public static let policyRefusedType = EventType("eventbus.policy.refused")!
+    package static let policyRefusedType = EventType("eventbus.policy.refused")!
 
     // MARK: Checks for the ops
 
@@ -167,7 +167,7 @@ extension Broker {
     /// Cost: one `PolicyView.subscribe` per distinct (identity, pattern).
     /// - Returns: output for the revocations and the event, closes, and a
     ///   `.policyReloaded` notice.
-    public func reloadPolicy(_ policy: AccessPolicy, at time: BrokerTime) -> BrokerStep {
+    package func reloadPolicy(_ policy: AccessPolicy, at time: BrokerTime) -> BrokerStep {
         now = time
         policyState.replace(with: policy)  // the views, the generation, the denial log, the publish verdict
         var decisions: [DecisionKey: SubscribeDecision] = [:]
@@ -242,7 +242,7 @@ extension Broker {
     /// (1.1)"): publishes `eventbus.policy.refused` with the generation still
     /// in force and the reason, so `eventbus reload --wait` can report it.
     /// - Parameter reason: every error, `file:line: message`, one per line.
-    public func refusePolicyReload(_ reason: String, at time: BrokerTime) -> BrokerStep {
+    package func refusePolicyReload(_ reason: String, at time: BrokerTime) -> BrokerStep {
         now = time
         var data: [UInt8] = []
         FrameEncoder.appendASCII("{\"generation\":", to: &data)

@@ -9,7 +9,7 @@
 // `unpause` with a reason (a connection is read when it has none left), so
 // the rules never undo each other. Nothing here is dropped for inbound
 // budgets: the kernel's socket buffers hold the rest (back-pressure).
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// Why the broker is not reading a connection (several may hold at once).
 struct PauseReasons: OptionSet {
@@ -209,7 +209,7 @@ extension Broker {
     /// `--frame-timeout` while the broker was reading it. The server calls
     /// it about once a second (`tickIntervalNanoseconds`).
     /// - Returns: `.close(id, .afterWrite)` for each, with the error queued.
-    public func tick(at time: BrokerTime) -> BrokerStep {
+    package func tick(at time: BrokerTime) -> BrokerStep {
         now = time
         if !flowWatch.isEmpty { watchForStalls() }
         let timeout = configuration.quotas.frameTimeoutNanoseconds
@@ -231,7 +231,7 @@ extension Broker {
 
     /// How often the server should call `tick`: a tenth of the frame
     /// timeout, between 10 ms and 1 s.
-    public var tickIntervalNanoseconds: Int64 {
+    package var tickIntervalNanoseconds: Int64 {
         let frames = min(1_000_000_000, max(10_000_000, configuration.quotas.frameTimeoutNanoseconds / 10))
         // (1.2) The stall watch: a twentieth of the stall timeout, at least 10 ms.
         return flowWatch.isEmpty ? frames : min(frames, max(10_000_000, configuration.stallTimeoutNanoseconds / 20))
@@ -352,10 +352,10 @@ extension Broker {
     /// Bytes the quotas count now: outbound queues, incomplete inbound
     /// frames, retained events and the history ring (the server gives freed
     /// heap memory back when this falls, BrokerServer+Memory.swift).
-    public var countedBytes: Int {
+    package var countedBytes: Int {
         statistics.queuedBytes + ledger.totals.inboundBytes + retention.retained.byteCount + retention.history.byteCount
     }
 
     /// Whether `tick` has anything to watch (some incomplete frame is held).
-    public var needsTicks: Bool { (configuration.quotas.frameTimeoutNanoseconds > 0 && ledger.totals.inboundBytes > 0) || !flowWatch.isEmpty }
+    package var needsTicks: Bool { (configuration.quotas.frameTimeoutNanoseconds > 0 && ledger.totals.inboundBytes > 0) || !flowWatch.isEmpty }
 }

@@ -16,7 +16,7 @@
 // arrives with `ServiceRequest.publish` (the seam: `routeRequest` picks
 // the servers; one member per group is the groups code's choice there).
 import EventBusPolicy
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 extension Broker {
     // MARK: Serving subscriptions
@@ -408,12 +408,12 @@ extension Broker {
 
     /// The earliest deadline of a pending request, monotonic ns (the server
     /// wakes for it); nil while nothing is pending.
-    public var nextRequestDeadline: Int64? { requests.nextDeadline }
+    package var nextRequestDeadline: Int64? { requests.nextDeadline }
 
     /// Answers `timeout` to every request whose deadline has passed at
     /// `time` (PROTOCOL.md "Request/reply": no answer) and forgets it.
     /// Cost: O(log n) per request expired, nothing when none is due.
-    public func expireRequests(at time: BrokerTime) -> BrokerStep {
+    package func expireRequests(at time: BrokerTime) -> BrokerStep {
         now = time
         while let request = requests.due(at: time.monotonicNanoseconds) {
             requests.finish(request)

@@ -10,7 +10,7 @@
 // has `writer` (EventWriter.swift) write its event from byte ranges
 // (`EventContent`) and the publisher's ready-made parts (EventStamp.swift):
 // nothing per event builds a String.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 extension Broker {
     @inline(__always)

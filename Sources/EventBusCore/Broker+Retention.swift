@@ -14,23 +14,23 @@
 // subscriptions, as live routing does) and `mayPublish` (`clear`). A
 // retained event is refused before the publish takes a seq, so an error
 // reply always means nothing happened.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// Bounds of retention and history (PROTOCOL.md "Quotas (1.1)", "Retained
 /// events and history (1.1)").
-public struct RetentionConfiguration: Sendable {
+package struct RetentionConfiguration: Sendable {
     /// Events in the history ring (`--history-events`, default 10,000; 0 turns it off).
-    public var historyEvents = 10_000
+    package var historyEvents = 10_000
     /// Bytes of event frames in the history ring (`--history-bytes`, default 16 MiB; 0 turns it off).
-    public var historyBytes = 16 << 20
+    package var historyBytes = 16 << 20
     /// Replay work a uid may spend at once, in entries examined (ring or
     /// retained entries, subscriptions, de-duplication checks; each costs
     /// about 10 ns), and how much comes back per second. See
     /// docs/PROTOCOL-NOTES.md "Retained events and history".
-    public var replayBurstUnits = 4 << 20
-    public var replayUnitsPerSecond = 1 << 20
+    package var replayBurstUnits = 4 << 20
+    package var replayUnitsPerSecond = 1 << 20
 
-    public init() {}
+    package init() {}
 }
 
 /// What the broker keeps besides connections: retained events, the history
@@ -50,20 +50,20 @@ struct RetentionState {
 
 /// A copy of the retained events for the state file writer: the frames are
 /// immutable and only read, so handing them to another thread is safe.
-public struct RetainedSnapshot: @unchecked Sendable {
+package struct RetainedSnapshot: @unchecked Sendable {
     /// `(seq, frame)` in no particular order (the writer sorts them).
-    public let events: [(seq: UInt64, frame: OutboundChunk)]
+    package let events: [(seq: UInt64, frame: OutboundChunk)]
     /// `Broker.retainedGeneration` when it was taken.
-    public let generation: UInt64
+    package let generation: UInt64
 }
 
 /// The changes of the retained events since the state file was last
 /// written, as lines to append (immutable frames, safe to hand over).
-public struct RetainedChanges: @unchecked Sendable {
+package struct RetainedChanges: @unchecked Sendable {
     /// Each one line with its LF: an event frame, or a clear line.
-    public let lines: [OutboundChunk]
+    package let lines: [OutboundChunk]
     /// `Broker.retainedGeneration` when they were taken.
-    public let generation: UInt64
+    package let generation: UInt64
 }
 
 extension Broker {
@@ -148,14 +148,14 @@ extension Broker {
 
     /// Goes up with every change of the retained events (the server writes
     /// the state file when it differs from what it last wrote).
-    public var retainedGeneration: UInt64 { retention.retained.generation }
+    package var retainedGeneration: UInt64 { retention.retained.generation }
 
     /// Bytes of the retained event frames now.
-    public var retainedBytes: Int { retention.retained.byteCount }
+    package var retainedBytes: Int { retention.retained.byteCount }
 
     /// The retained events now, for the state file writer (a whole rewrite;
     /// the list of changes starts again). O(retained events).
-    public func retainedSnapshot() -> RetainedSnapshot {
+    package func retainedSnapshot() -> RetainedSnapshot {
         _ = retention.retained.takeChanges()
         let events = retention.retained.events.values.map { (seq: $0.seq, frame: $0.frame) }
         return RetainedSnapshot(events: events, generation: retention.retained.generation)
@@ -165,7 +165,7 @@ extension Broker {
     /// the state file (`RetainedStateFile`), in the order they happened; nil
     /// when they outgrew the retained events themselves (write a snapshot).
     /// O(changes).
-    public func takeRetainedChanges() -> RetainedChanges? {
+    package func takeRetainedChanges() -> RetainedChanges? {
         guard let changes = retention.retained.takeChanges() else { return nil }
         let lines = changes.map { change -> OutboundChunk in
             switch change {
@@ -180,13 +180,13 @@ extension Broker {
     /// before the broker serves anyone: each gets a new seq, in their old
     /// order, and keeps every other field. Events over the limits are left out.
     /// - Returns: how many were restored, and the problems found (to log).
-    public func restoreRetained(fromStateFile bytes: RawSpan) -> RetainedStateFile.Report {
+    package func restoreRetained(fromStateFile bytes: RawSpan) -> RetainedStateFile.Report {
         restoreRetained(RetainedStateFile.read(bytes))
     }
 
     /// `restoreRetained(fromStateFile:)` for a file read in pieces
     /// (`RetainedStateFile.Reader`'s report).
-    public func restoreRetained(_ read: RetainedStateFile.Report) -> RetainedStateFile.Report {
+    package func restoreRetained(_ read: RetainedStateFile.Report) -> RetainedStateFile.Report {
         precondition(seq == 0 && connections.isEmpty, "retained events are restored before the broker serves")
         var report = read
         for event in report.events {

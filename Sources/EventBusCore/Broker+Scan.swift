@@ -15,7 +15,7 @@
 // blank (a blank line is skipped without a call), so a scan is used only
 // once it saw a byte other than space, tab or CR (`sawNonBlank`). Its memory
 // is charged to the uid with the frame's bytes (`syncInbound`).
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 extension Broker {
     /// Incomplete frames shorter than this are read whole when their LF

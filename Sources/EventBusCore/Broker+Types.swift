@@ -8,7 +8,7 @@
 // per delivery (`fanOut` adds its own `delivered` total); the reply is built
 // only from the counters, the retained store and the index's route lists, and
 // leaves out every type the caller's policy view does not let it receive.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 extension Broker {
     /// Counts a publish of `type` (seq `seq`, now) and makes it the type

@@ -33,120 +33,120 @@
 // `mayPublish` (also for `clear`), `mayReceive` (retained and replayed
 // events), `mayBridge`, `maySubscribe`.
 import EventBusPolicy
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// Limits and identity of a broker (PROTOCOL.md "Semantics" defaults).
-public struct BrokerConfiguration: Sendable {
+package struct BrokerConfiguration: Sendable {
     /// Largest incoming frame in bytes (`--max-frame`, default 1 MiB).
-    public var maxFrameBytes = ProtocolConstants.defaultMaxFrameBytes
+    package var maxFrameBytes = ProtocolConstants.defaultMaxFrameBytes
     /// Per-connection outbound limit in bytes (`--max-outbound`, default 8 MiB).
-    public var maxOutboundBytes = 8 << 20
+    package var maxOutboundBytes = 8 << 20
     /// Frame bytes one `receive` handles before it stops and keeps the rest
     /// (`Connection.hasBufferedInput`): the unit of work between two
     /// scheduling decisions of the server while several uids are about
     /// (issue 20; the server sets 8 KiB). The default, no bound, handles all
     /// the bytes given.
-    public var turnBytes = Int.max
+    package var turnBytes = Int.max
     /// Connections at most (`--max-connections`, default 4096).
-    public var maxConnections = 4096
+    package var maxConnections = 4096
     /// Patterns per connection at most (`--max-subscriptions`, default 4096).
-    public var maxSubscriptionsPerConnection = 4096
+    package var maxSubscriptionsPerConnection = 4096
     /// All outbound queues together in bytes (`--max-queued`, default 512 MiB).
-    public var maxQueuedBytes = 512 << 20
+    package var maxQueuedBytes = 512 << 20
     /// (issue 37) A connection with `allow hold` that keeps publishers of
     /// other uids held for at least 95 % of this window is behind for them
     /// (`--trusted-hold-window`, default 5 s; Broker+FlowControl.swift).
-    public var trustedHoldWindowNanoseconds: Int64 = 5_000_000_000
+    package var trustedHoldWindowNanoseconds: Int64 = 5_000_000_000
     /// (1.2) How long a connection that holds a publisher (or has a paced
     /// replay) may take no byte of its queue before it is behind, ns
     /// (`--stall-timeout`, default 1 s; PROTOCOL.md "Flow control").
-    public var stallTimeoutNanoseconds: Int64 = 1_000_000_000
+    package var stallTimeoutNanoseconds: Int64 = 1_000_000_000
     /// (1.3) Requests asked and not answered at most per connection
     /// (`--max-pending-requests`, default 1024; PROTOCOL.md "Request/reply").
-    public var maxPendingRequestsPerConnection = 1024
+    package var maxPendingRequestsPerConnection = 1024
     /// (1.3) Requests given to one serving connection and not answered at
     /// most (4096): past it the connection is passed over.
-    public var maxServingRequestsPerConnection = 4096
+    package var maxServingRequestsPerConnection = 4096
     /// (1.3) The longest `req` a request may carry, bytes: the broker keeps
     /// it until the answer.
-    public var maxRequestIDBytes = 1024
+    package var maxRequestIDBytes = 1024
     /// (1.3) The largest `timeout` a request may ask for, ms
     /// (`--max-request-timeout`, default 300 s), and the one it gets without (25 s).
-    public var maxRequestTimeoutMilliseconds: UInt64 = 300_000
-    public var defaultRequestTimeoutMilliseconds: UInt64 = 25_000
+    package var maxRequestTimeoutMilliseconds: UInt64 = 300_000
+    package var defaultRequestTimeoutMilliseconds: UInt64 = 25_000
     /// Retained events and the history ring (1.1), Broker+Retention.swift.
-    public var retention = RetentionConfiguration()
+    package var retention = RetentionConfiguration()
     /// Per-uid and total limits (PROTOCOL.md "Quotas (1.1)").
-    public var quotas = QuotaConfiguration()
+    package var quotas = QuotaConfiguration()
     /// Event types with counters at most (PROTOCOL.md "Per-type counters (1.2)": 65,536).
-    public var maxTrackedTypes = 65_536
+    package var maxTrackedTypes = 65_536
     /// `server` and `version` in the `hello` reply.
-    public var serverName = "eventbusd"
-    public var version = EventBusRelease.version
+    package var serverName = "eventbusd"
+    package var version = EventBusRelease.version
     /// The broker process's own pid, uid and gid: stamped on its own
     /// `eventbus.` events; the uid may `bridge` without a policy file.
-    public var ownCredentials = Credentials(pid: 0, uid: 0, gid: 0)
+    package var ownCredentials = Credentials(pid: 0, uid: 0, gid: 0)
     /// The access policy at start (PROTOCOL.md "Access policy (1.1)"); nil:
     /// no policy file (`AccessPolicy.withoutFiles` for `ownCredentials.uid`).
     /// `Broker.reloadPolicy` replaces it.
-    public var policy: AccessPolicy? = nil
+    package var policy: AccessPolicy? = nil
 
-    public init() {}
+    package init() {}
 }
 
 /// A point in time as the server read it once for a batch of input.
-public struct BrokerTime: Sendable {
+package struct BrokerTime: Sendable {
     /// CLOCK_REALTIME, ns since the Unix epoch: stamps events.
-    public var wallNanoseconds: Int64
+    package var wallNanoseconds: Int64
     /// CLOCK_MONOTONIC, ns: measures uptime.
-    public var monotonicNanoseconds: Int64
+    package var monotonicNanoseconds: Int64
 
-    public init(wallNanoseconds: Int64, monotonicNanoseconds: Int64) {
+    package init(wallNanoseconds: Int64, monotonicNanoseconds: Int64) {
         self.wallNanoseconds = wallNanoseconds
         self.monotonicNanoseconds = monotonicNanoseconds
     }
 }
 
 /// Counters reported by `stats` (PROTOCOL.md "Requests").
-public struct BrokerStatistics: Equatable, Sendable {
-    public var connections = 0
-    public var subscriptions = 0
+package struct BrokerStatistics: Equatable, Sendable {
+    package var connections = 0
+    package var subscriptions = 0
     /// Events accepted from publishers.
-    public var published: UInt64 = 0
+    package var published: UInt64 = 0
     /// Event frames queued to subscribers.
-    public var delivered: UInt64 = 0
+    package var delivered: UInt64 = 0
     /// Events dropped for slow subscribers.
-    public var dropped: UInt64 = 0
+    package var dropped: UInt64 = 0
     /// Bytes in all outbound queues, as charged (`OutboundQueue.chargedBytes`).
-    public var queuedBytes = 0
+    package var queuedBytes = 0
     /// (1.2, PROTOCOL.md "Flow control") Publisher connections held now,
     /// times a publisher was held, times a connection went behind.
-    public var held = 0
-    public var holds: UInt64 = 0
-    public var stalls: UInt64 = 0
+    package var held = 0
+    package var holds: UInt64 = 0
+    package var stalls: UInt64 = 0
     /// (1.3, PROTOCOL.md "Request/reply") Requests routed (they took a seq),
     /// replies accepted, requests answered `no_responders`, requests timed out.
-    public var requests: UInt64 = 0
-    public var replies: UInt64 = 0
-    public var noResponders: UInt64 = 0
-    public var timeouts: UInt64 = 0
+    package var requests: UInt64 = 0
+    package var replies: UInt64 = 0
+    package var noResponders: UInt64 = 0
+    package var timeouts: UInt64 = 0
 }
 
 /// The broker core, owned by one thread (the server's loop). Each public
 /// method is a step that returns what the server must do (`BrokerStep`).
-public final class Broker {
-    public let configuration: BrokerConfiguration
+package final class Broker {
+    package let configuration: BrokerConfiguration
     /// The bound on frame bytes per `receive` in force: the server sets
     /// `configuration.turnBytes` while several uids have input, no bound
     /// otherwise (one uid alone keeps whole reads: no copy of their rest).
-    public var turnBytes = Int.max
+    package var turnBytes = Int.max
     /// (issue 35) While `turnBytes` is bounded, `receive` also stops every
     /// `PieceCount.framesPerCheck` frames with this set and the rest kept
     /// (`hasBufferedInput`): the server, which owns the clock, goes on with
     /// `receive(_:_:at:continuing: true)` while its turn has time. So costly
     /// small frames (new types, patterns) are bounded by time too, and the
     /// core reads no clock.
-    public internal(set) var stoppedForTimeCheck = false
+    package internal(set) var stoppedForTimeCheck = false
     /// Frame bytes the current bounded piece of work may still handle
     /// (`turnBytes` at its first `receive`, less what each handled).
     var pieceBytesLeft = Int.max
@@ -154,10 +154,10 @@ public final class Broker {
     /// (Broker+Scan.swift; for tests: that large frames take that path).
     var scannedFrames = 0
     /// Random id of this broker run (PROTOCOL.md "Events": `instance`).
-    public let instance: String
+    package let instance: String
     let startMonotonic: Int64
 
-    public internal(set) var statistics = BrokerStatistics()
+    package internal(set) var statistics = BrokerStatistics()
     var connections: [ConnectionID: Connection] = [:]
     let index = SubscriptionIndex()
     /// (1.3) Queue groups by pattern and by key (QueueGroups.swift,
@@ -230,13 +230,13 @@ public final class Broker {
     /// verdict (PolicyState.swift; applied by Broker+Policy.swift).
     var policyState: PolicyState
     /// `stats.policy_generation`: 1 for the policy loaded at start, +1 per reload.
-    public var policyGeneration: UInt64 { policyState.generation }
+    package var policyGeneration: UInt64 { policyState.generation }
 
     /// - Parameters:
     ///   - configuration: limits.
     ///   - instance: this run's id, e.g. 16 random hex digits.
     ///   - startTime: when the broker started (for `uptime_s`).
-    public init(configuration: BrokerConfiguration, instance: String, startTime: BrokerTime) {
+    package init(configuration: BrokerConfiguration, instance: String, startTime: BrokerTime) {
         self.configuration = configuration
         self.instance = instance
         self.startMonotonic = startTime.monotonicNanoseconds
@@ -256,10 +256,10 @@ public final class Broker {
     }
 
     /// Number of open connections.
-    public var connectionCount: Int { connections.count }
+    package var connectionCount: Int { connections.count }
 
     /// Whether the subscription index is empty (for invariant checks).
-    public var indexIsEmpty: Bool { index.isEmpty && serveIndex.isEmpty && fallbackIndex.isEmpty && groups.isEmpty && serveGroups.isEmpty && fallbackGroups.isEmpty }
+    package var indexIsEmpty: Bool { index.isEmpty && serveIndex.isEmpty && fallbackIndex.isEmpty && groups.isEmpty && serveGroups.isEmpty && fallbackGroups.isEmpty }
 
     // MARK: Connections
 
@@ -277,7 +277,7 @@ public final class Broker {
     ///   before closing the socket, e.g.
     ///   `{"op":"error","code":"limit","message":"256 connections for uid 1000 (limit)"}` or
     ///   `{"op":"error","code":"forbidden","message":"connect denied for uid 2002 by /etc/eventbus/policy.conf:4"}`.
-    public func open(credentials: Credentials, limitOverrides: UserLimitOverrides? = nil, at time: BrokerTime? = nil) -> Result<Connection, RefusedConnection> {
+    package func open(credentials: Credentials, limitOverrides: UserLimitOverrides? = nil, at time: BrokerTime? = nil) -> Result<Connection, RefusedConnection> {
         if let time { now = time }
         let uid = credentials.uid
         let view = policyState.views.view(for: credentials.policyIdentity)
@@ -307,7 +307,7 @@ public final class Broker {
     /// subscriptions vanish (weak subscriptions, PROTOCOL.md "Semantics") and
     /// its queue is released. Idempotent.
     /// - Returns: `.close(id, .now)` (nothing if it was closed already).
-    public func close(_ connection: Connection) -> BrokerStep {
+    package func close(_ connection: Connection) -> BrokerStep {
         forget(connection)
         return finishStep()
     }
@@ -361,7 +361,7 @@ public final class Broker {
     /// - Returns: output for the replies and events queued, `.pauseReading`
     ///   when the connection's queue went over its limit, closes of
     ///   subscribers under `overflow: disconnect`, notices.
-    public func receive(_ connection: Connection, _ bytes: RawSpan, at time: BrokerTime, continuing: Bool = false) -> BrokerStep {
+    package func receive(_ connection: Connection, _ bytes: RawSpan, at time: BrokerTime, continuing: Bool = false) -> BrokerStep {
         stoppedForTimeCheck = false
         guard connection.closing == nil, !connection.isClosed, !connection.inputClosed else { return finishStep() }
         now = time
@@ -414,7 +414,7 @@ public final class Broker {
     /// receiving events (PROTOCOL.md "Semantics": half-close).
     /// - Returns: for a connection without subscriptions `.close(id, .now)`
     ///   when nothing is queued, `.close(id, .afterFlush)` otherwise.
-    public func endOfInput(_ connection: Connection, at time: BrokerTime) -> BrokerStep {
+    package func endOfInput(_ connection: Connection, at time: BrokerTime) -> BrokerStep {
         guard connection.closing == nil, !connection.isClosed, !connection.inputClosed else { return finishStep() }
         now = time
         if connection.flow.heldFrame != nil || connection.splitter.hasBacklog {
@@ -494,7 +494,7 @@ public final class Broker {
     /// - Returns: `.close(id, .now)` when a connection closing after its
     ///   flush has nothing left; below half the limit `.resumeReading` (if it
     ///   was paused) and output for a pending `dropped` notice.
-    public func didWrite(_ connection: Connection, bytes: Int) -> BrokerStep {
+    package func didWrite(_ connection: Connection, bytes: Int) -> BrokerStep {
         guard bytes > 0, !connection.isClosed else { return finishStep() }
         applyOutbound(connection, ledger.collectReleased { connection.outbound.consume(bytes, released: &$0) })
         flowDidWrite(connection, bytes: bytes)
@@ -512,7 +512,7 @@ public final class Broker {
     /// each is closed once its queue is written.
     /// - Returns: `.close(id, .now)` for every connection with nothing queued,
     ///   `.close(id, .afterFlush)` for the others.
-    public func beginShutdown() -> BrokerStep {
+    package func beginShutdown() -> BrokerStep {
         for connection in connections.values.sorted(by: { $0.id < $1.id }) {
             closeWhenFlushed(connection)
         }
@@ -522,16 +522,16 @@ public final class Broker {
 
 /// A connection refused at a connection limit or by the policy: write
 /// `frame`, then close the socket.
-public struct RefusedConnection: Error {
-    public let frame: [UInt8]
+package struct RefusedConnection: Error {
+    package let frame: [UInt8]
     /// For a policy refusal: the line to log (naming uid, pid and the rule),
     /// or nil when the denial log's once-a-minute limit holds it back; for a
     /// connection limit, which limit (the server words the log line).
-    public let logLine: String?
+    package let logLine: String?
     /// Whether the policy refused it (`forbidden`), not a limit.
-    public let forbidden: Bool
+    package let forbidden: Bool
 
-    public init(frame: [UInt8], logLine: String? = nil, forbidden: Bool = false) {
+    package init(frame: [UInt8], logLine: String? = nil, forbidden: Bool = false) {
         self.frame = frame
         self.logLine = logLine
         self.forbidden = forbidden

@@ -10,7 +10,7 @@
 // returns through; `output` lists each connection once per step.
 
 /// When the server closes a connection the broker has given up on.
-public enum CloseTiming: Equatable, Sendable {
+package enum CloseTiming: Equatable, Sendable {
     /// Close the socket now: the broker has forgotten the connection and
     /// released its queue (its subscriptions are gone).
     case now
@@ -25,7 +25,7 @@ public enum CloseTiming: Equatable, Sendable {
 }
 
 /// One thing the server must do, in the order the broker decided it.
-public enum BrokerEffect: Equatable, Sendable {
+package enum BrokerEffect: Equatable, Sendable {
     /// Stop reading requests from it (its queue, its uid's queues or all
     /// queues are over their outbound limit, or its uid is over an inbound
     /// budget: PROTOCOL.md "Quotas (1.1)").
@@ -41,7 +41,7 @@ public enum BrokerEffect: Equatable, Sendable {
 }
 
 /// Something the server may log; produced only on state changes, never per event.
-public enum BrokerNotice: Equatable, Sendable {
+package enum BrokerNotice: Equatable, Sendable {
     /// A connection began losing events (its next `dropped` notice is pending).
     case startedDropping(ConnectionID, pid: Int32)
     /// A connection hit a limit (`limit` error sent).
@@ -62,20 +62,20 @@ public enum BrokerNotice: Equatable, Sendable {
 /// The result of one broker step. Example: a publisher on connection 7 whose
 /// frames filled its own queue with replies, and a subscriber on 3 that got
 /// the events: `BrokerStep(output: [3, 7], effects: [.pauseReading(7)])`.
-public struct BrokerStep: Equatable, Sendable {
+package struct BrokerStep: Equatable, Sendable {
     /// Connections whose queue got new bytes, each once, in the order they
     /// got them: write them (after the current batch of input).
-    public var output: [ConnectionID] = []
+    package var output: [ConnectionID] = []
     /// Effects in the order they were decided; apply them in this order.
-    public var effects: [BrokerEffect] = []
+    package var effects: [BrokerEffect] = []
 
-    public init(output: [ConnectionID] = [], effects: [BrokerEffect] = []) {
+    package init(output: [ConnectionID] = [], effects: [BrokerEffect] = []) {
         self.output = output
         self.effects = effects
     }
 
     /// Whether there is nothing to do.
-    public var isEmpty: Bool { output.isEmpty && effects.isEmpty }
+    package var isEmpty: Bool { output.isEmpty && effects.isEmpty }
 }
 
 extension Broker {

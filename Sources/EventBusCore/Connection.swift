@@ -35,21 +35,21 @@
 // that handling reads and changes `input`: in one struct the two would be
 // overlapping accesses (exclusivity).
 import EventBusPolicy
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// Broker-assigned connection number, unique within one broker run; 1, 2, 3...
-public typealias ConnectionID = UInt64
+@usableFromInline package typealias ConnectionID = UInt64
 
 /// The peer's kernel credentials (`SO_PEERCRED`, and the supplementary
 /// groups from `SO_PEERGROUPS`), captured at connect time.
-public struct Credentials: Equatable, Sendable {
-    public var pid: Int32
-    public var uid: UInt32
-    public var gid: UInt32
+@usableFromInline package struct Credentials: Equatable, Sendable {
+    package var pid: Int32
+    package var uid: UInt32
+    package var gid: UInt32
     /// `SO_PEERGROUPS`, in any order (`group=` policy rules match these and `gid`).
-    public var supplementaryGroups: [UInt32]
+    package var supplementaryGroups: [UInt32]
 
-    public init(pid: Int32, uid: UInt32, gid: UInt32, supplementaryGroups: [UInt32] = []) {
+    package init(pid: Int32, uid: UInt32, gid: UInt32, supplementaryGroups: [UInt32] = []) {
         self.pid = pid
         self.uid = uid
         self.gid = gid
@@ -57,14 +57,14 @@ public struct Credentials: Equatable, Sendable {
     }
 
     /// The identity the access policy judges (PROTOCOL.md "Access policy (1.1)").
-    public var policyIdentity: PolicyIdentity {
+    package var policyIdentity: PolicyIdentity {
         PolicyIdentity(uid: uid, gid: gid, supplementaryGroups: supplementaryGroups)
     }
 }
 
 /// One client connection, made by `Broker.open`; the server holds it next to
 /// its own record (fd, epoll interest) under the same `id`.
-public final class Connection {
+package final class Connection {
     /// Who it is (never changes).
     @usableFromInline let identity: ConnectionIdentity
     /// `hello` options and its policy view.
@@ -76,7 +76,7 @@ public final class Connection {
     var input = ConnectionInput()
     /// Frames waiting to be written; the server writes them and reports with
     /// `Broker.didWrite`.
-    public internal(set) var outbound = OutboundQueue()
+    package internal(set) var outbound = OutboundQueue()
     /// Where its events stand: at-most-once, drops not yet reported, the step it was last listed in.
     var output = ConnectionOutput()
     /// (issue 20) Out of the kept route lists while full (ParkedSubscribers.swift).
@@ -113,7 +113,7 @@ public final class Connection {
     /// or `.afterWrite`): no input is handled and no event routed to it.
     var closing: CloseTiming?
     /// Forgotten by the broker (`.close(id, .now)` was returned).
-    public internal(set) var isClosed = false
+    package internal(set) var isClosed = false
 
     init(id: ConnectionID, credentials: Credentials, policy: PolicyView, account: UserAccount, maxFrameBytes: Int,
          connectedAt: Int64) {
@@ -126,39 +126,39 @@ public final class Connection {
 
     // MARK: Read from outside the core
 
-    @inlinable public var id: ConnectionID { identity.id }
-    @inlinable public var credentials: Credentials { identity.credentials }
+    @inlinable package var id: ConnectionID { identity.id }
+    @inlinable package var credentials: Credentials { identity.credentials }
     /// When it connected, wall clock ns since the epoch (`clients`: `since`).
-    public var connectedAtWallNanoseconds: Int64 { identity.connectedAtWallNanoseconds }
+    package var connectedAtWallNanoseconds: Int64 { identity.connectedAtWallNanoseconds }
     /// The policy as this connection's identity sees it (shared with other
     /// connections of that identity); replaced by a policy reload
     /// (Broker+Policy.swift).
-    public var policy: PolicyView { session.policy }
+    package var policy: PolicyView { session.policy }
     /// `hello` options (PROTOCOL.md "Requests").
-    public var clientName: String? { session.clientName }
-    public var echo: Bool { session.echo }
-    public var overflow: OverflowPolicy { session.overflow }
+    package var clientName: String? { session.clientName }
+    package var echo: Bool { session.echo }
+    package var overflow: OverflowPolicy { session.overflow }
     /// Counters for `clients` (PROTOCOL.md "Introspection"): events it
     /// published, events queued to it, events it lost.
-    public var publishedCount: UInt64 { accounting.publishedCount }
-    public var deliveredCount: UInt64 { accounting.deliveredCount }
+    package var publishedCount: UInt64 { accounting.publishedCount }
+    package var deliveredCount: UInt64 { accounting.deliveredCount }
     // `droppedCount` and `pendingDropCount` add what it lost while parked
     // (ParkedSubscribers.swift).
     /// The client shut down its writing side (EOF read).
-    public var inputClosed: Bool { input.inputClosed }
+    package var inputClosed: Bool { input.inputClosed }
     /// Whether the broker has paused its reading.
-    public var readPaused: Bool { !input.pauses.isEmpty }
+    package var readPaused: Bool { !input.pauses.isEmpty }
 
     /// The patterns it is subscribed to (a copy: for tests and introspection).
-    public var patterns: Set<Pattern> { Set(subscriptions.keys) }
+    package var patterns: Set<Pattern> { Set(subscriptions.keys) }
 
     /// How many patterns it is subscribed to.
-    public var subscriptionCount: Int { subscriptions.count }
+    package var subscriptionCount: Int { subscriptions.count }
 
     /// (1.3) Requests it asked that are not answered yet (`clients`: `pending`).
-    public var pendingRequestCount: Int { requests.pending.count }
+    package var pendingRequestCount: Int { requests.pending.count }
     /// (1.3) Requests it was given and has not answered (`clients`: `serving`).
-    public var servingRequestCount: Int { requests.serving.count }
+    package var servingRequestCount: Int { requests.serving.count }
 
     /// Its uid's account (`accounting.accountRef` as a reference).
     var account: UserAccount { accounting.accountRef.object }
@@ -177,9 +177,9 @@ public final class Connection {
     /// (issue 37) A large frame of it is being validated as it arrives
     /// (Broker+Scan.swift): the server reads it in smaller pieces, so a
     /// read's validation is a smaller piece of work.
-    public var isScanningLargeFrame: Bool { input.scan != nil }
+    package var isScanningLargeFrame: Bool { input.scan != nil }
 
-    public var hasBufferedInput: Bool { splitter.hasBacklog || flow.heldFrame != nil || flow.endPending }
+    package var hasBufferedInput: Bool { splitter.hasBacklog || flow.heldFrame != nil || flow.endPending }
 }
 
 /// Who a connection is: fixed at `Broker.open` (noncopyable: it holds its

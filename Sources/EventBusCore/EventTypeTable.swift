@@ -15,7 +15,7 @@
 // changes that array, or the change copies it (Broker.addSubscription and
 // removeSubscription do).
 import EventBusPolicy
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 struct EventTypeTable {
     /// One type: its bytes as two words and a length (for types of up to 16

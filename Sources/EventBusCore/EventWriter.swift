@@ -15,7 +15,7 @@
 // the fan-out ends (`EventFrame` does not count it). `scratch` holds one
 // reply or notice at a time: whoever writes it queues it before anything
 // else writes there (a reply's `fields` closure writes no event).
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// Writes event frames and holds the broker's reused output buffers; held by
 /// `Broker.writer` and used in place (invariants in this file's header).

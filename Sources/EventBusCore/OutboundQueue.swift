@@ -24,7 +24,7 @@
 // mark. Only `Broker.enqueue` grows a queue, so the broker's byte
 // counts stay exact; every shrinking call returns the change of
 // `chargedBytes` and hands back the fair-share charges it released.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// Bytes the broker keeps for writing: a chunk of frames copied back to back,
 /// or one large event shared between queues. Its storage is inline (one heap
@@ -32,7 +32,7 @@ import EventBusProtocol
 /// below `used` never change. The header keeps the capacity too, so asking
 /// for the free space costs no `malloc_usable_size` (ManagedBuffer's
 /// `capacity` asks the allocator each time).
-public final class OutboundChunk: ManagedBuffer<ChunkHeader, UInt8> {
+package final class OutboundChunk: ManagedBuffer<ChunkHeader, UInt8> {
     /// An empty chunk of `capacity` bytes.
     static func make(capacity: Int) -> OutboundChunk {
         unsafeDowncast(OutboundChunk.create(minimumCapacity: max(capacity, 1)) { ChunkHeader(used: 0, capacity: $0.capacity) },
@@ -71,7 +71,7 @@ public final class OutboundChunk: ManagedBuffer<ChunkHeader, UInt8> {
 }
 
 /// An `OutboundChunk`'s header: bytes in use and the usable capacity.
-public struct ChunkHeader {
+package struct ChunkHeader {
     var used: Int
     var capacity: Int
 }
@@ -80,17 +80,17 @@ extension OutboundChunk {
     /// A chunk holding a copy of `source` (one whole frame, LF included): a
     /// frame kept beyond its publish (retained events, the history ring) and
     /// queued by reference (`Broker.offer(_:seq:publisher:to:)` with a frame).
-    public static func copying(_ source: UnsafeRawBufferPointer) -> OutboundChunk {
+    package static func copying(_ source: UnsafeRawBufferPointer) -> OutboundChunk {
         let chunk = make(capacity: source.count)
         chunk.append(source)
         return chunk
     }
 
     /// Its bytes in use (a whole frame for a chunk made by `copying`).
-    public var count: Int { header.used }
+    package var count: Int { header.used }
 
     /// Its bytes, valid while the chunk is alive.
-    public var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: baseAddress, count: header.used) }
+    package var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: baseAddress, count: header.used) }
 }
 
 /// An event frame as built once per publish: its bytes (valid during the
@@ -135,7 +135,7 @@ struct ActorCharge {
 
 /// A FIFO of frames with `seq` tags (0 = not an event: replies and notices,
 /// which are never dropped).
-public struct OutboundQueue {
+package struct OutboundQueue {
     struct Entry {
         var chunk: OutboundChunk
         var start: UInt32
@@ -158,7 +158,7 @@ public struct OutboundQueue {
 
     /// Charged per queued frame on top of its bytes: its entry here (32 bytes)
     /// and its share of the chunk headers.
-    public static let entryOverheadBytes = 32
+    package static let entryOverheadBytes = 32
     /// Events up to this size are copied into each queue's own chunk; larger
     /// ones are shared.
     static let copyLimitBytes = 2048
@@ -185,7 +185,7 @@ public struct OutboundQueue {
     /// Bytes of the head frame already written.
     var headOffset = 0
     /// Bytes queued and not yet written.
-    public private(set) var byteCount = 0
+    package private(set) var byteCount = 0
     /// The chunks small replies and small events are appended to.
     var replyTail: OutboundChunk?
     var eventTail: OutboundChunk?
@@ -205,19 +205,19 @@ public struct OutboundQueue {
     /// O(1) per dropped event).
     var dropWork = 0
 
-    public init() {}
+    package init() {}
 
-    public var isEmpty: Bool { head &+ deadEntries == entries.count }
+    package var isEmpty: Bool { head &+ deadEntries == entries.count }
 
     /// Frames queued and not completely written.
-    public var frameCount: Int { entries.count - head - deadEntries }
+    package var frameCount: Int { entries.count - head - deadEntries }
 
     /// What the queue holds as the broker counts it: the frames not
     /// completely written at their full length (a partly written head frame
     /// keeps its chunk, so its written bytes count too) plus
     /// `entryOverheadBytes` per frame (`queued_bytes`, and what the outbound
     /// limits compare).
-    public var chargedBytes: Int { byteCount + headOffset + (entries.count - head - deadEntries) * OutboundQueue.entryOverheadBytes }
+    package var chargedBytes: Int { byteCount + headOffset + (entries.count - head - deadEntries) * OutboundQueue.entryOverheadBytes }
 
     // MARK: Growing (only `Broker.enqueue` calls these)
 
@@ -286,7 +286,7 @@ public struct OutboundQueue {
     /// bytes in order (the first may be the rest of a partly written frame;
     /// frames adjacent in one chunk come as one run).
     /// - Returns: how many runs were handed out.
-    public func forEachChunk(maxChunks: Int, _ body: (UnsafeRawPointer, Int) -> Void) -> Int {
+    package func forEachChunk(maxChunks: Int, _ body: (UnsafeRawPointer, Int) -> Void) -> Int {
         var n = 0
         var i = head
         while i < entries.count && n < maxChunks {

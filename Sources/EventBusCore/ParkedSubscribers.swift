@@ -40,7 +40,7 @@
 // `SubscriptionIndex.keptListsChanged` (every kept list is split again
 // before its next use), and a part is retired (`ParkedRoutes.retire`)
 // before its entry forgets it.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// The parked connections of one kept route list, and the events routed
 /// through it since it was made (every member joined then).
@@ -107,14 +107,14 @@ extension Connection {
 
     /// Events lost since the last `dropped` notice (PROTOCOL.md "Semantics"),
     /// including those counted while parked and not added yet.
-    public var pendingDropCount: UInt64 { output.pendingDropsCounted &+ (park?.outstanding ?? 0) }
+    package var pendingDropCount: UInt64 { output.pendingDropsCounted &+ (park?.outstanding ?? 0) }
 
     /// Events it lost in all (`clients`: `dropped`), including those
     /// counted while parked and not added yet.
-    public var droppedCount: UInt64 { accounting.droppedCounted &+ (park?.outstanding ?? 0) }
+    package var droppedCount: UInt64 { accounting.droppedCounted &+ (park?.outstanding ?? 0) }
 
     /// Whether it is parked: out of the kept route lists while full.
-    public var isParked: Bool { park != nil }
+    package var isParked: Bool { park != nil }
 }
 
 /// The broker's parked connections (by identity).

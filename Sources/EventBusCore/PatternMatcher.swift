@@ -9,7 +9,7 @@
 // it against `Pattern.matches` on a table. Both inputs are already validated
 // (a `Pattern`, a type from a frame the broker built), so no byte is checked
 // for validity here.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// A pattern compiled to its UTF-8 bytes.
 struct PatternMatcher {

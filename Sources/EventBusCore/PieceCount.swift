@@ -7,7 +7,7 @@
 // Before editing: `add` runs after `mayReadNextFrame` (which must see every
 // frame: it pauses reading); the bytes are the frames' own plus their LFs,
 // about what the splitter's `stopAfter` counts (a CR or a blank line apart).
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// Frames and bytes handled by one bounded `receive`.
 struct PieceCount {

@@ -17,7 +17,7 @@ extension Broker {
     private static let connectionIDKey: (UInt64, UInt64) = (UInt64.random(in: .min ... .max), UInt64.random(in: .min ... .max))
 
     /// The `conn` clients see for the internal id `id` (below 2^48).
-    public static func publicConnectionID(_ id: ConnectionID) -> UInt64 {
+    package static func publicConnectionID(_ id: ConnectionID) -> UInt64 {
         var value = permute(id & 0xFFFF_FFFF_FFFF)
         while value == 0 { value = permute(value) }
         return value
@@ -41,5 +41,5 @@ extension Broker {
 
 extension Connection {
     /// The `conn` clients see (`Broker.publicConnectionID`).
-    public var publicID: UInt64 { Broker.publicConnectionID(id) }
+    package var publicID: UInt64 { Broker.publicConnectionID(id) }
 }

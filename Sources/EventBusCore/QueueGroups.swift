@@ -19,7 +19,7 @@
 // Whatever changes what `GroupIndex.matches` returns moves `version` (the
 // type table keeps those lists while it stands).
 import EventBusPolicy
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// Which group (PROTOCOL.md "Queue groups": the connection's uid, the
 /// pattern, `serve`, and the name).

@@ -13,7 +13,7 @@
 // event: the heap is looked at only when the server's timer says the
 // earliest one is due (`nextDeadline`).
 import CEventBusShims
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// A reply token (PROTOCOL.md "Request/reply": chosen by the broker,
 /// unguessable): 128 bits from the system CSPRNG, written as 32 lowercase

@@ -24,21 +24,21 @@
 // through a temporary file, fsync and rename (docs/PROTOCOL-NOTES.md), the
 // changes appended to this run's file; a line cut short by a crash is one
 // bad line, skipped.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
-public enum RetainedStateFile {
+package enum RetainedStateFile {
     /// The file name inside the state directory.
-    public static let fileName = "retained.jsonl"
+    package static let fileName = "retained.jsonl"
 
     /// The first line: `{"op":"eventbus-state","format":1}` and its LF.
-    public static let header: [UInt8] = Array("{\"op\":\"eventbus-state\",\"format\":1}\n".utf8)
+    package static let header: [UInt8] = Array("{\"op\":\"eventbus-state\",\"format\":1}\n".utf8)
 
     /// What reading a state file found.
-    public struct Report {
+    package struct Report {
         /// Events restored into the broker.
-        public var restored = 0
+        package var restored = 0
         /// One line per problem (bad line, left out over a limit), for the log.
-        public var problems: [String] = []
+        package var problems: [String] = []
         /// Valid events in the old seq order (consumed by `Broker.restoreRetained`).
         var events: [(oldSeq: UInt64, type: String, frame: OutboundChunk, uid: UInt32)] = []
     }
@@ -47,7 +47,7 @@ public enum RetainedStateFile {
     /// `{"op":"eventbus-clear","type":"a.b","seq":41}` and its LF, where
     /// `seq` is the broker's seq at the time (the events of `type` up to it
     /// are gone; one retained later has a higher seq).
-    public static func clearLine(type: String, seq: UInt64) -> OutboundChunk {
+    package static func clearLine(type: String, seq: UInt64) -> OutboundChunk {
         var line: [UInt8] = []
         FrameEncoder.appendASCII("{\"op\":\"eventbus-clear\"", to: &line)
         FrameEncoder.appendField("type", string: type, to: &line)
@@ -63,7 +63,7 @@ public enum RetainedStateFile {
 
     /// The frames of `snapshot` in seq order, each one line with its LF, to
     /// be written after `header`.
-    public static func orderedFrames(_ snapshot: RetainedSnapshot) -> [OutboundChunk] {
+    package static func orderedFrames(_ snapshot: RetainedSnapshot) -> [OutboundChunk] {
         snapshot.events.sorted { $0.seq < $1.seq }.map(\.frame)
     }
 
@@ -81,7 +81,7 @@ public enum RetainedStateFile {
     /// so a later value or clear line is never left unread, and what is
     /// held meanwhile is the events live at that point of the file (a clear
     /// line drops its type's event as it is read) plus one line.
-    public struct Reader {
+    package struct Reader {
         var report = Report()
         /// The newest event of each type read so far (a clear line removes it).
         var byType: [String: (oldSeq: UInt64, type: String, frame: OutboundChunk, uid: UInt32)] = [:]
@@ -90,10 +90,10 @@ public enum RetainedStateFile {
         var badLines = 0
         var splitter: FrameSplitter? = FrameSplitter(maxFrameBytes: 64 << 20)
 
-        public init() {}
+        package init() {}
 
         /// Reads the next bytes of the file.
-        public mutating func feed(_ bytes: RawSpan) {
+        package mutating func feed(_ bytes: RawSpan) {
             var lines = splitter.take()!
             defer { splitter = lines }
             _ = lines.feed(bytes) { piece in
@@ -103,7 +103,7 @@ public enum RetainedStateFile {
         }
 
         /// After the last bytes: the report (its events in the old seq order).
-        public mutating func finish() -> Report {
+        package mutating func finish() -> Report {
             var lines = splitter.take()!
             defer { splitter = lines }
             if lines.hasPartialFrame {

@@ -15,7 +15,7 @@
 // walks it all). Whatever changes what `matches` returns must move `version`
 // (the broker's EventTypeTable keeps those lists while it stands).
 import EventBusPolicy
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// One subscription: `pattern` on one connection, at `position` in the list
 /// of connections subscribed with that pattern (an exact type's, or a trie
@@ -86,7 +86,7 @@ final class CachedMatch {
     var isValid: Bool { g0.value == v0 && g1.value == v1 && g2.value == v2 && g3.value == v3 }
 }
 
-public final class SubscriptionIndex {
+package final class SubscriptionIndex {
     /// (1.3) The index of serving subscriptions (`Connection.servings`,
     /// PROTOCOL.md "Request/reply"), not of plain ones: a record is found
     /// on the connection's side there, and the policy's `serve` applies too.
@@ -115,10 +115,10 @@ public final class SubscriptionIndex {
     /// drops that list itself).
     private(set) var baseVersion: UInt64 = 0
 
-    public init(serving: Bool = false) { self.serving = serving }
+    package init(serving: Bool = false) { self.serving = serving }
 
     /// Whether nothing is subscribed (no exact entries, trie pruned to the root).
-    public var isEmpty: Bool { exact.isEmpty && root.isEmpty }
+    package var isEmpty: Bool { exact.isEmpty && root.isEmpty }
 
     /// Adds `(pattern, connection)`; the caller ensures it is not present yet.
     /// - Returns: the record, for the connection's side and for `remove`.

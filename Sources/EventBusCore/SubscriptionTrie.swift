@@ -15,7 +15,7 @@
 // their parent, so pruning walks up from a leaf; an inner node is split when
 // a new pattern leaves its edge part-way, and never merged again (it goes
 // when it is empty, like any node). `SubscriptionIndex` and (1.3) `GroupIndex` (QueueGroups.swift) use it.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// A run of `.`-separated segments, held as one slice of a pattern's text.
 struct Segments: Sequence, Equatable {

@@ -32,7 +32,7 @@
 // all or changed uid: a type published again and again costs one compare
 // more. Every slot is in exactly one list (a uid's or the pinned one) and
 // `owners` counts the uid lists that are not empty.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 final class TypeCounters {
     /// A slot and its generation: `index | generation << 16`; 0 is no slot

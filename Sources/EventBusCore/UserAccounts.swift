@@ -12,71 +12,71 @@
 // (QuotaLedger.swift) change the totals with them. An account lives while
 // its uid has a connection or retained bytes.
 import EventBusPolicy
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// The per-uid and total limits of PROTOCOL.md's quota table that are not
 /// per-connection options of `BrokerConfiguration` (defaults are the table's).
-public struct QuotaConfiguration: Sendable, Equatable {
+package struct QuotaConfiguration: Sendable, Equatable {
     /// Connections per uid (`--max-connections-per-uid`, default 256).
-    public var maxConnectionsPerUID = 256
+    package var maxConnectionsPerUID = 256
     /// Of `--max-connections`, how many only uid 0 may use (64).
-    public var reservedRootConnections = 64
+    package var reservedRootConnections = 64
     /// Subscriptions per uid (`--max-subscriptions-per-uid`, default 16384).
-    public var maxSubscriptionsPerUID = 16384
+    package var maxSubscriptionsPerUID = 16384
     /// Subscriptions in total (`--max-subscriptions-total`, default 262144).
-    public var maxSubscriptions = 262_144
+    package var maxSubscriptions = 262_144
     /// Bytes of incomplete incoming frames per uid (`--max-inbound-per-uid`, default 16 MiB).
-    public var maxInboundBytesPerUID = 16 << 20
+    package var maxInboundBytesPerUID = 16 << 20
     /// Bytes of incomplete incoming frames in total (`--max-inbound`, default 64 MiB).
-    public var maxInboundBytes = 64 << 20
+    package var maxInboundBytes = 64 << 20
     /// Outbound bytes per uid, events and replies (`--max-outbound-per-uid`, default 64 MiB).
-    public var maxOutboundBytesPerUID = 64 << 20
+    package var maxOutboundBytesPerUID = 64 << 20
     /// Retained events in total (`--max-retained`, default 65536).
-    public var maxRetainedEvents = 65_536
+    package var maxRetainedEvents = 65_536
     /// Bytes of retained events in total (`--max-retained-bytes`, default 64 MiB).
-    public var maxRetainedBytes = 64 << 20
+    package var maxRetainedBytes = 64 << 20
     /// Bytes of retained events per publisher uid; nil: 1/8 of `maxRetainedBytes`.
-    public var maxRetainedBytesPerUID: Int? = nil
+    package var maxRetainedBytesPerUID: Int? = nil
     /// An incomplete frame that gets no byte for this long while the broker
     /// reads its connection closes it with `timeout` (`--frame-timeout`, 60 s), ns.
-    public var frameTimeoutNanoseconds: Int64 = 60_000_000_000
+    package var frameTimeoutNanoseconds: Int64 = 60_000_000_000
     /// (1.3) Requests asked and not answered per uid (4096; uid 0 and the
     /// broker's uid: no per-uid limit) and in total (65536) (PROTOCOL.md
     /// "Request/reply": bounds).
-    public var maxPendingRequestsPerUID = 4096
-    public var maxPendingRequests = 65_536
+    package var maxPendingRequestsPerUID = 4096
+    package var maxPendingRequests = 65_536
     /// (1.3) Requests given to serving connections and not answered, per
     /// uid (16384; uid 0 and the broker's uid: none) and in total (262144):
     /// each is a reply token the broker keeps. A server at a bound is passed
     /// over (not reached) until it answers some.
-    public var maxServingRequestsPerUID = 16_384
-    public var maxServingRequests = 262_144
+    package var maxServingRequestsPerUID = 16_384
+    package var maxServingRequests = 262_144
     /// (1.3) Members of one queue group (`--max-group-members`, default 64;
     /// uid 0 and the broker's uid: none). A group is its uid's, so this
     /// bounds what one uid can spread another uid's events over: round robin
     /// writes each event to the next member's socket, one write(2) each
     /// while their kernel buffers fill, so the members bound that cost.
-    public var maxGroupMembers = 64
-    public init() {}
+    package var maxGroupMembers = 64
+    package init() {}
 
     /// The per-uid retained bytes limit in force.
-    public var retainedBytesPerUID: Int { maxRetainedBytesPerUID ?? maxRetainedBytes / 8 }
+    package var retainedBytesPerUID: Int { maxRetainedBytesPerUID ?? maxRetainedBytes / 8 }
 }
 
 /// A per-uid budget (the "per uid" column of the quota table): the policy
 /// file's `limit` resources.
-public typealias QuotaResource = LimitResource
+package typealias QuotaResource = LimitResource
 
 /// One uid's limits; nil is unlimited (uid 0, the broker's uid
 /// `BrokerConfiguration.ownCredentials.uid`, or a `limit ... unlimited` line).
-public struct UserLimits: Equatable, Sendable {
-    public var connections: Int?
-    public var subscriptions: Int?
-    public var inboundBytes: Int?
-    public var outboundBytes: Int?
-    public var retainedBytes: Int?
+package struct UserLimits: Equatable, Sendable {
+    package var connections: Int?
+    package var subscriptions: Int?
+    package var inboundBytes: Int?
+    package var outboundBytes: Int?
+    package var retainedBytes: Int?
 
-    public init(connections: Int? = nil, subscriptions: Int? = nil, inboundBytes: Int? = nil, outboundBytes: Int? = nil, retainedBytes: Int? = nil) {
+    package init(connections: Int? = nil, subscriptions: Int? = nil, inboundBytes: Int? = nil, outboundBytes: Int? = nil, retainedBytes: Int? = nil) {
         self.connections = connections
         self.subscriptions = subscriptions
         self.inboundBytes = inboundBytes
@@ -84,7 +84,7 @@ public struct UserLimits: Equatable, Sendable {
         self.retainedBytes = retainedBytes
     }
 
-    public subscript(resource: QuotaResource) -> Int? {
+    package subscript(resource: QuotaResource) -> Int? {
         get {
             switch resource {
             case .connections: connections
@@ -111,10 +111,10 @@ public struct UserLimits: Equatable, Sendable {
 /// `.some(nil)` is `unlimited`. Resources not named keep the broker's default.
 /// Example: `limit connections 1024 user=eventbus-bridge` is
 /// `UserLimitOverrides([.connections: 1024])`.
-public struct UserLimitOverrides: Equatable, Sendable {
-    public var values: [QuotaResource: Int?]
+package struct UserLimitOverrides: Equatable, Sendable {
+    package var values: [QuotaResource: Int?]
 
-    public init(_ values: [QuotaResource: Int?] = [:]) { self.values = values }
+    package init(_ values: [QuotaResource: Int?] = [:]) { self.values = values }
 
     /// The overrides a policy view's `limit` lines make.
     init(_ limits: PerUIDLimits) {
@@ -200,11 +200,11 @@ struct InboundThrottle: OptionSet {
 /// the publisher's uid and the event's bytes. The retention code keeps one
 /// with each retained event and hands it back when the event is replaced,
 /// cleared or dropped.
-public struct RetainedCharge: Equatable, Sendable {
-    public var uid: UInt32
-    public var bytes: Int
+package struct RetainedCharge: Equatable, Sendable {
+    package var uid: UInt32
+    package var bytes: Int
 
-    public init(uid: UInt32, bytes: Int) {
+    package init(uid: UInt32, bytes: Int) {
         self.uid = uid
         self.bytes = bytes
     }
@@ -288,7 +288,7 @@ extension Broker {
     /// totals (`--max-retained` events, `--max-retained-bytes`).
     /// - Returns: nil when it fits, otherwise the `limit` error to answer,
     ///   e.g. `retained bytes of uid 1000 would exceed 8388608`.
-    public func retainedLimitError(for charge: RetainedCharge, replacing: RetainedCharge?) -> ProtocolError? {
+    package func retainedLimitError(for charge: RetainedCharge, replacing: RetainedCharge?) -> ProtocolError? {
         let q = configuration.quotas
         let freed = replacing?.bytes ?? 0
         let freedEvents = replacing == nil ? 0 : 1
@@ -329,13 +329,13 @@ extension Broker {
 
     /// Counts a retained event (after `retainedLimitError` said it fits, or
     /// when restoring the state file at start).
-    public func chargeRetained(_ charge: RetainedCharge) {
+    package func chargeRetained(_ charge: RetainedCharge) {
         let account = account(for: charge.uid)
         ledger.chargeRetained(charge, to: account)
     }
 
     /// Stops counting a retained event (replaced, cleared, or dropped).
-    public func releaseRetained(_ charge: RetainedCharge) {
+    package func releaseRetained(_ charge: RetainedCharge) {
         guard let account = ledger.accounts[charge.uid] else { preconditionFailure("retained charge of uid \(charge.uid) has no account") }
         ledger.releaseRetained(charge, from: account)
         retireIfIdle(account)

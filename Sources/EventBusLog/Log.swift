@@ -9,7 +9,7 @@
 
 /// Severity of a log message, with syslog(3) priority numbers as raw values
 /// (the journal's `PRIORITY=` field uses the same numbers).
-public enum LogLevel: Int, Comparable, Sendable, CaseIterable {
+package enum LogLevel: Int, Comparable, Sendable, CaseIterable {
     case error = 3
     case warning = 4
     case notice = 5
@@ -17,7 +17,7 @@ public enum LogLevel: Int, Comparable, Sendable, CaseIterable {
     case debug = 7
 
     /// Parses `error`, `warning`, `notice`, `info` or `debug` (as given to `--log-level`).
-    public init?(name: String) {
+    package init?(name: String) {
         switch name {
         case "error", "err": self = .error
         case "warning", "warn": self = .warning
@@ -29,7 +29,7 @@ public enum LogLevel: Int, Comparable, Sendable, CaseIterable {
     }
 
     /// The lowercase name, as accepted by `init?(name:)`.
-    public var name: String {
+    package var name: String {
         switch self {
         case .error: "error"
         case .warning: "warning"
@@ -40,61 +40,61 @@ public enum LogLevel: Int, Comparable, Sendable, CaseIterable {
     }
 
     /// More severe levels compare smaller, as syslog priorities do.
-    public static func < (lhs: LogLevel, rhs: LogLevel) -> Bool { lhs.rawValue < rhs.rawValue }
+    package static func < (lhs: LogLevel, rhs: LogLevel) -> Bool { lhs.rawValue < rhs.rawValue }
 }
 
 /// Where log messages go. `fields` are extra structured fields for the journal,
 /// upper-case names such as `EVENTBUS_CONN`; a plain-text sink may append them.
-public protocol LogSink: Sendable {
+package protocol LogSink: Sendable {
     /// Records one message. Called only for messages at or above the sink's level
     /// by `Logger`; must not block the caller for long.
     func write(level: LogLevel, message: String, fields: [(String, String)])
 }
 
 /// A level filter in front of a `LogSink`. Cheap to copy; `Sendable`.
-public struct Logger: Sendable {
+package struct Logger: Sendable {
     /// Messages less severe than this are discarded before formatting.
-    public var level: LogLevel
+    package var level: LogLevel
     /// The destination.
-    public var sink: any LogSink
+    package var sink: any LogSink
 
     /// - Parameters:
     ///   - level: the least severe level written (default `.info`).
     ///   - sink: where messages go.
-    public init(level: LogLevel = .info, sink: any LogSink) {
+    package init(level: LogLevel = .info, sink: any LogSink) {
         self.level = level
         self.sink = sink
     }
 
     /// Whether a message at `level` would be written (check before building costly messages).
-    @inlinable public func enabled(_ level: LogLevel) -> Bool { level <= self.level }
+    @inlinable package func enabled(_ level: LogLevel) -> Bool { level <= self.level }
 
     /// Writes `message()` if `level` is enabled; the message is built lazily.
-    public func log(_ level: LogLevel, _ message: @autoclosure () -> String, fields: [(String, String)] = []) {
+    package func log(_ level: LogLevel, _ message: @autoclosure () -> String, fields: [(String, String)] = []) {
         guard enabled(level) else { return }
         sink.write(level: level, message: message(), fields: fields)
     }
 
-    public func error(_ message: @autoclosure () -> String, fields: [(String, String)] = []) { log(.error, message(), fields: fields) }
-    public func warning(_ message: @autoclosure () -> String, fields: [(String, String)] = []) { log(.warning, message(), fields: fields) }
-    public func notice(_ message: @autoclosure () -> String, fields: [(String, String)] = []) { log(.notice, message(), fields: fields) }
-    public func info(_ message: @autoclosure () -> String, fields: [(String, String)] = []) { log(.info, message(), fields: fields) }
-    public func debug(_ message: @autoclosure () -> String, fields: [(String, String)] = []) { log(.debug, message(), fields: fields) }
+    package func error(_ message: @autoclosure () -> String, fields: [(String, String)] = []) { log(.error, message(), fields: fields) }
+    package func warning(_ message: @autoclosure () -> String, fields: [(String, String)] = []) { log(.warning, message(), fields: fields) }
+    package func notice(_ message: @autoclosure () -> String, fields: [(String, String)] = []) { log(.notice, message(), fields: fields) }
+    package func info(_ message: @autoclosure () -> String, fields: [(String, String)] = []) { log(.info, message(), fields: fields) }
+    package func debug(_ message: @autoclosure () -> String, fields: [(String, String)] = []) { log(.debug, message(), fields: fields) }
 }
 
 /// A sink that starts every message with `prefix` (`bridge: `), for a part of
 /// a program that logs through the program's own sink (the NATS link inside
 /// eventbusd).
-public struct PrefixedLogSink: LogSink {
-    public let prefix: String
-    public let sink: any LogSink
+package struct PrefixedLogSink: LogSink {
+    package let prefix: String
+    package let sink: any LogSink
 
-    public init(prefix: String, sink: any LogSink) {
+    package init(prefix: String, sink: any LogSink) {
         self.prefix = prefix
         self.sink = sink
     }
 
-    public func write(level: LogLevel, message: String, fields: [(String, String)]) {
+    package func write(level: LogLevel, message: String, fields: [(String, String)]) {
         sink.write(level: level, message: prefix + message, fields: fields)
     }
 }

@@ -11,18 +11,18 @@ import EventBusBridge
 import EventBusCommandLine
 import EventBusServer
 
-public enum ManualFiles {
+package enum ManualFiles {
     /// The date the generated pages carry (`.Dd`): change it with their content.
-    public static let date = "December 5, 2026"
+    package static let date = "December 5, 2026"
 
     /// The three programs' declarations.
-    public static var programs: [ProgramDeclaration] { [eventbusInterface, brokerInterface, bridgeInterface] }
+    package static var programs: [ProgramDeclaration] { [eventbusInterface, brokerInterface, bridgeInterface] }
 
     /// The man pages written by hand (mandoc-checked, not generated).
-    public static let handWritten = ["man/eventbus.7", "man/eventbus-policy.5"]
+    package static let handWritten = ["man/eventbus.7", "man/eventbus-policy.5"]
 
     /// Every generated file: (path from the repository root, content).
-    public static func generated() -> [(path: String, text: String)] {
+    package static func generated() -> [(path: String, text: String)] {
         var files: [(path: String, text: String)] = []
         for program in programs {
             files.append(("man/\(program.name).\(program.manualSection)", Mdoc.page(program, date: date)))

@@ -10,16 +10,16 @@
 /// Jittered exponential backoff: after `n` failed passes the ceiling is
 /// `min(maximum, initial × 2^(n-1))` and the delay is drawn from
 /// `ceiling × (1 - jitter) ..< ceiling` ("equal jitter" with `jitter` 0.5).
-public struct Backoff: Equatable, Sendable {
+package struct Backoff: Equatable, Sendable {
     /// Ceiling after the first failed pass (default 250 ms).
-    public var initial: Duration
+    package var initial: Duration
     /// Largest ceiling (default 30 s).
-    public var maximum: Duration
+    package var maximum: Duration
     /// Fraction of the ceiling taken off at random, 0...1 (default 0.5).
-    public var jitter: Double
+    package var jitter: Double
 
     /// - Precondition: `initial` > 0, `maximum` ≥ `initial`, 0 ≤ `jitter` ≤ 1.
-    public init(initial: Duration = .milliseconds(250), maximum: Duration = .seconds(30), jitter: Double = 0.5) {
+    package init(initial: Duration = .milliseconds(250), maximum: Duration = .seconds(30), jitter: Double = 0.5) {
         precondition(initial > .zero && maximum >= initial && jitter >= 0 && jitter <= 1, "bad backoff bounds")
         self.initial = initial
         self.maximum = maximum
@@ -27,7 +27,7 @@ public struct Backoff: Equatable, Sendable {
     }
 
     /// The ceiling after `failedPasses` (≥ 1) consecutive failed passes, in nanoseconds.
-    public func ceilingNanoseconds(afterFailedPasses failedPasses: Int) -> Int64 {
+    package func ceilingNanoseconds(afterFailedPasses failedPasses: Int) -> Int64 {
         let initialNS = initial.nanoseconds
         let maximumNS = maximum.nanoseconds
         let doublings = max(0, failedPasses - 1)
@@ -38,7 +38,7 @@ public struct Backoff: Equatable, Sendable {
 
     /// The delay in nanoseconds after `failedPasses` failed passes.
     /// - Parameter random: a value in 0..<1 (`SplitMix64.unit()`).
-    public func delayNanoseconds(afterFailedPasses failedPasses: Int, random: Double) -> Int64 {
+    package func delayNanoseconds(afterFailedPasses failedPasses: Int, random: Double) -> Int64 {
         let ceiling = Double(ceilingNanoseconds(afterFailedPasses: failedPasses))
         return Int64(ceiling * (1 - jitter * min(max(random, 0), 1)))
     }

@@ -35,10 +35,10 @@ import Synchronization
 /// _ = client.publish(OutgoingMessage(subject: Subject("x.y")!, payload: Array("{}".utf8)))
 /// client.close()
 /// ```
-public final class Client: Sendable {
+package final class Client: Sendable {
     /// Called on the I/O thread, with no lock held, for every effect except
     /// `.connect` and `.closeConnection` (which the client performs itself).
-    public typealias Handler = @Sendable (Effect) -> Void
+    package typealias Handler = @Sendable (Effect) -> Void
 
     private let state: Mutex<ClientDriver>
     private let wakeup: Wakeup
@@ -56,7 +56,7 @@ public final class Client: Sendable {
     ///     read were handed to `handler`, so a consumer can act once per batch
     ///     (e.g. wake its writer once instead of once per message).
     /// - Throws: `SystemError("eventfd", …)` when the wake-up descriptor cannot be made.
-    public init(configuration: ClientConfiguration, handler: @escaping Handler, afterMessages: (@Sendable () -> Void)? = nil) throws(SystemError) {
+    package init(configuration: ClientConfiguration, handler: @escaping Handler, afterMessages: (@Sendable () -> Void)? = nil) throws(SystemError) {
         state = Mutex(ClientDriver(configuration: configuration))
         wakeup = try Wakeup()
         self.handler = handler
@@ -70,13 +70,13 @@ public final class Client: Sendable {
     }
 
     /// Starts the I/O thread, which connects to the first server. Once only.
-    public func start() {
+    package func start() {
         guard !started.exchange(true, ordering: .relaxed) else { return }
         SystemThread.detach { [self] in self.run() }
     }
 
     /// Publishes `message` (see `ClientState.publish`); never blocks on the network.
-    public func publish(_ message: OutgoingMessage) -> PublishOutcome {
+    package func publish(_ message: OutgoingMessage) -> PublishOutcome {
         let (outcome, wake) = state.withLock { state -> (PublishOutcome, Bool) in
             let wasWritable = state.state.hasWritableBytes
             let outcome = state.publish(message)
@@ -88,7 +88,7 @@ public final class Client: Sendable {
 
     /// Publishes `messages` in order under one lock and wakes the I/O thread
     /// at most once (see `ClientState.publish` for each outcome).
-    public func publish(contentsOf messages: [OutgoingMessage]) -> [PublishOutcome] {
+    package func publish(contentsOf messages: [OutgoingMessage]) -> [PublishOutcome] {
         let (outcomes, wake) = state.withLock { state -> ([PublishOutcome], Bool) in
             let wasWritable = state.state.hasWritableBytes
             let outcomes = messages.map { state.publish($0) }
@@ -100,31 +100,31 @@ public final class Client: Sendable {
 
     /// Subscribes (see `ClientState.subscribe`); kept across reconnects.
     @discardableResult
-    public func subscribe(_ subject: Subject, queue: Subject? = nil) -> SubscriptionID {
+    package func subscribe(_ subject: Subject, queue: Subject? = nil) -> SubscriptionID {
         let sid = state.withLock { $0.state.subscribe(subject, queue: queue) }
         wakeup.signal()
         return sid
     }
 
     /// Withdraws a subscription.
-    public func unsubscribe(_ sid: SubscriptionID) {
+    package func unsubscribe(_ sid: SubscriptionID) {
         state.withLock { $0.state.unsubscribe(sid) }
         wakeup.signal()
     }
 
     /// The counters now.
-    public var statistics: ClientStatistics { state.withLock { $0.state.statistics } }
+    package var statistics: ClientStatistics { state.withLock { $0.state.statistics } }
 
     /// The link state now.
-    public var link: LinkState { state.withLock { $0.state.link } }
+    package var link: LinkState { state.withLock { $0.state.link } }
 
     /// The pool now (seeds and discovered servers).
-    public var pool: ServerPool { state.withLock { $0.state.pool } }
+    package var pool: ServerPool { state.withLock { $0.state.pool } }
 
     /// Closes the client: unsent messages are discarded, the thread ends.
     /// Waits for the I/O thread to finish (at most about `connectTimeout`
     /// when it is inside a connect).
-    public func close() {
+    package func close() {
         state.withLock { $0.close() }
         wakeup.signal()
         if started.load(ordering: .relaxed) {

@@ -21,32 +21,32 @@
 import EventBusSystem
 
 /// A NATS client connection driven by its owner's loop (see the file comment).
-public struct ClientDriver {
+package struct ClientDriver {
     /// The state machine: publish, subscribe and read counters through it.
-    public var state: ClientState
+    package var state: ClientState
     /// The connected socket, if any.
-    public private(set) var descriptor: FileDescriptor?
+    package private(set) var descriptor: FileDescriptor?
     /// Changes whenever `descriptor` does (a connection opened or closed).
-    public private(set) var generation: UInt64 = 0
+    package private(set) var generation: UInt64 = 0
     private var pendingConnect: ServerAddress?
     private let connectTimeoutMilliseconds: Int32
     private var buffer: [UInt8]
 
     /// - Parameter readBufferBytes: bytes read from the socket at once.
-    public init(configuration: ClientConfiguration, readBufferBytes: Int = 64 << 10) {
+    package init(configuration: ClientConfiguration, readBufferBytes: Int = 64 << 10) {
         state = ClientState(configuration: configuration)
         connectTimeoutMilliseconds = Int32(clamping: configuration.connectTimeout.nanoseconds / 1_000_000)
         buffer = [UInt8](repeating: 0, count: readBufferBytes)
     }
 
     /// Whether the owner should poll for writability.
-    public var wantsWrite: Bool { descriptor != nil && state.hasWritableBytes }
+    package var wantsWrite: Bool { descriptor != nil && state.hasWritableBytes }
 
     /// When `tick` must be called next (monotonic ns), or nil.
-    public var nextDeadline: Int64? { state.nextDeadline }
+    package var nextDeadline: Int64? { state.nextDeadline }
 
     /// Starts connecting to the first server (blocking connect).
-    public mutating func start(_ effects: inout [Effect]) {
+    package mutating func start(_ effects: inout [Effect]) {
         perform(state.start(now: Clock.monotonicNanoseconds()), &effects)
     }
 
@@ -54,7 +54,7 @@ public struct ClientDriver {
     /// feeding each read to the state machine.
     /// - Returns: true when the last read filled the buffer (more may be waiting).
     @discardableResult
-    public mutating func readAvailable(maxReads: Int = 16, _ effects: inout [Effect]) -> Bool {
+    package mutating func readAvailable(maxReads: Int = 16, _ effects: inout [Effect]) -> Bool {
         guard let fd = descriptor else { return false }
         let current = generation
         for _ in 0..<maxReads {
@@ -82,7 +82,7 @@ public struct ClientDriver {
     }
 
     /// Writes what the socket takes now.
-    public mutating func writeAvailable(_ effects: inout [Effect]) {
+    package mutating func writeAvailable(_ effects: inout [Effect]) {
         let current = generation
         while let fd = descriptor, generation == current {
             guard state.hasWritableBytes else { return }
@@ -104,15 +104,15 @@ public struct ClientDriver {
     }
 
     /// Timers: backoff expiry (then a blocking connect), handshake timeout, PINGs.
-    public mutating func tick(_ effects: inout [Effect]) {
+    package mutating func tick(_ effects: inout [Effect]) {
         perform(state.tick(now: Clock.monotonicNanoseconds()), &effects)
     }
 
     /// Publishes (see `ClientState.publish`).
-    public mutating func publish(_ message: OutgoingMessage) -> PublishOutcome { state.publish(message) }
+    package mutating func publish(_ message: OutgoingMessage) -> PublishOutcome { state.publish(message) }
 
     /// Closes for good: unsent messages are discarded, the socket closed.
-    public mutating func close() {
+    package mutating func close() {
         var ignored: [Effect] = []
         perform(state.close(), &ignored)
         closeSocket()

@@ -7,7 +7,7 @@
 // reported to the user of the client.
 
 /// What the driver must do after a state change, in order.
-public enum Effect: Sendable, Equatable {
+package enum Effect: Sendable, Equatable {
     /// Open a TCP connection to this server, then call `connectionEstablished`
     /// or `connectFailed`.
     case connect(ServerAddress)
@@ -36,14 +36,14 @@ public enum Effect: Sendable, Equatable {
 }
 
 /// The effects of one state change.
-public struct Step: Sendable, Equatable {
-    public var effects: [Effect] = []
+package struct Step: Sendable, Equatable {
+    package var effects: [Effect] = []
 
-    public init(effects: [Effect] = []) { self.effects = effects }
+    package init(effects: [Effect] = []) { self.effects = effects }
 }
 
 /// What `publish` did with a message.
-public enum PublishOutcome: Equatable, Sendable {
+package enum PublishOutcome: Equatable, Sendable {
     /// Queued to be written on the current connection.
     case queued
     /// Held until a connection is ready.
@@ -57,7 +57,7 @@ public enum PublishOutcome: Equatable, Sendable {
 }
 
 /// The link to the server pool.
-public enum LinkState: Equatable, Sendable {
+package enum LinkState: Equatable, Sendable {
     /// `start` not called yet.
     case idle
     /// The driver is opening a TCP connection.
@@ -72,14 +72,14 @@ public enum LinkState: Equatable, Sendable {
 }
 
 /// Which `-ERR`s the server follows by closing the connection.
-public enum ErrorClassification {
+package enum ErrorClassification {
     /// False for the errors after which nats-server keeps the connection open
     /// (`Invalid Subject`, `Invalid Publish Subject`, `Permissions Violation
     /// for Subscription/Publish to ...`); true for every other one (unknown
     /// operation, authorization, parser error, maximum payload or control line,
     /// slow consumer, stale connection...). Case-insensitive: 2.9.10 writes
     /// `maximum control line exceeded` in lower case.
-    public static func closesConnection(_ text: String) -> Bool {
+    package static func closesConnection(_ text: String) -> Bool {
         let lower = text.lowercased()
         let survivable = ["invalid subject", "invalid publish subject", "permissions violation"]
         return !survivable.contains { lower.hasPrefix($0) }

@@ -9,18 +9,18 @@
 // (DESIGN-NOTES-1.1 A.7; the MQTT bridges' ordering bugs): INFO, then CONNECT
 // and PING; on its PONG, every SUB, then the held messages in order, then the
 // gap report, then the announcements, and only then anything published later.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// The whole client state; one owner (the driver, under its lock).
-public struct ClientState {
-    public let configuration: ClientConfiguration
-    public private(set) var link: LinkState = .idle
-    public private(set) var pool: ServerPool
-    public private(set) var statistics = ClientStatistics()
+package struct ClientState {
+    package let configuration: ClientConfiguration
+    package private(set) var link: LinkState = .idle
+    package private(set) var pool: ServerPool
+    package private(set) var statistics = ClientStatistics()
     /// Subscriptions by sid: subject and queue group. Re-sent after every reconnect.
-    public private(set) var subscriptions: [SubscriptionID: (subject: Subject, queue: Subject?)] = [:]
+    package private(set) var subscriptions: [SubscriptionID: (subject: Subject, queue: Subject?)] = [:]
     /// `max_payload` of the current (or last) server; the server default until the first INFO.
-    public private(set) var maxPayload = 1 << 20
+    package private(set) var maxPayload = 1 << 20
 
     var outbox: Outbox
     var parser: Parser
@@ -39,7 +39,7 @@ public struct ClientState {
     /// Drops not reported yet.
     private(set) var unreported: DropSummary? = nil
 
-    public init(configuration: ClientConfiguration) {
+    package init(configuration: ClientConfiguration) {
         self.configuration = configuration
         var system = SplitMix64()
         random = SplitMix64(seed: configuration.randomSeed ?? system.next())
@@ -48,18 +48,18 @@ public struct ClientState {
         parser = Parser(maxControlLineBytes: configuration.maxControlLineBytes, maxInfoLineBytes: configuration.maxInfoLineBytes)
     }
 
-    public var isClosed: Bool { link == .closed }
+    package var isClosed: Bool { link == .closed }
 
-    public var isConnected: Bool {
+    package var isConnected: Bool {
         if case .connected = link { return true }
         return false
     }
 
     /// Whether the driver has bytes to write on the current connection.
-    public var hasWritableBytes: Bool { outbox.hasWritableBytes }
+    package var hasWritableBytes: Bool { outbox.hasWritableBytes }
 
     /// Up to `limit` bytes to write next; call `didWrite` with how many were written.
-    public func writable(limit: Int = 256 << 10) -> [UInt8] { outbox.writable(limit: limit) }
+    package func writable(limit: Int = 256 << 10) -> [UInt8] { outbox.writable(limit: limit) }
 
     /// Calls `body` with what `writable(limit:)` returns, without copying it
     /// (the driver's write; then `didWrite` with what reached the socket).
@@ -68,13 +68,13 @@ public struct ClientState {
     }
 
     /// `count` bytes of `writable()` reached the socket.
-    public mutating func didWrite(_ count: Int) {
+    package mutating func didWrite(_ count: Int) {
         outbox.didWrite(count)
         refreshBufferStatistics()
     }
 
     /// When `tick` must be called next (monotonic ns), or nil.
-    public var nextDeadline: Int64? {
+    package var nextDeadline: Int64? {
         switch link {
         case .handshaking(_, _, let deadline): deadline
         case .connected: nextPingAt
@@ -86,7 +86,7 @@ public struct ClientState {
     // MARK: Connection lifecycle
 
     /// Starts connecting to the first server of the pool.
-    public mutating func start(now: Int64) -> Step {
+    package mutating func start(now: Int64) -> Step {
         guard link == .idle else { return Step() }
         return connect(to: pool.first)
     }
@@ -98,7 +98,7 @@ public struct ClientState {
     }
 
     /// TCP is up: wait for the server's INFO.
-    public mutating func connectionEstablished(now: Int64) -> Step {
+    package mutating func connectionEstablished(now: Int64) -> Step {
         guard case .connecting(let server) = link else {
             return isClosed ? Step(effects: [.closeConnection]) : Step()
         }
@@ -108,7 +108,7 @@ public struct ClientState {
     }
 
     /// The TCP connect failed (`reason`: the connect error).
-    public mutating func connectFailed(reason: String, now: Int64) -> Step {
+    package mutating func connectFailed(reason: String, now: Int64) -> Step {
         guard case .connecting(let server) = link else { return Step() }
         var step = Step(effects: [.attemptFailed(server, reason: reason)])
         step.effects += retry(after: server, failed: true, now: now).effects
@@ -116,7 +116,7 @@ public struct ClientState {
     }
 
     /// The connection ended (EOF, reset, write error).
-    public mutating func connectionLost(reason: String, now: Int64) -> Step {
+    package mutating func connectionLost(reason: String, now: Int64) -> Step {
         switch link {
         case .handshaking(let server, _, _):
             outbox.connectionEnded()
@@ -179,7 +179,7 @@ public struct ClientState {
     }
 
     /// Timers: backoff expiry, handshake timeout, PING interval and stale links.
-    public mutating func tick(now: Int64) -> Step {
+    package mutating func tick(now: Int64) -> Step {
         switch link {
         case .waiting(let until, let next) where now >= until:
             return connect(to: next)
@@ -199,7 +199,7 @@ public struct ClientState {
     }
 
     /// Closes the client for good: nothing is sent any more, the outbox is emptied.
-    public mutating func close() -> Step {
+    package mutating func close() -> Step {
         let hadSocket: Bool
         switch link {
         case .handshaking, .connected, .connecting: hadSocket = true
@@ -216,7 +216,7 @@ public struct ClientState {
     // MARK: Incoming bytes
 
     /// Bytes read from the connection.
-    public mutating func received(_ bytes: UnsafeRawBufferPointer, now: Int64) -> Step {
+    package mutating func received(_ bytes: UnsafeRawBufferPointer, now: Int64) -> Step {
         switch link {
         case .handshaking, .connected: break
         default: return Step()
@@ -358,7 +358,7 @@ public struct ClientState {
     /// Refused when header block plus payload exceeds the server's
     /// `max_payload` (the server would close the whole connection), dropped
     /// when the outbox is full; both are counted, never sent.
-    public mutating func publish(_ message: OutgoingMessage) -> PublishOutcome {
+    package mutating func publish(_ message: OutgoingMessage) -> PublishOutcome {
         if isClosed { return .closed }
         let size = message.size
         if size > maxPayload {
@@ -403,7 +403,7 @@ public struct ClientState {
     /// Subscribes to `subject` (optionally in queue group `queue`); sent now
     /// when connected, and after every reconnect.
     /// - Returns: the new subscription's sid.
-    public mutating func subscribe(_ subject: Subject, queue: Subject? = nil) -> SubscriptionID {
+    package mutating func subscribe(_ subject: Subject, queue: Subject? = nil) -> SubscriptionID {
         let sid = SubscriptionID(nextSID)
         nextSID += 1
         subscriptions[sid] = (subject, queue)
@@ -412,7 +412,7 @@ public struct ClientState {
     }
 
     /// Withdraws a subscription (UNSUB when connected).
-    public mutating func unsubscribe(_ sid: SubscriptionID) {
+    package mutating func unsubscribe(_ sid: SubscriptionID) {
         guard subscriptions.removeValue(forKey: sid) != nil else { return }
         if isConnected { outbox.appendControl(Encoder.unsub(sid)) }
     }

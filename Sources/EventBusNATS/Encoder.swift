@@ -7,25 +7,25 @@
 // end a line early. CONNECT always spells out `verbose:false` and
 // `pedantic:false`: the server's defaults for omitted fields are `true`
 // (nats-server client.go `defaultOpts`).
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// The CONNECT options this client sends.
-public struct ConnectOptions: Equatable, Sendable {
+package struct ConnectOptions: Equatable, Sendable {
     /// CONNECT `name`, shown by the server's monitoring (`connz`).
-    public var name: String
+    package var name: String
     /// CONNECT `echo`: false means the server never sends this connection its
     /// own publishes (checked on nats-server 2.9.10; the protocol page words it
     /// the other way round).
-    public var echo: Bool
+    package var echo: Bool
     /// CONNECT `version`: this client's version.
-    public var version: String
+    package var version: String
     /// `user`/`pass` when the server asks for them (nil: not sent).
-    public var user: String?
-    public var password: String?
+    package var user: String?
+    package var password: String?
     /// `auth_token` (nil: not sent).
-    public var token: String?
+    package var token: String?
 
-    public init(name: String, echo: Bool = false, version: String = "1.1", user: String? = nil, password: String? = nil, token: String? = nil) {
+    package init(name: String, echo: Bool = false, version: String = "1.1", user: String? = nil, password: String? = nil, token: String? = nil) {
         self.name = name
         self.echo = echo
         self.version = version
@@ -36,12 +36,12 @@ public struct ConnectOptions: Equatable, Sendable {
 }
 
 /// Builders for client operations, each a complete line (and payload) ending in CRLF.
-public enum Encoder {
+package enum Encoder {
     /// (issue 36: `no_responders` so that a request nobody subscribes to is
     /// answered at once with status 503; a plain PUB has no reply subject
     /// and is not affected.)
     /// `CONNECT {"verbose":false,"pedantic":false,"headers":true,"no_responders":true,"echo":false,"protocol":1,"lang":"swift","version":"1.1","name":"…"}\r\n`.
-    public static func connect(_ options: ConnectOptions) -> [UInt8] {
+    package static func connect(_ options: ConnectOptions) -> [UInt8] {
         var out = Array("CONNECT {\"verbose\":false,\"pedantic\":false,\"tls_required\":false,\"headers\":true,\"no_responders\":true,\"echo\":".utf8)
         out.append(contentsOf: (options.echo ? "true" : "false").utf8)
         out.append(contentsOf: ",\"protocol\":1,\"lang\":\"swift\",\"version\":".utf8)
@@ -65,7 +65,7 @@ public enum Encoder {
     }
 
     /// `PUB <subject> [reply] <#bytes>\r\n<payload>\r\n`.
-    public static func pub(_ subject: Subject, replyTo: Subject? = nil, payload: [UInt8]) -> [UInt8] {
+    package static func pub(_ subject: Subject, replyTo: Subject? = nil, payload: [UInt8]) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(subject.text.utf8.count + payload.count + 24)
         appendPub(subject, replyTo: replyTo, payload: payload, to: &out)
@@ -90,7 +90,7 @@ public enum Encoder {
     /// `HPUB <subject> [reply] <#header bytes> <#total bytes>\r\n<header block><payload>\r\n`,
     /// e.g. `HPUB FOO 22 33\r\nNATS/1.0\r\nBar: Baz\r\n\r\nHello NATS!\r\n`.
     /// - Parameter headerBlock: `Headers.encoded()`.
-    public static func hpub(_ subject: Subject, replyTo: Subject? = nil, headerBlock: [UInt8], payload: [UInt8]) -> [UInt8] {
+    package static func hpub(_ subject: Subject, replyTo: Subject? = nil, headerBlock: [UInt8], payload: [UInt8]) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(subject.text.utf8.count + headerBlock.count + payload.count + 32)
         appendHpub(subject, replyTo: replyTo, headerBlock: headerBlock, payload: payload, to: &out)
@@ -150,7 +150,7 @@ public enum Encoder {
 
     /// `SUB <subject> [queue group] <sid>\r\n`.
     /// - Parameter queue: a queue group name (a one-token literal `Subject`).
-    public static func sub(_ subject: Subject, queue: Subject? = nil, sid: SubscriptionID) -> [UInt8] {
+    package static func sub(_ subject: Subject, queue: Subject? = nil, sid: SubscriptionID) -> [UInt8] {
         var line = "SUB " + subject.text
         if let queue { line += " " + queue.text }
         line += " \(sid)\r\n"
@@ -158,12 +158,12 @@ public enum Encoder {
     }
 
     /// `UNSUB <sid>\r\n`.
-    public static func unsub(_ sid: SubscriptionID) -> [UInt8] {
+    package static func unsub(_ sid: SubscriptionID) -> [UInt8] {
         Array("UNSUB \(sid)\r\n".utf8)
     }
 
     /// `PING\r\n`.
-    public static let ping: [UInt8] = Array("PING\r\n".utf8)
+    package static let ping: [UInt8] = Array("PING\r\n".utf8)
     /// `PONG\r\n`.
-    public static let pong: [UInt8] = Array("PONG\r\n".utf8)
+    package static let pong: [UInt8] = Array("PONG\r\n".utf8)
 }

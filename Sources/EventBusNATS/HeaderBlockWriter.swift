@@ -15,7 +15,7 @@
 /// `finish()` give `NATS/1.0\r\nce-ebseq: 42\r\n\r\n`.
 /// Noncopyable: it owns the buffer it writes into (plain stores through a
 /// pointer; `finish` copies the block into an array once).
-public struct HeaderBlockWriter: ~Copyable {
+package struct HeaderBlockWriter: ~Copyable {
     private var base: UnsafeMutablePointer<UInt8>
     private var count = 0
     private var capacity: Int
@@ -23,12 +23,12 @@ public struct HeaderBlockWriter: ~Copyable {
     /// Whole `Name: value\r\n` lines written once (by `HeaderBlockWriter.lines`)
     /// and copied into each block by `append(_:)`: the fields that are the
     /// same in every message.
-    public struct Lines: Equatable, Sendable {
+    package struct Lines: Equatable, Sendable {
         fileprivate let bytes: [UInt8]
     }
 
     /// Starts a block with room for `capacity` bytes (it grows when needed).
-    public init(capacity: Int = 512) {
+    package init(capacity: Int = 512) {
         self.capacity = max(capacity, 16)
         base = UnsafeMutablePointer<UInt8>.allocate(capacity: self.capacity)
         put(StaticString("NATS/1.0\r\n"))
@@ -42,34 +42,34 @@ public struct HeaderBlockWriter: ~Copyable {
     deinit { base.deallocate() }
 
     /// The lines `write` appends, to copy into many blocks later.
-    public static func lines(_ write: (inout HeaderBlockWriter) -> Void) -> Lines {
+    package static func lines(_ write: (inout HeaderBlockWriter) -> Void) -> Lines {
         var writer = HeaderBlockWriter(linesOnly: ())
         write(&writer)
         return Lines(bytes: Array(UnsafeBufferPointer(start: writer.base, count: writer.count)))
     }
 
     /// Appends lines made by `lines(_:)`.
-    public mutating func append(_ lines: Lines) {
+    package mutating func append(_ lines: Lines) {
         lines.bytes.withUnsafeBytes { put($0) }
     }
 
     /// `name: value`, the value percent-encoded.
     /// - Precondition: `name` is an RFC 9110 token (checked in debug builds).
-    public mutating func append(_ name: String, _ value: String) {
+    package mutating func append(_ name: String, _ value: String) {
         startField(name)
         appendEncoded(value)
         endField()
     }
 
     /// `name: digits`.
-    public mutating func append(_ name: String, _ value: UInt64) {
+    package mutating func append(_ name: String, _ value: UInt64) {
         startField(name)
         putDecimal(value)
         endField()
     }
 
     /// `name: a:b:c`: the parts percent-encoded, joined by `:` (e.g. `Nats-Msg-Id: NODE:INSTANCE:SEQ`).
-    public mutating func append(_ name: String, joining parts: String..., last: UInt64) {
+    package mutating func append(_ name: String, joining parts: String..., last: UInt64) {
         startField(name)
         for part in parts {
             appendEncoded(part)
@@ -80,7 +80,7 @@ public struct HeaderBlockWriter: ~Copyable {
     }
 
     /// The block, closed by its empty line.
-    public consuming func finish() -> [UInt8] {
+    package consuming func finish() -> [UInt8] {
         put(0x0D)
         put(0x0A)
         return Array(UnsafeBufferPointer(start: base, count: count))

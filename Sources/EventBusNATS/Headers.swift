@@ -14,26 +14,26 @@ import Glibc
 /// An ordered list of header fields, as the application sees them (values
 /// decoded). Example on the wire: `NATS/1.0\r\nce-id: a%0D%0Ab\r\n\r\n` holds
 /// the field `("ce-id", "a\r\nb")`.
-public struct Headers: Equatable, Sendable {
+package struct Headers: Equatable, Sendable {
     /// The fields in order; names as written, values decoded.
-    public private(set) var fields: [(name: String, value: String)] = []
+    package private(set) var fields: [(name: String, value: String)] = []
     /// The status code of the version line (`NATS/1.0 503`), nil when absent.
     /// Only servers send statuses; `encoded()` never writes one.
-    public internal(set) var status: Int? = nil
+    package internal(set) var status: Int? = nil
     /// The text after the status code, if any (`No Responders`).
-    public internal(set) var statusDescription: String? = nil
+    package internal(set) var statusDescription: String? = nil
 
-    public init() {}
+    package init() {}
 
     /// No fields yet, with room for `capacity` of them.
-    public init(capacity: Int) {
+    package init(capacity: Int) {
         fields.reserveCapacity(capacity)
     }
 
     /// Appends a field.
     /// - Precondition: `name` is a non-empty RFC 9110 token (letters, digits,
     ///   ``!#$%&'*+-.^_`|~``), since names come from code, never from input.
-    public mutating func append(_ name: String, _ value: String) {
+    package mutating func append(_ name: String, _ value: String) {
         // Checked in debug builds only: names are constants of the calling code,
         // and this runs a dozen times per exported event.
         assert(Headers.isToken(name), "header name \(name.debugDescription) is not an RFC 9110 token")
@@ -41,11 +41,11 @@ public struct Headers: Equatable, Sendable {
     }
 
     /// The first value of the field called `name` (ASCII case-insensitive), or nil.
-    public func first(_ name: String) -> String? {
+    package func first(_ name: String) -> String? {
         fields.first { Headers.sameName($0.name, name) }?.value
     }
 
-    public static func == (a: Headers, b: Headers) -> Bool {
+    package static func == (a: Headers, b: Headers) -> Bool {
         a.status == b.status && a.statusDescription == b.statusDescription
             && a.fields.elementsEqual(b.fields) { $0.name == $1.name && $0.value == $1.value }
     }
@@ -54,7 +54,7 @@ public struct Headers: Equatable, Sendable {
 
     /// The header block: `NATS/1.0\r\n`, one `Name: %-encoded value\r\n` per
     /// field, `\r\n`. Its byte count is HPUB's `#header bytes`.
-    public func encoded() -> [UInt8] { encoded(withStatus: false) }
+    package func encoded() -> [UInt8] { encoded(withStatus: false) }
 
     /// The header block as a server writes it: with the status code and
     /// description on the version line (`NATS/1.0 503 No Responders\r\n`).
@@ -86,7 +86,7 @@ public struct Headers: Equatable, Sendable {
     /// - Throws: `HeaderError` when the block does not start with `NATS/1.0`,
     ///   does not end with an empty line, or has a line without `:` or with
     ///   a name that is not a token.
-    public static func parse(_ block: UnsafeRawBufferPointer) throws(HeaderError) -> Headers {
+    package static func parse(_ block: UnsafeRawBufferPointer) throws(HeaderError) -> Headers {
         var headers = Headers()
         headers.fields.reserveCapacity(16)
         try walk(block, versionLine: { line throws(HeaderError) in try parseVersionLine(line, into: &headers) }) { name, value in
@@ -102,7 +102,7 @@ public struct Headers: Equatable, Sendable {
     /// any String: for hot paths that look at a few known fields. `body`
     /// returns false to stop early (the rest of the block is then not checked).
     /// - Throws: `HeaderError` as `parse` does (the status is checked, not returned).
-    public static func forEachField(_ block: UnsafeRawBufferPointer, _ body: (_ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) -> Bool) throws(HeaderError) {
+    package static func forEachField(_ block: UnsafeRawBufferPointer, _ body: (_ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) -> Bool) throws(HeaderError) {
         try walk(block, versionLine: { line throws(HeaderError) in
             // The usual line, `NATS/1.0` alone, without the general parse's allocations.
             if line.count == 8 && line.loadUnaligned(as: UInt64.self) == 0x302E_312F_5354_414E { return }
@@ -237,7 +237,7 @@ public struct Headers: Equatable, Sendable {
     }
 
     /// `value` percent-encoded as `encoded()` writes it.
-    public static func percentEncoded(_ value: String) -> String {
+    package static func percentEncoded(_ value: String) -> String {
         var out: [UInt8] = []
         appendPercentEncoded(value, to: &out)
         return String(decoding: out, as: UTF8.self)
@@ -245,7 +245,7 @@ public struct Headers: Equatable, Sendable {
 
     /// Decodes `%XX`; a `%` not followed by two hex digits is kept. Invalid
     /// UTF-8 after decoding becomes U+FFFD.
-    public static func percentDecoded(_ bytes: UnsafeRawBufferPointer) -> String {
+    package static func percentDecoded(_ bytes: UnsafeRawBufferPointer) -> String {
         guard bytes.contains(0x25) else { return String(decoding: bytes, as: UTF8.self) }
         var out: [UInt8] = []
         percentDecoded(bytes, into: &out)
@@ -253,7 +253,7 @@ public struct Headers: Equatable, Sendable {
     }
 
     /// Appends the bytes `bytes` percent-decode to (`%XX`; any other `%` kept) to `out`.
-    public static func percentDecoded(_ bytes: UnsafeRawBufferPointer, into out: inout [UInt8]) {
+    package static func percentDecoded(_ bytes: UnsafeRawBufferPointer, into out: inout [UInt8]) {
         out.reserveCapacity(out.count + bytes.count)
         var i = 0
         while i < bytes.count {
@@ -277,7 +277,7 @@ public struct Headers: Equatable, Sendable {
     }
 
     /// RFC 9110 `token`: 1 or more of letters, digits and ``!#$%&'*+-.^_`|~``.
-    public static func isToken(_ name: String) -> Bool {
+    package static func isToken(_ name: String) -> Bool {
         !name.isEmpty && name.utf8.allSatisfy(isTokenByte)
     }
 
@@ -295,7 +295,7 @@ public struct Headers: Equatable, Sendable {
 }
 
 /// Why a header block could not be read.
-public enum HeaderError: Error, Equatable, Sendable, CustomStringConvertible {
+package enum HeaderError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The first line is not `NATS/1.0[ NNN[ text]]`.
     case badVersionLine(String)
     /// The block does not end with an empty line (`\r\n\r\n`).
@@ -303,7 +303,7 @@ public enum HeaderError: Error, Equatable, Sendable, CustomStringConvertible {
     /// A field line without `:` or with a name that is not a token.
     case malformedField(String)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .badVersionLine(let line): "header block starts with \(line.prefix(80).debugDescription), not NATS/1.0"
         case .notTerminated: "header block does not end with an empty line"

@@ -13,22 +13,22 @@
 /// A message to publish. Its headers are kept encoded (`headerBlock`), so
 /// a hot path can write the block itself (`HeaderBlockWriter`) and nothing
 /// encodes it twice.
-public struct OutgoingMessage: Equatable, Sendable {
-    public var subject: Subject
+package struct OutgoingMessage: Equatable, Sendable {
+    package var subject: Subject
     /// The header block, `NATS/1.0\r\n...\r\n\r\n`: sent as HPUB when present, PUB when nil.
-    public var headerBlock: [UInt8]?
-    public var payload: [UInt8]
+    package var headerBlock: [UInt8]?
+    package var payload: [UInt8]
     /// The caller's sequence number for it (for drop reports), if any.
-    public var tag: UInt64?
+    package var tag: UInt64?
     /// (issue 36) The reply subject: a NATS request (`PUB subject reply ...`).
-    public var replyTo: Subject?
+    package var replyTo: Subject?
 
-    public init(subject: Subject, headers: Headers? = nil, payload: [UInt8], tag: UInt64? = nil) {
+    package init(subject: Subject, headers: Headers? = nil, payload: [UInt8], tag: UInt64? = nil) {
         self.init(subject: subject, headerBlock: headers?.encoded(), payload: payload, tag: tag)
     }
 
     /// - Parameter headerBlock: `Headers.encoded()` or `HeaderBlockWriter.finish()`.
-    public init(subject: Subject, headerBlock: [UInt8]?, payload: [UInt8], tag: UInt64? = nil) {
+    package init(subject: Subject, headerBlock: [UInt8]?, payload: [UInt8], tag: UInt64? = nil) {
         self.subject = subject
         self.headerBlock = headerBlock
         self.payload = payload
@@ -36,7 +36,7 @@ public struct OutgoingMessage: Equatable, Sendable {
     }
 
     /// The headers, parsed back from the block (for tests and logs; nil for a PUB).
-    public var headers: Headers? {
+    package var headers: Headers? {
         headerBlock.flatMap { block in block.withUnsafeBytes { try? Headers.parse($0) } }
     }
 

@@ -15,26 +15,26 @@ import Glibc
 /// The header block is kept as it came (`headerBlock`) and read only when
 /// asked: `headers` parses it into Strings, while a hot path walks its
 /// fields as bytes (`Headers.forEachField`) without making any.
-public struct Message: Equatable, Sendable {
+package struct Message: Equatable, Sendable {
     /// The subject it was published to, e.g. `eventbus.evt.host-b.order.created`.
-    public var subject: String
+    package var subject: String
     /// The subscription it was delivered for.
-    public var sid: SubscriptionID
+    package var sid: SubscriptionID
     /// The reply subject, if the publisher gave one.
-    public var replyTo: String?
+    package var replyTo: String?
     /// The raw header block of an HMSG, `NATS/1.0\r\n...\r\n\r\n` (nil for MSG).
-    public var headerBlock: [UInt8]?
+    package var headerBlock: [UInt8]?
     /// The payload bytes, exactly as published.
-    public var payload: [UInt8]
+    package var payload: [UInt8]
 
     /// The header block parsed (nil for MSG, or when it is malformed: see `headerError`).
-    public var headers: Headers? {
+    package var headers: Headers? {
         guard let headerBlock else { return nil }
         return headerBlock.withUnsafeBytes { raw in try? Headers.parse(raw) }
     }
 
     /// Why an HMSG's header block cannot be read (the message is still delivered).
-    public var headerError: HeaderError? {
+    package var headerError: HeaderError? {
         guard let headerBlock else { return nil }
         return headerBlock.withUnsafeBytes { raw -> HeaderError? in
             do throws(HeaderError) {
@@ -48,7 +48,7 @@ public struct Message: Equatable, Sendable {
 
     /// - Parameters:
     ///   - headers: encoded into `headerBlock` (ignored when `headerBlock` is given).
-    public init(subject: String, sid: SubscriptionID, replyTo: String? = nil, headers: Headers? = nil, headerBlock: [UInt8]? = nil, payload: [UInt8]) {
+    package init(subject: String, sid: SubscriptionID, replyTo: String? = nil, headers: Headers? = nil, headerBlock: [UInt8]? = nil, payload: [UInt8]) {
         self.subject = subject
         self.sid = sid
         self.replyTo = replyTo
@@ -58,14 +58,14 @@ public struct Message: Equatable, Sendable {
 
     /// Equal when subject, sid, reply, payload and the parsed headers agree
     /// (two blocks that differ only in spacing hold the same headers).
-    public static func == (a: Message, b: Message) -> Bool {
+    package static func == (a: Message, b: Message) -> Bool {
         a.subject == b.subject && a.sid == b.sid && a.replyTo == b.replyTo && a.payload == b.payload
             && (a.headerBlock == b.headerBlock || (a.headers == b.headers && a.headerError == b.headerError))
     }
 }
 
 /// One operation from the server.
-public enum ServerOperation: Equatable, Sendable {
+package enum ServerOperation: Equatable, Sendable {
     case info(ServerInfo)
     case message(Message)
     /// A MSG/HMSG whose size (`#bytes`, or HMSG's `#total bytes`) is over
@@ -80,15 +80,15 @@ public enum ServerOperation: Equatable, Sendable {
 }
 
 /// The parser's state between chunks.
-public struct Parser {
+package struct Parser {
     /// Longest control line accepted before its LF (bytes). nats-server's own
     /// limit for what clients send is 4096 (`MAX_CONTROL_LINE_SIZE`, const.go).
-    public let maxControlLineBytes: Int
+    package let maxControlLineBytes: Int
     /// Longest INFO line accepted (bytes): INFO grows with `connect_urls`.
-    public let maxInfoLineBytes: Int
+    package let maxInfoLineBytes: Int
     /// Largest MSG/HMSG payload buffered (bytes, header block included);
     /// `ClientState` sets it from INFO's `max_payload`.
-    public var maxPayloadBytes: Int
+    package var maxPayloadBytes: Int
 
     private enum State {
         case line
@@ -114,17 +114,17 @@ public struct Parser {
     ///   - maxControlLineBytes: default 4096.
     ///   - maxInfoLineBytes: default 64 KiB.
     ///   - maxPayloadBytes: default 1 MiB (nats-server's default `max_payload`).
-    public init(maxControlLineBytes: Int = 4096, maxInfoLineBytes: Int = 64 << 10, maxPayloadBytes: Int = 1 << 20) {
+    package init(maxControlLineBytes: Int = 4096, maxInfoLineBytes: Int = 64 << 10, maxPayloadBytes: Int = 1 << 20) {
         self.maxControlLineBytes = maxControlLineBytes
         self.maxInfoLineBytes = maxInfoLineBytes
         self.maxPayloadBytes = maxPayloadBytes
     }
 
     /// Bytes held for an operation not complete yet.
-    public var bufferedBytes: Int { buffer.count - start }
+    package var bufferedBytes: Int { buffer.count - start }
 
     /// Forgets everything buffered (a new connection starts clean).
-    public mutating func reset() {
+    package mutating func reset() {
         state = .line
         buffer = []
         start = 0
@@ -136,7 +136,7 @@ public struct Parser {
     ///   operation, a malformed MSG/HMSG line or a payload without its CRLF.
     ///   Operations before the fault are in `operations`; the parser is then
     ///   unusable until `reset()`.
-    public mutating func feed(_ bytes: UnsafeRawBufferPointer, into operations: inout [ServerOperation]) throws(ProtocolViolation) {
+    package mutating func feed(_ bytes: UnsafeRawBufferPointer, into operations: inout [ServerOperation]) throws(ProtocolViolation) {
         buffer.append(contentsOf: bytes)
         defer { compact() }
         while true {

@@ -5,38 +5,38 @@
 // Before editing: unknown fields are ignored and missing ones keep their
 // defaults, so a newer or older server never fails the parse; only text that
 // is not one JSON object is an error.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// The fields of INFO this client uses. Example (nats-server 2.9.10, a cluster node):
 /// `INFO {"server_id":"NDMY…","server_name":"n1","version":"2.9.10","proto":1,"go":"go1.19.8","host":"127.0.0.1","port":15221,"headers":true,"max_payload":1048576,"client_id":8,"client_ip":"127.0.0.1","cluster":"c1","connect_urls":["127.0.0.1:15221","127.0.0.1:15222","127.0.0.1:15223"]} `
 /// (2.9.10 ends the line with a space before the CRLF).
-public struct ServerInfo: Equatable, Sendable {
-    public var serverID = ""
-    public var serverName = ""
-    public var version = ""
+package struct ServerInfo: Equatable, Sendable {
+    package var serverID = ""
+    package var serverName = ""
+    package var version = ""
     /// `proto`: 1 when the server sends asynchronous INFOs and knows `echo`.
-    public var proto = 0
+    package var proto = 0
     /// Whether the server supports HPUB/HMSG.
-    public var headers = false
+    package var headers = false
     /// `max_payload`: the largest message (header block plus payload, bytes) it
     /// accepts; more closes the connection (`-ERR 'Maximum Payload Violation'`).
-    public var maxPayload = 1 << 20
-    public var clientID: UInt64 = 0
-    public var clientIP = ""
-    public var cluster = ""
+    package var maxPayload = 1 << 20
+    package var clientID: UInt64 = 0
+    package var clientIP = ""
+    package var cluster = ""
     /// `connect_urls`: `host:port` of the cluster's client listeners (empty when absent).
-    public var connectURLs: [String] = []
+    package var connectURLs: [String] = []
     /// `ldm`: the server entered lame duck mode and will close its clients.
-    public var lameDuckMode = false
-    public var authRequired = false
-    public var tlsRequired = false
-    public var jetStream = false
+    package var lameDuckMode = false
+    package var authRequired = false
+    package var tlsRequired = false
+    package var jetStream = false
 
-    public init() {}
+    package init() {}
 
     /// Parses the JSON object of an INFO line.
     /// - Throws: `ProtocolViolation` when it is not one JSON object.
-    public init(json bytes: UnsafeRawBufferPointer) throws(ProtocolViolation) {
+    package init(json bytes: UnsafeRawBufferPointer) throws(ProtocolViolation) {
         let members: [JSONMember]
         do {
             members = try JSONObject.members(bytes)
@@ -105,9 +105,9 @@ public struct ServerInfo: Equatable, Sendable {
 
 /// The server broke the client protocol (a line we cannot parse, a size out of
 /// range). The connection cannot be trusted to be in step any more: close it.
-public struct ProtocolViolation: Error, Equatable, Sendable, CustomStringConvertible {
+package struct ProtocolViolation: Error, Equatable, Sendable, CustomStringConvertible {
     /// What was wrong, e.g. `MSG line has 1 field(s)`.
-    public let description: String
+    package let description: String
 
-    public init(_ description: String) { self.description = description }
+    package init(_ description: String) { self.description = description }
 }

@@ -6,14 +6,14 @@
 // leaves the pool when a later INFO no longer lists it, unless it is the
 // server we are connected to. An INFO without `connect_urls` changes nothing.
 // New servers are shuffled in, but the first entry stays first.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// A NATS server address: host (name or IP literal, no brackets) and port.
-public struct ServerAddress: Hashable, Sendable, CustomStringConvertible {
-    public let host: String
-    public let port: UInt16
+package struct ServerAddress: Hashable, Sendable, CustomStringConvertible {
+    package let host: String
+    package let port: UInt16
 
-    public init(host: String, port: UInt16) {
+    package init(host: String, port: UInt16) {
         self.host = host
         self.port = port
     }
@@ -21,7 +21,7 @@ public struct ServerAddress: Hashable, Sendable, CustomStringConvertible {
     /// Parses `nats://host:port`, `host:port`, `host` (port 4222), `[::1]:4222`.
     /// Nil for another scheme, an empty host or a bad port. Credentials
     /// (`nats://user:pass@host`) are not supported here.
-    public init?(url text: String) {
+    package init?(url text: String) {
         var rest = Substring(text.trimmingSpaces())
         if let range = rest.firstRange(of: "://") {
             guard rest[..<range.lowerBound].lowercased() == "nats" else { return nil }
@@ -57,40 +57,40 @@ public struct ServerAddress: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// `host:port` as INFO's `connect_urls` spells it (`[::1]:4222` for IPv6).
-    public var hostPort: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+    package var hostPort: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
 
     /// `nats://host:port`.
-    public var description: String { "nats://" + hostPort }
+    package var description: String { "nats://" + hostPort }
 }
 
 /// One entry of the pool.
-public struct PoolEntry: Equatable, Sendable {
-    public var address: ServerAddress
+package struct PoolEntry: Equatable, Sendable {
+    package var address: ServerAddress
     /// Learnt from `connect_urls` rather than configured.
-    public var isImplicit: Bool
+    package var isImplicit: Bool
 }
 
 /// The ordered pool of servers; the first entry is the next to try.
-public struct ServerPool: Equatable, Sendable {
-    public private(set) var entries: [PoolEntry]
+package struct ServerPool: Equatable, Sendable {
+    package private(set) var entries: [PoolEntry]
 
     /// A pool of the seeds, duplicates removed, shuffled when `randomize` (as nats.go does unless `NoRandomize`).
     /// - Precondition: `seeds` is not empty.
-    public init(seeds: [ServerAddress], randomize: Bool, random: inout SplitMix64) {
+    package init(seeds: [ServerAddress], randomize: Bool, random: inout SplitMix64) {
         precondition(!seeds.isEmpty, "a NATS client needs at least one server")
         var seen: Set<String> = []
         entries = seeds.filter { seen.insert($0.hostPort).inserted }.map { PoolEntry(address: $0, isImplicit: false) }
         if randomize { entries.shuffle(using: &random) }
     }
 
-    public var count: Int { entries.count }
+    package var count: Int { entries.count }
 
     /// The server to try next.
-    public var first: ServerAddress { entries[0].address }
+    package var first: ServerAddress { entries[0].address }
 
     /// Moves `current` to the end of the pool (nats.go `selectNextServer`)
     /// and returns the new first entry: the next server to try.
-    public mutating func rotate(after current: ServerAddress) -> ServerAddress {
+    package mutating func rotate(after current: ServerAddress) -> ServerAddress {
         if let index = entries.firstIndex(where: { $0.address.hostPort == current.hostPort }) {
             let entry = entries.remove(at: index)
             entries.append(entry)
@@ -104,7 +104,7 @@ public struct ServerPool: Equatable, Sendable {
     /// An empty list changes nothing (a server may omit the field).
     /// - Returns: the servers that joined.
     @discardableResult
-    public mutating func apply(connectURLs: [String], current: ServerAddress?, randomize: Bool, random: inout SplitMix64) -> [ServerAddress] {
+    package mutating func apply(connectURLs: [String], current: ServerAddress?, randomize: Bool, random: inout SplitMix64) -> [ServerAddress] {
         guard !connectURLs.isEmpty else { return [] }
         var listed: [String: ServerAddress] = [:]
         for url in connectURLs {

@@ -10,26 +10,26 @@
 
 /// A validated NATS subject: 1 to `maxBytes` bytes, tokens separated by `.`,
 /// no empty token, no byte ≤ 0x20 and no DEL. Example: `eventbus.evt.host-a.order.created`.
-public struct Subject: Hashable, Sendable, CustomStringConvertible {
+package struct Subject: Hashable, Sendable, CustomStringConvertible {
     /// The subject as written on the wire.
-    public let text: String
+    package let text: String
     /// Whether it contains a `*` or `>` token (allowed in SUB only).
-    public let hasWildcards: Bool
+    package let hasWildcards: Bool
 
     /// Longest subject accepted (bytes). nats-server's control line limit is
     /// 4096 bytes (`MAX_CONTROL_LINE_SIZE`, const.go); this leaves room for the rest of the line.
-    public static let maxBytes = 2048
+    package static let maxBytes = 2048
 
     /// A subject for SUB: wildcards allowed (`*` as a whole token, `>` as the last token).
     /// Nil when a rule above is broken.
-    public init?(pattern text: String) {
+    package init?(pattern text: String) {
         guard let wild = Subject.check(text, wildcards: true) else { return nil }
         self.text = text
         self.hasWildcards = wild
     }
 
     /// A literal subject for PUB/HPUB: no `*` or `>` token. Nil when a rule is broken.
-    public init?(_ text: String) {
+    package init?(_ text: String) {
         guard let wild = Subject.check(text, wildcards: false), !wild else { return nil }
         self.text = text
         self.hasWildcards = false
@@ -79,18 +79,18 @@ public struct Subject: Hashable, Sendable, CustomStringConvertible {
         return wild
     }
 
-    public var description: String { text }
+    package var description: String { text }
 }
 
 /// A subscription id (`sid`), chosen by the client: the decimal digits of a
 /// counter that starts at 1 on each `ClientState`. Sids stay the same across
 /// reconnects (subscriptions are re-sent with the same sid).
-public struct SubscriptionID: Hashable, Sendable, Comparable, CustomStringConvertible {
-    public let rawValue: UInt64
+package struct SubscriptionID: Hashable, Sendable, Comparable, CustomStringConvertible {
+    package let rawValue: UInt64
 
-    public init(_ rawValue: UInt64) { self.rawValue = rawValue }
+    package init(_ rawValue: UInt64) { self.rawValue = rawValue }
 
-    public static func < (a: SubscriptionID, b: SubscriptionID) -> Bool { a.rawValue < b.rawValue }
+    package static func < (a: SubscriptionID, b: SubscriptionID) -> Bool { a.rawValue < b.rawValue }
 
-    public var description: String { String(rawValue) }
+    package var description: String { String(rawValue) }
 }

@@ -5,12 +5,12 @@
 // Before editing: every non-comment line of the output must parse back to
 // the same rule (a test reads it back), so the output can serve as a
 // policy file itself; comments carry the origins and the names.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 extension AccessPolicy {
     /// Who may `bridge` without a policy file, for messages: `uid 0` when
     /// the broker runs as root, else `uid 0 and uid 998` (the broker's own).
-    public var fileLessBridgeUIDs: String {
+    package var fileLessBridgeUIDs: String {
         brokerUID == 0 ? "uid 0" : "uid 0 and uid \(brokerUID)"
     }
 
@@ -22,7 +22,7 @@ extension AccessPolicy {
     /// deny publish system.>                      # config/policy.conf:20
     /// allow publish system.> user=0              # config/policy.conf:21
     /// ```
-    public func renderEffective() -> String {
+    package func renderEffective() -> String {
         var out: [String] = []
         if hasFiles {
             out.append("# effective policy of \(paths.count) file\(paths.count == 1 ? "" : "s"): \(paths.joined(separator: " "))")
@@ -84,7 +84,7 @@ extension AccessPolicy {
     /// Lines that can never decide: an `allow` whose every type a `deny` of
     /// the same action and the same identity conditions covers (deny beats
     /// allow within a level), and `default allow` lines beside a `default deny`.
-    public func warnings() -> [String] {
+    package func warnings() -> [String] {
         var warnings: [String] = []
         var denies: [[Int]] = Array(repeating: [], count: PolicyAction.allCases.count)
         for (i, rule) in rules.enumerated() where rule.effect == .deny {

@@ -7,7 +7,7 @@
 // order never changes a decision: merging only concatenates, and every
 // choice between lines (rules, defaults, limits) is made by level and effect,
 // with file order used only to pick which line a message names.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// The policy of a broker: every rule, `default` and `limit` line of its
 /// files, or the built-in behaviour when there are none.
@@ -20,20 +20,20 @@ import EventBusProtocol
 ///     resolver: passwdResolver, brokerUID: getuid())
 /// let view = policy.view(for: PolicyIdentity(uid: 1000, gid: 1000, supplementaryGroups: [27]))
 /// ```
-public struct AccessPolicy: Sendable {
+package struct AccessPolicy: Sendable {
     /// The files, in the order they were merged.
-    public let paths: [String]
+    package let paths: [String]
     /// Every `allow`/`deny` line, in merge order.
-    public let rules: [PolicyRule]
+    package let rules: [PolicyRule]
     /// Every `default` line, in merge order.
-    public let defaultLines: [PolicyDefault]
+    package let defaultLines: [PolicyDefault]
     /// Every `limit` line, in merge order.
-    public let limits: [PolicyLimit]
+    package let limits: [PolicyLimit]
     /// The broker's own uid (no per-uid limits; may `bridge` without a policy file).
-    public let brokerUID: UInt32
+    package let brokerUID: UInt32
     /// Whether any policy file was given. Without one, everything the rules
     /// call "default" is allowed and `bridge` is for uid 0 and `brokerUID`.
-    public var hasFiles: Bool { !paths.isEmpty }
+    package var hasFiles: Bool { !paths.isEmpty }
 
     /// `rules[i]`'s pattern, split once (nil for `-`).
     let shapes: [RuleShape?]
@@ -55,7 +55,7 @@ public struct AccessPolicy: Sendable {
     /// States one automaton (one action, one identity) may have. The shipped
     /// policy needs about ten; only many `*` segments before literals in
     /// other rules multiply states.
-    public static let maxAutomatonStates = 8192
+    package static let maxAutomatonStates = 8192
 
     /// Reads the merged files: the vendor file, `/etc/eventbus/policy.conf`,
     /// then `/etc/eventbus/policy.d/*.conf` in lexical order (the caller reads
@@ -66,7 +66,7 @@ public struct AccessPolicy: Sendable {
     ///   - brokerUID: the broker's own uid.
     /// - Throws: `PolicyLoadError` with every error of every file
     ///   (`file:line: message`) when any line is invalid: all or nothing.
-    public static func load(_ sources: [PolicySource], resolver: any PolicyNameResolver, brokerUID: UInt32) throws(PolicyLoadError) -> AccessPolicy {
+    package static func load(_ sources: [PolicySource], resolver: any PolicyNameResolver, brokerUID: UInt32) throws(PolicyLoadError) -> AccessPolicy {
         let parser = PolicyParser(resolver: resolver)
         var rules: [PolicyRule] = [], defaults: [PolicyDefault] = [], limits: [PolicyLimit] = []
         var errors: [PolicyError] = []
@@ -93,7 +93,7 @@ public struct AccessPolicy: Sendable {
     }
 
     /// The policy of a broker that has no policy file (the per-user bus).
-    public static func withoutFiles(brokerUID: UInt32) -> AccessPolicy {
+    package static func withoutFiles(brokerUID: UInt32) -> AccessPolicy {
         AccessPolicy(paths: [], rules: [], defaultLines: [], limits: [], brokerUID: brokerUID)
     }
 
@@ -120,7 +120,7 @@ public struct AccessPolicy: Sendable {
 
     /// The verdict when no rule of `action` matches: the `default` lines of
     /// that action (deny beats allow; the first such line is named), else allow.
-    public func defaultVerdict(_ action: PolicyAction) -> PolicyVerdict {
+    package func defaultVerdict(_ action: PolicyAction) -> PolicyVerdict {
         var best: PolicyVerdict? = nil
         for (j, line) in defaultLines.enumerated() where line.action == action {
             if best == nil || (line.effect == .deny && best!.effect == .allow) {
@@ -131,11 +131,11 @@ public struct AccessPolicy: Sendable {
     }
 
     /// What a verdict's origin index stands for.
-    public func origin(of verdict: PolicyVerdict) -> PolicyOrigin { origins[Int(verdict.origin)] }
+    package func origin(of verdict: PolicyVerdict) -> PolicyOrigin { origins[Int(verdict.origin)] }
 
     /// How a message names a verdict's origin: `/etc/eventbus/policy.conf:7`,
     /// `/etc/eventbus/policy.conf:1 (default subscribe deny)`, or a built-in rule.
-    public func label(of verdict: PolicyVerdict) -> String { originLabels[Int(verdict.origin)] }
+    package func label(of verdict: PolicyVerdict) -> String { originLabels[Int(verdict.origin)] }
 
     /// The rules of `action` for compiling, with their origin numbers.
     /// - Parameters:
@@ -171,7 +171,7 @@ public struct AccessPolicy: Sendable {
     }
 
     /// The compiled view of one identity (uncached; see `PolicyViewCache`).
-    public func view(for identity: PolicyIdentity) -> PolicyView {
+    package func view(for identity: PolicyIdentity) -> PolicyView {
         PolicyView(policy: self, identity: identity)
     }
 }

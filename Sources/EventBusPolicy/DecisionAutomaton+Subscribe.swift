@@ -9,7 +9,7 @@
 // precomputed `reachPlus`); layers hold at most one entry per state, so the
 // cost is bounded by the policy's automaton, never by anything the client
 // sends beyond its pattern of at most 128 segments.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 extension DecisionAutomaton {
     /// Cheapest valid type of `pattern` for each effect.

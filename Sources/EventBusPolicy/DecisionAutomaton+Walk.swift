@@ -9,7 +9,7 @@
 // which stay the truth (the subscribe search and the tests use them); keep
 // `EdgeTable.lookup` and `segmentHash` in step with `EdgeTable.init`. Measure
 // with Benchmarks/eventbus-policy-bench.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// Every `(state, literal) → state` edge in one table.
 struct EdgeTable: Sendable {

@@ -12,20 +12,20 @@
 // breadth-first, so a state's children have higher numbers (the absorbing
 // states, where no rule is left in `prefix`, loop on themselves); the passes
 // in `finish` rely on that order.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// A decision and the rule (or default, or built-in) that made it.
 /// `origin` indexes the policy's origin table (`PolicyView.origin(of:)`).
-public struct PolicyVerdict: Hashable, Sendable {
+package struct PolicyVerdict: Hashable, Sendable {
     /// `allow` or `deny`.
-    public var effect: PolicyEffect
+    @usableFromInline package var effect: PolicyEffect
     /// Index into the policy's origins: `PolicyView.origin(of:)` tells what
     /// it is; also the key of `DenialLogLimiter.admit`.
-    public var origin: Int32
+    package var origin: Int32
 
-    @inlinable public var isAllowed: Bool { effect == .allow }
+    @inlinable package var isAllowed: Bool { effect == .allow }
 
-    public init(effect: PolicyEffect, origin: Int32) {
+    package init(effect: PolicyEffect, origin: Int32) {
         self.effect = effect
         self.origin = origin
     }

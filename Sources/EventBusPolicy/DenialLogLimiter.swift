@@ -16,9 +16,9 @@
 ///     log("publish system.x denied ... (\(suppressed) more since the last line)")
 /// }
 /// ```
-public struct DenialLogLimiter: Sendable {
+package struct DenialLogLimiter: Sendable {
     /// What to do with one denial.
-    public enum Decision: Equatable, Sendable {
+    package enum Decision: Equatable, Sendable {
         /// Log it; `suppressed` denials of the same (uid, rule) went unlogged since its last line.
         case log(suppressed: Int)
         /// Log one line for denials of keys that did not fit: `count` of them
@@ -39,9 +39,9 @@ public struct DenialLogLimiter: Sendable {
     }
 
     /// Nanoseconds between two lines for one key (default 60 s).
-    public let intervalNanoseconds: Int64
+    package let intervalNanoseconds: Int64
     /// Keys per window at most.
-    public let capacity: Int
+    package let capacity: Int
     private var current: [Key: Entry] = [:]
     private var previous: [Key: Entry] = [:]
     private var windowStart: Int64? = nil
@@ -51,18 +51,18 @@ public struct DenialLogLimiter: Sendable {
     /// - Parameters:
     ///   - intervalNanoseconds: at most one line per key per this long (60 s).
     ///   - capacity: keys per window (4096); beyond, one overflow line per interval.
-    public init(intervalNanoseconds: Int64 = 60_000_000_000, capacity: Int = 4096) {
+    package init(intervalNanoseconds: Int64 = 60_000_000_000, capacity: Int = 4096) {
         precondition(intervalNanoseconds > 0 && capacity > 0)
         self.intervalNanoseconds = intervalNanoseconds
         self.capacity = capacity
     }
 
     /// Keys remembered (both windows), for tests of the bound.
-    public var rememberedKeys: Int { current.count + previous.count }
+    package var rememberedKeys: Int { current.count + previous.count }
 
     /// Records a denial of `uid` by the rule `origin` (a `PolicyVerdict.origin`).
     /// - Parameter nowNanoseconds: CLOCK_MONOTONIC, never decreasing.
-    public mutating func admit(uid: UInt32, origin: Int32, nowNanoseconds now: Int64) -> Decision {
+    package mutating func admit(uid: UInt32, origin: Int32, nowNanoseconds now: Int64) -> Decision {
         rotate(now)
         let key = Key(uid: uid, origin: origin)
         if var entry = current[key] ?? previous[key] {

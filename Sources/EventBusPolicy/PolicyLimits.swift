@@ -8,7 +8,7 @@
 
 /// A per-uid budget a `limit` line can change (the "per uid" column of
 /// PROTOCOL.md's quota table).
-public enum LimitResource: String, CaseIterable, Hashable, Sendable {
+package enum LimitResource: String, CaseIterable, Hashable, Sendable {
     /// Open connections of the uid (default 256).
     case connections
     /// Subscriptions over all the uid's connections (default 16384).
@@ -22,11 +22,11 @@ public enum LimitResource: String, CaseIterable, Hashable, Sendable {
 
     /// Whether values count bytes (`--check-policy` writes those with K, M or
     /// G; every resource accepts the suffixes).
-    public var isBytes: Bool { self == .inbound || self == .outbound || self == .retained }
+    package var isBytes: Bool { self == .inbound || self == .outbound || self == .retained }
 }
 
 /// A limit value: a number (count or bytes) or `unlimited`.
-public enum LimitValue: Hashable, Sendable, CustomStringConvertible {
+package enum LimitValue: Hashable, Sendable, CustomStringConvertible {
     case value(Int)
     case unlimited
 
@@ -40,7 +40,7 @@ public enum LimitValue: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// As written back by `--check-policy`: `1024`, `16M`, `unlimited`.
-    public var description: String {
+    package var description: String {
         guard case .value(let n) = self else { return "unlimited" }
         for (suffix, shift) in [("G", 30), ("M", 20), ("K", 10)] where n >= 1 << shift && n % (1 << shift) == 0 {
             return "\(n >> shift)\(suffix)"
@@ -51,19 +51,19 @@ public enum LimitValue: Hashable, Sendable, CustomStringConvertible {
 
 /// One `limit RESOURCE VALUE [user=U] [group=G]` line, names resolved.
 /// Example: `limit connections 1024 user=eventbus-bridge`.
-public struct PolicyLimit: Hashable, Sendable {
-    public var resource: LimitResource
+package struct PolicyLimit: Hashable, Sendable {
+    package var resource: LimitResource
     /// A count (`connections`, `subscriptions`) or bytes (the others).
-    public var value: LimitValue
+    package var value: LimitValue
     /// `user=` and `group=`, resolved; the names as written when they were names.
-    public var uid: UInt32?
-    public var gid: UInt32?
-    public var userName: String?
-    public var groupName: String?
+    package var uid: UInt32?
+    package var gid: UInt32?
+    package var userName: String?
+    package var groupName: String?
     /// The file:line of the `limit` line.
-    public var origin: PolicyOrigin
+    package var origin: PolicyOrigin
 
-    public init(resource: LimitResource, value: LimitValue, uid: UInt32? = nil, gid: UInt32? = nil,
+    package init(resource: LimitResource, value: LimitValue, uid: UInt32? = nil, gid: UInt32? = nil,
                 userName: String? = nil, groupName: String? = nil, origin: PolicyOrigin) {
         self.resource = resource
         self.value = value
@@ -91,16 +91,16 @@ public struct PolicyLimit: Hashable, Sendable {
 /// smallest value wins (as `deny` beats `allow`: file order never matters).
 /// uid 0 and the broker's own uid have no per-uid limit (PROTOCOL.md
 /// "Quotas"), so for them only lines naming their `user` apply.
-public struct PerUIDLimits: Hashable, Sendable {
+package struct PerUIDLimits: Hashable, Sendable {
     var overrides: [LimitResource: PolicyLimit] = [:]
 
-    public init() {}
+    package init() {}
 
     /// The deciding line for `resource`, nil when none applies.
-    public subscript(resource: LimitResource) -> PolicyLimit? { overrides[resource] }
+    package subscript(resource: LimitResource) -> PolicyLimit? { overrides[resource] }
 
     /// Whether no line applies at all.
-    public var isEmpty: Bool { overrides.isEmpty }
+    package var isEmpty: Bool { overrides.isEmpty }
 
     /// - Parameters:
     ///   - limits: every `limit` line of the policy.

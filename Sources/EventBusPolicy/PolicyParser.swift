@@ -6,15 +6,15 @@
 // words an administrator can act on; the error table in
 // Tests/EventBusPolicyTests/ParserTests.swift pins the wording. The parser
 // never stops at the first error, so `--check-policy` can list them all.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// One policy file as the caller read it.
 /// Example: `PolicySource(path: "/etc/eventbus/policy.conf", text: "deny publish system.>\n")`.
-public struct PolicySource: Sendable {
-    public var path: String
-    public var text: String
+package struct PolicySource: Sendable {
+    package var path: String
+    package var text: String
 
-    public init(path: String, text: String) {
+    package init(path: String, text: String) {
         self.path = path
         self.text = text
     }
@@ -22,7 +22,7 @@ public struct PolicySource: Sendable {
 
 /// Resolves `user=` and `group=` names when a file is read. The broker
 /// passes getpwnam(3)/getgrnam(3) wrappers; numbers never reach it.
-public protocol PolicyNameResolver {
+package protocol PolicyNameResolver {
     /// The uid of user `name`, nil when there is no such user.
     func uid(ofUser name: String) -> UInt32?
     /// The gid of group `name`, nil when there is no such group.
@@ -30,42 +30,42 @@ public protocol PolicyNameResolver {
 }
 
 /// A resolver from fixed tables (tests, and callers that accept numbers only).
-public struct TableNameResolver: PolicyNameResolver, Sendable {
-    public var users: [String: UInt32]
-    public var groups: [String: UInt32]
+package struct TableNameResolver: PolicyNameResolver, Sendable {
+    package var users: [String: UInt32]
+    package var groups: [String: UInt32]
 
-    public init(users: [String: UInt32] = [:], groups: [String: UInt32] = [:]) {
+    package init(users: [String: UInt32] = [:], groups: [String: UInt32] = [:]) {
         self.users = users
         self.groups = groups
     }
 
-    public func uid(ofUser name: String) -> UInt32? { users[name] }
-    public func gid(ofGroup name: String) -> UInt32? { groups[name] }
+    package func uid(ofUser name: String) -> UInt32? { users[name] }
+    package func gid(ofGroup name: String) -> UInt32? { groups[name] }
 }
 
 /// A line the parser could not accept. `description`:
 /// `/etc/eventbus/policy.conf:7: unknown action "publsh" (expected connect, publish, subscribe, bridge, hold or serve)`.
-public struct PolicyError: Error, Hashable, Sendable, CustomStringConvertible {
-    public var path: String
-    public var line: Int
-    public var message: String
+package struct PolicyError: Error, Hashable, Sendable, CustomStringConvertible {
+    package var path: String
+    package var line: Int
+    package var message: String
 
-    public init(path: String, line: Int, message: String) {
+    package init(path: String, line: Int, message: String) {
         self.path = path
         self.line = line
         self.message = message
     }
 
-    public var description: String { "\(path):\(line): \(message)" }
+    package var description: String { "\(path):\(line): \(message)" }
 }
 
 /// Why a set of files gave no policy: every error found, in file order.
-public struct PolicyLoadError: Error, Sendable, CustomStringConvertible {
+package struct PolicyLoadError: Error, Sendable, CustomStringConvertible {
     /// In file order, at most one per line.
-    public var errors: [PolicyError]
+    package var errors: [PolicyError]
 
     /// One error per line.
-    public var description: String { errors.map(\.description).joined(separator: "\n") }
+    package var description: String { errors.map(\.description).joined(separator: "\n") }
 }
 
 /// What one file holds once parsed.

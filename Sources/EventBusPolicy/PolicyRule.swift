@@ -5,37 +5,37 @@
 // Before editing: these are the parser's output and the renderer's input;
 // `%u` stays unexpanded here (`PolicyView` expands it per uid), names are
 // already numbers.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// What a rule is about: `connect`, `publish`, `subscribe`, `bridge`,
 /// (1.2, PROTOCOL.md "Flow control") `hold` or (1.3, "Request/reply") `serve`.
-public enum PolicyAction: String, CaseIterable, Hashable, Sendable {
+package enum PolicyAction: String, CaseIterable, Hashable, Sendable {
     case connect, publish, subscribe, bridge, hold, serve
 
     /// Whether rules of this action take a pattern (`publish`, `subscribe`,
     /// `serve`) rather than `-` (`connect`, `bridge`, `hold`).
-    public var takesPattern: Bool { self == .publish || self == .subscribe || self == .serve }
+    package var takesPattern: Bool { self == .publish || self == .subscribe || self == .serve }
 }
 
 /// `allow` or `deny`.
-public enum PolicyEffect: UInt8, Hashable, Sendable, CustomStringConvertible {
+@usableFromInline package enum PolicyEffect: UInt8, Hashable, Sendable, CustomStringConvertible {
     case allow, deny
 
-    public var description: String { self == .allow ? "allow" : "deny" }
+    @usableFromInline package var description: String { self == .allow ? "allow" : "deny" }
 }
 
 /// How specific a rule's identity is (PROTOCOL.md: rules naming a `user` beat
 /// those naming a `group`, which beat those naming neither). `mandatory` is
 /// the built-in `eventbus.>` rule that no file can override.
-public enum PolicyLevel: UInt8, Comparable, Hashable, Sendable {
+package enum PolicyLevel: UInt8, Comparable, Hashable, Sendable {
     case everyone = 0, group = 1, user = 2, mandatory = 3
 
-    public static func < (a: PolicyLevel, b: PolicyLevel) -> Bool { a.rawValue < b.rawValue }
+    package static func < (a: PolicyLevel, b: PolicyLevel) -> Bool { a.rawValue < b.rawValue }
 }
 
 /// Where a rule, default or decision comes from: a file line or a built-in.
 /// Its `description` is what a `forbidden` error message and the log name.
-public enum PolicyOrigin: Hashable, Sendable, CustomStringConvertible {
+package enum PolicyOrigin: Hashable, Sendable, CustomStringConvertible {
     /// A line of a policy file, e.g. `/etc/eventbus/policy.conf:7`.
     case line(path: String, line: Int)
     /// `publish eventbus.>` is forbidden to every client (PROTOCOL.md "Names and patterns").
@@ -49,7 +49,7 @@ public enum PolicyOrigin: Hashable, Sendable, CustomStringConvertible {
     /// This identity's rules need more automaton states than allowed: it is denied everything.
     case tooComplex
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .line(let path, let line): "\(path):\(line)"
         case .reserved: "built-in rule (eventbus.> is reserved for the broker)"
@@ -63,21 +63,21 @@ public enum PolicyOrigin: Hashable, Sendable, CustomStringConvertible {
 
 /// One `allow|deny` line, names resolved, `%u` kept.
 /// Example: `allow publish user.%u.> group=100` from `/etc/eventbus/policy.conf:4`.
-public struct PolicyRule: Hashable, Sendable {
-    public var effect: PolicyEffect
-    public var action: PolicyAction
+package struct PolicyRule: Hashable, Sendable {
+    package var effect: PolicyEffect
+    package var action: PolicyAction
     /// The pattern as written, `%u` unexpanded (`user.%u.>`); nil for `-`.
-    public var pattern: String?
+    package var pattern: String?
     /// `user=`: the uid it names, resolved.
-    public var uid: UInt32?
+    package var uid: UInt32?
     /// `group=`: the gid it names, resolved.
-    public var gid: UInt32?
+    package var gid: UInt32?
     /// The names as written when they were names (for `--check-policy`).
-    public var userName: String?
-    public var groupName: String?
-    public var origin: PolicyOrigin
+    package var userName: String?
+    package var groupName: String?
+    package var origin: PolicyOrigin
 
-    public init(effect: PolicyEffect, action: PolicyAction, pattern: String?, uid: UInt32? = nil, gid: UInt32? = nil,
+    package init(effect: PolicyEffect, action: PolicyAction, pattern: String?, uid: UInt32? = nil, gid: UInt32? = nil,
                 userName: String? = nil, groupName: String? = nil, origin: PolicyOrigin) {
         self.effect = effect
         self.action = action
@@ -91,13 +91,13 @@ public struct PolicyRule: Hashable, Sendable {
 
     /// Whether the pattern uses `%u`, which makes the rule per-uid: it ranks
     /// with the rules naming a `user` (see `level`).
-    public var usesUID: Bool { pattern?.contains("%u") ?? false }
+    package var usesUID: Bool { pattern?.contains("%u") ?? false }
 
     /// The rule's rank. A pattern with `%u` means "this connection's own
     /// uid", as if the rule were written once per uid with `user=` that uid,
     /// so it ranks as a `user` rule: that is what lets `allow subscribe
     /// user.%u.>` win over `deny subscribe user.>` (docs/POLICY.md).
-    public var level: PolicyLevel {
+    package var level: PolicyLevel {
         if uid != nil || usesUID { return .user }
         if gid != nil { return .group }
         return .everyone
@@ -105,7 +105,7 @@ public struct PolicyRule: Hashable, Sendable {
 
     /// Whether the rule's identity conditions hold for `identity`: `user=`
     /// equals its uid, `group=` is its primary gid or a supplementary one.
-    public func applies(to identity: PolicyIdentity) -> Bool {
+    package func applies(to identity: PolicyIdentity) -> Bool {
         if let uid, uid != identity.uid { return false }
         if let gid, !identity.isMember(of: gid) { return false }
         return true
@@ -113,12 +113,12 @@ public struct PolicyRule: Hashable, Sendable {
 }
 
 /// A `default publish|subscribe|connect|serve allow|deny` line.
-public struct PolicyDefault: Hashable, Sendable {
-    public var action: PolicyAction
-    public var effect: PolicyEffect
-    public var origin: PolicyOrigin
+package struct PolicyDefault: Hashable, Sendable {
+    package var action: PolicyAction
+    package var effect: PolicyEffect
+    package var origin: PolicyOrigin
 
-    public init(action: PolicyAction, effect: PolicyEffect, origin: PolicyOrigin) {
+    package init(action: PolicyAction, effect: PolicyEffect, origin: PolicyOrigin) {
         self.action = action
         self.effect = effect
         self.origin = origin
@@ -128,16 +128,16 @@ public struct PolicyDefault: Hashable, Sendable {
 /// A connection's identity as the policy sees it: `SO_PEERCRED` uid and gid
 /// plus the supplementary groups from `SO_PEERGROUPS`, all taken at connect.
 /// Two connections with equal identities share one `PolicyView`.
-public struct PolicyIdentity: Hashable, Sendable, CustomStringConvertible {
-    public let uid: UInt32
+package struct PolicyIdentity: Hashable, Sendable, CustomStringConvertible {
+    package let uid: UInt32
     /// The primary gid and the supplementary ones, sorted, without duplicates.
-    public let gids: [UInt32]
+    package let gids: [UInt32]
 
     /// - Parameters:
     ///   - uid: the peer's uid (`SO_PEERCRED`).
     ///   - gid: the peer's primary gid (`SO_PEERCRED`).
     ///   - supplementaryGroups: `SO_PEERGROUPS`, in any order, duplicates allowed.
-    public init(uid: UInt32, gid: UInt32, supplementaryGroups: [UInt32] = []) {
+    package init(uid: UInt32, gid: UInt32, supplementaryGroups: [UInt32] = []) {
         self.uid = uid
         var all = supplementaryGroups
         all.append(gid)
@@ -149,7 +149,7 @@ public struct PolicyIdentity: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// Whether `gid` is the primary gid or a supplementary group (binary search).
-    public func isMember(of gid: UInt32) -> Bool {
+    package func isMember(of gid: UInt32) -> Bool {
         var low = 0, high = gids.count
         while low < high {
             let mid = (low + high) / 2
@@ -158,5 +158,5 @@ public struct PolicyIdentity: Hashable, Sendable, CustomStringConvertible {
         return low < gids.count && gids[low] == gid
     }
 
-    public var description: String { "uid \(uid) gids \(gids.map(String.init).joined(separator: ","))" }
+    package var description: String { "uid \(uid) gids \(gids.map(String.init).joined(separator: ","))" }
 }

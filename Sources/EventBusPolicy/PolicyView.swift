@@ -6,10 +6,10 @@
 // Before editing: a view is immutable; a policy reload makes new views. The
 // broker's per-event calls are `publish(_:)` and `receive(_:)`; keep them free
 // of allocation (see the benchmark in Benchmarks/eventbus-policy-bench).
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// The answer to `subscribe` (PROTOCOL.md "Access policy (1.1)").
-public enum SubscribeDecision: Hashable, Sendable {
+package enum SubscribeDecision: Hashable, Sendable {
     /// Every type the pattern matches may be received.
     case allowed
     /// Some may, some may not: add the subscription, answer `filtered: true`,
@@ -22,7 +22,7 @@ public enum SubscribeDecision: Hashable, Sendable {
 
 extension SubscribeDecision {
     /// Whether every type is denied.
-    public var isForbidden: Bool {
+    package var isForbidden: Bool {
         if case .forbidden = self { return true }
         return false
     }
@@ -37,19 +37,19 @@ extension SubscribeDecision {
 /// view.subscribe(Pattern(">")!)                          // .filtered (user.1.x is not for uid 1000)
 /// view.receive(EventType("user.1000.note")!).isAllowed   // true
 /// ```
-public final class PolicyView: Sendable {
-    public let identity: PolicyIdentity
-    public let policy: AccessPolicy
+package final class PolicyView: Sendable {
+    package let identity: PolicyIdentity
+    package let policy: AccessPolicy
     /// May this identity connect? Denied: send `forbidden` and close.
-    public let connect: PolicyVerdict
+    package let connect: PolicyVerdict
     /// May this identity publish with `origin` (PROTOCOL.md "Bridged events")?
-    public let bridge: PolicyVerdict
+    package let bridge: PolicyVerdict
     /// The `limit` lines that apply to this identity.
-    public let limits: PerUIDLimits
+    package let limits: PerUIDLimits
     /// (1.2) Whose publishers a connection of this identity may hold
     /// (PROTOCOL.md "Flow control": `allow hold` any uid's, `deny hold`
     /// nobody's, no rule its own uid's).
-    public let hold: HoldRight
+    package let hold: HoldRight
 
     let publishAutomaton: DecisionAutomaton
     let subscribeAutomaton: DecisionAutomaton
@@ -57,7 +57,7 @@ public final class PolicyView: Sendable {
     let serveAutomaton: DecisionAutomaton
 
     /// Compiles the view; prefer `PolicyViewCache.view(for:)`, which shares it.
-    public init(policy: AccessPolicy, identity: PolicyIdentity) {
+    package init(policy: AccessPolicy, identity: PolicyIdentity) {
         self.policy = policy
         self.identity = identity
         let uid = identity.uid
@@ -103,27 +103,27 @@ public final class PolicyView: Sendable {
     /// Cost: one dictionary lookup per segment until the rest cannot matter
     /// (one for a type outside every rule's literals).
     @inline(__always)
-    public func publish(_ type: EventType) -> PolicyVerdict { publishAutomaton.verdict(type) }
+    package func publish(_ type: EventType) -> PolicyVerdict { publishAutomaton.verdict(type) }
 
     /// May this identity receive `type`, i.e. subscribe to exactly it? Only
     /// needed on `filtered` subscriptions.
     @inline(__always)
-    public func receive(_ type: EventType) -> PolicyVerdict { subscribeAutomaton.verdict(type) }
+    package func receive(_ type: EventType) -> PolicyVerdict { subscribeAutomaton.verdict(type) }
 
     /// (1.3) May this identity be given requests of `type` on a serving
     /// subscription? Both `subscribe` and `serve` must allow it (PROTOCOL.md
     /// "Request/reply"); the verdict named is the first that denies.
     @inline(__always)
-    public func serve(_ type: EventType) -> PolicyVerdict {
+    package func serve(_ type: EventType) -> PolicyVerdict {
         let receive = subscribeAutomaton.verdict(type)
         return receive.isAllowed ? serveAutomaton.verdict(type) : receive
     }
 
     /// The one verdict every `publish` gets, when it does not depend on the type.
-    public var constantPublishVerdict: PolicyVerdict? { publishAutomaton.constantVerdict }
+    package var constantPublishVerdict: PolicyVerdict? { publishAutomaton.constantVerdict }
     /// The one verdict every `receive` gets, when it does not depend on the type
     /// (then no subscription of this identity is ever `filtered`).
-    public var constantReceiveVerdict: PolicyVerdict? { subscribeAutomaton.constantVerdict }
+    package var constantReceiveVerdict: PolicyVerdict? { subscribeAutomaton.constantVerdict }
 
     // MARK: Per subscribe
 
@@ -131,7 +131,7 @@ public final class PolicyView: Sendable {
     /// so with only `allow subscribe foo.*` under `default subscribe deny`,
     /// `foo.>` is `.filtered` (delivers `foo.a`, never `foo.a.b`) and `bar.>`
     /// is `.forbidden`.
-    public func subscribe(_ pattern: Pattern) -> SubscribeDecision {
+    package func subscribe(_ pattern: Pattern) -> SubscribeDecision {
         let outcome = subscribeAutomaton.outcomes(of: pattern)
         switch (outcome.allow, outcome.deny) {
         case (_, nil): return .allowed
@@ -146,7 +146,7 @@ public final class PolicyView: Sendable {
     /// named when both do); filtered when either denies some. (Where each
     /// allows a different part and the parts do not meet, the subscription
     /// is added filtered and receives nothing: docs/PROTOCOL-NOTES.md.)
-    public func serve(_ pattern: Pattern) -> SubscribeDecision {
+    package func serve(_ pattern: Pattern) -> SubscribeDecision {
         let asSubscriber = subscribe(pattern)
         let outcome = serveAutomaton.outcomes(of: pattern)
         let asServer: SubscribeDecision
@@ -166,7 +166,7 @@ public final class PolicyView: Sendable {
     // MARK: Messages
 
     /// What a verdict's origin stands for.
-    public func origin(of verdict: PolicyVerdict) -> PolicyOrigin { policy.origin(of: verdict) }
+    package func origin(of verdict: PolicyVerdict) -> PolicyOrigin { policy.origin(of: verdict) }
 
     /// The `message` of a `forbidden` error and the log line's text, naming the
     /// rule (PROTOCOL.md "Errors"). Example:
@@ -174,14 +174,14 @@ public final class PolicyView: Sendable {
     /// - Parameters:
     ///   - action: what was refused.
     ///   - target: the type or pattern; nil for `connect` and `bridge`.
-    public func denialMessage(_ action: PolicyAction, _ target: String?, _ verdict: PolicyVerdict) -> String {
+    package func denialMessage(_ action: PolicyAction, _ target: String?, _ verdict: PolicyVerdict) -> String {
         let what = target.map { "\(action) \($0)" } ?? "\(action)"
         return "\(what) denied for uid \(identity.uid) by \(policy.label(of: verdict))"
     }
 }
 
 /// Whose publishers a connection may hold back (PROTOCOL.md "Flow control (1.2)").
-public enum HoldRight: Sendable, Equatable {
+package enum HoldRight: Sendable, Equatable {
     /// No `hold` rule applies: publishers of its own uid.
     case ownUID
     /// `allow hold - ...`: publishers of every uid (a trusted consumer such as the bridge).

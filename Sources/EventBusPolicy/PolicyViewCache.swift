@@ -9,23 +9,23 @@
 ///
 /// Example: `let view = cache.view(for: PolicyIdentity(uid: 1000, gid: 1000))`
 /// at accept; keep it with the connection.
-public final class PolicyViewCache {
-    public let policy: AccessPolicy
+package final class PolicyViewCache {
+    package let policy: AccessPolicy
     /// Views kept at most (distinct identities).
-    public let capacity: Int
+    package let capacity: Int
     private var views: [PolicyIdentity: PolicyView] = [:]
 
     /// - Parameters:
     ///   - policy: the policy in force; a reload makes a new cache.
     ///   - capacity: identities kept at most (1024).
-    public init(policy: AccessPolicy, capacity: Int = 1024) {
+    package init(policy: AccessPolicy, capacity: Int = 1024) {
         precondition(capacity > 0)
         self.policy = policy
         self.capacity = capacity
     }
 
     /// The view of `identity`: the shared one, or a new one.
-    public func view(for identity: PolicyIdentity) -> PolicyView {
+    package func view(for identity: PolicyIdentity) -> PolicyView {
         if let view = views[identity] { return view }
         if views.count >= capacity { views.removeAll(keepingCapacity: true) }
         let view = PolicyView(policy: policy, identity: identity)
@@ -34,5 +34,5 @@ public final class PolicyViewCache {
     }
 
     /// Identities with a view in the cache now.
-    public var count: Int { views.count }
+    package var count: Int { views.count }
 }

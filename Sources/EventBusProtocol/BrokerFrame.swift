@@ -9,7 +9,7 @@
 // an extra member is ignored. A key is read where it first appears.
 
 /// One frame from the broker.
-public enum BrokerFrame: Sendable, Equatable {
+@_spi(Package) public enum BrokerFrame: Sendable, Equatable {
     /// `{"op":"ok","req":7,"seq":42,"delivered":2}`
     case ok(Reply)
     /// `{"op":"error","req":7,"code":"bad_type","message":"..."}`, and (1.1)
@@ -38,7 +38,7 @@ public enum BrokerFrame: Sendable, Equatable {
     /// Reads one frame (the bytes before its LF; a CR before it is whitespace).
     /// - Throws: `BrokerFrameError` when it is not a JSON object, has no
     ///   string `op`, or an `event`, `request`, `dropped` or `gap` lacks a field it must have.
-    public static func read(_ frame: RawSpan) throws(BrokerFrameError) -> BrokerFrame {
+    @_spi(Package) public static func read(_ frame: RawSpan) throws(BrokerFrameError) -> BrokerFrame {
         try frame.withUnsafeBytes { (frame) throws(BrokerFrameError) in try read(frame) }
     }
 
@@ -90,7 +90,7 @@ public enum BrokerFrame: Sendable, Equatable {
     }
 
     /// The reply of an `ok` or `error` frame, nil for any other frame.
-    public var reply: Reply? {
+    @_spi(Package) public var reply: Reply? {
         switch self {
         case .ok(let reply), .error(let reply): reply
         default: nil
@@ -105,51 +105,51 @@ public enum BrokerFrame: Sendable, Equatable {
 
 /// The members of one `event` frame (PROTOCOL.md "Events"), as token ranges
 /// of the frame it was read from: read strings with `JSONString.decode(frame, token)`.
-public struct EventFields: Sendable, Equatable {
+@_spi(Package) public struct EventFields: Sendable, Equatable {
     /// Broker-wide sequence number.
-    public var seq: UInt64
+    @_spi(Package) public var seq: UInt64
     /// The event type, a string token.
-    public var type: JSONToken
+    @_spi(Package) public var type: JSONToken
     /// `"2026-11-29T13:00:00.123Z"`, a string token; nil when absent or not a string.
-    public var time: JSONToken?
+    @_spi(Package) public var time: JSONToken?
     /// `"billing"`, a string token; nil when absent or not a string.
-    public var source: JSONToken?
+    @_spi(Package) public var source: JSONToken?
     /// `"3f9a1c07-42"`, a string token; nil when absent or not a string.
-    public var id: JSONToken?
+    @_spi(Package) public var id: JSONToken?
     /// The publisher's process id; nil when absent or not an integer within `Int64`.
-    public var pid: Int64?
+    @_spi(Package) public var pid: Int64?
     /// The publisher's user id; nil when absent or not an integer within `Int64`.
-    public var uid: Int64?
+    @_spi(Package) public var uid: Int64?
     /// The publisher's group id; nil when absent or not an integer within `Int64`.
-    public var gid: Int64?
+    @_spi(Package) public var gid: Int64?
     /// The publisher's `data`, byte for byte; nil when absent (then it is `null`).
-    public var data: JSONToken?
+    @_spi(Package) public var data: JSONToken?
     /// (1.1) `"retained":true`: sent after a `subscribe` with `last`.
-    public var retained: Bool
+    @_spi(Package) public var retained: Bool
     /// (1.1) `"replayed":true`: sent from the history after a `subscribe` with `since`.
-    public var replayed: Bool
+    @_spi(Package) public var replayed: Bool
     /// (1.1) The remote identity of a bridged event, an object token.
-    public var origin: JSONToken?
+    @_spi(Package) public var origin: JSONToken?
     /// (1.3) The publisher's `key` (queue groups), a string token; nil when absent.
-    public var key: JSONToken? = nil
+    @_spi(Package) public var key: JSONToken? = nil
     /// (1.3) `"redelivered":true`: a queue group member closed before this
     /// event was written to it, and it came to this member instead.
-    public var redelivered: Bool = false
+    @_spi(Package) public var redelivered: Bool = false
 }
 
 /// (1.3) The members of one `request` frame (PROTOCOL.md "Request/reply"):
 /// the event fields of the request and what answering it takes.
-public struct RequestFields: Sendable, Equatable {
+@_spi(Package) public struct RequestFields: Sendable, Equatable {
     /// The request's `seq`, `type`, `data`, the requester's credentials, `key`.
-    public var event: EventFields
+    @_spi(Package) public var event: EventFields
     /// The `reply` token to answer with (`ClientRequest.reply(to:)`), a string token.
-    public var token: JSONToken
+    @_spi(Package) public var token: JSONToken
     /// Milliseconds left before the request's deadline; nil when absent.
-    public var timeout: UInt64?
+    @_spi(Package) public var timeout: UInt64?
 }
 
 /// Why a frame from the broker could not be read.
-public enum BrokerFrameError: Error, Equatable, Sendable, CustomStringConvertible {
+@_spi(Package) public enum BrokerFrameError: Error, Equatable, Sendable, CustomStringConvertible {
     /// Not JSON, or JSON that is not an object.
     case unreadable(JSONObject.ReadError)
     /// No `op`, or an `op` that is not a string; `frame` is its first 120 bytes.
@@ -157,7 +157,7 @@ public enum BrokerFrameError: Error, Equatable, Sendable, CustomStringConvertibl
     /// An `event`, `request`, `dropped` or `gap` without a field it must have, e.g. `seq/type`.
     case missingFields(op: String, fields: String, frame: String)
 
-    public var description: String {
+    @_spi(Package) public var description: String {
         switch self {
         case .unreadable(let error): "\(error)"
         case .noOp(let frame): "no \"op\" in \(frame)"

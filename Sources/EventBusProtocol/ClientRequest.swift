@@ -9,7 +9,7 @@
 // left nil are not written (the broker's default applies).
 
 /// One request a client sends, e.g. `.subscribe(pattern: "order.>")`.
-public enum ClientRequest: Sendable, Hashable {
+@_spi(Package) public enum ClientRequest: Sendable, Hashable {
     /// `{"op":"hello","req":1,"client":"dashboard","echo":false,"overflow":"drop-new"}`
     case hello(client: String? = nil, echo: Bool? = nil, overflow: OverflowPolicy? = nil)
     /// `{"op":"subscribe","req":2,"type":"order.>"}`; (1.1) with
@@ -53,7 +53,7 @@ public enum ClientRequest: Sendable, Hashable {
     /// Appends the request's frame, its LF included.
     /// - Parameter req: the `req` the reply will carry (PROTOCOL.md
     ///   "Requests"; within ±2^53), or nil for none: success is then silent.
-    public func encode(req: Int64?, to out: inout [UInt8]) {
+    @_spi(Package) public func encode(req: Int64?, to out: inout [UInt8]) {
         FrameEncoder.appendASCII("{\"op\":", to: &out)
         JSONString.appendQuoted(op.name, to: &out)
         if let req {
@@ -148,7 +148,7 @@ public enum ClientRequest: Sendable, Hashable {
     }
 
     /// The request's frame, its LF included.
-    public func encoded(req: Int64?) -> [UInt8] {
+    @_spi(Package) public func encoded(req: Int64?) -> [UInt8] {
         var out: [UInt8] = []
         encode(req: req, to: &out)
         return out

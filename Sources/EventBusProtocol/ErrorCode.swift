@@ -25,16 +25,16 @@ public enum ErrorCode: String, Sendable, CaseIterable {
 }
 
 /// A request the broker refuses: the code and a human-readable message.
-public struct ProtocolError: Error, Equatable, Sendable, CustomStringConvertible {
-    public var code: ErrorCode
-    public var message: String
+@_spi(Package) public struct ProtocolError: Error, Equatable, Sendable, CustomStringConvertible {
+    @_spi(Package) public var code: ErrorCode
+    @_spi(Package) public var message: String
 
-    public init(_ code: ErrorCode, _ message: String) {
+    @_spi(Package) public init(_ code: ErrorCode, _ message: String) {
         self.code = code
         self.message = message
     }
 
-    public var description: String { "\(code.rawValue): \(message)" }
+    @_spi(Package) public var description: String { "\(code.rawValue): \(message)" }
 }
 
 /// What the broker does when an event would pass a connection's outbound limit
@@ -53,19 +53,19 @@ public enum OverflowPolicy: String, Sendable, CaseIterable {
 }
 
 /// Protocol constants.
-public enum ProtocolConstants {
+@_spi(Package) public enum ProtocolConstants {
     /// The `protocol` field of the `hello` reply.
-    public static let version = 1
+    @_spi(Package) public static let version = 1
     /// Deepest JSON nesting accepted (PROTOCOL.md "Framing").
-    public static let maxDepth = 512
+    @_spi(Package) public static let maxDepth = 512
     /// Default maximum incoming frame, bytes before the LF (1 MiB).
-    public static let defaultMaxFrameBytes = 1 << 20
+    @_spi(Package) public static let defaultMaxFrameBytes = 1 << 20
     /// Largest `req` integer magnitude accepted (2^53).
-    public static let maxRequestInteger: UInt64 = 1 << 53
+    @_spi(Package) public static let maxRequestInteger: UInt64 = 1 << 53
     /// `types` without `limit` lists at most this many types (PROTOCOL.md "Per-type counters (1.2)").
-    public static let defaultTypesLimit = 1000
+    @_spi(Package) public static let defaultTypesLimit = 1000
     /// (1.3) A publish's `key`: 1 to this many bytes (PROTOCOL.md "Requests").
-    public static let maxKeyBytes = 255
+    @_spi(Package) public static let maxKeyBytes = 255
     /// Optional features this implementation has, listed in the `hello` reply.
-    public static let features = ["overflow", "echo", "drop-notice", "wildcards", "peer-credentials", "half-close", "policy", "origin", "quotas", "clients", "flow", "types", "request", "groups", "servers"]
+    @_spi(Package) public static let features = ["overflow", "echo", "drop-notice", "wildcards", "peer-credentials", "half-close", "policy", "origin", "quotas", "clients", "flow", "types", "request", "groups", "servers"]
 }

@@ -11,11 +11,11 @@
 
 /// Bytes made once and read many times, by pointer (no reference counting);
 /// freed with the value, which cannot be copied.
-public struct StampBytes: ~Copyable {
+@_spi(Package) public struct StampBytes: ~Copyable {
     /// The bytes; valid for as long as this value.
-    public let bytes: UnsafeRawBufferPointer
+    @_spi(Package) public let bytes: UnsafeRawBufferPointer
 
-    public init(_ source: [UInt8]) {
+    @_spi(Package) public init(_ source: [UInt8]) {
         let storage = UnsafeMutableRawPointer.allocate(byteCount: max(source.count, 1), alignment: 8)
         source.withUnsafeBytes { storage.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
         bytes = UnsafeRawBufferPointer(start: storage, count: source.count)
@@ -24,10 +24,10 @@ public struct StampBytes: ~Copyable {
     deinit { UnsafeMutableRawPointer(mutating: bytes.baseAddress!).deallocate() }
 }
 
-public enum EventStamp {
+@_spi(Package) public enum EventStamp {
     /// The default `source` of a publisher's events, quoted: `"dashboard"`,
     /// `"pid/1234"` (PROTOCOL.md "Events": the client name, else `pid/<pid>`).
-    public static func source(_ name: String) -> StampBytes {
+    @_spi(Package) public static func source(_ name: String) -> StampBytes {
         var out: [UInt8] = []
         JSONString.appendQuoted(name, to: &out)
         return StampBytes(out)
@@ -35,7 +35,7 @@ public enum EventStamp {
 
     /// `,"pid":1234,"uid":1000,"gid":1000`: the publisher's credentials as
     /// an event carries them.
-    public static func identity(pid: Int32, uid: UInt32, gid: UInt32) -> StampBytes {
+    @_spi(Package) public static func identity(pid: Int32, uid: UInt32, gid: UInt32) -> StampBytes {
         var out: [UInt8] = []
         FrameEncoder.appendASCII(",\"pid\":", to: &out)
         FrameEncoder.appendInt(Int64(pid), to: &out)
@@ -45,7 +45,7 @@ public enum EventStamp {
     }
 
     /// `"0123456789abcdef-`: a default `id` is this, the event's seq and a quote.
-    public static func idPrefix(instance: String) -> StampBytes {
+    @_spi(Package) public static func idPrefix(instance: String) -> StampBytes {
         var out: [UInt8] = []
         JSONString.appendQuoted(instance, to: &out)
         out[out.count - 1] = 0x2D  // the closing quote comes after the seq

@@ -14,7 +14,7 @@ extension FrameEncoder {
     /// - Parameters:
     ///   - token: appends the token's text (no escaping needed: hex digits).
     ///   - timeoutMilliseconds: the time left until the request's deadline.
-    public static func appendRequest(event: UnsafeRawBufferPointer, token: (inout [UInt8]) -> Void, timeoutMilliseconds: UInt64, to out: inout [UInt8]) {
+    @_spi(Package) public static func appendRequest(event: UnsafeRawBufferPointer, token: (inout [UInt8]) -> Void, timeoutMilliseconds: UInt64, to out: inout [UInt8]) {
         let head = "{\"op\":\"event\"".utf8.count
         precondition(event.count > head + 2 && event[event.count - 1] == 0x0A && event[event.count - 2] == 0x7D, "an event frame ends with }\\n")
         appendASCII("{\"op\":\"request\"", to: &out)
@@ -40,7 +40,7 @@ extension FrameEncoder {
     ///   - serviceError: the reply's raw `error` string token, nil for none.
     ///   - code: the error's code with `serviceError` (issue 36: a bridge
     ///     relays `no_responders`, `no_reply`, `timeout`, `limit`); ASCII.
-    public static func appendAnswer(req: UnsafeRawBufferPointer, seq: UInt64, time: TimestampBytes, identity: UnsafeRawBufferPointer,
+    @_spi(Package) public static func appendAnswer(req: UnsafeRawBufferPointer, seq: UInt64, time: TimestampBytes, identity: UnsafeRawBufferPointer,
                                     data: UnsafeRawBufferPointer?, serviceError: UnsafeRawBufferPointer?, code: String = "service_error",
                                     to out: inout [UInt8]) {
         if let serviceError {

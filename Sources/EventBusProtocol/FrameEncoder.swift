@@ -6,9 +6,9 @@
 // tokens the scanner validated; this file does not validate them again.
 
 /// Appends protocol frames to a byte buffer.
-public enum FrameEncoder {
+@_spi(Package) public enum FrameEncoder {
     /// Appends an unsigned decimal integer.
-    @inlinable public static func appendInt(_ value: UInt64, to out: inout [UInt8]) {
+    @inlinable @_spi(Package) public static func appendInt(_ value: UInt64, to out: inout [UInt8]) {
         if value < 10 { out.append(0x30 + UInt8(value)); return }
         var digits: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)  // 32 bytes of scratch
         var n = value
@@ -24,7 +24,7 @@ public enum FrameEncoder {
     }
 
     /// Appends a signed decimal integer.
-    @inlinable public static func appendInt(_ value: Int64, to out: inout [UInt8]) {
+    @inlinable @_spi(Package) public static func appendInt(_ value: Int64, to out: inout [UInt8]) {
         if value < 0 {
             out.append(0x2D)
             appendInt(UInt64(bitPattern: 0 &- value), to: &out)
@@ -33,7 +33,7 @@ public enum FrameEncoder {
         }
     }
 
-    @inlinable public static func appendASCII(_ text: StaticString, to out: inout [UInt8]) {
+    @inlinable @_spi(Package) public static func appendASCII(_ text: StaticString, to out: inout [UInt8]) {
         out.append(contentsOf: UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
     }
 
@@ -52,7 +52,7 @@ public enum FrameEncoder {
     /// - Parameters:
     ///   - req: the raw `req` token to echo, or nil.
     ///   - fields: appends `,"key":value` pairs (each starting with a comma).
-    public static func appendOK(req: UnsafeRawBufferPointer?, to out: inout [UInt8], fields: (inout [UInt8]) -> Void = { _ in }) {
+    @_spi(Package) public static func appendOK(req: UnsafeRawBufferPointer?, to out: inout [UInt8], fields: (inout [UInt8]) -> Void = { _ in }) {
         appendReplyHead("ok", req: req, to: &out)
         fields(&out)
         out.append(0x7D)
@@ -60,7 +60,7 @@ public enum FrameEncoder {
     }
 
     /// Appends `{"op":"error"[,"req":R],"code":"bad_type","message":"..."}\n`.
-    public static func appendError(req: UnsafeRawBufferPointer?, _ error: ProtocolError, to out: inout [UInt8]) {
+    @_spi(Package) public static func appendError(req: UnsafeRawBufferPointer?, _ error: ProtocolError, to out: inout [UInt8]) {
         appendReplyHead("error", req: req, to: &out)
         appendASCII(",\"code\":\"", to: &out)
         out.append(contentsOf: error.code.rawValue.utf8)
@@ -74,7 +74,7 @@ public enum FrameEncoder {
     /// (PROTOCOL.md "Access policy (1.1)"), an `error` without `req`:
     /// `{"op":"error","code":"forbidden","type":"secret.>","message":"..."}\n`.
     /// (1.3) A serving subscription's carries `"serve":true` after `type`.
-    public static func appendRevocation(pattern: String, serve: Bool = false, group: String? = nil, message: String, to out: inout [UInt8]) {
+    @_spi(Package) public static func appendRevocation(pattern: String, serve: Bool = false, group: String? = nil, message: String, to out: inout [UInt8]) {
         appendASCII("{\"op\":\"error\",\"code\":\"forbidden\",\"type\":", to: &out)
         JSONString.appendQuoted(pattern, to: &out)
         if serve { appendASCII(",\"serve\":true", to: &out) }
@@ -86,7 +86,7 @@ public enum FrameEncoder {
     }
 
     /// Appends `{"op":"dropped","count":N,"since_seq":S}\n` (PROTOCOL.md "Semantics").
-    public static func appendDropped(count: UInt64, sinceSeq: UInt64, to out: inout [UInt8]) {
+    @_spi(Package) public static func appendDropped(count: UInt64, sinceSeq: UInt64, to out: inout [UInt8]) {
         appendASCII("{\"op\":\"dropped\",\"count\":", to: &out)
         appendInt(count, to: &out)
         appendASCII(",\"since_seq\":", to: &out)
@@ -96,7 +96,7 @@ public enum FrameEncoder {
     }
 
     /// Appends `,"key":<integer>`.
-    public static func appendField(_ key: StaticString, int value: UInt64, to out: inout [UInt8]) {
+    @_spi(Package) public static func appendField(_ key: StaticString, int value: UInt64, to out: inout [UInt8]) {
         out.append(0x2C); out.append(0x22)
         appendASCII(key, to: &out)
         out.append(0x22); out.append(0x3A)
@@ -104,7 +104,7 @@ public enum FrameEncoder {
     }
 
     /// Appends `,"key":"<escaped string>"`.
-    public static func appendField(_ key: StaticString, string value: String, to out: inout [UInt8]) {
+    @_spi(Package) public static func appendField(_ key: StaticString, string value: String, to out: inout [UInt8]) {
         out.append(0x2C); out.append(0x22)
         appendASCII(key, to: &out)
         out.append(0x22); out.append(0x3A)
@@ -112,7 +112,7 @@ public enum FrameEncoder {
     }
 
     /// Appends `,"key":true|false`.
-    public static func appendField(_ key: StaticString, bool value: Bool, to out: inout [UInt8]) {
+    @_spi(Package) public static func appendField(_ key: StaticString, bool value: Bool, to out: inout [UInt8]) {
         out.append(0x2C); out.append(0x22)
         appendASCII(key, to: &out)
         out.append(0x22); out.append(0x3A)
@@ -120,7 +120,7 @@ public enum FrameEncoder {
     }
 
     /// Appends `,"key":<raw JSON>` (the raw bytes must be valid JSON).
-    public static func appendField(_ key: StaticString, raw value: UnsafeRawBufferPointer, to out: inout [UInt8]) {
+    @_spi(Package) public static func appendField(_ key: StaticString, raw value: UnsafeRawBufferPointer, to out: inout [UInt8]) {
         out.append(0x2C); out.append(0x22)
         appendASCII(key, to: &out)
         out.append(0x22); out.append(0x3A)
@@ -128,32 +128,32 @@ public enum FrameEncoder {
     }
 
     /// The parts of an event frame (PROTOCOL.md "Events").
-    public struct EventParts {
-        public var seq: UInt64
+    @_spi(Package) public struct EventParts {
+        @_spi(Package) public var seq: UInt64
         /// The event type (validated; needs no escaping).
-        public var type: String
+        @_spi(Package) public var type: String
         /// 24 bytes `2026-11-29T13:00:00.123Z`.
-        public var time: UnsafeRawBufferPointer
+        @_spi(Package) public var time: UnsafeRawBufferPointer
         /// The publisher's raw `source` token, or nil to use `defaultSource`.
-        public var source: UnsafeRawBufferPointer?
+        @_spi(Package) public var source: UnsafeRawBufferPointer?
         /// Used when `source` is nil: the client name or `pid/<pid>` (no escaping needed).
-        public var defaultSource: String
+        @_spi(Package) public var defaultSource: String
         /// The publisher's raw `id` token, or nil for `"<instance>-<seq>"`.
-        public var id: UnsafeRawBufferPointer?
+        @_spi(Package) public var id: UnsafeRawBufferPointer?
         /// The broker run's instance id (hex, no escaping needed).
-        public var instance: String
-        public var pid: Int32
-        public var uid: UInt32
-        public var gid: UInt32
+        @_spi(Package) public var instance: String
+        @_spi(Package) public var pid: Int32
+        @_spi(Package) public var uid: UInt32
+        @_spi(Package) public var gid: UInt32
         /// The raw `data` token, or nil for `null`.
-        public var data: UnsafeRawBufferPointer?
+        @_spi(Package) public var data: UnsafeRawBufferPointer?
         /// (1.1) A bridge's raw `origin` object, forwarded unchanged
         /// (PROTOCOL.md "Bridged events"); nil: no `origin` member. Set it
         /// after `init` (the initialiser keeps its 1.0 shape, which the
         /// optimiser inlines into the broker's publish path).
-        public var origin: UnsafeRawBufferPointer? = nil
+        @_spi(Package) public var origin: UnsafeRawBufferPointer? = nil
 
-        public init(seq: UInt64, type: String, time: UnsafeRawBufferPointer, source: UnsafeRawBufferPointer?, defaultSource: String, id: UnsafeRawBufferPointer?, instance: String, pid: Int32, uid: UInt32, gid: UInt32, data: UnsafeRawBufferPointer?) {
+        @_spi(Package) public init(seq: UInt64, type: String, time: UnsafeRawBufferPointer, source: UnsafeRawBufferPointer?, defaultSource: String, id: UnsafeRawBufferPointer?, instance: String, pid: Int32, uid: UInt32, gid: UInt32, data: UnsafeRawBufferPointer?) {
             self.seq = seq
             self.type = type
             self.time = time
@@ -171,7 +171,7 @@ public enum FrameEncoder {
     /// Appends one event frame:
     /// `{"op":"event","seq":42,"type":"t","time":"...","source":"s","id":"i","pid":1,"uid":0,"gid":0,"data":...}\n`,
     /// with `"origin":{...}` before `data` when the event has one.
-    public static func appendEvent(_ e: EventParts, to out: inout [UInt8]) {
+    @_spi(Package) public static func appendEvent(_ e: EventParts, to out: inout [UInt8]) {
         let bound = eventByteCountUpperBound(e)
         let start = out.count
         out.append(contentsOf: repeatElement(0, count: bound))
@@ -183,33 +183,33 @@ public enum FrameEncoder {
     /// of `EventParts`: the parts that depend only on the publisher or the
     /// broker run come ready-made (`EventStamp`), the rest are spliced from
     /// the publish frame.
-    public struct EventBytes {
-        public var seq: UInt64
+    @_spi(Package) public struct EventBytes {
+        @_spi(Package) public var seq: UInt64
         /// The event type (validated; needs no escaping).
-        public var type: UnsafeRawBufferPointer
+        @_spi(Package) public var type: UnsafeRawBufferPointer
         /// 24 bytes `2026-11-29T13:00:00.123Z`.
-        public var time: TimestampBytes
+        @_spi(Package) public var time: TimestampBytes
         /// The publisher's raw `source` token, or its default (`EventStamp.source`).
-        public var source: UnsafeRawBufferPointer
+        @_spi(Package) public var source: UnsafeRawBufferPointer
         /// The publisher's raw `id` token, or nil for `idPrefix`, the seq and a quote.
-        public var id: UnsafeRawBufferPointer?
+        @_spi(Package) public var id: UnsafeRawBufferPointer?
         /// `"<instance>-` (`EventStamp.idPrefix`).
-        public var idPrefix: UnsafeRawBufferPointer
+        @_spi(Package) public var idPrefix: UnsafeRawBufferPointer
         /// `,"pid":1,"uid":0,"gid":0` (`EventStamp.identity`); (1.3) for an
         /// event published with `key` (PROTOCOL.md "Queue groups": events
         /// that had one carry it), `,"key":"k"` follows in the same bytes, so
         /// an event without one pays nothing for it.
-        public var identity: UnsafeRawBufferPointer
+        @_spi(Package) public var identity: UnsafeRawBufferPointer
         /// (1.1) A bridge's raw `origin` object, or nil for none.
-        public var origin: UnsafeRawBufferPointer?
+        @_spi(Package) public var origin: UnsafeRawBufferPointer?
         /// The raw `data` token, or nil for `null`.
-        public var data: UnsafeRawBufferPointer?
+        @_spi(Package) public var data: UnsafeRawBufferPointer?
         /// `seq`'s decimal digits when the caller has them already (the
         /// broker keeps its newest), else nil: `seq` is formatted.
-        public var seqText: UnsafeRawBufferPointer?
+        @_spi(Package) public var seqText: UnsafeRawBufferPointer?
 
         @inlinable
-        public init(seq: UInt64, type: UnsafeRawBufferPointer, time: TimestampBytes, source: UnsafeRawBufferPointer, id: UnsafeRawBufferPointer?,
+        @_spi(Package) public init(seq: UInt64, type: UnsafeRawBufferPointer, time: TimestampBytes, source: UnsafeRawBufferPointer, id: UnsafeRawBufferPointer?,
                     idPrefix: UnsafeRawBufferPointer, identity: UnsafeRawBufferPointer, origin: UnsafeRawBufferPointer?, data: UnsafeRawBufferPointer?,
                     seqText: UnsafeRawBufferPointer? = nil) {
             self.seq = seq
@@ -227,7 +227,7 @@ public enum FrameEncoder {
 }
 
 /// Writes bytes to raw memory the caller sized with an upper bound.
-@usableFromInline struct RawWriter {
+@_spi(Package) public struct RawWriter {
     @usableFromInline var pointer: UnsafeMutableRawPointer
     @usableFromInline let start: UnsafeMutableRawPointer
     /// One past the last byte it may write.
@@ -315,7 +315,7 @@ public enum FrameEncoder {
     }
 
     /// The 24 bytes of a timestamp, as three word stores.
-    @inlinable mutating func put(_ time: TimestampBytes) {
+    @inlinable @_spi(Package) public mutating func put(_ time: TimestampBytes) {
         fixedRoom(24)
         pointer.storeBytes(of: time.words.0, as: UInt64.self)
         (pointer + 8).storeBytes(of: time.words.1, as: UInt64.self)
@@ -359,16 +359,16 @@ extension FrameEncoder {
     /// What `writeEvent` wrote: the frame's length, and where in it the
     /// type's bytes are (the history ring finds a stored event's type with
     /// it, without parsing the frame).
-    public struct WrittenEvent {
-        public var count = 0
-        public var typeOffset = 0
-        public var typeCount = 0
-        public init() {}
+    @_spi(Package) public struct WrittenEvent {
+        @_spi(Package) public var count = 0
+        @_spi(Package) public var typeOffset = 0
+        @_spi(Package) public var typeCount = 0
+        @_spi(Package) public init() {}
     }
 
     /// An upper bound of the size of the event frame `appendEvent` would write
     /// (what to give `writeEvent` as its capacity).
-    public static func eventByteCountUpperBound(_ e: EventParts) -> Int {
+    @_spi(Package) public static func eventByteCountUpperBound(_ e: EventParts) -> Int {
         RawWriter.slack + 128 + 5 * 20 + e.type.utf8.count + e.time.count
             + (e.source?.count ?? e.defaultSource.utf8.count + 2)
             + (e.id?.count ?? e.instance.utf8.count + 24)
@@ -380,7 +380,7 @@ extension FrameEncoder {
     /// `capacity` bytes (`eventByteCountUpperBound(e)` is enough; a write
     /// past `capacity` stops the process, never overruns).
     /// - Returns: what it wrote.
-    public static func writeEvent(_ e: EventParts, into destination: UnsafeMutableRawPointer, capacity: Int) -> WrittenEvent {
+    @_spi(Package) public static func writeEvent(_ e: EventParts, into destination: UnsafeMutableRawPointer, capacity: Int) -> WrittenEvent {
         precondition(e.time.count == 24, "an event's time is 24 bytes")
         var time = TimestampBytes()
         withUnsafeMutableBytes(of: &time.words) { $0.copyMemory(from: e.time) }
@@ -397,7 +397,7 @@ extension FrameEncoder {
     /// An upper bound of the size of the event frame `writeEvent` writes
     /// (what to give it as its capacity).
     @inlinable @inline(__always)
-    public static func eventByteCountUpperBound(_ e: EventBytes) -> Int {
+    @_spi(Package) public static func eventByteCountUpperBound(_ e: EventBytes) -> Int {
         // 91 bytes of fixed text and time, two seqs of at most 20 digits,
         // and the writer's slack (`RawWriter.slack`).
         RawWriter.slack + 131 + e.type.count + e.source.count + (e.id?.count ?? e.idPrefix.count + 21) + e.identity.count
@@ -411,7 +411,7 @@ extension FrameEncoder {
     /// `{"op":"event","seq":42,"type":"t","time":"...","source":"s","id":"i","pid":1,"uid":0,"gid":0,"data":...}\n`,
     /// with (1.3) `"key":"k"` after `gid` (in `identity`) and `"origin":{...}` before `data` when the event has them.
     /// - Returns: what it wrote (length, where the type is).
-    public static func writeEvent(_ e: EventBytes, into destination: UnsafeMutableRawPointer, capacity: Int) -> WrittenEvent {
+    @_spi(Package) public static func writeEvent(_ e: EventBytes, into destination: UnsafeMutableRawPointer, capacity: Int) -> WrittenEvent {
         var w = RawWriter(destination, capacity: capacity)
         var written = WrittenEvent()
         w.put("{\"op\":\"event\",\"seq\":")

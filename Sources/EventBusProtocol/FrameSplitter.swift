@@ -14,9 +14,10 @@
 // rest of the chunk, and a piece ends at the LF it found).
 import Glibc
 
+/// One unit of input found by `FrameSplitter`.
 /// One unit of input found by `FrameSplitter`. A span borrowed from the
 /// chunk (or the splitter's buffer): it cannot outlive the callback.
-public enum SplitFrame: ~Escapable {
+@_spi(Package) public enum SplitFrame: ~Escapable {
     /// A frame's bytes, without LF and without a CR before it. Valid only during the callback.
     case frame(RawSpan)
     /// A frame longer than the limit was discarded; `bytes` is its length before the LF
@@ -27,35 +28,35 @@ public enum SplitFrame: ~Escapable {
 /// Per-connection framing state. Memory held: at most `maxFrameBytes + 1`
 /// bytes of one incomplete frame, or the rest of one chunk after an early
 /// stop (`hasBacklog`); nothing while idle.
-public struct FrameSplitter {
+@_spi(Package) public struct FrameSplitter {
     /// Largest frame accepted, in bytes before the LF/CRLF.
-    public let maxFrameBytes: Int
+    @_spi(Package) public let maxFrameBytes: Int
     /// Bytes carried over from earlier chunks: an incomplete frame, or with
     /// `hasBacklog` unread input from `backlogStart` on (which may hold
     /// complete frames and end in an incomplete one).
-    public private(set) var pending: [UInt8] = []
+    @_spi(Package) public private(set) var pending: [UInt8] = []
     /// A callback stopped early: `pending[backlogStart...]` is input not yet split.
-    public private(set) var hasBacklog = false
+    @_spi(Package) public private(set) var hasBacklog = false
     var backlogStart = 0
     /// Inside an oversized frame: dropping bytes until its LF.
-    public private(set) var discarding = false
+    @_spi(Package) public private(set) var discarding = false
     var discardedBytes = 0
     /// The last byte dropped while discarding was a CR (it may precede the LF,
     /// and is then not counted in the reported size, whatever the chunking).
     var discardedEndsWithCR = false
 
     /// - Parameter maxFrameBytes: the frame limit in bytes (PROTOCOL.md default 1 MiB).
-    public init(maxFrameBytes: Int = ProtocolConstants.defaultMaxFrameBytes) {
+    @_spi(Package) public init(maxFrameBytes: Int = ProtocolConstants.defaultMaxFrameBytes) {
         precondition(maxFrameBytes > 0)
         self.maxFrameBytes = maxFrameBytes
     }
 
     /// Whether input is buffered: an incomplete frame (or one being
     /// discarded), or a backlog.
-    public var hasPartialFrame: Bool { !pending.isEmpty || discarding }
+    @_spi(Package) public var hasPartialFrame: Bool { !pending.isEmpty || discarding }
 
     /// Bytes of memory the splitter holds (the capacity of its buffer), 0 when idle.
-    public var heldBytes: Int { pending.capacity }
+    @_spi(Package) public var heldBytes: Int { pending.capacity }
 
     /// Feeds `chunk` and calls `body` for every complete frame, in order: the
     /// backlog's first, then the chunk's. `body` returns false to stop: the
@@ -66,7 +67,7 @@ public struct FrameSplitter {
     ///   bounded piece of work per call; issue 20).
     /// - Returns: false when `body` or `limit` stopped it early.
     @discardableResult
-    public mutating func feed(_ chunk: RawSpan, stopAfter limit: Int = .max, _ body: (SplitFrame) -> Bool) -> Bool {
+    @_spi(Package) public mutating func feed(_ chunk: RawSpan, stopAfter limit: Int = .max, _ body: (SplitFrame) -> Bool) -> Bool {
         chunk.withUnsafeBytes { feed($0, stopAfter: limit, body) }
     }
 
@@ -89,7 +90,7 @@ public struct FrameSplitter {
 
     /// Keeps `chunk` unread, behind whatever the splitter holds: the next
     /// `feed` splits it (the broker's held publisher, PROTOCOL.md "Flow control (1.2)").
-    public mutating func keepUnread(_ chunk: RawSpan) {
+    @_spi(Package) public mutating func keepUnread(_ chunk: RawSpan) {
         guard chunk.byteCount > 0 else { return }
         if !hasBacklog {
             // An incomplete frame in `pending` is the backlog's beginning.
@@ -167,7 +168,7 @@ public struct FrameSplitter {
     /// Handles end of input: the backlog, then a buffered last frame without
     /// LF as if it had one. The splitter is empty afterwards unless `body`
     /// stopped in the backlog.
-    public mutating func finish(_ body: (SplitFrame) -> Bool) {
+    @_spi(Package) public mutating func finish(_ body: (SplitFrame) -> Bool) {
         if hasBacklog && !splitBacklog(.max, body) { return }
         guard hasPartialFrame else { return }
         _ = completeFrame(with: UnsafeRawBufferPointer(start: nil, count: 0), body)

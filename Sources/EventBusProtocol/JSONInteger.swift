@@ -5,12 +5,12 @@
 // Before editing: tokens handed in were validated by `JSONScanner`, so an
 // integer token is `-?(0|[1-9][0-9]*)`; overflow must give nil, never wrap.
 
-public enum JSONInteger {
+@_spi(Package) public enum JSONInteger {
     /// A non-negative integer token as `UInt64`, e.g. `18446744073709551615`.
     /// - Returns: nil for a negative number (also `-0`), a fraction or
     ///   exponent, any other kind of token, or a value above `UInt64.max`.
     @inlinable
-    public static func unsigned(_ bytes: RawSpan, _ token: JSONToken) -> UInt64? {
+    @_spi(Package) public static func unsigned(_ bytes: RawSpan, _ token: JSONToken) -> UInt64? {
         bytes.withUnsafeBytes { unsigned($0, token) }
     }
 
@@ -18,7 +18,7 @@ public enum JSONInteger {
     /// - Returns: nil for a fraction or exponent, any other kind of token, or
     ///   a value outside `Int64.min...Int64.max`.
     @inlinable
-    public static func signed(_ bytes: RawSpan, _ token: JSONToken) -> Int64? {
+    @_spi(Package) public static func signed(_ bytes: RawSpan, _ token: JSONToken) -> Int64? {
         bytes.withUnsafeBytes { signed($0, token) }
     }
 
@@ -26,13 +26,13 @@ public enum JSONInteger {
     // pointer (issue 35).
 
     @inlinable
-    package static func unsigned(_ bytes: UnsafeRawBufferPointer, _ token: JSONToken) -> UInt64? {
+    @_spi(Package) public static func unsigned(_ bytes: UnsafeRawBufferPointer, _ token: JSONToken) -> UInt64? {
         guard case .number(integer: true) = token.kind, bytes[token.start] != 0x2D else { return nil }
         return magnitude(bytes, token.start, token.end)
     }
 
     @inlinable
-    package static func signed(_ bytes: UnsafeRawBufferPointer, _ token: JSONToken) -> Int64? {
+    @_spi(Package) public static func signed(_ bytes: UnsafeRawBufferPointer, _ token: JSONToken) -> Int64? {
         guard case .number(integer: true) = token.kind else { return nil }
         let negative = bytes[token.start] == 0x2D
         guard let magnitude = magnitude(bytes, negative ? token.start + 1 : token.start, token.end) else { return nil }

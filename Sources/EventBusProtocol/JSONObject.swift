@@ -5,18 +5,18 @@
 // `members` allocates and is for clients and tests.
 
 /// One top-level member of a scanned object: decoded key, raw value token.
-public struct JSONMember: Equatable, Sendable {
-    public var key: String
-    public var value: JSONToken
+@_spi(Package) public struct JSONMember: Equatable, Sendable {
+    @_spi(Package) public var key: String
+    @_spi(Package) public var value: JSONToken
 }
 
-public enum JSONObject {
+@_spi(Package) public enum JSONObject {
     /// Errors: not JSON at all, or JSON that is not an object.
-    public enum ReadError: Error, Equatable, Sendable, CustomStringConvertible {
+    @_spi(Package) public enum ReadError: Error, Equatable, Sendable, CustomStringConvertible {
         case syntax(JSONSyntaxError)
         case notAnObject
 
-        public var description: String {
+        @_spi(Package) public var description: String {
             switch self {
             case .syntax(let error): "invalid JSON: \(error)"
             case .notAnObject: "not a JSON object"
@@ -34,13 +34,13 @@ public enum JSONObject {
     /// - Parameter lineSafe: refuse a raw CR, U+0085, U+2028 or U+2029
     ///   (`JSONScanner.lineSafe`: the broker's requests); an error at a raw
     ///   CR (not whitespace then, a control character in a string) is `.lineBreak`.
-    public static func scan(_ bytes: RawSpan, maxDepth: Int = ProtocolConstants.maxDepth, lineSafe: Bool = false, _ member: (JSONToken, JSONToken) -> Void) throws(ReadError) {
+    @_spi(Package) public static func scan(_ bytes: RawSpan, maxDepth: Int = ProtocolConstants.maxDepth, lineSafe: Bool = false, _ member: (JSONToken, JSONToken) -> Void) throws(ReadError) {
         try bytes.withUnsafeBytes { (bytes) throws(ReadError) in try scan(bytes, maxDepth: maxDepth, lineSafe: lineSafe, member) }
     }
 
     /// `scan` on bytes the callers not moved to spans yet hold as a pointer (issue 35).
     @inline(__always)
-    package static func scan(_ bytes: UnsafeRawBufferPointer, maxDepth: Int = ProtocolConstants.maxDepth, lineSafe: Bool = false, _ member: (JSONToken, JSONToken) -> Void) throws(ReadError) {
+    @_spi(Package) public static func scan(_ bytes: UnsafeRawBufferPointer, maxDepth: Int = ProtocolConstants.maxDepth, lineSafe: Bool = false, _ member: (JSONToken, JSONToken) -> Void) throws(ReadError) {
         var s = JSONScanner(bytes, maxDepth: maxDepth, lineSafe: lineSafe)
         s.skipWhitespace()
         guard s.position < bytes.count, bytes[s.position] == 0x7B else {
@@ -62,12 +62,12 @@ public enum JSONObject {
 
     /// The top-level members of one JSON object, in order, later duplicates included.
     /// - Throws: `ReadError`.
-    public static func members(_ bytes: RawSpan, maxDepth: Int = ProtocolConstants.maxDepth) throws(ReadError) -> [JSONMember] {
+    @_spi(Package) public static func members(_ bytes: RawSpan, maxDepth: Int = ProtocolConstants.maxDepth) throws(ReadError) -> [JSONMember] {
         try bytes.withUnsafeBytes { (bytes) throws(ReadError) in try members(bytes, maxDepth: maxDepth) }
     }
 
     /// `members` on bytes held as a pointer.
-    package static func members(_ bytes: UnsafeRawBufferPointer, maxDepth: Int = ProtocolConstants.maxDepth) throws(ReadError) -> [JSONMember] {
+    @_spi(Package) public static func members(_ bytes: UnsafeRawBufferPointer, maxDepth: Int = ProtocolConstants.maxDepth) throws(ReadError) -> [JSONMember] {
         var result: [JSONMember] = []
         try scan(bytes, maxDepth: maxDepth) { key, value in
             result.append(JSONMember(key: JSONString.decode(bytes, key), value: value))
@@ -99,11 +99,11 @@ public enum JSONObject {
     /// as they are, but for U+0085, U+2028 and U+2029, written as `\u`
     /// escapes: the same value): compacts pretty-printed JSON that the
     /// scanner validated.
-    public static func appendCompacted(_ bytes: RawSpan, _ token: JSONToken, to out: inout [UInt8]) {
+    @_spi(Package) public static func appendCompacted(_ bytes: RawSpan, _ token: JSONToken, to out: inout [UInt8]) {
         bytes.withUnsafeBytes { appendCompacted($0, token, to: &out) }
     }
 
-    package static func appendCompacted(_ bytes: UnsafeRawBufferPointer, _ token: JSONToken, to out: inout [UInt8]) {
+    @_spi(Package) public static func appendCompacted(_ bytes: UnsafeRawBufferPointer, _ token: JSONToken, to out: inout [UInt8]) {
         var i = token.start
         var inString = false
         while i < token.end {

@@ -17,7 +17,7 @@ extension JSONScanner {
     /// Validates one whole JSON text as `validate` does.
     /// - Parameter maxDepth: at most 512 (`ProtocolConstants.maxDepth`).
     /// - Returns: the value's token, or nil where `validate` throws.
-    public static func validateQuickly(_ bytes: UnsafeRawBufferPointer, maxDepth: Int = 512, lineSafe: Bool = false) -> JSONToken? {
+    @_spi(Package) public static func validateQuickly(_ bytes: UnsafeRawBufferPointer, maxDepth: Int = 512, lineSafe: Bool = false) -> JSONToken? {
         precondition(maxDepth <= 512, "the quick scan keeps at most 512 open containers")
         var scanner = JSONScanner(bytes, maxDepth: maxDepth, lineSafe: lineSafe)
         scanner.skipWhitespace()

@@ -7,7 +7,7 @@
 // allocation and of Foundation; every branch must keep `position <= end`.
 
 /// What a scanned JSON value is. Ranges are byte offsets into the scanned buffer.
-public enum JSONKind: Equatable, Sendable {
+@_spi(Package) public enum JSONKind: Equatable, Sendable {
     /// A string; `escaped` tells whether it contains a backslash escape.
     case string(escaped: Bool)
     /// A number; `integer` when it has neither fraction nor exponent.
@@ -21,24 +21,24 @@ public enum JSONKind: Equatable, Sendable {
 
 /// One scanned value: `bytes[start..<end]` is its exact source text
 /// (for a string, including the quotes).
-public struct JSONToken: Equatable, Sendable {
-    public var start: Int
-    public var end: Int
-    public var kind: JSONKind
+@_spi(Package) public struct JSONToken: Equatable, Sendable {
+    @_spi(Package) public var start: Int
+    @_spi(Package) public var end: Int
+    @_spi(Package) public var kind: JSONKind
 
-    @inlinable public init(start: Int, end: Int, kind: JSONKind) {
+    @inlinable @_spi(Package) public init(start: Int, end: Int, kind: JSONKind) {
         self.start = start
         self.end = end
         self.kind = kind
     }
 
     /// The token's length in bytes.
-    @inlinable public var count: Int { end - start }
+    @inlinable @_spi(Package) public var count: Int { end - start }
 }
 
 /// Why bytes are not one valid JSON text; `offset` is where the scanner stopped.
-public struct JSONSyntaxError: Error, Equatable, Sendable, CustomStringConvertible {
-    public enum Reason: String, Sendable {
+@_spi(Package) public struct JSONSyntaxError: Error, Equatable, Sendable, CustomStringConvertible {
+    @_spi(Package) public enum Reason: String, Sendable {
         case unexpectedEnd = "unexpected end of frame"
         case unexpectedByte = "unexpected character"
         case invalidUTF8 = "invalid UTF-8"
@@ -53,37 +53,37 @@ public struct JSONSyntaxError: Error, Equatable, Sendable, CustomStringConvertib
         case lineBreak = "raw CR, U+0085, U+2028 or U+2029 (a line reader splits there: write a space, or \\r, \\u0085, \\u2028, \\u2029 in a string)"
     }
 
-    public var reason: Reason
-    public var offset: Int
+    @_spi(Package) public var reason: Reason
+    @_spi(Package) public var offset: Int
 
-    public init(_ reason: Reason, at offset: Int) {
+    @_spi(Package) public init(_ reason: Reason, at offset: Int) {
         self.reason = reason
         self.offset = offset
     }
 
-    public var description: String { "\(reason.rawValue) at byte \(offset)" }
+    @_spi(Package) public var description: String { "\(reason.rawValue) at byte \(offset)" }
 }
 
 /// A cursor over a byte buffer that validates JSON values.
 ///
 /// The buffer must outlive the scanner. Nesting is limited to `maxDepth`
 /// containers (PROTOCOL.md "Framing": deeper than 512 is `bad_frame`).
-public struct JSONScanner {
-    public let bytes: UnsafeRawBufferPointer
-    public var position: Int
-    public let maxDepth: Int
+@_spi(Package) public struct JSONScanner {
+    @_spi(Package) public let bytes: UnsafeRawBufferPointer
+    @_spi(Package) public var position: Int
+    @_spi(Package) public let maxDepth: Int
     /// Refuses what a line reader would split a frame at (the broker's
     /// requests, PROTOCOL-NOTES.md "Framing"): a raw CR is then not
     /// whitespace, and a raw U+0085, U+2028 or U+2029 in a string is an
     /// error (`.lineBreak`). Checked only where those bytes can be: on the
     /// whitespace and non-ASCII slow paths.
-    public let lineSafe: Bool
+    @_spi(Package) public let lineSafe: Bool
 
     /// - Parameters:
     ///   - bytes: the text to scan; not copied.
     ///   - maxDepth: the deepest nesting of objects and arrays accepted (default 512).
     ///   - lineSafe: refuse a raw CR, U+0085, U+2028, U+2029 (default false).
-    @inlinable public init(_ bytes: UnsafeRawBufferPointer, maxDepth: Int = 512, lineSafe: Bool = false) {
+    @inlinable @_spi(Package) public init(_ bytes: UnsafeRawBufferPointer, maxDepth: Int = 512, lineSafe: Bool = false) {
         self.bytes = bytes
         self.position = 0
         self.maxDepth = maxDepth
@@ -95,7 +95,7 @@ public struct JSONScanner {
     @inline(__always) @usableFromInline func byte(_ i: Int) -> UInt8 { bytes[i] }
 
     /// Skips JSON whitespace (space, tab, CR, LF; no CR when `lineSafe`).
-    @inlinable @inline(__always) public mutating func skipWhitespace() {
+    @inlinable @inline(__always) @_spi(Package) public mutating func skipWhitespace() {
         if position < end && bytes[position] > 0x20 { return }  // the common case: nothing to skip
         while position < end {
             let b = bytes[position]
@@ -104,7 +104,7 @@ public struct JSONScanner {
     }
 
     /// Whether only whitespace remains.
-    public mutating func atEndAfterWhitespace() -> Bool {
+    @_spi(Package) public mutating func atEndAfterWhitespace() -> Bool {
         skipWhitespace()
         return position == end
     }
@@ -112,7 +112,7 @@ public struct JSONScanner {
     /// Validates one whole JSON text: whitespace, one value, whitespace, end.
     /// - Returns: the value's token.
     /// - Throws: `JSONSyntaxError` for anything RFC 8259 or RFC 3629 rejects.
-    public static func validate(_ bytes: UnsafeRawBufferPointer, maxDepth: Int = 512, lineSafe: Bool = false) throws(JSONSyntaxError) -> JSONToken {
+    @_spi(Package) public static func validate(_ bytes: UnsafeRawBufferPointer, maxDepth: Int = 512, lineSafe: Bool = false) throws(JSONSyntaxError) -> JSONToken {
         var scanner = JSONScanner(bytes, maxDepth: maxDepth, lineSafe: lineSafe)
         scanner.skipWhitespace()
         let token = try scanner.scanValue(depth: 0)
@@ -124,7 +124,7 @@ public struct JSONScanner {
     /// Scans one value starting at `position` (no leading whitespace) and
     /// leaves `position` just after it.
     /// - Parameter depth: containers already open around this value.
-    public mutating func scanValue(depth: Int) throws(JSONSyntaxError) -> JSONToken {
+    @_spi(Package) public mutating func scanValue(depth: Int) throws(JSONSyntaxError) -> JSONToken {
         guard position < end else { throw JSONSyntaxError(.unexpectedEnd, at: position) }
         let start = position
         switch byte(position) {
@@ -181,7 +181,7 @@ public struct JSONScanner {
     }
 
     /// Scans `"..."` with its escapes and UTF-8; returns whether it had escapes.
-    public mutating func scanString() throws(JSONSyntaxError) -> Bool {
+    @_spi(Package) public mutating func scanString() throws(JSONSyntaxError) -> Bool {
         position += 1  // opening quote
         var escaped = false
         while true {
@@ -384,7 +384,7 @@ public struct JSONScanner {
 
     /// Scans a number per RFC 8259 section 6; returns whether it is an integer
     /// (no fraction, no exponent). Any magnitude is accepted.
-    public mutating func scanNumber() throws(JSONSyntaxError) -> Bool {
+    @_spi(Package) public mutating func scanNumber() throws(JSONSyntaxError) -> Bool {
         let start = position
         if byte(position) == 0x2D { position += 1 }
         guard position < end else { throw JSONSyntaxError(.invalidNumber, at: start) }
@@ -425,7 +425,7 @@ public struct JSONScanner {
     /// this object. Leaves `position` just after the `}`. The one member loop
     /// that validation, the broker's envelope and the clients' reader share.
     @inlinable
-    public mutating func scanMembers(depth: Int, _ member: (JSONToken, JSONToken) -> Void) throws(JSONSyntaxError) {
+    @_spi(Package) public mutating func scanMembers(depth: Int, _ member: (JSONToken, JSONToken) -> Void) throws(JSONSyntaxError) {
         guard depth <= maxDepth else { throw JSONSyntaxError(.tooDeep, at: position) }
         position += 1
         skipWhitespace()
@@ -458,7 +458,7 @@ public struct JSONScanner {
     /// calling `member` for each top-level member; `position` must be at the `{`.
     /// - Throws: `JSONSyntaxError`, including `.trailingBytes`.
     @inlinable
-    public mutating func scanTopLevelObject(_ member: (JSONToken, JSONToken) -> Void) throws(JSONSyntaxError) {
+    @_spi(Package) public mutating func scanTopLevelObject(_ member: (JSONToken, JSONToken) -> Void) throws(JSONSyntaxError) {
         try scanMembers(depth: 1, member)
         skipWhitespace()
         if position != end { throw JSONSyntaxError(.trailingBytes, at: position) }
@@ -472,7 +472,7 @@ public struct JSONScanner {
     /// element in order. `depth` counts this array. Leaves `position` just
     /// after the `]`. The one element loop (validation, the clients' reader).
     @inlinable
-    public mutating func scanElements(depth: Int, _ element: (JSONToken) -> Void) throws(JSONSyntaxError) {
+    @_spi(Package) public mutating func scanElements(depth: Int, _ element: (JSONToken) -> Void) throws(JSONSyntaxError) {
         guard depth <= maxDepth else { throw JSONSyntaxError(.tooDeep, at: position) }
         position += 1
         skipWhitespace()

@@ -4,39 +4,39 @@
 // Before editing: tokens handed in have already been validated by `JSONScanner`,
 // so decoding never meets a malformed escape or lone surrogate.
 
-public enum JSONString {
+@_spi(Package) public enum JSONString {
     /// Decodes a validated string token (quotes included) into its UTF-8 bytes.
-    public static func decodeBytes(_ bytes: RawSpan, _ token: JSONToken) -> [UInt8] {
+    @_spi(Package) public static func decodeBytes(_ bytes: RawSpan, _ token: JSONToken) -> [UInt8] {
         bytes.withUnsafeBytes { decodeBytes($0, token) }
     }
 
     /// Appends the decoded bytes of a validated string token to `out` (what
     /// `decodeBytes` returns, without an array of their own).
-    public static func appendDecoded(_ bytes: RawSpan, _ token: JSONToken, to out: inout [UInt8]) {
+    @_spi(Package) public static func appendDecoded(_ bytes: RawSpan, _ token: JSONToken, to out: inout [UInt8]) {
         bytes.withUnsafeBytes { appendDecoded($0, token, to: &out) }
     }
 
     /// Decodes a validated string token into a `String`.
-    public static func decode(_ bytes: RawSpan, _ token: JSONToken) -> String {
+    @_spi(Package) public static func decode(_ bytes: RawSpan, _ token: JSONToken) -> String {
         bytes.withUnsafeBytes { decode($0, token) }
     }
 
     /// Whether a validated string token decodes to exactly `ascii`.
-    public static func equals(_ bytes: RawSpan, _ token: JSONToken, _ ascii: StaticString) -> Bool {
+    @_spi(Package) public static func equals(_ bytes: RawSpan, _ token: JSONToken, _ ascii: StaticString) -> Bool {
         bytes.withUnsafeBytes { equals($0, token, ascii) }
     }
 
     // The same on bytes the callers not moved to spans yet hold as a
     // pointer (issue 35).
 
-    package static func decodeBytes(_ bytes: UnsafeRawBufferPointer, _ token: JSONToken) -> [UInt8] {
+    @_spi(Package) public static func decodeBytes(_ bytes: UnsafeRawBufferPointer, _ token: JSONToken) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(token.count - 2)
         appendDecoded(bytes, token, to: &out)
         return out
     }
 
-    package static func appendDecoded(_ bytes: UnsafeRawBufferPointer, _ token: JSONToken, to out: inout [UInt8]) {
+    @_spi(Package) public static func appendDecoded(_ bytes: UnsafeRawBufferPointer, _ token: JSONToken, to out: inout [UInt8]) {
         var i = token.start + 1
         let end = token.end - 1
         while i < end {
@@ -64,14 +64,14 @@ public enum JSONString {
         }
     }
 
-    package static func decode(_ bytes: UnsafeRawBufferPointer, _ token: JSONToken) -> String {
+    @_spi(Package) public static func decode(_ bytes: UnsafeRawBufferPointer, _ token: JSONToken) -> String {
         if case .string(escaped: false) = token.kind {
             return String(decoding: UnsafeRawBufferPointer(rebasing: bytes[(token.start + 1)..<(token.end - 1)]), as: UTF8.self)
         }
         return String(decoding: decodeBytes(bytes, token), as: UTF8.self)
     }
 
-    package static func equals(_ bytes: UnsafeRawBufferPointer, _ token: JSONToken, _ ascii: StaticString) -> Bool {
+    @_spi(Package) public static func equals(_ bytes: UnsafeRawBufferPointer, _ token: JSONToken, _ ascii: StaticString) -> Bool {
         let expected = UnsafeRawBufferPointer(start: ascii.utf8Start, count: ascii.utf8CodeUnitCount)
         if case .string(escaped: false) = token.kind {
             guard token.count - 2 == expected.count else { return false }
@@ -121,7 +121,7 @@ public enum JSONString {
     /// escapes (a line reader splits there: PROTOCOL-NOTES.md "Framing");
     /// other characters are written as UTF-8. Runs of bytes that need no
     /// escape are copied whole.
-    public static func appendQuoted(_ text: String, to out: inout [UInt8]) {
+    @_spi(Package) public static func appendQuoted(_ text: String, to out: inout [UInt8]) {
         out.append(0x22)
         var text = text
         text.withUTF8 { bytes in
@@ -163,7 +163,7 @@ public enum JSONString {
     }
 
     /// `text` as a JSON string literal.
-    public static func quoted(_ text: String) -> String {
+    @_spi(Package) public static func quoted(_ text: String) -> String {
         var out: [UInt8] = []
         appendQuoted(text, to: &out)
         return String(decoding: out, as: UTF8.self)

@@ -11,12 +11,12 @@
 import Glibc
 
 /// One JSON value without line breaks, e.g. `{"code":"EUR"}`.
-public struct JSONText: Hashable, Sendable, CustomStringConvertible {
+@_spi(Package) public struct JSONText: Hashable, Sendable, CustomStringConvertible {
     /// The value's bytes: valid JSON, no LF, no CR.
-    public let bytes: [UInt8]
+    @_spi(Package) public let bytes: [UInt8]
 
     /// What `init(validating:layout:)` does with insignificant whitespace.
-    public enum Layout: Sendable {
+    @_spi(Package) public enum Layout: Sendable {
         /// A value already on one line, with nothing around it, is kept byte
         /// for byte; anything else is compacted (the library's choice).
         case asGiven
@@ -26,7 +26,7 @@ public struct JSONText: Hashable, Sendable, CustomStringConvertible {
 
     /// Validates `bytes` as one JSON value (whitespace around it allowed).
     /// - Throws: `JSONSyntaxError` with the reason and byte offset.
-    public init(validating bytes: [UInt8], layout: Layout = .asGiven) throws(JSONSyntaxError) {
+    @_spi(Package) public init(validating bytes: [UInt8], layout: Layout = .asGiven) throws(JSONSyntaxError) {
         let result: Result<[UInt8], JSONSyntaxError> = bytes.withUnsafeBytes { raw in
             // The usual value (one line, nothing around it, no raw CR or
             // separator: what a `lineSafe` scan accepts) in one pass, kept as given.
@@ -52,7 +52,7 @@ public struct JSONText: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// `text` as a JSON string, e.g. `"a \"quoted\" word"`.
-    public init(quoting text: String) {
+    @_spi(Package) public init(quoting text: String) {
         var out: [UInt8] = []
         JSONString.appendQuoted(text, to: &out)
         bytes = out
@@ -61,9 +61,9 @@ public struct JSONText: Hashable, Sendable, CustomStringConvertible {
     private init(trusted bytes: [UInt8]) { self.bytes = bytes }
 
     /// `null`.
-    public static let null = JSONText(trusted: Array("null".utf8))
+    @_spi(Package) public static let null = JSONText(trusted: Array("null".utf8))
 
-    public var description: String { String(decoding: bytes, as: UTF8.self) }
+    @_spi(Package) public var description: String { String(decoding: bytes, as: UTF8.self) }
 }
 
 extension JSONText {
@@ -71,25 +71,25 @@ extension JSONText {
     /// and string values are escaped by `JSONString.appendQuoted`, integers
     /// written in decimal; no validation pass is needed afterwards.
     /// `{"node":"host-b","seq":9123}` from `add("node", "host-b")`, `add("seq", 9123)`.
-    public struct ObjectWriter: Sendable {
+    @_spi(Package) public struct ObjectWriter: Sendable {
         private var bytes: [UInt8] = [0x7B]
 
-        public init() {}
+        @_spi(Package) public init() {}
 
         /// Appends `"key":"value"`.
-        public mutating func add(_ key: String, _ value: String) {
+        @_spi(Package) public mutating func add(_ key: String, _ value: String) {
             separate(key)
             JSONString.appendQuoted(value, to: &bytes)
         }
 
         /// Appends `"key":123`.
-        public mutating func add(_ key: String, _ value: Int64) {
+        @_spi(Package) public mutating func add(_ key: String, _ value: Int64) {
             separate(key)
             FrameEncoder.appendInt(value, to: &bytes)
         }
 
         /// Appends `"key":123`.
-        public mutating func add(_ key: String, _ value: UInt64) {
+        @_spi(Package) public mutating func add(_ key: String, _ value: UInt64) {
             separate(key)
             FrameEncoder.appendInt(value, to: &bytes)
         }
@@ -101,6 +101,6 @@ extension JSONText {
         }
 
         /// The object so far, closed.
-        public var text: JSONText { JSONText(trusted: bytes + [0x7D]) }
+        @_spi(Package) public var text: JSONText { JSONText(trusted: bytes + [0x7D]) }
     }
 }

@@ -8,12 +8,12 @@ import Glibc
 
 /// A validated event type: 1 to 255 bytes of `.`-separated segments, each one or
 /// more of `A-Z a-z 0-9 _ - :`. Case-sensitive. Example: `order.created`.
-public struct EventType: Hashable, Sendable, CustomStringConvertible {
+@_spi(Package) public struct EventType: Hashable, Sendable, CustomStringConvertible {
     /// The type as sent on the wire.
-    public let name: String
+    @_spi(Package) public let name: String
 
     /// Validates `name`; nil when it breaks a rule of PROTOCOL.md "Names and patterns".
-    public init?(_ name: String) {
+    @_spi(Package) public init?(_ name: String) {
         guard EventType.isValid(name.utf8) else { return nil }
         self.name = name
     }
@@ -22,7 +22,7 @@ public struct EventType: Hashable, Sendable, CustomStringConvertible {
     init(unchecked name: String) { self.name = name }
 
     /// Whether the bytes are a valid event type (the broker's per-publish check).
-    public static func isValid(raw: UnsafeRawBufferPointer) -> Bool {
+    @_spi(Package) public static func isValid(raw: UnsafeRawBufferPointer) -> Bool {
         let count = raw.count
         guard count >= 1 && count <= 255, let base = raw.baseAddress else { return false }
         var segmentLength = 0
@@ -41,13 +41,13 @@ public struct EventType: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// Whether `utf8` is a valid event type.
-    public static func isValid<C: Collection>(_ utf8: C) -> Bool where C.Element == UInt8 {
+    @_spi(Package) public static func isValid<C: Collection>(_ utf8: C) -> Bool where C.Element == UInt8 {
         let bytes = Array(utf8)
         return bytes.withUnsafeBytes { isValid(raw: $0) }
     }
 
     /// Whether the type starts with `eventbus.` (reserved for the broker).
-    public var isReserved: Bool {
+    @_spi(Package) public var isReserved: Bool {
         guard name.utf8.first == 0x65 else { return false }  // "e"
         var utf8 = name.utf8.makeIterator()
         for expected in "eventbus.".utf8 {
@@ -56,10 +56,10 @@ public struct EventType: Hashable, Sendable, CustomStringConvertible {
         return true
     }
 
-    public var description: String { name }
+    @_spi(Package) public var description: String { name }
 
     /// `A-Z a-z 0-9 _ - :`
-    @inlinable public static func isSegmentByte(_ b: UInt8) -> Bool {
+    @inlinable @_spi(Package) public static func isSegmentByte(_ b: UInt8) -> Bool {
         switch b {
         case 0x41...0x5A, 0x61...0x7A, 0x30...0x39, 0x5F, 0x2D, 0x3A: return true
         default: return false
@@ -70,14 +70,14 @@ public struct EventType: Hashable, Sendable, CustomStringConvertible {
 /// A validated subscription pattern: an event type in which a whole segment may
 /// be `*` (exactly one segment) and the last segment may be `>` (one or more
 /// segments). `>` alone matches every type. Examples: `order.*`, `order.>`.
-public struct Pattern: Hashable, Sendable, CustomStringConvertible {
+@_spi(Package) public struct Pattern: Hashable, Sendable, CustomStringConvertible {
     /// The pattern as sent on the wire.
-    public let text: String
+    @_spi(Package) public let text: String
     /// Whether it contains `*` or `>` (otherwise it matches exactly one type).
-    public let hasWildcards: Bool
+    @_spi(Package) public let hasWildcards: Bool
 
     /// Validates `text`; nil when it breaks a rule of PROTOCOL.md "Names and patterns".
-    public init?(_ text: String) {
+    @_spi(Package) public init?(_ text: String) {
         let utf8 = Array(text.utf8)
         guard utf8.count >= 1 && utf8.count <= 255 else { return nil }
         let segments = utf8.split(separator: 0x2E, omittingEmptySubsequences: false)
@@ -97,11 +97,11 @@ public struct Pattern: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// The segments of the pattern, e.g. `["order", "*"]`.
-    public var segments: [Substring] { text.split(separator: ".", omittingEmptySubsequences: false) }
+    @_spi(Package) public var segments: [Substring] { text.split(separator: ".", omittingEmptySubsequences: false) }
 
     /// Whether this pattern matches `type` (the broker uses an index with the
     /// same semantics). Walks both names' bytes segment by segment; allocates nothing.
-    public func matches(_ type: EventType) -> Bool {
+    @_spi(Package) public func matches(_ type: EventType) -> Bool {
         var pattern = text
         var name = type.name
         return pattern.withUTF8 { p in name.withUTF8 { t in Pattern.matches(UnsafeRawBufferPointer(p), UnsafeRawBufferPointer(t)) } }
@@ -110,7 +110,7 @@ public struct Pattern: Hashable, Sendable, CustomStringConvertible {
     /// The one byte-level matcher (`matches(_:)` and the broker's replays,
     /// which test stored types' bytes, use it): `p` (a valid pattern's
     /// UTF-8) against `t` (a valid type's UTF-8). Allocates nothing.
-    public static func matches(_ p: UnsafeRawBufferPointer, _ t: UnsafeRawBufferPointer) -> Bool {
+    @_spi(Package) public static func matches(_ p: UnsafeRawBufferPointer, _ t: UnsafeRawBufferPointer) -> Bool {
         var i = 0  // start of the pattern's segment
         var j = 0  // start of the type's segment; past `t.count` once every segment is used
         while i < p.count {
@@ -130,5 +130,5 @@ public struct Pattern: Hashable, Sendable, CustomStringConvertible {
         return j > t.count
     }
 
-    public var description: String { text }
+    @_spi(Package) public var description: String { text }
 }

@@ -13,7 +13,7 @@ extension EventType {
     /// `name` (no allocation); stops early when `body` returns false.
     /// Example: `order.created` gives `order`, then `created`.
     @inlinable
-    public func forEachSegment(_ body: (Substring) -> Bool) {
+    @_spi(Package) public func forEachSegment(_ body: (Substring) -> Bool) {
         let utf8 = name.utf8
         var start = utf8.startIndex
         var index = start
@@ -28,7 +28,7 @@ extension EventType {
     }
 
     /// Number of `.`-separated segments, e.g. 2 for `order.created`.
-    public var segmentCount: Int {
+    @_spi(Package) public var segmentCount: Int {
         var count = 1
         for byte in name.utf8 where byte == 0x2E { count += 1 }
         return count
@@ -37,7 +37,7 @@ extension EventType {
 
 extension Pattern {
     /// One segment of a pattern, by kind.
-    public enum Segment: Hashable, Sendable {
+    @_spi(Package) public enum Segment: Hashable, Sendable {
         /// A name segment that matches only itself, e.g. `order`.
         case literal(Substring)
         /// `*`: exactly one segment.
@@ -48,7 +48,7 @@ extension Pattern {
 
     /// The segments by kind, e.g. `order.*.>` gives
     /// `[.literal("order"), .star, .tail]`.
-    public var parsedSegments: [Segment] {
+    @_spi(Package) public var parsedSegments: [Segment] {
         segments.map { segment in
             switch segment {
             case "*": .star
@@ -61,20 +61,20 @@ extension Pattern {
     /// Whether every valid type that `other` matches, this pattern matches too
     /// (`foo.>` contains `foo.*` and `foo.a.b`; `foo.*` does not contain
     /// `foo.>`, since `foo.a.b` is in one and not the other).
-    public func contains(_ other: Pattern) -> Bool {
+    @_spi(Package) public func contains(_ other: Pattern) -> Bool {
         other.shortestType(notMatchedBy: self) == nil
     }
 
     /// Whether some valid type is matched by both patterns (`foo.*` and
     /// `*.bar` overlap in `foo.bar`; `foo.*` and `foo.a.>` do not).
-    public func overlaps(_ other: Pattern) -> Bool {
+    @_spi(Package) public func overlaps(_ other: Pattern) -> Bool {
         shortestCommonType(with: other) != nil
     }
 
     /// The shortest valid type (in bytes) that both patterns match, or nil when
     /// they are disjoint. Free segments become `a`. Example: `foo.*` and
     /// `*.bar` give `foo.bar`; `a.>` and `>` give `a.a`.
-    public func shortestCommonType(with other: Pattern) -> EventType? {
+    @_spi(Package) public func shortestCommonType(with other: Pattern) -> EventType? {
         let p = Shape(self), q = Shape(other)
         let count: Int
         switch (p.tail, q.tail) {
@@ -109,7 +109,7 @@ extension Pattern {
     /// `container` does not, or nil when `container` contains this pattern.
     /// Example: `foo.>` not in `foo.*` gives `foo.a.a`; `foo.*` not in `foo.a`
     /// gives `foo.b`.
-    public func shortestType(notMatchedBy container: Pattern) -> EventType? {
+    @_spi(Package) public func shortestType(notMatchedBy container: Pattern) -> EventType? {
         let p = Shape(self), a = Shape(container)
         // Candidate segment counts of this pattern's types, shortest first;
         // beyond `a.fixed.count + 1` segments nothing about `a` changes.

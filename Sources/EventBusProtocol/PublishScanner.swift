@@ -20,20 +20,20 @@
 
 /// The members of a `publish` frame in its common shape, as token ranges
 /// into the frame (valid while the frame is).
-public struct PublishTokens {
+@_spi(Package) public struct PublishTokens {
     /// A string or an integer within ±2^53, as `RequestDecoder` accepts it.
-    public var req: JSONToken?
+    @_spi(Package) public var req: JSONToken?
     /// The `type` string, without escapes; its bytes are not yet checked
     /// against the rules of an event type (`EventType.publishable`).
-    public var type: JSONToken
-    public var data: JSONToken?
-    public var source: JSONToken?
-    public var id: JSONToken?
-    public var retain: Bool
-    public var origin: JSONToken?
+    @_spi(Package) public var type: JSONToken
+    @_spi(Package) public var data: JSONToken?
+    @_spi(Package) public var source: JSONToken?
+    @_spi(Package) public var id: JSONToken?
+    @_spi(Package) public var retain: Bool
+    @_spi(Package) public var origin: JSONToken?
 
     /// No members yet (what `PublishScanner.scan(_:into:)` fills).
-    public init() {
+    @_spi(Package) public init() {
         self.init(req: nil, type: JSONToken(start: 0, end: 0, kind: .null), data: nil, source: nil, id: nil, retain: false, origin: nil)
     }
 
@@ -49,29 +49,29 @@ public struct PublishTokens {
 
     /// The type's bytes, between its quotes.
     @inlinable
-    public func typeBytes(in frame: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer {
+    @_spi(Package) public func typeBytes(in frame: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer {
         UnsafeRawBufferPointer(start: frame.baseAddress.unsafelyUnwrapped + (type.start &+ 1), count: type.end &- type.start &- 2)
     }
 
     /// What `RequestDecoder.decode` makes of the frame, given the event type
     /// its type bytes are (valid and not reserved).
-    public func decoded(type: EventType) -> DecodedFrame {
+    @_spi(Package) public func decoded(type: EventType) -> DecodedFrame {
         DecodedFrame(req: req, request: .success(.publish(request(type: type))))
     }
 
     /// The request `RequestDecoder.decode` makes of the frame, given its type.
     @inlinable
-    public func request(type: EventType) -> PublishRequest {
+    @_spi(Package) public func request(type: EventType) -> PublishRequest {
         PublishRequest(type: type, data: data, source: source, id: id, retain: retain, origin: origin)
     }
 }
 
-public enum PublishScanner {
+@_spi(Package) public enum PublishScanner {
     /// Reads a frame of the common publish shape.
     /// - Parameter frame: one frame, without its LF.
     /// - Returns: its members, or nil when the frame is of any other shape or
     ///   has any error (the general `RequestDecoder.decode` then decides it).
-    public static func scan(_ frame: UnsafeRawBufferPointer) -> PublishTokens? {
+    @_spi(Package) public static func scan(_ frame: UnsafeRawBufferPointer) -> PublishTokens? {
         var tokens = PublishTokens()
         return scan(frame, into: &tokens) ? tokens : nil
     }
@@ -79,7 +79,7 @@ public enum PublishScanner {
     /// `scan(_:)` into the caller's `tokens` (no copy of the result).
     /// - Returns: false when the frame is left to the general decoder
     ///   (`tokens` is then partly filled).
-    public static func scan(_ frame: UnsafeRawBufferPointer, into tokens: inout PublishTokens) -> Bool {
+    @_spi(Package) public static func scan(_ frame: UnsafeRawBufferPointer, into tokens: inout PublishTokens) -> Bool {
         guard let base = frame.baseAddress else { return false }
         let end = frame.count
         var s = JSONScanner(frame, maxDepth: ProtocolConstants.maxDepth, lineSafe: true)
@@ -239,7 +239,7 @@ public enum PublishScanner {
 extension EventType {
     /// The event type the bytes spell, when they are a valid type that a
     /// client may publish (not under the reserved `eventbus.`); nil otherwise.
-    public static func publishable(_ raw: UnsafeRawBufferPointer) -> EventType? {
+    @_spi(Package) public static func publishable(_ raw: UnsafeRawBufferPointer) -> EventType? {
         guard isValid(raw: raw), !isReserved(raw: raw) else { return nil }
         return EventType(unchecked: String(decoding: raw, as: UTF8.self))
     }
@@ -256,7 +256,7 @@ extension RequestDecoder {
     /// The specialised path alone, with the event type made from the frame's
     /// bytes: what `decode` makes of a frame of the common publish shape, or
     /// nil for any other frame (which only `decode` may answer).
-    public static func decodeCommonPublish(_ frame: UnsafeRawBufferPointer) -> DecodedFrame? {
+    @_spi(Package) public static func decodeCommonPublish(_ frame: UnsafeRawBufferPointer) -> DecodedFrame? {
         guard let tokens = PublishScanner.scan(frame), let type = EventType.publishable(tokens.typeBytes(in: frame)) else { return nil }
         return tokens.decoded(type: type)
     }

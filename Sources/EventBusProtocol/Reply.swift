@@ -8,16 +8,16 @@
 
 /// `{"op":"ok","req":7,"seq":42,"delivered":2}` or
 /// `{"op":"error","req":7,"code":"bad_type","message":"..."}`.
-public struct Reply: Sendable, Equatable {
+@_spi(Package) public struct Reply: Sendable, Equatable {
     /// Whether `op` is `ok` (otherwise `error`).
-    public let isOK: Bool
+    @_spi(Package) public let isOK: Bool
     /// The `req` echoed, when it is an integer; nil when absent (a failure the
     /// broker could not tie to a request, or a request sent without `req`).
-    public let req: Int64?
+    @_spi(Package) public let req: Int64?
     /// The frame's bytes; `members` index into them.
-    public let bytes: [UInt8]
+    @_spi(Package) public let bytes: [UInt8]
     /// Top-level members other than `op` and `req`, in order.
-    public let members: [JSONMember]
+    @_spi(Package) public let members: [JSONMember]
 
     /// Copies `frame`, a validated JSON object whose `op` is `ok` or `error`.
     init(isOK: Bool, req: Int64?, frame: UnsafeRawBufferPointer) {
@@ -28,27 +28,27 @@ public struct Reply: Sendable, Equatable {
     }
 
     /// The first member named `key`.
-    public func member(_ key: String) -> JSONMember? { members.first { $0.key == key } }
+    @_spi(Package) public func member(_ key: String) -> JSONMember? { members.first { $0.key == key } }
 
     /// Calls `body` with the frame's bytes and the value of member `key`, nil when absent.
-    public func withValue<R>(_ key: String, _ body: (RawSpan, JSONToken) -> R?) -> R? {
+    @_spi(Package) public func withValue<R>(_ key: String, _ body: (RawSpan, JSONToken) -> R?) -> R? {
         guard let value = member(key)?.value else { return nil }
         return body(bytes.span.bytes, value)
     }
 
     /// The string member `key`, decoded: `reply.string("instance")`.
-    public func string(_ key: String) -> String? {
+    @_spi(Package) public func string(_ key: String) -> String? {
         withValue(key) { bytes, value in value.isString ? JSONString.decode(bytes, value) : nil }
     }
 
     /// The non-negative integer member `key`: `reply.unsigned("seq")`.
-    public func unsigned(_ key: String) -> UInt64? { withValue(key) { JSONInteger.unsigned($0, $1) } }
+    @_spi(Package) public func unsigned(_ key: String) -> UInt64? { withValue(key) { JSONInteger.unsigned($0, $1) } }
 
     /// The integer member `key`.
-    public func signed(_ key: String) -> Int64? { withValue(key) { JSONInteger.signed($0, $1) } }
+    @_spi(Package) public func signed(_ key: String) -> Int64? { withValue(key) { JSONInteger.signed($0, $1) } }
 
     /// The number member `key` as a `Double` (e.g. `uptime_s`).
-    public func double(_ key: String) -> Double? {
+    @_spi(Package) public func double(_ key: String) -> Double? {
         withValue(key) { _, value in
             guard case .number = value.kind else { return nil }
             return Double(String(decoding: bytes[value.start..<value.end], as: UTF8.self))
@@ -56,12 +56,12 @@ public struct Reply: Sendable, Equatable {
     }
 
     /// The `true`/`false` member `key`: `reply.bool("removed")`.
-    public func bool(_ key: String) -> Bool? {
+    @_spi(Package) public func bool(_ key: String) -> Bool? {
         withValue(key) { _, value in value.kind == .true ? true : value.kind == .false ? false : nil }
     }
 
     /// The member `key` when it is an array of strings only: `reply.strings("features")`.
-    public func strings(_ key: String) -> [String]? {
+    @_spi(Package) public func strings(_ key: String) -> [String]? {
         guard let value = member(key)?.value, value.kind == .array else { return nil }
         return bytes.withUnsafeBytes { bytes -> [String]? in
             var scanner = JSONScanner(bytes, maxDepth: ProtocolConstants.maxDepth)
@@ -81,14 +81,14 @@ public struct Reply: Sendable, Equatable {
 
     /// The raw JSON text of member `key`, e.g. the object `me` of a `stats`
     /// reply or the array `clients` (1.1), for a JSON decoder.
-    public func raw(_ key: String) -> [UInt8]? {
+    @_spi(Package) public func raw(_ key: String) -> [UInt8]? {
         member(key).map { Array(bytes[$0.value.start..<$0.value.end]) }
     }
 
     /// The `code` of an `error` reply, when this client knows it.
-    public var errorCode: ErrorCode? { string("code").flatMap(ErrorCode.init(rawValue:)) }
+    @_spi(Package) public var errorCode: ErrorCode? { string("code").flatMap(ErrorCode.init(rawValue:)) }
 
     /// (1.1) The pattern of a subscription a policy reload removed: an `error`
     /// without `req` that names a `type` (PROTOCOL.md "Access policy").
-    public var revokedPattern: String? { !isOK && req == nil ? string("type") : nil }
+    @_spi(Package) public var revokedPattern: String? { !isOK && req == nil ? string("type") : nil }
 }

@@ -9,7 +9,7 @@
 // req unless req itself is readable); then op; then fields.
 
 /// A validated request, its forwarded fields still pointing into the frame.
-public enum Request {
+@_spi(Package) public enum Request {
     case hello(HelloRequest)
     case subscribe(SubscribeRequest)
     case unsubscribe(UnsubscribeRequest)
@@ -34,13 +34,13 @@ public enum Request {
 
 /// `{"op":"hello","client":"dashboard","echo":false,"overflow":"drop-new"}`
 /// (PROTOCOL.md "Requests").
-public struct HelloRequest: Equatable {
+@_spi(Package) public struct HelloRequest: Equatable {
     /// 1-64 bytes of `A-Z a-z 0-9 _ . - :`, or nil.
-    public var client: String?
-    public var echo: Bool
-    public var overflow: OverflowPolicy
+    @_spi(Package) public var client: String?
+    @_spi(Package) public var echo: Bool
+    @_spi(Package) public var overflow: OverflowPolicy
 
-    public init(client: String? = nil, echo: Bool = false, overflow: OverflowPolicy = .wait) {
+    @_spi(Package) public init(client: String? = nil, echo: Bool = false, overflow: OverflowPolicy = .wait) {
         self.client = client
         self.echo = echo
         self.overflow = overflow
@@ -50,31 +50,31 @@ public struct HelloRequest: Equatable {
 /// `{"op":"subscribe","type":"order.>","last":true,"since":41,"instance":"9f2c..."}`
 /// (PROTOCOL.md "Requests"; `last`, `since`, `instance` are 1.1, see
 /// "Retained events and history").
-public struct SubscribeRequest: Equatable {
-    public var pattern: Pattern
+@_spi(Package) public struct SubscribeRequest: Equatable {
+    @_spi(Package) public var pattern: Pattern
     /// Send the retained events the pattern matches right after the `ok`.
-    public var last: Bool
+    @_spi(Package) public var last: Bool
     /// Replay the history ring's events after this seq.
-    public var since: UInt64?
+    @_spi(Package) public var since: UInt64?
     /// The broker instance `since` refers to.
-    public var instance: String?
+    @_spi(Package) public var instance: String?
     /// (1.3) A serving subscription: it receives requests, never events
     /// (PROTOCOL.md "Request/reply").
-    public var serve: Bool
+    @_spi(Package) public var serve: Bool
     /// (1.3) The queue group it joins (PROTOCOL.md "Queue groups"): 1-64
     /// bytes of `A-Z a-z 0-9 _ . - :`; never with `last` or `since`.
-    public var group: String?
+    @_spi(Package) public var group: String?
     /// (issue 36) A serving subscription asked only when no other server
     /// is reached (a bridge's, for requests across machines; needs `serve`
     /// and the `bridge` right, never with `group`). PROTOCOL-NOTES.md.
-    public var fallback: Bool
+    @_spi(Package) public var fallback: Bool
     /// (issue 36) Not a subscription to events or requests: a watch of the
     /// serving patterns that overlap the pattern (the `ok` lists them; a
     /// `servers` frame says they changed). A bridge's, for the request types
     /// it imports; needs the `bridge` right. PROTOCOL-NOTES.md.
-    public var servers: Bool
+    @_spi(Package) public var servers: Bool
 
-    public init(pattern: Pattern, last: Bool = false, since: UInt64? = nil, instance: String? = nil, serve: Bool = false, group: String? = nil,
+    @_spi(Package) public init(pattern: Pattern, last: Bool = false, since: UInt64? = nil, instance: String? = nil, serve: Bool = false, group: String? = nil,
                 fallback: Bool = false, servers: Bool = false) {
         self.pattern = pattern
         self.last = last
@@ -90,16 +90,16 @@ public struct SubscribeRequest: Equatable {
 /// `{"op":"unsubscribe","type":"order.>","serve":true,"group":"workers"}`
 /// (PROTOCOL.md "Requests"; `serve` and `group` are 1.3: which subscription
 /// of the pattern goes).
-public struct UnsubscribeRequest: Equatable {
-    public var pattern: Pattern
+@_spi(Package) public struct UnsubscribeRequest: Equatable {
+    @_spi(Package) public var pattern: Pattern
     /// (1.3) Remove the serving subscription of the pattern, not the plain one.
-    public var serve: Bool
+    @_spi(Package) public var serve: Bool
     /// (1.3) The queue group to leave; nil: the subscription outside any group.
-    public var group: String?
+    @_spi(Package) public var group: String?
     /// (issue 36) End the watch of the serving patterns (`subscribe` with `servers`).
-    public var servers: Bool
+    @_spi(Package) public var servers: Bool
 
-    public init(pattern: Pattern, serve: Bool = false, group: String? = nil, servers: Bool = false) {
+    @_spi(Package) public init(pattern: Pattern, serve: Bool = false, group: String? = nil, servers: Bool = false) {
         self.pattern = pattern
         self.serve = serve
         self.group = group
@@ -110,13 +110,13 @@ public struct UnsubscribeRequest: Equatable {
 /// (PROTOCOL.md "Request/reply"): the fields of a publish (`type`, `data`,
 /// `source`, `id`; `key` once queue groups add it to `PublishRequest`), and
 /// the deadline. `req` is required (checked by the decoder).
-public struct ServiceRequest: Equatable {
+@_spi(Package) public struct ServiceRequest: Equatable {
     /// What the request carries, as a publish would (`retain` false, `origin` nil).
-    public var publish: PublishRequest
+    @_spi(Package) public var publish: PublishRequest
     /// `timeout` in milliseconds; nil: the broker's default (25000).
-    public var timeoutMilliseconds: UInt64?
+    @_spi(Package) public var timeoutMilliseconds: UInt64?
 
-    public init(publish: PublishRequest, timeoutMilliseconds: UInt64? = nil) {
+    @_spi(Package) public init(publish: PublishRequest, timeoutMilliseconds: UInt64? = nil) {
         self.publish = publish
         self.timeoutMilliseconds = timeoutMilliseconds
     }
@@ -124,23 +124,23 @@ public struct ServiceRequest: Equatable {
 
 /// (1.3) `{"op":"reply","to":"<token>","data":{...},"req":3}`, or with
 /// `"error":"disk full"` (PROTOCOL.md "Request/reply").
-public struct ServiceReply: Equatable {
+@_spi(Package) public struct ServiceReply: Equatable {
     /// The token the request carried (`to`), a string token.
-    public var to: JSONToken
+    @_spi(Package) public var to: JSONToken
     /// The answer's `data`, any JSON value; nil: null.
-    public var data: JSONToken?
+    @_spi(Package) public var data: JSONToken?
     /// The service's own failure, a string token; nil: a plain answer.
-    public var error: JSONToken?
+    @_spi(Package) public var error: JSONToken?
     /// (issue 36) The error code the requester gets instead of
     /// `service_error`: `no_responders`, `no_reply`, `timeout` or `limit`, what a
     /// bridge learnt on another machine; only with `error`, only from a
     /// connection with a fallback serving subscription. PROTOCOL-NOTES.md.
-    public var code: ErrorCode?
+    @_spi(Package) public var code: ErrorCode?
 
     /// The codes a `reply` may carry (what a request can end in on another machine).
-    public static let relayedCodes: Set<ErrorCode> = [.noResponders, .noReply, .timeout, .limit]
+    @_spi(Package) public static let relayedCodes: Set<ErrorCode> = [.noResponders, .noReply, .timeout, .limit]
 
-    public init(to: JSONToken, data: JSONToken? = nil, error: JSONToken? = nil, code: ErrorCode? = nil) {
+    @_spi(Package) public init(to: JSONToken, data: JSONToken? = nil, error: JSONToken? = nil, code: ErrorCode? = nil) {
         self.to = to
         self.data = data
         self.error = error
@@ -150,22 +150,22 @@ public struct ServiceReply: Equatable {
 
 /// `{"op":"publish","type":"order.created","data":{...},"source":"s","id":"i","retain":true}`
 /// (PROTOCOL.md "Requests"; `retain` and `origin` are 1.1).
-public struct PublishRequest: Equatable {
-    public var type: EventType
+@_spi(Package) public struct PublishRequest: Equatable {
+    @_spi(Package) public var type: EventType
     /// Token ranges in the frame (validated JSON): `data` any value,
     /// `source` and `id` strings, `origin` an object.
-    public var data: JSONToken?
-    public var source: JSONToken?
-    public var id: JSONToken?
+    @_spi(Package) public var data: JSONToken?
+    @_spi(Package) public var source: JSONToken?
+    @_spi(Package) public var id: JSONToken?
     /// Keep it as the retained event of its type.
-    public var retain: Bool
+    @_spi(Package) public var retain: Bool
     /// A bridge's remote identity of the event (PROTOCOL.md "Bridged events").
-    public var origin: JSONToken?
+    @_spi(Package) public var origin: JSONToken?
     /// (1.3) The key that picks one member of each queue group (PROTOCOL.md
     /// "Queue groups"): a string token of 1-255 bytes (decoded); events carry it.
-    public var key: JSONToken?
+    @_spi(Package) public var key: JSONToken?
 
-    public init(type: EventType, data: JSONToken? = nil, source: JSONToken? = nil, id: JSONToken? = nil, retain: Bool = false, origin: JSONToken? = nil,
+    @_spi(Package) public init(type: EventType, data: JSONToken? = nil, source: JSONToken? = nil, id: JSONToken? = nil, retain: Bool = false, origin: JSONToken? = nil,
                 key: JSONToken? = nil) {
         self.type = type
         self.data = data
@@ -178,14 +178,14 @@ public struct PublishRequest: Equatable {
 }
 
 /// The result of decoding one frame.
-public struct DecodedFrame {
+@_spi(Package) public struct DecodedFrame {
     /// The `req` token to echo (a string or an integer within ±2^53), if readable.
-    public var req: JSONToken?
+    @_spi(Package) public var req: JSONToken?
     /// The request, or the error to answer with.
-    public var request: Result<Request, ProtocolError>
+    @_spi(Package) public var request: Result<Request, ProtocolError>
 }
 
-public enum RequestDecoder {
+@_spi(Package) public enum RequestDecoder {
     /// Decodes one frame (the bytes before its LF/CRLF).
     ///
     /// Shape: `{"op":"publish","req":7,"type":"order.created","data":{...}}`.
@@ -193,7 +193,7 @@ public enum RequestDecoder {
     /// - Returns: the `req` to echo (nil when absent or unreadable) and the
     ///   request or the `ProtocolError` to answer (`bad_frame`, `bad_request`,
     ///   `unknown_op`, `bad_type`, `forbidden`).
-    public static func decode(_ frame: UnsafeRawBufferPointer) -> DecodedFrame {
+    @_spi(Package) public static func decode(_ frame: UnsafeRawBufferPointer) -> DecodedFrame {
         KeyedTokens<EnvelopeKey>.withEmpty { tokens in decode(frame, into: tokens) }
     }
 
@@ -485,7 +485,7 @@ public enum RequestDecoder {
     }
 
     /// `client` names: 1-64 bytes of `A-Z a-z 0-9 _ . - :` (PROTOCOL.md "Requests").
-    public static func isValidClientName(_ name: String) -> Bool {
+    @_spi(Package) public static func isValidClientName(_ name: String) -> Bool {
         let utf8 = name.utf8
         guard utf8.count >= 1 && utf8.count <= 64 else { return false }
         return utf8.allSatisfy { EventType.isSegmentByte($0) || $0 == 0x2E }
@@ -494,7 +494,7 @@ public enum RequestDecoder {
 
 extension JSONToken {
     /// Whether the token is a JSON string.
-    @inlinable public var isString: Bool {
+    @inlinable @_spi(Package) public var isString: Bool {
         if case .string = kind { return true }
         return false
     }
@@ -502,7 +502,7 @@ extension JSONToken {
 
 extension Request {
     /// The op's wire name, e.g. `"publish"`.
-    public var opName: String {
+    @_spi(Package) public var opName: String {
         switch self {
         case .hello: RequestOp.hello.name
         case .subscribe: RequestOp.subscribe.name

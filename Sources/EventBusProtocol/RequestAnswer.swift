@@ -20,7 +20,7 @@ public struct ServerReply: Sendable, Equatable {
     public var data: [UInt8]
 
     /// Reads the `reply` object of `answer`; nil when it has none.
-    public init?(_ answer: Reply) {
+    @_spi(Package) public init?(_ answer: Reply) {
         guard let raw = answer.raw("reply") else { return nil }
         let read: ServerReply? = raw.withUnsafeBytes { bytes in
             guard let members = try? JSONObject.members(bytes) else { return nil }
@@ -34,7 +34,7 @@ public struct ServerReply: Sendable, Equatable {
         self = read
     }
 
-    public init(seq: UInt64?, time: String?, pid: Int64?, uid: Int64?, gid: Int64?, data: [UInt8]) {
+    @_spi(Package) public init(seq: UInt64?, time: String?, pid: Int64?, uid: Int64?, gid: Int64?, data: [UInt8]) {
         self.seq = seq
         self.time = time
         self.pid = pid
@@ -45,7 +45,7 @@ public struct ServerReply: Sendable, Equatable {
 }
 
 /// The outcome of one `request`, as its answer says.
-public enum RequestAnswer: Sendable, Equatable {
+@_spi(Package) public enum RequestAnswer: Sendable, Equatable {
     /// `ok`: the first reply of a server.
     case answered(ServerReply)
     /// `service_error`: the server answered with `error`; `message` is its text.
@@ -60,7 +60,7 @@ public enum RequestAnswer: Sendable, Equatable {
     case refused(code: String, message: String)
 
     /// Reads the `ok` or `error` reply that carries the request's `req`.
-    public init(_ reply: Reply) {
+    @_spi(Package) public init(_ reply: Reply) {
         let message = reply.string("message") ?? ""
         if reply.isOK {
             self = .answered(ServerReply(reply) ?? ServerReply(seq: reply.unsigned("seq"), time: nil, pid: nil, uid: nil, gid: nil, data: Array("null".utf8)))

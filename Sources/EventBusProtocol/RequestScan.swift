@@ -16,7 +16,7 @@
 // (`heldBytes`) is charged to the connection's uid with the frame's bytes.
 
 /// The scan of one frame, handed its bytes as they arrive.
-public final class RequestScan {
+@_spi(Package) public final class RequestScan {
     private var validator = JSONStreamValidator()
     private var fields: EnvelopeFields
     /// The envelope's value tokens (`KeyedTokens`' storage, for the frame's life).
@@ -24,11 +24,11 @@ public final class RequestScan {
     private let keys = EnvelopeKey.table.lookup
     /// A byte other than space, tab or CR was seen (a blank line is skipped
     /// by the splitter, never handed out).
-    public private(set) var sawNonBlank = false
+    @_spi(Package) public private(set) var sawNonBlank = false
     /// Where the look for a non-blank byte goes on.
     private var blankUpTo = 0
 
-    public init() {
+    @_spi(Package) public init() {
         storage = .allocate(capacity: KeyedTokens<EnvelopeKey>.capacity)
         fields = EnvelopeFields(collectingInto: KeyedTokens(storage: storage))
     }
@@ -36,17 +36,17 @@ public final class RequestScan {
     deinit { storage.deallocate() }
 
     /// Bytes of the frame validated so far.
-    public var scanned: Int { validator.position }
+    @_spi(Package) public var scanned: Int { validator.position }
 
     /// Memory it holds (about): the envelope's token slots, the unknown keys
     /// collected, the validator's stack.
-    public var heldBytes: Int {
+    @_spi(Package) public var heldBytes: Int {
         256 + KeyedTokens<EnvelopeKey>.capacity * MemoryLayout<JSONToken>.stride + fields.heldBytes + validator.heldBytes
     }
 
     /// Validates the bytes not seen yet of `bytes`, the frame so far (without
     /// its LF), but for a last CR.
-    public func advance(_ bytes: UnsafeRawBufferPointer) {
+    @_spi(Package) public func advance(_ bytes: UnsafeRawBufferPointer) {
         var end = bytes.count
         if end > 0 && bytes[end - 1] == 0x0D { end -= 1 }
         while !sawNonBlank && blankUpTo < end {
@@ -60,7 +60,7 @@ public final class RequestScan {
     /// The whole frame (without its LF and a CR before it) arrived: the rest
     /// is validated and the request decoded.
     /// - Returns: what `RequestDecoder.decode(frame)` returns.
-    public func finish(_ frame: UnsafeRawBufferPointer) -> DecodedFrame {
+    @_spi(Package) public func finish(_ frame: UnsafeRawBufferPointer) -> DecodedFrame {
         run(frame, end: frame.count, final: true)
         if let error = validator.error {
             return DecodedFrame(req: nil, request: .failure(EnvelopeFields.frameError(.syntax(JSONObject.lineBreak(error, frame, true)))))

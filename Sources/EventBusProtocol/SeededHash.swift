@@ -12,12 +12,12 @@
 /// A seeded 64-bit hash of a byte string: two overlapping little-endian
 /// words cover every byte, the middle of a longer string is folded in 8
 /// bytes a round (multiply-xorshift).
-public enum SeededHash {
+@_spi(Package) public enum SeededHash {
     /// Two words covering every byte of `raw`, which holds at least 1 byte
     /// (overlapping loads: for 1-16 bytes the words and the length
     /// determine the bytes).
     @inlinable @inline(__always)
-    public static func words(_ raw: UnsafeRawBufferPointer) -> (UInt64, UInt64) {
+    @_spi(Package) public static func words(_ raw: UnsafeRawBufferPointer) -> (UInt64, UInt64) {
         let n = raw.count
         let p = raw.baseAddress.unsafelyUnwrapped
         if n >= 8 {
@@ -33,7 +33,7 @@ public enum SeededHash {
 
     /// The hash of `raw` (at least 1 byte) under `seed`, given its `words`.
     @inlinable @inline(__always)
-    public static func mix(_ raw: UnsafeRawBufferPointer, words: (UInt64, UInt64), seed: UInt64) -> UInt64 {
+    @_spi(Package) public static func mix(_ raw: UnsafeRawBufferPointer, words: (UInt64, UInt64), seed: UInt64) -> UInt64 {
         let n = raw.count
         let p = raw.baseAddress.unsafelyUnwrapped
         var h = seed ^ (UInt64(truncatingIfNeeded: n) &* 0x9E37_79B9_7F4A_7C15)
@@ -49,7 +49,7 @@ public enum SeededHash {
 
     /// The hash of `raw` under `seed`; any length, 0 included.
     @inlinable
-    public static func hash(_ raw: UnsafeRawBufferPointer, seed: UInt64) -> UInt64 {
+    @_spi(Package) public static func hash(_ raw: UnsafeRawBufferPointer, seed: UInt64) -> UInt64 {
         if raw.isEmpty { return (seed &* 0xBF58_476D_1CE4_E5B9) ^ 0x94D0_49BB_1331_11EB }
         return mix(raw, words: words(raw), seed: seed)
     }

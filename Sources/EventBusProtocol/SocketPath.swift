@@ -15,25 +15,25 @@ public enum BusSelection: Equatable, Sendable {
 }
 
 /// Socket path resolution.
-public enum SocketPath {
+@_spi(Package) public enum SocketPath {
     /// `/run/eventbus/bus.sock`
-    public static let systemBus = "/run/eventbus/bus.sock"
+    @_spi(Package) public static let systemBus = "/run/eventbus/bus.sock"
 
     /// The user bus path for a runtime directory: `$XDG_RUNTIME_DIR/eventbus/bus.sock`.
-    public static func userBus(runtimeDirectory: String) -> String {
+    @_spi(Package) public static func userBus(runtimeDirectory: String) -> String {
         runtimeDirectory + "/eventbus/bus.sock"
     }
 
     /// Errors resolving a path.
-    public struct ResolutionError: Error, Equatable, Sendable, CustomStringConvertible {
-        public let description: String
+    @_spi(Package) public struct ResolutionError: Error, Equatable, Sendable, CustomStringConvertible {
+        @_spi(Package) public let description: String
     }
 
     /// Resolves the socket path, first that applies: `--socket PATH`; `--system`
     /// or `--user`; `$EVENTBUS_SOCKET`; the user bus when `XDG_RUNTIME_DIR` is set
     /// and the process is not root; the system bus (PROTOCOL.md "Transport").
     /// - Throws: `ResolutionError` for `--user` without `XDG_RUNTIME_DIR`, or an empty path.
-    public static func resolve(_ selection: BusSelection, environment: [String: String], effectiveUID: UInt32) throws(ResolutionError) -> String {
+    @_spi(Package) public static func resolve(_ selection: BusSelection, environment: [String: String], effectiveUID: UInt32) throws(ResolutionError) -> String {
         let runtime = environment["XDG_RUNTIME_DIR"].flatMap { $0.isEmpty ? nil : $0 }
         switch selection {
         case .path(let path):

@@ -11,21 +11,21 @@
 /// SplitMix64 (Steele, Lea and Flood 2014): small, fast and seeded.
 ///
 /// `var rng = SplitMix64(seed: 7); Int.random(in: 0..<10, using: &rng)`.
-public struct SplitMix64: RandomNumberGenerator, Sendable {
+@_spi(Package) public struct SplitMix64: RandomNumberGenerator, Sendable {
     /// The generator's whole state: the seed plus 0x9E37_79B9_7F4A_7C15 per draw.
-    public var state: UInt64
+    @_spi(Package) public var state: UInt64
 
     /// A generator whose sequence is fixed by `seed`.
-    public init(seed: UInt64) { state = seed }
+    @_spi(Package) public init(seed: UInt64) { state = seed }
 
     /// Seeded from the system generator.
-    public init() {
+    @_spi(Package) public init() {
         var system = SystemRandomNumberGenerator()
         state = system.next()
     }
 
     /// The next 64 random bits.
-    public mutating func next() -> UInt64 {
+    @_spi(Package) public mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
@@ -34,5 +34,5 @@ public struct SplitMix64: RandomNumberGenerator, Sendable {
     }
 
     /// A double in 0..<1.
-    public mutating func unit() -> Double { Double(next() >> 11) / Double(1 << 53) }
+    @_spi(Package) public mutating func unit() -> Double { Double(next() >> 11) / Double(1 << 53) }
 }

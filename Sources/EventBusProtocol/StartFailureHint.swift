@@ -8,7 +8,7 @@
 // `XDG_RUNTIME_DIR` (PROTOCOL.md "Transport"), never by a suffix.
 
 /// Which of the two well-known buses a socket path is.
-public enum WellKnownBus: Equatable, Sendable {
+@_spi(Package) public enum WellKnownBus: Equatable, Sendable {
     /// `/run/eventbus/bus.sock`, served by the system manager's `eventbus.socket`.
     case system
     /// `$XDG_RUNTIME_DIR/eventbus/bus.sock`, served by the user manager's `eventbus.socket`.
@@ -18,7 +18,7 @@ public enum WellKnownBus: Equatable, Sendable {
 extension SocketPath {
     /// The well-known bus `path` is, or nil for any other path.
     /// - Parameter runtimeDirectory: `$XDG_RUNTIME_DIR` (nil or empty: no user bus).
-    public static func wellKnownBus(_ path: String, runtimeDirectory: String?) -> WellKnownBus? {
+    @_spi(Package) public static func wellKnownBus(_ path: String, runtimeDirectory: String?) -> WellKnownBus? {
         if path == systemBus { return .system }
         if let runtimeDirectory, !runtimeDirectory.isEmpty, path == userBus(runtimeDirectory: runtimeDirectory) { return .user }
         return nil
@@ -30,7 +30,7 @@ extension SocketPath {
     /// and 'journalctl --user -u eventbus')`; for another path:
     /// `it may have exited (see its standard error or log)`.
     /// - Parameter runtimeDirectory: `$XDG_RUNTIME_DIR`, to recognise the user bus.
-    public static func startFailureHint(for path: String, runtimeDirectory: String?) -> String {
+    @_spi(Package) public static func startFailureHint(for path: String, runtimeDirectory: String?) -> String {
         switch wellKnownBus(path, runtimeDirectory: runtimeDirectory) {
         case .system:
             "it may have failed to start (see 'systemctl status eventbus.service' and 'journalctl -u eventbus')"
@@ -46,7 +46,7 @@ extension SocketPath {
     /// --socket PATH'`, and for a well-known bus the systemd way and where
     /// to look when its socket unit failed (systemd removes the socket
     /// then). The CLI and the library say the same (issue 34).
-    public static func startCommand(for path: String) -> String {
+    @_spi(Package) public static func startCommand(for path: String) -> String {
         var text = "start it with 'eventbusd --socket \(path)'"
         if path == systemBus {
             text += " or 'systemctl start eventbus.socket'; if that fails, see 'systemctl status eventbus.socket eventbus.service'"
@@ -74,7 +74,7 @@ extension SocketPath {
     ///     `use Configuration(bus: .user)`).
     /// - Returns: nil unless `path` is the system bus, the process is root
     ///   and the user bus's socket exists.
-    public static func userBusHint(afterFailing path: String, runtimeDirectory: String?, effectiveUID: UInt32, choice: String, isSocket: (String) -> Bool) -> String? {
+    @_spi(Package) public static func userBusHint(afterFailing path: String, runtimeDirectory: String?, effectiveUID: UInt32, choice: String, isSocket: (String) -> Bool) -> String? {
         guard path == systemBus, effectiveUID == 0, let runtimeDirectory, !runtimeDirectory.isEmpty else { return nil }
         let user = userBus(runtimeDirectory: runtimeDirectory)
         guard isSocket(user) else { return nil }

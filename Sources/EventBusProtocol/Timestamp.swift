@@ -7,20 +7,20 @@
 /// Formats wall-clock times as `2026-11-29T13:00:00.123Z`, caching the
 /// per-second prefix so consecutive events cost only the millisecond digits,
 /// and (`bytes`) the whole timestamp of the last millisecond.
-public struct TimestampFormatter {
+@_spi(Package) public struct TimestampFormatter {
     var cachedSecond: Int64 = .min
     var prefix: [UInt8] = []  // "YYYY-MM-DDTHH:MM:SS."
     /// The millisecond `cachedBytes` is of (ms since the epoch, floor).
     @usableFromInline var cachedMillisecond: Int64 = .min
     @usableFromInline var cachedBytes = TimestampBytes()
 
-    public init() {}
+    @_spi(Package) public init() {}
 
     /// The 24-byte timestamp for `nanosecondsSinceEpoch`, as a value: the
     /// broker's per-event call, which formats anything only when the
     /// millisecond changed.
     @inlinable
-    public mutating func bytes(nanosecondsSinceEpoch ns: Int64) -> TimestampBytes {
+    @_spi(Package) public mutating func bytes(nanosecondsSinceEpoch ns: Int64) -> TimestampBytes {
         var millisecond = ns / 1_000_000
         if ns % 1_000_000 < 0 { millisecond -= 1 }
         if millisecond == cachedMillisecond { return cachedBytes }
@@ -40,7 +40,7 @@ public struct TimestampFormatter {
 
     /// Writes the 24-byte timestamp for `nanosecondsSinceEpoch` into `out`
     /// (replacing its contents).
-    public mutating func format(nanosecondsSinceEpoch ns: Int64, into out: inout [UInt8]) {
+    @_spi(Package) public mutating func format(nanosecondsSinceEpoch ns: Int64, into out: inout [UInt8]) {
         // Floor division without overflow: `ns - 999_999_999` would trap near Int64.min.
         var second = ns / 1_000_000_000
         var rest = ns % 1_000_000_000
@@ -62,7 +62,7 @@ public struct TimestampFormatter {
     }
 
     /// The timestamp as a `String`.
-    public mutating func string(nanosecondsSinceEpoch ns: Int64) -> String {
+    @_spi(Package) public mutating func string(nanosecondsSinceEpoch ns: Int64) -> String {
         var out: [UInt8] = []
         format(nanosecondsSinceEpoch: ns, into: &out)
         return String(decoding: out, as: UTF8.self)
@@ -102,14 +102,14 @@ public struct TimestampFormatter {
 
 /// One timestamp, `2026-11-29T13:00:00.123Z`, held in 24 bytes of a value
 /// (no heap storage to count references to).
-public struct TimestampBytes {
+@_spi(Package) public struct TimestampBytes {
     @usableFromInline var words: (UInt64, UInt64, UInt64) = (0, 0, 0)
 
-    @inlinable public init() {}
+    @inlinable @_spi(Package) public init() {}
 
     /// Calls `body` with the 24 bytes.
     @inlinable
-    public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
+    @_spi(Package) public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
         var words = self.words
         return Swift.withUnsafeBytes(of: &words) { body($0) }
     }

@@ -12,19 +12,19 @@
 // (`ProtocolConstants.version`, 1 for every edition so far).
 
 /// The package's release.
-public enum EventBusRelease {
+@_spi(Package) public enum EventBusRelease {
     /// Semantic version of this release: `"1.3.0"`.
-    public static let version = "1.3.0"
+    @_spi(Package) public static let version = "1.3.0"
 
     /// The edition of the wire protocol this release implements: the version's
     /// first two numbers, `"1.3"`.
-    public static var protocolEdition: String {
+    @_spi(Package) public static var protocolEdition: String {
         version.split(separator: ".").prefix(2).joined(separator: ".")
     }
 
     /// The edition as PROTOCOL.md names it: `"fourth edition"` for 1.3
     /// (1.0 is the first).
-    public static var protocolEditionName: String {
+    @_spi(Package) public static var protocolEditionName: String {
         let ordinals = ["first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth"]
         let minor = Int(protocolEdition.split(separator: ".").last ?? "") ?? -1
         return ordinals.indices.contains(minor) ? "\(ordinals[minor]) edition" : "edition \(protocolEdition)"
@@ -33,7 +33,7 @@ public enum EventBusRelease {
     /// Every optional feature the broker of this build can list in `hello`:
     /// `ProtocolConstants.features` and the retention ones (`retain`, and
     /// `history` while the history is on: EventBusCore's `retentionFeatures`).
-    public static var features: [String] {
+    @_spi(Package) public static var features: [String] {
         ProtocolConstants.features + ["retain", "history"]
     }
 
@@ -43,7 +43,7 @@ public enum EventBusRelease {
     /// protocol 1, edition 1.3 (fourth edition of docs/PROTOCOL.md)
     /// features: overflow echo drop-notice ...
     /// ```
-    public static func versionText(program: String) -> String {
+    @_spi(Package) public static func versionText(program: String) -> String {
         """
         \(program) \(version)
         protocol \(ProtocolConstants.version), edition \(protocolEdition) (\(protocolEditionName) of docs/PROTOCOL.md)

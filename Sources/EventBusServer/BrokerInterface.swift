@@ -8,13 +8,13 @@
 // on a declared option it does not handle (InterfaceAgreementTests runs every
 // declared option against the built broker).
 import EventBusCommandLine
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// The socket file mode eventbusd binds a path with unless `--mode` says otherwise.
-public let defaultSocketMode: UInt32 = 0o666
+package let defaultSocketMode: UInt32 = 0o666
 
 /// The declaration of the `eventbusd` command line, its defaults from `ServerConfiguration()`.
-public var brokerInterface: ProgramDeclaration {
+package var brokerInterface: ProgramDeclaration {
     let defaults = ServerConfiguration()
     let limits = defaults.broker
     let quotas = limits.quotas
@@ -195,4 +195,4 @@ public var brokerInterface: ProgramDeclaration {
 /// The options of `brokerInterface` that only the command line may give
 /// (actions, and the choice of file); every other one is a key of
 /// eventbusd.conf(5).
-public let brokerCommandLineOnly: Set<String> = ["config", "check-config", "check-policy", "help", "version"]
+package let brokerCommandLineOnly: Set<String> = ["config", "check-config", "check-policy", "help", "version"]

@@ -9,7 +9,7 @@
 import CEventBusShims
 import EventBusCore
 import EventBusLog
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSystem
 import Glibc
 

@@ -16,7 +16,7 @@ import EventBusSystem
 import Synchronization
 
 /// The queue of connections handed to a running `BrokerServer` (`BrokerServer.handoff`).
-public final class ConnectionHandoff: Sendable {
+package final class ConnectionHandoff: Sendable {
     let wakeup: Wakeup
     private let queue = Mutex<[(FileDescriptor, Credentials)]>([])
 
@@ -26,14 +26,14 @@ public final class ConnectionHandoff: Sendable {
 
     /// Hands `fd` (owned by the server from now on) to the loop, to be served
     /// as a connection of `pid`, `uid`, `gid` and `groups`.
-    public func hand(_ fd: FileDescriptor, pid: Int32, uid: UInt32, gid: UInt32, groups: [UInt32] = []) {
+    package func hand(_ fd: FileDescriptor, pid: Int32, uid: UInt32, gid: UInt32, groups: [UInt32] = []) {
         queue.withLock { $0.append((fd, Credentials(pid: pid, uid: uid, gid: gid, supplementaryGroups: groups))) }
         wakeup.signal()
     }
 
     /// A new socketpair: one end is handed to the loop as above, the other returned.
     /// - Throws: `SystemError("socketpair", ...)`.
-    public func connect(pid: Int32, uid: UInt32, gid: UInt32, groups: [UInt32] = []) throws(SystemError) -> FileDescriptor {
+    package func connect(pid: Int32, uid: UInt32, gid: UInt32, groups: [UInt32] = []) throws(SystemError) -> FileDescriptor {
         let (mine, theirs) = try FileDescriptor.unixStreamPair()
         hand(theirs, pid: pid, uid: uid, gid: gid, groups: groups)
         return mine

@@ -33,7 +33,7 @@ extension BrokerServer {
 
     /// A line for the log about the policy in force, e.g. `access policy
     /// generation 2 from 3 files: /usr/share/eventbus/policy.conf ...`.
-    public static func policySummary(_ policy: AccessPolicy, generation: UInt64) -> String {
+    package static func policySummary(_ policy: AccessPolicy, generation: UInt64) -> String {
         guard policy.hasFiles else { return "access policy generation \(generation): no policy file (everything allowed; bridge for \(policy.fileLessBridgeUIDs))" }
         let count = policy.paths.count
         return "access policy generation \(generation) from \(count) file\(count == 1 ? "" : "s"): \(policy.paths.joined(separator: " "))"

@@ -18,35 +18,35 @@
 import CEventBusShims
 import EventBusCore
 import EventBusLog
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSystem
 import Glibc
 
 /// Settings of the server around the core.
-public struct ServerConfiguration: Sendable {
+package struct ServerConfiguration: Sendable {
     /// Limits and identity passed to the core.
-    public var broker = BrokerConfiguration()
+    package var broker = BrokerConfiguration()
     /// How long SIGTERM/SIGINT waits for queues to drain, ns (default 2 s).
-    public var shutdownFlushNanoseconds: Int64 = 2_000_000_000
+    package var shutdownFlushNanoseconds: Int64 = 2_000_000_000
     /// Exit after this long with no connections (`--exit-idle-time`), ns; nil never.
-    public var exitIdleNanoseconds: Int64? = nil
+    package var exitIdleNanoseconds: Int64? = nil
     /// Bytes read per read(2), and from one connection per loop turn: small
     /// enough that a fast publisher's events are written out between reads
     /// (a 64 KiB read is about 1,000 small publishes), large enough to keep
     /// syscalls rare.
-    public var readChunkBytes = 64 * 1024
+    package var readChunkBytes = 64 * 1024
     /// (1.1) Where retained events are kept across restarts (`--state-dir`);
     /// nil: they last for the run (StatePersistence.swift).
-    public var stateDirectory: String? = nil
+    package var stateDirectory: String? = nil
     /// The access-policy files SIGHUP reads again (`broker.policy` holds the
     /// policy loaded from them at start; BrokerServer+Policy.swift).
-    public var policyFiles = PolicyFiles.none
+    package var policyFiles = PolicyFiles.none
     /// Where the server reads the time (ServerClock.swift); tests hand a
     /// clock they move by hand.
-    public var clock = ServerClock.system
+    package var clock = ServerClock.system
 
     /// Defaults; the broker's own credentials are this process's.
-    public init() {
+    package init() {
         let own = ProcessIdentity.current
         broker.ownCredentials = Credentials(pid: own.pid, uid: own.uid, gid: own.gid)
         // A read is handled 8 KiB of frames at a time, so another uid's
@@ -56,30 +56,30 @@ public struct ServerConfiguration: Sendable {
 }
 
 /// Callbacks for the service manager, run on the loop thread.
-public struct ServerHooks {
+package struct ServerHooks {
     /// After every listener is in the epoll set (sd_notify READY=1).
-    public var ready: () -> Void = {}
+    package var ready: () -> Void = {}
     /// When a graceful stop begins (sd_notify STOPPING=1).
-    public var stopping: () -> Void = {}
+    package var stopping: () -> Void = {}
     /// When a policy reload (SIGHUP) begins (sd_notify RELOADING=1); `ready`
     /// runs again when it is over, whether or not the new policy was taken.
-    public var reloading: () -> Void = {}
+    package var reloading: () -> Void = {}
     /// Timers: every `intervalNanoseconds`, `action(stats)` runs from the loop
     /// itself (so a stuck loop stops them: sd_watchdog_enabled(3)).
-    public var periodic: [(intervalNanoseconds: Int64, action: (BrokerStatistics) -> Void)] = []
+    package var periodic: [(intervalNanoseconds: Int64, action: (BrokerStatistics) -> Void)] = []
 
-    public init() {}
+    package init() {}
 }
 
 /// Why `run` returned.
-public enum ServerExit: Equatable, Sendable {
+package enum ServerExit: Equatable, Sendable {
     case signal(Int32)
     case idle
 }
 
-public final class BrokerServer {
-    public let configuration: ServerConfiguration
-    public let broker: Broker
+package final class BrokerServer {
+    package let configuration: ServerConfiguration
+    package let broker: Broker
     /// The one source of time (`configuration.clock`).
     let clock: ServerClock
     let logger: Logger
@@ -126,7 +126,7 @@ public final class BrokerServer {
     /// When to give freed memory back (BrokerServer+Memory.swift).
     var heapTrimmer = HeapTrimmer()
     /// Connections other threads hand to the loop (BrokerServer+Handoff.swift).
-    public let handoff: ConnectionHandoff
+    package let handoff: ConnectionHandoff
 
     // Tokens: a connection's is its id (1, 2, 3...); the specials count down from the top.
     static let signalToken: UInt64 = .max
@@ -136,7 +136,7 @@ public final class BrokerServer {
     ///   - listeners: sockets to accept on (owned by the server from now on).
     ///   - instance: this run's id for the core.
     /// - Throws: `SystemError` when epoll or the signalfd cannot be created.
-    public init(configuration: ServerConfiguration, listeners: [ListeningSocket], instance: String, logger: Logger, hooks: ServerHooks = ServerHooks()) throws(SystemError) {
+    package init(configuration: ServerConfiguration, listeners: [ListeningSocket], instance: String, logger: Logger, hooks: ServerHooks = ServerHooks()) throws(SystemError) {
         self.configuration = configuration
         self.listeners = listeners
         self.logger = logger
@@ -166,7 +166,7 @@ public final class BrokerServer {
     /// Runs until SIGTERM/SIGINT (after flushing for up to the configured time)
     /// or the idle timeout. Closes every connection and listener before returning.
     /// - Throws: `SystemError` only for failures of the loop itself (epoll).
-    public func run() throws(SystemError) -> ServerExit {
+    package func run() throws(SystemError) -> ServerExit {
         for (i, listener) in listeners.enumerated() {
             try epoll.add(listener.descriptor, events: .readable, token: BrokerServer.listenerToken(i))
         }

@@ -5,9 +5,9 @@
 // Before editing: the id is random, not derived from the pid or the clock, so
 // two runs in the same second (socket activation) still differ.
 
-public enum InstanceID {
+package enum InstanceID {
     /// 16 random lowercase hex digits (64 bits from the system CSPRNG), e.g. `"9f2c4e01d3b7a865"`.
-    public static func random() -> String {
+    package static func random() -> String {
         var generator = SystemRandomNumberGenerator()
         let value = generator.next() as UInt64
         let hex = String(value, radix: 16)

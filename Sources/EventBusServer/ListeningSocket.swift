@@ -9,19 +9,19 @@ import EventBusSystem
 import Glibc
 
 /// A listening socket the server accepts on. Owns its fd.
-public final class ListeningSocket {
-    public let descriptor: FileDescriptor
+package final class ListeningSocket {
+    package let descriptor: FileDescriptor
     /// The filesystem path, when known (for messages and unlinking).
-    public let path: String?
+    package let path: String?
     /// Whether this process bound the path and so must unlink it on exit.
-    public let unlinkOnClose: Bool
+    package let unlinkOnClose: Bool
     private var closed = false
 
     /// Adopts an already listening fd (e.g. from socket activation); never
     /// unlinks. Makes it non-blocking: systemd passes blocking sockets, and a
     /// blocking accept(2) would stall the event loop.
     /// - Throws: `SystemError("fcntl", errno)`.
-    public init(adopting descriptor: FileDescriptor, path: String?) throws(SystemError) {
+    package init(adopting descriptor: FileDescriptor, path: String?) throws(SystemError) {
         try descriptor.setNonBlocking(true)
         self.descriptor = descriptor
         self.path = path
@@ -35,8 +35,8 @@ public final class ListeningSocket {
     }
 
     /// Errors starting to listen on a path, each a one-line explanation.
-    public struct BindError: Error, CustomStringConvertible {
-        public let description: String
+    package struct BindError: Error, CustomStringConvertible {
+        package let description: String
     }
 
     /// Binds and listens on `path` following PROTOCOL.md "Transport".
@@ -45,7 +45,7 @@ public final class ListeningSocket {
     ///   - mode: permission bits for the socket file (default 0666).
     ///   - backlog: listen(2) backlog.
     /// - Throws: `BindError` naming the path and the reason.
-    public static func bind(path: String, mode: mode_t = 0o666, backlog: Int32 = 4096) throws(BindError) -> ListeningSocket {
+    package static func bind(path: String, mode: mode_t = 0o666, backlog: Int32 = 4096) throws(BindError) -> ListeningSocket {
         func fail(_ what: String) -> BindError { BindError(description: "cannot listen on \(path): \(what)") }
         if path.utf8.count > UnixAddress.maxPathBytes {
             throw fail("path is \(path.utf8.count) bytes; a Unix socket path holds at most \(UnixAddress.maxPathBytes)")
@@ -100,7 +100,7 @@ public final class ListeningSocket {
 
     /// Closes the fd and, if this process bound the path, unlinks it (only
     /// while it is still a socket). Idempotent.
-    public func close() {
+    package func close() {
         guard !closed else { return }
         closed = true
         descriptor.close()

@@ -15,7 +15,7 @@ import EventBusSystem
 /// Example: the system bus installed under /usr/local reads
 /// `/usr/local/share/eventbus/policy.conf`, then `/etc/eventbus/policy.conf`
 /// if it exists, then `/etc/eventbus/policy.d/*.conf` in lexical order.
-public enum PolicyFiles: Equatable, Sendable {
+package enum PolicyFiles: Equatable, Sendable {
     /// No policy file: everything allowed, `bridge` for uid 0 and the
     /// broker's uid (the per-user bus).
     case none
@@ -26,13 +26,13 @@ public enum PolicyFiles: Equatable, Sendable {
     case systemBus(vendorFile: String?, configDirectory: String = PolicyFiles.systemConfigDirectory)
 
     /// Where the administrator's files live: `policy.conf` and `policy.d/`.
-    public static let systemConfigDirectory = "/etc/eventbus"
+    package static let systemConfigDirectory = "/etc/eventbus"
 
     /// The vendor file of an installed broker: `PREFIX/share/eventbus/policy.conf`
     /// for a broker at `PREFIX/bin/eventbusd` (where `scripts/install` puts
     /// config/policy.conf), found from the running executable's path.
     /// - Returns: nil when the executable's path cannot be read.
-    public static func vendorFile(executablePath: String? = FileSystem.executablePath()) -> String? {
+    package static func vendorFile(executablePath: String? = FileSystem.executablePath()) -> String? {
         guard let executablePath else { return nil }
         let binDirectory = FileSystem.parentDirectory(of: executablePath)
         let prefix = FileSystem.parentDirectory(of: binDirectory)
@@ -41,14 +41,14 @@ public enum PolicyFiles: Equatable, Sendable {
 
     /// The system bus's vendor file when it is named but absent (a broker
     /// run from a build folder, or an incomplete install), for a warning.
-    public var missingVendorFile: String? {
+    package var missingVendorFile: String? {
         guard case .systemBus(let vendor?, _) = self, (try? FileSystem.kind(ofPath: vendor)) == .missing else { return nil }
         return vendor
     }
 
     /// The files to read now, in order.
     /// - Throws: `PolicyFilesError` when `policy.d` exists but cannot be listed.
-    public func paths() throws(PolicyFilesError) -> [String] {
+    package func paths() throws(PolicyFilesError) -> [String] {
         switch self {
         case .none:
             return []
@@ -81,7 +81,7 @@ public enum PolicyFiles: Equatable, Sendable {
     /// - Returns: the policy, or every error: an unreadable file
     ///   (`/etc/eventbus/policy.d/x.conf: open: Permission denied`) or each
     ///   invalid line (`file:line: message`).
-    public func load(brokerUID: UInt32) -> Result<AccessPolicy, PolicyFilesError> {
+    package func load(brokerUID: UInt32) -> Result<AccessPolicy, PolicyFilesError> {
         let paths: [String]
         do {
             paths = try self.paths()
@@ -109,20 +109,20 @@ public enum PolicyFiles: Equatable, Sendable {
 
 /// Why policy files gave no policy: one line per problem, each naming the
 /// file (and the line, for an invalid line).
-public struct PolicyFilesError: Error, Equatable, Sendable, CustomStringConvertible {
+package struct PolicyFilesError: Error, Equatable, Sendable, CustomStringConvertible {
     /// E.g. `/etc/eventbus/policy.conf:3: unknown action "publsh" (expected connect, publish, subscribe, bridge, hold or serve)`.
-    public var lines: [String]
+    package var lines: [String]
 
-    public init(lines: [String]) { self.lines = lines }
+    package init(lines: [String]) { self.lines = lines }
 
-    public var description: String { lines.joined(separator: "\n") }
+    package var description: String { lines.joined(separator: "\n") }
 }
 
 /// `user=` and `group=` names through the system's databases
 /// (getpwnam_r(3), getgrnam_r(3)), looked up when a file is read.
-public struct SystemNameResolver: PolicyNameResolver, Sendable {
-    public init() {}
+package struct SystemNameResolver: PolicyNameResolver, Sendable {
+    package init() {}
 
-    public func uid(ofUser name: String) -> UInt32? { UserDatabase.uid(ofUser: name) }
-    public func gid(ofGroup name: String) -> UInt32? { UserDatabase.gid(ofGroup: name) }
+    package func uid(ofUser name: String) -> UInt32? { UserDatabase.uid(ofUser: name) }
+    package func gid(ofGroup name: String) -> UInt32? { UserDatabase.gid(ofGroup: name) }
 }

@@ -10,19 +10,19 @@ import EventBusCore
 import EventBusSystem
 
 /// Where the server reads the time.
-public struct ServerClock: Sendable {
+package struct ServerClock: Sendable {
     /// Monotonic nanoseconds (deadlines, intervals, the turns' slices).
-    public var monotonic: @Sendable () -> Int64
+    package var monotonic: @Sendable () -> Int64
     /// Wall-clock nanoseconds since the Unix epoch (events' timestamps).
-    public var wall: @Sendable () -> Int64
+    package var wall: @Sendable () -> Int64
 
-    public init(monotonic: @escaping @Sendable () -> Int64, wall: @escaping @Sendable () -> Int64) {
+    package init(monotonic: @escaping @Sendable () -> Int64, wall: @escaping @Sendable () -> Int64) {
         self.monotonic = monotonic
         self.wall = wall
     }
 
     /// clock_gettime(2): CLOCK_MONOTONIC and CLOCK_REALTIME (the default).
-    public static let system = ServerClock(monotonic: { Clock.monotonicNanoseconds() }, wall: { Clock.wallNanoseconds() })
+    package static let system = ServerClock(monotonic: { Clock.monotonicNanoseconds() }, wall: { Clock.wallNanoseconds() })
 
     /// Both readings, as the core takes them.
     func now() -> BrokerTime {

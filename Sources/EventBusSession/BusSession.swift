@@ -21,31 +21,31 @@
 // answered without one, but then it asked nothing). Subscriptions are kept
 // by `SubscriptionKey` (pattern, `serve`, `group`); only plain ones replay. `Tag` is the driver's own
 // record of a request of its own (a completion, a batch of imports).
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// The `hello` a session says (PROTOCOL.md "Requests": `hello`).
-public struct Hello: Sendable, Equatable {
+package struct Hello: Sendable, Equatable {
     /// `client`: 1-64 bytes of `A-Z a-z 0-9 _ . - :`; nil: none (the broker names it `pid/<pid>`).
-    public var client: String?
+    package var client: String?
     /// `echo`; nil: not sent (the broker's default, false).
-    public var echo: Bool?
+    package var echo: Bool?
     /// (1.2) `overflow`; nil: not sent (the broker's default, `wait`).
-    public var overflow: OverflowPolicy?
+    package var overflow: OverflowPolicy?
 
-    public init(client: String? = nil, echo: Bool? = nil, overflow: OverflowPolicy? = nil) {
+    package init(client: String? = nil, echo: Bool? = nil, overflow: OverflowPolicy? = nil) {
         self.client = client
         self.echo = echo
         self.overflow = overflow
     }
 
     /// `{"op":"hello","client":"eventbus-listen","overflow":"drop-new"}`
-    public var request: ClientRequest { .hello(client: client, echo: echo, overflow: overflow) }
+    package var request: ClientRequest { .hello(client: client, echo: echo, overflow: overflow) }
 }
 
 /// What an `error` frame without `req` answers, when it is not a
 /// revocation (PROTOCOL.md "Requests": a frame too large or too broken for
 /// its `req` to be read is answered without `req`).
-public enum UnnumberedErrors: Sendable {
+package enum UnnumberedErrors: Sendable {
     /// `frame_too_large`, `bad_frame`, `bad_request`: the oldest request
     /// waiting (the library, the CLI: every request carries a `req`).
     case answerOldest
@@ -54,19 +54,19 @@ public enum UnnumberedErrors: Sendable {
 }
 
 /// How a session behaves; fixed for its life.
-public struct SessionOptions: Sendable {
-    public var hello: Hello
-    public var unnumberedErrors: UnnumberedErrors
+package struct SessionOptions: Sendable {
+    package var hello: Hello
+    package var unnumberedErrors: UnnumberedErrors
     /// Holds events back after each (re)connect until every replay is over,
     /// then releases them in seq order without duplicates (`takeReleased`),
     /// so the position never passes an event not yet handed on (`eventbus
     /// listen --resume`): each connection's subscribes end with a `stats`
     /// (`settle()`), whose answer marks the end of the replays.
-    public var ordered: Bool
+    package var ordered: Bool
     /// The first `req` (the CLI's `hello` is 0, so replies to commands' own 1, 2... stay theirs).
-    public var firstReq: Int64
+    package var firstReq: Int64
 
-    public init(hello: Hello, unnumberedErrors: UnnumberedErrors = .answerOldest, ordered: Bool = false, firstReq: Int64 = 1) {
+    package init(hello: Hello, unnumberedErrors: UnnumberedErrors = .answerOldest, ordered: Bool = false, firstReq: Int64 = 1) {
         self.hello = hello
         self.unnumberedErrors = unnumberedErrors
         self.ordered = ordered
@@ -75,24 +75,24 @@ public struct SessionOptions: Sendable {
 }
 
 /// One session; one owner (the driver, under its lock if it has threads).
-public struct BusSession<Tag> {
-    public let options: SessionOptions
+package struct BusSession<Tag> {
+    package let options: SessionOptions
     /// The `hello` reply of the current connection, once it arrived.
-    public private(set) var greeting: ConnectionInfo?
+    package private(set) var greeting: ConnectionInfo?
     /// Whether a connection is started (the `hello` was queued) and not lost.
-    public private(set) var isConnected = false
+    package private(set) var isConnected = false
     /// Patterns of the plain subscriptions on the current connection (asked
     /// for, not withdrawn or refused).
-    public private(set) var subscribed: Set<String> = []
+    package private(set) var subscribed: Set<String> = []
     /// (1.3) Serving and group subscriptions on the current connection
     /// (asked for, not withdrawn or refused).
-    public private(set) var otherSubscriptions: Set<SubscriptionKey> = []
+    package private(set) var otherSubscriptions: Set<SubscriptionKey> = []
     /// Connections started so far.
-    public private(set) var connections = 0
+    package private(set) var connections = 0
     /// Times a `hello` was answered on a connection after the first answered one.
-    public private(set) var reconnects = 0
+    package private(set) var reconnects = 0
     /// (1.2) Flow control as this client sees it.
-    public private(set) var flow = FlowState()
+    package private(set) var flow = FlowState()
 
     var tracker = PositionTracker()
     var output: [UInt8] = []
@@ -114,7 +114,7 @@ public struct BusSession<Tag> {
         case sentinel
     }
 
-    public init(_ options: SessionOptions) {
+    package init(_ options: SessionOptions) {
         self.options = options
         nextReq = options.firstReq
     }
@@ -122,39 +122,39 @@ public struct BusSession<Tag> {
     // MARK: Position
 
     /// Where the session has got to (what `listen --resume` saves).
-    public var position: StreamPosition { tracker.position }
+    package var position: StreamPosition { tracker.position }
 
     /// The run and position before the latest `hello` reply, when it named a
     /// new run (the broker restarted while this client was away); else nil.
-    public var previousRun: StreamPosition? { tracker.previous }
+    package var previousRun: StreamPosition? { tracker.previous }
 
     /// Starts from `position` for `patterns` (`listen --since`, `--resume`):
     /// their first subscribes carry it.
-    public mutating func start(at position: StreamPosition, covering patterns: [String]) {
+    package mutating func start(at position: StreamPosition, covering patterns: [String]) {
         tracker.start(at: position, covering: patterns)
     }
 
     /// The position, when it moved since the last call and is settled (no
     /// replay under way): what to save now.
-    public mutating func takeMovedPosition() -> StreamPosition? {
+    package mutating func takeMovedPosition() -> StreamPosition? {
         guard tracker.moved, replay.settled, greeting != nil else { return nil }
         tracker.moved = false
         return tracker.position
     }
 
     /// A publish `ok` of `seq` (the library's own events move the position too).
-    public mutating func published(seq: UInt64) { tracker.saw(seq) }
+    package mutating func published(seq: UInt64) { tracker.saw(seq) }
 
     // MARK: Output
 
     /// Whether requests wait in `output`.
-    public var hasOutput: Bool { !output.isEmpty }
+    package var hasOutput: Bool { !output.isEmpty }
 
     /// Bytes of requests waiting in `output`.
-    public var outputBytes: Int { output.count }
+    package var outputBytes: Int { output.count }
 
     /// The encoded requests to write, in order; the session forgets them.
-    public mutating func takeOutput() -> [UInt8] {
+    package mutating func takeOutput() -> [UInt8] {
         var taken: [UInt8] = []
         swap(&taken, &output)
         return taken
@@ -163,20 +163,20 @@ public struct BusSession<Tag> {
     /// The encoded requests, in `spare`, the driver's written buffer: its
     /// bytes are dropped and its storage becomes the session's next output,
     /// so neither side grows a new array per batch (the bridge's writes).
-    public mutating func takeOutput(swappingWith spare: inout [UInt8]) {
+    package mutating func takeOutput(swappingWith spare: inout [UInt8]) {
         spare.removeAll(keepingCapacity: spare.capacity <= 1 << 20)
         swap(&spare, &output)
     }
 
     /// Appends the encoded requests to `bytes` (no copy when `bytes` is empty).
-    public mutating func takeOutput(appendingTo bytes: inout [UInt8]) {
+    package mutating func takeOutput(appendingTo bytes: inout [UInt8]) {
         if bytes.isEmpty { swap(&bytes, &output) } else { bytes += output; output.removeAll(keepingCapacity: true) }
     }
 
     // MARK: Connection
 
     /// A socket is connected: queues the `hello`.
-    public mutating func connectionStarted() {
+    package mutating func connectionStarted() {
         isConnected = true
         greeting = nil
         subscribed = []
@@ -191,7 +191,7 @@ public struct BusSession<Tag> {
 
     /// The connection ended. - Returns: the driver's requests that got no
     /// answer (they may or may not have been handled), oldest first.
-    public mutating func connectionLost() -> [Tag] {
+    package mutating func connectionLost() -> [Tag] {
         var unanswered: [Tag] = []
         for req in pending.keys.sorted() {
             switch pending[req]! {
@@ -221,14 +221,14 @@ public struct BusSession<Tag> {
     /// repeat events), `last` when asked. Nothing is sent when not connected
     /// (the next connection's driver subscribes).
     /// - Parameter tag: the driver's record, handed back with the answer.
-    public mutating func subscribe(_ pattern: String, last: Bool = false, tag: Tag? = nil) {
+    package mutating func subscribe(_ pattern: String, last: Bool = false, tag: Tag? = nil) {
         subscribe(SubscriptionKey(pattern), last: last, tag: tag)
     }
 
     /// Subscribes `key`: a plain one as `subscribe(_:last:tag:)` says; (1.3)
     /// a serving or group one with `serve`/`group`, never with `since` or
     /// `last` (requests are never replayed, a group shares live events only).
-    public mutating func subscribe(_ key: SubscriptionKey, last: Bool = false, tag: Tag? = nil) {
+    package mutating func subscribe(_ key: SubscriptionKey, last: Bool = false, tag: Tag? = nil) {
         guard isConnected else { return }
         guard key.isPlain else {
             let first = otherSubscriptions.insert(key).inserted
@@ -242,7 +242,7 @@ public struct BusSession<Tag> {
 
     /// Withdraws `pattern` when it is subscribed; its next subscribe is plain
     /// (also when not connected: it has no receiver any more).
-    public mutating func unsubscribe(_ pattern: String) {
+    package mutating func unsubscribe(_ pattern: String) {
         unsubscribe(SubscriptionKey(pattern))
     }
 
@@ -250,7 +250,7 @@ public struct BusSession<Tag> {
     /// the `unsubscribe` names its `serve` and `group`. For a group member,
     /// the `ok` (`.unsubscribed`) comes after every event queued to it: the
     /// member's share is finished once it arrives.
-    public mutating func unsubscribe(_ key: SubscriptionKey) {
+    package mutating func unsubscribe(_ key: SubscriptionKey) {
         guard key.isPlain else {
             guard isConnected, otherSubscriptions.remove(key) != nil else { return }
             send(key.unsubscribeRequest, .unsubscribe(key))
@@ -262,12 +262,12 @@ public struct BusSession<Tag> {
     }
 
     /// (1.3) Whether `key` is subscribed on the current connection.
-    public func isSubscribed(_ key: SubscriptionKey) -> Bool {
+    package func isSubscribed(_ key: SubscriptionKey) -> Bool {
         key.isPlain ? subscribed.contains(key.pattern) : otherSubscriptions.contains(key)
     }
 
     /// (1.3) Requests of the driver's own (`request` ops) waiting for their answer.
-    public var questionsWaiting: Int {
+    package var questionsWaiting: Int {
         pending.values.reduce(0) { count, what in
             if case .question = what { return count + 1 }
             return count
@@ -278,13 +278,13 @@ public struct BusSession<Tag> {
     /// `.answered(tag, reply)`; (1.3) a `request` op's whenever its reply is
     /// known (read it with `RequestAnswer`). - Returns: its `req`.
     @discardableResult
-    public mutating func send(_ request: ClientRequest, tag: Tag) -> Int64 {
+    package mutating func send(_ request: ClientRequest, tag: Tag) -> Int64 {
         if case .request = request { return send(request, .question(tag)) }
         return send(request, .request(tag))
     }
 
     /// Sends a request without `req` (success is silent; the bridge's imports).
-    public mutating func sendUnnumbered(_ request: ClientRequest) {
+    package mutating func sendUnnumbered(_ request: ClientRequest) {
         request.encode(req: nil, to: &output)
     }
 
@@ -292,12 +292,12 @@ public struct BusSession<Tag> {
     /// frame with its LF (the bridge's imports, `LocalPublish.appendFrame`:
     /// the same bytes as `ClientRequest`'s, without a String per member).
     @inline(__always)
-    public mutating func appendUnnumbered(_ write: (inout [UInt8]) -> Void) {
+    package mutating func appendUnnumbered(_ write: (inout [UInt8]) -> Void) {
         write(&output)
     }
 
     /// (ordered) Ends this connection's subscribes with the sentinel `stats`.
-    public mutating func settle() {
+    package mutating func settle() {
         guard options.ordered, isConnected else { return }
         send(.stats, .sentinel)
     }
@@ -312,14 +312,14 @@ public struct BusSession<Tag> {
     }
 
     /// `req`s of requests still waiting for their answer, oldest first.
-    public var waitingReqs: [Int64] { pending.keys.sorted() }
+    package var waitingReqs: [Int64] { pending.keys.sorted() }
 
 
     // MARK: Incoming frames
 
     /// Handles one frame read from the broker (the bytes before its LF).
     /// Event fields point into `frame`: use them before it goes.
-    public mutating func handle(_ frame: RawSpan) -> Incoming<Tag> {
+    package mutating func handle(_ frame: RawSpan) -> Incoming<Tag> {
         let read: BrokerFrame
         do {
             read = try BrokerFrame.read(frame)
@@ -424,7 +424,7 @@ public struct BusSession<Tag> {
 
     /// (ordered) The next event released by the sentinel, in seq order; the
     /// position moves to it. Once none is left, the position is the sentinel's.
-    public mutating func takeReleased() -> (frame: [UInt8], fields: EventFields)? {
+    package mutating func takeReleased() -> (frame: [UInt8], fields: EventFields)? {
         if let event = replay.next() {
             tracker.saw(event.fields.seq)
             return event
@@ -435,7 +435,7 @@ public struct BusSession<Tag> {
 }
 
 /// What one frame from the broker means for the driver.
-public enum Incoming<Tag> {
+package enum Incoming<Tag> {
     /// An event to hand on (its fields point into the frame); retained ones
     /// (`fields.retained`) do not move the position.
     case event(EventFields)
@@ -479,30 +479,30 @@ public enum Incoming<Tag> {
 }
 
 /// (1.1) A `gap` frame with what the session knew when it came.
-public struct SessionGap: Sendable, Equatable {
-    public var pattern: String
-    public var sinceSeq: UInt64
-    public var firstSeq: UInt64
+package struct SessionGap: Sendable, Equatable {
+    package var pattern: String
+    package var sinceSeq: UInt64
+    package var firstSeq: UInt64
     /// The broker run before this connection's, and how far the client had
     /// got in it, when the broker restarted; nil when it is the same run.
-    public var previousRun: StreamPosition?
+    package var previousRun: StreamPosition?
     /// The first `gap` of this connection.
-    public var firstOnConnection: Bool
+    package var firstOnConnection: Bool
     /// The position this connection's subscribes asked for (nil: none).
-    public var asked: StreamPosition?
+    package var asked: StreamPosition?
 
     /// The library's value of it.
-    public var busGap: BusGap { BusGap(sinceSeq: sinceSeq, firstSeq: firstSeq, brokerRestarted: previousRun != nil) }
+    package var busGap: BusGap { BusGap(sinceSeq: sinceSeq, firstSeq: firstSeq, brokerRestarted: previousRun != nil) }
 }
 
 /// (1.2) Flow control as a client sees it (PROTOCOL.md "Flow control"):
 /// whether the broker holds publishers back for this connection, so that
 /// not reading while the consumer is full loses nothing.
-public struct FlowState: Sendable, Equatable {
+package struct FlowState: Sendable, Equatable {
     /// The `hello` reply listed `flow` and the connection's `overflow` is `wait`.
-    public private(set) var brokerHolds = false
+    package private(set) var brokerHolds = false
     /// The driver stopped reading (its consumer is full).
-    public private(set) var paused = false
+    package private(set) var paused = false
 
     init() {}
 
@@ -511,10 +511,10 @@ public struct FlowState: Sendable, Equatable {
     }
 
     /// The consumer is full (`true`) or has room again.
-    public mutating func pause(_ on: Bool) { paused = on }
+    package mutating func pause(_ on: Bool) { paused = on }
 }
 
 extension BusSession {
     /// (1.2) The driver's consumer is full: stop reading (`true`), or read again.
-    public mutating func pauseReading(_ on: Bool) { flow.pause(on) }
+    package mutating func pauseReading(_ on: Bool) { flow.pause(on) }
 }

@@ -7,7 +7,7 @@
 // adds its Foundation conveniences (`date`, `decode`) in extensions, and
 // re-exports them under the same names (EventBusClient's typealiases), so
 // a field added here is public API of the `EventBus` library.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// What the broker says about an event besides its data (PROTOCOL.md "Events").
 public struct EventMetadata: Hashable, Sendable {
@@ -160,7 +160,7 @@ public struct ConnectionInfo: Equatable, Sendable {
     }
 
     /// The fields of the `ok` that answered a `hello`.
-    public init(helloReply reply: Reply) {
+    package init(helloReply reply: Reply) {
         self.init(
             server: reply.string("server") ?? "",
             version: reply.string("version") ?? "",

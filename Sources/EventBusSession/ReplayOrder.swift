@@ -7,7 +7,7 @@
 //
 // Before editing: the frames are copied (the driver's read buffer is
 // reused); `EventFields` index into the copies.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 struct ReplayOrder {
     /// Events held back (nil: not holding).

@@ -14,11 +14,11 @@
 
 /// A position: every matching event up to `seq` of broker run `instance`
 /// has been handled. `instance` nil: a bare `--since SEQ` of no known run.
-public struct StreamPosition: Equatable, Hashable, Sendable {
-    public var instance: String?
-    public var seq: UInt64
+package struct StreamPosition: Equatable, Hashable, Sendable {
+    package var instance: String?
+    package var seq: UInt64
 
-    public init(instance: String?, seq: UInt64) {
+    package init(instance: String?, seq: UInt64) {
         self.instance = instance
         self.seq = seq
     }

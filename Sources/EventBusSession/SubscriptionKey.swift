@@ -6,32 +6,32 @@
 // every subscribe and unsubscribe of it, and never asks a replay (`since`,
 // `last`) for one that serves or is in a group (requests are never replayed;
 // `since`/`last` with `group` is `bad_request`).
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// A subscription: its pattern and (1.3) whether it serves requests and its
 /// queue group. A plain one is the 1.0 subscription.
-public struct SubscriptionKey: Hashable, Sendable, Comparable, CustomStringConvertible {
-    public var pattern: String
+package struct SubscriptionKey: Hashable, Sendable, Comparable, CustomStringConvertible {
+    package var pattern: String
     /// A serving subscription (requests, never events).
-    public var serve: Bool
+    package var serve: Bool
     /// The queue group it is a member of; nil: none.
-    public var group: String?
+    package var group: String?
 
-    public init(_ pattern: String, serve: Bool = false, group: String? = nil) {
+    package init(_ pattern: String, serve: Bool = false, group: String? = nil) {
         self.pattern = pattern
         self.serve = serve
         self.group = group
     }
 
     /// Neither serving nor in a group: the only kind a replay is asked for.
-    public var isPlain: Bool { !serve && group == nil }
+    package var isPlain: Bool { !serve && group == nil }
 
     /// `order.>`, `thumb.* serve`, `job.* group=workers`.
-    public var description: String {
+    package var description: String {
         pattern + (serve ? " serve" : "") + (group.map { " group=" + $0 } ?? "")
     }
 
-    public static func < (a: Self, b: Self) -> Bool {
+    package static func < (a: Self, b: Self) -> Bool {
         (a.pattern, a.serve ? 1 : 0, a.group ?? "") < (b.pattern, b.serve ? 1 : 0, b.group ?? "")
     }
 

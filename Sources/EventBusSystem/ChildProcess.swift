@@ -11,7 +11,7 @@ import CEventBusShims
 import Glibc
 
 /// How a child process ended, decoded from a waitpid(2) status word.
-public enum ChildExit: Equatable, Sendable, CustomStringConvertible {
+package enum ChildExit: Equatable, Sendable, CustomStringConvertible {
     /// `exit(code)`, code 0...255.
     case exited(Int32)
     /// Killed by signal number `signal`.
@@ -19,13 +19,13 @@ public enum ChildExit: Equatable, Sendable, CustomStringConvertible {
 
     /// Decodes waitpid(2)'s status (the WIFEXITED/WEXITSTATUS/WTERMSIG macros,
     /// which Swift does not import).
-    public init(waitStatus status: Int32) {
+    package init(waitStatus status: Int32) {
         let low = status & 0x7F
         self = low == 0 ? .exited((status >> 8) & 0xFF) : .signaled(low)
     }
 
     /// The status a shell would report: the exit code, or 128 + signal.
-    public var shellStatus: Int32 {
+    package var shellStatus: Int32 {
         switch self {
         case .exited(let code): code
         case .signaled(let signal): 128 + signal
@@ -33,7 +33,7 @@ public enum ChildExit: Equatable, Sendable, CustomStringConvertible {
     }
 
     /// `exit status 3`, `signal 9`.
-    public var description: String {
+    package var description: String {
         switch self {
         case .exited(let code): "exit status \(code)"
         case .signaled(let signal): "signal \(signal)"
@@ -43,9 +43,9 @@ public enum ChildExit: Equatable, Sendable, CustomStringConvertible {
 
 /// A child process started with `ChildProcess.spawn`. Not an owner of anything
 /// but the duty to reap it once (`poll()` or `wait()` returning non-nil).
-public struct ChildProcess: Sendable {
+package struct ChildProcess: Sendable {
     /// The child's process id.
-    public let pid: pid_t
+    package let pid: pid_t
 
     /// Starts `arguments[0]`, searched in `PATH` like execvp(3), with the
     /// caller's environment, standard descriptors and working directory.
@@ -53,7 +53,7 @@ public struct ChildProcess: Sendable {
     /// - Parameter arguments: the command and its arguments; not empty.
     /// - Throws: `SystemError("posix_spawnp", errno)`: ENOENT when the command
     ///   is not found, EACCES when it cannot be executed.
-    public static func spawn(_ arguments: [String]) throws(SystemError) -> ChildProcess {
+    package static func spawn(_ arguments: [String]) throws(SystemError) -> ChildProcess {
         try spawn(arguments, standardDescriptors: nil, ownProcessGroup: false)
     }
 
@@ -62,7 +62,7 @@ public struct ChildProcess: Sendable {
     /// 0, 1, 2 in the child; the caller closes its copies), in a new process
     /// group whose id is the child's pid (`sendToGroup(signal:)`).
     /// - Throws: as `spawn(_:)`.
-    public static func spawn(_ arguments: [String], input: FileDescriptor, output: FileDescriptor, error: FileDescriptor) throws(SystemError) -> ChildProcess {
+    package static func spawn(_ arguments: [String], input: FileDescriptor, output: FileDescriptor, error: FileDescriptor) throws(SystemError) -> ChildProcess {
         try spawn(arguments, standardDescriptors: (input, output, error), ownProcessGroup: true)
     }
 
@@ -106,32 +106,32 @@ public struct ChildProcess: Sendable {
     /// waitpid(2) with WNOHANG: the exit if the child has ended (it is reaped
     /// then; do not call again), nil while it runs.
     /// - Throws: `SystemError("waitpid", errno)`.
-    public func poll() throws(SystemError) -> ChildExit? {
+    package func poll() throws(SystemError) -> ChildExit? {
         var status: Int32 = 0
         let result = try checkedCall("waitpid") { waitpid(pid, &status, WNOHANG) }
         return result == pid ? ChildExit(waitStatus: status) : nil
     }
 
     /// kill(2); errors (the child already gone) are ignored.
-    public func send(signal: Int32) {
+    package func send(signal: Int32) {
         _ = kill(pid, signal)
     }
 
     /// kill(2) of the child's process group (a child started with
     /// `spawn(_:input:output:error:)` leads its own); errors are ignored.
-    public func sendToGroup(signal: Int32) {
+    package func sendToGroup(signal: Int32) {
         _ = kill(-pid, signal)
     }
 }
 
 /// A pipe(2), both ends close-on-exec and non-blocking unless said.
-public struct Pipe: Sendable {
-    public let readEnd: FileDescriptor
-    public let writeEnd: FileDescriptor
+package struct Pipe: Sendable {
+    package let readEnd: FileDescriptor
+    package let writeEnd: FileDescriptor
 
     /// pipe2(2) with `O_CLOEXEC`; `O_NONBLOCK` on the ends named.
     /// - Throws: `SystemError("pipe2", errno)`, e.g. EMFILE.
-    public init(nonBlockingRead: Bool, nonBlockingWrite: Bool) throws(SystemError) {
+    package init(nonBlockingRead: Bool, nonBlockingWrite: Bool) throws(SystemError) {
         var fds: [Int32] = [-1, -1]
         _ = try checkedCall("pipe2") { pipe2(&fds, O_CLOEXEC) }
         readEnd = FileDescriptor(rawValue: fds[0])

@@ -5,16 +5,16 @@
 import Glibc
 
 /// Clock readings (clock_gettime(2)).
-public enum Clock {
+package enum Clock {
     /// CLOCK_MONOTONIC in nanoseconds.
-    public static func monotonicNanoseconds() -> Int64 {
+    package static func monotonicNanoseconds() -> Int64 {
         var ts = timespec()
         clock_gettime(CLOCK_MONOTONIC, &ts)
         return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
     }
 
     /// CLOCK_REALTIME in nanoseconds since the Unix epoch.
-    public static func wallNanoseconds() -> Int64 {
+    package static func wallNanoseconds() -> Int64 {
         var ts = timespec()
         clock_gettime(CLOCK_REALTIME, &ts)
         return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)

@@ -10,7 +10,7 @@
 // a helper thread or at start-up and shutdown, never from the event loop.
 import Glibc
 
-public enum DurableFile {
+package enum DurableFile {
     /// Writes `chunks` as the new content of `path`: to `path + ".tmp"`
     /// (any old one, or anything planted there, unlinked first; created
     /// O_CREAT|O_EXCL|O_NOFOLLOW, mode `mode` less the umask, as
@@ -24,7 +24,7 @@ public enum DurableFile {
     ///   - mode: the new file's permissions before the umask (default 0600).
     /// - Throws: `SystemError` naming the failed call (`open`, `write`,
     ///   `fsync`, `rename`), e.g. ENOSPC or EIO from `write` or `fsync`.
-    public static func replace(_ path: String, with chunks: [UnsafeRawBufferPointer], durable: Bool = true, mode: mode_t = 0o600) throws(SystemError) {
+    package static func replace(_ path: String, with chunks: [UnsafeRawBufferPointer], durable: Bool = true, mode: mode_t = 0o600) throws(SystemError) {
         let temporary = path + ".tmp"
         // The name is predictable and the folder may be shared (`--resume
         // /tmp/orders.pos` as root): never follow or reuse what is there.
@@ -70,7 +70,7 @@ public enum DurableFile {
     /// written: the caller must not append after one (replace instead).
     /// - Throws: `SystemError` naming the failed call (`open`, `write`,
     ///   `fsync`), e.g. ENOENT, ENOSPC, EIO.
-    public static func append(_ path: String, _ chunks: [UnsafeRawBufferPointer]) throws(SystemError) {
+    package static func append(_ path: String, _ chunks: [UnsafeRawBufferPointer]) throws(SystemError) {
         let raw = try checkedCall("open") { open(path, O_WRONLY | O_APPEND | O_CLOEXEC) }
         let fd = FileDescriptor(rawValue: raw)
         defer { fd.close() }
@@ -89,7 +89,7 @@ public enum DurableFile {
     /// `truncated: true`.
     /// - Returns: nil when the file does not exist (ENOENT).
     /// - Throws: `SystemError("open"/"read", errno)` for other failures (EACCES, EIO).
-    public static func read(_ path: String, maxBytes: Int) throws(SystemError) -> (bytes: [UInt8], truncated: Bool)? {
+    package static func read(_ path: String, maxBytes: Int) throws(SystemError) -> (bytes: [UInt8], truncated: Bool)? {
         let raw: CInt
         switch systemCall(.retry, { open(path, O_RDONLY | O_CLOEXEC) }) {
         case .success(let fd): raw = fd

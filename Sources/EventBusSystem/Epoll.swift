@@ -13,35 +13,35 @@ import CEventBusShims
 import Glibc
 
 /// epoll event bits.
-public struct EpollEvents: OptionSet, Sendable {
-    public let rawValue: UInt32
-    public init(rawValue: UInt32) { self.rawValue = rawValue }
+package struct EpollEvents: OptionSet, Sendable {
+    package let rawValue: UInt32
+    package init(rawValue: UInt32) { self.rawValue = rawValue }
 
     /// `EPOLLIN`
-    public static let readable = EpollEvents(rawValue: EVENTBUS_EPOLLIN)
+    package static let readable = EpollEvents(rawValue: EVENTBUS_EPOLLIN)
     /// `EPOLLOUT`
-    public static let writable = EpollEvents(rawValue: EVENTBUS_EPOLLOUT)
+    package static let writable = EpollEvents(rawValue: EVENTBUS_EPOLLOUT)
     /// `EPOLLERR` (always reported)
-    public static let error = EpollEvents(rawValue: EVENTBUS_EPOLLERR)
+    package static let error = EpollEvents(rawValue: EVENTBUS_EPOLLERR)
     /// `EPOLLHUP` (always reported): both directions are shut down.
-    public static let hangup = EpollEvents(rawValue: EVENTBUS_EPOLLHUP)
+    package static let hangup = EpollEvents(rawValue: EVENTBUS_EPOLLHUP)
     /// `EPOLLRDHUP`: the peer shut down its writing side.
-    public static let readHangup = EpollEvents(rawValue: EVENTBUS_EPOLLRDHUP)
+    package static let readHangup = EpollEvents(rawValue: EVENTBUS_EPOLLRDHUP)
     /// `EPOLLET`: report a change of readiness once (edge-triggered), not
     /// for as long as it lasts; the owner must then read until it would block.
-    public static let edgeTriggered = EpollEvents(rawValue: EVENTBUS_EPOLLET)
+    package static let edgeTriggered = EpollEvents(rawValue: EVENTBUS_EPOLLET)
 }
 
 /// An epoll instance (epoll_create1(EPOLL_CLOEXEC)). Each registration carries
 /// a 64-bit token handed back with its events.
-public final class Epoll {
-    public let descriptor: FileDescriptor
+package final class Epoll {
+    package let descriptor: FileDescriptor
     private var buffer: UnsafeMutablePointer<epoll_event>
     private let capacity: Int
 
     /// - Parameter maxEvents: events returned per `wait` at most.
     /// - Throws: `SystemError("epoll_create1", errno)`.
-    public init(maxEvents: Int = 256) throws(SystemError) {
+    package init(maxEvents: Int = 256) throws(SystemError) {
         let fd = try checkedCall("epoll_create1") { epoll_create1(Int32(EPOLL_CLOEXEC)) }
         descriptor = FileDescriptor(rawValue: fd)
         capacity = maxEvents
@@ -61,17 +61,17 @@ public final class Epoll {
     }
 
     /// EPOLL_CTL_ADD. - Throws: `SystemError("epoll_ctl", errno)`.
-    public func add(_ fd: FileDescriptor, events: EpollEvents, token: UInt64) throws(SystemError) {
+    package func add(_ fd: FileDescriptor, events: EpollEvents, token: UInt64) throws(SystemError) {
         try control(EPOLL_CTL_ADD, fd, events, token)
     }
 
     /// EPOLL_CTL_MOD. - Throws: `SystemError("epoll_ctl", errno)`.
-    public func modify(_ fd: FileDescriptor, events: EpollEvents, token: UInt64) throws(SystemError) {
+    package func modify(_ fd: FileDescriptor, events: EpollEvents, token: UInt64) throws(SystemError) {
         try control(EPOLL_CTL_MOD, fd, events, token)
     }
 
     /// EPOLL_CTL_DEL; errors (e.g. never added) are ignored.
-    public func remove(_ fd: FileDescriptor) {
+    package func remove(_ fd: FileDescriptor) {
         var event = epoll_event()
         _ = systemCall { epoll_ctl(descriptor.rawValue, EPOLL_CTL_DEL, fd.rawValue, &event) }
     }
@@ -81,7 +81,7 @@ public final class Epoll {
     /// - Returns: the number of events handled (0 on timeout or EINTR).
     /// - Throws: `SystemError("epoll_wait", errno)`.
     @discardableResult
-    public func wait(timeoutMilliseconds: Int32, _ body: (UInt64, EpollEvents) -> Void) throws(SystemError) -> Int {
+    package func wait(timeoutMilliseconds: Int32, _ body: (UInt64, EpollEvents) -> Void) throws(SystemError) -> Int {
         let n = try checkedCall("epoll_wait", .returnZero) {
             epoll_wait(descriptor.rawValue, buffer, Int32(capacity), timeoutMilliseconds)
         }

@@ -9,76 +9,76 @@
 import Glibc
 
 /// An errno value. `description` is strerror(3)'s text.
-public struct Errno: Error, Hashable, Sendable, CustomStringConvertible {
-    public let rawValue: CInt
+@usableFromInline package struct Errno: Error, Hashable, Sendable, CustomStringConvertible {
+    package let rawValue: CInt
 
-    public init(rawValue: CInt) { self.rawValue = rawValue }
+    @usableFromInline package init(rawValue: CInt) { self.rawValue = rawValue }
 
     /// The calling thread's current errno.
-    public static var current: Errno { Errno(rawValue: errno) }
+    package static var current: Errno { Errno(rawValue: errno) }
 
     /// `EAGAIN` (same as `EWOULDBLOCK` on Linux)
-    public static let wouldBlock = Errno(rawValue: EAGAIN)
+    package static let wouldBlock = Errno(rawValue: EAGAIN)
     /// `EINTR`
-    public static let interrupted = Errno(rawValue: EINTR)
+    package static let interrupted = Errno(rawValue: EINTR)
     /// `ECONNREFUSED`
-    public static let connectionRefused = Errno(rawValue: ECONNREFUSED)
+    package static let connectionRefused = Errno(rawValue: ECONNREFUSED)
     /// `ENOENT`
-    public static let noSuchFile = Errno(rawValue: ENOENT)
+    package static let noSuchFile = Errno(rawValue: ENOENT)
     /// `EPIPE`
-    public static let brokenPipe = Errno(rawValue: EPIPE)
+    package static let brokenPipe = Errno(rawValue: EPIPE)
     /// `ECONNRESET`
-    public static let connectionReset = Errno(rawValue: ECONNRESET)
+    package static let connectionReset = Errno(rawValue: ECONNRESET)
     /// `EMFILE`
-    public static let tooManyOpenFiles = Errno(rawValue: EMFILE)
+    package static let tooManyOpenFiles = Errno(rawValue: EMFILE)
     /// `ENFILE`
-    public static let tooManyOpenFilesInSystem = Errno(rawValue: ENFILE)
+    package static let tooManyOpenFilesInSystem = Errno(rawValue: ENFILE)
     /// `ENOBUFS`
-    public static let noBufferSpace = Errno(rawValue: ENOBUFS)
+    package static let noBufferSpace = Errno(rawValue: ENOBUFS)
     /// `ENOMEM`
-    public static let outOfMemory = Errno(rawValue: ENOMEM)
+    package static let outOfMemory = Errno(rawValue: ENOMEM)
     /// `EADDRINUSE`
-    public static let addressInUse = Errno(rawValue: EADDRINUSE)
+    package static let addressInUse = Errno(rawValue: EADDRINUSE)
     /// `ENAMETOOLONG`
-    public static let nameTooLong = Errno(rawValue: ENAMETOOLONG)
+    package static let nameTooLong = Errno(rawValue: ENAMETOOLONG)
     /// `EACCES`
-    public static let permissionDenied = Errno(rawValue: EACCES)
+    package static let permissionDenied = Errno(rawValue: EACCES)
     /// `EEXIST`
-    public static let fileExists = Errno(rawValue: EEXIST)
+    package static let fileExists = Errno(rawValue: EEXIST)
     /// `ECONNABORTED`
-    public static let connectionAborted = Errno(rawValue: ECONNABORTED)
+    package static let connectionAborted = Errno(rawValue: ECONNABORTED)
     /// `EINVAL`
-    public static let invalidArgument = Errno(rawValue: EINVAL)
+    package static let invalidArgument = Errno(rawValue: EINVAL)
     /// `ENOTSOCK`
-    public static let notSocket = Errno(rawValue: ENOTSOCK)
+    package static let notSocket = Errno(rawValue: ENOTSOCK)
 
-    public var description: String { String(cString: strerror(rawValue)) }
+    @usableFromInline package var description: String { String(cString: strerror(rawValue)) }
 }
 
 /// A failed system call: which call and the errno it set.
 /// `description` reads `connect: Connection refused`.
-public struct SystemError: Error, Sendable, CustomStringConvertible {
+package struct SystemError: Error, Sendable, CustomStringConvertible {
     /// The C function that failed, e.g. `"accept4"`.
-    public let call: String
-    public let errno: Errno
+    package let call: String
+    package let errno: Errno
 
-    public init(_ call: String, _ errno: Errno) {
+    package init(_ call: String, _ errno: Errno) {
         self.call = call
         self.errno = errno
     }
 
-    public var description: String { "\(call): \(errno)" }
+    package var description: String { "\(call): \(errno)" }
 }
 
 /// The result of a non-blocking operation: done, or it would have blocked.
-public enum IOResult<T> {
+package enum IOResult<T> {
     case complete(T)
     case wouldBlock
 }
 
 /// What a wrapper does when its call fails with EINTR (signal(7),
 /// "Interruption of system calls by signal handlers").
-public enum InterruptHandling: Sendable {
+@usableFromInline package enum InterruptHandling: Sendable {
     /// Call again: the caller expects the call to finish (read, write,
     /// connect, accept4, waitpid, ...).
     case retry
@@ -90,12 +90,12 @@ public enum InterruptHandling: Sendable {
 
 /// The one place EINTR is handled: calls `body` (a libc call that returns -1
 /// and sets errno on failure) again while it fails with EINTR, or returns 0
-/// for `.returnZero`. Public for the code that calls libc itself (the test
+/// for `.returnZero`. Shared (`package`) with the code that calls libc itself (the test
 /// support, eventbus-bench), so that it has no EINTR loop of its own.
 /// Example: `systemCall { Glibc.send(fd, p, n, Int32(MSG_NOSIGNAL)) }`.
 /// - Returns: the call's result, or the errno of its failure (never EINTR).
 @inlinable @inline(__always)
-public func systemCall<T: BinaryInteger>(_ interrupt: InterruptHandling = .retry, _ body: () -> T) -> Result<T, Errno> {
+package func systemCall<T: BinaryInteger>(_ interrupt: InterruptHandling = .retry, _ body: () -> T) -> Result<T, Errno> {
     while true {
         let result = body()
         if result != -1 { return .success(result) }

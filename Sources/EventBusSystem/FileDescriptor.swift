@@ -9,21 +9,21 @@ import CEventBusShims
 import Glibc
 
 /// A Linux file descriptor number. Not an owner: see the file comment.
-public struct FileDescriptor: Hashable, Sendable, CustomStringConvertible {
-    public let rawValue: CInt
+package struct FileDescriptor: Hashable, Sendable, CustomStringConvertible {
+    package let rawValue: CInt
 
-    public init(rawValue: CInt) { self.rawValue = rawValue }
+    package init(rawValue: CInt) { self.rawValue = rawValue }
 
-    public static let standardInput = FileDescriptor(rawValue: 0)
-    public static let standardOutput = FileDescriptor(rawValue: 1)
-    public static let standardError = FileDescriptor(rawValue: 2)
+    package static let standardInput = FileDescriptor(rawValue: 0)
+    package static let standardOutput = FileDescriptor(rawValue: 1)
+    package static let standardError = FileDescriptor(rawValue: 2)
 
-    public var description: String { "fd \(rawValue)" }
+    package var description: String { "fd \(rawValue)" }
 
     /// read(2) into `buffer`. `.complete(0)` is end of file. Retries EINTR;
     /// EAGAIN gives `.wouldBlock`.
     /// - Throws: `SystemError("read", errno)`.
-    public func read(into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> IOResult<Int> {
+    package func read(into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> IOResult<Int> {
         guard let n = try retryingInterrupts("read", { Glibc.read(rawValue, buffer.baseAddress, buffer.count) }) else {
             return .wouldBlock
         }
@@ -33,7 +33,7 @@ public struct FileDescriptor: Hashable, Sendable, CustomStringConvertible {
     /// Writes with send(2) and `MSG_NOSIGNAL` on sockets (no SIGPIPE), write(2)
     /// otherwise. Retries EINTR; EAGAIN gives `.wouldBlock`.
     /// - Throws: `SystemError("write", errno)`, e.g. `EPIPE` when the peer is gone.
-    public func write(_ bytes: UnsafeRawBufferPointer) throws(SystemError) -> IOResult<Int> {
+    package func write(_ bytes: UnsafeRawBufferPointer) throws(SystemError) -> IOResult<Int> {
         guard let n = try retryingInterrupts("write", { () -> Int in
             let sent = Glibc.send(rawValue, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL))
             if sent == -1 && Glibc.errno == ENOTSOCK { return Glibc.write(rawValue, bytes.baseAddress, bytes.count) }
@@ -44,7 +44,7 @@ public struct FileDescriptor: Hashable, Sendable, CustomStringConvertible {
 
     /// Writes all of `bytes`, waiting with poll(2) when the fd would block.
     /// - Throws: `SystemError` from write(2) or poll(2).
-    public func writeAll(_ bytes: UnsafeRawBufferPointer) throws(SystemError) {
+    package func writeAll(_ bytes: UnsafeRawBufferPointer) throws(SystemError) {
         var offset = 0
         while offset < bytes.count {
             let rest = UnsafeRawBufferPointer(rebasing: bytes[offset...])
@@ -58,7 +58,7 @@ public struct FileDescriptor: Hashable, Sendable, CustomStringConvertible {
     /// sendmsg(2) of up to `count` iovecs with `MSG_NOSIGNAL`: a gathered write.
     /// - Returns: bytes written, or `.wouldBlock`.
     /// - Throws: `SystemError("sendmsg", errno)`.
-    public func writev(_ vectors: UnsafeMutablePointer<iovec>, count: Int) throws(SystemError) -> IOResult<Int> {
+    package func writev(_ vectors: UnsafeMutablePointer<iovec>, count: Int) throws(SystemError) -> IOResult<Int> {
         var message = msghdr()
         message.msg_iov = vectors
         message.msg_iovlen = count
@@ -69,18 +69,18 @@ public struct FileDescriptor: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// close(2), once; errors are ignored (the fd is released on Linux regardless).
-    public func close() {
+    package func close() {
         _ = Glibc.close(rawValue)
     }
 
     /// Which half of a socket to shut down (shutdown(2)).
-    public enum ShutdownHow: Sendable {
+    package enum ShutdownHow: Sendable {
         case read, write, both
     }
 
     /// shutdown(2).
     /// - Throws: `SystemError("shutdown", errno)`.
-    public func shutdown(_ how: ShutdownHow) throws(SystemError) {
+    package func shutdown(_ how: ShutdownHow) throws(SystemError) {
         let value: Int32 = switch how {
         case .read: Int32(SHUT_RD)
         case .write: Int32(SHUT_WR)
@@ -91,27 +91,27 @@ public struct FileDescriptor: Hashable, Sendable, CustomStringConvertible {
 
     /// Sets or clears `O_NONBLOCK` (fcntl(2)).
     /// - Throws: `SystemError("fcntl", errno)`.
-    public func setNonBlocking(_ on: Bool) throws(SystemError) {
+    package func setNonBlocking(_ on: Bool) throws(SystemError) {
         let flags = try checkedCall("fcntl") { fcntl(rawValue, F_GETFL) }
         let updated = on ? flags | O_NONBLOCK : flags & ~O_NONBLOCK
         _ = try checkedCall("fcntl") { fcntl(rawValue, F_SETFL, updated) }
     }
 
     /// fcntl(2) `F_GETFD`: whether the descriptor is open (EBADF means not).
-    public var isOpen: Bool {
+    package var isOpen: Bool {
         if case .failure(let e) = systemCall(.retry, { fcntl(rawValue, F_GETFD) }), e.rawValue == EBADF { return false }
         return true
     }
 
     /// isatty(3): whether the descriptor is a terminal.
-    public var isTerminal: Bool { isatty(rawValue) == 1 }
+    package var isTerminal: Bool { isatty(rawValue) == 1 }
 
     /// Opens /dev/null (open(2)) on any of fds 0, 1, 2 that is not open, so
     /// that a socket opened later can never become "standard output"
     /// (`eventbus listen >&-` would otherwise write events into its own
     /// broker connection). Call first thing in `main`; failures are ignored
     /// (the descriptor then stays closed).
-    public static func openNullOnClosedStandardDescriptors() {
+    package static func openNullOnClosedStandardDescriptors() {
         for fd: CInt in 0...2 where !FileDescriptor(rawValue: fd).isOpen {
             // open(2) returns the lowest free descriptor: this one.
             _ = systemCall { Glibc.open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY) }

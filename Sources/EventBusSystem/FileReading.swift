@@ -14,7 +14,7 @@ extension FileSystem {
     /// - Parameter maxBytes: larger files are refused (default 16 MiB).
     /// - Throws: `SystemError("open", errno)` (ENOENT, EACCES...),
     ///   `SystemError("read", errno)`, or `SystemError("read", EFBIG)` past `maxBytes`.
-    public static func readFile(_ path: String, maxBytes: Int = 16 << 20) throws(SystemError) -> [UInt8] {
+    package static func readFile(_ path: String, maxBytes: Int = 16 << 20) throws(SystemError) -> [UInt8] {
         let raw = try checkedCall("open") { Glibc.open(path, O_RDONLY | O_CLOEXEC) }
         let fd = FileDescriptor(rawValue: raw)
         defer { fd.close() }
@@ -34,7 +34,7 @@ extension FileSystem {
     /// as systemd and D-Bus order drop-in files).
     /// - Returns: nil when `path` does not exist (ENOENT).
     /// - Throws: `SystemError("opendir", errno)` for other failures (ENOTDIR, EACCES).
-    public static func directoryEntries(_ path: String) throws(SystemError) -> [String]? {
+    package static func directoryEntries(_ path: String) throws(SystemError) -> [String]? {
         guard let directory = opendir(path) else {
             let e = Errno.current
             if e == .noSuchFile { return nil }
@@ -54,7 +54,7 @@ extension FileSystem {
     /// The absolute path of the running executable (readlink(2) of
     /// /proc/self/exe, proc(5)): symlinks resolved.
     /// - Returns: nil when /proc is not mounted or the link cannot be read.
-    public static func executablePath() -> String? {
+    package static func executablePath() -> String? {
         var buffer = [CChar](repeating: 0, count: 4096)
         let capacity = buffer.count - 1
         guard case .success(let n) = systemCall(.retry, { readlink("/proc/self/exe", &buffer, capacity) }), n > 0 else { return nil }

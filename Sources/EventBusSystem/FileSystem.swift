@@ -4,7 +4,7 @@
 import Glibc
 
 /// What, if anything, is at a path (lstat(2): links are not followed).
-public enum FileKind: Equatable, Sendable {
+package enum FileKind: Equatable, Sendable {
     case missing
     case socket
     case regular
@@ -12,10 +12,10 @@ public enum FileKind: Equatable, Sendable {
     case other
 }
 
-public enum FileSystem {
+package enum FileSystem {
     /// lstat(2) of `path`.
     /// - Throws: `SystemError("lstat", errno)` for errors other than ENOENT/ENOTDIR.
-    public static func kind(ofPath path: String) throws(SystemError) -> FileKind {
+    package static func kind(ofPath path: String) throws(SystemError) -> FileKind {
         var info = stat()
         if case .failure(let e) = systemCall(.retry, { lstat(path, &info) }) {
             if e.rawValue == ENOENT || e.rawValue == ENOTDIR { return .missing }
@@ -32,7 +32,7 @@ public enum FileSystem {
     /// When `path` was last modified (stat(2) `st_mtim`), in nanoseconds since
     /// the Unix epoch (the clock of `Clock.wallNanoseconds()`).
     /// - Throws: `SystemError("stat", errno)` (ENOENT, EACCES...).
-    public static func modificationNanoseconds(ofPath path: String) throws(SystemError) -> Int64 {
+    package static func modificationNanoseconds(ofPath path: String) throws(SystemError) -> Int64 {
         var info = stat()
         if case .failure(let e) = systemCall(.retry, { stat(path, &info) }) { throw SystemError("stat", e) }
         return Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec)
@@ -41,7 +41,7 @@ public enum FileSystem {
     /// Creates `path` and missing parents with exactly `mode` (like
     /// `mkdir -p -m`, whatever the umask); an existing directory is left as it is.
     /// - Throws: `SystemError("mkdir", errno)`.
-    public static func createDirectories(_ path: String, mode: mode_t = 0o755) throws(SystemError) {
+    package static func createDirectories(_ path: String, mode: mode_t = 0o755) throws(SystemError) {
         if path.isEmpty || path == "/" { return }
         if try kind(ofPath: path) == .directory { return }
         if let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")), slash != path.utf8.startIndex {
@@ -60,18 +60,18 @@ public enum FileSystem {
 
     /// unlink(2).
     /// - Throws: `SystemError("unlink", errno)`.
-    public static func unlink(_ path: String) throws(SystemError) {
+    package static func unlink(_ path: String) throws(SystemError) {
         _ = try checkedCall("unlink") { Glibc.unlink(path) }
     }
 
     /// chmod(2).
     /// - Throws: `SystemError("chmod", errno)`.
-    public static func chmod(_ path: String, mode: mode_t) throws(SystemError) {
+    package static func chmod(_ path: String, mode: mode_t) throws(SystemError) {
         _ = try checkedCall("chmod") { Glibc.chmod(path, mode) }
     }
 
     /// The directory part of a path (`/a/b` for `/a/b/c`, `.` for `c`).
-    public static func parentDirectory(of path: String) -> String {
+    package static func parentDirectory(of path: String) -> String {
         guard let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) else { return "." }
         if slash == path.utf8.startIndex { return "/" }
         return String(path[..<slash])

@@ -8,10 +8,10 @@
 import CEventBusShims
 
 /// The C library's heap.
-public enum Heap {
+package enum Heap {
     /// malloc_trim(0): returns every whole free page of the heap to the
     /// kernel (RSS falls by what is free; nothing in use moves).
     /// - Returns: whether any memory was released.
     @discardableResult
-    public static func trim() -> Bool { malloc_trim(0) != 0 }
+    package static func trim() -> Bool { malloc_trim(0) != 0 }
 }

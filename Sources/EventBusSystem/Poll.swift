@@ -7,31 +7,31 @@
 import Glibc
 
 /// poll(2) event bits.
-public struct PollEvents: OptionSet, Sendable {
-    public let rawValue: Int32
-    public init(rawValue: Int32) { self.rawValue = rawValue }
+package struct PollEvents: OptionSet, Sendable {
+    package let rawValue: Int32
+    package init(rawValue: Int32) { self.rawValue = rawValue }
 
     /// `POLLIN`
-    public static let readable = PollEvents(rawValue: Int32(POLLIN))
+    package static let readable = PollEvents(rawValue: Int32(POLLIN))
     /// `POLLOUT`
-    public static let writable = PollEvents(rawValue: Int32(POLLOUT))
+    package static let writable = PollEvents(rawValue: Int32(POLLOUT))
     /// `POLLHUP`
-    public static let hangup = PollEvents(rawValue: Int32(POLLHUP))
+    package static let hangup = PollEvents(rawValue: Int32(POLLHUP))
     /// `POLLERR`
-    public static let error = PollEvents(rawValue: Int32(POLLERR))
+    package static let error = PollEvents(rawValue: Int32(POLLERR))
 }
 
 /// One descriptor of a multi-descriptor poll(2): what to wait for, what happened.
-public struct PollEntry: Sendable {
+package struct PollEntry: Sendable {
     /// The descriptor watched (not owned).
-    public var descriptor: FileDescriptor
+    package var descriptor: FileDescriptor
     /// Events asked for; may be empty to hear only `.hangup` and `.error`
     /// (for example to notice that the reader of a pipe has gone).
-    public var events: PollEvents
+    package var events: PollEvents
     /// Events that happened, filled in by `FileDescriptor.poll(_:timeoutMilliseconds:)`.
-    public var returned: PollEvents = []
+    package var returned: PollEvents = []
 
-    public init(_ descriptor: FileDescriptor, events: PollEvents) {
+    package init(_ descriptor: FileDescriptor, events: PollEvents) {
         self.descriptor = descriptor
         self.events = events
     }
@@ -43,7 +43,7 @@ extension FileDescriptor {
     /// - Returns: the events that are ready (empty on timeout or EINTR).
     ///   `.hangup` and `.error` may be returned without being asked for.
     /// - Throws: `SystemError("poll", errno)`.
-    public func poll(_ events: PollEvents, timeoutMilliseconds: Int32) throws(SystemError) -> PollEvents {
+    package func poll(_ events: PollEvents, timeoutMilliseconds: Int32) throws(SystemError) -> PollEvents {
         var entry = pollfd(fd: rawValue, events: Int16(events.rawValue), revents: 0)
         let n = try checkedCall("poll", .returnZero) { Glibc.poll(&entry, 1, timeoutMilliseconds) }
         return n == 0 ? [] : PollEvents(rawValue: Int32(entry.revents))
@@ -56,7 +56,7 @@ extension FileDescriptor {
     ///   - timeoutMilliseconds: -1 waits forever; 0 does not wait.
     /// - Returns: how many entries have events (0 on timeout or EINTR).
     /// - Throws: `SystemError("poll", errno)`.
-    public static func poll(_ entries: inout [PollEntry], timeoutMilliseconds: Int32) throws(SystemError) -> Int {
+    package static func poll(_ entries: inout [PollEntry], timeoutMilliseconds: Int32) throws(SystemError) -> Int {
         var raw = entries.map { pollfd(fd: $0.descriptor.rawValue, events: Int16(truncatingIfNeeded: $0.events.rawValue), revents: 0) }
         let n = try checkedCall("poll", .returnZero) {
             raw.withUnsafeMutableBufferPointer { Glibc.poll($0.baseAddress, nfds_t($0.count), timeoutMilliseconds) }

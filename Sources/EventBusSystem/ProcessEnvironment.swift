@@ -6,16 +6,16 @@
 import Glibc
 
 /// The calling process's environment variables.
-public enum ProcessEnvironment {
+@usableFromInline package enum ProcessEnvironment {
     /// getenv(3): the value of `name`, nil when unset (an empty value is "").
-    public static func value(_ name: String) -> String? {
+    package static func value(_ name: String) -> String? {
         getenv(name).map { String(cString: $0) }
     }
 
     /// The whole environment (environ(7)) as a dictionary, e.g.
     /// `["XDG_RUNTIME_DIR": "/run/user/1000", ...]`; for a name given twice
     /// the first entry wins, as with getenv(3).
-    public static func variables() -> [String: String] {
+    @usableFromInline package static func variables() -> [String: String] {
         var result: [String: String] = [:]
         var pointer = environ
         while let entry = pointer.pointee {

@@ -8,14 +8,14 @@
 import Glibc
 
 /// The calling process's own credentials.
-public enum ProcessIdentity {
+package enum ProcessIdentity {
     /// getpid(2), getuid(2), getgid(2): the values the broker reads with
     /// `SO_PEERCRED` for a connection this process opens.
-    public static var current: PeerCredentials {
+    package static var current: PeerCredentials {
         PeerCredentials(pid: getpid(), uid: getuid(), gid: getgid())
     }
 
     /// geteuid(2): the effective uid (root is 0), used to pick the system or
     /// user bus.
-    public static var effectiveUID: UInt32 { geteuid() }
+    package static var effectiveUID: UInt32 { geteuid() }
 }

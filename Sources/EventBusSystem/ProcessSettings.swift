@@ -7,12 +7,12 @@ import CEventBusShims
 import Glibc
 
 /// Process-wide signal and resource settings.
-public enum ProcessSettings {
+package enum ProcessSettings {
     /// Ignores SIGPIPE for the process (writes use MSG_NOSIGNAL as well).
-    public static func ignoreBrokenPipeSignal() { eventbus_ignore_sigpipe() }
+    package static func ignoreBrokenPipeSignal() { eventbus_ignore_sigpipe() }
 
     /// getrlimit(RLIMIT_NOFILE): (soft, hard); (0, 0) if the call fails.
-    public static func openFileLimit() -> (soft: UInt64, hard: UInt64) {
+    package static func openFileLimit() -> (soft: UInt64, hard: UInt64) {
         var limit = rlimit()
         guard case .success = systemCall(.retry, { getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) }) else { return (0, 0) }
         return (UInt64(limit.rlim_cur), UInt64(limit.rlim_max))
@@ -20,7 +20,7 @@ public enum ProcessSettings {
 
     /// Raises the soft RLIMIT_NOFILE to the hard limit (or to `cap` if lower)
     /// with setrlimit(2); failures are ignored (the limit stays as it was).
-    public static func raiseOpenFileLimit(cap: UInt64 = 1 << 20) {
+    package static func raiseOpenFileLimit(cap: UInt64 = 1 << 20) {
         var limit = rlimit()
         guard case .success = systemCall(.retry, { getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) }) else { return }
         let target = min(limit.rlim_max, rlim_t(cap))

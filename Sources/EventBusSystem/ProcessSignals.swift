@@ -6,11 +6,11 @@
 import Glibc
 
 /// Signals to other processes.
-public enum ProcessSignals {
+package enum ProcessSignals {
     /// kill(2): sends `signal` (e.g. SIGHUP) to process `pid`.
     /// - Throws: `SystemError("kill", errno)`: EPERM (not ours to signal:
     ///   another uid, and we are not root), ESRCH (no such process).
-    public static func send(_ signal: Int32, to pid: Int32) throws(SystemError) {
+    package static func send(_ signal: Int32, to pid: Int32) throws(SystemError) {
         _ = try checkedCall("kill") { Glibc.kill(pid, signal) }
     }
 }

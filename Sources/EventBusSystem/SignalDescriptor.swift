@@ -9,11 +9,11 @@ import Glibc
 
 /// A signalfd(2) for a set of signals, which it blocks for the calling thread
 /// first (threads started later inherit the mask). Owns its fd.
-public final class SignalDescriptor {
-    public let descriptor: FileDescriptor
+package final class SignalDescriptor {
+    package let descriptor: FileDescriptor
 
     /// - Throws: `SystemError("pthread_sigmask" | "signalfd", errno)`.
-    public init(signals: [Int32]) throws(SystemError) {
+    package init(signals: [Int32]) throws(SystemError) {
         // pthread_sigmask(3) returns the error number instead of setting errno.
         let blocked = signals.withUnsafeBufferPointer { eventbus_block_signals($0.baseAddress, Int32($0.count)) }
         guard blocked == 0 else { throw SystemError("pthread_sigmask", Errno(rawValue: blocked)) }
@@ -26,7 +26,7 @@ public final class SignalDescriptor {
     /// Reads pending signals (read(2) of `signalfd_siginfo` records until
     /// it would block); returns their numbers, empty when none. A read error
     /// ends the list (the fd is non-blocking and cannot fail otherwise).
-    public func readSignals() -> [Int32] {
+    package func readSignals() -> [Int32] {
         var result: [Int32] = []
         var info = signalfd_siginfo()
         while true {

@@ -9,12 +9,12 @@ import Glibc
 
 /// The kernel-verified identity of a socket's peer (`SO_PEERCRED`, unix(7)),
 /// captured at connect time.
-public struct PeerCredentials: Equatable, Sendable {
-    public var pid: Int32
-    public var uid: UInt32
-    public var gid: UInt32
+package struct PeerCredentials: Equatable, Sendable {
+    package var pid: Int32
+    package var uid: UInt32
+    package var gid: UInt32
 
-    public init(pid: Int32, uid: UInt32, gid: UInt32) {
+    package init(pid: Int32, uid: UInt32, gid: UInt32) {
         self.pid = pid
         self.uid = uid
         self.gid = gid
@@ -22,13 +22,13 @@ public struct PeerCredentials: Equatable, Sendable {
 }
 
 /// A filled `sockaddr_un` for a filesystem path.
-public struct UnixAddress: Sendable {
+package struct UnixAddress: Sendable {
     /// The path, at most 107 bytes (sun_path holds 108 with the NUL).
-    public let path: String
+    package let path: String
 
     /// - Throws: `SystemError("socket path", ENAMETOOLONG)` when the path does not fit
     ///   sun_path, `EINVAL` when it is empty or contains NUL.
-    public init(path: String) throws(SystemError) {
+    package init(path: String) throws(SystemError) {
         let bytes = Array(path.utf8)
         guard !bytes.isEmpty, !bytes.contains(0) else { throw SystemError("socket path", .invalidArgument) }
         guard bytes.count <= UnixAddress.maxPathBytes else { throw SystemError("socket path", .nameTooLong) }
@@ -36,7 +36,7 @@ public struct UnixAddress: Sendable {
     }
 
     /// Longest path that fits (107 bytes).
-    public static var maxPathBytes: Int { MemoryLayout.size(ofValue: sockaddr_un().sun_path) - 1 }
+    package static var maxPathBytes: Int { MemoryLayout.size(ofValue: sockaddr_un().sun_path) - 1 }
 
     func withSockaddr<R>(_ body: (UnsafePointer<sockaddr>, socklen_t) -> R) -> R {
         var address = sockaddr_un()
@@ -55,7 +55,7 @@ public struct UnixAddress: Sendable {
 extension FileDescriptor {
     /// socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC [| SOCK_NONBLOCK], 0). The caller owns the fd.
     /// - Throws: `SystemError("socket", errno)`, e.g. EMFILE.
-    public static func unixStreamSocket(nonBlocking: Bool = true) throws(SystemError) -> FileDescriptor {
+    package static func unixStreamSocket(nonBlocking: Bool = true) throws(SystemError) -> FileDescriptor {
         var type = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
         if nonBlocking { type |= Int32(SOCK_NONBLOCK.rawValue) }
         let fd = try checkedCall("socket") { Glibc.socket(AF_UNIX, type, 0) }
@@ -65,7 +65,7 @@ extension FileDescriptor {
     /// socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK): two
     /// connected ends, both non-blocking, both owned by the caller.
     /// - Throws: `SystemError("socketpair", errno)`, e.g. EMFILE.
-    public static func unixStreamPair() throws(SystemError) -> (FileDescriptor, FileDescriptor) {
+    package static func unixStreamPair() throws(SystemError) -> (FileDescriptor, FileDescriptor) {
         var fds: [Int32] = [-1, -1]
         let type = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
         _ = try checkedCall("socketpair") { Glibc.socketpair(AF_UNIX, type, 0, &fds) }
@@ -75,7 +75,7 @@ extension FileDescriptor {
     /// bind(2) to a filesystem path.
     /// - Throws: `SystemError("bind", errno)` (EADDRINUSE when the path exists), or the
     ///   `UnixAddress` errors.
-    public func bind(toPath path: String) throws(SystemError) {
+    package func bind(toPath path: String) throws(SystemError) {
         let address = try UnixAddress(path: path)
         _ = try checkedCall("bind") { address.withSockaddr { Glibc.bind(rawValue, $0, $1) } }
     }
@@ -83,7 +83,7 @@ extension FileDescriptor {
     /// listen(2).
     /// - Parameter backlog: queue length (the kernel caps it at somaxconn).
     /// - Throws: `SystemError("listen", errno)`.
-    public func listen(backlog: Int32) throws(SystemError) {
+    package func listen(backlog: Int32) throws(SystemError) {
         _ = try checkedCall("listen") { Glibc.listen(rawValue, backlog) }
     }
 
@@ -91,7 +91,7 @@ extension FileDescriptor {
     /// - Returns: nil when no connection is pending (EAGAIN).
     /// - Throws: `SystemError("accept4", errno)`: EMFILE/ENFILE/ENOBUFS/ENOMEM mean
     ///   resources ran out; ECONNABORTED means the peer gave up (try again).
-    public func accept() throws(SystemError) -> FileDescriptor? {
+    package func accept() throws(SystemError) -> FileDescriptor? {
         guard let fd = try retryingInterrupts("accept4", { eventbus_accept_nonblocking(rawValue) }) else { return nil }
         return FileDescriptor(rawValue: fd)
     }
@@ -100,14 +100,14 @@ extension FileDescriptor {
     /// backlog gives `SystemError("connect", EAGAIN)`.
     /// - Throws: `SystemError("connect", errno)`: ENOENT (no socket file),
     ///   ECONNREFUSED (nobody listening), EACCES, or the `UnixAddress` errors.
-    public func connect(toPath path: String) throws(SystemError) {
+    package func connect(toPath path: String) throws(SystemError) {
         let address = try UnixAddress(path: path)
         _ = try checkedCall("connect") { address.withSockaddr { Glibc.connect(rawValue, $0, $1) } }
     }
 
     /// getsockopt(SO_PEERCRED): the peer's pid, uid, gid as of connect(2).
     /// - Throws: `SystemError("getsockopt(SO_PEERCRED)", errno)`.
-    public func peerCredentials() throws(SystemError) -> PeerCredentials {
+    package func peerCredentials() throws(SystemError) -> PeerCredentials {
         var credentials = eventbus_ucred()
         _ = try checkedCall("getsockopt(SO_PEERCRED)") { eventbus_peer_credentials(rawValue, &credentials) }
         return PeerCredentials(pid: credentials.pid, uid: credentials.uid, gid: credentials.gid)
@@ -119,7 +119,7 @@ extension FileDescriptor {
     /// again with a larger buffer on ERANGE.
     /// - Throws: `SystemError("getsockopt(SO_PEERGROUPS)", errno)`, e.g.
     ///   ENOPROTOOPT on a kernel older than 4.13.
-    public func peerGroups() throws(SystemError) -> [UInt32] {
+    package func peerGroups() throws(SystemError) -> [UInt32] {
         var capacity: Int32 = 64
         while true {
             var groups = [gid_t](repeating: 0, count: Int(capacity))
@@ -140,7 +140,7 @@ extension FileDescriptor {
     /// to, e.g. a listening socket passed by systemd.
     /// - Returns: nil for an unbound or abstract-namespace socket.
     /// - Throws: `SystemError("getsockname", errno)` (ENOTSOCK...).
-    public func localPath() throws(SystemError) -> String? {
+    package func localPath() throws(SystemError) -> String? {
         var address = sockaddr_un()
         var length = socklen_t(MemoryLayout<sockaddr_un>.size)
         _ = try checkedCall("getsockname") {
@@ -156,14 +156,14 @@ extension FileDescriptor {
 
     /// Sets SO_SNDBUF (bytes; the kernel doubles it) with setsockopt(2).
     /// - Throws: `SystemError("setsockopt(SO_SNDBUF)", errno)`.
-    public func setSendBufferSize(_ bytes: Int32) throws(SystemError) {
+    package func setSendBufferSize(_ bytes: Int32) throws(SystemError) {
         var value = bytes
         _ = try checkedCall("setsockopt(SO_SNDBUF)") { setsockopt(rawValue, SOL_SOCKET, SO_SNDBUF, &value, socklen_t(MemoryLayout<Int32>.size)) }
     }
 
     /// Connects a new blocking-or-not socket to `path`; closes it on failure.
     /// - Throws: the `socket` or `connect` `SystemError`.
-    public static func connectedUnixSocket(toPath path: String, nonBlocking: Bool = false) throws(SystemError) -> FileDescriptor {
+    package static func connectedUnixSocket(toPath path: String, nonBlocking: Bool = false) throws(SystemError) -> FileDescriptor {
         let fd = try unixStreamSocket(nonBlocking: nonBlocking)
         do {
             try fd.connect(toPath: path)

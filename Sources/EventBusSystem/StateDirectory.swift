@@ -14,13 +14,13 @@
 import Glibc
 
 /// Why a state directory is not used (exit 78, EX_CONFIG, at start).
-public struct StateDirectoryRefusal: Error, Sendable, CustomStringConvertible {
-    public let description: String
+package struct StateDirectoryRefusal: Error, Sendable, CustomStringConvertible {
+    package let description: String
     init(_ description: String) { self.description = description }
 }
 
-public final class StateDirectory: @unchecked Sendable {
-    public let path: String
+package final class StateDirectory: @unchecked Sendable {
+    package let path: String
     /// The directory fd, open for the broker's run.
     private let fd: CInt
 
@@ -37,7 +37,7 @@ public final class StateDirectory: @unchecked Sendable {
     /// owned by another uid, or that group or others may write; tightens
     /// an existing one to 0700 (e.g. 0755).
     /// - Throws: `StateDirectoryRefusal` with the reason, naming the path.
-    public static func open(_ path: String, owner: uid_t = geteuid()) throws(StateDirectoryRefusal) -> StateDirectory {
+    package static func open(_ path: String, owner: uid_t = geteuid()) throws(StateDirectoryRefusal) -> StateDirectory {
         do {
             try FileSystem.createDirectories(path, mode: 0o700)
         } catch {
@@ -88,7 +88,7 @@ public final class StateDirectory: @unchecked Sendable {
     /// but a regular file.
     /// - Returns: false when there is no such file (ENOENT).
     /// - Throws: `SystemError("open"/"read", errno)`.
-    public func read(_ name: String, _ body: (UnsafeRawBufferPointer) -> Void) throws(SystemError) -> Bool {
+    package func read(_ name: String, _ body: (UnsafeRawBufferPointer) -> Void) throws(SystemError) -> Bool {
         let raw: CInt
         switch systemCall(.retry, { openat(fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }) {
         case .success(let value): raw = value
@@ -114,7 +114,7 @@ public final class StateDirectory: @unchecked Sendable {
     /// fsync(2), renameat(2) onto `name`, fsync(2) of the directory. On
     /// failure the temporary file is removed and `name` is unchanged.
     /// - Throws: `SystemError` naming the failed call.
-    public func replace(_ name: String, with chunks: [UnsafeRawBufferPointer]) throws(SystemError) {
+    package func replace(_ name: String, with chunks: [UnsafeRawBufferPointer]) throws(SystemError) {
         let temporary = name + ".tmp"
         switch systemCall(.retry, { unlinkat(fd, temporary, 0) }) {
         case .success, .failure(.noSuchFile): break
@@ -145,7 +145,7 @@ public final class StateDirectory: @unchecked Sendable {
     /// write(2), fsync(2)). A failure may leave part of them written: the
     /// caller must not append after one (replace instead).
     /// - Throws: `SystemError` naming the failed call (ENOENT, ELOOP, ENOSPC, EIO).
-    public func append(_ name: String, _ chunks: [UnsafeRawBufferPointer]) throws(SystemError) {
+    package func append(_ name: String, _ chunks: [UnsafeRawBufferPointer]) throws(SystemError) {
         let raw = try checkedCall("open") { openat(fd, name, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC) }
         defer { _ = Glibc.close(raw) }
         try StateDirectory.write(raw, chunks)

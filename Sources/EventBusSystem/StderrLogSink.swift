@@ -5,14 +5,14 @@
 import EventBusLog
 
 /// Writes `eventbusd[<pid>]: <level>: message key=value...` lines to fd 2.
-public struct StderrLogSink: LogSink {
+package struct StderrLogSink: LogSink {
     /// Program name shown at the start of each line.
-    public let program: String
+    package let program: String
 
     /// - Parameter program: name printed before each line, e.g. `"eventbusd"`.
-    public init(program: String) { self.program = program }
+    package init(program: String) { self.program = program }
 
-    public func write(level: LogLevel, message: String, fields: [(String, String)]) {
+    package func write(level: LogLevel, message: String, fields: [(String, String)]) {
         var line = "\(program): \(level.name): \(message)"
         for (key, value) in fields { line += " \(key.lowercased())=\(value)" }
         line += "\n"

@@ -9,12 +9,12 @@
 // know it ended signals that from `body` itself.
 import Glibc
 
-public enum SystemThread {
+package enum SystemThread {
     /// Runs `body` on a new detached thread (pthread_create(3) with default
     /// attributes: the stack size of `ulimit -s`; then pthread_detach(3)).
     /// Traps when the thread cannot be created (EAGAIN: the process or user
     /// is at its thread limit), as `Foundation.Thread.start()` does.
-    public static func detach(_ body: @escaping @Sendable () -> Void) {
+    package static func detach(_ body: @escaping @Sendable () -> Void) {
         let context = Unmanaged.passRetained(ThreadBody(body)).toOpaque()
         var thread = pthread_t()
         let result = pthread_create(&thread, nil, { context in

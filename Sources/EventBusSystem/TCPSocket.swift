@@ -11,9 +11,9 @@ import CEventBusShims
 import Glibc
 
 /// One resolved socket address (a copy of a `sockaddr_in` or `sockaddr_in6`).
-public struct SocketAddress: Sendable, Equatable, CustomStringConvertible {
+package struct SocketAddress: Sendable, Equatable, CustomStringConvertible {
     /// `AF_INET` or `AF_INET6`.
-    public let family: Int32
+    package let family: Int32
     /// The raw `sockaddr` bytes, `length` of them.
     let bytes: [UInt8]
 
@@ -29,7 +29,7 @@ public struct SocketAddress: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// `127.0.0.1:4222` or `[::1]:4222` (inet_ntop(3)).
-    public var description: String {
+    package var description: String {
         var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
         return bytes.withUnsafeBytes { raw -> String in
             if family == AF_INET6 {
@@ -51,27 +51,27 @@ private func cText(_ buffer: [CChar]) -> String {
 
 /// getaddrinfo(3) failed: `code` is its `EAI_*` return value.
 /// `description` reads `getaddrinfo nats.example:4222: Name or service not known`.
-public struct AddressResolutionError: Error, Sendable, CustomStringConvertible {
-    public let host: String
-    public let port: UInt16
+package struct AddressResolutionError: Error, Sendable, CustomStringConvertible {
+    package let host: String
+    package let port: UInt16
     /// The `EAI_*` code (negative on glibc).
-    public let code: Int32
+    package let code: Int32
     /// errno when `code` is `EAI_SYSTEM`, else 0.
-    public let systemErrno: Int32
+    package let systemErrno: Int32
 
-    public var description: String {
+    package var description: String {
         let reason = code == EAI_SYSTEM ? String(cString: strerror(systemErrno)) : String(cString: gai_strerror(code))
         return "getaddrinfo \(host):\(port): \(reason)"
     }
 }
 
 /// Host name resolution for TCP.
-public enum TCPResolver {
+package enum TCPResolver {
     /// getaddrinfo(3) with `AF_UNSPEC`, `SOCK_STREAM`, `AI_NUMERICSERV`: the
     /// addresses of `host` (a name or an IPv4/IPv6 literal without brackets),
     /// in the order the resolver gives them. Blocks while DNS answers.
     /// - Throws: `AddressResolutionError` (for example `EAI_NONAME`).
-    public static func resolve(host: String, port: UInt16) throws(AddressResolutionError) -> [SocketAddress] {
+    package static func resolve(host: String, port: UInt16) throws(AddressResolutionError) -> [SocketAddress] {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
@@ -108,7 +108,7 @@ extension FileDescriptor {
     /// socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0). The caller owns the fd.
     /// - Parameter family: `AF_INET` or `AF_INET6` (`SocketAddress.family`).
     /// - Throws: `SystemError("socket", errno)`, e.g. EMFILE.
-    public static func tcpSocket(family: Int32) throws(SystemError) -> FileDescriptor {
+    package static func tcpSocket(family: Int32) throws(SystemError) -> FileDescriptor {
         let type = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
         return FileDescriptor(rawValue: try checkedCall("socket") { Glibc.socket(family, type, 0) })
     }
@@ -119,7 +119,7 @@ extension FileDescriptor {
     /// in the kernel (EALREADY) or done (EISCONN).
     /// - Throws: `SystemError("connect", errno)`: ECONNREFUSED (nobody
     ///   listening), ETIMEDOUT (no answer within the timeout), ENETUNREACH...
-    public func connect(to address: SocketAddress, timeoutMilliseconds: Int32) throws(SystemError) {
+    package func connect(to address: SocketAddress, timeoutMilliseconds: Int32) throws(SystemError) {
         let started = systemCall { address.withSockaddr { Glibc.connect(rawValue, $0, $1) } }
         switch started {
         case .success: return
@@ -142,7 +142,7 @@ extension FileDescriptor {
 
     /// setsockopt(IPPROTO_TCP, TCP_NODELAY): send small writes at once (no Nagle delay).
     /// - Throws: `SystemError("setsockopt(TCP_NODELAY)", errno)`.
-    public func setNoDelay(_ on: Bool = true) throws(SystemError) {
+    package func setNoDelay(_ on: Bool = true) throws(SystemError) {
         var value: Int32 = on ? 1 : 0
         _ = try checkedCall("setsockopt(TCP_NODELAY)") {
             setsockopt(rawValue, Int32(IPPROTO_TCP), TCP_NODELAY, &value, socklen_t(MemoryLayout<Int32>.size))
@@ -153,7 +153,7 @@ extension FileDescriptor {
     /// accepts within `timeoutMilliseconds` each, with TCP_NODELAY set. The
     /// caller owns the fd; sockets of failed attempts are closed here.
     /// - Throws: the `SystemError` of the last address tried.
-    public static func connectedTCPSocket(to addresses: [SocketAddress], timeoutMilliseconds: Int32) throws(SystemError) -> FileDescriptor {
+    package static func connectedTCPSocket(to addresses: [SocketAddress], timeoutMilliseconds: Int32) throws(SystemError) -> FileDescriptor {
         var last = SystemError("connect", .invalidArgument)
         for address in addresses {
             do throws(SystemError) {

@@ -11,14 +11,14 @@ import CEventBusShims
 import Glibc
 
 /// Rows and columns of a terminal window.
-public struct TerminalSize: Equatable, Sendable {
+package struct TerminalSize: Equatable, Sendable {
     /// Lines of text.
-    public var rows: Int
+    package var rows: Int
     /// Characters per line.
-    public var columns: Int
+    package var columns: Int
 
     /// A size of `rows` lines of `columns` characters.
-    public init(rows: Int, columns: Int) {
+    package init(rows: Int, columns: Int) {
         self.rows = rows
         self.columns = columns
     }
@@ -27,7 +27,7 @@ public struct TerminalSize: Equatable, Sendable {
 extension FileDescriptor {
     /// ioctl(2) TIOCGWINSZ: the window size of the terminal, nil when this
     /// is no terminal (ENOTTY) or the terminal reports 0×0.
-    public var terminalSize: TerminalSize? {
+    package var terminalSize: TerminalSize? {
         var rows: UInt16 = 0, columns: UInt16 = 0
         guard eventbus_window_size(rawValue, &rows, &columns) == 0, rows > 0, columns > 0 else { return nil }
         return TerminalSize(rows: Int(rows), columns: Int(columns))
@@ -37,14 +37,14 @@ extension FileDescriptor {
 /// A terminal switched to key-at-a-time input without echo (ICANON and
 /// ECHO off, VMIN 1, VTIME 0), and the mode it had before. Does not own
 /// the descriptor.
-public final class KeyboardMode {
+package final class KeyboardMode {
     /// The terminal (not owned: the caller closes it, after `restore`).
-    public let descriptor: FileDescriptor
+    package let descriptor: FileDescriptor
     private let saved: termios
 
     /// Saves the terminal's mode (tcgetattr(3)) and switches it (`enter`).
     /// - Throws: `SystemError("tcgetattr" | "tcsetattr", errno)`, e.g. ENOTTY.
-    public init(_ descriptor: FileDescriptor) throws(SystemError) {
+    package init(_ descriptor: FileDescriptor) throws(SystemError) {
         self.descriptor = descriptor
         var mode = termios()
         _ = try checkedCall("tcgetattr") { tcgetattr(descriptor.rawValue, &mode) }
@@ -53,7 +53,7 @@ public final class KeyboardMode {
     }
 
     /// Switches to key-at-a-time input again (after `restore`, e.g. on SIGCONT).
-    public func enter() throws(SystemError) {
+    package func enter() throws(SystemError) {
         var mode = saved
         mode.c_lflag &= ~tcflag_t(ICANON | ECHO)
         withUnsafeMutableBytes(of: &mode.c_cc) { cc in
@@ -65,7 +65,7 @@ public final class KeyboardMode {
 
     /// Puts the saved mode back (tcsetattr(3), TCSAFLUSH); failures are
     /// ignored (the terminal may be gone).
-    public func restore() {
+    package func restore() {
         var mode = saved
         _ = systemCall(.retry) { tcsetattr(descriptor.rawValue, TCSAFLUSH, &mode) }
     }

@@ -8,12 +8,12 @@
 import Glibc
 
 /// The system's user and group databases.
-public enum UserDatabase {
+package enum UserDatabase {
     /// getpwnam_r(3): the uid of user `name`.
     /// - Returns: nil when there is no such user, or when the lookup failed
     ///   (e.g. an NSS service is unreachable): either way the name cannot be
     ///   used. ERANGE is retried with a larger buffer.
-    public static func uid(ofUser name: String) -> UInt32? {
+    package static func uid(ofUser name: String) -> UInt32? {
         var entry = passwd()
         return lookUp { buffer, size in
             var result: UnsafeMutablePointer<passwd>? = nil
@@ -24,7 +24,7 @@ public enum UserDatabase {
 
     /// getpwnam_r(3): the primary gid of user `name`.
     /// - Returns: nil when there is no such user or the lookup failed.
-    public static func primaryGID(ofUser name: String) -> UInt32? {
+    package static func primaryGID(ofUser name: String) -> UInt32? {
         var entry = passwd()
         return lookUp { buffer, size in
             var result: UnsafeMutablePointer<passwd>? = nil
@@ -36,7 +36,7 @@ public enum UserDatabase {
     /// getgrnam_r(3): the gid of group `name`.
     /// - Returns: nil when there is no such group or the lookup failed (see
     ///   `uid(ofUser:)`).
-    public static func gid(ofGroup name: String) -> UInt32? {
+    package static func gid(ofGroup name: String) -> UInt32? {
         var entry = group()
         return lookUp { buffer, size in
             var result: UnsafeMutablePointer<group>? = nil

@@ -7,12 +7,12 @@ import CEventBusShims
 import Glibc
 
 /// An eventfd(2) used as a wake-up signal between threads.
-public final class Wakeup: Sendable {
+package final class Wakeup: Sendable {
     /// Poll this for `.readable`; owned by this object.
-    public let descriptor: FileDescriptor
+    package let descriptor: FileDescriptor
 
     /// - Throws: `SystemError("eventfd", errno)`.
-    public init() throws(SystemError) {
+    package init() throws(SystemError) {
         let fd = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
         guard fd >= 0 else { throw SystemError("eventfd", .current) }
         descriptor = FileDescriptor(rawValue: fd)
@@ -22,14 +22,14 @@ public final class Wakeup: Sendable {
 
     /// Makes the descriptor readable (adds 1 to the counter; write(2), EINTR
     /// retried; a full counter is already readable, so EAGAIN is ignored).
-    public func signal() {
+    package func signal() {
         var one: UInt64 = 1
         _ = try? retryingInterrupts("write") { Glibc.write(descriptor.rawValue, &one, 8) }
     }
 
     /// Resets the counter so the descriptor is no longer readable (read(2);
     /// EAGAIN, nothing to drain, is ignored).
-    public func drain() {
+    package func drain() {
         var value: UInt64 = 0
         _ = try? retryingInterrupts("read") { Glibc.read(descriptor.rawValue, &value, 8) }
     }

@@ -18,14 +18,14 @@ import Glibc
 /// are dropped, and a name left empty drops its field. When the journal cannot be
 /// reached (`sd_journal_sendv` fails) the message is written to stderr instead, so it
 /// is not lost. Use it when `stderrIsJournal()` is true.
-public struct JournalLogSink: LogSink {
+package struct JournalLogSink: LogSink {
     /// The `SYSLOG_IDENTIFIER=` of every entry, e.g. `"eventbusd"`.
-    public let identifier: String
+    package let identifier: String
 
     /// - Parameter identifier: the `SYSLOG_IDENTIFIER=` value (what `journalctl -t` matches).
-    public init(identifier: String) { self.identifier = identifier }
+    package init(identifier: String) { self.identifier = identifier }
 
-    public func write(level: LogLevel, message: String, fields: [(String, String)]) {
+    package func write(level: LogLevel, message: String, fields: [(String, String)]) {
         let entry = journalEntry(identifier: identifier, level: level, message: message, fields: fields)
         if sendToJournal(entry) < 0 {
             StderrLogSink(program: identifier).write(level: level, message: message, fields: fields)
@@ -45,14 +45,14 @@ public struct JournalLogSink: LogSink {
 ///   `SYSLOG_IDENTIFIER=`, as `JournalLogSink`), and the plain stderr line too;
 /// - otherwise: the plain stderr line of `StderrLogSink`
 ///   (`eventbusd: error: <message>`).
-public struct StartupFailureLogSink: LogSink {
+package struct StartupFailureLogSink: LogSink {
     /// The program name and `SYSLOG_IDENTIFIER=`, e.g. `"eventbusd"`.
-    public let program: String
+    package let program: String
 
     /// - Parameter program: the name before each line and the journal identifier.
-    public init(program: String) { self.program = program }
+    package init(program: String) { self.program = program }
 
-    public func write(level: LogLevel, message: String, fields: [(String, String)]) {
+    package func write(level: LogLevel, message: String, fields: [(String, String)]) {
         let plain = StderrLogSink(program: program)
         guard startedBySystemd() else { return plain.write(level: level, message: message, fields: fields) }
         if stderrIsJournal() {
@@ -70,7 +70,7 @@ public struct StartupFailureLogSink: LogSink {
 /// True when systemd started this process as (part of) a unit: `$INVOCATION_ID`
 /// or `$JOURNAL_STREAM` is set (`systemd.exec(5)`, "Environment Variables in
 /// Spawned Processes").
-public func startedBySystemd() -> Bool {
+package func startedBySystemd() -> Bool {
     environment("INVOCATION_ID") != nil || environment("JOURNAL_STREAM") != nil
 }
 
@@ -78,7 +78,7 @@ public func startedBySystemd() -> Bool {
 /// `<device>:<inode>`, decimal) and matches `fstat(2)` of fd 2 (`systemd.exec(5)`,
 /// "JOURNAL_STREAM"). A redirected stderr (`2>file`, a pipe) no longer matches, even
 /// though the variable was inherited.
-public func stderrIsJournal() -> Bool {
+package func stderrIsJournal() -> Bool {
     var status = stat()
     guard fstat(2, &status) == 0 else { return false }
     return journalStreamMatches(environment("JOURNAL_STREAM"), device: UInt64(status.st_dev), inode: UInt64(status.st_ino))

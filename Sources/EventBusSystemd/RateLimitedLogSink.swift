@@ -27,13 +27,13 @@ import Synchronization
 /// the STATUS refresh) and at shutdown to get it promptly. At most `maxKeys` keys are
 /// tracked at once; messages with further keys share one bucket. Thread-safe
 /// (`Synchronization.Mutex`).
-public final class RateLimitedLogSink: LogSink {
+package final class RateLimitedLogSink: LogSink {
     /// Messages per key let through in each interval.
-    public let burst: Int
+    package let burst: Int
     /// The length of one rate-limit window.
-    public let interval: Duration
+    package let interval: Duration
     /// Distinct keys tracked at once (the bound on this sink's memory).
-    public let maxKeys: Int
+    package let maxKeys: Int
 
     private let sink: any LogSink
     private let now: @Sendable () -> ContinuousClock.Instant
@@ -44,7 +44,7 @@ public final class RateLimitedLogSink: LogSink {
     ///   - burst: messages per key per interval (default 10, at least 1).
     ///   - interval: the window length (default 10 s).
     ///   - maxKeys: keys tracked at once (default 256, at least 1).
-    public convenience init(wrapping sink: any LogSink, burst: Int = 10, interval: Duration = .seconds(10), maxKeys: Int = 256) {
+    package convenience init(wrapping sink: any LogSink, burst: Int = 10, interval: Duration = .seconds(10), maxKeys: Int = 256) {
         self.init(wrapping: sink, burst: burst, interval: interval, maxKeys: maxKeys, now: { ContinuousClock.now })
     }
 
@@ -59,7 +59,7 @@ public final class RateLimitedLogSink: LogSink {
         self.now = now
     }
 
-    public func write(level: LogLevel, message: String, fields: [(String, String)]) {
+    package func write(level: LogLevel, message: String, fields: [(String, String)]) {
         let at = now()
         let (summaries, pass) = state.withLock { state in
             let summaries = state.expire(at: at, interval: interval)
@@ -74,7 +74,7 @@ public final class RateLimitedLogSink: LogSink {
     ///
     /// - Parameter includingOpenWindows: also close the windows still running and write
     ///   their summaries (at shutdown, so no count is lost); default false.
-    public func flush(includingOpenWindows: Bool = false) {
+    package func flush(includingOpenWindows: Bool = false) {
         let at = now()
         let summaries = state.withLock { $0.expire(at: at, interval: includingOpenWindows ? .zero : interval) }
         for summary in summaries { summary.write(to: sink) }

@@ -13,18 +13,18 @@ import Glibc
 /// `AF_UNIX` `SOCK_STREAM` socket, already bound and listening, with `FD_CLOEXEC` set.
 /// It is *blocking* unless the unit says `NonBlocking=yes` (`systemd.socket(5)`): set
 /// `O_NONBLOCK` before accepting on it from an event loop.
-public struct ActivatedSocket: Sendable, Equatable {
+package struct ActivatedSocket: Sendable, Equatable {
     /// The descriptor, numbered from `SD_LISTEN_FDS_START` (3) upward.
-    public let fd: CInt
+    package let fd: CInt
     /// The name from `FileDescriptorName=` in the .socket unit (`LISTEN_FDNAMES`,
     /// `systemd.socket(5)`), by default the socket unit's name, e.g. `"eventbus.socket"`;
     /// `"unknown"` when the manager passed no names (`systemd-socket-activate` without `--fdname`).
-    public let name: String
+    package let name: String
 
     /// - Parameters:
     ///   - fd: a listening descriptor.
     ///   - name: its `LISTEN_FDNAMES` entry.
-    public init(fd: CInt, name: String) {
+    package init(fd: CInt, name: String) {
         self.fd = fd
         self.name = name
     }
@@ -32,9 +32,9 @@ public struct ActivatedSocket: Sendable, Equatable {
 
 /// Why the sockets passed by the service manager cannot be used. Its `description`
 /// is one line, meant to be printed as the daemon's last words before exiting non-zero.
-public struct SocketActivationError: Error, CustomStringConvertible, Sendable, Equatable {
+package struct SocketActivationError: Error, CustomStringConvertible, Sendable, Equatable {
     /// What went wrong.
-    public enum Reason: Sendable, Equatable {
+    package enum Reason: Sendable, Equatable {
         /// `sd_listen_fds_with_names(3)` failed with this errno: `EINVAL` when LISTEN_PID
         /// or LISTEN_FDS is not a number or LISTEN_FDS is not positive, or LISTEN_FDNAMES
         /// has the wrong count; `EBADF` when a passed descriptor is not open. The values
@@ -48,14 +48,14 @@ public struct SocketActivationError: Error, CustomStringConvertible, Sendable, E
     }
 
     /// What went wrong.
-    public let reason: Reason
+    package let reason: Reason
 
     /// - Parameter reason: what went wrong.
-    public init(_ reason: Reason) { self.reason = reason }
+    package init(_ reason: Reason) { self.reason = reason }
 
     /// One line, e.g.
     /// `fd 3 (name 'unknown') is not a listening AF_UNIX stream socket; Accept=yes is not supported`.
-    public var description: String {
+    package var description: String {
         switch reason {
         case let .badEnvironment(code, pid, fds, names):
             func show(_ value: String?) -> String { value.map { "'\($0)'" } ?? "unset" }
@@ -72,7 +72,7 @@ public struct SocketActivationError: Error, CustomStringConvertible, Sendable, E
 /// systemd socket activation (`sd_listen_fds(3)`, `sd_listen_fds_with_names(3)`,
 /// `systemd.socket(5)`), as PROTOCOL.md "Transport" requires: under activation the
 /// broker serves every passed socket and never binds or unlinks a path itself.
-public enum SocketActivation {
+package enum SocketActivation {
     /// Takes the listening sockets passed by the service manager, or returns nil when
     /// this process was not socket-activated.
     ///
@@ -88,7 +88,7 @@ public enum SocketActivation {
     ///   (`.badEnvironment`), or when any fd is not a listening `AF_UNIX` stream socket
     ///   (`.notListeningUnixStream`, e.g. `Accept=yes` or `systemd-socket-activate --accept`).
     ///   The descriptors are left open when it throws; the caller is expected to exit.
-    public static func takeListeningSockets() throws -> [ActivatedSocket]? {
+    package static func takeListeningSockets() throws -> [ActivatedSocket]? {
         let pid = environment("LISTEN_PID")
         let fds = environment("LISTEN_FDS")
         let fdNames = environment("LISTEN_FDNAMES")

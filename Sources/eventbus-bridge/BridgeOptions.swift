@@ -10,7 +10,7 @@
 // eventbus-bridge(8) and the completions come from it).
 import EventBusBridge
 import EventBusCommandLine
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSystem
 
 /// A reason to stop before running: a status and one line for stderr.
@@ -75,20 +75,26 @@ struct BridgeOptions {
         var file = BridgeSettings()
         if let path = parsed.value("config") {
             options.configFile = path
-            let text: String
-            do {
-                text = try readFile(path)
-            } catch {
-                throw BridgeFailure(status: .config, message: "cannot read the config file \(path): \(BridgeOptions.reason(error))")
-            }
-            do {
-                file = try ConfigFile.parse(text, file: path)
-            } catch {
-                throw BridgeFailure(status: .config, message: error.description)
-            }
+            file = try readConfig(path, readFile: readFile)
         }
         options.settings = file.overlaid(by: flags)
         return options
+    }
+
+    /// The settings of the config file `path`.
+    /// - Throws: `BridgeFailure` 78 when it cannot be read or a line is wrong.
+    private static func readConfig(_ path: String, readFile: (String) throws -> String) throws(BridgeFailure) -> BridgeSettings {
+        let text: String
+        do {
+            text = try readFile(path)
+        } catch {
+            throw BridgeFailure(status: .config, message: "cannot read the config file \(path): \(BridgeOptions.reason(error))")
+        }
+        do {
+            return try ConfigFile.parse(text, file: path)
+        } catch {
+            throw BridgeFailure(status: .config, message: error.description)
+        }
     }
 
     /// The config file is not UTF-8.

@@ -10,7 +10,7 @@
 import EventBusBridge
 import EventBusCommandLine
 import EventBusLog
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSystem
 import EventBusSystemd
 import Glibc

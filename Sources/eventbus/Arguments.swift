@@ -6,7 +6,7 @@
 // Before editing: parse option values only through
 // `ParsedArguments.value(_:command:as:)` below, so every command words a bad
 // value the same way (with examples of good ones).
-import EventBusCLI
+@_spi(Package) import EventBusCLI
 import EventBusCommandLine
 
 /// `parseArguments` with its `UsageError` as a `CLIError`.

@@ -4,9 +4,9 @@
 //
 // Before editing: frames handed to a `receive` callback point into a buffer
 // that is reused by the next read; copy what must outlive the callback.
-import EventBusCLI
+@_spi(Package) import EventBusCLI
 import EventBusCommandLine
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSession
 import EventBusSystem
 import Glibc

@@ -9,8 +9,8 @@
 // terminal, `Exposition.label` for Prometheus, JSON quoting for --json). The
 // 1.2 flow-control fields (`holding`, `held`, `behind`, `stats.held`...) are
 // optional: a broker without them leaves them nil.
-import EventBusCLI
-import EventBusProtocol
+@_spi(Package) import EventBusCLI
+@_spi(Package) import EventBusProtocol
 import EventBusSystem
 
 /// One event type as `types` reported it.

@@ -6,9 +6,9 @@
 // Before editing: every string in the table comes from the broker and is
 // printed through `TerminalText` (a connection's `client` name is the
 // broker's to check, but the CLI does not trust its socket peer either).
-import EventBusCLI
+@_spi(Package) import EventBusCLI
 import EventBusCommandLine
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSystem
 
 /// How `clients` prints.

@@ -4,8 +4,8 @@
 // Before editing: every format writes exactly one line per event, ending in
 // LF, and the JSON ones are compact (no whitespace outside strings) so the
 // output is JSON Lines, ready for `jq`.
-import EventBusCLI
-import EventBusProtocol
+@_spi(Package) import EventBusCLI
+@_spi(Package) import EventBusProtocol
 import EventBusSystem
 import Glibc
 

@@ -14,7 +14,7 @@
 // value through `label`, never into a metric name or a comment; a family is
 // written with its HELP and TYPE lines even when it has no sample, so the
 // set of families does not depend on what the broker holds now.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 enum Exposition {
     /// A family of samples: name, HELP text, `counter` or `gauge`.

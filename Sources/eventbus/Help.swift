@@ -6,7 +6,7 @@
 // one the parser, eventbus(1) and the shell completions come from: change
 // them there. The version is `EventBusRelease.version`, shared with eventbusd.
 import EventBusCommandLine
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// What `--version` prints: the release, the protocol edition and the features.
 let versionText = EventBusRelease.versionText(program: "eventbus")

@@ -8,7 +8,7 @@
 //
 // Before editing: this runs only once validation has failed, so it may scan
 // the input again; it must stay linear in the input's size.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// Bytes shown before and after the offending byte, at most (on its line).
 private let excerptBefore = 40

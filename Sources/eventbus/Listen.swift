@@ -12,9 +12,9 @@
 // `--timeout` with nothing arriving: 124, quietly, like timeout(1). Broker
 // gone: 69 unless `--reconnect`. SIGINT keeps its default action (quiet;
 // the shell sees 130).
-import EventBusCLI
+@_spi(Package) import EventBusCLI
 import EventBusCommandLine
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSession
 import EventBusSystem
 

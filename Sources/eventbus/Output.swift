@@ -4,7 +4,7 @@
 // Before editing: a reader that went away (EPIPE, e.g. `eventbus listen |
 // head -n 1`) is not an error: it ends the command quietly with status 0.
 // SIGPIPE is ignored in main.swift, so EPIPE arrives here as an error value.
-import EventBusCLI
+@_spi(Package) import EventBusCLI
 import EventBusSystem
 
 /// Bytes for standard output, collected and written in one call per batch

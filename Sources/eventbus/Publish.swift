@@ -6,9 +6,9 @@
 // connecting, send the publish right behind the `hello` that names the
 // connection (not waited for), read the replies, exit: no extra round trip,
 // nothing loaded that a publish does not need.
-import EventBusCLI
+@_spi(Package) import EventBusCLI
 import EventBusCommandLine
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSystem
 import Glibc
 

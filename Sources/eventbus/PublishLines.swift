@@ -10,8 +10,8 @@
 // line's number in the input, so messages can name the line. A line is
 // never buffered beyond the broker's frame limit (`maxLineBytes`): a longer
 // one is reported and skipped up to its LF, like a line that is not UTF-8.
-import EventBusCLI
-import EventBusProtocol
+@_spi(Package) import EventBusCLI
+@_spi(Package) import EventBusProtocol
 import EventBusSystem
 
 /// Bytes of unsent frames above which standard input is not read until the

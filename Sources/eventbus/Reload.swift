@@ -13,9 +13,9 @@
 // event, `eventbus.policy.reloaded` or `eventbus.policy.refused`
 // (docs/PROTOCOL-NOTES.md); we subscribe and have the `ok` before the signal
 // is sent, so the event cannot be missed.
-import EventBusCLI
+@_spi(Package) import EventBusCLI
 import EventBusCommandLine
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSystem
 import Glibc
 

@@ -1,7 +1,7 @@
 // The objects of an array in a broker reply (`clients`, `types`), read once
 // for every command that lists them (PROTOCOL.md "Introspection (1.1)",
 // "Per-type counters (1.2)").
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// One object of such an array: its bytes (within the reply) and its members.
 typealias ReplyObject = (bytes: UnsafeRawBufferPointer, members: [JSONMember])

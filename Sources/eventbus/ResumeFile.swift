@@ -7,8 +7,8 @@
 // moment leaves the old position or the new one. It is written after the
 // events it covers were printed: a crash may print an event twice on the
 // next run, never skip one.
-import EventBusCLI
-import EventBusProtocol
+@_spi(Package) import EventBusCLI
+@_spi(Package) import EventBusProtocol
 import EventBusSession
 import EventBusSystem
 

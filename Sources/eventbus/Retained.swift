@@ -7,9 +7,9 @@
 // and the command exits once it has them all (or been told, with a
 // `dropped` notice, that some did not fit). Exit 1 without a word when
 // there is nothing: scripts test for it (`if value=$(eventbus get ...)`).
-import EventBusCLI
+@_spi(Package) import EventBusCLI
 import EventBusCommandLine
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSession
 import EventBusSystem
 

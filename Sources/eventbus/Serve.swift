@@ -16,9 +16,9 @@
 // answers or (--json) at the end of standard input; 69 when the broker goes;
 // 77 when the policy forbids serving a TYPE; 126/127 when COMMAND cannot
 // run.
-import EventBusCLI
+@_spi(Package) import EventBusCLI
 import EventBusCommandLine
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSession
 import EventBusSystem
 import Glibc
@@ -37,6 +37,40 @@ struct ServedRequest {
     var data: [UInt8]
     /// CLOCK_MONOTONIC, ns.
     var deadline: Int64
+}
+
+/// The COMMANDs `serve -- COMMAND` runs, at most `concurrency` at a time.
+private struct CommandRun {
+    let commandLine: [String]
+    let concurrency: Int
+    /// `--string`: a COMMAND's output is sent as a JSON string.
+    let string: Bool
+    /// `--count`: requests to take in all.
+    let count: Int?
+    var jobs: [ServeJob] = []
+    /// Requests taken so far.
+    var started = 0
+
+    init(commandLine: [String], concurrency: Int, string: Bool, count: Int?) {
+        self.commandLine = commandLine
+        self.concurrency = concurrency
+        self.string = string
+        self.count = count
+    }
+
+    /// Whether another request may be taken now: a slot is free and `--count` not reached.
+    var hasRoom: Bool { jobs.count < concurrency && count.map { started < $0 } ?? true }
+
+    /// Ends every running COMMAND (the broker is gone or serve failed).
+    func stopAll() { for job in jobs { job.child.sendToGroup(signal: SIGTERM); _ = try? job.child.poll() } }
+}
+
+/// `serve --json`'s standard input: its lines so far.
+private struct ReplyInput {
+    var splitter = FrameSplitter()
+    /// Lines read, for the messages about bad ones.
+    var line = 0
+    var isOpen = true
 }
 
 /// The `timeout` of a request frame that has none: the protocol's default.
@@ -164,90 +198,97 @@ private struct Server {
     // MARK: -- COMMAND
 
     mutating func serveWithCommand(_ connection: BrokerConnection, _ commandLine: [String], concurrency: Int, string: Bool, count: Int?) throws(CLIError) {
-        var jobs: [ServeJob] = []
+        var run = CommandRun(commandLine: commandLine, concurrency: concurrency, string: string, count: count)
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 16, alignment: 16)
         defer { buffer.deallocate() }
-        /// Ends every running COMMAND (the broker is gone or serve failed).
-        func stopAll() { for job in jobs { job.child.sendToGroup(signal: SIGTERM); _ = try? job.child.poll() } }
-        /// Starts COMMAND for `request`, unless its deadline passed while it
-        /// waited for a free slot (then no COMMAND and no reply).
-        /// - Returns: the error to stop with when COMMAND cannot be run.
-        func start(_ request: ServedRequest) -> CLIError? {
-            if request.deadline <= Clock.monotonicNanoseconds() {
-                answered += 1
-                printError("request \(request.seq) reached its deadline before '\(commandLine[0])' could start: skipped")
-                return nil
-            }
-            do throws(SystemError) {
-                jobs.append(try ServeJob(command: commandLine, token: request.token, seq: request.seq, data: request.data, deadline: request.deadline))
-                return nil
-            } catch {
-                reply(to: request.token, seq: request.seq, data: nil, error: "the server cannot run '\(commandLine[0])': \(error.errno)")
-                return CLIError(error.errno == .noSuchFile ? .commandNotFound : .cannotExecute, "cannot run '\(commandLine[0])': \(error.errno)")
-            }
-        }
-        var started = 0
-        while count.map({ answered < $0 || !jobs.isEmpty }) ?? true {
-            let reading = jobs.count < concurrency && count.map { started < $0 } ?? true
+        while count.map({ answered < $0 || !run.jobs.isEmpty }) ?? true {
+            let reading = run.hasRoom
             var entries = [PollEntry(connection.descriptor, events: reading ? .readable : [])]
-            for job in jobs { entries += job.pollEntries }
+            for job in run.jobs { entries += job.pollEntries }
             let now = Clock.monotonicNanoseconds()
-            let wake = jobs.map { $0.wakeUp(now: now) }.min()
+            let wake = run.jobs.map { $0.wakeUp(now: now) }.min()
             let timeout = reading && connection.hasBacklog ? 0 : BrokerConnection.pollTimeout(until: wake)
             do { _ = try FileDescriptor.poll(&entries, timeoutMilliseconds: timeout) } catch { throw CLIError(.software, "\(error)") }
 
-            let after = Clock.monotonicNanoseconds()
-            for job in jobs { job.step(now: after, buffer: buffer) }
-            for job in jobs where job.isDone {
-                switch job.outcome(command: commandLine[0], string: string) {
-                case .data(let data): reply(to: job.token, seq: job.seq, data: data, error: nil)
-                case .failure(let text): reply(to: job.token, seq: job.seq, data: nil, error: text)
-                case .expired:
-                    answered += 1
-                    printError("'\(commandLine[0])' outlived the deadline of request \(job.seq): killed, no reply sent")
-                }
-            }
-            jobs.removeAll { $0.isDone }
+            finishJobs(&run, buffer: buffer)
             if session.hasOutput { try connection.send(session.takeOutput()) }
-
             guard reading && (connection.hasBacklog || !entries[0].returned.isEmpty) else {
                 if !entries[0].returned.intersection([.hangup, .error]).isEmpty && !reading {
                     // Gone while every slot is busy: finish nothing more.
-                    stopAll()
+                    run.stopAll()
                     throw connection.closedError(reason: brokerError)
                 }
                 continue
             }
-            var spawnFailure: CLIError? = nil
-            let outcome = try connection.receive(deadline: 0) { frame in
-                if let request = handle(frame) {
-                    started += 1
-                    spawnFailure = start(request)
-                }
-                return failure == nil && spawnFailure == nil && jobs.count < concurrency && count.map { started < $0 } ?? true
+            try readRequests(connection, &run)
+        }
+    }
+
+    /// Reads requests while a slot is free, starting COMMAND for each.
+    /// - Throws: (every COMMAND stopped) the broker's refusal, a COMMAND that cannot run, the broker gone.
+    private mutating func readRequests(_ connection: BrokerConnection, _ run: inout CommandRun) throws(CLIError) {
+        var spawnFailure: CLIError? = nil
+        let outcome = try connection.receive(deadline: 0) { frame in
+            if let request = handle(frame) {
+                run.started += 1
+                spawnFailure = start(request, in: &run)
             }
-            if session.hasOutput { try connection.send(session.takeOutput()) }
-            if let error = failure ?? spawnFailure {
-                stopAll()
-                throw error
-            }
-            if outcome == .closed {
-                stopAll()
-                throw connection.closedError(reason: brokerError)
+            return failure == nil && spawnFailure == nil && run.hasRoom
+        }
+        if session.hasOutput { try connection.send(session.takeOutput()) }
+        if let error = failure ?? spawnFailure {
+            run.stopAll()
+            throw error
+        }
+        if outcome == .closed {
+            run.stopAll()
+            throw connection.closedError(reason: brokerError)
+        }
+    }
+
+    /// Starts COMMAND for `request`, unless its deadline passed while it
+    /// waited for a free slot (then no COMMAND and no reply).
+    /// - Returns: the error to stop with when COMMAND cannot be run.
+    private mutating func start(_ request: ServedRequest, in run: inout CommandRun) -> CLIError? {
+        let name = run.commandLine[0]
+        if request.deadline <= Clock.monotonicNanoseconds() {
+            answered += 1
+            printError("request \(request.seq) reached its deadline before '\(name)' could start: skipped")
+            return nil
+        }
+        do throws(SystemError) {
+            run.jobs.append(try ServeJob(command: run.commandLine, token: request.token, seq: request.seq, data: request.data, deadline: request.deadline))
+            return nil
+        } catch {
+            reply(to: request.token, seq: request.seq, data: nil, error: "the server cannot run '\(name)': \(error.errno)")
+            return CLIError(error.errno == .noSuchFile ? .commandNotFound : .cannotExecute, "cannot run '\(name)': \(error.errno)")
+        }
+    }
+
+    /// Moves every running COMMAND on and replies for those that ended.
+    private mutating func finishJobs(_ run: inout CommandRun, buffer: UnsafeMutableRawBufferPointer) {
+        let now = Clock.monotonicNanoseconds()
+        for job in run.jobs { job.step(now: now, buffer: buffer) }
+        for job in run.jobs where job.isDone {
+            switch job.outcome(command: run.commandLine[0], string: run.string) {
+            case .data(let data): reply(to: job.token, seq: job.seq, data: data, error: nil)
+            case .failure(let text): reply(to: job.token, seq: job.seq, data: nil, error: text)
+            case .expired:
+                answered += 1
+                printError("'\(run.commandLine[0])' outlived the deadline of request \(job.seq): killed, no reply sent")
             }
         }
+        run.jobs.removeAll { $0.isDone }
     }
 
     // MARK: --json
 
     mutating func serveThroughStandardStreams(_ connection: BrokerConnection, count: Int?) throws(CLIError) {
-        var input = FrameSplitter()
+        var input = ReplyInput()
         var output = StandardOutput()
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 16, alignment: 16)
         defer { buffer.deallocate() }
-        var line = 0
-        var inputOpen = true
-        while inputOpen && count.map({ answered < $0 }) ?? true {
+        while input.isOpen && count.map({ answered < $0 }) ?? true {
             var entries = [PollEntry(connection.descriptor, events: .readable), PollEntry(.standardInput, events: .readable),
                            PollEntry(.standardOutput, events: [])]
             let timeout: Int32 = connection.hasBacklog ? 0 : -1
@@ -255,27 +296,7 @@ private struct Server {
             if !entries[2].returned.intersection([.hangup, .error]).isEmpty { return }  // the reader of the requests is gone
 
             if !entries[1].returned.isEmpty {
-                let read: IOResult<Int>
-                do { read = try FileDescriptor.standardInput.read(into: buffer) } catch {
-                    throw CLIError(.ioError, "cannot read standard input: \(error.errno)")
-                }
-                func take(_ piece: SplitFrame) -> Bool {
-                    line += 1
-                    switch piece {
-                    case .frame(let bytes): replyLine([UInt8](copying: bytes), line: line)
-                    case .tooLarge(let size): printError("line \(line): \(size) bytes, more than \(ProtocolConstants.defaultMaxFrameBytes): ignored")
-                    }
-                    return true
-                }
-                switch read {
-                case .complete(0):
-                    input.finish(take)
-                    inputOpen = false
-                case .complete(let n):
-                    input.feed(UnsafeRawBufferPointer(rebasing: buffer[..<n]).bytes, take)
-                case .wouldBlock:
-                    break
-                }
+                try readReplies(&input, buffer: buffer)
                 if session.hasOutput { try connection.send(session.takeOutput()) }
             }
             if connection.hasBacklog || !entries[0].returned.isEmpty {
@@ -292,27 +313,40 @@ private struct Server {
         }
     }
 
-    /// One line of `serve --json`'s standard input: `{"to":"<token>","data":..}`
-    /// or `{"to":"<token>","error":"text"}`; a bad line is reported and skipped.
-    mutating func replyLine(_ bytes: [UInt8], line: Int) {
-        if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { return }
-        guard let members = try? JSONObject.members(bytes.span.bytes) else {
-            return printError("line \(line): not a JSON object; a reply is {\"to\":\"<the request's reply token>\",\"data\":...} or with \"error\":\"text\"")
+    /// Reads standard input once and queues a reply for each whole line.
+    private mutating func readReplies(_ input: inout ReplyInput, buffer: UnsafeMutableRawBufferPointer) throws(CLIError) {
+        let read: IOResult<Int>
+        do { read = try FileDescriptor.standardInput.read(into: buffer) } catch {
+            throw CLIError(.ioError, "cannot read standard input: \(error.errno)")
         }
-        func value(_ key: String) -> JSONToken? { members.first { $0.key == key }?.value }
-        guard let to = value("to"), to.isString else { return printError("line \(line): no string \"to\" (the request's \"reply\" token)") }
-        var data: JSONText? = nil
-        if let token = value("data") {
-            guard let text = try? JSONText(validating: Array(bytes[token.start..<token.end]), layout: .compact) else {
-                return printError("line \(line): \"data\" is not valid JSON")
+        var line = input.line
+        func take(_ piece: SplitFrame) -> Bool {
+            line += 1
+            switch piece {
+            case .frame(let bytes): replyLine(bytes, line: line)
+            case .tooLarge(let size): printError("line \(line): \(size) bytes, more than \(ProtocolConstants.defaultMaxFrameBytes): ignored")
             }
-            data = text
+            return true
         }
-        var error: String? = nil
-        if let token = value("error") {
-            guard token.isString else { return printError("line \(line): \"error\" must be a string") }
-            error = JSONString.decode(bytes.span.bytes, token)
+        switch read {
+        case .complete(0):
+            input.splitter.finish(take)
+            input.isOpen = false
+        case .complete(let n):
+            input.splitter.feed(UnsafeRawBufferPointer(rebasing: buffer[..<n]).bytes, take)
+        case .wouldBlock:
+            break
         }
-        reply(to: JSONString.decode(bytes.span.bytes, to), seq: nil, data: data, error: error)
+        input.line = line
+    }
+
+    /// One line of `serve --json`'s standard input (EventBusCLI's
+    /// `ServeReplyLine`); a bad line is reported and skipped.
+    mutating func replyLine(_ bytes: RawSpan, line: Int) {
+        switch bytes.withUnsafeBytes({ ServeReplyLine.read($0) }) {
+        case nil: break
+        case .failure(let error)?: printError("line \(line): \(error.message)")
+        case .success(let reply)?: self.reply(to: reply.to, seq: nil, data: reply.data, error: reply.error)
+        }
     }
 }

@@ -11,9 +11,9 @@
 // when the child is reaped and both of its output pipes reached EOF, so no
 // pipe and no zombie outlives it. Output beyond `maxReplyBytes` is read and
 // dropped (the reply becomes an error), so a chatty COMMAND costs no memory.
-import EventBusCLI
+@_spi(Package) import EventBusCLI
 import EventBusCommandLine
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSystem
 import Glibc
 

@@ -1,8 +1,8 @@
 // `eventbus stats [--format table|json | --json]` and `eventbus ping [--wait DURATION]`: one
 // request each (PROTOCOL.md "Requests", `stats` and `ping`).
-import EventBusCLI
+@_spi(Package) import EventBusCLI
 import EventBusCommandLine
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSystem
 
 

@@ -7,9 +7,9 @@
 //
 // Before editing: the session's `hello` is `req` 0 (`firstReq`), as
 // `BrokerConnection.connect` says it for the other commands.
-import EventBusCLI
+@_spi(Package) import EventBusCLI
 import EventBusCommandLine
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSession
 import EventBusSystem
 

@@ -11,9 +11,9 @@
 // path, including a thrown error; a broker that goes away does not end the
 // view: the footer says so and each interval tries again (a failed poll
 // counts towards --count).
-import EventBusCLI
+@_spi(Package) import EventBusCLI
 import EventBusCommandLine
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSystem
 import Glibc
 

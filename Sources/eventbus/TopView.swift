@@ -9,7 +9,8 @@
 // Before editing: every string from the broker goes through
 // `TerminalText.escaped` before it is cut to its column, so no cut can make
 // an escape sequence; lines are cut to the width so the terminal never wraps.
-import EventBusProtocol
+@_spi(Package) import EventBusCLI
+@_spi(Package) import EventBusProtocol
 
 /// How the types table is sorted (keys e, d, x, n).
 enum TypeSort: String {

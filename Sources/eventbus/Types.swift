@@ -5,9 +5,9 @@
 //
 // Before editing: type names come from the socket: the table prints them
 // through `TerminalText`; the JSON lines quote them (JSONString).
-import EventBusCLI
+@_spi(Package) import EventBusCLI
 import EventBusCommandLine
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSystem
 
 /// Types asked for when a PATTERN filters them here (the broker keeps at most 65,536).

@@ -9,9 +9,9 @@
 // COMMAND's status (as timeout(1) and env(1) pass it on). The timeout covers
 // subscribing, COMMAND and the wait; if it passes while COMMAND still runs,
 // COMMAND gets SIGTERM, as with timeout(1).
-import EventBusCLI
+@_spi(Package) import EventBusCLI
 import EventBusCommandLine
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSession
 import EventBusSystem
 import Glibc

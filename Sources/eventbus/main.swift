@@ -4,9 +4,9 @@
 //
 // Before editing: nothing here may load more than a publish needs; start-up
 // time is measured against redis-cli (docs/CLI.md). No Foundation.
-import EventBusCLI
+@_spi(Package) import EventBusCLI
 import EventBusCommandLine
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSystem
 import Glibc
 

@@ -35,6 +35,32 @@ struct BridgeSelection {
             if options.bridgeUser != nil { return .failure(BridgeSelectionError("--bridge-user is given without --bridge")) }
             return .success(nil)
         }
+        let settings: BridgeSettings
+        let configuration: BridgeConfiguration
+        switch read(file) {
+        case .success(let read): (settings, configuration) = read
+        case .failure(let error): return .failure(error)
+        }
+        var ignored: [String] = []
+        if settings.bus != nil { ignored.append("socket/bus") }
+        if settings.logLevel != nil { ignored.append("log-level") }
+        let own = ProcessIdentity.current
+        var (uid, gid) = (own.uid, own.gid)
+        if let user = options.bridgeUser {
+            if let number = UInt32(user) {
+                // A number is uid and gid both (as `setpriv --reuid N --regid N`).
+                (uid, gid) = (number, number)
+            } else if let number = UserDatabase.uid(ofUser: user), let group = UserDatabase.primaryGID(ofUser: user) {
+                (uid, gid) = (number, group)
+            } else {
+                return .failure(BridgeSelectionError("--bridge-user: no user named '\(user)'"))
+            }
+        }
+        return .success(BridgeSelection(file: file, configuration: configuration, uid: uid, gid: gid, ignoredKeys: ignored))
+    }
+
+    /// The bridge file's settings and the configuration they resolve to.
+    private static func read(_ file: String) -> Result<(BridgeSettings, BridgeConfiguration), BridgeSelectionError> {
         let text: String
         do {
             let bytes = try FileSystem.readFile(file, maxBytes: 1 << 20)
@@ -43,35 +69,14 @@ struct BridgeSelection {
         } catch {
             return .failure(BridgeSelectionError("cannot read the bridge file \(file): \(error)"))
         }
-        let configuration: BridgeConfiguration
-        let settings: BridgeSettings
         do {
-            settings = try ConfigFile.parse(text, file: file)
-            configuration = try settings.resolved()
+            let settings = try ConfigFile.parse(text, file: file)
+            return .success((settings, try settings.resolved()))
         } catch let error as ConfigError {
             return .failure(BridgeSelectionError("\(error)"))
         } catch {
             return .failure(BridgeSelectionError("\(file): \(error)"))
         }
-        var ignored: [String] = []
-        if settings.bus != nil { ignored.append("socket/bus") }
-        if settings.logLevel != nil { ignored.append("log-level") }
-        let own = ProcessIdentity.current
-        var uid = own.uid
-        var gid = own.gid
-        if let user = options.bridgeUser {
-            if let number = UInt32(user) {
-                // A number is uid and gid both (as `setpriv --reuid N --regid N`).
-                uid = number
-                gid = number
-            } else if let number = UserDatabase.uid(ofUser: user), let group = UserDatabase.primaryGID(ofUser: user) {
-                uid = number
-                gid = group
-            } else {
-                return .failure(BridgeSelectionError("--bridge-user: no user named '\(user)'"))
-            }
-        }
-        return .success(BridgeSelection(file: file, configuration: configuration, uid: uid, gid: gid, ignoredKeys: ignored))
     }
 
     /// Starts the link on its own thread, connected to `server`.
@@ -84,7 +89,8 @@ struct BridgeSelection {
         let statusPath = StatusFile.path(for: configuration, environment: environment, effectiveUID: ProcessIdentity.effectiveUID)
         let handoff = server.handoff
         let (pid, uid, gid) = (ProcessIdentity.current.pid, self.uid, self.gid)
-        let endpoint = BusEndpoint.connector(name: "eventbusd (in process, uid \(uid))") { () throws(SystemError) in
+        // The name reads after "the bus at" in the link's log lines and is the status's `bus_path`.
+        let endpoint = BusEndpoint.connector(name: "this eventbusd over a socketpair, as uid \(uid) gid \(gid)") { () throws(SystemError) in
             try handoff.connect(pid: pid, uid: uid, gid: gid)
         }
         linkLogger.info("node \(configuration.node.text), NATS \(configuration.servers.map(\.description).joined(separator: ",")), prefix \(configuration.prefix.text), \(configuration.patternsSummary), as uid \(uid), status \(statusPath ?? "(none)")")

@@ -14,12 +14,13 @@
 // Before editing: a new option is one `OptionDeclaration` in `brokerInterface`
 // (EventBusServer/BrokerInterface.swift: the parser's table, the help,
 // eventbusd(8), eventbusd.conf(5) and the completions come from it) and one
-// `case` in `apply`. EventBusIntegrationTests checks that every option in the
+// `case` in `apply`, or for what sets a `ServerConfiguration` (a limit, a
+// quota, a timeout) in EventBusServer's ServerConfiguration+Options.swift. EventBusIntegrationTests checks that every option in the
 // help is accepted, and that every documented DURATION parses
 // (DocumentedDurationTests).
 import EventBusCommandLine
 import EventBusLog
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusServer
 import EventBusSystem
 
@@ -146,13 +147,16 @@ struct BrokerOptions {
     }
 
     /// Sets what option `--name` (from `specs`) with `value` sets; `value` is
-    /// empty for flags.
+    /// empty for flags. The server's options (limits, quotas, timeouts, the
+    /// state directory) are `ServerConfiguration.apply(option:_:shownAs:)`'s.
     /// - Parameter shownAs: the name errors use (`--max-frame` on the command
     ///   line, `max-frame` in the file).
     private mutating func apply(_ name: String, _ value: String, shownAs: String) throws(UsageError) {
-        /// `value` through a DURATION, SIZE or N parser, its error worded for this option.
-        func parsed<T>(_ parse: (String) throws(ValueError) -> T) throws(UsageError) -> T {
-            try parseValue(value, of: shownAs, parse)
+        if try server.apply(option: name, value, shownAs: shownAs) { return }
+        /// `value`, which must not be empty: `what` the option takes.
+        func named(_ what: String) throws(UsageError) -> String {
+            guard !value.isEmpty else { throw UsageError("\(shownAs) takes \(what)") }
+            return value
         }
         switch name {
         case "help": showHelp = true
@@ -170,55 +174,10 @@ struct BrokerOptions {
                 throw UsageError("\(shownAs) takes error, warning, notice, info or debug, not '\(value)'")
             }
             logLevel = level
-        case "max-frame": server.broker.maxFrameBytes = try parsed { v throws(ValueError) in try parseSize(v, minimum: 64) }
-        case "max-outbound": server.broker.maxOutboundBytes = try parsed { v throws(ValueError) in try parseSize(v, minimum: 1024) }
-        case "max-queued": server.broker.maxQueuedBytes = try parsed { v throws(ValueError) in try parseSize(v, minimum: 1024) }
-        case "max-connections": server.broker.maxConnections = try parsed(parseCount)
-        case "max-subscriptions": server.broker.maxSubscriptionsPerConnection = try parsed(parseCount)
-        case "history-events": server.broker.retention.historyEvents = value == "0" ? 0 : try parsed(parseCount)
-        case "history-bytes": server.broker.retention.historyBytes = try parsed { v throws(ValueError) in try parseSize(v) }
-        case "state-dir":
-            guard !value.isEmpty else { throw UsageError("\(shownAs) needs a directory") }
-            server.stateDirectory = value
-        case "max-connections-per-uid": server.broker.quotas.maxConnectionsPerUID = try parsed(parseCount)
-        case "max-subscriptions-per-uid": server.broker.quotas.maxSubscriptionsPerUID = try parsed(parseCount)
-        case "max-subscriptions-total": server.broker.quotas.maxSubscriptions = try parsed(parseCount)
-        case "max-inbound-per-uid": server.broker.quotas.maxInboundBytesPerUID = try parsed { v throws(ValueError) in try parseSize(v, minimum: 1024) }
-        case "max-inbound": server.broker.quotas.maxInboundBytes = try parsed { v throws(ValueError) in try parseSize(v, minimum: 1024) }
-        case "max-outbound-per-uid": server.broker.quotas.maxOutboundBytesPerUID = try parsed { v throws(ValueError) in try parseSize(v, minimum: 1024) }
-        case "max-retained": server.broker.quotas.maxRetainedEvents = try parsed(parseCount)
-        case "max-retained-bytes": server.broker.quotas.maxRetainedBytes = try parsed { v throws(ValueError) in try parseSize(v, minimum: 1024) }
-        case "max-retained-bytes-per-uid": server.broker.quotas.maxRetainedBytesPerUID = try parsed { v throws(ValueError) in try parseSize(v, minimum: 1024) }
-        case "frame-timeout": server.broker.quotas.frameTimeoutNanoseconds = try parsed(parseDuration).totalNanoseconds
-        case "stall-timeout":
-            let nanoseconds = try parsed(parseDuration).totalNanoseconds
-            guard nanoseconds > 0 else { throw UsageError("\(shownAs) must be more than 0") }
-            server.broker.stallTimeoutNanoseconds = nanoseconds
-        case "trusted-hold-window":
-            let nanoseconds = try parsed(parseDuration).totalNanoseconds
-            guard nanoseconds > 0 else { throw UsageError("\(shownAs) must be more than 0") }
-            server.broker.trustedHoldWindowNanoseconds = nanoseconds
-        case "max-request-timeout":
-            let nanoseconds = try parsed(parseDuration).totalNanoseconds
-            guard nanoseconds >= 1_000_000 else { throw UsageError("--max-request-timeout must be at least 1ms") }
-            server.broker.maxRequestTimeoutMilliseconds = UInt64(nanoseconds / 1_000_000)
-            server.broker.defaultRequestTimeoutMilliseconds = min(server.broker.defaultRequestTimeoutMilliseconds, server.broker.maxRequestTimeoutMilliseconds)
-        case "max-pending-requests": server.broker.maxPendingRequestsPerConnection = try parsed(parseCount)
-        case "max-group-members": server.broker.quotas.maxGroupMembers = try parsed(parseCount)
-        case "exit-idle-time":
-            let nanoseconds = try parsed(parseDuration).totalNanoseconds
-            server.exitIdleNanoseconds = nanoseconds > 0 ? nanoseconds : nil
-        case "shutdown-timeout": server.shutdownFlushNanoseconds = try parsed(parseDuration).totalNanoseconds
-        case "policy":
-            guard !value.isEmpty else { throw UsageError("\(shownAs) takes a file name") }
-            policyFiles.append(value)
+        case "policy": policyFiles.append(try named("a file name"))
         case "check-policy": checkPolicy = true
-        case "bridge":
-            guard !value.isEmpty else { throw UsageError("\(shownAs) takes a file name") }
-            bridgeFile = value
-        case "bridge-user":
-            guard !value.isEmpty else { throw UsageError("\(shownAs) takes a user name or a uid") }
-            bridgeUser = value
+        case "bridge": bridgeFile = try named("a file name")
+        case "bridge-user": bridgeUser = try named("a user name or a uid")
         case "config":
             guard !value.isEmpty else { throw UsageError("--config takes a file name") }
             configFile = value

@@ -15,7 +15,7 @@
 // needs a restart (`systemctl restart eventbus`; retained events are kept in
 // the state directory).
 import EventBusCommandLine
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSystem
 import Glibc
 

@@ -8,7 +8,7 @@
 // the system bus reads files without `--policy`; the per-user bus reads none.
 import EventBusCommandLine
 import EventBusPolicy
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusServer
 import EventBusSystem
 import EventBusSystemd

@@ -11,7 +11,7 @@ import EventBusBridge
 import EventBusCommandLine
 import EventBusLog
 import EventBusPolicy
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusServer
 import EventBusSystem
 import EventBusSystemd

@@ -51,6 +51,10 @@ extension BridgeSuites {
                 granting.cleanUp()
             }
             for bridge in [bridgeA, refused, granted] { try bridge.waitUntilConnected() }
+            if mode == .inBroker {
+                // The link names its connection for what it is: a socketpair into its own broker, as the bridge user.
+                #expect(granted.status()?["bus_path"] as? String == "this eventbusd over a socketpair, as uid 4321 gid 4321", "\(String(describing: granted.status()))")
+            }
 
             let onGranting = try granting.connect()
             try onGranting.subscribe("t.>")

@@ -4,7 +4,7 @@
 // the duplicate-node hello, drop reports, malformed imports, and counters.
 import EventBusBridge
 import EventBusNATS
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSession
 import Testing
 

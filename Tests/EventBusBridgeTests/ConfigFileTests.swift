@@ -3,7 +3,7 @@
 // NATS client configuration made from the result.
 import EventBusBridge
 import EventBusNATS
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Foundation
 import Testing
 

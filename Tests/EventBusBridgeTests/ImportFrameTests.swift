@@ -1,7 +1,7 @@
 // An import's `publish` frame as the bridge writes it (LocalPublish.appendFrame)
 // is the frame ClientRequest would encode for it, escapes and absent members included.
 import EventBusBridge
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Testing
 
 @Suite struct ImportFrameTests {

@@ -4,7 +4,7 @@
 // `ping` whose answer confirms them, an import refused by the policy counted
 // `denied`, and the imports a lost connection leaves unconfirmed.
 @testable import EventBusBridge
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Testing
 
 @Suite struct LocalBusTests {

@@ -2,7 +2,7 @@
 // prefix names, and pattern containment for the import subscriptions.
 import EventBusBridge
 import EventBusNATS
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Testing
 
 func node(_ text: String) -> NodeName { NodeName(text)! }

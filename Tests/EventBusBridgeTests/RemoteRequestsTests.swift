@@ -6,7 +6,7 @@
 // answer sent back; late answers after the deadline are ignored.
 import EventBusBridge
 import EventBusNATS
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSession
 import Testing
 

@@ -1,9 +1,9 @@
 // What `eventbus listen` and `eventbus wait` make of the broker's frames
 // (EventBusCLI's `SubscriberFeed`), without a broker or a process: the
 // session's frames go in as text, the steps and stderr notes come out.
-import EventBusCLI
+@_spi(Package) import EventBusCLI
 import EventBusCommandLine
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSession
 import Testing
 

@@ -146,8 +146,18 @@ func tapper(_ bus: EventBus, name: String, count: Int, tappers: Int) async throw
             return
         }
     }
-    // Taps until the test says the new broker runs, then `count` more: the
-    // restart always falls mid-way, however slow the machine.
+    try await publishTaps(bus, name: name, count: count, stopped: stopped)
+    try await finished.value
+    try await bus.ping()
+    watching.cancel()
+    stopping.cancel()
+    say("finished")
+}
+
+/// Taps until the test says the new broker runs (`stopped`), then `count`
+/// more: the restart always falls mid-way, however slow the machine; then
+/// says it is done (`TapsDone`, retried until it is not lost).
+func publishTaps(_ bus: EventBus, name: String, count: Int, stopped: StopFlag) async throws {
     var n = 0
     var left = count
     while left > 0 {
@@ -168,11 +178,6 @@ func tapper(_ bus: EventBus, name: String, count: Int, tappers: Int) async throw
             continue  // done must arrive; taps need not
         }
     }
-    try await finished.value
-    try await bus.ping()
-    watching.cancel()
-    stopping.cancel()
-    say("finished")
 }
 
 /// Posts `count` taps from one synchronous loop (`post`: no awaiting), then pings.

@@ -2,7 +2,7 @@
 // sends, broker events as `RawEvent`, error replies as `EventBusError`, and
 // preparing event data (PROTOCOL.md "Framing", "Requests", "Events",
 // "Errors"). The codec itself is tested in EventBusProtocolTests.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Testing
 @testable import EventBus
 

@@ -2,7 +2,7 @@
 // events and history"): resubscribing with `since` after a reconnect, gaps,
 // registrations with `initial: .last`, `current`, and ending every
 // registration of one observer.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Testing
 @testable import EventBus
 

@@ -2,7 +2,7 @@
 // pattern, resubscribing on reconnect, local delivery that skips the
 // triggering observer, publishes while disconnected, replies matched to
 // requests (PROTOCOL.md "Requests", "Semantics").
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Synchronization
 import Testing
 @testable import EventBus

@@ -4,7 +4,7 @@
 // it is down to half, nothing is dropped for a consumer that keeps taking,
 // and a stalled one loses events reported once, with a count. No sockets.
 import Dispatch
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Testing
 @testable import EventBus
 

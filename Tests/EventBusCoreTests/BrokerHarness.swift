@@ -10,7 +10,7 @@
 // Before editing: uses `@testable` internals (`connections`, `index`, `seq`)
 // only to check invariants, never to drive the broker.
 @testable import EventBusCore
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusTestSupport
 import Foundation
 import Testing

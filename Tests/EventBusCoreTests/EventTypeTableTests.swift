@@ -7,7 +7,7 @@
 // per type is one view's, and only an allowing one.
 @testable import EventBusCore
 import EventBusPolicy
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Testing
 
 @Suite("Event type table")

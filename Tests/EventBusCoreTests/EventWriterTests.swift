@@ -4,7 +4,7 @@
 // at the ring's arena end while it is on; a large one in a chunk of its own
 // that the writer keeps for the fan-out.
 @testable import EventBusCore
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Testing
 
 @Suite("EventWriter")

@@ -5,7 +5,7 @@
 // holder that closes releases at once. The socket-level behaviour is in
 // Tests/EventBusIntegrationTests/FlowControlTests.swift.
 @testable import EventBusCore
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Testing
 
 @Suite("Flow control")

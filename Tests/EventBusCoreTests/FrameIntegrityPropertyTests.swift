@@ -14,7 +14,7 @@
 // (type, data, seq against the publisher's `ok`) without a model of drops.
 @testable import EventBusCore
 import EventBusPolicy
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusTestSupport
 import Testing
 

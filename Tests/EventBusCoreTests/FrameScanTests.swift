@@ -3,7 +3,7 @@
 // with the answer a frame read whole gets; a small one, or one in a single
 // read, is read whole as before.
 @testable import EventBusCore
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Testing
 
 @Suite("Frames scanned as they arrive")

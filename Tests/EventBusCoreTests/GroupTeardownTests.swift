@@ -10,7 +10,7 @@
 // member left that reads) and check that the member left gets every event
 // once.
 @testable import EventBusCore
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Testing
 
 @Suite("Queue group teardown")

@@ -5,7 +5,7 @@
 // returns: `.close(id, .afterFlush)`, then `.close(id, .now)` from the write
 // that empties the queue.
 @testable import EventBusCore
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Testing
 
 @Suite("Half-close")

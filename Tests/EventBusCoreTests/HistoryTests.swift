@@ -3,7 +3,7 @@
 // the replay), `gap` frames, `instance`, no-echo, the outbound limit, the
 // de-duplication across a connection's own patterns and the replay credit.
 @testable import EventBusCore
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Testing
 
 @Suite("History")

@@ -4,6 +4,7 @@
 // byte count and charge, and which events are dropped must match, across
 // compactions; fair-share charges come back exactly once.
 @testable import EventBusCore
+@_spi(Package) import EventBusProtocol
 import Testing
 
 @Suite("Outbound queue")

@@ -4,7 +4,7 @@
 // --max-queued rule, replies that are never dropped, and back-pressure on
 // requests (`.pauseReading` over the limit, `.resumeReading` below half).
 @testable import EventBusCore
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Testing
 
 /// A publish frame whose event is about `padding` bytes larger than an empty one.

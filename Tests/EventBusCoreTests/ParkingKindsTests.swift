@@ -7,7 +7,7 @@
 // its notices' counts is what was published to it, and `stats.dropped`,
 // its `dropped` and the `types` op's per-type `dropped` agree.
 @testable import EventBusCore
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Testing
 
 @Suite("Parked subscribers of every overflow kind")

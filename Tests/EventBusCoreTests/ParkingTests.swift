@@ -7,7 +7,7 @@
 // kept lists while parked and back after a write.
 @testable import EventBusCore
 import EventBusPolicy
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Testing
 
 @Suite("Parked subscribers")

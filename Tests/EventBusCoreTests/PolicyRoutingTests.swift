@@ -5,7 +5,7 @@
 // behaviour with real uids is EventBusIntegrationTests' AccessPolicyTests.
 @testable import EventBusCore
 import EventBusPolicy
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Testing
 
 @Suite("Policy in routing")

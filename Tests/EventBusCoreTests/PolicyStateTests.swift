@@ -4,7 +4,7 @@
 // policy; and a broker reports the same through `stats` after a reload.
 @testable import EventBusCore
 import EventBusPolicy
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Testing
 
 @Suite("PolicyState")

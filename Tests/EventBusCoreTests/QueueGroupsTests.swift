@@ -4,7 +4,7 @@
 // exactly the groups whose pattern matches (checked against
 // `Pattern.matches`) and is empty again once every group has gone.
 @testable import EventBusCore
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Testing
 
 @Suite("Queue group records")

@@ -3,7 +3,7 @@
 // and drops an entry once nothing is left, and a broker's ledger keeps its
 // header's invariants through connections that queue, pause and go.
 @testable import EventBusCore
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Testing
 
 @Suite("QuotaLedger")

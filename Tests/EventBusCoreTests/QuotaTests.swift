@@ -6,7 +6,7 @@
 // accounts `stats.me` and `clients` report.
 @testable import EventBusCore
 import EventBusPolicy
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Foundation
 import Testing
 

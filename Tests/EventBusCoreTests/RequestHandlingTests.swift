@@ -3,7 +3,7 @@
 // for `req`, error frames that keep the connection usable, and the connection
 // limit.
 @testable import EventBusCore
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Testing
 
 @Suite("Subscriptions")

@@ -4,7 +4,7 @@
 // (`BrokerHarness.checkRequests`), and a closing server or requester leaves
 // nothing behind.
 @testable import EventBusCore
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Testing
 
 @Suite("Request/reply in the core (1.3)")

@@ -3,7 +3,7 @@
 // limits, stats and hello, and restoring from the state file's bytes; plus
 // the byte matcher the replays use, checked against `Pattern.matches`.
 @testable import EventBusCore
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Foundation
 import Testing
 

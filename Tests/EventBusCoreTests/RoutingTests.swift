@@ -3,7 +3,7 @@
 // overlapping patterns, the echo rule, broker-wide seq; and a seeded random
 // cross-check of the index against `Pattern.matches`.
 @testable import EventBusCore
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Testing
 
 @Suite("Routing")

@@ -5,7 +5,7 @@
 // Routing is checked against `Pattern.matches` throughout, and
 // `checkInvariants` after every change.
 @testable import EventBusCore
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Testing
 
 @Suite("Subscription index")

@@ -6,7 +6,7 @@
 // do not fit dropped for it, until its queue is empty; its own uid's
 // publishers it still holds. One that holds for less of the window is left alone.
 @testable import EventBusCore
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Testing
 
 @Suite("Trusted holders bounded in time")

@@ -5,7 +5,7 @@
 // slot went to another type. Through the broker: a full table of counters
 // in a small broker, and counts that agree with `stats`.
 @testable import EventBusCore
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Foundation
 import Testing
 

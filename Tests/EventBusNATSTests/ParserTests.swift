@@ -2,7 +2,7 @@
 // and in random chunkings (all must agree); the line and payload bounds; the
 // malformed lines that must stop the connection; header blocks in HMSG.
 @testable import EventBusNATS
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Testing
 
 /// Cuts `bytes` into chunks: whole, fixed sizes, or seeded random sizes (0 allowed).

@@ -2,7 +2,7 @@
 // added and removed by later INFOs; new ones shuffled in behind the first
 // entry), server URL parsing, and the jittered exponential backoff.
 @testable import EventBusNATS
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Testing
 
 func address(_ text: String) -> ServerAddress { ServerAddress(url: text)! }

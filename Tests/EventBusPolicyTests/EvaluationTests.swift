@@ -1,7 +1,7 @@
 // One test per rule of PROTOCOL.md "Access policy (1.1)", as tables of rules,
 // identities and types or patterns, through the compiled `PolicyView`.
 import EventBusPolicy
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Testing
 
 /// One row: who does what to which target, and the expected answer.

@@ -2,7 +2,7 @@
 // (it parses back to the same policy), and the denial log limiter (once per
 // (uid, rule) per minute, bounded memory).
 import EventBusPolicy
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Testing
 
 @Suite("limit lines")

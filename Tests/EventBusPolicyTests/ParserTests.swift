@@ -2,7 +2,7 @@
 // docs/POLICY.md): accepted lines, the error table (every error names
 // file:line and what is wrong), merging several files all or nothing.
 import EventBusPolicy
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Testing
 
 @Suite("Policy file format")

@@ -3,7 +3,7 @@
 // 255-byte bound, and seeded property tests in both directions (a relation
 // that holds agrees with every sampled type; one that does not holds a
 // witness type that matching confirms).
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Testing
 
 @Suite("Pattern containment and overlap")

@@ -4,7 +4,7 @@
 // and receive. A table of decisions read from the file in the repository.
 import EventBusPolicy
 import Foundation
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Testing
 
 /// config/policy.conf, read from the repository this test file sits in.

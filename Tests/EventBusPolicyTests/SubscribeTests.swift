@@ -4,7 +4,7 @@
 // per-type checks. Then the compiled automata against the reference
 // evaluator for random policies, types and patterns.
 import EventBusPolicy
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Testing
 
 @Suite("Subscribe: forbidden, filtered, allowed")

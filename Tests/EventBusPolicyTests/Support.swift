@@ -7,7 +7,7 @@
 // reference must stay independent of the code under test (it uses only the
 // parsed rules' fields and `Pattern.matches`).
 import EventBusPolicy
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusTestSupport
 import Testing
 

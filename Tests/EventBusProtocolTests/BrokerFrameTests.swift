@@ -3,7 +3,7 @@
 // every op, replies read by key, event fields in place, unknown ops ignored,
 // and what a frame that cannot be read is told apart by.
 import Testing
-@testable import EventBusProtocol
+@_spi(Package) @testable import EventBusProtocol
 
 /// Reads `text` as one broker frame.
 private func read(_ text: String) throws(BrokerFrameError) -> BrokerFrame {

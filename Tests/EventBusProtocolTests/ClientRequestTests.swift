@@ -2,7 +2,7 @@
 // byte, the 1.1 fields, escaping, spliced JSON, and the round trip through
 // the broker's own decoder (both read their names from one table).
 import Testing
-@testable import EventBusProtocol
+@_spi(Package) @testable import EventBusProtocol
 
 @Suite("Client requests")
 struct ClientRequestTests {

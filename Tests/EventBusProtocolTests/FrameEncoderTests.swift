@@ -2,7 +2,7 @@
 // (PROTOCOL.md "Requests", "Events", "Errors"): each call appends exactly one
 // frame, one line ending in LF, that an ordinary JSON parser reads back to the
 // values put in.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Foundation
 import Testing
 

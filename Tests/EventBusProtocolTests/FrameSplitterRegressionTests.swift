@@ -1,6 +1,6 @@
 // Regression tests for findings of the eventbus-fuzz target (fuzz/corpus/finding-*):
 // the frame splitter's verdicts must not depend on how reads cut the stream.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Testing
 
 @Suite struct FrameSplitterRegressionTests {

@@ -2,7 +2,7 @@
 // chunkings, including empty and 1-byte chunks: LF, CRLF, blank lines, the
 // size limit exactly and one over, discard-to-LF then a good frame, EOF
 // without LF. Every chunking must give the same frames.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Testing
 
 /// What the splitter handed out, copied so it outlives the callback.

@@ -4,7 +4,7 @@
 // `JSONSerialization` disagrees with that judge must be one of Foundation's
 // known deviations (listed below and printed), so a new kind of disagreement
 // is looked at rather than ignored.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Foundation
 import Testing
 

@@ -1,7 +1,7 @@
 // The JSON scanner against the pass/fail corpus, the reason and offset it
 // gives, the tokens it reports, and the helpers built on it (`JSONObject`,
 // `JSONString`).
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Testing
 
 @Suite("JSON scanner")

@@ -3,7 +3,7 @@
 // and nothing else found, and the envelope's duplicate-key check on frames
 // with very many keys (issue 11: it used to be quadratic).
 import Testing
-@testable import EventBusProtocol
+@_spi(Package) @testable import EventBusProtocol
 
 @Suite("Key tables")
 struct KeyTableTests {

@@ -2,7 +2,7 @@
 // child process) for the preconditions that keep the protocol's writers and
 // scanners inside their memory: a bound computed too small must stop the
 // process, never write past a buffer (issue 35). They hold in release builds too.
-@testable import EventBusProtocol
+@_spi(Package) @testable import EventBusProtocol
 import Testing
 
 @Suite struct MemoryGuardExitTests {

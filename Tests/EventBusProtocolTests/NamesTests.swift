@@ -1,6 +1,6 @@
 // Event type and pattern rules (PROTOCOL.md "Names and patterns") as tables,
 // and `Pattern.matches`, the reference semantics the broker's index follows.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Testing
 
 @Suite("Event types")

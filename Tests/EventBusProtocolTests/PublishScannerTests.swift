@@ -3,7 +3,7 @@
 // decodes it, and the shapes it leaves to the general decoder, which decides
 // every error. Then its quick value scan against the full one, and the key
 // words it matches against their spellings.
-@testable import EventBusProtocol
+@_spi(Package) @testable import EventBusProtocol
 import Testing
 
 @Suite("Publish scanner")

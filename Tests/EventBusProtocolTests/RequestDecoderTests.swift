@@ -2,7 +2,7 @@
 // rules (string, integer within ±2^53, anything else is bad_request answered
 // without req), duplicate keys including escaped-equal ones, unknown and
 // missing op, and the error each broken field gets.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Testing
 
 /// A decoded frame with its tokens turned into text, for easy comparison.

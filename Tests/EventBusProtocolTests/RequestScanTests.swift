@@ -4,7 +4,7 @@
 // below (the JSON corpus's texts alone, as a ping's unknown member and as a
 // publish's `data`, and envelopes of every kind) is handed over in every
 // split into two pieces, a byte at a time, and with a CR last in a piece.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Testing
 
 /// The answer to a frame, as text (the decoded request's fields and token

@@ -1,7 +1,7 @@
 // SocketPath.resolve (PROTOCOL.md "Transport"): first that applies, the
 // `--socket PATH` flag; `--system` or `--user`; `$EVENTBUS_SOCKET`; the user
 // bus when XDG_RUNTIME_DIR is set and the process is not root; the system bus.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Testing
 
 @Suite("Socket path")

@@ -2,7 +2,7 @@
 // number generator, and one-call wrappers around the scanner and splitter.
 //
 // Before editing: everything random here is seeded, so a failure reproduces.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusTestSupport
 
 /// The UTF-8 bytes of `text`.

@@ -1,7 +1,7 @@
 // TimestampFormatter (PROTOCOL.md "Events": `time` is RFC 3339 UTC with
 // millisecond precision) against known instants, and against Foundation's
 // Gregorian calendar for seeded random instants over the whole Int64 range.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Foundation
 import Testing
 

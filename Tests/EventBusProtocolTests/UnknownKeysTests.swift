@@ -7,7 +7,7 @@
 // every line of the fuzz corpus.
 import Foundation
 import Testing
-@testable import EventBusProtocol
+@_spi(Package) @testable import EventBusProtocol
 
 @Suite("Unknown keys")
 struct UnknownKeysTests {

@@ -1,7 +1,7 @@
 // Table-driven tests of the client session (EventBusSession): a script of
 // driver calls and broker frames in, a transcript of the frames written
 // (`>`) and what each frame meant (`<`) out, like the Core's tests.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSession
 import Testing
 

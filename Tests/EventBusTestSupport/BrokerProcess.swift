@@ -8,7 +8,7 @@ import Foundation
 import Glibc
 
 /// Why a broker fixture failed; the broker's stderr is attached where useful.
-public enum BrokerProcessError: Error, CustomStringConvertible {
+package enum BrokerProcessError: Error, CustomStringConvertible {
     /// The broker did not answer a ping within the readiness timeout.
     case notReady(seconds: Double, reason: String, stderr: String)
     /// The broker exited while it was expected to run.
@@ -18,7 +18,7 @@ public enum BrokerProcessError: Error, CustomStringConvertible {
     /// SIGTERM after a passing test did not give exit status 0.
     case uncleanExit(status: ExitStatus, stderr: String)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .notReady(let seconds, let reason, let stderr):
             "eventbusd not ready within \(seconds) s: \(reason)\n--- eventbusd stderr ---\n\(stderr.suffix(4000))"
@@ -37,19 +37,19 @@ public enum BrokerProcessError: Error, CustomStringConvertible {
 /// Started as `eventbusd --socket PATH ARGUMENTS…` (PATH defaults to
 /// `/tmp/eb-XXXXXX/s`), stdout and stderr captured to files, ready once
 /// `{"op":"ping","req":"ready"}` got its `ok`. Not thread-safe; one test owns it.
-public final class BrokerProcess {
+package final class BrokerProcess {
     /// The broker's process id.
-    public var pid: pid_t { process.pid }
+    package var pid: pid_t { process.pid }
     /// The socket path the broker serves (the `--socket` value, or the path it was told by other means).
-    public let socketPath: String
+    package let socketPath: String
     /// The private temporary directory holding the default socket and the captured output.
-    public let directory: TemporaryDirectory
+    package let directory: TemporaryDirectory
     /// The command line after the executable name.
-    public let arguments: [String]
+    package let arguments: [String]
     /// How the broker ended, once it has exited (reaps it if it has).
-    public var exitStatus: ExitStatus? { process.reap() }
+    package var exitStatus: ExitStatus? { process.reap() }
     /// True if `terminate` had to fall back to SIGKILL.
-    public private(set) var neededSIGKILL = false
+    package private(set) var neededSIGKILL = false
 
     /// The child (its stdout in `directory`, its stderr in `directory/stderr`).
     private let process: SpawnedProcess
@@ -69,7 +69,7 @@ public final class BrokerProcess {
     ///   - waitUntilReady: wait for the ping round trip (false for brokers expected to refuse to start).
     ///   - readyTimeout: bound on that wait.
     /// - Throws: `ChildProcessError.productNotFound`, `BrokerProcessError.notReady`/`.exitedEarly`.
-    public init(
+    package init(
         arguments: [String] = [],
         socketPath: String? = nil,
         passSocketFlag: Bool = true,
@@ -110,11 +110,11 @@ public final class BrokerProcess {
     deinit { cleanUp() }
 
     /// What the broker wrote to stderr so far.
-    public func stderrText() -> String { process.stderrSoFar() }
+    package func stderrText() -> String { process.stderrSoFar() }
 
     /// Connects a new `RawClient` to the broker; the fixture keeps it open until
     /// the broker is terminated (or the test closes it).
-    public func connect(timeout: Duration = RawClient.defaultTimeout) throws -> RawClient {
+    package func connect(timeout: Duration = RawClient.defaultTimeout) throws -> RawClient {
         let client = try RawClient(path: socketPath, timeout: timeout)
         clients.append(client)
         return client
@@ -122,7 +122,7 @@ public final class BrokerProcess {
 
     /// Waits until a fresh connection gets `{"op":"ok","req":"ready"}` to `{"op":"ping","req":"ready"}`.
     /// - Throws: `.exitedEarly` if the broker exits, `.notReady` after `timeout`.
-    public func waitUntilReady(timeout: Duration = .seconds(10)) throws {
+    package func waitUntilReady(timeout: Duration = .seconds(10)) throws {
         let deadline = ContinuousClock.now + timeout
         var lastReason = "no connection yet"
         while ContinuousClock.now < deadline {
@@ -146,7 +146,7 @@ public final class BrokerProcess {
 
     /// Resident set size in KiB (`VmRSS` in /proc/PID/status, proc(5)).
     /// - Throws: `ChildProcessError.system` when the file cannot be read (process gone).
-    public func rssKiB() throws -> Int {
+    package func rssKiB() throws -> Int {
         let text = try procFile("status")
         for line in text.split(separator: "\n") where line.hasPrefix("VmRSS:") {
             let digits = line.dropFirst("VmRSS:".count).filter(\.isNumber)
@@ -156,7 +156,7 @@ public final class BrokerProcess {
     }
 
     /// Number of open descriptors (entries of /proc/PID/fd).
-    public func fdCount() throws -> Int {
+    package func fdCount() throws -> Int {
         do {
             return try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count
         } catch {
@@ -165,7 +165,7 @@ public final class BrokerProcess {
     }
 
     /// CPU time used so far, user + system, in seconds (`utime`+`stime` of /proc/PID/stat, proc(5)).
-    public func cpuSeconds() throws -> Double {
+    package func cpuSeconds() throws -> Double {
         let text = try procFile("stat")
         guard let close = text.lastIndex(of: ")") else {
             throw ChildProcessError.system(call: "parse /proc/\(pid)/stat", errno: EINVAL)
@@ -179,20 +179,20 @@ public final class BrokerProcess {
     }
 
     /// Sends `signal` to the broker without waiting.
-    public func send(signal: Int32) { process.send(signal: signal) }
+    package func send(signal: Int32) { process.send(signal: signal) }
 
     /// Reaps the broker if it has exited; returns its status, or nil while it runs.
     @discardableResult
-    public func reapIfExited() -> ExitStatus? { process.reap() }
+    package func reapIfExited() -> ExitStatus? { process.reap() }
 
     /// Waits up to `timeout` for the broker to exit on its own (e.g. refusing to start).
-    public func waitForExit(timeout: Duration = .seconds(10)) -> ExitStatus? { process.waitForExit(timeout: timeout) }
+    package func waitForExit(timeout: Duration = .seconds(10)) -> ExitStatus? { process.waitForExit(timeout: timeout) }
 
     /// Stops the broker: `signal` (SIGTERM by default), waits up to `timeout`,
     /// then SIGKILL (`neededSIGKILL` becomes true). Idempotent.
     /// - Returns: how it ended, e.g. `.exited(0)` after a clean SIGTERM.
     @discardableResult
-    public func terminate(signal: Int32 = SIGTERM, timeout: Duration = .seconds(8)) -> ExitStatus {
+    package func terminate(signal: Int32 = SIGTERM, timeout: Duration = .seconds(8)) -> ExitStatus {
         let (status, killed) = process.terminate(signal, timeout: timeout)
         if killed { neededSIGKILL = true }
         return status
@@ -200,7 +200,7 @@ public final class BrokerProcess {
 
     /// Closes every client made by `connect()`, kills and reaps the broker if
     /// it still runs, and removes the temporary directory. Idempotent.
-    public func cleanUp() {
+    package func cleanUp() {
         guard !cleanedUp else { return }
         cleanedUp = true
         for client in clients { client.close() }
@@ -250,7 +250,7 @@ public final class BrokerProcess {
 ///   wrapping the body's error (with the broker's stderr); `.exitedEarly` or
 ///   `.uncleanExit` after a passing body.
 @discardableResult
-public func withBroker<T>(
+package func withBroker<T>(
     _ arguments: [String] = [],
     environment: [String: String?] = [:],
     shellPrefix: String? = nil,

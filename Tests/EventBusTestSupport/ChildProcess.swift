@@ -11,7 +11,7 @@ import Glibc
 
 /// How a child process ended, as tests compare it (`status == 0`, `exit 3`
 /// in messages); EventBusSystem's `ChildExit` is what the products use.
-public enum ExitStatus: Equatable, Sendable, CustomStringConvertible {
+package enum ExitStatus: Equatable, Sendable, CustomStringConvertible {
     /// `exit(code)` or a return from `main`; `code` is 0...255.
     case exited(Int32)
     /// Killed by signal number `signal` (e.g. `SIGKILL` = 9).
@@ -19,7 +19,7 @@ public enum ExitStatus: Equatable, Sendable, CustomStringConvertible {
 
     /// Decodes the `status` word filled in by waitpid(2), with the one
     /// decoder of the package (EventBusSystem's `ChildExit`).
-    public init(waitStatus status: Int32) {
+    package init(waitStatus status: Int32) {
         switch ChildExit(waitStatus: status) {
         case .exited(let code): self = .exited(code)
         case .signaled(let signal): self = .signaled(signal)
@@ -27,19 +27,19 @@ public enum ExitStatus: Equatable, Sendable, CustomStringConvertible {
     }
 
     /// The exit code, or nil when a signal ended the process.
-    public var exitCode: Int32? {
+    package var exitCode: Int32? {
         if case .exited(let code) = self { return code }
         return nil
     }
 
     /// The signal that ended the process, or nil when it exited.
-    public var signal: Int32? {
+    package var signal: Int32? {
         if case .signaled(let signal) = self { return signal }
         return nil
     }
 
     /// `exit 0`, `exit 3`, `signal 9`.
-    public var description: String {
+    package var description: String {
         switch self {
         case .exited(let code): "exit \(code)"
         case .signaled(let signal): "signal \(signal)"
@@ -49,11 +49,11 @@ public enum ExitStatus: Equatable, Sendable, CustomStringConvertible {
 
 extension ExitStatus: ExpressibleByIntegerLiteral {
     /// `0` is `.exited(0)`, so tests can write `status == 0` (a signal never equals a literal).
-    public init(integerLiteral code: Int32) { self = .exited(code) }
+    package init(integerLiteral code: Int32) { self = .exited(code) }
 }
 
 /// A failure of the process helpers; every case says what was being done.
-public enum ChildProcessError: Error, CustomStringConvertible {
+package enum ChildProcessError: Error, CustomStringConvertible {
     /// A libc call failed: `call` is its name, `errno` the error number.
     case system(call: String, errno: Int32)
     /// The built product `name` is not in `directory`.
@@ -61,7 +61,7 @@ public enum ChildProcessError: Error, CustomStringConvertible {
     /// The child did not exit within `seconds`; it was killed with SIGKILL.
     case timedOut(command: String, seconds: Double, stdout: String, stderr: String)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .system(let call, let errno):
             "failed to \(call): \(String(cString: strerror(errno))) (errno \(errno))"
@@ -77,7 +77,7 @@ public enum ChildProcessError: Error, CustomStringConvertible {
 /// found as the folder of the running test executable (`/proc/self/exe`),
 /// the way swift-argument-parser's TestHelpers find `productsDirectory` on Linux.
 /// `$EVENTBUS_TEST_PRODUCTS` overrides it.
-public func productsDirectory() -> String {
+package func productsDirectory() -> String {
     if let override = ProcessInfo.processInfo.environment["EVENTBUS_TEST_PRODUCTS"], !override.isEmpty {
         return override
     }
@@ -93,7 +93,7 @@ public func productsDirectory() -> String {
 /// Absolute path of the built executable `name` (e.g. `"eventbusd"`) in
 /// `productsDirectory()`.
 /// - Throws: `ChildProcessError.productNotFound` when it is not there or not executable.
-public func builtProduct(_ name: String) throws -> String {
+package func builtProduct(_ name: String) throws -> String {
     let dir = productsDirectory()
     let path = dir + "/" + name
     guard access(path, X_OK) == 0 else { throw ChildProcessError.productNotFound(name: name, directory: dir) }
@@ -102,11 +102,11 @@ public func builtProduct(_ name: String) throws -> String {
 
 /// Output of `runProcess`: exit status, the whole of stdout and stderr (UTF-8,
 /// invalid bytes replaced), and the child's pid (to compare with `SO_PEERCRED`).
-public struct ProcessOutput: Sendable {
-    public var status: ExitStatus
-    public var stdout: String
-    public var stderr: String
-    public var pid: pid_t
+package struct ProcessOutput: Sendable {
+    package var status: ExitStatus
+    package var stdout: String
+    package var stderr: String
+    package var pid: pid_t
 }
 
 /// Runs `executable` with `arguments` to completion and returns what it wrote.
@@ -119,7 +119,7 @@ public struct ProcessOutput: Sendable {
 ///   - environment: changes to the inherited environment; a `nil` value unsets the variable.
 ///   - timeout: bound on the run; the child is then killed with SIGKILL.
 /// - Throws: `ChildProcessError.timedOut` (with partial output) or `.system` when spawning fails.
-public func runProcess(
+package func runProcess(
     _ executable: String,
     _ arguments: [String] = [],
     stdin: String? = nil,
@@ -133,7 +133,7 @@ public func runProcess(
 }
 
 /// The first executable `name` in `$PATH`, or nil.
-public func findInPath(_ name: String) -> String? {
+package func findInPath(_ name: String) -> String? {
     let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
     for dir in path.split(separator: ":") {
         let candidate = "\(dir)/\(name)"
@@ -151,7 +151,7 @@ public func findInPath(_ name: String) -> String? {
 /// instead of the files (e.g. pipe ends; the caller keeps its own copies).
 /// - Returns: the child's pid; the caller must reap it (`waitForChild`).
 /// - Throws: `ChildProcessError.system(call: "posix_spawn …")`.
-public func spawnChild(
+package func spawnChild(
     _ path: String,
     _ arguments: [String],
     environment: [String: String?] = [:],
@@ -214,7 +214,7 @@ public func spawnChild(
 
 /// Waits up to `timeout` for child `pid` to exit and reaps it (waitpid(2) with
 /// `WNOHANG`, polled every 5 ms). Returns nil if it is still running.
-public func waitForChild(_ pid: pid_t, timeout: Duration) -> ExitStatus? {
+package func waitForChild(_ pid: pid_t, timeout: Duration) -> ExitStatus? {
     let deadline = ContinuousClock.now + timeout
     while true {
         var status: Int32 = 0
@@ -239,7 +239,7 @@ func readTextFile(_ path: String) -> String {
 /// `FileManager.contents(atPath:)` and `String(contentsOfFile:)` stop after
 /// the first read (one page) of a file whose size procfs reports as 0, so a
 /// long /proc/net/unix or maps came back cut short.
-public func readProcFile(_ path: String) -> String? {
+package func readProcFile(_ path: String) -> String? {
     guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
     defer { try? handle.close() }
     guard let data = try? handle.readToEnd() else { return nil }
@@ -258,7 +258,7 @@ private let addCloseFrom: (@convention(c) (UnsafeMutablePointer<posix_spawn_file
 
 extension Duration {
     /// This duration in seconds, as a `Double`.
-    public var seconds: Double {
+    package var seconds: Double {
         let (s, atto) = components
         return Double(s) + Double(atto) / 1e18
     }

@@ -13,14 +13,14 @@ import Synchronization
 
 /// A listening `AF_UNIX` stream socket at `path` whose connections are closed
 /// as soon as they are accepted. Stopped (and the path unlinked) by `stop()` or deinit.
-public final class ClosingListener: Sendable {
+package final class ClosingListener: Sendable {
     /// The socket path.
-    public let path: String
+    package let path: String
     private let fd: Int32
     private let finished = DispatchSemaphore(value: 0)
     private let stopped = Atomic<Bool>(false)
     /// Connections accepted (and closed) so far.
-    public var acceptedCount: Int { counter.accepted.load(ordering: .relaxed) }
+    package var acceptedCount: Int { counter.accepted.load(ordering: .relaxed) }
     private let counter = Counter()
 
     /// Shared with the accept thread (which must not hold the listener itself).
@@ -30,7 +30,7 @@ public final class ClosingListener: Sendable {
 
     /// Binds and listens at `path` (which must not exist), then accepts on a thread.
     /// - Throws: `TestFailure` naming the failed call.
-    public init(path: String) throws {
+    package init(path: String) throws {
         self.path = path
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw TestFailure("socket failed: errno \(errno)") }
@@ -61,7 +61,7 @@ public final class ClosingListener: Sendable {
     }
 
     /// Stops accepting, closes the socket and unlinks the path; idempotent.
-    public func stop() {
+    package func stop() {
         guard !stopped.exchange(true, ordering: .relaxed) else { return }
         shutdown(fd, Int32(SHUT_RDWR))
         finished.wait()

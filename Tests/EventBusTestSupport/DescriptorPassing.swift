@@ -32,7 +32,7 @@ private func withOneByteMessage(_ byte: inout UInt8, _ control: inout [UInt8], _
 /// Sends `descriptor` over the connected AF_UNIX socket `socket` with one
 /// byte of data (sendmsg(2), SCM_RIGHTS); the receiver gets its own copy.
 /// - Returns: whether the message went out (false: errno says why).
-public func sendDescriptor(_ descriptor: Int32, over socket: Int32) -> Bool {
+package func sendDescriptor(_ descriptor: Int32, over socket: Int32) -> Bool {
     var control = [UInt8](repeating: 0, count: controlHeaderSize + 8)
     control.withUnsafeMutableBytes { raw in
         raw.storeBytes(of: controlHeaderSize + MemoryLayout<Int32>.size, toByteOffset: 0, as: Int.self)

@@ -17,7 +17,7 @@ import Glibc
 ///   connection the broker refused is returned too: its first frame is the
 ///   `limit` error, then EOF.
 /// - Throws: `TestFailure` when the peer cannot run or passes fewer sockets.
-public func connectAs(uid: UInt32, gid: UInt32? = nil, path: String, count: Int = 1, timeout: Duration = .seconds(20)) throws -> [RawClient] {
+package func connectAs(uid: UInt32, gid: UInt32? = nil, path: String, count: Int = 1, timeout: Duration = .seconds(20)) throws -> [RawClient] {
     let peer = try builtProduct("eventbus-uid-peer")
     guard let setpriv = findInPath("setpriv") else { throw TestFailure("setpriv is not installed") }
     var pair: [Int32] = [-1, -1]

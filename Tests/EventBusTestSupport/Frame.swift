@@ -9,15 +9,15 @@ import Foundation
 /// One LF-terminated line from the broker, parsed as a JSON object.
 ///
 /// Shape, e.g. `{"op":"ok","req":7,"seq":42,"delivered":2}`.
-public struct Frame: CustomStringConvertible {
+package struct Frame: CustomStringConvertible {
     /// The line as received, without its LF, decoded as UTF-8.
-    public let raw: String
+    package let raw: String
     /// The top-level JSON object.
-    public let fields: [String: Any]
+    package let fields: [String: Any]
 
     /// Parses `line` (without its LF).
     /// - Throws: `RawClientError.invalidFrame` when it is not a JSON object.
-    public init(line: [UInt8]) throws {
+    package init(line: [UInt8]) throws {
         raw = String(decoding: line, as: UTF8.self)
         let object: Any
         do {
@@ -32,45 +32,45 @@ public struct Frame: CustomStringConvertible {
     }
 
     /// The raw line.
-    public var description: String { raw }
+    package var description: String { raw }
 
     /// The value at top-level `key`, as JSONSerialization made it.
-    public subscript(key: String) -> Any? { fields[key] }
+    package subscript(key: String) -> Any? { fields[key] }
 
     /// `op`: `"ok"`, `"error"`, `"event"`, `"dropped"`.
-    public var op: String? { string("op") }
+    package var op: String? { string("op") }
     /// `code` of an `error` frame (PROTOCOL.md, Errors).
-    public var code: String? { string("code") }
+    package var code: String? { string("code") }
     /// `type` of an event (or of a `subscribe` reply).
-    public var type: String? { string("type") }
+    package var type: String? { string("type") }
     /// `seq` of an event or a `publish` reply.
-    public var seq: Int? { int("seq") }
+    package var seq: Int? { int("seq") }
     /// Whether the frame has top-level `key` (even with a `null` value).
-    public func has(_ key: String) -> Bool { fields[key] != nil }
+    package func has(_ key: String) -> Bool { fields[key] != nil }
 
     /// The string at `key`, or nil when absent or not a string.
-    public func string(_ key: String) -> String? { fields[key] as? String }
+    package func string(_ key: String) -> String? { fields[key] as? String }
 
     /// The integer at `key`, or nil when absent, a boolean, or not integral in `Int` range.
-    public func int(_ key: String) -> Int? { Frame.integer(fields[key]) }
+    package func int(_ key: String) -> Int? { Frame.integer(fields[key]) }
 
     /// The boolean at `key` (`true`/`false` only; `0` and `1` are not booleans).
-    public func bool(_ key: String) -> Bool? { Frame.boolean(fields[key]) }
+    package func bool(_ key: String) -> Bool? { Frame.boolean(fields[key]) }
 
     /// The number at `key` as a `Double` (booleans excluded).
-    public func double(_ key: String) -> Double? {
+    package func double(_ key: String) -> Double? {
         guard let n = fields[key] as? NSNumber, !Frame.isBoolean(n) else { return nil }
         return n.doubleValue
     }
 
     /// The object at `key`.
-    public func object(_ key: String) -> [String: Any]? { fields[key] as? [String: Any] }
+    package func object(_ key: String) -> [String: Any]? { fields[key] as? [String: Any] }
 
     /// The array at `key`.
-    public func array(_ key: String) -> [Any]? { fields[key] as? [Any] }
+    package func array(_ key: String) -> [Any]? { fields[key] as? [Any] }
 
     /// `req` as a comparable value: `.string`, `.integer`, or nil when absent.
-    public var req: RequestID? {
+    package var req: RequestID? {
         guard let value = fields["req"] else { return nil }
         if let s = value as? String { return .string(s) }
         if let i = Frame.integer(value) { return .integer(i) }
@@ -98,13 +98,13 @@ public struct Frame: CustomStringConvertible {
 }
 
 /// A `req` value as carried by a frame (PROTOCOL.md, Requests).
-public enum RequestID: Equatable, Sendable, CustomStringConvertible {
+package enum RequestID: Equatable, Sendable, CustomStringConvertible {
     case string(String)
     case integer(Int)
     /// Anything else the broker sent back (always a test failure).
     case other(String)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .string(let s): "\"\(s)\""
         case .integer(let i): "\(i)"

@@ -11,14 +11,14 @@ import Glibc
 
 /// A connected `AF_UNIX` stream client speaking LF-terminated lines (PROTOCOL.md
 /// framing, without parsing), closed on deinit. For frame-level checks use `RawClient`.
-public final class LineClient {
+package final class LineClient {
     /// The connected socket (close-on-exec).
-    public let fd: Int32
+    package let fd: Int32
     private var input: LineBuffer
 
     /// Connects to the socket at `path`.
     /// - Throws: `TestFailure` when socket(2) or connect(2) fails.
-    public init(_ path: String) throws {
+    package init(_ path: String) throws {
         fd = try unixSocket(Int32(SOCK_STREAM.rawValue), "connect", path, connect)
         input = LineBuffer(fd: fd)
     }
@@ -27,25 +27,25 @@ public final class LineClient {
 
     /// Sends `line` plus LF in full (`MSG_NOSIGNAL`).
     /// - Throws: `TestFailure` on a failed send.
-    public func send(_ line: String) throws {
+    package func send(_ line: String) throws {
         try input.send(Array((line + "\n").utf8))
     }
 
     /// Whether input is buffered or arrives within `timeout`.
-    public func hasInput(within timeout: Duration) throws -> Bool {
+    package func hasInput(within timeout: Duration) throws -> Bool {
         try !input.isEmpty || waitReadable(fd, until: ContinuousClock.now + timeout)
     }
 
     /// The next line without its LF (a CR before it is kept).
     /// - Throws: `TestFailure` on EOF or after `timeout`.
-    public func readLine(timeout: Duration = .seconds(10)) throws -> String {
+    package func readLine(timeout: Duration = .seconds(10)) throws -> String {
         try input.line(until: ContinuousClock.now + timeout, droppingCR: false)
     }
 
     /// Everything until the peer closes, waiting at most `timeout` in all.
     /// - Parameter resetIsEOF: whether `ECONNRESET` counts as the close (else it throws).
     /// - Throws: `TestFailure` after `timeout` or on a read error.
-    public func readToEnd(timeout: Duration = .seconds(10), resetIsEOF: Bool = true) throws -> String {
+    package func readToEnd(timeout: Duration = .seconds(10), resetIsEOF: Bool = true) throws -> String {
         try input.readToEnd(until: ContinuousClock.now + timeout, resetIsEOF: resetIsEOF)
     }
 
@@ -53,7 +53,7 @@ public final class LineClient {
     /// frames (events); PROTOCOL.md "Requests and replies".
     /// - Throws: `TestFailure` on an `error` reply, EOF, or no line within `timeout` each;
     ///   `RawClientError.invalidFrame` for a line that is not a JSON object.
-    public func request(_ frame: String, timeout: Duration = .seconds(5)) throws -> [String: Any] {
+    package func request(_ frame: String, timeout: Duration = .seconds(5)) throws -> [String: Any] {
         try send(frame)
         while true {
             let frame = try Frame(line: Array(readLine(timeout: timeout).utf8))
@@ -65,15 +65,15 @@ public final class LineClient {
 
 /// An `AF_UNIX` datagram socket bound to a path: the test's own `NOTIFY_SOCKET`
 /// (sd_notify(3)). Closed on deinit; the path is left to the directory's removal.
-public final class DatagramReceiver {
+package final class DatagramReceiver {
     /// The bound socket (close-on-exec).
-    public let fd: Int32
+    package let fd: Int32
     /// The path it is bound to.
-    public let path: String
+    package let path: String
 
     /// Binds a new datagram socket to `path`.
     /// - Throws: `TestFailure` when socket(2) or bind(2) fails.
-    public init(path: String) throws {
+    package init(path: String) throws {
         self.path = path
         fd = try unixSocket(Int32(SOCK_DGRAM.rawValue), "bind", path, bind)
     }
@@ -90,7 +90,7 @@ public final class DatagramReceiver {
 
     /// The next datagram, or nil when none arrives within `timeout`.
     /// - Parameter ignoringStatus: skip `STATUS=` datagrams (a broker sends them on a timer).
-    public func receive(timeout: Duration = .seconds(10), ignoringStatus: Bool = false) throws -> String? {
+    package func receive(timeout: Duration = .seconds(10), ignoringStatus: Bool = false) throws -> String? {
         let deadline = ContinuousClock.now + timeout
         while let message = try next(until: deadline) {
             if !(ignoringStatus && message.hasPrefix("STATUS=")) { return message }
@@ -99,7 +99,7 @@ public final class DatagramReceiver {
     }
 
     /// Every datagram arriving within `duration`, with its arrival time.
-    public func receiveStamped(for duration: Duration) throws -> [(text: String, at: ContinuousClock.Instant)] {
+    package func receiveStamped(for duration: Duration) throws -> [(text: String, at: ContinuousClock.Instant)] {
         let deadline = ContinuousClock.now + duration
         var messages: [(text: String, at: ContinuousClock.Instant)] = []
         while let message = try next(until: deadline) { messages.append((message, ContinuousClock.now)) }
@@ -107,12 +107,12 @@ public final class DatagramReceiver {
     }
 
     /// Every datagram arriving within `duration`.
-    public func receiveAll(for duration: Duration) throws -> [String] {
+    package func receiveAll(for duration: Duration) throws -> [String] {
         try receiveStamped(for: duration).map(\.text)
     }
 
     /// Datagrams up to and including the first for which `stop` holds (at most `timeout`).
-    public func receiveAll(until stop: (String) -> Bool, timeout: Duration = .seconds(10)) throws -> [String] {
+    package func receiveAll(until stop: (String) -> Bool, timeout: Duration = .seconds(10)) throws -> [String] {
         let deadline = ContinuousClock.now + timeout
         var messages: [String] = []
         while let message = try next(until: deadline) {
@@ -161,7 +161,7 @@ func openSocket<Address>(
 /// again for what is left: `systemCall(.returnZero)`).
 /// - Returns: false when the deadline passes first.
 /// - Throws: `TestFailure` when poll fails.
-public func waitReadable(_ fd: Int32, until deadline: ContinuousClock.Instant) throws -> Bool {
+package func waitReadable(_ fd: Int32, until deadline: ContinuousClock.Instant) throws -> Bool {
     while true {
         var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         switch systemCall(.returnZero, { poll(&entry, 1, (deadline - ContinuousClock.now).pollMilliseconds) }) {
@@ -176,7 +176,7 @@ public func waitReadable(_ fd: Int32, until deadline: ContinuousClock.Instant) t
 /// Polls `condition` every 10 ms, sleeping the task in between, until it holds:
 /// the async counterpart of `waitUntil`.
 /// - Throws: `TestFailure("<what> did not happen within <timeout>")`, or what `condition` throws.
-public func pollUntil(_ what: @autoclosure () -> String, timeout: Duration = .seconds(10), _ condition: () throws -> Bool) async throws {
+package func pollUntil(_ what: @autoclosure () -> String, timeout: Duration = .seconds(10), _ condition: () throws -> Bool) async throws {
     let deadline = ContinuousClock.now + timeout
     while try !condition() {
         if ContinuousClock.now > deadline { throw TestFailure("\(what()) did not happen within \(timeout)") }
@@ -189,12 +189,12 @@ public func pollUntil(_ what: @autoclosure () -> String, timeout: Duration = .se
 /// socket-activated service). Reads /proc/net/unix (proc(5)): a listening
 /// socket has `__SO_ACCEPTCON` (0x10000) in its Flags column. The socket file
 /// appears at bind(2), before listen(2): waiting for the file alone races.
-public func waitForListeningSocket(_ path: String, timeout: Duration = .seconds(10)) async throws {
+package func waitForListeningSocket(_ path: String, timeout: Duration = .seconds(10)) async throws {
     try await pollUntil("a socket listening on \(path)", timeout: timeout) { isListeningUnixSocket(path) }
 }
 
 /// Whether /proc/net/unix lists a listening socket bound to `path`.
-public func isListeningUnixSocket(_ path: String) -> Bool {
+package func isListeningUnixSocket(_ path: String) -> Bool {
     guard let table = readProcFile("/proc/net/unix") else { return false }
     for line in table.split(separator: "\n").dropFirst() {
         let columns = line.split(separator: " ", omittingEmptySubsequences: true)

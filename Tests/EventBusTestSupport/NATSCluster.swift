@@ -15,23 +15,23 @@ import Foundation
 import Glibc
 
 /// Why the cluster fixture failed; node logs attached.
-public struct NATSClusterError: Error, CustomStringConvertible {
-    public let description: String
+package struct NATSClusterError: Error, CustomStringConvertible {
+    package let description: String
 }
 
 /// A nats-server cluster of child processes.
-public final class NATSCluster: @unchecked Sendable {
+package final class NATSCluster: @unchecked Sendable {
     /// Whether `nats-server` is installed (`scripts/deps` installs Debian's package).
-    public static var isAvailable: Bool { findInPath("nats-server") != nil }
+    package static var isAvailable: Bool { findInPath("nats-server") != nil }
 
     /// The node count.
-    public let count: Int
+    package let count: Int
     /// Client ports, node 0 first.
-    public let clientPorts: [UInt16]
+    package let clientPorts: [UInt16]
     /// Route (cluster) ports.
-    public let routePorts: [UInt16]
+    package let routePorts: [UInt16]
     /// The directory with `nK.conf` and the logs.
-    public let directory: TemporaryDirectory
+    package let directory: TemporaryDirectory
     private var processes: [SpawnedProcess?]
     private let lock = NSLock()
 
@@ -42,7 +42,7 @@ public final class NATSCluster: @unchecked Sendable {
     ///   - extraConfig: lines appended to every node's config (e.g. `max_payload: 4096`).
     ///   - readyTimeout: bound on forming the cluster.
     /// - Throws: `NATSClusterError` (with the logs) or `ChildProcessError`.
-    public init(count: Int = 3, jetStream: Bool = false, extraConfig: String = "", readyTimeout: Duration = .seconds(20)) throws {
+    package init(count: Int = 3, jetStream: Bool = false, extraConfig: String = "", readyTimeout: Duration = .seconds(20)) throws {
         precondition((1...9).contains(count))
         self.count = count
         directory = try TemporaryDirectory(prefix: "eb-nats-")
@@ -81,22 +81,22 @@ public final class NATSCluster: @unchecked Sendable {
     }
 
     /// `nats://127.0.0.1:<client port>` of `node`.
-    public func url(_ node: Int) -> String { "nats://127.0.0.1:\(clientPorts[node])" }
+    package func url(_ node: Int) -> String { "nats://127.0.0.1:\(clientPorts[node])" }
 
     /// Every node's URL, comma-separated (`--nats` syntax).
-    public var urls: String { (0..<count).map(url).joined(separator: ",") }
+    package var urls: String { (0..<count).map(url).joined(separator: ",") }
 
     private func configPath(_ node: Int) -> String { directory.file("n\(node + 1).conf") }
     private func logPath(_ node: Int) -> String { directory.file("n\(node + 1).log") }
 
     /// Whether `node` is running.
-    public func isRunning(_ node: Int) -> Bool {
+    package func isRunning(_ node: Int) -> Bool {
         lock.withLock { processes[node]?.isRunning ?? false }
     }
 
     /// Starts `node` (again) from its config; by default waits until the cluster has re-formed.
     /// - Throws: `NATSClusterError` when it is already running or does not become ready.
-    public func start(_ node: Int, waitUntilReady wait: Bool = true, timeout: Duration = .seconds(20)) throws {
+    package func start(_ node: Int, waitUntilReady wait: Bool = true, timeout: Duration = .seconds(20)) throws {
         try lock.withLock {
             if let process = processes[node], process.isRunning {
                 throw NATSClusterError(description: "node \(node + 1) is already running")
@@ -110,42 +110,42 @@ public final class NATSCluster: @unchecked Sendable {
     }
 
     /// SIGKILLs `node` and reaps it (the kernel resets its connections at once).
-    public func kill(_ node: Int) throws {
+    package func kill(_ node: Int) throws {
         let process = lock.withLock { processes[node] }
         process?.send(signal: SIGKILL)
         _ = try process?.waitBlocking(timeout: .seconds(10))
     }
 
     /// SIGTERMs `node` and waits for it to exit.
-    public func stop(_ node: Int) throws {
+    package func stop(_ node: Int) throws {
         let process = lock.withLock { processes[node] }
         process?.send(signal: SIGTERM)
         _ = try process?.waitBlocking(timeout: .seconds(10))
     }
 
     /// Sends `signal` to `node` (e.g. SIGUSR2: lame duck mode).
-    public func signal(_ node: Int, _ signal: Int32) {
+    package func signal(_ node: Int, _ signal: Int32) {
         lock.withLock { processes[node] }?.send(signal: signal)
     }
 
     /// Kills every node.
-    public func killAll() throws {
+    package func killAll() throws {
         for node in 0..<count { try kill(node) }
     }
 
     /// Starts every stopped node and waits for the cluster.
-    public func startAll(timeout: Duration = .seconds(20)) throws {
+    package func startAll(timeout: Duration = .seconds(20)) throws {
         for node in 0..<count where !isRunning(node) { try start(node, waitUntilReady: false) }
         try waitUntilReady(timeout: timeout)
     }
 
     /// What `node` logged so far.
-    public func log(_ node: Int) -> String { readTextFile(logPath(node)) }
+    package func log(_ node: Int) -> String { readTextFile(logPath(node)) }
 
     /// Waits until every running node answers and lists every running node's
     /// client URL in `connect_urls`.
     /// - Throws: `NATSClusterError` with what each node said and its log tail.
-    public func waitUntilReady(timeout: Duration = .seconds(20)) throws {
+    package func waitUntilReady(timeout: Duration = .seconds(20)) throws {
         let deadline = ContinuousClock.now + timeout
         var last: [String] = []
         while true {
@@ -170,7 +170,7 @@ public final class NATSCluster: @unchecked Sendable {
 
     /// The INFO line a server on 127.0.0.1:`port` greets with.
     /// - Throws: `TestFailure` when it does not answer within 2 s.
-    public static func info(port: UInt16) throws -> String {
+    package static func info(port: UInt16) throws -> String {
         let client = try TCPLineClient(port: port)
         return try client.readLine(timeout: .seconds(2))
     }
@@ -196,14 +196,14 @@ func loopback(_ port: UInt16) -> sockaddr_in {
 /// A TCP client to 127.0.0.1 for raw protocol checks: sends bytes, reads
 /// CRLF-terminated lines and exact byte counts, every read with a deadline.
 /// Closed on deinit.
-public final class TCPLineClient {
+package final class TCPLineClient {
     /// The connected socket (close-on-exec, blocking).
-    public let fd: Int32
+    package let fd: Int32
     private var input: LineBuffer
 
     /// Connects to 127.0.0.1:`port`.
     /// - Throws: `TestFailure` when socket(2) or connect(2) fails.
-    public init(port: UInt16) throws {
+    package init(port: UInt16) throws {
         fd = try openSocket(AF_INET, Int32(SOCK_STREAM.rawValue), loopback(port), "connect", "127.0.0.1:\(port)", connect)
         input = LineBuffer(fd: fd)
     }
@@ -211,26 +211,26 @@ public final class TCPLineClient {
     deinit { Glibc.close(fd) }
 
     /// Sends `text` as UTF-8.
-    public func send(_ text: String) throws { try send(Array(text.utf8)) }
+    package func send(_ text: String) throws { try send(Array(text.utf8)) }
 
     /// Sends `bytes` in full (`MSG_NOSIGNAL`).
     /// - Throws: `TestFailure` on a failed send.
-    public func send(_ bytes: [UInt8]) throws { try input.send(bytes) }
+    package func send(_ bytes: [UInt8]) throws { try input.send(bytes) }
 
     /// The next line without its CRLF.
     /// - Throws: `TestFailure` on EOF or after `timeout`.
-    public func readLine(timeout: Duration = .seconds(5)) throws -> String {
+    package func readLine(timeout: Duration = .seconds(5)) throws -> String {
         try input.line(until: ContinuousClock.now + timeout, droppingCR: true)
     }
 
     /// Exactly `count` bytes.
-    public func readBytes(_ count: Int, timeout: Duration = .seconds(5)) throws -> [UInt8] {
+    package func readBytes(_ count: Int, timeout: Duration = .seconds(5)) throws -> [UInt8] {
         try input.take(count, until: ContinuousClock.now + timeout)
     }
 
     /// Lines until one satisfies `match`, answering `PING` with `PONG` on the way.
     /// - Returns: the matching line and the lines skipped before it.
-    public func readLine(until match: (String) -> Bool, timeout: Duration = .seconds(5)) throws -> (line: String, skipped: [String]) {
+    package func readLine(until match: (String) -> Bool, timeout: Duration = .seconds(5)) throws -> (line: String, skipped: [String]) {
         let deadline = ContinuousClock.now + timeout
         var skipped: [String] = []
         while true {

@@ -10,7 +10,7 @@ import Foundation
 import Glibc
 
 /// Errors from `RawClient`; each says what the client was waiting for.
-public enum RawClientError: Error, CustomStringConvertible {
+package enum RawClientError: Error, CustomStringConvertible {
     /// A libc call failed (`call` names it and the path), e.g. `connect`, `ECONNREFUSED`.
     case system(call: String, errno: Int32)
     /// Nothing (or not enough) arrived before the deadline.
@@ -24,7 +24,7 @@ public enum RawClientError: Error, CustomStringConvertible {
     /// A frame arrived where another was expected.
     case unexpectedFrame(raw: String, expecting: String)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .system(let call, let errno):
             "failed to \(call): \(String(cString: strerror(errno))) (errno \(errno))"
@@ -42,7 +42,7 @@ public enum RawClientError: Error, CustomStringConvertible {
     }
 
     /// The errno of a `.system` error, else nil.
-    public var errno: Int32? {
+    package var errno: Int32? {
         if case .system(_, let e) = self { return e }
         return nil
     }
@@ -52,18 +52,18 @@ public enum RawClientError: Error, CustomStringConvertible {
 ///
 /// Owns its socket descriptor (close-on-exec, non-blocking) and closes it in
 /// `close()` or deinit. Not thread-safe: one test uses it from one thread.
-public final class RawClient {
+package final class RawClient {
     /// Default bound for waiting on an expected frame: 10 s.
-    public static let defaultTimeout: Duration = .seconds(10)
+    package static let defaultTimeout: Duration = .seconds(10)
 
     /// The socket path this client connected to.
-    public let path: String
+    package let path: String
     /// The socket descriptor, or -1 once closed.
-    public private(set) var fd: Int32
+    package private(set) var fd: Int32
     /// True if the connection ended with `ECONNRESET` rather than a clean EOF.
-    public private(set) var endedWithReset = false
+    package private(set) var endedWithReset = false
     /// The cut-off last line left by `readUntilEOF(allowingPartialLastLine: true)`, if any.
-    public private(set) var partialLastLine: [UInt8]?
+    package private(set) var partialLastLine: [UInt8]?
 
     private var rx: [UInt8] = []
     private var rxStart = 0
@@ -78,7 +78,7 @@ public final class RawClient {
     /// Retries while the listen backlog is full (`EAGAIN`), up to `timeout`.
     /// - Throws: `RawClientError.system(call: "connect PATH", errno:)` on any
     ///   other failure (`ENOENT`, `ECONNREFUSED`, ...), `.timedOut` when the backlog stays full.
-    public init(path: String, timeout: Duration = RawClient.defaultTimeout) throws {
+    package init(path: String, timeout: Duration = RawClient.defaultTimeout) throws {
         self.path = path
         fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
         guard fd >= 0 else { throw RawClientError.system(call: "socket", errno: Glibc.errno) }
@@ -108,7 +108,7 @@ public final class RawClient {
 
     /// Takes over a connected socket (e.g. one made by a process of another
     /// uid, `connectAs`): made non-blocking and close-on-exec, owned from now on.
-    public init(adopting descriptor: Int32, path: String) {
+    package init(adopting descriptor: Int32, path: String) {
         self.path = path
         fd = descriptor
         _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
@@ -121,12 +121,12 @@ public final class RawClient {
 
     /// Sends `line` followed by one LF.
     /// - Throws: `RawClientError.system(call: "send", …)` (e.g. `EPIPE`), `.timedOut`.
-    public func send(_ line: String, timeout: Duration = .seconds(60)) throws {
+    package func send(_ line: String, timeout: Duration = .seconds(60)) throws {
         try sendBytes(Array(line.utf8) + [0x0A], timeout: timeout)
     }
 
     /// Sends `text` exactly as given (no LF added): for CRLF, split frames, missing LF at EOF.
-    public func sendRaw(_ text: String, timeout: Duration = .seconds(60)) throws {
+    package func sendRaw(_ text: String, timeout: Duration = .seconds(60)) throws {
         try sendBytes(Array(text.utf8), timeout: timeout)
     }
 
@@ -135,7 +135,7 @@ public final class RawClient {
     /// nothing for `stall` (it stopped reading us).
     /// - Returns: how many bytes were written.
     /// - Throws: `RawClientError.system(call: "send", …)`.
-    public func sendWithoutReading(_ bytes: [UInt8], stall: Duration = .milliseconds(500)) throws -> Int {
+    package func sendWithoutReading(_ bytes: [UInt8], stall: Duration = .milliseconds(500)) throws -> Int {
         var offset = 0
         while offset < bytes.count {
             if let n = try sendNow(bytes, from: offset) {
@@ -155,7 +155,7 @@ public final class RawClient {
     /// deadlock against unread replies.
     /// - Throws: `RawClientError.system(call: "send", …)` (e.g. `EPIPE`,
     ///   `ECONNRESET`), `.timedOut` when the broker takes nothing for `timeout`.
-    public func sendBytes(_ bytes: [UInt8], timeout: Duration = .seconds(60)) throws {
+    package func sendBytes(_ bytes: [UInt8], timeout: Duration = .seconds(60)) throws {
         var offset = 0
         let deadline = ContinuousClock.now + timeout
         while offset < bytes.count {
@@ -195,12 +195,12 @@ public final class RawClient {
 
     /// Shuts down the writing side (shutdown(2) `SHUT_WR`): the broker sees EOF
     /// but can still write to us (PROTOCOL.md, Semantics: half-close).
-    public func shutdownWrite() throws {
+    package func shutdownWrite() throws {
         guard shutdown(fd, Int32(SHUT_WR)) == 0 else { throw RawClientError.system(call: "shutdown", errno: Glibc.errno) }
     }
 
     /// Closes the socket; idempotent. Unread data makes the broker see `ECONNRESET`.
-    public func close() {
+    package func close() {
         if fd >= 0 {
             Glibc.close(fd)
             fd = -1
@@ -212,7 +212,7 @@ public final class RawClient {
     /// Reads one LF-terminated line (without the LF; a CR before it is kept).
     /// - Throws: `.timedOut`, `.endOfStream` (clean EOF, nothing pending),
     ///   `.truncatedAtEOF` (EOF after a partial line), `.system`.
-    public func readLine(timeout: Duration = RawClient.defaultTimeout) throws -> [UInt8] {
+    package func readLine(timeout: Duration = RawClient.defaultTimeout) throws -> [UInt8] {
         let deadline = ContinuousClock.now + timeout
         while true {
             if let lf = rx[scanFrom...].firstIndex(of: 0x0A) {
@@ -237,12 +237,12 @@ public final class RawClient {
 
     /// Reads one frame: a line parsed as a JSON object with JSONSerialization.
     /// - Throws: as `readLine`, plus `.invalidFrame` when the line is not a JSON object.
-    public func readFrame(timeout: Duration = RawClient.defaultTimeout) throws -> Frame {
+    package func readFrame(timeout: Duration = RawClient.defaultTimeout) throws -> Frame {
         try Frame(line: readLine(timeout: timeout))
     }
 
     /// Reads exactly `count` frames within one overall `timeout`.
-    public func readFrames(count: Int, timeout: Duration = RawClient.defaultTimeout) throws -> [Frame] {
+    package func readFrames(count: Int, timeout: Duration = RawClient.defaultTimeout) throws -> [Frame] {
         let deadline = ContinuousClock.now + timeout
         var frames: [Frame] = []
         frames.reserveCapacity(count)
@@ -259,7 +259,7 @@ public final class RawClient {
     }
 
     /// Reads frames until one satisfies `stop` (included in the result), within `timeout` overall.
-    public func readFrames(
+    package func readFrames(
         until stop: (Frame) throws -> Bool, timeout: Duration = RawClient.defaultTimeout
     ) throws -> [Frame] {
         let deadline = ContinuousClock.now + timeout
@@ -285,7 +285,7 @@ public final class RawClient {
     ///   (a broker may close a slow consumer in the middle of a frame).
     /// - Throws: `.timedOut` if the connection is still open after `timeout`;
     ///   `.truncatedAtEOF` for a cut-off last line unless allowed.
-    public func readUntilEOF(
+    package func readUntilEOF(
         timeout: Duration = RawClient.defaultTimeout, allowingPartialLastLine: Bool = false
     ) throws -> [Frame] {
         let deadline = ContinuousClock.now + timeout
@@ -315,7 +315,7 @@ public final class RawClient {
     /// - Returns: the reply, e.g. `{"op":"ok","req":1,"seq":5,"delivered":1}`.
     /// - Throws: `.unexpectedFrame` (an event, or a reply to something else), `.timedOut`, `.endOfStream`.
     @discardableResult
-    public func request(_ json: String, timeout: Duration = RawClient.defaultTimeout) throws -> Frame {
+    package func request(_ json: String, timeout: Duration = RawClient.defaultTimeout) throws -> Frame {
         try send(json)
         let reply = try readFrame(timeout: timeout)
         try checkReply(reply, to: json)
@@ -325,7 +325,7 @@ public final class RawClient {
     /// Like `request`, but events and `dropped` notices that arrive before the
     /// reply are appended to `skipped` instead of failing.
     @discardableResult
-    public func request(
+    package func request(
         _ json: String, skippingEventsInto skipped: inout [Frame], timeout: Duration = RawClient.defaultTimeout
     ) throws -> Frame {
         try send(json)
@@ -337,7 +337,7 @@ public final class RawClient {
 
     /// Sends `{"op":"stats","req":"stats-N"}` and returns the `ok` (PROTOCOL.md, Requests).
     /// - Throws: `.unexpectedFrame` if the reply is not an `ok`.
-    public func stats(timeout: Duration = RawClient.defaultTimeout) throws -> Frame {
+    package func stats(timeout: Duration = RawClient.defaultTimeout) throws -> Frame {
         statsCount += 1
         let reply = try request(#"{"op":"stats","req":"stats-\#(statsCount)"}"#, timeout: timeout)
         guard reply.op == "ok" else { throw RawClientError.unexpectedFrame(raw: reply.raw, expecting: "ok to stats") }
@@ -347,7 +347,7 @@ public final class RawClient {
     /// Sends `{"op":"ping","req":"settle-N"}` and returns every frame that
     /// arrived before its `ok`: everything the broker had queued for us.
     /// - Throws: `.timedOut` when the `ok` does not come within `timeout`.
-    public func settle(timeout: Duration = RawClient.defaultTimeout) throws -> [Frame] {
+    package func settle(timeout: Duration = RawClient.defaultTimeout) throws -> [Frame] {
         settleCount += 1
         let tag = "settle-\(settleCount)"
         try send(#"{"op":"ping","req":"\#(tag)"}"#)
@@ -360,7 +360,7 @@ public final class RawClient {
     /// Never a bare sleep (STYLE.md, Testing).
     /// - Throws: `.unexpectedFrame` with the first stray frame; `.endOfStream`
     ///   if the broker closed the connection.
-    public func expectNoFrame(within: Duration = .milliseconds(100), timeout: Duration = RawClient.defaultTimeout) throws {
+    package func expectNoFrame(within: Duration = .milliseconds(100), timeout: Duration = RawClient.defaultTimeout) throws {
         let early = try settle(timeout: timeout)
         if let first = early.first {
             throw RawClientError.unexpectedFrame(raw: first.raw, expecting: "no frame (\(early.count) arrived before the settling ping's ok)")
@@ -441,7 +441,7 @@ public final class RawClient {
 
 /// Builds a `sockaddr_un` for `path` (unix(7)).
 /// - Throws: `RawClientError.system(call: "use socket path …", errno: ENAMETOOLONG)` beyond 107 bytes.
-public func unixAddress(_ path: String) throws -> sockaddr_un {
+package func unixAddress(_ path: String) throws -> sockaddr_un {
     var address = sockaddr_un()
     address.sun_family = sa_family_t(AF_UNIX)
     let bytes = Array(path.utf8)
@@ -461,7 +461,7 @@ public func unixAddress(_ path: String) throws -> sockaddr_un {
 /// For conditions the broker reaches asynchronously (a closed connection
 /// disappearing from `stats`); never use it to show that something does *not* happen.
 /// - Throws: `RawClientError.timedOut(waitingFor: what, …)`, or what `condition` throws.
-public func waitUntil(
+package func waitUntil(
     _ what: String, timeout: Duration = RawClient.defaultTimeout, _ condition: () throws -> Bool
 ) throws {
     let deadline = ContinuousClock.now + timeout

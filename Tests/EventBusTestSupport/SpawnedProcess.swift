@@ -14,14 +14,14 @@ import Synchronization
 
 /// Variables that would leak the test runner's systemd context into a child
 /// (sd_listen_fds(3), sd_notify(3), sd_watchdog_enabled(3), systemd.exec(5)).
-public let systemdEnvironmentVariables: Set<String> = [
+package let systemdEnvironmentVariables: Set<String> = [
     "NOTIFY_SOCKET", "LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES",
     "WATCHDOG_USEC", "WATCHDOG_PID", "JOURNAL_STREAM", "INVOCATION_ID",
 ]
 
 /// Environment changes for `spawnChild`/`SpawnedProcess` that unset every
 /// `systemdEnvironmentVariables` entry, then apply `settings`.
-public func withoutSystemdVariables(_ settings: [String: String] = [:]) -> [String: String?] {
+package func withoutSystemdVariables(_ settings: [String: String] = [:]) -> [String: String?] {
     var environment: [String: String?] = [:]
     for name in systemdEnvironmentVariables { environment[name] = .some(nil) }
     for (key, value) in settings { environment[key] = value }
@@ -29,17 +29,17 @@ public func withoutSystemdVariables(_ settings: [String: String] = [:]) -> [Stri
 }
 
 /// A running child whose stdout and stderr go to files in a `TemporaryDirectory`.
-public final class SpawnedProcess: Sendable {
+package final class SpawnedProcess: Sendable {
     /// The child's process id.
-    public let pid: pid_t
+    package let pid: pid_t
     /// The executable as given to `init` (a path, or a name looked up in `$PATH`).
-    public let executable: String
+    package let executable: String
     /// The command line after the executable name.
-    public let arguments: [String]
+    package let arguments: [String]
     /// The file receiving the child's stdout.
-    public let stdoutPath: String
+    package let stdoutPath: String
     /// The file receiving the child's stderr (equal to `stdoutPath` when merged).
-    public let stderrPath: String
+    package let stderrPath: String
     private let status = Mutex<ExitStatus?>(nil)
     /// Kept so the output files outlive neither this object nor the child.
     private let directory: TemporaryDirectory
@@ -54,7 +54,7 @@ public final class SpawnedProcess: Sendable {
     ///   - mergeStderr: stderr goes to the stdout file (one interleaved log).
     ///   - closeStandardOutput: start the child with fd 1 closed.
     /// - Throws: `ChildProcessError.system` when a file cannot be made or spawning fails.
-    public init(
+    package init(
         _ executable: String,
         _ arguments: [String],
         in directory: TemporaryDirectory,
@@ -86,7 +86,7 @@ public final class SpawnedProcess: Sendable {
 
     /// Reaps the child if it has exited (one `WNOHANG` waitpid); its status once it has.
     @discardableResult
-    public func reap() -> ExitStatus? {
+    package func reap() -> ExitStatus? {
         status.withLock { status in
             if status == nil { status = waitForChild(pid, timeout: .zero) }
             return status
@@ -94,23 +94,23 @@ public final class SpawnedProcess: Sendable {
     }
 
     /// Whether the child has not exited yet (reaps it if it has).
-    public var isRunning: Bool { reap() == nil }
+    package var isRunning: Bool { reap() == nil }
 
     /// What the child has written to stdout so far.
-    public func stdoutSoFar() -> String { readTextFile(stdoutPath) }
+    package func stdoutSoFar() -> String { readTextFile(stdoutPath) }
 
     /// What the child has written to stderr so far.
-    public func stderrSoFar() -> String { readTextFile(stderrPath) }
+    package func stderrSoFar() -> String { readTextFile(stderrPath) }
 
     /// Sends `signal` (kill(2)) unless the child has already been reaped.
-    public func send(signal: Int32) {
+    package func send(signal: Int32) {
         if reap() == nil { kill(pid, signal) }
     }
 
     /// Waits up to `timeout` for the exit, sleeping 10 ms between polls.
     /// - Returns: the status and everything written to stdout and stderr.
     /// - Throws: `ChildProcessError.timedOut` after SIGKILLing and reaping the child.
-    public func wait(timeout: Duration = .seconds(10)) async throws -> ProcessOutput {
+    package func wait(timeout: Duration = .seconds(10)) async throws -> ProcessOutput {
         let deadline = ContinuousClock.now + timeout
         while reap() == nil {
             if ContinuousClock.now > deadline { throw killAfterTimeout(timeout) }
@@ -120,7 +120,7 @@ public final class SpawnedProcess: Sendable {
     }
 
     /// `wait(timeout:)` for synchronous callers: blocks the thread, polling every 5 ms.
-    public func waitBlocking(timeout: Duration = .seconds(10)) throws -> ProcessOutput {
+    package func waitBlocking(timeout: Duration = .seconds(10)) throws -> ProcessOutput {
         guard waitForExit(timeout: timeout) != nil else { throw killAfterTimeout(timeout) }
         return output()
     }
@@ -128,7 +128,7 @@ public final class SpawnedProcess: Sendable {
     /// Waits up to `timeout` for the exit (blocking the thread, polling every
     /// 5 ms) and leaves the child alone if it is still running then.
     /// - Returns: how it ended, or nil while it runs.
-    public func waitForExit(timeout: Duration) -> ExitStatus? {
+    package func waitForExit(timeout: Duration) -> ExitStatus? {
         let deadline = ContinuousClock.now + timeout
         while true {
             if let status = reap() { return status }
@@ -141,7 +141,7 @@ public final class SpawnedProcess: Sendable {
     /// (blocking), then SIGKILLs and reaps it.
     /// - Returns: how it ended, and whether SIGKILL was needed.
     @discardableResult
-    public func terminate(_ signal: Int32 = SIGTERM, timeout: Duration) -> (status: ExitStatus, killed: Bool) {
+    package func terminate(_ signal: Int32 = SIGTERM, timeout: Duration) -> (status: ExitStatus, killed: Bool) {
         send(signal: signal)
         if let status = waitForExit(timeout: timeout) { return (status, false) }
         killAndReap()
@@ -149,7 +149,7 @@ public final class SpawnedProcess: Sendable {
     }
 
     /// Sends `signal` (unless the child has exited), then waits as `wait(timeout:)` does.
-    public func stop(_ signal: Int32 = SIGTERM, timeout: Duration = .seconds(10)) async throws -> ProcessOutput {
+    package func stop(_ signal: Int32 = SIGTERM, timeout: Duration = .seconds(10)) async throws -> ProcessOutput {
         send(signal: signal)
         return try await wait(timeout: timeout)
     }
@@ -182,15 +182,15 @@ public final class SpawnedProcess: Sendable {
 
 /// Creates (or truncates) `path` as an empty file.
 /// - Throws: `TestFailure` when it cannot.
-public func createEmptyFile(_ path: String) throws {
+package func createEmptyFile(_ path: String) throws {
     guard FileManager.default.createFile(atPath: path, contents: nil) else { throw TestFailure("cannot create \(path)") }
 }
 
 /// A failure of a test helper, with what went wrong.
-public struct TestFailure: Error, CustomStringConvertible {
+package struct TestFailure: Error, CustomStringConvertible {
     /// What went wrong, e.g. `"connect /tmp/eb-x/s failed: errno 2"`.
-    public let description: String
+    package let description: String
 
     /// A failure described by `description`.
-    public init(_ description: String) { self.description = description }
+    package init(_ description: String) { self.description = description }
 }

@@ -8,15 +8,15 @@ import Synchronization
 
 /// A fresh directory `/tmp/<prefix>XXXXXX` (mkdtemp(3), mode 0700), removed
 /// with everything in it by `remove()` or, as a last resort, on deinit.
-public final class TemporaryDirectory: Sendable {
+package final class TemporaryDirectory: Sendable {
     /// Absolute path, e.g. `/tmp/eb-a1B2c3`.
-    public let path: String
+    package let path: String
     private let removed = Atomic<Bool>(false)
 
     /// Creates the directory.
     /// - Parameter prefix: the name before the six random characters (keep it short).
     /// - Throws: `ChildProcessError.system(call: "mkdtemp", …)`.
-    public init(prefix: String = "eb-") throws {
+    package init(prefix: String = "eb-") throws {
         var template = Array("/tmp/\(prefix)XXXXXX".utf8CString)
         let made = template.withUnsafeMutableBufferPointer { buffer in
             mkdtemp(buffer.baseAddress!)
@@ -26,13 +26,13 @@ public final class TemporaryDirectory: Sendable {
     }
 
     /// Removes the directory and its contents; idempotent.
-    public func remove() {
+    package func remove() {
         guard !removed.exchange(true, ordering: .relaxed) else { return }
         try? FileManager.default.removeItem(atPath: path)
     }
 
     /// `path + "/" + name`.
-    public func file(_ name: String) -> String { path + "/" + name }
+    package func file(_ name: String) -> String { path + "/" + name }
 
     deinit { remove() }
 }

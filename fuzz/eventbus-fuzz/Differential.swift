@@ -6,7 +6,7 @@
 // so it cannot hide a different disagreement in the same input.
 //
 // Before editing: a new class needs its RFC 8259 verdict in RELIABILITY.md.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Foundation
 
 /// Known, documented ways the two parsers disagree.

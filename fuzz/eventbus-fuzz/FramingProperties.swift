@@ -4,7 +4,7 @@
 //
 // Before editing: a violated property must trap (`fuzzFailure`) so libFuzzer
 // saves the input; never print and continue.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 /// One unit the splitter produced, copied out of the callback.
 enum SplitItem: Equatable, CustomStringConvertible {

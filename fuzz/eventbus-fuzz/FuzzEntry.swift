@@ -11,7 +11,7 @@ import Foundation
 #if EVENTBUS_FUZZER
 /// libFuzzer's hook: runs every property on one input; traps on a violation.
 @_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
+package func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     FuzzInput.run(UnsafeRawBufferPointer(start: data, count: size))
     return 0
 }

@@ -3,7 +3,7 @@
 // of names and patterns, and `Pattern.matches` on pairs cut from the input.
 //
 // Before editing: a violated property must trap (`fuzzFailure`).
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 enum NameProperties {
     static func isSegmentByte(_ b: UInt8) -> Bool {

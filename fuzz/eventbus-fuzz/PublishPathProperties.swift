@@ -10,7 +10,7 @@
 // Before editing: a violated property must trap (`fuzzFailure`). The
 // shape's definition here is written from the general decoder's result, not
 // from the scanner's code, so the two can disagree.
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 enum PublishPathProperties {
     /// How often the specialised path took a frame, and how often it left

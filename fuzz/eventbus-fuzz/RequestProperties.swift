@@ -7,7 +7,7 @@
 // writes the request so that it decodes the same again.
 //
 // Before editing: a violated property must trap (`fuzzFailure`).
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 enum RequestProperties {
     static func check(_ frame: [UInt8]) {

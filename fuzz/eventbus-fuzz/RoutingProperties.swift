@@ -20,7 +20,7 @@
 //
 // Before editing: a violated property must trap (`fuzzFailure`).
 import EventBusCore
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 enum RoutingProperties {
     static let slotCount = 4

@@ -7,13 +7,13 @@
 // the socket goes through `appendEscaped`; JSON output (`--format json`,
 // `--json`, JSON Lines) needs no escaping: it is JSON the CLI validated.
 
-enum TerminalText {
+package enum TerminalText {
     /// Appends `bytes` (UTF-8) with every control character written visibly:
     /// C0 controls and DEL as `\x1B`-style escapes (tab included), C1
     /// controls (U+0080...U+009F, which some terminals obey, e.g. U+009B CSI)
     /// and the bidirectional overrides and isolates (U+202A...U+202E,
     /// U+2066...U+2069) as `\u{9B}`, and bytes that are not UTF-8 as `\xFF`.
-    static func appendEscaped<C: Collection>(_ bytes: C, to out: inout [UInt8]) where C.Element == UInt8 {
+    package static func appendEscaped<C: Collection>(_ bytes: C, to out: inout [UInt8]) where C.Element == UInt8 {
         var i = bytes.startIndex
         while i < bytes.endIndex {
             let b = bytes[i]
@@ -42,7 +42,7 @@ enum TerminalText {
     }
 
     /// `text` escaped as `appendEscaped` does.
-    static func escaped(_ text: String) -> String {
+    package static func escaped(_ text: String) -> String {
         var out: [UInt8] = []
         appendEscaped(text.utf8, to: &out)
         return String(decoding: out, as: UTF8.self)
