@@ -17,16 +17,16 @@
 // of A-Z a-z 0-9 _ -), a stricter rule than the broker's for local groups
 // (which also allows `.` and `:`): `GroupSpec` is the one place that checks it.
 import EventBusNATS
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSession
 
 /// `NAME:PATTERN`: the queue group NAME's events of PATTERN.
-public struct GroupSpec: Hashable, Sendable, CustomStringConvertible {
-    public let name: String
-    public let pattern: Pattern
+package struct GroupSpec: Hashable, Sendable, CustomStringConvertible {
+    package let name: String
+    package let pattern: Pattern
 
     /// `NAME:PATTERN`, NAME 1-64 of `A-Z a-z 0-9 _ -` (a NATS subject token).
-    public init?(_ text: String) {
+    package init?(_ text: String) {
         guard let colon = text.firstIndex(of: ":") else { return nil }
         let name = String(text[..<colon])
         guard NodeName.isToken(name, maxBytes: 64), let pattern = Pattern(String(text[text.index(after: colon)...])) else { return nil }
@@ -34,24 +34,24 @@ public struct GroupSpec: Hashable, Sendable, CustomStringConvertible {
         self.pattern = pattern
     }
 
-    public var description: String { "\(name):\(pattern.text)" }
+    package var description: String { "\(name):\(pattern.text)" }
 }
 
 /// The header names of group events across machines (besides the `ce-` ones).
-public enum GroupHeaderName {
+package enum GroupHeaderName {
     /// On a keyed event: its `key`.
-    public static let key = "eb-key"
+    package static let key = "eb-key"
 }
 
 /// A group event from another machine, for the local members of `group`:
 /// `{"op":"publish",...,"origin":{...},"data":...,"group":"G","key":"k"}`.
-public struct GroupPublish: Equatable, Sendable {
-    public var event: LocalPublish
-    public var group: String
-    public var key: String?
+package struct GroupPublish: Equatable, Sendable {
+    package var event: LocalPublish
+    package var group: String
+    package var key: String?
 
     /// Appends its `publish` frame, LF included, without `req`.
-    public func appendFrame(to out: inout [UInt8]) {
+    package func appendFrame(to out: inout [UInt8]) {
         let start = out.count
         event.appendFrame(to: &out)
         guard out.count >= start + 2 else { return }
@@ -62,44 +62,44 @@ public struct GroupPublish: Equatable, Sendable {
     }
 }
 
-public struct RemoteGroups {
-    public let mapping: SubjectMapping
+package struct RemoteGroups {
+    package let mapping: SubjectMapping
     /// Groups whose events may leave (the fallback memberships).
-    public let exports: [GroupSpec]
+    package let exports: [GroupSpec]
     /// Groups whose events other machines may hand to local members.
-    public let imports: [GroupSpec]
+    package let imports: [GroupSpec]
     private let groupHead: String
     /// Import subscriptions: sid -> group name.
     private var importSIDs: [SubscriptionID: String] = [:]
 
-    public private(set) var counters = Counters()
+    package private(set) var counters = Counters()
 
-    public struct Counters: Equatable, Sendable {
+    package struct Counters: Equatable, Sendable {
         /// Group events sent to NATS (no local member took them).
-        public var sent = 0
+        package var sent = 0
         /// Group events from other machines published to local members.
-        public var received = 0
+        package var received = 0
         /// Incoming group events dropped (a bad subject, header or payload, our own node).
-        public var dropped = 0
+        package var dropped = 0
     }
 
-    public init(mapping: SubjectMapping, exports: [GroupSpec], imports: [GroupSpec]) {
+    package init(mapping: SubjectMapping, exports: [GroupSpec], imports: [GroupSpec]) {
         self.mapping = mapping
         self.exports = Array(Set(exports)).sorted { ($0.name, $0.pattern.text) < ($1.name, $1.pattern.text) }
         self.imports = Array(Set(imports)).sorted { ($0.name, $0.pattern.text) < ($1.name, $1.pattern.text) }
         groupHead = "\(mapping.prefix.text).grp."
     }
 
-    public var isEmpty: Bool { exports.isEmpty && imports.isEmpty }
+    package var isEmpty: Bool { exports.isEmpty && imports.isEmpty }
 
     /// The NATS queue group of the machines importing group `name`.
-    public static func queueGroup(_ name: String) -> Subject { Subject("eventbus-group-" + name)! }
+    package static func queueGroup(_ name: String) -> Subject { Subject("eventbus-group-" + name)! }
 
     /// The names of the exported groups (the frames' `"group"` marks).
-    public var exportedNames: [String] { Array(Set(exports.map(\.name))).sorted() }
+    package var exportedNames: [String] { Array(Set(exports.map(\.name))).sorted() }
 
     /// The NATS subscriptions to make (once; the client renews them at every reconnect).
-    public mutating func subscribe(_ subscribe: (Subject, Subject?) -> SubscriptionID) {
+    package mutating func subscribe(_ subscribe: (Subject, Subject?) -> SubscriptionID) {
         for spec in imports {
             let sid = subscribe(Subject(pattern: groupHead + spec.name + ".*." + spec.pattern.text)!, RemoteGroups.queueGroup(spec.name))
             importSIDs[sid] = spec.name
@@ -107,16 +107,16 @@ public struct RemoteGroups {
     }
 
     /// Whether a NATS message is for this table (its subscription's sid).
-    public func owns(_ sid: SubscriptionID) -> Bool { importSIDs[sid] != nil }
+    package func owns(_ sid: SubscriptionID) -> Bool { importSIDs[sid] != nil }
 
     // MARK: Out
 
     /// `PREFIX.grp.NAME.NODE.TYPE`.
-    public func subject(group: String, type: String) -> Subject? { Subject(groupHead + group + "." + mapping.node.text + "." + type) }
+    package func subject(group: String, type: String) -> Subject? { Subject(groupHead + group + "." + mapping.node.text + "." + type) }
 
     /// The NATS message for a group event no local member took (nil: its
     /// type is not a subject, or its group is not one we export).
-    public mutating func send(_ event: RawEvent, group: String, instance: String) -> OutgoingMessage? {
+    package mutating func send(_ event: RawEvent, group: String, instance: String) -> OutgoingMessage? {
         guard exports.contains(where: { $0.name == group }), let type = EventType(event.metadata.type), !type.isReserved,
               let subject = subject(group: group, type: type.name) else { return nil }
         var block = CloudEventsHeaders.exportBlock(event, node: mapping.node, instance: instance)
@@ -135,14 +135,14 @@ public struct RemoteGroups {
 
     // MARK: In
 
-    public enum Incoming: Equatable {
+    package enum Incoming: Equatable {
         case publish(GroupPublish)
         /// Not an event we can take (`reason` for the log).
         case drop(String)
     }
 
     /// Reads a group event from another machine.
-    public mutating func receive(_ message: Message) -> Incoming {
+    package mutating func receive(_ message: Message) -> Incoming {
         guard let group = importSIDs[message.sid] else { return .drop("no group subscription \(message.sid)") }
         let head = groupHead + group + "."
         guard message.subject.hasPrefix(head) else { counters.dropped += 1; return .drop("not a subject of group \(group): \(message.subject)") }

@@ -29,7 +29,7 @@
 // bridge exports a group, and one more per matched group for an event a
 // bridge publishes.
 import EventBusPolicy
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 extension Broker {
     /// `subscribe` with `group` and `fallback: true`: a bridge's fallback

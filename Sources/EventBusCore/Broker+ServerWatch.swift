@@ -17,7 +17,7 @@
 // those four call `countServing` and nothing else changes it. The event and
 // request paths never look at any of this.
 import EventBusPolicy
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 
 extension Broker {
     /// Watches a connection may hold (a bridge holds one per import pattern).

@@ -7,7 +7,7 @@
 // from the last import are replaced when the next one differs.
 import EventBusBridge
 import EventBusNATS
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSession
 import Testing
 

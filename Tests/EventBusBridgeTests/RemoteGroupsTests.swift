@@ -5,7 +5,7 @@
 // into a group publish (and the ones refused), and that publish's frame.
 import EventBusBridge
 import EventBusNATS
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import EventBusSession
 import Testing
 

@@ -9,7 +9,8 @@ import Testing
 
 /// The reply of the broker frame `text`.
 private func reply(_ text: String) throws -> Reply {
-    let frame = try Array(text.utf8).withUnsafeBytes { raw in try Result { () throws(BrokerFrameError) in try BrokerFrame.read(raw) }.get() }
+    let bytes = Array(text.utf8)
+    let frame = try Result { () throws(BrokerFrameError) in try BrokerFrame.read(bytes.span.bytes) }.get()
     return try #require(frame.reply)
 }
 

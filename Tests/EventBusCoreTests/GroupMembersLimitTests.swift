@@ -5,7 +5,7 @@
 // of the same name, another name, another uid's group each count their own),
 // a leave makes room, and uid 0 has none.
 @testable import EventBusCore
-import EventBusProtocol
+@_spi(Package) import EventBusProtocol
 import Testing
 
 @Suite("Queue group members bound")
