@@ -290,7 +290,7 @@ package final class Broker {
         }
         if let refusal = connectRefusal(credentials, view) { return .failure(refusal) }
         let account = account(for: uid)
-        account.limits = limits
+        account.setLimits(limits)
         ledger.noteOutboundLimit(limits.outboundBytes)
         let connection = Connection(id: nextConnectionID, credentials: credentials, policy: view, account: account,
                                     maxFrameBytes: configuration.maxFrameBytes, connectedAt: now.wallNanoseconds)
@@ -316,8 +316,7 @@ package final class Broker {
     /// the inbound bytes, stops counting it for its uid and tells the server
     /// to close the socket (`.close(id, .now)`).
     func forget(_ connection: Connection) {
-        guard !connection.isClosed else { return }
-        connection.isClosed = true
+        guard connection.markClosed() else { return }
         unpark(connection)
         forgetFlow(connection)
         for pattern in Array(connection.subscriptions.keys) { removeSubscription(pattern, from: connection) }
@@ -343,7 +342,7 @@ package final class Broker {
             forget(connection)
         } else {
             unpark(connection)  // nothing is routed to it from now: nothing counted either
-            connection.closing = .afterFlush
+            connection.closeAfter(.afterFlush)
             current.effects.append(.close(connection.id, .afterFlush))
         }
     }
