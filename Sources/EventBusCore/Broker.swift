@@ -20,10 +20,12 @@
 // `writer` (EventWriter.swift: the reply buffer, the event scratch, the built
 // chunk, seq digits, timestamps, id prefix, and the code that writes an event
 // frame); `Connection`'s are its `identity`, `session`, `input`, `output`,
-// `accounting` (Connection.swift, whose header names each one's rule) and
-// `flow` (FlowState.swift). The ledger's and the connection parts' fields
-// are `private(set)`: a broker file decides when a rule applies and calls
-// the part's method, which keeps the part's invariant. The 1.1 features: per-uid
+// `accounting` (Connection.swift, whose header names each one's rule),
+// `flow` (FlowState.swift) and `groups` (QueueGroups.swift), and its own
+// subscriptions and life (Connection.swift); each uid's `UserAccount`
+// (UserAccounts.swift). The ledger's, the accounts' and the connection
+// parts' fields are `private(set)`: a broker file decides when a rule
+// applies and calls the part's method, which keeps the part's invariant. The 1.1 features: per-uid
 // accounting and quotas in UserAccounts.swift and Broker+Quotas.swift (called
 // from `open`, `forget`, the subscription pair, `enqueue`, between frames in
 // `receive`, and the frame timeout's `tick(at:)`; `.pauseReading`/
