@@ -66,12 +66,6 @@ extension Broker {
         }
     }
 
-    /// A fallback membership ended (`leaveGroup`).
-    static func forgetFallbackName(_ name: String, of connection: Connection) {
-        guard let count = connection.groups.fallbackNames[name] else { return }
-        connection.groups.fallbackNames[name] = count > 1 ? count - 1 : nil
-    }
-
     /// Whether a local group gets an event a bridge publishes: only groups
     /// named `onlyGroup` for a group publish; else none that one of the
     /// bridge's fallback memberships names.

@@ -128,8 +128,7 @@ extension Broker {
     package func peersClosed(_ connections: [Connection], at time: BrokerTime) -> BrokerStep {
         now = time
         var handovers: [(Connection, GroupHandover)] = []
-        for connection in connections where !connection.isClosed && !connection.groups.peerClosed {
-            connection.groups.peerClosed = true
+        for connection in connections where !connection.isClosed && connection.groups.notePeerClosed() {
             if let handover = leaveGroupsForHandover(connection) { handovers.append((connection, handover)) }
         }
         for (connection, handover) in handovers { handOver(handover, from: connection) }
@@ -140,11 +139,11 @@ extension Broker {
     /// what is still queued once twice its queued frames).
     func noteDelivery(_ seq: UInt64, to member: GroupMember) {
         let connection = member.connection
-        connection.groups.deliveries.append(GroupDelivery(seq: seq, member: member))
-        guard connection.groups.deliveries.count > 2 * connection.outbound.frameCount + 64 else { return }
-        var queued = Set<UInt64>()
-        connection.outbound.forEachEvent(unwrittenOnly: false) { seq, _, _ in queued.insert(seq) }
-        connection.groups.deliveries.removeAll { !queued.contains($0.seq) || !$0.member.isActive }
+        connection.groups.noteDelivery(seq, to: member, queuedFrames: connection.outbound.frameCount) {
+            var queued = Set<UInt64>()
+            connection.outbound.forEachEvent(unwrittenOnly: false) { seq, _, _ in queued.insert(seq) }
+            return queued
+        }
     }
 
     /// A connection is going (from `forget`): it leaves every group, and the
@@ -185,8 +184,7 @@ extension Broker {
             }
         }
         for member in handover.left { leaveGroup(member) }
-        connection.groups.blocked = []
-        connection.groups.deliveries = []
+        connection.groups.forgetQueued()
         return handover
     }
 

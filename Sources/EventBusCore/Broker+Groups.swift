@@ -84,9 +84,8 @@ extension Broker {
         }
         let member = group.append(connection, salt: Broker.mix64(connection.id ^ groupSeed))
         group.setFiltered(member, filtered)
-        connection.groups.memberships[key] = member
-        if key.fallback { connection.groups.fallbackNames[key.name, default: 0] += 1 }
-        connection.account.groupMemberships += 1
+        connection.groups.join(member)
+        connection.account.countGroupMembership(1)
         if key.serve { countServing(key.pattern, 1) }  // (issue 36) Broker+ServerWatch.swift
         chargeSubscription(key.pattern, of: connection, sign: 1, extraBytes: groupMemberCost(key))
         return member
@@ -98,9 +97,8 @@ extension Broker {
         let group = member.group, connection = member.connection
         releaseGroup(group)  // its publishers look again at who is left
         group.remove(member)
-        connection.groups.memberships[group.key] = nil
-        if group.key.fallback { Broker.forgetFallbackName(group.key.name, of: connection) }
-        connection.account.groupMemberships -= 1
+        connection.groups.leave(group.key)
+        connection.account.countGroupMembership(-1)
         if group.isEmpty {
             let index = groupIndex(for: group.key)
             index.remove(group)
@@ -330,24 +328,12 @@ extension Broker {
 
     /// Passes a member over until its connection writes.
     private func block(_ member: GroupMember) {
-        member.isBlocked = true
-        member.group.setReady(member, false)
-        let connection = member.connection
-        connection.groups.blocked.append(member)
-        // Bounded by its memberships: left ones are dropped now and then.
-        if connection.groups.blocked.count > 2 * connection.groups.memberships.count + 16 {
-            connection.groups.blocked.removeAll { !$0.isActive }
-        }
+        member.connection.groups.block(member)
     }
 
     /// A connection wrote: each of its memberships passed over is in turn again (from `didWrite`).
     func unblockGroups(_ connection: Connection) {
-        let blocked = connection.groups.blocked
-        connection.groups.blocked.removeAll(keepingCapacity: true)
-        for member in blocked where member.isActive && member.isBlocked {
-            member.isBlocked = false
-            member.group.setReady(member, true)
-        }
+        connection.groups.unblockAll()
     }
 
     // MARK: Serving groups

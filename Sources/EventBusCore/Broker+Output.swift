@@ -62,7 +62,7 @@ extension Broker {
         guard connection.closing != .afterWrite, !connection.isClosed else { return }
         reply(to: connection, req: nil, error: error)
         unpark(connection)  // nothing is routed to it from now: nothing counted either
-        connection.closing = .afterWrite
+        connection.closeAfter(.afterWrite)
         syncInbound(connection)  // its input will not be handled: release it now
         current.effects.append(.close(connection.id, .afterWrite))
     }

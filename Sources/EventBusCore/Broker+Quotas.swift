@@ -53,7 +53,7 @@ extension Broker {
     func refreshLimits() {
         for account in ledger.accounts.values {
             guard let newest = account.members.max(by: { $0.id < $1.id }) else { continue }
-            account.limits = limits(for: account.uid, UserLimitOverrides(newest.policy.limits))
+            account.setLimits(limits(for: account.uid, UserLimitOverrides(newest.policy.limits)))
             ledger.noteOutboundLimit(account.limits.outboundBytes)
         }
     }
@@ -131,9 +131,9 @@ extension Broker {
         guard delta != 0 else { return }
         let account = connection.account
         if connection.input.inboundCharged == 0 {
-            account.inboundHolders += 1
+            account.countInboundHolder(1)
         } else if held == 0 {
-            account.inboundHolders -= 1
+            account.countInboundHolder(-1)
         }
         connection.input.chargeInbound(held, now: now.monotonicNanoseconds)
         ledger.addInbound(delta, to: account)
@@ -161,11 +161,9 @@ extension Broker {
     }
 
     func setInboundThrottle(_ account: UserAccount, _ throttle: InboundThrottle) {
-        let was = account.inboundThrottle
-        account.inboundThrottle = throttle
+        let was = account.setInboundThrottle(throttle)
         if throttle.isEmpty {
             guard !was.isEmpty else { return }
-            account.inboundReader = nil
             for member in account.members { unpause(member, .inbound) }
             return
         }
@@ -182,7 +180,7 @@ extension Broker {
         for member in account.members where member.input.inboundCharged > 0 && !member.isClosed && member.closing == nil {
             if oldest == nil || member.input.inboundSince < oldest!.input.inboundSince { oldest = member }
         }
-        account.inboundReader = oldest
+        account.chooseInboundReader(oldest)
         for member in account.members where member !== oldest { pause(member, .inbound) }
         if let oldest { unpause(oldest, .inbound) }
     }
@@ -245,7 +243,7 @@ extension Broker {
     /// limit is left behind.
     @inline(__always)
     func applyOutbound(_ connection: Connection, _ delta: Int) {
-        connection.accounting.accountRef.with { $0.queuedBytes += delta }  // no count: the broker keeps it
+        connection.accounting.accountRef.with { $0.addQueued(delta) }  // no count: the broker keeps it
         statistics.queuedBytes += delta
         if !ledger.released.isEmpty { releaseActorCharges(connection) }
         if delta < 0 && (connection.input.pauses.contains(.outbound) || ledger.usersPausedForOutbound > 0 || !ledger.totals.outboundPaused.isEmpty) {
@@ -261,14 +259,14 @@ extension Broker {
     @inline(never)
     func chargeActor(_ actor: UInt32, bytes: Int, to connection: Connection) {
         connection.accounting.chargeShare(of: actor, bytes: bytes)
-        connection.account.actorShares[actor, default: 0] += bytes
+        connection.account.chargeShare(of: actor, bytes: bytes)
     }
 
     private func releaseActorCharges(_ connection: Connection) {
         let account = connection.account
         ledger.drainReleased { charge in
             connection.accounting.releaseShare(charge)
-            QuotaLedger.release(charge, from: &account.actorShares)
+            account.releaseShare(charge)
         }
     }
 

@@ -55,8 +55,8 @@ extension Broker {
     func addServing(_ pattern: Pattern, to connection: Connection, filtered: Bool, fallback: Bool = false) {
         guard connection.servings[pattern] == nil else { return }
         let subscription = (fallback ? fallbackIndex : serveIndex).add(pattern, connection)
-        connection.servings[pattern] = subscription
-        if fallback { connection.fallbackServings.insert(pattern) } else { countServing(pattern, 1) }
+        connection.keepServing(subscription, for: pattern, fallback: fallback)
+        if !fallback { countServing(pattern, 1) }
         if filtered { setFiltered(subscription, true, on: connection) }
         chargeSubscription(pattern, of: connection, sign: 1)
     }
@@ -68,9 +68,10 @@ extension Broker {
     /// - Returns: whether the connection had it.
     @discardableResult
     func removeServing(_ pattern: Pattern, from connection: Connection, closing: Bool = false) -> Bool {
-        guard let subscription = connection.servings.removeValue(forKey: pattern) else { return false }
+        guard let removed = connection.dropServing(pattern) else { return false }
+        let subscription = removed.subscription
         setFiltered(subscription, false, on: connection)
-        if connection.fallbackServings.remove(pattern) != nil {
+        if removed.fallback {
             fallbackIndex.remove(subscription)
         } else {
             serveIndex.remove(subscription)

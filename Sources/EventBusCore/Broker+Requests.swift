@@ -133,7 +133,7 @@ extension Broker {
         if !pattern.hasWildcards { types.dropRoutes(of: pattern.text) }
         let subscription = index.add(pattern, connection)
         subscription.offeredFrom = seq + 1
-        connection.subscriptions[pattern] = subscription
+        connection.keepSubscription(subscription, for: pattern)
         if filtered { setFiltered(subscription, true, on: connection) }
         chargeSubscription(pattern, of: connection, sign: 1)
         return true
@@ -145,7 +145,7 @@ extension Broker {
     /// - Returns: whether the connection had the pattern.
     @discardableResult
     func removeSubscription(_ pattern: Pattern, from connection: Connection) -> Bool {
-        guard let subscription = connection.subscriptions.removeValue(forKey: pattern) else { return false }
+        guard let subscription = connection.dropSubscription(pattern) else { return false }
         cancelReplays(of: subscription, on: connection)
         if !pattern.hasWildcards { types.dropRoutes(of: pattern.text) }
         setFiltered(subscription, false, on: connection)

@@ -40,7 +40,7 @@ extension Broker {
             chargeSubscription(pattern, of: connection, sign: 1)
             serverWatchers[connection.id] = connection
         }
-        connection.serverWatches[pattern] = true
+        connection.watchServers(pattern)
         let overlapping = servingPatterns.keys.filter { $0.overlaps(pattern) }.map(\.text).sorted()
         replyOKIfAsked(to: connection, req: req) { out in
             FrameEncoder.appendField("type", string: pattern.text, to: &out)
@@ -55,7 +55,7 @@ extension Broker {
 
     /// `unsubscribe` with `servers`. - Returns: whether the watch was there.
     func unsubscribeServers(_ pattern: Pattern, from connection: Connection) -> Bool {
-        guard connection.serverWatches.removeValue(forKey: pattern) != nil else { return false }
+        guard connection.unwatchServers(pattern) else { return false }
         chargeSubscription(pattern, of: connection, sign: -1)
         if connection.serverWatches.isEmpty { serverWatchers[connection.id] = nil }
         return true
@@ -81,7 +81,7 @@ extension Broker {
         guard (old > 0) != (new > 0), !serverWatchers.isEmpty else { return }
         for watcher in serverWatchers.values where watcher.isRoutable {
             for (watched, armed) in watcher.serverWatches where armed && watched.overlaps(pattern) {
-                watcher.serverWatches[watched] = false
+                watcher.disarmServerWatch(watched)
                 notifyServers(watched, to: watcher)
             }
         }

@@ -20,10 +20,12 @@
 // `writer` (EventWriter.swift: the reply buffer, the event scratch, the built
 // chunk, seq digits, timestamps, id prefix, and the code that writes an event
 // frame); `Connection`'s are its `identity`, `session`, `input`, `output`,
-// `accounting` (Connection.swift, whose header names each one's rule) and
-// `flow` (FlowState.swift). The ledger's and the connection parts' fields
-// are `private(set)`: a broker file decides when a rule applies and calls
-// the part's method, which keeps the part's invariant. The 1.1 features: per-uid
+// `accounting` (Connection.swift, whose header names each one's rule),
+// `flow` (FlowState.swift) and `groups` (QueueGroups.swift), and its own
+// subscriptions and life (Connection.swift); each uid's `UserAccount`
+// (UserAccounts.swift). The ledger's, the accounts' and the connection
+// parts' fields are `private(set)`: a broker file decides when a rule
+// applies and calls the part's method, which keeps the part's invariant. The 1.1 features: per-uid
 // accounting and quotas in UserAccounts.swift and Broker+Quotas.swift (called
 // from `open`, `forget`, the subscription pair, `enqueue`, between frames in
 // `receive`, and the frame timeout's `tick(at:)`; `.pauseReading`/
@@ -290,7 +292,7 @@ package final class Broker {
         }
         if let refusal = connectRefusal(credentials, view) { return .failure(refusal) }
         let account = account(for: uid)
-        account.limits = limits
+        account.setLimits(limits)
         ledger.noteOutboundLimit(limits.outboundBytes)
         let connection = Connection(id: nextConnectionID, credentials: credentials, policy: view, account: account,
                                     maxFrameBytes: configuration.maxFrameBytes, connectedAt: now.wallNanoseconds)
@@ -316,8 +318,7 @@ package final class Broker {
     /// the inbound bytes, stops counting it for its uid and tells the server
     /// to close the socket (`.close(id, .now)`).
     func forget(_ connection: Connection) {
-        guard !connection.isClosed else { return }
-        connection.isClosed = true
+        guard connection.markClosed() else { return }
         unpark(connection)
         forgetFlow(connection)
         for pattern in Array(connection.subscriptions.keys) { removeSubscription(pattern, from: connection) }
@@ -343,7 +344,7 @@ package final class Broker {
             forget(connection)
         } else {
             unpark(connection)  // nothing is routed to it from now: nothing counted either
-            connection.closing = .afterFlush
+            connection.closeAfter(.afterFlush)
             current.effects.append(.close(connection.id, .afterFlush))
         }
     }

@@ -14,17 +14,21 @@
 //   fair shares keep no entry for 0 bytes);
 // - `flow` (FlowState.swift): its part in flow control (holding and heldBy
 //   mirrored);
-// - `groups` (QueueGroups.swift; still changed field by field from
-//   Broker+Groups.swift and Broker+GroupFlow.swift) and `requests`
+// - `groups` (QueueGroups.swift: each membership once by key, the fallback
+//   names counted, a member blocked exactly while listed, the deliveries a
+//   bounded superset of the queued group events) and `requests`
 //   (RequestTable.swift, the one file that changes them); its
-//   subscriptions; where it is in its life (open, closing, closed).
+//   subscriptions (the fallback servings among its servings) and where it
+//   is in its life (open, closing, closed: each step once, never back),
+//   `private(set)` too, changed by the methods at the end of the class.
 //
 // Before editing: the core knows no fds; the server keeps its own record per
 // connection id and learns what to do only from the `BrokerStep`s the broker
 // returns. Every change goes through `Broker`, in place through a mutating
 // method of the part (`connection.input.pause(.held)`: the parts are structs
 // held by the class, never copied out to be changed). The parts' fields are
-// `private(set)` (the requests' `fileprivate(set)`): they are changed only
+// `private(set)` (the requests' `fileprivate(set)`; `flow` and `groups` in
+// their own files): they are changed only
 // by the methods in their part's file, which keep the part's rule; when to
 // call them is the broker's business (Broker+*.swift). The server reads
 // `outbound` to write it. The public names (`echo`, `pendingDropCount`, ...)
@@ -90,30 +94,33 @@ package final class Connection {
 
     /// This connection's side of the subscription index (PROTOCOL.md
     /// "Semantics": weak, gone with it). Changed only by
-    /// `Broker.addSubscription`/`removeSubscription`.
-    var subscriptions: [Pattern: Subscription] = [:]
+    /// `Broker.addSubscription`/`removeSubscription` (`keepSubscription`/`dropSubscription`).
+    private(set) var subscriptions: [Pattern: Subscription] = [:]
     /// (1.3) Its queue group memberships, those passed over until it
-    /// writes, and the group events queued to it (QueueGroups.swift).
-    /// Changed only by Broker+Groups.swift and Broker+GroupFlow.swift.
+    /// writes, and the group events queued to it (QueueGroups.swift, its
+    /// rules; when they apply: Broker+Groups.swift, Broker+GroupFlow.swift).
     var groups = ConnectionGroups()
     /// (1.3) Its serving subscriptions (PROTOCOL.md "Request/reply"),
     /// separate from the plain ones (a pattern may be in both). Changed only
-    /// by `Broker.addServing`/`removeServing`.
-    var servings: [Pattern: Subscription] = [:]
+    /// by `Broker.addServing`/`removeServing` (`keepServing`/`dropServing`).
+    private(set) var servings: [Pattern: Subscription] = [:]
     /// (issue 36) The patterns of `servings` that are fallback ones (in
-    /// `Broker.fallbackIndex`, not `serveIndex`).
-    var fallbackServings: Set<Pattern> = []
+    /// `Broker.fallbackIndex`, not `serveIndex`): a subset of its keys,
+    /// changed with them.
+    private(set) var fallbackServings: Set<Pattern> = []
     /// (issue 36) Its watches of the serving patterns, armed or not
-    /// (Broker+ServerWatch.swift).
-    var serverWatches: [Pattern: Bool] = [:]
+    /// (Broker+ServerWatch.swift: `watchServers`, `disarmServerWatch`, `unwatchServers`).
+    private(set) var serverWatches: [Pattern: Bool] = [:]
     /// (1.3) The requests it waits on and those it was given (RequestTable.swift).
     var requests = ConnectionRequests()
 
     /// Set once the broker has decided to close it (`.close(id, .afterFlush)`
     /// or `.afterWrite`): no input is handled and no event routed to it.
-    var closing: CloseTiming?
-    /// Forgotten by the broker (`.close(id, .now)` was returned).
-    package internal(set) var isClosed = false
+    /// Never unset; set only before it is closed (`closeAfter`).
+    private(set) var closing: CloseTiming?
+    /// Forgotten by the broker (`.close(id, .now)` was returned): set once
+    /// (`markClosed`), never unset.
+    package private(set) var isClosed = false
 
     init(id: ConnectionID, credentials: Credentials, policy: PolicyView, account: UserAccount, maxFrameBytes: Int,
          connectedAt: Int64) {
@@ -180,6 +187,51 @@ package final class Connection {
     package var isScanningLargeFrame: Bool { input.scan != nil }
 
     package var hasBufferedInput: Bool { splitter.hasBacklog || flow.heldFrame != nil || flow.endPending }
+
+    // MARK: Its subscriptions and its life (when: Broker+*.swift)
+
+    /// Keeps its side of a new plain subscription (`Broker.addSubscription`).
+    func keepSubscription(_ subscription: Subscription, for pattern: Pattern) { subscriptions[pattern] = subscription }
+
+    /// Drops its side of a plain subscription. - Returns: it, nil when it had none.
+    func dropSubscription(_ pattern: Pattern) -> Subscription? { subscriptions.removeValue(forKey: pattern) }
+
+    /// Keeps its side of a new serving subscription, a fallback one or not (`Broker.addServing`).
+    func keepServing(_ subscription: Subscription, for pattern: Pattern, fallback: Bool) {
+        servings[pattern] = subscription
+        if fallback { fallbackServings.insert(pattern) }
+    }
+
+    /// Drops its side of a serving subscription.
+    /// - Returns: it and whether it was a fallback one, nil when it had none.
+    func dropServing(_ pattern: Pattern) -> (subscription: Subscription, fallback: Bool)? {
+        guard let subscription = servings.removeValue(forKey: pattern) else { return nil }
+        return (subscription, fallbackServings.remove(pattern) != nil)
+    }
+
+    /// (issue 36) Watches `pattern`'s servers, armed (told once at the next change).
+    func watchServers(_ pattern: Pattern) { serverWatches[pattern] = true }
+
+    /// (issue 36) Its watch of `pattern` was told: kept, not armed.
+    func disarmServerWatch(_ pattern: Pattern) { serverWatches[pattern] = false }
+
+    /// (issue 36) Ends its watch of `pattern`. - Returns: whether it had one.
+    func unwatchServers(_ pattern: Pattern) -> Bool { serverWatches.removeValue(forKey: pattern) != nil }
+
+    /// The broker decided to close it after its queue is written
+    /// (`.afterFlush`) or after the next write (`.afterWrite`, which may
+    /// follow `.afterFlush`).
+    func closeAfter(_ timing: CloseTiming) {
+        assert(!isClosed, "a closed connection does not close again")
+        closing = timing
+    }
+
+    /// The broker forgets it. - Returns: whether it was open until now.
+    func markClosed() -> Bool {
+        guard !isClosed else { return false }
+        isClosed = true
+        return true
+    }
 }
 
 /// Who a connection is: fixed at `Broker.open` (noncopyable: it holds its

@@ -12,10 +12,13 @@
 //
 // Before editing: groups and members are made and ended only by
 // Broker+Groups.swift (`joinGroup`, `leaveGroup`), which keeps the
-// connection's side (`ConnectionGroups`), the group's slots and bits, the
-// index and the subscription counts in step; a group with no member is
-// gone from the index at once. A member's `isBlocked` is true exactly when
-// its bit is clear and it is in its connection's `groups.blocked` list.
+// connection's side (`ConnectionGroups`, through its methods), the group's
+// slots and bits, the index and the subscription counts in step; a group
+// with no member is gone from the index at once. A member's `isBlocked` is
+// true exactly when its bit is clear and it is in its connection's
+// `groups.blocked` list: both change only in `ConnectionGroups.block` and
+// `unblockAll`, in this file (a member's `slot`, `isActive` and
+// `isBlocked` are `fileprivate(set)`).
 // Whatever changes what `GroupIndex.matches` returns moves `version` (the
 // type table keeps those lists while it stands).
 import EventBusPolicy
@@ -38,7 +41,7 @@ final class GroupMember {
     let connection: Connection
     let group: QueueGroup
     /// Its place in the group's join order (`QueueGroup.slots`).
-    var slot: Int
+    fileprivate(set) var slot: Int
     /// Its weight seed in rendezvous hashing (from its connection id: a
     /// connection that leaves and joins again takes back the same keys).
     let salt: UInt64
@@ -47,10 +50,11 @@ final class GroupMember {
     /// `QueueGroup.setFiltered` (the group counts them).
     fileprivate(set) var isFiltered = false
     /// Its bit is clear (it was found unable to take an event) and it is in
-    /// its connection's `groups.blocked` list until the connection writes.
-    var isBlocked = false
+    /// its connection's `groups.blocked` list until the connection writes
+    /// (`ConnectionGroups.block`/`unblockAll`).
+    fileprivate(set) var isBlocked = false
     /// Still in its group (false once it left: records of it are stale).
-    var isActive = true
+    fileprivate(set) var isActive = true
 
     init(connection: Connection, group: QueueGroup, slot: Int, salt: UInt64) {
         self.connection = connection
@@ -348,20 +352,28 @@ final class GroupIndex {
 
 /// A connection's side of its groups: its memberships, those passed over
 /// until it writes, and the group events queued to it (for redelivery when
-/// it closes, PROTOCOL.md "Queue groups": leaving).
+/// it closes, PROTOCOL.md "Queue groups": leaving). Every field is
+/// `private(set)`, changed only by the methods below, which keep its rules:
+/// `memberships` holds each active membership of the connection once, by
+/// its group's key, and `fallbackNames` counts the fallback ones by name
+/// (`join`/`leave`); a member is in `blocked` exactly while its
+/// `isBlocked` is set and its bit clear (`block`/`unblockAll`), the list
+/// bounded by its memberships; `deliveries` is a superset of the group
+/// events in the connection's queue, bounded by twice its queued frames
+/// (`noteDelivery`); once `peerClosed` is set it stays set.
 struct ConnectionGroups {
-    var memberships: [GroupKey: GroupMember] = [:]
+    private(set) var memberships: [GroupKey: GroupMember] = [:]
     /// Memberships whose bit is clear: set again at its next write.
-    var blocked: [GroupMember] = []
+    private(set) var blocked: [GroupMember] = []
     /// Group events queued to it, oldest first (with stale ones: written,
     /// dropped, or of a group it left), pruned once they are twice its
     /// queued frames.
-    var deliveries: [GroupDelivery] = []
+    private(set) var deliveries: [GroupDelivery] = []
     /// (issue 36) The names of its fallback memberships (a bridge's exported
     /// groups, Broker+GroupExport.swift), with how many patterns each.
-    var fallbackNames: [String: Int] = [:]
+    private(set) var fallbackNames: [String: Int] = [:]
     /// Its peer closed the socket (`Broker.peerClosed`): it joins no group again.
-    var peerClosed = false
+    private(set) var peerClosed = false
     /// The last request (`Broker.requestMark`) it was chosen to serve.
     private var chosenMark: UInt64 = 0
 
@@ -370,6 +382,66 @@ struct ConnectionGroups {
         if chosenMark == mark { return true }
         chosenMark = mark
         return false
+    }
+
+    /// A membership was made (`Broker.joinGroup`).
+    mutating func join(_ member: GroupMember) {
+        let key = member.group.key
+        memberships[key] = member
+        if key.fallback { fallbackNames[key.name, default: 0] += 1 }
+    }
+
+    /// A membership ended (`Broker.leaveGroup`).
+    mutating func leave(_ key: GroupKey) {
+        memberships[key] = nil
+        guard key.fallback, let count = fallbackNames[key.name] else { return }
+        fallbackNames[key.name] = count > 1 ? count - 1 : nil
+    }
+
+    /// Passes `member` (one of its memberships) over until the connection writes.
+    mutating func block(_ member: GroupMember) {
+        member.isBlocked = true
+        member.group.setReady(member, false)
+        blocked.append(member)
+        // Bounded by its memberships: left ones are dropped now and then.
+        if blocked.count > 2 * memberships.count + 16 {
+            blocked.removeAll { !$0.isActive }
+        }
+    }
+
+    /// The connection wrote: each of its memberships passed over is in turn again.
+    mutating func unblockAll() {
+        let members = blocked
+        blocked.removeAll(keepingCapacity: true)
+        for member in members where member.isActive && member.isBlocked {
+            member.isBlocked = false
+            member.group.setReady(member, true)
+        }
+    }
+
+    /// Remembers that the group event `seq` was queued by `member`'s group;
+    /// once the record is more than twice `queuedFrames` (+ 64), keeps only
+    /// the events `queuedSeqs` still holds, of groups it is still in.
+    mutating func noteDelivery(_ seq: UInt64, to member: GroupMember, queuedFrames: Int, queuedSeqs: () -> Set<UInt64>) {
+        deliveries.append(GroupDelivery(seq: seq, member: member))
+        guard deliveries.count > 2 * queuedFrames + 64 else { return }
+        let queued = queuedSeqs()
+        deliveries.removeAll { !queued.contains($0.seq) || !$0.member.isActive }
+    }
+
+    /// It left every group for good (closing): nothing is passed over or
+    /// kept for redelivery any more.
+    mutating func forgetQueued() {
+        blocked = []
+        deliveries = []
+    }
+
+    /// Its peer closed the socket.
+    /// - Returns: whether this is the first time (it was not noted before).
+    mutating func notePeerClosed() -> Bool {
+        guard !peerClosed else { return false }
+        peerClosed = true
+        return true
     }
 }
 

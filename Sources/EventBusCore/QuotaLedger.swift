@@ -3,7 +3,8 @@
 // charges a queue operation handed back, the outbound fast-path bound and
 // the per-uid flow counts. Every field is `private(set)` (the totals'
 // `fileprivate(set)`): each is changed only by a method of this file, which
-// keeps the invariants below. The rules that decide when to call them (the
+// keeps the invariants below (an account's own counts through its methods,
+// UserAccounts.swift). The rules that decide when to call them (the
 // limits, throttles and pauses) are in Broker+Quotas.swift, UserAccounts.swift
 // and Broker+FlowControl.swift.
 //
@@ -86,11 +87,8 @@ struct QuotaLedger {
     /// Adds `delta` inbound bytes to `account` and the total, keeping
     /// `inboundUIDs` the number of accounts holding any.
     mutating func addInbound(_ delta: Int, to account: UserAccount) {
-        let before = account.inboundBytes
-        account.inboundBytes += delta
+        totals.inboundUIDs += account.addInbound(delta)
         totals.inboundBytes += delta
-        if before == 0 && account.inboundBytes != 0 { totals.inboundUIDs += 1 }
-        if before != 0 && account.inboundBytes == 0 { totals.inboundUIDs -= 1 }
     }
 
     /// Over the total inbound budget (true) or back under half of it (false).
@@ -101,23 +99,20 @@ struct QuotaLedger {
     /// Counts (`sign` 1) or releases (-1) one subscription of `cost` bytes
     /// (already signed) for `account` and the total.
     mutating func chargeSubscription(sign: Int, cost: Int, to account: UserAccount) {
-        account.subscriptions += sign
-        account.subscriptionBytes += cost
+        account.chargeSubscription(sign: sign, cost: cost)
         totals.subscriptionBytes += cost
     }
 
     /// Counts a retained event for `account` and the total.
     mutating func chargeRetained(_ charge: RetainedCharge, to account: UserAccount) {
-        account.retainedBytes += charge.bytes
-        account.retainedEvents += 1
+        account.countRetained(charge.bytes, sign: 1)
         totals.retainedBytes += charge.bytes
         totals.retainedEvents += 1
     }
 
     /// Stops counting a retained event for `account` and the total.
     mutating func releaseRetained(_ charge: RetainedCharge, from account: UserAccount) {
-        account.retainedBytes -= charge.bytes
-        account.retainedEvents -= 1
+        account.countRetained(charge.bytes, sign: -1)
         totals.retainedBytes -= charge.bytes
         totals.retainedEvents -= 1
     }
@@ -156,25 +151,21 @@ struct QuotaLedger {
 
     /// Lists `connection` as paused for its uid's outbound limit.
     mutating func pauseForUserOutbound(_ connection: Connection, of account: UserAccount) {
-        if account.outboundPaused.isEmpty { usersPausedForOutbound += 1 }
-        account.outboundPaused.append(connection)
+        if account.pauseForOutbound(connection) { usersPausedForOutbound += 1 }
     }
 
     /// Empties `account`'s list of connections paused for its outbound
     /// limit (it is back under half).
     /// - Returns: the connections to resume.
     mutating func resumeUserOutbound(of account: UserAccount) -> [Connection] {
-        let paused = account.outboundPaused
-        guard !paused.isEmpty else { return [] }
-        account.outboundPaused.removeAll()
+        guard !account.outboundPaused.isEmpty else { return [] }
         usersPausedForOutbound -= 1
-        return paused
+        return account.resumeOutbound()
     }
 
     /// Takes a closing `connection` paused for its uid's limit off the list.
     mutating func forgetUserOutbound(_ connection: Connection, of account: UserAccount) {
-        account.outboundPaused.removeAll { $0 === connection }
-        if account.outboundPaused.isEmpty { usersPausedForOutbound -= 1 }
+        if account.forgetOutbound(connection) { usersPausedForOutbound -= 1 }
     }
 
     /// Lists `connection` as paused for `--max-queued`.
@@ -200,11 +191,11 @@ struct QuotaLedger {
     /// Counts a connection that became half full with hold right `right`:
     /// for every uid (`.anyUID`) or its own uid's `account`.
     mutating func countHalfFull(_ right: HoldRight, of account: UserAccount) {
-        if right == .anyUID { halfFullTrustedHolders += 1 } else { account.halfFullWaiters += 1 }
+        if right == .anyUID { halfFullTrustedHolders += 1 } else { account.countHalfFullWaiter(1) }
     }
 
     /// Ends the count of `countHalfFull`.
     mutating func uncountHalfFull(_ right: HoldRight, of account: UserAccount) {
-        if right == .anyUID { halfFullTrustedHolders -= 1 } else { account.halfFullWaiters -= 1 }
+        if right == .anyUID { halfFullTrustedHolders -= 1 } else { account.countHalfFullWaiter(-1) }
     }
 }

@@ -198,7 +198,7 @@ struct RequestTable {
         deadlines.append(request)
         siftUp(request.heapIndex)
         request.requester.requests.pending[ObjectIdentifier(request)] = request
-        request.requester.account.pendingRequests += 1
+        request.requester.account.countPendingRequest(1)
     }
 
     /// Hands `server` a new token for `request`, counted in the fair share
@@ -208,11 +208,8 @@ struct RequestTable {
         while slots[token] != nil { token = tokens.next() }  // 2^-128: for form's sake
         slots[token] = ReplySlot(request: request, server: server, actor: actor)
         server.requests.serving.insert(token)
-        server.account.servingRequests += 1
-        if actor != OutboundQueue.noActor {
-            server.requests.shares[actor, default: 0] += 1
-            server.account.servingShares[actor, default: 0] += 1
-        }
+        server.account.countServing(for: actor != OutboundQueue.noActor ? actor : nil)
+        if actor != OutboundQueue.noActor { server.requests.shares[actor, default: 0] += 1 }
         request.tokens.append(token)
         return token
     }
@@ -223,7 +220,7 @@ struct RequestTable {
     private func release(_ token: ReplyToken, _ slot: ReplySlot) {
         let server = slot.server
         server.requests.serving.remove(token)
-        server.account.servingRequests -= 1
+        server.account.uncountServing()
         guard slot.actor != OutboundQueue.noActor else { return }
         if slot.frameEnd > server.flow.bytesTaken && !server.isClosed && !server.outbound.isEmpty {
             server.requests.lingering.append((slot.frameEnd, slot.actor))
@@ -262,7 +259,7 @@ struct RequestTable {
     /// Takes one token's fair-share charge of `actor` off `server` and its uid.
     static func releaseShare(of actor: UInt32, on server: Connection) {
         decrement(&server.requests.shares, actor)
-        decrement(&server.account.servingShares, actor)
+        server.account.releaseServingShare(of: actor)
     }
 
     private static func decrement(_ shares: inout [UInt32: Int], _ actor: UInt32) {
@@ -297,7 +294,7 @@ struct RequestTable {
         request.tokens = []
         remove(at: request.heapIndex)
         request.requester.requests.pending[ObjectIdentifier(request)] = nil
-        request.requester.account.pendingRequests -= 1
+        request.requester.account.countPendingRequest(-1)
     }
 
     // MARK: The heap

@@ -9,7 +9,9 @@
 // `syncInbound`, outbound bytes in `applyOutbound` (every queue change
 // reports its delta there), retained bytes in `chargeRetained`/
 // `releaseRetained` (the retention code calls them); the ledger's methods
-// (QuotaLedger.swift) change the totals with them. An account lives while
+// (QuotaLedger.swift) change the totals with them. `UserAccount`'s fields
+// are `private(set)`: those places call its methods (in this file), which
+// keep the account's own rules (its class comment). An account lives while
 // its uid has a connection or retained bytes.
 import EventBusPolicy
 @_spi(Package) import EventBusProtocol
@@ -130,52 +132,58 @@ package struct UserLimitOverrides: Equatable, Sendable {
     }
 }
 
-/// What one uid holds, and its limits.
+/// What one uid holds, and its limits. Every field is `private(set)`,
+/// changed only by the methods below, which keep its rules: each member
+/// knows its index in `members` (`admit`/`dismiss`), and `inboundReader`
+/// is one of them, set only while `inboundThrottle` is not empty
+/// (`setInboundThrottle`/`chooseInboundReader`/`dismiss`); each count moves
+/// with what it counts (the ledger's methods move the totals with them,
+/// QuotaLedger.swift), and a fair-share table has no entry at 0.
 final class UserAccount {
     let uid: UInt32
     /// uid 0 or the broker's own uid: no per-uid limits by default, and its
     /// events are outside every fair share.
     let isPrivileged: Bool
-    var limits: UserLimits
+    private(set) var limits: UserLimits
 
     /// Its open connections (each knows its index here: O(1) removal).
-    var members: [Connection] = []
-    var subscriptions = 0
+    private(set) var members: [Connection] = []
+    private(set) var subscriptions = 0
     /// Estimated memory of its subscriptions, bytes (`subscriptionCost`).
-    var subscriptionBytes = 0
+    private(set) var subscriptionBytes = 0
     /// Bytes its connections' splitters hold (incomplete frames, backlogs).
-    var inboundBytes = 0
+    private(set) var inboundBytes = 0
     /// Connections of it holding inbound bytes.
-    var inboundHolders = 0
+    private(set) var inboundHolders = 0
     /// Charged bytes of its connections' outbound queues.
-    var queuedBytes = 0
+    private(set) var queuedBytes = 0
     /// Retained events it published, and their bytes.
-    var retainedBytes = 0
-    var retainedEvents = 0
+    private(set) var retainedBytes = 0
+    private(set) var retainedEvents = 0
     /// Outbound bytes in its queues charged to other, unprivileged publisher
     /// uids (the fair share of DESIGN-NOTES C.2); no entry for 0 bytes.
-    var actorShares: [UInt32: Int] = [:]
+    private(set) var actorShares: [UInt32: Int] = [:]
 
     /// Why reading its connections is throttled for inbound bytes, and the
     /// one connection read meanwhile (the oldest incomplete frame).
-    var inboundThrottle: InboundThrottle = []
-    var inboundReader: Connection?
+    private(set) var inboundThrottle: InboundThrottle = []
+    private(set) var inboundReader: Connection?
     /// Connections paused because it is over its outbound limit.
-    var outboundPaused: [Connection] = []
+    private(set) var outboundPaused: [Connection] = []
     /// (1.2) Its connections under `wait` whose queue is at least half full
     /// (`FlowState.halfFull`): while 0, its publishers cannot be held by them.
-    var halfFullWaiters = 0
+    private(set) var halfFullWaiters = 0
     /// (1.3) Requests its connections asked and that are not answered yet
     /// (RequestTable.swift changes it).
-    var pendingRequests = 0
+    private(set) var pendingRequests = 0
     /// (1.3) Reply tokens its connections hold (requests given, not answered).
-    var servingRequests = 0
+    private(set) var servingRequests = 0
     /// (1.3) How many of them each other requester uid holds (its fair
     /// share of the uid's bound, `Broker.mayServeMore`); no entry at 0.
-    var servingShares: [UInt32: Int] = [:]
+    private(set) var servingShares: [UInt32: Int] = [:]
     /// (1.3) Queue-group memberships of its connections (joinGroup/leaveGroup
     /// change it): at most its connection limit (`groupLimitError`).
-    var groupMemberships = 0
+    private(set) var groupMemberships = 0
 
     init(uid: UInt32, isPrivileged: Bool, limits: UserLimits) {
         self.uid = uid
@@ -185,6 +193,137 @@ final class UserAccount {
 
     /// Whether nothing is held any more (the account can go).
     var isIdle: Bool { members.isEmpty && retainedBytes == 0 && retainedEvents == 0 }
+
+    /// Its limits now (at a connect, or after a policy reload).
+    func setLimits(_ limits: UserLimits) { self.limits = limits }
+
+    // MARK: Members
+
+    /// Counts a new connection (it learns its index).
+    func admit(_ connection: Connection) {
+        connection.accounting.setMemberIndex(members.count)
+        members.append(connection)
+    }
+
+    /// Stops counting a connection (the last member takes its index); it is
+    /// no longer the one read while throttled.
+    func dismiss(_ connection: Connection) {
+        let i = connection.accounting.memberIndex
+        let last = members.count - 1
+        if i != last {
+            let moved = members[last]
+            members[i] = moved
+            moved.accounting.setMemberIndex(i)
+        }
+        members.removeLast()
+        if inboundReader === connection { inboundReader = nil }
+    }
+
+    // MARK: Counts
+
+    /// One more (`sign` 1) or one fewer (-1) subscription of `cost` bytes (signed).
+    func chargeSubscription(sign: Int, cost: Int) {
+        subscriptions += sign
+        subscriptionBytes += cost
+    }
+
+    /// One more (1) or one fewer (-1) queue-group membership.
+    func countGroupMembership(_ sign: Int) { groupMemberships += sign }
+
+    /// Adds `delta` inbound bytes.
+    /// - Returns: 1 when it holds some now and held none, -1 when the
+    ///   other way round, else 0 (the ledger's count of uids holding any).
+    func addInbound(_ delta: Int) -> Int {
+        let before = inboundBytes
+        inboundBytes += delta
+        if before == 0 && inboundBytes != 0 { return 1 }
+        if before != 0 && inboundBytes == 0 { return -1 }
+        return 0
+    }
+
+    /// One of its connections began (1) or ceased (-1) to hold inbound bytes.
+    func countInboundHolder(_ sign: Int) { inboundHolders += sign }
+
+    /// Its connections' queues' charge changed by `delta` bytes.
+    @inline(__always)
+    func addQueued(_ delta: Int) { queuedBytes += delta }
+
+    /// A retained event of `bytes` it published is kept (1) or gone (-1).
+    func countRetained(_ bytes: Int, sign: Int) {
+        retainedBytes += bytes * sign
+        retainedEvents += sign
+    }
+
+    /// One more (1) or one fewer (-1) of its `wait` connections is half full.
+    func countHalfFullWaiter(_ sign: Int) { halfFullWaiters += sign }
+
+    // MARK: Fair shares
+
+    /// Charges `bytes` queued to one of its connections to publisher uid `actor`.
+    func chargeShare(of actor: UInt32, bytes: Int) { actorShares[actor, default: 0] += bytes }
+
+    /// Takes a released charge out of its fair shares.
+    func releaseShare(_ charge: ActorCharge) { QuotaLedger.release(charge, from: &actorShares) }
+
+    // MARK: Inbound throttle
+
+    /// Sets why its connections are throttled; no reason left, no reader.
+    /// - Returns: the reasons before.
+    func setInboundThrottle(_ throttle: InboundThrottle) -> InboundThrottle {
+        let was = inboundThrottle
+        inboundThrottle = throttle
+        if throttle.isEmpty { inboundReader = nil }
+        return was
+    }
+
+    /// Makes `member` (one of its connections, or none) the one read while throttled.
+    func chooseInboundReader(_ member: Connection?) { inboundReader = member }
+
+    // MARK: Outbound pauses
+
+    /// Lists `connection` as paused for its outbound limit.
+    /// - Returns: whether it is the first listed.
+    func pauseForOutbound(_ connection: Connection) -> Bool {
+        let first = outboundPaused.isEmpty
+        outboundPaused.append(connection)
+        return first
+    }
+
+    /// Empties the list of connections paused for its outbound limit.
+    /// - Returns: them.
+    func resumeOutbound() -> [Connection] {
+        let paused = outboundPaused
+        outboundPaused.removeAll()
+        return paused
+    }
+
+    /// Takes a closing `connection` off the list.
+    /// - Returns: whether the list is empty now.
+    func forgetOutbound(_ connection: Connection) -> Bool {
+        outboundPaused.removeAll { $0 === connection }
+        return outboundPaused.isEmpty
+    }
+
+    // MARK: (1.3) Requests
+
+    /// One more (1) or one fewer (-1) request of its connections waits for its answer.
+    func countPendingRequest(_ sign: Int) { pendingRequests += sign }
+
+    /// One of its connections was given a reply token, counted in the fair
+    /// share of requester uid `actor` (nil: none).
+    func countServing(for actor: UInt32?) {
+        servingRequests += 1
+        if let actor { servingShares[actor, default: 0] += 1 }
+    }
+
+    /// One of its connections' tokens is gone (its share, if any, is released with `releaseServingShare`).
+    func uncountServing() { servingRequests -= 1 }
+
+    /// Takes one token's fair-share charge of `actor` off it.
+    func releaseServingShare(of actor: UInt32) {
+        guard let held = servingShares[actor] else { preconditionFailure("serving share of uid \(actor) not held") }
+        servingShares[actor] = held > 1 ? held - 1 : nil
+    }
 }
 
 /// Why a uid's connections are throttled for inbound bytes.
@@ -244,23 +383,14 @@ extension Broker {
 
     /// Counts a new connection for its uid.
     func admit(_ connection: Connection, to account: UserAccount) {
-        connection.accounting.setMemberIndex(account.members.count)
-        account.members.append(connection)
+        account.admit(connection)
     }
 
     /// Stops counting a connection that is being forgotten (its
     /// subscriptions, queue and inbound bytes were released before).
     func dismiss(_ connection: Connection) {
         let account = connection.account
-        let i = connection.accounting.memberIndex
-        let last = account.members.count - 1
-        if i != last {
-            let moved = account.members[last]
-            account.members[i] = moved
-            moved.accounting.setMemberIndex(i)
-        }
-        account.members.removeLast()
-        if account.inboundReader === connection { account.inboundReader = nil }
+        account.dismiss(connection)
         retireIfIdle(account)
     }
 
