@@ -72,7 +72,7 @@ public enum EventBusError: Error, Equatable, Sendable, CustomStringConvertible {
         case .malformedFrame(let reason): "unreadable frame from the event bus: \(reason)"
         case .closed: "the event bus connection was closed"
         case .cancelled: "the task was cancelled while waiting for the event bus"
-        case .noResponders(let type): "no server of \(type) (nobody serves it, may, or can take it now)"
+        case .noResponders(let type): "no server of \(type) (nobody serves it, the policy lets no server take it, or none can take it now)"
         case .noReply(let type, let reason): "no reply to \(type): \(reason)"
         case .timeout(let type): "no reply to \(type) before its deadline"
         case .serviceError(let type, let message): "the server of \(type) failed: \(message)"

@@ -221,11 +221,12 @@ package struct Bridge {
     /// What a NATS client could make this bridge do on its bus, said for the
     /// warning about a server without credentials; nil when it carries
     /// nothing in (exports only).
-    static func carriedFromNATS(_ configuration: BridgeConfiguration) -> String? {
+    package static func carriedFromNATS(_ configuration: BridgeConfiguration) -> String? {
         var what: [String] = []
         if !configuration.imports.isEmpty { what.append("publish the imported types") }
         if !configuration.requestImports.isEmpty { what.append("ask this bus's servers") }
         if !configuration.requestExports.isEmpty { what.append("answer requests sent to other machines") }
+        if !configuration.groupImports.isEmpty { what.append("give events to the imported queue groups' members") }
         guard !what.isEmpty else { return nil }
         return what.count == 1 ? what[0] : what.dropLast().joined(separator: ", ") + " and " + what[what.count - 1]
     }

@@ -37,10 +37,10 @@ package var bridgeInterface: ProgramDeclaration {
             NATS is away (up to --buffer-events / --buffer-bytes, then dropped,
             counted and reported on PREFIX.ctl.NODE.dropped). A request no local server
             takes, of an --export-requests type, is asked on NATS
-            (PREFIX.req.NODE.TYPE) and answered by a machine that imports it with
-            --import-requests. An event of an --export-group NAME:PATTERN that no local
-            member of queue group NAME may receive goes to PREFIX.grp.NAME.NODE.TYPE,
-            and one machine of those with --import-group NAME:PATTERN (a NATS queue
+            (PREFIX.req.NODE.TYPE) and answered by one machine that imports it with
+            --import-requests and has a server of it. An event of an --export-group
+            NAME:PATTERN that no local member of queue group NAME may receive goes to
+            PREFIX.grp.NAME.NODE.TYPE, and one machine of those with --import-group NAME:PATTERN (a NATS queue
             group) gives it to one of its members of NAME. The same settings also run
             inside the broker (eventbusd(8), its bridge option).
             """,

@@ -237,7 +237,7 @@ package struct RemoteRequests {
         let headers = message.headers
         if headers?.status == 503 {
             counters.noResponders += 1
-            return .reply(to: entry.token, error: "no machine on NATS takes requests of this type (no bridge imports it: NATS no responders)",
+            return .reply(to: entry.token, error: "no machine on NATS takes requests of this type (none both imports and serves it: NATS no responders)",
                           code: ErrorCode.noResponders.rawValue)
         }
         let status = headers?.first(RequestHeaderName.status) ?? "ok"

@@ -160,7 +160,8 @@ extension Broker {
 
     /// `clients` (PROTOCOL.md "Queue groups": each subscription's group):
     /// `,"groups":[{"type":"job.>","group":"workers","serve":false,"members":3}]`,
-    /// at most `maxPatternsListed`, by name then pattern.
+    /// at most `maxPatternsListed`, by name then pattern; a fallback
+    /// membership (issue 36) adds `"fallback":true` after `members`.
     func appendGroups(of connection: Connection, to out: inout [UInt8]) {
         FrameEncoder.appendASCII(",\"groups\":[", to: &out)
         let keys = connection.groups.memberships.keys.sorted { ($0.name, $0.pattern.text, $0.serve ? 1 : 0) < ($1.name, $1.pattern.text, $1.serve ? 1 : 0) }
@@ -171,6 +172,9 @@ extension Broker {
             FrameEncoder.appendField("group", string: key.name, to: &out)
             FrameEncoder.appendField("serve", bool: key.serve, to: &out)
             FrameEncoder.appendField("members", int: UInt64(connection.groups.memberships[key]?.group.count ?? 0), to: &out)
+            // (newuser2) A bridge's fallback membership is not a worker of
+            // the local group: said, so that `members` is not read as one.
+            if key.fallback { FrameEncoder.appendField("fallback", bool: true, to: &out) }
             out.append(0x7D)
         }
         out.append(0x5D)

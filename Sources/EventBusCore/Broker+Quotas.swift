@@ -117,7 +117,7 @@ extension Broker {
         guard !connection.account.isPrivileged, let group = groupIndex(serving: key.serve).group(key) else { return nil }
         let limit = configuration.quotas.maxGroupMembers
         guard group.count >= limit else { return nil }
-        return ProtocolError(.limit, "queue group \"\(key.name)\" of uid \(key.uid) on \(key.pattern.text) has \(group.count) members (limit, --max-group-members \(limit))")
+        return ProtocolError(.limit, "queue group \"\(key.name)\" of uid \(key.uid) on \(key.pattern.text) already has \(group.count) members (--max-group-members \(limit)); join again when one leaves")
     }
 
     // MARK: Inbound bytes

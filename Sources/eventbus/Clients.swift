@@ -91,7 +91,8 @@ private func cell(_ members: [JSONMember], _ key: String, _ bytes: UnsafeRawBuff
 }
 
 /// (1.3) The `groups` of a connection, `[{"type":"job.>","group":"workers","serve":false,"members":3}]`,
-/// as `job.>@workers(3)` (`serve` ones with ` serve`), joined by `,` (at most 60 bytes, then `…`).
+/// as `job.>@workers(3)` (`serve` ones with ` serve`, a bridge's fallback
+/// membership with ` fallback`), joined by `,` (at most 60 bytes, then `…`).
 private func groupsCell(_ bytes: UnsafeRawBufferPointer, _ value: JSONToken) -> [UInt8] {
     var scanner = JSONScanner(bytes, maxDepth: ProtocolConstants.maxDepth)
     scanner.position = value.start
@@ -105,7 +106,8 @@ private func groupsCell(_ bytes: UnsafeRawBufferPointer, _ value: JSONToken) -> 
         }
         let count = members.first { $0.key == "members" }.flatMap { JSONInteger.unsigned(object, $0.value) }
         let serve = members.first { $0.key == "serve" }?.value.kind == .true
-        parts.append("\(string("type") ?? "?")@\(string("group") ?? "?")\(count.map { "(\($0))" } ?? "")\(serve ? " serve" : "")")
+        let fallback = members.first { $0.key == "fallback" }?.value.kind == .true
+        parts.append("\(string("type") ?? "?")@\(string("group") ?? "?")\(count.map { "(\($0))" } ?? "")\(serve ? " serve" : "")\(fallback ? " fallback" : "")")
     }
     var raw = Array(parts.joined(separator: ",").utf8)
     if raw.count > 60 { raw = Array(raw.prefix(60)) + Array("…".utf8) }

@@ -252,7 +252,10 @@ private struct Server {
     private mutating func start(_ request: ServedRequest, in run: inout CommandRun) -> CLIError? {
         let name = run.commandLine[0]
         if request.deadline <= Clock.monotonicNanoseconds() {
-            answered += 1
+            // Not counted for `--count`: nothing ran, and requests another
+            // user lets expire in the queue must not end a `--count 1`
+            // serve before the live request behind them.
+            run.started -= 1
             printError("request \(request.seq) reached its deadline before '\(name)' could start: skipped")
             return nil
         }

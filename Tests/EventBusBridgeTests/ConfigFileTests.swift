@@ -152,3 +152,23 @@ import Testing
         #expect(String(decoding: report.payload, as: UTF8.self) == #"{"node":"host-a","bridge":"b1","instance":"broker-7","count":2,"since_seq":9}"#)
     }
 }
+
+/// (newuser2) The warning about a NATS server that asks for no credentials
+/// names everything the link carries in from NATS: `import-group` too (an
+/// open leaf node lets every local user hand events to this bus's group
+/// members as the bridge's uid), and nothing for a link that only sends.
+@Suite struct OpenNATSWarningTests {
+    func configuration(_ text: String) throws -> BridgeConfiguration {
+        try ConfigFile.parse("nats = 127.0.0.1:4222\nnode = n\n" + text, file: "bridge.conf").resolved()
+    }
+
+    @Test func importedGroupsAreNamed() throws {
+        #expect(Bridge.carriedFromNATS(try configuration("import-group = work:job.>\n")) == "give events to the imported queue groups' members")
+        #expect(Bridge.carriedFromNATS(try configuration("import = x.>\nimport-group = work:job.>\n"))
+                == "publish the imported types and give events to the imported queue groups' members")
+    }
+
+    @Test func aLinkThatOnlySendsIsNotWarnedAbout() throws {
+        #expect(Bridge.carriedFromNATS(try configuration("export = x.>\nexport-group = work:job.>\n")) == nil)
+    }
+}

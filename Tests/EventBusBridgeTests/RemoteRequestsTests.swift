@@ -58,7 +58,7 @@ import Testing
         #expect(answer("NATS/1.0\r\neb-status: service_error\r\neb-message: disk%20full\r\n\r\n", number: 2) == .reply(to: token, error: "disk full"))
         #expect(answer("NATS/1.0\r\neb-status: no_responders\r\neb-message: none\r\nce-ebnode: host-b\r\n\r\n", number: 3)
                 == .reply(to: token, error: "on node host-b: none", code: "no_responders"))
-        #expect(answer("NATS/1.0 503\r\n\r\n", number: 4) == .reply(to: token, error: "no machine on NATS takes requests of this type (no bridge imports it: NATS no responders)", code: "no_responders"))
+        #expect(answer("NATS/1.0 503\r\n\r\n", number: 4) == .reply(to: token, error: "no machine on NATS takes requests of this type (none both imports and serves it: NATS no responders)", code: "no_responders"))
         #expect(answer("NATS/1.0\r\neb-status: forbidden\r\neb-message: no\r\nce-ebnode: host-b\r\n\r\n", number: 5)
                 == .reply(to: token, error: "node host-b could not ask its bus: no (forbidden)"))
         // An answer twice, or to a number never sent, is ignored.

@@ -80,6 +80,8 @@ struct RequestReplyTests {
         let bus = try await EventBus.connect(socketPath: broker.socketPath)
         let server = try await EventBus.connect(socketPath: broker.socketPath)
         await #expect(throws: EventBusError.noResponders(type: "math.square")) { try await bus.request(Square(n: 2)) }
+        #expect("\(EventBusError.noResponders(type: "math.square"))"
+                == "no server of math.square (nobody serves it, the policy lets no server take it, or none can take it now)")
         let failing = Task {
             try await server.serve(Fail.self) { request in throw SquareFailure(why: request.why) }
         }

@@ -180,6 +180,36 @@ struct CLIRequestServeTests {
         server.send(signal: SIGTERM)
     }
 
+    /// (newuser2) Requests skipped because they expired while queued are
+    /// not answers for `--count`: before, `serve --count 2` counted the
+    /// first live answer and one skipped request, exited, and the live
+    /// request behind them got `no_reply` (another user could end a
+    /// `--count 1` serve with requests sent to expire).
+    @Test(.enabled(if: getuid() == 0 && findInPath("setpriv") != nil))
+    func requestsThatExpiredWhileQueuedDoNotCountForCount() throws {
+        let broker = try TestBroker()
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: broker.scratch.path)
+        let runs = broker.scratch.path + "/runs", release = broker.scratch.path + "/release"
+        let script = "echo x >> '\(runs)'; until [ -e '\(release)' ]; do sleep 0.01; done; cat"
+        let server = try readyServer(broker, ["--count", "2", "svc.q", "--", "/bin/sh", "-c", script])
+        let first = try broker.start(["request", "--timeout", "1min", "svc.q", "1"])
+        try eventually("the first COMMAND runs") { (try? String(contentsOfFile: runs, encoding: .utf8)) == "x\n" }
+        let attacker = try connectAs(uid: 4321, path: broker.socket)[0]
+        var batch: [UInt8] = []
+        for i in 0..<3 { batch += Array(#"{"op":"request","type":"svc.q","timeout":100,"req":\#(i),"data":\#(i)}"#.utf8) + [0x0A] }
+        try attacker.sendBytes(batch)
+        let answers = try attacker.readFrames(count: 3, timeout: .seconds(60))
+        #expect(answers.allSatisfy { $0.string("code") == "timeout" }, "\(answers.map(\.raw))")
+        let second = try broker.start(["request", "--timeout", "1min", "svc.q", "2"])
+        try eventually("the broker has the live request") { try broker.stats()["requests"] as? Int == 5 }
+        _ = FileManager.default.createFile(atPath: release, contents: nil)
+        let one = try first.wait(timeout: .seconds(70)), two = try second.wait(timeout: .seconds(70))
+        #expect(one.status == 0 && one.stdout == "1\n", "\(one)")
+        #expect(two.status == 0 && two.stdout == "2\n", "the live request behind the skipped ones is answered: \(two)")
+        #expect(try server.wait(timeout: .seconds(30)).status == 0, "serve exits 0 after its two answers")
+        #expect(server.process.stderrSoFar().contains("reached its deadline before"), "\(server.process.stderrSoFar())")
+    }
+
     @Test func concurrencyRunsThatManyCommandsAtOnce() throws {
         let broker = try TestBroker()
         let dir = broker.scratch.path + "/running"

@@ -43,6 +43,21 @@ struct FallbackGroupTests {
         }
     }
 
+    /// (newuser2) `clients` marks a fallback membership: with a bridge that
+    /// exports group work and no worker, `members` alone (1) read as one
+    /// worker, so the README's `until ... grep '"members":N'` wait was off by one.
+    @Test func clientsMarksAFallbackMembership() throws {
+        try withBroker { broker in
+            let bridge = try broker.connect()
+            try bridge.ok(#"{"op":"subscribe","type":"job.>","group":"work","fallback":true,"req":1}"#)
+            let member = try broker.connect()
+            try member.ok(#"{"op":"subscribe","type":"job.>","group":"work","req":1}"#)
+            let listed = try broker.connect().ok(#"{"op":"clients","req":"c"}"#)
+            #expect(listed.raw.contains(#"{"type":"job.>","group":"work","serve":false,"members":1,"fallback":true}"#), "\(listed.raw)")
+            #expect(listed.raw.contains(#"{"type":"job.>","group":"work","serve":false,"members":1}"#), "the local member's entry has no mark: \(listed.raw)")
+        }
+    }
+
     @Test func aGroupPublishReachesOneMemberOfThatGroupOnly() throws {
         try withBroker { broker in
             let bridge = try broker.connect()

@@ -242,7 +242,7 @@ struct QueueGroupTests {
             #expect(try QueueGroupTests.join(b, "job.>", group: "w", req: "b").int("members") == 2)
             let limit = try c.error(#"{"op":"subscribe","type":"job.>","group":"w","req":"c"}"#)
             let message = limit.string("message") ?? ""
-            #expect(limit.code == "limit" && message.contains("--max-group-members 2") && message.contains(#""w""#) && message.contains("job.>"), "\(limit)")
+            #expect(limit.code == "limit" && message.contains("--max-group-members 2") && message.contains(#""w""#) && message.contains("job.>") && message.contains("join again when one leaves"), "\(limit)")
             #expect((try c.stats().object("me")?["limits"] as? [String: Any])?["group_members"] as? Int == 2)
             // The refused connection is no member: the two share every event.
             let publisher = try broker.connect()
