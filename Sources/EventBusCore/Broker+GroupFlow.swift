@@ -219,12 +219,10 @@ extension Broker {
         let live = handover.left.filter { !$0.group.isEmpty || (crossing && !$0.group.key.fallback) }
         if !live.isEmpty {
             var targets = live.map { HandOnTarget(group: $0.group) }
-            var targetOf: [ObjectIdentifier: Int] = [:]
-            for (i, member) in live.enumerated() { targetOf[ObjectIdentifier(member)] = i }
-            var targetOfSeq: [UInt64: Int] = [:]
-            targetOfSeq.reserveCapacity(handover.deliveries.count)
+            var targetOfSeq = SeqTable(capacity: handover.deliveries.count)
             for delivery in handover.deliveries {
-                if let i = targetOf[ObjectIdentifier(delivery.member)] { targetOfSeq[delivery.seq] = i }
+                // (A member is in few groups: a look along `live` is cheaper than a hash.)
+                if let i = live.firstIndex(where: { $0 === delivery.member }) { targetOfSeq.insert(delivery.seq, Int32(i)) }
             }
             if !targetOfSeq.isEmpty { handOn(from: connection, targetOfSeq: targetOfSeq, targets: &targets, crossing: crossing) }
         }
@@ -252,11 +250,12 @@ extension Broker {
 
     /// `handOver`'s events, in queue order: a pass that finds each one's
     /// group (and the smallest per group), then one that hands them on.
-    private func handOn(from connection: Connection, targetOfSeq: [UInt64: Int], targets: inout [HandOnTarget], crossing: Bool) {
+    private func handOn(from connection: Connection, targetOfSeq: SeqTable, targets: inout [HandOnTarget], crossing: Bool) {
         var order: [Int32] = []
         var across: [(frame: [UInt8], seq: UInt64, actor: UInt32, name: String)] = []
         connection.outbound.forEachEvent(unwrittenOnly: true) { seq, bytes, actor in
-            guard let i = targetOfSeq[seq] else { return order.append(-1) }
+            let i = Int(targetOfSeq[seq])
+            guard i >= 0 else { return order.append(-1) }
             let group = targets[i].group
             guard !group.isEmpty else {
                 // (issue 36) Its group is gone here: another machine's member may take it.
@@ -459,6 +458,44 @@ extension Broker {
     }
 
     private static let redeliveredMarker = Array(",\"redelivered\":true}\n".utf8)
+}
+
+/// Seq -> small number, for `handOver`'s look-up of a closing member's
+/// queued events (a million of them in issue 38's teardown, where a
+/// `Dictionary`'s SipHash was most of the hand-on's cost): open addressing
+/// with linear probing, `Broker.mix64` of the seq (event seqs are not 0,
+/// and not chosen by clients), the last insert of a seq wins.
+struct SeqTable {
+    private var keys: [UInt64]
+    private var values: [Int32]
+    private let mask: Int
+    private(set) var isEmpty = true
+
+    init(capacity: Int) {
+        var size = 16
+        while size < 2 * capacity { size <<= 1 }
+        keys = Array(repeating: 0, count: size)
+        values = Array(repeating: -1, count: size)
+        mask = size - 1
+    }
+
+    mutating func insert(_ seq: UInt64, _ value: Int32) {
+        var i = Int(truncatingIfNeeded: Broker.mix64(seq)) & mask
+        while keys[i] != 0 && keys[i] != seq { i = (i + 1) & mask }
+        keys[i] = seq
+        values[i] = value
+        isEmpty = false
+    }
+
+    /// The value of `seq`, -1 when it has none.
+    subscript(seq: UInt64) -> Int32 {
+        var i = Int(truncatingIfNeeded: Broker.mix64(seq)) & mask
+        while keys[i] != 0 {
+            if keys[i] == seq { return values[i] }
+            i = (i + 1) & mask
+        }
+        return -1
+    }
 }
 
 extension OutboundQueue {
