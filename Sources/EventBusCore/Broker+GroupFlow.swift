@@ -15,6 +15,9 @@
 // they are twice its queued frames (O(1) amortised per delivery). Members
 // hanging up together leave all their groups before any hands on
 // (`peersClosed`): a member that leaves must not be given events again.
+// A closing member's hand-on is bounded by the room of the members left
+// (`handOver`): what none of them can take is counted as dropped in one
+// step, not handed on one by one (issue 38, `group-members` teardown).
 @_spi(Package) import EventBusProtocol
 
 extension Broker {
@@ -191,9 +194,19 @@ extension Broker {
     /// The second half of `leaveGroups(closing:)`: the group events queued
     /// to `connection` of which no byte was written go to the members of
     /// their groups left now, in order, and so do its requests.
+    ///
+    /// Bounded by the room the members left have (issue 38, `group-members`
+    /// teardown: 64 members of one uid at its outbound quota, a million
+    /// small events, each handed on and refused: 110-200 ms in one piece).
+    /// Once an event of a group is dropped there and no member left could
+    /// take even the smallest of the events this member has for that group
+    /// in its publisher's fair share (`mayTakeAny`: closed, behind, paced,
+    /// or its queue, its uid, which all of a group's members share, or the
+    /// publisher's share at its limit, under `wait` or `drop-new`), the rest
+    /// of that publisher's are counted as dropped in one step for the next
+    /// member in turn, as each would have been, and not copied, scanned or
+    /// given.
     func handOver(_ handover: GroupHandover, from connection: Connection) {
-        var redeliveries: [(frame: [UInt8], seq: UInt64, actor: UInt32, group: QueueGroup)] = []
-        var across: [(frame: [UInt8], seq: UInt64, actor: UInt32, name: String)] = []
         // Only to groups someone is left in (or, issue 36, that another
         // machine's member may take): when the members hang up together (one
         // epoll batch, `peersClosed`) nobody is, and the events queued to
@@ -201,35 +214,119 @@ extension Broker {
         // even looked at (issue 38's `group-members` teardown: building this
         // map for every member took 200 ms of CPU).
         let crossing = !fallbackGroups.isEmpty
-        let live = Set(handover.left.lazy.filter { !$0.group.isEmpty || (crossing && !$0.group.key.fallback) }.map(ObjectIdentifier.init))
-        var groupOfSeq: [UInt64: QueueGroup] = [:]
+        let live = handover.left.filter { !$0.group.isEmpty || (crossing && !$0.group.key.fallback) }
         if !live.isEmpty {
-            for delivery in handover.deliveries where live.contains(ObjectIdentifier(delivery.member)) {
-                groupOfSeq[delivery.seq] = delivery.member.group
+            var targets = live.map { HandOnTarget(group: $0.group) }
+            var targetOfSeq = SeqTable(capacity: handover.deliveries.count)
+            for delivery in handover.deliveries {
+                // (A member is in few groups: a look along `live` is cheaper than a hash.)
+                if let i = live.firstIndex(where: { $0 === delivery.member }) { targetOfSeq.insert(delivery.seq, Int32(i)) }
             }
-        }
-        if !groupOfSeq.isEmpty {
-            connection.outbound.forEachEvent(unwrittenOnly: true) { seq, bytes, actor in
-                guard let group = groupOfSeq[seq] else { return }
-                guard !group.isEmpty else {
-                    // (issue 36) Its group is gone here: another machine's member may take it.
-                    if crossing && !group.key.fallback { across.append((Broker.redeliveredCopy(bytes), seq, actor, group.key.name)) }
-                    return
-                }
-                redeliveries.append((Broker.redeliveredCopy(bytes), seq, actor, group))
-            }
-        }
-        for redelivery in across {
-            redelivery.frame.withUnsafeBytes { redeliverAcross($0, seq: redelivery.seq, actor: redelivery.actor, name: redelivery.name) }
-        }
-        for redelivery in redeliveries where !redelivery.group.isEmpty {
-            redelivery.frame.withUnsafeBytes { bytes in
-                redeliver(EventFrame(bytes: bytes, shared: nil), seq: redelivery.seq, actor: redelivery.actor, in: redelivery.group)
-            }
+            if !targetOfSeq.isEmpty { handOn(from: connection, targetOfSeq: targetOfSeq, targets: &targets, crossing: crossing) }
         }
         for redelivery in handover.requests {
             redeliverRequest(redelivery.token, frame: redelivery.frame, from: connection, groups: handover.servingGroups)
         }
+    }
+
+    /// One group a closing member hands events on to (`handOver`).
+    struct HandOnTarget {
+        let group: QueueGroup
+        /// The smallest of the events it has for the group (charged bytes, as redelivered).
+        var smallest = Int.max
+        /// Dropped there since the group was last looked at for room, and how many more before it is again.
+        var refused = 0
+        var nextLook = 1
+        /// The publishers (`OutboundQueue.Entry.actor`) of whom no member
+        /// left can take any event now: the rest of theirs are counted, from
+        /// `firstSeq` (room only shrinks while a member hands on, and a
+        /// publisher's fair share with it).
+        var fullFor: [UInt32] = []
+        var notHandedOn: UInt64 = 0
+        var firstSeq: UInt64 = 0
+    }
+
+    /// `handOver`'s events, in queue order: a pass that finds each one's
+    /// group (and the smallest per group), then one that hands them on.
+    private func handOn(from connection: Connection, targetOfSeq: SeqTable, targets: inout [HandOnTarget], crossing: Bool) {
+        var order: [Int32] = []
+        var across: [(frame: [UInt8], seq: UInt64, actor: UInt32, name: String)] = []
+        connection.outbound.forEachEvent(unwrittenOnly: true) { seq, bytes, actor in
+            let i = Int(targetOfSeq[seq])
+            guard i >= 0 else { return order.append(-1) }
+            let group = targets[i].group
+            guard !group.isEmpty else {
+                // (issue 36) Its group is gone here: another machine's member may take it.
+                if crossing && !group.key.fallback { across.append((Broker.redeliveredCopy(bytes), seq, actor, group.key.name)) }
+                return order.append(-1)
+            }
+            order.append(Int32(i))
+            targets[i].smallest = min(targets[i].smallest, Broker.redeliveredCount(bytes) + OutboundQueue.entryOverheadBytes)
+        }
+        for redelivery in across {
+            redelivery.frame.withUnsafeBytes { redeliverAcross($0, seq: redelivery.seq, actor: redelivery.actor, name: redelivery.name) }
+        }
+        var at = 0
+        connection.outbound.forEachEvent(unwrittenOnly: true) { seq, bytes, actor in
+            let i = Int(order[at])
+            at += 1
+            guard i >= 0 else { return }
+            let group = targets[i].group
+            if targets[i].fullFor.contains(actor) {
+                if targets[i].notHandedOn == 0 { targets[i].firstSeq = seq }
+                targets[i].notHandedOn += 1
+                return
+            }
+            guard !group.isEmpty else { return }
+            groupHandOns &+= 1
+            let dropped = statistics.dropped
+            Broker.redeliveredCopy(bytes).withUnsafeBytes { bytes in
+                redeliver(EventFrame(bytes: bytes, shared: nil), seq: seq, actor: actor, in: group)
+            }
+            guard statistics.dropped != dropped else { return }
+            // Dropped there (or room made under drop-old): can the group take any more?
+            targets[i].refused += 1
+            guard targets[i].refused >= targets[i].nextLook else { return }
+            if mayTakeAny(group, size: targets[i].smallest, actor: actor) {
+                targets[i].nextLook = targets[i].refused + max(1, group.count)  // O(1) per event amortised
+            } else {
+                targets[i].fullFor.append(actor)
+            }
+        }
+        for target in targets where target.notHandedOn > 0 {
+            // As each would have been: the next member in turn, under its rule (no room: dropped).
+            let group = target.group
+            let n = group.slotCount
+            var slot = group.cursor < n ? group.cursor : 0
+            for _ in 0..<n {
+                if let member = group.member(at: slot), member.connection.isRoutable {
+                    recordDrops(member.connection, count: target.notHandedOn, firstSeq: target.firstSeq, takenFromQueue: false)
+                    group.cursor = group.after(slot)
+                    break
+                }
+                slot = group.after(slot)
+            }
+        }
+    }
+
+    /// Whether some member of `group` could take an event of `size` charged
+    /// bytes now, by its rule: open, and under `drop-old` or `disconnect`
+    /// (which make room, or close it) or with room for it, in `actor`'s
+    /// fair share (as `give` charges a redelivered event: the entry's actor).
+    private func mayTakeAny(_ group: QueueGroup, size: Int, actor: UInt32) -> Bool {
+        for member in group.members {
+            let connection = member.connection
+            guard connection.isRoutable else { continue }
+            if connection.overflow == .dropOld || connection.overflow == .disconnect { return true }
+            if refusalNow(connection, size: size, actor: actor) == nil { return true }
+        }
+        return false
+    }
+
+    /// The length of `redeliveredCopy(frame)`, without making it.
+    static func redeliveredCount(_ frame: UnsafeRawBufferPointer) -> Int {
+        frame.count >= redeliveredMarker.count && frame.suffix(redeliveredMarker.count).elementsEqual(redeliveredMarker)
+            ? frame.count : frame.count - 2 + redeliveredMarker.count
     }
 
     /// Gives a request queued to a closing serving member (not a byte of it
@@ -351,11 +448,51 @@ extension Broker {
 
     /// An event frame with `"redelivered":true` as its last member (as it is, if it has it already).
     static func redeliveredCopy(_ frame: UnsafeRawBufferPointer) -> [UInt8] {
-        let marker = Array(",\"redelivered\":true}\n".utf8)
+        let marker = redeliveredMarker
         if frame.count >= marker.count && frame.suffix(marker.count).elementsEqual(marker) { return Array(frame) }
         var copy = Array(frame.prefix(frame.count - 2))  // without `}` and LF
         copy.append(contentsOf: marker)
         return copy
+    }
+
+    private static let redeliveredMarker = Array(",\"redelivered\":true}\n".utf8)
+}
+
+/// Seq -> small number, for `handOver`'s look-up of a closing member's
+/// queued events (a million of them in issue 38's teardown, where a
+/// `Dictionary`'s SipHash was most of the hand-on's cost): open addressing
+/// with linear probing, `Broker.mix64` of the seq (event seqs are not 0,
+/// and not chosen by clients), the last insert of a seq wins.
+struct SeqTable {
+    private var keys: [UInt64]
+    private var values: [Int32]
+    private let mask: Int
+    private(set) var isEmpty = true
+
+    init(capacity: Int) {
+        var size = 16
+        while size < 2 * capacity { size <<= 1 }
+        keys = Array(repeating: 0, count: size)
+        values = Array(repeating: -1, count: size)
+        mask = size - 1
+    }
+
+    mutating func insert(_ seq: UInt64, _ value: Int32) {
+        var i = Int(truncatingIfNeeded: Broker.mix64(seq)) & mask
+        while keys[i] != 0 && keys[i] != seq { i = (i + 1) & mask }
+        keys[i] = seq
+        values[i] = value
+        isEmpty = false
+    }
+
+    /// The value of `seq`, -1 when it has none.
+    subscript(seq: UInt64) -> Int32 {
+        var i = Int(truncatingIfNeeded: Broker.mix64(seq)) & mask
+        while keys[i] != 0 {
+            if keys[i] == seq { return values[i] }
+            i = (i + 1) & mask
+        }
+        return -1
     }
 }
 

@@ -262,12 +262,25 @@ extension Broker {
         connection.account.chargeShare(of: actor, bytes: bytes)
     }
 
+    /// One release per run of charges of one uid (a queue discarded whole
+    /// holds mostly one publisher's: issue 38's `group-members` teardown
+    /// released a million charges one dictionary update at a time).
     private func releaseActorCharges(_ connection: Connection) {
         let account = connection.account
-        ledger.drainReleased { charge in
+        var run = ActorCharge(actor: OutboundQueue.noActor, bytes: 0)
+        func release(_ charge: ActorCharge) {
             connection.accounting.releaseShare(charge)
             account.releaseShare(charge)
         }
+        ledger.drainReleased { charge in
+            if charge.actor == run.actor {
+                run.bytes += charge.bytes
+                return
+            }
+            if run.actor != OutboundQueue.noActor { release(run) }
+            run = charge
+        }
+        if run.actor != OutboundQueue.noActor { release(run) }
     }
 
     private func outboundShrank(_ connection: Connection) {

@@ -175,6 +175,10 @@ package final class Broker {
     /// (1.3) The frame `fanOut` just routed while groups exist, for
     /// `routeToGroups` right after it (its chunk kept in `writer.builtChunk`).
     var groupEvent: EventFrame? = nil
+    /// (issue 38) Group events a closing member handed on one by one (a
+    /// copy, a scan, `give`), not those dropped in bulk once no member left
+    /// could take them (`handOver`): the work a teardown costs, for tests.
+    package internal(set) var groupHandOns: UInt64 = 0
     /// (1.3) The key of the keyed publish being routed (`publishKeyed`), nil otherwise.
     var publishKey: PublishKey? = nil
     /// (1.3) The mark of the request being routed (`ConnectionGroups.chosen`):
