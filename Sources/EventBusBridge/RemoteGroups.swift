@@ -144,20 +144,10 @@ package struct RemoteGroups {
     /// Reads a group event from another machine.
     package mutating func receive(_ message: Message) -> Incoming {
         guard let group = importSIDs[message.sid] else { return .drop("no group subscription \(message.sid)") }
-        let head = groupHead + group + "."
-        guard message.subject.hasPrefix(head) else { counters.dropped += 1; return .drop("not a subject of group \(group): \(message.subject)") }
-        let rest = message.subject.utf8.dropFirst(head.utf8.count)
-        guard let dot = rest.firstIndex(of: 0x2E),
-              let node = NodeName(String(decoding: rest[rest.startIndex..<dot], as: UTF8.self)),
-              let type = EventType(String(decoding: rest[rest.index(after: dot)...], as: UTF8.self)), !type.isReserved else {
-            counters.dropped += 1
-            return .drop("bad group event subject \(message.subject)")
-        }
-        guard node != mapping.node else { counters.dropped += 1; return .drop("a group event from our own node \(node.text)") }
-        var problem: String?
-        guard let imported = CloudEventsHeaders.import(message.headerBlock, node: node, type: type, problem: &problem) else {
-            counters.dropped += 1
-            return .drop("bad headers on \(message.subject): \(problem ?? "?")")
+        let type: EventType, imported: CloudEventsHeaders.Imported
+        switch RemoteSubject.read(message, head: groupHead + group + ".", ownNode: mapping.node, what: "group event") {
+        case .success(let read): (type, imported) = (read.type, read.imported)
+        case .failure(let refusal): counters.dropped += 1; return .drop(refusal.text)
         }
         var key: String? = nil
         if let text = message.headers?.first(GroupHeaderName.key) {

@@ -298,19 +298,10 @@ package struct RemoteRequests {
             counters.dropped += 1
             return .drop("a request on \(message.subject) without a reply subject")
         }
-        guard message.subject.hasPrefix(requestHead) else { counters.dropped += 1; return .drop("not a request subject: \(message.subject)") }
-        let rest = message.subject.utf8.dropFirst(requestHead.utf8.count)
-        guard let dot = rest.firstIndex(of: 0x2E),
-              let node = NodeName(String(decoding: rest[rest.startIndex..<dot], as: UTF8.self)),
-              let type = EventType(String(decoding: rest[rest.index(after: dot)...], as: UTF8.self)), !type.isReserved else {
-            counters.dropped += 1
-            return .drop("bad request subject \(message.subject)")
-        }
-        guard node != mapping.node else { counters.dropped += 1; return .drop("a request from our own node \(node.text)") }
-        var problem: String?
-        guard let imported = CloudEventsHeaders.import(message.headerBlock, node: node, type: type, problem: &problem) else {
-            counters.dropped += 1
-            return .drop("bad headers on \(message.subject): \(problem ?? "?")")
+        let type: EventType, imported: CloudEventsHeaders.Imported
+        switch RemoteSubject.read(message, head: requestHead, ownNode: mapping.node, what: "request") {
+        case .success(let read): (type, imported) = (read.type, read.imported)
+        case .failure(let refusal): counters.dropped += 1; return .drop(refusal.text)
         }
         var timeout: UInt64? = nil
         if let text = message.headers?.first(RequestHeaderName.timeout) {
