@@ -39,7 +39,7 @@ import EventBusCommandLine
 import EventBusLog
 import EventBusNATS
 @_spi(Package) import EventBusProtocol
-import EventBusSystem
+@_spi(Package) import EventBusSystem
 import Glibc
 
 /// How the loop reaches the bus.

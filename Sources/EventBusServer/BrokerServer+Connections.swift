@@ -10,7 +10,7 @@ import CEventBusShims
 import EventBusCore
 import EventBusLog
 @_spi(Package) import EventBusProtocol
-import EventBusSystem
+@_spi(Package) import EventBusSystem
 import Glibc
 
 /// What the server keeps per connection, next to the core's `Connection`.

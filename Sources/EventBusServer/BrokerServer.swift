@@ -19,7 +19,7 @@ import CEventBusShims
 import EventBusCore
 import EventBusLog
 @_spi(Package) import EventBusProtocol
-import EventBusSystem
+@_spi(Package) import EventBusSystem
 import Glibc
 
 /// Settings of the server around the core.

@@ -8,28 +8,31 @@
 // once per change, so its owner reads until it would block (the broker
 // registers its connections edge-triggered, its listeners and signalfd not).
 // EINTR from epoll_wait is "nothing ready" (the loop recomputes its timers),
-// never a retry.
+// never a retry. `EpollEvents` is `@_spi(Package) public`, not `package`
+// (importers say `@_spi(Package) import EventBusSystem`): as package it lost
+// the default cross-module optimisation, and an array literal of it became an
+// unspecialised SetAlgebra.init (~3,300 Ir per call in the broker's server).
 import CEventBusShims
 import Glibc
 
 /// epoll event bits.
-package struct EpollEvents: OptionSet, Sendable {
-    package let rawValue: UInt32
-    package init(rawValue: UInt32) { self.rawValue = rawValue }
+@_spi(Package) public struct EpollEvents: OptionSet, Sendable {
+    @_spi(Package) public let rawValue: UInt32
+    @_spi(Package) public init(rawValue: UInt32) { self.rawValue = rawValue }
 
     /// `EPOLLIN`
-    package static let readable = EpollEvents(rawValue: EVENTBUS_EPOLLIN)
+    @_spi(Package) public static let readable = EpollEvents(rawValue: EVENTBUS_EPOLLIN)
     /// `EPOLLOUT`
-    package static let writable = EpollEvents(rawValue: EVENTBUS_EPOLLOUT)
+    @_spi(Package) public static let writable = EpollEvents(rawValue: EVENTBUS_EPOLLOUT)
     /// `EPOLLERR` (always reported)
-    package static let error = EpollEvents(rawValue: EVENTBUS_EPOLLERR)
+    @_spi(Package) public static let error = EpollEvents(rawValue: EVENTBUS_EPOLLERR)
     /// `EPOLLHUP` (always reported): both directions are shut down.
-    package static let hangup = EpollEvents(rawValue: EVENTBUS_EPOLLHUP)
+    @_spi(Package) public static let hangup = EpollEvents(rawValue: EVENTBUS_EPOLLHUP)
     /// `EPOLLRDHUP`: the peer shut down its writing side.
-    package static let readHangup = EpollEvents(rawValue: EVENTBUS_EPOLLRDHUP)
+    @_spi(Package) public static let readHangup = EpollEvents(rawValue: EVENTBUS_EPOLLRDHUP)
     /// `EPOLLET`: report a change of readiness once (edge-triggered), not
     /// for as long as it lasts; the owner must then read until it would block.
-    package static let edgeTriggered = EpollEvents(rawValue: EVENTBUS_EPOLLET)
+    @_spi(Package) public static let edgeTriggered = EpollEvents(rawValue: EVENTBUS_EPOLLET)
 }
 
 /// An epoll instance (epoll_create1(EPOLL_CLOEXEC)). Each registration carries

@@ -1,7 +1,7 @@
 // Tier 2: epoll(7) and signalfd(2) with real descriptors: readable, writable,
 // peer half-close (EPOLLRDHUP) and full close (EPOLLHUP) are reported with the
 // registration's token; modify and remove take effect; errors name epoll_ctl.
-import EventBusSystem
+@_spi(Package) import EventBusSystem
 import EventBusTestSupport
 import Glibc
 import Testing
