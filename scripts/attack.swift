@@ -207,6 +207,25 @@ func holdUntilStopped(_ seconds: Double, while body: () -> Void = {}) {
     }
 }
 
+/// Writes `bytes` round and round on every connection as fast as each takes
+/// them (each from where it left off), reading and discarding whatever comes
+/// back, until the driver's "stop" or `seconds`. - Returns: the bytes written.
+func pumpUntilStopped(_ conns: [Conn], _ bytes: [UInt8], events: Int32, seconds: Double) -> Int {
+    var offsets = [Int](repeating: 0, count: conns.count), sent = 0
+    var sink = [UInt8](repeating: 0, count: 65536)
+    var entries = conns.map { pollfd(fd: $0.fd, events: Int16(events), revents: 0) }
+    holdUntilStopped(seconds) {
+        _ = poll(&entries, nfds_t(entries.count), 5)
+        for (i, c) in conns.enumerated() where entries[i].revents != 0 {
+            let n = bytes.withUnsafeBytes { c.writeSome(UnsafeRawBufferPointer(rebasing: $0[offsets[i]...])) }
+            offsets[i] = (offsets[i] + n) % bytes.count
+            sent += n
+            while read(c.fd, &sink, sink.count) > 0 {}
+        }
+    }
+    return sent
+}
+
 /// Keeps `burst` (carrying `perBurst` requests) flowing on every connection
 /// with at most `window` requests unanswered each, waiting in poll(2) when
 /// nothing can move (so the attacker's own CPU is spent on its traffic, as a
@@ -407,20 +426,8 @@ func runAttacker(_ kind: String, _ path: String, _ seconds: Double) {
         // replies), reading whatever comes back.
         _ = open(8)
         let chunk = Array(String(repeating: #"{"op":"publish","type":"v.flood","data":{"n":12345,"text":"a flood of events"}}"# + "\n", count: 512).utf8)
-        var offsets = [Int](repeating: 0, count: conns.count)
-        var fds = conns.map { pollfd(fd: $0.fd, events: Int16(POLLOUT | POLLIN), revents: 0) }
-        var sink = [UInt8](repeating: 0, count: 65536)
-        var sent = 0
         say("ready")
-        holdUntilStopped(seconds) {
-            _ = poll(&fds, nfds_t(fds.count), 5)
-            for (i, c) in conns.enumerated() where fds[i].revents != 0 {
-                let n = chunk.withUnsafeBytes { c.writeSome(UnsafeRawBufferPointer(rebasing: $0[offsets[i]...])) }
-                offsets[i] = (offsets[i] + n) % chunk.count
-                sent += n
-                while read(c.fd, &sink, sink.count) > 0 {}
-            }
-        }
+        let sent = pumpUntilStopped(conns, chunk, events: POLLOUT | POLLIN, seconds: seconds)
         say("sent=\(sent)")
     case "busy", "busy-1":
         // 200 connections pinging and reading their replies as fast as they can.
@@ -588,18 +595,7 @@ func runAttacker(_ kind: String, _ path: String, _ seconds: Double) {
             }
         }
         say("ready bytes=\(buffer.count)")
-        var offsets = [Int](repeating: 0, count: conns.count), sent = 0
-        var sink = [UInt8](repeating: 0, count: 65536)
-        var entries = conns.map { pollfd(fd: $0.fd, events: Int16(POLLOUT), revents: 0) }
-        holdUntilStopped(seconds) {
-            _ = poll(&entries, nfds_t(entries.count), 5)
-            for (i, c) in conns.enumerated() where entries[i].revents != 0 {
-                let n = buffer.withUnsafeBytes { c.writeSome(UnsafeRawBufferPointer(rebasing: $0[offsets[i]...])) }
-                offsets[i] = (offsets[i] + n) % buffer.count
-                sent += n
-                while read(c.fd, &sink, sink.count) > 0 {}
-            }
-        }
+        let sent = pumpUntilStopped(conns, buffer, events: POLLOUT, seconds: seconds)
         say("sent=\(sent)")
     case "never-read-250":
         // (issue 20) 250 drop-new subscribers of > that never read.
