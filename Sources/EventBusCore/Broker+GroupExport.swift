@@ -37,7 +37,7 @@ extension Broker {
     /// needed; the subscription quotas as for any membership). Its `ok`
     /// carries `type`, `group`, `fallback: true` and `members` (fallback
     /// members of that name and pattern).
-    func subscribeFallbackGroup(_ request: SubscribeRequest, name: String, req: UnsafeRawBufferPointer?, from connection: Connection) {
+    func subscribeFallbackGroup(_ request: SubscribeRequest, name: String, req: RawSpan?, from connection: Connection) {
         let key = GroupKey(uid: connection.credentials.uid, pattern: request.pattern, serve: false, name: name, fallback: true)
         guard !connection.groups.peerClosed else { return }
         let member: GroupMember
@@ -155,7 +155,7 @@ extension Broker {
     /// `publish` with `group`: another machine's group event, for one member
     /// of each local group of that name (see the file comment). `ok`:
     /// `seq`, `delivered` (0: no member of the group here now).
-    func publishToGroup(_ request: PublishRequest, group name: String, frame: UnsafeRawBufferPointer, req: UnsafeRawBufferPointer?,
+    func publishToGroup(_ request: PublishRequest, group name: String, frame: RawSpan, req: RawSpan?,
                         from publisher: Connection) {
         let verdict = publisher.policy.bridge
         guard verdict.isAllowed else {
@@ -163,18 +163,16 @@ extension Broker {
             return
         }
         guard let key = request.key else { return routeGroupPublish(request, group: name, frame: frame, req: req, from: publisher) }
-        let token = UnsafeRawBufferPointer(rebasing: frame[key.start..<key.end])
-        Broker.identity(publisher, key: token).withUnsafeBytes { identity in
-            publishKey = PublishKey(token: token, identity: identity)
-            defer { publishKey = nil }
-            routeGroupPublish(request, group: name, frame: frame, req: req, from: publisher)
-        }
+        let token = frame.extracting(key.range)
+        publishKey = PublishKey(keyHash: hashOfKey(token: token), identity: Broker.identity(publisher, key: token))
+        defer { publishKey = nil }
+        routeGroupPublish(request, group: name, frame: frame, req: req, from: publisher)
     }
 
-    private func routeGroupPublish(_ request: PublishRequest, group name: String, frame: UnsafeRawBufferPointer, req: UnsafeRawBufferPointer?,
+    private func routeGroupPublish(_ request: PublishRequest, group name: String, frame: RawSpan, req: RawSpan?,
                                    from publisher: Connection) {
         guard mayPublish(publisher, request.type, entry: nil, req: req), request.origin == nil || mayBridge(publisher, req: req) else { return }
-        let content = EventContent(request, frame: frame, typeBytes: nil)
+        let content = EventContent(request, typeRange: nil)
         seq += 1
         let seq = self.seq
         statistics.published += 1
@@ -182,8 +180,8 @@ extension Broker {
         countPublished(request.type, entry: nil, seq: seq, owner: publisher.credentials.uid)
         var delivered: UInt64 = 0
         if groupsInUse != 0 {
-            groupEvent = buildEvent(seq: seq, content, of: request.type, publisher: publisher)
-            delivered = routeToGroups(seq: seq, type: request.type, entry: nil, publisher: publisher, key: publishKey?.token, onlyGroup: name)
+            groupEvent = buildEvent(seq: seq, content, in: frame, of: request.type, publisher: publisher)
+            delivered = routeToGroups(seq: seq, type: request.type, entry: nil, publisher: publisher, keyHash: publishKey?.keyHash, onlyGroup: name)
         }
         countDelivered(delivered)
         replyOKIfAsked(to: publisher, req: req) { out in

@@ -344,7 +344,7 @@ extension Broker {
         frame.withUnsafeBytes { bytes in
             let object = UnsafeRawBufferPointer(rebasing: bytes[..<(bytes.count - 1)])
             try? JSONObject.scan(object) { name, value in
-                if JSONString.equals(object, name, "key") { keyHash = hashOfKey(token: UnsafeRawBufferPointer(rebasing: object[value.start..<value.end])) }
+                if JSONString.equals(object, name, "key") { keyHash = hashOfKey(token: UnsafeRawBufferPointer(rebasing: object[value.start..<value.end]).bytes) }
             }
         }
         let left = request.deadline &- now.monotonicNanoseconds
@@ -392,7 +392,7 @@ extension Broker {
         guard let at = replyMember(in: frame) else { return nil }
         let start = at + replyMarker.count
         guard start + ReplyToken.textLength <= frame.count else { return nil }
-        return ReplyToken(text: UnsafeRawBufferPointer(rebasing: frame[start..<(start + ReplyToken.textLength)]))
+        return ReplyToken(text: UnsafeRawBufferPointer(rebasing: frame[start..<(start + ReplyToken.textLength)]).bytes)
     }
 
     /// A request frame again for another server: its event part, then
@@ -407,7 +407,7 @@ extension Broker {
             event.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[head..<at]))
             event.append(contentsOf: [0x7D, 0x0A])
             var out: [UInt8] = []
-            event.withUnsafeBytes { FrameEncoder.appendRequest(event: $0, token: { token.append(to: &$0) }, timeoutMilliseconds: timeoutMilliseconds, to: &out) }
+            FrameEncoder.appendRequest(event: event.span.bytes, token: { token.append(to: &$0) }, timeoutMilliseconds: timeoutMilliseconds, to: &out)
             return out.withUnsafeBytes { redeliveredCopy($0) }
         }
     }
@@ -439,7 +439,7 @@ extension Broker {
             if JSONString.equals(object, name, "key") { keyToken = value }
         }
         guard let typeToken, let type = EventType(JSONString.decode(object, typeToken)) else { return }
-        let keyHash = keyToken.map { hashOfKey(token: UnsafeRawBufferPointer(rebasing: object[$0.start..<$0.end])) }
+        let keyHash = keyToken.map { hashOfKey(token: UnsafeRawBufferPointer(rebasing: object[$0.start..<$0.end]).bytes) }
         let uid = actor == OutboundQueue.noActor ? group.key.uid : actor
         if give(event, seq: seq, type: type, publisher: nil, uid: uid, keyHash: keyHash, in: group) {
             statistics.delivered += 1

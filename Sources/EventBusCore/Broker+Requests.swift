@@ -14,7 +14,7 @@
 
 extension Broker {
     @inline(__always)
-    func perform(_ request: Request, frame: UnsafeRawBufferPointer, req: UnsafeRawBufferPointer?, from connection: Connection) {
+    func perform(_ request: Request, frame: RawSpan, req: RawSpan?, from connection: Connection) {
         switch request {
         case .publish(let publish):
             // (1.2) Held, the event waits unrouted: no seq, queued to no one.
@@ -74,12 +74,12 @@ extension Broker {
     }
 
     /// Success is silent without `req` (PROTOCOL.md "Requests").
-    func replyOKIfAsked(to connection: Connection, req: UnsafeRawBufferPointer?, fields: (inout [UInt8]) -> Void = { _ in }) {
+    func replyOKIfAsked(to connection: Connection, req: RawSpan?, fields: (inout [UInt8]) -> Void = { _ in }) {
         guard req != nil else { return }
         replyOK(to: connection, req: req, fields: fields)
     }
 
-    func subscribe(_ request: SubscribeRequest, req: UnsafeRawBufferPointer?, from connection: Connection) {
+    func subscribe(_ request: SubscribeRequest, req: RawSpan?, from connection: Connection) {
         let pattern = request.pattern
         let filtered: Bool
         if let existing = connection.subscriptions[pattern] {
@@ -158,19 +158,19 @@ extension Broker {
 
     /// - Parameters:
     ///   - typeEntry: the type's entry in `types`, when the caller found it already.
-    ///   - typeBytes: the type's bytes in `frame`, when it is written there without escapes.
-    func publish(_ request: PublishRequest, frame: UnsafeRawBufferPointer, req: UnsafeRawBufferPointer?, from publisher: Connection,
-                 typeEntry: Int? = nil, typeBytes: UnsafeRawBufferPointer? = nil) {
+    ///   - typeRange: where the type's bytes are in `frame`, when it is written there without escapes.
+    func publish(_ request: PublishRequest, frame: RawSpan, req: RawSpan?, from publisher: Connection,
+                 typeEntry: Int? = nil, typeRange: Range<Int>? = nil) {
         // Policy first: a denied publish takes no seq (PROTOCOL.md "Access policy (1.1)").
         guard mayPublish(publisher, request.type, entry: typeEntry, req: req), request.origin == nil || mayBridge(publisher, req: req) else { return }
         // What the event takes from the frame, as plain byte ranges: the
         // routing below copies no request (and counts no references).
-        let content = EventContent(request, frame: frame, typeBytes: typeBytes)
+        let content = EventContent(request, typeRange: typeRange)
         var kept: EventFrame? = nil
         if request.retain {
             // (1.1) Kept before the event takes a seq: refused means not routed.
             // The built frame (a chunk of its own past 2 KiB) must outlive the copy of its bytes.
-            let built = buildEvent(seq: self.seq + 1, content, of: request.type, publisher: publisher)
+            let built = buildEvent(seq: self.seq + 1, content, in: frame, of: request.type, publisher: publisher)
             let chunk = withExtendedLifetime(built) { OutboundChunk.copying(built.bytes) }
             if let error = retain(chunk, seq: self.seq + 1, type: request.type.name, uid: publisher.credentials.uid) {
                 reply(to: publisher, req: req, error: error)
@@ -184,10 +184,10 @@ extension Broker {
         statistics.published += 1
         publisher.accounting.countPublished()
         var delivered = fanOut(seq: seq, type: request.type, entry: typeEntry, publisher: publisher, built: kept) {
-            buildEvent(seq: seq, content, of: request.type, publisher: publisher)
+            buildEvent(seq: seq, content, in: frame, of: request.type, publisher: publisher)
         }
         // (1.3) One member of each queue group (Broker+Groups.swift): one comparison while there is none.
-        if _slowPath(groupsInUse != 0) { delivered &+= routeToGroups(seq: seq, type: request.type, entry: typeEntry, publisher: publisher, key: publishKey?.token) }
+        if _slowPath(groupsInUse != 0) { delivered &+= routeToGroups(seq: seq, type: request.type, entry: typeEntry, publisher: publisher, keyHash: publishKey?.keyHash) }
         replyOKIfAsked(to: publisher, req: req) { out in
             FrameEncoder.appendField("seq", int: seq, to: &out)
             FrameEncoder.appendField("delivered", int: delivered, to: &out)
@@ -267,8 +267,7 @@ extension Broker {
     func forEachSubscriber(of type: EventType, entry: Int?, _ body: (Connection) -> Void) {
         var found = entry
         if found == nil {
-            var name = type.name
-            found = name.withUTF8 { types.entry(for: UnsafeRawBufferPointer($0)) }
+            found = types.entry(for: type.name.utf8Span.span.bytes)
         }
         guard let found else {
             index.forEachMatch(type, body)
@@ -287,8 +286,8 @@ extension Broker {
     ///   `content` has none.
     /// (1.3) A keyed publish (`publishKey`, set by `publishKeyed` only
     /// while it routes) writes the identity with the key after it.
-    func buildEvent(seq: UInt64, _ content: EventContent, of type: EventType, publisher: Connection) -> EventFrame {
-        writer.buildEvent(seq: seq, content, of: type, publisher: publisher, identity: publishKey?.identity ?? publisher.identity.eventIdentity.bytes,
+    func buildEvent(seq: UInt64, _ content: EventContent, in frame: RawSpan, of type: EventType, publisher: Connection) -> EventFrame {
+        writer.buildEvent(seq: seq, content, in: frame, of: type, publisher: publisher, keyedIdentity: publishKey?.identity,
                           wallNanoseconds: now.wallNanoseconds, history: &retention.history)
     }
 

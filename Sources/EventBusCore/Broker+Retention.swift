@@ -73,8 +73,8 @@ extension Broker {
     /// type whose bytes are `type` (`last` and `since` replays through a
     /// filtered subscription ask it; an unfiltered one may receive every
     /// type it matches): `mayReceive` (Broker+Policy.swift).
-    func retentionMayReceive(_ connection: Connection, _ type: UnsafeRawBufferPointer) -> Bool {
-        guard let eventType = EventType(String(decoding: type, as: UTF8.self)) else { return false }
+    func retentionMayReceive(_ connection: Connection, _ type: RawSpan) -> Bool {
+        guard let eventType = EventType(String(decodingUTF8: type)) else { return false }
         return mayReceive(connection, eventType)
     }
 
@@ -107,7 +107,7 @@ extension Broker {
     /// `clear`: removes the retained event of `type`. `ok` carries `type` and
     /// `removed`: `{"op":"ok","req":5,"type":"currency.changed","removed":true}`.
     /// Needs publish permission for the type (`mayPublish` answers `forbidden`).
-    func clear(_ type: EventType, req: UnsafeRawBufferPointer?, from connection: Connection) {
+    func clear(_ type: EventType, req: RawSpan?, from connection: Connection) {
         guard mayPublish(connection, type, req: req) else { return }
         let removed = retention.retained.remove(type.name, seq: seq)
         if let removed { releaseRetained(retainedCharge(removed)) }
@@ -327,7 +327,6 @@ extension OutboundChunk {
 
 /// Calls `body` with the UTF-8 bytes of `text`.
 @inline(__always)
-func withUTF8<R>(_ text: String, _ body: (UnsafeRawBufferPointer) -> R) -> R {
-    var text = text
-    return text.withUTF8 { body(UnsafeRawBufferPointer($0)) }
+func withUTF8<R>(_ text: String, _ body: (RawSpan) -> R) -> R {
+    body(text.utf8Span.span.bytes)
 }

@@ -49,23 +49,59 @@ struct EventWriter: ~Copyable {
     ///   - type: the event's type, whose bytes are written when `content` has none.
     ///   - wallNanoseconds: the event's `time`, ns since the Unix epoch.
     ///   - history: the ring whose arena end takes the frame while it is on.
-    ///   - identity: the publisher's `EventStamp.identity`, (1.3) with
-    ///     `,"key":"k"` after it for a keyed publish.
+    ///   - frame: the publish frame `content`'s ranges are of.
+    ///   - keyedIdentity: (1.3) for a keyed publish, the publisher's
+    ///     `EventStamp.identity` with `,"key":"k"` after it; nil for the
+    ///     publisher's own.
     @inline(__always)
-    mutating func buildEvent(seq: UInt64, _ content: EventContent, of type: EventType, publisher: Connection, identity: UnsafeRawBufferPointer,
-                             wallNanoseconds: Int64, history: inout HistoryRing) -> EventFrame {
+    mutating func buildEvent(seq: UInt64, _ content: EventContent, in frame: RawSpan, of type: EventType, publisher: Connection,
+                             keyedIdentity: [UInt8]?, wallNanoseconds: Int64, history: inout HistoryRing) -> EventFrame {
         let time = timestamps.bytes(nanosecondsSinceEpoch: wallNanoseconds)
         let digits = seqText.text(for: seq)
-        @inline(__always) func build(_ typeBytes: UnsafeRawBufferPointer) -> EventFrame {
-            makeEvent(FrameEncoder.EventBytes(
+        // Local functions, not closures: forced inline (a closure around
+        // the build stayed a call of its own, +35 Ir a frame).
+        @inline(__always) func build(_ frame: UnsafeRawBufferPointer, _ typeBytes: UnsafeRawBufferPointer, _ identity: UnsafeRawBufferPointer) -> EventFrame {
+            @inline(__always) func slice(_ token: JSONToken?) -> UnsafeRawBufferPointer? {
+                token.map { UnsafeRawBufferPointer(start: frame.baseAddress.unsafelyUnwrapped + $0.start, count: $0.end &- $0.start) }
+            }
+            return makeEvent(FrameEncoder.EventBytes(
                 seq: seq, type: typeBytes, time: time,
-                source: content.source ?? publisher.session.eventSource.bytes, id: content.id,
-                idPrefix: eventIDPrefix.bytes, identity: identity, origin: content.origin, data: content.data,
+                source: slice(content.source) ?? publisher.session.eventSource.bytes, id: slice(content.id),
+                idPrefix: eventIDPrefix.bytes, identity: identity, origin: slice(content.origin), data: slice(content.data),
                 seqText: digits), history: &history)
         }
-        if let typeBytes = content.type { return build(typeBytes) }
+        @inline(__always) func build(_ frame: UnsafeRawBufferPointer, _ identity: UnsafeRawBufferPointer) -> EventFrame {
+            if let range = content.type {
+                return build(frame, UnsafeRawBufferPointer(rebasing: frame[range]), identity)
+            }
+            var name = type.name
+            return name.withUTF8 { build(frame, UnsafeRawBufferPointer($0), identity) }
+        }
+        @inline(__always) func build(_ frame: UnsafeRawBufferPointer) -> EventFrame {
+            if let keyedIdentity { return keyedIdentity.withUnsafeBytes { build(frame, $0) } }
+            return build(frame, publisher.identity.eventIdentity.bytes)
+        }
+        return frame.withUnsafeBytes(build)
+    }
+
+    /// (1.3) A request's event frame (`seq` the one it takes if it reaches
+    /// anyone), as bytes of its own: spliced into each server's request
+    /// frame. `identity` is `Broker.identity` (with a keyed request's key).
+    mutating func requestEvent(seq: UInt64, _ content: EventContent, in frame: RawSpan, of type: EventType, publisher: Connection,
+                               identity: [UInt8], wallNanoseconds: Int64) -> [UInt8] {
+        let time = timestamps.bytes(nanosecondsSinceEpoch: wallNanoseconds)
         var name = type.name
-        return name.withUTF8 { build(UnsafeRawBufferPointer($0)) }
+        return frame.withUnsafeBytes { frame in name.withUTF8 { type in identity.withUnsafeBytes { identity in
+            func slice(_ token: JSONToken?) -> UnsafeRawBufferPointer? { token.map { UnsafeRawBufferPointer(rebasing: frame[$0.range]) } }
+            let parts = FrameEncoder.EventBytes(
+                seq: seq, type: UnsafeRawBufferPointer(type), time: time,
+                source: slice(content.source) ?? publisher.session.eventSource.bytes, id: slice(content.id),
+                idPrefix: eventIDPrefix.bytes, identity: identity, origin: nil, data: slice(content.data))
+            let bound = FrameEncoder.eventByteCountUpperBound(parts)
+            return [UInt8](unsafeUninitializedCapacity: bound) { buffer, count in
+                count = FrameEncoder.writeEvent(parts, into: UnsafeMutableRawPointer(buffer.baseAddress!), capacity: bound).count
+            }
+        } } }
     }
 
     /// Writes an event frame once per event: in place at the end of the
@@ -106,28 +142,24 @@ struct EventWriter: ~Copyable {
     }
 }
 
-/// What an event frame takes from its publish frame, as ranges of the
-/// frame's bytes (plain values: copying one counts no references). Valid
-/// while the frame is.
+/// What an event frame takes from its publish frame, as byte ranges of the
+/// frame (plain values: copying one counts no references); the frame itself
+/// is given to `EventWriter.buildEvent` with them.
 struct EventContent {
     /// The type's bytes, when the frame spells it without escapes (else the
     /// event is written from `PublishRequest.type`).
-    var type: UnsafeRawBufferPointer?
-    var source: UnsafeRawBufferPointer?
-    var id: UnsafeRawBufferPointer?
-    var data: UnsafeRawBufferPointer?
-    var origin: UnsafeRawBufferPointer?
+    var type: Range<Int>?
+    var source: JSONToken?
+    var id: JSONToken?
+    var data: JSONToken?
+    var origin: JSONToken?
 
     @inline(__always)
-    init(_ request: PublishRequest, frame: UnsafeRawBufferPointer, typeBytes: UnsafeRawBufferPointer?) {
-        func slice(_ token: JSONToken?) -> UnsafeRawBufferPointer? {
-            token.map { UnsafeRawBufferPointer(start: frame.baseAddress.unsafelyUnwrapped + $0.start, count: $0.end &- $0.start) }
-        }
-        type = typeBytes
-        source = slice(request.source)
-        id = slice(request.id)
-        data = slice(request.data)
-        origin = slice(request.origin)
+    init(_ request: PublishRequest, typeRange: Range<Int>?) {
+        type = typeRange
+        source = request.source
+        id = request.id
+        data = request.data
+        origin = request.origin
     }
-
 }

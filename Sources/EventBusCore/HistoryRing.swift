@@ -42,6 +42,14 @@ struct HistoryEntry {
         let offset = min(Int(typeOffset), Int(count))
         return UnsafeRawBufferPointer(start: start + offset, count: min(Int(typeCount), Int(count) - offset))
     }
+
+    /// Calls `body` with the type's bytes (`typeBytes`) as a span.
+    @inline(__always)
+    func withTypeBytes<R>(_ body: (RawSpan) -> R) -> R { body(typeBytes.bytes) }
+
+    /// Calls `body` with the frame's bytes as a span.
+    @inline(__always)
+    func withFrame<R>(_ body: (RawSpan) -> R) -> R { body(frame.bytes) }
 }
 
 /// A chunk the ring keeps, and the newest seq whose frame is in it.

@@ -224,7 +224,11 @@ package struct OutboundQueue {
     /// Queues a reply or notice (seq 0): copied into the reply chunk, sharing
     /// the last entry when it ends where this one starts.
     /// - Returns: the change of `chargedBytes`.
-    mutating func appendReply(_ bytes: UnsafeRawBufferPointer) -> Int {
+    mutating func appendReply(_ bytes: RawSpan) -> Int {
+        bytes.withUnsafeBytes { appendReply($0) }
+    }
+
+    private mutating func appendReply(_ bytes: UnsafeRawBufferPointer) -> Int {
         let n = bytes.count
         if n <= OutboundQueue.copyLimitBytes, let tail = replyTail, tail.freeBytes >= n,
            entries.count > head, entries[entries.count - 1].chunk === tail,
@@ -459,7 +463,11 @@ package struct OutboundQueue {
     /// `noticeInFront` is not nil. Call right after `dropOldestEvents`; only
     /// `Broker.enqueue` calls it.
     /// - Returns: the change of `chargedBytes`.
-    mutating func putNoticeInFront(_ bytes: UnsafeRawBufferPointer, count: UInt64, since: UInt64) -> Int {
+    mutating func putNoticeInFront(_ bytes: RawSpan, count: UInt64, since: UInt64) -> Int {
+        bytes.withUnsafeBytes { putNoticeInFront($0, count: count, since: since) }
+    }
+
+    private mutating func putNoticeInFront(_ bytes: UnsafeRawBufferPointer, count: UInt64, since: UInt64) -> Int {
         let chunk = OutboundChunk.make(capacity: bytes.count)
         chunk.append(bytes)
         let notice = Entry(chunk: chunk, start: 0, end: UInt32(bytes.count), seq: OutboundQueue.frontNoticeSeq, actor: OutboundQueue.noActor)

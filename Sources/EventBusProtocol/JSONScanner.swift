@@ -34,6 +34,9 @@
 
     /// The token's length in bytes.
     @inlinable @_spi(Package) public var count: Int { end - start }
+
+    /// The token's byte offsets, for `RawSpan.extracting`.
+    @inlinable @_spi(Package) public var range: Range<Int> { start..<end }
 }
 
 /// Why bytes are not one valid JSON text; `offset` is where the scanner stopped.

@@ -197,6 +197,11 @@
         KeyedTokens<EnvelopeKey>.withEmpty { tokens in decode(frame, into: tokens) }
     }
 
+    /// `decode(_:)` of a span (the broker's frames).
+    @_spi(Package) public static func decode(_ frame: RawSpan) -> DecodedFrame {
+        frame.withUnsafeBytes { decode($0) }
+    }
+
     private static func decode(_ frame: UnsafeRawBufferPointer, into tokens: KeyedTokens<EnvelopeKey>) -> DecodedFrame {
         let fields: EnvelopeFields
         do {
