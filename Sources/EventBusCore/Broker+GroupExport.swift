@@ -172,7 +172,7 @@ extension Broker {
     private func routeGroupPublish(_ request: PublishRequest, group name: String, frame: RawSpan, req: RawSpan?,
                                    from publisher: Connection) {
         guard mayPublish(publisher, request.type, entry: nil, req: req), request.origin == nil || mayBridge(publisher, req: req) else { return }
-        let content = EventContent(request, typeRange: nil)
+        let content = EventContent(request, frame: frame, typeRange: nil)
         seq += 1
         let seq = self.seq
         statistics.published += 1
@@ -180,7 +180,7 @@ extension Broker {
         countPublished(request.type, entry: nil, seq: seq, owner: publisher.credentials.uid)
         var delivered: UInt64 = 0
         if groupsInUse != 0 {
-            groupEvent = buildEvent(seq: seq, content, in: frame, of: request.type, publisher: publisher)
+            groupEvent = buildEvent(seq: seq, content, of: request.type, publisher: publisher)
             delivered = routeToGroups(seq: seq, type: request.type, entry: nil, publisher: publisher, keyHash: publishKey?.keyHash, onlyGroup: name)
         }
         countDelivered(delivered)

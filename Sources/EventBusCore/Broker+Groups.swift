@@ -457,8 +457,14 @@ extension Broker {
 
 /// (1.3) The key of a keyed publish while it is routed: its hash (by which
 /// each group picks a member, `hashOfKey`) and the publisher's identity with
-/// `,"key":` and the raw token after it (what its event frame carries).
-struct PublishKey {
-    var keyHash: UInt64
-    var identity: [UInt8]
+/// `,"key":` and the raw token after it (what its event frame carries, read
+/// by the event writer as a connection's own identity is).
+final class PublishKey {
+    let keyHash: UInt64
+    let identity: StampBytes
+
+    init(keyHash: UInt64, identity: [UInt8]) {
+        self.keyHash = keyHash
+        self.identity = StampBytes(identity)
+    }
 }

@@ -116,7 +116,7 @@ extension Broker {
             defer { spendReplayCredit(uid: connection.credentials.uid, units: copyUnits) }
             while replay.nextRetained < replay.retained.count {
                 let event = replay.retained[replay.nextRetained]
-                switch offerFlagged(event.frame.bytes, .retained, seq: event.seq, to: connection, copyUnits: &copyUnits) {
+                switch event.frame.withSpan({ offerFlagged($0, .retained, seq: event.seq, to: connection, copyUnits: &copyUnits) }) {
                 case .full: return false
                 case .queued: delivered += 1
                 case .dropped: break
@@ -154,7 +154,7 @@ extension Broker {
                 replay.nextSeq = entry.seq + 1
                 continue
             }
-            switch offerFlagged(entry.frame, .replayed, seq: entry.seq, to: connection, copyUnits: &copyUnits) {
+            switch entry.withFrame({ offerFlagged($0, .replayed, seq: entry.seq, to: connection, copyUnits: &copyUnits) }) {
             case .full: return false
             case .queued: delivered += 1
             case .dropped: break

@@ -263,16 +263,9 @@ extension Broker {
         seq += 1
         let seq = self.seq
         statistics.published += 1
-        let own = configuration.ownCredentials
         _ = fanOut(seq: seq, type: type, publisher: nil) {
-            writer.timestamps.bytes(nanosecondsSinceEpoch: now.wallNanoseconds).withUnsafeBytes { time in
-                data.withUnsafeBytes { data in
-                    let parts = FrameEncoder.EventParts(
-                        seq: seq, type: type.name, time: time, source: nil, defaultSource: configuration.serverName,
-                        id: nil, instance: instance, pid: own.pid, uid: own.uid, gid: own.gid, data: data)
-                    return makeEvent(parts)
-                }
-            }
+            writer.brokerEvent(seq: seq, type: type, data: data, source: configuration.serverName, instance: instance,
+                               credentials: configuration.ownCredentials, wallNanoseconds: now.wallNanoseconds, history: &retention.history)
         }
         if groupsInUse != 0 { _ = routeToGroups(seq: seq, type: type, entry: nil, publisher: nil, keyHash: nil) }  // (1.3)
     }

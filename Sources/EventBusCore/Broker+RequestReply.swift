@@ -307,7 +307,7 @@ extension Broker {
     private func buildRequestEvent(seq: UInt64, _ publish: PublishRequest, frame: RawSpan, requester: Connection) -> [UInt8] {
         // (1.3) A keyed request's frame carries its key after the identity.
         let identity = if let key = publish.key { Broker.identity(requester, key: frame.extracting(key.range)) } else { Broker.identity(requester, key: nil) }
-        return writer.requestEvent(seq: seq, EventContent(publish, typeRange: nil), in: frame, of: publish.type, publisher: requester,
+        return writer.requestEvent(seq: seq, EventContent(publish, frame: frame, typeRange: nil), of: publish.type, publisher: requester,
                                    identity: identity, wallNanoseconds: now.wallNanoseconds)
     }
 

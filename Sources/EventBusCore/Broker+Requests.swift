@@ -165,12 +165,12 @@ extension Broker {
         guard mayPublish(publisher, request.type, entry: typeEntry, req: req), request.origin == nil || mayBridge(publisher, req: req) else { return }
         // What the event takes from the frame, as plain byte ranges: the
         // routing below copies no request (and counts no references).
-        let content = EventContent(request, typeRange: typeRange)
+        let content = EventContent(request, frame: frame, typeRange: typeRange)
         var kept: EventFrame? = nil
         if request.retain {
             // (1.1) Kept before the event takes a seq: refused means not routed.
             // The built frame (a chunk of its own past 2 KiB) must outlive the copy of its bytes.
-            let built = buildEvent(seq: self.seq + 1, content, in: frame, of: request.type, publisher: publisher)
+            let built = buildEvent(seq: self.seq + 1, content, of: request.type, publisher: publisher)
             let chunk = withExtendedLifetime(built) { OutboundChunk.copying(built.bytes) }
             if let error = retain(chunk, seq: self.seq + 1, type: request.type.name, uid: publisher.credentials.uid) {
                 reply(to: publisher, req: req, error: error)
@@ -184,7 +184,7 @@ extension Broker {
         statistics.published += 1
         publisher.accounting.countPublished()
         var delivered = fanOut(seq: seq, type: request.type, entry: typeEntry, publisher: publisher, built: kept) {
-            buildEvent(seq: seq, content, in: frame, of: request.type, publisher: publisher)
+            buildEvent(seq: seq, content, of: request.type, publisher: publisher)
         }
         // (1.3) One member of each queue group (Broker+Groups.swift): one comparison while there is none.
         if _slowPath(groupsInUse != 0) { delivered &+= routeToGroups(seq: seq, type: request.type, entry: typeEntry, publisher: publisher, keyHash: publishKey?.keyHash) }
@@ -286,13 +286,9 @@ extension Broker {
     ///   `content` has none.
     /// (1.3) A keyed publish (`publishKey`, set by `publishKeyed` only
     /// while it routes) writes the identity with the key after it.
-    func buildEvent(seq: UInt64, _ content: EventContent, in frame: RawSpan, of type: EventType, publisher: Connection) -> EventFrame {
-        writer.buildEvent(seq: seq, content, in: frame, of: type, publisher: publisher, keyedIdentity: publishKey?.identity,
+    func buildEvent(seq: UInt64, _ content: EventContent, of type: EventType, publisher: Connection) -> EventFrame {
+        writer.buildEvent(seq: seq, content, of: type, publisher: publisher, identity: publishKey?.identity.bytes ?? publisher.identity.eventIdentity.bytes,
                           wallNanoseconds: now.wallNanoseconds, history: &retention.history)
     }
 
-    /// Writes one of the broker's own events once (`EventWriter.makeEvent`).
-    func makeEvent(_ parts: FrameEncoder.EventParts) -> EventFrame {
-        writer.makeEvent(parts, history: &retention.history)
-    }
 }

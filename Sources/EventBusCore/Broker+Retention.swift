@@ -272,9 +272,9 @@ extension Broker {
     /// answered `.full` (the paced replay keeps its place), unless the
     /// connection is behind, its queue is empty (it would never fit) or the
     /// limit is --max-queued's.
-    func offerFlagged(_ bytes: UnsafeRawBufferPointer, _ flag: ReplayFlag, seq: UInt64, to connection: Connection, copyUnits: inout Int) -> ReplayOffer {
+    func offerFlagged(_ bytes: RawSpan, _ flag: ReplayFlag, seq: UInt64, to connection: Connection, copyUnits: inout Int) -> ReplayOffer {
         let suffix: StaticString = flag == .retained ? ",\"retained\":true}\n" : ",\"replayed\":true}\n"
-        let keep = bytes.count - 2  // without `}\n`
+        let keep = bytes.byteCount - 2  // without `}\n`
         let size = keep + suffix.utf8CodeUnitCount
         if connection.overflow != .dropOld,
            let refusal = refusal(size: size + OutboundQueue.entryOverheadBytes, actor: OutboundQueue.noActor, connection: connection) {
@@ -283,46 +283,10 @@ extension Broker {
             return .dropped
         }
         copyUnits += Broker.replayUnits(copying: size)
-        func write(_ destination: UnsafeMutableRawPointer) -> Int {
-            destination.copyMemory(from: bytes.baseAddress!, byteCount: keep)
-            (destination + keep).copyMemory(from: suffix.utf8Start, byteCount: suffix.utf8CodeUnitCount)
-            return size
-        }
-        let queued: Bool
-        if size <= writer.eventScratch.count {
-            let event = EventFrame(bytes: UnsafeRawBufferPointer(start: writer.eventScratch.baseAddress, count: write(writer.eventScratch.baseAddress!)), shared: nil)
-            queued = offer(event, seq: seq, publisher: configuration.ownCredentials.uid, to: connection)
-        } else {
-            let chunk = OutboundChunk.make(capacity: size, write)
-            queued = withExtendedLifetime(chunk) {
-                offer(EventFrame(bytes: chunk.bytes, shared: chunk), seq: seq, publisher: configuration.ownCredentials.uid, to: connection)
-            }
-        }
+        let copy = writer.flaggedCopy(of: bytes, suffix: suffix)
+        let queued = withExtendedLifetime(copy.chunk) { offer(copy.frame, seq: seq, publisher: configuration.ownCredentials.uid, to: connection) }
         return queued ? .queued : .dropped
     }
-}
-
-extension OutboundChunk {
-    /// A copy of this event frame whose `seq` is `seq` (every other byte
-    /// kept). The frame starts `{"op":"event","seq":<digits>,` as
-    /// `FrameEncoder.writeEvent` writes it.
-    func withSeq(_ seq: UInt64) -> OutboundChunk {
-        let head = eventSeqOffset
-        var digitsEnd = head
-        while digitsEnd < count && (baseAddress + digitsEnd).load(as: UInt8.self) != 0x2C { digitsEnd += 1 }
-        var digits: [UInt8] = []
-        FrameEncoder.appendInt(seq, to: &digits)
-        let rest = count - digitsEnd
-        return OutboundChunk.make(capacity: head + digits.count + rest) { destination in
-            destination.copyMemory(from: baseAddress, byteCount: head)
-            digits.withUnsafeBytes { (destination + head).copyMemory(from: $0.baseAddress!, byteCount: digits.count) }
-            (destination + head + digits.count).copyMemory(from: baseAddress + digitsEnd, byteCount: rest)
-            return head + digits.count + rest
-        }
-    }
-
-    /// Where the digits of `seq` start in an event frame: after `{"op":"event","seq":`.
-    var eventSeqOffset: Int { 20 }
 }
 
 /// Calls `body` with the UTF-8 bytes of `text`.

@@ -49,59 +49,64 @@ struct EventWriter: ~Copyable {
     ///   - type: the event's type, whose bytes are written when `content` has none.
     ///   - wallNanoseconds: the event's `time`, ns since the Unix epoch.
     ///   - history: the ring whose arena end takes the frame while it is on.
-    ///   - frame: the publish frame `content`'s ranges are of.
-    ///   - keyedIdentity: (1.3) for a keyed publish, the publisher's
-    ///     `EventStamp.identity` with `,"key":"k"` after it; nil for the
-    ///     publisher's own.
+    ///   - identity: the publisher's `EventStamp.identity`, (1.3) with
+    ///     `,"key":"k"` after it for a keyed publish.
     @inline(__always)
-    mutating func buildEvent(seq: UInt64, _ content: EventContent, in frame: RawSpan, of type: EventType, publisher: Connection,
-                             keyedIdentity: [UInt8]?, wallNanoseconds: Int64, history: inout HistoryRing) -> EventFrame {
+    mutating func buildEvent(seq: UInt64, _ content: EventContent, of type: EventType, publisher: Connection, identity: UnsafeRawBufferPointer,
+                             wallNanoseconds: Int64, history: inout HistoryRing) -> EventFrame {
         let time = timestamps.bytes(nanosecondsSinceEpoch: wallNanoseconds)
         let digits = seqText.text(for: seq)
-        // Local functions, not closures: forced inline (a closure around
-        // the build stayed a call of its own, +35 Ir a frame).
-        @inline(__always) func build(_ frame: UnsafeRawBufferPointer, _ typeBytes: UnsafeRawBufferPointer, _ identity: UnsafeRawBufferPointer) -> EventFrame {
-            @inline(__always) func slice(_ token: JSONToken?) -> UnsafeRawBufferPointer? {
-                token.map { UnsafeRawBufferPointer(start: frame.baseAddress.unsafelyUnwrapped + $0.start, count: $0.end &- $0.start) }
-            }
-            return makeEvent(FrameEncoder.EventBytes(
+        @inline(__always) func build(_ typeBytes: UnsafeRawBufferPointer) -> EventFrame {
+            makeEvent(FrameEncoder.EventBytes(
                 seq: seq, type: typeBytes, time: time,
-                source: slice(content.source) ?? publisher.session.eventSource.bytes, id: slice(content.id),
-                idPrefix: eventIDPrefix.bytes, identity: identity, origin: slice(content.origin), data: slice(content.data),
+                source: content.source ?? publisher.session.eventSource.bytes, id: content.id,
+                idPrefix: eventIDPrefix.bytes, identity: identity, origin: content.origin, data: content.data,
                 seqText: digits), history: &history)
         }
-        @inline(__always) func build(_ frame: UnsafeRawBufferPointer, _ identity: UnsafeRawBufferPointer) -> EventFrame {
-            if let range = content.type {
-                return build(frame, UnsafeRawBufferPointer(rebasing: frame[range]), identity)
-            }
-            var name = type.name
-            return name.withUTF8 { build(frame, UnsafeRawBufferPointer($0), identity) }
-        }
-        @inline(__always) func build(_ frame: UnsafeRawBufferPointer) -> EventFrame {
-            if let keyedIdentity { return keyedIdentity.withUnsafeBytes { build(frame, $0) } }
-            return build(frame, publisher.identity.eventIdentity.bytes)
-        }
-        return frame.withUnsafeBytes(build)
+        if let typeBytes = content.type { return build(typeBytes) }
+        var name = type.name
+        return name.withUTF8 { build(UnsafeRawBufferPointer($0)) }
     }
 
     /// (1.3) A request's event frame (`seq` the one it takes if it reaches
     /// anyone), as bytes of its own: spliced into each server's request
     /// frame. `identity` is `Broker.identity` (with a keyed request's key).
-    mutating func requestEvent(seq: UInt64, _ content: EventContent, in frame: RawSpan, of type: EventType, publisher: Connection,
+    mutating func requestEvent(seq: UInt64, _ content: EventContent, of type: EventType, publisher: Connection,
                                identity: [UInt8], wallNanoseconds: Int64) -> [UInt8] {
         let time = timestamps.bytes(nanosecondsSinceEpoch: wallNanoseconds)
         var name = type.name
-        return frame.withUnsafeBytes { frame in name.withUTF8 { type in identity.withUnsafeBytes { identity in
-            func slice(_ token: JSONToken?) -> UnsafeRawBufferPointer? { token.map { UnsafeRawBufferPointer(rebasing: frame[$0.range]) } }
+        return name.withUTF8 { type in identity.withUnsafeBytes { identity in
             let parts = FrameEncoder.EventBytes(
                 seq: seq, type: UnsafeRawBufferPointer(type), time: time,
-                source: slice(content.source) ?? publisher.session.eventSource.bytes, id: slice(content.id),
-                idPrefix: eventIDPrefix.bytes, identity: identity, origin: nil, data: slice(content.data))
+                source: content.source ?? publisher.session.eventSource.bytes, id: content.id,
+                idPrefix: eventIDPrefix.bytes, identity: identity, origin: nil, data: content.data)
             let bound = FrameEncoder.eventByteCountUpperBound(parts)
             return [UInt8](unsafeUninitializedCapacity: bound) { buffer, count in
                 count = FrameEncoder.writeEvent(parts, into: UnsafeMutableRawPointer(buffer.baseAddress!), capacity: bound).count
             }
-        } } }
+        } }
+    }
+
+    /// A copy of the event frame `bytes` with its final `}\n` replaced by
+    /// `suffix` (a replay's `,"retained":true}\n`): in `eventScratch`, or
+    /// when larger than `OutboundQueue.copyLimitBytes` in a chunk of its own,
+    /// which the caller keeps alive while it uses the frame.
+    func flaggedCopy(of bytes: RawSpan, suffix: StaticString) -> (frame: EventFrame, chunk: OutboundChunk?) {
+        let keep = bytes.byteCount - 2
+        let size = keep + suffix.utf8CodeUnitCount
+        let scratch = eventScratch
+        return bytes.withUnsafeBytes { bytes in
+            func write(_ destination: UnsafeMutableRawPointer) -> Int {
+                destination.copyMemory(from: bytes.baseAddress!, byteCount: keep)
+                (destination + keep).copyMemory(from: suffix.utf8Start, byteCount: suffix.utf8CodeUnitCount)
+                return size
+            }
+            if size <= scratch.count {
+                return (EventFrame(bytes: UnsafeRawBufferPointer(start: scratch.baseAddress, count: write(scratch.baseAddress!)), shared: nil), nil)
+            }
+            let chunk = OutboundChunk.make(capacity: size, write)
+            return (EventFrame(bytes: chunk.bytes, shared: chunk), chunk)
+        }
     }
 
     /// Writes an event frame once per event: in place at the end of the
@@ -119,6 +124,20 @@ struct EventWriter: ~Copyable {
     /// `makeEvent` for the broker's own events, written from `EventParts`.
     mutating func makeEvent(_ parts: FrameEncoder.EventParts, history: inout HistoryRing) -> EventFrame {
         makeEvent(bound: FrameEncoder.eventByteCountUpperBound(parts), history: &history) { FrameEncoder.writeEvent(parts, into: $0, capacity: $1) }
+    }
+
+    /// One of the broker's own events (`eventbus.` types) once: `source`
+    /// the server's name, a default id, the broker's `credentials`.
+    /// - Parameter data: one valid JSON value.
+    mutating func brokerEvent(seq: UInt64, type: EventType, data: [UInt8], source: String, instance: String, credentials own: Credentials,
+                              wallNanoseconds: Int64, history: inout HistoryRing) -> EventFrame {
+        timestamps.bytes(nanosecondsSinceEpoch: wallNanoseconds).withUnsafeBytes { time in
+            data.withUnsafeBytes { data in
+                makeEvent(FrameEncoder.EventParts(
+                    seq: seq, type: type.name, time: time, source: nil, defaultSource: source,
+                    id: nil, instance: instance, pid: own.pid, uid: own.uid, gid: own.gid, data: data), history: &history)
+            }
+        }
     }
 
     /// Where an event of at most `bound` bytes is written (see above), by
@@ -142,24 +161,34 @@ struct EventWriter: ~Copyable {
     }
 }
 
-/// What an event frame takes from its publish frame, as byte ranges of the
-/// frame (plain values: copying one counts no references); the frame itself
-/// is given to `EventWriter.buildEvent` with them.
+/// What an event frame takes from its publish frame: the byte ranges of
+/// its parts, as pointers into the frame (plain values: copying one counts
+/// no references). Made from the frame's span where the publish is handled
+/// and used only during that call (`Broker.publish`), while the span is
+/// alive: the pointers never outlive the frame's handling.
 struct EventContent {
     /// The type's bytes, when the frame spells it without escapes (else the
     /// event is written from `PublishRequest.type`).
-    var type: Range<Int>?
-    var source: JSONToken?
-    var id: JSONToken?
-    var data: JSONToken?
-    var origin: JSONToken?
+    var type: UnsafeRawBufferPointer?
+    var source: UnsafeRawBufferPointer?
+    var id: UnsafeRawBufferPointer?
+    var data: UnsafeRawBufferPointer?
+    var origin: UnsafeRawBufferPointer?
 
+    /// - Parameter typeRange: where the type's bytes are in `frame`, when it spells them without escapes.
     @inline(__always)
-    init(_ request: PublishRequest, typeRange: Range<Int>?) {
-        type = typeRange
-        source = request.source
-        id = request.id
-        data = request.data
-        origin = request.origin
+    init(_ request: PublishRequest, frame: RawSpan, typeRange: Range<Int>?) {
+        // The span's base: its memory is the frame's, alive for the whole
+        // handling of the frame this content is used in (see above).
+        @inline(__always) func start(_ raw: UnsafeRawBufferPointer) -> UnsafeRawPointer? { raw.baseAddress }
+        let base = frame.withUnsafeBytes(start)
+        @inline(__always) func slice(_ start: Int, _ end: Int) -> UnsafeRawBufferPointer {
+            UnsafeRawBufferPointer(start: base.unsafelyUnwrapped + start, count: end &- start)
+        }
+        type = typeRange.map { slice($0.lowerBound, $0.upperBound) }
+        source = request.source.map { slice($0.start, $0.end) }
+        id = request.id.map { slice($0.start, $0.end) }
+        data = request.data.map { slice($0.start, $0.end) }
+        origin = request.origin.map { slice($0.start, $0.end) }
     }
 }

@@ -86,6 +86,15 @@ extension OutboundChunk {
         return chunk
     }
 
+    /// `copying(_:)` of a span.
+    package static func copying(_ source: RawSpan) -> OutboundChunk {
+        source.withUnsafeBytes { copying($0) }
+    }
+
+    /// Calls `body` with its bytes in use as a span.
+    @inline(__always)
+    package func withSpan<R>(_ body: (RawSpan) -> R) -> R { body(bytes.bytes) }
+
     /// Its bytes in use (a whole frame for a chunk made by `copying`).
     package var count: Int { header.used }
 
@@ -522,4 +531,27 @@ package struct OutboundQueue {
         eventTail = nil
         return -before
     }
+}
+
+extension OutboundChunk {
+    /// A copy of this event frame whose `seq` is `seq` (every other byte
+    /// kept). The frame starts `{"op":"event","seq":<digits>,` as
+    /// `FrameEncoder.writeEvent` writes it.
+    func withSeq(_ seq: UInt64) -> OutboundChunk {
+        let head = eventSeqOffset
+        var digitsEnd = head
+        while digitsEnd < count && (baseAddress + digitsEnd).load(as: UInt8.self) != 0x2C { digitsEnd += 1 }
+        var digits: [UInt8] = []
+        FrameEncoder.appendInt(seq, to: &digits)
+        let rest = count - digitsEnd
+        return OutboundChunk.make(capacity: head + digits.count + rest) { destination in
+            destination.copyMemory(from: baseAddress, byteCount: head)
+            digits.withUnsafeBytes { (destination + head).copyMemory(from: $0.baseAddress!, byteCount: digits.count) }
+            (destination + head + digits.count).copyMemory(from: baseAddress + digitsEnd, byteCount: rest)
+            return head + digits.count + rest
+        }
+    }
+
+    /// Where the digits of `seq` start in an event frame: after `{"op":"event","seq":`.
+    var eventSeqOffset: Int { 20 }
 }
