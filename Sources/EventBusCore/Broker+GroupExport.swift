@@ -90,7 +90,7 @@ extension Broker {
         for fallback in fallbackGroups.matches(type) {
             let name = fallback.key.name
             if local.contains(where: { $0.key.name == name && hasMember($0, for: type, publisher: publisher) }) { continue }
-            if offerAcross(event.bytes, seq: seq, type: type, uid: uid, publisher: publisher, in: fallback) { delivered &+= 1 }
+            if event.withSpan({ offerAcross($0, seq: seq, type: type, uid: uid, publisher: publisher, in: fallback) }) { delivered &+= 1 }
         }
         return delivered  // counted by the caller
     }
@@ -107,7 +107,7 @@ extension Broker {
 
     /// Queues the marked copy of an event to one member of a fallback group:
     /// the first in turn that can take it now, else the next under its rule.
-    private func offerAcross(_ bytes: UnsafeRawBufferPointer, seq: UInt64, type: EventType, uid: UInt32, publisher: Connection?,
+    private func offerAcross(_ bytes: RawSpan, seq: UInt64, type: EventType, uid: UInt32, publisher: Connection?,
                              in fallback: QueueGroup) -> Bool {
         let copy = Broker.groupMarkedCopy(bytes, name: fallback.key.name)
         let size = copy.count &+ OutboundQueue.entryOverheadBytes
@@ -121,13 +121,13 @@ extension Broker {
             return false
         }
         fallback.cursor = fallback.after(chosen.slot)
-        return copy.withUnsafeBytes { offer(EventFrame(bytes: $0, shared: nil), seq: seq, publisher: uid, to: chosen.connection) }
+        return EventFrame.lending(copy) { offer($0, seq: seq, publisher: uid, to: chosen.connection) }
     }
 
     /// An event frame with `"group":"NAME"` as its last member.
-    static func groupMarkedCopy(_ frame: UnsafeRawBufferPointer, name: String) -> [UInt8] {
-        var copy = Array(frame.prefix(frame.count - 2))  // without `}` and LF
-        copy.reserveCapacity(frame.count + name.utf8.count + 12)
+    static func groupMarkedCopy(_ frame: RawSpan, name: String) -> [UInt8] {
+        var copy = Array(copying: frame.extracting(droppingLast: 2))  // without `}` and LF
+        copy.reserveCapacity(frame.byteCount + name.utf8.count + 12)
         FrameEncoder.appendField("group", string: name, to: &copy)
         copy.append(contentsOf: [0x7D, 0x0A])
         return copy
@@ -136,8 +136,8 @@ extension Broker {
     /// A group event queued to the last member of a local group, which
     /// closed before a byte of it was written: with its group gone, it
     /// crosses to another machine like a new one (from `handOver`).
-    func redeliverAcross(_ frame: UnsafeRawBufferPointer, seq: UInt64, actor: UInt32, name: String) {
-        let object = UnsafeRawBufferPointer(rebasing: frame[..<(frame.count - 1)])
+    func redeliverAcross(_ frame: RawSpan, seq: UInt64, actor: UInt32, name: String) {
+        let object = frame.extracting(droppingLast: 1)
         var typeToken: JSONToken? = nil
         try? JSONObject.scan(object) { member, value in
             if JSONString.equals(object, member, "type") { typeToken = value }

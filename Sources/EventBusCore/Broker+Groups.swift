@@ -275,7 +275,7 @@ extension Broker {
         var start = group.cursor
         var skipped = 0
         while let slot = group.nextReady(from: start) {
-            let member = group.member(at: slot).unsafelyUnwrapped
+            let member = group.member(at: slot)!
             start = group.after(slot)
             guard mayTake(member, type: type, publisher: publisher) else {
                 skipped += 1

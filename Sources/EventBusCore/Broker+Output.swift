@@ -176,7 +176,7 @@ extension Broker {
     ///   broker's own uid) leaves it outside every fair share.
     func offer(_ frame: OutboundChunk, seq: UInt64, publisher: UInt32? = nil, to connection: Connection) -> Bool {
         withExtendedLifetime(frame) {
-            offer(EventFrame(bytes: frame.bytes, shared: frame), seq: seq, publisher: publisher ?? configuration.ownCredentials.uid, to: connection)
+            offer(EventFrame(chunk: frame), seq: seq, publisher: publisher ?? configuration.ownCredentials.uid, to: connection)
         }
     }
 

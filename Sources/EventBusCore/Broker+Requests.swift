@@ -177,7 +177,7 @@ extension Broker {
                 return
             }
             writer.builtChunk = chunk  // alive through the fan-out (EventFrame does not count it)
-            kept = EventFrame(bytes: chunk.bytes, shared: chunk, typeOffset: Int(built.typeOffset), typeCount: Int(built.typeCount))
+            kept = EventFrame(chunk: chunk, typeOffset: Int(built.typeOffset), typeCount: Int(built.typeCount))
         }
         seq += 1
         let seq = self.seq

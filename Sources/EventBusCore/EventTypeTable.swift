@@ -107,7 +107,7 @@ struct EventTypeTable {
 
     /// The type of entry `i`.
     @inline(__always)
-    func type(_ i: Int) -> EventType { entries[i].type.unsafelyUnwrapped }
+    func type(_ i: Int) -> EventType { entries[i].type! }
 
     /// The subscribers of entry `i`'s type, from the index when the list kept
     /// is older than the index's last change.
@@ -124,7 +124,7 @@ struct EventTypeTable {
                 return routes
             }
         }
-        var (routes, match) = index.matchesAndStamp(entries[i].type.unsafelyUnwrapped)
+        var (routes, match) = index.matchesAndStamp(entries[i].type!)
         entries[i].parked?.retire()
         entries[i].parked = nil
         if splitsParked { (routes, entries[i].parked) = ParkedRoutes.split(routes) }
@@ -143,13 +143,13 @@ struct EventTypeTable {
     mutating func groups(_ i: Int, in index: GroupIndex, serving: Bool = false) -> [QueueGroup] {
         if serving {
             if entries[i].servingGroupsVersion != index.version {
-                entries[i].servingGroups = index.matches(entries[i].type.unsafelyUnwrapped)
+                entries[i].servingGroups = index.matches(entries[i].type!)
                 entries[i].servingGroupsVersion = index.version
             }
             return entries[i].servingGroups
         }
         if entries[i].groupsVersion != index.version {
-            entries[i].groups = index.matches(entries[i].type.unsafelyUnwrapped)
+            entries[i].groups = index.matches(entries[i].type!)
             entries[i].groupsVersion = index.version
         }
         return entries[i].groups

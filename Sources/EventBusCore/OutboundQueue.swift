@@ -120,6 +120,20 @@ struct EventFrame {
     let typeOffset: UInt8
     let typeCount: UInt8
 
+    /// A frame that is a whole chunk (a retained or large event), queued by reference.
+    init(chunk: OutboundChunk, typeOffset: Int = 0, typeCount: Int = 0) {
+        self.init(bytes: chunk.bytes, shared: chunk, typeOffset: typeOffset, typeCount: typeCount)
+    }
+
+    /// Calls `body` with a frame of `bytes` (offered by copy, not shared), valid during the call.
+    static func lending<R>(_ bytes: [UInt8], _ body: (EventFrame) -> R) -> R {
+        bytes.withUnsafeBytes { body(EventFrame(bytes: $0, shared: nil)) }
+    }
+
+    /// Calls `body` with the frame's bytes as a span.
+    @inline(__always)
+    func withSpan<R>(_ body: (RawSpan) -> R) -> R { body(bytes.bytes) }
+
     init(bytes: UnsafeRawBufferPointer, shared: OutboundChunk?, typeOffset: Int = 0, typeCount: Int = 0) {
         self.bytes = bytes
         self.sharedChunk = shared.map { Uncounted($0) }
@@ -554,4 +568,32 @@ extension OutboundChunk {
 
     /// Where the digits of `seq` start in an event frame: after `{"op":"event","seq":`.
     var eventSeqOffset: Int { 20 }
+}
+
+extension OutboundQueue {
+    /// Calls `body(bytes)` for each reply or notice queued (not an event),
+    /// in order: every one not completely written, or (`unwrittenOnly`)
+    /// every one of which no byte was written.
+    func forEachReply(unwrittenOnly: Bool, _ body: (RawSpan) -> Void) {
+        var i = unwrittenOnly ? frontPosition : head
+        while i < entries.count {
+            let entry = entries[i]
+            i += 1
+            guard entry.seq == 0 else { continue }
+            body(UnsafeRawBufferPointer(start: entry.chunk.baseAddress + Int(entry.start), count: entry.length).bytes)
+        }
+    }
+
+    /// Calls `body(seq, bytes, actor)` for each event queued, in order:
+    /// every one not completely written, or (`unwrittenOnly`) every one of
+    /// which no byte was written.
+    func forEachEvent(unwrittenOnly: Bool, _ body: (UInt64, RawSpan, UInt32) -> Void) {
+        var i = unwrittenOnly ? frontPosition : head
+        while i < entries.count {
+            let entry = entries[i]
+            i += 1
+            guard entry.isEvent else { continue }
+            body(entry.seq, UnsafeRawBufferPointer(start: entry.chunk.baseAddress + Int(entry.start), count: entry.length).bytes, entry.actor)
+        }
+    }
 }

@@ -62,7 +62,7 @@ final class ParkedRoutes {
             if connection.park != nil { parked.append(connection) } else { active.append(connection) }
         }
         let routes = ParkedRoutes(parked)
-        for connection in parked { connection.park.unsafelyUnwrapped.join(routes) }
+        for connection in parked { connection.park!.join(routes) }
         return (active, routes)
     }
 
