@@ -275,6 +275,9 @@ extension Broker {
         }
         // The list is kept by `types` and every connection in it by
         // `connections` through the fan-out: no count per subscriber.
+        // (issue 35) The array's buffer pointer stays: the per-subscriber
+        // loop is where case 2 spends its time, and it borrows the elements
+        // only during the call (Uncounted.swift's rule).
         let routes = types.routes(found, in: index)
         routes.withUnsafeBufferPointer { list in
             for i in 0..<list.count { Uncounted(list[i]).with(body) }

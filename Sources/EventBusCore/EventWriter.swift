@@ -15,6 +15,11 @@
 // the fan-out ends (`EventFrame` does not count it). `scratch` holds one
 // reply or notice at a time: whoever writes it queues it before anything
 // else writes there (a reply's `fields` closure writes no event).
+// Raw memory (issue 35): this is the frame writer, the one place in Core
+// where an event is written through pointers (`FrameEncoder.EventBytes`,
+// `EventParts`); `EventContent` points into a publish frame the broker
+// lends as a span and is used only while that frame is handled. Other
+// files give and get bytes as `RawSpan`s.
 @_spi(Package) import EventBusProtocol
 
 /// Writes event frames and holds the broker's reused output buffers; held by

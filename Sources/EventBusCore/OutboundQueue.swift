@@ -24,6 +24,15 @@
 // mark. Only `Broker.enqueue` grows a queue, so the broker's byte
 // counts stay exact; every shrinking call returns the change of
 // `chargedBytes` and hands back the fair-share charges it released.
+//
+// Raw memory (issue 35): this file owns the chunks' bytes, so pointers into
+// them are made here only. The invariant: a pointer or span into a chunk is
+// valid while a counted reference to the chunk is held (an entry, the
+// broker's `builtChunk`, the caller's local); `EventFrame.bytes` lives no
+// longer than the fan-out or the call it is made for. Everything outside
+// gets bytes as `RawSpan`s (`withSpan`, `forEachReply`, `forEachEvent`,
+// `EventFrame.lending`) and gives bytes as spans (`appendReply`,
+// `putNoticeInFront`, `OutboundChunk.copying`).
 @_spi(Package) import EventBusProtocol
 
 /// Bytes the broker keeps for writing: a chunk of frames copied back to back,

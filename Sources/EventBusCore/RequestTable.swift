@@ -75,6 +75,7 @@ struct TokenSource {
 
     mutating func next() -> ReplyToken {
         if used + 2 > pool.count {
+            // (issue 35) The system call fills the pool's own bytes during the call.
             pool.withUnsafeMutableBytes { eventbus_random_bytes($0.baseAddress, $0.count) }
             used = 0
         }

@@ -112,6 +112,11 @@
         return position == end
     }
 
+    /// `validate(_:maxDepth:lineSafe:)` of a span.
+    @_spi(Package) public static func validate(_ bytes: RawSpan, maxDepth: Int = 512, lineSafe: Bool = false) throws(JSONSyntaxError) -> JSONToken {
+        try bytes.withUnsafeBytes { (raw) throws(JSONSyntaxError) -> JSONToken in try validate(raw, maxDepth: maxDepth, lineSafe: lineSafe) }
+    }
+
     /// Validates one whole JSON text: whitespace, one value, whitespace, end.
     /// - Returns: the value's token.
     /// - Throws: `JSONSyntaxError` for anything RFC 8259 or RFC 3629 rejects.

@@ -413,6 +413,11 @@
         return .success(.publish(PublishRequest(type: type, data: fields[.data], source: source, id: id, retain: retain, origin: origin, key: key)))
     }
 
+    /// `isValidKeyLength(_:_:)` of a span.
+    @_spi(Package) public static func isValidKeyLength(_ frame: RawSpan, _ token: JSONToken) -> Bool {
+        frame.withUnsafeBytes { isValidKeyLength($0, token) }
+    }
+
     /// (1.3) A `key` of 1-255 bytes once decoded (an escape-free string is
     /// measured between its quotes, an escaped one decoded).
     public static func isValidKeyLength(_ frame: UnsafeRawBufferPointer, _ token: JSONToken) -> Bool {
