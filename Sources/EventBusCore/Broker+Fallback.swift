@@ -18,7 +18,7 @@ import EventBusPolicy
 extension Broker {
     /// Whether `connection` may make a fallback serving subscription: it needs
     /// the `bridge` right (as `origin` does). Answers `forbidden` when not.
-    func mayServeAsFallback(_ connection: Connection, req: UnsafeRawBufferPointer?) -> Bool {
+    func mayServeAsFallback(_ connection: Connection, req: RawSpan?) -> Bool {
         let verdict = connection.policy.bridge
         if verdict.isAllowed { return true }
         deny(connection, .bridge, nil, verdict, req: req, note: " (a fallback serving subscription needs the bridge right)")

@@ -35,8 +35,8 @@ extension Broker {
     /// for `publisher` is half full: a parked one the event fits must come
     /// back to the lists to get it (`holdIfBlocked`), not count it lost.
     @inline(__always)
-    func mayHaveToHold(_ frame: UnsafeRawBufferPointer, _ publisher: Connection) -> Bool {
-        pacedReplays != 0 || ((statistics.queuedBytes &+ frame.count &+ Broker.eventEnvelopeBound > ledger.outboundFastPathBytes || types.splitsParked)
+    func mayHaveToHold(_ frame: RawSpan, _ publisher: Connection) -> Bool {
+        pacedReplays != 0 || ((statistics.queuedBytes &+ frame.byteCount &+ Broker.eventEnvelopeBound > ledger.outboundFastPathBytes || types.splitsParked)
             && (ledger.halfFullTrustedHolders > 0 || publisher.account.halfFullWaiters > 0))
     }
 
@@ -74,11 +74,11 @@ extension Broker {
     /// (asked only when `mayHaveToHold`): the publish path keeps `fanOut` inlined.
     /// - Returns: true when held.
     @inline(never)
-    func holdIfBlocked(_ frame: UnsafeRawBufferPointer, _ request: PublishRequest, entry: Int?, publisher: Connection) -> Bool {
+    func holdIfBlocked(_ frame: RawSpan, _ request: PublishRequest, entry: Int?, publisher: Connection) -> Bool {
         let type = request.type
         // An upper bound of the event's size (every part but the broker's own comes from the frame).
-        let bound = frame.count &+ 131 &+ publisher.session.eventSource.bytes.count &+ writer.eventIDPrefix.bytes.count &+ 21
-            &+ publisher.identity.eventIdentity.bytes.count &+ 10 &+ OutboundQueue.entryOverheadBytes
+        let bound = frame.byteCount &+ 131 &+ publisher.session.eventSource.byteCount &+ writer.eventIDPrefix.byteCount &+ 21
+            &+ publisher.identity.eventIdentity.byteCount &+ 10 &+ OutboundQueue.entryOverheadBytes
         var blockers: [Connection] = []
         let uid = publisher.credentials.uid
         let half = configuration.maxOutboundBytes / 2
@@ -114,7 +114,7 @@ extension Broker {
         // (1.3) A full queue group, or a keyed event's full member (Broker+GroupFlow.swift).
         var blockingGroups: [QueueGroup] = []
         if groupsInUse != 0 {
-            let keyHash = request.key.map { hashOfKey(token: UnsafeRawBufferPointer(rebasing: frame[$0.start..<$0.end])) }
+            let keyHash = if let key = request.key { hashOfKey(token: frame.extracting(key.range)) } else { UInt64?.none }
             for group in groupsMatching(type, entry: entry) {
                 let verdict = groupBlocks(group, bound: bound, type: type, publisher: publisher, keyHash: keyHash)
                 if verdict.blocks { blockingGroups.append(group) }
@@ -129,7 +129,7 @@ extension Broker {
     /// Holds `publisher` on each of `holders` and (1.3) `groups` with
     /// `frame` unrouted, and stops reading it (the splitter stops after this
     /// frame). (1.3) A request is held the same way (Broker+RequestReply.swift).
-    func hold(_ publisher: Connection, on holders: [Connection], groups: [QueueGroup] = [], frame: UnsafeRawBufferPointer) {
+    func hold(_ publisher: Connection, on holders: [Connection], groups: [QueueGroup] = [], frame: RawSpan) {
         FlowState.hold(publisher, on: holders, frame: frame, now: now.monotonicNanoseconds)
         for holder in holders { watch(holder) }
         holdOnGroups(publisher, groups)

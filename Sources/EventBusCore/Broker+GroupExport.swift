@@ -37,7 +37,7 @@ extension Broker {
     /// needed; the subscription quotas as for any membership). Its `ok`
     /// carries `type`, `group`, `fallback: true` and `members` (fallback
     /// members of that name and pattern).
-    func subscribeFallbackGroup(_ request: SubscribeRequest, name: String, req: UnsafeRawBufferPointer?, from connection: Connection) {
+    func subscribeFallbackGroup(_ request: SubscribeRequest, name: String, req: RawSpan?, from connection: Connection) {
         let key = GroupKey(uid: connection.credentials.uid, pattern: request.pattern, serve: false, name: name, fallback: true)
         guard !connection.groups.peerClosed else { return }
         let member: GroupMember
@@ -90,7 +90,7 @@ extension Broker {
         for fallback in fallbackGroups.matches(type) {
             let name = fallback.key.name
             if local.contains(where: { $0.key.name == name && hasMember($0, for: type, publisher: publisher) }) { continue }
-            if offerAcross(event.bytes, seq: seq, type: type, uid: uid, publisher: publisher, in: fallback) { delivered &+= 1 }
+            if event.withSpan({ offerAcross($0, seq: seq, type: type, uid: uid, publisher: publisher, in: fallback) }) { delivered &+= 1 }
         }
         return delivered  // counted by the caller
     }
@@ -107,7 +107,7 @@ extension Broker {
 
     /// Queues the marked copy of an event to one member of a fallback group:
     /// the first in turn that can take it now, else the next under its rule.
-    private func offerAcross(_ bytes: UnsafeRawBufferPointer, seq: UInt64, type: EventType, uid: UInt32, publisher: Connection?,
+    private func offerAcross(_ bytes: RawSpan, seq: UInt64, type: EventType, uid: UInt32, publisher: Connection?,
                              in fallback: QueueGroup) -> Bool {
         let copy = Broker.groupMarkedCopy(bytes, name: fallback.key.name)
         let size = copy.count &+ OutboundQueue.entryOverheadBytes
@@ -121,13 +121,13 @@ extension Broker {
             return false
         }
         fallback.cursor = fallback.after(chosen.slot)
-        return copy.withUnsafeBytes { offer(EventFrame(bytes: $0, shared: nil), seq: seq, publisher: uid, to: chosen.connection) }
+        return EventFrame.lending(copy) { offer($0, seq: seq, publisher: uid, to: chosen.connection) }
     }
 
     /// An event frame with `"group":"NAME"` as its last member.
-    static func groupMarkedCopy(_ frame: UnsafeRawBufferPointer, name: String) -> [UInt8] {
-        var copy = Array(frame.prefix(frame.count - 2))  // without `}` and LF
-        copy.reserveCapacity(frame.count + name.utf8.count + 12)
+    static func groupMarkedCopy(_ frame: RawSpan, name: String) -> [UInt8] {
+        var copy = Array(copying: frame.extracting(droppingLast: 2))  // without `}` and LF
+        copy.reserveCapacity(frame.byteCount + name.utf8.count + 12)
         FrameEncoder.appendField("group", string: name, to: &copy)
         copy.append(contentsOf: [0x7D, 0x0A])
         return copy
@@ -136,8 +136,8 @@ extension Broker {
     /// A group event queued to the last member of a local group, which
     /// closed before a byte of it was written: with its group gone, it
     /// crosses to another machine like a new one (from `handOver`).
-    func redeliverAcross(_ frame: UnsafeRawBufferPointer, seq: UInt64, actor: UInt32, name: String) {
-        let object = UnsafeRawBufferPointer(rebasing: frame[..<(frame.count - 1)])
+    func redeliverAcross(_ frame: RawSpan, seq: UInt64, actor: UInt32, name: String) {
+        let object = frame.extracting(droppingLast: 1)
         var typeToken: JSONToken? = nil
         try? JSONObject.scan(object) { member, value in
             if JSONString.equals(object, member, "type") { typeToken = value }
@@ -155,7 +155,7 @@ extension Broker {
     /// `publish` with `group`: another machine's group event, for one member
     /// of each local group of that name (see the file comment). `ok`:
     /// `seq`, `delivered` (0: no member of the group here now).
-    func publishToGroup(_ request: PublishRequest, group name: String, frame: UnsafeRawBufferPointer, req: UnsafeRawBufferPointer?,
+    func publishToGroup(_ request: PublishRequest, group name: String, frame: RawSpan, req: RawSpan?,
                         from publisher: Connection) {
         let verdict = publisher.policy.bridge
         guard verdict.isAllowed else {
@@ -163,18 +163,16 @@ extension Broker {
             return
         }
         guard let key = request.key else { return routeGroupPublish(request, group: name, frame: frame, req: req, from: publisher) }
-        let token = UnsafeRawBufferPointer(rebasing: frame[key.start..<key.end])
-        Broker.identity(publisher, key: token).withUnsafeBytes { identity in
-            publishKey = PublishKey(token: token, identity: identity)
-            defer { publishKey = nil }
-            routeGroupPublish(request, group: name, frame: frame, req: req, from: publisher)
-        }
+        let token = frame.extracting(key.range)
+        publishKey = PublishKey(keyHash: hashOfKey(token: token), identity: Broker.identity(publisher, key: token))
+        defer { publishKey = nil }
+        routeGroupPublish(request, group: name, frame: frame, req: req, from: publisher)
     }
 
-    private func routeGroupPublish(_ request: PublishRequest, group name: String, frame: UnsafeRawBufferPointer, req: UnsafeRawBufferPointer?,
+    private func routeGroupPublish(_ request: PublishRequest, group name: String, frame: RawSpan, req: RawSpan?,
                                    from publisher: Connection) {
         guard mayPublish(publisher, request.type, entry: nil, req: req), request.origin == nil || mayBridge(publisher, req: req) else { return }
-        let content = EventContent(request, frame: frame, typeBytes: nil)
+        let content = EventContent(request, frame: frame, typeRange: nil)
         seq += 1
         let seq = self.seq
         statistics.published += 1
@@ -183,7 +181,7 @@ extension Broker {
         var delivered: UInt64 = 0
         if groupsInUse != 0 {
             groupEvent = buildEvent(seq: seq, content, of: request.type, publisher: publisher)
-            delivered = routeToGroups(seq: seq, type: request.type, entry: nil, publisher: publisher, key: publishKey?.token, onlyGroup: name)
+            delivered = routeToGroups(seq: seq, type: request.type, entry: nil, publisher: publisher, keyHash: publishKey?.keyHash, onlyGroup: name)
         }
         countDelivered(delivered)
         replyOKIfAsked(to: publisher, req: req) { out in

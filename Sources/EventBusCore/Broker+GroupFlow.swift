@@ -183,7 +183,7 @@ extension Broker {
         if !handover.servingGroups.isEmpty && !connection.requests.serving.isEmpty {
             connection.outbound.forEachReply(unwrittenOnly: true) { bytes in
                 guard let token = Broker.requestToken(in: bytes), requests.slots[token]?.server === connection else { return }
-                handover.requests.append((token, Array(bytes)))
+                handover.requests.append((token, Array(copying: bytes)))
             }
         }
         for member in handover.left { leaveGroup(member) }
@@ -264,7 +264,7 @@ extension Broker {
             targets[i].smallest = min(targets[i].smallest, Broker.redeliveredCount(bytes) + OutboundQueue.entryOverheadBytes)
         }
         for redelivery in across {
-            redelivery.frame.withUnsafeBytes { redeliverAcross($0, seq: redelivery.seq, actor: redelivery.actor, name: redelivery.name) }
+            redeliverAcross(redelivery.frame.span.bytes, seq: redelivery.seq, actor: redelivery.actor, name: redelivery.name)
         }
         var at = 0
         connection.outbound.forEachEvent(unwrittenOnly: true) { seq, bytes, actor in
@@ -280,9 +280,7 @@ extension Broker {
             guard !group.isEmpty else { return }
             groupHandOns &+= 1
             let dropped = statistics.dropped
-            Broker.redeliveredCopy(bytes).withUnsafeBytes { bytes in
-                redeliver(EventFrame(bytes: bytes, shared: nil), seq: seq, actor: actor, in: group)
-            }
+            EventFrame.lending(Broker.redeliveredCopy(bytes)) { redeliver($0, seq: seq, actor: actor, in: group) }
             guard statistics.dropped != dropped else { return }
             // Dropped there (or room made under drop-old): can the group take any more?
             targets[i].refused += 1
@@ -324,9 +322,14 @@ extension Broker {
     }
 
     /// The length of `redeliveredCopy(frame)`, without making it.
-    static func redeliveredCount(_ frame: UnsafeRawBufferPointer) -> Int {
-        frame.count >= redeliveredMarker.count && frame.suffix(redeliveredMarker.count).elementsEqual(redeliveredMarker)
-            ? frame.count : frame.count - 2 + redeliveredMarker.count
+    static func redeliveredCount(_ frame: RawSpan) -> Int {
+        let count = frame.byteCount
+        return hasRedeliveredMarker(frame) ? count : count - 2 + redeliveredMarker.count
+    }
+
+    /// Whether the frame ends with `,"redelivered":true}` and its LF.
+    private static func hasRedeliveredMarker(_ frame: RawSpan) -> Bool {
+        frame.byteCount >= redeliveredMarker.count && frame.extracting(last: redeliveredMarker.count).hasSameBytes(as: redeliveredMarker.span.bytes)
     }
 
     /// Gives a request queued to a closing serving member (not a byte of it
@@ -341,11 +344,9 @@ extension Broker {
         let request = slot.request
         // (`requestToken` found its reply member: the frame can be made again.)
         var keyHash: UInt64? = nil
-        frame.withUnsafeBytes { bytes in
-            let object = UnsafeRawBufferPointer(rebasing: bytes[..<(bytes.count - 1)])
-            try? JSONObject.scan(object) { name, value in
-                if JSONString.equals(object, name, "key") { keyHash = hashOfKey(token: UnsafeRawBufferPointer(rebasing: object[value.start..<value.end])) }
-            }
+        let object = frame.span.bytes.extracting(droppingLast: 1)
+        try? JSONObject.scan(object) { name, value in
+            if JSONString.equals(object, name, "key") { keyHash = hashOfKey(token: object.extracting(value.range)) }
         }
         let left = request.deadline &- now.monotonicNanoseconds
         let timeout = UInt64(max(1, (left &+ 999_999) / 1_000_000))
@@ -388,28 +389,27 @@ extension Broker {
     /// The reply token of a request frame as the broker queues it
     /// (`FrameEncoder.appendRequest`: `...,"reply":"<32 hex>","timeout":N}`
     /// last), nil for any other frame.
-    static func requestToken(in frame: UnsafeRawBufferPointer) -> ReplyToken? {
+    static func requestToken(in frame: RawSpan) -> ReplyToken? {
         guard let at = replyMember(in: frame) else { return nil }
         let start = at + replyMarker.count
-        guard start + ReplyToken.textLength <= frame.count else { return nil }
-        return ReplyToken(text: UnsafeRawBufferPointer(rebasing: frame[start..<(start + ReplyToken.textLength)]))
+        guard start + ReplyToken.textLength <= frame.byteCount else { return nil }
+        return ReplyToken(text: frame.extracting(start..<(start + ReplyToken.textLength)))
     }
 
     /// A request frame again for another server: its event part, then
     /// `token`, `timeoutMilliseconds` and `"redelivered":true`. `frame` is
     /// one `requestToken` read a token from.
     static func redeliveredRequest(_ frame: [UInt8], token: ReplyToken, timeoutMilliseconds: UInt64) -> [UInt8] {
-        frame.withUnsafeBytes { bytes -> [UInt8] in
-            guard let at = replyMember(in: bytes) else { preconditionFailure("a request frame the broker queued has its reply member") }
-            // The event frame it was made from: `{"op":"event"` + the middle + `}\n`.
-            let head = requestHead.count
-            var event = Array(eventHead.utf8)
-            event.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[head..<at]))
-            event.append(contentsOf: [0x7D, 0x0A])
-            var out: [UInt8] = []
-            event.withUnsafeBytes { FrameEncoder.appendRequest(event: $0, token: { token.append(to: &$0) }, timeoutMilliseconds: timeoutMilliseconds, to: &out) }
-            return out.withUnsafeBytes { redeliveredCopy($0) }
-        }
+        let bytes = frame.span.bytes
+        guard let at = replyMember(in: bytes) else { preconditionFailure("a request frame the broker queued has its reply member") }
+        // The event frame it was made from: `{"op":"event"` + the middle + `}\n`.
+        let head = requestHead.count
+        var event = Array(eventHead.utf8)
+        event.append(copying: bytes.extracting(head..<at))
+        event.append(contentsOf: [0x7D, 0x0A])
+        var out: [UInt8] = []
+        FrameEncoder.appendRequest(event: event.span.bytes, token: { token.append(to: &$0) }, timeoutMilliseconds: timeoutMilliseconds, to: &out)
+        return redeliveredCopy(out.span.bytes)
     }
 
     private static let requestHead = Array("{\"op\":\"request\"".utf8)
@@ -417,11 +417,13 @@ extension Broker {
     private static let replyMarker = Array(",\"reply\":\"".utf8)
 
     /// Where the last `,"reply":"` of a frame that opens as a request begins.
-    private static func replyMember(in frame: UnsafeRawBufferPointer) -> Int? {
-        guard frame.count > requestHead.count, frame.prefix(requestHead.count).elementsEqual(requestHead) else { return nil }
-        var i = frame.count - replyMarker.count
+    private static func replyMember(in frame: RawSpan) -> Int? {
+        let count = frame.byteCount
+        guard count > requestHead.count, frame.extracting(first: requestHead.count).hasSameBytes(as: requestHead.span.bytes) else { return nil }
+        var i = count - replyMarker.count
         while i >= requestHead.count {
-            if frame[i] == 0x2C && UnsafeRawBufferPointer(rebasing: frame[i..<(i + replyMarker.count)]).elementsEqual(replyMarker) { return i }
+            if frame.unsafeLoad(fromByteOffset: i, as: UInt8.self) == 0x2C
+                && frame.extracting(i..<(i + replyMarker.count)).hasSameBytes(as: replyMarker.span.bytes) { return i }
             i -= 1
         }
         return nil
@@ -432,14 +434,18 @@ extension Broker {
     /// under its own rule).
     private func redeliver(_ event: EventFrame, seq: UInt64, actor: UInt32, in group: QueueGroup) {
         // The frame as written (valid JSON), without its LF.
-        let object = UnsafeRawBufferPointer(rebasing: event.bytes[..<(event.bytes.count - 1)])
-        var typeToken: JSONToken? = nil, keyToken: JSONToken? = nil
-        try? JSONObject.scan(object) { name, value in
-            if JSONString.equals(object, name, "type") { typeToken = value }
-            if JSONString.equals(object, name, "key") { keyToken = value }
+        let read = event.withSpan { frame -> (type: EventType, keyHash: UInt64?)? in
+            let object = frame.extracting(droppingLast: 1)
+            var typeToken: JSONToken? = nil, keyToken: JSONToken? = nil
+            try? JSONObject.scan(object) { name, value in
+                if JSONString.equals(object, name, "type") { typeToken = value }
+                if JSONString.equals(object, name, "key") { keyToken = value }
+            }
+            guard let typeToken, let type = EventType(JSONString.decode(object, typeToken)) else { return nil }
+            return (type, keyToken.map { hashOfKey(token: object.extracting($0.range)) })
         }
-        guard let typeToken, let type = EventType(JSONString.decode(object, typeToken)) else { return }
-        let keyHash = keyToken.map { hashOfKey(token: UnsafeRawBufferPointer(rebasing: object[$0.start..<$0.end])) }
+        guard let read else { return }
+        let (type, keyHash) = read
         let uid = actor == OutboundQueue.noActor ? group.key.uid : actor
         if give(event, seq: seq, type: type, publisher: nil, uid: uid, keyHash: keyHash, in: group) {
             statistics.delivered += 1
@@ -447,11 +453,10 @@ extension Broker {
     }
 
     /// An event frame with `"redelivered":true` as its last member (as it is, if it has it already).
-    static func redeliveredCopy(_ frame: UnsafeRawBufferPointer) -> [UInt8] {
-        let marker = redeliveredMarker
-        if frame.count >= marker.count && frame.suffix(marker.count).elementsEqual(marker) { return Array(frame) }
-        var copy = Array(frame.prefix(frame.count - 2))  // without `}` and LF
-        copy.append(contentsOf: marker)
+    static func redeliveredCopy(_ frame: RawSpan) -> [UInt8] {
+        if hasRedeliveredMarker(frame) { return Array(copying: frame) }
+        var copy = Array(copying: frame.extracting(droppingLast: 2))  // without `}` and LF
+        copy.append(contentsOf: redeliveredMarker)
         return copy
     }
 
@@ -493,33 +498,5 @@ struct SeqTable {
             i = (i + 1) & mask
         }
         return -1
-    }
-}
-
-extension OutboundQueue {
-    /// Calls `body(bytes)` for each reply or notice queued (not an event),
-    /// in order: every one not completely written, or (`unwrittenOnly`)
-    /// every one of which no byte was written.
-    func forEachReply(unwrittenOnly: Bool, _ body: (UnsafeRawBufferPointer) -> Void) {
-        var i = unwrittenOnly ? frontPosition : head
-        while i < entries.count {
-            let entry = entries[i]
-            i += 1
-            guard entry.seq == 0 else { continue }
-            body(UnsafeRawBufferPointer(start: entry.chunk.baseAddress + Int(entry.start), count: entry.length))
-        }
-    }
-
-    /// Calls `body(seq, bytes, actor)` for each event queued, in order:
-    /// every one not completely written, or (`unwrittenOnly`) every one of
-    /// which no byte was written.
-    func forEachEvent(unwrittenOnly: Bool, _ body: (UInt64, UnsafeRawBufferPointer, UInt32) -> Void) {
-        var i = unwrittenOnly ? frontPosition : head
-        while i < entries.count {
-            let entry = entries[i]
-            i += 1
-            guard entry.isEvent else { continue }
-            body(entry.seq, UnsafeRawBufferPointer(start: entry.chunk.baseAddress + Int(entry.start), count: entry.length), entry.actor)
-        }
     }
 }

@@ -28,7 +28,7 @@ extension Broker {
     /// (`serve` and `subscribe` for a serving group). `ok` carries `type`,
     /// `group`, `members`, `serve: true` for a serving group and
     /// `filtered: true` when some of the pattern's types are denied.
-    func subscribeGroup(_ request: SubscribeRequest, name: String, req: UnsafeRawBufferPointer?, from connection: Connection) {
+    func subscribeGroup(_ request: SubscribeRequest, name: String, req: RawSpan?, from connection: Connection) {
         if request.fallback { return subscribeFallbackGroup(request, name: name, req: req, from: connection) }  // (issue 36)
         let key = GroupKey(uid: connection.credentials.uid, pattern: request.pattern, serve: request.serve, name: name)
         guard !connection.groups.peerClosed else { return }  // nobody reads it: no reply, no membership
@@ -57,7 +57,7 @@ extension Broker {
     /// `unsubscribe` with `group`: leaves it. `ok` carries `type`, `group`,
     /// `removed`; it is queued behind every event already queued to the
     /// member, so a worker that reads to it has finished its share.
-    func unsubscribeGroup(_ request: UnsubscribeRequest, name: String, req: UnsafeRawBufferPointer?, from connection: Connection) {
+    func unsubscribeGroup(_ request: UnsubscribeRequest, name: String, req: RawSpan?, from connection: Connection) {
         let key = GroupKey(uid: connection.credentials.uid, pattern: request.pattern, serve: request.serve, name: name)
         let member = connection.groups.memberships[key]
         if let member { leaveGroup(member) }
@@ -200,7 +200,8 @@ extension Broker {
     /// member (Broker+GroupExport.swift).
     /// - Returns: how many connections it was queued to.
     @inline(never)
-    func routeToGroups(seq: UInt64, type: EventType, entry: Int?, publisher: Connection?, key: UnsafeRawBufferPointer?,
+    /// - Parameter keyHash: a keyed publish's `hashOfKey`.
+    func routeToGroups(seq: UInt64, type: EventType, entry: Int?, publisher: Connection?, keyHash: UInt64?,
                        onlyGroup: String? = nil) -> UInt64 {
         defer {
             groupEvent = nil
@@ -212,7 +213,6 @@ extension Broker {
         let acrossMachines = !fallbackGroups.isEmpty && !fromBridge && onlyGroup == nil
         guard !list.isEmpty || acrossMachines else { return 0 }
         let uid = publisher?.credentials.uid ?? configuration.ownCredentials.uid
-        let keyHash = key.map { hashOfKey(token: $0) }
         var delivered: UInt64 = 0
         for group in list {
             if _slowPath(fromBridge || onlyGroup != nil), !bridgeMayGive(group, onlyGroup: onlyGroup, publisher: publisher) { continue }
@@ -275,7 +275,7 @@ extension Broker {
         var start = group.cursor
         var skipped = 0
         while let slot = group.nextReady(from: start) {
-            let member = group.member(at: slot).unsafelyUnwrapped
+            let member = group.member(at: slot)!
             start = group.after(slot)
             guard mayTake(member, type: type, publisher: publisher) else {
                 skipped += 1
@@ -385,8 +385,7 @@ extension Broker {
     /// its bytes, and put in as a publish's is), so a request does not walk
     /// the trie or make a list.
     func servingGroupsMatching(_ type: EventType) -> [QueueGroup] {
-        var name = type.name
-        guard let entry = name.withUTF8({ types.entry(for: UnsafeRawBufferPointer($0)) }) else { return serveGroups.matches(type) }
+        guard let entry = types.entry(for: type.name.utf8Span.span.bytes) else { return serveGroups.matches(type) }
         return types.groups(entry, in: serveGroups, serving: true)
     }
 
@@ -396,22 +395,20 @@ extension Broker {
     /// after the publisher's identity (`,"key":"k"`), and each group picks
     /// the key's member. Out of line: the common publish has no code for it.
     @inline(never)
-    func publishKeyed(_ request: PublishRequest, key: JSONToken, frame: UnsafeRawBufferPointer, req: UnsafeRawBufferPointer?, from publisher: Connection) {
-        let token = UnsafeRawBufferPointer(rebasing: frame[key.start..<key.end])
-        Broker.identity(publisher, key: token).withUnsafeBytes { identity in
-            publishKey = PublishKey(token: token, identity: identity)
-            defer { publishKey = nil }
-            publish(request, frame: frame, req: req, from: publisher)
-        }
+    func publishKeyed(_ request: PublishRequest, key: JSONToken, frame: RawSpan, req: RawSpan?, from publisher: Connection) {
+        let token = frame.extracting(key.range)
+        publishKey = PublishKey(keyHash: hashOfKey(token: token), identity: Broker.identity(publisher, key: token))
+        defer { publishKey = nil }
+        publish(request, frame: frame, req: req, from: publisher)
     }
 
     /// A connection's `EventStamp.identity` (`,"pid":P,"uid":U,"gid":G`),
     /// with `,"key":` and the raw key token after it when there is one.
-    static func identity(_ connection: Connection, key: UnsafeRawBufferPointer?) -> [UInt8] {
-        var identity = Array(connection.identity.eventIdentity.bytes)
+    static func identity(_ connection: Connection, key: RawSpan?) -> [UInt8] {
+        var identity = connection.identity.eventIdentity.array
         if let key {
             identity.append(contentsOf: ",\"key\":".utf8)
-            identity.append(contentsOf: key)
+            identity.append(copying: key)
         }
         return identity
     }
@@ -435,11 +432,12 @@ extension Broker {
     /// The hash of a key given as its raw JSON string token (quotes
     /// included): its decoded bytes under this run's `groupSeed`
     /// (`SeededHash`), so `"a"` and `"\u0061"` are one key.
-    func hashOfKey(token: UnsafeRawBufferPointer) -> UInt64 {
-        let inner = UnsafeRawBufferPointer(rebasing: token[1..<(token.count - 1)])
-        if !inner.contains(0x5C) { return SeededHash.hash(inner, seed: groupSeed) }  // no backslash: as written
-        let decoded = JSONString.decodeBytes(token, JSONToken(start: 0, end: token.count, kind: .string(escaped: true)))
-        return decoded.withUnsafeBytes { SeededHash.hash($0, seed: groupSeed) }
+    func hashOfKey(token: RawSpan) -> UInt64 {
+        let count = token.byteCount
+        let inner = token.extracting(1..<(count - 1))
+        if !inner.contains(byte: 0x5C) { return SeededHash.hash(inner, seed: groupSeed) }  // no backslash: as written
+        let decoded = JSONString.decodeBytes(token, JSONToken(start: 0, end: count, kind: .string(escaped: true)))
+        return SeededHash.hash(decoded.span.bytes, seed: groupSeed)
     }
 
     /// MurmurHash3's 64-bit finaliser (fmix64): a bijection whose every
@@ -457,10 +455,16 @@ extension Broker {
     }
 }
 
-/// (1.3) The key of a keyed publish while it is routed: its raw string
-/// token (hashed by each group) and the publisher's identity with
-/// `,"key":` and the token after it (what its event frame carries).
-struct PublishKey {
-    var token: UnsafeRawBufferPointer
-    var identity: UnsafeRawBufferPointer
+/// (1.3) The key of a keyed publish while it is routed: its hash (by which
+/// each group picks a member, `hashOfKey`) and the publisher's identity with
+/// `,"key":` and the raw token after it (what its event frame carries, read
+/// by the event writer as a connection's own identity is).
+final class PublishKey {
+    let keyHash: UInt64
+    let identity: StampBytes
+
+    init(keyHash: UInt64, identity: [UInt8]) {
+        self.keyHash = keyHash
+        self.identity = StampBytes(identity)
+    }
 }

@@ -92,9 +92,7 @@ extension Broker {
         if subscription.offeredFrom <= newest { replay.dedup.append((matcher, subscription.offeredFrom)) }
         for (pattern, other) in connection.subscriptions where other !== subscription && other.offeredFrom <= newest {
             guard replay.dedup.count < Broker.maxDeduplicated + 1 else { break }
-            let overlaps = withUTF8(pattern.text) { other in
-                matcher.bytes.withUnsafeBytes { PatternMatcher.mayOverlap($0, other) }
-            }
+            let overlaps = PatternMatcher.mayOverlap(matcher.bytes.span, pattern.text.utf8Span.span)
             if overlaps { replay.dedup.append((PatternMatcher(pattern), other.offeredFrom)) }
         }
         replay.matcher = matcher
@@ -118,7 +116,7 @@ extension Broker {
             defer { spendReplayCredit(uid: connection.credentials.uid, units: copyUnits) }
             while replay.nextRetained < replay.retained.count {
                 let event = replay.retained[replay.nextRetained]
-                switch offerFlagged(event.frame.bytes, .retained, seq: event.seq, to: connection, copyUnits: &copyUnits) {
+                switch event.frame.withSpan({ offerFlagged($0, .retained, seq: event.seq, to: connection, copyUnits: &copyUnits) }) {
                 case .full: return false
                 case .queued: delivered += 1
                 case .dropped: break
@@ -156,7 +154,7 @@ extension Broker {
                 replay.nextSeq = entry.seq + 1
                 continue
             }
-            switch offerFlagged(entry.frame, .replayed, seq: entry.seq, to: connection, copyUnits: &copyUnits) {
+            switch entry.withFrame({ offerFlagged($0, .replayed, seq: entry.seq, to: connection, copyUnits: &copyUnits) }) {
             case .full: return false
             case .queued: delivered += 1
             case .dropped: break
@@ -171,15 +169,16 @@ extension Broker {
     /// connection's own event without echo, denied by the policy, or offered
     /// already (by another subscription, or as a retained event).
     private func replayedEventSkipped(_ entry: HistoryEntry, _ replay: PacedReplay, _ matcher: PatternMatcher, _ connection: Connection, checks: inout Int) -> Bool {
-        let type = entry.typeBytes
-        guard matcher.matches(type) else { return true }
-        if entry.publisher == connection.id && !connection.echo { return true }  // no echo
-        if replay.subscription.isFiltered && !retentionMayReceive(connection, type) { return true }  // the policy
-        for earlier in replay.dedup {
-            checks += 1
-            if entry.seq >= earlier.from && earlier.matcher.matches(type) { return true }
+        entry.withTypeBytes { type in
+            guard matcher.matches(type) else { return true }
+            if entry.publisher == connection.id && !connection.echo { return true }  // no echo
+            if replay.subscription.isFiltered && !retentionMayReceive(connection, type) { return true }  // the policy
+            for earlier in replay.dedup {
+                checks += 1
+                if entry.seq >= earlier.from && earlier.matcher.matches(type) { return true }
+            }
+            return !replay.sentRetained.isEmpty && replay.sentRetained.contains(entry.seq)
         }
-        return !replay.sentRetained.isEmpty && replay.sentRetained.contains(entry.seq)
     }
 
     /// The events `replay` would still send (for the `dropped` notice of a

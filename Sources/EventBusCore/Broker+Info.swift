@@ -8,7 +8,7 @@
 
 extension Broker {
     /// `hello`: names the connection and sets its options, once.
-    func hello(_ hello: HelloRequest, req: UnsafeRawBufferPointer?, from connection: Connection) {
+    func hello(_ hello: HelloRequest, req: RawSpan?, from connection: Connection) {
         guard !connection.session.saidHello else {
             reply(to: connection, req: req, error: ProtocolError(.badRequest, "hello may be sent once per connection"))
             return
@@ -37,7 +37,7 @@ extension Broker {
     }
 
     /// `stats`: the broker-wide counters.
-    func stats(req: UnsafeRawBufferPointer?, to connection: Connection) {
+    func stats(req: RawSpan?, to connection: Connection) {
         let s = statistics
         let policyGeneration = self.policyGeneration
         let uptime = UInt64(max(0, now.monotonicNanoseconds - startMonotonic) / 1_000_000_000)

@@ -61,7 +61,7 @@ extension Broker {
     /// "holding":0,"held":false,"behind":false}]}`,
     /// in connection order; `client` is null without a name; at most
     /// `maxPatternsListed` patterns each (in name order; `subscriptions` counts all).
-    func clients(req: UnsafeRawBufferPointer?, to caller: Connection) {
+    func clients(req: RawSpan?, to caller: Connection) {
         let everyone = caller.credentials.uid == 0
         let visible: [Connection]
         if everyone {

@@ -15,13 +15,13 @@
 extension Broker {
     /// Queues a reply or notice (the single place that grows queues with
     /// them) and lists the connection in the step's output.
-    func enqueue(bytes: UnsafeRawBufferPointer, to connection: Connection) {
+    func enqueue(bytes: RawSpan, to connection: Connection) {
         applyOutbound(connection, connection.outbound.appendReply(bytes))
         markOutput(connection)
     }
 
     func enqueue(bytes: [UInt8], to connection: Connection) {
-        bytes.withUnsafeBytes { enqueue(bytes: $0, to: connection) }
+        enqueue(bytes: bytes.span.bytes, to: connection)
     }
 
     /// Queues an event (the single place that grows queues with events),
@@ -37,18 +37,18 @@ extension Broker {
     }
 
     /// Puts a drop-old `dropped` notice first in line (see `OutboundQueue.putNoticeInFront`).
-    func enqueueNoticeInFront(_ bytes: UnsafeRawBufferPointer, count: UInt64, since: UInt64, to connection: Connection) {
+    func enqueueNoticeInFront(_ bytes: RawSpan, count: UInt64, since: UInt64, to connection: Connection) {
         applyOutbound(connection, connection.outbound.putNoticeInFront(bytes, count: count, since: since))
         markOutput(connection)
     }
 
-    func reply(to connection: Connection, req: UnsafeRawBufferPointer?, error: ProtocolError) {
+    func reply(to connection: Connection, req: RawSpan?, error: ProtocolError) {
         writer.scratch.removeAll(keepingCapacity: true)
         FrameEncoder.appendError(req: req, error, to: &writer.scratch)
         enqueue(bytes: writer.scratch, to: connection)
     }
 
-    func replyOK(to connection: Connection, req: UnsafeRawBufferPointer?, fields: (inout [UInt8]) -> Void = { _ in }) {
+    func replyOK(to connection: Connection, req: RawSpan?, fields: (inout [UInt8]) -> Void = { _ in }) {
         writer.scratch.removeAll(keepingCapacity: true)
         FrameEncoder.appendOK(req: req, to: &writer.scratch, fields: fields)
         enqueue(bytes: writer.scratch, to: connection)
@@ -110,12 +110,11 @@ extension Broker {
     func enqueueDropNotice(count: UInt64, since: UInt64, to connection: Connection, inFront: Bool) {
         writer.scratch.removeAll(keepingCapacity: true)
         FrameEncoder.appendDropped(count: count, sinceSeq: since, to: &writer.scratch)
-        writer.scratch.withUnsafeBytes { bytes in
-            if inFront {
-                enqueueNoticeInFront(bytes, count: count, since: since, to: connection)
-            } else {
-                enqueue(bytes: bytes, to: connection)
-            }
+        if inFront {
+            let notice = writer.scratch
+            enqueueNoticeInFront(notice.span.bytes, count: count, since: since, to: connection)
+        } else {
+            enqueue(bytes: writer.scratch, to: connection)
         }
     }
 
@@ -177,7 +176,7 @@ extension Broker {
     ///   broker's own uid) leaves it outside every fair share.
     func offer(_ frame: OutboundChunk, seq: UInt64, publisher: UInt32? = nil, to connection: Connection) -> Bool {
         withExtendedLifetime(frame) {
-            offer(EventFrame(bytes: frame.bytes, shared: frame), seq: seq, publisher: publisher ?? configuration.ownCredentials.uid, to: connection)
+            offer(EventFrame(chunk: frame), seq: seq, publisher: publisher ?? configuration.ownCredentials.uid, to: connection)
         }
     }
 

@@ -44,7 +44,7 @@ extension Broker {
     /// false, and the connection got
     /// `{"op":"error","req":7,"code":"forbidden","message":"publish system.reboot denied for uid 1000 by /usr/share/eventbus/policy.conf:22"}`.
     @inline(__always)
-    func mayPublish(_ connection: Connection, _ type: EventType, req: UnsafeRawBufferPointer?) -> Bool {
+    func mayPublish(_ connection: Connection, _ type: EventType, req: RawSpan?) -> Bool {
         if policyState.publishIsOpen { return true }
         let verdict = connection.policy.publish(type)
         if verdict.isAllowed { return true }
@@ -56,7 +56,7 @@ extension Broker {
     /// `origin` needs (PROTOCOL.md "Bridged events"). Without a policy file
     /// only uid 0 and the broker's own uid have it. When it has not, this has
     /// answered `forbidden` and logged the denial, as `mayPublish` does.
-    func mayBridge(_ connection: Connection, req: UnsafeRawBufferPointer?) -> Bool {
+    func mayBridge(_ connection: Connection, req: RawSpan?) -> Bool {
         let verdict = connection.policy.bridge
         if verdict.isAllowed { return true }
         deny(connection, .bridge, nil, verdict, req: req, note: " (publish with origin needs the bridge right)")
@@ -77,7 +77,7 @@ extension Broker {
     /// not have yet). nil: every type the pattern matches is denied, and this
     /// has answered `forbidden` and logged the denial; otherwise add the
     /// subscription with the permission's `filtered` mark.
-    func maySubscribe(_ connection: Connection, _ pattern: Pattern, req: UnsafeRawBufferPointer?) -> SubscribePermission? {
+    func maySubscribe(_ connection: Connection, _ pattern: Pattern, req: RawSpan?) -> SubscribePermission? {
         switch connection.policy.subscribe(pattern) {
         case .allowed:
             return SubscribePermission(filtered: false)
@@ -93,7 +93,7 @@ extension Broker {
     /// `pattern` (PROTOCOL.md "Request/reply": `subscribe` and `serve` both
     /// needed). nil: refused, and this has answered `forbidden` (naming the
     /// rule) and logged the denial, as `maySubscribe` does.
-    func mayServe(_ connection: Connection, _ pattern: Pattern, req: UnsafeRawBufferPointer?) -> SubscribePermission? {
+    func mayServe(_ connection: Connection, _ pattern: Pattern, req: RawSpan?) -> SubscribePermission? {
         switch connection.policy.serve(pattern) {
         case .allowed:
             return SubscribePermission(filtered: false)
@@ -127,7 +127,7 @@ extension Broker {
 
     /// Answers `forbidden` and logs the denial (rate-limited).
     func deny(_ connection: Connection, _ action: PolicyAction, _ target: String?, _ verdict: PolicyVerdict,
-                      req: UnsafeRawBufferPointer?, note: String = "") {
+                      req: RawSpan?, note: String = "") {
         let message = connection.policy.denialMessage(action, target, verdict) + note
         reply(to: connection, req: req, error: ProtocolError(.forbidden, message))
         let credentials = connection.credentials
@@ -263,18 +263,11 @@ extension Broker {
         seq += 1
         let seq = self.seq
         statistics.published += 1
-        let own = configuration.ownCredentials
         _ = fanOut(seq: seq, type: type, publisher: nil) {
-            writer.timestamps.bytes(nanosecondsSinceEpoch: now.wallNanoseconds).withUnsafeBytes { time in
-                data.withUnsafeBytes { data in
-                    let parts = FrameEncoder.EventParts(
-                        seq: seq, type: type.name, time: time, source: nil, defaultSource: configuration.serverName,
-                        id: nil, instance: instance, pid: own.pid, uid: own.uid, gid: own.gid, data: data)
-                    return makeEvent(parts)
-                }
-            }
+            writer.brokerEvent(seq: seq, type: type, data: data, source: configuration.serverName, instance: instance,
+                               credentials: configuration.ownCredentials, wallNanoseconds: now.wallNanoseconds, history: &retention.history)
         }
-        if groupsInUse != 0 { _ = routeToGroups(seq: seq, type: type, entry: nil, publisher: nil, key: nil) }  // (1.3)
+        if groupsInUse != 0 { _ = routeToGroups(seq: seq, type: type, entry: nil, publisher: nil, keyHash: nil) }  // (1.3)
     }
 }
 

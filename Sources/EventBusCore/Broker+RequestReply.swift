@@ -23,7 +23,7 @@ extension Broker {
 
     /// `subscribe` with `serve: true`: needs `subscribe` and `serve` for
     /// the pattern (PROTOCOL.md "Request/reply": who may serve).
-    func subscribeServing(_ request: SubscribeRequest, req: UnsafeRawBufferPointer?, from connection: Connection) {
+    func subscribeServing(_ request: SubscribeRequest, req: RawSpan?, from connection: Connection) {
         let pattern = request.pattern
         let filtered: Bool
         let fallback: Bool
@@ -113,7 +113,7 @@ extension Broker {
         guard let request = requests.withdraw(token, from: server, because: loss), request.tokens.isEmpty else { return }
         let message = request.noReplyMessage
         requests.finish(request)
-        answer(request) { out in request.req.withUnsafeBytes { FrameEncoder.appendError(req: $0, ProtocolError(.noReply, message), to: &out) } }
+        answer(request) { out in let req = request.req; FrameEncoder.appendError(req: req.span.bytes, ProtocolError(.noReply, message), to: &out) }
     }
 
     // MARK: Asking
@@ -121,9 +121,9 @@ extension Broker {
     /// `request` (PROTOCOL.md "Request/reply": asking, routing, nobody to
     /// ask, bounds, flow control). The answer comes later (`reply`), or an
     /// error now.
-    func serviceRequest(_ request: ServiceRequest, frame: UnsafeRawBufferPointer, req: UnsafeRawBufferPointer?, from requester: Connection) {
+    func serviceRequest(_ request: ServiceRequest, frame: RawSpan, req: RawSpan?, from requester: Connection) {
         guard let req else { preconditionFailure("the decoder refuses a request without req") }
-        guard req.count <= configuration.maxRequestIDBytes else {
+        guard req.byteCount <= configuration.maxRequestIDBytes else {
             reply(to: requester, req: req, error: ProtocolError(.badRequest, "the req of a request may be at most \(configuration.maxRequestIDBytes) bytes (the broker keeps it until the answer)"))
             return
         }
@@ -159,7 +159,7 @@ extension Broker {
         // (1.3) One member of each serving queue group (Broker+Groups.swift).
         var blockingGroups: [QueueGroup] = []
         if serveGroups.count != 0 {
-            let keyHash = request.publish.key.map { hashOfKey(token: UnsafeRawBufferPointer(rebasing: frame[$0.start..<$0.end])) }
+            let keyHash = if let key = request.publish.key { hashOfKey(token: frame.extracting(key.range)) } else { UInt64?.none }
             routeRequestToGroups(type, keyHash: keyHash, size: size, requester: requester,
                                  servers: &servers, blockers: &blockers, blockingGroups: &blockingGroups)
         }
@@ -184,14 +184,14 @@ extension Broker {
         statistics.requests += 1
         requester.accounting.countPublished()
         countRequest(type, owner: requester.credentials.uid)
-        let pending = PendingRequest(requester: requester, req: Array(req), seq: seq, type: type,
+        let pending = PendingRequest(requester: requester, req: Array(copying: req), seq: seq, type: type,
                                      deadline: now.monotonicNanoseconds &+ Int64(clamping: timeout) &* 1_000_000)
         requests.add(pending)
         var out: [UInt8] = []
         for server in servers {
             let token = requests.issueToken(for: pending, to: server, actor: servingActor(requester.credentials.uid, server))
             out.removeAll(keepingCapacity: true)
-            event.withUnsafeBytes { FrameEncoder.appendRequest(event: $0, token: { token.append(to: &$0) }, timeoutMilliseconds: timeout, to: &out) }
+            FrameEncoder.appendRequest(event: event.span.bytes, token: { token.append(to: &$0) }, timeoutMilliseconds: timeout, to: &out)
             enqueue(bytes: out, to: server)
             requests.noteFrameEnd(token, server.flow.bytesTaken &+ UInt64(server.outbound.byteCount))
             server.accounting.countDelivered()
@@ -304,22 +304,11 @@ extension Broker {
 
     /// The event frame of a request (PROTOCOL.md "Events" shape, `seq`
     /// the one it takes if it reaches anyone).
-    private func buildRequestEvent(seq: UInt64, _ publish: PublishRequest, frame: UnsafeRawBufferPointer, requester: Connection) -> [UInt8] {
-        let content = EventContent(publish, frame: frame, typeBytes: nil)
-        let time = writer.timestamps.bytes(nanosecondsSinceEpoch: now.wallNanoseconds)
-        var name = publish.type.name
+    private func buildRequestEvent(seq: UInt64, _ publish: PublishRequest, frame: RawSpan, requester: Connection) -> [UInt8] {
         // (1.3) A keyed request's frame carries its key after the identity.
-        let identity = Broker.identity(requester, key: publish.key.map { UnsafeRawBufferPointer(rebasing: frame[$0.start..<$0.end]) })
-        return name.withUTF8 { type in identity.withUnsafeBytes { identity in
-            let parts = FrameEncoder.EventBytes(
-                seq: seq, type: UnsafeRawBufferPointer(type), time: time,
-                source: content.source ?? requester.session.eventSource.bytes, id: content.id,
-                idPrefix: writer.eventIDPrefix.bytes, identity: identity, origin: nil, data: content.data)
-            let bound = FrameEncoder.eventByteCountUpperBound(parts)
-            return [UInt8](unsafeUninitializedCapacity: bound) { buffer, count in
-                count = FrameEncoder.writeEvent(parts, into: UnsafeMutableRawPointer(buffer.baseAddress!), capacity: bound).count
-            }
-        } }
+        let identity = if let key = publish.key { Broker.identity(requester, key: frame.extracting(key.range)) } else { Broker.identity(requester, key: nil) }
+        return writer.requestEvent(seq: seq, EventContent(publish, frame: frame, typeRange: nil), of: publish.type, publisher: requester,
+                                   identity: identity, wallNanoseconds: now.wallNanoseconds)
     }
 
     // MARK: Answering
@@ -328,8 +317,8 @@ extension Broker {
     /// `accepted: false`, the same answer whatever the reason, for a token
     /// that is not good on this connection now (unknown, expired, answered,
     /// given to another connection, not a token at all).
-    func serviceReply(_ reply: ServiceReply, frame: UnsafeRawBufferPointer, req: UnsafeRawBufferPointer?, from server: Connection) {
-        let text = UnsafeRawBufferPointer(rebasing: frame[(reply.to.start + 1)..<(reply.to.end - 1)])
+    func serviceReply(_ reply: ServiceReply, frame: RawSpan, req: RawSpan?, from server: Connection) {
+        let text = frame.extracting((reply.to.start + 1)..<(reply.to.end - 1))
         guard let token = ReplyToken(text: text), let slot = requests.slots[token], slot.server === server else {
             answerReply(to: server, req: req, accepted: false)
             return
@@ -342,11 +331,12 @@ extension Broker {
         let request = slot.request
         requests.finish(request)
         let time = writer.timestamps.bytes(nanosecondsSinceEpoch: now.wallNanoseconds)
-        let data = reply.data.map { UnsafeRawBufferPointer(rebasing: frame[$0.start..<$0.end]) }
-        let error = reply.error.map { UnsafeRawBufferPointer(rebasing: frame[$0.start..<$0.end]) }
+        let data: RawSpan? = if let token = reply.data { frame.extracting(token.range) } else { nil }
+        let error: RawSpan? = if let token = reply.error { frame.extracting(token.range) } else { nil }
         var out: [UInt8] = []
-        request.req.withUnsafeBytes { req in
-            FrameEncoder.appendAnswer(req: req, seq: request.seq, time: time, identity: server.identity.eventIdentity.bytes,
+        let requestReq = request.req
+        server.identity.eventIdentity.withSpan { identity in
+            FrameEncoder.appendAnswer(req: requestReq.span.bytes, seq: request.seq, time: time, identity: identity,
                                       data: data, serviceError: error, code: reply.code?.rawValue ?? ErrorCode.serviceError.rawValue, to: &out)
         }
         // Charged to the requester's queue and uid: one that would pass its
@@ -362,9 +352,8 @@ extension Broker {
             let limit = requester.account.limits.outboundBytes ?? 0
             let why = refused == .user ? "would take uid \(requester.account.uid) past its outbound limit of \(limit) bytes" : "does not fit: \(refusalText(refused, requester))"
             answer(request) { out in
-                request.req.withUnsafeBytes {
-                    FrameEncoder.appendError(req: $0, ProtocolError(.limit, "the reply of \(answerBytes) bytes \(why) (replies not read); not queued"), to: &out)
-                }
+                let req = request.req
+                FrameEncoder.appendError(req: req.span.bytes, ProtocolError(.limit, "the reply of \(answerBytes) bytes \(why) (replies not read); not queued"), to: &out)
             }
             answerReply(to: server, req: req, accepted: false)
             return
@@ -376,7 +365,7 @@ extension Broker {
         answerReply(to: server, req: req, accepted: true)
     }
 
-    private func answerReply(to server: Connection, req: UnsafeRawBufferPointer?, accepted: Bool) {
+    private func answerReply(to server: Connection, req: RawSpan?, accepted: Bool) {
         replyOKIfAsked(to: server, req: req) { out in FrameEncoder.appendField("accepted", bool: accepted, to: &out) }
     }
 
@@ -420,9 +409,8 @@ extension Broker {
             requests.finish(request)
             statistics.timeouts += 1
             answer(request) { out in
-                request.req.withUnsafeBytes {
-                    FrameEncoder.appendError(req: $0, ProtocolError(.timeout, "no reply to the request of \(request.type.name) (seq \(request.seq)) before its deadline"), to: &out)
-                }
+                let req = request.req
+                FrameEncoder.appendError(req: req.span.bytes, ProtocolError(.timeout, "no reply to the request of \(request.type.name) (seq \(request.seq)) before its deadline"), to: &out)
             }
         }
         return finishStep()

@@ -14,7 +14,7 @@
 
 extension Broker {
     @inline(__always)
-    func perform(_ request: Request, frame: UnsafeRawBufferPointer, req: UnsafeRawBufferPointer?, from connection: Connection) {
+    func perform(_ request: Request, frame: RawSpan, req: RawSpan?, from connection: Connection) {
         switch request {
         case .publish(let publish):
             // (1.2) Held, the event waits unrouted: no seq, queued to no one.
@@ -74,12 +74,12 @@ extension Broker {
     }
 
     /// Success is silent without `req` (PROTOCOL.md "Requests").
-    func replyOKIfAsked(to connection: Connection, req: UnsafeRawBufferPointer?, fields: (inout [UInt8]) -> Void = { _ in }) {
+    func replyOKIfAsked(to connection: Connection, req: RawSpan?, fields: (inout [UInt8]) -> Void = { _ in }) {
         guard req != nil else { return }
         replyOK(to: connection, req: req, fields: fields)
     }
 
-    func subscribe(_ request: SubscribeRequest, req: UnsafeRawBufferPointer?, from connection: Connection) {
+    func subscribe(_ request: SubscribeRequest, req: RawSpan?, from connection: Connection) {
         let pattern = request.pattern
         let filtered: Bool
         if let existing = connection.subscriptions[pattern] {
@@ -158,14 +158,14 @@ extension Broker {
 
     /// - Parameters:
     ///   - typeEntry: the type's entry in `types`, when the caller found it already.
-    ///   - typeBytes: the type's bytes in `frame`, when it is written there without escapes.
-    func publish(_ request: PublishRequest, frame: UnsafeRawBufferPointer, req: UnsafeRawBufferPointer?, from publisher: Connection,
-                 typeEntry: Int? = nil, typeBytes: UnsafeRawBufferPointer? = nil) {
+    ///   - typeRange: where the type's bytes are in `frame`, when it is written there without escapes.
+    func publish(_ request: PublishRequest, frame: RawSpan, req: RawSpan?, from publisher: Connection,
+                 typeEntry: Int? = nil, typeRange: Range<Int>? = nil) {
         // Policy first: a denied publish takes no seq (PROTOCOL.md "Access policy (1.1)").
         guard mayPublish(publisher, request.type, entry: typeEntry, req: req), request.origin == nil || mayBridge(publisher, req: req) else { return }
         // What the event takes from the frame, as plain byte ranges: the
         // routing below copies no request (and counts no references).
-        let content = EventContent(request, frame: frame, typeBytes: typeBytes)
+        let content = EventContent(request, frame: frame, typeRange: typeRange)
         var kept: EventFrame? = nil
         if request.retain {
             // (1.1) Kept before the event takes a seq: refused means not routed.
@@ -177,7 +177,7 @@ extension Broker {
                 return
             }
             writer.builtChunk = chunk  // alive through the fan-out (EventFrame does not count it)
-            kept = EventFrame(bytes: chunk.bytes, shared: chunk, typeOffset: Int(built.typeOffset), typeCount: Int(built.typeCount))
+            kept = EventFrame(chunk: chunk, typeOffset: Int(built.typeOffset), typeCount: Int(built.typeCount))
         }
         seq += 1
         let seq = self.seq
@@ -187,7 +187,7 @@ extension Broker {
             buildEvent(seq: seq, content, of: request.type, publisher: publisher)
         }
         // (1.3) One member of each queue group (Broker+Groups.swift): one comparison while there is none.
-        if _slowPath(groupsInUse != 0) { delivered &+= routeToGroups(seq: seq, type: request.type, entry: typeEntry, publisher: publisher, key: publishKey?.token) }
+        if _slowPath(groupsInUse != 0) { delivered &+= routeToGroups(seq: seq, type: request.type, entry: typeEntry, publisher: publisher, keyHash: publishKey?.keyHash) }
         replyOKIfAsked(to: publisher, req: req) { out in
             FrameEncoder.appendField("seq", int: seq, to: &out)
             FrameEncoder.appendField("delivered", int: delivered, to: &out)
@@ -267,8 +267,7 @@ extension Broker {
     func forEachSubscriber(of type: EventType, entry: Int?, _ body: (Connection) -> Void) {
         var found = entry
         if found == nil {
-            var name = type.name
-            found = name.withUTF8 { types.entry(for: UnsafeRawBufferPointer($0)) }
+            found = types.entry(for: type.name.utf8Span.span.bytes)
         }
         guard let found else {
             index.forEachMatch(type, body)
@@ -276,6 +275,9 @@ extension Broker {
         }
         // The list is kept by `types` and every connection in it by
         // `connections` through the fan-out: no count per subscriber.
+        // (issue 35) The array's buffer pointer stays: the per-subscriber
+        // loop is where case 2 spends its time, and it borrows the elements
+        // only during the call (Uncounted.swift's rule).
         let routes = types.routes(found, in: index)
         routes.withUnsafeBufferPointer { list in
             for i in 0..<list.count { Uncounted(list[i]).with(body) }
@@ -288,12 +290,8 @@ extension Broker {
     /// (1.3) A keyed publish (`publishKey`, set by `publishKeyed` only
     /// while it routes) writes the identity with the key after it.
     func buildEvent(seq: UInt64, _ content: EventContent, of type: EventType, publisher: Connection) -> EventFrame {
-        writer.buildEvent(seq: seq, content, of: type, publisher: publisher, identity: publishKey?.identity ?? publisher.identity.eventIdentity.bytes,
+        writer.buildEvent(seq: seq, content, of: type, publisher: publisher, identity: publishKey?.identity.bytes ?? publisher.identity.eventIdentity.bytes,
                           wallNanoseconds: now.wallNanoseconds, history: &retention.history)
     }
 
-    /// Writes one of the broker's own events once (`EventWriter.makeEvent`).
-    func makeEvent(_ parts: FrameEncoder.EventParts) -> EventFrame {
-        writer.makeEvent(parts, history: &retention.history)
-    }
 }

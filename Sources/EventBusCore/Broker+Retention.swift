@@ -73,8 +73,8 @@ extension Broker {
     /// type whose bytes are `type` (`last` and `since` replays through a
     /// filtered subscription ask it; an unfiltered one may receive every
     /// type it matches): `mayReceive` (Broker+Policy.swift).
-    func retentionMayReceive(_ connection: Connection, _ type: UnsafeRawBufferPointer) -> Bool {
-        guard let eventType = EventType(String(decoding: type, as: UTF8.self)) else { return false }
+    func retentionMayReceive(_ connection: Connection, _ type: RawSpan) -> Bool {
+        guard let eventType = EventType(String(decodingUTF8: type)) else { return false }
         return mayReceive(connection, eventType)
     }
 
@@ -107,7 +107,7 @@ extension Broker {
     /// `clear`: removes the retained event of `type`. `ok` carries `type` and
     /// `removed`: `{"op":"ok","req":5,"type":"currency.changed","removed":true}`.
     /// Needs publish permission for the type (`mayPublish` answers `forbidden`).
-    func clear(_ type: EventType, req: UnsafeRawBufferPointer?, from connection: Connection) {
+    func clear(_ type: EventType, req: RawSpan?, from connection: Connection) {
         guard mayPublish(connection, type, req: req) else { return }
         let removed = retention.retained.remove(type.name, seq: seq)
         if let removed { releaseRetained(retainedCharge(removed)) }
@@ -272,9 +272,9 @@ extension Broker {
     /// answered `.full` (the paced replay keeps its place), unless the
     /// connection is behind, its queue is empty (it would never fit) or the
     /// limit is --max-queued's.
-    func offerFlagged(_ bytes: UnsafeRawBufferPointer, _ flag: ReplayFlag, seq: UInt64, to connection: Connection, copyUnits: inout Int) -> ReplayOffer {
+    func offerFlagged(_ bytes: RawSpan, _ flag: ReplayFlag, seq: UInt64, to connection: Connection, copyUnits: inout Int) -> ReplayOffer {
         let suffix: StaticString = flag == .retained ? ",\"retained\":true}\n" : ",\"replayed\":true}\n"
-        let keep = bytes.count - 2  // without `}\n`
+        let keep = bytes.byteCount - 2  // without `}\n`
         let size = keep + suffix.utf8CodeUnitCount
         if connection.overflow != .dropOld,
            let refusal = refusal(size: size + OutboundQueue.entryOverheadBytes, actor: OutboundQueue.noActor, connection: connection) {
@@ -283,51 +283,14 @@ extension Broker {
             return .dropped
         }
         copyUnits += Broker.replayUnits(copying: size)
-        func write(_ destination: UnsafeMutableRawPointer) -> Int {
-            destination.copyMemory(from: bytes.baseAddress!, byteCount: keep)
-            (destination + keep).copyMemory(from: suffix.utf8Start, byteCount: suffix.utf8CodeUnitCount)
-            return size
-        }
-        let queued: Bool
-        if size <= writer.eventScratch.count {
-            let event = EventFrame(bytes: UnsafeRawBufferPointer(start: writer.eventScratch.baseAddress, count: write(writer.eventScratch.baseAddress!)), shared: nil)
-            queued = offer(event, seq: seq, publisher: configuration.ownCredentials.uid, to: connection)
-        } else {
-            let chunk = OutboundChunk.make(capacity: size, write)
-            queued = withExtendedLifetime(chunk) {
-                offer(EventFrame(bytes: chunk.bytes, shared: chunk), seq: seq, publisher: configuration.ownCredentials.uid, to: connection)
-            }
-        }
+        let copy = writer.flaggedCopy(of: bytes, suffix: suffix)
+        let queued = withExtendedLifetime(copy.chunk) { offer(copy.frame, seq: seq, publisher: configuration.ownCredentials.uid, to: connection) }
         return queued ? .queued : .dropped
     }
 }
 
-extension OutboundChunk {
-    /// A copy of this event frame whose `seq` is `seq` (every other byte
-    /// kept). The frame starts `{"op":"event","seq":<digits>,` as
-    /// `FrameEncoder.writeEvent` writes it.
-    func withSeq(_ seq: UInt64) -> OutboundChunk {
-        let head = eventSeqOffset
-        var digitsEnd = head
-        while digitsEnd < count && (baseAddress + digitsEnd).load(as: UInt8.self) != 0x2C { digitsEnd += 1 }
-        var digits: [UInt8] = []
-        FrameEncoder.appendInt(seq, to: &digits)
-        let rest = count - digitsEnd
-        return OutboundChunk.make(capacity: head + digits.count + rest) { destination in
-            destination.copyMemory(from: baseAddress, byteCount: head)
-            digits.withUnsafeBytes { (destination + head).copyMemory(from: $0.baseAddress!, byteCount: digits.count) }
-            (destination + head + digits.count).copyMemory(from: baseAddress + digitsEnd, byteCount: rest)
-            return head + digits.count + rest
-        }
-    }
-
-    /// Where the digits of `seq` start in an event frame: after `{"op":"event","seq":`.
-    var eventSeqOffset: Int { 20 }
-}
-
 /// Calls `body` with the UTF-8 bytes of `text`.
 @inline(__always)
-func withUTF8<R>(_ text: String, _ body: (UnsafeRawBufferPointer) -> R) -> R {
-    var text = text
-    return text.withUTF8 { body(UnsafeRawBufferPointer($0)) }
+func withUTF8<R>(_ text: String, _ body: (RawSpan) -> R) -> R {
+    body(text.utf8Span.span.bytes)
 }

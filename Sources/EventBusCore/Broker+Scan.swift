@@ -46,7 +46,8 @@ extension Broker {
             connection.input.startScan(frameStart: connection.input.fedBytes &- connection.splitter.pending.count)
         }
         guard let scan = connection.input.scan else { return }
-        connection.splitter.pending.withUnsafeBytes { scan.advance($0) }
+        let pending = connection.splitter.pending  // (another reference to the buffer: no byte copied)
+        scan.advance(pending.span.bytes)
     }
 
     /// `receive`'s feeding of the splitter when its incomplete frame was
@@ -75,6 +76,6 @@ extension Broker {
     func handle(_ piece: SplitFrame, from connection: Connection, scanned scan: RequestScan) {
         guard case .frame(let frame) = piece else { return handle(piece, from: connection) }
         scannedFrames &+= 1
-        frame.withUnsafeBytes { handle(scan.finish($0), $0, from: connection) }
+        handle(scan.finish(frame), frame, from: connection)
     }
 }

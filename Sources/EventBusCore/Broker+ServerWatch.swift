@@ -25,7 +25,7 @@ extension Broker {
 
     /// `subscribe` with `servers`: starts (or re-arms) the watch of `pattern`
     /// and answers with the serving patterns that overlap it now.
-    func subscribeServers(_ request: SubscribeRequest, req: UnsafeRawBufferPointer?, from connection: Connection) {
+    func subscribeServers(_ request: SubscribeRequest, req: RawSpan?, from connection: Connection) {
         let pattern = request.pattern
         if connection.serverWatches[pattern] == nil {
             let verdict = connection.policy.bridge

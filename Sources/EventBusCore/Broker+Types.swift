@@ -62,7 +62,7 @@ extension Broker {
     /// lists: (issue 37) at most `limit` listed and `limit` +
     /// `maxTypesSkipped` counted types looked at per call (those the caller
     /// may not receive are looked at and left out), whatever the table's size.
-    func types(limit: Int, req: UnsafeRawBufferPointer?, to caller: Connection) {
+    func types(limit: Int, req: RawSpan?, to caller: Connection) {
         var listed: [(type: EventType, slot: Int?)] = []
         var lookedAt = 0
         let lookAtMost = limit > Int.max - Self.maxTypesSkipped ? Int.max : limit + Self.maxTypesSkipped

@@ -458,37 +458,32 @@ package final class Broker {
         case .tooLarge(let size):
             reply(to: connection, req: nil, error: ProtocolError(.frameTooLarge, "frame of \(size) bytes exceeds the limit of \(configuration.maxFrameBytes) bytes; discarded"))
         case .frame(let frame):
-            // A function, not a closure, so it can be forced inline: the
-            // inliner left the closure (handle(frame:) inside it) a call of
-            // its own, +35 Ir per delivery over the pointer API (callgrind).
-            @inline(__always) func body(_ frame: UnsafeRawBufferPointer) { handle(frame: frame, from: connection) }
-            frame.withUnsafeBytes(body)
+            handle(frame: frame, from: connection)
         }
     }
 
-    /// A frame (the pointer is the split chunk's, valid during the call).
+    /// A frame (the split chunk's span, valid during the call).
     @inline(__always)
-    private func handle(frame: UnsafeRawBufferPointer, from connection: Connection) {
+    private func handle(frame: RawSpan, from connection: Connection) {
         // The common publish shape the specialised way, its type found
         // by its bytes; everything else (every error included) the
         // general way.
         var tokens = PublishTokens()
-        if PublishScanner.scan(frame, into: &tokens), let entry = types.entry(for: tokens.typeBytes(in: frame)) {
-            let req = tokens.req.map { UnsafeRawBufferPointer(rebasing: frame[$0.start..<$0.end]) }
+        if PublishScanner.scan(frame, into: &tokens), let entry = types.entry(for: frame.extracting(unchecked: tokens.typeRange)) {
+            let req: RawSpan? = if let token = tokens.req { frame.extracting(unchecked: token.range) } else { nil }
             let request = tokens.request(type: types.type(entry))
             // (1.2) Held, the event waits unrouted: no seq, queued to no one
             // (asked here, not in `publish`, which keeps `fanOut` inlined).
             if mayHaveToHold(frame, connection), holdIfBlocked(frame, request, entry: entry, publisher: connection) { return }
-            publish(request, frame: frame, req: req, from: connection,
-                    typeEntry: entry, typeBytes: tokens.typeBytes(in: frame))
+            publish(request, frame: frame, req: req, from: connection, typeEntry: entry, typeRange: tokens.typeRange)
             return
         }
         handle(RequestDecoder.decode(frame), frame, from: connection)
     }
 
     /// A decoded frame: its error answered, or its request carried out.
-    func handle(_ decoded: DecodedFrame, _ frame: UnsafeRawBufferPointer, from connection: Connection) {
-        let req = decoded.req.map { UnsafeRawBufferPointer(rebasing: frame[$0.start..<$0.end]) }
+    func handle(_ decoded: DecodedFrame, _ frame: RawSpan, from connection: Connection) {
+        let req: RawSpan? = if let token = decoded.req { frame.extracting(token.range) } else { nil }
         switch decoded.request {
         case .failure(let error):
             reply(to: connection, req: req, error: error)

@@ -60,11 +60,11 @@ struct EventTypeTable {
         /// the length determine the bytes), and a hash of all of it under
         /// `seed` (`SeededHash`, EventBusProtocol). `raw` is not empty.
         @inline(__always)
-        init(_ raw: UnsafeRawBufferPointer, seed: UInt64) {
+        init(_ raw: RawSpan, seed: UInt64) {
             let words = SeededHash.words(raw)
             w0 = words.0
             w1 = words.1
-            count = raw.count
+            count = raw.byteCount
             hash = SeededHash.mix(raw, words: words, seed: seed)
         }
     }
@@ -91,8 +91,8 @@ struct EventTypeTable {
     /// - Returns: the entry's index, or nil when the bytes are no type a
     ///   client may publish.
     @inline(__always)
-    mutating func entry(for raw: UnsafeRawBufferPointer) -> Int? {
-        guard raw.count > 0 else { return nil }
+    mutating func entry(for raw: RawSpan) -> Int? {
+        guard raw.byteCount > 0 else { return nil }
         let key = Key(raw, seed: seed)
         let i = Int(truncatingIfNeeded: key.hash) & mask
         if entries[i].count == key.count && entries[i].w0 == key.w0 && entries[i].w1 == key.w1
@@ -107,7 +107,7 @@ struct EventTypeTable {
 
     /// The type of entry `i`.
     @inline(__always)
-    func type(_ i: Int) -> EventType { entries[i].type.unsafelyUnwrapped }
+    func type(_ i: Int) -> EventType { entries[i].type! }
 
     /// The subscribers of entry `i`'s type, from the index when the list kept
     /// is older than the index's last change.
@@ -124,7 +124,7 @@ struct EventTypeTable {
                 return routes
             }
         }
-        var (routes, match) = index.matchesAndStamp(entries[i].type.unsafelyUnwrapped)
+        var (routes, match) = index.matchesAndStamp(entries[i].type!)
         entries[i].parked?.retire()
         entries[i].parked = nil
         if splitsParked { (routes, entries[i].parked) = ParkedRoutes.split(routes) }
@@ -143,13 +143,13 @@ struct EventTypeTable {
     mutating func groups(_ i: Int, in index: GroupIndex, serving: Bool = false) -> [QueueGroup] {
         if serving {
             if entries[i].servingGroupsVersion != index.version {
-                entries[i].servingGroups = index.matches(entries[i].type.unsafelyUnwrapped)
+                entries[i].servingGroups = index.matches(entries[i].type!)
                 entries[i].servingGroupsVersion = index.version
             }
             return entries[i].servingGroups
         }
         if entries[i].groupsVersion != index.version {
-            entries[i].groups = index.matches(entries[i].type.unsafelyUnwrapped)
+            entries[i].groups = index.matches(entries[i].type!)
             entries[i].groupsVersion = index.version
         }
         return entries[i].groups
@@ -195,36 +195,19 @@ struct EventTypeTable {
     /// Forgets the route list of the exact type `name`, if it is here: the
     /// index is about to change that type's own list.
     mutating func dropRoutes(of name: String) {
-        var name = name
-        name.withUTF8 { utf8 in
-            let raw = UnsafeRawBufferPointer(utf8)
-            guard raw.count > 0 else { return }
-            let key = Key(raw, seed: seed)
-            let i = Int(truncatingIfNeeded: key.hash) & mask
-            if entries[i].count == key.count && entries[i].w0 == key.w0 && entries[i].w1 == key.w1 {
-                entries[i].routes = nil
-            }
+        let raw = name.utf8Span.span.bytes
+        guard raw.byteCount > 0 else { return }
+        let key = Key(raw, seed: seed)
+        let i = Int(truncatingIfNeeded: key.hash) & mask
+        if entries[i].count == key.count && entries[i].w0 == key.w0 && entries[i].w1 == key.w1 {
+            entries[i].routes = nil
         }
     }
 
     /// Whether `type` is the bytes `raw`.
-    static func same(_ type: EventType?, _ raw: UnsafeRawBufferPointer) -> Bool {
-        guard var name = type?.name else { return false }
-        return name.withUTF8 { $0.count == raw.count && memcmpEqual($0.baseAddress!, raw.baseAddress!, raw.count) }
-    }
-
-    /// Byte-wise equality of `count` bytes.
-    static func memcmpEqual(_ a: UnsafeRawPointer, _ b: UnsafeRawPointer, _ count: Int) -> Bool {
-        var i = 0
-        while i &+ 8 <= count {
-            if a.loadUnaligned(fromByteOffset: i, as: UInt64.self) != b.loadUnaligned(fromByteOffset: i, as: UInt64.self) { return false }
-            i &+= 8
-        }
-        while i < count {
-            if a.load(fromByteOffset: i, as: UInt8.self) != b.load(fromByteOffset: i, as: UInt8.self) { return false }
-            i &+= 1
-        }
-        return true
+    static func same(_ type: EventType?, _ raw: RawSpan) -> Bool {
+        guard let name = type?.name else { return false }
+        return name.utf8Span.span.bytes.hasSameBytes(as: raw)
     }
 
     /// Entries holding a type (for tests).
@@ -237,7 +220,7 @@ extension Broker {
     /// the view and the type only). Denials are asked every time, so each is
     /// answered and logged as `mayPublish` does.
     @inline(__always)
-    func mayPublish(_ connection: Connection, _ type: EventType, entry: Int?, req: UnsafeRawBufferPointer?) -> Bool {
+    func mayPublish(_ connection: Connection, _ type: EventType, entry: Int?, req: RawSpan?) -> Bool {
         if policyState.publishIsOpen { return true }
         guard let entry else { return mayPublish(connection, type, req: req) }
         let view = connection.policy

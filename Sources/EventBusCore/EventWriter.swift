@@ -15,6 +15,11 @@
 // the fan-out ends (`EventFrame` does not count it). `scratch` holds one
 // reply or notice at a time: whoever writes it queues it before anything
 // else writes there (a reply's `fields` closure writes no event).
+// Raw memory (issue 35): this is the frame writer, the one place in Core
+// where an event is written through pointers (`FrameEncoder.EventBytes`,
+// `EventParts`); `EventContent` points into a publish frame the broker
+// lends as a span and is used only while that frame is handled. Other
+// files give and get bytes as `RawSpan`s.
 @_spi(Package) import EventBusProtocol
 
 /// Writes event frames and holds the broker's reused output buffers; held by
@@ -68,6 +73,47 @@ struct EventWriter: ~Copyable {
         return name.withUTF8 { build(UnsafeRawBufferPointer($0)) }
     }
 
+    /// (1.3) A request's event frame (`seq` the one it takes if it reaches
+    /// anyone), as bytes of its own: spliced into each server's request
+    /// frame. `identity` is `Broker.identity` (with a keyed request's key).
+    mutating func requestEvent(seq: UInt64, _ content: EventContent, of type: EventType, publisher: Connection,
+                               identity: [UInt8], wallNanoseconds: Int64) -> [UInt8] {
+        let time = timestamps.bytes(nanosecondsSinceEpoch: wallNanoseconds)
+        var name = type.name
+        return name.withUTF8 { type in identity.withUnsafeBytes { identity in
+            let parts = FrameEncoder.EventBytes(
+                seq: seq, type: UnsafeRawBufferPointer(type), time: time,
+                source: content.source ?? publisher.session.eventSource.bytes, id: content.id,
+                idPrefix: eventIDPrefix.bytes, identity: identity, origin: nil, data: content.data)
+            let bound = FrameEncoder.eventByteCountUpperBound(parts)
+            return [UInt8](unsafeUninitializedCapacity: bound) { buffer, count in
+                count = FrameEncoder.writeEvent(parts, into: UnsafeMutableRawPointer(buffer.baseAddress!), capacity: bound).count
+            }
+        } }
+    }
+
+    /// A copy of the event frame `bytes` with its final `}\n` replaced by
+    /// `suffix` (a replay's `,"retained":true}\n`): in `eventScratch`, or
+    /// when larger than `OutboundQueue.copyLimitBytes` in a chunk of its own,
+    /// which the caller keeps alive while it uses the frame.
+    func flaggedCopy(of bytes: RawSpan, suffix: StaticString) -> (frame: EventFrame, chunk: OutboundChunk?) {
+        let keep = bytes.byteCount - 2
+        let size = keep + suffix.utf8CodeUnitCount
+        let scratch = eventScratch
+        return bytes.withUnsafeBytes { bytes in
+            func write(_ destination: UnsafeMutableRawPointer) -> Int {
+                destination.copyMemory(from: bytes.baseAddress!, byteCount: keep)
+                (destination + keep).copyMemory(from: suffix.utf8Start, byteCount: suffix.utf8CodeUnitCount)
+                return size
+            }
+            if size <= scratch.count {
+                return (EventFrame(bytes: UnsafeRawBufferPointer(start: scratch.baseAddress, count: write(scratch.baseAddress!)), shared: nil), nil)
+            }
+            let chunk = OutboundChunk.make(capacity: size, write)
+            return (EventFrame(bytes: chunk.bytes, shared: chunk), chunk)
+        }
+    }
+
     /// Writes an event frame once per event: in place at the end of the
     /// history ring's arena while history is on (`HistoryRing.space(for:)`:
     /// the ring keeps it without a copy), else into `eventScratch`; copied
@@ -83,6 +129,20 @@ struct EventWriter: ~Copyable {
     /// `makeEvent` for the broker's own events, written from `EventParts`.
     mutating func makeEvent(_ parts: FrameEncoder.EventParts, history: inout HistoryRing) -> EventFrame {
         makeEvent(bound: FrameEncoder.eventByteCountUpperBound(parts), history: &history) { FrameEncoder.writeEvent(parts, into: $0, capacity: $1) }
+    }
+
+    /// One of the broker's own events (`eventbus.` types) once: `source`
+    /// the server's name, a default id, the broker's `credentials`.
+    /// - Parameter data: one valid JSON value.
+    mutating func brokerEvent(seq: UInt64, type: EventType, data: [UInt8], source: String, instance: String, credentials own: Credentials,
+                              wallNanoseconds: Int64, history: inout HistoryRing) -> EventFrame {
+        timestamps.bytes(nanosecondsSinceEpoch: wallNanoseconds).withUnsafeBytes { time in
+            data.withUnsafeBytes { data in
+                makeEvent(FrameEncoder.EventParts(
+                    seq: seq, type: type.name, time: time, source: nil, defaultSource: source,
+                    id: nil, instance: instance, pid: own.pid, uid: own.uid, gid: own.gid, data: data), history: &history)
+            }
+        }
     }
 
     /// Where an event of at most `bound` bytes is written (see above), by
@@ -106,9 +166,11 @@ struct EventWriter: ~Copyable {
     }
 }
 
-/// What an event frame takes from its publish frame, as ranges of the
-/// frame's bytes (plain values: copying one counts no references). Valid
-/// while the frame is.
+/// What an event frame takes from its publish frame: the byte ranges of
+/// its parts, as pointers into the frame (plain values: copying one counts
+/// no references). Made from the frame's span where the publish is handled
+/// and used only during that call (`Broker.publish`), while the span is
+/// alive: the pointers never outlive the frame's handling.
 struct EventContent {
     /// The type's bytes, when the frame spells it without escapes (else the
     /// event is written from `PublishRequest.type`).
@@ -118,16 +180,20 @@ struct EventContent {
     var data: UnsafeRawBufferPointer?
     var origin: UnsafeRawBufferPointer?
 
+    /// - Parameter typeRange: where the type's bytes are in `frame`, when it spells them without escapes.
     @inline(__always)
-    init(_ request: PublishRequest, frame: UnsafeRawBufferPointer, typeBytes: UnsafeRawBufferPointer?) {
-        func slice(_ token: JSONToken?) -> UnsafeRawBufferPointer? {
-            token.map { UnsafeRawBufferPointer(start: frame.baseAddress.unsafelyUnwrapped + $0.start, count: $0.end &- $0.start) }
+    init(_ request: PublishRequest, frame: RawSpan, typeRange: Range<Int>?) {
+        // The span's base: its memory is the frame's, alive for the whole
+        // handling of the frame this content is used in (see above).
+        @inline(__always) func start(_ raw: UnsafeRawBufferPointer) -> UnsafeRawPointer? { raw.baseAddress }
+        let base = frame.withUnsafeBytes(start)
+        @inline(__always) func slice(_ start: Int, _ end: Int) -> UnsafeRawBufferPointer {
+            UnsafeRawBufferPointer(start: base.unsafelyUnwrapped + start, count: end &- start)
         }
-        type = typeBytes
-        source = slice(request.source)
-        id = slice(request.id)
-        data = slice(request.data)
-        origin = slice(request.origin)
+        type = typeRange.map { slice($0.lowerBound, $0.upperBound) }
+        source = request.source.map { slice($0.start, $0.end) }
+        id = request.id.map { slice($0.start, $0.end) }
+        data = request.data.map { slice($0.start, $0.end) }
+        origin = request.origin.map { slice($0.start, $0.end) }
     }
-
 }

@@ -77,8 +77,8 @@ extension FlowState {
     /// Holds `publisher` on each of `holders` with `frame` unrouted; a
     /// holder that now holds a publisher of another uid starts measuring
     /// that (its trusted-hold window starts with its first such hold).
-    static func hold(_ publisher: Connection, on holders: [Connection], frame: UnsafeRawBufferPointer, now: Int64) {
-        publisher.flow.heldFrame = Array(frame)
+    static func hold(_ publisher: Connection, on holders: [Connection], frame: RawSpan, now: Int64) {
+        publisher.flow.heldFrame = Array(copying: frame)
         publisher.flow.heldBy = holders
         for holder in holders {
             holder.flow.holding.append(publisher)

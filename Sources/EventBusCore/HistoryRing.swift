@@ -19,6 +19,12 @@
 // to a copy. This is on every publish's path: keep `record` free of
 // hashing, reference counts and String work (an entry keeps where its writer
 // put the type, `FrameEncoder.WrittenEvent`, and only a replay asks).
+//
+// Raw memory (issue 35): this file owns the arenas, and an entry's `start`
+// points into one of the ring's chunks: valid while the entry is in the
+// ring (the chunk is released only once the oldest seq is past it). Other
+// files read an entry's bytes as spans (`withFrame`, `withTypeBytes`), only
+// during the call.
 
 /// One recorded event: a plain value, its bytes kept by the ring's chunks.
 struct HistoryEntry {
@@ -42,6 +48,14 @@ struct HistoryEntry {
         let offset = min(Int(typeOffset), Int(count))
         return UnsafeRawBufferPointer(start: start + offset, count: min(Int(typeCount), Int(count) - offset))
     }
+
+    /// Calls `body` with the type's bytes (`typeBytes`) as a span.
+    @inline(__always)
+    func withTypeBytes<R>(_ body: (RawSpan) -> R) -> R { body(typeBytes.bytes) }
+
+    /// Calls `body` with the frame's bytes as a span.
+    @inline(__always)
+    func withFrame<R>(_ body: (RawSpan) -> R) -> R { body(frame.bytes) }
 }
 
 /// A chunk the ring keeps, and the newest seq whose frame is in it.

@@ -24,6 +24,15 @@
 // mark. Only `Broker.enqueue` grows a queue, so the broker's byte
 // counts stay exact; every shrinking call returns the change of
 // `chargedBytes` and hands back the fair-share charges it released.
+//
+// Raw memory (issue 35): this file owns the chunks' bytes, so pointers into
+// them are made here only. The invariant: a pointer or span into a chunk is
+// valid while a counted reference to the chunk is held (an entry, the
+// broker's `builtChunk`, the caller's local); `EventFrame.bytes` lives no
+// longer than the fan-out or the call it is made for. Everything outside
+// gets bytes as `RawSpan`s (`withSpan`, `forEachReply`, `forEachEvent`,
+// `EventFrame.lending`) and gives bytes as spans (`appendReply`,
+// `putNoticeInFront`, `OutboundChunk.copying`).
 @_spi(Package) import EventBusProtocol
 
 /// Bytes the broker keeps for writing: a chunk of frames copied back to back,
@@ -86,6 +95,15 @@ extension OutboundChunk {
         return chunk
     }
 
+    /// `copying(_:)` of a span.
+    package static func copying(_ source: RawSpan) -> OutboundChunk {
+        source.withUnsafeBytes { copying($0) }
+    }
+
+    /// Calls `body` with its bytes in use as a span.
+    @inline(__always)
+    package func withSpan<R>(_ body: (RawSpan) -> R) -> R { body(bytes.bytes) }
+
     /// Its bytes in use (a whole frame for a chunk made by `copying`).
     package var count: Int { header.used }
 
@@ -110,6 +128,20 @@ struct EventFrame {
     /// (a stored or flagged copy), which the history ring never records.
     let typeOffset: UInt8
     let typeCount: UInt8
+
+    /// A frame that is a whole chunk (a retained or large event), queued by reference.
+    init(chunk: OutboundChunk, typeOffset: Int = 0, typeCount: Int = 0) {
+        self.init(bytes: chunk.bytes, shared: chunk, typeOffset: typeOffset, typeCount: typeCount)
+    }
+
+    /// Calls `body` with a frame of `bytes` (offered by copy, not shared), valid during the call.
+    static func lending<R>(_ bytes: [UInt8], _ body: (EventFrame) -> R) -> R {
+        bytes.withUnsafeBytes { body(EventFrame(bytes: $0, shared: nil)) }
+    }
+
+    /// Calls `body` with the frame's bytes as a span.
+    @inline(__always)
+    func withSpan<R>(_ body: (RawSpan) -> R) -> R { body(bytes.bytes) }
 
     init(bytes: UnsafeRawBufferPointer, shared: OutboundChunk?, typeOffset: Int = 0, typeCount: Int = 0) {
         self.bytes = bytes
@@ -224,7 +256,11 @@ package struct OutboundQueue {
     /// Queues a reply or notice (seq 0): copied into the reply chunk, sharing
     /// the last entry when it ends where this one starts.
     /// - Returns: the change of `chargedBytes`.
-    mutating func appendReply(_ bytes: UnsafeRawBufferPointer) -> Int {
+    mutating func appendReply(_ bytes: RawSpan) -> Int {
+        bytes.withUnsafeBytes { appendReply($0) }
+    }
+
+    private mutating func appendReply(_ bytes: UnsafeRawBufferPointer) -> Int {
         let n = bytes.count
         if n <= OutboundQueue.copyLimitBytes, let tail = replyTail, tail.freeBytes >= n,
            entries.count > head, entries[entries.count - 1].chunk === tail,
@@ -459,7 +495,11 @@ package struct OutboundQueue {
     /// `noticeInFront` is not nil. Call right after `dropOldestEvents`; only
     /// `Broker.enqueue` calls it.
     /// - Returns: the change of `chargedBytes`.
-    mutating func putNoticeInFront(_ bytes: UnsafeRawBufferPointer, count: UInt64, since: UInt64) -> Int {
+    mutating func putNoticeInFront(_ bytes: RawSpan, count: UInt64, since: UInt64) -> Int {
+        bytes.withUnsafeBytes { putNoticeInFront($0, count: count, since: since) }
+    }
+
+    private mutating func putNoticeInFront(_ bytes: UnsafeRawBufferPointer, count: UInt64, since: UInt64) -> Int {
         let chunk = OutboundChunk.make(capacity: bytes.count)
         chunk.append(bytes)
         let notice = Entry(chunk: chunk, start: 0, end: UInt32(bytes.count), seq: OutboundQueue.frontNoticeSeq, actor: OutboundQueue.noActor)
@@ -513,5 +553,56 @@ package struct OutboundQueue {
         replyTail = nil
         eventTail = nil
         return -before
+    }
+}
+
+extension OutboundChunk {
+    /// A copy of this event frame whose `seq` is `seq` (every other byte
+    /// kept). The frame starts `{"op":"event","seq":<digits>,` as
+    /// `FrameEncoder.writeEvent` writes it.
+    func withSeq(_ seq: UInt64) -> OutboundChunk {
+        let head = eventSeqOffset
+        var digitsEnd = head
+        while digitsEnd < count && (baseAddress + digitsEnd).load(as: UInt8.self) != 0x2C { digitsEnd += 1 }
+        var digits: [UInt8] = []
+        FrameEncoder.appendInt(seq, to: &digits)
+        let rest = count - digitsEnd
+        return OutboundChunk.make(capacity: head + digits.count + rest) { destination in
+            destination.copyMemory(from: baseAddress, byteCount: head)
+            digits.withUnsafeBytes { (destination + head).copyMemory(from: $0.baseAddress!, byteCount: digits.count) }
+            (destination + head + digits.count).copyMemory(from: baseAddress + digitsEnd, byteCount: rest)
+            return head + digits.count + rest
+        }
+    }
+
+    /// Where the digits of `seq` start in an event frame: after `{"op":"event","seq":`.
+    var eventSeqOffset: Int { 20 }
+}
+
+extension OutboundQueue {
+    /// Calls `body(bytes)` for each reply or notice queued (not an event),
+    /// in order: every one not completely written, or (`unwrittenOnly`)
+    /// every one of which no byte was written.
+    func forEachReply(unwrittenOnly: Bool, _ body: (RawSpan) -> Void) {
+        var i = unwrittenOnly ? frontPosition : head
+        while i < entries.count {
+            let entry = entries[i]
+            i += 1
+            guard entry.seq == 0 else { continue }
+            body(UnsafeRawBufferPointer(start: entry.chunk.baseAddress + Int(entry.start), count: entry.length).bytes)
+        }
+    }
+
+    /// Calls `body(seq, bytes, actor)` for each event queued, in order:
+    /// every one not completely written, or (`unwrittenOnly`) every one of
+    /// which no byte was written.
+    func forEachEvent(unwrittenOnly: Bool, _ body: (UInt64, RawSpan, UInt32) -> Void) {
+        var i = unwrittenOnly ? frontPosition : head
+        while i < entries.count {
+            let entry = entries[i]
+            i += 1
+            guard entry.isEvent else { continue }
+            body(entry.seq, UnsafeRawBufferPointer(start: entry.chunk.baseAddress + Int(entry.start), count: entry.length).bytes, entry.actor)
+        }
     }
 }

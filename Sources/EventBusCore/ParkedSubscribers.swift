@@ -62,7 +62,7 @@ final class ParkedRoutes {
             if connection.park != nil { parked.append(connection) } else { active.append(connection) }
         }
         let routes = ParkedRoutes(parked)
-        for connection in parked { connection.park.unsafelyUnwrapped.join(routes) }
+        for connection in parked { connection.park!.join(routes) }
         return (active, routes)
     }
 
@@ -180,8 +180,7 @@ extension Broker {
         guard types.splitsParked else { return }
         var found = entry
         if found == nil {
-            var name = type.name
-            found = name.withUTF8 { types.entry(for: UnsafeRawBufferPointer($0)) }
+            found = types.entry(for: type.name.utf8Span.span.bytes)
         }
         guard let found else { return }
         _ = types.routes(found, in: index)
@@ -227,8 +226,7 @@ extension Broker {
     func countParked(_ type: EventType, entry: Int?, publisher: Connection?) {
         var found = entry
         if found == nil {
-            var name = type.name
-            found = name.withUTF8 { types.entry(for: UnsafeRawBufferPointer($0)) }
+            found = types.entry(for: type.name.utf8Span.span.bytes)
         }
         guard let found, let parked = types.parked(found) else { return }
         parked.events &+= 1

@@ -22,14 +22,13 @@ struct PatternMatcher {
     }
 
     /// Whether the pattern matches the event type whose bytes are `type`.
-    func matches(_ type: UnsafeRawBufferPointer) -> Bool {
-        bytes.withUnsafeBytes { p in Pattern.matches(p, type) }
+    func matches(_ type: RawSpan) -> Bool {
+        Pattern.matches(bytes.span.bytes, type)
     }
 
     /// Whether the pattern matches `type`.
     func matches(_ type: String) -> Bool {
-        var name = type
-        return name.withUTF8 { matches(UnsafeRawBufferPointer($0)) }
+        matches(type.utf8Span.span.bytes)
     }
 
     /// Whether some type might match both patterns: false only when they are
@@ -37,14 +36,10 @@ struct PatternMatcher {
     /// the segment counts cannot agree). A `>` is taken to overlap whatever
     /// follows (the 255-byte bound is ignored), so the answer errs towards true.
     func mayOverlap(_ other: PatternMatcher) -> Bool {
-        bytes.withUnsafeBufferPointer { a in
-            other.bytes.withUnsafeBufferPointer { b in
-                PatternMatcher.mayOverlap(UnsafeRawBufferPointer(a), UnsafeRawBufferPointer(b))
-            }
-        }
+        PatternMatcher.mayOverlap(bytes.span, other.bytes.span)
     }
 
-    static func mayOverlap(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
+    static func mayOverlap(_ a: Span<UInt8>, _ b: Span<UInt8>) -> Bool {
         var ai = 0, bi = 0
         while true {
             let aTail = a[ai] == 0x3E && ai + 1 == a.count
@@ -64,7 +59,7 @@ struct PatternMatcher {
         }
     }
 
-    private static func segmentEnd(_ p: UnsafeRawBufferPointer, _ start: Int) -> Int {
+    private static func segmentEnd(_ p: Span<UInt8>, _ start: Int) -> Int {
         var i = start
         while i < p.count && p[i] != 0x2E { i += 1 }
         return i

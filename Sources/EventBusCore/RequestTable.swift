@@ -28,11 +28,11 @@ struct ReplyToken: Hashable {
 
     /// Reads the 32 lowercase hex digits of a token; nil for any other text
     /// (then no token can match, and the reply is answered as for an unknown one).
-    init?(text: UnsafeRawBufferPointer) {
-        guard text.count == ReplyToken.textLength else { return nil }
+    init?(text: RawSpan) {
+        guard text.byteCount == ReplyToken.textLength else { return nil }
         var high: UInt64 = 0, low: UInt64 = 0
         for i in 0..<32 {
-            let byte = text[i]
+            let byte = text.unsafeLoad(fromByteOffset: i, as: UInt8.self)
             let digit: UInt64
             switch byte {
             case 0x30...0x39: digit = UInt64(byte - 0x30)
@@ -75,6 +75,7 @@ struct TokenSource {
 
     mutating func next() -> ReplyToken {
         if used + 2 > pool.count {
+            // (issue 35) The system call fills the pool's own bytes during the call.
             pool.withUnsafeMutableBytes { eventbus_random_bytes($0.baseAddress, $0.count) }
             used = 0
         }

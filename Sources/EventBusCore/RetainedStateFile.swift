@@ -53,12 +53,7 @@ package enum RetainedStateFile {
         FrameEncoder.appendField("type", string: type, to: &line)
         FrameEncoder.appendField("seq", int: seq, to: &line)
         FrameEncoder.appendASCII("}\n", to: &line)
-        return line.withUnsafeBytes { bytes in
-            OutboundChunk.make(capacity: bytes.count) { destination in
-                destination.copyMemory(from: bytes.baseAddress!, byteCount: bytes.count)
-                return bytes.count
-            }
-        }
+        return OutboundChunk.copying(line.span.bytes)
     }
 
     /// The frames of `snapshot` in seq order, each one line with its LF, to
@@ -127,11 +122,11 @@ package enum RetainedStateFile {
                 badLines += 1
                 report.problems.append("line \(lineNumber): \(size) bytes, too long for an event; skipped")
             case .frame(let line):
-                line.withUnsafeBytes { handle(line: $0) }
+                handle(line: line)
             }
         }
 
-        private mutating func handle(line: UnsafeRawBufferPointer) {
+        private mutating func handle(line: RawSpan) {
             if let (type, seq) = RetainedStateFile.clear(in: line) {
                 clearedThrough[type] = max(clearedThrough[type] ?? 0, seq)
                 // Dropped as it is read, so a long file of churn never
@@ -159,7 +154,7 @@ package enum RetainedStateFile {
     static let eventKeys: Set<String> = ["op", "seq", "type", "time", "source", "id", "pid", "uid", "gid", "key", "data", "origin"]
 
     /// One line: an event, nil for the header (or another state line), or why it is bad.
-    static func event(in line: UnsafeRawBufferPointer) -> Result<(oldSeq: UInt64, type: String, frame: OutboundChunk, uid: UInt32)?, LineProblem> {
+    static func event(in line: RawSpan) -> Result<(oldSeq: UInt64, type: String, frame: OutboundChunk, uid: UInt32)?, LineProblem> {
         let members: [JSONMember]
         do {
             members = try JSONObject.members(line)
@@ -177,9 +172,11 @@ package enum RetainedStateFile {
             return .failure(LineProblem("\(error)"))
         }
         if let unknown = keys.first(where: { !eventKeys.contains($0) }) { return .failure(LineProblem("unexpected key \"\(unknown)\"")) }
-        guard case .event(let fields)? = try? BrokerFrame.read(line.bytes) else { return .failure(LineProblem("not an event frame")) }
+        guard case .event(let fields)? = try? BrokerFrame.read(line) else { return .failure(LineProblem("not an event frame")) }
         let prefix = Array("{\"op\":\"event\",\"seq\":".utf8)
-        guard line.count > prefix.count + 2, line.starts(with: prefix), line[line.count - 1] == 0x7D else {
+        let count = line.byteCount
+        guard count > prefix.count + 2, line.extracting(first: prefix.count).hasSameBytes(as: prefix.span.bytes),
+              line.unsafeLoad(fromByteOffset: count - 1, as: UInt8.self) == 0x7D else {
             return .failure(LineProblem("not an event frame as the broker writes it"))
         }
         let typeName = JSONString.decode(line, fields.type)
@@ -196,20 +193,19 @@ package enum RetainedStateFile {
         if let key = members.first(where: { $0.key == "key" }), !key.value.isString || !RequestDecoder.isValidKeyLength(line, key.value) {
             return .failure(LineProblem("key is not a string of 1-\(ProtocolConstants.maxKeyBytes) bytes"))
         }
-        let frame = OutboundChunk.make(capacity: line.count + 1) { destination in
-            destination.copyMemory(from: line.baseAddress!, byteCount: line.count)
-            destination.storeBytes(of: 0x0A, toByteOffset: line.count, as: UInt8.self)
-            return line.count + 1
-        }
+        var withLF = Array(copying: line)
+        withLF.append(0x0A)
+        let frame = OutboundChunk.copying(withLF.span.bytes)
         return .success((fields.seq, type.name, frame, uid))
     }
 
     /// A clear line (`clearLine`): its type and seq; nil for any other line.
-    static func clear(in line: UnsafeRawBufferPointer) -> (type: String, seq: UInt64)? {
+    static func clear(in line: RawSpan) -> (type: String, seq: UInt64)? {
         let prefix = Array("{\"op\":\"eventbus-clear\",".utf8)
-        guard line.count > prefix.count, line.starts(with: prefix), let members = try? JSONObject.members(line),
+        guard line.byteCount > prefix.count, line.extracting(first: prefix.count).hasSameBytes(as: prefix.span.bytes),
+              let members = try? JSONObject.members(line),
               members.map(\.key) == ["op", "type", "seq"], members[1].value.isString,
-              let seq = JSONInteger.unsigned(line.bytes, members[2].value) else { return nil }
+              let seq = JSONInteger.unsigned(line, members[2].value) else { return nil }
         return (JSONString.decode(line, members[1].value), seq)
     }
 

@@ -4,7 +4,9 @@
 //
 // Before editing: any other seq (a retained publish's, one after the
 // broker's own events, the first after a restore) is formatted in full;
-// the text is valid until the next call.
+// the text is valid until the next call. Raw memory (issue 35): the 20
+// bytes are allocated here and freed with the value (noncopyable), and the
+// text handed out points into them: the frame writer reads it at once.
 
 /// Up to 20 decimal digits, right-aligned in storage the value owns.
 struct SeqText: ~Copyable {

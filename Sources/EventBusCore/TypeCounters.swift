@@ -17,6 +17,9 @@
 // each later eviction looks at the oldest pinned type once: no longer
 // retained, it goes back to its uid's list as its oldest.
 //
+// Raw memory (issue 35): the slots and the state are allocated here, once,
+// and freed in `deinit`; no pointer to them leaves this file.
+//
 // Before editing: this is on the publish path, so everything a publish does
 // here is O(1), allocates nothing for a type seen before, and touches only
 // memory of its own (two pointers: no array or class-property checks): a slot is found

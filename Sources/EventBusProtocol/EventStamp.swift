@@ -22,6 +22,15 @@
     }
 
     deinit { UnsafeMutableRawPointer(mutating: bytes.baseAddress!).deallocate() }
+
+    /// How many bytes.
+    @_spi(Package) public var byteCount: Int { bytes.count }
+
+    /// A copy of the bytes.
+    @_spi(Package) public var array: [UInt8] { Array(bytes) }
+
+    /// Calls `body` with the bytes as a span.
+    @_spi(Package) public func withSpan<R>(_ body: (RawSpan) -> R) -> R { body(bytes.bytes) }
 }
 
 @_spi(Package) public enum EventStamp {

@@ -14,11 +14,13 @@ extension FrameEncoder {
     /// - Parameters:
     ///   - token: appends the token's text (no escaping needed: hex digits).
     ///   - timeoutMilliseconds: the time left until the request's deadline.
-    @_spi(Package) public static func appendRequest(event: UnsafeRawBufferPointer, token: (inout [UInt8]) -> Void, timeoutMilliseconds: UInt64, to out: inout [UInt8]) {
+    @_spi(Package) public static func appendRequest(event: RawSpan, token: (inout [UInt8]) -> Void, timeoutMilliseconds: UInt64, to out: inout [UInt8]) {
         let head = "{\"op\":\"event\"".utf8.count
-        precondition(event.count > head + 2 && event[event.count - 1] == 0x0A && event[event.count - 2] == 0x7D, "an event frame ends with }\\n")
+        let count = event.byteCount
+        precondition(count > head + 2 && event.unsafeLoad(fromByteOffset: count - 1, as: UInt8.self) == 0x0A
+                     && event.unsafeLoad(fromByteOffset: count - 2, as: UInt8.self) == 0x7D, "an event frame ends with }\\n")
         appendASCII("{\"op\":\"request\"", to: &out)
-        out.append(contentsOf: UnsafeRawBufferPointer(rebasing: event[head..<(event.count - 2)]))
+        out.append(copying: event.extracting(head..<(count - 2)))
         appendASCII(",\"reply\":\"", to: &out)
         token(&out)
         appendASCII("\",\"timeout\":", to: &out)
@@ -40,15 +42,15 @@ extension FrameEncoder {
     ///   - serviceError: the reply's raw `error` string token, nil for none.
     ///   - code: the error's code with `serviceError` (issue 36: a bridge
     ///     relays `no_responders`, `no_reply`, `timeout`, `limit`); ASCII.
-    @_spi(Package) public static func appendAnswer(req: UnsafeRawBufferPointer, seq: UInt64, time: TimestampBytes, identity: UnsafeRawBufferPointer,
-                                    data: UnsafeRawBufferPointer?, serviceError: UnsafeRawBufferPointer?, code: String = "service_error",
+    @_spi(Package) public static func appendAnswer(req: RawSpan, seq: UInt64, time: TimestampBytes, identity: RawSpan,
+                                    data: RawSpan?, serviceError: RawSpan?, code: String = "service_error",
                                     to out: inout [UInt8]) {
         if let serviceError {
             appendReplyHead("error", req: req, to: &out)
             appendASCII(",\"code\":\"", to: &out)
             out.append(contentsOf: code.utf8)
             appendASCII("\",\"message\":", to: &out)
-            out.append(contentsOf: serviceError)
+            out.append(copying: serviceError)
         } else {
             appendReplyHead("ok", req: req, to: &out)
             appendField("seq", int: seq, to: &out)
@@ -56,9 +58,9 @@ extension FrameEncoder {
         appendASCII(",\"reply\":{\"time\":\"", to: &out)
         time.withUnsafeBytes { out.append(contentsOf: $0) }
         out.append(0x22)
-        out.append(contentsOf: identity)
+        out.append(copying: identity)
         appendASCII(",\"data\":", to: &out)
-        if let data { out.append(contentsOf: data) } else { appendASCII("null", to: &out) }
+        if let data { out.append(copying: data) } else { appendASCII("null", to: &out) }
         appendASCII("}}", to: &out)
         out.append(0x0A)
     }

@@ -38,13 +38,13 @@
     }
 
     /// Starts a reply: `{"op":"ok"` or `{"op":"error"` plus `,"req":<req>` when given.
-    static func appendReplyHead(_ op: StaticString, req: UnsafeRawBufferPointer?, to out: inout [UInt8]) {
+    static func appendReplyHead(_ op: StaticString, req: RawSpan?, to out: inout [UInt8]) {
         appendASCII("{\"op\":\"", to: &out)
         appendASCII(op, to: &out)
         out.append(0x22)
         if let req {
             appendASCII(",\"req\":", to: &out)
-            out.append(contentsOf: req)
+            out.append(copying: req)
         }
     }
 
@@ -52,7 +52,7 @@
     /// - Parameters:
     ///   - req: the raw `req` token to echo, or nil.
     ///   - fields: appends `,"key":value` pairs (each starting with a comma).
-    @_spi(Package) public static func appendOK(req: UnsafeRawBufferPointer?, to out: inout [UInt8], fields: (inout [UInt8]) -> Void = { _ in }) {
+    @_spi(Package) public static func appendOK(req: RawSpan?, to out: inout [UInt8], fields: (inout [UInt8]) -> Void = { _ in }) {
         appendReplyHead("ok", req: req, to: &out)
         fields(&out)
         out.append(0x7D)
@@ -60,7 +60,7 @@
     }
 
     /// Appends `{"op":"error"[,"req":R],"code":"bad_type","message":"..."}\n`.
-    @_spi(Package) public static func appendError(req: UnsafeRawBufferPointer?, _ error: ProtocolError, to out: inout [UInt8]) {
+    @_spi(Package) public static func appendError(req: RawSpan?, _ error: ProtocolError, to out: inout [UInt8]) {
         appendReplyHead("error", req: req, to: &out)
         appendASCII(",\"code\":\"", to: &out)
         out.append(contentsOf: error.code.rawValue.utf8)
@@ -120,11 +120,11 @@
     }
 
     /// Appends `,"key":<raw JSON>` (the raw bytes must be valid JSON).
-    @_spi(Package) public static func appendField(_ key: StaticString, raw value: UnsafeRawBufferPointer, to out: inout [UInt8]) {
+    @_spi(Package) public static func appendField(_ key: StaticString, raw value: RawSpan, to out: inout [UInt8]) {
         out.append(0x2C); out.append(0x22)
         appendASCII(key, to: &out)
         out.append(0x22); out.append(0x3A)
-        out.append(contentsOf: value)
+        out.append(copying: value)
     }
 
     /// The parts of an event frame (PROTOCOL.md "Events").

@@ -34,6 +34,9 @@
 
     /// The token's length in bytes.
     @inlinable @_spi(Package) public var count: Int { end - start }
+
+    /// The token's byte offsets, for `RawSpan.extracting`.
+    @inlinable @_spi(Package) public var range: Range<Int> { start..<end }
 }
 
 /// Why bytes are not one valid JSON text; `offset` is where the scanner stopped.
@@ -107,6 +110,11 @@
     @_spi(Package) public mutating func atEndAfterWhitespace() -> Bool {
         skipWhitespace()
         return position == end
+    }
+
+    /// `validate(_:maxDepth:lineSafe:)` of a span.
+    @_spi(Package) public static func validate(_ bytes: RawSpan, maxDepth: Int = 512, lineSafe: Bool = false) throws(JSONSyntaxError) -> JSONToken {
+        try bytes.withUnsafeBytes { (raw) throws(JSONSyntaxError) -> JSONToken in try validate(raw, maxDepth: maxDepth, lineSafe: lineSafe) }
     }
 
     /// Validates one whole JSON text: whitespace, one value, whitespace, end.

@@ -107,6 +107,11 @@ import Glibc
         return pattern.withUTF8 { p in name.withUTF8 { t in Pattern.matches(UnsafeRawBufferPointer(p), UnsafeRawBufferPointer(t)) } }
     }
 
+    /// `matches(_:_:)` of spans.
+    @_spi(Package) public static func matches(_ p: RawSpan, _ t: RawSpan) -> Bool {
+        p.withUnsafeBytes { p in t.withUnsafeBytes { t in matches(p, t) } }
+    }
+
     /// The one byte-level matcher (`matches(_:)` and the broker's replays,
     /// which test stored types' bytes, use it): `p` (a valid pattern's
     /// UTF-8) against `t` (a valid type's UTF-8). Allocates nothing.

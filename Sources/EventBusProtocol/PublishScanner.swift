@@ -53,6 +53,10 @@
         UnsafeRawBufferPointer(start: frame.baseAddress.unsafelyUnwrapped + (type.start &+ 1), count: type.end &- type.start &- 2)
     }
 
+    /// The type's offsets in the frame, between its quotes (`typeBytes` as a range, for a span).
+    @inlinable
+    @_spi(Package) public var typeRange: Range<Int> { (type.start &+ 1)..<(type.end &- 1) }
+
     /// What `RequestDecoder.decode` makes of the frame, given the event type
     /// its type bytes are (valid and not reserved).
     @_spi(Package) public func decoded(type: EventType) -> DecodedFrame {
@@ -74,6 +78,14 @@
     @_spi(Package) public static func scan(_ frame: UnsafeRawBufferPointer) -> PublishTokens? {
         var tokens = PublishTokens()
         return scan(frame, into: &tokens) ? tokens : nil
+    }
+
+    /// `scan(_:into:)` of a span (the broker's frames).
+    @inlinable @inline(__always)
+    @_spi(Package) public static func scan(_ frame: RawSpan, into tokens: inout PublishTokens) -> Bool {
+        // A local function, not a closure: forced inline (a closure left a call, +35 Ir a frame).
+        @inline(__always) func body(_ raw: UnsafeRawBufferPointer) -> Bool { scan(raw, into: &tokens) }
+        return frame.withUnsafeBytes(body)
     }
 
     /// `scan(_:)` into the caller's `tokens` (no copy of the result).
@@ -242,6 +254,11 @@ extension EventType {
     @_spi(Package) public static func publishable(_ raw: UnsafeRawBufferPointer) -> EventType? {
         guard isValid(raw: raw), !isReserved(raw: raw) else { return nil }
         return EventType(unchecked: String(decoding: raw, as: UTF8.self))
+    }
+
+    /// `publishable(_:)` of a span.
+    @_spi(Package) public static func publishable(_ raw: RawSpan) -> EventType? {
+        raw.withUnsafeBytes { publishable($0) }
     }
 
     /// Whether the bytes start with `eventbus.` (PROTOCOL.md "Names and patterns").

@@ -197,6 +197,11 @@
         KeyedTokens<EnvelopeKey>.withEmpty { tokens in decode(frame, into: tokens) }
     }
 
+    /// `decode(_:)` of a span (the broker's frames).
+    @_spi(Package) public static func decode(_ frame: RawSpan) -> DecodedFrame {
+        frame.withUnsafeBytes { decode($0) }
+    }
+
     private static func decode(_ frame: UnsafeRawBufferPointer, into tokens: KeyedTokens<EnvelopeKey>) -> DecodedFrame {
         let fields: EnvelopeFields
         do {
@@ -406,6 +411,11 @@
             return .failure(ProtocolError(.badRequest, "field \"key\" must be a string of 1-255 bytes"))
         }
         return .success(.publish(PublishRequest(type: type, data: fields[.data], source: source, id: id, retain: retain, origin: origin, key: key)))
+    }
+
+    /// `isValidKeyLength(_:_:)` of a span.
+    @_spi(Package) public static func isValidKeyLength(_ frame: RawSpan, _ token: JSONToken) -> Bool {
+        frame.withUnsafeBytes { isValidKeyLength($0, token) }
     }
 
     /// (1.3) A `key` of 1-255 bytes once decoded (an escape-free string is

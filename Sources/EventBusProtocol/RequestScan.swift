@@ -44,6 +44,16 @@
         256 + KeyedTokens<EnvelopeKey>.capacity * MemoryLayout<JSONToken>.stride + fields.heldBytes + validator.heldBytes
     }
 
+    /// `advance(_:)` of a span.
+    @_spi(Package) public func advance(_ bytes: RawSpan) {
+        bytes.withUnsafeBytes { advance($0) }
+    }
+
+    /// `finish(_:)` of a span.
+    @_spi(Package) public func finish(_ frame: RawSpan) -> DecodedFrame {
+        frame.withUnsafeBytes { finish($0) }
+    }
+
     /// Validates the bytes not seen yet of `bytes`, the frame so far (without
     /// its LF), but for a last CR.
     @_spi(Package) public func advance(_ bytes: UnsafeRawBufferPointer) {

@@ -47,6 +47,27 @@
         return h ^ (h &>> 32)
     }
 
+    /// `words(_:)` of a span.
+    @inlinable @inline(__always)
+    @_spi(Package) public static func words(_ raw: RawSpan) -> (UInt64, UInt64) {
+        @inline(__always) func body(_ p: UnsafeRawBufferPointer) -> (UInt64, UInt64) { words(p) }
+        return raw.withUnsafeBytes(body)
+    }
+
+    /// `mix(_:words:seed:)` of a span.
+    @inlinable @inline(__always)
+    @_spi(Package) public static func mix(_ raw: RawSpan, words: (UInt64, UInt64), seed: UInt64) -> UInt64 {
+        @inline(__always) func body(_ p: UnsafeRawBufferPointer) -> UInt64 { mix(p, words: words, seed: seed) }
+        return raw.withUnsafeBytes(body)
+    }
+
+    /// `hash(_:seed:)` of a span.
+    @inlinable
+    @_spi(Package) public static func hash(_ raw: RawSpan, seed: UInt64) -> UInt64 {
+        @inline(__always) func body(_ p: UnsafeRawBufferPointer) -> UInt64 { hash(p, seed: seed) }
+        return raw.withUnsafeBytes(body)
+    }
+
     /// The hash of `raw` under `seed`; any length, 0 included.
     @inlinable
     @_spi(Package) public static func hash(_ raw: UnsafeRawBufferPointer, seed: UInt64) -> UInt64 {

@@ -15,7 +15,7 @@ struct EventTypeTableTests {
     /// `entry(for:)` of `text`, and the type the entry holds.
     static func lookUp(_ table: inout EventTypeTable, _ text: String) -> EventType? {
         let bytes = utf8(text)
-        return bytes.withUnsafeBytes { raw in table.entry(for: raw).map { table.type($0) } }
+        return bytes.withUnsafeBytes { raw in table.entry(for: raw.bytes).map { table.type($0) } }
     }
 
     @Test("every length finds the type it is", arguments: [1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 23, 24, 25, 40, 255])

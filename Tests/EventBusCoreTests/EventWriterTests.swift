@@ -64,7 +64,7 @@ struct EventWriterTests {
                 Issue.record("not a publish")
                 return
             }
-            let content = EventContent(request, frame: raw, typeBytes: nil)
+            let content = EventContent(request, frame: raw.bytes, typeRange: nil)
             for seq: UInt64 in [8, 9, 10, 11, 99, 100, 5] {
                 let frame = writer.buildEvent(seq: seq, content, of: request.type, publisher: publisher, identity: publisher.identity.eventIdentity.bytes,
                                               wallNanoseconds: 1_700_000_001_234_000_000, history: &history)

@@ -97,7 +97,7 @@ struct OutboundQueueTests {
                     if seq % 3 == 0 { actorHeld += delta }
                     model.groups.append(Group(bytes: frame, seq: seq, actor: seq % 3 == 0 ? 7 : OutboundQueue.noActor))
                 } else {
-                    delta = frame.withUnsafeBytes { queue.appendReply($0) }
+                    delta = frame.withUnsafeBytes { queue.appendReply($0.bytes) }
                     if delta == size, let last = model.groups.indices.last, model.groups[last].seq == 0 {
                         model.groups[last].bytes += frame  // packed into the last reply entry
                     } else {
@@ -147,7 +147,7 @@ struct OutboundQueueTests {
         var queue = OutboundQueue()
         var released: [ActorCharge] = []
         let reply = Self.bytes(1, size: 21)
-        for _ in 0..<1000 { _ = reply.withUnsafeBytes { queue.appendReply($0) } }
+        for _ in 0..<1000 { _ = reply.withUnsafeBytes { queue.appendReply($0.bytes) } }
         // 4096-byte chunks hold 195 replies each: 6 entries, not 1000.
         #expect(queue.frameCount == 6)
         #expect(queue.chargedBytes == 21_000 + 6 * OutboundQueue.entryOverheadBytes)
@@ -202,7 +202,7 @@ struct OutboundQueueTests {
                 dropped += got.count
             }
             Self.appendEvent(&queue, event, seq: seq)
-            _ = reply.withUnsafeBytes { queue.appendReply($0) }
+            _ = reply.withUnsafeBytes { queue.appendReply($0.bytes) }
             replies += 1
         }
         #expect(dropped > UInt64(pairs) * 3 / 4)

@@ -48,12 +48,12 @@ struct FrameEncoderTests {
         var out: [UInt8] = []
         let req = utf8(#""r\"1""#)
         req.withUnsafeBytes { raw in
-            FrameEncoder.appendOK(req: raw, to: &out) { out in
+            FrameEncoder.appendOK(req: raw.bytes, to: &out) { out in
                 FrameEncoder.appendField("seq", int: 42, to: &out)
                 FrameEncoder.appendField("type", string: "a.b", to: &out)
                 FrameEncoder.appendField("removed", bool: false, to: &out)
                 FrameEncoder.appendField("yes", bool: true, to: &out)
-                utf8(#"{"x":[1,2]}"#).withUnsafeBytes { FrameEncoder.appendField("raw", raw: $0, to: &out) }
+                utf8(#"{"x":[1,2]}"#).withUnsafeBytes { FrameEncoder.appendField("raw", raw: $0.bytes, to: &out) }
             }
         }
         let object = try parseFrame(out)
@@ -72,7 +72,7 @@ struct FrameEncoderTests {
     func errorMessagesSurviveAnyText(_ message: String) throws {
         var out: [UInt8] = []
         utf8("7").withUnsafeBytes { raw in
-            FrameEncoder.appendError(req: raw, ProtocolError(.badType, message), to: &out)
+            FrameEncoder.appendError(req: raw.bytes, ProtocolError(.badType, message), to: &out)
         }
         let object = try parseFrame(out)
         #expect(object["op"] as? String == "error")

@@ -32,7 +32,7 @@ import Testing
         await #expect(processExitsWith: .failure) {
             var out: [UInt8] = []
             Array(#"{"op":"event"}"#.utf8).withUnsafeBytes {  // no LF: the slice would start past its end
-                FrameEncoder.appendRequest(event: $0, token: { _ in }, timeoutMilliseconds: 1, to: &out)
+                FrameEncoder.appendRequest(event: $0.bytes, token: { _ in }, timeoutMilliseconds: 1, to: &out)
             }
         }
     }

@@ -21,7 +21,7 @@ enum RequestProperties {
             switch decoded.request {
             case .failure(let error):
                 var out: [UInt8] = []
-                FrameEncoder.appendError(req: reqSlice, error, to: &out)
+                appendErrorReply(req: reqSlice, error, to: &out)
                 checkOutgoing(out, what: "error reply")
             case .success(let request):
                 checkRequest(request, frame: bytes, req: reqSlice)
@@ -137,11 +137,11 @@ enum RequestProperties {
             let client = hello.client
             if let client, !RequestDecoder.isValidClientName(client) { fuzzFailure("hello accepted client \(client)") }
             var out: [UInt8] = []
-            FrameEncoder.appendOK(req: req, to: &out) { FrameEncoder.appendField("server", string: client ?? "", to: &$0) }
+            appendOKReply(req: req, to: &out) { FrameEncoder.appendField("server", string: client ?? "", to: &$0) }
             checkOutgoing(out, what: "hello reply")
         case .ping, .stats, .clients, .types:
             var out: [UInt8] = []
-            FrameEncoder.appendOK(req: req, to: &out)
+            appendOKReply(req: req, to: &out)
             checkOutgoing(out, what: "ok reply")
         }
     }
@@ -170,7 +170,7 @@ enum RequestProperties {
     static func checkPattern(_ pattern: Pattern, req: UnsafeRawBufferPointer?) {
             if Pattern(pattern.text) == nil { fuzzFailure("decoder made an invalid pattern \(pattern.text)") }
             var out: [UInt8] = []
-            FrameEncoder.appendOK(req: req, to: &out) { FrameEncoder.appendField("type", string: pattern.text, to: &$0) }
+            appendOKReply(req: req, to: &out) { FrameEncoder.appendField("type", string: pattern.text, to: &$0) }
             checkOutgoing(out, what: "subscribe reply")
     }
 
@@ -284,4 +284,15 @@ enum RequestProperties {
         case .failure(let error): "failure(\(error)), req \(String(describing: decoded.req))"
         }
     }
+}
+
+/// `FrameEncoder.appendOK` with the `req` slice this fuzzer keeps (the
+/// encoder takes it as a span).
+private func appendOKReply(req: UnsafeRawBufferPointer?, to out: inout [UInt8], fields: (inout [UInt8]) -> Void = { _ in }) {
+    if let req { FrameEncoder.appendOK(req: req.bytes, to: &out, fields: fields) } else { FrameEncoder.appendOK(req: nil, to: &out, fields: fields) }
+}
+
+/// `FrameEncoder.appendError` with the `req` slice this fuzzer keeps.
+private func appendErrorReply(req: UnsafeRawBufferPointer?, _ error: ProtocolError, to out: inout [UInt8]) {
+    if let req { FrameEncoder.appendError(req: req.bytes, error, to: &out) } else { FrameEncoder.appendError(req: nil, error, to: &out) }
 }
