@@ -114,13 +114,13 @@ private struct Listener {
             let outcome = try connection.receive(deadline: idleDeadline, extra: &watchOutput) { frame in take(frame) }
             try output.flush()
             if let failure { throw failure }
+            try save()
+            if let limit = options.limit, printed >= limit { return }
             if let error = limited {
                 limited = nil
                 connection = try waitForRoom(after: error)
                 continue
             }
-            try save()
-            if let limit = options.limit, printed >= limit { return }
             reportBrokerError(outcome, printedSome: printed > before)
             if printed > before, let idleNanoseconds = options.idleNanoseconds { idleDeadline = Clock.monotonicNanoseconds() + idleNanoseconds }
             switch outcome {
