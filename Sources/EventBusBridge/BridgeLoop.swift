@@ -139,7 +139,8 @@ package final class BridgeLoop {
         self.endpoint = endpoint
         self.importPauseBytes = importPauseBytes
         self.importResumeBytes = importResumeBytes
-        bus = LocalBus(path: endpoint.name, patterns: bridge.core.exports, servePatterns: bridge.requests.exports, watchPatterns: bridge.requests.imports, groups: bridge.groups.exports)
+        bus = LocalBus(path: endpoint.name, patterns: bridge.core.exports, servePatterns: bridge.requests.exports, watchPatterns: bridge.requests.imports, groups: bridge.groups.exports,
+                      groupImports: bridge.groups.imports)
         let configuration = bridge.natsConfiguration
         natsLimitBytes = configuration.bufferLimitBytes
         natsLimitMessages = configuration.bufferLimitMessages

@@ -86,7 +86,7 @@ extension Broker {
         group.setFiltered(member, filtered)
         connection.groups.join(member)
         connection.account.countGroupMembership(1)
-        if key.serve { countServing(key.pattern, 1) }  // (issue 36) Broker+ServerWatch.swift
+        if key.serve { countServing(key.pattern, 1) } else if !key.fallback { countMembers(key.name, key.pattern, 1) }  // (issue 36) Broker+ServerWatch.swift
         chargeSubscription(key.pattern, of: connection, sign: 1, extraBytes: groupMemberCost(key))
         return member
     }
@@ -105,7 +105,7 @@ extension Broker {
             if !group.key.serve { groupsInUse -= 1 }
             if index.count == 0 && !group.key.fallback { types.dropGroupLists(serving: group.key.serve) }
         }
-        if group.key.serve { countServing(group.key.pattern, -1) }
+        if group.key.serve { countServing(group.key.pattern, -1) } else if !group.key.fallback { countMembers(group.key.name, group.key.pattern, -1) }
         chargeSubscription(group.key.pattern, of: connection, sign: -1, extraBytes: groupMemberCost(group.key))
     }
 

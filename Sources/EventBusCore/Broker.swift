@@ -198,6 +198,9 @@ package final class Broker {
     /// pattern, and the connections watching them (Broker+ServerWatch.swift).
     var servingPatterns: [Pattern: Int] = [:]
     var serverWatchers: [ConnectionID: Connection] = [:]
+    /// (issue 36) Members of the (event, non-fallback) groups by name and
+    /// pattern, for the watches of groups' members (Broker+ServerWatch.swift).
+    var memberPatterns: [String: [Pattern: Int]] = [:]
     /// (1.3) Pending requests, reply tokens, deadlines (RequestTable.swift).
     var requests = RequestTable()
     var nextConnectionID: ConnectionID = 1

@@ -27,6 +27,8 @@ struct BridgeSelection {
     let gid: UInt32
     /// Keys of the file that do not apply inside the broker.
     let ignoredKeys: [String]
+    /// (attacker) The file holds NATS credentials every local user may read.
+    let credentialsWarning: String?
 
     /// Reads `--bridge FILE` and resolves `--bridge-user`.
     /// - Returns: nil without `--bridge`; a one-line reason when the file or the user is unusable.
@@ -56,7 +58,8 @@ struct BridgeSelection {
                 return .failure(BridgeSelectionError("--bridge-user: no user named '\(user)'"))
             }
         }
-        return .success(BridgeSelection(file: file, configuration: configuration, uid: uid, gid: gid, ignoredKeys: ignored))
+        return .success(BridgeSelection(file: file, configuration: configuration, uid: uid, gid: gid, ignoredKeys: ignored,
+                                        credentialsWarning: ConfigFile.credentialsWarning(file: file, settings: settings)))
     }
 
     /// The bridge file's settings and the configuration they resolve to.
@@ -86,6 +89,7 @@ struct BridgeSelection {
         if !ignoredKeys.isEmpty {
             linkLogger.notice("\(file): \(ignoredKeys.joined(separator: ", ")) ignored inside eventbusd (the link is on this broker and logs as it does)")
         }
+        if let credentialsWarning { linkLogger.warning(credentialsWarning) }
         let statusPath = StatusFile.path(for: configuration, environment: environment, effectiveUID: ProcessIdentity.effectiveUID)
         let handoff = server.handoff
         let (pid, uid, gid) = (ProcessIdentity.current.pid, self.uid, self.gid)
