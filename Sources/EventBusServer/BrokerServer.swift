@@ -183,11 +183,12 @@ package final class BrokerServer {
             if exitReason == .idle { break }
             // Output a timer gave (an expired request's `timeout`, a tick's
             // error frame) is written in this turn, not after the next wake.
-            try epoll.wait(timeoutMilliseconds: hasReadyConnections || !pendingFlush.isEmpty ? 0 : nextTimeout(now: now)) { token, events in
+            try epoll.wait(timeoutMilliseconds: hasReadyConnections || !pendingFlush.isEmpty || broker.hasPendingHandOns ? 0 : nextTimeout(now: now)) { token, events in
                 dispatch(token: token, events: events, exitReason: &exitReason)
             }
             peersHungUp()
             serveReadyConnections()
+            continueHandOns()  // (issue 38) a slice of closed members' queue group hand-ons
             if let reason = peekedExitReason {
                 peekedExitReason = nil
                 if exitReason == nil || exitReason == .idle { exitReason = reason }
