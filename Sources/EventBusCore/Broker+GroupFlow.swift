@@ -142,11 +142,15 @@ extension Broker {
     /// what is still queued once twice its queued frames).
     func noteDelivery(_ seq: UInt64, to member: GroupMember) {
         let connection = member.connection
-        connection.groups.noteDelivery(seq, to: member, queuedFrames: connection.outbound.frameCount) {
+        connection.groups.noteDelivery(seq, to: member, queuedFrames: connection.outbound.frameCount, oldestQueuedSeq: {
+            var oldest = UInt64.max
+            connection.outbound.forEachEvent(unwrittenOnly: false) { seq, _, _ in oldest = min(oldest, seq) }
+            return oldest
+        }, queuedSeqs: {
             var queued = Set<UInt64>()
             connection.outbound.forEachEvent(unwrittenOnly: false) { seq, _, _ in queued.insert(seq) }
             return queued
-        }
+        })
     }
 
     /// A connection is going (from `forget`): it leaves every group, and the
@@ -220,7 +224,7 @@ extension Broker {
             var targetOfSeq = SeqTable(capacity: handover.deliveries.count)
             for delivery in handover.deliveries {
                 // (A member is in few groups: a look along `live` is cheaper than a hash.)
-                if let i = live.firstIndex(where: { $0 === delivery.member }) { targetOfSeq.insert(delivery.seq, Int32(i)) }
+                if let i = live.firstIndex(where: { $0.serial == delivery.member }) { targetOfSeq.insert(delivery.seq, Int32(i)) }
             }
             if !targetOfSeq.isEmpty { handOn(from: connection, targetOfSeq: targetOfSeq, targets: &targets, crossing: crossing) }
         }
