@@ -444,10 +444,16 @@ struct ConnectionGroups {
     /// order, or dropped behind a head that is not written), to the events
     /// `queuedSeqs` still holds. Records of a membership since ended stay
     /// until then: `Broker.handOver` looks only at the memberships it left.
+    @inline(__always)
     mutating func noteDelivery(_ seq: UInt64, to member: GroupMember, queuedFrames: Int, oldestQueuedSeq: () -> UInt64,
                                queuedSeqs: () -> Set<UInt64>) {
         deliveries.append(GroupDelivery(seq: seq, member: member.serial))
-        guard deliveries.count > 2 * queuedFrames + 64 else { return }
+        if deliveries.count > 2 * queuedFrames + 64 { prune(queuedFrames: queuedFrames, oldestQueuedSeq: oldestQueuedSeq, queuedSeqs: queuedSeqs) }
+    }
+
+    /// `noteDelivery`'s pruning, out of line (once per `queuedFrames` + 64 deliveries at most).
+    @inline(never)
+    private mutating func prune(queuedFrames: Int, oldestQueuedSeq: () -> UInt64, queuedSeqs: () -> Set<UInt64>) {
         let oldest = oldestQueuedSeq()
         deliveries.removeAll { $0.seq < oldest }
         guard deliveries.count > queuedFrames + 32 else { return }
