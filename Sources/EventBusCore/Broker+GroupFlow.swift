@@ -11,8 +11,10 @@
 // it); `holdOnGroups` makes a group hold and `releaseGroup` is the one place
 // that ends it, before any change of the group's members. The deliveries
 // kept for redelivery (`ConnectionGroups.deliveries`) are a superset of the
-// group events in the member's queue, pruned to those still queued once
-// they are twice its queued frames (O(1) amortised per delivery). Members
+// group events in the member's queue, pruned once they are twice its queued
+// frames: to those not older than its oldest queued event, and only when that
+// is not enough to those still queued (O(1) amortised per delivery; a
+// record is a seq and the membership's serial, nothing counted). Members
 // hanging up together leave all their groups before any hands on
 // (`peersClosed`): a member that leaves must not be given events again.
 // A closing member's hand-on is bounded by the room of the members left
@@ -144,11 +146,15 @@ extension Broker {
     /// what is still queued once twice its queued frames).
     func noteDelivery(_ seq: UInt64, to member: GroupMember) {
         let connection = member.connection
-        connection.groups.noteDelivery(seq, to: member, queuedFrames: connection.outbound.frameCount) {
+        connection.groups.noteDelivery(seq, to: member, queuedFrames: connection.outbound.frameCount, oldestQueuedSeq: {
+            var oldest = UInt64.max
+            connection.outbound.forEachEvent(unwrittenOnly: false) { seq, _, _ in oldest = min(oldest, seq) }
+            return oldest
+        }, queuedSeqs: {
             var queued = Set<UInt64>()
             connection.outbound.forEachEvent(unwrittenOnly: false) { seq, _, _ in queued.insert(seq) }
             return queued
-        }
+        })
     }
 
     /// A connection is going (from `forget`): it leaves every group, and the

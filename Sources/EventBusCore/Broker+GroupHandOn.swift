@@ -153,7 +153,7 @@ extension Broker {
                 work.next += 1
                 units -= 1
                 // (A member is in few groups: a look along `live` is cheaper than a hash.)
-                if let i = work.live.firstIndex(where: { $0 === delivery.member }) { work.targetOfSeq.insert(delivery.seq, Int32(i)) }
+                if let i = work.live.firstIndex(where: { $0.serial == delivery.member }) { work.targetOfSeq.insert(delivery.seq, Int32(i)) }
             }
             guard work.next == deliveries.count else { return false }
             if work.targetOfSeq.isEmpty { return true }
