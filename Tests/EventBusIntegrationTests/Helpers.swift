@@ -1,53 +1,16 @@
-// Small helpers shared by the integration tests: subscribing, publishing in
+// Small helpers shared by the integration tests (the single requests, `ok`,
+// `publish`, `clients`, are EventBusScenarios' RawClient+Scenarios.swift): publishing in
 // bulk, and checking drop accounting against PROTOCOL.md (Semantics).
 //
 // Before editing: helpers throw instead of recording issues, so a failing
 // step stops the test at once and `withBroker` attaches the broker's stderr.
+import EventBusScenarios
 import EventBusTestSupport
 import Foundation
 import Glibc
 import Testing
 
-/// What a `publish` with `req` answered: `seq` and `delivered`.
-struct Receipt {
-    let seq: Int
-    let delivered: Int
-}
-
 extension RawClient {
-    /// Sends `json` and requires an `ok` reply (returned).
-    @discardableResult
-    func ok(_ json: String, timeout: Duration = RawClient.defaultTimeout) throws -> Frame {
-        let reply = try request(json, timeout: timeout)
-        guard reply.op == "ok" else { throw TestFailure("expected ok to \(json.prefix(200)), got \(reply.raw.prefix(300))") }
-        return reply
-    }
-
-    /// Sends `json` and requires an `error` reply (returned).
-    @discardableResult
-    func error(_ json: String, timeout: Duration = RawClient.defaultTimeout) throws -> Frame {
-        let reply = try request(json, timeout: timeout)
-        guard reply.op == "error" else { throw TestFailure("expected error to \(json.prefix(200)), got \(reply.raw.prefix(300))") }
-        return reply
-    }
-
-    /// Subscribes to each pattern with a `req`, requiring `ok`s.
-    func subscribe(_ patterns: String...) throws {
-        for (i, pattern) in patterns.enumerated() {
-            try ok(#"{"op":"subscribe","type":"\#(pattern)","req":"sub-\#(i)"}"#)
-        }
-    }
-
-    /// Publishes one event with `req` and returns the receipt.
-    @discardableResult
-    func publish(_ type: String, data: String = "null", req: Int = 1) throws -> Receipt {
-        let reply = try ok(#"{"op":"publish","type":"\#(type)","req":\#(req),"data":\#(data)}"#)
-        guard let seq = reply.seq, let delivered = reply.int("delivered") else {
-            throw TestFailure("publish ok lacks integer seq/delivered: \(reply.raw)")
-        }
-        return Receipt(seq: seq, delivered: delivered)
-    }
-
     /// Publishes `count` events of type `type` whose `data` is a string of
     /// `padding` bytes, each with `req` = its index, in batches of `batch`
     /// frames per write; reads every reply and returns the receipts in order.

@@ -11,6 +11,7 @@
 // their oks: a per-connection scheduler would route the flooder's 8x the
 // other uid's, a per-uid one about as many; the bound is 4x.
 import EventBusSystem
+import EventBusScenarios
 import EventBusTestSupport
 import Foundation
 import Glibc

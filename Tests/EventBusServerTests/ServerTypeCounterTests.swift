@@ -2,6 +2,7 @@
 // attack round) in an in-process server with handed connections of made-up
 // uids, so it runs without root: a uid's flood of distinct types evicts its
 // own oldest counters, never root's.
+import EventBusScenarios
 import EventBusTestSupport
 import Foundation
 import Testing
