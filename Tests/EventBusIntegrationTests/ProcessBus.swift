@@ -80,4 +80,7 @@ struct ProcessScenarioTests {
 
     @Test("Request/reply with other uids (PROTOCOL.md 1.3)", arguments: requestReplyScenarios)
     func requestReply(_ scenario: BusScenario) throws { try runAsProcess(scenario) }
+
+    @Test("Queue groups with other uids (PROTOCOL.md 1.3)", arguments: queueGroupScenarios)
+    func queueGroups(_ scenario: BusScenario) throws { try runAsProcess(scenario) }
 }

@@ -79,4 +79,7 @@ struct InProcessScenarioTests {
 
     @Test("Request/reply with other uids (PROTOCOL.md 1.3)", arguments: requestReplyScenarios)
     func requestReply(_ scenario: BusScenario) throws { try runInProcess(scenario) }
+
+    @Test("Queue groups with other uids (PROTOCOL.md 1.3)", arguments: queueGroupScenarios)
+    func queueGroups(_ scenario: BusScenario) throws { try runInProcess(scenario) }
 }
