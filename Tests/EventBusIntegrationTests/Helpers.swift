@@ -1,6 +1,6 @@
-// Small helpers shared by the integration tests (the single requests, `ok`,
-// `publish`, `clients`, are EventBusScenarios' RawClient+Scenarios.swift): publishing in
-// bulk, and checking drop accounting against PROTOCOL.md (Semantics).
+// Small helpers shared by the integration tests (the requests, `ok`,
+// `publish`, `publishMany`, `clients`, are EventBusScenarios'
+// RawClient+Scenarios.swift): padding, and checking drop accounting against PROTOCOL.md (Semantics).
 //
 // Before editing: helpers throw instead of recording issues, so a failing
 // step stops the test at once and `withBroker` attaches the broker's stderr.
@@ -9,38 +9,6 @@ import EventBusTestSupport
 import Foundation
 import Glibc
 import Testing
-
-extension RawClient {
-    /// Publishes `count` events of type `type` whose `data` is a string of
-    /// `padding` bytes, each with `req` = its index, in batches of `batch`
-    /// frames per write; reads every reply and returns the receipts in order.
-    /// `afterBatch` runs after each write (e.g. to sample the broker's RSS).
-    func publishMany(
-        _ type: String, count: Int, padding: Int, batch: Int = 64,
-        timeout: Duration = .seconds(120), afterBatch: () throws -> Void = {}
-    ) throws -> [Receipt] {
-        let deadline = ContinuousClock.now + timeout
-        let pad = String(repeating: "x", count: padding)
-        var start = 0
-        while start < count {
-            var bytes: [UInt8] = []
-            for i in start..<min(start + batch, count) {
-                bytes += Array(#"{"op":"publish","type":"\#(type)","req":\#(i),"data":"\#(pad)"}"#.utf8)
-                bytes.append(0x0A)
-            }
-            try sendBytes(bytes, timeout: max(deadline - ContinuousClock.now, .seconds(1)))
-            try afterBatch()
-            start += batch
-        }
-        let replies = try readFrames(count: count, timeout: max(deadline - ContinuousClock.now, .seconds(10)))
-        return try replies.enumerated().map { i, reply in
-            guard reply.op == "ok", reply.req == .integer(i), let seq = reply.seq, let delivered = reply.int("delivered") else {
-                throw TestFailure("reply \(i) to a bulk publish is not ok with req \(i), seq, delivered: \(reply.raw.prefix(300))")
-            }
-            return Receipt(seq: seq, delivered: delivered)
-        }
-    }
-}
 
 /// A JSON string literal body of `count` bytes for padding frames.
 func padding(_ count: Int) -> String { String(repeating: "x", count: count) }

@@ -83,4 +83,13 @@ struct ProcessScenarioTests {
 
     @Test("Queue groups with other uids (PROTOCOL.md 1.3)", arguments: queueGroupScenarios)
     func queueGroups(_ scenario: BusScenario) throws { try runAsProcess(scenario) }
+
+    @Test("The fair-share scheduler's shared turns", arguments: schedulingScenarios)
+    func scheduling(_ scenario: BusScenario) throws { try runAsProcess(scenario) }
+
+    @Test("Per-type counters against another uid (PROTOCOL.md 1.2)", arguments: typeCounterScenarios)
+    func typeCounters(_ scenario: BusScenario) throws { try runAsProcess(scenario) }
+
+    @Test("Parked never-reading subscribers of another uid (issues 20, 37)", arguments: parkedScenarios)
+    func parked(_ scenario: BusScenario) throws { try runAsProcess(scenario) }
 }
