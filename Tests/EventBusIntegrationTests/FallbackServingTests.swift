@@ -3,8 +3,9 @@
 // broker: a fallback server is asked only when no other server takes the
 // request; a requester that is a fallback server itself is never routed to
 // one; a fallback server relays `no_responders` & co with `code`; another
-// connection may not; the `bridge` right is needed, and a reload that takes it
-// away ends the fallback subscription (not the plain serving ones).
+// connection may not. That the `bridge` right is needed is
+// EventBusScenarios/BridgeRightScenarios.swift; here, that a reload that takes
+// it away ends the fallback subscription (not the plain serving ones).
 //
 // Before editing: absence is settled with a ping round trip, never a sleep.
 import EventBusTestSupport
@@ -79,18 +80,6 @@ struct FallbackServingTests {
             try first.ok(#"{"op":"ping","req":2}"#)
             let refused = try first.request(#"{"op":"subscribe","type":"x.>","fallback":true,"req":3}"#)
             #expect(refused.code == "bad_request", "\(refused)")
-        }
-    }
-
-    @Test(.enabled(if: getuid() == 0 && findInPath("setpriv") != nil && findInPath("socat") != nil, "needs root, setpriv and socat"))
-    func aFallbackSubscriptionNeedsTheBridgeRight() throws {
-        try withBroker { broker in
-            let users = try AccessPolicyTests.OtherUsers(broker)
-            let user = try users.connect(uid: 4346)
-            let reply = try user.error(#"{"op":"subscribe","type":"svc.>","serve":true,"fallback":true,"req":1}"#)
-            #expect(reply.code == "forbidden" && reply.string("message")?.contains("bridge right") == true, "\(reply.raw)")
-            // A plain serving subscription stays allowed.
-            #expect(try user.ok(#"{"op":"subscribe","type":"svc.>","serve":true,"req":2}"#).bool("serve") == true)
         }
     }
 

@@ -4,8 +4,10 @@
 // one (plain servers and serving groups, never fallback ones); a pattern that
 // appears or goes sends one `servers` frame, and no second one until the
 // watcher subscribes again; a second server of a pattern already served
-// changes nothing; the bridge right is needed, and a reload that takes it
-// away ends the watch. With `group`, the same watch of a group's members.
+// changes nothing. With `group`, the same watch of a group's members. That
+// the bridge right is needed, and that a reload that takes it away ends the
+// watch, are scenarios of EventBusScenarios/BridgeRightScenarios.swift (run
+// with and without root).
 //
 // Before editing: absence is settled with a ping round trip (`settle`,
 // `expectNoFrame`), never a sleep.
@@ -115,37 +117,6 @@ struct ServerWatchTests {
             try bridge.expectNoFrame()  // and takes no events
             #expect(try bridge.error(#"{"op":"subscribe","type":"svc.>","servers":true,"serve":true,"req":2}"#).code == "bad_request")
             #expect(try bridge.ok(#"{"op":"unsubscribe","type":"nothing.>","servers":true,"req":3}"#).bool("removed") == false)
-        }
-    }
-
-    @Test(.enabled(if: getuid() == 0 && findInPath("setpriv") != nil && findInPath("socat") != nil, "needs root, setpriv and socat"))
-    func aWatchNeedsTheBridgeRight() throws {
-        try withBroker { broker in
-            let users = try AccessPolicyTests.OtherUsers(broker)
-            let user = try users.connect(uid: 4347)
-            let reply = try user.error(#"{"op":"subscribe","type":"svc.>","servers":true,"req":1}"#)
-            #expect(reply.code == "forbidden" && reply.string("message")?.contains("bridge right") == true, "\(reply.raw)")
-        }
-    }
-
-    /// A reload that takes the bridge right away ends the watch after one
-    /// last `servers` frame: asked again, the watcher learns it may not.
-    @Test(.enabled(if: getuid() == 0 && findInPath("setpriv") != nil && findInPath("socat") != nil, "needs root, setpriv and socat"))
-    func aReloadThatTakesTheBridgeRightAwayEndsTheWatch() throws {
-        let policy = try AccessPolicyTests.PolicyFile("allow bridge - user=4348\n")
-        try withBroker(["--policy", policy.path]) { broker in
-            let users = try AccessPolicyTests.OtherUsers(broker)
-            let watcher = try users.connect(uid: 4348)
-            #expect(Self.servers(try watcher.ok(#"{"op":"subscribe","type":"svc.>","servers":true,"req":1}"#)) == [])
-            try policy.write("allow bridge - user=4349\n")
-            broker.send(signal: SIGHUP)  // the reload; the frame it sends is the wait
-            let told = try watcher.readFrame(timeout: .seconds(30))
-            #expect(told.op == "servers" && told.type == "svc.>", "\(told)")
-            let again = try watcher.error(#"{"op":"subscribe","type":"svc.>","servers":true,"req":2}"#)
-            #expect(again.code == "forbidden", "\(again)")
-            let server = try broker.connect()
-            try server.ok(#"{"op":"subscribe","type":"svc.x","serve":true,"req":1}"#)
-            try watcher.expectNoFrame()
         }
     }
 }
