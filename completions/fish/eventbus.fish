@@ -111,7 +111,7 @@ complete -c eventbus -n '__fish_seen_subcommand_from request' -x -a '(__eventbus
 complete -c eventbus -n '__fish_seen_subcommand_from serve' -s g -l group -x -d 'serve in the queue group NAME'
 complete -c eventbus -n '__fish_seen_subcommand_from serve' -s c -l concurrency -x -d 'run COMMAND for up to N requests at once'
 complete -c eventbus -n '__fish_seen_subcommand_from serve' -l string -d 'send COMMAND\'s standard output as a JSON string'
-complete -c eventbus -n '__fish_seen_subcommand_from serve' -s j -l json -d 'no COMMAND'
+complete -c eventbus -n '__fish_seen_subcommand_from serve' -s j -l json -d 'print requests as JSON lines, read replies from standard input'
 complete -c eventbus -n '__fish_seen_subcommand_from serve' -s n -l count -x -d 'exit 0 after answering N requests'
 complete -c eventbus -n '__fish_seen_subcommand_from serve' -x -a '(__eventbus_patterns)'
 complete -c eventbus -n '__fish_seen_subcommand_from ping' -s w -l wait -x -d 'keep trying'
