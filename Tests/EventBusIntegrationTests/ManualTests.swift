@@ -50,6 +50,16 @@ struct ManualTests {
         }
     }
 
+    /// A completion's description says what an option does: `with --wait: give
+    /// up after DURATION` is shown as "give up after DURATION", not "with --wait".
+    @Test("no completion describes an option only by the option it goes with")
+    func completionDescriptionsSayWhat() throws {
+        for file in ManualFiles.generated() where file.path.hasPrefix("completions/fish/") || file.path.hasPrefix("completions/zsh/") {
+            let bare = file.text.split(separator: "\n").filter { $0.contains("-d 'with --") || $0.contains("[with --") }
+            #expect(bare.isEmpty, "\(file.path):\n\(bare.joined(separator: "\n"))")
+        }
+    }
+
     /// `.Pq Ql a , Ql b` nests (an enclosure macro takes the rest of its line,
     /// later macros included): it renders (‘a, ‘b’’) and lint does not see it.
     /// Nested quotes show as two closing (or opening) quotes in a row.
