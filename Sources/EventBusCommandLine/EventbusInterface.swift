@@ -338,8 +338,8 @@ package let eventbusInterface = ProgramDeclaration(
             about: """
             List the event types published in this broker run (and the retained ones),
             most recently published first: events published, deliveries queued,
-            deliveries dropped, subscribers now, whether one is retained, the last seq
-            and time. You see only the types the access policy lets you receive. The
+            deliveries dropped, requests asked (1.3), subscribers now, whether one is
+            retained, the last seq and time. You see only the types the access policy lets you receive. The
             broker keeps counters for 65,536 types (the least recently published are
             forgotten first).
             """,
@@ -467,7 +467,7 @@ package let eventbusInterface = ProgramDeclaration(
                 OptionDeclaration("group", "g", ValueDeclaration("NAME", .text), "serve in the queue group NAME (1-64 bytes of A-Z a-z 0-9 _ . - :): each request goes to one server of the group instead of to every server"),
                 OptionDeclaration("concurrency", "c", ValueDeclaration("N", .count), "run COMMAND for up to N requests at once (default 1); further requests wait in the broker"),
                 OptionDeclaration("string", nil, nil, "send COMMAND's standard output as a JSON string (one trailing newline removed) instead of parsing it as JSON"),
-                OptionDeclaration("json", "j", nil, "no COMMAND: print requests as JSON lines, read replies from standard input"),
+                OptionDeclaration("json", "j", nil, "print requests as JSON lines, read replies from standard input (no COMMAND)"),
                 OptionDeclaration("count", "n", ValueDeclaration("N", .count), "exit 0 after answering N requests"),
             ], showsCommonOptions: true)],
             examples: [
