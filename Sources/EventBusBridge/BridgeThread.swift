@@ -1,6 +1,7 @@
 // The bridge on a thread of its own inside another process: eventbusd with
-// `--bridge FILE` (issue 36) runs the same `BridgeLoop` as eventbus-bridge,
-// on this thread, reaching its own broker through the `BusEndpoint` it is
+// `--bridge FILE` (issue 36) runs the same `BridgeLoop` as eventbus-bridge
+// for the link's events and groups on this thread (its requests run on the
+// broker's own loop: LinkInBroker.swift), reaching its own broker through the `BusEndpoint` it is
 // given (a socketpair the broker adopts with the bridge user's credentials)
 // and stopped by an eventfd instead of signals. The status file is written
 // once a second as eventbus-bridge writes it (`StatusWriter`), so
