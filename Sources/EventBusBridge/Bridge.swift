@@ -29,11 +29,23 @@ package struct Bridge {
     let brokerInstance = SharedText()
     /// Set once a `hello` reply lacked `origin` in `features` (warned once per run).
     private var warnedAboutOrigin = false
+    /// What the warning about a NATS server without credentials says a client
+    /// of it could do here (nil: this bridge does not warn; `carriedFromNATS`).
+    private let carried: String?
 
-    /// - Parameter bridgeInstance: this process's random id (hellos, drop reports).
-    package init(configuration: BridgeConfiguration, bridgeInstance: String, logger: Logger) {
+    /// - Parameters:
+    ///   - bridgeInstance: this process's random id (hellos, drop reports).
+    ///   - warnFor: whose patterns the warning about a server without
+    ///     credentials lists: this bridge's (nil), or, for a part of the link
+    ///     inside eventbusd, the whole link's; `.some(nil)`: the other part warns.
+    package init(configuration: BridgeConfiguration, bridgeInstance: String, logger: Logger, warnFor: BridgeConfiguration?? = nil) {
         self.configuration = configuration
         self.logger = logger
+        switch warnFor {
+        case .none: carried = Bridge.carriedFromNATS(configuration)
+        case .some(.none): carried = nil
+        case .some(.some(let link)): carried = Bridge.carriedFromNATS(link)
+        }
         core = BridgeCore(mapping: configuration.mapping, exports: configuration.exports, imports: configuration.imports, bridgeInstance: bridgeInstance)
         requests = RemoteRequests(mapping: configuration.mapping, bridgeInstance: bridgeInstance,
                                   exports: configuration.requestExports, imports: configuration.requestImports)
@@ -203,7 +215,7 @@ package struct Bridge {
             }
         case .linkUp(let server, let info, let isReconnect):
             logger.notice("\(isReconnect ? "reconnected" : "connected") to NATS at \(server) (\(info.serverName.isEmpty ? info.serverID : info.serverName), nats-server \(info.version), max_payload \(info.maxPayload))")
-            if !info.authRequired, let carried = Bridge.carriedFromNATS(configuration) {
+            if !info.authRequired, let carried {
                 // (attacker) A leaf node on 127.0.0.1 without an
                 // authorization block is open to every local user: what it
                 // carries in reaches the bus as this bridge's uid, past the

@@ -1,8 +1,9 @@
 // The link to NATS inside eventbusd (`--bridge FILE`, `--bridge-user USER`;
 // issue 36, docs/BRIDGE.md "Running it"): the file is eventbus-bridge's
 // bridge.conf format, read by the same parser (EventBusBridge's ConfigFile);
-// the link is EventBusBridge's `BridgeThread`, the loop eventbus-bridge runs,
-// on a thread of its own; it reaches this broker through socketpairs the
+// the link is EventBusBridge's `LinkInBroker`: the loop eventbus-bridge runs,
+// for requests on this broker's own loop (`BrokerServer.attach`), for events
+// and groups on a thread of its own; it reaches this broker through socketpairs the
 // loop adopts as connections of the bridge user (`BrokerServer.handoff`), so
 // the policy and the limits see that user, as they would see an
 // eventbus-bridge process running as it.
@@ -82,9 +83,10 @@ struct BridgeSelection {
         }
     }
 
-    /// Starts the link on its own thread, connected to `server`.
-    /// - Throws: `SystemError` when its eventfds cannot be made.
-    func start(server: BrokerServer, logger: Logger, environment: [String: String]) throws(SystemError) -> BridgeThread {
+    /// Starts the link connected to `server`: its requests on the server's
+    /// loop (attached here, so call before `run`), the rest on a thread.
+    /// - Throws: `SystemError` when its eventfds or epoll sets cannot be made.
+    func start(server: BrokerServer, logger: Logger, environment: [String: String]) throws(SystemError) -> LinkInBroker {
         let linkLogger = Logger(level: logger.level, sink: PrefixedLogSink(prefix: "bridge: ", sink: logger.sink))
         if !ignoredKeys.isEmpty {
             linkLogger.notice("\(file): \(ignoredKeys.joined(separator: ", ")) ignored inside eventbusd (the link is on this broker and logs as it does)")
@@ -98,7 +100,11 @@ struct BridgeSelection {
             try handoff.connect(pid: pid, uid: uid, gid: gid)
         }
         linkLogger.info("node \(configuration.node.text), NATS \(configuration.servers.map(\.description).joined(separator: ",")), prefix \(configuration.prefix.text), \(configuration.patternsSummary), as uid \(uid), status \(statusPath ?? "(none)")")
-        return try BridgeThread(configuration: configuration, endpoint: endpoint, logger: linkLogger, statusPath: statusPath)
+        let link = try LinkInBroker(configuration: configuration, endpoint: endpoint, logger: linkLogger, statusPath: statusPath)
+        if let requests = link.requests {
+            server.attach(LoopAttachment(descriptor: requests.descriptor, nextDeadline: { requests.nextDeadline }, turn: { requests.turn() }))
+        }
+        return link
     }
 }
 

@@ -61,7 +61,9 @@ final class InProcessBroker: Sendable {
     ///   - policy: the text of a policy file (`policyPath`); nil: no policy file.
     ///   - policyFile: a policy file read at start and again on `reload`.
     ///   - configure: changes to the defaults of `ServerConfiguration`.
-    init(policy: String? = nil, policyFile: String? = nil, configure: (inout ServerConfiguration) throws -> Void = { _ in }) throws {
+    ///   - prepare: called with the server on its thread before it runs (e.g. `attach`).
+    init(policy: String? = nil, policyFile: String? = nil, configure: (inout ServerConfiguration) throws -> Void = { _ in },
+         prepare: @escaping @Sendable (BrokerServer) -> Void = { _ in }) throws {
         var configuration = ServerConfiguration()
         configuration.broker.ownCredentials = Credentials(pid: getpid(), uid: 0, gid: 0)
         configuration.shutdownFlushNanoseconds = 500_000_000
@@ -86,6 +88,7 @@ final class InProcessBroker: Sendable {
                 state.madeSignal.signal()
                 return
             }
+            prepare(server)
             state.made.withLock { $0 = .success((server.handoff, pthread_self())) }
             state.madeSignal.signal()
             state.go.wait()
@@ -142,9 +145,9 @@ final class InProcessBroker: Sendable {
 /// then `body` starts it), stops it after; a failure carries the server's log.
 func withServer<T>(
     policy: String? = nil, policyFile: String? = nil, started: Bool = true, configure: (inout ServerConfiguration) throws -> Void = { _ in },
-    _ body: (InProcessBroker) throws -> T
+    prepare: @escaping @Sendable (BrokerServer) -> Void = { _ in }, _ body: (InProcessBroker) throws -> T
 ) throws -> T {
-    let broker = try InProcessBroker(policy: policy, policyFile: policyFile, configure: configure)
+    let broker = try InProcessBroker(policy: policy, policyFile: policyFile, configure: configure, prepare: prepare)
     if started { broker.start() }
     let value: T
     do {
