@@ -3,7 +3,8 @@
 // for clients and the bridge: the span form of `JSONScanner.scanElements`.
 //
 // Before editing: allocates one array of tokens; not for the broker's
-// per-event path.
+// per-event path. The scanner's pointer lives for the call only (the
+// scanner needs one until a span can be stored in a struct, issue 35).
 
 @_spi(Package) public enum JSONArray {
     /// The tokens of the elements of the array `array` (a token of `bytes`), in order.
