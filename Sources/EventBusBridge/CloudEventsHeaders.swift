@@ -249,20 +249,24 @@ package enum CloudEventsHeaders {
 
     /// `importExportBlock`: the value at `p`, up to its CRLF (then past it),
     /// when it is printable ASCII without `%` and neither starts nor ends with a space.
+    /// The scan reads `bytes[unchecked:]` under its own `i < n` (n the span's
+    /// count): checked reads of the ~250 value bytes made the whole block
+    /// 4,352 instructions per import against 4,072 (callgrind, bridge B of
+    /// scripts/bridge-cpu at 2,000/s; 3,864 with the pointer loop before).
     @inline(__always)
     private static func value(_ bytes: Span<UInt8>, _ p: inout Int) -> Range<Int>? {
         let start = p
         let n = bytes.count
-        while p < n {
-            let b = bytes[p]
+        var i = start
+        while i < n {
+            let b = bytes[unchecked: i]
             if b == 0x0D { break }
             guard b >= 0x20 && b < 0x7F && b != 0x25 else { return nil }
-            p += 1
+            i &+= 1
         }
-        guard p > start, p + 1 < n, bytes[p + 1] == 0x0A, bytes[start] != 0x20, bytes[p - 1] != 0x20 else { return nil }
-        let found = start..<p
-        p += 2
-        return found
+        guard i > start, i + 1 < n, bytes[i + 1] == 0x0A, bytes[start] != 0x20, bytes[i - 1] != 0x20 else { return nil }
+        p = i + 2
+        return start..<i
     }
 
     /// (issue 37) Header fields an imported message may have at most (a
@@ -299,6 +303,7 @@ package enum CloudEventsHeaders {
     }
 
     /// Stores one known field. - Returns: the problem when the value is not acceptable.
+    @inline(__always)
     private static func take(_ field: ImportedField, _ value: RawSpan, into result: inout Imported, recent: inout RecentValues,
                              node: NodeName, type: EventType) -> String? {
         guard value.byteCount <= 4096 else { return "\(field.name) is longer than 4096 bytes" }
@@ -340,7 +345,7 @@ package enum CloudEventsHeaders {
 
     /// Whether `value` holds exactly the bytes of `text` (one memcmp).
     private static func same(_ value: RawSpan, _ text: String) -> Bool {
-        value.sameBytes(as: RawSpan(_elements: text.utf8Span.span))
+        text.withUTF8Bytes { value.sameBytes(as: $0) }
     }
 
     /// The headers `import` reads.

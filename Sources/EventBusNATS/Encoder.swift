@@ -129,14 +129,20 @@ package enum Encoder {
     /// Appends the decimal digits of `value` to `out` (room for 20 bytes).
     @inline(__always)
     static func writeDecimal(_ value: UInt64, into out: inout OutputSpan<UInt8>) {
-        var divisor: UInt64 = 1
-        while divisor <= value / 10 { divisor &*= 10 }
+        // Lowest digit first (divisions by a constant), then turned round in place.
+        var low = out.count
         var rest = value
         repeat {
-            out.append(UInt8(truncatingIfNeeded: 0x30 &+ rest / divisor))
-            rest %= divisor
-            divisor /= 10
-        } while divisor > 0
+            out.append(UInt8(truncatingIfNeeded: 0x30 &+ rest % 10))
+            rest /= 10
+        } while rest > 0
+        var high = out.count - 1
+        var digits = out.mutableSpan
+        while low < high {
+            digits.swapAt(low, high)
+            low += 1
+            high -= 1
+        }
     }
 
     /// `SUB <subject> [queue group] <sid>\r\n`.

@@ -193,7 +193,7 @@ package struct Headers: Equatable, Sendable {
     }
 
     static func appendPercentEncoded(_ value: String, to out: inout [UInt8]) {
-        appendPercentEncoded(RawSpan(_elements: value.utf8Span.span), to: &out)
+        value.withUTF8Bytes { appendPercentEncoded($0, to: &out) }
     }
 
     /// Appends `bytes` percent-encoded (one append for the usual value, which

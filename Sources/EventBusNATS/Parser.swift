@@ -330,7 +330,8 @@ package struct Parser {
     /// The subject at `range`: `lastSubject` when the bytes are the same
     /// (the usual case: a subscriber gets a few subjects over and over).
     private mutating func subjectText(_ range: Range<Int>) -> String {
-        if RawSpan(_elements: lastSubject.utf8Span.span).sameBytes(as: buffer.span.bytes.extracting(range)) { return lastSubject }
+        let same = lastSubject.withUTF8Bytes { buffer.span.bytes.extracting(range).sameBytes(as: $0) }
+        if same { return lastSubject }
         lastSubject = text(range)
         return lastSubject
     }

@@ -44,7 +44,7 @@ package struct Subject: Hashable, Sendable, CustomStringConvertible {
     /// Whether `text` is well formed; the result tells whether it has wildcard tokens.
     /// Nil when malformed (or when `wildcards` is false and it has one).
     static func check(_ text: String, wildcards: Bool) -> Bool? {
-        check(text.utf8Span.span, wildcards: wildcards)
+        text.withUTF8Bytes { check(Span<UInt8>(_bytes: $0), wildcards: wildcards) }
     }
 
     /// `check` over the subject's bytes (a loop over a span: every export's subject is checked).
