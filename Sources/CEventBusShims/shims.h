@@ -26,6 +26,7 @@
 #include <termios.h>
 #include <stdlib.h>
 #include <sys/random.h>
+#include <dirent.h>
 
 /// Mirrors glibc's `struct ucred` (only visible under _GNU_SOURCE).
 typedef struct eventbus_ucred {
@@ -123,6 +124,12 @@ static inline int eventbus_signalfd(const int *signals, int count) {
     for (int i = 0; i < count; i++) sigaddset(&set, signals[i]);
     return signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
 }
+
+/// The NUL-terminated name of a readdir(3) entry (Swift sees `d_name` as a tuple).
+static inline const char *eventbus_dirent_name(const struct dirent *entry) { return entry->d_name; }
+
+/// Sets `c_cc[index]` of `mode` (Swift sees `c_cc` as a tuple).
+static inline void eventbus_termios_set_cc(struct termios *mode, int index, cc_t value) { mode->c_cc[index] = value; }
 
 /// Sets SIGPIPE to SIG_IGN for the whole process.
 static inline void eventbus_ignore_sigpipe(void) { signal(SIGPIPE, SIG_IGN); }

@@ -114,10 +114,11 @@ final class BusCore: Sendable {
     /// Writes `bytes`, blocking until the kernel took them. A failed write
     /// shuts the socket down so the reader sees the loss and handles it.
     private func write(_ bytes: [UInt8], to fd: FileDescriptor) {
-        let attempt = bytes.withUnsafeBytes { raw in
-            Result { () throws(SystemError) in try fd.writeAll(raw) }
+        do throws(SystemError) {
+            try fd.writeAll(bytes.span.bytes)
+        } catch {
+            try? fd.shutdown(.both)
         }
-        if case .failure = attempt { try? fd.shutdown(.both) }
     }
 
     /// Performs effects in order; runs with no lock held.
@@ -288,7 +289,8 @@ final class BusCore: Sendable {
     /// - Returns: why the connection ended, for `EventBusError.connectionLost`.
     private func readUntilLoss(_ fd: FileDescriptor) -> String {
         var splitter = FrameSplitter(maxFrameBytes: configuration.maxIncomingFrameBytes)
-        var buffer = [UInt8](repeating: 0, count: 64 << 10)
+        var buffer: [UInt8] = []
+        buffer.reserveCapacity(64 << 10)
         let interval = configuration.sweepInterval
         let sweepNanoseconds = Int64(interval.seconds * 1e9)
         var nextSweep = Clock.monotonicNanoseconds() + sweepNanoseconds
@@ -312,13 +314,12 @@ final class BusCore: Sendable {
                 return error.description
             }
             if !ready.isEmpty {
-                let attempt = buffer.withUnsafeMutableBytes { raw in
-                    Result { () throws(SystemError) -> IOResult<Int> in try fd.read(into: raw) }
-                }
+                buffer.removeAll(keepingCapacity: true)
                 let result: IOResult<Int>
-                switch attempt {
-                case .success(let value): result = value
-                case .failure(let error): return error.description
+                do throws(SystemError) {
+                    result = try fd.read(appendingTo: &buffer, limit: 64 << 10)
+                } catch {
+                    return error.description
                 }
                 switch result {
                 case .wouldBlock:
@@ -326,8 +327,8 @@ final class BusCore: Sendable {
                 case .complete(0):
                     splitter.finish { self.dispatch($0) }
                     return "the broker closed the connection"
-                case .complete(let count):
-                    _ = splitter.feed(buffer.span.bytes.extracting(0..<count)) { self.dispatch($0) }
+                case .complete:
+                    _ = splitter.feed(buffer.span.bytes) { self.dispatch($0) }
                 }
             }
             let now = Clock.monotonicNanoseconds()

@@ -347,14 +347,15 @@ package struct BridgeCore {
         var strings: [String: String] = [:]
         var integers: [String: UInt64] = [:]
         var bools: [String: Bool] = [:]
-        payload.withUnsafeBytes { raw in
-            guard let members = try? JSONObject.members(raw) else { return }
+        do {
+            let raw = payload.span.bytes
+            guard let members = try? JSONObject.members(raw) else { return (strings, integers, bools) }
             for member in members {
                 let token = member.value
                 switch token.kind {
                 case .string: strings[member.key] = JSONString.decode(raw, token)
                 case .number(integer: true):
-                    integers[member.key] = UInt64(String(decoding: UnsafeRawBufferPointer(rebasing: raw[token.start..<token.end]), as: UTF8.self))
+                    integers[member.key] = UInt64(String(decodingUTF8: raw.extracting(token.start..<token.end)))
                 case .true: bools[member.key] = true
                 case .false: bools[member.key] = false
                 default: break

@@ -115,7 +115,8 @@ package final class BridgeLoop {
     private var busFailures = 0
     private var busRetryAt: Int64 = 0
     private var splitter = FrameSplitter(maxFrameBytes: 256 << 20)
-    private var readBuffer = [UInt8](repeating: 0, count: 64 << 10)
+    private var readBuffer: [UInt8] = []
+    private static let readBytes = 64 << 10
     /// Bytes taken from the session and not yet written.
     private var pending: [UInt8] = []
     private var pendingOffset = 0
@@ -380,9 +381,8 @@ package final class BridgeLoop {
         for _ in 0..<16 {
             guard let fd = busSocket else { return }
             if exportsPaused && !hangup { return }
-            let attempt = readBuffer.withUnsafeMutableBytes { raw in
-                Result { () throws(SystemError) -> IOResult<Int> in try fd.read(into: raw) }
-            }
+            readBuffer.removeAll(keepingCapacity: true)
+            let attempt = Result { () throws(SystemError) -> IOResult<Int> in try fd.read(appendingTo: &readBuffer, limit: BridgeLoop.readBytes) }
             switch attempt {
             case .failure(let error):
                 busLost(error.errno == .connectionReset ? "the broker reset the connection" : error.description)
@@ -396,12 +396,12 @@ package final class BridgeLoop {
                 busLost("the broker closed the connection")
                 return
             case .success(.complete(let count)):
-                _ = splitter.feed(readBuffer.span.bytes.extracting(0..<count)) { piece in bus.handle(piece, &reports); return true }
+                _ = splitter.feed(readBuffer.span.bytes) { piece in bus.handle(piece, &reports); return true }
                 bus.endOfRead(&reports)
                 handleReports()
                 flushNATS()
                 updateFlowControl()
-                if count < readBuffer.count { return }
+                if count < BridgeLoop.readBytes { return }
             }
         }
     }
@@ -415,9 +415,8 @@ package final class BridgeLoop {
                 bus.takeBytes(into: &pending)
                 pendingOffset = 0
             }
-            let attempt = pending.withUnsafeBytes { raw in
-                Result { () throws(SystemError) -> IOResult<Int> in try fd.write(UnsafeRawBufferPointer(rebasing: raw[pendingOffset...])) }
-            }
+            let unsent = pending  // a span of a class's property lives only during its access
+            let attempt = Result { () throws(SystemError) -> IOResult<Int> in try fd.write(unsent.span.bytes.extracting(pendingOffset...)) }
             switch attempt {
             case .failure(let error):
                 busLost(error.description)

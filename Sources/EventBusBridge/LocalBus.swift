@@ -144,11 +144,10 @@ struct LocalBus {
     /// (issue 36) The exported group whose mark ends `frame` (its LF, if it
     /// has one, aside), if any.
     private func groupMark(of span: RawSpan) -> String? {
-        span.withUnsafeBytes { frame in
-            let end = frame.last == 0x0A ? frame.count - 1 : frame.count
-            for (name, mark) in groupMarks where end > mark.count && frame[(end - mark.count)..<end].elementsEqual(mark) { return name }
-            return nil
-        }
+        let frame = Span<UInt8>(_bytes: span)
+        let end = !frame.isEmpty && frame[frame.count - 1] == 0x0A ? frame.count - 1 : frame.count
+        for (name, mark) in groupMarks where end > mark.count && span.extracting((end - mark.count)..<end).sameBytes(as: mark.span.bytes) { return name }
+        return nil
     }
 
     /// A connection is open: imports may be queued.

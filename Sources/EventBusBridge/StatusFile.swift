@@ -50,7 +50,7 @@ package enum StatusFile {
     package static func write(_ json: String, to path: String) throws {
         try FileSystem.createDirectories(FileSystem.parentDirectory(of: path), mode: 0o755)
         let bytes = Array((json + "\n").utf8)
-        try bytes.withUnsafeBytes { raw in try DurableFile.replace(path, with: [raw], durable: false, mode: 0o644) }
+        try DurableFile.replace(path, with: bytes.span.bytes, durable: false, mode: 0o644)
     }
 
     /// Removes the file (a clean stop); errors are ignored.

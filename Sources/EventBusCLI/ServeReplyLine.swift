@@ -18,8 +18,9 @@ package struct ServeReplyLine: Equatable {
     /// Reads `bytes` (one line without its LF).
     /// - Returns: nil for a blank line; else the reply, or why the line is
     ///   none (`line N: ` is the caller's).
-    package static func read(_ bytes: UnsafeRawBufferPointer) -> Result<ServeReplyLine, ServeLineError>? {
-        if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { return nil }
+    package static func read(_ bytes: RawSpan) -> Result<ServeReplyLine, ServeLineError>? {
+        let line = Span<UInt8>(_bytes: bytes)
+        if line.indices.allSatisfy({ line[$0] == 0x20 || line[$0] == 0x09 }) { return nil }
         guard let members = try? JSONObject.members(bytes) else {
             return .failure(ServeLineError("not a JSON object; a reply is {\"to\":\"<the request's reply token>\",\"data\":...} or with \"error\":\"text\""))
         }
@@ -27,7 +28,7 @@ package struct ServeReplyLine: Equatable {
         guard let to = value("to"), to.isString else { return .failure(ServeLineError("no string \"to\" (the request's \"reply\" token)")) }
         var reply = ServeReplyLine(to: JSONString.decode(bytes, to), data: nil, error: nil)
         if let token = value("data") {
-            guard let text = try? JSONText(validating: Array(bytes[token.start..<token.end]), layout: .compact) else {
+            guard let text = try? JSONText(validating: Array(copying: bytes.extracting(token.start..<token.end)), layout: .compact) else {
                 return .failure(ServeLineError("\"data\" is not valid JSON"))
             }
             reply.data = text

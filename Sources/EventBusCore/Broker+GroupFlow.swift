@@ -224,7 +224,7 @@ extension Broker {
     /// at a time: the generic `elementsEqual` of a suffix was 8 % of the
     /// broker's CPU in issue 38's teardown).
     static func endsRedelivered(_ frame: RawSpan) -> Bool {
-        frame.byteCount >= redeliveredMarker.count && frame.extracting(last: redeliveredMarker.count).hasSameBytes(as: redeliveredMarker.span.bytes)
+        frame.byteCount >= redeliveredMarker.count && frame.extracting(last: redeliveredMarker.count).sameBytes(as: redeliveredMarker.span.bytes)
     }
 
     /// Gives a request queued to a closing serving member (not a byte of it
@@ -314,11 +314,11 @@ extension Broker {
     /// Where the last `,"reply":"` of a frame that opens as a request begins.
     private static func replyMember(in frame: RawSpan) -> Int? {
         let count = frame.byteCount
-        guard count > requestHead.count, frame.extracting(first: requestHead.count).hasSameBytes(as: requestHead.span.bytes) else { return nil }
+        guard count > requestHead.count, frame.extracting(first: requestHead.count).sameBytes(as: requestHead.span.bytes) else { return nil }
         var i = count - replyMarker.count
         while i >= requestHead.count {
             if frame.unsafeLoad(fromByteOffset: i, as: UInt8.self) == 0x2C
-                && frame.extracting(i..<(i + replyMarker.count)).hasSameBytes(as: replyMarker.span.bytes) { return i }
+                && frame.extracting(i..<(i + replyMarker.count)).sameBytes(as: replyMarker.span.bytes) { return i }
             i -= 1
         }
         return nil

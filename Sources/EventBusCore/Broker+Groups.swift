@@ -456,7 +456,7 @@ extension Broker {
     func hashOfKey(token: RawSpan) -> UInt64 {
         let count = token.byteCount
         let inner = token.extracting(1..<(count - 1))
-        if !inner.contains(byte: 0x5C) { return SeededHash.hash(inner, seed: groupSeed) }  // no backslash: as written
+        if inner.firstOffset(of: 0x5C) == nil { return SeededHash.hash(inner, seed: groupSeed) }  // no backslash: as written
         let decoded = JSONString.decodeBytes(token, JSONToken(start: 0, end: count, kind: .string(escaped: true)))
         return SeededHash.hash(decoded.span.bytes, seed: groupSeed)
     }

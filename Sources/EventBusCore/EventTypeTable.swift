@@ -207,7 +207,7 @@ struct EventTypeTable {
     /// Whether `type` is the bytes `raw`.
     static func same(_ type: EventType?, _ raw: RawSpan) -> Bool {
         guard let name = type?.name else { return false }
-        return name.utf8Span.span.bytes.hasSameBytes(as: raw)
+        return name.utf8Span.span.bytes.sameBytes(as: raw)
     }
 
     /// Entries holding a type (for tests).

@@ -175,7 +175,7 @@ package enum RetainedStateFile {
         guard case .event(let fields)? = try? BrokerFrame.read(line) else { return .failure(LineProblem("not an event frame")) }
         let prefix = Array("{\"op\":\"event\",\"seq\":".utf8)
         let count = line.byteCount
-        guard count > prefix.count + 2, line.extracting(first: prefix.count).hasSameBytes(as: prefix.span.bytes),
+        guard count > prefix.count + 2, line.extracting(first: prefix.count).sameBytes(as: prefix.span.bytes),
               line.unsafeLoad(fromByteOffset: count - 1, as: UInt8.self) == 0x7D else {
             return .failure(LineProblem("not an event frame as the broker writes it"))
         }
@@ -202,7 +202,7 @@ package enum RetainedStateFile {
     /// A clear line (`clearLine`): its type and seq; nil for any other line.
     static func clear(in line: RawSpan) -> (type: String, seq: UInt64)? {
         let prefix = Array("{\"op\":\"eventbus-clear\",".utf8)
-        guard line.byteCount > prefix.count, line.extracting(first: prefix.count).hasSameBytes(as: prefix.span.bytes),
+        guard line.byteCount > prefix.count, line.extracting(first: prefix.count).sameBytes(as: prefix.span.bytes),
               let members = try? JSONObject.members(line),
               members.map(\.key) == ["op", "type", "seq"], members[1].value.isString,
               let seq = JSONInteger.unsigned(line, members[2].value) else { return nil }

@@ -36,6 +36,8 @@ package struct ClientDriver {
     private let connectTimeoutMilliseconds: Int32
     private var buffer: [UInt8]
     private let background: BackgroundConnect?
+    /// The most one read takes.
+    private let readBufferBytes: Int
 
     /// - Parameters:
     ///   - readBufferBytes: bytes read from the socket at once.
@@ -44,7 +46,9 @@ package struct ClientDriver {
         self.background = background
         state = ClientState(configuration: configuration)
         connectTimeoutMilliseconds = Int32(clamping: configuration.connectTimeout.nanoseconds / 1_000_000)
-        buffer = [UInt8](repeating: 0, count: readBufferBytes)
+        self.readBufferBytes = readBufferBytes
+        buffer = []
+        buffer.reserveCapacity(readBufferBytes)
     }
 
     /// Whether the owner should poll for writability.
@@ -78,9 +82,8 @@ package struct ClientDriver {
         guard let fd = descriptor else { return false }
         let current = generation
         for _ in 0..<maxReads {
-            let attempt = buffer.withUnsafeMutableBytes { raw in
-                Result { () throws(SystemError) -> IOResult<Int> in try fd.read(into: raw) }
-            }
+            buffer.removeAll(keepingCapacity: true)
+            let attempt = Result { () throws(SystemError) -> IOResult<Int> in try fd.read(appendingTo: &buffer, limit: readBufferBytes) }
             switch attempt {
             case .failure(let error):
                 lost(reason: "\(error)", &effects)
@@ -92,10 +95,11 @@ package struct ClientDriver {
                 return false
             case .success(.complete(let count)):
                 let now = Clock.monotonicNanoseconds()
-                let step = buffer.withUnsafeBytes { raw in state.received(UnsafeRawBufferPointer(rebasing: raw[0..<count]), now: now) }
+                let chunk = buffer  // (a borrow of `buffer` would overlap `state`'s in this struct)
+                let step = state.received(chunk.span.bytes, now: now)
                 perform(step, &effects)
                 guard generation == current else { return false }  // the state machine dropped the connection
-                if count < buffer.count { return false }
+                if count < readBufferBytes { return false }
             }
         }
         return true
@@ -107,8 +111,8 @@ package struct ClientDriver {
         while let fd = descriptor, generation == current {
             guard state.hasWritableBytes else { return }
             // Written from the outbox's own buffer (no copy).
-            let (attempt, offered) = state.withWritable { raw in
-                (Result { () throws(SystemError) -> IOResult<Int> in try fd.write(raw) }, raw.count)
+            let (attempt, offered) = state.withWritable { bytes in
+                (Result { () throws(SystemError) -> IOResult<Int> in try fd.write(bytes) }, bytes.byteCount)
             }
             switch attempt {
             case .failure(let error):

@@ -63,7 +63,7 @@ package struct ClientState {
 
     /// Calls `body` with what `writable(limit:)` returns, without copying it
     /// (the driver's write; then `didWrite` with what reached the socket).
-    public func withWritable<R>(limit: Int = 256 << 10, _ body: (UnsafeRawBufferPointer) -> R) -> R {
+    package func withWritable<R>(limit: Int = 256 << 10, _ body: (RawSpan) -> R) -> R {
         outbox.withWritable(limit: limit, body)
     }
 
@@ -216,7 +216,7 @@ package struct ClientState {
     // MARK: Incoming bytes
 
     /// Bytes read from the connection.
-    package mutating func received(_ bytes: UnsafeRawBufferPointer, now: Int64) -> Step {
+    package mutating func received(_ bytes: RawSpan, now: Int64) -> Step {
         switch link {
         case .handshaking, .connected: break
         default: return Step()

@@ -123,29 +123,26 @@ package enum Encoder {
 
     /// Appends the decimal digits of `value`, at most 20.
     static func appendDecimal(_ value: UInt64, to out: inout [UInt8]) {
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { buffer in
-            let written = writeDecimal(value, into: buffer.baseAddress!)
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[0..<written]))
-        }
+        out.append(addingCapacity: 20) { writeDecimal(value, into: &$0) }
     }
 
-    /// Writes the decimal digits of `value` at `out` (room for 20 bytes).
-    /// - Returns: the bytes written.
-    static func writeDecimal(_ value: UInt64, into out: UnsafeMutablePointer<UInt8>) -> Int {
-        var length = 1
-        var rest = value / 10
-        while rest > 0 {
-            length += 1
-            rest /= 10
-        }
-        rest = value
-        var at = length
+    /// Appends the decimal digits of `value` to `out` (room for 20 bytes).
+    @inline(__always)
+    static func writeDecimal(_ value: UInt64, into out: inout OutputSpan<UInt8>) {
+        // Lowest digit first (divisions by a constant), then turned round in place.
+        var low = out.count
+        var rest = value
         repeat {
-            at -= 1
-            out[at] = UInt8(truncatingIfNeeded: 0x30 &+ rest % 10)
+            out.append(UInt8(truncatingIfNeeded: 0x30 &+ rest % 10))
             rest /= 10
         } while rest > 0
-        return length
+        var high = out.count - 1
+        var digits = out.mutableSpan
+        while low < high {
+            digits.swapAt(low, high)
+            low += 1
+            high -= 1
+        }
     }
 
     /// `SUB <subject> [queue group] <sid>\r\n`.

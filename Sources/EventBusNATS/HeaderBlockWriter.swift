@@ -15,6 +15,11 @@
 /// `finish()` give `NATS/1.0\r\nce-ebseq: 42\r\n\r\n`.
 /// Noncopyable: it owns the buffer it writes into (plain stores through a
 /// pointer; `finish` copies the block into an array once).
+///
+/// Raw memory (issue 35): one of the files that own memory. Invariant:
+/// `base` holds `capacity` bytes of which the first `count` are initialised;
+/// every write goes through `reserve` first, and the encoders write into
+/// the free part only as an `OutputSpan` (`write`), never by pointer.
 package struct HeaderBlockWriter: ~Copyable {
     private var base: UnsafeMutablePointer<UInt8>
     private var count = 0
@@ -128,12 +133,21 @@ package struct HeaderBlockWriter: ~Copyable {
         put(0x20)
     }
 
+    /// Lets `body` append at most `room` bytes, as an `OutputSpan` over the free capacity.
+    @inline(__always)
+    private mutating func write(room: Int, _ body: (inout OutputSpan<UInt8>) -> Void) {
+        reserve(room)
+        let free = UnsafeMutableBufferPointer(start: base + count, count: room)
+        var out = OutputSpan(buffer: free, initializedCount: 0)
+        body(&out)
+        count += out.finalize(for: free)
+    }
+
     @inline(__always)
     private mutating func appendEncoded(_ value: String) {
         var value = value
         value.withUTF8 { bytes in
-            reserve(3 * bytes.count)
-            count += Headers.percentEncode(UnsafeRawBufferPointer(bytes), into: base + count)
+            write(room: 3 * bytes.count) { Headers.percentEncode(RawSpan(_unsafeElements: bytes), into: &$0) }
         }
     }
 
@@ -144,7 +158,6 @@ package struct HeaderBlockWriter: ~Copyable {
     }
 
     private mutating func putDecimal(_ value: UInt64) {
-        reserve(20)
-        count += Encoder.writeDecimal(value, into: base + count)
+        write(room: 20) { Encoder.writeDecimal(value, into: &$0) }
     }
 }

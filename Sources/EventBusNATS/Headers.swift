@@ -7,9 +7,11 @@
 // become `%XX`), and percent-decoded when read. So no value can ever carry a
 // CR or LF onto the wire, whatever the caller passes: this is the header
 // injection guard. Names are checked instead (RFC 9110 `token`), because they
-// are chosen by code, never by a publisher.
+// are chosen by code, never by a publisher. Blocks are read as `RawSpan`s
+// (the search by memchr is Protocol's RawSpan+Search.swift); values are
+// encoded into an `OutputSpan` (HeaderBlockWriter owns the memory behind it).
 
-import Glibc
+@_spi(Package) import EventBusProtocol
 
 /// An ordered list of header fields, as the application sees them (values
 /// decoded). Example on the wire: `NATS/1.0\r\nce-id: a%0D%0Ab\r\n\r\n` holds
@@ -86,11 +88,11 @@ package struct Headers: Equatable, Sendable {
     /// - Throws: `HeaderError` when the block does not start with `NATS/1.0`,
     ///   does not end with an empty line, or has a line without `:` or with
     ///   a name that is not a token.
-    package static func parse(_ block: UnsafeRawBufferPointer) throws(HeaderError) -> Headers {
+    package static func parse(_ block: RawSpan) throws(HeaderError) -> Headers {
         var headers = Headers()
         headers.fields.reserveCapacity(16)
         try walk(block, versionLine: { line throws(HeaderError) in try parseVersionLine(line, into: &headers) }) { name, value in
-            headers.fields.append((String(decoding: name, as: UTF8.self), percentDecoded(value)))
+            headers.fields.append((String(decodingUTF8: name), percentDecoded(value)))
             return true
         }
         return headers
@@ -102,47 +104,44 @@ package struct Headers: Equatable, Sendable {
     /// any String: for hot paths that look at a few known fields. `body`
     /// returns false to stop early (the rest of the block is then not checked).
     /// - Throws: `HeaderError` as `parse` does (the status is checked, not returned).
-    package static func forEachField(_ block: UnsafeRawBufferPointer, _ body: (_ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) -> Bool) throws(HeaderError) {
+    package static func forEachField(_ block: RawSpan, _ body: (_ name: RawSpan, _ value: RawSpan) -> Bool) throws(HeaderError) {
         try walk(block, versionLine: { line throws(HeaderError) in
             // The usual line, `NATS/1.0` alone, without the general parse's allocations.
-            if line.count == 8 && line.loadUnaligned(as: UInt64.self) == 0x302E_312F_5354_414E { return }
+            if line.byteCount == 8 && line.unsafeLoadUnaligned(as: UInt64.self) == 0x302E_312F_5354_414E { return }
             var ignored = Headers()
             try parseVersionLine(line, into: &ignored)
         }, body)
     }
 
     /// The one reader of the block's lines: the version line, then every field, then the empty line.
-    /// Pointer loops over the block (this walk is on every import's path:
-    /// slices and per-byte bounds checks made it 4,000 instructions a block).
+    /// CRs are found by memchr (this walk is on every import's path: slices
+    /// and a byte-by-byte search made it 4,000 instructions a block).
     @inline(__always)
-    private static func walk(_ block: UnsafeRawBufferPointer, versionLine: (UnsafeRawBufferPointer) throws(HeaderError) -> Void,
-                             _ field: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> Bool) throws(HeaderError) {
-        let n = block.count
-        guard n >= 4, let raw = block.baseAddress else { throw .notTerminated }
-        let p = raw.assumingMemoryBound(to: UInt8.self)
-        guard p[n - 4] == 0x0D, p[n - 3] == 0x0A, p[n - 2] == 0x0D, p[n - 1] == 0x0A else { throw .notTerminated }
+    private static func walk(_ block: RawSpan, versionLine: (RawSpan) throws(HeaderError) -> Void,
+                             _ field: (RawSpan, RawSpan) -> Bool) throws(HeaderError) {
+        let n = block.byteCount
+        let p = Span<UInt8>(_bytes: block)
+        guard n >= 4, p[n - 4] == 0x0D, p[n - 3] == 0x0A, p[n - 2] == 0x0D, p[n - 1] == 0x0A else { throw .notTerminated }
         var start = 0
         var firstLine = true
         var i = 0
         while i + 1 < n {
-            // The next CR by memchr (SIMD), not byte by byte.
-            guard let cr = memchr(p + i, 0x0D, n - 1 - i) else { break }
-            i = UnsafeRawPointer(p).distance(to: UnsafeRawPointer(cr))
+            guard let cr = block.firstOffset(of: 0x0D, in: i..<(n - 1)) else { break }
+            i = cr
             guard p[i + 1] == 0x0A else {
                 i += 1
                 continue
             }
-            let line = UnsafeRawBufferPointer(start: p + start, count: i - start)
             if firstLine {
                 firstLine = false
-                try versionLine(line)
+                try versionLine(block.extracting(start..<i))
             } else if i == start {
                 // The empty line: the end, when it is the block's last.
                 guard i + 2 == n else { throw .malformedField("") }
                 return
             } else {
-                let (name, value) = try splitField(line)
-                if !field(name, value) { return }
+                let (name, value) = try splitField(p, start..<i)
+                if !field(block.extracting(name), block.extracting(value)) { return }
             }
             i += 2
             start = i
@@ -150,22 +149,25 @@ package struct Headers: Equatable, Sendable {
         throw .notTerminated
     }
 
-    /// One `Name: value` line: the name and the trimmed value.
+    /// One `Name: value` line (`line` of `p`): the name's and the trimmed value's offsets.
     @inline(__always)
-    private static func splitField(_ line: UnsafeRawBufferPointer) throws(HeaderError) -> (UnsafeRawBufferPointer, UnsafeRawBufferPointer) {
-        let count = line.count
-        let p = line.baseAddress!.assumingMemoryBound(to: UInt8.self)
-        var colon = 0
-        while colon < count && isTokenByte(p[colon]) { colon += 1 }
-        guard colon > 0, colon < count, p[colon] == 0x3A else { throw .malformedField(String(decoding: line, as: UTF8.self)) }
+    private static func splitField(_ p: Span<UInt8>, _ line: Range<Int>) throws(HeaderError) -> (Range<Int>, Range<Int>) {
+        var colon = line.lowerBound
+        while colon < line.upperBound && isTokenByte(p[colon]) { colon += 1 }
+        guard colon > line.lowerBound, colon < line.upperBound, p[colon] == 0x3A else {
+            var text: [UInt8] = []
+            for i in line { text.append(p[i]) }
+            throw .malformedField(String(decoding: text, as: UTF8.self))
+        }
         var valueStart = colon + 1
-        var valueEnd = count
+        var valueEnd = line.upperBound
         while valueStart < valueEnd && (p[valueStart] == 0x20 || p[valueStart] == 0x09) { valueStart += 1 }
         while valueEnd > valueStart && (p[valueEnd - 1] == 0x20 || p[valueEnd - 1] == 0x09) { valueEnd -= 1 }
-        return (UnsafeRawBufferPointer(start: p, count: colon), UnsafeRawBufferPointer(start: p + valueStart, count: valueEnd - valueStart))
+        return (line.lowerBound..<colon, valueStart..<valueEnd)
     }
 
-    private static func parseVersionLine(_ line: UnsafeRawBufferPointer, into headers: inout Headers) throws(HeaderError) {
+    private static func parseVersionLine(_ span: RawSpan, into headers: inout Headers) throws(HeaderError) {
+        let line = Array(copying: span)
         let version = Array("NATS/1.0".utf8)
         guard line.count >= version.count, line.prefix(version.count).elementsEqual(version) else {
             throw .badVersionLine(String(decoding: line, as: UTF8.self))
@@ -191,50 +193,41 @@ package struct Headers: Equatable, Sendable {
     }
 
     static func appendPercentEncoded(_ value: String, to out: inout [UInt8]) {
-        var value = value
-        value.withUTF8 { appendPercentEncoded(UnsafeRawBufferPointer($0), to: &out) }
+        value.withUTF8Bytes { appendPercentEncoded($0, to: &out) }
     }
 
     /// Appends `bytes` percent-encoded (one append for the usual value, which
     /// has no byte to encode).
-    static func appendPercentEncoded(_ bytes: UnsafeRawBufferPointer, to out: inout [UInt8]) {
-        guard let base = bytes.baseAddress else { return }
-        let p = base.assumingMemoryBound(to: UInt8.self)
+    static func appendPercentEncoded(_ bytes: RawSpan, to out: inout [UInt8]) {
+        let p = Span<UInt8>(_bytes: bytes)
         var plain = 0
-        while plain < bytes.count && isPlain(p[plain]) { plain += 1 }
-        if plain == bytes.count {
-            out.append(contentsOf: bytes)
+        while plain < p.count && isPlain(p[plain]) { plain += 1 }
+        if plain == p.count {
+            out.append(copying: bytes)
             return
         }
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 3 * bytes.count) { buffer in
-            let written = percentEncode(bytes, into: buffer.baseAddress!)
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[0..<written]))
+        out.append(addingCapacity: 3 * p.count) { percentEncode(bytes, into: &$0) }
+    }
+
+    /// Appends `bytes` percent-encoded to `out`, which has room for
+    /// `3 * bytes.byteCount`; the one encoder of header values.
+    @inline(__always)
+    static func percentEncode(_ bytes: RawSpan, into out: inout OutputSpan<UInt8>) {
+        let p = Span<UInt8>(_bytes: bytes)
+        for i in p.indices {
+            let b = p[i]
+            if isPlain(b) {
+                out.append(b)
+            } else {
+                out.append(0x25)
+                out.append(hexDigit(b >> 4))
+                out.append(hexDigit(b & 0x0F))
+            }
         }
     }
 
-    /// Writes `bytes` percent-encoded at `out`, which has room for
-    /// `3 * bytes.count`; the one encoder of header values.
-    /// - Returns: the bytes written.
-    static func percentEncode(_ bytes: UnsafeRawBufferPointer, into out: UnsafeMutablePointer<UInt8>) -> Int {
-        guard let base = bytes.baseAddress else { return 0 }
-        let p = base.assumingMemoryBound(to: UInt8.self)
-        let hex: StaticString = "0123456789ABCDEF"
-        let digits = hex.utf8Start
-        var written = 0
-        for i in 0..<bytes.count {
-            let b = p[i]
-            if isPlain(b) {
-                out[written] = b
-                written += 1
-            } else {
-                out[written] = 0x25
-                out[written + 1] = digits[Int(b >> 4)]
-                out[written + 2] = digits[Int(b & 0x0F)]
-                written += 3
-            }
-        }
-        return written
-    }
+    /// The upper-case hex digit of `nibble` (0...15).
+    @inline(__always) static func hexDigit(_ nibble: UInt8) -> UInt8 { nibble < 10 ? 0x30 &+ nibble : 0x37 &+ nibble }
 
     /// `value` percent-encoded as `encoded()` writes it.
     package static func percentEncoded(_ value: String) -> String {
@@ -245,15 +238,16 @@ package struct Headers: Equatable, Sendable {
 
     /// Decodes `%XX`; a `%` not followed by two hex digits is kept. Invalid
     /// UTF-8 after decoding becomes U+FFFD.
-    package static func percentDecoded(_ bytes: UnsafeRawBufferPointer) -> String {
-        guard bytes.contains(0x25) else { return String(decoding: bytes, as: UTF8.self) }
+    package static func percentDecoded(_ bytes: RawSpan) -> String {
+        guard bytes.firstOffset(of: 0x25) != nil else { return String(decodingUTF8: bytes) }
         var out: [UInt8] = []
         percentDecoded(bytes, into: &out)
         return String(decoding: out, as: UTF8.self)
     }
 
     /// Appends the bytes `bytes` percent-decode to (`%XX`; any other `%` kept) to `out`.
-    package static func percentDecoded(_ bytes: UnsafeRawBufferPointer, into out: inout [UInt8]) {
+    package static func percentDecoded(_ span: RawSpan, into out: inout [UInt8]) {
+        let bytes = Span<UInt8>(_bytes: span)
         out.reserveCapacity(out.count + bytes.count)
         var i = 0
         while i < bytes.count {

@@ -37,7 +37,7 @@ package struct OutgoingMessage: Equatable, Sendable {
 
     /// The headers, parsed back from the block (for tests and logs; nil for a PUB).
     package var headers: Headers? {
-        headerBlock.flatMap { block in block.withUnsafeBytes { try? Headers.parse($0) } }
+        headerBlock.flatMap { block in try? Headers.parse(block.span.bytes) }
     }
 
     /// Encodes it: the PUB/HPUB bytes and the size the server compares with
@@ -192,14 +192,14 @@ struct Outbox {
     /// At most `limit` bytes of the wire queue, from where writing stopped
     /// (a copy: for tests; the driver uses `withWritable`).
     func writable(limit: Int) -> [UInt8] {
-        withWritable(limit: limit) { Array($0) }
+        withWritable(limit: limit) { Array(copying: $0) }
     }
 
     /// Calls `body` with at most `limit` bytes of the wire queue, from where
     /// writing stopped (empty when nothing is to be written); no copy.
-    func withWritable<R>(limit: Int, _ body: (UnsafeRawBufferPointer) -> R) -> R {
+    func withWritable<R>(limit: Int, _ body: (RawSpan) -> R) -> R {
         let end = wireStart + min(limit, wireBytes)
-        return wire.withUnsafeBytes { raw in body(UnsafeRawBufferPointer(rebasing: raw[wireStart..<end])) }
+        return body(wire.span.bytes.extracting(wireStart..<end))
     }
 
     /// `count` bytes from the head of the wire queue reached the socket.

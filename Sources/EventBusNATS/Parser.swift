@@ -8,7 +8,7 @@
 // over `maxPayloadBytes` is skipped byte by byte without being buffered and
 // reported as `.oversized`, so the connection stays in step and usable.
 
-import Glibc
+@_spi(Package) import EventBusProtocol
 
 /// One message delivered by MSG or HMSG.
 ///
@@ -30,19 +30,17 @@ package struct Message: Equatable, Sendable {
     /// The header block parsed (nil for MSG, or when it is malformed: see `headerError`).
     package var headers: Headers? {
         guard let headerBlock else { return nil }
-        return headerBlock.withUnsafeBytes { raw in try? Headers.parse(raw) }
+        return try? Headers.parse(headerBlock.span.bytes)
     }
 
     /// Why an HMSG's header block cannot be read (the message is still delivered).
     package var headerError: HeaderError? {
         guard let headerBlock else { return nil }
-        return headerBlock.withUnsafeBytes { raw -> HeaderError? in
-            do throws(HeaderError) {
-                _ = try Headers.parse(raw)
-                return nil
-            } catch {
-                return error
-            }
+        do throws(HeaderError) {
+            _ = try Headers.parse(headerBlock.span.bytes)
+            return nil
+        } catch {
+            return error
         }
     }
 
@@ -136,8 +134,8 @@ package struct Parser {
     ///   operation, a malformed MSG/HMSG line or a payload without its CRLF.
     ///   Operations before the fault are in `operations`; the parser is then
     ///   unusable until `reset()`.
-    package mutating func feed(_ bytes: UnsafeRawBufferPointer, into operations: inout [ServerOperation]) throws(ProtocolViolation) {
-        buffer.append(contentsOf: bytes)
+    package mutating func feed(_ bytes: RawSpan, into operations: inout [ServerOperation]) throws(ProtocolViolation) {
+        buffer.append(copying: bytes)
         defer { compact() }
         while true {
             switch state {
@@ -183,11 +181,7 @@ package struct Parser {
 
     private mutating func findLineFeed() -> Int? {
         let from = start + searched
-        let found = buffer.withUnsafeBytes { raw -> Int? in
-            guard from < raw.count, let base = raw.baseAddress, let lf = memchr(base + from, 0x0A, raw.count - from) else { return nil }
-            return base.distance(to: UnsafeRawPointer(lf))
-        }
-        if let found { return found }
+        if from < buffer.count, let found = buffer.span.bytes.firstOffset(of: 0x0A, from: from) { return found }
         searched = buffer.count - start
         return nil
     }
@@ -229,12 +223,7 @@ package struct Parser {
         case Parser.opINFO:
             var jsonStart = first.upperBound
             while jsonStart < range.upperBound && isBlank(buffer[jsonStart]) { jsonStart += 1 }
-            let result = buffer.withUnsafeBytes { raw in
-                Result { () throws(ProtocolViolation) -> ServerInfo in
-                    try ServerInfo(json: UnsafeRawBufferPointer(rebasing: raw[jsonStart..<range.upperBound]))
-                }
-            }
-            operations.append(.info(try result.get()))
+            operations.append(.info(try ServerInfo(json: buffer.span.bytes.extracting(jsonStart..<range.upperBound))))
         case Parser.opMSG:
             guard fields.count == 4 || fields.count == 5 else { throw ProtocolViolation("MSG line has \(fields.count - 1) argument(s), not 3 or 4") }
             let total = try size(fields[fields.count - 1], "MSG #bytes")
@@ -285,19 +274,22 @@ package struct Parser {
         fields.removeAll(keepingCapacity: true)
         defer { lineFields = fields }
         var fieldStart: Int? = nil
-        buffer.withUnsafeBufferPointer { bytes in
-            for i in range {
-                if isBlank(bytes[i]) {
-                    if let s = fieldStart { fields.append(s..<i); fieldStart = nil }
-                    // HMSG has at most 6 fields; a 7th is enough to refuse the
-                    // line. -ERR and INFO read their rest from `first` instead.
-                    if fields.count == 7 { return }
-                } else if fieldStart == nil {
-                    fieldStart = i
-                }
+        let bytes = buffer.span
+        // One check for the line, then unchecked reads: checked per byte, the
+        // split cost 1,002 instructions per import against 845 (callgrind,
+        // the bridge's import path; 841 with the pointer loop before).
+        precondition(range.lowerBound >= 0 && range.upperBound <= bytes.count, "line outside the buffer")
+        for i in range {
+            if isBlank(bytes[unchecked: i]) {
+                if let s = fieldStart { fields.append(s..<i); fieldStart = nil }
+                // HMSG has at most 6 fields; a 7th is enough to refuse the
+                // line. -ERR and INFO read their rest from `first` instead.
+                if fields.count == 7 { return }
+            } else if fieldStart == nil {
+                fieldStart = i
             }
-            if let s = fieldStart { fields.append(s..<range.upperBound) }
         }
+        if let s = fieldStart { fields.append(s..<range.upperBound) }
     }
 
     @inline(__always) private func isBlank(_ b: UInt8) -> Bool { b == 0x20 || b == 0x09 }
@@ -342,11 +334,7 @@ package struct Parser {
     /// The subject at `range`: `lastSubject` when the bytes are the same
     /// (the usual case: a subscriber gets a few subjects over and over).
     private mutating func subjectText(_ range: Range<Int>) -> String {
-        let same = lastSubject.utf8.withContiguousStorageIfAvailable { last in
-            last.count == range.count && buffer.withUnsafeBytes { raw in
-                last.isEmpty || memcmp(raw.baseAddress! + range.lowerBound, last.baseAddress!, last.count) == 0
-            }
-        } ?? false
+        let same = lastSubject.withUTF8Bytes { buffer.span.bytes.extracting(range).sameBytes(as: $0) }
         if same { return lastSubject }
         lastSubject = text(range)
         return lastSubject

@@ -36,7 +36,7 @@ package struct ServerInfo: Equatable, Sendable {
 
     /// Parses the JSON object of an INFO line.
     /// - Throws: `ProtocolViolation` when it is not one JSON object.
-    package init(json bytes: UnsafeRawBufferPointer) throws(ProtocolViolation) {
+    package init(json bytes: RawSpan) throws(ProtocolViolation) {
         let members: [JSONMember]
         do {
             members = try JSONObject.members(bytes)
@@ -66,7 +66,7 @@ package struct ServerInfo: Equatable, Sendable {
         }
     }
 
-    static func string(_ bytes: UnsafeRawBufferPointer, _ token: JSONToken) -> String? {
+    static func string(_ bytes: RawSpan, _ token: JSONToken) -> String? {
         guard case .string = token.kind else { return nil }
         return JSONString.decode(bytes, token)
     }
@@ -80,26 +80,17 @@ package struct ServerInfo: Equatable, Sendable {
     }
 
     /// A non-negative integer that fits in 64 bits, else nil.
-    static func integer(_ bytes: UnsafeRawBufferPointer, _ token: JSONToken) -> UInt64? {
+    static func integer(_ bytes: RawSpan, _ token: JSONToken) -> UInt64? {
         guard case .number(integer: true) = token.kind, token.count <= 20 else { return nil }
-        return UInt64(String(decoding: UnsafeRawBufferPointer(rebasing: bytes[token.start..<token.end]), as: UTF8.self))
+        return UInt64(String(decodingUTF8: bytes.extracting(token.start..<token.end)))
     }
 
     /// The string elements of an array token (other elements skipped).
-    static func strings(_ bytes: UnsafeRawBufferPointer, _ token: JSONToken) -> [String] {
+    static func strings(_ bytes: RawSpan, _ token: JSONToken) -> [String] {
         guard case .array = token.kind else { return [] }
-        var scanner = JSONScanner(UnsafeRawBufferPointer(rebasing: bytes[..<token.end]))
-        scanner.position = token.start + 1
-        var result: [String] = []
-        while true {
-            scanner.skipWhitespace()
-            guard scanner.position < token.end, bytes[scanner.position] != 0x5D else { return result }
-            // The token was validated by `JSONObject.members`, so this cannot fail.
-            guard let element = try? scanner.scanValue(depth: 1) else { return result }
-            if let text = string(bytes, element) { result.append(text) }
-            scanner.skipWhitespace()
-            if scanner.position < token.end && bytes[scanner.position] == 0x2C { scanner.position += 1 }
-        }
+        // The token was validated by `JSONObject.members`, so this cannot fail.
+        let elements = (try? JSONArray.elements(bytes, token, maxDepth: 512)) ?? []
+        return elements.compactMap { string(bytes, $0) }
     }
 }
 

@@ -44,18 +44,18 @@ package struct Subject: Hashable, Sendable, CustomStringConvertible {
     /// Whether `text` is well formed; the result tells whether it has wildcard tokens.
     /// Nil when malformed (or when `wildcards` is false and it has one).
     static func check(_ text: String, wildcards: Bool) -> Bool? {
-        var text = text
-        return text.withUTF8 { check(UnsafeRawBufferPointer($0), wildcards: wildcards) }
+        text.withUTF8Bytes { check(Span<UInt8>(_bytes: $0), wildcards: wildcards) }
     }
 
-    /// `check` over the subject's bytes (a pointer loop: every export's subject is checked).
-    private static func check(_ utf8: UnsafeRawBufferPointer, wildcards: Bool) -> Bool? {
+    /// `check` over the subject's bytes (a loop over a span: every export's subject is checked).
+    private static func check(_ utf8: Span<UInt8>, wildcards: Bool) -> Bool? {
         guard !utf8.isEmpty, utf8.count <= maxBytes else { return nil }
         var tokenLength = 0
         var tokenIsWildcard = false
         var sawFullWildcard = false
         var wild = false
-        for b in utf8 {
+        for i in utf8.indices {
+            let b = utf8[i]
             if b == 0x2E {  // "."
                 if tokenLength == 0 || sawFullWildcard { return nil }
                 tokenLength = 0

@@ -21,7 +21,7 @@ extension Array where Element == UInt8 {
 extension RawSpan {
     /// Whether both spans hold the same bytes (8 at a time).
     @inlinable
-    package func hasSameBytes(as other: RawSpan) -> Bool {
+    package func sameBytes(as other: RawSpan) -> Bool {
         let count = byteCount
         guard other.byteCount == count else { return false }
         var i = 0
@@ -35,13 +35,6 @@ extension RawSpan {
             i &+= 1
         }
         return true
-    }
-
-    /// Whether some byte of the span is `byte`.
-    @inlinable
-    package func contains(byte: UInt8) -> Bool {
-        for i in 0..<byteCount where unsafeLoad(fromUncheckedByteOffset: i, as: UInt8.self) == byte { return true }
-        return false
     }
 }
 

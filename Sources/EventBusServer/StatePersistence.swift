@@ -90,7 +90,7 @@ final class StatePersistence {
         // must never be left unread, or an older value comes back.
         var reader = RetainedStateFile.Reader()
         do {
-            guard try stateDirectory.read(RetainedStateFile.fileName, { reader.feed($0.bytes) }) else { return }
+            guard try stateDirectory.read(RetainedStateFile.fileName, { reader.feed($0) }) else { return }
         } catch {
             logger.warning("failed to read state file \(path): \(error); starting without retained events")
             return
@@ -210,7 +210,7 @@ final class StatePersistence {
     static func write(_ snapshot: RetainedSnapshot, to directory: StateDirectory) -> Result<Int, SystemError> {
         let blocks = StatePersistence.blocks(RetainedStateFile.orderedFrames(snapshot), after: RetainedStateFile.header)
         do {
-            try withBuffers(blocks[...]) { chunks throws(SystemError) in try directory.replace(RetainedStateFile.fileName, with: chunks) }
+            try directory.replace(RetainedStateFile.fileName, with: blocks)
             return .success(blocks.reduce(0) { $0 + $1.count })
         } catch {
             return .failure(error)
@@ -222,7 +222,7 @@ final class StatePersistence {
     static func append(_ changes: RetainedChanges, to directory: StateDirectory) -> Result<Int, SystemError> {
         let blocks = StatePersistence.blocks(changes.lines, after: [])
         do {
-            try withBuffers(blocks[...]) { chunks throws(SystemError) in try directory.append(RetainedStateFile.fileName, chunks) }
+            try directory.append(RetainedStateFile.fileName, blocks)
             return .success(blocks.reduce(0) { $0 + $1.count })
         } catch {
             return .failure(error)
@@ -237,16 +237,6 @@ final class StatePersistence {
             blocks[blocks.count - 1].append(contentsOf: line.bytes)
         }
         return blocks
-    }
-
-    /// Calls `body` with pointers to every block.
-    private static func withBuffers(_ blocks: ArraySlice<[UInt8]>, _ pointers: [UnsafeRawBufferPointer] = [],
-                                    _ body: ([UnsafeRawBufferPointer]) throws(SystemError) -> Void) throws(SystemError) {
-        guard let first = blocks.first else { return try body(pointers) }
-        let result: Result<Void, SystemError> = first.withUnsafeBytes { raw in
-            Result { () throws(SystemError) in try withBuffers(blocks.dropFirst(), pointers + [raw], body) }
-        }
-        try result.get()
     }
 }
 

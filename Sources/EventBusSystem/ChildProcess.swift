@@ -7,6 +7,9 @@
 // back at their default dispositions, because the CLI ignores SIGPIPE and an
 // ignored disposition would otherwise be inherited across exec. Every socket
 // this package creates is close-on-exec, so no broker connection leaks into it.
+//
+// Raw memory (issue 35): `spawn` owns its argv (one strdup(3) per argument,
+// a NULL last, every one freed after posix_spawnp returns, which copies them).
 import CEventBusShims
 import Glibc
 

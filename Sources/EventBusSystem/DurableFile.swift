@@ -2,16 +2,17 @@
 // the new content, never a mix (write a temporary file in the same
 // directory, fsync(2) it, rename(2) it over the old one, fsync(2) the
 // directory: the recipe of rename(2) and of SQLite's and systemd's own state
-// files), appending to one, and reading a whole file back. For the files the
+// files), and reading a whole file back. For the files the
 // CLI and the bridge rewrite (`listen --resume`, `stats --output`, the
 // bridge's status file); the broker's state file is StateDirectory's.
 //
 // Before editing: these calls block (regular files, fsync): call them from
 // a helper thread or at start-up and shutdown, never from the event loop.
+// Bytes come and go as spans through FileDescriptor (no pointer here).
 import Glibc
 
 package enum DurableFile {
-    /// Writes `chunks` as the new content of `path`: to `path + ".tmp"`
+    /// Writes `bytes` as the new content of `path`: to `path + ".tmp"`
     /// (any old one, or anything planted there, unlinked first; created
     /// O_CREAT|O_EXCL|O_NOFOLLOW, mode `mode` less the umask, as
     /// `StateDirectory.replace` does), fsync(2), rename(2) onto `path`, fsync(2)
@@ -24,7 +25,7 @@ package enum DurableFile {
     ///   - mode: the new file's permissions before the umask (default 0600).
     /// - Throws: `SystemError` naming the failed call (`open`, `write`,
     ///   `fsync`, `rename`), e.g. ENOSPC or EIO from `write` or `fsync`.
-    package static func replace(_ path: String, with chunks: [UnsafeRawBufferPointer], durable: Bool = true, mode: mode_t = 0o600) throws(SystemError) {
+    package static func replace(_ path: String, with bytes: RawSpan, durable: Bool = true, mode: mode_t = 0o600) throws(SystemError) {
         let temporary = path + ".tmp"
         // The name is predictable and the folder may be shared (`--resume
         // /tmp/orders.pos` as root): never follow or reuse what is there.
@@ -35,13 +36,7 @@ package enum DurableFile {
         let raw = try checkedCall("open") { open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode) }
         let fd = FileDescriptor(rawValue: raw)
         do throws(SystemError) {
-            for chunk in chunks {
-                var offset = 0
-                while offset < chunk.count {
-                    let n = try checkedCall("write") { Glibc.write(raw, chunk.baseAddress! + offset, chunk.count - offset) }
-                    offset += n
-                }
-            }
+            try fd.writeAll(bytes)  // a regular file: write(2) never says EAGAIN
             if durable { _ = try checkedCall("fsync") { fsync(raw) } }
         } catch {
             fd.close()
@@ -65,25 +60,6 @@ package enum DurableFile {
         }
     }
 
-    /// Appends `chunks` to the existing file `path` (open(2) with
-    /// O_APPEND, write(2), fsync(2)). A failure may leave part of them
-    /// written: the caller must not append after one (replace instead).
-    /// - Throws: `SystemError` naming the failed call (`open`, `write`,
-    ///   `fsync`), e.g. ENOENT, ENOSPC, EIO.
-    package static func append(_ path: String, _ chunks: [UnsafeRawBufferPointer]) throws(SystemError) {
-        let raw = try checkedCall("open") { open(path, O_WRONLY | O_APPEND | O_CLOEXEC) }
-        let fd = FileDescriptor(rawValue: raw)
-        defer { fd.close() }
-        for chunk in chunks {
-            var offset = 0
-            while offset < chunk.count {
-                let n = try checkedCall("write") { Glibc.write(raw, chunk.baseAddress! + offset, chunk.count - offset) }
-                offset += n
-            }
-        }
-        _ = try checkedCall("fsync") { fsync(raw) }
-    }
-
     /// The content of `path` (open(2), read(2) until EOF), at most
     /// `maxBytes`: a longer file gives its first `maxBytes` bytes and
     /// `truncated: true`.
@@ -98,13 +74,11 @@ package enum DurableFile {
         }
         defer { _ = Glibc.close(raw) }
         var bytes: [UInt8] = []
-        let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 16, alignment: 8)
-        defer { chunk.deallocate() }
+        let fd = FileDescriptor(rawValue: raw)
         while bytes.count < maxBytes {
-            let want = min(chunk.count, maxBytes - bytes.count)
-            let n = try checkedCall("read") { Glibc.read(raw, chunk.baseAddress, want) }
+            // A regular file: read(2) never says EAGAIN.
+            guard case .complete(let n) = try fd.read(appendingTo: &bytes, limit: min(1 << 16, maxBytes - bytes.count)) else { continue }
             if n == 0 { return (bytes, false) }
-            bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: chunk[..<n]))
         }
         var probe: UInt8 = 0
         let more = (try? checkedCall("read") { Glibc.read(raw, &probe, 1) }) ?? 0

@@ -12,6 +12,10 @@
 // (importers say `@_spi(Package) import EventBusSystem`): as package it lost
 // the default cross-module optimisation, and an array literal of it became an
 // unspecialised SetAlgebra.init (~3,300 Ir per call in the broker's server).
+//
+// Raw memory (issue 35): `Epoll` owns the `epoll_event` array `wait` hands
+// the kernel (`capacity` entries, allocated once, freed in deinit); the
+// kernel writes at most `capacity` of them and only those it returned are read.
 import CEventBusShims
 import Glibc
 

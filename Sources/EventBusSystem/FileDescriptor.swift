@@ -5,6 +5,14 @@
 // Before editing: `FileDescriptor` is a plain value and owns nothing; whoever
 // created it closes it exactly once. An epoll registration never owns an fd
 // and must be removed before the fd is closed.
+//
+// Raw memory (issue 35): this is the syscall layer, one of the files where
+// pointers are allowed. Callers hand spans (`read(into:)` appends what the
+// kernel wrote to an `OutputSpan`, so no byte is ever read uninitialised;
+// `write`/`writeAll` take a `RawSpan`); the pointers exist only inside these
+// calls, for the length of one syscall. The pointer forms left (`read(into:)`
+// of a raw buffer, `writev`) are for the broker's server, which owns its read
+// buffer and its iovec array.
 import CEventBusShims
 import Glibc
 
@@ -20,8 +28,29 @@ package struct FileDescriptor: Hashable, Sendable, CustomStringConvertible {
 
     package var description: String { "fd \(rawValue)" }
 
-    /// read(2) into `buffer`. `.complete(0)` is end of file. Retries EINTR;
-    /// EAGAIN gives `.wouldBlock`.
+    /// read(2) into the free capacity of `buffer`, appending what was read.
+    /// `.complete(0)` is end of file. Retries EINTR; EAGAIN gives `.wouldBlock`.
+    /// - Throws: `SystemError("read", errno)`.
+    package func read(into buffer: inout OutputSpan<UInt8>) throws(SystemError) -> IOResult<Int> {
+        try buffer.withUnsafeMutableBufferPointer { (storage, initialized) throws(SystemError) -> IOResult<Int> in
+            let free = UnsafeMutableRawBufferPointer(UnsafeMutableBufferPointer(rebasing: storage[initialized...]))
+            let result = try read(into: free)
+            if case .complete(let n) = result { initialized += n }
+            return result
+        }
+    }
+
+    /// read(2) of at most `limit` bytes, appended to `bytes` (e.g. a read
+    /// buffer emptied with `removeAll(keepingCapacity: true)` first).
+    /// - Throws: `SystemError("read", errno)`.
+    package func read(appendingTo bytes: inout [UInt8], limit: Int) throws(SystemError) -> IOResult<Int> {
+        var result = IOResult<Int>.wouldBlock
+        try bytes.append(addingCapacity: limit) { (free: inout OutputSpan<UInt8>) throws(SystemError) in result = try read(into: &free) }
+        return result
+    }
+
+    /// read(2) into `buffer` (memory the caller owns). `.complete(0)` is end
+    /// of file. Retries EINTR; EAGAIN gives `.wouldBlock`.
     /// - Throws: `SystemError("read", errno)`.
     package func read(into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> IOResult<Int> {
         guard let n = try retryingInterrupts("read", { Glibc.read(rawValue, buffer.baseAddress, buffer.count) }) else {
@@ -33,6 +62,11 @@ package struct FileDescriptor: Hashable, Sendable, CustomStringConvertible {
     /// Writes with send(2) and `MSG_NOSIGNAL` on sockets (no SIGPIPE), write(2)
     /// otherwise. Retries EINTR; EAGAIN gives `.wouldBlock`.
     /// - Throws: `SystemError("write", errno)`, e.g. `EPIPE` when the peer is gone.
+    package func write(_ bytes: RawSpan) throws(SystemError) -> IOResult<Int> {
+        try bytes.withUnsafeBytes { (raw) throws(SystemError) in try write(raw) }
+    }
+
+    /// `write(_:)` of memory the caller owns.
     package func write(_ bytes: UnsafeRawBufferPointer) throws(SystemError) -> IOResult<Int> {
         guard let n = try retryingInterrupts("write", { () -> Int in
             let sent = Glibc.send(rawValue, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL))
@@ -44,11 +78,10 @@ package struct FileDescriptor: Hashable, Sendable, CustomStringConvertible {
 
     /// Writes all of `bytes`, waiting with poll(2) when the fd would block.
     /// - Throws: `SystemError` from write(2) or poll(2).
-    package func writeAll(_ bytes: UnsafeRawBufferPointer) throws(SystemError) {
+    package func writeAll(_ bytes: RawSpan) throws(SystemError) {
         var offset = 0
-        while offset < bytes.count {
-            let rest = UnsafeRawBufferPointer(rebasing: bytes[offset...])
-            switch try write(rest) {
+        while offset < bytes.byteCount {
+            switch try write(bytes.extracting(droppingFirst: offset)) {
             case .complete(let n): offset += n
             case .wouldBlock: _ = try poll(.writable, timeoutMilliseconds: -1)
             }

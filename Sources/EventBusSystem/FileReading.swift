@@ -6,6 +6,7 @@
 // Before editing: these are for start-up and SIGHUP, not for the event loop's
 // hot path: reads block (regular files), and sizes are bounded so a runaway
 // file cannot exhaust memory.
+import CEventBusShims
 import Glibc
 
 extension FileSystem {
@@ -19,13 +20,12 @@ extension FileSystem {
         let fd = FileDescriptor(rawValue: raw)
         defer { fd.close() }
         var bytes: [UInt8] = []
-        let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 8)
-        defer { chunk.deallocate() }
         while true {
-            let n = try checkedCall("read") { Glibc.read(raw, chunk.baseAddress, chunk.count) }
+            // A regular file: read(2) never says EAGAIN. One byte past the
+            // limit is enough to refuse the file.
+            guard case .complete(let n) = try fd.read(appendingTo: &bytes, limit: min(64 * 1024, maxBytes + 1 - bytes.count)) else { continue }
             if n == 0 { return bytes }
-            guard bytes.count + n <= maxBytes else { throw SystemError("read", Errno(rawValue: EFBIG)) }
-            bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: chunk[0..<n]))
+            guard bytes.count <= maxBytes else { throw SystemError("read", Errno(rawValue: EFBIG)) }
         }
     }
 
@@ -43,9 +43,7 @@ extension FileSystem {
         defer { closedir(directory) }
         var names: [String] = []
         while let entry = readdir(directory) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-            }
+            let name = String(cString: eventbus_dirent_name(entry))
             if name != "." && name != ".." { names.append(name) }
         }
         return names.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }

@@ -59,7 +59,7 @@ extension FileDescriptor {
     package static func poll(_ entries: inout [PollEntry], timeoutMilliseconds: Int32) throws(SystemError) -> Int {
         var raw = entries.map { pollfd(fd: $0.descriptor.rawValue, events: Int16(truncatingIfNeeded: $0.events.rawValue), revents: 0) }
         let n = try checkedCall("poll", .returnZero) {
-            raw.withUnsafeMutableBufferPointer { Glibc.poll($0.baseAddress, nfds_t($0.count), timeoutMilliseconds) }
+            Glibc.poll(&raw, nfds_t(raw.count), timeoutMilliseconds)
         }
         for i in entries.indices { entries[i].returned = n == 0 ? [] : PollEvents(rawValue: Int32(raw[i].revents)) }
         return Int(n)

@@ -15,9 +15,9 @@ package final class SignalDescriptor {
     /// - Throws: `SystemError("pthread_sigmask" | "signalfd", errno)`.
     package init(signals: [Int32]) throws(SystemError) {
         // pthread_sigmask(3) returns the error number instead of setting errno.
-        let blocked = signals.withUnsafeBufferPointer { eventbus_block_signals($0.baseAddress, Int32($0.count)) }
+        let blocked = eventbus_block_signals(signals, Int32(signals.count))
         guard blocked == 0 else { throw SystemError("pthread_sigmask", Errno(rawValue: blocked)) }
-        let fd = try checkedCall("signalfd") { signals.withUnsafeBufferPointer { eventbus_signalfd($0.baseAddress, Int32($0.count)) } }
+        let fd = try checkedCall("signalfd") { eventbus_signalfd(signals, Int32(signals.count)) }
         descriptor = FileDescriptor(rawValue: fd)
     }
 
@@ -28,11 +28,14 @@ package final class SignalDescriptor {
     /// ends the list (the fd is non-blocking and cannot fail otherwise).
     package func readSignals() -> [Int32] {
         var result: [Int32] = []
-        var info = signalfd_siginfo()
+        let size = MemoryLayout<signalfd_siginfo>.size
+        let signo = MemoryLayout<signalfd_siginfo>.offset(of: \.ssi_signo)!
+        var record: [UInt8] = []
         while true {
-            let read = try? withUnsafeMutableBytes(of: &info) { buffer throws(SystemError) in try descriptor.read(into: buffer) }
-            guard case .complete(MemoryLayout<signalfd_siginfo>.size)? = read else { return result }
-            result.append(Int32(info.ssi_signo))
+            record.removeAll(keepingCapacity: true)
+            let read = try? descriptor.read(appendingTo: &record, limit: size)
+            guard case .complete(size)? = read else { return result }
+            result.append(Int32(bitPattern: record.span.bytes.unsafeLoadUnaligned(fromByteOffset: signo, as: UInt32.self)))
         }
     }
 }

@@ -4,6 +4,11 @@
 // Before editing: every socket is created with SOCK_CLOEXEC, and accepted ones
 // with SOCK_NONBLOCK|SOCK_CLOEXEC at creation (never a separate fcntl), so no
 // fd leaks into a child and none can block the event loop.
+//
+// Raw memory (issue 35): a syscall wrapper that owns what it hands the
+// kernel. The `sockaddr_un` is a local value, filled (path and NUL within
+// `sun_path`, checked by `SocketPath` first) and lent to bind/connect/
+// getsockname for the call only; no pointer leaves these functions.
 import CEventBusShims
 import Glibc
 
@@ -124,7 +129,7 @@ extension FileDescriptor {
         while true {
             var groups = [gid_t](repeating: 0, count: Int(capacity))
             var count = capacity
-            let result = systemCall { groups.withUnsafeMutableBufferPointer { eventbus_peer_groups(rawValue, $0.baseAddress!, &count) } }
+            let result = systemCall { eventbus_peer_groups(rawValue, &groups, &count) }
             switch result {
             case .success:
                 return Array(groups.prefix(Int(count)))

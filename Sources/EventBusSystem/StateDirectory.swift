@@ -88,7 +88,7 @@ package final class StateDirectory: @unchecked Sendable {
     /// but a regular file.
     /// - Returns: false when there is no such file (ENOENT).
     /// - Throws: `SystemError("open"/"read", errno)`.
-    package func read(_ name: String, _ body: (UnsafeRawBufferPointer) -> Void) throws(SystemError) -> Bool {
+    package func read(_ name: String, _ body: (RawSpan) -> Void) throws(SystemError) -> Bool {
         let raw: CInt
         switch systemCall(.retry, { openat(fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }) {
         case .success(let value): raw = value
@@ -99,22 +99,24 @@ package final class StateDirectory: @unchecked Sendable {
         var info = stat()
         guard fstat(raw, &info) == 0 else { throw SystemError("fstat", .current) }
         guard (info.st_mode & S_IFMT) == S_IFREG else { throw SystemError("open", Errno(rawValue: EINVAL)) }
-        let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 16, alignment: 8)
-        defer { chunk.deallocate() }
+        let file = FileDescriptor(rawValue: raw)
+        var chunk: [UInt8] = []
         while true {
-            let n = try checkedCall("read") { Glibc.read(raw, chunk.baseAddress, chunk.count) }
+            chunk.removeAll(keepingCapacity: true)
+            // A regular file: read(2) never says EAGAIN.
+            guard case .complete(let n) = try file.read(appendingTo: &chunk, limit: 1 << 16) else { continue }
             if n == 0 { return true }
-            body(UnsafeRawBufferPointer(rebasing: chunk[..<n]))
+            body(chunk.span.bytes)
         }
     }
 
-    /// Writes `chunks` as the new content of `name`: a temporary file
+    /// Writes `blocks` as the new content of `name`: a temporary file
     /// `name + ".tmp"` in this directory (any old one, or anything planted
     /// there, unlinked first; created O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600),
     /// fsync(2), renameat(2) onto `name`, fsync(2) of the directory. On
     /// failure the temporary file is removed and `name` is unchanged.
     /// - Throws: `SystemError` naming the failed call.
-    package func replace(_ name: String, with chunks: [UnsafeRawBufferPointer]) throws(SystemError) {
+    package func replace(_ name: String, with blocks: [[UInt8]]) throws(SystemError) {
         let temporary = name + ".tmp"
         switch systemCall(.retry, { unlinkat(fd, temporary, 0) }) {
         case .success, .failure(.noSuchFile): break
@@ -122,7 +124,7 @@ package final class StateDirectory: @unchecked Sendable {
         }
         let raw = try checkedCall("open") { openat(fd, temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600) }
         do throws(SystemError) {
-            try StateDirectory.write(raw, chunks)
+            try StateDirectory.write(raw, blocks)
             _ = try checkedCall("fsync") { fsync(raw) }
         } catch {
             _ = Glibc.close(raw)
@@ -141,24 +143,19 @@ package final class StateDirectory: @unchecked Sendable {
         _ = systemCall(.retry) { fsync(fd) }
     }
 
-    /// Appends `chunks` to the existing file `name` (O_APPEND|O_NOFOLLOW,
+    /// Appends `blocks` to the existing file `name` (O_APPEND|O_NOFOLLOW,
     /// write(2), fsync(2)). A failure may leave part of them written: the
     /// caller must not append after one (replace instead).
     /// - Throws: `SystemError` naming the failed call (ENOENT, ELOOP, ENOSPC, EIO).
-    package func append(_ name: String, _ chunks: [UnsafeRawBufferPointer]) throws(SystemError) {
+    package func append(_ name: String, _ blocks: [[UInt8]]) throws(SystemError) {
         let raw = try checkedCall("open") { openat(fd, name, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC) }
         defer { _ = Glibc.close(raw) }
-        try StateDirectory.write(raw, chunks)
+        try StateDirectory.write(raw, blocks)
         _ = try checkedCall("fsync") { fsync(raw) }
     }
 
-    private static func write(_ raw: CInt, _ chunks: [UnsafeRawBufferPointer]) throws(SystemError) {
-        for chunk in chunks {
-            var offset = 0
-            while offset < chunk.count {
-                let n = try checkedCall("write") { Glibc.write(raw, chunk.baseAddress! + offset, chunk.count - offset) }
-                offset += n
-            }
-        }
+    private static func write(_ raw: CInt, _ blocks: [[UInt8]]) throws(SystemError) {
+        // A regular file: write(2) never says EAGAIN.
+        for block in blocks { try FileDescriptor(rawValue: raw).writeAll(block.span.bytes) }
     }
 }

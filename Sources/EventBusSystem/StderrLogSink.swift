@@ -19,13 +19,12 @@ package struct StderrLogSink: LogSink {
         // A full non-blocking stderr (EAGAIN) or a failed write drops the rest
         // of the line: the sink must not block the event loop.
         let bytes = Array(line.utf8)
-        bytes.withUnsafeBytes { buffer in
-            var offset = 0
-            while offset < buffer.count,
-                  case .complete(let n)? = try? FileDescriptor.standardError.write(UnsafeRawBufferPointer(rebasing: buffer[offset...])),
-                  n > 0 {
-                offset += n
-            }
+        let span = bytes.span.bytes
+        var offset = 0
+        while offset < span.byteCount,
+              case .complete(let n)? = try? FileDescriptor.standardError.write(span.extracting(droppingFirst: offset)),
+              n > 0 {
+            offset += n
         }
     }
 }

@@ -7,6 +7,11 @@
 // codes rather than errno, so it has its own error type; call it from a thread
 // that may block (never from an event loop). Sockets are created with
 // SOCK_CLOEXEC|SOCK_NONBLOCK at creation, like every socket of this package.
+//
+// Raw memory (issue 35): a syscall wrapper that owns what it hands the
+// kernel. An address is kept as a copy of its `sockaddr` bytes (the
+// getaddrinfo list is freed before `resolve` returns) and lent to connect(2)
+// as a pointer for the call only.
 import CEventBusShims
 import Glibc
 

@@ -56,10 +56,8 @@ package final class KeyboardMode {
     package func enter() throws(SystemError) {
         var mode = saved
         mode.c_lflag &= ~tcflag_t(ICANON | ECHO)
-        withUnsafeMutableBytes(of: &mode.c_cc) { cc in
-            cc[Int(VMIN)] = 1
-            cc[Int(VTIME)] = 0
-        }
+        eventbus_termios_set_cc(&mode, VMIN, 1)
+        eventbus_termios_set_cc(&mode, VTIME, 0)
         _ = try checkedCall("tcsetattr") { tcsetattr(descriptor.rawValue, TCSAFLUSH, &mode) }
     }
 

@@ -5,6 +5,10 @@
 // Before editing: these go through NSS (files, systemd's DynamicUser names,
 // LDAP...), so they may be slow: call them when reading a policy, never per
 // connection or per event.
+//
+// Raw memory (issue 35): `lookUp` owns the string buffer getpwnam_r/getgrnam_r
+// fill (allocated for one call, grown on ERANGE, freed before it returns);
+// only the number is read out of the record.
 import Glibc
 
 /// The system's user and group databases.

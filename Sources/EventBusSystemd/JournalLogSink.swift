@@ -59,7 +59,7 @@ package struct StartupFailureLogSink: LogSink {
             // One physical line per message: the prefix applies to the line it starts.
             let line = message.map { $0.isNewline ? " " : $0 }
             let bytes = Array("<\(level.rawValue)>\(program): \(level.name): \(String(line))\n".utf8)
-            bytes.withUnsafeBytes { raw in try? FileDescriptor.standardError.writeAll(raw) }
+            _ = try? FileDescriptor.standardError.writeAll(bytes.span.bytes)
         } else {
             _ = sendToJournal(journalEntry(identifier: program, level: level, message: message, fields: fields))
             plain.write(level: level, message: message, fields: fields)

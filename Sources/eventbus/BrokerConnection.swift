@@ -34,7 +34,8 @@ final class BrokerConnection {
     /// Whether any byte has arrived from the broker on this connection (a
     /// close before that may be a broker that failed to start, see `closedError`).
     private var heardFromBroker = false
-    private let readBuffer: UnsafeMutableRawBufferPointer
+    /// What the last read brought (its storage kept between reads).
+    private var readBuffer: [UInt8] = []
     /// The session of a command's connection (`connect`): its `hello` (`req`
     /// 0) and the `req` of each `request`. `listen`, `wait` and `get` drive
     /// a session of their own (`open`), which outlives the connection.
@@ -52,16 +53,18 @@ final class BrokerConnection {
     /// the limit is configurable there, so this is only a guard against a runaway peer.
     static let maxIncomingFrameBytes = 256 << 20
 
+    /// The most one read takes from the socket.
+    static let readBytes = 1 << 16
+
     private init(path: String, descriptor: FileDescriptor, session: SessionOptions) {
         self.path = path
         self.descriptor = descriptor
         self.session = BusSession(session)
-        readBuffer = .allocate(byteCount: 1 << 16, alignment: 16)
+        readBuffer.reserveCapacity(BrokerConnection.readBytes)
     }
 
     deinit {
         descriptor.close()
-        readBuffer.deallocate()
     }
 
     /// Connects to the broker's socket at `path` and names the connection:
@@ -146,7 +149,7 @@ final class BrokerConnection {
     /// - Throws: `CLIError` 69 when the broker has gone.
     func send(_ bytes: [UInt8]) throws(CLIError) {
         do throws(SystemError) {
-            try bytes.withBytes { (raw) throws(SystemError) in try descriptor.writeAll(raw) }
+            try descriptor.writeAll(bytes.span.bytes)
         } catch {
             throw ioError(error)
         }
@@ -155,7 +158,7 @@ final class BrokerConnection {
     /// Writes what the socket takes now without waiting.
     /// - Returns: bytes written (0 when it would block).
     /// - Throws: `CLIError` 69 when the broker has gone.
-    func sendSome(_ bytes: UnsafeRawBufferPointer) throws(CLIError) -> Int {
+    func sendSome(_ bytes: RawSpan) throws(CLIError) -> Int {
         do {
             switch try descriptor.write(bytes) {
             case .complete(let n): return n
@@ -197,8 +200,9 @@ final class BrokerConnection {
             switch try readOnce() {
             case .complete(0):
                 return .closed
-            case .complete(let n):
-                return split(UnsafeRawBufferPointer(rebasing: readBuffer[..<n]).bytes, body)
+            case .complete:
+                let chunk = readBuffer  // a span of a class's property lives only during its access
+                return split(chunk.span.bytes, body)
             case .wouldBlock:
                 var entries = [PollEntry(descriptor, events: .readable)] + extra
                 let timeout = BrokerConnection.pollTimeout(until: deadline)
@@ -243,7 +247,8 @@ final class BrokerConnection {
 
     private func readOnce() throws(CLIError) -> IOResult<Int> {
         do {
-            let result = try descriptor.read(into: readBuffer)
+            readBuffer.removeAll(keepingCapacity: true)
+            let result = try descriptor.read(appendingTo: &readBuffer, limit: BrokerConnection.readBytes)
             if case .complete(let n) = result, n > 0 { heardFromBroker = true }
             return result
         } catch {

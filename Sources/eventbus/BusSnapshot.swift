@@ -83,11 +83,10 @@ struct BusSnapshot {
     }
 
     mutating func read(stats: Reply) {
-        stats.bytes.withUnsafeBytes { bytes in
-            for member in stats.members where member.key != "req" {
-                if case .number(integer: true) = member.value.kind, let value = JSONInteger.unsigned(bytes, member.value) {
-                    totals.append((member.key, value))
-                }
+        let bytes = stats.bytes.span.bytes
+        for member in stats.members where member.key != "req" {
+            if case .number(integer: true) = member.value.kind, let value = JSONInteger.unsigned(bytes, member.value) {
+                totals.append((member.key, value))
             }
         }
         instance = stats.string("instance") ?? ""
@@ -139,13 +138,13 @@ struct BusSnapshot {
 
     /// The members of one object with typed getters.
     private struct Fields {
-        let bytes: UnsafeRawBufferPointer
+        let bytes: [UInt8]
         let members: [JSONMember]
-        init(_ object: (bytes: UnsafeRawBufferPointer, members: [JSONMember])) { (bytes, members) = object }
+        init(_ object: ReplyObject) { (bytes, members) = (object.bytes, object.members) }
         func token(_ key: String) -> JSONToken? { members.first { $0.key == key }?.value }
-        func string(_ key: String) -> String? { token(key).flatMap { $0.isString ? JSONString.decode(bytes, $0) : nil } }
-        func unsigned(_ key: String) -> UInt64? { token(key).flatMap { JSONInteger.unsigned(bytes, $0) } }
-        func signed(_ key: String) -> Int64? { token(key).flatMap { JSONInteger.signed(bytes, $0) } }
+        func string(_ key: String) -> String? { token(key).flatMap { $0.isString ? JSONString.decode(bytes.span.bytes, $0) : nil } }
+        func unsigned(_ key: String) -> UInt64? { token(key).flatMap { JSONInteger.unsigned(bytes.span.bytes, $0) } }
+        func signed(_ key: String) -> Int64? { token(key).flatMap { JSONInteger.signed(bytes.span.bytes, $0) } }
         func bool(_ key: String) -> Bool? {
             switch token(key)?.kind {
             case .true?: true

@@ -63,9 +63,9 @@ func runClients(_ args: ParsedArguments, socket: String) throws(CLIError) {
 /// One cell: strings decoded and escaped for the terminal, lists joined by
 /// `,` (at most 60 bytes, then `…`), other values compacted; `-` when absent,
 /// null or an empty list.
-private func cell(_ members: [JSONMember], _ key: String, _ bytes: UnsafeRawBufferPointer) -> String {
+private func cell(_ members: [JSONMember], _ key: String, _ bytes: RawSpan) -> String {
     guard let value = members.first(where: { $0.key == key })?.value, value.kind != .null else { return "-" }
-    if value.kind == .array, bytes[(value.start + 1)..<(value.end - 1)].allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D }) {
+    if value.kind == .array, (try? JSONArray.elements(bytes, value))?.isEmpty ?? false {
         return "-"
     }
     var raw: [UInt8] = []
@@ -74,12 +74,8 @@ private func cell(_ members: [JSONMember], _ key: String, _ bytes: UnsafeRawBuff
     } else if value.isString {
         raw = JSONString.decodeBytes(bytes, value)
     } else if value.kind == .array {
-        var scanner = JSONScanner(bytes, maxDepth: ProtocolConstants.maxDepth)
-        scanner.position = value.start
-        var parts: [[UInt8]] = []
-        try? scanner.scanElements(depth: 1) { item in
-            if item.isString { parts.append(JSONString.decodeBytes(bytes, item)) }
-        }
+        let items = (try? JSONArray.elements(bytes, value)) ?? []
+        let parts = items.filter(\.isString).map { JSONString.decodeBytes(bytes, $0) }
         raw = Array(parts.joined(separator: [0x2C]))
         if raw.count > 60 { raw = Array(raw.prefix(60)) + Array("…".utf8) }
     } else {
@@ -93,21 +89,20 @@ private func cell(_ members: [JSONMember], _ key: String, _ bytes: UnsafeRawBuff
 /// (1.3) The `groups` of a connection, `[{"type":"job.>","group":"workers","serve":false,"members":3}]`,
 /// as `job.>@workers(3)` (`serve` ones with ` serve`, a bridge's fallback
 /// membership with ` fallback`), joined by `,` (at most 60 bytes, then `…`).
-private func groupsCell(_ bytes: UnsafeRawBufferPointer, _ value: JSONToken) -> [UInt8] {
-    var scanner = JSONScanner(bytes, maxDepth: ProtocolConstants.maxDepth)
-    scanner.position = value.start
+private func groupsCell(_ bytes: RawSpan, _ value: JSONToken) -> [UInt8] {
     var parts: [String] = []
-    try? scanner.scanElements(depth: 1) { item in
-        guard item.kind == .object,
-              let members = try? JSONObject.members(UnsafeRawBufferPointer(rebasing: bytes[item.start..<item.end])) else { return }
-        let object = UnsafeRawBufferPointer(rebasing: bytes[item.start..<item.end])
-        func string(_ key: String) -> String? {
-            members.first { $0.key == key }.flatMap { $0.value.isString ? JSONString.decode(object, $0.value) : nil }
+    for item in (try? JSONArray.elements(bytes, value)) ?? [] {
+        let object = bytes.extracting(item.start..<item.end)
+        guard item.kind == .object, let members = try? JSONObject.members(object) else { continue }
+        func string(_ key: String, in object: RawSpan) -> String? {
+            guard let value = members.first(where: { $0.key == key })?.value, value.isString else { return nil }
+            return JSONString.decode(object, value)
         }
+        let type = string("type", in: object), group = string("group", in: object)
         let count = members.first { $0.key == "members" }.flatMap { JSONInteger.unsigned(object, $0.value) }
         let serve = members.first { $0.key == "serve" }?.value.kind == .true
         let fallback = members.first { $0.key == "fallback" }?.value.kind == .true
-        parts.append("\(string("type") ?? "?")@\(string("group") ?? "?")\(count.map { "(\($0))" } ?? "")\(serve ? " serve" : "")\(fallback ? " fallback" : "")")
+        parts.append("\(type ?? "?")@\(group ?? "?")\(count.map { "(\($0))" } ?? "")\(serve ? " serve" : "")\(fallback ? " fallback" : "")")
     }
     var raw = Array(parts.joined(separator: ",").utf8)
     if raw.count > 60 { raw = Array(raw.prefix(60)) + Array("…".utf8) }
@@ -115,7 +110,7 @@ private func groupsCell(_ bytes: UnsafeRawBufferPointer, _ value: JSONToken) -> 
 }
 
 private func appendClientsTable(_ objects: [ReplyObject], to out: inout [UInt8]) {
-    let rows = objects.map { object in clientColumns.map { cell(object.members, $0.key, object.bytes) } }
+    let rows = objects.map { object in clientColumns.map { cell(object.members, $0.key, object.bytes.span.bytes) } }
     appendTable(clientColumns.map { ($0.header, $0.right) }, rows, to: &out)
 }
 

@@ -35,7 +35,7 @@ struct StandardOutput {
     /// Writes `bytes` to fd 1 at once.
     static func write(_ bytes: [UInt8]) throws(CLIError) {
         do throws(SystemError) {
-            try bytes.withBytes { (raw) throws(SystemError) in try FileDescriptor.standardOutput.writeAll(raw) }
+            try FileDescriptor.standardOutput.writeAll(bytes.span.bytes)
         } catch {
             if error.errno == .brokenPipe { throw .quiet(.success) }
             throw CLIError(.ioError, "cannot write to standard output: \(error.errno)")
@@ -49,22 +49,5 @@ struct StandardOutput {
 /// (there is nowhere left to report them).
 func printError(_ message: String) {
     let bytes = Array("eventbus: \(message)\n".utf8)
-    bytes.withUnsafeBytes { raw in
-        do { try FileDescriptor.standardError.writeAll(raw) } catch {}
-    }
-}
-
-extension Array where Element == UInt8 {
-    /// `withUnsafeBytes` keeping the closure's typed error (the standard
-    /// library's version `rethrows` as `any Error`).
-    func withBytes<R, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
-        let result: Result<R, E> = withUnsafeBytes { raw in Result { () throws(E) in try body(raw) } }
-        return try result.get()
-    }
-
-    /// `withUnsafeMutableBytes` keeping the closure's typed error.
-    mutating func withMutableBytes<R, E: Error>(_ body: (UnsafeMutableRawBufferPointer) throws(E) -> R) throws(E) -> R {
-        let result: Result<R, E> = withUnsafeMutableBytes { raw in Result { () throws(E) in try body(raw) } }
-        return try result.get()
-    }
+    do { try FileDescriptor.standardError.writeAll(bytes.span.bytes) } catch {}
 }

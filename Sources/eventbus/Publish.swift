@@ -128,11 +128,11 @@ func isBlank(_ bytes: [UInt8]) -> Bool {
     bytes.allSatisfy { $0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D }
 }
 
-/// One read(2) of standard input into `chunk` (at most `chunk.count` bytes).
+/// One read(2) of standard input (at most 64 KiB), appended to `bytes`.
 /// - Throws: `CLIError` 74 on a read error.
-func readStandardInput(into chunk: inout [UInt8]) throws(CLIError) -> IOResult<Int> {
+func readStandardInput(appendingTo bytes: inout [UInt8]) throws(CLIError) -> IOResult<Int> {
     do throws(SystemError) {
-        return try chunk.withMutableBytes { (raw) throws(SystemError) in try FileDescriptor.standardInput.read(into: raw) }
+        return try FileDescriptor.standardInput.read(appendingTo: &bytes, limit: 1 << 16)
     } catch {
         throw CLIError(.ioError, "cannot read standard input: \(error.errno)")
     }
@@ -142,11 +142,10 @@ func readStandardInput(into chunk: inout [UInt8]) throws(CLIError) -> IOResult<I
 /// - Throws: `CLIError` 74 on a read error.
 func readAllStandardInput() throws(CLIError) -> [UInt8] {
     var result: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 1 << 16)
     while true {
-        switch try readStandardInput(into: &chunk) {
+        switch try readStandardInput(appendingTo: &result) {
         case .complete(0): return result
-        case .complete(let n): result.append(contentsOf: chunk[..<n])
+        case .complete: break
         case .wouldBlock:
             do { _ = try FileDescriptor.standardInput.poll(.readable, timeoutMilliseconds: -1) } catch {
                 throw CLIError(.ioError, "cannot read standard input: \(error.errno)")

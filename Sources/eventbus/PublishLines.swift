@@ -22,7 +22,7 @@ func publishLines(_ envelope: PublishEnvelope, json: Bool, printSeq: Bool, socke
     let connection = try BrokerConnection.connect(to: socket, client: "eventbus-publish")
     var state = LinePublisher(envelope: envelope, json: json, printSeq: printSeq)
     var inputOpen = true
-    var chunk = [UInt8](repeating: 0, count: 1 << 16)
+    var chunk: [UInt8] = []
 
     while inputOpen || state.hasUnsent || !state.awaitingIsEmpty {
         var entries = [PollEntry(connection.descriptor, events: state.hasUnsent ? [.readable, .writable] : .readable)]
@@ -59,15 +59,16 @@ func publishLines(_ envelope: PublishEnvelope, json: Bool, printSeq: Bool, socke
     }
 }
 
-/// Reads what standard input has (at most `chunk.count` bytes) into `state`.
+/// Reads what standard input has (at most 64 KiB, through `chunk`) into `state`.
 /// - Returns: false at the end of the input.
 private func readInputChunk(_ chunk: inout [UInt8], into state: inout LinePublisher) throws(CLIError) -> Bool {
-    switch try readStandardInput(into: &chunk) {
+    chunk.removeAll(keepingCapacity: true)
+    switch try readStandardInput(appendingTo: &chunk) {
     case .complete(0):
         state.finishInput()
         return false
-    case .complete(let n):
-        chunk.withUnsafeBytes { state.feed(UnsafeRawBufferPointer(rebasing: $0[..<n])) }
+    case .complete:
+        state.feed(chunk.span.bytes)
     case .wouldBlock:
         break
     }
@@ -110,31 +111,32 @@ struct LinePublisher {
     var hasUnsent: Bool { unsentBytes > 0 }
 
     /// Splits `chunk` into lines and encodes each complete one.
-    mutating func feed(_ chunk: UnsafeRawBufferPointer) {
+    mutating func feed(_ chunk: RawSpan) {
+        let bytes = Span<UInt8>(_bytes: chunk)
         var start = 0
-        for i in 0..<chunk.count where chunk[i] == 0x0A {
+        for i in 0..<bytes.count where bytes[i] == 0x0A {
             if skippingLine {
                 skippingLine = false
                 lineTooLong()
             } else if partialLine.isEmpty {
-                encodeLine(UnsafeRawBufferPointer(rebasing: chunk[start..<i]))
+                encodeLine(chunk.extracting(start..<i))
             } else if partialLine.count + (i - start) > LinePublisher.maxLineBytes + 1 {
                 partialLine.removeAll()
                 lineTooLong()
             } else {
-                partialLine.append(contentsOf: chunk[start..<i])
+                partialLine.append(copying: chunk.extracting(start..<i))
                 let line = partialLine
                 partialLine.removeAll(keepingCapacity: true)
-                line.withUnsafeBytes { encodeLine($0) }
+                encodeLine(line.span.bytes)
             }
             start = i + 1
         }
-        guard start < chunk.count, !skippingLine else { return }
-        if partialLine.count + (chunk.count - start) > LinePublisher.maxLineBytes + 1 {
+        guard start < bytes.count, !skippingLine else { return }
+        if partialLine.count + (bytes.count - start) > LinePublisher.maxLineBytes + 1 {
             partialLine = []
             skippingLine = true
         } else {
-            partialLine.append(contentsOf: chunk[start...])
+            partialLine.append(copying: chunk.extracting(start...))
         }
     }
 
@@ -148,7 +150,7 @@ struct LinePublisher {
         guard !partialLine.isEmpty else { return }
         let line = partialLine
         partialLine = []
-        line.withUnsafeBytes { encodeLine($0) }
+        encodeLine(line.span.bytes)
     }
 
     /// Counts and reports a line over `maxLineBytes` (not published).
@@ -161,13 +163,12 @@ struct LinePublisher {
     /// a JSON string in text mode, the line's JSON value compacted with
     /// `--json-lines` (blank lines skipped). A line that is not UTF-8 is bad
     /// input: reported with its number, not published (exit 65 at the end).
-    private mutating func encodeLine(_ raw: UnsafeRawBufferPointer) {
+    private mutating func encodeLine(_ raw: RawSpan) {
         lineNumber += 1
-        var line = raw
-        if line.count > 0 && line[line.count - 1] == 0x0D { line = UnsafeRawBufferPointer(rebasing: line[..<(line.count - 1)]) }
+        var bytes = Array(copying: raw)
+        if bytes.last == 0x0D { bytes.removeLast() }
         let data: JSONText
         if json {
-            let bytes = Array(line)
             if isBlank(bytes) { return }
             do {
                 data = try validatedJSON(bytes, origin: "line \(lineNumber)", textHint: "; without --json-lines each line is published as a string")
@@ -176,7 +177,7 @@ struct LinePublisher {
                 return
             }
         } else {
-            guard let text = String(validating: line, as: UTF8.self) else {
+            guard let text = String(validating: bytes, as: UTF8.self) else {
                 recordFailure(CLIError(.dataError, "line \(lineNumber) is not valid UTF-8; not published"))
                 return
             }
@@ -188,9 +189,7 @@ struct LinePublisher {
 
     /// Writes what the socket takes now.
     mutating func sendSome(_ connection: BrokerConnection) throws(CLIError) {
-        let written = try unsent.withBytes { (raw) throws(CLIError) in
-            try connection.sendSome(UnsafeRawBufferPointer(rebasing: raw[sentOffset...]))
-        }
+        let written = try connection.sendSome(unsent.span.bytes.extracting(sentOffset...))
         sentOffset += written
         if sentOffset == unsent.count {
             unsent.removeAll(keepingCapacity: true)

@@ -16,6 +16,16 @@ enum ResumeFile {
     /// The position saved in `path`, nil when the file does not exist yet.
     /// - Throws: `CLIError` 74 when it cannot be read, 65 when it is not a
     ///   position this command wrote.
+    /// The position `{"instance":"...","seq":42}` holds, nil when it is not one.
+    private static func position(in bytes: RawSpan) -> StreamPosition? {
+        guard let members = try? JSONObject.members(bytes),
+              let seqToken = members.first(where: { $0.key == "seq" })?.value,
+              let seq = JSONInteger.unsigned(bytes, seqToken) else { return nil }
+        var instance: String? = nil
+        if let value = members.first(where: { $0.key == "instance" })?.value, value.isString { instance = JSONString.decode(bytes, value) }
+        return StreamPosition(instance: instance, seq: seq)
+    }
+
     static func read(_ path: String) throws(CLIError) -> StreamPosition? {
         let contents: (bytes: [UInt8], truncated: Bool)?
         do {
@@ -24,14 +34,7 @@ enum ResumeFile {
             throw CLIError(.ioError, "cannot read the resume file \(path): \(error.errno)")
         }
         guard let contents else { return nil }
-        let position: StreamPosition? = contents.bytes.withUnsafeBytes { bytes in
-            guard !contents.truncated, let members = try? JSONObject.members(bytes),
-                  let seqToken = members.first(where: { $0.key == "seq" })?.value,
-                  let seq = JSONInteger.unsigned(bytes, seqToken) else { return nil }
-            let instance = members.first(where: { $0.key == "instance" }).flatMap { $0.value.isString ? JSONString.decode(bytes, $0.value) : nil }
-            return StreamPosition(instance: instance, seq: seq)
-        }
-        guard let position else {
+        guard !contents.truncated, let position = position(in: contents.bytes.span.bytes) else {
             throw CLIError(.dataError, "the resume file \(path) does not hold a position like {\"instance\":\"...\",\"seq\":42}; remove it to start afresh")
         }
         return position
@@ -51,7 +54,7 @@ enum ResumeFile {
         FrameEncoder.appendInt(position.seq, to: &line)
         FrameEncoder.appendASCII("}\n", to: &line)
         do throws(SystemError) {
-            try line.withBytes { (raw) throws(SystemError) in try DurableFile.replace(path, with: [raw], durable: false) }
+            try DurableFile.replace(path, with: line.span.bytes, durable: false)
         } catch {
             throw CLIError(.ioError, "cannot write the resume file \(path): \(error)")
         }

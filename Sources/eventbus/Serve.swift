@@ -199,8 +199,7 @@ private struct Server {
 
     mutating func serveWithCommand(_ connection: BrokerConnection, _ commandLine: [String], concurrency: Int, string: Bool, count: Int?) throws(CLIError) {
         var run = CommandRun(commandLine: commandLine, concurrency: concurrency, string: string, count: count)
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 16, alignment: 16)
-        defer { buffer.deallocate() }
+        var buffer: [UInt8] = []
         while count.map({ answered < $0 || !run.jobs.isEmpty }) ?? true {
             let reading = run.hasRoom
             var entries = [PollEntry(connection.descriptor, events: reading ? .readable : [])]
@@ -210,7 +209,7 @@ private struct Server {
             let timeout = reading && connection.hasBacklog ? 0 : BrokerConnection.pollTimeout(until: wake)
             do { _ = try FileDescriptor.poll(&entries, timeoutMilliseconds: timeout) } catch { throw CLIError(.software, "\(error)") }
 
-            finishJobs(&run, buffer: buffer)
+            finishJobs(&run, buffer: &buffer)
             if session.hasOutput { try connection.send(session.takeOutput()) }
             guard reading && (connection.hasBacklog || !entries[0].returned.isEmpty) else {
                 if !entries[0].returned.intersection([.hangup, .error]).isEmpty && !reading {
@@ -269,9 +268,9 @@ private struct Server {
     }
 
     /// Moves every running COMMAND on and replies for those that ended.
-    private mutating func finishJobs(_ run: inout CommandRun, buffer: UnsafeMutableRawBufferPointer) {
+    private mutating func finishJobs(_ run: inout CommandRun, buffer: inout [UInt8]) {
         let now = Clock.monotonicNanoseconds()
-        for job in run.jobs { job.step(now: now, buffer: buffer) }
+        for job in run.jobs { job.step(now: now, buffer: &buffer) }
         for job in run.jobs where job.isDone {
             switch job.outcome(command: run.commandLine[0], string: run.string) {
             case .data(let data): reply(to: job.token, seq: job.seq, data: data, error: nil)
@@ -289,8 +288,7 @@ private struct Server {
     mutating func serveThroughStandardStreams(_ connection: BrokerConnection, count: Int?) throws(CLIError) {
         var input = ReplyInput()
         var output = StandardOutput()
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 16, alignment: 16)
-        defer { buffer.deallocate() }
+        var buffer: [UInt8] = []
         while input.isOpen && count.map({ answered < $0 }) ?? true {
             var entries = [PollEntry(connection.descriptor, events: .readable), PollEntry(.standardInput, events: .readable),
                            PollEntry(.standardOutput, events: [])]
@@ -299,7 +297,7 @@ private struct Server {
             if !entries[2].returned.intersection([.hangup, .error]).isEmpty { return }  // the reader of the requests is gone
 
             if !entries[1].returned.isEmpty {
-                try readReplies(&input, buffer: buffer)
+                try readReplies(&input, buffer: &buffer)
                 if session.hasOutput { try connection.send(session.takeOutput()) }
             }
             if connection.hasBacklog || !entries[0].returned.isEmpty {
@@ -317,9 +315,10 @@ private struct Server {
     }
 
     /// Reads standard input once and queues a reply for each whole line.
-    private mutating func readReplies(_ input: inout ReplyInput, buffer: UnsafeMutableRawBufferPointer) throws(CLIError) {
+    private mutating func readReplies(_ input: inout ReplyInput, buffer: inout [UInt8]) throws(CLIError) {
         let read: IOResult<Int>
-        do { read = try FileDescriptor.standardInput.read(into: buffer) } catch {
+        buffer.removeAll(keepingCapacity: true)
+        do { read = try FileDescriptor.standardInput.read(appendingTo: &buffer, limit: 1 << 16) } catch {
             throw CLIError(.ioError, "cannot read standard input: \(error.errno)")
         }
         var line = input.line
@@ -335,8 +334,8 @@ private struct Server {
         case .complete(0):
             input.splitter.finish(take)
             input.isOpen = false
-        case .complete(let n):
-            input.splitter.feed(UnsafeRawBufferPointer(rebasing: buffer[..<n]).bytes, take)
+        case .complete:
+            input.splitter.feed(buffer.span.bytes, take)
         case .wouldBlock:
             break
         }
@@ -346,7 +345,7 @@ private struct Server {
     /// One line of `serve --json`'s standard input (EventBusCLI's
     /// `ServeReplyLine`); a bad line is reported and skipped.
     mutating func replyLine(_ bytes: RawSpan, line: Int) {
-        switch bytes.withUnsafeBytes({ ServeReplyLine.read($0) }) {
+        switch ServeReplyLine.read(bytes) {
         case nil: break
         case .failure(let error)?: printError("line \(line): \(error.message)")
         case .success(let reply)?: self.reply(to: reply.to, seq: nil, data: reply.data, error: reply.error)

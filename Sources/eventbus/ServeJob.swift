@@ -102,10 +102,11 @@ final class ServeJob {
 
     /// Moves every pipe on as far as it goes now, reaps the child once it
     /// has exited, and kills it past the deadline.
-    func step(now: Int64, buffer: UnsafeMutableRawBufferPointer) {
+    /// - Parameter buffer: storage for the reads, kept between calls.
+    func step(now: Int64, buffer: inout [UInt8]) {
         writeInput()
-        readOutput(buffer)
-        readError(buffer)
+        readOutput(&buffer)
+        readError(&buffer)
         if exit == nil, let ended = try? child.poll() { exit = ended }
         if exit == nil || output != nil || error != nil {
             if let killAt {
@@ -167,9 +168,7 @@ final class ServeJob {
     private func writeInput() {
         guard let input else { return }
         while inputOffset < inputBytes.count {
-            let result = try? inputBytes.withUnsafeBytes { (raw) throws(SystemError) in
-                try input.write(UnsafeRawBufferPointer(rebasing: raw[inputOffset...]))
-            }
+            let result = try? input.write(inputBytes.span.bytes.extracting(inputOffset...))
             switch result {
             case .complete(let n)?: inputOffset += n
             case .wouldBlock?: return
@@ -185,15 +184,16 @@ final class ServeJob {
         input = nil
     }
 
-    private func readOutput(_ buffer: UnsafeMutableRawBufferPointer) {
+    private func readOutput(_ buffer: inout [UInt8]) {
         while let fd = output {
-            switch try? fd.read(into: buffer) {
+            buffer.removeAll(keepingCapacity: true)
+            switch try? fd.read(appendingTo: &buffer, limit: 1 << 16) {
             case .complete(let n)? where n > 0:
                 if outputBytes.count + n > maxReplyBytes {
                     outputTooLarge = true
                     outputBytes = []
                 } else if !outputTooLarge {
-                    outputBytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: buffer[..<n]))
+                    outputBytes.append(contentsOf: buffer)
                 }
             case .wouldBlock?:
                 return
@@ -204,14 +204,14 @@ final class ServeJob {
         }
     }
 
-    private func readError(_ buffer: UnsafeMutableRawBufferPointer) {
+    private func readError(_ buffer: inout [UInt8]) {
         while let fd = error {
-            switch try? fd.read(into: buffer) {
+            buffer.removeAll(keepingCapacity: true)
+            switch try? fd.read(appendingTo: &buffer, limit: 1 << 16) {
             case .complete(let n)? where n > 0:
-                let chunk = UnsafeRawBufferPointer(rebasing: buffer[..<n])
-                _ = try? FileDescriptor.standardError.writeAll(chunk)  // passed through, as COMMAND wrote it
+                _ = try? FileDescriptor.standardError.writeAll(buffer.span.bytes)  // passed through, as COMMAND wrote it
                 if !errorLineDone {
-                    for byte in chunk {
+                    for byte in buffer {
                         if byte == 0x0A || firstErrorLine.count >= 1024 { errorLineDone = true; break }
                         firstErrorLine.append(byte)
                     }

@@ -23,7 +23,8 @@ func runStats(_ args: ParsedArguments, socket: String) throws(CLIError) {
 /// The `stats` reply as `--format json` (one compact object) or `table` (`name  value` lines).
 private func statsText(_ reply: Reply, json: Bool) -> [UInt8] {
     var out: [UInt8] = []
-    reply.bytes.withUnsafeBytes { bytes in
+    do {
+        let bytes = reply.bytes.span.bytes
         if json {
             // The reply's fields as one compact object, without `op` and `req`.
             out.append(0x7B)
@@ -111,7 +112,7 @@ func runPrometheus(_ args: ParsedArguments, socket: String) throws(CLIError) {
     if let path = args.value("output") {
         let bytes = Array(text.utf8)
         do throws(SystemError) {
-            try bytes.withBytes { (raw) throws(SystemError) in try DurableFile.replace(path, with: [raw], durable: false, mode: 0o644) }
+            try DurableFile.replace(path, with: bytes.span.bytes, durable: false, mode: 0o644)
         } catch {
             throw CLIError(.ioError, "cannot write \(path): \(error)")
         }

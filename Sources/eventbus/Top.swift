@@ -165,9 +165,9 @@ private struct TopSession {
     /// Reads one key: `.quit` for q, `.tick` to draw again (a sort key,
     /// space, ^L), nil for any other key or when the terminal's input ended.
     private mutating func readKey(_ screen: Screen) -> Outcome? {
-        var byte: UInt8 = 0
-        let read = try? withUnsafeMutableBytes(of: &byte) { buffer throws(SystemError) in try FileDescriptor.standardInput.read(into: buffer) }
-        guard case .complete(1)? = read else {
+        var key: [UInt8] = []
+        let read = try? FileDescriptor.standardInput.read(appendingTo: &key, limit: 1)
+        guard case .complete(1)? = read, let byte = key.first else {
             // The terminal's input ended: keep drawing, stop reading keys.
             screen.keyboard = nil
             return nil

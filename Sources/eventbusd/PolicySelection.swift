@@ -57,5 +57,5 @@ func checkPolicy(_ options: BrokerOptions) -> ExitStatus {
 /// Writes `text` to fd 2 (the global `stderr` is not concurrency-safe).
 private func writeStandardError(_ text: String) {
     let bytes = Array(text.utf8)
-    bytes.withUnsafeBytes { _ = try? FileDescriptor.standardError.writeAll($0) }
+    _ = try? FileDescriptor.standardError.writeAll(bytes.span.bytes)
 }

@@ -26,7 +26,7 @@ let sample = RawEvent(metadata: EventMetadata(
 /// encoded and parsed again (the wire in between), subject moved to `sid`.
 func received(_ message: OutgoingMessage, sid: UInt64 = 1) throws -> Message {
     let block = message.headers!.encoded()
-    let headers = try block.withUnsafeBytes { try Headers.parse($0) }
+    let headers = try Headers.parse(block.span.bytes)
     return Message(subject: message.subject.text, sid: SubscriptionID(sid), headers: headers, payload: message.payload)
 }
 

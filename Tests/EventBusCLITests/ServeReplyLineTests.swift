@@ -8,12 +8,11 @@ import Testing
 
 /// What `text` reads as: "to data error", "blank", or "bad: reason".
 private func read(_ text: String) -> String {
-    Array(text.utf8).withUnsafeBytes { bytes in
-        switch ServeReplyLine.read(bytes) {
-        case nil: "blank"
-        case .failure(let error)?: "bad: " + error.message
-        case .success(let reply)?: "\(reply.to) \(reply.data.map { String(decoding: $0.bytes, as: UTF8.self) } ?? "-") \(reply.error ?? "-")"
-        }
+    let bytes = Array(text.utf8)
+    return switch ServeReplyLine.read(bytes.span.bytes) {
+    case nil: "blank"
+    case .failure(let error)?: "bad: " + error.message
+    case .success(let reply)?: "\(reply.to) \(reply.data.map { String(decoding: $0.bytes, as: UTF8.self) } ?? "-") \(reply.error ?? "-")"
     }
 }
 

@@ -75,7 +75,7 @@ import Testing
         #expect(lines.count == 5, "version, two fields, empty line, end: \(lines)")
         #expect(block.filter { $0 == 0x0A }.count == 4 && block.filter { $0 == 0x0D }.count == 4)
         #expect(block.allSatisfy { $0 == 0x0D || $0 == 0x0A || ($0 >= 0x20 && $0 <= 0x7E) }, "only printable ASCII on the wire")
-        let parsed = try block.withUnsafeBytes { try Headers.parse($0) }
+        let parsed = try Headers.parse(block.span.bytes)
         #expect(parsed.first("ce-source") == value, "round trip")
         #expect(parsed.first("NATS-MSG-ID") == "host-a:abc:42", "names match case-insensitively")
         #expect(parsed.fields.map(\.name) == ["ce-source", "Nats-Msg-Id"], "names keep their case")
@@ -87,7 +87,7 @@ import Testing
 
     @Test func decodingIsLenientAboutStrayPercentSigns() throws {
         let block = bytes("NATS/1.0\r\nA: 100%\r\nB: %zz%4\r\nC: %41%62\r\nD:   spaced out  \r\nA: again\r\n\r\n")
-        let headers = try block.withUnsafeBytes { try Headers.parse($0) }
+        let headers = try Headers.parse(block.span.bytes)
         #expect(headers.fields.map(\.value) == ["100%", "%zz%4", "Ab", "spaced out", "again"])
         #expect(headers.first("a") == "100%", "the first of repeated names")
     }
@@ -98,7 +98,7 @@ import Testing
         ("NATS/1.0\r\n\r\n", nil, nil),
     ] as [(String, Int?, String?)])
     func statusLinesAreRead(text: String, status: Int?, description: String?) throws {
-        let headers = try bytes(text).withUnsafeBytes { try Headers.parse($0) }
+        let headers = try Headers.parse(bytes(text).span.bytes)
         #expect(headers.status == status && headers.statusDescription == description)
     }
 
@@ -111,6 +111,6 @@ import Testing
         ("NATS/1.0\r\n: v\r\n\r\n", .malformedField(": v")),
     ])
     func malformedBlocksAreErrors(text: String, error: HeaderError) {
-        #expect(throws: error) { try bytes(text).withUnsafeBytes { try Headers.parse($0) } }
+        #expect(throws: error) { try Headers.parse(bytes(text).span.bytes) }
     }
 }

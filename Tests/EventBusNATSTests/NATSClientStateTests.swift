@@ -31,7 +31,7 @@ struct Harness {
     mutating func advance(_ duration: Duration) { now += duration.nanoseconds }
 
     mutating func feed(_ text: String) -> [Effect] {
-        Array(text.utf8).withUnsafeBytes { state.received($0, now: now).effects }
+        state.received(Array(text.utf8).span.bytes, now: now).effects
     }
 
     /// Everything writable, marked written.

@@ -34,9 +34,9 @@ func parse(_ bytes: [UInt8], chunking: Int, parser: Parser = Parser()) -> ([Serv
     var operations: [ServerOperation] = []
     for chunk in chunks(bytes, chunking) {
         do {
-            try chunk.withUnsafeBytes { try parser.feed($0, into: &operations) }
+            try parser.feed(Array(chunk).span.bytes, into: &operations)
         } catch {
-            return (operations, error as? ProtocolViolation ?? ProtocolViolation("\(error)"))
+            return (operations, error)
         }
     }
     return (operations, nil)
@@ -114,12 +114,12 @@ func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
     @Test func whatItBuffersStaysWithinTheBoundsWhileSkipping() throws {
         var parser = Parser(maxPayloadBytes: 10)
         var operations: [ServerOperation] = []
-        try bytes("MSG a 1 1000000\r\n").withUnsafeBytes { try parser.feed($0, into: &operations) }
+        try parser.feed(bytes("MSG a 1 1000000\r\n").span.bytes, into: &operations)
         for _ in 0..<100 {
-            try [UInt8](repeating: 0x78, count: 10_000).withUnsafeBytes { try parser.feed($0, into: &operations) }
+            try parser.feed([UInt8](repeating: 0x78, count: 10_000).span.bytes, into: &operations)
             #expect(parser.bufferedBytes == 0)
         }
-        try bytes("\r\nPING\r\n").withUnsafeBytes { try parser.feed($0, into: &operations) }
+        try parser.feed(bytes("\r\nPING\r\n").span.bytes, into: &operations)
         #expect(operations == [.oversized(subject: "a", sid: SubscriptionID(1), bytes: 1_000_000), .ping])
     }
 

@@ -38,7 +38,7 @@ struct FileSystemTests {
         let before = Clock.wallNanoseconds()
         let old = umask(0o022)
         defer { umask(old) }
-        try Array("{}\n".utf8).withUnsafeBytes { raw in try DurableFile.replace(path, with: [raw], durable: false, mode: 0o666) }
+        try DurableFile.replace(path, with: Array("{}\n".utf8).span.bytes, durable: false, mode: 0o666)
         var info = stat()
         try #require(stat(path, &info) == 0)
         #expect(info.st_mode & 0o777 == 0o644, "mode less the umask")

@@ -110,7 +110,7 @@ struct SocketTests {
         let payload = [UInt8]((0..<total).map { UInt8(truncatingIfNeeded: $0 &* 31) })
         // A reader thread drains while writeAll blocks in poll.
         let reader = ReaderThread(fd: b, expected: total)
-        try payload.withUnsafeBytes { try a.writeAll($0) }
+        try a.writeAll(payload.span.bytes)
         let received = reader.join()
         #expect(received.count == total)
         #expect(received == payload)

@@ -60,7 +60,7 @@ struct TCPSocketTests {
         #expect(fcntl(client.rawValue, F_GETFL) & O_NONBLOCK != 0, "non-blocking")
         #expect(fcntl(client.rawValue, F_GETFD) & FD_CLOEXEC != 0, "close-on-exec")
         let hello = Array("PING\r\n".utf8)
-        try hello.withUnsafeBytes { try client.writeAll($0) }
+        try client.writeAll(hello.span.bytes)
         var buffer = [UInt8](repeating: 0, count: 16)
         let n = buffer.withUnsafeMutableBytes { recv(server, $0.baseAddress, $0.count, 0) }
         #expect(Array(buffer.prefix(max(0, n))) == hello)
