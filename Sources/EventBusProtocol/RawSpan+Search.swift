@@ -1,10 +1,9 @@
-// Searching and comparing the bytes of a `RawSpan` with the C library's
-// SIMD routines (memchr, memcmp): the one place code outside the
-// memory-owning files does so (issue 35), next to RawSpan+Copy.swift.
+// Searching the bytes of a `RawSpan` with the C library's SIMD memchr: the
+// one place code outside the memory-owning files does so (issue 35), next to
+// RawSpan+Copy.swift (which compares spans, `sameBytes(as:)`).
 //
 // Before editing: every call stays inside the span it is given (memchr is
-// handed the range's length, memcmp the common length after comparing
-// counts); nothing here keeps a pointer past the call.
+// handed the range's length); nothing here keeps a pointer past the call.
 import Glibc
 
 extension RawSpan {
