@@ -1,9 +1,11 @@
-// Searching the bytes of a `RawSpan` with the C library's SIMD memchr: the
-// one place code outside the memory-owning files does so (issue 35), next to
-// RawSpan+Copy.swift (which compares spans, `sameBytes(as:)`).
+// Searching the bytes of a `RawSpan` with the C library's SIMD memchr, and
+// comparing them with a static string's (memcmp): the one place code outside
+// the memory-owning files does so (issue 35), next to RawSpan+Copy.swift
+// (which compares two spans, `sameBytes(as:)`).
 //
 // Before editing: every call stays inside the span it is given (memchr is
-// handed the range's length); nothing here keeps a pointer past the call.
+// handed the range's length, memcmp a length checked against the span's);
+// nothing here keeps a pointer past the call.
 import Glibc
 
 extension RawSpan {

@@ -3,6 +3,7 @@ this branch (partial frames, oversized lines, closes mid-frame, notices,
 reconnect frames, and the PROTOCOL 1.2 replies)."""
 
 import asyncio
+import datetime
 import time
 import unittest
 
@@ -345,8 +346,9 @@ class ServingAgainstAFakeBroker(FakeBrokerTestCase):
         self.assertEqual((subscribe["type"], subscribe["serve"], subscribe["group"]), ("svc.>", True, "g"))
         c.ok(subscribe, type="svc.>", members=2)
         c.ok(c.expect("stats"), instance="fake-run-1", history_first_seq=1, history_events=0)
-        for seq in (1, 2):
-            c.send({"op": "request", "seq": seq, "type": "svc.a", "time": "2026-11-29T13:00:00.123Z", "pid": 1,
+        now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+        for seq in (1, 2):                   # (received now: a request's timeout counts from its time)
+            c.send({"op": "request", "seq": seq, "type": "svc.a", "time": now, "pid": 1,
                     "uid": 0, "gid": 0, "data": seq, "reply": f"tok{seq}", "timeout": 900})
         first = c.expect("reply")
         self.assertEqual((first["to"], first["data"]), ("tok1", 1))
@@ -370,14 +372,14 @@ class ServingAgainstAFakeBroker(FakeBrokerTestCase):
         self.assertEqual(service.members, 2)
         got, accepted = [], []
         for request in service:
-            got.append((request.seq, request.data, request.timeout))
+            got.append((request.seq, request.data, 0.0 < request.timeout <= 0.9))
             if request.seq == 1:
                 accepted.append(request.reply(request.data))
             elif request.seq == 2:
                 service.leave()                      # held: it is answered before the unsubscribe
                 accepted.append(request.fail("no disk"))
                 self.assertFalse(request.reply("again"), "one answer per request")
-        self.assertEqual(got, [(1, 1, 0.9), (2, 2, 0.9)], "nothing handed out after leave()")
+        self.assertEqual(got, [(1, 1, True), (2, 2, True)], "nothing handed out after leave(); each within its 0.9 s")
         self.assertEqual(accepted, [True, False])
         self.assertEqual(service.unaccepted, 1, "refused by the broker (the second answer was never sent)")
         service.close()
