@@ -59,12 +59,12 @@ private func statsText(_ reply: Reply, json: Bool) -> [UInt8] {
 /// caller's own uid's usage, reads as `me.queued_bytes  0`), anything else as
 /// compact JSON, except a `null` limit (`me.limits.*`: none applies), which
 /// reads `unlimited`.
-private func statsRows(_ bytes: UnsafeRawBufferPointer, _ members: [JSONMember], prefix: String, into rows: inout [(name: String, value: [UInt8])]) {
+private func statsRows(_ bytes: RawSpan, _ members: [JSONMember], prefix: String, into rows: inout [(name: String, value: [UInt8])]) {
     for member in members {
         let name = prefix + member.key
         let token = member.value
         if token.kind == .object {
-            let inner = UnsafeRawBufferPointer(rebasing: bytes[token.start..<token.end])
+            let inner = bytes.extracting(token.range)
             if let nested = try? JSONObject.members(inner), !nested.isEmpty {
                 statsRows(inner, nested, prefix: name + ".", into: &rows)
                 continue
