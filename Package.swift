@@ -193,6 +193,15 @@ let package = Package(
             path: "Tests/EventBusUIDPeer",
             swiftSettings: strict
         ),
+        // The per-uid rules written once as scenarios over a "bus with uids"
+        // (`UIDBus`), run in process by EventBusServerTests (no root) and
+        // against eventbusd with setpriv'd clients by EventBusIntegrationTests.
+        .target(
+            name: "EventBusScenarios",
+            dependencies: ["EventBusTestSupport"],
+            path: "Tests/EventBusScenarios",
+            swiftSettings: strict
+        ),
         .testTarget(name: "EventBusProtocolTests", dependencies: ["EventBusProtocol", "EventBusTestSupport"], swiftSettings: strict),
         .testTarget(name: "EventBusPolicyTests", dependencies: ["EventBusPolicy", "EventBusProtocol", "EventBusTestSupport"], swiftSettings: strict),
         .testTarget(name: "EventBusCoreTests", dependencies: ["EventBusCore", "EventBusPolicy", "EventBusTestSupport"], swiftSettings: strict),
@@ -202,7 +211,7 @@ let package = Package(
         // to it with made-up uids (ConnectionHandoff): no root needed (issue 35).
         .testTarget(
             name: "EventBusServerTests",
-            dependencies: ["EventBusServer", "EventBusCore", "EventBusPolicy", "EventBusLog", "EventBusSystem", "EventBusCommandLine", "EventBusTestSupport"],
+            dependencies: ["EventBusServer", "EventBusCore", "EventBusPolicy", "EventBusLog", "EventBusSystem", "EventBusCommandLine", "EventBusTestSupport", "EventBusScenarios"],
             swiftSettings: strict
         ),
         .testTarget(name: "EventBusSessionTests", dependencies: ["EventBusSession", "EventBusProtocol"], swiftSettings: strict),
@@ -227,7 +236,7 @@ let package = Package(
         ),
         .testTarget(
             name: "EventBusIntegrationTests",
-            dependencies: ["EventBusTestSupport", "EventBusProtocol", "EventBusCommandLine", "EventBusManual", "EventBusServer", "EventBusBridge", "eventbusd", "eventbus", "eventbus-bridge", "eventbus-uid-peer"],
+            dependencies: ["EventBusTestSupport", "EventBusScenarios", "EventBusProtocol", "EventBusCommandLine", "EventBusManual", "EventBusServer", "EventBusBridge", "eventbusd", "eventbus", "eventbus-bridge", "eventbus-uid-peer"],
             swiftSettings: strict
         ),
     ]

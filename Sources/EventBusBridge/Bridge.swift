@@ -29,11 +29,23 @@ package struct Bridge {
     let brokerInstance = SharedText()
     /// Set once a `hello` reply lacked `origin` in `features` (warned once per run).
     private var warnedAboutOrigin = false
+    /// What the warning about a NATS server without credentials says a client
+    /// of it could do here (nil: this bridge does not warn; `carriedFromNATS`).
+    private let carried: String?
 
-    /// - Parameter bridgeInstance: this process's random id (hellos, drop reports).
-    package init(configuration: BridgeConfiguration, bridgeInstance: String, logger: Logger) {
+    /// - Parameters:
+    ///   - bridgeInstance: this process's random id (hellos, drop reports).
+    ///   - warnFor: whose patterns the warning about a server without
+    ///     credentials lists: this bridge's (nil), or, for a part of the link
+    ///     inside eventbusd, the whole link's; `.some(nil)`: the other part warns.
+    package init(configuration: BridgeConfiguration, bridgeInstance: String, logger: Logger, warnFor: BridgeConfiguration?? = nil) {
         self.configuration = configuration
         self.logger = logger
+        switch warnFor {
+        case .none: carried = Bridge.carriedFromNATS(configuration)
+        case .some(.none): carried = nil
+        case .some(.some(let link)): carried = Bridge.carriedFromNATS(link)
+        }
         core = BridgeCore(mapping: configuration.mapping, exports: configuration.exports, imports: configuration.imports, bridgeInstance: bridgeInstance)
         requests = RemoteRequests(mapping: configuration.mapping, bridgeInstance: bridgeInstance,
                                   exports: configuration.requestExports, imports: configuration.requestImports)
@@ -53,7 +65,6 @@ package struct Bridge {
             core.subscribed(sid, to: subject)
         }
         requests.subscribe { subject, queue in nats.state.subscribe(subject, queue: queue) }
-        groups.subscribe { subject, queue in nats.state.subscribe(subject, queue: queue) }
     }
 
     /// Once a second: forgets requests sent to NATS whose deadline passed.
@@ -104,6 +115,7 @@ package struct Bridge {
             core.imported(.lost, count: unconfirmed)
             requests.busLost()
             for pattern in requests.watchedImports { serving(pattern, [], nats: &nats) }
+            for spec in groups.watchedImports { members(spec, [], nats: &nats) }
             logger.warning("lost the bus at \(path): \(reason)\(unconfirmed > 0 ? " (\(unconfirmed) imports unconfirmed, counted lost)" : ""); reconnecting, imports are dropped meanwhile")
         case .gap(let gap, let instance):
             if let old = gap.previousRun {
@@ -137,6 +149,8 @@ package struct Bridge {
             if let message = requests.replied(tag: tag, reply) { _ = nats.publish(message) }
         case .serving(let pattern, let servers):
             serving(pattern, servers, nats: &nats)
+        case .members(let spec, let patterns):
+            members(spec, patterns, nats: &nats)
         case .groupEvent(let event, let group):
             // (issue 36) No local member of the group took it: one machine's member will.
             guard let message = groups.send(event, group: group, instance: brokerInstance.value) else { return }
@@ -155,13 +169,20 @@ package struct Bridge {
         for subject in removed { logger.info("no longer taking requests from other machines on \(subject) (no server of it on this bus)") }
     }
 
+    /// (issue 36) The group import subscriptions follow the local members.
+    private mutating func members(_ spec: GroupSpec, _ patterns: [Pattern], nats: inout ClientDriver) {
+        let (added, removed) = groups.members(spec, patterns, subscribe: { nats.state.subscribe($0, queue: $1) },
+                                              unsubscribe: { nats.state.unsubscribe($0) })
+        for subject in added { logger.info("taking group \(spec.name)'s events from other machines on \(subject) (a member of it on this bus)") }
+        for subject in removed { logger.info("no longer taking group \(spec.name)'s events from other machines on \(subject) (no member of it on this bus)") }
+    }
+
     // MARK: The NATS side
 
     mutating func handle(_ effect: Effect, bus: inout LocalBus, nats: inout ClientDriver) {
         switch effect {
-        case .message(let message) where requests.owns(message.sid):
-            handleRequestMessage(message, bus: &bus)
-        case .message(let message) where groups.owns(message.sid):
+        case .message(let message) where groups.owns(message):
+            // (Asked first: a group import's sid may be above the request table's fixed ones.)
             // (issue 36) Another machine's group event, for one local member.
             switch groups.receive(message) {
             case .publish(let event):
@@ -172,6 +193,8 @@ package struct Bridge {
             case .drop(let reason):
                 logger.notice("dropped a group event from NATS: \(reason)")
             }
+        case .message(let message) where requests.owns(message.sid):
+            handleRequestMessage(message, bus: &bus)
         case .message(let message):
             let decision = core.handle(message)
             switch decision {
@@ -192,7 +215,7 @@ package struct Bridge {
             }
         case .linkUp(let server, let info, let isReconnect):
             logger.notice("\(isReconnect ? "reconnected" : "connected") to NATS at \(server) (\(info.serverName.isEmpty ? info.serverID : info.serverName), nats-server \(info.version), max_payload \(info.maxPayload))")
-            if !info.authRequired, let carried = Bridge.carriedFromNATS(configuration) {
+            if !info.authRequired, let carried {
                 // (attacker) A leaf node on 127.0.0.1 without an
                 // authorization block is open to every local user: what it
                 // carries in reaches the bus as this bridge's uid, past the

@@ -88,19 +88,6 @@ package struct BridgeCore {
         importSubscriptions.sort { $0.sid < $1.sid }
     }
 
-    /// The patterns of `patterns` that no other one covers (duplicates removed,
-    /// order kept): `>` alone instead of `>` and `order.*`.
-    package static func minimalPatterns(_ patterns: [Pattern]) -> [Pattern] {
-        var result: [Pattern] = []
-        for (i, p) in patterns.enumerated() {
-            let covered = patterns.enumerated().contains { j, q in
-                j != i && covers(q, p) && (!covers(p, q) || j < i)
-            }
-            if !covered { result.append(p) }
-        }
-        return result
-    }
-
     /// Whether every type `inner` matches is matched by `outer` (same rules as NATS subject subsumption).
     package static func covers(_ outer: Pattern, _ inner: Pattern) -> Bool {
         let o = outer.segments

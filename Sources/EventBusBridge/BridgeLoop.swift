@@ -24,12 +24,15 @@
 //   those NATS's own slow-consumer rule applies (it closes the connection;
 //   the bridge reconnects).
 //
-// Two ways to run it (docs/BRIDGE.md "Running it"): eventbus-bridge runs it on
+// Three ways to run it (docs/BRIDGE.md "Running it"): eventbus-bridge runs it on
 // its main thread, reaching the bus by its socket path and stopped by its
 // signals (`BusEndpoint.path`, `StopSource.signals`); eventbusd with
-// `--bridge` runs it on a thread of its own (BridgeThread.swift), reaching its
-// own broker through a socketpair the broker admits with the bridge user's
-// credentials (`BusEndpoint.connector`), stopped by an eventfd.
+// `--bridge` runs its events and groups on a thread of its own
+// (BridgeThread.swift), reaching its own broker through a socketpair the
+// broker admits with the bridge user's credentials (`BusEndpoint.connector`),
+// stopped by an eventfd; and its requests on the broker's own loop
+// (LinkInBroker.swift): no stop source, the broker's epoll waits on this
+// loop's epoll set (`descriptor`) and calls `turn(wait: false)`.
 //
 // Before editing: only this file touches descriptors; `LocalBus` and
 // `Bridge` are decisions. Epoll registrations follow what the loop wants
@@ -67,7 +70,7 @@ package enum BusEndpoint: Sendable {
     }
 }
 
-/// What stops the loop.
+/// What stops the loop (none for a loop another loop turns: its owner calls `stop`).
 package enum StopSource {
     /// SIGTERM or SIGINT on this signalfd (SIGHUP is logged and ignored).
     case signals(SignalDescriptor)
@@ -87,7 +90,9 @@ package final class BridgeLoop {
     private var bus: LocalBus
     private var nats: ClientDriver
     private let epoll: Epoll
-    private let stopSource: StopSource
+    private let stopSource: StopSource?
+    /// When the counters are next handed to `everySecond`.
+    private var nextStatus: Int64 = 0
     private let endpoint: BusEndpoint
     private let logger: Logger
 
@@ -101,6 +106,7 @@ package final class BridgeLoop {
     private static let signalToken: UInt64 = 0
     private static let busToken: UInt64 = 1
     private static let natsToken: UInt64 = 2
+    private static let connectToken: UInt64 = 3
 
     // The bus socket.
     private var busSocket: FileDescriptor?
@@ -131,7 +137,9 @@ package final class BridgeLoop {
     private var effects: [Effect] = []
 
     /// - Throws: `SystemError` when epoll cannot be set up.
-    package init(bridge: Bridge, endpoint: BusEndpoint, stop: StopSource, logger: Logger,
+    /// - Parameter connectInBackground: NATS connects on a helper thread (a
+    ///   loop another loop turns must not block; `BackgroundConnect`).
+    package init(bridge: Bridge, endpoint: BusEndpoint, stop: StopSource?, logger: Logger, connectInBackground: Bool = false,
          importPauseBytes: Int = 4 << 20, importResumeBytes: Int = 1 << 20) throws(SystemError) {
         self.bridge = bridge
         self.logger = logger
@@ -139,13 +147,15 @@ package final class BridgeLoop {
         self.endpoint = endpoint
         self.importPauseBytes = importPauseBytes
         self.importResumeBytes = importResumeBytes
-        bus = LocalBus(path: endpoint.name, patterns: bridge.core.exports, servePatterns: bridge.requests.exports, watchPatterns: bridge.requests.imports, groups: bridge.groups.exports)
+        bus = LocalBus(path: endpoint.name, patterns: bridge.core.exports, servePatterns: bridge.requests.exports, watchPatterns: bridge.requests.imports, groups: bridge.groups.exports,
+                      groupImports: bridge.groups.imports)
         let configuration = bridge.natsConfiguration
         natsLimitBytes = configuration.bufferLimitBytes
         natsLimitMessages = configuration.bufferLimitMessages
-        nats = ClientDriver(configuration: configuration)
+        nats = ClientDriver(configuration: configuration, background: connectInBackground ? try BackgroundConnect() : nil)
         epoll = try Epoll(maxEvents: 16)
-        try epoll.add(stop.descriptor, events: .readable, token: BridgeLoop.signalToken)
+        if let stop { try epoll.add(stop.descriptor, events: .readable, token: BridgeLoop.signalToken) }
+        if let connected = nats.connectDescriptor { try epoll.add(connected, events: .readable, token: BridgeLoop.connectToken) }
         self.bridge.subscribe(&nats)
     }
 
@@ -156,61 +166,94 @@ package final class BridgeLoop {
     /// `everySecond` with the counters once a second (and once at the start).
     /// - Returns: the signal that stopped it.
     package func run(_ everySecond: (BridgeStatus) -> Void) -> Int32 {
+        start()
+        while true {
+            if let signal = turn(wait: true, everySecond) { return signal }
+        }
+    }
+
+    /// Starts connecting both sides (`run` does it; a loop that drives the
+    /// link itself calls it once, then `turn` whenever `descriptor` is
+    /// readable or `nextDeadline` has come).
+    package func start() {
         nats.start(&effects)
         handleEffects()
         connectBus()
-        var nextStatus: Int64 = 0
-        while true {
-            var now = Clock.monotonicNanoseconds()
-            if now >= nextStatus {
-                bridge.everySecond(now: now)
-                everySecond(status)
-                nextStatus = now + 1_000_000_000
-            }
-            if busSocket == nil && now >= busRetryAt { connectBus() }
-            updateFlowControl()
-            register()
+    }
+
+    /// The loop's epoll set: readable while a socket it waits on is ready, so
+    /// another epoll loop can wait on it (level-triggered) and call `turn`.
+    package var descriptor: FileDescriptor { epoll.descriptor }
+
+    /// When `turn` must run even with nothing to read (monotonic ns): the
+    /// status second, a bus reconnection, the NATS driver's next deadline.
+    package var nextDeadline: Int64 {
+        var deadline = nextStatus
+        if busSocket == nil { deadline = min(deadline, busRetryAt) }
+        if let natsDeadline = nats.nextDeadline { deadline = min(deadline, natsDeadline) }
+        return deadline
+    }
+
+    /// One pass: timers, registrations, one epoll wait (until `nextDeadline`
+    /// when `wait`, else none), reads, then both outboxes written.
+    /// - Returns: the stop signal (0 for a `.wakeup`), nil to go on.
+    package func turn(wait: Bool, _ everySecond: (BridgeStatus) -> Void) -> Int32? {
+        var now = Clock.monotonicNanoseconds()
+        if now >= nextStatus {
+            bridge.everySecond(now: now)
+            everySecond(status)
+            nextStatus = now + 1_000_000_000
+        }
+        if busSocket == nil && now >= busRetryAt { connectBus() }
+        updateFlowControl()
+        register()
+        var timeout: Int32 = 0
+        if wait {
             now = Clock.monotonicNanoseconds()
-            var deadline = nextStatus
-            if busSocket == nil { deadline = min(deadline, busRetryAt) }
-            if let natsDeadline = nats.nextDeadline { deadline = min(deadline, natsDeadline) }
-            let timeout = Int32(clamping: max(0, (deadline - now + 999_999) / 1_000_000))
-            var busReady: EpollEvents = []
-            var natsReady: EpollEvents = []
-            var signalled = false
-            do {
-                try epoll.wait(timeoutMilliseconds: timeout) { token, events in
-                    switch token {
-                    case BridgeLoop.busToken: busReady = events
-                    case BridgeLoop.natsToken: natsReady = events
-                    default: signalled = true
-                    }
-                }
-            } catch {
-                usleep(10_000)  // epoll_wait fails only for bad arguments; do not spin
-            }
-            if signalled {
-                switch stopSource {
-                case .signals(let signals):
-                    for signal in signals.readSignals() {
-                        if signal == SIGHUP {
-                            logger.notice("SIGHUP ignored: restart the bridge to read its settings again")
-                        } else {
-                            return signal
-                        }
-                    }
-                case .wakeup(let wakeup):
-                    wakeup.drain()
-                    return 0
+            timeout = Int32(clamping: max(0, (nextDeadline - now + 999_999) / 1_000_000))
+        }
+        var busReady: EpollEvents = []
+        var natsReady: EpollEvents = []
+        var signalled = false
+        var connectEnded = false
+        do {
+            try epoll.wait(timeoutMilliseconds: timeout) { token, events in
+                switch token {
+                case BridgeLoop.busToken: busReady = events
+                case BridgeLoop.natsToken: natsReady = events
+                case BridgeLoop.connectToken: connectEnded = true
+                default: signalled = true
                 }
             }
-            if !busReady.isEmpty { readBus(hangup: !busReady.intersection([.hangup, .error]).isEmpty) }
-            if !natsReady.intersection([.readable, .hangup, .error]).isEmpty { readNATS() }
-            flushBus()
-            flushNATS()
-            nats.tick(&effects)
+        } catch {
+            usleep(10_000)  // epoll_wait fails only for bad arguments; do not spin
+        }
+        if signalled, let stopSource {
+            switch stopSource {
+            case .signals(let signals):
+                for signal in signals.readSignals() {
+                    if signal == SIGHUP {
+                        logger.notice("SIGHUP ignored: restart the bridge to read its settings again")
+                    } else {
+                        return signal
+                    }
+                }
+            case .wakeup(let wakeup):
+                wakeup.drain()
+                return 0
+            }
+        }
+        if connectEnded {
+            nats.connectFinished(&effects)
             handleEffects()
         }
+        if !busReady.isEmpty { readBus(hangup: !busReady.intersection([.hangup, .error]).isEmpty) }
+        if !natsReady.intersection([.readable, .hangup, .error]).isEmpty { readNATS() }
+        flushBus()
+        flushNATS()
+        nats.tick(&effects)
+        handleEffects()
+        return nil
     }
 
     /// Stops: the bus first (no new exports), then up to `flushTimeout` for

@@ -168,6 +168,30 @@ package struct BridgeConfiguration: Equatable, Sendable {
         return text
     }
 
+    /// (issue 36) The link inside eventbusd runs in two parts: the requests on
+    /// the broker's own loop, the rest on a thread (LinkInBroker.swift). The
+    /// request part: these settings with only the request patterns; nil when
+    /// there are none.
+    package var requestPart: BridgeConfiguration? {
+        guard !requestExports.isEmpty || !requestImports.isEmpty else { return nil }
+        var part = self
+        part.exports = []
+        part.imports = []
+        part.groupExports = []
+        part.groupImports = []
+        return part
+    }
+
+    /// The other part: these settings without the request patterns; nil when
+    /// there is nothing else (events and groups).
+    package var eventPart: BridgeConfiguration? {
+        guard !exports.isEmpty || !imports.isEmpty || !groupExports.isEmpty || !groupImports.isEmpty else { return nil }
+        var part = self
+        part.requestExports = []
+        part.requestImports = []
+        return part
+    }
+
     /// The NATS client's configuration for `core`: `echo:false`, the hello
     /// announced after every link-up, and the drop report at every gap.
     /// - Parameter brokerInstance: the local broker's current instance; called

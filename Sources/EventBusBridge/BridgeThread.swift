@@ -1,6 +1,7 @@
 // The bridge on a thread of its own inside another process: eventbusd with
-// `--bridge FILE` (issue 36) runs the same `BridgeLoop` as eventbus-bridge,
-// on this thread, reaching its own broker through the `BusEndpoint` it is
+// `--bridge FILE` (issue 36) runs the same `BridgeLoop` as eventbus-bridge
+// for the link's events and groups on this thread (its requests run on the
+// broker's own loop: LinkInBroker.swift), reaching its own broker through the `BusEndpoint` it is
 // given (a socketpair the broker adopts with the bridge user's credentials)
 // and stopped by an eventfd instead of signals. The status file is written
 // once a second as eventbus-bridge writes it (`StatusWriter`), so
@@ -20,11 +21,16 @@ package final class BridgeThread: Sendable {
 
     /// Starts the bridge described by `configuration` on a new thread.
     /// - Parameters:
+    ///   - bridgeInstance: its id in hellos (`randomInstance()`; the same for
+    ///     the parts of one link, LinkInBroker.swift, so they are not duplicates).
     ///   - statusPath: where to write the counters every second (nil: nowhere).
-    ///   - everySecond: also called with the counters once a second, on the bridge's thread.
+    ///   - amend: changes the counters before each write, on the bridge's thread
+    ///     (the request part's counters, LinkInBroker.swift).
+    ///   - warnFor: see `Bridge.init` (the whole link's settings for a part of it).
     /// - Throws: `SystemError` when the eventfds cannot be made.
-    package init(configuration: BridgeConfiguration, endpoint: BusEndpoint, logger: Logger, statusPath: String?,
-                everySecond: @escaping @Sendable (BridgeStatus) -> Void = { _ in }) throws(SystemError) {
+    package init(configuration: BridgeConfiguration, bridgeInstance: String = BridgeThread.randomInstance(), endpoint: BusEndpoint,
+                logger: Logger, statusPath: String?, warnFor: BridgeConfiguration?? = nil,
+                amend: @escaping @Sendable (inout BridgeStatus) -> Void = { _ in }) throws(SystemError) {
         let stopRequest = try Wakeup()
         let finished = try Wakeup()
         self.stopRequest = stopRequest
@@ -33,14 +39,18 @@ package final class BridgeThread: Sendable {
             defer { finished.signal() }
             let loop: BridgeLoop
             do {
-                let bridge = Bridge(configuration: configuration, bridgeInstance: BridgeThread.randomInstance(), logger: logger)
+                let bridge = Bridge(configuration: configuration, bridgeInstance: bridgeInstance, logger: logger, warnFor: warnFor)
                 loop = try BridgeLoop(bridge: bridge, endpoint: endpoint, stop: .wakeup(stopRequest), logger: logger)
             } catch {
                 logger.error("the bridge could not start: \(error)")
                 return
             }
             var writer = StatusWriter(path: statusPath, logger: logger)
-            _ = loop.run { status in everySecond(writer.write(status)) }
+            _ = loop.run { status in
+                var status = status
+                amend(&status)
+                _ = writer.write(status)
+            }
             loop.stop()
             writer.remove()
         }

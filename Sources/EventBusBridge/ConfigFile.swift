@@ -43,6 +43,7 @@
 import EventBusCommandLine
 import EventBusLog
 import EventBusNATS
+import EventBusSystem
 @_spi(Package) import EventBusProtocol
 
 package enum ConfigFile {
@@ -179,6 +180,25 @@ package enum ConfigFile {
         default:
             throw SettingsError("unknown setting \(key.debugDescription)")
         }
+    }
+
+    /// (attacker) The warning due when config file `file` holds NATS
+    /// credentials (`nats-password`, `nats-token`) and every local user may
+    /// read it (the package installs bridge.conf 0644): any of them could log
+    /// in to NATS as the bridge, and put on this bus what the link carries in.
+    /// A warning, not a refusal (ssh refuses a private key others can read):
+    /// the secret is out by the time the bridge looks, and refusing would turn
+    /// it into an outage of the link at the next restart or upgrade (exit 78
+    /// is not restarted) rather than a line that says what to fix. Group
+    /// read is how the bridge's own group is given the file: not warned.
+    /// - Returns: nil when none is due (no secret, not world-readable, or the file cannot be stat'ed).
+    package static func credentialsWarning(file: String, settings: BridgeSettings) -> String? {
+        var held: [String] = []
+        if settings.password != nil { held.append("nats-password") }
+        if settings.token != nil { held.append("nats-token") }
+        guard !held.isEmpty, let mode = try? FileSystem.permissions(ofPath: file), mode & 0o004 != 0 else { return nil }
+        return "\(file) holds NATS credentials (\(held.joined(separator: ", "))) and every local user can read it (mode \(String(mode & 0o777, radix: 8))): "
+            + "any of them can connect to NATS as this bridge; let only root and the bridge read it (chmod o-r: e.g. owner root, group eventbus-bridge, mode 640)"
     }
 
     /// `a, b ,c` as `["a", "b", "c"]` (empty items dropped).

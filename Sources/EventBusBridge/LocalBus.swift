@@ -54,6 +54,10 @@ enum BusReport {
     /// pattern (a watch's list; `[pattern]` from a broker without the
     /// `servers` feature, `[]` when the watch was refused).
     case serving(Pattern, [Pattern])
+    /// (issue 36) The patterns of the local members of an imported group
+    /// that overlap its pattern (a watch's list; `[spec.pattern]` from a
+    /// broker without the `group-servers` feature, `[]` when the watch was refused).
+    case members(GroupSpec, [Pattern])
     /// (issue 36) An event no local member of the exported group `group`
     /// took (the broker's copy for the bridge's fallback membership, RemoteGroups.swift).
     case groupEvent(RawEvent, group: String)
@@ -69,6 +73,8 @@ enum BusTag {
     case ask(UInt64)
     /// The watch of the serving patterns of a request import pattern.
     case watch(String)
+    /// (issue 36) The watch of the members of an imported group.
+    case groupWatch(GroupSpec)
     /// (issue 36) The fallback membership of an exported group.
     case fallbackGroup(GroupSpec)
 }
@@ -106,14 +112,18 @@ struct LocalBus {
     /// (issue 36) The exported groups (`--export-group`), and the frame ends
     /// that mark their events (`,"group":"NAME"}`).
     let groups: [GroupSpec]
+    /// (issue 36) The imported groups (`--import-group`): their members are watched.
+    let groupImports: [GroupSpec]
     private let groupMarks: [(name: String, mark: [UInt8])]
 
-    init(path: String, patterns: [Pattern], servePatterns: [Pattern] = [], watchPatterns: [Pattern] = [], groups: [GroupSpec] = []) {
+    init(path: String, patterns: [Pattern], servePatterns: [Pattern] = [], watchPatterns: [Pattern] = [], groups: [GroupSpec] = [],
+         groupImports: [GroupSpec] = []) {
         self.path = path
         self.patterns = BridgeCore.minimalPatterns(patterns)
         self.servePatterns = BridgeCore.minimalPatterns(servePatterns)
         self.watchPatterns = BridgeCore.minimalPatterns(watchPatterns)
         self.groups = groups
+        self.groupImports = Array(Set(groupImports)).sorted { ($0.name, $0.pattern.text) < ($1.name, $1.pattern.text) }
         groupMarks = Array(Set(groups.map(\.name))).sorted().map { name in
             var mark: [UInt8] = []
             FrameEncoder.appendField("group", string: name, to: &mark)
@@ -124,6 +134,11 @@ struct LocalBus {
     /// (issue 36) Asks for (again) the serving patterns of a request import pattern.
     private mutating func watch(_ pattern: String) {
         session.send(.subscribe(pattern: pattern, servers: true), tag: .watch(pattern))
+    }
+
+    /// (issue 36) Asks for (again) the patterns of an imported group's members.
+    private mutating func watch(_ spec: GroupSpec) {
+        session.send(.subscribe(pattern: spec.pattern.text, group: spec.name, servers: true), tag: .groupWatch(spec))
     }
 
     /// (issue 36) The exported group whose mark ends `frame` (its LF, if it
@@ -288,8 +303,21 @@ struct LocalBus {
             for pattern in watchPatterns {
                 if info.features.contains("servers") { watch(pattern.text) } else { report(.serving(pattern, [pattern]), &reports) }
             }
-        case .servers(let pattern):
+            // (issue 36) Whether members of the imported groups are here.
+            for spec in groupImports {
+                if info.features.contains("group-servers") { watch(spec) } else { report(.members(spec, [spec.pattern]), &reports) }
+            }
+        case .servers(let pattern, nil):
             if watchPatterns.contains(where: { $0.text == pattern }) { watch(pattern) }
+        case .servers(let pattern, let group?):
+            if let spec = groupImports.first(where: { $0.name == group && $0.pattern.text == pattern }) { watch(spec) }
+        case .answered(.groupWatch(let spec), let reply):
+            if reply.isOK {
+                report(.members(spec, (reply.strings("servers") ?? []).compactMap(Pattern.init)), &reports)
+            } else {
+                report(refused("subscribe \(spec.pattern.text) group \(spec.name) servers", reply), &reports)
+                report(.members(spec, []), &reports)
+            }
         case .answered(.watch(let text), let reply):
             guard let pattern = Pattern(text) else { break }
             if reply.isOK {

@@ -8,10 +8,16 @@
 //   member of NAME may receive it, marked `"group":"NAME"` as its last
 //   member. It goes out as HPUB `PREFIX.grp.NAME.NODE.TYPE` with the
 //   export's CloudEvents headers and, for a keyed event, `eb-key`.
-// - In (`--import-group NAME:PATTERN`): `SUB PREFIX.grp.NAME.*.PATTERN` in
-//   the NATS queue group `eventbus-group-NAME`, so NATS hands each such
-//   event to one importing machine; the bridge publishes it on its bus with
-//   `group: NAME` (and `key`), for one local member of NAME only.
+// - In (`--import-group NAME:PATTERN`): the bridge watches the patterns of
+//   NAME's members on its bus that overlap PATTERN (`subscribe` with
+//   `servers` and `group`, Broker+ServerWatch.swift) and, for each S it is
+//   told of, holds `SUB PREFIX.grp.NAME.*.M` (M: the types both PATTERN and S
+//   match) in the NATS queue group `eventbus-group-NAME`, so NATS hands each
+//   such event to one importing machine that has a member for it (none
+//   subscribed: nobody takes it, as with no importing machine at all). The
+//   bridge publishes it on its bus with `group: NAME` (and `key`), for one
+//   local member of NAME only. A broker without the `group-servers`
+//   feature: `SUB PREFIX.grp.NAME.*.PATTERN` for the whole pattern, as before.
 //
 // Before editing: a group name that crosses is a NATS subject token (1-64
 // of A-Z a-z 0-9 _ -), a stricter rule than the broker's for local groups
@@ -69,8 +75,15 @@ package struct RemoteGroups {
     /// Groups whose events other machines may hand to local members.
     package let imports: [GroupSpec]
     private let groupHead: String
-    /// Import subscriptions: sid -> group name.
-    private var importSIDs: [SubscriptionID: String] = [:]
+    /// The patterns of the local members of each import (what the last
+    /// watch `ok` listed); the subscriptions they make, by subject.
+    private var present: [GroupSpec: [Pattern]] = [:]
+    private var importSubscriptions: [String: SubscriptionID] = [:]
+    /// The sid before the first import subscription (the bridge's fixed
+    /// ones are all at or below it): a larger one on a `PREFIX.grp.` subject
+    /// is an import's, current or ended (an event in flight when it ended is
+    /// still given to the bus).
+    private var lastFixedSID: SubscriptionID?
 
     package private(set) var counters = Counters()
 
@@ -98,16 +111,55 @@ package struct RemoteGroups {
     /// The names of the exported groups (the frames' `"group"` marks).
     package var exportedNames: [String] { Array(Set(exports.map(\.name))).sorted() }
 
-    /// The NATS subscriptions to make (once; the client renews them at every reconnect).
-    package mutating func subscribe(_ subscribe: (Subject, Subject?) -> SubscriptionID) {
-        for spec in imports {
-            let sid = subscribe(Subject(pattern: groupHead + spec.name + ".*." + spec.pattern.text)!, RemoteGroups.queueGroup(spec.name))
-            importSIDs[sid] = spec.name
-        }
+    /// Whether a NATS message is for this table: an import subscription's
+    /// (made after the bridge's fixed ones, on a group subject).
+    package func owns(_ message: Message) -> Bool {
+        guard let last = lastFixedSID, message.sid > last else { return false }
+        return message.subject.hasPrefix(groupHead)
     }
 
-    /// Whether a NATS message is for this table (its subscription's sid).
-    package func owns(_ sid: SubscriptionID) -> Bool { importSIDs[sid] != nil }
+    /// The import subscriptions now, by subject (for tests and the log).
+    package var importSubjects: [String] { importSubscriptions.keys.sorted() }
+
+    /// The imports whose members are known (to forget when the bus is lost).
+    package var watchedImports: [GroupSpec] { Array(present.keys) }
+
+    /// The patterns of the local members of import `spec`'s group that
+    /// overlap its pattern changed (a watch's list; `[spec.pattern]` for a
+    /// broker without the watch; `[]` when the bus is lost): the NATS
+    /// subscriptions follow. `subscribe` makes one and gives its sid,
+    /// `unsubscribe` ends one. - Returns: the subjects added and removed.
+    @discardableResult
+    package mutating func members(_ spec: GroupSpec, _ patterns: [Pattern], subscribe: (Subject, Subject?) -> SubscriptionID,
+                                  unsubscribe: (SubscriptionID) -> Void) -> (added: [String], removed: [String]) {
+        guard imports.contains(spec) else { return ([], []) }
+        present[spec] = patterns.isEmpty ? nil : patterns
+        var wanted: [String: [Pattern]] = [:]
+        for (imported, list) in present {
+            for pattern in list {
+                if let both = RemoteRequests.intersection(imported.pattern, pattern) { wanted[imported.name, default: []].append(both) }
+            }
+        }
+        var subjects: [String: String] = [:]  // subject -> group name
+        for (name, list) in wanted {
+            for pattern in BridgeCore.minimalPatterns(list) { subjects[groupHead + name + ".*." + pattern.text] = name }
+        }
+        var removed: [String] = []
+        for (subject, sid) in importSubscriptions where subjects[subject] == nil {
+            unsubscribe(sid)
+            importSubscriptions[subject] = nil
+            removed.append(subject)
+        }
+        var added: [String] = []
+        for (subject, name) in subjects.sorted(by: { $0.key < $1.key }) where importSubscriptions[subject] == nil {
+            guard let natsSubject = Subject(pattern: subject) else { continue }
+            let sid = subscribe(natsSubject, RemoteGroups.queueGroup(name))
+            if lastFixedSID == nil { lastFixedSID = SubscriptionID(sid.rawValue - 1) }
+            importSubscriptions[subject] = sid
+            added.append(subject)
+        }
+        return (added, removed.sorted())
+    }
 
     // MARK: Out
 
@@ -143,7 +195,11 @@ package struct RemoteGroups {
 
     /// Reads a group event from another machine.
     package mutating func receive(_ message: Message) -> Incoming {
-        guard let group = importSIDs[message.sid] else { return .drop("no group subscription \(message.sid)") }
+        let name = message.subject.dropFirst(groupHead.count).prefix { $0 != "." }
+        guard message.subject.hasPrefix(groupHead), let group = imports.first(where: { $0.name == name })?.name else {
+            counters.dropped += 1
+            return .drop("\(message.subject) is not an imported group's subject")
+        }
         let type: EventType, imported: CloudEventsHeaders.Imported
         switch RemoteSubject.read(message, head: groupHead + group + ".", ownNode: mapping.node, what: "group event") {
         case .success(let read): (type, imported) = (read.type, read.imported)

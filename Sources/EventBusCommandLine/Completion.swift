@@ -150,7 +150,8 @@ package enum Completion {
 
     /// A help text cut to a short description: the first item, up to its
     /// first ` (`, `; ` or `: `, at most 70 characters; for a list of
-    /// choices, their names.
+    /// choices, their names. A leading qualifier (`with --wait: give up
+    /// after ...`) is dropped: it says when, the rest says what.
     static func shortHelp(_ help: String) -> String {
         let items = help.split(separator: "\n")
         if items.count > 1 {
@@ -158,6 +159,7 @@ package enum Completion {
             return items.map { String($0.prefix { $0 != ":" }) }.joined(separator: ", ")
         }
         var text = String(items.first ?? "")
+        if text.hasPrefix("with --"), let colon = text.range(of: ": ") { text = String(text[colon.upperBound...]) }
         for mark in [" (", "; ", ": "] {
             if let range = text.range(of: mark) { text = String(text[..<range.lowerBound]) }
         }

@@ -140,7 +140,7 @@ package let eventbusInterface = ProgramDeclaration(
                 json,
                 OptionDeclaration("count", "n", ValueDeclaration("N", .count), "exit after N events"),
                 OptionDeclaration("timeout", "t", ValueDeclaration("DURATION", .duration), "exit with status 124 when no event arrives for DURATION (the clock restarts with every event)"),
-                OptionDeclaration("reconnect", "r", nil, "keep listening when the broker restarts: reconnect, resubscribe, and say so on standard error; events published meanwhile are replayed from the broker's history (what it no longer holds is reported as a gap on standard error)"),
+                OptionDeclaration("reconnect", "r", nil, "keep listening when the broker restarts: reconnect, resubscribe, and say so on standard error; events published meanwhile are replayed from the broker's history (what it no longer holds is reported as a gap on standard error). A subscribe refused for a limit (the --group's member limit, your uid's subscriptions) is waited out the same way: tried again on a new connection, pauses growing to 2s, instead of exiting 75"),
                 OptionDeclaration("last", nil, nil, "print the retained event of every matching type first (the current values), then new events"),
                 OptionDeclaration("since", nil, ValueDeclaration("SEQ", .count), "first print the events after SEQ that the broker's history still holds (a gap is reported on standard error when it no longer reaches back to SEQ + 1)"),
                 OptionDeclaration("resume", nil, ValueDeclaration("FILE", .file), "remember in FILE where this listener got to (the broker run and seq, rewritten atomically after each batch of events); started again with the same FILE, continue from there: nothing the history still holds is missed, gaps are reported on standard error"),
@@ -168,7 +168,8 @@ package let eventbusInterface = ProgramDeclaration(
             Exit status: 0 after --count events, or when standard output is closed
             (e.g. '| head -n 1'); 64 usage error; 65 the --resume FILE does not hold a
             position (remove it to start afresh); 69 broker unavailable or gone (without
-            --reconnect); 74 the --resume FILE cannot be written; 77 a PATTERN is
+            --reconnect); 74 the --resume FILE cannot be written; 75 a limit refused a
+            subscription, e.g. the group is full (without --reconnect); 77 a PATTERN is
             forbidden by the broker's policy; 124 --timeout passed with no event.
             Ctrl-C ends it quietly.
             """,
@@ -337,8 +338,8 @@ package let eventbusInterface = ProgramDeclaration(
             about: """
             List the event types published in this broker run (and the retained ones),
             most recently published first: events published, deliveries queued,
-            deliveries dropped, subscribers now, whether one is retained, the last seq
-            and time. You see only the types the access policy lets you receive. The
+            deliveries dropped, requests asked (1.3), subscribers now, whether one is
+            retained, the last seq and time. You see only the types the access policy lets you receive. The
             broker keeps counters for 65,536 types (the least recently published are
             forgotten first).
             """,
@@ -466,7 +467,7 @@ package let eventbusInterface = ProgramDeclaration(
                 OptionDeclaration("group", "g", ValueDeclaration("NAME", .text), "serve in the queue group NAME (1-64 bytes of A-Z a-z 0-9 _ . - :): each request goes to one server of the group instead of to every server"),
                 OptionDeclaration("concurrency", "c", ValueDeclaration("N", .count), "run COMMAND for up to N requests at once (default 1); further requests wait in the broker"),
                 OptionDeclaration("string", nil, nil, "send COMMAND's standard output as a JSON string (one trailing newline removed) instead of parsing it as JSON"),
-                OptionDeclaration("json", "j", nil, "no COMMAND: print requests as JSON lines, read replies from standard input"),
+                OptionDeclaration("json", "j", nil, "print requests as JSON lines, read replies from standard input (no COMMAND)"),
                 OptionDeclaration("count", "n", ValueDeclaration("N", .count), "exit 0 after answering N requests"),
             ], showsCommonOptions: true)],
             examples: [

@@ -12,13 +12,16 @@
 // it); `holdOnGroups` makes a group hold and `releaseGroup` is the one place
 // that ends it, before any change of the group's members. The deliveries
 // kept for redelivery (`ConnectionGroups.deliveries`) are a superset of the
-// group events in the member's queue, pruned to those still queued once
-// they are twice its queued frames (O(1) amortised per delivery). Members
+// group events in the member's queue, pruned once they are twice its queued
+// frames: to those not older than its oldest queued event, and only when that
+// is not enough to those still queued (O(1) amortised per delivery; a
+// record is a seq and the membership's serial, nothing counted). Members
 // hanging up together leave all their groups before any hands on
 // (`peersClosed`): a member that leaves must not be given events again.
 // A closing member's hand-on is bounded by the room of the members left
 // (`handOver`): what none of them can take is counted as dropped in one
-// step, not handed on one by one (issue 38, `group-members` teardown).
+// step, not handed on one by one (issue 38, `group-members` teardown); and
+// it is done in slices across loop turns (Broker+GroupHandOn.swift).
 @_spi(Package) import EventBusProtocol
 
 extension Broker {
@@ -133,6 +136,7 @@ extension Broker {
             if let handover = leaveGroupsForHandover(connection) { handovers.append((connection, handover)) }
         }
         for (connection, handover) in handovers { handOver(handover, from: connection) }
+        runHandOnSlice()  // the rest in later turns (`continueHandOns`)
         return finishStep()
     }
 
@@ -140,11 +144,15 @@ extension Broker {
     /// what is still queued once twice its queued frames).
     func noteDelivery(_ seq: UInt64, to member: GroupMember) {
         let connection = member.connection
-        connection.groups.noteDelivery(seq, to: member, queuedFrames: connection.outbound.frameCount) {
+        connection.groups.noteDelivery(seq, to: member, queuedFrames: connection.outbound.frameCount, oldestQueuedSeq: {
+            var oldest = UInt64.max
+            connection.outbound.forEachEvent(unwrittenOnly: false) { seq, _, _ in oldest = min(oldest, seq) }
+            return oldest
+        }, queuedSeqs: {
             var queued = Set<UInt64>()
             connection.outbound.forEachEvent(unwrittenOnly: false) { seq, _, _ in queued.insert(seq) }
             return queued
-        }
+        })
     }
 
     /// A connection is going (from `forget`): it leaves every group, and the
@@ -153,6 +161,7 @@ extension Broker {
     func leaveGroups(closing connection: Connection) {
         guard let handover = leaveGroupsForHandover(connection) else { return }
         handOver(handover, from: connection)
+        runHandOnSlice()
     }
 
     /// What a closing member hands on: the group of each group event queued
@@ -189,127 +198,11 @@ extension Broker {
         return handover
     }
 
-    /// The second half of `leaveGroups(closing:)`: the group events queued
-    /// to `connection` of which no byte was written go to the members of
-    /// their groups left now, in order, and so do its requests.
-    ///
-    /// Bounded by the room the members left have (issue 38, `group-members`
-    /// teardown: 64 members of one uid at its outbound quota, a million
-    /// small events, each handed on and refused: 110-200 ms in one piece).
-    /// Once an event of a group is dropped there and no member left could
-    /// take even the smallest of the events this member has for that group
-    /// in its publisher's fair share (`mayTakeAny`: closed, behind, paced,
-    /// or its queue, its uid, which all of a group's members share, or the
-    /// publisher's share at its limit, under `wait` or `drop-new`), the rest
-    /// of that publisher's are counted as dropped in one step for the next
-    /// member in turn, as each would have been, and not copied, scanned or
-    /// given.
-    func handOver(_ handover: GroupHandover, from connection: Connection) {
-        // Only to groups someone is left in (or, issue 36, that another
-        // machine's member may take): when the members hang up together (one
-        // epoll batch, `peersClosed`) nobody is, and the events queued to
-        // them (up to the uid's outbound quota, a million small ones) are not
-        // even looked at (issue 38's `group-members` teardown: building this
-        // map for every member took 200 ms of CPU).
-        let crossing = !fallbackGroups.isEmpty
-        let live = handover.left.filter { !$0.group.isEmpty || (crossing && !$0.group.key.fallback) }
-        if !live.isEmpty {
-            var targets = live.map { HandOnTarget(group: $0.group) }
-            var targetOfSeq = SeqTable(capacity: handover.deliveries.count)
-            for delivery in handover.deliveries {
-                // (A member is in few groups: a look along `live` is cheaper than a hash.)
-                if let i = live.firstIndex(where: { $0 === delivery.member }) { targetOfSeq.insert(delivery.seq, Int32(i)) }
-            }
-            if !targetOfSeq.isEmpty { handOn(from: connection, targetOfSeq: targetOfSeq, targets: &targets, crossing: crossing) }
-        }
-        for redelivery in handover.requests {
-            redeliverRequest(redelivery.token, frame: redelivery.frame, from: connection, groups: handover.servingGroups)
-        }
-    }
-
-    /// One group a closing member hands events on to (`handOver`).
-    struct HandOnTarget {
-        let group: QueueGroup
-        /// The smallest of the events it has for the group (charged bytes, as redelivered).
-        var smallest = Int.max
-        /// Dropped there since the group was last looked at for room, and how many more before it is again.
-        var refused = 0
-        var nextLook = 1
-        /// The publishers (`OutboundQueue.Entry.actor`) of whom no member
-        /// left can take any event now: the rest of theirs are counted, from
-        /// `firstSeq` (room only shrinks while a member hands on, and a
-        /// publisher's fair share with it).
-        var fullFor: [UInt32] = []
-        var notHandedOn: UInt64 = 0
-        var firstSeq: UInt64 = 0
-    }
-
-    /// `handOver`'s events, in queue order: a pass that finds each one's
-    /// group (and the smallest per group), then one that hands them on.
-    private func handOn(from connection: Connection, targetOfSeq: SeqTable, targets: inout [HandOnTarget], crossing: Bool) {
-        var order: [Int32] = []
-        var across: [(frame: [UInt8], seq: UInt64, actor: UInt32, name: String)] = []
-        connection.outbound.forEachEvent(unwrittenOnly: true) { seq, bytes, actor in
-            let i = Int(targetOfSeq[seq])
-            guard i >= 0 else { return order.append(-1) }
-            let group = targets[i].group
-            guard !group.isEmpty else {
-                // (issue 36) Its group is gone here: another machine's member may take it.
-                if crossing && !group.key.fallback { across.append((Broker.redeliveredCopy(bytes), seq, actor, group.key.name)) }
-                return order.append(-1)
-            }
-            order.append(Int32(i))
-            targets[i].smallest = min(targets[i].smallest, Broker.redeliveredCount(bytes) + OutboundQueue.entryOverheadBytes)
-        }
-        for redelivery in across {
-            redeliverAcross(redelivery.frame.span.bytes, seq: redelivery.seq, actor: redelivery.actor, name: redelivery.name)
-        }
-        var at = 0
-        connection.outbound.forEachEvent(unwrittenOnly: true) { seq, bytes, actor in
-            let i = Int(order[at])
-            at += 1
-            guard i >= 0 else { return }
-            let group = targets[i].group
-            if targets[i].fullFor.contains(actor) {
-                if targets[i].notHandedOn == 0 { targets[i].firstSeq = seq }
-                targets[i].notHandedOn += 1
-                return
-            }
-            guard !group.isEmpty else { return }
-            groupHandOns &+= 1
-            let dropped = statistics.dropped
-            EventFrame.lending(Broker.redeliveredCopy(bytes)) { redeliver($0, seq: seq, actor: actor, in: group) }
-            guard statistics.dropped != dropped else { return }
-            // Dropped there (or room made under drop-old): can the group take any more?
-            targets[i].refused += 1
-            guard targets[i].refused >= targets[i].nextLook else { return }
-            if mayTakeAny(group, size: targets[i].smallest, actor: actor) {
-                targets[i].nextLook = targets[i].refused + max(1, group.count)  // O(1) per event amortised
-            } else {
-                targets[i].fullFor.append(actor)
-            }
-        }
-        for target in targets where target.notHandedOn > 0 {
-            // As each would have been: the next member in turn, under its rule (no room: dropped).
-            let group = target.group
-            let n = group.slotCount
-            var slot = group.cursor < n ? group.cursor : 0
-            for _ in 0..<n {
-                if let member = group.member(at: slot), member.connection.isRoutable {
-                    recordDrops(member.connection, count: target.notHandedOn, firstSeq: target.firstSeq, takenFromQueue: false)
-                    group.passTurn(after: slot)
-                    break
-                }
-                slot = group.after(slot)
-            }
-        }
-    }
-
     /// Whether some member of `group` could take an event of `size` charged
     /// bytes now, by its rule: open, and under `drop-old` or `disconnect`
     /// (which make room, or close it) or with room for it, in `actor`'s
     /// fair share (as `give` charges a redelivered event: the entry's actor).
-    private func mayTakeAny(_ group: QueueGroup, size: Int, actor: UInt32) -> Bool {
+    func mayTakeAny(_ group: QueueGroup, size: Int, actor: UInt32) -> Bool {
         for member in group.members {
             let connection = member.connection
             guard connection.isRoutable else { continue }
@@ -322,11 +215,13 @@ extension Broker {
     /// The length of `redeliveredCopy(frame)`, without making it.
     static func redeliveredCount(_ frame: RawSpan) -> Int {
         let count = frame.byteCount
-        return hasRedeliveredMarker(frame) ? count : count - 2 + redeliveredMarker.count
+        return endsRedelivered(frame) ? count : count - 2 + redeliveredMarker.count
     }
 
-    /// Whether the frame ends with `,"redelivered":true}` and its LF.
-    private static func hasRedeliveredMarker(_ frame: RawSpan) -> Bool {
+    /// Whether the frame ends with `,"redelivered":true}` and its LF (8 bytes
+    /// at a time: the generic `elementsEqual` of a suffix was 8 % of the
+    /// broker's CPU in issue 38's teardown).
+    static func endsRedelivered(_ frame: RawSpan) -> Bool {
         frame.byteCount >= redeliveredMarker.count && frame.extracting(last: redeliveredMarker.count).hasSameBytes(as: redeliveredMarker.span.bytes)
     }
 
@@ -337,7 +232,7 @@ extension Broker {
     /// that can take it now: there is no requester to hold), with a new
     /// token, the time left and `"redelivered":true`; then takes the closing
     /// member's token back (`no_reply` when nobody took it, as before).
-    private func redeliverRequest(_ token: ReplyToken, frame: [UInt8], from closing: Connection, groups: [QueueGroup]) {
+    func redeliverRequest(_ token: ReplyToken, frame: [UInt8], from closing: Connection, groups: [QueueGroup]) {
         guard let slot = requests.slots[token], slot.server === closing else { return }
         let request = slot.request
         // (`requestToken` found its reply member: the frame can be made again.)
@@ -430,7 +325,7 @@ extension Broker {
     /// Gives a redelivered event to a member of `group`, chosen as for a
     /// live one (no publisher to hold: a full group's next member takes it
     /// under its own rule).
-    private func redeliver(_ event: EventFrame, seq: UInt64, actor: UInt32, in group: QueueGroup) {
+    func redeliver(_ event: EventFrame, seq: UInt64, actor: UInt32, in group: QueueGroup) {
         // The frame as written (valid JSON), without its LF.
         let read = event.withSpan { frame -> (type: EventType, keyHash: UInt64?)? in
             let object = frame.extracting(droppingLast: 1)
@@ -452,7 +347,7 @@ extension Broker {
 
     /// An event frame with `"redelivered":true` as its last member (as it is, if it has it already).
     static func redeliveredCopy(_ frame: RawSpan) -> [UInt8] {
-        if hasRedeliveredMarker(frame) { return Array(copying: frame) }
+        if endsRedelivered(frame) { return Array(copying: frame) }
         var copy = Array(copying: frame.extracting(droppingLast: 2))  // without `}` and LF
         copy.append(contentsOf: redeliveredMarker)
         return copy

@@ -86,7 +86,7 @@ extension Broker {
         group.setFiltered(member, filtered)
         connection.groups.join(member)
         connection.account.countGroupMembership(1)
-        if key.serve { countServing(key.pattern, 1) }  // (issue 36) Broker+ServerWatch.swift
+        if key.serve { countServing(key.pattern, 1) } else if !key.fallback { countMembers(key.name, key.pattern, 1) }  // (issue 36) Broker+ServerWatch.swift
         chargeSubscription(key.pattern, of: connection, sign: 1, extraBytes: groupMemberCost(key))
         return member
     }
@@ -105,7 +105,7 @@ extension Broker {
             if !group.key.serve { groupsInUse -= 1 }
             if index.count == 0 && !group.key.fallback { types.dropGroupLists(serving: group.key.serve) }
         }
-        if group.key.serve { countServing(group.key.pattern, -1) }
+        if group.key.serve { countServing(group.key.pattern, -1) } else if !group.key.fallback { countMembers(group.key.name, group.key.pattern, -1) }
         chargeSubscription(group.key.pattern, of: connection, sign: -1, extraBytes: groupMemberCost(group.key))
     }
 
@@ -210,13 +210,19 @@ extension Broker {
         guard let event = groupEvent else { return 0 }
         let list = groupsMatching(type, entry: entry)
         let fromBridge = publisher.map { !$0.groups.fallbackNames.isEmpty } ?? false
-        let acrossMachines = !fallbackGroups.isEmpty && !fromBridge && onlyGroup == nil
+        let acrossMachines = fallbackGroups.count != 0 && !fromBridge && onlyGroup == nil
         guard !list.isEmpty || acrossMachines else { return 0 }
         let uid = publisher?.credentials.uid ?? configuration.ownCredentials.uid
         var delivered: UInt64 = 0
-        for group in list {
-            if _slowPath(fromBridge || onlyGroup != nil), !bridgeMayGive(group, onlyGroup: onlyGroup, publisher: publisher) { continue }
-            if give(event, seq: seq, type: type, publisher: publisher, uid: uid, keyHash: keyHash, in: group) { delivered &+= 1 }
+        list.withUnsafeBufferPointer { groups in
+            // (Uncounted: `list` keeps every group alive through the loop,
+            // even one whose last member an overflow rule closes in `give`.)
+            for i in 0..<groups.count {
+                Uncounted(groups[i]).with { group in
+                    if _slowPath(fromBridge || onlyGroup != nil), !bridgeMayGive(group, onlyGroup: onlyGroup, publisher: publisher) { return }
+                    if give(event, seq: seq, type: type, publisher: publisher, uid: uid, keyHash: keyHash, in: group) { delivered &+= 1 }
+                }
+            }
         }
         if _slowPath(acrossMachines) {
             delivered &+= routeToFallbackGroups(event, seq: seq, type: type, publisher: publisher, uid: uid, local: list)
@@ -274,24 +280,39 @@ extension Broker {
     func firstAble(in group: QueueGroup, size: Int, actor: UInt32, type: EventType, publisher: Connection?) -> GroupChoice {
         var start = group.cursor
         var skipped = 0
+        // While all queues hold less than the smallest limit and no replay
+        // is paced, a member not behind can take any event outside every
+        // fair share (as `offer`'s `mayFit`): no limit is looked at.
+        let mayFit = actor == OutboundQueue.noActor && statistics.queuedBytes &+ size <= ledger.outboundFastPathBytes && pacedReplays == 0
         while let slot = group.nextReady(from: start) {
-            let member = group.member(at: slot)!
             start = group.after(slot)
-            guard mayTake(member, type: type, publisher: publisher) else {
-                skipped += 1
-                if skipped >= group.count { break }
-                continue
+            // (Uncounted: the group's slots keep its members, and nothing
+            // here changes them; the one chosen is returned counted.)
+            let verdict: FirstAbleVerdict = group.withMember(at: slot) { member in
+                guard mayTake(member, type: type, publisher: publisher) else { return .skip }
+                let connection = member.connection
+                if mayFit && !connection.flow.behind { return .take }
+                guard let refusal = refusalNow(connection, size: size, actor: actor) else { return .take }
+                if refusal == .user { return .stop }  // one uid: every member is over its limit
+                if connection.outbound.isEmpty { return .skip }
+                block(member)
+                return .blocked
             }
-            guard let refusal = refusalNow(member.connection, size: size, actor: actor) else { return .member(member) }
-            if refusal == .user { break }  // one uid: every member is over its limit
-            if member.connection.outbound.isEmpty {
+            switch verdict {
+            case .take: return .member(group.member(at: slot).unsafelyUnwrapped)
+            case .stop: return .none
+            case .skip:
                 skipped += 1
-                if skipped >= group.count { break }
-                continue
+                if skipped >= group.count { return .none }
+            case .blocked: break
             }
-            block(member)
         }
         return .none
+    }
+
+    /// What `firstAble` makes of one member.
+    private enum FirstAbleVerdict {
+        case take, skip, blocked, stop
     }
 
     /// The next member in turn that may receive the event at all, ready or not.

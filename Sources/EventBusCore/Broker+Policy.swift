@@ -195,9 +195,13 @@ extension Broker {
                     enqueue(bytes: writer.scratch, to: connection)
                 }
             }
-            // (1.3) Serving subscriptions: `subscribe` and `serve` judged again.
+            // (1.3) Serving subscriptions: `subscribe` and `serve` judged again;
+            // (issue 36) a fallback one also needs the bridge right still.
             for (pattern, subscription) in connection.servings.sorted(by: { $0.key.text < $1.key.text }) {
-                switch view.serve(pattern) {
+                var decision = view.serve(pattern)
+                let bridgeRevoked = connection.fallbackServings.contains(pattern) && !view.bridge.isAllowed
+                if bridgeRevoked { decision = .forbidden(view.bridge) }
+                switch decision {
                 case .allowed:
                     setFiltered(subscription, false, on: connection)
                 case .filtered:
@@ -206,7 +210,7 @@ extension Broker {
                     removeServing(pattern, from: connection)
                     revoked += 1
                     guard connection.isRoutable else { continue }
-                    let action: PolicyAction = view.subscribe(pattern).isForbidden ? .subscribe : .serve
+                    let action: PolicyAction = bridgeRevoked ? .bridge : view.subscribe(pattern).isForbidden ? .subscribe : .serve
                     let message = view.denialMessage(action, pattern.text, verdict)
                         + "; serving subscription removed by the policy reload (generation \(policyState.generation))"
                     writer.scratch.removeAll(keepingCapacity: true)

@@ -42,16 +42,17 @@ extension Broker {
             }
         case .unsubscribe(let unsubscribe):
             let pattern = unsubscribe.pattern
-            if let group = unsubscribe.group {
+            if let group = unsubscribe.group, !unsubscribe.servers {
                 unsubscribeGroup(unsubscribe, name: group, req: req, from: connection)
                 return
             }
-            let removed = unsubscribe.servers ? unsubscribeServers(pattern, from: connection)
+            let removed = unsubscribe.servers ? unsubscribeServers(ServerWatch(pattern: pattern, group: unsubscribe.group), from: connection)
                 : unsubscribe.serve ? removeServing(pattern, from: connection) : removeSubscription(pattern, from: connection)
             replyOKIfAsked(to: connection, req: req) { out in
                 FrameEncoder.appendField("type", string: pattern.text, to: &out)
                 if unsubscribe.serve { FrameEncoder.appendField("serve", bool: true, to: &out) }
                 if unsubscribe.servers { FrameEncoder.appendField("servers", bool: true, to: &out) }
+                if unsubscribe.servers, let group = unsubscribe.group { FrameEncoder.appendField("group", string: group, to: &out) }
                 FrameEncoder.appendField("removed", bool: removed, to: &out)
             }
         case .request(let request):

@@ -179,6 +179,11 @@ package final class Broker {
     /// copy, a scan, `give`), not those dropped in bulk once no member left
     /// could take them (`handOver`): the work a teardown costs, for tests.
     package internal(set) var groupHandOns: UInt64 = 0
+    /// (issue 38) Closing members' hand-ons not finished yet, oldest first,
+    /// and the work one slice of them does (Broker+GroupHandOn.swift; set
+    /// lower by tests).
+    var pendingHandOns: [PendingHandOn] = []
+    package var handOnSliceUnits = Broker.defaultHandOnSliceUnits
     /// (1.3) The key of the keyed publish being routed (`publishKeyed`), nil otherwise.
     var publishKey: PublishKey? = nil
     /// (1.3) The mark of the request being routed (`ConnectionGroups.chosen`):
@@ -198,6 +203,9 @@ package final class Broker {
     /// pattern, and the connections watching them (Broker+ServerWatch.swift).
     var servingPatterns: [Pattern: Int] = [:]
     var serverWatchers: [ConnectionID: Connection] = [:]
+    /// (issue 36) Members of the (event, non-fallback) groups by name and
+    /// pattern, for the watches of groups' members (Broker+ServerWatch.swift).
+    var memberPatterns: [String: [Pattern: Int]] = [:]
     /// (1.3) Pending requests, reply tokens, deadlines (RequestTable.swift).
     var requests = RequestTable()
     var nextConnectionID: ConnectionID = 1

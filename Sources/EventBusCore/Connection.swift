@@ -112,9 +112,10 @@ package final class Connection {
     /// `Broker.fallbackIndex`, not `serveIndex`): a subset of its keys,
     /// changed with them.
     private(set) var fallbackServings: Set<Pattern> = []
-    /// (issue 36) Its watches of the serving patterns, armed or not
-    /// (Broker+ServerWatch.swift: `watchServers`, `disarmServerWatch`, `unwatchServers`).
-    private(set) var serverWatches: [Pattern: Bool] = [:]
+    /// (issue 36) Its watches of the serving patterns (and of groups'
+    /// members), armed or not (Broker+ServerWatch.swift: `watchServers`,
+    /// `disarmServerWatch`, `unwatchServers`).
+    private(set) var serverWatches: [ServerWatch: Bool] = [:]
     /// (1.3) The requests it waits on and those it was given (RequestTable.swift).
     var requests = ConnectionRequests()
 
@@ -213,14 +214,14 @@ package final class Connection {
         return (subscription, fallbackServings.remove(pattern) != nil)
     }
 
-    /// (issue 36) Watches `pattern`'s servers, armed (told once at the next change).
-    func watchServers(_ pattern: Pattern) { serverWatches[pattern] = true }
+    /// (issue 36) Starts or re-arms a watch (told once at the next change).
+    func watchServers(_ watch: ServerWatch) { serverWatches[watch] = true }
 
-    /// (issue 36) Its watch of `pattern` was told: kept, not armed.
-    func disarmServerWatch(_ pattern: Pattern) { serverWatches[pattern] = false }
+    /// (issue 36) Its watch was told: kept, not armed.
+    func disarmServerWatch(_ watch: ServerWatch) { serverWatches[watch] = false }
 
-    /// (issue 36) Ends its watch of `pattern`. - Returns: whether it had one.
-    func unwatchServers(_ pattern: Pattern) -> Bool { serverWatches.removeValue(forKey: pattern) != nil }
+    /// (issue 36) Ends a watch. - Returns: whether it had it.
+    func unwatchServers(_ watch: ServerWatch) -> Bool { serverWatches.removeValue(forKey: watch) != nil }
 
     /// The broker decided to close it after its queue is written
     /// (`.afterFlush`) or after the next write (`.afterWrite`, which may

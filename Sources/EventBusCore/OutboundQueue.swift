@@ -602,7 +602,15 @@ extension OutboundQueue {
             let entry = entries[i]
             i += 1
             guard entry.isEvent else { continue }
-            body(entry.seq, UnsafeRawBufferPointer(start: entry.chunk.baseAddress + Int(entry.start), count: entry.length).bytes, entry.actor)
+            entry.withSpan { body(entry.seq, $0, entry.actor) }
         }
+    }
+}
+
+extension OutboundQueue.Entry {
+    /// Calls `body` with the entry's frame as a span (valid while `chunk` is, which the entry holds).
+    @inline(__always)
+    func withSpan<R>(_ body: (RawSpan) -> R) -> R {
+        body(UnsafeRawBufferPointer(start: chunk.baseAddress + Int(start), count: length).bytes)
     }
 }

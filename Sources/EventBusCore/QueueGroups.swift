@@ -58,6 +58,10 @@ final class GroupMember {
     fileprivate(set) var isBlocked = false
     /// Still in its group (false once it left: records of it are stale).
     fileprivate(set) var isActive = true
+    /// Its number among its connection's memberships, made and ended
+    /// (`ConnectionGroups.join`; never reused): what `GroupDelivery` records,
+    /// so a delivery's record holds no reference to count.
+    fileprivate(set) var serial: UInt64 = 0
 
     init(connection: Connection, group: QueueGroup, slot: Int, salt: UInt64) {
         self.connection = connection
@@ -141,6 +145,14 @@ final class QueueGroup {
 
     @inline(__always)
     func member(at slot: Int) -> GroupMember? { slots[slot] }
+
+    /// Calls `body` with the member in `slot` (there is one), without
+    /// counting it: `slots` keeps it, and `body` must not change the
+    /// group's members (Uncounted.swift's rule; `Broker.firstAble`).
+    @inline(__always)
+    func withMember<R>(at slot: Int, _ body: (GroupMember) -> R) -> R {
+        slots.withUnsafeBufferPointer { Uncounted($0[slot].unsafelyUnwrapped).with(body) }
+    }
 
     /// Adds a member last in join order, ready.
     func append(_ connection: Connection, salt: UInt64) -> GroupMember {
@@ -415,6 +427,8 @@ struct ConnectionGroups {
     private(set) var peerClosed = false
     /// The last request (`Broker.requestMark`) it was chosen to serve.
     private var chosenMark: UInt64 = 0
+    /// The last `GroupMember.serial` given.
+    private var lastSerial: UInt64 = 0
 
     /// Whether it was chosen already for the request marked `mark`; marks it chosen.
     mutating func chosen(_ mark: UInt64) -> Bool {
@@ -426,6 +440,8 @@ struct ConnectionGroups {
     /// A membership was made (`Broker.joinGroup`).
     mutating func join(_ member: GroupMember) {
         let key = member.group.key
+        lastSerial &+= 1
+        member.serial = lastSerial
         memberships[key] = member
         if key.fallback { fallbackNames[key.name, default: 0] += 1 }
     }
@@ -459,13 +475,29 @@ struct ConnectionGroups {
     }
 
     /// Remembers that the group event `seq` was queued by `member`'s group;
-    /// once the record is more than twice `queuedFrames` (+ 64), keeps only
-    /// the events `queuedSeqs` still holds, of groups it is still in.
-    mutating func noteDelivery(_ seq: UInt64, to member: GroupMember, queuedFrames: Int, queuedSeqs: () -> Set<UInt64>) {
-        deliveries.append(GroupDelivery(seq: seq, member: member))
-        guard deliveries.count > 2 * queuedFrames + 64 else { return }
+    /// once the record is more than twice `queuedFrames` (+ 64), prunes it:
+    /// first to the events not older than the oldest queued
+    /// (`oldestQueuedSeq`: no hashing, and all it takes while the queue is
+    /// written as fast as it fills, issue 38's case 10), and when that
+    /// leaves more than `queuedFrames` + 32 (events written out of seq
+    /// order, or dropped behind a head that is not written), to the events
+    /// `queuedSeqs` still holds. Records of a membership since ended stay
+    /// until then: `Broker.handOver` looks only at the memberships it left.
+    @inline(__always)
+    mutating func noteDelivery(_ seq: UInt64, to member: GroupMember, queuedFrames: Int, oldestQueuedSeq: () -> UInt64,
+                               queuedSeqs: () -> Set<UInt64>) {
+        deliveries.append(GroupDelivery(seq: seq, member: member.serial))
+        if deliveries.count > 2 * queuedFrames + 64 { prune(queuedFrames: queuedFrames, oldestQueuedSeq: oldestQueuedSeq, queuedSeqs: queuedSeqs) }
+    }
+
+    /// `noteDelivery`'s pruning, out of line (once per `queuedFrames` + 64 deliveries at most).
+    @inline(never)
+    private mutating func prune(queuedFrames: Int, oldestQueuedSeq: () -> UInt64, queuedSeqs: () -> Set<UInt64>) {
+        let oldest = oldestQueuedSeq()
+        deliveries.removeAll { $0.seq < oldest }
+        guard deliveries.count > queuedFrames + 32 else { return }
         let queued = queuedSeqs()
-        deliveries.removeAll { !queued.contains($0.seq) || !$0.member.isActive }
+        deliveries.removeAll { !queued.contains($0.seq) }
     }
 
     /// It left every group for good (closing): nothing is passed over or
@@ -484,8 +516,10 @@ struct ConnectionGroups {
     }
 }
 
-/// An event a group gave a member: its seq and the membership.
+/// An event a group gave a member: its seq and the membership (its
+/// `GroupMember.serial`: a plain number, so keeping and pruning the records
+/// counts no references).
 struct GroupDelivery {
     var seq: UInt64
-    var member: GroupMember
+    var member: UInt64
 }

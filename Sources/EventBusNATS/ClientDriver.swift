@@ -14,7 +14,11 @@
 //   whenever `generation` changed (a new connection, maybe under the same
 //   number as the old one);
 // - a connect is blocking, bounded by `connectTimeout` per address (the
-//   servers are meant to be a leaf node on 127.0.0.1, DESIGN-NOTES-1.1 A.7);
+//   servers are meant to be a leaf node on 127.0.0.1, DESIGN-NOTES-1.1 A.7),
+//   unless the driver is given a `BackgroundConnect` (the link's request part
+//   on the broker's loop, which must not wait): then it resolves and connects
+//   on a helper thread, and the owner also polls `connectDescriptor` and calls
+//   `connectFinished` when it is readable;
 // - the owner may stop calling `readAvailable` (flow control: whoever takes
 //   the messages is full); the server then applies its own slow-consumer
 //   rules, which is what a NATS client should get when it cannot keep up.
@@ -31,9 +35,13 @@ package struct ClientDriver {
     private var pendingConnect: ServerAddress?
     private let connectTimeoutMilliseconds: Int32
     private var buffer: [UInt8]
+    private let background: BackgroundConnect?
 
-    /// - Parameter readBufferBytes: bytes read from the socket at once.
-    package init(configuration: ClientConfiguration, readBufferBytes: Int = 64 << 10) {
+    /// - Parameters:
+    ///   - readBufferBytes: bytes read from the socket at once.
+    ///   - background: connect on a helper thread through it (nil: a blocking connect).
+    package init(configuration: ClientConfiguration, readBufferBytes: Int = 64 << 10, background: BackgroundConnect? = nil) {
+        self.background = background
         state = ClientState(configuration: configuration)
         connectTimeoutMilliseconds = Int32(clamping: configuration.connectTimeout.nanoseconds / 1_000_000)
         buffer = [UInt8](repeating: 0, count: readBufferBytes)
@@ -44,6 +52,18 @@ package struct ClientDriver {
 
     /// When `tick` must be called next (monotonic ns), or nil.
     package var nextDeadline: Int64? { state.nextDeadline }
+
+    /// With a `BackgroundConnect`: readable when a connect has ended (then call `connectFinished`).
+    package var connectDescriptor: FileDescriptor? { background?.descriptor }
+
+    /// Takes the outcome of a background connect, if one has ended.
+    package mutating func connectFinished(_ effects: inout [Effect]) {
+        guard let outcome = background?.take() else { return }
+        switch outcome {
+        case .connected(let fd): established(fd, &effects)
+        case .failed(let reason): perform(state.connectFailed(reason: reason, now: Clock.monotonicNanoseconds()), &effects)
+        }
+    }
 
     /// Starts connecting to the first server (blocking connect).
     package mutating func start(_ effects: inout [Effect]) {
@@ -157,8 +177,13 @@ package struct ClientDriver {
         }
     }
 
-    /// Resolves and connects (blocking, bounded by `connectTimeout` per address).
+    /// Resolves and connects (blocking, bounded by `connectTimeout` per address;
+    /// with a `BackgroundConnect`, on its thread: `connectFinished` goes on).
     private mutating func open(_ server: ServerAddress, _ effects: inout [Effect]) {
+        if let background {
+            background.begin(server, timeoutMilliseconds: connectTimeoutMilliseconds)
+            return
+        }
         let result: Result<FileDescriptor, any Error>
         do {
             let addresses = try TCPResolver.resolve(host: server.host, port: server.port)
@@ -166,15 +191,16 @@ package struct ClientDriver {
         } catch {
             result = .failure(error)
         }
-        let now = Clock.monotonicNanoseconds()
         switch result {
-        case .success(let fd):
-            closeSocket()
-            descriptor = fd
-            generation &+= 1
-            perform(state.connectionEstablished(now: now), &effects)
-        case .failure(let error):
-            perform(state.connectFailed(reason: "\(error)", now: now), &effects)
+        case .success(let fd): established(fd, &effects)
+        case .failure(let error): perform(state.connectFailed(reason: "\(error)", now: Clock.monotonicNanoseconds()), &effects)
         }
+    }
+
+    private mutating func established(_ fd: FileDescriptor, _ effects: inout [Effect]) {
+        closeSocket()
+        descriptor = fd
+        generation &+= 1
+        perform(state.connectionEstablished(now: Clock.monotonicNanoseconds()), &effects)
     }
 }

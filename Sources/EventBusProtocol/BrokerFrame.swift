@@ -30,8 +30,9 @@
     case gap(pattern: String, sinceSeq: UInt64, firstSeq: UInt64)
     /// (issue 36) `{"op":"servers","type":"svc.>"}`: the serving patterns that
     /// overlap a watched pattern changed since the watch's last list (a
-    /// bridge subscribes with `servers` again to read them).
-    case servers(pattern: String)
+    /// bridge subscribes with `servers` again to read them). With `group`
+    /// (`"group":"work"`): the patterns of that event group's members did.
+    case servers(pattern: String, group: String?)
     /// `{"op":"hello-from-the-future",...}`: an op this reader does not know (ignore it).
     case unknown(op: String)
 
@@ -84,7 +85,8 @@
                 return .gap(pattern: JSONString.decode(frame, pattern), sinceSeq: since, firstSeq: first)
             case .servers:
                 guard let pattern = fields[.type], pattern.isString else { throw missing() }
-                return .servers(pattern: JSONString.decode(frame, pattern))
+                let group = fields[.group].flatMap { $0.isString ? JSONString.decode(frame, $0) : nil }
+                return .servers(pattern: JSONString.decode(frame, pattern), group: group)
             }
         }
     }
@@ -196,6 +198,7 @@ enum BrokerFrameKey: Int, FrameKey {
     case count, sinceSeq  // dropped, gap
     case firstSeq  // gap (1.1)
     case key, redelivered, reply, timeout  // event, request (1.3)
+    case group  // servers (issue 36)
 
     static let table = KeyTable(Self.self)
 }

@@ -71,7 +71,9 @@
     /// (issue 36) Not a subscription to events or requests: a watch of the
     /// serving patterns that overlap the pattern (the `ok` lists them; a
     /// `servers` frame says they changed). A bridge's, for the request types
-    /// it imports; needs the `bridge` right. PROTOCOL-NOTES.md.
+    /// it imports; needs the `bridge` right. PROTOCOL-NOTES.md. With
+    /// `group` (issue 36): the watch of the patterns of that event group's
+    /// members instead (a bridge's, for the groups it imports).
     @_spi(Package) public var servers: Bool
 
     @_spi(Package) public init(pattern: Pattern, last: Bool = false, since: UInt64? = nil, instance: String? = nil, serve: Bool = false, group: String? = nil,
@@ -96,7 +98,8 @@
     @_spi(Package) public var serve: Bool
     /// (1.3) The queue group to leave; nil: the subscription outside any group.
     @_spi(Package) public var group: String?
-    /// (issue 36) End the watch of the serving patterns (`subscribe` with `servers`).
+    /// (issue 36) End the watch of the serving patterns (`subscribe` with
+    /// `servers`), or with `group` the watch of that group's members.
     @_spi(Package) public var servers: Bool
 
     @_spi(Package) public init(pattern: Pattern, serve: Bool = false, group: String? = nil, servers: Bool = false) {
@@ -259,15 +262,15 @@
             case .success(let value): servers = value
             case .failure(let error): return .failure(error)
             }
-            if servers && (serve || group != nil) {
-                return .failure(ProtocolError(.badRequest, "\"servers\" takes no \"serve\" or \"group\" (a watch of the serving patterns, not a subscription to requests)"))
+            if servers && serve {
+                return .failure(ProtocolError(.badRequest, "\"servers\" takes no \"serve\" (a watch of the serving patterns, or with \"group\" of a group's members, not a subscription to requests)"))
             }
             guard op == .subscribe else { return .success(.unsubscribe(UnsubscribeRequest(pattern: pattern, serve: serve, group: group, servers: servers))) }
             if servers {
                 if fields[.last] != nil || fields[.since] != nil || fields[.instance] != nil || fields[.fallback] != nil {
-                    return .failure(ProtocolError(.badRequest, "\"servers\" takes no \"last\", \"since\", \"instance\" or \"fallback\" (a watch of the serving patterns)"))
+                    return .failure(ProtocolError(.badRequest, "\"servers\" takes no \"last\", \"since\", \"instance\" or \"fallback\" (a watch of the serving patterns, or with \"group\" of a group's members)"))
                 }
-                return .success(.subscribe(SubscribeRequest(pattern: pattern, servers: true)))
+                return .success(.subscribe(SubscribeRequest(pattern: pattern, group: group, servers: true)))
             }
             return decodeSubscribe(pattern, serve: serve, group: group, frame, fields)
         case .ping:

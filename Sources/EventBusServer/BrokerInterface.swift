@@ -107,10 +107,11 @@ package var brokerInterface: ProgramDeclaration {
                 ]),
                 OptionSection("""
                 Across machines (docs/BRIDGE.md): the link to a NATS cluster can run inside
-                the broker, on a thread of its own, instead of as an eventbus-bridge process
-                (the same code, settings and counters). It is a connection of the bridge
-                user like any client's, so the policy's bridge, hold, publish and subscribe
-                rules apply to it. Without --bridge the broker opens no network socket.
+                the broker (its events on a thread of its own, its requests on the broker's
+                loop) instead of as an eventbus-bridge process (the same code, settings and
+                counters). It is a connection of the bridge user like any client's, so the
+                policy's bridge, hold, publish and subscribe rules apply to it. Without
+                --bridge the broker opens no network socket.
                 """, [
                     OptionDeclaration("bridge", nil, ValueDeclaration("FILE", .file), "run the link with the settings of FILE, in bridge.conf's format (eventbus-bridge(8): nats, node, export, import, ...; its socket, bus and log-level are this broker's)"),
                     OptionDeclaration("bridge-user", nil, ValueDeclaration("USER", .text), "the link's connection is this user's, for the policy and the limits: a name (its uid and primary group) or a number (uid and gid both); default: the broker's own user"),

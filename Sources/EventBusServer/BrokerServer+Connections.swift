@@ -172,6 +172,17 @@ extension BrokerServer {
         }
     }
 
+    /// (issue 38) One slice of the queue group hand-ons of closed members
+    /// still pending (`Broker.continueHandOns`: the events a closing member
+    /// never got go to the members left, a bounded piece of work per loop
+    /// turn), its time charged to the closing uid's share of the loop.
+    func continueHandOns() {
+        guard broker.hasPendingHandOns, let uid = broker.pendingHandOnUID else { return }
+        let start = clock.monotonic()
+        apply(broker.continueHandOns(at: currentTime()))
+        chargeWrite(uid, nanoseconds: clock.monotonic() - start)
+    }
+
     func currentTime() -> BrokerTime {
         clock.now()
     }

@@ -127,6 +127,9 @@ package final class BrokerServer {
     var heapTrimmer = HeapTrimmer()
     /// Connections other threads hand to the loop (BrokerServer+Handoff.swift).
     package let handoff: ConnectionHandoff
+    /// Work run on this loop's thread (BrokerServer+Attachments.swift), and which of it epoll found ready.
+    var attachments: [LoopAttachment] = []
+    var attachmentsReady: [Bool] = []
 
     // Tokens: a connection's is its id (1, 2, 3...); the specials count down from the top.
     static let signalToken: UInt64 = .max
@@ -172,6 +175,7 @@ package final class BrokerServer {
         }
         try epoll.add(signals.descriptor, events: .readable, token: BrokerServer.signalToken)
         try epoll.add(handoff.wakeup.descriptor, events: .readable, token: BrokerServer.handoffToken)
+        try registerAttachments()
         hooks.ready()
         var exitReason: ServerExit? = nil
         while true {
@@ -183,11 +187,13 @@ package final class BrokerServer {
             if exitReason == .idle { break }
             // Output a timer gave (an expired request's `timeout`, a tick's
             // error frame) is written in this turn, not after the next wake.
-            try epoll.wait(timeoutMilliseconds: hasReadyConnections || !pendingFlush.isEmpty ? 0 : nextTimeout(now: now)) { token, events in
+            try epoll.wait(timeoutMilliseconds: hasReadyConnections || !pendingFlush.isEmpty || broker.hasPendingHandOns ? 0 : nextTimeout(now: now)) { token, events in
                 dispatch(token: token, events: events, exitReason: &exitReason)
             }
+            turnAttachments()
             peersHungUp()
             serveReadyConnections()
+            continueHandOns()  // (issue 38) a slice of closed members' queue group hand-ons
             if let reason = peekedExitReason {
                 peekedExitReason = nil
                 if exitReason == nil || exitReason == .idle { exitReason = reason }
@@ -218,6 +224,7 @@ package final class BrokerServer {
             adoptHandedConnections()
             return
         }
+        if markAttachmentReady(token: token) { return }
         let listenerIndex = UInt64.max - 1 - token  // the signal token is handled above
         if listenerIndex < UInt64(listeners.count) {
             acceptConnections(from: Int(listenerIndex))
@@ -285,9 +292,10 @@ package final class BrokerServer {
         if let write = persistence?.nextDeadline(broker, now: now) { deadline = min(deadline, write) }
         if let trim = heapTrimmer.dueAt { deadline = min(deadline, trim) }
         if let idle = configuration.exitIdleNanoseconds, broker.connectionCount == 0 { deadline = min(deadline, idleSince + idle) }
-        if deadline == .max { return -1 }
-        let ms = (deadline - now + 999_999) / 1_000_000
-        return Int32(clamping: max(0, ms))
+        let attached = attachmentTimeout() ?? -1
+        if deadline == .max { return attached }
+        let ms = Int32(clamping: max(0, (deadline - now + 999_999) / 1_000_000))
+        return attached < 0 ? ms : min(ms, attached)
     }
 
     func beginShutdown() {

@@ -355,8 +355,8 @@ package struct BusSession<Tag> {
             return .error(reply)
         case .request(let fields):
             return .request(fields)
-        case .servers(let pattern):
-            return .servers(pattern: pattern)
+        case .servers(let pattern, let group):
+            return .servers(pattern: pattern, group: group)
         case .unknown:
             return .ignored  // PROTOCOL.md "Framing": unknown ops are for newer peers.
         }
@@ -472,8 +472,9 @@ package enum Incoming<Tag> {
     /// A frame the reader could not read.
     case unreadable(BrokerFrameError)
     /// (issue 36) `{"op":"servers","type":"svc.>"}`: the serving patterns
-    /// overlapping a watch (`subscribe` with `servers`) changed.
-    case servers(pattern: String)
+    /// overlapping a watch (`subscribe` with `servers`) changed; with
+    /// `group`, the patterns of that group's members did.
+    case servers(pattern: String, group: String?)
     /// An op this client does not know.
     case ignored
 }

@@ -29,6 +29,25 @@ package enum FileSystem {
         }
     }
 
+    /// `path` made absolute against the current directory (getcwd(3)), as is
+    /// when it is absolute already. No `..` or link is resolved.
+    /// - Throws: `SystemError("getcwd", errno)`.
+    package static func absolute(_ path: String) throws(SystemError) -> String {
+        if path.hasPrefix("/") { return path }
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        guard getcwd(&buffer, buffer.count) != nil else { throw SystemError("getcwd", Errno(rawValue: errno)) }
+        let directory = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return directory == "/" ? "/" + path : directory + "/" + path
+    }
+
+    /// The permission bits of `path` (stat(2) `st_mode & 0o7777`; links followed).
+    /// - Throws: `SystemError("stat", errno)`.
+    package static func permissions(ofPath path: String) throws(SystemError) -> mode_t {
+        var info = stat()
+        if case .failure(let e) = systemCall(.retry, { stat(path, &info) }) { throw SystemError("stat", e) }
+        return info.st_mode & 0o7777
+    }
+
     /// When `path` was last modified (stat(2) `st_mtim`), in nanoseconds since
     /// the Unix epoch (the clock of `Clock.wallNanoseconds()`).
     /// - Throws: `SystemError("stat", errno)` (ENOENT, EACCES...).

@@ -66,6 +66,14 @@ struct BridgeOptions {
                 switch name {
                 case "system", "user": try ConfigFile.apply("bus", name, to: &flags, shownAs: "--\(name)")
                 case "config", "status", "help", "version": break
+                case "socket":
+                    // A relative path on the command line is the current
+                    // directory's, as `eventbus --socket` takes it; made absolute
+                    // here (reconnects, the status's bus_path). bridge.conf's must be absolute.
+                    let path = value ?? ""
+                    let absolute: String
+                    do { absolute = path.isEmpty ? path : try FileSystem.absolute(path) } catch { throw SettingsError("--socket: \(error)") }
+                    try ConfigFile.apply(name, absolute, to: &flags, shownAs: "--\(name)")
                 default: try ConfigFile.apply(name, value ?? "", to: &flags, shownAs: "--\(name)")
                 }
             } catch {

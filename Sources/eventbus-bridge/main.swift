@@ -55,6 +55,9 @@ do {
 
 let logSink = RateLimitedLogSink(wrapping: stderrIsJournal() ? JournalLogSink(identifier: "eventbus-bridge") : StderrLogSink(program: "eventbus-bridge"))
 let logger = Logger(level: configuration.logLevel, sink: logSink)
+if let file = options.configFile, let warning = ConfigFile.credentialsWarning(file: file, settings: options.settings) {
+    logger.warning(warning)
+}
 
 let loop: BridgeLoop
 do {

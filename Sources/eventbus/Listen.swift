@@ -10,8 +10,11 @@
 // Standard output's reader gone (`| head -n 1`): 0, quietly, noticed even
 // when no event comes (poll(2) reports POLLERR on a pipe with no reader).
 // `--timeout` with nothing arriving: 124, quietly, like timeout(1). Broker
-// gone: 69 unless `--reconnect`. SIGINT keeps its default action (quiet;
-// the shell sees 130).
+// gone: 69 unless `--reconnect`. A subscribe refused for a limit (`limit`:
+// the group's member limit, the uid's subscriptions): 75 unless
+// `--reconnect`, which waits for room as it waits for a broker (a new
+// connection, pauses doubling to 2 s, one line on standard error). SIGINT
+// keeps its default action (quiet; the shell sees 130).
 @_spi(Package) import EventBusCLI
 import EventBusCommandLine
 @_spi(Package) import EventBusProtocol
@@ -78,6 +81,13 @@ private struct Listener {
     var printed = 0
     var failure: CLIError? = nil
     var watchingOutput = true  // false if fd 1 is not open (poll reports POLLNVAL)
+    /// With `--reconnect`: a subscribe refused for a limit, to wait out on a new connection.
+    var limited: CLIError? = nil
+    /// The pause before the next try after a limit (grows to 2 s; said once a streak).
+    var limitPause: Int32 = 100
+    var waitingForRoom = false
+    /// `feed.acknowledged` when the last try after a limit connected.
+    var acknowledgedBeforeTry = 0
 
     init(_ options: ListenOptions, socket: String) {
         // Each connection ends its subscribes with the sentinel while the
@@ -106,6 +116,11 @@ private struct Listener {
             if let failure { throw failure }
             try save()
             if let limit = options.limit, printed >= limit { return }
+            if let error = limited {
+                limited = nil
+                connection = try waitForRoom(after: error)
+                continue
+            }
             reportBrokerError(outcome, printedSome: printed > before)
             if printed > before, let idleNanoseconds = options.idleNanoseconds { idleDeadline = Clock.monotonicNanoseconds() + idleNanoseconds }
             switch outcome {
@@ -139,6 +154,20 @@ private struct Listener {
         return try reconnectLoop(socket, deadline: idleDeadline, announce: true) { frames() }
     }
 
+    /// With `--reconnect`, a subscribe refused for a limit (the group's
+    /// members, the uid's subscriptions): the connection goes (it may hold
+    /// some of the subscriptions) and a new one tries again after a pause,
+    /// growing to 2 s, as for a broker that is away; said once per streak.
+    mutating func waitForRoom(after error: CLIError) throws(CLIError) -> BrokerConnection {
+        if !waitingForRoom { printError("\(error.message ?? "a limit was reached"); retrying until there is room") }
+        waitingForRoom = true
+        _ = feed.session.connectionLost()
+        let connection = try reconnectLoop(socket, deadline: idleDeadline, announce: nil, firstPause: limitPause) { frames() }
+        acknowledgedBeforeTry = feed.acknowledged
+        limitPause = min(limitPause * 2, 2000)
+        return connection
+    }
+
     /// Handles one frame; false to stop reading (`--count` reached, or the run ends).
     mutating func take(_ frame: RawSpan) -> Bool {
         let step = feed.handle(frame)
@@ -150,10 +179,18 @@ private struct Listener {
             while let (bytes, fields) = feed.session.takeReleased() {
                 if !print(bytes.span.bytes, fields) { return false }
             }
+        case .stop(let error) where options.reconnect && error.status == ExitStatus.temporaryFailure.rawValue:
+            limited = error
+            return false
         case .stop(let error):
             failure = error
             return false
-        case .subscribed, .none:
+        case .subscribed:
+            if waitingForRoom && feed.acknowledged - acknowledgedBeforeTry >= options.patterns.count {
+                printError("subscribed: there was room")
+                waitingForRoom = false
+            }
+        case .none:
             break
         }
         return true
@@ -188,9 +225,9 @@ private struct Listener {
 /// doubling to 2 s) until it works, the idle deadline passes (124) or
 /// standard output's reader goes away (0). Only "unavailable" (69) and "try
 /// again" (75, e.g. the broker's connection limit) are retried; other errors
-/// end the run.
-func reconnectLoop(_ socket: String, deadline: Int64?, announce: Bool, frames: () -> [UInt8]) throws(CLIError) -> BrokerConnection {
-    var pauseMilliseconds: Int32 = 100
+/// end the run. `announce`: say "reconnected" (true), "connected" (false) or nothing (nil).
+func reconnectLoop(_ socket: String, deadline: Int64?, announce: Bool?, firstPause: Int32 = 100, frames: () -> [UInt8]) throws(CLIError) -> BrokerConnection {
+    var pauseMilliseconds = firstPause
     while true {
         var pause = pauseMilliseconds
         if deadline != nil {
@@ -202,7 +239,7 @@ func reconnectLoop(_ socket: String, deadline: Int64?, announce: Bool, frames: (
         do {
             let connection = try BrokerConnection.open(to: socket)
             try connection.send(frames())
-            if announce { printError("reconnected to the broker at \(socket)") } else { printError("connected to the broker at \(socket)") }
+            if let announce { printError(announce ? "reconnected to the broker at \(socket)" : "connected to the broker at \(socket)") }
             return connection
         } catch where error.status == ExitStatus.unavailable.rawValue || error.status == ExitStatus.temporaryFailure.rawValue {
             pauseMilliseconds = min(pauseMilliseconds * 2, 2000)

@@ -37,23 +37,48 @@ private func statsText(_ reply: Reply, json: Bool) -> [UInt8] {
             out.append(0x0A)
         } else {
             // `name  value` lines in the broker's order, names as on the wire,
+            // an object's members on lines of their own (`me.limits.connections`),
             // everything escaped for the terminal (TerminalText).
-            let width = reply.members.map { $0.key.count }.max() ?? 0
-            for member in reply.members {
-                TerminalText.appendEscaped(member.key.utf8, to: &out)
-                out.append(contentsOf: repeatElement(0x20, count: max(0, width - member.key.count) + 2))
-                var value: [UInt8] = []
-                if member.value.isString {
-                    value = JSONString.decodeBytes(bytes, member.value)
-                } else {
-                    JSONObject.appendCompacted(bytes, member.value, to: &value)
-                }
-                TerminalText.appendEscaped(value, to: &out)
+            var rows: [(name: String, value: [UInt8])] = []
+            statsRows(bytes, reply.members, prefix: "", into: &rows)
+            let width = rows.map { $0.name.count }.max() ?? 0
+            for row in rows {
+                TerminalText.appendEscaped(row.name.utf8, to: &out)
+                out.append(contentsOf: repeatElement(0x20, count: max(0, width - row.name.count) + 2))
+                TerminalText.appendEscaped(row.value, to: &out)
                 out.append(0x0A)
             }
         }
     }
     return out
+}
+
+/// The table's rows for `members` of the object in `bytes`: a string as its
+/// text, an object as one row per member named `name.member` (so `me`, the
+/// caller's own uid's usage, reads as `me.queued_bytes  0`), anything else as
+/// compact JSON, except a `null` limit (`me.limits.*`: none applies), which
+/// reads `unlimited`.
+private func statsRows(_ bytes: UnsafeRawBufferPointer, _ members: [JSONMember], prefix: String, into rows: inout [(name: String, value: [UInt8])]) {
+    for member in members {
+        let name = prefix + member.key
+        let token = member.value
+        if token.kind == .object {
+            let inner = UnsafeRawBufferPointer(rebasing: bytes[token.start..<token.end])
+            if let nested = try? JSONObject.members(inner), !nested.isEmpty {
+                statsRows(inner, nested, prefix: name + ".", into: &rows)
+                continue
+            }
+        }
+        var value: [UInt8] = []
+        if token.isString {
+            value = JSONString.decodeBytes(bytes, token)
+        } else if token.kind == .null && prefix.hasSuffix("limits.") {
+            value = Array("unlimited".utf8)
+        } else {
+            JSONObject.appendCompacted(bytes, token, to: &value)
+        }
+        rows.append((name, value))
+    }
 }
 
 /// Per-type and per-client series at most, by default (`--max-types`, `--max-clients`).

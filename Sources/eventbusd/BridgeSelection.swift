@@ -1,8 +1,9 @@
 // The link to NATS inside eventbusd (`--bridge FILE`, `--bridge-user USER`;
 // issue 36, docs/BRIDGE.md "Running it"): the file is eventbus-bridge's
 // bridge.conf format, read by the same parser (EventBusBridge's ConfigFile);
-// the link is EventBusBridge's `BridgeThread`, the loop eventbus-bridge runs,
-// on a thread of its own; it reaches this broker through socketpairs the
+// the link is EventBusBridge's `LinkInBroker`: the loop eventbus-bridge runs,
+// for requests on this broker's own loop (`BrokerServer.attach`), for events
+// and groups on a thread of its own; it reaches this broker through socketpairs the
 // loop adopts as connections of the bridge user (`BrokerServer.handoff`), so
 // the policy and the limits see that user, as they would see an
 // eventbus-bridge process running as it.
@@ -27,6 +28,8 @@ struct BridgeSelection {
     let gid: UInt32
     /// Keys of the file that do not apply inside the broker.
     let ignoredKeys: [String]
+    /// (attacker) The file holds NATS credentials every local user may read.
+    let credentialsWarning: String?
 
     /// Reads `--bridge FILE` and resolves `--bridge-user`.
     /// - Returns: nil without `--bridge`; a one-line reason when the file or the user is unusable.
@@ -56,7 +59,8 @@ struct BridgeSelection {
                 return .failure(BridgeSelectionError("--bridge-user: no user named '\(user)'"))
             }
         }
-        return .success(BridgeSelection(file: file, configuration: configuration, uid: uid, gid: gid, ignoredKeys: ignored))
+        return .success(BridgeSelection(file: file, configuration: configuration, uid: uid, gid: gid, ignoredKeys: ignored,
+                                        credentialsWarning: ConfigFile.credentialsWarning(file: file, settings: settings)))
     }
 
     /// The bridge file's settings and the configuration they resolve to.
@@ -79,13 +83,15 @@ struct BridgeSelection {
         }
     }
 
-    /// Starts the link on its own thread, connected to `server`.
-    /// - Throws: `SystemError` when its eventfds cannot be made.
-    func start(server: BrokerServer, logger: Logger, environment: [String: String]) throws(SystemError) -> BridgeThread {
+    /// Starts the link connected to `server`: its requests on the server's
+    /// loop (attached here, so call before `run`), the rest on a thread.
+    /// - Throws: `SystemError` when its eventfds or epoll sets cannot be made.
+    func start(server: BrokerServer, logger: Logger, environment: [String: String]) throws(SystemError) -> LinkInBroker {
         let linkLogger = Logger(level: logger.level, sink: PrefixedLogSink(prefix: "bridge: ", sink: logger.sink))
         if !ignoredKeys.isEmpty {
             linkLogger.notice("\(file): \(ignoredKeys.joined(separator: ", ")) ignored inside eventbusd (the link is on this broker and logs as it does)")
         }
+        if let credentialsWarning { linkLogger.warning(credentialsWarning) }
         let statusPath = StatusFile.path(for: configuration, environment: environment, effectiveUID: ProcessIdentity.effectiveUID)
         let handoff = server.handoff
         let (pid, uid, gid) = (ProcessIdentity.current.pid, self.uid, self.gid)
@@ -94,7 +100,11 @@ struct BridgeSelection {
             try handoff.connect(pid: pid, uid: uid, gid: gid)
         }
         linkLogger.info("node \(configuration.node.text), NATS \(configuration.servers.map(\.description).joined(separator: ",")), prefix \(configuration.prefix.text), \(configuration.patternsSummary), as uid \(uid), status \(statusPath ?? "(none)")")
-        return try BridgeThread(configuration: configuration, endpoint: endpoint, logger: linkLogger, statusPath: statusPath)
+        let link = try LinkInBroker(configuration: configuration, endpoint: endpoint, logger: linkLogger, statusPath: statusPath)
+        if let requests = link.requests {
+            server.attach(LoopAttachment(descriptor: requests.descriptor, nextDeadline: { requests.nextDeadline }, turn: { requests.turn() }))
+        }
+        return link
     }
 }
 

@@ -163,10 +163,10 @@ do {
     fail("failed to start the event loop: \(error)", status: .software)
 }
 logger.info("listening on \(path) (instance \(server.broker.instance)); configuration \(configFile ?? "none"); \(BrokerServer.policySummary(server.broker.policy, generation: server.broker.policyGeneration))")
-var bridgeThread: BridgeThread? = nil
+var link: LinkInBroker? = nil
 if let bridgeSelection {
     do {
-        bridgeThread = try bridgeSelection.start(server: server, logger: logger, environment: ProcessEnvironment.variables())
+        link = try bridgeSelection.start(server: server, logger: logger, environment: ProcessEnvironment.variables())
     } catch {
         fail("failed to start the bridge: \(error)", status: .software)
     }
@@ -176,7 +176,7 @@ do {
 } catch {
     fail("event loop failed: \(error)", status: .software)
 }
-bridgeThread?.stop()
+link?.stop()
 logger.info("stopped")
 logSink.flush(includingOpenWindows: true)
 exit(ExitStatus.success.rawValue)

@@ -145,6 +145,62 @@ extension BridgeSuites {
             #expect(!FileManager.default.fileExists(atPath: statusPath), "a clean stop removes the status file")
         }
 
+        /// `--socket` with a relative path is the current directory's, as for
+        /// `eventbus --socket` (it was refused as "not an absolute path"); the
+        /// bridge keeps it absolute (reconnects, the status's `bus_path`).
+        @Test(.enabled(if: NATSCluster.isAvailable))
+        func aRelativeSocketOnTheCommandLineIsTheCurrentDirectorys() throws {
+            let cluster = try NATSCluster(count: 1)
+            let broker = try BrokerProcess()
+            defer { broker.cleanUp() }
+            #expect(broker.socketPath == broker.directory.path + "/s")
+            let statusPath = broker.directory.file("rel.json")
+            // (SpawnedProcess keeps the test's directory: the shell moves first.)
+            let process = try SpawnedProcess("/bin/sh", ["-c", #"cd "$1" && shift && exec "$@""#, "sh", broker.directory.path, try builtProduct("eventbus-bridge"),
+                                                         "--socket", "s", "--nats", cluster.url(0), "--node", "rel", "--status-file", statusPath, "--export", "x.>"],
+                                             in: broker.directory, environment: withoutSystemdVariables(), mergeStderr: true)
+            defer { process.send(signal: SIGKILL) }
+            try waitUntil("the status file with the bus up") {
+                (try? String(contentsOfFile: statusPath, encoding: .utf8))?.contains(#""bus":"up""#) == true
+            }
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: statusPath))) as? [String: Any])
+            #expect(object["bus_path"] as? String == broker.socketPath, "\(object)")
+            // bridge.conf's socket must still be absolute (relative to what?).
+            let file = broker.directory.file("rel.conf")
+            try "socket = s\n".write(toFile: file, atomically: false, encoding: .utf8)
+            let refused = try bridge(["--config", file, "--nats", cluster.url(0), "--node", "x"])
+            #expect(refused.status == .exited(78) && refused.stderr.contains("not an absolute path"), "\(refused.stderr)")
+        }
+
+        /// (attacker) bridge.conf with `nats-password` or `nats-token` that every
+        /// local user may read: a warning naming the file, its mode and the fix
+        /// (not a refusal: ConfigFile.credentialsWarning says why); none when
+        /// only its owner and group may read it, or when it holds no secret.
+        @Test(.enabled(if: NATSCluster.isAvailable))
+        func aConfigFileWithCredentialsThatOthersCanReadIsWarnedAbout() throws {
+            let cluster = try NATSCluster(count: 1)
+            let broker = try BrokerProcess()
+            defer { broker.cleanUp() }
+            let file = broker.directory.file("bridge.conf")
+            func run(_ text: String, mode: Int) throws -> String {
+                try text.write(toFile: file, atomically: false, encoding: .utf8)
+                try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: file)
+                let process = try SpawnedProcess(try builtProduct("eventbus-bridge"), ["--config", file, "--socket", broker.socketPath,
+                                                                                       "--status-file", broker.directory.file("cred.json")],
+                                                 in: broker.directory, environment: withoutSystemdVariables(), mergeStderr: true)
+                defer { process.send(signal: SIGKILL) }
+                // The warning comes before the first connection's line.
+                try waitUntil("the bridge connected to the bus") { process.stdoutSoFar().contains("connected to the bus at") }
+                return process.stdoutSoFar()
+            }
+            let base = "nats = \(cluster.url(0))\nnode = cred\nexport = x.>\n"
+            let open = try run(base + "nats-user = bridge\nnats-password = secret\n", mode: 0o644)
+            let line = open.split(separator: "\n").first { $0.contains("holds NATS credentials") } ?? ""
+            #expect(line.contains("warning") && line.contains(file) && line.contains("(nats-password)") && line.contains("mode 644") && line.contains("chmod o-r"), "\(open)")
+            #expect(!(try run(base + "nats-token = secret\n", mode: 0o640)).contains("holds NATS credentials"))
+            #expect(!(try run(base + "nats-user = bridge\n", mode: 0o644)).contains("holds NATS credentials"), "a user name is no secret")
+        }
+
         /// (attacker) The recommended leaf node listens on 127.0.0.1; without
         /// an authorization block every local user can publish on it, and
         /// what the link imports reaches the bus as the bridge's uid, past

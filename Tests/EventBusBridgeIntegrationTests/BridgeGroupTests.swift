@@ -7,7 +7,9 @@
 // event of A reaches one member across the two brokers: A's member while
 // there is one, B's only when A has none; nothing is lost when A's member
 // leaves; a plain subscriber on B still gets every event (the plain export),
-// and B's member never gets the plain copy.
+// and B's member never gets the plain copy. With a third broker C, of two
+// importing machines only the one with a member is subscribed on NATS (the
+// watch of the group's members), so no event is lost on a machine without one.
 //
 // Before editing: the group subscriptions cross NATS routes like the event
 // ones, so each test first publishes until B's member gets one
@@ -93,6 +95,45 @@ extension BridgeSuites {
                 try buses.bridgeB.waitForStatus("B's group counters") { _ in groups(buses.bridgeB, "received") >= 12 }
                 try buses.bridgeA.waitForStatus("A's group counters") { _ in groups(buses.bridgeA, "sent") >= 12 }
                 #expect(groups(buses.bridgeA, "dropped") == 0 && groups(buses.bridgeB, "dropped") == 0)
+            }
+        }
+
+        /// Issue 36's limit for groups, gone: B and C both import group
+        /// `work`, only C has a member; every event of A reaches C's member
+        /// once and B's link never receives one (it is not subscribed on NATS
+        /// while its bus has no member). C's member leaves and B's joins:
+        /// the events go to B.
+        @Test(arguments: BridgeMode.allCases)
+        func ofTwoImportingMachinesOnlyOneWithAMemberIsGivenTheGroupsEvents(mode: BridgeMode) throws {
+            try withBridgedBuses(mode, extraA: ["--export-group", "work:job.>"], extraB: Self.groups) { buses in
+                let (c, bridgeC) = try BridgeRequestTests.addBus(buses, node: "c", extra: Self.groups)
+                defer { if mode == .process { c.cleanUp() } }
+                let memberC = try Self.member(on: c)
+                let publisher = try buses.a.connect()
+                try Self.warmUp(publisher, to: memberC)
+                for i in 0..<30 { try publisher.send(#"{"op":"publish","type":"job.run","data":{"i":\#(i)}}"#) }
+                try publisher.send(#"{"op":"publish","type":"job.end","data":{}}"#)
+                let onC = try Self.runs(memberC, until: "job.end")
+                #expect(onC == Array(0..<30), "C's member: \(onC)")
+                func received(_ status: [String: Any]) -> Int {
+                    ((status["groups"] as? [String: Any])?["received"] as? NSNumber)?.intValue ?? -1
+                }
+                #expect(received(try buses.bridgeB.freshStatus()) == 0, "B's link was handed none")
+                #expect(!buses.bridgeB.log.contains("taking group work's events"), "B's link never subscribed: \(buses.bridgeB.log.suffix(2000))")
+                // C's member leaves; once C's link has left NATS, B's member joins.
+                memberC.close()
+                let pacer = try c.connect()
+                let deadline = ContinuousClock.now + .seconds(30)
+                while !bridgeC.log.contains("no longer taking group work's events") {
+                    guard ContinuousClock.now < deadline else { throw TestFailure("C's link did not leave NATS in 30 s: \(bridgeC.log.suffix(2000))") }
+                    _ = try pacer.request(#"{"op":"ping","req":"p"}"#)  // a round trip between looks, no sleep
+                }
+                let memberB = try Self.member(on: buses.b)
+                try Self.warmUp(publisher, to: memberB)
+                for i in 30..<40 { try publisher.send(#"{"op":"publish","type":"job.run","data":{"i":\#(i)}}"#) }
+                try publisher.send(#"{"op":"publish","type":"job.end","data":{}}"#)
+                let onB = try Self.runs(memberB, until: "job.end")
+                #expect(onB == Array(30..<40), "B's member: \(onB)")
             }
         }
 

@@ -126,6 +126,26 @@ import Testing
         #expect(configuration.pingInterval == .seconds(20) && configuration.name == "eventbus-bridge host-a" && configuration.bus == .automatic)
     }
 
+    /// The link inside eventbusd runs its requests on the broker's loop and
+    /// the rest on a thread (LinkInBroker.swift): each part keeps only its
+    /// patterns and everything else (node, servers, prefix, limits).
+    @Test func theLinkSplitsIntoARequestPartAndAnEventPart() throws {
+        let both = try ConfigFile.parse("nats = a:1\nnode = host-a\nprefix = p\nexport = x.>\nimport = y.*\nexport-requests = svc.>\nimport-requests = api.*\nexport-group = g:job.>\nbuffer-events = 7", file: "f").resolved()
+        let requests = try #require(both.requestPart)
+        #expect(requests.requestExports.map(\.text) == ["svc.>"] && requests.requestImports.map(\.text) == ["api.*"])
+        #expect(requests.exports.isEmpty && requests.imports.isEmpty && requests.groupExports.isEmpty && requests.groupImports.isEmpty)
+        let events = try #require(both.eventPart)
+        #expect(events.exports.map(\.text) == ["x.>"] && events.imports.map(\.text) == ["y.*"] && events.groupExports.count == 1)
+        #expect(events.requestExports.isEmpty && events.requestImports.isEmpty)
+        for part in [requests, events] {
+            #expect(part.node == both.node && part.servers == both.servers && part.prefix == both.prefix && part.bufferEvents == 7 && part.name == both.name)
+        }
+        let requestsOnly = try ConfigFile.parse("nats = a:1\nnode = n\nimport-requests = svc.>", file: "f").resolved()
+        #expect(requestsOnly.eventPart == nil && requestsOnly.requestPart == requestsOnly)
+        let eventsOnly = try ConfigFile.parse("nats = a:1\nnode = n\nimport-group = g:job.>", file: "f").resolved()
+        #expect(eventsOnly.requestPart == nil && eventsOnly.eventPart == eventsOnly)
+    }
+
     @Test(arguments: [
         ("node = n\nexport = >", "no NATS server"),
         ("nats = a:1\nexport = >", "no node name"),

@@ -120,4 +120,36 @@ import Testing
         guard case .serving(let whole, let list) = try #require(oldUp.last) else { Issue.record("\(oldUp)"); return }
         #expect(whole.text == "svc.>" && list.map(\.text) == ["svc.>"] && written(&old).isEmpty)
     }
+
+    /// (issue 36) The group imports: a watch of the group's members per
+    /// import once the broker lists `group-servers`, its list reported, asked
+    /// again on a `servers` frame with that group (not on one without, nor
+    /// on another group's); a broker without the feature: the whole pattern.
+    @Test func theGroupImportsWatchTheGroupsMembers() throws {
+        let spec = try #require(GroupSpec("work:job.>"))
+        var bus = LocalBus(path: "test", patterns: [], groupImports: [spec, spec])
+        bus.connectionOpened()
+        _ = written(&bus)
+        let up = feed(&bus, Self.hello.replacingOccurrences(of: #""flow"]"#, with: #""flow","servers","group-servers"]"#))
+        #expect(up.count == 1, "\(up)")
+        let watch = written(&bus)
+        #expect(watch == [#"{"op":"subscribe","req":2,"type":"job.>","group":"work","servers":true}"#], "one watch per import: \(watch)")
+        let listed = feed(&bus, #"{"op":"ok","req":2,"type":"job.>","group":"work","servers":["*.run","job.a"]}"#)
+        guard case .members(let watched, let patterns) = try #require(listed.first) else { Issue.record("\(listed)"); return }
+        #expect(watched == spec && patterns.map(\.text) == ["*.run", "job.a"])
+        #expect(feed(&bus, #"{"op":"servers","type":"job.>"}"#).isEmpty && written(&bus).isEmpty, "the servers' watch is not this one")
+        #expect(feed(&bus, #"{"op":"servers","type":"job.>","group":"other"}"#).isEmpty && written(&bus).isEmpty)
+        #expect(feed(&bus, #"{"op":"servers","type":"job.>","group":"work"}"#).isEmpty)
+        #expect(written(&bus) == [#"{"op":"subscribe","req":3,"type":"job.>","group":"work","servers":true}"#])
+        let refused = feed(&bus, #"{"op":"error","req":3,"code":"forbidden","message":"no bridge right"}"#)
+        guard case .members(_, let none) = try #require(refused.last) else { Issue.record("\(refused)"); return }
+        #expect(none.isEmpty && refused.count == 2)
+        // An older broker: the whole import pattern, no watch.
+        var old = LocalBus(path: "test", patterns: [], groupImports: [spec])
+        old.connectionOpened()
+        _ = written(&old)
+        let oldUp = feed(&old, Self.hello)
+        guard case .members(let whole, let list) = try #require(oldUp.last) else { Issue.record("\(oldUp)"); return }
+        #expect(whole == spec && list.map(\.text) == ["job.>"] && written(&old).isEmpty)
+    }
 }

@@ -72,4 +72,54 @@ func pattern(_ text: String) -> Pattern { Pattern(text)! }
         let partial = BridgeCore.minimalPatterns(["a.*.c", "a.b.*", "a.b.c", "a.*.c"].map(pattern))
         #expect(partial.map(\.text) == ["a.*.c", "a.b.*"], "partial overlaps stay (arrival dedupes them), exact covers go")
     }
+
+    /// The definition `minimalPatterns` had (every pattern against every
+    /// other, O(n^2)): what its trie walk must agree with.
+    static func minimalByComparingAll(_ patterns: [Pattern]) -> [Pattern] {
+        patterns.enumerated().filter { i, p in
+            !patterns.enumerated().contains { j, q in j != i && BridgeCore.covers(q, p) && (!BridgeCore.covers(p, q) || j < i) }
+        }.map(\.element)
+    }
+
+    @Test func minimalPatternsAgreeWithComparingEveryPair() {
+        let segments = ["a", "b", "*", ">"]
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<2_000 {
+            var list: [Pattern] = []
+            for _ in 0..<Int.random(in: 1...12, using: &generator) {
+                var parts: [String] = []
+                for depth in 0..<Int.random(in: 1...4, using: &generator) {
+                    let part = segments.randomElement(using: &generator)!
+                    parts.append(part)
+                    if part == ">" || depth == 3 { break }
+                }
+                list.append(pattern(parts.joined(separator: ".")))
+            }
+            #expect(BridgeCore.minimalPatterns(list).map(\.text) == Self.minimalByComparingAll(list).map(\.text), "\(list.map(\.text))")
+        }
+    }
+
+    @Test func aListBuiltToMakeTheSearchBranchKeepsEveryPatternButTheDuplicates() {
+        // Every pattern of 12 segments of `a` or `*`, each ending in a name of
+        // its own: a pattern of names is looked for under the 2^12 prefixes
+        // that cover its own (3^12 steps for the list), more than the walks'
+        // budget, and no pattern covers another. Either way the duplicates
+        // go and the rest stay, in order.
+        var list: [Pattern] = []
+        for bits in 0..<(1 << 12) {
+            let head = (0..<12).map { bits & (1 << $0) == 0 ? "a" : "*" }.joined(separator: ".")
+            list.append(pattern(head + ".n\(bits)"))
+        }
+        #expect(BridgeCore.minimalPatterns(list + list.prefix(3)).map(\.text) == list.map(\.text))
+    }
+
+    @Test func tenThousandServingPatternsAreMinimisedByTheTrie() {
+        // What the watch of another uid's serving patterns hands the link:
+        // distinct names (none covers another), plus `svc.*`, which covers
+        // the two-segment ones, listed last.
+        let names = (0..<10_000).map { pattern("svc.p\($0)" + ($0 % 2 == 0 ? "" : ".x")) }
+        let minimal = BridgeCore.minimalPatterns(names + [pattern("svc.*")]).map(\.text)
+        #expect(minimal.count == 5_001)
+        #expect(minimal.first == "svc.p1.x" && minimal.last == "svc.*")
+    }
 }

@@ -1,8 +1,9 @@
 // Queue groups across machines, the decisions without I/O (issue 36;
 // RemoteGroups.swift): `NAME:PATTERN` and which names cross, the NATS
 // message a group event becomes (subject, headers, `eb-key`), the queue
-// subscription of an imported group, a group event from another node read
-// into a group publish (and the ones refused), and that publish's frame.
+// subscriptions of an imported group (following the patterns of the local
+// members), a group event from another node read into a group publish (and
+// the ones refused), and that publish's frame.
 import EventBusBridge
 import EventBusNATS
 @_spi(Package) import EventBusProtocol
@@ -14,10 +15,11 @@ import Testing
         var table = RemoteGroups(mapping: SubjectMapping(node: node(name)), exports: [GroupSpec("work:job.>")!],
                                  imports: [GroupSpec("work:job.>")!, GroupSpec("work:job.>")!])
         var made: [(Subject, Subject?)] = []
-        table.subscribe { subject, queue in
+        // A broker without the watch: the whole pattern, as a watch's list.
+        table.members(GroupSpec("work:job.>")!, [Pattern("job.>")!], subscribe: { subject, queue in
             made.append((subject, queue))
             return SubscriptionID(UInt64(made.count))
-        }
+        }, unsubscribe: { _ in })
         return (table, made)
     }
 
@@ -72,6 +74,40 @@ import Testing
             guard case .drop = table.receive(message) else { Issue.record("\(message.subject) taken"); continue }
         }
         #expect(table.counters.received == 1 && table.counters.dropped == 3)
-        #expect(!table.owns(SubscriptionID(2)) && table.owns(SubscriptionID(1)))
+        #expect(table.owns(message) && !table.owns(Message(subject: "eventbus.evt.host-b.job.run", sid: SubscriptionID(1), payload: []))
+                && !table.owns(Message(subject: message.subject, sid: SubscriptionID(0), payload: [])), "by sid and subject")
+    }
+
+    /// The import subscriptions follow the patterns of the local members
+    /// (the watch's lists): the types both the import and a member match,
+    /// none inside another, one queue group per name; none without members.
+    @Test func theImportSubscriptionsFollowTheMembers() {
+        var table = RemoteGroups(mapping: SubjectMapping(node: node("host-a")), exports: [],
+                                 imports: [GroupSpec("work:job.>")!, GroupSpec("work:task.*")!, GroupSpec("mail:mail.>")!])
+        var next: UInt64 = 5  // sids 1-4: the bridge's fixed subscriptions
+        var live: [UInt64: (String, String)] = [:]
+        func members(_ spec: String, _ patterns: [String]) -> (added: [String], removed: [String]) {
+            table.members(GroupSpec(spec)!, patterns.map { Pattern($0)! }, subscribe: { subject, queue in
+                defer { next += 1 }
+                live[next] = (subject.text, queue?.text ?? "")
+                return SubscriptionID(next)
+            }, unsubscribe: { live[$0.rawValue] = nil })
+        }
+        let fixed = Message(subject: "eventbus.grp.work.host-b.job.x", sid: SubscriptionID(4), payload: [])
+        #expect(table.importSubjects.isEmpty && !table.owns(fixed))
+        #expect(members("work:job.>", ["job.a", "*.run"]) == (["eventbus.grp.work.*.job.a", "eventbus.grp.work.*.job.run"], []))
+        #expect(!table.owns(fixed) && table.owns(Message(subject: "eventbus.grp.work.host-b.job.a", sid: SubscriptionID(5), payload: [])))
+        // A wider member covers the narrower ones: one subscription.
+        #expect(members("work:job.>", ["job.a", "*.run", ">"]) == (["eventbus.grp.work.*.job.>"], ["eventbus.grp.work.*.job.a", "eventbus.grp.work.*.job.run"]))
+        #expect(members("work:task.*", ["task.x", "other.>"]) == (["eventbus.grp.work.*.task.x"], []))
+        #expect(members("mail:mail.>", ["mail.>"]) == (["eventbus.grp.mail.*.mail.>"], []))
+        #expect(members("work:other.>", ["other.x"]) == ([], []))  // not an import
+        #expect(Set(live.values.map { "\($0.0) \($0.1)" }) == ["eventbus.grp.work.*.job.> eventbus-group-work", "eventbus.grp.work.*.task.x eventbus-group-work",
+                                                             "eventbus.grp.mail.*.mail.> eventbus-group-mail"])
+        // Members gone, or the bus lost: no subscription; an ended sid on a group subject is still the table's.
+        #expect(members("work:job.>", []) == ([], ["eventbus.grp.work.*.job.>"]))
+        for spec in table.watchedImports { _ = members(spec.description, []) }
+        #expect(live.isEmpty && table.importSubjects.isEmpty && table.watchedImports.isEmpty)
+        #expect(table.owns(Message(subject: "eventbus.grp.work.host-b.job.a", sid: SubscriptionID(6), payload: [])))
     }
 }

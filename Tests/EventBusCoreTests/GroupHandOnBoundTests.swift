@@ -75,4 +75,48 @@ struct GroupHandOnBoundTests {
         #expect(handOns <= UInt64(redelivered + Self.closers), "\(handOns) hand-ons for \(redelivered) redelivered of \(held)")
         print("one member left with room: \(handOns) hand-ons, \(redelivered) redelivered, \(dropped) dropped of \(held)")
     }
+
+    @Test("A large hand-on goes on in slices across calls, each bounded; every event reaches a member left once, in order")
+    func inSlices() {
+        let h = BrokerHarness()
+        h.broker.handOnSliceUnits = 64
+        let workers = (0..<4).map { _ in h.connect(uid: 2000, gid: 2000) }
+        for worker in workers { h.send(worker, #"{"op":"subscribe","type":"job","group":"w"}"#) }
+        for worker in workers { _ = h.read(worker) }  // the oks
+        let publisher = h.connect()
+        let events = 400
+        for i in 0..<events { h.send(publisher, #"{"op":"publish","type":"job","data":\#(i)}"#) }
+        let left = Array(workers[..<2]), closing = Array(workers[2...])
+        let handOns = h.broker.groupHandOns
+        h.record(h.broker.peersClosed(closing, at: h.now))
+        // The server discards a hung-up member's queue at once; the hand-on works on its copy.
+        for worker in closing {
+            while !worker.outbound.isEmpty { h.record(h.broker.didWrite(worker, bytes: worker.outbound.byteCount)) }
+        }
+        var slices = 1
+        var most = h.broker.groupHandOns - handOns
+        while h.broker.hasPendingHandOns {
+            let before = h.broker.groupHandOns
+            h.record(h.broker.continueHandOns(at: h.now))
+            most = max(most, h.broker.groupHandOns - before)
+            slices += 1
+        }
+        let perSlice = UInt64(64 / Broker.handOnGiveUnits + 1)
+        #expect(slices > 4, "\(events / 2) events handed on in \(slices) slices")
+        #expect(most <= perSlice, "at most \(perSlice) hand-ons per slice of 64 units: \(most)")
+        #expect(h.broker.groupHandOns - handOns == UInt64(events / 2), "each of the closers' events handed on once")
+        let frames = left.map { h.read($0).filter { $0.op == "event" } }
+        let all = frames.flatMap { $0 }.compactMap { $0.int("data") }
+        #expect(all.sorted() == Array(0..<events), "every job reaches a member left, once")
+        for member in frames {
+            let redelivered = member.filter { $0.bool("redelivered") == true }.compactMap { $0.int("data") }
+            #expect(!redelivered.isEmpty, "each member left takes a share")
+            // Round robin gave worker k the jobs k, k + 4, ...: each closer's in its queue order.
+            for k in 2..<4 {
+                let closer = redelivered.filter { $0 % 4 == k }
+                #expect(closer == closer.sorted(), "worker \(k)'s events handed on in queue order")
+            }
+        }
+        h.closeAll()
+    }
 }

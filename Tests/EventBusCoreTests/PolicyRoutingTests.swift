@@ -2,7 +2,8 @@
 // lists (cache misses and hits), the exact-only path, the `filtered` mark a
 // reload recomputes, revocation, the broker's `eventbus.policy.*` events, and
 // `origin` on the event frame. The rules themselves are EventBusPolicyTests';
-// behaviour with real uids is EventBusIntegrationTests' AccessPolicyTests.
+// behaviour with other uids is EventBusScenarios/AccessPolicyScenarios.swift
+// (run in process without root, and against eventbusd with real uids).
 @testable import EventBusCore
 import EventBusPolicy
 @_spi(Package) import EventBusProtocol

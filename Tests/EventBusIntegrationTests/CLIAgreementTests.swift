@@ -54,6 +54,14 @@ struct CLIAgreementTests {
         }
         let table = try broker.run(["stats", "--format", "table"])
         #expect(table.status == 0 && table.stdoutLines.contains { $0.hasPrefix("published ") }, "\(table)")
+        // `me` one member a line, its limits too; none is raw JSON (root: no limit applies).
+        let uid = getuid()
+        #expect(table.stdoutLines.contains { $0.split(separator: " ") == ["me.uid", "\(uid)"] }, "\(table.stdout)")
+        #expect(table.stdoutLines.contains { $0.hasPrefix("me.queued_bytes ") }, "\(table.stdout)")
+        if uid == 0 {
+            #expect(table.stdoutLines.contains { $0.split(separator: " ") == ["me.limits.queued_bytes", "unlimited"] }, "\(table.stdout)")
+        }
+        #expect(!table.stdout.contains("{") && !table.stdoutLines.contains { $0.hasPrefix("me ") }, "\(table.stdout)")
         for arguments in [["stats", "--json", "--format", "table"], ["clients", "-j", "-f", "table"], ["listen", "--json", "--format", "data"], ["stats", "--format", "xml"]] {
             let run = try broker.run(arguments)
             #expect(run.status == 64 && run.stderr.hasPrefix("eventbus: "), "\(arguments): \(run)")

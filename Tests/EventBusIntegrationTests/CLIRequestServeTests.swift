@@ -338,6 +338,33 @@ struct CLIGroupTests {
         for worker in workers { worker.send(signal: SIGTERM) }
     }
 
+    /// A full group (`--max-group-members`, uid 0 has none: another uid
+    /// here): `listen --group` exits 75; with `--reconnect` it waits for
+    /// room as it waits for a broker, says so once, and joins when a member
+    /// leaves.
+    @Test(.enabled(if: getuid() == 0 && findInPath("setpriv") != nil))
+    func aFullGroupIsWaitedOutWithReconnectAnd75Without() throws {
+        let broker = try TestBroker(options: ["--max-group-members", "1"])
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: broker.scratch.path)
+        func listen(_ extra: [String]) throws -> RunningProcess {
+            try RunningProcess("/usr/bin/env", ["setpriv", "--reuid", "4329", "--regid", "4329", "--clear-groups", cliProduct("eventbus"),
+                                                "--socket", broker.socket, "listen", "--group", "w", "--format", "data"] + extra + ["job.x"], in: broker.scratch)
+        }
+        let first = try listen([])
+        try broker.waitForSubscriptions(1)
+        let refused = try listen([]).wait()
+        #expect(refused.status == 75 && refused.stderr.contains("--max-group-members 1"), "\(refused)")
+        let waiting = try listen(["--reconnect"])
+        try waiting.waitForStderr { $0.contains("retrying until there is room") }
+        first.send(signal: SIGTERM)
+        try waiting.waitForStderr { $0.contains("subscribed: there was room") }
+        #expect(try broker.run(["publish", "job.x", "7"]).status == 0)
+        try eventually("the waiting listener got the event") { waiting.stdoutSoFar() == "7\n" }
+        let said = waiting.stderrSoFar().components(separatedBy: "retrying until there is room").count - 1
+        #expect(said == 1, "said once: \(waiting.stderrSoFar())")
+        waiting.send(signal: SIGTERM)
+    }
+
     @Test func eventsWithOneKeyGoToOneMember() throws {
         let broker = try TestBroker()
         let workers = try (1...3).map { _ in try broker.start(["listen", "--group", "workers", "--format", "data", "job.todo"]) }

@@ -4,7 +4,8 @@
 // group only when no local member may receive it, marked `"group":"G"`; a
 // group publish reaches one member of that group only; a bridge's ordinary
 // import is not given to a group it exports; a closing last member's unread
-// events cross; the `bridge` right is needed for both.
+// events cross. That the `bridge` right is needed for both, and a reload
+// taking it away, are EventBusScenarios/BridgeRightScenarios.swift.
 //
 // Before editing: absence is settled with a ping round trip, never a sleep.
 import EventBusTestSupport
@@ -124,37 +125,6 @@ struct FallbackGroupTests {
             #expect(both.code == "bad_request", "\(both)")
             let neither = try client.error(#"{"op":"subscribe","type":"a.>","fallback":true,"req":2}"#)
             #expect(neither.code == "bad_request", "\(neither)")
-        }
-    }
-
-    @Test(.enabled(if: getuid() == 0 && findInPath("setpriv") != nil && findInPath("socat") != nil, "needs root, setpriv and socat"))
-    func aFallbackMembershipAndAGroupPublishNeedTheBridgeRight() throws {
-        try withBroker { broker in
-            let users = try AccessPolicyTests.OtherUsers(broker)
-            let user = try users.connect(uid: 4347)
-            let reply = try user.error(#"{"op":"subscribe","type":"job.>","group":"work","fallback":true,"req":1}"#)
-            #expect(reply.code == "forbidden" && reply.string("message")?.contains("bridge right") == true, "\(reply.raw)")
-            let publish = try user.error(#"{"op":"publish","type":"job.a","group":"work","data":1,"req":2}"#)
-            #expect(publish.code == "forbidden" && publish.string("message")?.contains("bridge right") == true, "\(publish.raw)")
-            // A plain membership stays allowed.
-            #expect(try user.ok(#"{"op":"subscribe","type":"job.>","group":"work","req":3}"#).int("members") == 1)
-        }
-    }
-
-    @Test(.enabled(if: getuid() == 0 && findInPath("setpriv") != nil && findInPath("socat") != nil, "needs root, setpriv and socat"))
-    func aReloadThatTakesTheBridgeRightAwayEndsTheFallbackMembership() throws {
-        let policy = try AccessPolicyTests.PolicyFile("allow bridge - user=4348\n")
-        try withBroker(["--policy", policy.path]) { broker in
-            let users = try AccessPolicyTests.OtherUsers(broker)
-            let bridge = try users.connect(uid: 4348)
-            try bridge.ok(#"{"op":"subscribe","type":"job.>","group":"work","fallback":true,"req":1}"#)
-            try policy.write("# no bridge right\n")
-            broker.send(signal: SIGHUP)  // a reload; its revocations come before anything after it
-            let revoked = try bridge.readFrames(until: { $0.op == "error" }).last!
-            #expect(revoked.code == "forbidden" && revoked.string("group") == "work" && revoked.string("message")?.hasPrefix("bridge job.> denied for uid 4348") == true, "\(revoked)")
-            // No fallback member left: an event of group work stays home (nobody takes it).
-            try broker.connect().ok(#"{"op":"publish","type":"job.a","data":1,"req":1}"#)
-            try bridge.expectNoFrame()
         }
     }
 }

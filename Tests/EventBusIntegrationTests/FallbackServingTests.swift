@@ -3,7 +3,9 @@
 // broker: a fallback server is asked only when no other server takes the
 // request; a requester that is a fallback server itself is never routed to
 // one; a fallback server relays `no_responders` & co with `code`; another
-// connection may not; the `bridge` right is needed.
+// connection may not. That the `bridge` right is needed is
+// EventBusScenarios/BridgeRightScenarios.swift; here, that a reload that takes
+// it away ends the fallback subscription (not the plain serving ones).
 //
 // Before editing: absence is settled with a ping round trip, never a sleep.
 import EventBusTestSupport
@@ -81,15 +83,31 @@ struct FallbackServingTests {
         }
     }
 
+    /// A reload that takes the bridge right away ends the fallback serving
+    /// subscription as it ends a fallback membership or a watch (it was
+    /// judged again for `serve` only): revoked with the bridge rule's text;
+    /// the connection's plain serving subscription stays.
     @Test(.enabled(if: getuid() == 0 && findInPath("setpriv") != nil && findInPath("socat") != nil, "needs root, setpriv and socat"))
-    func aFallbackSubscriptionNeedsTheBridgeRight() throws {
-        try withBroker { broker in
+    func aReloadThatTakesTheBridgeRightAwayEndsTheFallbackSubscription() throws {
+        let policy = try AccessPolicyTests.PolicyFile("default serve allow\nallow bridge - user=4350\n")
+        try withBroker(["--policy", policy.path]) { broker in
             let users = try AccessPolicyTests.OtherUsers(broker)
-            let user = try users.connect(uid: 4346)
-            let reply = try user.error(#"{"op":"subscribe","type":"svc.>","serve":true,"fallback":true,"req":1}"#)
-            #expect(reply.code == "forbidden" && reply.string("message")?.contains("bridge right") == true, "\(reply.raw)")
-            // A plain serving subscription stays allowed.
-            #expect(try user.ok(#"{"op":"subscribe","type":"svc.>","serve":true,"req":2}"#).bool("serve") == true)
+            let bridge = try users.connect(uid: 4350)
+            try bridge.ok(#"{"op":"subscribe","type":"svc.>","serve":true,"fallback":true,"req":1}"#)
+            try bridge.ok(#"{"op":"subscribe","type":"own.>","serve":true,"req":2}"#)
+            try policy.write("default serve allow\n# no bridge right\n")
+            broker.send(signal: SIGHUP)  // a reload; its revocations come before anything after it
+            let revoked = try bridge.readFrames(until: { $0.op == "error" }).last!
+            #expect(revoked.code == "forbidden" && revoked.bool("serve") == true && revoked.type == "svc.>"
+                    && revoked.string("message")?.hasPrefix("bridge svc.> denied for uid 4350") == true, "\(revoked)")
+            // No fallback server left: a request nobody else serves gets no_responders at once.
+            let asker = try broker.connect()
+            let none = try asker.error(#"{"op":"request","type":"svc.a","data":1,"req":"r1"}"#)
+            #expect(none.code == "no_responders", "\(none)")
+            // The plain serving subscription stays: it is asked.
+            try asker.send(#"{"op":"request","type":"own.x","data":1,"timeout":5000,"req":"r2"}"#)
+            let request = try bridge.readFrame()
+            #expect(request.op == "request" && request.type == "own.x", "\(request)")
         }
     }
 }

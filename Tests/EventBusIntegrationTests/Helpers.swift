@@ -1,83 +1,14 @@
-// Small helpers shared by the integration tests: subscribing, publishing in
-// bulk, and checking drop accounting against PROTOCOL.md (Semantics).
+// Small helpers shared by the integration tests (the requests, `ok`,
+// `publish`, `publishMany`, `clients`, are EventBusScenarios'
+// RawClient+Scenarios.swift): padding, and checking drop accounting against PROTOCOL.md (Semantics).
 //
 // Before editing: helpers throw instead of recording issues, so a failing
 // step stops the test at once and `withBroker` attaches the broker's stderr.
+import EventBusScenarios
 import EventBusTestSupport
 import Foundation
 import Glibc
 import Testing
-
-/// What a `publish` with `req` answered: `seq` and `delivered`.
-struct Receipt {
-    let seq: Int
-    let delivered: Int
-}
-
-extension RawClient {
-    /// Sends `json` and requires an `ok` reply (returned).
-    @discardableResult
-    func ok(_ json: String, timeout: Duration = RawClient.defaultTimeout) throws -> Frame {
-        let reply = try request(json, timeout: timeout)
-        guard reply.op == "ok" else { throw TestFailure("expected ok to \(json.prefix(200)), got \(reply.raw.prefix(300))") }
-        return reply
-    }
-
-    /// Sends `json` and requires an `error` reply (returned).
-    @discardableResult
-    func error(_ json: String, timeout: Duration = RawClient.defaultTimeout) throws -> Frame {
-        let reply = try request(json, timeout: timeout)
-        guard reply.op == "error" else { throw TestFailure("expected error to \(json.prefix(200)), got \(reply.raw.prefix(300))") }
-        return reply
-    }
-
-    /// Subscribes to each pattern with a `req`, requiring `ok`s.
-    func subscribe(_ patterns: String...) throws {
-        for (i, pattern) in patterns.enumerated() {
-            try ok(#"{"op":"subscribe","type":"\#(pattern)","req":"sub-\#(i)"}"#)
-        }
-    }
-
-    /// Publishes one event with `req` and returns the receipt.
-    @discardableResult
-    func publish(_ type: String, data: String = "null", req: Int = 1) throws -> Receipt {
-        let reply = try ok(#"{"op":"publish","type":"\#(type)","req":\#(req),"data":\#(data)}"#)
-        guard let seq = reply.seq, let delivered = reply.int("delivered") else {
-            throw TestFailure("publish ok lacks integer seq/delivered: \(reply.raw)")
-        }
-        return Receipt(seq: seq, delivered: delivered)
-    }
-
-    /// Publishes `count` events of type `type` whose `data` is a string of
-    /// `padding` bytes, each with `req` = its index, in batches of `batch`
-    /// frames per write; reads every reply and returns the receipts in order.
-    /// `afterBatch` runs after each write (e.g. to sample the broker's RSS).
-    func publishMany(
-        _ type: String, count: Int, padding: Int, batch: Int = 64,
-        timeout: Duration = .seconds(120), afterBatch: () throws -> Void = {}
-    ) throws -> [Receipt] {
-        let deadline = ContinuousClock.now + timeout
-        let pad = String(repeating: "x", count: padding)
-        var start = 0
-        while start < count {
-            var bytes: [UInt8] = []
-            for i in start..<min(start + batch, count) {
-                bytes += Array(#"{"op":"publish","type":"\#(type)","req":\#(i),"data":"\#(pad)"}"#.utf8)
-                bytes.append(0x0A)
-            }
-            try sendBytes(bytes, timeout: max(deadline - ContinuousClock.now, .seconds(1)))
-            try afterBatch()
-            start += batch
-        }
-        let replies = try readFrames(count: count, timeout: max(deadline - ContinuousClock.now, .seconds(10)))
-        return try replies.enumerated().map { i, reply in
-            guard reply.op == "ok", reply.req == .integer(i), let seq = reply.seq, let delivered = reply.int("delivered") else {
-                throw TestFailure("reply \(i) to a bulk publish is not ok with req \(i), seq, delivered: \(reply.raw.prefix(300))")
-            }
-            return Receipt(seq: seq, delivered: delivered)
-        }
-    }
-}
 
 /// A JSON string literal body of `count` bytes for padding frames.
 func padding(_ count: Int) -> String { String(repeating: "x", count: count) }

@@ -49,4 +49,27 @@ struct ManualTests {
             #expect(text.status == .exited(0) && text.stdout.contains("# NAME") && text.stdout.contains("# SEE ALSO"), "\(page): \(text.stderr)")
         }
     }
+
+    /// A completion's description says what an option does: `with --wait: give
+    /// up after DURATION` is shown as "give up after DURATION", not "with --wait".
+    @Test("no completion describes an option only by the option it goes with")
+    func completionDescriptionsSayWhat() throws {
+        for file in ManualFiles.generated() where file.path.hasPrefix("completions/fish/") || file.path.hasPrefix("completions/zsh/") {
+            let bare = file.text.split(separator: "\n").filter { $0.contains("-d 'with --") || $0.contains("[with --") }
+            #expect(bare.isEmpty, "\(file.path):\n\(bare.joined(separator: "\n"))")
+        }
+    }
+
+    /// `.Pq Ql a , Ql b` nests (an enclosure macro takes the rest of its line,
+    /// later macros included): it renders (‘a, ‘b’’) and lint does not see it.
+    /// Nested quotes show as two closing (or opening) quotes in a row.
+    @Test("no page renders nested quotes", .enabled(if: findInPath("mandoc") != nil, "needs mandoc"))
+    func pagesHaveNoNestedQuotes() throws {
+        let pages = try FileManager.default.contentsOfDirectory(atPath: Self.root + "/man").sorted()
+        for page in pages {
+            let run = try runProcess(findInPath("mandoc")!, ["-T", "utf8", "-O", "width=200", Self.root + "/man/" + page], timeout: .seconds(30))
+            let nested = run.stdout.split(separator: "\n").filter { $0.contains("\u{2019}\u{2019}") || $0.contains("\u{2018}\u{2018}") }
+            #expect(nested.isEmpty, "man/\(page) renders nested quotes:\n\(nested.joined(separator: "\n"))")
+        }
+    }
 }

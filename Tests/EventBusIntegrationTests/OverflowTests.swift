@@ -6,6 +6,7 @@
 // until the publisher is done; the kernel buffers ~200 KiB of it, the broker
 // the rest up to its limit. A `dropped` notice only has to come before the
 // *next* event, so every test publishes a marker event after draining.
+import EventBusScenarios
 import EventBusTestSupport
 import Foundation
 import Glibc

@@ -10,6 +10,7 @@
 // (`mark`), which the publisher sends last: events of one publisher arrive
 // in order, so every group event before it has arrived. Held publishers
 // write from their own thread too (their writes block).
+import EventBusScenarios
 import EventBusTestSupport
 import Foundation
 import Glibc
@@ -61,7 +62,7 @@ struct QueueGroupFlowTests {
     /// A member of `workers` on `job.>` that also gets `mark` by a plain subscription.
     static func member(_ broker: BrokerProcess) throws -> RawClient {
         let member = try broker.connect()
-        try QueueGroupTests.join(member, "job.>", group: "workers")
+        try QueueGroupSteps.join(member, "job.>", group: "workers")
         try member.subscribe("mark")
         return member
     }
@@ -165,7 +166,7 @@ struct QueueGroupFlowTests {
     /// Which member (index) got each key, from one event per key; each
     /// member's frames are read by a settle.
     static func keyMap(_ members: [RawClient], _ publisher: RawClient, keys: Range<Int>, round: Int) throws -> [Int: Int] {
-        _ = try QueueGroupTests.publish(publisher, "job.run", keys, key: { "k\($0)" })
+        _ = try QueueGroupSteps.publish(publisher, "job.run", keys, key: { "k\($0)" })
         var map: [Int: Int] = [:]
         for (m, member) in members.enumerated() {
             for frame in try member.settle() where frame.op == "event" {
@@ -184,7 +185,7 @@ struct QueueGroupFlowTests {
         try withBroker { broker in
             let members = try (0..<3).map { _ in try QueueGroupFlowTests.member(broker) }
             let publisher = try broker.connect()
-            _ = try QueueGroupTests.publish(publisher, "job.run", 0..<90, key: { "k\($0 % 10)" })
+            _ = try QueueGroupSteps.publish(publisher, "job.run", 0..<90, key: { "k\($0 % 10)" })
             var owner: [String: Int] = [:]
             for (m, member) in members.enumerated() {
                 let events = try member.settle().filter { $0.op == "event" }
@@ -194,7 +195,7 @@ struct QueueGroupFlowTests {
                     owner[key] = m
                 }
                 for k in 0..<10 {
-                    let mine = QueueGroupTests.indices(events.filter { $0.string("key") == "k\(k)" })
+                    let mine = QueueGroupSteps.indices(events.filter { $0.string("key") == "k\(k)" })
                     #expect(mine == mine.sorted(), "key k\(k) in order")
                 }
             }

@@ -2,7 +2,8 @@
 // rule, speaking raw NDJSON: serving subscriptions, routing, reply tokens,
 // the answer, no_responders, no_reply (close, unsubscribe, SIGKILL), the
 // deadline, the bounds, flow control, and the `stats`/`clients`/`types`/
-// `hello` fields. The `serve` policy rules are in RequestReplyPolicyTests.swift.
+// `hello` fields. The `serve` policy rules are in
+// EventBusScenarios/AccessPolicyScenarios.swift.
 //
 // Before editing: absence is settled with a ping round trip, never a bare
 // sleep; a deadline is checked by its error only, never timed against a

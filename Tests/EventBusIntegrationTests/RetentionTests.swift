@@ -4,6 +4,7 @@
 // `since` replays are exact while events are being published, with `gap`
 // frames when the ring no longer reaches back or the broker restarted, and
 // the no-echo rule.
+import EventBusScenarios
 import EventBusTestSupport
 import Foundation
 import Glibc

@@ -4,8 +4,10 @@
 // one (plain servers and serving groups, never fallback ones); a pattern that
 // appears or goes sends one `servers` frame, and no second one until the
 // watcher subscribes again; a second server of a pattern already served
-// changes nothing; the bridge right is needed, and a reload that takes it
-// away ends the watch.
+// changes nothing. With `group`, the same watch of a group's members. That
+// the bridge right is needed, and that a reload that takes it away ends the
+// watch, are scenarios of EventBusScenarios/BridgeRightScenarios.swift (run
+// with and without root).
 //
 // Before editing: absence is settled with a ping round trip (`settle`,
 // `expectNoFrame`), never a sleep.
@@ -56,6 +58,54 @@ struct ServerWatchTests {
         }
     }
 
+    /// (issue 36) With `group`: the patterns of that event group's members
+    /// (any uid; never a fallback member, a serving group, another group
+    /// or a plain subscription), told once with `"group"` when one appears
+    /// or goes; the watch of the serving patterns is not told of members.
+    @Test func theWatchOfAGroupListsItsMembersPatternsAndSaysOnceWhenTheyChange() throws {
+        try withBroker { broker in
+            let hello = try broker.connect().ok(#"{"op":"hello","client":"t","req":0}"#)
+            #expect((hello.array("features") as? [String])?.contains("group-servers") == true, "\(hello)")
+            let member = try broker.connect()
+            try member.ok(#"{"op":"subscribe","type":"job.a","group":"work","req":1}"#)
+            let others = try broker.connect()
+            try others.ok(#"{"op":"subscribe","type":"job.x","group":"other","req":1}"#)   // another group
+            try others.ok(#"{"op":"subscribe","type":"job.y","serve":true,"group":"work","req":2}"#)  // a serving group
+            try others.ok(#"{"op":"subscribe","type":"job.z","req":3}"#)  // a plain subscription
+            let bridge = try broker.connect()
+            try bridge.ok(#"{"op":"subscribe","type":"job.>","group":"work","fallback":true,"req":1}"#)  // never listed
+            let requests = try bridge.ok(#"{"op":"subscribe","type":"job.>","servers":true,"req":2}"#)
+            #expect(Self.servers(requests) == ["job.y"], "\(requests)")
+            let watch = try bridge.ok(#"{"op":"subscribe","type":"job.>","servers":true,"group":"work","req":3}"#)
+            #expect(Self.servers(watch) == ["job.a"] && watch.type == "job.>" && watch.string("group") == "work", "\(watch)")
+            // A member of *.run joins: one notice, with the group; then nothing until asked again.
+            let second = try broker.connect()
+            try second.ok(#"{"op":"subscribe","type":"*.run","group":"work","req":1}"#)
+            let notice = try bridge.readFrame()
+            #expect(notice.op == "servers" && notice.type == "job.>" && notice.string("group") == "work" && notice.has("req") == false, "\(notice)")
+            try second.ok(#"{"op":"subscribe","type":"job.b","group":"work","req":2}"#)
+            try second.ok(#"{"op":"subscribe","type":"job.c","group":"other","req":3}"#)
+            try bridge.expectNoFrame()
+            let again = try bridge.ok(#"{"op":"subscribe","type":"job.>","servers":true,"group":"work","req":4}"#)
+            #expect(Self.servers(again) == ["*.run", "job.a", "job.b"], "\(again)")
+            // Another uid's group of the same name counts too (a group publish reaches it); a
+            // second member of a pattern already there changes nothing.
+            try others.ok(#"{"op":"subscribe","type":"job.a","group":"work","req":4}"#)
+            try others.ok(#"{"op":"unsubscribe","type":"job.a","group":"work","req":5}"#)
+            try bridge.expectNoFrame()
+            // The last member of job.a leaves: a notice; the list without it.
+            try member.ok(#"{"op":"unsubscribe","type":"job.a","group":"work","req":2}"#)
+            let gone = try bridge.readFrame()
+            #expect(gone.op == "servers" && gone.string("group") == "work", "\(gone)")
+            #expect(Self.servers(try bridge.ok(#"{"op":"subscribe","type":"job.>","servers":true,"group":"work","req":5}"#)) == ["*.run", "job.b"])
+            // The watch ends: no more notices.
+            let end = try bridge.ok(#"{"op":"unsubscribe","type":"job.>","servers":true,"group":"work","req":6}"#)
+            #expect(end.bool("removed") == true && end.string("group") == "work", "\(end)")
+            second.close()
+            try bridge.expectNoFrame()
+        }
+    }
+
     @Test func aWatchIsNotASubscriptionAndTakesNoServeOrGroup() throws {
         try withBroker { broker in
             let bridge = try broker.connect()
@@ -67,37 +117,6 @@ struct ServerWatchTests {
             try bridge.expectNoFrame()  // and takes no events
             #expect(try bridge.error(#"{"op":"subscribe","type":"svc.>","servers":true,"serve":true,"req":2}"#).code == "bad_request")
             #expect(try bridge.ok(#"{"op":"unsubscribe","type":"nothing.>","servers":true,"req":3}"#).bool("removed") == false)
-        }
-    }
-
-    @Test(.enabled(if: getuid() == 0 && findInPath("setpriv") != nil && findInPath("socat") != nil, "needs root, setpriv and socat"))
-    func aWatchNeedsTheBridgeRight() throws {
-        try withBroker { broker in
-            let users = try AccessPolicyTests.OtherUsers(broker)
-            let user = try users.connect(uid: 4347)
-            let reply = try user.error(#"{"op":"subscribe","type":"svc.>","servers":true,"req":1}"#)
-            #expect(reply.code == "forbidden" && reply.string("message")?.contains("bridge right") == true, "\(reply.raw)")
-        }
-    }
-
-    /// A reload that takes the bridge right away ends the watch after one
-    /// last `servers` frame: asked again, the watcher learns it may not.
-    @Test(.enabled(if: getuid() == 0 && findInPath("setpriv") != nil && findInPath("socat") != nil, "needs root, setpriv and socat"))
-    func aReloadThatTakesTheBridgeRightAwayEndsTheWatch() throws {
-        let policy = try AccessPolicyTests.PolicyFile("allow bridge - user=4348\n")
-        try withBroker(["--policy", policy.path]) { broker in
-            let users = try AccessPolicyTests.OtherUsers(broker)
-            let watcher = try users.connect(uid: 4348)
-            #expect(Self.servers(try watcher.ok(#"{"op":"subscribe","type":"svc.>","servers":true,"req":1}"#)) == [])
-            try policy.write("allow bridge - user=4349\n")
-            broker.send(signal: SIGHUP)  // the reload; the frame it sends is the wait
-            let told = try watcher.readFrame(timeout: .seconds(30))
-            #expect(told.op == "servers" && told.type == "svc.>", "\(told)")
-            let again = try watcher.error(#"{"op":"subscribe","type":"svc.>","servers":true,"req":2}"#)
-            #expect(again.code == "forbidden", "\(again)")
-            let server = try broker.connect()
-            try server.ok(#"{"op":"subscribe","type":"svc.x","serve":true,"req":1}"#)
-            try watcher.expectNoFrame()
         }
     }
 }

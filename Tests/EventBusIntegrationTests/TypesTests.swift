@@ -1,8 +1,9 @@
 // PROTOCOL.md "Per-type counters (1.2)" against the real broker, one test per
 // rule: the `types` op's objects and order, `limit`, drops counted for the
 // type dropped (drop-new and drop-old), retained types (also restored from
-// --state-dir, never published in this run), and the policy (a uid that may
-// not receive a type sees nothing of it). The 65,536 bound and its
+// --state-dir, never published in this run), and the policy for the CLI run
+// as another uid (that a uid sees nothing of a type it may not receive is a
+// scenario, EventBusScenarios/TypeCounterScenarios.swift). The 65,536 bound and its
 // least-recently-published eviction are Core tests (TypeCountersTests).
 //
 // Before editing: counts are compared with the broker's own totals (`stats`,
@@ -121,29 +122,6 @@ struct TypesTests {
 @Suite("Per-type counters and the access policy (PROTOCOL.md 1.2)",
        .enabled(if: getuid() == 0 && findInPath("setpriv") != nil && findInPath("socat") != nil, "needs root, setpriv and socat"))
 struct TypesPolicyTests {
-    @Test("A uid that may not receive a type sees nothing of it in types: no name, no count")
-    func deniedTypesAreNotListed() throws {
-        let policy = try AccessPolicyTests.PolicyFile("deny subscribe secret.> user=4321\n")
-        try withBroker(["--policy", policy.path]) { broker in
-            let users = try AccessPolicyTests.OtherUsers(broker)
-            let user = try users.connect(uid: 4321)
-            try user.ok(#"{"op":"subscribe","type":">","req":1}"#)
-            let root = try broker.connect()
-            try root.publish("secret.x")
-            try root.ok(#"{"op":"publish","type":"secret.kept","retain":true,"req":2}"#)
-            try root.publish("open.y")
-            _ = try user.readFrames(until: { $0.type == "open.y" })
-            let seen = try TypesTests.types(user)
-            #expect(!seen.contains { $0.type.hasPrefix("secret.") }, "\(seen.map(\.type))")
-            let open = try #require(seen.first { $0.type == "open.y" }?.fields)
-            #expect(TypesTests.int(open, "subscribers") == 1 && TypesTests.int(open, "delivered") == 1, "\(open)")
-            let all = try TypesTests.types(root)
-            #expect(all.filter { $0.type.hasPrefix("secret.") || $0.type == "open.y" }.map(\.type) == ["open.y", "secret.kept", "secret.x"])
-            let secret = try #require(all.first { $0.type == "secret.x" }?.fields)
-            #expect(TypesTests.int(secret, "subscribers") == 0 && TypesTests.int(secret, "delivered") == 0, "the filtered > does not count: \(secret)")
-        }
-    }
-
     @Test("types, top --json and stats --prometheus run as that uid show nothing of a denied type")
     func theCLIShowsNothingOfADeniedType() throws {
         let policy = try AccessPolicyTests.PolicyFile("deny subscribe secret.> user=4321\n")

@@ -137,7 +137,8 @@ struct BrokerFrameTests {
     @Test func noticesAndUnknownOps() throws {
         #expect(try read(#"{"op":"dropped","count":3,"since_seq":17}"#) == .dropped(count: 3, sinceSeq: 17))
         #expect(try read(#"{"op":"gap","type":"a.>","since_seq":0,"first_seq":50}"#) == .gap(pattern: "a.>", sinceSeq: 0, firstSeq: 50))
-        #expect(try read(#"{"op":"servers","type":"svc.>"}"#) == .servers(pattern: "svc.>"))  // issue 36
+        #expect(try read(#"{"op":"servers","type":"svc.>"}"#) == .servers(pattern: "svc.>", group: nil))  // issue 36
+        #expect(try read(#"{"op":"servers","type":"job.>","group":"work"}"#) == .servers(pattern: "job.>", group: "work"))
         #expect(try read(#"{"op":"goodbye","x":1}"#) == .unknown(op: "goodbye"))
         #expect(try read(#" {"op":"ev\u0065nt","seq":1,"type":"a"} "#).reply == nil)
         #expect(try read(#"{"op":"dropped","count":3,"since_seq":17}"#).reply == nil)

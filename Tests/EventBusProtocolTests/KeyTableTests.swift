@@ -13,7 +13,7 @@ struct KeyTableTests {
         #expect(RequestOp.table.names == ["hello", "subscribe", "unsubscribe", "publish", "ping", "stats", "clear", "clients", "types", "request", "reply"])
         #expect(BrokerOp.table.names == ["ok", "error", "event", "dropped", "gap", "request", "servers"])
         #expect(BrokerFrameKey.table.names == ["op", "req", "seq", "type", "time", "source", "id", "pid", "uid", "gid", "data", "retained", "replayed", "origin", "count", "since_seq", "first_seq",
-                                               "key", "redelivered", "reply", "timeout"])
+                                               "key", "redelivered", "reply", "timeout", "group"])
         #expect(KeyTable.wireName("queuedBytes") == "queued_bytes" && KeyTable.wireName("op") == "op")
     }
 

@@ -79,7 +79,13 @@ struct RequestDecoderTests {
         #expect(watch == SubscribeRequest(pattern: Pattern("svc.>")!, servers: true))
         guard case .unsubscribe(let end) = Decoded(#"{"op":"unsubscribe","type":"svc.>","servers":true}"#).request else { Issue.record("refused"); return }
         #expect(end == UnsubscribeRequest(pattern: Pattern("svc.>")!, servers: true))
-        for frame in [#"{"op":"subscribe","type":"a","servers":true,"serve":true}"#, #"{"op":"subscribe","type":"a","servers":true,"group":"g"}"#,
+        // With `group`: the watch of that group's members (`group-servers`).
+        guard case .subscribe(let members) = Decoded(#"{"op":"subscribe","type":"job.>","servers":true,"group":"work","req":1}"#).request else { Issue.record("refused"); return }
+        #expect(members == SubscribeRequest(pattern: Pattern("job.>")!, group: "work", servers: true))
+        guard case .unsubscribe(let endMembers) = Decoded(#"{"op":"unsubscribe","type":"job.>","servers":true,"group":"work"}"#).request else { Issue.record("refused"); return }
+        #expect(endMembers == UnsubscribeRequest(pattern: Pattern("job.>")!, group: "work", servers: true))
+        for frame in [#"{"op":"subscribe","type":"a","servers":true,"serve":true}"#, #"{"op":"subscribe","type":"a","servers":true,"group":"g","serve":true}"#,
+                      #"{"op":"subscribe","type":"a","servers":true,"group":"g","fallback":true}"#, #"{"op":"subscribe","type":"a","servers":true,"group":"bad group"}"#,
                       #"{"op":"subscribe","type":"a","servers":true,"last":true}"#, #"{"op":"subscribe","type":"a","servers":true,"fallback":false}"#,
                       #"{"op":"unsubscribe","type":"a","servers":true,"serve":true}"#, #"{"op":"subscribe","type":"a","servers":1}"#] {
             #expect(Decoded(frame).code == .badRequest, "\(frame)")

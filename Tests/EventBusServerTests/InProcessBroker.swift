@@ -14,6 +14,7 @@
 import EventBusCore
 import EventBusLog
 import EventBusPolicy
+import EventBusScenarios
 import EventBusServer
 import EventBusSystem
 import EventBusTestSupport
@@ -60,7 +61,9 @@ final class InProcessBroker: Sendable {
     ///   - policy: the text of a policy file (`policyPath`); nil: no policy file.
     ///   - policyFile: a policy file read at start and again on `reload`.
     ///   - configure: changes to the defaults of `ServerConfiguration`.
-    init(policy: String? = nil, policyFile: String? = nil, configure: (inout ServerConfiguration) -> Void = { _ in }) throws {
+    ///   - prepare: called with the server on its thread before it runs (e.g. `attach`).
+    init(policy: String? = nil, policyFile: String? = nil, configure: (inout ServerConfiguration) throws -> Void = { _ in },
+         prepare: @escaping @Sendable (BrokerServer) -> Void = { _ in }) throws {
         var configuration = ServerConfiguration()
         configuration.broker.ownCredentials = Credentials(pid: getpid(), uid: 0, gid: 0)
         configuration.shutdownFlushNanoseconds = 500_000_000
@@ -72,7 +75,7 @@ final class InProcessBroker: Sendable {
             configuration.policyFiles = .explicit([policyFile])
             configuration.broker.policy = try configuration.policyFiles.load(brokerUID: 0).get()
         }
-        configure(&configuration)
+        try configure(&configuration)
         let (state, sink) = (self.state, log)
         let thread = Thread { [configuration] in
             defer { state.finished.signal() }
@@ -85,6 +88,7 @@ final class InProcessBroker: Sendable {
                 state.madeSignal.signal()
                 return
             }
+            prepare(server)
             state.made.withLock { $0 = .success((server.handoff, pthread_self())) }
             state.madeSignal.signal()
             state.go.wait()
@@ -140,10 +144,10 @@ final class InProcessBroker: Sendable {
 /// Runs `body` with an in-process broker (started, unless `started` is false:
 /// then `body` starts it), stops it after; a failure carries the server's log.
 func withServer<T>(
-    policy: String? = nil, policyFile: String? = nil, started: Bool = true, configure: (inout ServerConfiguration) -> Void = { _ in },
-    _ body: (InProcessBroker) throws -> T
+    policy: String? = nil, policyFile: String? = nil, started: Bool = true, configure: (inout ServerConfiguration) throws -> Void = { _ in },
+    prepare: @escaping @Sendable (BrokerServer) -> Void = { _ in }, _ body: (InProcessBroker) throws -> T
 ) throws -> T {
-    let broker = try InProcessBroker(policy: policy, policyFile: policyFile, configure: configure)
+    let broker = try InProcessBroker(policy: policy, policyFile: policyFile, configure: configure, prepare: prepare)
     if started { broker.start() }
     let value: T
     do {
@@ -155,33 +159,4 @@ func withServer<T>(
     let exit = try broker.stop()
     guard exit == "signal(15)" else { throw TestFailure("the server ended with \(exit), not the SIGTERM it was sent") }
     return value
-}
-
-extension RawClient {
-    /// Sends `json` and requires an `ok` reply (returned).
-    @discardableResult
-    func ok(_ json: String) throws -> Frame {
-        let reply = try request(json)
-        guard reply.op == "ok" else { throw TestFailure("expected ok to \(json.prefix(200)), got \(reply.raw.prefix(300))") }
-        return reply
-    }
-
-    /// Sends `json` and requires an `error` reply (returned).
-    @discardableResult
-    func error(_ json: String) throws -> Frame {
-        let reply = try request(json)
-        guard reply.op == "error" else { throw TestFailure("expected error to \(json.prefix(200)), got \(reply.raw.prefix(300))") }
-        return reply
-    }
-
-    /// Publishes one event of `type` with a `req` and returns its `ok`.
-    @discardableResult
-    func publish(_ type: String, req: Int = 1) throws -> Frame {
-        try ok(#"{"op":"publish","type":"\#(type)","req":\#(req)}"#)
-    }
-
-    /// Reads frames until an event of `type`; returns the types of the events up to it.
-    func eventTypes(until type: String) throws -> [String] {
-        try readFrames(until: { $0.op == "event" && $0.type == type }).filter { $0.op == "event" }.compactMap(\.type)
-    }
 }

@@ -5,6 +5,7 @@
 // check is settled by round trips: the first wakes the loop, whose next turn
 // runs the timers at the moved time before it reads the second.
 import EventBusServer
+import EventBusScenarios
 import EventBusTestSupport
 import Synchronization
 import Testing

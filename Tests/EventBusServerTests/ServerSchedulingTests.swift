@@ -1,8 +1,8 @@
 // The fair-share scheduler (BrokerServer+Scheduling.swift) in an in-process
 // server with handed connections of made-up uids, so it runs without root:
-// a uid's share of the loop does not grow with its connections, and while two
-// uids pipeline at once (a shared turn) each gets every reply in order and a
-// third uid that waits for each reply is answered meanwhile.
+// a uid's share of the loop does not grow with its connections (it needs the
+// loop not yet started when the connections are handed: in process only).
+// Shared turns are a scenario (EventBusScenarios/SchedulingScenarios.swift).
 //
 // Before editing: no assertion is about time. The share test fills every
 // publisher's socket and hands every connection before the loop starts (so
@@ -11,10 +11,10 @@
 // their oks: a per-connection scheduler would route the flooder's 8x the
 // other uid's, a per-uid one about as many; the bound is 4x.
 import EventBusSystem
+import EventBusScenarios
 import EventBusTestSupport
 import Foundation
 import Glibc
-import Synchronization
 import Testing
 
 @Suite("Fair-share scheduler, in process (no root)")
@@ -59,71 +59,4 @@ struct ServerSchedulingTests {
             #expect(routed <= 4 * perConnection * other.count, "the flooder's 16 connections had \(routed) publishes routed while the other uid's 2 had \(perConnection * other.count)")
         }
     }
-
-    @Test("Two uids pipelining at once get every reply and every event in order; a third uid's requests are answered meanwhile")
-    func twoUIDsPipeliningAtOnce() throws {
-        let count = 8000
-        try withServer { broker in
-            let subscriber = try broker.connect(uid: 4173)
-            try subscriber.ok(#"{"op":"subscribe","type":"turn.>","req":"s"}"#)
-            let waiter = try broker.connect(uid: 4174)
-            let publishers = try [4171, 4172].map { try broker.connect(uid: UInt32($0)) }
-            for p in publishers { try p.ok(#"{"op":"ping","req":"p"}"#) }
-            let replies = Shared([Int](repeating: 0, count: 2))
-            let failures = Shared([String]())
-            let group = DispatchGroup()
-            for (n, publisher) in publishers.enumerated() {
-                let bytes = Array((0..<count).map { #"{"op":"publish","type":"turn.\#(n)","req":\#($0),"data":{"i":\#($0)}}"# + "\n" }.joined().utf8)
-                let handed = UncheckedClient(publisher)
-                group.enter()
-                Thread {
-                    defer { group.leave() }
-                    do {
-                        try handed.client.sendBytes(bytes, timeout: .seconds(60))  // reads replies while the socket is full
-                        var next = 0
-                        while next < count {
-                            let frame = try handed.client.readFrame(timeout: .seconds(60))
-                            guard frame.req == .integer(next), frame.op == "ok" else {
-                                throw TestFailure("publisher \(n): expected the ok of \(next), got \(frame.raw.prefix(160))")
-                            }
-                            next += 1
-                        }
-                        replies.withLock { $0[n] = next }
-                    } catch {
-                        failures.withLock { $0.append("\(error)") }
-                    }
-                }.start()
-            }
-            for i in 0..<200 {
-                let reply = try waiter.request(#"{"op":"ping","req":\#(i)}"#, timeout: .seconds(30))
-                #expect(reply.op == "ok" && reply.req == .integer(i), "\(reply.raw)")
-            }
-            var next = [0, 0]
-            while next.reduce(0, +) < 2 * count {
-                let frame = try subscriber.readFrame(timeout: .seconds(60))
-                guard frame.op == "event", let type = frame.type, let n = Int(type.dropFirst("turn.".count)), n < 2 else {
-                    throw TestFailure("not an event of turn.0/1: \(frame.raw.prefix(160))")
-                }
-                guard frame.object("data")?["i"] as? Int == next[n] else { throw TestFailure("turn.\(n): expected event \(next[n]), got \(frame.raw.prefix(160))") }
-                next[n] += 1
-            }
-            #expect(group.wait(timeout: .now() + 90) == .success, "the publishers did not finish")
-            #expect(failures.withLock { $0 } == [])
-            #expect(replies.withLock { $0 } == [count, count])
-        }
-    }
-}
-
-/// A value several threads read and write under a lock.
-private final class Shared<Value: Sendable>: Sendable {
-    private let value: Mutex<Value>
-    init(_ value: Value) { self.value = Mutex(value) }
-    func withLock<T>(_ body: (inout Value) -> T) -> T { value.withLock { body(&$0) } }
-}
-
-/// A client handed to one other thread, which alone uses it until it leaves
-/// the group the test waits for.
-private final class UncheckedClient: @unchecked Sendable {
-    let client: RawClient
-    init(_ client: RawClient) { self.client = client }
 }

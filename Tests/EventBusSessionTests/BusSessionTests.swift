@@ -89,7 +89,7 @@ func describe(_ incoming: Incoming<String>) -> String {
     case .unreadable: "unreadable"
     case .ignored: "ignored"
     case .request(let r): "request \(r.event.seq)"
-    case .servers(let p): "servers \(p)"
+    case .servers(let p, let g): "servers \(p)\(g.map { " group \($0)" } ?? "")"
     }
 }
 

@@ -12,12 +12,13 @@ import Foundation
 import Glibc
 
 /// Opens `count` connections to the broker at `path` as uid `uid` (and gid
-/// `gid`, default the same number).
+/// `gid`, default the same number), with exactly `groups` as supplementary
+/// groups (none by default).
 /// - Returns: the connections, each a `RawClient` owned by the caller. A
 ///   connection the broker refused is returned too: its first frame is the
 ///   `limit` error, then EOF.
 /// - Throws: `TestFailure` when the peer cannot run or passes fewer sockets.
-package func connectAs(uid: UInt32, gid: UInt32? = nil, path: String, count: Int = 1, timeout: Duration = .seconds(20)) throws -> [RawClient] {
+package func connectAs(uid: UInt32, gid: UInt32? = nil, groups: [UInt32] = [], path: String, count: Int = 1, timeout: Duration = .seconds(20)) throws -> [RawClient] {
     let peer = try builtProduct("eventbus-uid-peer")
     guard let setpriv = findInPath("setpriv") else { throw TestFailure("setpriv is not installed") }
     var pair: [Int32] = [-1, -1]
@@ -27,7 +28,8 @@ package func connectAs(uid: UInt32, gid: UInt32? = nil, path: String, count: Int
     defer { close(pair[0]) }
     let pid: pid_t
     do {
-        pid = try spawnChild(setpriv, ["--reuid=\(uid)", "--regid=\(gid ?? uid)", "--clear-groups", peer, path, String(count)],
+        let groupArgument = groups.isEmpty ? "--clear-groups" : "--groups=" + groups.map(String.init).joined(separator: ",")
+        pid = try spawnChild(setpriv, ["--reuid=\(uid)", "--regid=\(gid ?? uid)", groupArgument, peer, path, String(count)],
                              stderrPath: "/dev/null", passDescriptor: pair[1])
     } catch {
         close(pair[1])

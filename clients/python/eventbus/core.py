@@ -21,6 +21,7 @@ import re
 import stat
 import sys
 import threading
+import time
 
 from . import errors
 
@@ -366,6 +367,8 @@ class FrameSplitter:
 # What comes out of a Session
 
 _parse_time = datetime.datetime.fromisoformat
+_monotonic = time.monotonic
+_wall_clock = time.time
 
 
 class Event:
@@ -429,23 +432,41 @@ class Request(Event):
     """A request a service received (PROTOCOL.md "Request/reply (1.3)"):
     the fields of an `Event` (the requester's ``pid``, ``uid``, ``gid``,
     ``source``, ``data``, ``key``), ``token`` (the broker's reply token),
-    ``timeout`` (seconds the requester still waited when the broker sent
-    it). Answer it with ``reply(data)`` or ``fail(text)`` (the drivers bind
-    them); ``answered`` says whether one was sent."""
+    ``timeout`` (seconds left now before the requester's deadline; 0 once
+    it passed: a reply then is too late). Answer it with ``reply(data)`` or
+    ``fail(text)`` (the drivers bind them); ``answered`` says whether one
+    was sent.
 
-    __slots__ = ("_answer", "answered")
+    The frame's ``timeout`` is the time left when the broker *queued* the
+    request, not when it was read: one that waited behind others (a busy
+    service, or another user's requests sent to expire) may be past its
+    deadline already. So, as ``eventbus serve`` does, the deadline is taken
+    when the frame is read and bounded by the broker's receipt ``time`` plus
+    that ``timeout`` (a first delivery was queued when received; a
+    ``redelivered`` one later, so its bound is the frame's alone)."""
+
+    __slots__ = ("_answer", "answered", "_deadline")
 
     def __init__(self, frame, answer=None):
         super().__init__(frame)
         self._answer = answer
         self.answered = False
+        ms = frame.get("timeout")
+        left = ms / 1000 if isinstance(ms, (int, float)) and not isinstance(ms, bool) else DEFAULT_REQUEST_TIMEOUT
+        received = frame.get("time")
+        if not self.redelivered and isinstance(received, str):
+            try:
+                left = min(left, _parse_time(received).timestamp() + left - _wall_clock())
+            except ValueError:
+                pass
+        self._deadline = _monotonic() + left
 
     token = property(lambda self: self.frame.get("reply"))
 
     @property
     def timeout(self):
-        ms = self.frame.get("timeout")
-        return ms / 1000 if isinstance(ms, (int, float)) else None
+        """Seconds left before the requester's deadline (0.0 once past)."""
+        return max(0.0, self._deadline - _monotonic())
 
     def reply(self, data=None):
         """Answers the request with ``data``; the driver's answer (blocking:

@@ -2,6 +2,7 @@
 bookkeeping. No sockets."""
 
 import datetime
+import time
 import unittest
 
 import support  # noqa: F401  (puts the package on sys.path)
@@ -328,11 +329,33 @@ class RequestReplyTests(unittest.TestCase):
                                 b'"data":{"q":1},"reply":"tok","timeout":1500,"key":"k"}\n{"op":"request","seq":5,"type":"svc.a"}\n')
         request = items[0]
         self.assertIsInstance(request, core.Request)
-        self.assertEqual((request.seq, request.data, request.token, request.timeout, request.key), (4, {"q": 1}, "tok", 1.5, "k"))
+        self.assertEqual((request.seq, request.data, request.token, request.key), (4, {"q": 1}, "tok", "k"))
+        # Received by the broker long ago: its deadline passed while it was queued.
+        self.assertEqual(request.timeout, 0.0)
         self.assertTrue(request.reply([1]))
         request.fail("disk full")
         self.assertEqual(answers, [("tok", [1], None), ("tok", None, "disk full")])
         self.assertEqual(items[1].kind, "malformed")
+
+    def test_a_requests_timeout_is_the_time_left_bounded_by_when_the_broker_received_it(self):
+        """As ``eventbus serve``: the frame's ``timeout`` is the time left when
+        the broker queued it; a first delivery was queued when the broker
+        received it (``time``), so that bounds the deadline too."""
+        def request(received_ago, timeout_ms=1500, redelivered=False):
+            stamp = datetime.datetime.fromtimestamp(time.time() - received_ago, datetime.timezone.utc)
+            frame = {"op": "request", "seq": 1, "type": "svc.a", "reply": "t", "timeout": timeout_ms,
+                     "time": stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")}
+            if redelivered:
+                frame["redelivered"] = True
+            return core.Request(frame)
+        fresh = request(0)
+        self.assertTrue(1.0 < fresh.timeout <= 1.5, fresh.timeout)
+        waited = request(1.0, timeout_ms=60_000)             # queued a second ago with a minute left: ~59 s now
+        self.assertTrue(55 < waited.timeout <= 59.01, waited.timeout)
+        self.assertEqual(request(2.0).timeout, 0.0, "expired while queued")
+        again = request(2.0, redelivered=True)               # queued again later: the frame's own bound
+        self.assertTrue(1.0 < again.timeout <= 1.5, again.timeout)
+        self.assertEqual(core.Request({"op": "request", "seq": 2, "type": "svc.a", "reply": "t"}).timeout > 24, True, "no timeout: the default")
 
     def test_group_and_serve_go_in_every_subscribe_and_unsubscribe_and_leaving_ends_with_left(self):
         json = __import__("json")

@@ -1,37 +1,31 @@
-// (issue 20) Never-reading subscribers of another uid (setpriv), parked out
-// of the route lists while full (ParkedSubscribers.swift): against the real
-// broker, what each one later reads — events plus the counts of its
-// `dropped` notices — is exactly what matched its patterns (once per event
-// with overlapping patterns), and `stats.dropped`, `clients` and the `types`
-// op's per-type `dropped` agree with it.
+// (issue 20, issue 37) Never-reading subscribers of another uid, parked out
+// of the route lists while full (ParkedSubscribers.swift), for every overflow
+// kind: what each one later reads (events plus the counts of its `dropped`
+// notices) is exactly what matched its patterns (once per event with
+// overlapping patterns), and `stats.dropped`, `clients` and the `types` op's
+// per-type `dropped` agree with it. Written once (UIDBus.swift) and run in
+// process (EventBusServerTests, no root) and against eventbusd with setpriv'd
+// readers (EventBusIntegrationTests, root).
+//
+// Before editing: the readers read nothing while root publishes; a ping and
+// then a sentinel event settle what they are owed. Uid 4201.
 import EventBusTestSupport
 import Foundation
-import Glibc
 import Testing
 
-@Suite("Parked subscribers (issue 20)", .enabled(if: getuid() == 0 && findInPath("setpriv") != nil))
-struct ParkedSubscriberIntegrationTests {
-    /// Reads frames up to the one `done` accepts: events by type and the sum of `dropped` counts before it.
-    static func take(_ reader: RawClient, until done: (Frame) -> Bool) throws -> ([String: Int], Int) {
-        var events: [String: Int] = [:]
-        var dropped = 0
-        while true {
-            let frame = try reader.readFrame(timeout: .seconds(30))
-            if done(frame) { return (events, dropped) }
-            if frame.op == "event", let type = frame.type { events[type, default: 0] += 1 }
-            if frame.op == "dropped", let count = frame.int("count") { dropped += count }
-        }
-    }
+package let parkedScenarios: [BusScenario] = [
+    BusScenario("Never-reading drop-new subscribers of another uid: their later dropped counts are exact",
+                options: ["--max-outbound", "64K"]) { try neverReaders($0, overflow: "drop-new") },
+    BusScenario("Never-reading wait subscribers of another uid: their later dropped counts are exact",
+                options: ["--max-outbound", "64K"]) { try neverReaders($0, overflow: "wait") },
+    // Stalled after 1 ms with their notice unread: parked almost at once.
+    BusScenario("Never-reading drop-old subscribers of another uid: their later dropped counts are exact",
+                options: ["--max-outbound", "64K", "--stall-timeout", "1ms"]) { try neverReaders($0, overflow: "drop-old") },
+]
 
-    @Test("Never-reading drop-new subscribers of another uid: their later dropped counts are exact")
-    func neverReadersOfAnotherUIDGetExactDroppedCounts() throws {
-        try withSharedBroker(["--max-outbound", "64K"]) { try Self.neverReaders($0) }
-    }
-
-    /// The body of the test above, against `broker`, the readers under
-    /// `overflow` (issue 37: every kind is parked).
-    static func neverReaders(_ broker: BrokerProcess, overflow: String = "drop-new") throws {
-        let readers = try connectAs(uid: 4201, path: broker.socketPath, count: 12)
+/// Twelve never-reading readers of uid 4201 under `overflow`, three shapes of patterns.
+private func neverReaders(_ bus: any UIDBus, overflow: String) throws {
+        let readers = try bus.connect(uid: 4201, count: 12)
         // Per reader: its patterns and how many of the published events match them.
         let shapes: [([String], [String: Int])] = [
             ([">"], ["a.b": 1500, "x.y": 1500]),
@@ -42,7 +36,7 @@ struct ParkedSubscriberIntegrationTests {
             try reader.ok(#"{"op":"hello","overflow":"\#(overflow)","req":"h"}"#)
             for pattern in shapes[i % 3].0 { try reader.ok(#"{"op":"subscribe","type":"\#(pattern)","req":"s"}"#) }
         }
-        let root = try broker.connect()
+        let root = try bus.connect(uid: 0)
         // The readers read nothing meanwhile: ~200 KiB in the kernel, 64 KiB queued, the rest dropped.
         let receipts = try root.publishMany("a.b", count: 1500, padding: 1000) + root.publishMany("x.y", count: 1500, padding: 1000)
         var read: [[String: Int]] = Array(repeating: [:], count: readers.count)
@@ -51,13 +45,13 @@ struct ParkedSubscriberIntegrationTests {
         // (its notice, if still pending, comes before it).
         for reader in readers { try reader.send(#"{"op":"ping","req":"drained"}"#) }
         for i in readers.indices {
-            let (events, dropped) = try take(readers[i]) { $0.op == "ok" && $0.string("req") == "drained" }
+            let (events, dropped) = try takeUntil(readers[i]) { $0.op == "ok" && $0.string("req") == "drained" }
             read[i] = events
             notices[i] = dropped
         }
         try root.publish("a.end")
         for i in readers.indices {
-            let (events, dropped) = try take(readers[i]) { $0.op == "event" && $0.type == "a.end" }
+            let (events, dropped) = try takeUntil(readers[i]) { $0.op == "event" && $0.type == "a.end" }
             read[i].merge(events, uniquingKeysWith: +)
             notices[i] += dropped
         }
@@ -84,5 +78,16 @@ struct ParkedSubscriberIntegrationTests {
             guard let type = item["type"] as? String, let want = droppedByType[type] else { continue }
             #expect((item["dropped"] as? Int) == want, "types: \(type) dropped")
         }
+}
+
+/// Reads frames up to the one `done` accepts: events by type and the sum of `dropped` counts before it.
+private func takeUntil(_ reader: RawClient, _ done: (Frame) -> Bool) throws -> ([String: Int], Int) {
+    var events: [String: Int] = [:]
+    var dropped = 0
+    while true {
+        let frame = try reader.readFrame(timeout: .seconds(30))
+        if done(frame) { return (events, dropped) }
+        if frame.op == "event", let type = frame.type { events[type, default: 0] += 1 }
+        if frame.op == "dropped", let count = frame.int("count") { dropped += count }
     }
 }

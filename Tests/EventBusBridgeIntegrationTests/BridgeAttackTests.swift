@@ -1,0 +1,68 @@
+// Hostile local users against the link to NATS (docs/RELIABILITY.md "Hostile
+// users, fifth round"): what another uid can make the bridge spend through
+// what it may do on its own bus. Two brokers bridged through a real NATS
+// cluster (the bridges as processes, or the links inside the brokers), the
+// attacker's connections on A made as uid 4321 through setpriv.
+//
+// Before editing: "the link is not stalled" is asserted as things that must
+// cross it (a request reaching the attacker's server, root's events), each
+// waited for with `untilArrived`; the bound is that wait's timeout, far
+// beyond the milliseconds the link needs and far below the minutes the
+// quadratic pattern minimisation took.
+import EventBusTestSupport
+import Foundation
+import Glibc
+import Testing
+
+extension BridgeSuites {
+    @Suite("eventbus-bridge under a hostile local user", .serialized,
+           .enabled(if: NATSCluster.isAvailable && getuid() == 0 && findInPath("setpriv") != nil, "needs nats-server, root and setpriv"))
+    struct BridgeAttackTests {
+        /// Serving patterns the attacker holds (its per-connection limit is 4,096).
+        static let patterns = 4_000
+
+        /// The attacker's `i`th serving pattern: long, none covering another.
+        static func pattern(_ i: Int) -> String { "svc.p\(i).\(String(repeating: "x", count: 200))" }
+
+        @Test(arguments: BridgeMode.allCases)
+        func anotherUIDsThousandsOfServingPatternsDoNotStallTheLink(mode: BridgeMode) throws {
+            try withBridgedBuses(mode, extraA: ["--import-requests", "svc.>"], extraB: ["--export-requests", "svc.>"]) { buses in
+                chmod(buses.a.directory.path, 0o755)  // uid 4321 reaches the 0666 socket
+                let attacker = try #require(try connectAs(uid: 4321, path: buses.a.socketPath).first)
+                var frames = ""
+                for i in 0..<Self.patterns {
+                    frames += #"{"op":"subscribe","type":"\#(Self.pattern(i))","serve":true}"# + "\n"
+                }
+                try attacker.sendRaw(frames)
+                #expect(try attacker.settle(timeout: .seconds(60)).isEmpty, "every serving subscription taken, silently")
+
+                // A's link watches svc.> and learns the 4,000 patterns: a request
+                // for the last one, asked on B, reaches the attacker's server.
+                let requester = try buses.b.connect()
+                let last = Self.pattern(Self.patterns - 1)
+                var asked = 0
+                try untilArrived("a request for the last serving pattern to reach uid 4321's server through A's link", timeout: .seconds(30)) {
+                    asked += 1
+                    try requester.send(#"{"op":"request","type":"\#(last)","timeout":2000,"req":"q\#(asked)"}"#)
+                    let answer = try requester.readFrame(timeout: .seconds(10))
+                    #expect(answer.string("req") == "q\(asked)", "\(answer)")
+                    guard let request = try? attacker.readFrame(timeout: .milliseconds(300)) else { return false }
+                    #expect(request.op == "request" && request.type == last, "\(request)")
+                    return true
+                }
+
+                // Churning one more serving pattern makes the link list all of them
+                // again each time; root's events still cross.
+                var churn = ""
+                for _ in 0..<50 {
+                    churn += #"{"op":"subscribe","type":"svc.churn","serve":true}"# + "\n"
+                    churn += #"{"op":"unsubscribe","type":"svc.churn"}"# + "\n"
+                }
+                try attacker.sendRaw(churn)
+                try buses.warmUp(from: buses.a, to: buses.b, type: "probe.after")
+                _ = try attacker.settle(timeout: .seconds(60))
+                try buses.warmUp(from: buses.a, to: buses.b, type: "probe.settled")
+            }
+        }
+    }
+}

@@ -1,0 +1,113 @@
+// Work attached to the broker's own loop (BrokerServer+Attachments.swift; the
+// NATS link's requests inside eventbusd, issue 36): an in-process broker with
+// one attachment. Its `turn` runs on the loop's thread when its descriptor is
+// readable, again while it stays readable (level-triggered), never without a
+// reason, at its deadline with nothing to read, and it can be a client of the
+// broker through a handed socketpair without ever blocking the loop.
+//
+// Before editing: absence ("no more turns") is asserted after a ping round
+// trip through the loop, never after a sleep.
+import EventBusServer
+@_spi(Package) import EventBusSystem
+import EventBusTestSupport
+import Foundation
+import Glibc
+import Synchronization
+import Testing
+
+/// What an attachment's turns saw, shared with the test.
+private final class Turns: Sendable {
+    let count = Mutex(0)
+    let onLoopThread = Mutex(true)
+    let loopThread = Mutex<pthread_t?>(nil)
+    let turned = DispatchSemaphore(value: 0)
+
+    /// Records one turn (on whichever thread calls it).
+    func record() {
+        let same = loopThread.withLock { $0.map { pthread_equal($0, pthread_self()) != 0 } ?? false }
+        onLoopThread.withLock { $0 = $0 && same }
+        count.withLock { $0 += 1 }
+        turned.signal()
+    }
+
+    func wait(_ what: String) throws {
+        guard turned.wait(timeout: .now() + 20) == .success else { throw TestFailure("no turn: \(what)") }
+    }
+}
+
+@Suite("BrokerServer: work attached to its loop")
+struct ServerAttachmentTests {
+    @Test func aReadableDescriptorTurnsItOnTheLoopsThreadUntilItsWorkIsDone() throws {
+        let turns = Turns()
+        let wakeup = try Wakeup()
+        try withServer(prepare: { server in
+            turns.loopThread.withLock { $0 = pthread_self() }
+            server.attach(LoopAttachment(descriptor: wakeup.descriptor, nextDeadline: { .max }, turn: {
+                turns.record()
+                // Work left for two more turns: the descriptor stays readable until the third.
+                if turns.count.withLock({ $0 }) >= 3 { wakeup.drain() }
+            }))
+        }) { broker in
+            let client = try broker.connect(uid: 1000)
+            try client.ok(#"{"op":"ping","req":1}"#)
+            #expect(turns.count.withLock { $0 } == 0, "no turn before the descriptor is readable")
+            wakeup.signal()
+            for i in 0..<3 { try turns.wait("turn \(i)") }
+            try client.ok(#"{"op":"ping","req":2}"#)
+            #expect(turns.count.withLock { $0 } == 3, "no turn once the descriptor is drained")
+            #expect(turns.onLoopThread.withLock { $0 }, "every turn on the loop's thread")
+        }
+    }
+
+    @Test func itsDeadlineTurnsItWithNothingToRead() throws {
+        let turns = Turns()
+        let wakeup = try Wakeup()
+        let deadline = Mutex<Int64>(.max)
+        try withServer(prepare: { server in
+            turns.loopThread.withLock { $0 = pthread_self() }
+            deadline.withLock { $0 = Clock.monotonicNanoseconds() + 20_000_000 }
+            server.attach(LoopAttachment(descriptor: wakeup.descriptor, nextDeadline: { deadline.withLock { $0 } }, turn: {
+                deadline.withLock { $0 = .max }
+                turns.record()
+            }))
+        }) { broker in
+            try turns.wait("the deadline")
+            let client = try broker.connect(uid: 1000)
+            try client.ok(#"{"op":"ping","req":1}"#)
+            #expect(turns.count.withLock { $0 } == 1)
+            #expect(turns.onLoopThread.withLock { $0 })
+        }
+    }
+
+    /// The request part's shape: a client of the broker on the broker's own
+    /// thread, writing a frame in one turn and reading what comes back in
+    /// later ones, woken by its socket alone.
+    @Test func itCanBeAClientOfTheBrokerThroughAHandedSocketpair() throws {
+        let turns = Turns()
+        let received = Mutex<String>("")
+        let sent = Mutex(false)
+        try withServer(prepare: { server in
+            turns.loopThread.withLock { $0 = pthread_self() }
+            guard let fd = try? server.handoff.connect(pid: getpid(), uid: 1000, gid: 1000) else { return }
+            server.attach(LoopAttachment(descriptor: fd, nextDeadline: { sent.withLock { $0 } ? .max : 0 }, turn: {
+                if !sent.withLock({ $0 }) {
+                    let frame = Array(#"{"op":"subscribe","type":"to.loop","req":"s"}"#.utf8) + [10]
+                    if case .complete(let n)? = frame.withUnsafeBytes({ try? fd.write($0) }), n == frame.count { sent.withLock { $0 = true } }
+                }
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                while case .complete(let n)? = buffer.withUnsafeMutableBytes({ try? fd.read(into: $0) }), n > 0 {
+                    received.withLock { $0 += String(decoding: buffer[0..<n], as: UTF8.self) }
+                    turns.record()
+                }
+            }))
+        }) { broker in
+            try turns.wait("the broker's ok to the attachment's subscribe")
+            #expect(received.withLock { $0 }.contains(#""op":"ok""#), "\(received.withLock { $0 })")
+            let publisher = try broker.connect(uid: 1000)
+            try publisher.publish("to.loop")
+            try turns.wait("the event, read by the attachment")
+            #expect(received.withLock { $0 }.contains(#""type":"to.loop""#), "\(received.withLock { $0 })")
+            #expect(turns.onLoopThread.withLock { $0 })
+        }
+    }
+}
