@@ -28,7 +28,7 @@
 //   reply, a group rejoined) is an `Effect.deferred`, made on `writeQueue`.
 import Dispatch
 @_spi(Package) import EventBusProtocol
-import EventBusSystem
+@_spi(Package) import EventBusSystem
 import Foundation
 import Synchronization
 

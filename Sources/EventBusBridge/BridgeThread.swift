@@ -13,7 +13,7 @@
 // up to two seconds, `BridgeLoop.stop`).
 import EventBusLog
 @_spi(Package) import EventBusProtocol
-import EventBusSystem
+@_spi(Package) import EventBusSystem
 
 package final class BridgeThread: Sendable {
     private let stopRequest: Wakeup

@@ -120,7 +120,7 @@ extension Broker {
         } else {
             return false
         }
-        fallback.cursor = fallback.after(chosen.slot)
+        fallback.passTurn(after: chosen.slot)
         return EventFrame.lending(copy) { offer($0, seq: seq, publisher: uid, to: chosen.connection) }
     }
 

@@ -5,8 +5,9 @@
 // of them written) to the other members, in order, marked
 // `"redelivered":true`.
 //
-// Before editing: a group's hold lives in `QueueGroup.holding` and each held
-// publisher's `flow.heldInGroups` (mirrored), and while a group holds, each
+// Before editing: a group's hold lives in `QueueGroup.holding` (changed by
+// its `hold`, `endHold`, `letGo`) and each held publisher's
+// `flow.heldInGroups` (mirrored: this file changes both), and while a group holds, each
 // of its members counts it in `flow.groupHolds` (so the stall watch watches
 // it); `holdOnGroups` makes a group hold and `releaseGroup` is the one place
 // that ends it, before any change of the group's members. The deliveries
@@ -70,13 +71,12 @@ extension Broker {
     /// a group that starts holding has its members watched for stalls.
     func holdOnGroups(_ publisher: Connection, _ blocking: [QueueGroup]) {
         for group in blocking {
-            if group.holding.isEmpty {
+            if group.hold(publisher) {
                 for member in group.members {
                     member.connection.flow.addGroupHold(1)
                     watch(member.connection)
                 }
             }
-            group.holding.append(publisher)
             publisher.flow.heldIn(group)
         }
     }
@@ -84,9 +84,8 @@ extension Broker {
     /// Ends `group`'s hold: each publisher it held that nothing else holds
     /// is read again (its held frame first, which may be held again).
     func releaseGroup(_ group: QueueGroup) {
-        guard !group.holding.isEmpty else { return }
-        let held = group.holding
-        group.holding = []
+        let held = group.endHold()
+        guard !held.isEmpty else { return }
         for member in group.members { member.connection.flow.addGroupHold(-1) }
         for publisher in held {
             publisher.flow.releasedFrom(group)
@@ -100,8 +99,7 @@ extension Broker {
     /// A publisher is going: the groups holding it let go of it (from `forgetFlow`).
     func forgetGroupHolds(of publisher: Connection) {
         for group in publisher.flow.takeHeldInGroups() {
-            group.holding.removeAll { $0 === publisher }
-            if group.holding.isEmpty {
+            if group.letGo(publisher) {
                 for member in group.members { member.connection.flow.addGroupHold(-1) }
             }
         }
@@ -257,7 +255,7 @@ extension Broker {
             } else {
                 let actor = uid == group.key.uid || isPrivileged(uid) ? OutboundQueue.noActor : uid
                 if case .member(let member) = firstAble(in: group, size: size, actor: actor, type: request.type, publisher: requester) {
-                    group.cursor = group.after(member.slot)
+                    group.passTurn(after: member.slot)
                     chosen = member
                 } else {
                     chosen = nil

@@ -254,7 +254,7 @@ extension Broker {
         for _ in 0..<n {
             if let member = group.member(at: slot), member.connection.isRoutable {
                 recordDrops(member.connection, count: count, firstSeq: firstSeq, takenFromQueue: false)
-                group.cursor = group.after(slot)
+                group.passTurn(after: slot)
                 return
             }
             slot = group.after(slot)

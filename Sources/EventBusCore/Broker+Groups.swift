@@ -249,12 +249,12 @@ extension Broker {
         let actor = uid == group.key.uid || isPrivileged(uid) ? OutboundQueue.noActor : uid
         switch firstAble(in: group, size: size, actor: actor, type: type, publisher: publisher) {
         case .member(let member):
-            group.cursor = group.after(member.slot)
+            group.passTurn(after: member.slot)
             return queue(event, seq: seq, uid: uid, to: member)
         case .none:
             // Full: the next member in turn, under its own overflow rule.
             guard let member = nextInTurn(of: group, type: type, publisher: publisher) else { return false }
-            group.cursor = group.after(member.slot)
+            group.passTurn(after: member.slot)
             return queue(event, seq: seq, uid: uid, to: member)
         }
     }
@@ -387,7 +387,7 @@ extension Broker {
             }
             let actor = uid == group.key.uid || isPrivileged(uid) ? OutboundQueue.noActor : uid
             if case .member(let member) = firstAble(in: group, size: size, actor: actor, type: type, publisher: requester) {
-                group.cursor = group.after(member.slot)
+                group.passTurn(after: member.slot)
                 if !member.connection.groups.chosen(requestMark) { servers.append(member.connection) }
                 continue
             }

@@ -278,7 +278,9 @@ extension Broker {
         // `connections` through the fan-out: no count per subscriber.
         // (issue 35) The array's buffer pointer stays: the per-subscriber
         // loop is where case 2 spends its time, and it borrows the elements
-        // only during the call (Uncounted.swift's rule).
+        // only during the call (Uncounted.swift's rule). A span instead
+        // (`routes.span`, `Uncounted(list[unchecked: i])`) measured case 1
+        // 2,407 and case 2 568.5 Ir per delivery against 2,389 and 565.7.
         let routes = types.routes(found, in: index)
         routes.withUnsafeBufferPointer { list in
             for i in 0..<list.count { Uncounted(list[i]).with(body) }

@@ -14,6 +14,8 @@
 //   fair shares keep no entry for 0 bytes);
 // - `flow` (FlowState.swift): its part in flow control (holding and heldBy
 //   mirrored);
+// - `park` (issue 20, ParkedSubscribers.swift): set exactly while it is
+//   parked (`markParked`/`markUnparked`, at the end of the class);
 // - `groups` (QueueGroups.swift: each membership once by key, the fallback
 //   names counted, a member blocked exactly while listed, the deliveries a
 //   bounded superset of the queued group events) and `requests`
@@ -83,8 +85,10 @@ package final class Connection {
     package internal(set) var outbound = OutboundQueue()
     /// Where its events stand: at-most-once, drops not yet reported, the step it was last listed in.
     var output = ConnectionOutput()
-    /// (issue 20) Out of the kept route lists while full (ParkedSubscribers.swift).
-    var park: ParkState? = nil
+    /// (issue 20) Out of the kept route lists while full (ParkedSubscribers.swift,
+    /// through `markParked`/`markUnparked`): set exactly while it is in the
+    /// broker's `parking`, a fresh state at each park.
+    private(set) var park: ParkState? = nil
     /// Its uid's account and what its queue holds for other uids; its counters for `clients`.
     var accounting: ConnectionAccounting
     /// (1.2) Holds, paced replays and the stall watch (FlowState.swift, its
@@ -226,6 +230,18 @@ package final class Connection {
         assert(!isClosed, "a closed connection does not close again")
         closing = timing
     }
+
+    /// (issue 20) It is parked now (`Broker.park`), on no parked part yet.
+    /// - Returns: false when it was parked already (nothing changed).
+    func markParked() -> Bool {
+        guard park == nil else { return false }
+        park = ParkState()
+        return true
+    }
+
+    /// (issue 20) Its park ends (`Broker.unpark`, once its parked parts
+    /// are counted).
+    func markUnparked() { park = nil }
 
     /// The broker forgets it. - Returns: whether it was open until now.
     func markClosed() -> Bool {

@@ -192,8 +192,7 @@ extension Broker {
     /// before its next use).
     @inline(never)
     func park(_ connection: Connection) {
-        guard connection.park == nil else { return }
-        connection.park = ParkState()
+        guard connection.markParked() else { return }
         parking.members[ObjectIdentifier(connection)] = connection
         types.splitsParked = true
         index.keptListsChanged()
@@ -211,7 +210,7 @@ extension Broker {
     private func unparkParked(_ connection: Connection) {
         guard let state = connection.park else { return }
         for (_, part) in state.parts { connection.countParked(on: part.routes, leaving: true) }
-        connection.park = nil
+        connection.markUnparked()
         parking.members[ObjectIdentifier(connection)] = nil
         types.splitsParked = !parking.members.isEmpty
         index.keptListsChanged()

@@ -18,7 +18,10 @@
 // true exactly when its bit is clear and it is in its connection's
 // `groups.blocked` list: both change only in `ConnectionGroups.block` and
 // `unblockAll`, in this file (a member's `slot`, `isActive` and
-// `isBlocked` are `fileprivate(set)`).
+// `isBlocked` are `fileprivate(set)`). A group's turn (`cursor`) and the
+// publishers it holds (`holding`) are `private(set)`, moved by its
+// `passTurn`, `hold`, `endHold` and `letGo` (when to hold:
+// Broker+GroupFlow.swift, which also keeps each publisher's side).
 // Whatever changes what `GroupIndex.matches` returns moves `version` (the
 // type table keeps those lists while it stands).
 import EventBusPolicy
@@ -79,11 +82,14 @@ final class QueueGroup {
     private(set) var count = 0
     /// The slots whose member may take an event now (as far as known).
     private(set) var ready = ReadySet()
-    /// The slot to look at first: the one after the member chosen last.
-    var cursor = 0
+    /// The slot to look at first: the one after the member chosen last
+    /// (moved by `passTurn`).
+    private(set) var cursor = 0
     /// (PROTOCOL.md "Flow control") Publishers held back until a member can
-    /// take their event; each has this group in its `flow.heldInGroups`.
-    var holding: [Connection] = []
+    /// take their event, each once; each has this group in its
+    /// `flow.heldInGroups` (Broker+GroupFlow.swift keeps that side).
+    /// Changed by `hold`, `endHold` and `letGo`.
+    private(set) var holding: [Connection] = []
     /// Where it is in its `GroupIndex` list (an exact type's, or a trie
     /// node's), and that node for a wildcard pattern.
     var position = 0
@@ -216,6 +222,39 @@ final class QueueGroup {
     /// The slot after `slot` in turn (wrapping).
     @inline(__always)
     func after(_ slot: Int) -> Int { slot + 1 >= slots.count ? 0 : slot + 1 }
+
+    /// The member at `slot` took (or was given) its turn: the next turn
+    /// starts at the slot after it.
+    @inline(__always)
+    func passTurn(after slot: Int) { cursor = after(slot) }
+
+    // MARK: Holding (Broker+GroupFlow.swift decides when)
+
+    /// Holds `publisher` back (the caller lists the group in its `flow`).
+    /// - Returns: whether the group started holding (it held nobody):
+    ///   the caller counts the hold at each member.
+    func hold(_ publisher: Connection) -> Bool {
+        let started = holding.isEmpty
+        holding.append(publisher)
+        return started
+    }
+
+    /// Ends the group's hold.
+    /// - Returns: the publishers it held (empty: none), in the order held.
+    func endHold() -> [Connection] {
+        let held = holding
+        holding = []
+        return held
+    }
+
+    /// Lets go of `publisher` (going: its `flow` no longer lists the group).
+    /// - Returns: whether that ended the group's hold (it held it and holds
+    ///   nobody now).
+    func letGo(_ publisher: Connection) -> Bool {
+        guard !holding.isEmpty else { return false }
+        holding.removeAll { $0 === publisher }
+        return holding.isEmpty
+    }
 
     /// The members in join order.
     var members: [GroupMember] { slots.compactMap { $0 } }

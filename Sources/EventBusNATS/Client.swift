@@ -18,7 +18,7 @@
 //   `publish(contentsOf:)` takes the lock and wakes once for a whole batch,
 //   and `afterMessages` tells a consumer when one read's messages are done,
 //   so that both sides pay for a wake-up per batch, not per message.
-import EventBusSystem
+@_spi(Package) import EventBusSystem
 import Glibc
 import Synchronization
 

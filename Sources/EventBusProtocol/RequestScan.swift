@@ -46,12 +46,16 @@
 
     /// `advance(_:)` of a span.
     @_spi(Package) public func advance(_ bytes: RawSpan) {
-        bytes.withUnsafeBytes { advance($0) }
+        // Local functions, not closures, so they can be forced inline (as
+        // `Broker.handle` once did: a closure stayed a call of its own).
+        @inline(__always) func body(_ bytes: UnsafeRawBufferPointer) { advance(bytes) }
+        bytes.withUnsafeBytes(body)
     }
 
     /// `finish(_:)` of a span.
     @_spi(Package) public func finish(_ frame: RawSpan) -> DecodedFrame {
-        frame.withUnsafeBytes { finish($0) }
+        @inline(__always) func body(_ frame: UnsafeRawBufferPointer) -> DecodedFrame { finish(frame) }
+        return frame.withUnsafeBytes(body)
     }
 
     /// Validates the bytes not seen yet of `bytes`, the frame so far (without

@@ -4,21 +4,26 @@
 // Before editing: EINTR is "nothing ready", not an error and not a retry
 // (`systemCall(.returnZero)`): every caller waits in a loop that recomputes
 // its deadline, so an interrupted wait never outlasts its timeout.
+// `PollEvents` is `@_spi(Package) public`, not `package` (importers say
+// `@_spi(Package) import EventBusSystem`), as `EpollEvents` is (Epoll.swift):
+// as package it lost the default cross-module optimisation, and OptionSet's
+// generic members (an array literal's `SetAlgebra.init`) were called
+// unspecialised from the modules that wait with it.
 import Glibc
 
 /// poll(2) event bits.
-package struct PollEvents: OptionSet, Sendable {
-    package let rawValue: Int32
-    package init(rawValue: Int32) { self.rawValue = rawValue }
+@_spi(Package) public struct PollEvents: OptionSet, Sendable {
+    @_spi(Package) public let rawValue: Int32
+    @_spi(Package) public init(rawValue: Int32) { self.rawValue = rawValue }
 
     /// `POLLIN`
-    package static let readable = PollEvents(rawValue: Int32(POLLIN))
+    @_spi(Package) public static let readable = PollEvents(rawValue: Int32(POLLIN))
     /// `POLLOUT`
-    package static let writable = PollEvents(rawValue: Int32(POLLOUT))
+    @_spi(Package) public static let writable = PollEvents(rawValue: Int32(POLLOUT))
     /// `POLLHUP`
-    package static let hangup = PollEvents(rawValue: Int32(POLLHUP))
+    @_spi(Package) public static let hangup = PollEvents(rawValue: Int32(POLLHUP))
     /// `POLLERR`
-    package static let error = PollEvents(rawValue: Int32(POLLERR))
+    @_spi(Package) public static let error = PollEvents(rawValue: Int32(POLLERR))
 }
 
 /// One descriptor of a multi-descriptor poll(2): what to wait for, what happened.

@@ -8,7 +8,7 @@
 import EventBusCommandLine
 @_spi(Package) import EventBusProtocol
 import EventBusSession
-import EventBusSystem
+@_spi(Package) import EventBusSystem
 import Glibc
 
 /// What ended one `BrokerConnection.receive` call.

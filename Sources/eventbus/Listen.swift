@@ -19,7 +19,7 @@
 import EventBusCommandLine
 @_spi(Package) import EventBusProtocol
 import EventBusSession
-import EventBusSystem
+@_spi(Package) import EventBusSystem
 
 func runListen(_ args: ParsedArguments, socket: String) throws(CLIError) {
     var listener = Listener(try ListenOptions(args), socket: socket)

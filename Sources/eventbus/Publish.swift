@@ -9,7 +9,7 @@
 @_spi(Package) import EventBusCLI
 import EventBusCommandLine
 @_spi(Package) import EventBusProtocol
-import EventBusSystem
+@_spi(Package) import EventBusSystem
 import Glibc
 
 /// What `publish` sends in each event besides `data`.

@@ -12,7 +12,7 @@
 // one is reported and skipped up to its LF, like a line that is not UTF-8.
 @_spi(Package) import EventBusCLI
 @_spi(Package) import EventBusProtocol
-import EventBusSystem
+@_spi(Package) import EventBusSystem
 
 /// Bytes of unsent frames above which standard input is not read until the
 /// broker has taken some (the broker back-pressures a busy connection).

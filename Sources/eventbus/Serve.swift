@@ -20,7 +20,7 @@
 import EventBusCommandLine
 @_spi(Package) import EventBusProtocol
 import EventBusSession
-import EventBusSystem
+@_spi(Package) import EventBusSystem
 import Glibc
 
 /// The tag of serve's own requests: the replies.

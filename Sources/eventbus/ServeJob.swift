@@ -14,7 +14,7 @@
 @_spi(Package) import EventBusCLI
 import EventBusCommandLine
 @_spi(Package) import EventBusProtocol
-import EventBusSystem
+@_spi(Package) import EventBusSystem
 import Glibc
 
 /// The most of COMMAND's standard output kept for one reply (the broker's

@@ -3,7 +3,7 @@
 @_spi(Package) import EventBusCLI
 import EventBusCommandLine
 @_spi(Package) import EventBusProtocol
-import EventBusSystem
+@_spi(Package) import EventBusSystem
 
 
 func runStats(_ args: ParsedArguments, socket: String) throws(CLIError) {

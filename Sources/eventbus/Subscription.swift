@@ -11,7 +11,7 @@
 import EventBusCommandLine
 @_spi(Package) import EventBusProtocol
 import EventBusSession
-import EventBusSystem
+@_spi(Package) import EventBusSystem
 
 /// Validates PATTERN operands before anything is sent.
 /// - Throws: `CLIError` 64 naming the first bad pattern.

@@ -14,7 +14,7 @@
 @_spi(Package) import EventBusCLI
 import EventBusCommandLine
 @_spi(Package) import EventBusProtocol
-import EventBusSystem
+@_spi(Package) import EventBusSystem
 import Glibc
 
 /// Types `top` asks for per poll (the busiest are shown; the rest scroll off).

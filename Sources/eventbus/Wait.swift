@@ -13,7 +13,7 @@
 import EventBusCommandLine
 @_spi(Package) import EventBusProtocol
 import EventBusSession
-import EventBusSystem
+@_spi(Package) import EventBusSystem
 import Glibc
 
 /// How often a running COMMAND is checked for having exited, in milliseconds.

@@ -35,7 +35,8 @@ struct QueueGroupsTests {
         var rng = SeededGenerator(seed: 0xC0FFEE)
         while members.count > 1 {
             let turn = members[Int.random(in: 0..<members.count, using: &rng)]
-            group.cursor = turn.slot
+            group.passTurn(after: (turn.slot == 0 ? group.slotCount : turn.slot) - 1)  // the turn at `turn`
+            #expect(group.cursor == turn.slot)
             let leaving = members.remove(at: Int.random(in: 0..<members.count, using: &rng))
             group.remove(leaving)
             #expect(group.members.map(\.connection.id) == members.map(\.connection.id), "join order kept")

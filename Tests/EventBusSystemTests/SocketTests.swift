@@ -2,7 +2,7 @@
 // on temporary paths, no daemon): EAGAIN surfaces as `.wouldBlock`,
 // SO_PEERCRED gives our own pid/uid/gid, errors name the failing call,
 // `UnixAddress` enforces sun_path's 108 bytes, flags are set at creation.
-import EventBusSystem
+@_spi(Package) import EventBusSystem
 import EventBusTestSupport
 import Glibc
 import Testing

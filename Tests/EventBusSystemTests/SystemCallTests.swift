@@ -2,7 +2,7 @@
 // retried or reported as "nothing ready", EAGAIN as a value or an error, any
 // other failure thrown with the call's name and errno. The calls are stand-ins
 // that fail on purpose, so the rules are checked without racing a signal.
-@testable import EventBusSystem
+@_spi(Package) @testable import EventBusSystem
 import Glibc
 import Testing
 

@@ -1,7 +1,7 @@
 // Tier 2: the TCP client wrappers and the eventfd wake-up against the real
 // kernel on 127.0.0.1: resolving names and literals, connecting (accepted,
 // refused), TCP_NODELAY, bytes both ways, and errors that name the call.
-import EventBusSystem
+@_spi(Package) import EventBusSystem
 import Glibc
 import Testing
 
