@@ -51,8 +51,7 @@ extension Broker {
                 return
             }
             if let error = subscriptionLimitError(connection) ?? groupLimitError(connection) {
-                reply(to: connection, req: req, error: error)
-                notice(.limitReached(connection.id, pid: connection.credentials.pid, message: error.message))
+                refuseForLimit(connection, req: req, error)
                 return
             }
             member = joinGroup(key, connection, filtered: decision.filtered)

@@ -39,8 +39,7 @@ extension Broker {
             let permission = request.serve ? mayServe(connection, request.pattern, req: req) : maySubscribe(connection, request.pattern, req: req)
             guard let decision = permission else { return }
             if let error = subscriptionLimitError(connection) ?? groupLimitError(connection) ?? groupMembersLimitError(connection, key) {
-                reply(to: connection, req: req, error: error)
-                notice(.limitReached(connection.id, pid: connection.credentials.pid, message: error.message))
+                refuseForLimit(connection, req: req, error)
                 return
             }
             member = joinGroup(key, connection, filtered: decision.filtered)

@@ -78,6 +78,14 @@ extension Broker {
         return nil
     }
 
+    /// Answers `req` with a `limit` error and tells the log (one line per
+    /// connection's uid, rate-limited): how a subscription, a membership or a
+    /// request over its bound is refused.
+    func refuseForLimit(_ connection: Connection, req: RawSpan?, _ error: ProtocolError) {
+        reply(to: connection, req: req, error: error)
+        notice(.limitReached(connection.id, pid: connection.credentials.pid, message: error.message))
+    }
+
     /// The `limit` error for one more subscription on `connection`, nil when
     /// it fits (per connection, per uid, in total).
     func subscriptionLimitError(_ connection: Connection) -> ProtocolError? {

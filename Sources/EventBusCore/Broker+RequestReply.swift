@@ -34,8 +34,7 @@ extension Broker {
             guard let decision = mayServe(connection, pattern, req: req) else { return }
             if request.fallback && !mayServeAsFallback(connection, req: req) { return }
             if let error = subscriptionLimitError(connection) {
-                reply(to: connection, req: req, error: error)
-                notice(.limitReached(connection.id, pid: connection.credentials.pid, message: error.message))
+                refuseForLimit(connection, req: req, error)
                 return
             }
             filtered = decision.filtered
@@ -135,8 +134,7 @@ extension Broker {
             return
         }
         if let error = pendingLimitError(requester) {
-            reply(to: requester, req: req, error: error)
-            notice(.limitReached(requester.id, pid: requester.credentials.pid, message: error.message))
+            refuseForLimit(requester, req: req, error)
             return
         }
         // The frame a server gets is the event's with `"op":"request"`, the

@@ -88,8 +88,7 @@ extension Broker {
         } else {
             guard let decision = maySubscribe(connection, pattern, req: req) else { return }
             if let error = subscriptionLimitError(connection) {
-                reply(to: connection, req: req, error: error)
-                notice(.limitReached(connection.id, pid: connection.credentials.pid, message: error.message))
+                refuseForLimit(connection, req: req, error)
                 return
             }
             filtered = decision.filtered
