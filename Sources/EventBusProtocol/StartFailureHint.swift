@@ -43,18 +43,29 @@ extension SocketPath {
 
     /// How to start the broker of `path`, for a connect(2) that found no
     /// broker there (ENOENT, ECONNREFUSED): `start it with 'eventbusd
-    /// --socket PATH'`, and for a well-known bus the systemd way and where
-    /// to look when its socket unit failed (systemd removes the socket
-    /// then). The CLI and the library say the same (issue 34).
+    /// --socket PATH'`, and for a well-known bus the systemd way, and what
+    /// to do when its socket unit failed: after a few failed starts of the
+    /// broker systemd gives up on both units (`service-start-limit-hit`) and
+    /// removes the socket, and a plain start fails again until
+    /// `systemctl reset-failed` (docs/SYSTEMD.md "The configuration file").
+    /// The CLI, the library and the Python client say the same (issue 34).
     @_spi(Package) public static func startCommand(for path: String) -> String {
         var text = "start it with 'eventbusd --socket \(path)'"
         if path == systemBus {
-            text += " or 'systemctl start eventbus.socket'; if that fails, see 'systemctl status eventbus.socket eventbus.service'"
+            text += " or " + systemdStart(manager: "systemctl", journal: "journalctl")
         } else if path.hasSuffix("/eventbus/bus.sock") {
             // The user bus of any runtime directory (the CLI's rule since issue 8).
-            text += " or 'systemctl --user start eventbus.socket'; if that fails, see 'systemctl --user status eventbus.socket eventbus.service'"
+            text += " or " + systemdStart(manager: "systemctl --user", journal: "journalctl --user")
         }
         return text
+    }
+
+    /// `'systemctl start eventbus.socket'; when the socket unit failed (...)
+    /// ... 'systemctl reset-failed eventbus.service eventbus.socket' and start it again`,
+    /// for `manager` `systemctl` or `systemctl --user`.
+    private static func systemdStart(manager: String, journal: String) -> String {
+        "'\(manager) start eventbus.socket'; when the socket unit failed ('\(manager) status eventbus.socket eventbus.service'), "
+            + "fix the cause ('\(journal) -u eventbus'), then '\(manager) reset-failed eventbus.service eventbus.socket' and start it again"
     }
 
     /// (Issue 23) What to add when a root process could not connect to the

@@ -107,7 +107,7 @@ final class BrokerConnection {
                                                  effectiveUID: ProcessIdentity.effectiveUID, choice: "give --user") { (try? FileSystem.kind(ofPath: $0)) == .socket }
             return CLIError(.unavailable, "cannot connect to the broker at \(path): \(error.errno) (\(userBus.map { $0 + "; or " } ?? "")is eventbusd running? \(SocketPath.startCommand(for: path)))")
         case .permissionDenied, Errno(rawValue: EPERM):
-            return CLIError(.noPermission, "cannot connect to the broker at \(path): \(error.errno) (the socket's mode or group must allow you to write to it; see eventbusd --mode and SocketGroup= in the .socket unit)")
+            return CLIError(.noPermission, "cannot connect to the broker at \(path): \(error.errno) (you need write permission on the socket and search permission on its folders: see eventbusd --mode and SocketGroup= in the .socket unit)")
         case .nameTooLong:
             return CLIError(.usage, "socket path is longer than \(UnixAddress.maxPathBytes) bytes: \(path)")
         case .invalidArgument where error.call == "socket path":

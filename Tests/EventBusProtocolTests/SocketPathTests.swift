@@ -71,6 +71,21 @@ struct SocketPathTests {
             == "it may have exited (see its standard error or log)")
     }
 
+    /// No socket at a well-known path: start its socket unit, or, when systemd
+    /// gave up on it after failed starts (`service-start-limit-hit`, which a
+    /// plain start does not clear), `reset-failed` first (stop 42's trial).
+    @Test func startCommandNamesResetFailedForAFailedSocketUnitOfTheBusTried() {
+        #expect(SocketPath.startCommand(for: "/run/eventbus/bus.sock")
+            == "start it with 'eventbusd --socket /run/eventbus/bus.sock' or 'systemctl start eventbus.socket'; "
+            + "when the socket unit failed ('systemctl status eventbus.socket eventbus.service'), fix the cause ('journalctl -u eventbus'), "
+            + "then 'systemctl reset-failed eventbus.service eventbus.socket' and start it again")
+        #expect(SocketPath.startCommand(for: "/run/user/7/eventbus/bus.sock")
+            == "start it with 'eventbusd --socket /run/user/7/eventbus/bus.sock' or 'systemctl --user start eventbus.socket'; "
+            + "when the socket unit failed ('systemctl --user status eventbus.socket eventbus.service'), fix the cause ('journalctl --user -u eventbus'), "
+            + "then 'systemctl --user reset-failed eventbus.service eventbus.socket' and start it again")
+        #expect(SocketPath.startCommand(for: "/tmp/bus.sock") == "start it with 'eventbusd --socket /tmp/bus.sock'")
+    }
+
     @Test func userBusHintOnlyForRootFailingTheSystemBusWithAUserBusSocketThere() {
         let there: (String) -> Bool = { $0 == "/run/user/0/eventbus/bus.sock" }
         #expect(SocketPath.userBusHint(afterFailing: SocketPath.systemBus, runtimeDirectory: "/run/user/0", effectiveUID: 0, choice: "give --user", isSocket: there)

@@ -78,12 +78,18 @@ def resolve_socket(socket=None, *, system=False, user=False, environ=None, euid=
 
 
 def _start_hint(path):
-    # The CLI's BrokerConnection.startHint: the systemd way to start a well-known bus.
+    # SocketPath.startCommand (Sources/EventBusProtocol/StartFailureHint.swift): the systemd
+    # way to start a well-known bus, and reset-failed for a socket unit systemd gave up on.
     if path == SYSTEM_BUS:
-        return " or 'systemctl start eventbus.socket'; if that fails, see 'systemctl status eventbus.socket eventbus.service'"
+        return " or " + _systemd_start("systemctl", "journalctl")
     if path.endswith("/eventbus/bus.sock"):
-        return " or 'systemctl --user start eventbus.socket'; if that fails, see 'systemctl --user status eventbus.socket eventbus.service'"
+        return " or " + _systemd_start("systemctl --user", "journalctl --user")
     return ""
+
+
+def _systemd_start(manager, journal):
+    return (f"'{manager} start eventbus.socket'; when the socket unit failed ('{manager} status eventbus.socket eventbus.service'), "
+            f"fix the cause ('{journal} -u eventbus'), then '{manager} reset-failed eventbus.service eventbus.socket' and start it again")
 
 
 def connect_error(path, exc):
@@ -97,7 +103,7 @@ def connect_error(path, exc):
     elif code in (_errno.ENOENT, _errno.ECONNREFUSED):
         text = head + f"{reason} (is eventbusd running? start it with 'eventbusd --socket {path}'{_start_hint(path)})"
     elif code in (_errno.EACCES, _errno.EPERM):
-        text = head + f"{reason} (the socket's mode or group must allow you to write to it; see eventbusd --mode and SocketGroup= in the .socket unit)"
+        text = head + f"{reason} (you need write permission on the socket and search permission on its folders: see eventbusd --mode and SocketGroup= in the .socket unit)"
     elif code == _errno.EAGAIN:
         text = head + "its listen queue is full"
     elif isinstance(exc, OSError) and "too long" in str(exc).lower():

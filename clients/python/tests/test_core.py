@@ -117,9 +117,12 @@ class MessageTests(unittest.TestCase):
         missing = core.connect_error("/run/user/5/eventbus/bus.sock", FileNotFoundError(errno.ENOENT, "x"))
         self.assertEqual(str(missing), "cannot connect to the broker at /run/user/5/eventbus/bus.sock: No such file or directory "
                          "(is eventbusd running? start it with 'eventbusd --socket /run/user/5/eventbus/bus.sock' or "
-                         "'systemctl --user start eventbus.socket'; if that fails, see 'systemctl --user status eventbus.socket eventbus.service')")
+                         "'systemctl --user start eventbus.socket'; when the socket unit failed ('systemctl --user status eventbus.socket "
+                         "eventbus.service'), fix the cause ('journalctl --user -u eventbus'), then 'systemctl --user reset-failed "
+                         "eventbus.service eventbus.socket' and start it again)")
         self.assertEqual(missing.path, "/run/user/5/eventbus/bus.sock")
-        self.assertIn("'systemctl status eventbus.socket eventbus.service'",
+        self.assertIn("'systemctl status eventbus.socket eventbus.service'), fix the cause ('journalctl -u eventbus'), "
+                      "then 'systemctl reset-failed eventbus.service eventbus.socket' and start it again)",
                       str(core.connect_error(core.SYSTEM_BUS, FileNotFoundError(errno.ENOENT, "x"))))
         self.assertIn("SocketGroup=", str(core.connect_error("/x", PermissionError(errno.EACCES, "x"))))
 
