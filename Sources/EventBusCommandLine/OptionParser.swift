@@ -110,7 +110,8 @@ package func parseArguments(_ arguments: ArraySlice<String>, specs: [OptionSpec]
                 name = body
             }
             guard let option = spec(long: String(name)) else {
-                throw UsageError("unknown option '--\(name)'")
+                let near = Suggestion.closest(to: String(name), among: specs.map(\.long))
+                throw UsageError("unknown option '--\(name)'" + (near.map { "; did you mean '--\($0)'?" } ?? ""))
             }
             if option.takesValue {
                 if let inlineValue {

@@ -55,7 +55,7 @@ private func dispatch(_ arguments: [String]) throws(CLIError) {
     }
     guard eventbusInterface.command(name) != nil else {
         if top.has("help") { return try StandardOutput.write(mainHelp) }
-        throw .usage(nil, "unknown command '\(name)'")
+        throw .usage(nil, "unknown command '\(name)'" + commandSuggestion(name))
     }
     var args = try parseCommand(top.operands.dropFirst(), specs: eventbusInterface.specs(for: name), command: name)
     args.options.insert(contentsOf: top.options, at: 0)
@@ -64,11 +64,19 @@ private func dispatch(_ arguments: [String]) throws(CLIError) {
     if name == "help" {
         // `eventbus help [COMMAND]`: the same as `eventbus [COMMAND] --help`.
         guard let topic = args.operands.first else { return try StandardOutput.write(mainHelp) }
-        guard let text = helpText(for: topic) else { throw .usage(nil, "unknown command '\(topic)'") }
+        guard let text = helpText(for: topic) else { throw .usage(nil, "unknown command '\(topic)'" + commandSuggestion(topic)) }
         return try StandardOutput.write(text)
     }
     guard let run = runner(name) else { preconditionFailure("eventbus \(name) is declared but runs nothing") }
     try run(args, resolveSocket(args, command: name))
+}
+
+/// `; did you mean 'publish'?` for a mistyped command, and the CLI's word for
+/// the protocol's (`subscribe` is `listen`); empty when nothing is close.
+private func commandSuggestion(_ typed: String) -> String {
+    let words = ["subscribe": "listen", "sub": "listen", "pub": "publish"]
+    guard let near = words[typed] ?? Suggestion.closest(to: typed, among: eventbusInterface.commands.map(\.name)) else { return "" }
+    return "; did you mean '\(near)'?"
 }
 
 /// The socket path per PROTOCOL.md "Transport": `--socket`; `--system` or

@@ -61,6 +61,8 @@ struct OptionParserTests {
 
     @Test(arguments: [
         (["--bogus"], "unknown option '--bogus'"),
+        (["--quite"], "unknown option '--quite'; did you mean '--quiet'?"),
+        (["--timout"], "unknown option '--timout'; did you mean '--timeout'?"),
         (["-x"], "unknown option '-x'"),
         (["-qx"], "unknown option '-x'"),
         (["--timeout"], "option '--timeout' needs a value"),

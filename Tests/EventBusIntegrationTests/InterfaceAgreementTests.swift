@@ -92,6 +92,20 @@ struct InterfaceAgreementTests {
         #expect(help.status == .exited(0) && help.stdout == HelpText.render(eventbusInterface, command: eventbusInterface.command("publish")!))
     }
 
+    /// A newcomer's typo, or the protocol's word for `listen`, is answered with
+    /// the command or option meant (stop 43's trial), still exit 64.
+    @Test("a mistyped command or option names the one meant", arguments: [
+        (["publsh", "x.y"], "eventbus: unknown command 'publsh'; did you mean 'publish'? (see 'eventbus --help')\n"),
+        (["subscribe", "x.>"], "eventbus: unknown command 'subscribe'; did you mean 'listen'? (see 'eventbus --help')\n"),
+        (["help", "lsiten"], "eventbus: unknown command 'lsiten'; did you mean 'listen'? (see 'eventbus --help')\n"),
+        (["frobnicate"], "eventbus: unknown command 'frobnicate' (see 'eventbus --help')\n"),
+        (["publish", "--retian", "x.y", "1"], "eventbus: unknown option '--retian'; did you mean '--retain'? (see 'eventbus publish --help')\n"),
+    ])
+    func aTypoNamesWhatWasMeant(arguments: [String], message: String) throws {
+        let run = try runProcess(try builtProduct("eventbus"), ["--socket", "/nonexistent/bus.sock"] + arguments, timeout: .seconds(10))
+        #expect(run.status == .exited(64) && run.stderr == message, "\(run)")
+    }
+
     /// The quoted names matched by `pattern` in `files`.
     static func names(in files: [String], _ pattern: String) throws -> Set<String> {
         let expression = try NSRegularExpression(pattern: pattern)
