@@ -40,9 +40,10 @@ package var bridgeInterface: ProgramDeclaration {
             (PREFIX.req.NODE.TYPE) and answered by one machine that imports it with
             --import-requests and has a server of it. An event of an --export-group
             NAME:PATTERN that no local member of queue group NAME may receive goes to
-            PREFIX.grp.NAME.NODE.TYPE, and one machine of those with --import-group NAME:PATTERN (a NATS queue
-            group) gives it to one of its members of NAME. The same settings also run
-            inside the broker (eventbusd(8), its bridge option).
+            PREFIX.grp.NAME.NODE.TYPE, and one machine of those with --import-group
+            NAME:PATTERN (a NATS queue group) gives it to one of its members of NAME.
+            The same settings also run inside the broker (eventbusd(8), its bridge
+            option).
             """,
             sections: [
                 OptionSection("Local bus (first that applies; PROTOCOL.md \"Transport\"):", [

@@ -52,11 +52,11 @@ package let eventbusInterface = ProgramDeclaration(
 
         The broker reads its settings (the idle time after which it exits, the log
         level, its limits) from eventbusd.conf: /etc/eventbus/eventbusd.conf for the
-        system bus, ~/.config/eventbus/eventbusd.conf for the user bus (eventbusd.conf(5),
-        'eventbusd --check-config'). Under systemd $EVENTBUSD_OPTIONS, set in a drop-in,
-        wins over the file; for the user bus, without an editor (the system bus:
-        /etc/systemd/system/eventbus.service.d, systemctl without --user; more in
-        'eventbusd --help' and docs/SYSTEMD.md):
+        system bus, ~/.config/eventbus/eventbusd.conf for the user bus
+        (eventbusd.conf(5), 'eventbusd --check-config'). Under systemd
+        $EVENTBUSD_OPTIONS, set in a drop-in, wins over the file; for the user bus,
+        without an editor (the system bus: /etc/systemd/system/eventbus.service.d,
+        systemctl without --user; more in 'eventbusd --help' and docs/SYSTEMD.md):
           mkdir -p ~/.config/systemd/user/eventbus.service.d
           printf '[Service]\\nEnvironment="EVENTBUSD_OPTIONS=--exit-idle-time 5min"\\n' \\
               > ~/.config/systemd/user/eventbus.service.d/options.conf
@@ -266,10 +266,11 @@ package let eventbusInterface = ProgramDeclaration(
             (publishers held back now because a subscriber of their uid has no room),
             holds (times one was held), stalls (times a subscriber stopped reading for
             the broker's --stall-timeout while holding one); requests, replies,
-            no_responders and timeouts (request/reply); and under 'me'
-            your own uid's usage (connections, subscriptions, subscription_bytes,
-            inbound_bytes, queued_bytes, retained_bytes, retained_events) and its limits
-            (a limit of null does not apply: uid 0 has none).
+            no_responders and timeouts (request/reply); and under 'me' your own uid's
+            usage (connections, subscriptions, subscription_bytes, inbound_bytes,
+            queued_bytes, retained_bytes, retained_events, pending_requests,
+            serving_requests) and its limits (a limit of null does not apply: uid 0
+            has none).
 
             With --prometheus: the Prometheus text format (0.0.4) of stats, types and
             clients: eventbus_up, eventbus_published_total and the other counters,
@@ -339,9 +340,9 @@ package let eventbusInterface = ProgramDeclaration(
             List the event types published in this broker run (and the retained ones),
             most recently published first: events published, deliveries queued,
             deliveries dropped, requests asked (1.3), subscribers now, whether one is
-            retained, the last seq and time. You see only the types the access policy lets you receive. The
-            broker keeps counters for 65,536 types (the least recently published are
-            forgotten first).
+            retained, the last seq and time. You see only the types the access policy
+            lets you receive. The broker keeps counters for 65,536 types (the least
+            recently published are forgotten first).
             """,
             sections: [OptionSection([
                 OptionDeclaration("format", "f", ValueDeclaration("FORMAT", .choice(["table", "json"])), "table: aligned columns (default), or json: one JSON object per type and line"),
@@ -532,8 +533,8 @@ package let eventbusInterface = ProgramDeclaration(
             Exit status: 0 reloaded (without --wait: signal sent), 64 usage error, 65 the
             broker refused the new policy (its files are invalid; the old one stays), 69
             broker unavailable, or the socket's other end is not eventbusd (nothing is
-            signalled), 77 not allowed to signal the broker (run as root or as
-            its user), 124 timed out.
+            signalled), 77 not allowed to signal the broker (run as root or as its
+            user), 124 timed out.
             """
         ),
         CommandDeclaration(

@@ -149,7 +149,8 @@ package var brokerInterface: ProgramDeclaration {
               printf '[Service]\\nEnvironment="EVENTBUSD_OPTIONS=--exit-idle-time 5min"\\n' \\
                   > /etc/systemd/system/eventbus.service.d/options.conf
               systemctl daemon-reload && systemctl try-restart eventbus.service
-            For the user bus: ~/.config/systemd/user/eventbus.service.d and systemctl --user.
+            For the user bus: ~/.config/systemd/user/eventbus.service.d and systemctl
+            --user.
 
             Signals: SIGTERM and SIGINT stop accepting, flush queues (bounded by
             --shutdown-timeout), unlink the socket path if this process bound it, and

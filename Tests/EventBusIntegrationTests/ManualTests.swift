@@ -72,4 +72,20 @@ struct ManualTests {
             #expect(nested.isEmpty, "man/\(page) renders nested quotes:\n\(nested.joined(separator: "\n"))")
         }
     }
+
+    /// Prose is wrapped by hand in the declarations: a line pasted or edited
+    /// without re-wrapping shows in an 80-column terminal as one broken line
+    /// (`types --help` had a 95-column one, stop 43's trial). Indented lines
+    /// (examples, commands, option tables) and the synopsis (`Usage:`, as the
+    /// man page's SYNOPSIS) may be longer.
+    @Test("every --help's prose fits in 80 columns")
+    func helpProseFitsEightyColumns() {
+        for program in ManualFiles.programs {
+            for command in [program.root] + program.commands {
+                let long = HelpText.render(program, command: command).split(separator: "\n")
+                    .filter { !$0.hasPrefix(" ") && !$0.hasPrefix("Usage: ") && $0.count > 80 }
+                #expect(long.isEmpty, "\(program.name) \(command.name) --help:\n\(long.joined(separator: "\n"))")
+            }
+        }
+    }
 }
