@@ -96,7 +96,12 @@ struct BridgeOptions {
         do {
             text = try readFile(path)
         } catch {
-            throw BridgeFailure(status: .config, message: "cannot read the config file \(path): \(BridgeOptions.reason(error))")
+            // The installed bridge.conf is root:eventbus-bridge 0640 (it can hold NATS
+            // credentials): trying the bridge by hand as another user meets this first.
+            let denied = (error as? SystemError)?.errno == .permissionDenied
+            let hint = denied ? " (it can hold NATS credentials, so as installed only root and the group eventbus-bridge read it: "
+                + "run the bridge as root, or as its unit does, as the user eventbus-bridge)" : ""
+            throw BridgeFailure(status: .config, message: "cannot read the config file \(path): \(BridgeOptions.reason(error))\(hint)")
         }
         do {
             return try ConfigFile.parse(text, file: path)

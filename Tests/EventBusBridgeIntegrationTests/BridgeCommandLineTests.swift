@@ -71,6 +71,22 @@ extension BridgeSuites {
             #expect(missing.status == .exited(78) && missing.stderr.contains("cannot read the config file"), "\(missing.stderr)")
         }
 
+        /// bridge.conf is installed root:eventbus-bridge 0640 (it can hold NATS
+        /// credentials): another user who tries the bridge by hand is told why.
+        @Test(.enabled(if: getuid() == 0 && findInPath("setpriv") != nil, "needs root and setpriv"))
+        func aConfigFileTheUserMayNotReadSaysWhoMay() throws {
+            let directory = try TemporaryDirectory(prefix: "ebcl-")
+            chmod(directory.path, 0o755)  // uid 4321 reaches the file, not its contents
+            let file = directory.file("bridge.conf")
+            try "nats = nats://127.0.0.1:1\nnode = a\nexport = x.>\nnats-password = s3cret\n".write(toFile: file, atomically: false, encoding: .utf8)
+            chmod(file, 0o640)
+            let run = try runProcess(findInPath("setpriv")!, ["--reuid", "4321", "--regid", "4321", "--clear-groups", try builtProduct("eventbus-bridge"), "--config", file],
+                                     environment: withoutSystemdVariables(), timeout: .seconds(20))
+            #expect(run.status == .exited(78), "\(run.stderr)")
+            #expect(run.stderr.contains("cannot read the config file \(file): Permission denied (it can hold NATS credentials, so as installed only root "
+                + "and the group eventbus-bridge read it: run the bridge as root, or as its unit does, as the user eventbus-bridge)"), "\(run.stderr)")
+        }
+
         @Test func everyOptionOfTheHelpIsAccepted() throws {
             let help = try bridge(["--help"]).stdout
             let options = Set(help.split(whereSeparator: { $0 == " " || $0 == "\n" || $0 == "[" || $0 == "]" || $0 == "," })
