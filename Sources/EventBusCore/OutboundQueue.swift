@@ -31,7 +31,7 @@
 // broker's `builtChunk`, the caller's local); `EventFrame.bytes` lives no
 // longer than the fan-out or the call it is made for. Everything outside
 // gets bytes as `RawSpan`s (`withSpan`, `forEachReply`, `forEachEvent`,
-// `EventFrame.lending`) and gives bytes as spans (`appendReply`,
+// `forEachChunk`, `EventFrame.lending`) and gives bytes as spans (`appendReply`,
 // `putNoticeInFront`, `OutboundChunk.copying`).
 @_spi(Package) import EventBusProtocol
 
@@ -318,11 +318,13 @@ package struct OutboundQueue {
 
     // MARK: Writing
 
-    /// Calls `body(pointer, length)` for up to `maxChunks` runs of unwritten
-    /// bytes in order (the first may be the rest of a partly written frame;
-    /// frames adjacent in one chunk come as one run).
+    /// Calls `body(bytes)` for up to `maxChunks` runs of unwritten bytes in
+    /// order (the first may be the rest of a partly written frame; frames
+    /// adjacent in one chunk come as one run). A run stays valid until the
+    /// queue changes (its chunk is held by an entry): the server gathers the
+    /// runs into one sendmsg(2) before it reports the write (`consume`).
     /// - Returns: how many runs were handed out.
-    package func forEachChunk(maxChunks: Int, _ body: (UnsafeRawPointer, Int) -> Void) -> Int {
+    package func forEachChunk(maxChunks: Int, _ body: (RawSpan) -> Void) -> Int {
         var n = 0
         var i = head
         while i < entries.count && n < maxChunks {
@@ -335,7 +337,7 @@ package struct OutboundQueue {
                 end = Int(entries[i].end)
                 i += 1
             }
-            body(UnsafeRawPointer(chunk.baseAddress + start), end - start)
+            body(UnsafeRawBufferPointer(start: chunk.baseAddress + start, count: end - start).bytes)
             n += 1
         }
         return n

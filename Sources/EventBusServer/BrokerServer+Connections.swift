@@ -124,7 +124,7 @@ extension BrokerServer {
     func admit(_ fd: FileDescriptor, credentials: Credentials) {
         switch broker.open(credentials: credentials, at: currentTime()) {
         case .failure(let refused):
-            refused.frame.withUnsafeBytes { _ = try? fd.write($0) }
+            _ = try? fd.write(refused.frame.span.bytes)
             fd.close()
             let fields = [("EVENTBUS_PID", "\(credentials.pid)"), ("EVENTBUS_UID", "\(credentials.uid)")]
             if refused.forbidden {
@@ -238,9 +238,9 @@ extension BrokerServer {
     static let flushBudgetBytes = 256 * 1024
 
     /// Writes as much of the connection's queue as the socket takes, up to
-    /// `flushBudgetBytes`, with gathered writes of up to `maxIovecs` frames,
-    /// then closes it (after a final write the core asked for) or updates its
-    /// epoll interest.
+    /// `flushBudgetBytes`, with gathered writes of up to `vectors.capacity`
+    /// runs of frames, then closes it (after a final write the core asked
+    /// for) or updates its epoll interest.
     /// - Returns: true when it stopped at the budget with more to write and
     ///   room in the socket: the caller writes it again later (`scheduleFlush`).
     @discardableResult
@@ -257,13 +257,11 @@ extension BrokerServer {
         }
         var blocked = false, overBudget = false, written = 0
         while !connection.outbound.isEmpty {
-            var count = 0
-            _ = connection.outbound.forEachChunk(maxChunks: maxIovecs) { pointer, length in
-                iovecs[count] = iovec(iov_base: UnsafeMutableRawPointer(mutating: pointer), iov_len: length)
-                count += 1
-            }
+            // The ranges point into the queue's chunks, which stay put until `didWrite`.
+            vectors.removeAll()
+            _ = connection.outbound.forEachChunk(maxChunks: vectors.capacity) { vectors.append($0) }
             do {
-                switch try record.fd.writev(iovecs, count: count) {
+                switch try record.fd.write(vectors) {
                 case .wouldBlock:
                     blocked = true
                 case .complete(let n):
@@ -312,7 +310,7 @@ extension BrokerServer {
         for id in step.output {
             // A connection whose last write would have blocked, and that is
             // watched for EPOLLOUT, is written then (`handle`), not now: a
-            // write now would fail again, after gathering up to `maxIovecs`
+            // write now would fail again, after gathering up to 1,024
             // frames (a queue-group member that does not read has one frame
             // per event, none adjacent: that gathering per event cost another
             // uid's publisher most of its rate, issue 38's `group-members`

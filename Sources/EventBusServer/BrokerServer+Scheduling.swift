@@ -229,9 +229,9 @@ extension BrokerServer {
         // (issue 37) A large frame being validated as it comes is read 16 KiB
         // at a time: its validation is the read's work (deep nesting, many
         // keys: 1-2 ms for 64 KiB, which another uid's request waited for).
-        let buffer = connection.isScanningLargeFrame ? UnsafeMutableRawBufferPointer(rebasing: readBuffer[0..<min(readBuffer.count, BrokerServer.scanningReadBytes)]) : readBuffer
+        let limit = connection.isScanningLargeFrame ? min(readBuffer.capacity, BrokerServer.scanningReadBytes) : readBuffer.capacity
         do {
-            result = try record.fd.read(into: buffer)
+            result = try record.fd.read(into: readBuffer, limit: limit)
         } catch {
             logger.debug("failed to read from connection \(connection.id): \(error); closing it")
             close(record)
@@ -249,10 +249,10 @@ extension BrokerServer {
             }
             updateInterest(record)
         case .complete(let n):
-            receive(connection, UnsafeRawBufferPointer(rebasing: readBuffer[0..<n]).bytes)
+            readBuffer.withBytes(count: n) { receive(connection, $0) }
             // A full buffer may leave more; after EPOLLRDHUP the EOF is still to be read;
             // the core may have stopped after `turnBytes` with the rest kept.
-            if n == buffer.count || record.peerShutWriting || connection.hasBufferedInput { markReady(record) }
+            if n == limit || record.peerShutWriting || connection.hasBufferedInput { markReady(record) }
         }
     }
 

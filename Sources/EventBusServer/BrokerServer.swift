@@ -11,7 +11,7 @@
 // one shared buffer and complete frames are handled in place, so an idle
 // connection holds no buffer. Writes are batched: after each turn every
 // connection with new output is written with gathered sendmsg(2) calls
-// (`MSG_NOSIGNAL`, up to 1,024 iovecs each; `FileDescriptor.writev`) until its
+// (`MSG_NOSIGNAL`, up to 1,024 ranges each; `IOVectors`) until its
 // queue is empty or the socket is full. Epoll tokens
 // are connection ids, so an event for a connection already closed finds no
 // record and is ignored.
@@ -108,9 +108,10 @@ package final class BrokerServer {
     var turnEnds: Int64 = .max
     /// When the core's `tick` is due next (frame timeouts).
     var nextTick: Int64 = 0
-    let readBuffer: UnsafeMutableRawBufferPointer
-    let iovecs: UnsafeMutablePointer<iovec>
-    let maxIovecs = 1024  // IOV_MAX
+    /// The one buffer every connection is read into (`readChunkBytes`).
+    let readBuffer: ReadBuffer
+    /// The ranges of one gathered write, up to IOV_MAX (1,024).
+    var vectors = IOVectors(capacity: 1024)
 
     var listenersEnabled = true
     var acceptRetryAt: Int64? = nil
@@ -151,19 +152,13 @@ package final class BrokerServer {
         self.epoll = try Epoll(maxEvents: 1024)
         self.signals = try SignalDescriptor(signals: [SIGTERM, SIGINT, SIGHUP])
         self.handoff = try ConnectionHandoff()
-        self.readBuffer = .allocate(byteCount: configuration.readChunkBytes, alignment: 16)
-        self.iovecs = .allocate(capacity: 1024)
+        self.readBuffer = ReadBuffer(capacity: configuration.readChunkBytes)
         self.idleSince = now
         self.nextPeriodic = hooks.periodic.map { now + $0.intervalNanoseconds }
         self.persistence = configuration.stateDirectory.map { StatePersistence(directory: $0, logger: logger) }
         persistence?.load(into: broker)
         self.nextTick = now + broker.tickIntervalNanoseconds
         ProcessSettings.ignoreBrokenPipeSignal()
-    }
-
-    deinit {
-        readBuffer.deallocate()
-        iovecs.deallocate()
     }
 
     /// Runs until SIGTERM/SIGINT (after flushing for up to the configured time)

@@ -1,18 +1,11 @@
-// A typed file descriptor and the calls on one descriptor: read(2), write(2),
-// sendmsg(2), close(2), shutdown(2), fcntl(2), isatty(3). Waiting for
-// readiness is poll(2) in Poll.swift.
+// A typed file descriptor and the calls on one descriptor that move no
+// bytes: close(2), shutdown(2), fcntl(2), isatty(3). Reading and writing
+// (read(2), write(2), sendmsg(2)) and the buffers they use are in
+// FileDescriptor+IO.swift; waiting for readiness is poll(2) in Poll.swift.
 //
 // Before editing: `FileDescriptor` is a plain value and owns nothing; whoever
 // created it closes it exactly once. An epoll registration never owns an fd
 // and must be removed before the fd is closed.
-//
-// Raw memory (issue 35): this is the syscall layer, one of the files where
-// pointers are allowed. Callers hand spans (`read(into:)` appends what the
-// kernel wrote to an `OutputSpan`, so no byte is ever read uninitialised;
-// `write`/`writeAll` take a `RawSpan`); the pointers exist only inside these
-// calls, for the length of one syscall. The pointer forms left (`read(into:)`
-// of a raw buffer, `writev`) are for the broker's server, which owns its read
-// buffer and its iovec array.
 import CEventBusShims
 import Glibc
 
@@ -27,79 +20,6 @@ package struct FileDescriptor: Hashable, Sendable, CustomStringConvertible {
     package static let standardError = FileDescriptor(rawValue: 2)
 
     package var description: String { "fd \(rawValue)" }
-
-    /// read(2) into the free capacity of `buffer`, appending what was read.
-    /// `.complete(0)` is end of file. Retries EINTR; EAGAIN gives `.wouldBlock`.
-    /// - Throws: `SystemError("read", errno)`.
-    package func read(into buffer: inout OutputSpan<UInt8>) throws(SystemError) -> IOResult<Int> {
-        try buffer.withUnsafeMutableBufferPointer { (storage, initialized) throws(SystemError) -> IOResult<Int> in
-            let free = UnsafeMutableRawBufferPointer(UnsafeMutableBufferPointer(rebasing: storage[initialized...]))
-            let result = try read(into: free)
-            if case .complete(let n) = result { initialized += n }
-            return result
-        }
-    }
-
-    /// read(2) of at most `limit` bytes, appended to `bytes` (e.g. a read
-    /// buffer emptied with `removeAll(keepingCapacity: true)` first).
-    /// - Throws: `SystemError("read", errno)`.
-    package func read(appendingTo bytes: inout [UInt8], limit: Int) throws(SystemError) -> IOResult<Int> {
-        var result = IOResult<Int>.wouldBlock
-        try bytes.append(addingCapacity: limit) { (free: inout OutputSpan<UInt8>) throws(SystemError) in result = try read(into: &free) }
-        return result
-    }
-
-    /// read(2) into `buffer` (memory the caller owns). `.complete(0)` is end
-    /// of file. Retries EINTR; EAGAIN gives `.wouldBlock`.
-    /// - Throws: `SystemError("read", errno)`.
-    package func read(into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> IOResult<Int> {
-        guard let n = try retryingInterrupts("read", { Glibc.read(rawValue, buffer.baseAddress, buffer.count) }) else {
-            return .wouldBlock
-        }
-        return .complete(n)
-    }
-
-    /// Writes with send(2) and `MSG_NOSIGNAL` on sockets (no SIGPIPE), write(2)
-    /// otherwise. Retries EINTR; EAGAIN gives `.wouldBlock`.
-    /// - Throws: `SystemError("write", errno)`, e.g. `EPIPE` when the peer is gone.
-    package func write(_ bytes: RawSpan) throws(SystemError) -> IOResult<Int> {
-        try bytes.withUnsafeBytes { (raw) throws(SystemError) in try write(raw) }
-    }
-
-    /// `write(_:)` of memory the caller owns.
-    package func write(_ bytes: UnsafeRawBufferPointer) throws(SystemError) -> IOResult<Int> {
-        guard let n = try retryingInterrupts("write", { () -> Int in
-            let sent = Glibc.send(rawValue, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL))
-            if sent == -1 && Glibc.errno == ENOTSOCK { return Glibc.write(rawValue, bytes.baseAddress, bytes.count) }
-            return sent
-        }) else { return .wouldBlock }
-        return .complete(n)
-    }
-
-    /// Writes all of `bytes`, waiting with poll(2) when the fd would block.
-    /// - Throws: `SystemError` from write(2) or poll(2).
-    package func writeAll(_ bytes: RawSpan) throws(SystemError) {
-        var offset = 0
-        while offset < bytes.byteCount {
-            switch try write(bytes.extracting(droppingFirst: offset)) {
-            case .complete(let n): offset += n
-            case .wouldBlock: _ = try poll(.writable, timeoutMilliseconds: -1)
-            }
-        }
-    }
-
-    /// sendmsg(2) of up to `count` iovecs with `MSG_NOSIGNAL`: a gathered write.
-    /// - Returns: bytes written, or `.wouldBlock`.
-    /// - Throws: `SystemError("sendmsg", errno)`.
-    package func writev(_ vectors: UnsafeMutablePointer<iovec>, count: Int) throws(SystemError) -> IOResult<Int> {
-        var message = msghdr()
-        message.msg_iov = vectors
-        message.msg_iovlen = count
-        guard let n = try retryingInterrupts("sendmsg", { Glibc.sendmsg(rawValue, &message, Int32(MSG_NOSIGNAL)) }) else {
-            return .wouldBlock
-        }
-        return .complete(n)
-    }
 
     /// close(2), once; errors are ignored (the fd is released on Linux regardless).
     package func close() {

@@ -1,14 +1,10 @@
 // AF_UNIX stream sockets (unix(7)): socket(2), bind(2), listen(2), accept4(2),
-// connect(2), getsockname(2), SO_PEERCRED, SO_PEERGROUPS.
+// connect(2), SO_PEERCRED, SO_PEERGROUPS. The `sockaddr_un` of a path, and
+// getsockname(2), are in SocketAddress.swift.
 //
 // Before editing: every socket is created with SOCK_CLOEXEC, and accepted ones
 // with SOCK_NONBLOCK|SOCK_CLOEXEC at creation (never a separate fcntl), so no
 // fd leaks into a child and none can block the event loop.
-//
-// Raw memory (issue 35): a syscall wrapper that owns what it hands the
-// kernel. The `sockaddr_un` is a local value, filled (path and NUL within
-// `sun_path`, checked by `SocketPath` first) and lent to bind/connect/
-// getsockname for the call only; no pointer leaves these functions.
 import CEventBusShims
 import Glibc
 
@@ -23,37 +19,6 @@ package struct PeerCredentials: Equatable, Sendable {
         self.pid = pid
         self.uid = uid
         self.gid = gid
-    }
-}
-
-/// A filled `sockaddr_un` for a filesystem path.
-package struct UnixAddress: Sendable {
-    /// The path, at most 107 bytes (sun_path holds 108 with the NUL).
-    package let path: String
-
-    /// - Throws: `SystemError("socket path", ENAMETOOLONG)` when the path does not fit
-    ///   sun_path, `EINVAL` when it is empty or contains NUL.
-    package init(path: String) throws(SystemError) {
-        let bytes = Array(path.utf8)
-        guard !bytes.isEmpty, !bytes.contains(0) else { throw SystemError("socket path", .invalidArgument) }
-        guard bytes.count <= UnixAddress.maxPathBytes else { throw SystemError("socket path", .nameTooLong) }
-        self.path = path
-    }
-
-    /// Longest path that fits (107 bytes).
-    package static var maxPathBytes: Int { MemoryLayout.size(ofValue: sockaddr_un().sun_path) - 1 }
-
-    func withSockaddr<R>(_ body: (UnsafePointer<sockaddr>, socklen_t) -> R) -> R {
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: bytes)
-            raw[bytes.count] = 0
-        }
-        return withUnsafePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
     }
 }
 
@@ -139,24 +104,6 @@ extension FileDescriptor {
                 throw SystemError("getsockopt(SO_PEERGROUPS)", e)
             }
         }
-    }
-
-    /// getsockname(2) of an AF_UNIX socket: the filesystem path it is bound
-    /// to, e.g. a listening socket passed by systemd.
-    /// - Returns: nil for an unbound or abstract-namespace socket.
-    /// - Throws: `SystemError("getsockname", errno)` (ENOTSOCK...).
-    package func localPath() throws(SystemError) -> String? {
-        var address = sockaddr_un()
-        var length = socklen_t(MemoryLayout<sockaddr_un>.size)
-        _ = try checkedCall("getsockname") {
-            withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(rawValue, $0, &length) } }
-        }
-        guard address.sun_family == sa_family_t(AF_UNIX) else { return nil }
-        let pathBytes = Int(length) - MemoryLayout.offset(of: \sockaddr_un.sun_path)!
-        guard pathBytes > 0 else { return nil }
-        let path = withUnsafeBytes(of: address.sun_path) { raw in Array(raw.prefix(min(pathBytes, raw.count)).prefix { $0 != 0 }) }
-        guard !path.isEmpty else { return nil }  // abstract: starts with NUL
-        return String(decoding: path, as: UTF8.self)
     }
 
     /// Sets SO_SNDBUF (bytes; the kernel doubles it) with setsockopt(2).

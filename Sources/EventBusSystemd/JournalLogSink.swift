@@ -122,7 +122,8 @@ func journalFieldName(_ key: String) -> String? {
 }
 
 /// Sends one entry with `sd_journal_sendv(3)`: all strings are packed into one buffer
-/// and pointed at by an `iovec` each. Returns its result (0, or a negative errno).
+/// and named by one range each (`IOVectors`, which owns the iovec array; the buffer
+/// is held until the call returns). Returns its result (0, or a negative errno).
 private func sendToJournal(_ entry: [String]) -> CInt {
     var buffer: [UInt8] = []
     var ranges: [Range<Int>] = []
@@ -131,11 +132,10 @@ private func sendToJournal(_ entry: [String]) -> CInt {
         buffer.append(contentsOf: field.utf8)
         ranges.append(start..<buffer.count)
     }
-    return buffer.withUnsafeMutableBytes { bytes in
-        let base = bytes.baseAddress
-        let vectors = ranges.map { range in
-            iovec(iov_base: base.map { $0 + range.lowerBound }, iov_len: range.count)
-        }
-        return vectors.withUnsafeBufferPointer { sd_journal_sendv($0.baseAddress, CInt($0.count)) }
+    var vectors = IOVectors(capacity: ranges.count)
+    return withExtendedLifetime(buffer) {
+        let bytes = buffer.span.bytes
+        for range in ranges { vectors.append(bytes.extracting(range)) }
+        return vectors.withIOVecs { sd_journal_sendv($0, CInt($1)) }
     }
 }

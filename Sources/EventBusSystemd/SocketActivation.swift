@@ -3,6 +3,13 @@
 // Before editing: `takeListeningSockets()` unsets LISTEN_PID/LISTEN_FDS/LISTEN_FDNAMES
 // (so children do not inherit them) and must therefore be called once, early, before
 // other threads read the environment.
+//
+// Raw memory (issue 35): the one pointer of EventBusSystemd. libsystemd's
+// `sd_listen_fds_with_names` hands back a `char **` it allocated (`count`
+// strings, then NULL); `takeListeningSockets` owns it, copies each name into
+// a String, and frees every string and the array before it returns
+// (`freeStringVector`, deferred). The journal sink's iovecs are an
+// `IOVectors` of EventBusSystem.
 import CSystemd
 import EventBusSystem
 import Glibc

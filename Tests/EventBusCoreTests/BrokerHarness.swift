@@ -126,8 +126,8 @@ final class BrokerHarness {
     /// Everything queued for `connection`, without consuming it.
     func queued(_ connection: Connection) -> [UInt8] {
         var bytes: [UInt8] = []
-        _ = connection.outbound.forEachChunk(maxChunks: .max) { pointer, length in
-            bytes.append(contentsOf: UnsafeRawBufferPointer(start: pointer, count: length))
+        _ = connection.outbound.forEachChunk(maxChunks: .max) { chunk in
+            bytes.append(copying: chunk)
         }
         return bytes
     }

@@ -69,8 +69,8 @@ struct OutboundQueueTests {
 
     static func contents(_ queue: OutboundQueue) -> [UInt8] {
         var bytes: [UInt8] = []
-        _ = queue.forEachChunk(maxChunks: .max) { pointer, length in
-            bytes.append(contentsOf: UnsafeRawBufferPointer(start: pointer, count: length))
+        _ = queue.forEachChunk(maxChunks: .max) { chunk in
+            bytes.append(copying: chunk)
         }
         return bytes
     }
@@ -138,7 +138,7 @@ struct OutboundQueueTests {
         for id in 1...5 { Self.appendEvent(&queue, Self.bytes(id, size: 10), seq: UInt64(id)) }
         _ = queue.consume(4, released: &released)
         var lengths: [Int] = []
-        let n = queue.forEachChunk(maxChunks: 3) { _, length in lengths.append(length) }
+        let n = queue.forEachChunk(maxChunks: 3) { lengths.append($0.byteCount) }
         #expect(n == 1 && lengths == [46])
         #expect(queue.frameCount == 5 && queue.chargedBytes == 50 + 5 * OutboundQueue.entryOverheadBytes, "the partly written head counts whole")
     }

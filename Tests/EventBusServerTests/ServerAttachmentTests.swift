@@ -92,11 +92,12 @@ struct ServerAttachmentTests {
             server.attach(LoopAttachment(descriptor: fd, nextDeadline: { sent.withLock { $0 } ? .max : 0 }, turn: {
                 if !sent.withLock({ $0 }) {
                     let frame = Array(#"{"op":"subscribe","type":"to.loop","req":"s"}"#.utf8) + [10]
-                    if case .complete(let n)? = frame.withUnsafeBytes({ try? fd.write($0) }), n == frame.count { sent.withLock { $0 = true } }
+                    if case .complete(let n)? = try? fd.write(frame.span.bytes), n == frame.count { sent.withLock { $0 = true } }
                 }
-                var buffer = [UInt8](repeating: 0, count: 4096)
-                while case .complete(let n)? = buffer.withUnsafeMutableBytes({ try? fd.read(into: $0) }), n > 0 {
-                    received.withLock { $0 += String(decoding: buffer[0..<n], as: UTF8.self) }
+                var buffer: [UInt8] = []
+                while case .complete(let n)? = try? fd.read(appendingTo: &buffer, limit: 4096), n > 0 {
+                    received.withLock { $0 += String(decoding: buffer, as: UTF8.self) }
+                    buffer.removeAll(keepingCapacity: true)
                     turns.record()
                 }
             }))

@@ -12,8 +12,8 @@ struct SocketTests {
     @Test func readingAnEmptyNonBlockingSocketWouldBlock() throws {
         let (a, b) = try makeSocketPair()
         defer { a.close(); b.close() }
-        var buffer = [UInt8](repeating: 0, count: 16)
-        let result = try buffer.withUnsafeMutableBytes { try a.read(into: $0) }
+        var buffer: [UInt8] = []
+        let result = try a.read(appendingTo: &buffer, limit: 16)
         guard case .wouldBlock = result else {
             Issue.record("expected wouldBlock, got \(result)")
             return
@@ -28,7 +28,7 @@ struct SocketTests {
         var written = 0
         var blocked = false
         for _ in 0..<10_000 {  // bounded: the buffer is a few hundred KiB at most
-            let result = try chunk.withUnsafeBytes { try a.write($0) }
+            let result = try a.write(chunk.span.bytes)
             if case .complete(let n) = result { written += n } else { blocked = true; break }
         }
         #expect(blocked, "the send buffer never filled")
@@ -58,8 +58,8 @@ struct SocketTests {
         try writeText(a, "last")
         try a.shutdown(.write)
         #expect(try readAvailable(b) == Array("last".utf8))
-        var buffer = [UInt8](repeating: 0, count: 8)
-        let result = try buffer.withUnsafeMutableBytes { try b.read(into: $0) }
+        var buffer: [UInt8] = []
+        let result = try b.read(appendingTo: &buffer, limit: 8)
         guard case .complete(0) = result else {
             Issue.record("expected EOF, got \(result)")
             return
@@ -75,31 +75,53 @@ struct SocketTests {
         b.close()
         let bytes = Array("x".utf8)
         let error = #expect(throws: SystemError.self) {
-            _ = try bytes.withUnsafeBytes { try a.write($0) }
+            _ = try a.write(bytes.span.bytes)
         }
         #expect(error?.call == "write")
         #expect(error?.errno == .brokenPipe)
         #expect(error?.description == "write: Broken pipe")
     }
 
-    @Test func writevGathersSeveralBuffersInOneCall() throws {
+    @Test func aGatheredWriteSendsEveryRangeInOrderInOneCall() throws {
         let (a, b) = try makeSocketPair()
         defer { a.close(); b.close() }
         let parts = ["{\"op\":", "\"ok\"", "}\n"].map { Array($0.utf8) }
-        let storage = parts.map { bytes -> UnsafeMutableRawBufferPointer in
-            let p = UnsafeMutableRawBufferPointer.allocate(byteCount: bytes.count, alignment: 1)
-            p.copyBytes(from: bytes)
-            return p
-        }
-        defer { storage.forEach { $0.deallocate() } }
-        var vectors = storage.map { iovec(iov_base: $0.baseAddress, iov_len: $0.count) }
-        let result = try vectors.withUnsafeMutableBufferPointer { try a.writev($0.baseAddress!, count: $0.count) }
+        var vectors = IOVectors(capacity: 3)
+        let (emptyAtFirst, fullAtFirst) = (vectors.isEmpty, vectors.isFull)
+        #expect(emptyAtFirst && !fullAtFirst)
+        for part in parts { vectors.append(part.span.bytes) }
+        let (count, full) = (vectors.count, vectors.isFull)
+        #expect(count == 3 && full)
+        let result = try withExtendedLifetime(parts) { try a.write(vectors) }
         guard case .complete(let n) = result else {
-            Issue.record("writev would block")
+            Issue.record("sendmsg would block")
             return
         }
         #expect(n == 12)
         #expect(try readAvailable(b) == Array("{\"op\":\"ok\"}\n".utf8))
+        vectors.removeAll()
+        let emptied = vectors.isEmpty
+        #expect(emptied)
+    }
+
+    @Test func aReadBufferTakesAtMostItsLimitAndLendsWhatWasRead() throws {
+        let (a, b) = try makeSocketPair()
+        defer { a.close(); b.close() }
+        try writeText(a, "0123456789ab")
+        let buffer = ReadBuffer(capacity: 8)
+        let capacity = buffer.capacity
+        #expect(capacity == 8)
+        guard case .complete(let first) = try b.read(into: buffer, limit: 3) else { Issue.record("nothing read"); return }
+        #expect(first == 3)
+        #expect(buffer.withBytes(count: first) { bytes(of: $0) } == Array("012".utf8))
+        guard case .complete(let second) = try b.read(into: buffer, limit: 100) else { Issue.record("nothing read"); return }
+        #expect(second == 8, "a limit over the capacity reads the capacity")
+        #expect(buffer.withBytes(count: second) { bytes(of: $0) } == Array("3456789a".utf8))
+        guard case .complete(let third) = try b.read(into: buffer, limit: 8) else { Issue.record("nothing read"); return }
+        #expect(buffer.withBytes(count: third) { bytes(of: $0) } == Array("b".utf8))
+        guard case .wouldBlock = try b.read(into: buffer, limit: 8) else { Issue.record("expected wouldBlock"); return }
+        a.close()
+        guard case .complete(0) = try b.read(into: buffer, limit: 8) else { Issue.record("expected EOF"); return }
     }
 
     @Test func writeAllWaitsOutAFullBuffer() throws {
@@ -275,11 +297,10 @@ final class ReaderThread: @unchecked Sendable {
     }
 
     private func run() {
-        var buffer = [UInt8](repeating: 0, count: 65536)
         while bytes.count < expected {
-            let result = try? buffer.withUnsafeMutableBytes { try fd.read(into: $0) }
+            let result = try? fd.read(appendingTo: &bytes, limit: 65536)
             switch result {
-            case .complete(let n)?: if n == 0 { return }; bytes += buffer[..<n]
+            case .complete(let n)?: if n == 0 { return }
             case .wouldBlock?: _ = try? fd.poll(.readable, timeoutMilliseconds: 5000)
             case nil: return
             }

@@ -24,18 +24,20 @@ func flags(_ fd: FileDescriptor) -> (status: Int32, descriptor: Int32) {
 
 /// Reads what is available now (non-blocking fd), up to `max` bytes.
 func readAvailable(_ fd: FileDescriptor, max: Int = 65536) throws -> [UInt8] {
-    var buffer = [UInt8](repeating: 0, count: max)
-    let result = try buffer.withUnsafeMutableBytes { try fd.read(into: $0) }
-    switch result {
-    case .complete(let n): return Array(buffer[..<n])
-    case .wouldBlock: return []
-    }
+    var buffer: [UInt8] = []
+    _ = try fd.read(appendingTo: &buffer, limit: max)
+    return buffer
+}
+
+/// A copy of the bytes `span` covers.
+func bytes(of span: RawSpan) -> [UInt8] {
+    span.withUnsafeBytes { Array($0) }
 }
 
 /// Writes `text` and expects it to be taken whole.
 func writeText(_ fd: FileDescriptor, _ text: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
     let bytes = Array(text.utf8)
-    let result = try bytes.withUnsafeBytes { try fd.write($0) }
+    let result = try fd.write(bytes.span.bytes)
     guard case .complete(let n) = result else {
         Issue.record("write would block", sourceLocation: sourceLocation)
         return

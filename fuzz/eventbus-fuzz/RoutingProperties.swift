@@ -237,9 +237,9 @@ enum RoutingProperties {
             var bytes: [UInt8] = []
             while !connection.outbound.isEmpty && !connection.isClosed {
                 var written = 0
-                _ = connection.outbound.forEachChunk(maxChunks: 64) { pointer, length in
-                    bytes.append(contentsOf: UnsafeRawBufferPointer(start: pointer, count: length))
-                    written += length
+                _ = connection.outbound.forEachChunk(maxChunks: 64) { chunk in
+                    bytes.append(copying: chunk)
+                    written += chunk.byteCount
                 }
                 apply(broker.didWrite(connection, bytes: written), &slots, queuedBefore: [])
             }
