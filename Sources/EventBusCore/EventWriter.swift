@@ -57,20 +57,19 @@ struct EventWriter: ~Copyable {
     ///   - identity: the publisher's `EventStamp.identity`, (1.3) with
     ///     `,"key":"k"` after it for a keyed publish.
     @inline(__always)
-    mutating func buildEvent(seq: UInt64, _ content: EventContent, of type: EventType, publisher: Connection, identity: UnsafeRawBufferPointer,
+    mutating func buildEvent(seq: UInt64, _ content: EventContent, of type: EventType, publisher: Connection, identity: ByteView,
                              wallNanoseconds: Int64, history: inout HistoryRing) -> EventFrame {
         let time = timestamps.bytes(nanosecondsSinceEpoch: wallNanoseconds)
         let digits = seqText.text(for: seq)
-        @inline(__always) func build(_ typeBytes: UnsafeRawBufferPointer) -> EventFrame {
+        @inline(__always) func build(_ typeBytes: ByteView) -> EventFrame {
             makeEvent(FrameEncoder.EventBytes(
                 seq: seq, type: typeBytes, time: time,
                 source: content.source ?? publisher.session.eventSource.bytes, id: content.id,
                 idPrefix: eventIDPrefix.bytes, identity: identity, origin: content.origin, data: content.data,
-                seqText: digits), history: &history)
+                seqText: ByteView(unsafe: digits)), history: &history)
         }
         if let typeBytes = content.type { return build(typeBytes) }
-        var name = type.name
-        return name.withUTF8 { build(UnsafeRawBufferPointer($0)) }
+        return type.name.withByteView { build($0) }
     }
 
     /// (1.3) A request's event frame (`seq` the one it takes if it reaches
@@ -79,15 +78,14 @@ struct EventWriter: ~Copyable {
     mutating func requestEvent(seq: UInt64, _ content: EventContent, of type: EventType, publisher: Connection,
                                identity: [UInt8], wallNanoseconds: Int64) -> [UInt8] {
         let time = timestamps.bytes(nanosecondsSinceEpoch: wallNanoseconds)
-        var name = type.name
-        return name.withUTF8 { type in identity.withUnsafeBytes { identity in
+        return type.name.withByteView { type in identity.withByteView { identity in
             let parts = FrameEncoder.EventBytes(
-                seq: seq, type: UnsafeRawBufferPointer(type), time: time,
+                seq: seq, type: type, time: time,
                 source: content.source ?? publisher.session.eventSource.bytes, id: content.id,
                 idPrefix: eventIDPrefix.bytes, identity: identity, origin: nil, data: content.data)
             let bound = FrameEncoder.eventByteCountUpperBound(parts)
             return [UInt8](unsafeUninitializedCapacity: bound) { buffer, count in
-                count = FrameEncoder.writeEvent(parts, into: UnsafeMutableRawPointer(buffer.baseAddress!), capacity: bound).count
+                count = FrameEncoder.writeEvent(parts, into: RawWriter(UnsafeMutableRawPointer(buffer.baseAddress!), capacity: bound)).count
             }
         } }
     }
@@ -123,12 +121,12 @@ struct EventWriter: ~Copyable {
     /// - Returns: the frame (valid until the next event is made).
     @inline(__always)
     mutating func makeEvent(_ parts: FrameEncoder.EventBytes, history: inout HistoryRing) -> EventFrame {
-        makeEvent(bound: FrameEncoder.eventByteCountUpperBound(parts), history: &history) { FrameEncoder.writeEvent(parts, into: $0, capacity: $1) }
+        makeEvent(bound: FrameEncoder.eventByteCountUpperBound(parts), history: &history) { FrameEncoder.writeEvent(parts, into: RawWriter($0, capacity: $1)) }
     }
 
     /// `makeEvent` for the broker's own events, written from `EventParts`.
     mutating func makeEvent(_ parts: FrameEncoder.EventParts, history: inout HistoryRing) -> EventFrame {
-        makeEvent(bound: FrameEncoder.eventByteCountUpperBound(parts), history: &history) { FrameEncoder.writeEvent(parts, into: $0, capacity: $1) }
+        makeEvent(bound: FrameEncoder.eventByteCountUpperBound(parts), history: &history) { FrameEncoder.writeEvent(parts, into: RawWriter($0, capacity: $1)) }
     }
 
     /// One of the broker's own events (`eventbus.` types) once: `source`
@@ -136,8 +134,8 @@ struct EventWriter: ~Copyable {
     /// - Parameter data: one valid JSON value.
     mutating func brokerEvent(seq: UInt64, type: EventType, data: [UInt8], source: String, instance: String, credentials own: Credentials,
                               wallNanoseconds: Int64, history: inout HistoryRing) -> EventFrame {
-        timestamps.bytes(nanosecondsSinceEpoch: wallNanoseconds).withUnsafeBytes { time in
-            data.withUnsafeBytes { data in
+        timestamps.bytes(nanosecondsSinceEpoch: wallNanoseconds).withByteView { time in
+            data.withByteView { data in
                 makeEvent(FrameEncoder.EventParts(
                     seq: seq, type: type.name, time: time, source: nil, defaultSource: source,
                     id: nil, instance: instance, pid: own.pid, uid: own.uid, gid: own.gid, data: data), history: &history)
@@ -174,11 +172,11 @@ struct EventWriter: ~Copyable {
 struct EventContent {
     /// The type's bytes, when the frame spells it without escapes (else the
     /// event is written from `PublishRequest.type`).
-    var type: UnsafeRawBufferPointer?
-    var source: UnsafeRawBufferPointer?
-    var id: UnsafeRawBufferPointer?
-    var data: UnsafeRawBufferPointer?
-    var origin: UnsafeRawBufferPointer?
+    var type: ByteView?
+    var source: ByteView?
+    var id: ByteView?
+    var data: ByteView?
+    var origin: ByteView?
 
     /// - Parameter typeRange: where the type's bytes are in `frame`, when it spells them without escapes.
     @inline(__always)
@@ -187,8 +185,8 @@ struct EventContent {
         // handling of the frame this content is used in (see above).
         @inline(__always) func start(_ raw: UnsafeRawBufferPointer) -> UnsafeRawPointer? { raw.baseAddress }
         let base = frame.withUnsafeBytes(start)
-        @inline(__always) func slice(_ start: Int, _ end: Int) -> UnsafeRawBufferPointer {
-            UnsafeRawBufferPointer(start: base.unsafelyUnwrapped + start, count: end &- start)
+        @inline(__always) func slice(_ start: Int, _ end: Int) -> ByteView {
+            ByteView(unsafeStart: base.unsafelyUnwrapped + start, count: end &- start)
         }
         type = typeRange.map { slice($0.lowerBound, $0.upperBound) }
         source = request.source.map { slice($0.start, $0.end) }

@@ -8,7 +8,7 @@
 // CR or LF onto the wire, whatever the caller passes: this is the header
 // injection guard. Names are checked instead (RFC 9110 `token`), because they
 // are chosen by code, never by a publisher. Blocks are read as `RawSpan`s
-// (the search by memchr is Protocol's RawSpan+Search.swift); values are
+// (the search by memchr is Protocol's ByteView.swift); values are
 // encoded into an `OutputSpan` (HeaderBlockWriter owns the memory behind it).
 
 @_spi(Package) import EventBusProtocol

@@ -40,10 +40,10 @@
     /// - Throws: `BrokerFrameError` when it is not a JSON object, has no
     ///   string `op`, or an `event`, `request`, `dropped` or `gap` lacks a field it must have.
     @_spi(Package) public static func read(_ frame: RawSpan) throws(BrokerFrameError) -> BrokerFrame {
-        try frame.withUnsafeBytes { (frame) throws(BrokerFrameError) in try read(frame) }
+        try frame.withByteView { (frame) throws(BrokerFrameError) in try read(frame) }
     }
 
-    static func read(_ frame: UnsafeRawBufferPointer) throws(BrokerFrameError) -> BrokerFrame {
+    static func read(_ frame: ByteView) throws(BrokerFrameError) -> BrokerFrame {
         try KeyedTokens<BrokerFrameKey>.withEmpty { (fields) throws(BrokerFrameError) -> BrokerFrame in
             do throws(JSONObject.ReadError) {
                 try fields.scan(frame)
@@ -100,8 +100,8 @@
     }
 
     /// The first 120 bytes of a frame, for messages.
-    static func preview(_ frame: UnsafeRawBufferPointer) -> String {
-        String(decoding: UnsafeRawBufferPointer(rebasing: frame[0..<min(frame.count, 120)]), as: UTF8.self)
+    static func preview(_ frame: ByteView) -> String {
+        String(decoding: frame.extracting(0..<min(frame.count, 120)), as: UTF8.self)
     }
 }
 

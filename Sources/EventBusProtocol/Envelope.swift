@@ -47,7 +47,7 @@ struct EnvelopeFields {
 
     /// Reads the frame's top-level members into `tokens`.
     /// - Throws: `ProtocolError` `bad_frame` when the frame is not one JSON object.
-    init(_ frame: UnsafeRawBufferPointer, into tokens: KeyedTokens<EnvelopeKey>) throws(ProtocolError) {
+    init(_ frame: ByteView, into tokens: KeyedTokens<EnvelopeKey>) throws(ProtocolError) {
         self.tokens = tokens
         try scan(frame)
     }
@@ -78,11 +78,11 @@ struct EnvelopeFields {
     func duplicated(_ key: EnvelopeKey) -> Bool { tokens.isDuplicated(key) }
 
     /// The first key (in frame order) that appeared twice, decoded.
-    func duplicateKey(in frame: UnsafeRawBufferPointer) -> String? {
+    func duplicateKey(in frame: ByteView) -> String? {
         firstDuplicate.map { JSONString.decode(frame, $0) }
     }
 
-    private mutating func scan(_ frame: UnsafeRawBufferPointer) throws(ProtocolError) {
+    private mutating func scan(_ frame: ByteView) throws(ProtocolError) {
         let keys = EnvelopeKey.table.lookup
         do throws(JSONObject.ReadError) {
             try JSONObject.scan(frame, lineSafe: true) { key, value in take(key, value, in: frame, keys: keys) }
@@ -95,7 +95,7 @@ struct EnvelopeFields {
     /// Takes one top-level member (the frame's bytes up to its end at least).
     /// - Parameter keys: `EnvelopeKey.table.lookup`, copied out once per frame.
     @inline(__always)
-    mutating func take(_ key: JSONToken, _ value: JSONToken, in frame: UnsafeRawBufferPointer, keys: KeyLookup) {
+    mutating func take(_ key: JSONToken, _ value: JSONToken, in frame: ByteView, keys: KeyLookup) {
         let position: Int
         if case .string(escaped: false) = key.kind {
             guard let known = keys.position(of: key, in: frame) else { return unknown.insertPlain(key, in: frame) }
@@ -103,7 +103,7 @@ struct EnvelopeFields {
         } else {
             // Decoded once: to tell a known key, and to keep an unknown one.
             guard let known = unknown.insertEscaped(key, in: frame, known: { name in
-                keys.position(at: name.baseAddress.unsafelyUnwrapped, count: name.count, readable: name.count)
+                keys.position(in: name, at: 0, count: name.count)
             }) else { return }
             position = known
         }
@@ -111,7 +111,7 @@ struct EnvelopeFields {
     }
 
     /// After the last member: the duplicate check of the other keys.
-    mutating func finishMembers(in frame: UnsafeRawBufferPointer) {
+    mutating func finishMembers(in frame: ByteView) {
         // The earliest repeat in frame order, of a known key or of another.
         if let repeated = unknown.firstDuplicate(in: frame), firstDuplicate.map({ repeated.start < $0.start }) ?? true {
             firstDuplicate = repeated

@@ -5,33 +5,9 @@
 // `"<instance>-`. The broker makes a connection's at `open` and remakes the
 // source at `hello`.
 //
-// Before editing: the bytes live in a `StampBytes`, which owns one
-// allocation and frees it when it goes: a publish reads them through a
-// pointer, with no reference to count.
-
-/// Bytes made once and read many times, by pointer (no reference counting);
-/// freed with the value, which cannot be copied.
-@_spi(Package) public struct StampBytes: ~Copyable {
-    /// The bytes; valid for as long as this value.
-    @_spi(Package) public let bytes: UnsafeRawBufferPointer
-
-    @_spi(Package) public init(_ source: [UInt8]) {
-        let storage = UnsafeMutableRawPointer.allocate(byteCount: max(source.count, 1), alignment: 8)
-        source.withUnsafeBytes { storage.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
-        bytes = UnsafeRawBufferPointer(start: storage, count: source.count)
-    }
-
-    deinit { UnsafeMutableRawPointer(mutating: bytes.baseAddress!).deallocate() }
-
-    /// How many bytes.
-    @_spi(Package) public var byteCount: Int { bytes.count }
-
-    /// A copy of the bytes.
-    @_spi(Package) public var array: [UInt8] { Array(bytes) }
-
-    /// Calls `body` with the bytes as a span.
-    @_spi(Package) public func withSpan<R>(_ body: (RawSpan) -> R) -> R { body(bytes.bytes) }
-}
+// Before editing: the bytes live in a `StampBytes` (OwnedMemory.swift),
+// which owns one allocation and frees it when it goes: a publish reads them
+// through a `ByteView`, with no reference to count.
 
 @_spi(Package) public enum EventStamp {
     /// The default `source` of a publisher's events, quoted: `"dashboard"`,

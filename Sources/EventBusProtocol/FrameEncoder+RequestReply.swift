@@ -56,7 +56,7 @@ extension FrameEncoder {
             appendField("seq", int: seq, to: &out)
         }
         appendASCII(",\"reply\":{\"time\":\"", to: &out)
-        time.withUnsafeBytes { out.append(contentsOf: $0) }
+        time.withByteView { out.append(copying: $0) }
         out.append(0x22)
         out.append(copying: identity)
         appendASCII(",\"data\":", to: &out)

@@ -10,16 +10,21 @@
     /// Appends an unsigned decimal integer.
     @inlinable @_spi(Package) public static func appendInt(_ value: UInt64, to out: inout [UInt8]) {
         if value < 10 { out.append(0x30 + UInt8(value)); return }
-        var digits: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)  // 32 bytes of scratch
+        var digits = 2
+        var limit: UInt64 = 100
+        while digits < 20 && value >= limit {
+            digits &+= 1
+            limit = limit &* 10
+        }
+        // Room for the digits, then each from the last (the broker's event
+        // seqs take `RawWriter.put(int:)` and SeqText, not this).
+        var i = out.count &+ digits
+        out.append(contentsOf: repeatElement(0x30, count: digits))
         var n = value
-        var count = 0
-        withUnsafeMutableBytes(of: &digits) { scratch in
-            while n > 0 {
-                scratch[31 - count] = 0x30 + UInt8(n % 10)
-                n /= 10
-                count += 1
-            }
-            out.append(contentsOf: UnsafeRawBufferPointer(rebasing: scratch[(32 - count)...]))
+        while n > 0 {
+            i &-= 1
+            out[i] = 0x30 &+ UInt8(truncatingIfNeeded: n % 10)
+            n /= 10
         }
     }
 
@@ -34,7 +39,7 @@
     }
 
     @inlinable @_spi(Package) public static func appendASCII(_ text: StaticString, to out: inout [UInt8]) {
-        out.append(contentsOf: UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+        out.append(copying: ByteView(text))
     }
 
     /// Starts a reply: `{"op":"ok"` or `{"op":"error"` plus `,"req":<req>` when given.
@@ -133,27 +138,27 @@
         /// The event type (validated; needs no escaping).
         @_spi(Package) public var type: String
         /// 24 bytes `2026-11-29T13:00:00.123Z`.
-        @_spi(Package) public var time: UnsafeRawBufferPointer
+        @_spi(Package) public var time: ByteView
         /// The publisher's raw `source` token, or nil to use `defaultSource`.
-        @_spi(Package) public var source: UnsafeRawBufferPointer?
+        @_spi(Package) public var source: ByteView?
         /// Used when `source` is nil: the client name or `pid/<pid>` (no escaping needed).
         @_spi(Package) public var defaultSource: String
         /// The publisher's raw `id` token, or nil for `"<instance>-<seq>"`.
-        @_spi(Package) public var id: UnsafeRawBufferPointer?
+        @_spi(Package) public var id: ByteView?
         /// The broker run's instance id (hex, no escaping needed).
         @_spi(Package) public var instance: String
         @_spi(Package) public var pid: Int32
         @_spi(Package) public var uid: UInt32
         @_spi(Package) public var gid: UInt32
         /// The raw `data` token, or nil for `null`.
-        @_spi(Package) public var data: UnsafeRawBufferPointer?
+        @_spi(Package) public var data: ByteView?
         /// (1.1) A bridge's raw `origin` object, forwarded unchanged
         /// (PROTOCOL.md "Bridged events"); nil: no `origin` member. Set it
         /// after `init` (the initialiser keeps its 1.0 shape, which the
         /// optimiser inlines into the broker's publish path).
-        @_spi(Package) public var origin: UnsafeRawBufferPointer? = nil
+        @_spi(Package) public var origin: ByteView? = nil
 
-        @_spi(Package) public init(seq: UInt64, type: String, time: UnsafeRawBufferPointer, source: UnsafeRawBufferPointer?, defaultSource: String, id: UnsafeRawBufferPointer?, instance: String, pid: Int32, uid: UInt32, gid: UInt32, data: UnsafeRawBufferPointer?) {
+        @_spi(Package) public init(seq: UInt64, type: String, time: ByteView, source: ByteView?, defaultSource: String, id: ByteView?, instance: String, pid: Int32, uid: UInt32, gid: UInt32, data: ByteView?) {
             self.seq = seq
             self.type = type
             self.time = time
@@ -172,11 +177,7 @@
     /// `{"op":"event","seq":42,"type":"t","time":"...","source":"s","id":"i","pid":1,"uid":0,"gid":0,"data":...}\n`,
     /// with `"origin":{...}` before `data` when the event has one.
     @_spi(Package) public static func appendEvent(_ e: EventParts, to out: inout [UInt8]) {
-        let bound = eventByteCountUpperBound(e)
-        let start = out.count
-        out.append(contentsOf: repeatElement(0, count: bound))
-        let written = out.withUnsafeMutableBytes { writeEvent(e, into: $0.baseAddress! + start, capacity: bound).count }
-        out.removeLast(bound - written)
+        out.appendWritten(bound: eventByteCountUpperBound(e)) { w in w.skip(writeEvent(e, into: w).count) }
     }
 
     /// The bytes of an event frame (PROTOCOL.md "Events"), the broker's form
@@ -186,32 +187,32 @@
     @_spi(Package) public struct EventBytes {
         @_spi(Package) public var seq: UInt64
         /// The event type (validated; needs no escaping).
-        @_spi(Package) public var type: UnsafeRawBufferPointer
+        @_spi(Package) public var type: ByteView
         /// 24 bytes `2026-11-29T13:00:00.123Z`.
         @_spi(Package) public var time: TimestampBytes
         /// The publisher's raw `source` token, or its default (`EventStamp.source`).
-        @_spi(Package) public var source: UnsafeRawBufferPointer
+        @_spi(Package) public var source: ByteView
         /// The publisher's raw `id` token, or nil for `idPrefix`, the seq and a quote.
-        @_spi(Package) public var id: UnsafeRawBufferPointer?
+        @_spi(Package) public var id: ByteView?
         /// `"<instance>-` (`EventStamp.idPrefix`).
-        @_spi(Package) public var idPrefix: UnsafeRawBufferPointer
+        @_spi(Package) public var idPrefix: ByteView
         /// `,"pid":1,"uid":0,"gid":0` (`EventStamp.identity`); (1.3) for an
         /// event published with `key` (PROTOCOL.md "Queue groups": events
         /// that had one carry it), `,"key":"k"` follows in the same bytes, so
         /// an event without one pays nothing for it.
-        @_spi(Package) public var identity: UnsafeRawBufferPointer
+        @_spi(Package) public var identity: ByteView
         /// (1.1) A bridge's raw `origin` object, or nil for none.
-        @_spi(Package) public var origin: UnsafeRawBufferPointer?
+        @_spi(Package) public var origin: ByteView?
         /// The raw `data` token, or nil for `null`.
-        @_spi(Package) public var data: UnsafeRawBufferPointer?
+        @_spi(Package) public var data: ByteView?
         /// `seq`'s decimal digits when the caller has them already (the
         /// broker keeps its newest), else nil: `seq` is formatted.
-        @_spi(Package) public var seqText: UnsafeRawBufferPointer?
+        @_spi(Package) public var seqText: ByteView?
 
         @inlinable
-        @_spi(Package) public init(seq: UInt64, type: UnsafeRawBufferPointer, time: TimestampBytes, source: UnsafeRawBufferPointer, id: UnsafeRawBufferPointer?,
-                    idPrefix: UnsafeRawBufferPointer, identity: UnsafeRawBufferPointer, origin: UnsafeRawBufferPointer?, data: UnsafeRawBufferPointer?,
-                    seqText: UnsafeRawBufferPointer? = nil) {
+        @_spi(Package) public init(seq: UInt64, type: ByteView, time: TimestampBytes, source: ByteView, id: ByteView?,
+                    idPrefix: ByteView, identity: ByteView, origin: ByteView?, data: ByteView?,
+                    seqText: ByteView? = nil) {
             self.seq = seq
             self.seqText = seqText
             self.type = type
@@ -224,135 +225,6 @@
             self.data = data
         }
     }
-}
-
-/// Writes bytes to raw memory the caller sized with an upper bound.
-@_spi(Package) public struct RawWriter {
-    @usableFromInline var pointer: UnsafeMutableRawPointer
-    @usableFromInline let start: UnsafeMutableRawPointer
-    /// One past the last byte it may write.
-    @usableFromInline let end: UnsafeMutableRawPointer
-    /// `end - slack`: where a checked put may end at most.
-    @usableFromInline let limit: UnsafeMutableRawPointer
-
-    /// Fixed text a writer may put between two checked puts: every
-    /// variable-length put (`put(_:)` of a buffer, `put(int:)`) checks that
-    /// its bytes *plus* `slack` fit, and `init` that `slack` does, so the
-    /// fixed text after a check (literals, the 24-byte time; in `writeEvent`
-    /// at most 49 bytes in a row) cannot pass the end either. Fixed puts are
-    /// checked by `assert` (debug builds: every test run). The size bounds
-    /// (`eventByteCountUpperBound`) include it.
-    @usableFromInline static let slack = 64
-
-    /// A writer of at most `capacity` bytes from `pointer`: checked at the
-    /// write (a `precondition`, kept in release builds), so a bound computed
-    /// too small stops the process instead of overrunning the buffer.
-    @inlinable init(_ pointer: UnsafeMutableRawPointer, capacity: Int) {
-        precondition(capacity >= RawWriter.slack, "event frame writer given less than its slack")
-        self.pointer = pointer
-        self.start = pointer
-        self.end = pointer + capacity
-        self.limit = end - RawWriter.slack
-    }
-
-    @inlinable var count: Int { pointer - start }
-
-    /// Stops the process unless `n` more bytes and `slack` fit.
-    @inlinable @inline(__always) func room(_ n: Int) {
-        precondition(pointer + n <= limit, "event frame writer past the end of its buffer")
-    }
-
-    /// In debug builds, stops unless `n` more bytes fit (a fixed put,
-    /// covered in release builds by the last `room` and its `slack`).
-    @inlinable @inline(__always) func fixedRoom(_ n: Int) {
-        assert(n <= end - pointer, "event frame writer past the end of its buffer")
-    }
-
-    @inlinable mutating func put(_ byte: UInt8) {
-        fixedRoom(1)
-        pointer.storeBytes(of: byte, as: UInt8.self)
-        pointer += 1
-    }
-
-    /// Copies `bytes`: up to 16 of them by two overlapping loads and
-    /// stores (the spliced tokens and stamps are mostly that short), up to
-    /// 32 by four (the frame's opening, most types), more by `memcpy`.
-    @inlinable @inline(__always) mutating func put(_ bytes: UnsafeRawBufferPointer) {
-        guard let base = bytes.baseAddress else { return }
-        let n = bytes.count
-        room(n)
-        putUnchecked(base, n)
-    }
-
-    /// Fixed text (a literal): `fixedRoom`, then as `put(_:)` of a buffer.
-    @inlinable mutating func put(_ text: StaticString) {
-        let n = text.utf8CodeUnitCount
-        fixedRoom(n)
-        putUnchecked(UnsafeRawPointer(text.utf8Start), n)
-    }
-
-    /// The copy of `put(_:)`, for a caller that checked the room.
-    @inlinable @inline(__always) mutating func putUnchecked(_ base: UnsafeRawPointer, _ n: Int) {
-        if n > 16 && n <= 32 {
-            let w0 = base.loadUnaligned(as: UInt64.self), w1 = base.loadUnaligned(fromByteOffset: 8, as: UInt64.self)
-            let w2 = base.loadUnaligned(fromByteOffset: n &- 16, as: UInt64.self), w3 = base.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self)
-            pointer.storeBytes(of: w0, as: UInt64.self)
-            pointer.storeBytes(of: w1, toByteOffset: 8, as: UInt64.self)
-            pointer.storeBytes(of: w2, toByteOffset: n &- 16, as: UInt64.self)
-            pointer.storeBytes(of: w3, toByteOffset: n &- 8, as: UInt64.self)
-        } else if n >= 8 && n <= 16 {
-            let head = base.loadUnaligned(as: UInt64.self), tail = base.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self)
-            pointer.storeBytes(of: head, as: UInt64.self)
-            pointer.storeBytes(of: tail, toByteOffset: n &- 8, as: UInt64.self)
-        } else if n >= 4 && n < 8 {
-            let head = base.loadUnaligned(as: UInt32.self), tail = base.loadUnaligned(fromByteOffset: n &- 4, as: UInt32.self)
-            pointer.storeBytes(of: head, as: UInt32.self)
-            pointer.storeBytes(of: tail, toByteOffset: n &- 4, as: UInt32.self)
-        } else {
-            pointer.copyMemory(from: base, byteCount: n)
-        }
-        pointer += n
-    }
-
-    /// The 24 bytes of a timestamp, as three word stores.
-    @inlinable @_spi(Package) public mutating func put(_ time: TimestampBytes) {
-        fixedRoom(24)
-        pointer.storeBytes(of: time.words.0, as: UInt64.self)
-        (pointer + 8).storeBytes(of: time.words.1, as: UInt64.self)
-        (pointer + 16).storeBytes(of: time.words.2, as: UInt64.self)
-        pointer += 24
-    }
-
-    /// Writes `value` in decimal, two digits at a time from a table.
-    @inlinable mutating func put(int value: UInt64) {
-        var digits = 1
-        var limit: UInt64 = 10
-        while digits < 20 && value >= limit {
-            digits &+= 1
-            limit = limit &* 10
-        }
-        room(digits)
-        let pairs = RawWriter.digitPairs.utf8Start
-        var n = value
-        var i = digits
-        while n >= 100 {
-            let q = n / 100
-            let r = Int(truncatingIfNeeded: n &- q &* 100)
-            i &-= 2
-            (pointer + i).storeBytes(of: UnsafeRawPointer(pairs).loadUnaligned(fromByteOffset: r &* 2, as: UInt16.self), as: UInt16.self)
-            n = q
-        }
-        if n >= 10 {
-            (pointer + (i &- 2)).storeBytes(of: UnsafeRawPointer(pairs).loadUnaligned(fromByteOffset: Int(truncatingIfNeeded: n) &* 2, as: UInt16.self), as: UInt16.self)
-        } else {
-            (pointer + (i &- 1)).storeBytes(of: 0x30 &+ UInt8(truncatingIfNeeded: n), as: UInt8.self)
-        }
-        pointer += digits
-    }
-
-    /// "00", "01", ... "99".
-    @usableFromInline static let digitPairs: StaticString =
-        "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899"
 }
 
 extension FrameEncoder {
@@ -376,21 +248,19 @@ extension FrameEncoder {
             + (e.origin?.count ?? -10) + 10
     }
 
-    /// Writes the event frame of `appendEvent` to `destination`, which holds
-    /// `capacity` bytes (`eventByteCountUpperBound(e)` is enough; a write
-    /// past `capacity` stops the process, never overruns).
+    /// Writes the event frame of `appendEvent` with `w`, a writer of at
+    /// least `eventByteCountUpperBound(e)` bytes (a write past its capacity
+    /// stops the process, never overruns).
     /// - Returns: what it wrote.
-    @_spi(Package) public static func writeEvent(_ e: EventParts, into destination: UnsafeMutableRawPointer, capacity: Int) -> WrittenEvent {
+    @_spi(Package) public static func writeEvent(_ e: EventParts, into w: RawWriter) -> WrittenEvent {
         precondition(e.time.count == 24, "an event's time is 24 bytes")
-        var time = TimestampBytes()
-        withUnsafeMutableBytes(of: &time.words) { $0.copyMemory(from: e.time) }
+        let time = TimestampBytes(e.time)
         let source = EventStamp.source(e.defaultSource)
         let identity = EventStamp.identity(pid: e.pid, uid: e.uid, gid: e.gid)
         let idPrefix = EventStamp.idPrefix(instance: e.instance)
-        var type = e.type
-        return type.withUTF8 { type in
-            writeEvent(EventBytes(seq: e.seq, type: UnsafeRawBufferPointer(type), time: time, source: e.source ?? source.bytes, id: e.id,
-                                  idPrefix: idPrefix.bytes, identity: identity.bytes, origin: e.origin, data: e.data), into: destination, capacity: capacity)
+        return e.type.withByteView { type in
+            writeEvent(EventBytes(seq: e.seq, type: type, time: time, source: e.source ?? source.bytes, id: e.id,
+                                  idPrefix: idPrefix.bytes, identity: identity.bytes, origin: e.origin, data: e.data), into: w)
         }
     }
 
@@ -404,20 +274,22 @@ extension FrameEncoder {
             + (e.origin.map { $0.count + 10 } ?? 0) + (e.data?.count ?? 4)
     }
 
-    /// Writes one event frame to `destination`, which holds `capacity` bytes
-    /// (`eventByteCountUpperBound(e)` is enough; every write is checked
-    /// against `capacity`, and one past it stops the process): the broker
+    /// Writes one event frame with `w`, a writer of at least
+    /// `eventByteCountUpperBound(e)` bytes (every write is checked against
+    /// its capacity, and one past it stops the process): the broker
     /// builds each event once, in place, with this.
     /// `{"op":"event","seq":42,"type":"t","time":"...","source":"s","id":"i","pid":1,"uid":0,"gid":0,"data":...}\n`,
     /// with (1.3) `"key":"k"` after `gid` (in `identity`) and `"origin":{...}` before `data` when the event has them.
     /// - Returns: what it wrote (length, where the type is).
-    @_spi(Package) public static func writeEvent(_ e: EventBytes, into destination: UnsafeMutableRawPointer, capacity: Int) -> WrittenEvent {
-        var w = RawWriter(destination, capacity: capacity)
+    @_spi(Package) public static func writeEvent(_ e: EventBytes, into writer: RawWriter) -> WrittenEvent {
+        // A local copy: its fields stay in registers (an `inout` writer
+        // outlined `RawWriter.put`: +157 Ir a delivery in c1-64).
+        var w = writer
         var written = WrittenEvent()
         w.put("{\"op\":\"event\",\"seq\":")
-        let seqStart = w.pointer
+        let seqStart = w.count
         if let text = e.seqText { w.put(text) } else { w.put(int: e.seq) }
-        let seqDigits = UnsafeRawBufferPointer(start: seqStart, count: w.pointer - seqStart)
+        let seqDigits = w.written(from: seqStart)
         w.put(",\"type\":\"")
         written.typeOffset = w.count
         written.typeCount = e.type.count

@@ -8,11 +8,9 @@
 // callback stops early, the unread rest of the chunk (the backlog, handed out
 // first by the next `feed`). Frames handed to the callback are valid only
 // during the call. `heldBytes` is what the splitter holds in memory (the
-// broker charges it to the connection's uid). Raw memory stays in this file
-// (issue 35): chunks come in and frames go out as `RawSpan`s; inside,
-// `split`'s pointers never reach past `chunk.count` (memchr is given the
-// rest of the chunk, and a piece ends at the LF it found).
-import Glibc
+// broker charges it to the connection's uid). Chunks come in and frames go
+// out as `RawSpan`s; inside, `split` reads a `ByteView` of the chunk
+// (ByteView.swift), each piece a checked range of it ending at the LF found.
 
 /// One unit of input found by `FrameSplitter`.
 /// One unit of input found by `FrameSplitter`. A span borrowed from the
@@ -68,20 +66,20 @@ import Glibc
     /// - Returns: false when `body` or `limit` stopped it early.
     @discardableResult
     @_spi(Package) public mutating func feed(_ chunk: RawSpan, stopAfter limit: Int = .max, _ body: (SplitFrame) -> Bool) -> Bool {
-        chunk.withUnsafeBytes { feed($0, stopAfter: limit, body) }
+        chunk.withByteView { feed($0, stopAfter: limit, body) }
     }
 
     @inline(__always)
-    private mutating func feed(_ chunk: UnsafeRawBufferPointer, stopAfter limit: Int, _ body: (SplitFrame) -> Bool) -> Bool {
+    private mutating func feed(_ chunk: ByteView, stopAfter limit: Int, _ body: (SplitFrame) -> Bool) -> Bool {
         if hasBacklog {
-            if chunk.count > 0 { pending.append(contentsOf: chunk) }
+            if chunk.count > 0 { pending.append(copying: chunk) }
             return splitBacklog(limit, body)
         }
         guard chunk.count > 0 else { return true }
         guard let stop = split(chunk, limit, body) else { return true }
         // `pending` is empty here: a frame was just completed.
         if stop < chunk.count {
-            pending.append(contentsOf: UnsafeRawBufferPointer(rebasing: chunk[stop...]))
+            pending.append(copying: chunk.extracting(from: stop))
             backlogStart = 0
             hasBacklog = true
         }
@@ -97,30 +95,27 @@ import Glibc
             backlogStart = 0
             hasBacklog = true
         }
-        chunk.withUnsafeBytes { pending.append(contentsOf: $0) }
+        pending.append(copying: chunk)
     }
 
     /// Splits `chunk`; the tail without LF goes into `pending`.
     /// - Returns: nil when all of it was used, or the offset after the frame
     ///   whose callback stopped (`chunk.count` when that frame was the last).
     @inline(__always)
-    private mutating func split(_ chunk: UnsafeRawBufferPointer, _ limit: Int, _ body: (SplitFrame) -> Bool) -> Int? {
+    private mutating func split(_ chunk: ByteView, _ limit: Int, _ body: (SplitFrame) -> Bool) -> Int? {
         // Two loops, so the unbounded one (every read of a uid alone) tests nothing more per frame.
         limit < chunk.count ? splitBounded(chunk, limit, body) : split(chunk, body)
     }
 
-    private mutating func split(_ chunk: UnsafeRawBufferPointer, _ body: (SplitFrame) -> Bool) -> Int? {
-        guard let base = chunk.baseAddress else { return nil }
+    private mutating func split(_ chunk: ByteView, _ body: (SplitFrame) -> Bool) -> Int? {
         var offset = 0
         let count = chunk.count
         while offset < count {
-            let remaining = count - offset
-            guard let hit = memchr(base + offset, 0x0A, remaining) else {
-                absorbTail(UnsafeRawBufferPointer(start: base + offset, count: remaining))
+            guard let lf = chunk.firstOffset(of: 0x0A, in: offset..<count) else {
+                absorbTail(chunk.extracting(offset..<count))
                 return nil
             }
-            let lf = UnsafeRawPointer(hit) - base
-            let piece = UnsafeRawBufferPointer(start: base + offset, count: lf - offset)
+            let piece = chunk.extracting(offset..<lf)
             offset = lf + 1
             // The common case, a whole frame in this chunk, without the call.
             let handled = !discarding && pending.isEmpty ? deliver(piece, body) : completeFrame(with: piece, body)
@@ -130,18 +125,15 @@ import Glibc
     }
 
     /// `split`, stopping after the frame that reaches `limit` bytes when more is left.
-    private mutating func splitBounded(_ chunk: UnsafeRawBufferPointer, _ limit: Int, _ body: (SplitFrame) -> Bool) -> Int? {
-        guard let base = chunk.baseAddress else { return nil }
+    private mutating func splitBounded(_ chunk: ByteView, _ limit: Int, _ body: (SplitFrame) -> Bool) -> Int? {
         var offset = 0
         let count = chunk.count
         while offset < count {
-            let remaining = count - offset
-            guard let hit = memchr(base + offset, 0x0A, remaining) else {
-                absorbTail(UnsafeRawBufferPointer(start: base + offset, count: remaining))
+            guard let lf = chunk.firstOffset(of: 0x0A, in: offset..<count) else {
+                absorbTail(chunk.extracting(offset..<count))
                 return nil
             }
-            let lf = UnsafeRawPointer(hit) - base
-            let piece = UnsafeRawBufferPointer(start: base + offset, count: lf - offset)
+            let piece = chunk.extracting(offset..<lf)
             offset = lf + 1
             let handled = !discarding && pending.isEmpty ? deliver(piece, body) : completeFrame(with: piece, body)
             if !handled || (offset >= limit && offset < count) { return offset }
@@ -155,7 +147,7 @@ import Glibc
         pending = []
         backlogStart = 0
         hasBacklog = false
-        let stop = backlog.withUnsafeBytes { raw in split(UnsafeRawBufferPointer(rebasing: raw[start...]), limit, body) }
+        let stop = backlog.withByteView { raw in split(raw.extracting(from: start), limit, body) }
         guard let stop else { return true }
         if start + stop < backlog.count {
             pending = backlog
@@ -171,12 +163,12 @@ import Glibc
     @_spi(Package) public mutating func finish(_ body: (SplitFrame) -> Bool) {
         if hasBacklog && !splitBacklog(.max, body) { return }
         guard hasPartialFrame else { return }
-        _ = completeFrame(with: UnsafeRawBufferPointer(start: nil, count: 0), body)
+        _ = completeFrame(with: ByteView(), body)
     }
 
     /// Appends bytes that have no LF yet, switching to discard mode past the limit
     /// (one byte of slack for a CR that may precede the LF).
-    mutating func absorbTail(_ tail: UnsafeRawBufferPointer) {
+    mutating func absorbTail(_ tail: ByteView) {
         if discarding {
             discardedBytes += tail.count
             if tail.count > 0 { discardedEndsWithCR = tail[tail.count - 1] == 0x0D }
@@ -189,11 +181,11 @@ import Glibc
             pending = []
             return
         }
-        pending.append(contentsOf: tail)
+        pending.append(copying: tail)
     }
 
     /// Completes the current frame with `piece` (the bytes up to, not including, its LF).
-    mutating func completeFrame(with piece: UnsafeRawBufferPointer, _ body: (SplitFrame) -> Bool) -> Bool {
+    mutating func completeFrame(with piece: ByteView, _ body: (SplitFrame) -> Bool) -> Bool {
         if discarding {
             var total = discardedBytes + piece.count
             let endsWithCR = piece.count > 0 ? piece[piece.count - 1] == 0x0D : discardedEndsWithCR
@@ -212,15 +204,15 @@ import Glibc
             pending = []
             return body(.tooLarge(bytes: last == 0x0D ? total - 1 : total))
         }
-        pending.append(contentsOf: piece)
+        pending.append(copying: piece)
         let whole = pending
         pending = []
-        return whole.withUnsafeBytes { deliver($0, body) }
+        return whole.withByteView { deliver($0, body) }
     }
 
     /// Strips a trailing CR, skips blank lines, enforces the limit, calls `body`.
     @inline(__always)
-    private func deliver(_ line: UnsafeRawBufferPointer, _ body: (SplitFrame) -> Bool) -> Bool {
+    private func deliver(_ line: ByteView, _ body: (SplitFrame) -> Bool) -> Bool {
         var length = line.count
         if length > 0 && line[length - 1] == 0x0D { length -= 1 }
         if length > maxFrameBytes { return body(.tooLarge(bytes: length)) }
@@ -230,6 +222,6 @@ import Glibc
             if b != 0x20 && b != 0x09 && b != 0x0D { blank = false; break }
         }
         if blank { return true }
-        return body(.frame(UnsafeRawBufferPointer(start: line.baseAddress, count: length).bytes))
+        return line.extracting(0..<length).withSpan { body(.frame($0)) }
     }
 }

@@ -11,7 +11,7 @@
     ///   exponent, any other kind of token, or a value above `UInt64.max`.
     @inlinable
     @_spi(Package) public static func unsigned(_ bytes: RawSpan, _ token: JSONToken) -> UInt64? {
-        bytes.withUnsafeBytes { unsigned($0, token) }
+        bytes.withByteView { unsigned($0, token) }
     }
 
     /// An integer token as `Int64`, e.g. `-42`.
@@ -19,20 +19,19 @@
     ///   a value outside `Int64.min...Int64.max`.
     @inlinable
     @_spi(Package) public static func signed(_ bytes: RawSpan, _ token: JSONToken) -> Int64? {
-        bytes.withUnsafeBytes { signed($0, token) }
+        bytes.withByteView { signed($0, token) }
     }
 
-    // The same on bytes the callers not moved to spans yet hold as a
-    // pointer (issue 35).
+    // The same on a view of the bytes (ByteView.swift): what the span forms call.
 
     @inlinable
-    @_spi(Package) public static func unsigned(_ bytes: UnsafeRawBufferPointer, _ token: JSONToken) -> UInt64? {
+    static func unsigned(_ bytes: ByteView, _ token: JSONToken) -> UInt64? {
         guard case .number(integer: true) = token.kind, bytes[token.start] != 0x2D else { return nil }
         return magnitude(bytes, token.start, token.end)
     }
 
     @inlinable
-    @_spi(Package) public static func signed(_ bytes: UnsafeRawBufferPointer, _ token: JSONToken) -> Int64? {
+    static func signed(_ bytes: ByteView, _ token: JSONToken) -> Int64? {
         guard case .number(integer: true) = token.kind else { return nil }
         let negative = bytes[token.start] == 0x2D
         guard let magnitude = magnitude(bytes, negative ? token.start + 1 : token.start, token.end) else { return nil }
@@ -45,7 +44,7 @@
 
     /// The decimal digits `bytes[start..<end]` as `UInt64`, nil on overflow.
     @inlinable
-    static func magnitude(_ bytes: UnsafeRawBufferPointer, _ start: Int, _ end: Int) -> UInt64? {
+    static func magnitude(_ bytes: ByteView, _ start: Int, _ end: Int) -> UInt64? {
         var value: UInt64 = 0
         var i = start
         if end - start < 20 {

@@ -35,12 +35,12 @@
     ///   (`JSONScanner.lineSafe`: the broker's requests); an error at a raw
     ///   CR (not whitespace then, a control character in a string) is `.lineBreak`.
     @_spi(Package) public static func scan(_ bytes: RawSpan, maxDepth: Int = ProtocolConstants.maxDepth, lineSafe: Bool = false, _ member: (JSONToken, JSONToken) -> Void) throws(ReadError) {
-        try bytes.withUnsafeBytes { (bytes) throws(ReadError) in try scan(bytes, maxDepth: maxDepth, lineSafe: lineSafe, member) }
+        try bytes.withByteView { (bytes) throws(ReadError) in try scan(bytes, maxDepth: maxDepth, lineSafe: lineSafe, member) }
     }
 
-    /// `scan` on bytes the callers not moved to spans yet hold as a pointer (issue 35).
+    /// `scan` on a view of the bytes (the envelope's, the span form's).
     @inline(__always)
-    @_spi(Package) public static func scan(_ bytes: UnsafeRawBufferPointer, maxDepth: Int = ProtocolConstants.maxDepth, lineSafe: Bool = false, _ member: (JSONToken, JSONToken) -> Void) throws(ReadError) {
+    static func scan(_ bytes: ByteView, maxDepth: Int = ProtocolConstants.maxDepth, lineSafe: Bool = false, _ member: (JSONToken, JSONToken) -> Void) throws(ReadError) {
         var s = JSONScanner(bytes, maxDepth: maxDepth, lineSafe: lineSafe)
         s.skipWhitespace()
         guard s.position < bytes.count, bytes[s.position] == 0x7B else {
@@ -55,7 +55,7 @@
     }
 
     /// `error`, or `.lineBreak` when a line-safe scan stopped at a raw CR.
-    static func lineBreak(_ error: JSONSyntaxError, _ bytes: UnsafeRawBufferPointer, _ lineSafe: Bool) -> JSONSyntaxError {
+    static func lineBreak(_ error: JSONSyntaxError, _ bytes: ByteView, _ lineSafe: Bool) -> JSONSyntaxError {
         guard lineSafe, error.offset < bytes.count, bytes[error.offset] == 0x0D else { return error }
         return JSONSyntaxError(.lineBreak, at: error.offset)
     }
@@ -63,11 +63,11 @@
     /// The top-level members of one JSON object, in order, later duplicates included.
     /// - Throws: `ReadError`.
     @_spi(Package) public static func members(_ bytes: RawSpan, maxDepth: Int = ProtocolConstants.maxDepth) throws(ReadError) -> [JSONMember] {
-        try bytes.withUnsafeBytes { (bytes) throws(ReadError) in try members(bytes, maxDepth: maxDepth) }
+        try bytes.withByteView { (bytes) throws(ReadError) in try members(bytes, maxDepth: maxDepth) }
     }
 
-    /// `members` on bytes held as a pointer.
-    @_spi(Package) public static func members(_ bytes: UnsafeRawBufferPointer, maxDepth: Int = ProtocolConstants.maxDepth) throws(ReadError) -> [JSONMember] {
+    /// `members` on a view of the bytes.
+    static func members(_ bytes: ByteView, maxDepth: Int = ProtocolConstants.maxDepth) throws(ReadError) -> [JSONMember] {
         var result: [JSONMember] = []
         try scan(bytes, maxDepth: maxDepth) { key, value in
             result.append(JSONMember(key: JSONString.decode(bytes, key), value: value))
@@ -76,14 +76,14 @@
     }
 
     /// Whether valid UTF-8 `bytes` hold U+0085, U+2028 or U+2029.
-    static func containsLineSeparator(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    static func containsLineSeparator(_ bytes: ByteView) -> Bool {
         lineSeparatorLength(bytes, at: 0, end: bytes.count, scanning: true) != 0
     }
 
     /// The length (2 or 3) of U+0085, U+2028 or U+2029 at `i`, 0 when none
     /// is there; `scanning`: at the first one from `i` on (its end offset
     /// then, not its length; 0 when none).
-    static func lineSeparatorLength(_ bytes: UnsafeRawBufferPointer, at start: Int, end: Int, scanning: Bool = false) -> Int {
+    static func lineSeparatorLength(_ bytes: ByteView, at start: Int, end: Int, scanning: Bool = false) -> Int {
         var i = start
         repeat {
             guard i < end else { return 0 }
@@ -100,10 +100,10 @@
     /// escapes: the same value): compacts pretty-printed JSON that the
     /// scanner validated.
     @_spi(Package) public static func appendCompacted(_ bytes: RawSpan, _ token: JSONToken, to out: inout [UInt8]) {
-        bytes.withUnsafeBytes { appendCompacted($0, token, to: &out) }
+        bytes.withByteView { appendCompacted($0, token, to: &out) }
     }
 
-    @_spi(Package) public static func appendCompacted(_ bytes: UnsafeRawBufferPointer, _ token: JSONToken, to out: inout [UInt8]) {
+    static func appendCompacted(_ bytes: ByteView, _ token: JSONToken, to out: inout [UInt8]) {
         var i = token.start
         var inString = false
         while i < token.end {

@@ -11,13 +11,16 @@
 // JSONScanner.swift. Escapes, non-ASCII bytes and numbers go to the general
 // scanner's own routines, so only the structure is written twice.
 
-import Glibc
-
 extension JSONScanner {
     /// Validates one whole JSON text as `validate` does.
     /// - Parameter maxDepth: at most 512 (`ProtocolConstants.maxDepth`).
     /// - Returns: the value's token, or nil where `validate` throws.
-    @_spi(Package) public static func validateQuickly(_ bytes: UnsafeRawBufferPointer, maxDepth: Int = 512, lineSafe: Bool = false) -> JSONToken? {
+    @_spi(Package) public static func validateQuickly(_ bytes: RawSpan, maxDepth: Int = 512, lineSafe: Bool = false) -> JSONToken? {
+        bytes.withByteView { validateQuickly($0, maxDepth: maxDepth, lineSafe: lineSafe) }
+    }
+
+    /// `validateQuickly` on a view of the bytes.
+    static func validateQuickly(_ bytes: ByteView, maxDepth: Int = 512, lineSafe: Bool = false) -> JSONToken? {
         precondition(maxDepth <= 512, "the quick scan keeps at most 512 open containers")
         var scanner = JSONScanner(bytes, maxDepth: maxDepth, lineSafe: lineSafe)
         scanner.skipWhitespace()
@@ -32,21 +35,21 @@ extension JSONScanner {
     ///   (`position` is then anywhere).
     @usableFromInline
     mutating func quickValue(depth: Int) -> JSONToken? {
-        guard position < end, let base = bytes.baseAddress else { return nil }
+        guard position < end else { return nil }
         let start = position
-        switch base.load(fromByteOffset: start, as: UInt8.self) {
+        switch bytes[start] {
         case 0x22:
             guard let escaped = quickString() else { return nil }
             return JSONToken(start: start, end: position, kind: .string(escaped: escaped))
         case 0x7B, 0x5B:
             switch quickContainers(depth: depth) {
             case .valid:
-                return JSONToken(start: start, end: position, kind: base.load(fromByteOffset: start, as: UInt8.self) == 0x7B ? .object : .array)
+                return JSONToken(start: start, end: position, kind: bytes[start] == 0x7B ? .object : .array)
             case .invalid:
                 // A raw CR stopped the quick loop: whitespace unless
                 // `lineSafe`, for the general scanner to tell (a cold path:
                 // the frame is refused or goes to the general decoder).
-                guard !lineSafe, memchr(base + start, 0x0D, end &- start) != nil else { return nil }
+                guard !lineSafe, bytes.firstOffset(of: 0x0D, in: start..<end) != nil else { return nil }
                 position = start
                 return try? scanValue(depth: depth)
             case .tooDeepToTell:
@@ -121,7 +124,7 @@ extension JSONScanner {
     /// throws; `position` is after the value when `.valid`.
     @usableFromInline
     mutating func quickContainers(depth: Int) -> QuickVerdict {
-        let base = bytes.baseAddress.unsafelyUnwrapped
+        let base = bytes
         let end = self.end
         // The position lives in `p` and goes to `position` only around the
         // general scanner's routines (escapes, non-ASCII, numbers, literals).
@@ -198,9 +201,9 @@ extension JSONScanner {
     /// is all plain bytes, else 0 (it has an escape, a non-ASCII or control
     /// byte, or no end).
     @inline(__always) @usableFromInline
-    static func plainStringEnd(_ bytes: UnsafeRawBufferPointer, _ start: Int) -> Int {
+    static func plainStringEnd(_ bytes: ByteView, _ start: Int) -> Int {
         let close = plainRunEnd(bytes, from: start &+ 1)
-        return close < bytes.count && at(bytes.baseAddress.unsafelyUnwrapped, close) == 0x22 ? close &+ 1 : 0
+        return close < bytes.count && bytes[close] == 0x22 ? close &+ 1 : 0
     }
 
     /// A string at `p` by `quickString`. False where `scanString` throws.
@@ -213,13 +216,13 @@ extension JSONScanner {
     }
 
     @inline(__always) @usableFromInline
-    static func at(_ base: UnsafeRawPointer, _ i: Int) -> UInt8 { base.load(fromByteOffset: i, as: UInt8.self) }
+    static func at(_ base: ByteView, _ i: Int) -> UInt8 { base[i] }
 
     /// `skipWhitespace` on a local position, space, tab and LF only: a CR
     /// stops it (the general scanner decides: whitespace, or with
     /// `lineSafe` an error), so the loop has no flag to test.
     @inline(__always) @usableFromInline
-    static func skipWhitespace(_ base: UnsafeRawPointer, _ p: inout Int, _ end: Int) {
+    static func skipWhitespace(_ base: ByteView, _ p: inout Int, _ end: Int) {
         while p < end {
             let b = at(base, p)
             guard b == 0x20 || b == 0x09 || b == 0x0A else { return }

@@ -72,7 +72,7 @@
 /// The buffer must outlive the scanner. Nesting is limited to `maxDepth`
 /// containers (PROTOCOL.md "Framing": deeper than 512 is `bad_frame`).
 @_spi(Package) public struct JSONScanner {
-    @_spi(Package) public let bytes: UnsafeRawBufferPointer
+    @_spi(Package) public let bytes: ByteView
     @_spi(Package) public var position: Int
     @_spi(Package) public let maxDepth: Int
     /// Refuses what a line reader would split a frame at (the broker's
@@ -86,7 +86,7 @@
     ///   - bytes: the text to scan; not copied.
     ///   - maxDepth: the deepest nesting of objects and arrays accepted (default 512).
     ///   - lineSafe: refuse a raw CR, U+0085, U+2028, U+2029 (default false).
-    @inlinable @_spi(Package) public init(_ bytes: UnsafeRawBufferPointer, maxDepth: Int = 512, lineSafe: Bool = false) {
+    @inlinable init(_ bytes: ByteView, maxDepth: Int = 512, lineSafe: Bool = false) {
         self.bytes = bytes
         self.position = 0
         self.maxDepth = maxDepth
@@ -114,13 +114,13 @@
 
     /// `validate(_:maxDepth:lineSafe:)` of a span.
     @_spi(Package) public static func validate(_ bytes: RawSpan, maxDepth: Int = 512, lineSafe: Bool = false) throws(JSONSyntaxError) -> JSONToken {
-        try bytes.withUnsafeBytes { (raw) throws(JSONSyntaxError) -> JSONToken in try validate(raw, maxDepth: maxDepth, lineSafe: lineSafe) }
+        try bytes.withByteView { (raw) throws(JSONSyntaxError) -> JSONToken in try validate(raw, maxDepth: maxDepth, lineSafe: lineSafe) }
     }
 
     /// Validates one whole JSON text: whitespace, one value, whitespace, end.
     /// - Returns: the value's token.
     /// - Throws: `JSONSyntaxError` for anything RFC 8259 or RFC 3629 rejects.
-    @_spi(Package) public static func validate(_ bytes: UnsafeRawBufferPointer, maxDepth: Int = 512, lineSafe: Bool = false) throws(JSONSyntaxError) -> JSONToken {
+    static func validate(_ bytes: ByteView, maxDepth: Int = 512, lineSafe: Bool = false) throws(JSONSyntaxError) -> JSONToken {
         var scanner = JSONScanner(bytes, maxDepth: maxDepth, lineSafe: lineSafe)
         scanner.skipWhitespace()
         let token = try scanner.scanValue(depth: 0)
@@ -180,7 +180,7 @@
         if end &- position >= 4 {
             // The common case at once: all of it there (one load, one compare).
             let mask: UInt32 = count == 4 ? ~0 : 0xFF_FFFF
-            if bytes.baseAddress.unsafelyUnwrapped.loadUnaligned(fromByteOffset: position, as: UInt32.self) & mask == rest {
+            if bytes.loadUnaligned(fromByteOffset: position, as: UInt32.self) & mask == rest {
                 position &+= count
                 return
             }
@@ -221,29 +221,28 @@
     /// buffer's last 16 bytes, the lanes before `start` masked off (byte by
     /// byte only in a buffer shorter than 16 bytes).
     @inline(__always) @usableFromInline
-    static func plainRunEnd(_ bytes: UnsafeRawBufferPointer, from start: Int) -> Int {
+    static func plainRunEnd(_ bytes: ByteView, from start: Int) -> Int {
         var position = start
         let end = bytes.count
-        guard let base = bytes.baseAddress else { return position }
         if end &- position >= 16 {
             // Most strings end in their first 16 bytes: look there inline,
             // and go to the loop for long runs only past them.
-            let lanes = specialLanes(base + position)
+            let lanes = specialLanes(bytes, position)
             if lanes.low | lanes.high != 0 { return position &+ firstLane(lanes) }
             position &+= 16
             if end &- position >= 64 {
-                position = longRunEnd(base, from: position, end: end)
+                position = longRunEnd(bytes, from: position, end: end)
                 if position < end &- 15 { return position }  // found in a whole block
             }
             while end &- position >= 16 {
-                let lanes = specialLanes(base + position)
+                let lanes = specialLanes(bytes, position)
                 if lanes.low | lanes.high != 0 { return position &+ firstLane(lanes) }
                 position &+= 16
             }
         }
         guard position < end else { return position }
         if end >= 16 {
-            var lanes = specialLanes(base + (end &- 16))
+            var lanes = specialLanes(bytes, end &- 16)
             // Lane i is byte end - 16 + i; the lanes below `position` were seen.
             let seen = UInt64(truncatingIfNeeded: position &- (end &- 16)) &* 8  // 8...120 bits
             if seen < 64 {
@@ -256,7 +255,7 @@
             return end
         }
         while position < end {
-            let b = base.load(fromByteOffset: position, as: UInt8.self)
+            let b = bytes[position]
             if b >= 0x20 && b < 0x80 && b != 0x22 && b != 0x5C { position &+= 1 } else { break }
         }
         return position
@@ -267,39 +266,39 @@
     /// - Returns: the special byte's offset, or where fewer than 16 bytes
     ///   are left (at least `end - 15`).
     @usableFromInline
-    static func longRunEnd(_ base: UnsafeRawPointer, from start: Int, end: Int) -> Int {
+    static func longRunEnd(_ bytes: ByteView, from start: Int, end: Int) -> Int {
         var position = start
         while end &- position >= 64 {
-            let p = base + position
-            let a = specialVector(p), b = specialVector(p + 16), c = specialVector(p + 32), d = specialVector(p + 48)
+            let p = position
+            let a = specialVector(bytes, p), b = specialVector(bytes, p &+ 16), c = specialVector(bytes, p &+ 32), d = specialVector(bytes, p &+ 48)
             let any = unsafeBitCast(a | b | c | d, to: SIMD2<UInt64>.self)
             if any[0] | any[1] != 0 { break }  // the 16-byte loop below finds it
             position &+= 64
         }
         while end &- position >= 16 {
-            let lanes = specialLanes(base + position)
+            let lanes = specialLanes(bytes, position)
             if lanes.low | lanes.high != 0 { return position &+ firstLane(lanes) }
             position &+= 16
         }
         return position
     }
 
-    /// The 16 bytes at `p` as lanes of 0xFF where the byte is `"`, `\\`,
+    /// The 16 bytes at offset `p` as lanes of 0xFF where the byte is `"`, `\\`,
     /// below 0x20 or non-ASCII, 0x00 elsewhere.
     @inline(__always) @usableFromInline
-    static func specialVector(_ p: UnsafeRawPointer) -> SIMD16<UInt8> {
-        let v = p.loadUnaligned(as: SIMD16<UInt8>.self)
+    static func specialVector(_ bytes: ByteView, _ p: Int) -> SIMD16<UInt8> {
+        let v = bytes.loadUnaligned(fromByteOffset: p, as: SIMD16<UInt8>.self)
         // Signed: non-ASCII bytes are negative, so `< 0x20` takes them too.
         let special = unsafeBitCast(v, to: SIMD16<Int8>.self) .< SIMD16<Int8>(repeating: 0x20)
             .| v .== SIMD16<UInt8>(repeating: 0x22) .| v .== SIMD16<UInt8>(repeating: 0x5C)
         return unsafeBitCast(special, to: SIMD16<UInt8>.self)
     }
 
-    /// The 16 bytes at `p` as two words whose bytes are 0xFF where the byte
+    /// The 16 bytes at offset `p` as two words whose bytes are 0xFF where the byte
     /// is `"`, `\\`, below 0x20 or non-ASCII, 0x00 elsewhere.
     @inline(__always) @usableFromInline
-    static func specialLanes(_ p: UnsafeRawPointer) -> (low: UInt64, high: UInt64) {
-        let words = unsafeBitCast(specialVector(p), to: SIMD2<UInt64>.self)
+    static func specialLanes(_ bytes: ByteView, _ p: Int) -> (low: UInt64, high: UInt64) {
+        let words = unsafeBitCast(specialVector(bytes, p), to: SIMD2<UInt64>.self)
         return (UInt64(littleEndian: words[0]), UInt64(littleEndian: words[1]))
     }
 

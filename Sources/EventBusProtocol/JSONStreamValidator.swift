@@ -80,8 +80,8 @@ struct JSONStreamValidator {
     ///   - final: `end` is the end of the text: what is cut short is an error.
     ///   - member: called for each member of a top-level object, in order,
     ///     with its key token and value token, as `JSONScanner.scanMembers` does.
-    mutating func advance(_ text: UnsafeRawBufferPointer, end: Int, final: Bool, member: (JSONToken, JSONToken) -> Void) {
-        let text = UnsafeRawBufferPointer(rebasing: text[0..<end])
+    mutating func advance(_ text: ByteView, end: Int, final: Bool, member: (JSONToken, JSONToken) -> Void) {
+        let text = text.extracting(0..<end)
         while error == nil {
             switch state {
             case .value, .arrayFirst:
@@ -148,7 +148,7 @@ struct JSONStreamValidator {
         if final { fail(.unexpectedEnd, at: position) }
     }
 
-    private mutating func skipWhitespace(_ text: UnsafeRawBufferPointer) {
+    private mutating func skipWhitespace(_ text: ByteView) {
         while position < text.count {
             let b = text[position]
             guard b == 0x20 || b == 0x09 || b == 0x0A else { return }
@@ -213,7 +213,7 @@ struct JSONStreamValidator {
     }
 
     /// - Returns: false when it stopped (more bytes needed, or an error).
-    private mutating func scanString(_ text: UnsafeRawBufferPointer, final: Bool, _ member: (JSONToken, JSONToken) -> Void) -> Bool {
+    private mutating func scanString(_ text: ByteView, final: Bool, _ member: (JSONToken, JSONToken) -> Void) -> Bool {
         let end = text.count
         while true {
             position = JSONScanner.plainRunEnd(text, from: position)
@@ -254,7 +254,7 @@ struct JSONStreamValidator {
 
     /// `JSONScanner.scanNumber` a byte at a time.
     /// - Returns: false when it stopped (more bytes needed, or an error).
-    private mutating func scanNumber(_ text: UnsafeRawBufferPointer, final: Bool, _ member: (JSONToken, JSONToken) -> Void) -> Bool {
+    private mutating func scanNumber(_ text: ByteView, final: Bool, _ member: (JSONToken, JSONToken) -> Void) -> Bool {
         let end = text.count
         while true {
             guard position < end else {
@@ -323,7 +323,7 @@ struct JSONStreamValidator {
 
     /// `JSONScanner.expectLiteral`, resumable.
     /// - Returns: false when it stopped (more bytes needed, or an error).
-    private mutating func scanLiteral(_ text: UnsafeRawBufferPointer, final: Bool, _ member: (JSONToken, JSONToken) -> Void) -> Bool {
+    private mutating func scanLiteral(_ text: ByteView, final: Bool, _ member: (JSONToken, JSONToken) -> Void) -> Bool {
         let first = text[tokenStart]
         // The literal's bytes after the first: "rue", "alse", "ull".
         let (rest, count, kind): (UInt32, Int, JSONKind) = first == 0x74 ? (0x65_7572, 3, .true) : first == 0x66 ? (0x6573_6C61, 4, .false) : (0x6C_6C75, 3, .null)

@@ -7,36 +7,35 @@
 @_spi(Package) public enum JSONString {
     /// Decodes a validated string token (quotes included) into its UTF-8 bytes.
     @_spi(Package) public static func decodeBytes(_ bytes: RawSpan, _ token: JSONToken) -> [UInt8] {
-        bytes.withUnsafeBytes { decodeBytes($0, token) }
+        bytes.withByteView { decodeBytes($0, token) }
     }
 
     /// Appends the decoded bytes of a validated string token to `out` (what
     /// `decodeBytes` returns, without an array of their own).
     @_spi(Package) public static func appendDecoded(_ bytes: RawSpan, _ token: JSONToken, to out: inout [UInt8]) {
-        bytes.withUnsafeBytes { appendDecoded($0, token, to: &out) }
+        bytes.withByteView { appendDecoded($0, token, to: &out) }
     }
 
     /// Decodes a validated string token into a `String`.
     @_spi(Package) public static func decode(_ bytes: RawSpan, _ token: JSONToken) -> String {
-        bytes.withUnsafeBytes { decode($0, token) }
+        bytes.withByteView { decode($0, token) }
     }
 
     /// Whether a validated string token decodes to exactly `ascii`.
     @_spi(Package) public static func equals(_ bytes: RawSpan, _ token: JSONToken, _ ascii: StaticString) -> Bool {
-        bytes.withUnsafeBytes { equals($0, token, ascii) }
+        bytes.withByteView { equals($0, token, ascii) }
     }
 
-    // The same on bytes the callers not moved to spans yet hold as a
-    // pointer (issue 35).
+    // The same on a view of the bytes (ByteView.swift): the decoder's own calls.
 
-    @_spi(Package) public static func decodeBytes(_ bytes: UnsafeRawBufferPointer, _ token: JSONToken) -> [UInt8] {
+    static func decodeBytes(_ bytes: ByteView, _ token: JSONToken) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(token.count - 2)
         appendDecoded(bytes, token, to: &out)
         return out
     }
 
-    @_spi(Package) public static func appendDecoded(_ bytes: UnsafeRawBufferPointer, _ token: JSONToken, to out: inout [UInt8]) {
+    static func appendDecoded(_ bytes: ByteView, _ token: JSONToken, to out: inout [UInt8]) {
         var i = token.start + 1
         let end = token.end - 1
         while i < end {
@@ -64,31 +63,24 @@
         }
     }
 
-    @_spi(Package) public static func decode(_ bytes: UnsafeRawBufferPointer, _ token: JSONToken) -> String {
+    static func decode(_ bytes: ByteView, _ token: JSONToken) -> String {
         if case .string(escaped: false) = token.kind {
-            return String(decoding: UnsafeRawBufferPointer(rebasing: bytes[(token.start + 1)..<(token.end - 1)]), as: UTF8.self)
+            return String(decoding: bytes.extracting((token.start + 1)..<(token.end - 1)), as: UTF8.self)
         }
         return String(decoding: decodeBytes(bytes, token), as: UTF8.self)
     }
 
-    @_spi(Package) public static func equals(_ bytes: UnsafeRawBufferPointer, _ token: JSONToken, _ ascii: StaticString) -> Bool {
-        let expected = UnsafeRawBufferPointer(start: ascii.utf8Start, count: ascii.utf8CodeUnitCount)
+    static func equals(_ bytes: ByteView, _ token: JSONToken, _ ascii: StaticString) -> Bool {
+        let expected = ByteView(ascii)
         if case .string(escaped: false) = token.kind {
             guard token.count - 2 == expected.count else { return false }
-            return memoryEqual(bytes.baseAddress! + token.start + 1, expected.baseAddress!, expected.count)
+            return bytes.hasBytes(ascii, at: token.start + 1)
         }
         let decoded = decodeBytes(bytes, token)
         return decoded.elementsEqual(expected)
     }
 
-    @inline(__always) static func memoryEqual(_ a: UnsafeRawPointer, _ b: UnsafeRawPointer, _ n: Int) -> Bool {
-        for i in 0..<n where a.load(fromByteOffset: i, as: UInt8.self) != b.load(fromByteOffset: i, as: UInt8.self) {
-            return false
-        }
-        return true
-    }
-
-    static func hex4(_ bytes: UnsafeRawBufferPointer, _ at: Int) -> UInt32 {
+    static func hex4(_ bytes: ByteView, _ at: Int) -> UInt32 {
         var value: UInt32 = 0
         for k in 0..<4 {
             let b = bytes[at + k]
@@ -123,8 +115,7 @@
     /// escape are copied whole.
     @_spi(Package) public static func appendQuoted(_ text: String, to out: inout [UInt8]) {
         out.append(0x22)
-        var text = text
-        text.withUTF8 { bytes in
+        text.withByteView { bytes in
             var run = 0
             var i = 0
             while i < bytes.count {
@@ -136,14 +127,14 @@
                     let separator = b == 0xC2 ? bytes[i] == 0x85 : bytes[i] == 0x80 && bytes[i + 1] & 0xFE == 0xA8
                     guard separator else { continue }
                     let start = i - 1
-                    if run < start { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run..<start])) }
+                    if run < start { out.append(copying: bytes.extracting(run..<start)) }
                     let code: [UInt8] = b == 0xC2 ? [0x30, 0x30, 0x38, 0x35] : [0x32, 0x30, 0x32, bytes[i + 1] == 0xA8 ? 0x38 : 0x39]
                     out.append(0x5C); out.append(0x75); out.append(contentsOf: code)
                     i += b == 0xC2 ? 1 : 2
                     run = i
                     continue
                 }
-                if run < i - 1 { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run..<(i - 1)])) }
+                if run < i - 1 { out.append(copying: bytes.extracting(run..<(i - 1))) }
                 run = i
                 switch b {
                 case 0x22: out.append(0x5C); out.append(0x22)
@@ -152,12 +143,11 @@
                 case 0x0D: out.append(0x5C); out.append(0x72)
                 case 0x09: out.append(0x5C); out.append(0x74)
                 default:
-                    let hex: StaticString = "0123456789abcdef"
-                    let digits = hex.utf8Start
+                    let digits = ByteView("0123456789abcdef")
                     out.append(contentsOf: [0x5C, 0x75, 0x30, 0x30, digits[Int(b >> 4)], digits[Int(b & 0xF)]])
                 }
             }
-            if run < bytes.count { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run...])) }
+            if run < bytes.count { out.append(copying: bytes.extracting(from: run)) }
         }
         out.append(0x22)
     }

@@ -27,11 +27,11 @@ import Glibc
     /// Validates `bytes` as one JSON value (whitespace around it allowed).
     /// - Throws: `JSONSyntaxError` with the reason and byte offset.
     @_spi(Package) public init(validating bytes: [UInt8], layout: Layout = .asGiven) throws(JSONSyntaxError) {
-        let result: Result<[UInt8], JSONSyntaxError> = bytes.withUnsafeBytes { raw in
+        let result: Result<[UInt8], JSONSyntaxError> = bytes.withByteView { raw in
             // The usual value (one line, nothing around it, no raw CR or
             // separator: what a `lineSafe` scan accepts) in one pass, kept as given.
             if layout == .asGiven, let token = JSONScanner.validateQuickly(raw, maxDepth: ProtocolConstants.maxDepth, lineSafe: true),
-               token.start == 0, token.end == raw.count, memchr(raw.baseAddress!, 0x0A, raw.count) == nil {
+               token.start == 0, token.end == raw.count, raw.firstIndex(of: 0x0A) == nil {
                 return .success(bytes)
             }
             do throws(JSONSyntaxError) {

@@ -21,7 +21,7 @@ extension FrameKey {
 
     /// The case whose name a validated string token decodes to, nil for any other text.
     @inline(__always)
-    static func find(_ token: JSONToken, in bytes: UnsafeRawBufferPointer) -> Self? {
+    static func find(_ token: JSONToken, in bytes: ByteView) -> Self? {
         guard let position = Self.table.lookup.position(of: token, in: bytes) else { return nil }
         return Self(rawValue: position)
     }
@@ -70,7 +70,7 @@ struct KeyTable: Sendable {
 struct KeyLookup: @unchecked Sendable {
     // @unchecked: `slots` is written once in `init` and never again, and
     // never freed (lookups are static tables that live as long as the process).
-    private let slots: UnsafeMutablePointer<Slot>
+    private let slots: TokenSlots<Slot>
     private let multiplier: UInt64
     private let shift: UInt64
 
@@ -89,7 +89,7 @@ struct KeyLookup: @unchecked Sendable {
             precondition((1...16).contains(bytes.count) && !bytes.contains(0), "names are 1-16 bytes without NUL: \(name)")
             let length = bytes.count
             bytes += repeatElement(0, count: 16 - length)
-            return bytes.withUnsafeBytes { raw in
+            return bytes.withByteView { raw in
                 Slot(low: UInt64(littleEndian: raw.loadUnaligned(as: UInt64.self)),
                      high: UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self)),
                      length: length, position: position)
@@ -114,8 +114,7 @@ struct KeyLookup: @unchecked Sendable {
         }
         guard let (multiplier, table) = chosen else { preconditionFailure("no perfect hash for \(names)") }
         self.multiplier = multiplier
-        self.slots = .allocate(capacity: size)
-        self.slots.initialize(from: table, count: size)
+        self.slots = .immortal(copying: table)
     }
 
     @inline(__always)
@@ -123,30 +122,29 @@ struct KeyLookup: @unchecked Sendable {
         Int(truncatingIfNeeded: ((low &+ UInt64(truncatingIfNeeded: length)) &* multiplier) &>> shift)
     }
 
-    /// `count` bytes (at most 8) at `p`, little-endian, zero-padded; `readable`
-    /// is how many bytes from `p` may be read (at least `count`).
+    /// `count` bytes (at most 8) at `offset` of `bytes`, little-endian,
+    /// zero-padded; the bytes up to the view's end may be read (at least `count`).
     @inline(__always)
-    static func word(_ p: UnsafeRawPointer, count: Int, readable: Int) -> UInt64 {
-        if readable >= 8 {
-            let word = UInt64(littleEndian: p.loadUnaligned(as: UInt64.self))
+    static func word(_ bytes: ByteView, at offset: Int, count: Int) -> UInt64 {
+        if bytes.count &- offset >= 8 {
+            let word = bytes.word(at: offset)
             return count >= 8 ? word : word & ((1 &<< (UInt64(truncatingIfNeeded: count) &* 8)) &- 1)
         }
         var word: UInt64 = 0
         for i in 0..<min(count, 8) {
-            word |= UInt64(p.load(fromByteOffset: i, as: UInt8.self)) &<< (UInt64(truncatingIfNeeded: i) &* 8)
+            word |= UInt64(bytes[offset &+ i]) &<< (UInt64(truncatingIfNeeded: i) &* 8)
         }
         return word
     }
 
-    /// The position of the name that the `count` bytes at `p` spell, or nil.
-    /// - Parameter readable: bytes from `p` that may be read (at least `count`).
+    /// The position of the name that the `count` bytes at `offset` of `bytes` spell, or nil.
     @inline(__always)
-    func position(at p: UnsafeRawPointer, count: Int, readable: Int) -> Int? {
-        let low = KeyLookup.word(p, count: count, readable: readable)
+    func position(in bytes: ByteView, at offset: Int, count: Int) -> Int? {
+        let low = KeyLookup.word(bytes, at: offset, count: count)
         let slot = slots[KeyLookup.hash(low, count, multiplier, shift)]
         guard slot.low == low && slot.length == count && count != 0 else { return nil }
         if count > 8 {
-            guard KeyLookup.word(p + 8, count: count &- 8, readable: readable &- 8) == slot.high else { return nil }
+            guard KeyLookup.word(bytes, at: offset &+ 8, count: count &- 8) == slot.high else { return nil }
         }
         return slot.position
     }
@@ -154,15 +152,15 @@ struct KeyLookup: @unchecked Sendable {
     /// The position of the name a validated string token decodes to, or nil.
     /// Allocates only for a token with escapes (`"\u006fp"`), which is decoded first.
     @inline(__always)
-    func position(of token: JSONToken, in bytes: UnsafeRawBufferPointer) -> Int? {
+    func position(of token: JSONToken, in bytes: ByteView) -> Int? {
         guard case .string(escaped: false) = token.kind else {
             let decoded = JSONString.decodeBytes(bytes, token)
             if decoded.isEmpty { return nil }
-            return decoded.withUnsafeBytes { position(at: $0.baseAddress!, count: $0.count, readable: $0.count) }
+            return decoded.withByteView { position(in: $0, at: 0, count: $0.count) }
         }
         // Validated tokens lie inside `bytes`: no overflow checks needed.
         let start = token.start &+ 1
-        return position(at: bytes.baseAddress.unsafelyUnwrapped + start, count: token.end &- start &- 1, readable: bytes.count &- start)
+        return position(in: bytes, at: start, count: token.end &- start &- 1)
     }
 }
 
@@ -175,21 +173,21 @@ struct KeyedTokens<Key: FrameKey> {
     static var capacity: Int { 32 }
 
     /// `capacity` slots, each initialised once its bit in `present` is set.
-    private let storage: UnsafeMutablePointer<JSONToken>
+    private let storage: TokenSlots<JSONToken>
     private var present: UInt32 = 0
     private var duplicates: UInt32 = 0
 
     /// A set whose `capacity` slots are at `storage` (which must outlive it):
     /// `withEmpty`'s, or a `RequestScan`'s for the life of a frame.
-    init(storage: UnsafeMutablePointer<JSONToken>) { self.storage = storage }
+    init(storage: TokenSlots<JSONToken>) { self.storage = storage }
 
     /// Calls `body` with an empty set whose storage is on the stack for the
     /// call only. (A `Key` with more than `capacity` cases traps in
     /// `KeyTable.init`.)
     @inline(__always)
     static func withEmpty<R, E: Error>(_ body: (inout KeyedTokens) throws(E) -> R) throws(E) -> R {
-        try withUnsafeTemporaryAllocation(of: JSONToken.self, capacity: capacity) { (buffer) throws(E) -> R in
-            var tokens = KeyedTokens(storage: buffer.baseAddress!)
+        try TokenSlots.withTemporary(capacity: capacity) { (slots) throws(E) -> R in
+            var tokens = KeyedTokens(storage: slots)
             return try body(&tokens)
         }
     }
@@ -221,7 +219,7 @@ struct KeyedTokens<Key: FrameKey> {
     /// Reads a whole frame, one JSON object, recording each member whose key is
     /// in `Key` (a repeated key keeps its first value); other members are skipped.
     /// - Throws: `JSONObject.ReadError`.
-    mutating func scan(_ frame: UnsafeRawBufferPointer) throws(JSONObject.ReadError) {
+    mutating func scan(_ frame: ByteView) throws(JSONObject.ReadError) {
         let lookup = Key.table.lookup
         try JSONObject.scan(frame) { key, value in
             if let position = lookup.position(of: key, in: frame) { _ = record(position, value) }

@@ -22,12 +22,12 @@ import Glibc
     init(unchecked name: String) { self.name = name }
 
     /// Whether the bytes are a valid event type (the broker's per-publish check).
-    @_spi(Package) public static func isValid(raw: UnsafeRawBufferPointer) -> Bool {
+    static func isValid(raw: ByteView) -> Bool {
         let count = raw.count
-        guard count >= 1 && count <= 255, let base = raw.baseAddress else { return false }
+        guard count >= 1 && count <= 255 else { return false }
         var segmentLength = 0
         for i in 0..<count {
-            let b = base.load(fromByteOffset: i, as: UInt8.self)
+            let b = raw[i]
             if b == 0x2E {
                 if segmentLength == 0 { return false }
                 segmentLength = 0
@@ -43,7 +43,7 @@ import Glibc
     /// Whether `utf8` is a valid event type.
     @_spi(Package) public static func isValid<C: Collection>(_ utf8: C) -> Bool where C.Element == UInt8 {
         let bytes = Array(utf8)
-        return bytes.withUnsafeBytes { isValid(raw: $0) }
+        return bytes.withByteView { isValid(raw: $0) }
     }
 
     /// Whether the type starts with `eventbus.` (reserved for the broker).
@@ -102,20 +102,18 @@ import Glibc
     /// Whether this pattern matches `type` (the broker uses an index with the
     /// same semantics). Walks both names' bytes segment by segment; allocates nothing.
     @_spi(Package) public func matches(_ type: EventType) -> Bool {
-        var pattern = text
-        var name = type.name
-        return pattern.withUTF8 { p in name.withUTF8 { t in Pattern.matches(UnsafeRawBufferPointer(p), UnsafeRawBufferPointer(t)) } }
+        text.withByteView { p in type.name.withByteView { t in Pattern.matches(p, t) } }
     }
 
     /// `matches(_:_:)` of spans.
     @_spi(Package) public static func matches(_ p: RawSpan, _ t: RawSpan) -> Bool {
-        p.withUnsafeBytes { p in t.withUnsafeBytes { t in matches(p, t) } }
+        p.withByteView { p in t.withByteView { t in matches(p, t) } }
     }
 
     /// The one byte-level matcher (`matches(_:)` and the broker's replays,
     /// which test stored types' bytes, use it): `p` (a valid pattern's
     /// UTF-8) against `t` (a valid type's UTF-8). Allocates nothing.
-    @_spi(Package) public static func matches(_ p: UnsafeRawBufferPointer, _ t: UnsafeRawBufferPointer) -> Bool {
+    static func matches(_ p: ByteView, _ t: ByteView) -> Bool {
         var i = 0  // start of the pattern's segment
         var j = 0  // start of the type's segment; past `t.count` once every segment is used
         while i < p.count {
@@ -127,7 +125,7 @@ import Glibc
             var te = j
             while te < t.count && t[te] != 0x2E { te += 1 }
             if !(single && p[i] == 0x2A) {
-                guard pe - i == te - j, memcmp(p.baseAddress! + i, t.baseAddress! + j, pe - i) == 0 else { return false }
+                guard pe - i == te - j, p.extracting(i..<pe).sameBytes(as: t.extracting(j..<te)) else { return false }
             }
             i = pe + 1
             j = te + 1

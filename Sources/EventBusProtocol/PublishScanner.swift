@@ -49,8 +49,8 @@
 
     /// The type's bytes, between its quotes.
     @inlinable
-    @_spi(Package) public func typeBytes(in frame: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer {
-        UnsafeRawBufferPointer(start: frame.baseAddress.unsafelyUnwrapped + (type.start &+ 1), count: type.end &- type.start &- 2)
+    func typeBytes(in frame: ByteView) -> ByteView {
+        frame.extracting(typeRange)
     }
 
     /// The type's offsets in the frame, between its quotes (`typeBytes` as a range, for a span).
@@ -75,7 +75,12 @@
     /// - Parameter frame: one frame, without its LF.
     /// - Returns: its members, or nil when the frame is of any other shape or
     ///   has any error (the general `RequestDecoder.decode` then decides it).
-    @_spi(Package) public static func scan(_ frame: UnsafeRawBufferPointer) -> PublishTokens? {
+    @_spi(Package) public static func scan(_ frame: RawSpan) -> PublishTokens? {
+        frame.withByteView { scan($0) }
+    }
+
+    /// `scan(_:)` on a view of the frame.
+    static func scan(_ frame: ByteView) -> PublishTokens? {
         var tokens = PublishTokens()
         return scan(frame, into: &tokens) ? tokens : nil
     }
@@ -84,53 +89,53 @@
     @inlinable @inline(__always)
     @_spi(Package) public static func scan(_ frame: RawSpan, into tokens: inout PublishTokens) -> Bool {
         // A local function, not a closure: forced inline (a closure left a call, +35 Ir a frame).
-        @inline(__always) func body(_ raw: UnsafeRawBufferPointer) -> Bool { scan(raw, into: &tokens) }
-        return frame.withUnsafeBytes(body)
+        @inline(__always) func body(_ raw: ByteView) -> Bool { scan(raw, into: &tokens) }
+        return frame.withByteView(body)
     }
 
     /// `scan(_:)` into the caller's `tokens` (no copy of the result).
     /// - Returns: false when the frame is left to the general decoder
     ///   (`tokens` is then partly filled).
-    @_spi(Package) public static func scan(_ frame: UnsafeRawBufferPointer, into tokens: inout PublishTokens) -> Bool {
-        guard let base = frame.baseAddress else { return false }
+    @usableFromInline
+    static func scan(_ frame: ByteView, into tokens: inout PublishTokens) -> Bool {
         let end = frame.count
         var s = JSONScanner(frame, maxDepth: ProtocolConstants.maxDepth, lineSafe: true)
         s.skipWhitespace()
-        guard s.position < end, base.load(fromByteOffset: s.position, as: UInt8.self) == 0x7B else { return false }  // {
+        guard s.position < end, frame[s.position] == 0x7B else { return false }  // {
         s.position &+= 1
         s.skipWhitespace()
         var seen: UInt32 = 0
         // The opening the library, the CLI and the bench all write,
         // `{"op":"publish",`, at once as two words; the loop reads the rest.
-        if s.position == 1 && end >= 24 && word(base) == Key.openingWords.0 && word(base + 8) == Key.openingWords.1 {
+        if s.position == 1 && end >= 24 && frame.word(at: 0) == Key.openingWords.0 && frame.word(at: 8) == Key.openingWords.1 {
             seen = Key.op.rawValue
             s.position = 16
-            if base.load(fromByteOffset: 16, as: UInt8.self) <= 0x20 { s.skipWhitespace() }
+            if frame[16] <= 0x20 { s.skipWhitespace() }
         }
         while true {
             // The key, as one word: in a frame of this shape at least 8 bytes
             // follow a key's opening quote (the shortest member left, `"id":""}`).
             let at = s.position
             guard end &- at >= 8 else { return false }
-            guard let (key, length) = Key.match(word(base + at)) else { return false }
+            guard let (key, length) = Key.match(frame.word(at: at)) else { return false }
             guard seen & key.rawValue == 0 else { return false }
             seen |= key.rawValue
             s.position = at &+ length
-            guard expect(0x3A, &s, base) else { return false }  // :
-            if s.position < end && base.load(fromByteOffset: s.position, as: UInt8.self) <= 0x20 { s.skipWhitespace() }
+            guard expect(0x3A, &s, frame) else { return false }  // :
+            if s.position < end && frame[s.position] <= 0x20 { s.skipWhitespace() }
             guard s.position < end else { return false }
             let start = s.position
-            let first = base.load(fromByteOffset: start, as: UInt8.self)
+            let first = frame[start]
             switch key {
             case .op:
                 // "publish" and nothing else (escaped spellings go the general way).
-                guard end &- start >= 9, word(base + start) == Key.publishWord,
-                      base.load(fromByteOffset: start &+ 8, as: UInt8.self) == 0x22 else { return false }
+                guard end &- start >= 9, frame.word(at: start) == Key.publishWord,
+                      frame[start &+ 8] == 0x22 else { return false }
                 s.position = start &+ 9
             case .type:
                 guard first == 0x22 else { return false }
                 let close = JSONScanner.plainRunEnd(frame, from: start &+ 1)
-                guard close < end, base.load(fromByteOffset: close, as: UInt8.self) == 0x22 else { return false }
+                guard close < end, frame[close] == 0x22 else { return false }
                 s.position = close &+ 1
                 tokens.type = JSONToken(start: start, end: s.position, kind: .string(escaped: false))
             case .source, .id:
@@ -138,11 +143,11 @@
                 let token = JSONToken(start: start, end: s.position, kind: .string(escaped: escaped))
                 if key == .source { tokens.source = token } else { tokens.id = token }
             case .retain:
-                if first == 0x74, end &- start >= 4, base.loadUnaligned(fromByteOffset: start, as: UInt32.self) == Key.trueWord {
+                if first == 0x74, end &- start >= 4, frame.loadUnaligned(fromByteOffset: start, as: UInt32.self) == Key.trueWord {
                     tokens.retain = true
                     s.position = start &+ 4
-                } else if first == 0x66, end &- start >= 5, base.loadUnaligned(fromByteOffset: start, as: UInt32.self) == Key.falsWord,
-                          base.load(fromByteOffset: start &+ 4, as: UInt8.self) == 0x65 {
+                } else if first == 0x66, end &- start >= 5, frame.loadUnaligned(fromByteOffset: start, as: UInt32.self) == Key.falsWord,
+                          frame[start &+ 4] == 0x65 {
                     s.position = start &+ 5
                 } else {
                     return false
@@ -159,12 +164,12 @@
             default:
                 return false
             }
-            if s.position < end && base.load(fromByteOffset: s.position, as: UInt8.self) <= 0x20 { s.skipWhitespace() }
+            if s.position < end && frame[s.position] <= 0x20 { s.skipWhitespace() }
             guard s.position < end else { return false }
-            let separator = base.load(fromByteOffset: s.position, as: UInt8.self)
+            let separator = frame[s.position]
             s.position &+= 1
             if separator == 0x2C {  // ,
-                if s.position < end && base.load(fromByteOffset: s.position, as: UInt8.self) <= 0x20 { s.skipWhitespace() }
+                if s.position < end && frame[s.position] <= 0x20 { s.skipWhitespace() }
                 continue
             }
             guard separator == 0x7D else { return false }  // }
@@ -178,22 +183,16 @@
     /// Steps over `byte` at the scanner's position, after whitespace if any
     /// comes first (the compact frames clients send have none).
     @inline(__always)
-    static func expect(_ byte: UInt8, _ s: inout JSONScanner, _ base: UnsafeRawPointer) -> Bool {
+    static func expect(_ byte: UInt8, _ s: inout JSONScanner, _ frame: ByteView) -> Bool {
         let end = s.bytes.count
-        if s.position < end && base.load(fromByteOffset: s.position, as: UInt8.self) == byte {
+        if s.position < end && frame[s.position] == byte {
             s.position &+= 1
             return true
         }
         s.skipWhitespace()
-        guard s.position < end, base.load(fromByteOffset: s.position, as: UInt8.self) == byte else { return false }
+        guard s.position < end, frame[s.position] == byte else { return false }
         s.position &+= 1
         return true
-    }
-
-    /// 8 bytes at `p`, little-endian.
-    @inline(__always)
-    static func word(_ p: UnsafeRawPointer) -> UInt64 {
-        UInt64(littleEndian: p.loadUnaligned(as: UInt64.self))
     }
 
     /// The members this shape has, one bit each.
@@ -251,21 +250,20 @@
 extension EventType {
     /// The event type the bytes spell, when they are a valid type that a
     /// client may publish (not under the reserved `eventbus.`); nil otherwise.
-    @_spi(Package) public static func publishable(_ raw: UnsafeRawBufferPointer) -> EventType? {
+    static func publishable(_ raw: ByteView) -> EventType? {
         guard isValid(raw: raw), !isReserved(raw: raw) else { return nil }
         return EventType(unchecked: String(decoding: raw, as: UTF8.self))
     }
 
     /// `publishable(_:)` of a span.
     @_spi(Package) public static func publishable(_ raw: RawSpan) -> EventType? {
-        raw.withUnsafeBytes { publishable($0) }
+        raw.withByteView { publishable($0) }
     }
 
     /// Whether the bytes start with `eventbus.` (PROTOCOL.md "Names and patterns").
-    static func isReserved(raw: UnsafeRawBufferPointer) -> Bool {
-        guard raw.count >= 9, let base = raw.baseAddress else { return false }
-        return UInt64(littleEndian: base.loadUnaligned(as: UInt64.self)) == 0x7375_6274_6E65_7665  // eventbus
-            && base.load(fromByteOffset: 8, as: UInt8.self) == 0x2E
+    static func isReserved(raw: ByteView) -> Bool {
+        guard raw.count >= 9 else { return false }
+        return raw.word(at: 0) == 0x7375_6274_6E65_7665 && raw[8] == 0x2E  // eventbus.
     }
 }
 
@@ -273,7 +271,12 @@ extension RequestDecoder {
     /// The specialised path alone, with the event type made from the frame's
     /// bytes: what `decode` makes of a frame of the common publish shape, or
     /// nil for any other frame (which only `decode` may answer).
-    @_spi(Package) public static func decodeCommonPublish(_ frame: UnsafeRawBufferPointer) -> DecodedFrame? {
+    @_spi(Package) public static func decodeCommonPublish(_ frame: RawSpan) -> DecodedFrame? {
+        frame.withByteView { decodeCommonPublish($0) }
+    }
+
+    /// `decodeCommonPublish(_:)` on a view of the frame.
+    static func decodeCommonPublish(_ frame: ByteView) -> DecodedFrame? {
         guard let tokens = PublishScanner.scan(frame), let type = EventType.publishable(tokens.typeBytes(in: frame)) else { return nil }
         return tokens.decoded(type: type)
     }

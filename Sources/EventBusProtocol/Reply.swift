@@ -20,7 +20,7 @@
     @_spi(Package) public let members: [JSONMember]
 
     /// Copies `frame`, a validated JSON object whose `op` is `ok` or `error`.
-    init(isOK: Bool, req: Int64?, frame: UnsafeRawBufferPointer) {
+    init(isOK: Bool, req: Int64?, frame: ByteView) {
         self.isOK = isOK
         self.req = req
         bytes = Array(frame)
@@ -63,7 +63,7 @@
     /// The member `key` when it is an array of strings only: `reply.strings("features")`.
     @_spi(Package) public func strings(_ key: String) -> [String]? {
         guard let value = member(key)?.value, value.kind == .array else { return nil }
-        return bytes.withUnsafeBytes { bytes -> [String]? in
+        return bytes.withByteView { bytes -> [String]? in
             var scanner = JSONScanner(bytes, maxDepth: ProtocolConstants.maxDepth)
             scanner.position = value.start
             var items: [String] = []

@@ -196,16 +196,16 @@
     /// - Returns: the `req` to echo (nil when absent or unreadable) and the
     ///   request or the `ProtocolError` to answer (`bad_frame`, `bad_request`,
     ///   `unknown_op`, `bad_type`, `forbidden`).
-    @_spi(Package) public static func decode(_ frame: UnsafeRawBufferPointer) -> DecodedFrame {
+    static func decode(_ frame: ByteView) -> DecodedFrame {
         KeyedTokens<EnvelopeKey>.withEmpty { tokens in decode(frame, into: tokens) }
     }
 
     /// `decode(_:)` of a span (the broker's frames).
     @_spi(Package) public static func decode(_ frame: RawSpan) -> DecodedFrame {
-        frame.withUnsafeBytes { decode($0) }
+        frame.withByteView { decode($0) }
     }
 
-    private static func decode(_ frame: UnsafeRawBufferPointer, into tokens: KeyedTokens<EnvelopeKey>) -> DecodedFrame {
+    private static func decode(_ frame: ByteView, into tokens: KeyedTokens<EnvelopeKey>) -> DecodedFrame {
         let fields: EnvelopeFields
         do {
             fields = try EnvelopeFields(frame, into: tokens)
@@ -217,7 +217,7 @@
 
     /// The request of a frame whose envelope was read (`decode`, or a
     /// frame read as it arrived: RequestScan.swift): one code for both.
-    static func decoded(_ frame: UnsafeRawBufferPointer, _ fields: EnvelopeFields) -> DecodedFrame {
+    static func decoded(_ frame: ByteView, _ fields: EnvelopeFields) -> DecodedFrame {
         var req: JSONToken? = nil
         if let token = fields[.req] {
             guard !fields.duplicated(.req), isValidRequestID(frame, token) else {
@@ -231,7 +231,7 @@
         return DecodedFrame(req: req, request: decodeRequest(frame, fields))
     }
 
-    static func decodeRequest(_ frame: UnsafeRawBufferPointer, _ fields: EnvelopeFields) -> Result<Request, ProtocolError> {
+    static func decodeRequest(_ frame: ByteView, _ fields: EnvelopeFields) -> Result<Request, ProtocolError> {
         guard let opToken = fields[.op] else { return .failure(ProtocolError(.badRequest, "missing field \"op\"")) }
         guard case .string = opToken.kind else { return .failure(ProtocolError(.badRequest, "field \"op\" must be a string")) }
         guard let op = RequestOp.find(opToken, in: frame) else {
@@ -321,7 +321,7 @@
     }
 
     /// (1.3) `request`: a `req`, then the fields of a publish, then `timeout`.
-    static func decodeServiceRequest(_ frame: UnsafeRawBufferPointer, _ fields: EnvelopeFields) -> Result<Request, ProtocolError> {
+    static func decodeServiceRequest(_ frame: ByteView, _ fields: EnvelopeFields) -> Result<Request, ProtocolError> {
         guard fields[.req] != nil else { return .failure(ProtocolError(.badRequest, "request needs a field \"req\" (its answer carries it)")) }
         if fields[.retain] != nil || fields[.origin] != nil {
             return .failure(ProtocolError(.badRequest, "a request takes no \"retain\" or \"origin\" (requests are never retained; a bridge carries one to another machine by asking there itself, so it never carries origin)"))
@@ -342,7 +342,7 @@
     }
 
     /// (1.3) `reply`: `to` a string, `data` any value, `error` a string.
-    static func decodeServiceReply(_ frame: UnsafeRawBufferPointer, _ fields: EnvelopeFields) -> Result<Request, ProtocolError> {
+    static func decodeServiceReply(_ frame: ByteView, _ fields: EnvelopeFields) -> Result<Request, ProtocolError> {
         guard let to = fields[.to], to.isString else {
             return .failure(ProtocolError(.badRequest, "reply needs a string field \"to\" (the token of the request it answers)"))
         }
@@ -358,7 +358,7 @@
         return .success(.reply(ServiceReply(to: to, data: fields[.data], error: error, code: code)))
     }
 
-    static func decodePublish(_ frame: UnsafeRawBufferPointer, _ fields: EnvelopeFields) -> Result<Request, ProtocolError> {
+    static func decodePublish(_ frame: ByteView, _ fields: EnvelopeFields) -> Result<Request, ProtocolError> {
         let decoded = decodeEventType(frame, fields, op: .publish).flatMap { finishPublish($0, frame, fields) }
         guard fields[.group] != nil else { return decoded }
         // (issue 36) A bridge's group publish (PROTOCOL-NOTES.md "Queue groups across machines").
@@ -370,13 +370,13 @@
     }
 
     /// The `type` of a `publish` or `clear`: an event type, not a pattern, not reserved.
-    static func decodeEventType(_ frame: UnsafeRawBufferPointer, _ fields: EnvelopeFields, op: RequestOp) -> Result<EventType, ProtocolError> {
+    static func decodeEventType(_ frame: ByteView, _ fields: EnvelopeFields, op: RequestOp) -> Result<EventType, ProtocolError> {
         guard let typeToken = fields[.type] else { return .failure(ProtocolError(.badRequest, "\(op.name) needs a string field \"type\"")) }
         guard case .string = typeToken.kind else { return .failure(ProtocolError(.badRequest, "field \"type\" must be a string")) }
         var type: EventType? = nil
         if case .string(escaped: false) = typeToken.kind {
             // Fast path: validate the raw bytes, build the String only once valid.
-            let raw = UnsafeRawBufferPointer(rebasing: frame[(typeToken.start + 1)..<(typeToken.end - 1)])
+            let raw = frame.extracting((typeToken.start + 1)..<(typeToken.end - 1))
             if EventType.isValid(raw: raw) { type = EventType(unchecked: String(decoding: raw, as: UTF8.self)) }
         }
         if type == nil {
@@ -395,7 +395,7 @@
         return .success(type!)
     }
 
-    static func finishPublish(_ type: EventType, _ frame: UnsafeRawBufferPointer, _ fields: EnvelopeFields) -> Result<Request, ProtocolError> {
+    static func finishPublish(_ type: EventType, _ frame: ByteView, _ fields: EnvelopeFields) -> Result<Request, ProtocolError> {
         let source = fields[.source]
         if let source, !source.isString { return .failure(ProtocolError(.badRequest, "field \"source\" must be a string")) }
         let id = fields[.id]
@@ -418,12 +418,12 @@
 
     /// `isValidKeyLength(_:_:)` of a span.
     @_spi(Package) public static func isValidKeyLength(_ frame: RawSpan, _ token: JSONToken) -> Bool {
-        frame.withUnsafeBytes { isValidKeyLength($0, token) }
+        frame.withByteView { isValidKeyLength($0, token) }
     }
 
     /// (1.3) A `key` of 1-255 bytes once decoded (an escape-free string is
     /// measured between its quotes, an escaped one decoded).
-    public static func isValidKeyLength(_ frame: UnsafeRawBufferPointer, _ token: JSONToken) -> Bool {
+    static func isValidKeyLength(_ frame: ByteView, _ token: JSONToken) -> Bool {
         let count: Int
         if case .string(escaped: false) = token.kind { count = token.end - token.start - 2 } else { count = JSONString.decode(frame, token).utf8.count }
         return count >= 1 && count <= ProtocolConstants.maxKeyBytes
@@ -431,7 +431,7 @@
 
     /// (1.3) `group` on `subscribe`/`unsubscribe`: nil when absent, a name of
     /// 1-64 bytes of `A-Z a-z 0-9 _ . - :` (as `client`), else `bad_request`.
-    static func groupField(_ frame: UnsafeRawBufferPointer, _ fields: EnvelopeFields) -> Result<String?, ProtocolError> {
+    static func groupField(_ frame: ByteView, _ fields: EnvelopeFields) -> Result<String?, ProtocolError> {
         guard let token = fields[.group] else { return .success(nil) }
         guard token.isString else { return .failure(ProtocolError(.badRequest, "field \"group\" must be a string")) }
         let name = JSONString.decode(frame, token)
@@ -441,7 +441,7 @@
         return .success(name)
     }
 
-    static func decodeSubscribe(_ pattern: Pattern, serve: Bool, group: String?, _ frame: UnsafeRawBufferPointer, _ fields: EnvelopeFields) -> Result<Request, ProtocolError> {
+    static func decodeSubscribe(_ pattern: Pattern, serve: Bool, group: String?, _ frame: ByteView, _ fields: EnvelopeFields) -> Result<Request, ProtocolError> {
         let last: Bool
         switch boolField(.last, fields) {
         case .success(let value): last = value
@@ -487,7 +487,7 @@
     }
 
     /// A `req` is a string, or an integer (no fraction or exponent) within ±2^53.
-    static func isValidRequestID(_ frame: UnsafeRawBufferPointer, _ token: JSONToken) -> Bool {
+    static func isValidRequestID(_ frame: ByteView, _ token: JSONToken) -> Bool {
         switch token.kind {
         case .string: return true
         case .number(integer: true):

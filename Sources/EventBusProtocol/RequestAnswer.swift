@@ -22,7 +22,7 @@ public struct ServerReply: Sendable, Equatable {
     /// Reads the `reply` object of `answer`; nil when it has none.
     @_spi(Package) public init?(_ answer: Reply) {
         guard let raw = answer.raw("reply") else { return nil }
-        let read: ServerReply? = raw.withUnsafeBytes { bytes in
+        let read: ServerReply? = raw.withByteView { bytes in
             guard let members = try? JSONObject.members(bytes) else { return nil }
             func token(_ key: String) -> JSONToken? { members.first { $0.key == key }?.value }
             func integer(_ key: String) -> Int64? { token(key).flatMap { JSONInteger.signed(bytes, $0) } }

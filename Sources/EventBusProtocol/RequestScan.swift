@@ -20,7 +20,7 @@
     private var validator = JSONStreamValidator()
     private var fields: EnvelopeFields
     /// The envelope's value tokens (`KeyedTokens`' storage, for the frame's life).
-    private let storage: UnsafeMutablePointer<JSONToken>
+    private let storage: TokenSlots<JSONToken>
     private let keys = EnvelopeKey.table.lookup
     /// A byte other than space, tab or CR was seen (a blank line is skipped
     /// by the splitter, never handed out).
@@ -29,7 +29,7 @@
     private var blankUpTo = 0
 
     @_spi(Package) public init() {
-        storage = .allocate(capacity: KeyedTokens<EnvelopeKey>.capacity)
+        storage = TokenSlots.allocate(capacity: KeyedTokens<EnvelopeKey>.capacity)
         fields = EnvelopeFields(collectingInto: KeyedTokens(storage: storage))
     }
 
@@ -48,19 +48,19 @@
     @_spi(Package) public func advance(_ bytes: RawSpan) {
         // Local functions, not closures, so they can be forced inline (as
         // `Broker.handle` once did: a closure stayed a call of its own).
-        @inline(__always) func body(_ bytes: UnsafeRawBufferPointer) { advance(bytes) }
-        bytes.withUnsafeBytes(body)
+        @inline(__always) func body(_ bytes: ByteView) { advance(bytes) }
+        bytes.withByteView(body)
     }
 
     /// `finish(_:)` of a span.
     @_spi(Package) public func finish(_ frame: RawSpan) -> DecodedFrame {
-        @inline(__always) func body(_ frame: UnsafeRawBufferPointer) -> DecodedFrame { finish(frame) }
-        return frame.withUnsafeBytes(body)
+        @inline(__always) func body(_ frame: ByteView) -> DecodedFrame { finish(frame) }
+        return frame.withByteView(body)
     }
 
     /// Validates the bytes not seen yet of `bytes`, the frame so far (without
     /// its LF), but for a last CR.
-    @_spi(Package) public func advance(_ bytes: UnsafeRawBufferPointer) {
+    func advance(_ bytes: ByteView) {
         var end = bytes.count
         if end > 0 && bytes[end - 1] == 0x0D { end -= 1 }
         while !sawNonBlank && blankUpTo < end {
@@ -74,7 +74,7 @@
     /// The whole frame (without its LF and a CR before it) arrived: the rest
     /// is validated and the request decoded.
     /// - Returns: what `RequestDecoder.decode(frame)` returns.
-    @_spi(Package) public func finish(_ frame: UnsafeRawBufferPointer) -> DecodedFrame {
+    func finish(_ frame: ByteView) -> DecodedFrame {
         run(frame, end: frame.count, final: true)
         if let error = validator.error {
             return DecodedFrame(req: nil, request: .failure(EnvelopeFields.frameError(.syntax(JSONObject.lineBreak(error, frame, true)))))
@@ -84,7 +84,7 @@
         return RequestDecoder.decoded(frame, fields)
     }
 
-    private func run(_ bytes: UnsafeRawBufferPointer, end: Int, final: Bool) {
+    private func run(_ bytes: ByteView, end: Int, final: Bool) {
         let keys = keys
         validator.advance(bytes, end: end, final: final) { key, value in
             fields.take(key, value, in: bytes, keys: keys)

@@ -17,31 +17,27 @@
     /// (overlapping loads: for 1-16 bytes the words and the length
     /// determine the bytes).
     @inlinable @inline(__always)
-    @_spi(Package) public static func words(_ raw: UnsafeRawBufferPointer) -> (UInt64, UInt64) {
+    static func words(_ raw: ByteView) -> (UInt64, UInt64) {
         let n = raw.count
-        let p = raw.baseAddress.unsafelyUnwrapped
         if n >= 8 {
-            return (UInt64(littleEndian: p.loadUnaligned(as: UInt64.self)),
-                    UInt64(littleEndian: p.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self)))
+            return (raw.word(at: 0), raw.word(at: n &- 8))
         } else if n >= 4 {
-            return (UInt64(UInt32(littleEndian: p.loadUnaligned(as: UInt32.self))),
-                    UInt64(UInt32(littleEndian: p.loadUnaligned(fromByteOffset: n &- 4, as: UInt32.self))))
+            return (UInt64(UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: 0, as: UInt32.self))),
+                    UInt64(UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: n &- 4, as: UInt32.self))))
         }
-        return (UInt64(p.load(as: UInt8.self)),
-                UInt64(p.load(fromByteOffset: n &- 1, as: UInt8.self)) &<< 8 | UInt64(p.load(fromByteOffset: n &>> 1, as: UInt8.self)))
+        return (UInt64(raw[0]), UInt64(raw[n &- 1]) &<< 8 | UInt64(raw[n &>> 1]))
     }
 
     /// The hash of `raw` (at least 1 byte) under `seed`, given its `words`.
     @inlinable @inline(__always)
-    @_spi(Package) public static func mix(_ raw: UnsafeRawBufferPointer, words: (UInt64, UInt64), seed: UInt64) -> UInt64 {
+    static func mix(_ raw: ByteView, words: (UInt64, UInt64), seed: UInt64) -> UInt64 {
         let n = raw.count
-        let p = raw.baseAddress.unsafelyUnwrapped
         var h = seed ^ (UInt64(truncatingIfNeeded: n) &* 0x9E37_79B9_7F4A_7C15)
         h = (h ^ words.0) &* 0xBF58_476D_1CE4_E5B9
         h = (h ^ (h &>> 29) ^ words.1) &* 0x94D0_49BB_1331_11EB
         var offset = 8
         while offset &+ 8 < n {  // the middle of a string longer than 16 bytes
-            h = (h ^ (h &>> 29) ^ UInt64(littleEndian: p.loadUnaligned(fromByteOffset: offset, as: UInt64.self))) &* 0xBF58_476D_1CE4_E5B9
+            h = (h ^ (h &>> 29) ^ raw.word(at: offset)) &* 0xBF58_476D_1CE4_E5B9
             offset &+= 8
         }
         return h ^ (h &>> 32)
@@ -50,27 +46,27 @@
     /// `words(_:)` of a span.
     @inlinable @inline(__always)
     @_spi(Package) public static func words(_ raw: RawSpan) -> (UInt64, UInt64) {
-        @inline(__always) func body(_ p: UnsafeRawBufferPointer) -> (UInt64, UInt64) { words(p) }
-        return raw.withUnsafeBytes(body)
+        @inline(__always) func body(_ p: ByteView) -> (UInt64, UInt64) { words(p) }
+        return raw.withByteView(body)
     }
 
     /// `mix(_:words:seed:)` of a span.
     @inlinable @inline(__always)
     @_spi(Package) public static func mix(_ raw: RawSpan, words: (UInt64, UInt64), seed: UInt64) -> UInt64 {
-        @inline(__always) func body(_ p: UnsafeRawBufferPointer) -> UInt64 { mix(p, words: words, seed: seed) }
-        return raw.withUnsafeBytes(body)
+        @inline(__always) func body(_ p: ByteView) -> UInt64 { mix(p, words: words, seed: seed) }
+        return raw.withByteView(body)
     }
 
     /// `hash(_:seed:)` of a span.
     @inlinable
     @_spi(Package) public static func hash(_ raw: RawSpan, seed: UInt64) -> UInt64 {
-        @inline(__always) func body(_ p: UnsafeRawBufferPointer) -> UInt64 { hash(p, seed: seed) }
-        return raw.withUnsafeBytes(body)
+        @inline(__always) func body(_ p: ByteView) -> UInt64 { hash(p, seed: seed) }
+        return raw.withByteView(body)
     }
 
     /// The hash of `raw` under `seed`; any length, 0 included.
     @inlinable
-    @_spi(Package) public static func hash(_ raw: UnsafeRawBufferPointer, seed: UInt64) -> UInt64 {
+    static func hash(_ raw: ByteView, seed: UInt64) -> UInt64 {
         if raw.isEmpty { return (seed &* 0xBF58_476D_1CE4_E5B9) ^ 0x94D0_49BB_1331_11EB }
         return mix(raw, words: words(raw), seed: seed)
     }

@@ -31,8 +31,7 @@
     mutating func formatBytes(nanosecondsSinceEpoch ns: Int64, millisecond: Int64) -> TimestampBytes {
         var out: [UInt8] = []
         format(nanosecondsSinceEpoch: ns, into: &out)
-        var stamp = TimestampBytes()
-        out.withUnsafeBytes { source in withUnsafeMutableBytes(of: &stamp.words) { $0.copyMemory(from: source) } }
+        let stamp = out.withByteView { TimestampBytes($0) }
         cachedMillisecond = millisecond
         cachedBytes = stamp
         return stamp
@@ -107,10 +106,17 @@
 
     @inlinable @_spi(Package) public init() {}
 
-    /// Calls `body` with the 24 bytes.
+    /// The first 24 bytes of `bytes` (which holds at least 24).
     @inlinable
-    @_spi(Package) public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
-        var words = self.words
-        return Swift.withUnsafeBytes(of: &words) { body($0) }
+    @_spi(Package) public init(_ bytes: ByteView) {
+        precondition(bytes.count >= 24, "a timestamp is 24 bytes")
+        words = (bytes.loadUnaligned(fromByteOffset: 0, as: UInt64.self), bytes.loadUnaligned(fromByteOffset: 8, as: UInt64.self),
+                 bytes.loadUnaligned(fromByteOffset: 16, as: UInt64.self))
+    }
+
+    /// Calls `body` with a view of the 24 bytes, valid during the call only.
+    @inlinable
+    @_spi(Package) public func withByteView<R>(_ body: (ByteView) -> R) -> R {
+        EventBusProtocol.withByteView(of: words, body)
     }
 }

@@ -13,7 +13,6 @@
 // fresh pages: 16 ms of broker CPU for such a frame against 3 ms for a
 // 100,000-element array (docs/RELIABILITY.md, issue 20).
 
-import Glibc
 
 /// The unknown top-level keys of one frame, by their decoded bytes, in
 /// frame order. The hash is seeded per process, so no frame can be made to
@@ -41,26 +40,26 @@ struct UnknownKeys {
 
     /// The hash of decoded key bytes.
     @inline(__always)
-    private func hash(_ bytes: UnsafeRawBufferPointer) -> UInt32 {
+    private func hash(_ bytes: ByteView) -> UInt32 {
         let h = SeededHash.hash(bytes, seed: seed)
         return UInt32(truncatingIfNeeded: h ^ (h &>> 32))
     }
 
     /// Adds a key token without escapes that is not a known key.
     @inline(__always)
-    mutating func insertPlain(_ token: JSONToken, in frame: UnsafeRawBufferPointer) {
+    mutating func insertPlain(_ token: JSONToken, in frame: ByteView) {
         if entries.isEmpty { reserve(for: frame) }
-        let bytes = UnsafeRawBufferPointer(start: frame.baseAddress.unsafelyUnwrapped + (token.start &+ 1), count: token.end &- token.start &- 2)
+        let bytes = frame.extracting((token.start &+ 1)..<(token.end &- 1))
         entries.append(Entry(hash: hash(bytes), start: Int32(token.start)))
     }
 
     /// Decodes a key token written with escapes and asks `known` for the
     /// position of the name it spells: a known key is not added (its
     /// position is returned), any other one is.
-    mutating func insertEscaped(_ token: JSONToken, in frame: UnsafeRawBufferPointer, known: (UnsafeRawBufferPointer) -> Int?) -> Int? {
+    mutating func insertEscaped(_ token: JSONToken, in frame: ByteView, known: (ByteView) -> Int?) -> Int? {
         decoded.removeAll(keepingCapacity: true)
         JSONString.appendDecoded(frame, token, to: &decoded)
-        let (position, keyHash) = decoded.withUnsafeBytes { bytes -> (Int?, UInt32) in (bytes.isEmpty ? nil : known(bytes), hash(bytes)) }
+        let (position, keyHash) = decoded.withByteView { bytes -> (Int?, UInt32) in (bytes.isEmpty ? nil : known(bytes), hash(bytes)) }
         if position != nil { return position }
         if entries.isEmpty { reserve(for: frame) }
         entries.append(Entry(hash: keyHash, start: Int32(token.start)))
@@ -70,24 +69,23 @@ struct UnknownKeys {
     /// Room for as many keys as the frame can hold (a member takes at least
     /// 5 bytes, `"":0,`), at once: no copy as they come, and the pages a
     /// frame of few keys does not fill are never touched.
-    private mutating func reserve(for frame: UnsafeRawBufferPointer) {
+    private mutating func reserve(for frame: ByteView) {
         entries.reserveCapacity(frame.count / 5 + 1)
     }
 
     /// The key token of the earliest key (in frame order) that repeats an
     /// earlier one, or nil when all are different. Up to 16 keys are
     /// compared pairwise; more by `filteredRepeat`.
-    func firstDuplicate(in frame: UnsafeRawBufferPointer) -> JSONToken? {
+    func firstDuplicate(in frame: ByteView) -> JSONToken? {
         let n = entries.count
         guard n > 1 else { return nil }
-        let found: Int32? = entries.withUnsafeBufferPointer { all in
-            n <= 16 ? pairwiseRepeat(all, in: frame) : filteredRepeat(all, in: frame)
-        }
+        let all = entries.span
+        let found: Int32? = n <= 16 ? pairwiseRepeat(all, in: frame) : filteredRepeat(all, in: frame)
         return found.map { UnknownKeys.keyToken(at: $0, in: frame) }
     }
 
     /// The offset of the first entry of `list` (in frame order) equal to one before it.
-    private func pairwiseRepeat(_ list: UnsafeBufferPointer<Entry>, in frame: UnsafeRawBufferPointer) -> Int32? {
+    private func pairwiseRepeat(_ list: Span<Entry>, in frame: ByteView) -> Int32? {
         for j in 1..<list.count {
             let later = list[j]
             for i in 0..<j where list[i].hash == later.hash && UnknownKeys.sameKey(list[i].start, later.start, frame) { return later.start }
@@ -105,16 +103,18 @@ struct UnknownKeys {
     /// exactly only the keys whose bit is suspect (which include the earlier
     /// key each repeat equals), in a table of them by the hash's low bits,
     /// until one equals an earlier one.
-    private func filteredRepeat(_ all: UnsafeBufferPointer<Entry>, in frame: UnsafeRawBufferPointer) -> Int32? {
+    private func filteredRepeat(_ all: Span<Entry>, in frame: ByteView) -> Int32? {
         var bitCount = 1 << 12
         while bitCount < 8 * all.count && bitCount < 1 << 21 { bitCount <<= 1 }
         let shift = UInt32(32 - bitCount.trailingZeroBitCount)
         let words = bitCount / 64
         // `seen` is words 0..<words, `suspect` the next `words`.
-        var bits = [UInt64](repeating: 0, count: 2 * words)
-        return bits.withUnsafeMutableBufferPointer { bits -> Int32? in
+        var array = [UInt64](repeating: 0, count: 2 * words)
+        var bits = array.mutableSpan
+        do {
             var suspects = 0
-            for entry in all {
+            for k in all.indices {
+                let entry = all[k]
                 let bit = Int(truncatingIfNeeded: entry.hash &>> shift)
                 let mask: UInt64 = 1 &<< UInt64(truncatingIfNeeded: bit & 63)
                 let word = bit &>> 6
@@ -158,7 +158,7 @@ struct UnknownKeys {
     }
 
     /// The validated key token whose opening quote is at `start`.
-    private static func keyToken(at start: Int32, in frame: UnsafeRawBufferPointer) -> JSONToken {
+    private static func keyToken(at start: Int32, in frame: ByteView) -> JSONToken {
         var scanner = JSONScanner(frame)
         scanner.position = Int(start)
         let escaped = (try? scanner.scanString()) ?? true
@@ -167,10 +167,10 @@ struct UnknownKeys {
 
     /// Whether the key tokens at `a` and `b` decode to the same bytes (asked
     /// only when their hashes are equal: for a repeat, and rarely else).
-    private static func sameKey(_ a: Int32, _ b: Int32, _ frame: UnsafeRawBufferPointer) -> Bool {
+    private static func sameKey(_ a: Int32, _ b: Int32, _ frame: ByteView) -> Bool {
         let x = keyToken(at: a, in: frame), y = keyToken(at: b, in: frame)
         if case .string(escaped: false) = x.kind, case .string(escaped: false) = y.kind {
-            return x.count == y.count && memcmp(frame.baseAddress.unsafelyUnwrapped + x.start, frame.baseAddress.unsafelyUnwrapped + y.start, x.count) == 0
+            return frame.extracting(x.range).sameBytes(as: frame.extracting(y.range))
         }
         return JSONString.decodeBytes(frame, x) == JSONString.decodeBytes(frame, y)
     }

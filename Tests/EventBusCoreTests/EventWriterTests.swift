@@ -15,8 +15,8 @@ struct EventWriterTests {
     static func ownEvent(_ writer: inout EventWriter, seq: UInt64, dataBytes: Int, history: inout HistoryRing) -> (EventFrame, String) {
         let data = Array(("\"" + String(repeating: "d", count: dataBytes - 2) + "\"").utf8)
         let time = writer.timestamps.bytes(nanosecondsSinceEpoch: 1_700_000_001_234_000_000)
-        let frame = time.withUnsafeBytes { time in
-            data.withUnsafeBytes { data in
+        let frame = time.withByteView { time in
+            data.withByteView { data in
                 writer.makeEvent(FrameEncoder.EventParts(
                     seq: seq, type: "eventbus.test", time: time, source: nil, defaultSource: "eventbusd", id: nil,
                     instance: instance, pid: 1, uid: 2, gid: 3, data: data), history: &history)
@@ -60,7 +60,7 @@ struct EventWriterTests {
         var history = HistoryRing(maxEvents: 0, maxBytes: 0)
         let publish = Array(#"{"op":"publish","type":"a.b","data":{"x":1}}"#.utf8)
         publish.withUnsafeBytes { raw in
-            guard case .success(.publish(let request)) = RequestDecoder.decode(raw).request else {
+            guard case .success(.publish(let request)) = RequestDecoder.decode(raw.bytes).request else {
                 Issue.record("not a publish")
                 return
             }

@@ -187,7 +187,7 @@ struct JSONIntegerTests {
     ])
     func readsIntegers(_ text: String, _ unsigned: UInt64?, _ signed: Int64?) throws {
         let bytes = utf8(text)
-        try bytes.withUnsafeBytes { raw in
+        try bytes.withByteView { raw in
             let token = try JSONScanner.validate(raw)
             #expect(JSONInteger.unsigned(raw, token) == unsigned)
             #expect(JSONInteger.signed(raw, token) == signed)

@@ -73,7 +73,7 @@ struct ClientRequestTests {
     func roundTripsThroughTheBrokersDecoder(_ request: ClientRequest) {
         var frame = request.encoded(req: 77)
         frame.removeLast()
-        let decoded = frame.withUnsafeBytes { RequestDecoder.decode($0) }
+        let decoded = frame.withByteView { RequestDecoder.decode($0) }
         #expect(decoded.req.map { String(decoding: frame[$0.start..<$0.end], as: UTF8.self) } == "77")
         guard case .success(let got) = decoded.request else {
             Issue.record("refused: \(decoded.request)")

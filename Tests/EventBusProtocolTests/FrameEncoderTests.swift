@@ -2,7 +2,7 @@
 // (PROTOCOL.md "Requests", "Events", "Errors"): each call appends exactly one
 // frame, one line ending in LF, that an ordinary JSON parser reads back to the
 // values put in.
-@_spi(Package) import EventBusProtocol
+@_spi(Package) @testable import EventBusProtocol
 import Foundation
 import Testing
 
@@ -47,15 +47,15 @@ struct FrameEncoderTests {
     @Test func okEchoesReqAndCarriesFields() throws {
         var out: [UInt8] = []
         let req = utf8(#""r\"1""#)
-        req.withUnsafeBytes { raw in
-            FrameEncoder.appendOK(req: raw.bytes, to: &out) { out in
+        req.withByteView { $0.withSpan { raw in
+            FrameEncoder.appendOK(req: raw, to: &out) { out in
                 FrameEncoder.appendField("seq", int: 42, to: &out)
                 FrameEncoder.appendField("type", string: "a.b", to: &out)
                 FrameEncoder.appendField("removed", bool: false, to: &out)
                 FrameEncoder.appendField("yes", bool: true, to: &out)
-                utf8(#"{"x":[1,2]}"#).withUnsafeBytes { FrameEncoder.appendField("raw", raw: $0.bytes, to: &out) }
+                FrameEncoder.appendField("raw", raw: utf8(#"{"x":[1,2]}"#).span.bytes, to: &out)
             }
-        }
+        } }
         let object = try parseFrame(out)
         #expect(object["op"] as? String == "ok")
         #expect(object["req"] as? String == "r\"1")
@@ -71,9 +71,7 @@ struct FrameEncoderTests {
     ])
     func errorMessagesSurviveAnyText(_ message: String) throws {
         var out: [UInt8] = []
-        utf8("7").withUnsafeBytes { raw in
-            FrameEncoder.appendError(req: raw.bytes, ProtocolError(.badType, message), to: &out)
-        }
+        FrameEncoder.appendError(req: utf8("7").span.bytes, ProtocolError(.badType, message), to: &out)
         let object = try parseFrame(out)
         #expect(object["op"] as? String == "error")
         #expect(object["req"] as? Int == 7)
@@ -103,7 +101,7 @@ struct FrameEncoderTests {
         let source = utf8(#""bill\u0069ng""#)
         let id = utf8(#""3f9a1c07-42""#)
         let data = utf8(#"{ "n" : 1.50 , "s":"é" }"#)
-        time.withUnsafeBytes { t in source.withUnsafeBytes { s in id.withUnsafeBytes { i in data.withUnsafeBytes { d in
+        time.withByteView { t in source.withByteView { s in id.withByteView { i in data.withByteView { d in
             FrameEncoder.appendEvent(.init(seq: 42, type: "order.created", time: t, source: s, defaultSource: "unused",
                                            id: i, instance: "abc", pid: 1234, uid: 1000, gid: 100, data: d), to: &out)
         } } } }
@@ -119,7 +117,7 @@ struct FrameEncoderTests {
     @Test func eventWithoutPublisherFieldsUsesDefaults() throws {
         var out: [UInt8] = []
         let time = utf8("1970-01-01T00:00:00.000Z")
-        time.withUnsafeBytes { t in
+        time.withByteView { t in
             FrameEncoder.appendEvent(.init(seq: 7, type: "a", time: t, source: nil, defaultSource: "pid/-5",
                                            id: nil, instance: "0123456789abcdef", pid: -5, uid: UInt32.max, gid: 0, data: nil), to: &out)
         }
@@ -138,13 +136,13 @@ struct FrameEncoderTests {
     @Test("writeEvent reports where it wrote the type, for any seq length", arguments: [UInt64(1), 99, 123_456_789, .max])
     func writeEventReportsTheTypesPlace(_ seq: UInt64) {
         let time = utf8("2026-11-29T13:00:00.123Z")
-        let (frame, written) = time.withUnsafeBytes { t in
+        let (frame, written) = time.withByteView { t in
             let parts = FrameEncoder.EventParts(
                 seq: seq, type: "order.created.v2", time: t, source: nil, defaultSource: "pid/1",
                 id: nil, instance: "0123456789abcdef", pid: 1, uid: 2, gid: 3, data: nil)
             var written = FrameEncoder.WrittenEvent()
             let frame = [UInt8](unsafeUninitializedCapacity: FrameEncoder.eventByteCountUpperBound(parts)) { buffer, count in
-                written = FrameEncoder.writeEvent(parts, into: UnsafeMutableRawPointer(buffer.baseAddress!), capacity: buffer.count)
+                written = FrameEncoder.writeEvent(parts, into: RawWriter(UnsafeMutableRawPointer(buffer.baseAddress!), capacity: buffer.count))
                 count = written.count
             }
             return (frame, written)
@@ -163,13 +161,13 @@ struct FrameEncoderTests {
     func writeEventStaysWithinItsBound(_ seq: UInt64, _ pid: Int32, _ uid: UInt32, _ gid: UInt32, _ withFields: Bool) throws {
         let time = utf8("2026-11-29T13:00:00.123Z")
         let source = utf8(#""s\"x""#), id = utf8(#""id-1""#), data = utf8(#"{"k":[1,2,{"é":null}]}"#)
-        let (written, bound) = time.withUnsafeBytes { t in source.withUnsafeBytes { s in id.withUnsafeBytes { i in data.withUnsafeBytes { d in
+        let (written, bound) = time.withByteView { t in source.withByteView { s in id.withByteView { i in data.withByteView { d in
             let parts = FrameEncoder.EventParts(
                 seq: seq, type: "order.created.v2", time: t, source: withFields ? s : nil, defaultSource: "pid/\(pid)",
                 id: withFields ? i : nil, instance: "0123456789abcdef", pid: pid, uid: uid, gid: gid, data: withFields ? d : nil)
             let bound = FrameEncoder.eventByteCountUpperBound(parts)
             let written = [UInt8](unsafeUninitializedCapacity: bound) { buffer, count in
-                count = FrameEncoder.writeEvent(parts, into: UnsafeMutableRawPointer(buffer.baseAddress!), capacity: buffer.count).count
+                count = FrameEncoder.writeEvent(parts, into: RawWriter(UnsafeMutableRawPointer(buffer.baseAddress!), capacity: buffer.count)).count
             }
             return (written, bound)
         } } } }
@@ -203,7 +201,7 @@ struct FrameEncoderTests {
         let type = utf8("order.created"), source = utf8(#""s\"x""#), id = utf8(#""id-1""#), data = utf8(#"{"k":[1,{"é":null}]}"#)
         let instance = "0123456789abcdef"
         var expected: [UInt8] = []
-        timeText.withUnsafeBytes { t in source.withUnsafeBytes { s in id.withUnsafeBytes { i in data.withUnsafeBytes { d in
+        timeText.withByteView { t in source.withByteView { s in id.withByteView { i in data.withByteView { d in
             FrameEncoder.appendEvent(.init(seq: seq, type: "order.created", time: t, source: withFields ? s : nil, defaultSource: client,
                                            id: withFields ? i : nil, instance: instance, pid: pid, uid: uid, gid: gid, data: withFields ? d : nil), to: &expected)
         } } } }
@@ -211,12 +209,12 @@ struct FrameEncoderTests {
         let time = formatter.bytes(nanosecondsSinceEpoch: 1_795_957_200_123_000_000)
         let defaultSource = EventStamp.source(client), identity = EventStamp.identity(pid: pid, uid: uid, gid: gid)
         let idPrefix = EventStamp.idPrefix(instance: instance)
-        let written = type.withUnsafeBytes { ty in source.withUnsafeBytes { s in id.withUnsafeBytes { i in data.withUnsafeBytes { d in
+        let written = type.withByteView { ty in source.withByteView { s in id.withByteView { i in data.withByteView { d in
             let parts = FrameEncoder.EventBytes(seq: seq, type: ty, time: time, source: withFields ? s : defaultSource.bytes, id: withFields ? i : nil,
                                                 idPrefix: idPrefix.bytes, identity: identity.bytes, origin: nil, data: withFields ? d : nil)
             let bound = FrameEncoder.eventByteCountUpperBound(parts)
             return [UInt8](unsafeUninitializedCapacity: bound) { buffer, count in
-                count = FrameEncoder.writeEvent(parts, into: UnsafeMutableRawPointer(buffer.baseAddress!), capacity: buffer.count).count
+                count = FrameEncoder.writeEvent(parts, into: RawWriter(UnsafeMutableRawPointer(buffer.baseAddress!), capacity: buffer.count)).count
                 #expect(count <= bound)
             }
         } } } }
@@ -229,12 +227,12 @@ struct FrameEncoderTests {
         var formatter = TimestampFormatter()
         let time = formatter.bytes(nanosecondsSinceEpoch: 0)
         let source = EventStamp.source("pid/1"), identity = EventStamp.identity(pid: 1, uid: 2, gid: 3), idPrefix = EventStamp.idPrefix(instance: "ab")
-        let written = type.withUnsafeBytes { ty in origin.withUnsafeBytes { o in
+        let written = type.withByteView { ty in origin.withByteView { o in
             let parts = FrameEncoder.EventBytes(seq: 9, type: ty, time: time, source: source.bytes, id: nil,
                                                 idPrefix: idPrefix.bytes, identity: identity.bytes, origin: o, data: nil)
             let bound = FrameEncoder.eventByteCountUpperBound(parts)
             return [UInt8](unsafeUninitializedCapacity: bound) { buffer, count in
-                count = FrameEncoder.writeEvent(parts, into: UnsafeMutableRawPointer(buffer.baseAddress!), capacity: buffer.count).count
+                count = FrameEncoder.writeEvent(parts, into: RawWriter(UnsafeMutableRawPointer(buffer.baseAddress!), capacity: buffer.count)).count
                 #expect(count <= bound)
             }
         } }
@@ -252,11 +250,11 @@ struct FrameEncoderTests {
         let time = formatter.bytes(nanosecondsSinceEpoch: 0)
         let type = utf8("a"), source = EventStamp.source("s"), identity = EventStamp.identity(pid: 1, uid: 2, gid: 3), idPrefix = EventStamp.idPrefix(instance: "i")
         for value in values {
-            let text = type.withUnsafeBytes { ty in
+            let text = type.withByteView { ty in
                 let parts = FrameEncoder.EventBytes(seq: value, type: ty, time: time, source: source.bytes, id: nil,
                                                     idPrefix: idPrefix.bytes, identity: identity.bytes, origin: nil, data: nil)
                 let bytes = [UInt8](unsafeUninitializedCapacity: FrameEncoder.eventByteCountUpperBound(parts)) { buffer, count in
-                    count = FrameEncoder.writeEvent(parts, into: UnsafeMutableRawPointer(buffer.baseAddress!), capacity: buffer.count).count
+                    count = FrameEncoder.writeEvent(parts, into: RawWriter(UnsafeMutableRawPointer(buffer.baseAddress!), capacity: buffer.count)).count
                 }
                 return String(decoding: bytes, as: UTF8.self)
             }

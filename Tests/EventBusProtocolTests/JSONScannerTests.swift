@@ -1,7 +1,7 @@
 // The JSON scanner against the pass/fail corpus, the reason and offset it
 // gives, the tokens it reports, and the helpers built on it (`JSONObject`,
 // `JSONString`).
-@_spi(Package) import EventBusProtocol
+@_spi(Package) @testable import EventBusProtocol
 import Testing
 
 @Suite("JSON scanner")
@@ -106,7 +106,7 @@ struct JSONScannerTests {
 
     @Test func scanValueStopsRightAfterTheValue() throws {
         let bytes = utf8(#"{"a":[1,{"b":"c"}]} tail"#)
-        try bytes.withUnsafeBytes { raw in
+        try bytes.withByteView { raw in
             var scanner = JSONScanner(raw)
             let token = try scanner.scanValue(depth: 0)
             #expect(token == JSONToken(start: 0, end: 19, kind: .object))
@@ -122,7 +122,7 @@ struct JSONScannerTests {
 struct JSONObjectTests {
     @Test func membersListsTopLevelKeysInOrderWithDuplicates() throws {
         let bytes = utf8(#" { "a" : 1 , "b\u0021" : {"a":2} , "a" : [3] } "#)
-        let members = try bytes.withUnsafeBytes { raw throws(JSONObject.ReadError) in try JSONObject.members(raw) }
+        let members = try bytes.withByteView { raw throws(JSONObject.ReadError) in try JSONObject.members(raw) }
         #expect(members.map(\.key) == ["a", "b!", "a"])
         let values = members.map { String(decoding: bytes[$0.value.start..<$0.value.end], as: UTF8.self) }
         #expect(values == ["1", #"{"a":2}"#, "[3]"])
@@ -133,7 +133,7 @@ struct JSONObjectTests {
     ])
     func membersRefusesNonObjects(_ text: String, _ isSyntaxError: Bool) {
         let bytes = utf8(text)
-        let result = bytes.withUnsafeBytes { raw in
+        let result = bytes.withByteView { raw in
             Result { () throws(JSONObject.ReadError) in try JSONObject.members(raw) }
         }
         switch result {
@@ -147,8 +147,8 @@ struct JSONObjectTests {
         let inner = String(repeating: "[", count: 511) + String(repeating: "]", count: 511)
         let ok = utf8("{\"a\":" + inner + "}")
         let deep = utf8("{\"a\":[" + inner + "]}")
-        #expect(ok.withUnsafeBytes { (try? JSONObject.members($0)) != nil })
-        #expect(deep.withUnsafeBytes { (try? JSONObject.members($0)) == nil })
+        #expect(ok.withByteView { (try? JSONObject.members($0)) != nil })
+        #expect(deep.withByteView { (try? JSONObject.members($0)) == nil })
         #expect(scannerAccepts(ok) && !scannerAccepts(deep))
     }
 
@@ -165,7 +165,7 @@ struct JSONObjectTests {
     func decodesEscapes(_ literal: String, _ expected: String) throws {
         let bytes = utf8(literal)
         let token = try validateJSON(bytes).get()
-        bytes.withUnsafeBytes { raw in
+        bytes.withByteView { raw in
             #expect(JSONString.decode(raw, token) == expected)
             #expect(JSONString.decodeBytes(raw, token) == Array(expected.utf8))
         }
@@ -181,7 +181,7 @@ struct JSONObjectTests {
             #expect(!equal)  // "o\p" is not even valid JSON
             return
         }
-        bytes.withUnsafeBytes { raw in #expect(JSONString.equals(raw, token, "op") == equal) }
+        bytes.withByteView { raw in #expect(JSONString.equals(raw, token, "op") == equal) }
     }
 
     @Test("quoted output is valid JSON that decodes back", arguments: [
@@ -195,7 +195,7 @@ struct JSONObjectTests {
         let separators = text.unicodeScalars.contains { $0 == "\u{85}" || $0 == "\u{2028}" || $0 == "\u{2029}" }
         #expect(token.kind == .string(escaped: separators || text.utf8.contains { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C }))
         #expect(!literal.unicodeScalars.contains { $0 == "\u{85}" || $0 == "\u{2028}" || $0 == "\u{2029}" }, "written as \\u escapes")
-        bytes.withUnsafeBytes { raw in #expect(JSONString.decode(raw, token) == text) }
+        bytes.withByteView { raw in #expect(JSONString.decode(raw, token) == text) }
     }
 }
 

@@ -20,7 +20,7 @@ struct KeyTableTests {
     /// `text` (JSON string syntax, quotes included) as a token of its own bytes.
     private func position(_ text: String, _ table: KeyTable) -> Int? {
         let bytes = utf8(text)
-        return bytes.withUnsafeBytes { raw in
+        return bytes.withByteView { raw in
             let token = try! JSONScanner.validate(raw)
             return table.lookup.position(of: token, in: raw)
         }

@@ -1,6 +1,6 @@
 // Event type and pattern rules (PROTOCOL.md "Names and patterns") as tables,
 // and `Pattern.matches`, the reference semantics the broker's index follows.
-@_spi(Package) import EventBusProtocol
+@_spi(Package) @testable import EventBusProtocol
 import Testing
 
 @Suite("Event types")
@@ -25,14 +25,14 @@ struct EventTypeTests {
     func validTypeIsAccepted(_ name: String) {
         #expect(EventType(name)?.name == name)
         #expect(EventType.isValid(name.utf8))
-        #expect(utf8(name).withUnsafeBytes { EventType.isValid(raw: $0) })
+        #expect(utf8(name).withByteView { EventType.isValid(raw: $0) })
     }
 
     @Test("invalid event types are rejected", arguments: invalid)
     func invalidTypeIsRejected(_ name: String) {
         #expect(EventType(name) == nil)
         #expect(!EventType.isValid(name.utf8))
-        #expect(!utf8(name).withUnsafeBytes { EventType.isValid(raw: $0) })
+        #expect(!utf8(name).withByteView { EventType.isValid(raw: $0) })
     }
 
     @Test func lengthLimitIs255BytesNot255Characters() {

@@ -77,7 +77,7 @@ struct PublishScannerTests {
     @Test("takes the common shape and reads it as the general decoder does", arguments: taken)
     func takesTheCommonShape(_ text: String) {
         let frame = utf8(text)
-        frame.withUnsafeBytes { bytes in
+        frame.withByteView { bytes in
             guard let special = RequestDecoder.decodeCommonPublish(bytes) else {
                 Issue.record("left to the general decoder: \(text)")
                 return
@@ -95,7 +95,7 @@ struct PublishScannerTests {
     @Test("leaves every other frame to the general decoder", arguments: leftToGeneral)
     func leavesOtherShapes(_ text: String, _ code: ErrorCode?) {
         let frame = utf8(text)
-        frame.withUnsafeBytes { bytes in
+        frame.withByteView { bytes in
             #expect(RequestDecoder.decodeCommonPublish(bytes) == nil)
             switch RequestDecoder.decode(bytes).request {
             case .success: #expect(code == nil)
@@ -105,18 +105,18 @@ struct PublishScannerTests {
     }
 
     @Test func aReservedTypeIsScannedButNotPublishable() {
-        utf8(#"{"op":"publish","type":"eventbus.x"}"#).withUnsafeBytes { bytes in
+        utf8(#"{"op":"publish","type":"eventbus.x"}"#).withByteView { bytes in
             guard let tokens = PublishScanner.scan(bytes) else { Issue.record("not scanned"); return }
             #expect(EventType.publishable(tokens.typeBytes(in: bytes)) == nil)
         }
-        utf8("eventbus").withUnsafeBytes { #expect(EventType.publishable($0)?.name == "eventbus") }
+        utf8("eventbus").withByteView { #expect(EventType.publishable($0)?.name == "eventbus") }
     }
 
     @Test func aPrefixOfATakenFrameIsTakenOnlyWhenItIsAPublishItself() {
         for text in Self.taken {
             let frame = utf8(text)
             for length in 0..<frame.count {
-                Array(frame[..<length]).withUnsafeBytes { bytes in
+                Array(frame[..<length]).withByteView { bytes in
                     guard RequestDecoder.decodeCommonPublish(bytes) != nil else { return }
                     guard case .success(.publish) = RequestDecoder.decode(bytes).request else {
                         Issue.record("took \(length) bytes of \(text)")
@@ -141,8 +141,8 @@ struct PublishScannerTests {
     }
 
     @Test func thePublishWordsAreTheirSpellings() {
-        #expect(utf8("\"publish\"").withUnsafeBytes { PublishScanner.word($0.baseAddress!) } == PublishScanner.Key.publishWord)
-        let opening = utf8("{\"op\":\"publish\",").withUnsafeBytes { (PublishScanner.word($0.baseAddress!), PublishScanner.word($0.baseAddress! + 8)) }
+        #expect(utf8("\"publish\"").withByteView { $0.word(at: 0) } == PublishScanner.Key.publishWord)
+        let opening = utf8("{\"op\":\"publish\",").withByteView { ($0.word(at: 0), $0.word(at: 8)) }
         #expect(opening == PublishScanner.Key.openingWords)
     }
 
@@ -150,7 +150,7 @@ struct PublishScannerTests {
     static func match(_ text: String) -> (PublishScanner.Key, Int)? {
         var bytes = utf8(text)
         bytes += [UInt8](repeating: 0x3A, count: max(0, 8 - bytes.count))
-        return bytes.withUnsafeBytes { PublishScanner.Key.match(PublishScanner.word($0.baseAddress!)) }
+        return bytes.withByteView { PublishScanner.Key.match($0.word(at: 0)) }
     }
 
     @Test("the quick scan agrees with the full one", arguments: [
@@ -160,7 +160,7 @@ struct PublishScannerTests {
     func quickScanAgrees(_ text: String) {
         for maxDepth in [512, 3] {
             let bytes = utf8(text)
-            let quick = bytes.withUnsafeBytes { JSONScanner.validateQuickly($0, maxDepth: maxDepth) }
+            let quick = bytes.withByteView { JSONScanner.validateQuickly($0, maxDepth: maxDepth) }
             let full = try? validateJSON(bytes, maxDepth: maxDepth).get()
             #expect(quick == full, "\(text) at depth \(maxDepth)")
         }

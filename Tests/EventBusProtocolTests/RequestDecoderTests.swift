@@ -2,7 +2,7 @@
 // rules (string, integer within ±2^53, anything else is bad_request answered
 // without req), duplicate keys including escaped-equal ones, unknown and
 // missing op, and the error each broken field gets.
-@_spi(Package) import EventBusProtocol
+@_spi(Package) @testable import EventBusProtocol
 import Testing
 
 /// A decoded frame with its tokens turned into text, for easy comparison.
@@ -18,7 +18,7 @@ struct Decoded {
 
     init(bytes: [UInt8]) {
         frame = bytes
-        let decoded = bytes.withUnsafeBytes { RequestDecoder.decode($0) }
+        let decoded = bytes.withByteView { RequestDecoder.decode($0) }
         req = decoded.req.map { String(decoding: bytes[$0.start..<$0.end], as: UTF8.self) }
         switch decoded.request {
         case .success(let r): request = r

@@ -4,7 +4,7 @@
 // below (the JSON corpus's texts alone, as a ping's unknown member and as a
 // publish's `data`, and envelopes of every kind) is handed over in every
 // split into two pieces, a byte at a time, and with a CR last in a piece.
-@_spi(Package) import EventBusProtocol
+@_spi(Package) @testable import EventBusProtocol
 import Testing
 
 /// The answer to a frame, as text (the decoded request's fields and token
@@ -14,7 +14,7 @@ private func answer(_ decoded: DecodedFrame) -> String {
 }
 
 private func decodedWhole(_ frame: [UInt8]) -> String {
-    frame.withUnsafeBytes { answer(RequestDecoder.decode($0)) }
+    frame.withByteView { answer(RequestDecoder.decode($0)) }
 }
 
 /// The frame handed to a scan in pieces ending at `cuts` (growing offsets,
@@ -24,9 +24,9 @@ private func scanned(_ frame: [UInt8], cuts: [Int], crAfter: Bool = false) -> St
     for cut in cuts {
         var prefix = Array(frame[0..<cut])
         if crAfter { prefix.append(0x0D) }  // a CR that may precede the LF: left for later
-        prefix.withUnsafeBytes { scan.advance($0) }
+        prefix.withByteView { scan.advance($0) }
     }
-    return frame.withUnsafeBytes { answer(scan.finish($0)) }
+    return frame.withByteView { answer(scan.finish($0)) }
 }
 
 /// Frames built from the JSON corpus and envelopes of every kind.
@@ -100,10 +100,10 @@ private let frames: [(name: String, bytes: [UInt8])] = {
 
     @Test func blankLinesAreToldApart() {
         let blank = RequestScan()
-        Array("  \t\r  ".utf8).withUnsafeBytes { blank.advance($0) }
+        Array("  \t\r  ".utf8).withByteView { blank.advance($0) }
         #expect(!blank.sawNonBlank)
         let notBlank = RequestScan()
-        Array("  \r {".utf8).withUnsafeBytes { notBlank.advance($0) }
+        Array("  \r {".utf8).withByteView { notBlank.advance($0) }
         #expect(notBlank.sawNonBlank)
     }
 
@@ -122,10 +122,10 @@ private let frames: [(name: String, bytes: [UInt8])] = {
             var cut = 0
             while cut < frame.count - 1 {
                 cut = min(frame.count - 1, cut + 65_536)
-                frame[0..<cut].withUnsafeBytes { scan.advance($0) }
+                Array(frame[0..<cut]).withByteView { scan.advance($0) }
                 #expect(scan.scanned >= cut - 12, "validated up to \(scan.scanned) of \(cut)")
             }
-            #expect(frame.withUnsafeBytes { answer(scan.finish($0)) } == decodedWhole(frame))
+            #expect(frame.withByteView { answer(scan.finish($0)) } == decodedWhole(frame))
         }
     }
 }

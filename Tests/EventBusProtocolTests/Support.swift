@@ -2,7 +2,7 @@
 // number generator, and one-call wrappers around the scanner and splitter.
 //
 // Before editing: everything random here is seeded, so a failure reproduces.
-@_spi(Package) import EventBusProtocol
+@_spi(Package) @testable import EventBusProtocol
 import EventBusTestSupport
 
 /// The UTF-8 bytes of `text`.
@@ -13,7 +13,7 @@ typealias SeededGenerator = EventBusProtocol.SplitMix64
 
 /// Runs `JSONScanner.validate` over `bytes`.
 func validateJSON(_ bytes: [UInt8], maxDepth: Int = 512) -> Result<JSONToken, JSONSyntaxError> {
-    bytes.withUnsafeBytes { raw in
+    bytes.withByteView { raw in
         Result { () throws(JSONSyntaxError) in try JSONScanner.validate(raw, maxDepth: maxDepth) }
     }
 }

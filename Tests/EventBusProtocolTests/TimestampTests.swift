@@ -1,7 +1,7 @@
 // TimestampFormatter (PROTOCOL.md "Events": `time` is RFC 3339 UTC with
 // millisecond precision) against known instants, and against Foundation's
 // Gregorian calendar for seeded random instants over the whole Int64 range.
-@_spi(Package) import EventBusProtocol
+@_spi(Package) @testable import EventBusProtocol
 import Foundation
 import Testing
 
@@ -87,7 +87,7 @@ struct TimestampTests {
         instants += (0..<500).map { _ in Int64.random(in: Int64.min...Int64.max, using: &rng) }
         for ns in instants {
             let expected = reference.string(nanosecondsSinceEpoch: ns)
-            let got = formatter.bytes(nanosecondsSinceEpoch: ns).withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+            let got = formatter.bytes(nanosecondsSinceEpoch: ns).withByteView { String(decoding: $0, as: UTF8.self) }
             #expect(got == expected, "ns \(ns)")
         }
     }

@@ -14,7 +14,7 @@ struct UnknownKeysTests {
     /// What the model says of a frame that is one JSON object: the first
     /// key, in frame order, that repeats an earlier one (decoded), or nil.
     private func modelRepeat(_ frame: [UInt8]) -> String?? {
-        guard let members = frame.withUnsafeBytes({ try? JSONObject.members($0) }) else { return .none }
+        guard let members = frame.withByteView({ try? JSONObject.members($0) }) else { return .none }
         var seen = Set<String>()
         for member in members {
             if !seen.insert(member.key).inserted { return .some(member.key) }
@@ -26,7 +26,7 @@ struct UnknownKeysTests {
     private func expectAgreement(_ frame: [UInt8], _ note: @autoclosure () -> String = "") {
         // Not an object, or not line-safe: bad_frame, not this check.
         guard case .some(let repeated) = modelRepeat(frame),
-              frame.withUnsafeBytes({ (try? JSONScanner.validate($0, lineSafe: true)) != nil }) else { return }
+              frame.withByteView({ (try? JSONScanner.validate($0, lineSafe: true)) != nil }) else { return }
         let d = Decoded(bytes: frame)
         let message = d.error?.message ?? ""
         if message.hasPrefix("req must") { return }  // a bad or repeated req is told first

@@ -30,7 +30,7 @@ enum Differential {
     nonisolated(unsafe) static var agreements = 0
 
     static func ours(_ input: [UInt8]) -> Result<JSONToken, JSONSyntaxError> {
-        input.withUnsafeBytes { bytes in Result { () throws(JSONSyntaxError) in try JSONScanner.validate(bytes) } }
+        input.withUnsafeBytes { bytes in Result { () throws(JSONSyntaxError) in try JSONScanner.validate(bytes.bytes) } }
     }
 
     static func foundation(_ input: [UInt8]) -> Any? {
@@ -135,13 +135,13 @@ enum Differential {
         input.withUnsafeBytes { bytes in
             switch token.kind {
             case .string:
-                let mine = JSONString.decode(bytes, token)
+                let mine = JSONString.decode(bytes.bytes, token)
                 guard let theirs = value as? String else { fuzzFailure("Foundation made \(type(of: value)) of a string") }
                 if Array(mine.unicodeScalars) != Array(theirs.unicodeScalars) {
                     fuzzFailure("string decodes differently: ours \(mine.debugDescription), Foundation \(theirs.debugDescription)")
                 }
             case .object:
-                guard let members = try? JSONObject.members(bytes) else { fuzzFailure("JSONObject.members rejects a validated object") }
+                guard let members = try? JSONObject.members(bytes.bytes) else { fuzzFailure("JSONObject.members rejects a validated object") }
                 guard let dictionary = value as? [String: Any] else { fuzzFailure("Foundation made \(type(of: value)) of an object") }
                 // Compared as Swift strings (canonical equivalence), because a
                 // Swift dictionary merges keys like "\u00e9" and "e\u0301"

@@ -24,8 +24,8 @@ enum PublishPathProperties {
     static func check(_ frame: [UInt8]) {
         frame.withUnsafeBytes { bytes in
             checkQuickScan(bytes)
-            let general = RequestDecoder.decode(bytes)
-            guard let special = RequestDecoder.decodeCommonPublish(bytes) else {
+            let general = RequestDecoder.decode(bytes.bytes)
+            guard let special = RequestDecoder.decodeCommonPublish(bytes.bytes) else {
                 leftToGeneral += 1
                 if isCommonShape(bytes, general) {
                     fuzzFailure("the specialised path left a frame of its shape to the general decoder: \(FuzzInput.preview(frame))")
@@ -53,7 +53,7 @@ enum PublishPathProperties {
         var plain = true
         var op: JSONToken? = nil, type: JSONToken? = nil
         do {
-            try JSONObject.scan(bytes) { key, value in
+            try JSONObject.scan(bytes.bytes) { key, value in
                 guard case .string(escaped: false) = key.kind else { plain = false; return }
                 let name = Array(bytes[(key.start + 1)..<(key.end - 1)])
                 if !shapeKeys.contains(name) { plain = false }
@@ -72,8 +72,8 @@ enum PublishPathProperties {
     static func checkQuickScan(_ bytes: UnsafeRawBufferPointer) {
         for maxDepth in [ProtocolConstants.maxDepth, 3] {
             for lineSafe in [false, true] {  // (the broker's requests: lineSafe)
-                let quick = JSONScanner.validateQuickly(bytes, maxDepth: maxDepth, lineSafe: lineSafe)
-                let full = try? JSONScanner.validate(bytes, maxDepth: maxDepth, lineSafe: lineSafe)
+                let quick = JSONScanner.validateQuickly(bytes.bytes, maxDepth: maxDepth, lineSafe: lineSafe)
+                let full = try? JSONScanner.validate(bytes.bytes, maxDepth: maxDepth, lineSafe: lineSafe)
                 if quick != full {
                     fuzzFailure("maxDepth \(maxDepth), lineSafe \(lineSafe): quick scan \(String(describing: quick)), full scan \(String(describing: full)): \(FuzzInput.preview(Array(bytes)))")
                 }

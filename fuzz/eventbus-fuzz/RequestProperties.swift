@@ -12,9 +12,9 @@
 enum RequestProperties {
     static func check(_ frame: [UInt8]) {
         frame.withUnsafeBytes { bytes in
-            let decoded = RequestDecoder.decode(bytes)
+            let decoded = RequestDecoder.decode(bytes.bytes)
             // The requests' grammar: no raw CR, U+0085, U+2028, U+2029 (lineSafe).
-            let whole = Result { () throws(JSONSyntaxError) in try JSONScanner.validate(bytes, lineSafe: true) }
+            let whole = Result { () throws(JSONSyntaxError) in try JSONScanner.validate(bytes.bytes, lineSafe: true) }
             checkVerdict(whole, decoded, bytes)
             let reqSlice = checkReq(decoded, in: bytes)
 
@@ -95,8 +95,8 @@ enum RequestProperties {
         var event: [UInt8] = []
         stamp.withUnsafeBytes { stampBytes in
             FrameEncoder.appendEvent(FrameEncoder.EventParts(
-                seq: 42, type: type.name, time: stampBytes, source: sourceSlice, defaultSource: "pid/1",
-                id: idSlice, instance: "0123456789abcdef", pid: 1, uid: 0, gid: 0, data: dataSlice), to: &event)
+                seq: 42, type: type.name, time: ByteView(unsafe: stampBytes), source: sourceSlice.map(ByteView.init(unsafe:)), defaultSource: "pid/1",
+                id: idSlice.map(ByteView.init(unsafe:)), instance: "0123456789abcdef", pid: 1, uid: 0, gid: 0, data: dataSlice.map(ByteView.init(unsafe:))), to: &event)
         }
         checkOutgoing(event, what: "event")
         // `data` is forwarded byte for byte, and the clients' reader finds it.
@@ -110,7 +110,7 @@ enum RequestProperties {
         if forwarded != expected {
             fuzzFailure("data not forwarded byte for byte: \(FuzzInput.preview(forwarded)) vs \(FuzzInput.preview(expected))")
         }
-        if fields.seq != 42 || body.withUnsafeBytes({ JSONString.decode($0, fields.type) }) != type.name {
+        if fields.seq != 42 || body.withUnsafeBytes({ JSONString.decode($0.bytes, fields.type) }) != type.name {
             fuzzFailure("the client reader reads seq/type \(fields.seq) wrong in \(FuzzInput.preview(event))")
         }
     }
@@ -152,7 +152,7 @@ enum RequestProperties {
     /// and a frame without one is not refused for it. (A bad or repeated
     /// `req` is told first.)
     static func checkDuplicateKeys(_ frame: UnsafeRawBufferPointer, _ decoded: DecodedFrame) {
-        guard let members = try? JSONObject.members(frame) else { fuzzFailure("the decoder's object has no members") }
+        guard let members = try? JSONObject.members(frame.bytes) else { fuzzFailure("the decoder's object has no members") }
         var seen = Set<String>()
         let repeated = members.first { !seen.insert($0.key).inserted }?.key
         let message: String
@@ -182,7 +182,7 @@ enum RequestProperties {
         var encoded = client.encoded(req: 1)
         guard encoded.popLast() == 0x0A, !encoded.contains(0x0A) else { fuzzFailure("encoded request is not one line: \(FuzzInput.preview(encoded))") }
         encoded.withUnsafeBytes { again in
-            let decoded = RequestDecoder.decode(again)
+            let decoded = RequestDecoder.decode(again.bytes)
             guard case .success(let back) = decoded.request else {
                 fuzzFailure("the broker refuses the clients' encoding \(FuzzInput.preview(encoded)): \(describe(decoded))")
             }
@@ -236,7 +236,7 @@ enum RequestProperties {
         }
     }
 
-    static func string(_ token: JSONToken?, _ bytes: UnsafeRawBufferPointer) -> String? { token.map { JSONString.decode(bytes, $0) } }
+    static func string(_ token: JSONToken?, _ bytes: UnsafeRawBufferPointer) -> String? { token.map { JSONString.decode(bytes.bytes, $0) } }
 
     /// The token's value in compact layout (`null` when absent).
     static func compact(_ token: JSONToken?, _ bytes: UnsafeRawBufferPointer) -> [UInt8]? {
@@ -251,8 +251,9 @@ enum RequestProperties {
             fuzzFailure("\(what) token \(token.start)..<\(token.end) outside the frame of \(frame.count) bytes")
         }
         let slice = UnsafeRawBufferPointer(rebasing: frame[token.start..<token.end])
+        let rescanned = Result { () throws(JSONSyntaxError) in try ByteView(unsafe: slice).withSpan { (span) throws(JSONSyntaxError) in try JSONScanner.validate(span) } }
         do {
-            let again = try JSONScanner.validate(slice)
+            let again = try rescanned.get()
             if again.start != 0 || again.end != slice.count || again.kind != token.kind {
                 fuzzFailure("\(what) token rescans as \(again), was \(token)")
             }
@@ -270,7 +271,7 @@ enum RequestProperties {
         out.dropLast().withUnsafeBytes { bytes in
             do {
                 // lineSafe: nothing a line reader would split (PROTOCOL-NOTES.md "Framing").
-                let token = try JSONScanner.validate(bytes, lineSafe: true)
+                let token = try JSONScanner.validate(bytes.bytes, lineSafe: true)
                 if token.kind != .object { fuzzFailure("\(what) is not an object") }
             } catch {
                 fuzzFailure("\(what) is not valid JSON (\(error)): \(FuzzInput.preview(out))")

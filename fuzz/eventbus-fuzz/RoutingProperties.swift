@@ -215,7 +215,7 @@ enum RoutingProperties {
     /// Whether the step's frame is a subscribe with `last` or `since`.
     static func subscribeAsks(step frame: [UInt8]) -> Bool {
         frame.withUnsafeBytes { bytes in
-            if case .success(.subscribe(let subscribe)) = RequestDecoder.decode(bytes).request { return subscribe.last || subscribe.since != nil }
+            if case .success(.subscribe(let subscribe)) = RequestDecoder.decode(bytes.bytes).request { return subscribe.last || subscribe.since != nil }
             return false
         }
     }
@@ -223,7 +223,7 @@ enum RoutingProperties {
     /// The type of the publish in `frame`, when the decoder accepts it as one.
     static func publishedType(_ frame: [UInt8]) -> EventType? {
         frame.withUnsafeBytes { bytes in
-            if case .success(.publish(let publish)) = RequestDecoder.decode(bytes).request { return publish.type }
+            if case .success(.publish(let publish)) = RequestDecoder.decode(bytes.bytes).request { return publish.type }
             return nil
         }
     }
