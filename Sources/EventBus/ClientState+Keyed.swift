@@ -33,12 +33,8 @@ extension ClientState {
     /// broker when it is the key's first and the link is up.
     mutating func add(_ sink: any Registration, on key: SubscriptionKey, pattern: Pattern) -> (UInt64, Step) {
         var step = Step()
-        let id = nextRegistration
-        nextRegistration += 1
-        if case .closed(let error) = link {
-            step.effects.append(.finish([sink], error ?? .closed, discardQueued: true))
-            return (id, step)
-        }
+        let (id, open) = newRegistration(sink, &step)
+        guard open else { return (id, step) }
         keyOfRegistration[id] = key
         let first = keyed[key]?.sinks.isEmpty ?? true
         keyed[key, default: KeyedEntry(key: key, pattern: pattern)].sinks[id] = sink

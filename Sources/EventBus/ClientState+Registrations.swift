@@ -20,12 +20,8 @@ extension ClientState {
     ///   with `last`, sent now when connected, or on the next connection.
     mutating func add(_ sink: any EventSink, on pattern: Pattern, initial: Bool = false) -> (UInt64, Step) {
         var step = Step()
-        let id = nextRegistration
-        nextRegistration += 1
-        if case .closed(let error) = link {
-            step.effects.append(.finish([sink], error ?? .closed, discardQueued: true))
-            return (id, step)
-        }
+        let (id, open) = newRegistration(sink, &step)
+        guard open else { return (id, step) }
         patternOfRegistration[id] = pattern.text
         if initial {
             patterns[pattern.text, default: PatternEntry(pattern: pattern)].waitingInitial[id] = sink

@@ -52,7 +52,7 @@ struct ClientState {
     private var heardOnConnection = false
     /// The last `error` frame without `req` on the current connection, as `code: message`.
     private var refusalOnConnection: String?
-    var nextRegistration: UInt64 = 1
+    private var nextRegistration: UInt64 = 1
     private var timestamps = TimestampFormatter()
 
     init(path: String, clientName: String?, overflow: OverflowPolicy?, whileDisconnected: EventBus.DisconnectedPublishing, identity: (pid: Int32, uid: UInt32, gid: UInt32), firstConnect: Completion<ConnectionInfo>?, runtimeDirectory: String? = nil) {
@@ -96,6 +96,17 @@ struct ClientState {
 
     /// Moves what the session encoded into `step`'s bytes.
     mutating func flush(_ step: inout Step) { session.takeOutput(appendingTo: &step.write) }
+
+    /// A new registration id for `sink` (ClientState+Registrations.swift,
+    /// ClientState+Keyed.swift); on a closed bus `sink` is ended at once (in
+    /// `step`) under it and `open` is false: the caller keeps nothing.
+    mutating func newRegistration(_ sink: any Registration, _ step: inout Step) -> (id: UInt64, open: Bool) {
+        let id = nextRegistration
+        nextRegistration += 1
+        guard case .closed(let error) = link else { return (id, true) }
+        step.effects.append(.finish([sink], error ?? .closed, discardQueued: true))
+        return (id, false)
+    }
 
     // MARK: Connection
 

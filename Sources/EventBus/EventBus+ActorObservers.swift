@@ -69,9 +69,7 @@ extension EventBus {
         group: String? = nil,
         handler: @escaping @Sendable (isolated Observer, RawEvent) -> Void
     ) throws(EventBusError) -> Subscription {
-        guard Pattern(pattern) != nil else { throw .invalidName(pattern) }
-        try Self.checkGroup(group, initial: initial)
-        let (subscription, stream, reference) = registerObserver(observer, on: .success(pattern), initial: initial, group: group, transform: { raw throws(EventBusError) in raw })
+        let (subscription, stream, reference) = try registerObserver(observer, matching: pattern, initial: initial, group: group)
         Self.deliverOnActor(stream, to: reference, subscription: subscription, handler: handler)
         return subscription
     }

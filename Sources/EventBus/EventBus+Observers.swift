@@ -128,9 +128,7 @@ extension EventBus {
         group: String? = nil,
         handler: @escaping @MainActor (Observer, RawEvent) -> Void
     ) throws(EventBusError) -> Subscription {
-        guard Pattern(pattern) != nil else { throw .invalidName(pattern) }
-        try Self.checkGroup(group, initial: initial)
-        let (subscription, stream, reference) = registerObserver(observer, on: .success(pattern), initial: initial, group: group, transform: { raw throws(EventBusError) in raw })
+        let (subscription, stream, reference) = try registerObserver(observer, matching: pattern, initial: initial, group: group)
         Self.deliverOnMainActor(stream, to: reference, subscription: subscription, handler: handler)
         return subscription
     }
@@ -204,6 +202,18 @@ extension EventBus {
             observerID: ObjectIdentifier(observer)
         )
         return (register(sink, on: pattern, initial: initial, group: group), stream, reference)
+    }
+
+    /// `registerObserver(_:on:initial:group:transform:)` for raw events on a
+    /// pattern given at run time (both observer forms of
+    /// `subscribe(_:matching:initial:group:handler:)`), checked first.
+    /// - Throws: `.invalidName` (`pattern`, `group`), `.protocolError` (`group` with `.last`).
+    func registerObserver<Observer: AnyObject & Sendable>(
+        _ observer: Observer, matching pattern: String, initial: Initial, group: String?
+    ) throws(EventBusError) -> (Subscription, SinkStream<RawEvent>, WeakReference<Observer>) {
+        guard Pattern(pattern) != nil else { throw .invalidName(pattern) }
+        try Self.checkGroup(group, initial: initial)
+        return registerObserver(observer, on: .success(pattern), initial: initial, group: group, transform: { raw throws(EventBusError) in raw })
     }
 
     /// Adds `sink` on `pattern` (validated by the caller) and wraps it in a

@@ -60,19 +60,7 @@ extension EventBus {
         _ observer: Observer, _ type: R.Type, group: String? = nil,
         handler: @escaping @MainActor (Observer, R) async throws -> R.Reply
     ) throws(EventBusError) -> Subscription {
-        let key = try servingKey(R.self, group: group)
-        let reference = WeakReference(observer)
-        let (sink, stream) = RequestSink.make(limit: core.configuration.maxQueuedRequests,
-                                              observerAlive: { reference.object != nil }, observerID: ObjectIdentifier(observer))
-        let subscription = registerKeyed(sink, on: key)
-        Task { @MainActor in
-            for await request in stream {
-                sink.took()
-                guard let observer = reference.object else { break }
-                await answer(request, as: R.self) { request in try await handler(observer, request) }
-            }
-        }
-        return subscription
+        try serveRequests(for: observer, R.self, group: group) { observer, request in try await handler(observer, request) }
     }
 
     /// (1.3) Serves requests of type `R` for the actor `observer`, held
@@ -84,6 +72,16 @@ extension EventBus {
     public func serve<Observer: Actor, R: BusRequest>(
         _ observer: Observer, _ type: R.Type, group: String? = nil,
         handler: @escaping @Sendable (isolated Observer, R) async throws -> R.Reply
+    ) throws(EventBusError) -> Subscription {
+        try serveRequests(for: observer, R.self, group: group) { observer, request in try await handler(observer, request) }
+    }
+
+    /// Both `serve(_:_:group:handler:)`: the registration, and a task that
+    /// takes its requests one at a time while `observer` lives, `handler`
+    /// running where the caller's closure puts it (the main actor, the actor).
+    private func serveRequests<Observer: AnyObject & Sendable, R: BusRequest>(
+        for observer: Observer, _: R.Type, group: String?,
+        handler: @escaping @Sendable (Observer, R) async throws -> R.Reply
     ) throws(EventBusError) -> Subscription {
         let key = try servingKey(R.self, group: group)
         let reference = WeakReference(observer)

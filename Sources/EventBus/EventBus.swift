@@ -230,24 +230,22 @@ public final class EventBus: Sendable {
     ///   `.encodingFailed`, `.closed`; `.unavailable` while disconnected
     ///   with `whileDisconnected: .fail` or too many waiting.
     public func post<Event: BusEvent>(_ event: Event, from observer: (AnyObject & Sendable)? = nil, source: String? = nil, id: String? = nil, key: String? = nil, retain: Bool = false) throws(EventBusError) {
-        let type = try Event.validatedEventType().name
-        try post(type: type, data: try encode(event, type: type), from: observer, source: source, id: id, key: key, retain: retain)
+        try post(payload(event), from: observer, source: source, id: id, key: key, retain: retain)
     }
 
     /// As `post(_:from:source:id:key:retain:)`, for any `Encodable` payload
     /// under an event type given at run time.
     /// - Throws: `.invalidName` for a bad or reserved type, then as `post(_:from:source:id:key:retain:)`.
     public func post(type: String, data: some Encodable, from observer: (AnyObject & Sendable)? = nil, source: String? = nil, id: String? = nil, key: String? = nil, retain: Bool = false) throws(EventBusError) {
-        let type = try Self.validate(type: type)
-        try post(type: type, data: try encode(data, type: type), from: observer, source: source, id: id, key: key, retain: retain)
+        try post(payload(type: type, data: data), from: observer, source: source, id: id, key: key, retain: retain)
     }
 
-    private func post(type: String, data: JSONText, from observer: (AnyObject & Sendable)?, source: String?, id: String?, key: String?, retain: Bool) throws(EventBusError) {
-        let key = try Self.validate(key: key)
+    private func post(_ payload: Payload, from observer: (AnyObject & Sendable)?, source: String?, id: String?, key: String?, retain: Bool) throws(EventBusError) {
         let failure = Locked<EventBusError?>(nil)
         let returned = Locked(false)
         let core = self.core
-        let publish = OutgoingPublish(type: type, data: data, source: source, id: id, key: key, retain: retain, exclude: observer, completion: { result in
+        let type = payload.type
+        let publish = try outgoing(payload, from: observer, source: source, id: id, key: key, retain: retain) { result in
             guard case .failure(let error) = result else { return }
             // Failed at once (closed, unavailable): thrown below; later: a notice.
             let late = returned.withLock { done in
@@ -255,7 +253,7 @@ public final class EventBus: Sendable {
                 return done
             }
             if late { core.post(.postFailed(type: type, error)) }
-        })
+        }
         // On the writer queue, after the async publishes and `enqueue`s made
         // before it (one order for all three), and on this thread's time.
         core.writeQueue.sync {
@@ -288,30 +286,28 @@ public final class EventBus: Sendable {
     ///   `.encodingFailed`, `.closed`, `.unavailable` (`maxEnqueued` events
     ///   already waiting).
     public func enqueue<Event: BusEvent>(_ event: Event, from observer: (AnyObject & Sendable)? = nil, source: String? = nil, id: String? = nil, key: String? = nil, retain: Bool = false) throws(EventBusError) {
-        let type = try Event.validatedEventType().name
-        try enqueue(type: type, data: try encode(event, type: type), from: observer, source: source, id: id, key: key, retain: retain)
+        try enqueue(payload(event), from: observer, source: source, id: id, key: key, retain: retain)
     }
 
     /// As `enqueue(_:from:source:id:key:retain:)`, for any `Encodable` payload
     /// under an event type given at run time.
     /// - Throws: `.invalidName` for a bad or reserved type, then as `enqueue(_:from:source:id:key:retain:)`.
     public func enqueue(type: String, data: some Encodable, from observer: (AnyObject & Sendable)? = nil, source: String? = nil, id: String? = nil, key: String? = nil, retain: Bool = false) throws(EventBusError) {
-        let type = try Self.validate(type: type)
-        try enqueue(type: type, data: try encode(data, type: type), from: observer, source: source, id: id, key: key, retain: retain)
+        try enqueue(payload(type: type, data: data), from: observer, source: source, id: id, key: key, retain: retain)
     }
 
-    private func enqueue(type: String, data: JSONText, from observer: (AnyObject & Sendable)?, source: String?, id: String?, key: String?, retain: Bool) throws(EventBusError) {
-        let key = try Self.validate(key: key)
+    private func enqueue(_ payload: Payload, from observer: (AnyObject & Sendable)?, source: String?, id: String?, key: String?, retain: Bool) throws(EventBusError) {
+        let core = self.core
+        let type = payload.type
+        let publish = try outgoing(payload, from: observer, source: source, id: id, key: key, retain: retain) { result in
+            if case .failure(let error) = result { core.post(.postFailed(type: type, error)) }
+        }
         if let error = core.state.withLock({ $0.isClosed ? $0.notConnected : nil }) { throw error }
         let limit = core.configuration.maxEnqueued
         guard core.enqueued.add(1, ordering: .relaxed).newValue <= limit else {
             core.enqueued.subtract(1, ordering: .relaxed)
             throw .unavailable(path: core.path, reason: "\(limit) events already enqueued while the broker holds this connection (Configuration.maxEnqueued)")
         }
-        let core = self.core
-        let publish = OutgoingPublish(type: type, data: data, source: source, id: id, key: key, retain: retain, exclude: observer, completion: { result in
-            if case .failure(let error) = result { core.post(.postFailed(type: type, error)) }
-        })
         core.writeQueue.async {
             core.enqueued.subtract(1, ordering: .relaxed)
             let now = Clock.monotonicNanoseconds()
@@ -371,6 +367,29 @@ public final class EventBus: Sendable {
         let key = try Self.validate(key: key)
         let bytes = try OutgoingData.prepare(Array(json))
         return try await send(OutgoingPublish(type: type, data: bytes, source: source, id: id, key: key, retain: retain, exclude: observer, completion: { _ in }))
+    }
+
+    /// An event's type (checked) and its data (encoded), as `post` and `enqueue` send them.
+    private typealias Payload = (type: String, data: JSONText)
+
+    /// `Event.eventType`, checked (`.invalidName`), and `event` encoded (`.encodingFailed`).
+    private func payload<Event: BusEvent>(_ event: Event) throws(EventBusError) -> Payload {
+        let type = try Event.validatedEventType().name
+        return (type, try encode(event, type: type))
+    }
+
+    /// `type`, checked (`.invalidName`), and `data` encoded (`.encodingFailed`).
+    private func payload(type: String, data: some Encodable) throws(EventBusError) -> Payload {
+        let type = try Self.validate(type: type)
+        return (type, try encode(data, type: type))
+    }
+
+    /// The publish `post` and `enqueue` hand the writer, its `key` checked
+    /// first (`.protocolError`, nothing sent).
+    private func outgoing(_ payload: Payload, from observer: (AnyObject & Sendable)?, source: String?, id: String?, key: String?, retain: Bool,
+                          completion: @escaping Completion<PublishReceipt>) throws(EventBusError) -> OutgoingPublish {
+        OutgoingPublish(type: payload.type, data: payload.data, source: source, id: id, key: try Self.validate(key: key), retain: retain,
+                        exclude: observer, completion: completion)
     }
 
     func encode(_ value: some Encodable, type: String) throws(EventBusError) -> JSONText {

@@ -101,35 +101,32 @@ package enum ConfigFile {
                 throw SettingsError(error.message(for: name))
             }
         }
+        /// `existing` and then each item of `value`'s comma list, made by
+        /// `make`; an item it does not make is an error saying it is not `what`.
+        func listed<T>(_ existing: [T]?, _ what: String, _ make: (String) -> T?) throws(SettingsError) -> [T] {
+            var items = existing ?? []
+            for item in list(value) {
+                guard let made = make(item) else { throw SettingsError("\(name): \(item.debugDescription) is not \(what)") }
+                items.append(made)
+            }
+            return items
+        }
         switch key {
         case "nats":
-            var servers = settings.servers ?? []
-            for item in list(value) {
-                guard let server = ServerAddress(url: item) else {
-                    throw SettingsError("\(name): \(item.debugDescription) is not a NATS URL (nats://HOST[:PORT], HOST[:PORT])")
-                }
-                servers.append(server)
-            }
-            settings.servers = servers
+            settings.servers = try listed(settings.servers, "a NATS URL (nats://HOST[:PORT], HOST[:PORT])") { ServerAddress(url: $0) }
         case "node":
             guard let node = NodeName(value) else {
                 throw SettingsError("\(name): \(value.debugDescription) is not a node name (1-63 of A-Z a-z 0-9 _ -)")
             }
             settings.node = node
-        case "export", "import":
-            var patterns = (key == "export" ? settings.exports : settings.imports) ?? []
-            for item in list(value) {
-                guard let pattern = Pattern(item) else { throw SettingsError("\(name): \(item.debugDescription) is not an eventbus pattern") }
-                patterns.append(pattern)
-            }
-            if key == "export" { settings.exports = patterns } else { settings.imports = patterns }
-        case "export-requests", "import-requests":  // (issue 36)
-            var patterns = (key == "export-requests" ? settings.requestExports : settings.requestImports) ?? []
-            for item in list(value) {
-                guard let pattern = Pattern(item) else { throw SettingsError("\(name): \(item.debugDescription) is not an eventbus pattern") }
-                patterns.append(pattern)
-            }
-            if key == "export-requests" { settings.requestExports = patterns } else { settings.requestImports = patterns }
+        case "export":
+            settings.exports = try listed(settings.exports, "an eventbus pattern") { Pattern($0) }
+        case "import":
+            settings.imports = try listed(settings.imports, "an eventbus pattern") { Pattern($0) }
+        case "export-requests":  // (issue 36)
+            settings.requestExports = try listed(settings.requestExports, "an eventbus pattern") { Pattern($0) }
+        case "import-requests":  // (issue 36)
+            settings.requestImports = try listed(settings.requestImports, "an eventbus pattern") { Pattern($0) }
         case "export-group", "import-group":  // (issue 36)
             var groups = (key == "export-group" ? settings.groupExports : settings.groupImports) ?? []
             for item in list(value) {

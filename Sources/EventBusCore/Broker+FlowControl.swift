@@ -310,36 +310,3 @@ extension Broker {
         if connection.flow.replays.isEmpty { pacedReplays -= 1 }
     }
 }
-
-/// A replay the broker keeps its place in (PROTOCOL.md "Flow control
-/// (1.2)": paced replay): the retained events of a `last: true`, or the
-/// history ring's events of a `since`, from `next` on.
-final class PacedReplay {
-    /// The subscription it was asked with (ends with it).
-    let subscription: Subscription
-    /// `last`: the retained events found at the subscribe, and the next to send.
-    let retained: [RetainedEvent]
-    var nextRetained = 0
-    /// `since`: the next seq to look at, the last seq it covers (the newest
-    /// at the subscribe: later ones came live), and what it skips.
-    let isHistory: Bool
-    var nextSeq: UInt64 = 0
-    var endSeq: UInt64 = 0
-    /// A `gap` frame still to send before the first replayed event: (since_seq, first_seq).
-    var gap: (since: UInt64, first: UInt64)? = nil
-    var matcher: PatternMatcher? = nil
-    var dedup: [(matcher: PatternMatcher, from: UInt64)] = []
-    var sentRetained: Set<UInt64> = []
-
-    init(retained: [RetainedEvent], subscription: Subscription) {
-        self.subscription = subscription
-        self.retained = retained
-        self.isHistory = false
-    }
-
-    init(historyOf subscription: Subscription) {
-        self.subscription = subscription
-        self.retained = []
-        self.isHistory = true
-    }
-}

@@ -27,6 +27,41 @@ struct ReplayCredit {
     var updated: Int64
 }
 
+/// A replay the broker keeps its place in (PROTOCOL.md "Flow control
+/// (1.2)": paced replay): the retained events of a `last: true`, or the
+/// history ring's events of a `since`, from `next` on. Its place is
+/// changed only here, by the replay (`fileprivate(set)`); FlowState.swift
+/// keeps the connection's list, Broker+FlowControl.swift paces it.
+final class PacedReplay {
+    /// The subscription it was asked with (ends with it).
+    let subscription: Subscription
+    /// `last`: the retained events found at the subscribe, and the next to send.
+    let retained: [RetainedEvent]
+    fileprivate(set) var nextRetained = 0
+    /// `since`: the next seq to look at, the last seq it covers (the newest
+    /// at the subscribe: later ones came live), and what it skips.
+    let isHistory: Bool
+    fileprivate(set) var nextSeq: UInt64 = 0
+    fileprivate(set) var endSeq: UInt64 = 0
+    /// A `gap` frame still to send before the first replayed event: (since_seq, first_seq).
+    fileprivate(set) var gap: (since: UInt64, first: UInt64)? = nil
+    fileprivate(set) var matcher: PatternMatcher? = nil
+    fileprivate(set) var dedup: [(matcher: PatternMatcher, from: UInt64)] = []
+    fileprivate(set) var sentRetained: Set<UInt64> = []
+
+    init(retained: [RetainedEvent], subscription: Subscription) {
+        self.subscription = subscription
+        self.retained = retained
+        self.isHistory = false
+    }
+
+    init(historyOf subscription: Subscription) {
+        self.subscription = subscription
+        self.retained = []
+        self.isHistory = true
+    }
+}
+
 extension Broker {
     /// Other subscriptions of the connection a replay de-duplicates against.
     static let maxDeduplicated = 16

@@ -78,15 +78,10 @@ extension Broker {
     /// has answered `forbidden` and logged the denial; otherwise add the
     /// subscription with the permission's `filtered` mark.
     func maySubscribe(_ connection: Connection, _ pattern: Pattern, req: RawSpan?) -> SubscribePermission? {
-        switch connection.policy.subscribe(pattern) {
-        case .allowed:
-            return SubscribePermission(filtered: false)
-        case .filtered:
-            return SubscribePermission(filtered: true)
-        case .forbidden(let verdict):
-            deny(connection, .subscribe, pattern.text, verdict, req: req)
-            return nil
-        }
+        let decision = connection.policy.subscribe(pattern)
+        guard case .forbidden(let verdict) = decision else { return SubscribePermission(filtered: decision == .filtered) }
+        deny(connection, .subscribe, pattern.text, verdict, req: req)
+        return nil
     }
 
     /// (1.3) Whether `connection` may make a serving subscription of
@@ -94,16 +89,11 @@ extension Broker {
     /// needed). nil: refused, and this has answered `forbidden` (naming the
     /// rule) and logged the denial, as `maySubscribe` does.
     func mayServe(_ connection: Connection, _ pattern: Pattern, req: RawSpan?) -> SubscribePermission? {
-        switch connection.policy.serve(pattern) {
-        case .allowed:
-            return SubscribePermission(filtered: false)
-        case .filtered:
-            return SubscribePermission(filtered: true)
-        case .forbidden(let verdict):
-            let action: PolicyAction = connection.policy.subscribe(pattern).isForbidden ? .subscribe : .serve
-            deny(connection, action, pattern.text, verdict, req: req)
-            return nil
-        }
+        let decision = connection.policy.serve(pattern)
+        guard case .forbidden(let verdict) = decision else { return SubscribePermission(filtered: decision == .filtered) }
+        let action: PolicyAction = connection.policy.subscribe(pattern).isForbidden ? .subscribe : .serve
+        deny(connection, action, pattern.text, verdict, req: req)
+        return nil
     }
 
     /// Sets a subscription's filtered mark and the connection's count of them
@@ -142,7 +132,7 @@ extension Broker {
     /// `publish system.reboot denied for uid 1000 by /usr/share/eventbus/policy.conf:22 (pid 4242, connection 7, client "dashboard")`.
     private func denialLogLine(uid: UInt32, pid: Int32, connection: ConnectionID?, client: String?, verdict: PolicyVerdict, message: String) -> String? {
         let who = "pid \(pid)" + (connection.map { ", connection \(Broker.publicConnectionID($0))" } ?? "") + (client.map { ", client \"\($0)\"" } ?? "")
-        switch policyState.denialLog.admit(uid: uid, origin: verdict.origin, nowNanoseconds: now.monotonicNanoseconds) {
+        switch policyState.admitDenial(uid: uid, origin: verdict.origin, nowNanoseconds: now.monotonicNanoseconds) {
         case .suppress:
             return nil
         case .log(let suppressed):
@@ -154,6 +144,32 @@ extension Broker {
     }
 
     // MARK: Reload
+
+    /// A reload's decision applied to one subscription of `connection`, plain
+    /// or serving (`serve`): its filtered mark set, or, when forbidden, the
+    /// subscription removed and the connection told (if routable) with the
+    /// revocation frame, `denial(verdict)` its message.
+    /// - Returns: whether the subscription was removed.
+    private func judgeAgain(_ subscription: Subscription, _ pattern: Pattern, _ decision: SubscribeDecision, serve: Bool, on connection: Connection,
+                            _ denial: (PolicyVerdict) -> String) -> Bool {
+        switch decision {
+        case .allowed:
+            setFiltered(subscription, false, on: connection)
+            return false
+        case .filtered:
+            setFiltered(subscription, true, on: connection)
+            return false
+        case .forbidden(let verdict):
+            if serve { removeServing(pattern, from: connection) } else { removeSubscription(pattern, from: connection) }
+            guard connection.isRoutable else { return true }
+            let what = serve ? "serving subscription" : "subscription"
+            let message = denial(verdict) + "; \(what) removed by the policy reload (generation \(policyState.generation))"
+            writer.scratch.removeAll(keepingCapacity: true)
+            FrameEncoder.appendRevocation(pattern: pattern.text, serve: serve, message: message, to: &writer.scratch)
+            enqueue(bytes: writer.scratch, to: connection)
+            return true
+        }
+    }
 
     /// Swaps in a new policy (SIGHUP, once every file was read and parsed;
     /// PROTOCOL.md "Access policy (1.1)", reload): `policyState.generation` + 1;
@@ -179,20 +195,8 @@ extension Broker {
                 let key = DecisionKey(view: ObjectIdentifier(view), pattern: pattern)
                 let decision = decisions[key] ?? view.subscribe(pattern)
                 decisions[key] = decision
-                switch decision {
-                case .allowed:
-                    setFiltered(subscription, false, on: connection)
-                case .filtered:
-                    setFiltered(subscription, true, on: connection)
-                case .forbidden(let verdict):
-                    removeSubscription(pattern, from: connection)
+                if judgeAgain(subscription, pattern, decision, serve: false, on: connection, { view.denialMessage(.subscribe, pattern.text, $0) }) {
                     revoked += 1
-                    guard connection.isRoutable else { continue }
-                    let message = view.denialMessage(.subscribe, pattern.text, verdict)
-                        + "; subscription removed by the policy reload (generation \(policyState.generation))"
-                    writer.scratch.removeAll(keepingCapacity: true)
-                    FrameEncoder.appendRevocation(pattern: pattern.text, message: message, to: &writer.scratch)
-                    enqueue(bytes: writer.scratch, to: connection)
                 }
             }
             // (1.3) Serving subscriptions: `subscribe` and `serve` judged again;
@@ -201,22 +205,11 @@ extension Broker {
                 var decision = view.serve(pattern)
                 let bridgeRevoked = connection.fallbackServings.contains(pattern) && !view.bridge.isAllowed
                 if bridgeRevoked { decision = .forbidden(view.bridge) }
-                switch decision {
-                case .allowed:
-                    setFiltered(subscription, false, on: connection)
-                case .filtered:
-                    setFiltered(subscription, true, on: connection)
-                case .forbidden(let verdict):
-                    removeServing(pattern, from: connection)
-                    revoked += 1
-                    guard connection.isRoutable else { continue }
+                let revokedServing = judgeAgain(subscription, pattern, decision, serve: true, on: connection) { verdict in
                     let action: PolicyAction = bridgeRevoked ? .bridge : view.subscribe(pattern).isForbidden ? .subscribe : .serve
-                    let message = view.denialMessage(action, pattern.text, verdict)
-                        + "; serving subscription removed by the policy reload (generation \(policyState.generation))"
-                    writer.scratch.removeAll(keepingCapacity: true)
-                    FrameEncoder.appendRevocation(pattern: pattern.text, serve: true, message: message, to: &writer.scratch)
-                    enqueue(bytes: writer.scratch, to: connection)
+                    return view.denialMessage(action, pattern.text, verdict)
                 }
+                if revokedServing { revoked += 1 }
             }
             revoked += judgeGroupsAgain(of: connection, view)  // (1.3) Broker+Groups.swift
             // (issue 36) Watches of the serving patterns need the bridge right.

@@ -11,21 +11,37 @@
 // (Broker+Output.swift) so the per-connection and global byte counts stay
 // exact; every subscription is made and ended by `addSubscription` /
 // `removeSubscription` (Broker+Requests.swift); every close goes through
-// `forget`. The broker's state is in a few owned parts, structs held here
-// and changed in place, each with its invariants in its file's header: the
+// `forget`. The broker's state is in a few owned parts, held here and
+// changed in place, each with its invariants in its file's header: the
 // quota ledger `ledger` (QuotaLedger.swift: accounts, totals, released
 // fair-share charges, the outbound fast-path bound, paused and half-full
-// counts), the policy state `policyState` (PolicyState.swift: views,
-// generation, denial log, the open-publish verdict), the event writer
-// `writer` (EventWriter.swift: the reply buffer, the event scratch, the built
-// chunk, seq digits, timestamps, id prefix, and the code that writes an event
-// frame); `Connection`'s are its `identity`, `session`, `input`, `output`,
-// `accounting` (Connection.swift, whose header names each one's rule),
-// `flow` (FlowState.swift) and `groups` (QueueGroups.swift), and its own
-// subscriptions and life (Connection.swift); each uid's `UserAccount`
-// (UserAccounts.swift). The ledger's, the accounts' and the connection
-// parts' fields are `private(set)`: a broker file decides when a rule
-// applies and calls the part's method, which keeps the part's invariant. The 1.1 features: per-uid
+// counts; each uid's `UserAccount`, UserAccounts.swift), the policy state
+// `policyState` (PolicyState.swift: views, generation, denial log, the
+// open-publish verdict, all swapped together), the event writer `writer`
+// (EventWriter.swift: the reply buffer, the event scratch, the built chunk,
+// seq digits, timestamps, id prefix, and the code that writes an event
+// frame), the subscription indexes `index`, `serveIndex` and `fallbackIndex`
+// (SubscriptionIndex.swift: changed only by the subscription pair, empty
+// once every subscription is gone, `version` moved by every change), the
+// queue groups `groups`, `serveGroups` and `fallbackGroups`
+// (QueueGroups.swift: made and ended only by Broker+Groups.swift, a member
+// blocked exactly while listed), the request table `requests`
+// (RequestTable.swift: a request is in it until `finish` takes it out with
+// every token), the type table `types` (EventTypeTable.swift: a route list
+// used only while the index's `version` stands), `parking`
+// (ParkedSubscribers.swift: every park and unpark splits the kept lists
+// again), `typeCounters` (TypeCounters.swift: O(1), no allocation for a
+// known type, a slot found through its generation-checked `Ref`) and
+// `retention` (the retained store, which only `retain` and `clear` change,
+// and the history ring of consecutive seqs, HistoryRing.swift);
+// `Connection`'s are its `identity`, `session`, `input`, `output`,
+// `outbound`, `accounting`, `flow`, `park`, `groups` and `requests`
+// (Connection.swift's header names each one's rule), and its own
+// subscriptions and life. The parts' fields are `private(set)` (or
+// `fileprivate(set)`): a broker file decides when a rule applies and calls
+// the part's method, which keeps the part's invariant; scripts/check-ownership
+// (run by scripts/test) fails on a part's field another file could set, and
+// lists the few not closed yet. The 1.1 features: per-uid
 // accounting and quotas in UserAccounts.swift and Broker+Quotas.swift (called
 // from `open`, `forget`, the subscription pair, `enqueue`, between frames in
 // `receive`, and the frame timeout's `tick(at:)`; `.pauseReading`/
@@ -339,7 +355,7 @@ package final class Broker {
         if !connection.serverWatches.isEmpty { forgetServerWatches(of: connection) }  // (issue 36)
         applyOutbound(connection, ledger.collectReleased { connection.outbound.removeAll(released: &$0) })
         forgetPauses(connection)
-        connection.splitter = FrameSplitter(maxFrameBytes: configuration.maxFrameBytes)
+        connection.dropBufferedInput()
         syncInbound(connection)
         connections[connection.id] = nil
         let account = connection.account

@@ -28,11 +28,14 @@
 // connection id and learns what to do only from the `BrokerStep`s the broker
 // returns. Every change goes through `Broker`, in place through a mutating
 // method of the part (`connection.input.pause(.held)`: the parts are structs
-// held by the class, never copied out to be changed). The parts' fields are
-// `private(set)` (the requests' `fileprivate(set)`; `flow` and `groups` in
-// their own files): they are changed only
+// held by the class, never copied out to be changed; a part is replaced
+// whole only here, e.g. `dropBufferedInput` at the close). The parts'
+// fields are `private(set)` (the requests' `fileprivate(set)`; `flow` and
+// `groups` in their own files; `outbound`'s not yet, written only in
+// OutboundQueue.swift): they are changed only
 // by the methods in their part's file, which keep the part's rule; when to
-// call them is the broker's business (Broker+*.swift). The server reads
+// call them is the broker's business (Broker+*.swift). scripts/check-ownership
+// fails on a field another file could set. The server reads
 // `outbound` to write it. The public names (`echo`, `pendingDropCount`, ...)
 // read a part's field: they are how it is read from outside the core.
 // `outbound` is a stored property of its own so that the server's reads
@@ -230,6 +233,10 @@ package final class Connection {
         assert(!isClosed, "a closed connection does not close again")
         closing = timing
     }
+
+    /// At its close: its framing starts afresh, so the bytes it held (an
+    /// incomplete frame, a backlog) are freed at once (`Broker.forget`).
+    func dropBufferedInput() { splitter = FrameSplitter(maxFrameBytes: splitter.maxFrameBytes) }
 
     /// (issue 20) It is parked now (`Broker.park`), on no parked part yet.
     /// - Returns: false when it was parked already (nothing changed).

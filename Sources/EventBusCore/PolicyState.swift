@@ -21,8 +21,8 @@ struct PolicyState {
     private(set) var views: PolicyViewCache
     /// `stats.policy_generation`: 1 for the policy loaded at start, +1 per reload.
     private(set) var generation: UInt64 = 1
-    /// Denials are logged once per (uid, rule) per minute.
-    var denialLog = DenialLogLimiter()
+    /// Denials are logged once per (uid, rule) per minute (`admitDenial`).
+    private(set) var denialLog = DenialLogLimiter()
     /// The policy has no `publish` rule and no `default publish deny`: every
     /// publish is allowed but the reserved `eventbus.` types, which the
     /// decoder already refuses, so `mayPublish` need not ask.
@@ -44,6 +44,12 @@ struct PolicyState {
         publishIsOpen = PolicyState.publishIsOpen(policy)
         generation += 1
         denialLog = DenialLogLimiter()  // verdict origins index the old policy
+    }
+
+    /// Whether a denial by rule `origin` of the policy in force may be
+    /// logged for `uid` now (`DenialLogLimiter.admit`).
+    mutating func admitDenial(uid: UInt32, origin: Int32, nowNanoseconds now: Int64) -> DenialLogLimiter.Decision {
+        denialLog.admit(uid: uid, origin: origin, nowNanoseconds: now)
     }
 
     /// Whether `policy` allows every publish but the reserved types (no

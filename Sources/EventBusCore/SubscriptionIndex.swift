@@ -91,16 +91,16 @@ package final class SubscriptionIndex {
     /// PROTOCOL.md "Request/reply"), not of plain ones: a record is found
     /// on the connection's side there, and the policy's `serve` applies too.
     let serving: Bool
-    var exact: [String: [Connection]] = [:]
+    private(set) var exact: [String: [Connection]] = [:]
     let root = TrieNode(parent: nil, edge: .empty)
-    var wildcardCount = 0
+    private(set) var wildcardCount = 0
     /// While wildcard patterns exist: each routed type's full, de-duplicated
     /// subscriber list (exact and wildcard), as nats-server's sublist caches
     /// results. A wildcard change bumps the generation of its shape, which
     /// makes stale the results of only the types it could match (O(1), paid
     /// by the subscriber that changes); an exact change drops its type's entry.
-    var cache: [String: CachedMatch] = [:]
-    var generations: [GenerationKey: Generation] = [:]
+    private(set) var cache: [String: CachedMatch] = [:]
+    private(set) var generations: [GenerationKey: Generation] = [:]
     static let maxCachedTypes = 4096
     /// Generations kept at most; beyond, they are forgotten with the cache.
     static let maxGenerations = 16384
@@ -249,13 +249,7 @@ package final class SubscriptionIndex {
         }
         let type = type.name
         if let direct = exact[type] { for connection in direct { add(connection) } }
-        var segments: [Substring] = []
-        var start = type.startIndex
-        for index in type.utf8.indices where type.utf8[index] == 0x2E {
-            segments.append(type[start..<index])
-            start = type.utf8.index(after: index)
-        }
-        segments.append(type[start...])
+        let segments = Segments.array(of: type)
         root.match(segments, at: 0, add)
         return (list, segments)
     }

@@ -38,6 +38,19 @@ struct Segments: Sequence, Equatable {
 
     static let empty = Segments(Substring(), count: 0)
 
+    /// The segments of the type named `name`, each a slice of it, as
+    /// `PatternTrieNode.match` takes them: `"order.created"` is `["order", "created"]`.
+    static func array(of name: String) -> [Substring] {
+        var segments: [Substring] = []
+        var start = name.startIndex
+        for index in name.utf8.indices where name.utf8[index] == 0x2E {
+            segments.append(name[start..<index])
+            start = name.utf8.index(after: index)
+        }
+        segments.append(name[start...])
+        return segments
+    }
+
     var isEmpty: Bool { count == 0 }
 
     var first: Substring? { count == 0 ? nil : text.prefix { $0 != "." } }
@@ -213,3 +226,4 @@ final class PatternTrieNode<Member: AnyObject> {
         match(segments, at: consumed + count, body)
     }
 }
+

@@ -117,29 +117,27 @@ package struct ClientState {
 
     /// The connection ended (EOF, reset, write error).
     package mutating func connectionLost(reason: String, now: Int64) -> Step {
-        switch link {
-        case .handshaking(let server, _, _):
-            outbox.connectionEnded()
-            var step = Step(effects: [.attemptFailed(server, reason: reason)])
-            step.effects += retry(after: server, failed: true, now: now).effects
-            return step
-        case .connected(let server, _, let since):
-            return lose(server, since: since, reason: reason, closeSocket: false, now: now)
-        default:
-            return Step()
-        }
+        end(reason: reason, closeSocket: false, now: now)
     }
 
     /// Ends the current connection (if any) as the state machine's own decision.
     private mutating func drop(reason: String, now: Int64) -> Step {
+        end(reason: reason, closeSocket: true, now: now)
+    }
+
+    /// Ends the current connection, if any: a handshake that did not finish
+    /// is a failed attempt (retried), a link that was up is lost (`lose`);
+    /// `closeSocket` when the socket is still open (our own decision).
+    private mutating func end(reason: String, closeSocket: Bool, now: Int64) -> Step {
         switch link {
         case .handshaking(let server, _, _):
             outbox.connectionEnded()
-            var step = Step(effects: [.closeConnection, .attemptFailed(server, reason: reason)])
+            var step = Step(effects: closeSocket ? [.closeConnection] : [])
+            step.effects.append(.attemptFailed(server, reason: reason))
             step.effects += retry(after: server, failed: true, now: now).effects
             return step
         case .connected(let server, _, let since):
-            return lose(server, since: since, reason: reason, closeSocket: true, now: now)
+            return lose(server, since: since, reason: reason, closeSocket: closeSocket, now: now)
         default:
             return Step()
         }

@@ -74,13 +74,7 @@ package enum Encoder {
 
     /// `pub(_:replyTo:payload:)` appended to `out` (the outbox's wire buffer).
     public static func appendPub(_ subject: Subject, replyTo: Subject? = nil, payload: [UInt8], to out: inout [UInt8]) {
-        out.append(contentsOf: "PUB ".utf8)
-        out.append(contentsOf: subject.text.utf8)
-        if let replyTo {
-            out.append(0x20)
-            out.append(contentsOf: replyTo.text.utf8)
-        }
-        out.append(0x20)
+        appendHead("PUB ", subject, replyTo, to: &out)
         appendDecimal(payload.count, to: &out)
         out.append(contentsOf: [0x0D, 0x0A])
         out.append(contentsOf: payload)
@@ -99,13 +93,7 @@ package enum Encoder {
 
     /// `hpub(_:replyTo:headerBlock:payload:)` appended to `out` (the outbox's wire buffer).
     public static func appendHpub(_ subject: Subject, replyTo: Subject? = nil, headerBlock: [UInt8], payload: [UInt8], to out: inout [UInt8]) {
-        out.append(contentsOf: "HPUB ".utf8)
-        out.append(contentsOf: subject.text.utf8)
-        if let replyTo {
-            out.append(0x20)
-            out.append(contentsOf: replyTo.text.utf8)
-        }
-        out.append(0x20)
+        appendHead("HPUB ", subject, replyTo, to: &out)
         appendDecimal(headerBlock.count, to: &out)
         out.append(0x20)
         appendDecimal(headerBlock.count + payload.count, to: &out)
@@ -113,6 +101,17 @@ package enum Encoder {
         out.append(contentsOf: headerBlock)
         out.append(contentsOf: payload)
         out.append(contentsOf: [0x0D, 0x0A])
+    }
+
+    /// `<verb><subject> [reply] `: what PUB and HPUB begin with, up to their sizes.
+    private static func appendHead(_ verb: String, _ subject: Subject, _ replyTo: Subject?, to out: inout [UInt8]) {
+        out.append(contentsOf: verb.utf8)
+        out.append(contentsOf: subject.text.utf8)
+        if let replyTo {
+            out.append(0x20)
+            out.append(contentsOf: replyTo.text.utf8)
+        }
+        out.append(0x20)
     }
 
     /// Appends the decimal digits of `value` (no String: every PUB and HPUB has one or two sizes).

@@ -194,29 +194,9 @@ struct PolicyParser {
         var userName: String? = nil, groupName: String? = nil
         for token in tokens {
             if token.hasPrefix("user=") {
-                guard uid == nil else { throw LineError("user= given twice") }
-                let name = token.dropFirst(5)
-                guard !name.isEmpty else { throw LineError("user= needs a name or a number") }
-                if let number = numericID(name) {
-                    uid = number
-                } else if let number = resolver.uid(ofUser: String(name)) {
-                    uid = number
-                    userName = String(name)
-                } else {
-                    throw LineError("unknown user \(quoted(name))")
-                }
+                (uid, userName) = try qualifier("user", token.dropFirst(5), given: uid) { resolver.uid(ofUser: $0) }
             } else if token.hasPrefix("group=") {
-                guard gid == nil else { throw LineError("group= given twice") }
-                let name = token.dropFirst(6)
-                guard !name.isEmpty else { throw LineError("group= needs a name or a number") }
-                if let number = numericID(name) {
-                    gid = number
-                } else if let number = resolver.gid(ofGroup: String(name)) {
-                    gid = number
-                    groupName = String(name)
-                } else {
-                    throw LineError("unknown group \(quoted(name))")
-                }
+                (gid, groupName) = try qualifier("group", token.dropFirst(6), given: gid) { resolver.gid(ofGroup: $0) }
             } else if let equals = token.firstIndex(of: "=") {
                 throw LineError("unknown qualifier \(quoted(token[...equals])) (expected user= or group=)")
             } else {
@@ -224,6 +204,17 @@ struct PolicyParser {
             }
         }
         return (uid, gid, userName, groupName)
+    }
+
+    /// The id `user=NAME` or `group=NAME` (`what`) names: a number, or a
+    /// name `lookUp` knows (returned too, for the rule's label).
+    /// - Parameter given: the id an earlier `what=` of the line gave.
+    private func qualifier(_ what: String, _ name: Substring, given: UInt32?, lookUp: (String) -> UInt32?) throws(LineError) -> (UInt32, String?) {
+        guard given == nil else { throw LineError("\(what)= given twice") }
+        guard !name.isEmpty else { throw LineError("\(what)= needs a name or a number") }
+        if let number = numericID(name) { return (number, nil) }
+        guard let number = lookUp(String(name)) else { throw LineError("unknown \(what) \(quoted(name))") }
+        return (number, String(name))
     }
 
     /// A decimal id below 2^32 - 1 (which is (uid_t)-1, no one's id).

@@ -34,6 +34,19 @@ extension ParsedArguments {
         return "json"
     }
 
+    /// Whether `--format` or `--json` asks for `json` rather than `plain`
+    /// (the default, also when neither is given).
+    /// - Throws: `CLIError` 64 for another format: `unknown format 'x'; use
+    ///   PLAIN or json` and `note`; as `format(command:)`.
+    func asksForJSON(command: String, plain: String, note: String = "") throws(CLIError) -> Bool {
+        switch try format(command: command) {
+        case nil: return false
+        case "json": return true
+        case let other? where other == plain: return false
+        case let other?: throw .usage(command, "unknown format '\(TerminalText.escaped(other))'; use \(plain) or json\(note)")
+        }
+    }
+
     /// The last value of `--name` read with `parse` (`parseDuration`,
     /// `parseCount`), nil when not given.
     /// - Throws: `CLIError` 64, e.g. `invalid duration '5x' for --timeout:

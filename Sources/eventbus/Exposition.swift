@@ -73,49 +73,54 @@ enum Exposition {
         return text(families)
     }
 
+    /// A per-row family: metric, kind, help, and the row's sample (nil: none).
+    typealias Column<Row> = (name: String, kind: String, help: String, value: @Sendable (Row) -> UInt64?)
+
+    /// The per-type families, one sample per type.
+    static let typeColumns: [Column<TypeRow>] = [
+        ("eventbus_type_published_total", "counter", "Events of the type published in this broker run.", { $0.published }),
+        ("eventbus_type_delivered_total", "counter", "Event frames of the type queued to subscribers.", { $0.delivered }),
+        ("eventbus_type_dropped_total", "counter", "Deliveries of the type dropped for any connection.", { $0.dropped }),
+        ("eventbus_type_subscribers", "gauge", "Connections whose patterns match the type now.", { $0.subscribers }),
+        ("eventbus_type_retained", "gauge", "Whether the type has a retained event (1) or not (0).", { $0.retained ? 1 : 0 }),
+    ]
+
+    /// The per-client families, one sample per series (`held`, `behind` and
+    /// `holding` only where the broker said).
+    static let clientColumns: [Column<ClientRow>] = [
+        ("eventbus_client_queued_bytes", "gauge", "Bytes in the outbound queues of the client's connections.", { $0.queuedBytes }),
+        ("eventbus_client_published_total", "counter", "Events the client's connections published.", { $0.published }),
+        ("eventbus_client_delivered_total", "counter", "Events queued to the client's connections.", { $0.delivered }),
+        ("eventbus_client_dropped_total", "counter", "Events dropped for the client's connections.", { $0.dropped }),
+        ("eventbus_client_held", "gauge", "Whether a connection of the client is held back now (1) or not (0).", { $0.held.map { $0 ? 1 : 0 } }),
+        ("eventbus_client_behind", "gauge", "Whether a connection of the client is behind (1) or not (0).", { $0.behind.map { $0 ? 1 : 0 } }),
+        ("eventbus_client_holding", "gauge", "Publisher connections the client's connections hold back now.", { $0.holding }),
+        ("eventbus_client_connections", "gauge", "Connections of the client (at least --min-client-age old).", { $0.conn }),
+    ]
+
     /// The per-type families: the `maxTypes` busiest types.
     private static func typeFamilies(_ snapshot: BusSnapshot, maxTypes: Int) -> [Family] {
         // The busiest types: most published, then by name (stable output).
         let types = snapshot.types.sorted { ($0.published, $1.name) > ($1.published, $0.name) }.prefix(max(0, maxTypes))
-        var published = Family("eventbus_type_published_total", "counter", "Events of the type published in this broker run.")
-        var delivered = Family("eventbus_type_delivered_total", "counter", "Event frames of the type queued to subscribers.")
-        var dropped = Family("eventbus_type_dropped_total", "counter", "Deliveries of the type dropped for any connection.")
-        var subscribers = Family("eventbus_type_subscribers", "gauge", "Connections whose patterns match the type now.")
-        var retained = Family("eventbus_type_retained", "gauge", "Whether the type has a retained event (1) or not (0).")
-        for row in types {
-            let labels = [("type", row.name)]
-            published.samples.append((labels, row.published))
-            delivered.samples.append((labels, row.delivered))
-            dropped.samples.append((labels, row.dropped))
-            subscribers.samples.append((labels, row.subscribers))
-            retained.samples.append((labels, row.retained ? 1 : 0))
-        }
-        return [published, delivered, dropped, subscribers, retained]
+        return families(typeColumns, of: types) { [("type", $0.name)] }
     }
 
     /// The per-client families: at most `maxClients` series (`clientSeries`).
     private static func clientFamilies(_ snapshot: BusSnapshot, maxClients: Int, minClientAge: Int, now: Int) -> [Family] {
         let clients = clientSeries(snapshot, minClientAge: minClientAge, now: now).prefix(max(0, maxClients))
-        var queued = Family("eventbus_client_queued_bytes", "gauge", "Bytes in the outbound queues of the client's connections.")
-        var clientPublished = Family("eventbus_client_published_total", "counter", "Events the client's connections published.")
-        var clientDelivered = Family("eventbus_client_delivered_total", "counter", "Events queued to the client's connections.")
-        var clientDropped = Family("eventbus_client_dropped_total", "counter", "Events dropped for the client's connections.")
-        var held = Family("eventbus_client_held", "gauge", "Whether a connection of the client is held back now (1) or not (0).")
-        var behind = Family("eventbus_client_behind", "gauge", "Whether a connection of the client is behind (1) or not (0).")
-        var holding = Family("eventbus_client_holding", "gauge", "Publisher connections the client's connections hold back now.")
-        var connections = Family("eventbus_client_connections", "gauge", "Connections of the client (at least --min-client-age old).")
-        for row in clients {
-            let labels = [("client", row.client ?? ""), ("pid", "\(row.pid)"), ("uid", "\(row.uid)")]
-            queued.samples.append((labels, row.queuedBytes))
-            clientPublished.samples.append((labels, row.published))
-            clientDelivered.samples.append((labels, row.delivered))
-            clientDropped.samples.append((labels, row.dropped))
-            if let value = row.held { held.samples.append((labels, value ? 1 : 0)) }
-            if let value = row.behind { behind.samples.append((labels, value ? 1 : 0)) }
-            if let value = row.holding { holding.samples.append((labels, value)) }
-            connections.samples.append((labels, row.conn))
+        return families(clientColumns, of: clients) { [("client", $0.client ?? ""), ("pid", "\($0.pid)"), ("uid", "\($0.uid)")] }
+    }
+
+    /// One family per column, each with a sample per row (in row order) under the row's labels.
+    private static func families<Row>(_ columns: [Column<Row>], of rows: some Sequence<Row>, labels: (Row) -> [(String, String)]) -> [Family] {
+        var families = columns.map { Family($0.name, $0.kind, $0.help) }
+        for row in rows {
+            let labels = labels(row)
+            for (i, column) in columns.enumerated() {
+                if let value = column.value(row) { families[i].samples.append((labels, value)) }
+            }
         }
-        return [queued, clientPublished, clientDelivered, clientDropped, held, behind, holding, connections]
+        return families
     }
 
     /// The per-client rows: the connections at least `minClientAge` seconds

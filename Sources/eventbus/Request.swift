@@ -40,12 +40,7 @@ func runRequest(_ args: ParsedArguments, socket: String) throws(CLIError) {
 /// `--format` and `--timeout` of `request`, checked.
 private func requestOutcome(_ args: ParsedArguments, type: String) throws(CLIError) -> RequestOutcome {
     let command = "request"
-    let json: Bool
-    switch try args.format(command: command) {
-    case nil, "data": json = false
-    case "json": json = true
-    case let other?: throw .usage(command, "unknown format '\(TerminalText.escaped(other))'; use data or json (a reply is not an event: pretty and cloudevents do not apply)")
-    }
+    let json = try args.asksForJSON(command: command, plain: "data", note: " (a reply is not an event: pretty and cloudevents do not apply)")
     var timeoutMilliseconds: UInt64? = nil
     var timeoutText = "the broker's default (25s)"
     if let timeout = try args.value("timeout", command: command, as: parseDuration), let text = args.value("timeout") {

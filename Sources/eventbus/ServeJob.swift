@@ -185,43 +185,42 @@ final class ServeJob {
     }
 
     private func readOutput(_ buffer: inout [UInt8]) {
-        while let fd = output {
-            buffer.removeAll(keepingCapacity: true)
-            switch try? fd.read(appendingTo: &buffer, limit: 1 << 16) {
-            case .complete(let n)? where n > 0:
-                if outputBytes.count + n > maxReplyBytes {
-                    outputTooLarge = true
-                    outputBytes = []
-                } else if !outputTooLarge {
-                    outputBytes.append(contentsOf: buffer)
-                }
-            case .wouldBlock?:
-                return
-            default:
-                fd.close()
-                output = nil
+        Self.drain(&output, &buffer) { chunk in
+            if outputBytes.count + chunk.count > maxReplyBytes {
+                outputTooLarge = true
+                outputBytes = []
+            } else if !outputTooLarge {
+                outputBytes.append(contentsOf: chunk)
             }
         }
     }
 
     private func readError(_ buffer: inout [UInt8]) {
-        while let fd = error {
+        Self.drain(&error, &buffer) { chunk in
+            _ = try? FileDescriptor.standardError.writeAll(chunk.span.bytes)  // passed through, as COMMAND wrote it
+            guard !errorLineDone else { return }
+            for byte in chunk {
+                if byte == 0x0A || firstErrorLine.count >= 1024 { errorLineDone = true; break }
+                firstErrorLine.append(byte)
+            }
+            if firstErrorLine.last == 0x0D { firstErrorLine.removeLast() }
+        }
+    }
+
+    /// Reads `pipe` until it would block, handing each chunk read (in
+    /// `buffer`, 64 KiB at most) to `take`; at EOF or a read error closes it
+    /// and sets it to nil.
+    private static func drain(_ pipe: inout FileDescriptor?, _ buffer: inout [UInt8], _ take: ([UInt8]) -> Void) {
+        while let fd = pipe {
             buffer.removeAll(keepingCapacity: true)
             switch try? fd.read(appendingTo: &buffer, limit: 1 << 16) {
             case .complete(let n)? where n > 0:
-                _ = try? FileDescriptor.standardError.writeAll(buffer.span.bytes)  // passed through, as COMMAND wrote it
-                if !errorLineDone {
-                    for byte in buffer {
-                        if byte == 0x0A || firstErrorLine.count >= 1024 { errorLineDone = true; break }
-                        firstErrorLine.append(byte)
-                    }
-                    if firstErrorLine.last == 0x0D { firstErrorLine.removeLast() }
-                }
+                take(buffer)
             case .wouldBlock?:
                 return
             default:
                 fd.close()
-                error = nil
+                pipe = nil
             }
         }
     }

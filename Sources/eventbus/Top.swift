@@ -26,12 +26,7 @@ func runTop(_ args: ParsedArguments, socket: String) throws(CLIError) {
     guard interval >= .milliseconds(100) else { throw .usage("top", "--interval must be at least 100ms") }
     let count = try args.value("count", command: "top", as: parseCount)
     let queueLimit = try args.value("queue-limit", command: "top", as: { (text) throws(ValueError) in try parseSize(text, minimum: 1) }) ?? (8 << 20)
-    let json: Bool
-    switch try args.format(command: "top") {
-    case nil, "view": json = false
-    case "json": json = true
-    case let other?: throw .usage("top", "unknown format '\(TerminalText.escaped(other))'; use view or json")
-    }
+    let json = try args.asksForJSON(command: "top", plain: "view")
     // The first connection must work (as for every command); later failures are retried.
     let first = try BrokerConnection.connect(to: socket, client: "eventbus-top")
     let screen: Screen? = (!json && isStandardOutputTerminal) ? try Screen.enter() : nil

@@ -21,12 +21,7 @@ func runTypes(_ args: ParsedArguments, socket: String) throws(CLIError) {
         pattern = parsed
     }
     let limit = try args.value("limit", command: "types", as: parseCount) ?? ProtocolConstants.defaultTypesLimit
-    let json: Bool
-    switch try args.format(command: "types") {
-    case nil, "table": json = false
-    case "json": json = true
-    case let other?: throw .usage("types", "unknown format '\(TerminalText.escaped(other))'; use table or json")
-    }
+    let json = try args.asksForJSON(command: "types", plain: "table")
     let connection = try BrokerConnection.connect(to: socket, client: "eventbus-types")
     let reply = try connection.request(.types(limit: pattern == nil ? limit : allTypesLimit))
     guard reply.isOK else { throw reply.failure("types") }

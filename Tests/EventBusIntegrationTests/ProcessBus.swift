@@ -92,4 +92,7 @@ struct ProcessScenarioTests {
 
     @Test("Parked never-reading subscribers of another uid (issues 20, 37)", arguments: parkedScenarios)
     func parked(_ scenario: BusScenario) throws { try runAsProcess(scenario) }
+
+    @Test("Memory counted as allocated (issue 20)", arguments: memoryScenarios)
+    func memory(_ scenario: BusScenario) throws { try runAsProcess(scenario) }
 }

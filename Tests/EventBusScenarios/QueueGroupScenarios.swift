@@ -7,7 +7,7 @@
 // QueueGroupTests.swift (one uid, the real broker).
 //
 // Before editing: absence is settled with a ping round trip (`settle`,
-// `expectNoFrame`). Uids 4321-4324.
+// `expectNoFrame`). Uids 4321-4325.
 import EventBusTestSupport
 import Foundation
 import Testing
@@ -68,5 +68,30 @@ package let queueGroupScenarios: [BusScenario] = [
         let roots = try bus.connect(uid: 0, count: 3)
         for (n, root) in roots.enumerated() { try QueueGroupSteps.join(root, "job.>", group: "w", req: "r\(n)") }
         #expect((try publisher.stats().object("me")?["limits"] as? [String: Any])?["group_members"] is NSNull)
+    },
+    BusScenario("A publisher that may not be held (another uid) is not held by a full group: the next member in turn drops the event under its own rule, counted and told",
+                options: ["--max-outbound", "65536"]) { bus in
+        // Small queues fill at once; the members read nothing until every
+        // publish was answered (routed: queued or dropped), then all that
+        // is queued for them, to a ping round trip that brings nothing more.
+        let members = try bus.connect(uid: 0, count: 2)
+        for member in members { try QueueGroupSteps.join(member, "job.>", group: "workers") }
+        let publisher = try bus.connect(uid: 4325)
+        let count = 4_000
+        let receipts = try publisher.publishMany("job.run", count: count, padding: 400)
+        let notQueued = receipts.filter { $0.delivered == 0 }.count
+        #expect(notQueued > 0, "the group filled up")
+        var received: [Int] = []
+        var dropped = 0
+        for member in members {
+            var frames: [Frame] = []
+            while case let more = try member.settle(timeout: .seconds(60)), !more.isEmpty { frames += more }
+            received += frames.filter { $0.op == "event" && $0.type == "job.run" }.compactMap(\.seq)
+            dropped += frames.filter { $0.op == "dropped" }.reduce(0) { $0 + ($1.int("count") ?? 0) }
+        }
+        #expect(Set(received).count == received.count, "no event went to two members")
+        #expect(received.count + dropped == count && dropped == notQueued, "each event reached a member or was dropped for one and told: \(received.count) + \(dropped)")
+        let stats = try members[0].stats()
+        #expect(stats.int("holds") == 0 && stats.int("dropped") == notQueued, "\(stats.raw)")
     },
 ]

@@ -91,4 +91,7 @@ struct InProcessScenarioTests {
 
     @Test("Parked never-reading subscribers of another uid (issues 20, 37)", arguments: parkedScenarios)
     func parked(_ scenario: BusScenario) throws { try runInProcess(scenario) }
+
+    @Test("Memory counted as allocated (issue 20)", arguments: memoryScenarios)
+    func memory(_ scenario: BusScenario) throws { try runInProcess(scenario) }
 }
