@@ -111,15 +111,9 @@ extension Broker {
         let copy = Broker.groupMarkedCopy(bytes, name: fallback.key.name)
         let size = copy.count &+ OutboundQueue.entryOverheadBytes
         let actor = uid == fallback.key.uid || isPrivileged(uid) ? OutboundQueue.noActor : uid
-        let chosen: GroupMember
-        if case .member(let member) = firstAble(in: fallback, size: size, actor: actor, type: type, publisher: publisher) {
-            chosen = member
-        } else if let member = nextInTurn(of: fallback, type: type, publisher: publisher) {
-            chosen = member
-        } else {
-            return false
-        }
-        fallback.passTurn(after: chosen.slot)
+        guard let slot = firstAble(in: fallback, size: size, actor: actor, type: type, publisher: publisher)
+            ?? nextInTurn(of: fallback, type: type, publisher: publisher), let chosen = fallback.member(at: slot) else { return false }
+        fallback.passTurn(after: slot)
         return EventFrame.lending(copy) { offer($0, seq: seq, publisher: uid, to: chosen.connection) }
     }
 

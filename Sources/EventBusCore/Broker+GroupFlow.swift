@@ -42,7 +42,7 @@ extension Broker {
                   wouldHold(member.connection, bound: bound, actor: actor, publisherUID: uid) else { return (false, nil) }
             return (false, member.connection)
         }
-        if case .member = firstAble(in: group, size: bound, actor: actor, type: type, publisher: publisher) { return (false, nil) }
+        if firstAble(in: group, size: bound, actor: actor, type: type, publisher: publisher) != nil { return (false, nil) }
         // Full. Only a member of the publisher's uid, or one with `allow hold`, may hold it.
         if uid != group.key.uid && ledger.halfFullTrustedHolders == 0 { return (false, nil) }
         for member in group.members where mayTake(member, type: type, publisher: publisher) {
@@ -173,6 +173,9 @@ extension Broker {
         /// decided in `handOver`, once the batch's members have all left).
         var left: [GroupMember] = []
         var deliveries: [GroupDelivery] = []
+        /// The membership all its queued events are of, when they were not
+        /// recorded one by one (`ConnectionGroups.unrecorded`; 0: none).
+        var unrecorded: UInt64 = 0
         var requests: [(token: ReplyToken, frame: [UInt8])] = []
         var servingGroups: [QueueGroup] = []
     }
@@ -185,6 +188,7 @@ extension Broker {
         var handover = GroupHandover()
         handover.left = Array(connection.groups.memberships.values)
         handover.deliveries = connection.groups.deliveries
+        handover.unrecorded = connection.groups.unrecorded
         // Requests of its serving groups it was given and never got a byte of.
         handover.servingGroups = connection.groups.memberships.values.filter { $0.group.key.serve }.map(\.group)
         if !handover.servingGroups.isEmpty && !connection.requests.serving.isEmpty {
@@ -254,11 +258,9 @@ extension Broker {
                     .flatMap { requestFit(size: size, requester: requester, server: $0.connection) == .fits ? $0 : nil }
             } else {
                 let actor = uid == group.key.uid || isPrivileged(uid) ? OutboundQueue.noActor : uid
-                if case .member(let member) = firstAble(in: group, size: size, actor: actor, type: request.type, publisher: requester) {
-                    group.passTurn(after: member.slot)
-                    chosen = member
-                } else {
-                    chosen = nil
+                chosen = firstAble(in: group, size: size, actor: actor, type: request.type, publisher: requester).flatMap { slot in
+                    group.passTurn(after: slot)
+                    return group.member(at: slot)
                 }
             }
             guard let server = chosen?.connection, !request.tokens.contains(where: { requests.slots[$0]?.server === server }) else { continue }

@@ -44,6 +44,10 @@ final class PendingHandOn {
     let crossing: Bool
     var targets: [Broker.HandOnTarget]
     var targetOfSeq: SeqTable
+    /// The target of every queued event not in `targetOfSeq` (its place in
+    /// `live`): the unrecorded membership's (`GroupHandover.unrecorded`),
+    /// -1 for none.
+    let implicit: Int32
     /// Per event of `queue` from its front (in `find` order): its target, -1 for none.
     var order: [Int32] = []
     var stage = Stage.table
@@ -52,7 +56,7 @@ final class PendingHandOn {
     /// The next event's place in `order` (`give`).
     var at = 0
 
-    init(uid: UInt32, queue: OutboundQueue, deliveries: [GroupDelivery], live: [GroupMember], crossing: Bool) {
+    init(uid: UInt32, queue: OutboundQueue, deliveries: [GroupDelivery], unrecorded: UInt64, live: [GroupMember], crossing: Bool) {
         self.uid = uid
         self.queue = queue
         self.deliveries = deliveries
@@ -60,6 +64,7 @@ final class PendingHandOn {
         self.crossing = crossing
         targets = live.map { Broker.HandOnTarget(group: $0.group) }
         targetOfSeq = SeqTable(capacity: deliveries.count)
+        implicit = unrecorded == 0 ? -1 : live.firstIndex { $0.serial == unrecorded }.map { Int32($0) } ?? -1
     }
 }
 
@@ -109,9 +114,9 @@ extension Broker {
         // map for every member took 200 ms of CPU).
         let crossing = !fallbackGroups.isEmpty
         let live = handover.left.filter { !$0.group.isEmpty || (crossing && !$0.group.key.fallback) }
-        if !live.isEmpty && !handover.deliveries.isEmpty {
-            pendingHandOns.append(PendingHandOn(uid: connection.credentials.uid, queue: connection.outbound,
-                                                deliveries: handover.deliveries, live: live, crossing: crossing))
+        if !live.isEmpty && (!handover.deliveries.isEmpty || handover.unrecorded != 0) {
+            pendingHandOns.append(PendingHandOn(uid: connection.credentials.uid, queue: connection.outbound, deliveries: handover.deliveries,
+                                                unrecorded: handover.unrecorded, live: live, crossing: crossing))
         }
         for redelivery in handover.requests {
             redeliverRequest(redelivery.token, frame: redelivery.frame, from: connection, groups: handover.servingGroups)
@@ -156,7 +161,7 @@ extension Broker {
                 if let i = work.live.firstIndex(where: { $0.serial == delivery.member }) { work.targetOfSeq.insert(delivery.seq, Int32(i)) }
             }
             guard work.next == deliveries.count else { return false }
-            if work.targetOfSeq.isEmpty { return true }
+            if work.targetOfSeq.isEmpty && work.implicit < 0 { return true }
             work.stage = .find
             work.next = work.queue.frontPosition
         }
@@ -179,7 +184,8 @@ extension Broker {
             work.next += 1
             units -= 1
             guard entry.isEvent else { continue }
-            let i = Int(work.targetOfSeq[entry.seq])
+            let recorded = work.targetOfSeq[entry.seq]
+            let i = Int(recorded >= 0 ? recorded : work.implicit)
             guard i >= 0 else {
                 work.order.append(-1)
                 continue

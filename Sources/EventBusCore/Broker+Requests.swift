@@ -134,6 +134,7 @@ extension Broker {
         let subscription = index.add(pattern, connection)
         subscription.offeredFrom = seq + 1
         connection.keepSubscription(subscription, for: pattern)
+        if connection.groups.unrecorded != 0 { noteEventSources(of: connection) }  // (1.3) its events are not all its group's now
         if filtered { setFiltered(subscription, true, on: connection) }
         chargeSubscription(pattern, of: connection, sign: 1)
         return true

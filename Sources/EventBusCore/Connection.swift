@@ -18,7 +18,8 @@
 //   parked (`markParked`/`markUnparked`, at the end of the class);
 // - `groups` (QueueGroups.swift: each membership once by key, the fallback
 //   names counted, a member blocked exactly while listed, the deliveries a
-//   bounded superset of the queued group events) and `requests`
+//   bounded superset of the queued group events, or none while all of them
+//   are one membership's) and `requests`
 //   (RequestTable.swift, the one file that changes them); its
 //   subscriptions (the fallback servings among its servings) and where it
 //   is in its life (open, closing, closed: each step once, never back),

@@ -140,19 +140,26 @@ struct EventTypeTable {
     /// is older than its last change. A list holds each matching group once,
     /// so the lists of all entries hold at most `capacity` references per
     /// group (what `Broker.groupMemberCost` charges a membership).
+    /// Inlined (every grouped publish asks): the list kept is returned
+    /// without a call; one taken again is `matchGroups`'.
+    @inline(__always)
     mutating func groups(_ i: Int, in index: GroupIndex, serving: Bool = false) -> [QueueGroup] {
-        if serving {
-            if entries[i].servingGroupsVersion != index.version {
-                entries[i].servingGroups = index.matches(entries[i].type!)
-                entries[i].servingGroupsVersion = index.version
-            }
-            return entries[i].servingGroups
+        if serving ? entries[i].servingGroupsVersion != index.version : entries[i].groupsVersion != index.version {
+            matchGroups(i, in: index, serving: serving)
         }
-        if entries[i].groupsVersion != index.version {
+        return serving ? entries[i].servingGroups : entries[i].groups
+    }
+
+    /// `groups`' list taken again from the group index.
+    @inline(never)
+    private mutating func matchGroups(_ i: Int, in index: GroupIndex, serving: Bool) {
+        if serving {
+            entries[i].servingGroups = index.matches(entries[i].type!)
+            entries[i].servingGroupsVersion = index.version
+        } else {
             entries[i].groups = index.matches(entries[i].type!)
             entries[i].groupsVersion = index.version
         }
-        return entries[i].groups
     }
 
     /// (1.3) Lets go of every group list kept (the last group of an index

@@ -95,8 +95,9 @@ final class QueueGroup {
     var position = 0
     var node: PatternTrieNode<QueueGroup>? = nil
     var isTail = false
-    /// Members whose pattern is filtered, and the one policy view they all
-    /// have while they share one (`deniesEveryMember`).
+    /// Members whose pattern is filtered (0: the policy hides no type of the
+    /// pattern from any member), and the one policy view they all have
+    /// while they share one (`deniesEveryMember`).
     private(set) var filteredCount = 0
     private var filterView: PolicyView? = nil
     private var filterViewsDiffer = false
@@ -146,13 +147,13 @@ final class QueueGroup {
     @inline(__always)
     func member(at slot: Int) -> GroupMember? { slots[slot] }
 
-    /// Calls `body` with the member in `slot` (there is one), without
-    /// counting it: `slots` keeps it, and `body` must not change the
-    /// group's members (Uncounted.swift's rule; `Broker.firstAble`).
+    /// The member in `slot` (there is one), uncounted: `slots` keeps it,
+    /// so whoever uses it must not change the group's members meanwhile
+    /// (Uncounted.swift's rule; `Broker.firstAble`, `Broker.give`). Read
+    /// so, the element costs no retain/release (a closure over the slots'
+    /// buffer pointer, as before, retained the buffer around every look).
     @inline(__always)
-    func withMember<R>(at slot: Int, _ body: (GroupMember) -> R) -> R {
-        slots.withUnsafeBufferPointer { Uncounted($0[slot].unsafelyUnwrapped).with(body) }
-    }
+    func memberRef(at slot: Int) -> Uncounted<GroupMember> { Uncounted(slots[slot]!) }
 
     /// Adds a member last in join order, ready.
     func append(_ connection: Connection, salt: UInt64) -> GroupMember {
@@ -211,9 +212,15 @@ final class QueueGroup {
         if isReady { ready.insert(member.slot) } else { ready.remove(member.slot) }
     }
 
+    /// Whether the member in `slot` may take an event now as far as known
+    /// (false for any slot without one).
+    @inline(__always)
+    func isReady(_ slot: Int) -> Bool { ready.contains(slot, below: slots.count) }
+
     /// The first ready slot in turn from `start` (wrapping once), nil when none is ready.
     @inline(__always)
     func nextReady(from start: Int) -> Int? {
+        if isReady(start) { return start }  // the member in turn (the common case: no call)
         if let slot = ready.first(atOrAfter: start) { return slot }
         guard start > 0, let slot = ready.first(atOrAfter: 0), slot < start else { return nil }
         return slot
@@ -281,6 +288,10 @@ struct ReadySet {
 
     @inline(__always)
     func contains(_ i: Int) -> Bool { words[i >> 6] & (1 << UInt64(i & 63)) != 0 }
+
+    /// Whether `i` is in, for any `i` (false when not below `count`, the slots there are).
+    @inline(__always)
+    func contains(_ i: Int, below count: Int) -> Bool { i < count && contains(i) }
 
     @inline(__always)
     mutating func insert(_ i: Int) {
@@ -411,7 +422,10 @@ final class GroupIndex {
 /// `isBlocked` is set and its bit clear (`block`/`unblockAll`), the list
 /// bounded by its memberships; `deliveries` is a superset of the group
 /// events in the connection's queue, bounded by twice its queued frames
-/// (`noteDelivery`); once `peerClosed` is set it stays set.
+/// (`noteDelivery`), except while `unrecorded` names a membership: then
+/// every event in the queue is that membership's and none is recorded
+/// (`recordNone`, ended by `recordFromNow` or its leaving, never set again);
+/// once `peerClosed` is set it stays set.
 struct ConnectionGroups {
     private(set) var memberships: [GroupKey: GroupMember] = [:]
     /// Memberships whose bit is clear: set again at its next write.
@@ -429,6 +443,15 @@ struct ConnectionGroups {
     private var chosenMark: UInt64 = 0
     /// The last `GroupMember.serial` given.
     private var lastSerial: UInt64 = 0
+    /// (issue 38, case 10) The membership (its `serial`) that every event
+    /// queued to the connection comes from, so that none is recorded in
+    /// `deliveries`; 0: none, each group event is recorded. A worker's usual
+    /// case: its first membership, of a plain group, made while it had no
+    /// plain subscription and no event queued (`Broker.joinGroup`). Ended
+    /// for good by whatever could queue it another event (a plain
+    /// subscription, another membership: `recordFromNow`), or by its
+    /// leaving (its events are its own then, as a left member's are).
+    private(set) var unrecorded: UInt64 = 0
 
     /// Whether it was chosen already for the request marked `mark`; marks it chosen.
     mutating func chosen(_ mark: UInt64) -> Bool {
@@ -448,6 +471,7 @@ struct ConnectionGroups {
 
     /// A membership ended (`Broker.leaveGroup`).
     mutating func leave(_ key: GroupKey) {
+        if let member = memberships[key], member.serial == unrecorded { unrecorded = 0 }
         memberships[key] = nil
         guard key.fallback, let count = fallbackNames[key.name] else { return }
         fallbackNames[key.name] = count > 1 ? count - 1 : nil
@@ -472,6 +496,25 @@ struct ConnectionGroups {
             member.isBlocked = false
             member.group.setReady(member, true)
         }
+    }
+
+    /// Records none of `member`'s deliveries: every event queued to the
+    /// connection is its (the caller checked that none is queued now, and
+    /// that it has no other membership and no plain subscription).
+    mutating func recordNone(_ member: GroupMember) {
+        precondition(unrecorded == 0 && deliveries.isEmpty && memberships.count == 1, "only a first membership goes unrecorded")
+        unrecorded = member.serial
+    }
+
+    /// Something other than the unrecorded membership may queue events to
+    /// the connection from now: the events queued so far (`queuedSeqs`,
+    /// each the unrecorded membership's) are recorded as its, and every
+    /// group event after them is recorded. No-op while none is unrecorded.
+    mutating func recordFromNow(queuedSeqs: () -> [UInt64]) {
+        guard unrecorded != 0 else { return }
+        let serial = unrecorded
+        unrecorded = 0
+        deliveries.append(contentsOf: queuedSeqs().lazy.map { GroupDelivery(seq: $0, member: serial) })
     }
 
     /// Remembers that the group event `seq` was queued by `member`'s group;
@@ -505,6 +548,7 @@ struct ConnectionGroups {
     mutating func forgetQueued() {
         blocked = []
         deliveries = []
+        unrecorded = 0
     }
 
     /// Its peer closed the socket.

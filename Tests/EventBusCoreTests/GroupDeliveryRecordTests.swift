@@ -5,7 +5,9 @@
 // tests check that pruning never loses an event that is still queued: a
 // member that closes hands on every group event it holds unwritten, also
 // when its queue holds events out of seq order (redelivered ones behind
-// newer ones), and that the record stays bounded by its queue.
+// newer ones), and that the record stays bounded by its queue. (Each member
+// holds a plain subscription too, so that its deliveries are recorded: a
+// worker's one membership records none, GroupUnrecordedTests.)
 @testable import EventBusCore
 @_spi(Package) import EventBusProtocol
 import Testing
@@ -30,8 +32,9 @@ struct GroupDeliveryRecordTests {
     func readingMemberHandsOnAll() {
         let h = BrokerHarness()
         let a = h.connect(), b = h.connect()
-        for m in [a, b] { h.send(m, #"{"op":"subscribe","type":"job","group":"w"}"#) }
+        for m in [a, b] { h.send(m, #"{"op":"subscribe","type":"other"}"#, #"{"op":"subscribe","type":"job","group":"w"}"#) }
         for m in [a, b] { _ = h.read(m) }
+        #expect(a.groups.unrecorded == 0, "recorded")
         let publisher = h.connect()
         var next = 0
         // Rounds of 40 publishes, `a` reads after each: its record is pruned again and again.
@@ -57,7 +60,7 @@ struct GroupDeliveryRecordTests {
     func outOfOrderQueueKeepsRecord() {
         let h = BrokerHarness()
         let a = h.connect(), b = h.connect(), c = h.connect()
-        for m in [a, b, c] { h.send(m, #"{"op":"subscribe","type":"job","group":"w"}"#) }
+        for m in [a, b, c] { h.send(m, #"{"op":"subscribe","type":"other"}"#, #"{"op":"subscribe","type":"job","group":"w"}"#) }
         for m in [a, b, c] { _ = h.read(m) }
         let publisher = h.connect()
         Self.publish(h, publisher, 450, from: 0)  // 150 each
