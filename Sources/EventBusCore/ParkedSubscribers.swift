@@ -44,15 +44,18 @@
 // of each type holds the connections parked against some uid apart, grouped
 // by the set of uids they are parked against (`ParkedRoutes.actors`, one
 // part per set, `EventTypeTable.Entry.fairParked`); an event of uid V walks
-// every part whose set leaves V out as it walks the list, and counts each
-// part whose set holds V as one `events` more, O(1) for all its members
-// (`Broker.forEachSubscriber`). The drops are counted as for the parts
-// above (each connection's `fairPark`, its own `ParkState`). It comes back
-// to every list when it writes (`unpark`, as a parked one does), and, in
-// the hold check, where an event of a uid it may hold would fit: the hold
-// check walks every fair part (publisher uid nil), so a `wait` subscriber
-// with `allow hold` on any uid still holds as it would. A connection parked
-// for every publisher (above) sits in the plain parked part only.
+// the members of every part whose set leaves V out with the list, and
+// counts each part whose set holds V as one `events` more, O(1) for all
+// its members (`Broker.routesWithFairParked`, asked by `forEachSubscriber`
+// only while someone is parked against a uid). The drops are counted as
+// for the parts above (each connection's `fairPark`, its own `ParkState`).
+// It comes back to every list when it writes or an event is queued to it
+// (`unpark`, as a parked one does; its notice then tells every loss
+// before that event), and, in the hold check, where an event of a uid it
+// may hold would fit: the hold check walks every fair part (publisher uid
+// nil), so a `wait` subscriber with `allow hold` on any uid still holds as
+// it would. A connection parked for every publisher (above) sits in the
+// plain parked part only.
 //
 // Before editing: whatever parks or unparks a connection calls
 // `SubscriptionIndex.keptListsChanged` (every kept list is split again
@@ -291,25 +294,29 @@ extension Broker {
         index.keptListsChanged()
     }
 
-    /// (parkfair) Counts one event of publisher uid `uid`, just routed, as
-    /// dropped for each member of each of entry `found`'s fair parts parked
-    /// against `uid`, and walks the members of the others with `body` (all
-    /// of them when `uid` is nil: the hold check). Asked only while some
-    /// connection is parked against a uid.
+    /// (parkfair) `routes`, entry `found`'s active list, with the members of
+    /// each of its fair parts that leaves `uid` out (all of them when `uid`
+    /// is nil: the hold check); each part parked against `uid` counts the
+    /// event, just routed, as dropped for each member, O(1) for the part.
+    /// Returns `routes` itself (no copy) when every part is left out.
+    /// Asked only while some connection is parked against a uid.
     @inline(never)
-    func forEachFairParked(_ found: Int, skipping uid: UInt32?, _ body: (Connection) -> Void) {
+    func routesWithFairParked(_ found: Int, _ routes: [Connection], skipping uid: UInt32?) -> [Connection] {
         var count: UInt64 = 0
+        var walked = routes
         for part in types.fairParked(found) {
             if let uid, part.actors.contains(uid) {
                 part.events &+= 1
                 count &+= UInt64(part.members.count)
                 continue
             }
-            for connection in part.members { body(connection) }
+            walked.append(contentsOf: part.members)
         }
-        guard count > 0 else { return }
-        statistics.dropped += count
-        typeCounters.addDropped(count, typeCounters.routed)
+        if count > 0 {
+            statistics.dropped += count
+            typeCounters.addDropped(count, typeCounters.routed)
+        }
+        return walked
     }
 
     @inline(never)
