@@ -1104,8 +1104,15 @@ func runSubscribedVictim(_ path: String, _ seconds: Double) {
 /// - Parameter timeline: also print `tick t=MONOTONIC acks=TOTAL` every
 ///   100 ms and `ping t=MONOTONIC ms=RTT` for each ping (CLOCK_MONOTONIC, s,
 ///   as the driver's clock), for rows that alternate the attack on and off.
-func runVictim(_ path: String, _ seconds: Double, publish: Bool, timeline: Bool = false) {
+func runVictim(_ path: String, _ seconds: Double, publish: Bool, timeline: Bool = false, read: Bool = false) {
     guard let publisher = Conn(path), let pinger = Conn(path) else { fail("victim cannot connect") }
+    // (parkfair) `publish-read`: a third connection of the victim's uid
+    // subscribes to its type and reads every event: `read=` is what reached it.
+    let reader = read ? Conn(path) : nil
+    if read {
+        guard let reader, reader.request(#"{"op":"subscribe","type":"v.>","req":"r"}"#, until: "\"req\":\"r\"") != nil else { fail("victim's reader cannot subscribe") }
+    }
+    var eventsRead = 0
     let burst = Array(String(repeating: #"{"op":"publish","type":"v.load","req":1}"# + "\n", count: 64).utf8)
     var inFlight = 0, acknowledged = 0, burstOffset = 0
     let window = 8192
@@ -1117,6 +1124,7 @@ func runVictim(_ path: String, _ seconds: Double, publish: Bool, timeline: Bool 
     var lastAck = start, longestWaitMs = 0.0, lateAcknowledged = 0
     let end = start + seconds
     var fds = [pollfd(fd: publisher.fd, events: Int16(POLLIN), revents: 0), pollfd(fd: pinger.fd, events: Int16(POLLIN), revents: 0)]
+    if let reader { fds.append(pollfd(fd: reader.fd, events: Int16(POLLIN), revents: 0)) }
     var nextTick = start
     while monotonic() < end {
         if timeline && monotonic() >= nextTick {
@@ -1134,7 +1142,11 @@ func runVictim(_ path: String, _ seconds: Double, publish: Bool, timeline: Bool 
         if pingSent == nil && now - lastPing >= 0.005 {
             if pinger.writeAll(Array(#"{"op":"ping","req":7}"#.utf8) + [0x0A]) { pingSent = now; lastPing = now }
         }
-        _ = poll(&fds, 2, publish ? 1 : 5)
+        _ = poll(&fds, nfds_t(fds.count), publish ? 1 : 5)
+        if let reader {
+            reader.fill()
+            eventsRead += reader.countLines()
+        }
         publisher.fill()
         let acks = publisher.countLines()
         acknowledged += acks
@@ -1163,7 +1175,8 @@ func runVictim(_ path: String, _ seconds: Double, publish: Bool, timeline: Bool 
     let rate = Double(acknowledged) / (monotonic() - start)
     let lateRate = Double(lateAcknowledged) / max(0.001, monotonic() - start - seconds / 2)
     say(String(format: "rate=%.0f p50_ms=%.2f p99_ms=%.2f max_ms=%.2f pings=%d longest_wait_ms=%.1f late_rate=%.0f",
-               rate, percentile(0.5), percentile(0.99), rtts.last ?? 9999, rtts.count, longestWaitMs, lateRate))
+               rate, percentile(0.5), percentile(0.99), rtts.last ?? 9999, rtts.count, longestWaitMs, lateRate)
+        + (read ? String(format: " read=%d read_rate=%.0f", eventsRead, Double(eventsRead) / (monotonic() - start)) : ""))
 }
 
 /// `--role rr-server SOCKET SECONDS` (issue 32, as root): serves `rr.>`,
@@ -1415,7 +1428,7 @@ func runDriver(_ options: Options) {
     let all = ["keys", "patterns", "flood", "partial", "slow", "connections", "churn", "busy", "replay", "hangup", "statefile", "retained",
                "never-readers", "trickle-readers", "stopped-readers", "stall-once", "last-copies", "partial-memory", "drop-old",
                "never-readers-3", "never-readers-kinds", "types-flood", "trusted-holder", "cost-deep", "cost-arrays", "cost-keys", "cost-escapes", "cost-number", "cost-types", "cost-patterns",
-               "groups", "group-members", "group-members-cost", "group-churn", "rr-no-server", "rr-ignored", "rr-forged", "rr-unread", "rr-fill", "rr-answers", "rr-expired", "bridge-watch",
+               "groups", "group-members", "group-members-cost", "group-churn", "fair-never-readers", "rr-no-server", "rr-ignored", "rr-forged", "rr-unread", "rr-fill", "rr-answers", "rr-expired", "bridge-watch",
                "flood-subscribed", "cost-deep-8", "cost-arrays-8", "cost-keys-8", "cost-escapes-8"] + stateRows
     for row in options.rows.isEmpty ? all : options.rows {
         // (issue 20) The rows the attack clients' own CPU distorts: broker and
@@ -1640,6 +1653,55 @@ func runDriver(_ options: Options) {
             let group = extraNanoseconds("group-members"), plain = extraNanoseconds("plain-v8")
             check(row, "broker CPU per victim event added by a full group of 64 never-reading members (\(group.line)), against 8 plain never-reading subscribers of the same uid (\(plain.line))",
                   String(format: "%.0f ns (8 plain: %.0f ns)", group.extra, plain.extra), "<= the 8 plain ones'", group.extra <= plain.extra)
+        case "fair-never-readers":
+            // (parkfair) No uid slows another through the fair share: the
+            // victim publishes as a non-root uid (so its events to another
+            // uid's queues are charged to its fair share of them), one
+            // connection of its uid reading them; another uid holds N plain
+            // never-reading subscribers of the victim's type (64, then 256:
+            // --max-connections-per-uid's default). A first victim run fills
+            // their queues to the victim's fair share (unmeasured); then the
+            // victim's publish rate, what reached its reader, and the broker
+            // CPU (schedstat) per victim event over the same broker's idle
+            // figure. Before parkfair each full subscriber was tried per
+            // event for good (64: +2.9 us per event, rate 43-107k/s against
+            // 422k-1.2M idle); now each is parked against the victim's uid
+            // at its second refusal (ParkedSubscribers.swift), so the cost
+            // does not grow with N.
+            func attacked(_ n: Int) {
+                let (broker, _) = fresh([])
+                defer { broker.stop() }
+                func run(_ runSeconds: Double) -> (line: String?, ns: Double) {
+                    let published0 = broker.stats().flatMap { integer("published", in: $0.line) } ?? 0, cpu0 = broker.runSeconds()
+                    let v = asUID(options.victimUID, ["--role", "victim", broker.socket, String(runSeconds), "publish-read"], cpu: victimCPU)
+                    let line = v.line(timeout: runSeconds + 20)
+                    v.stop()
+                    let published = (broker.stats().flatMap { integer("published", in: $0.line) } ?? 0) - published0
+                    return (line, (broker.runSeconds() - cpu0) * 1e9 / Double(max(1, published)))
+                }
+                let idle = run(seconds)
+                let attacker = asUID(options.attackerUID, ["--role", "attacker", "plain-v\(n)", broker.socket, "300"])
+                defer { attacker.stop() }
+                let ready = attacker.line(timeout: 60)
+                let subscribed = Int(value("subscribed", ready) ?? -1)
+                let fill = run(2 * seconds)
+                let queued = broker.clientsSum("queued_bytes", uid: options.attackerUID)
+                let dropped0 = broker.stats().flatMap { integer("dropped", in: $0.line) } ?? 0
+                let full = run(seconds)
+                let dropped = (broker.stats().flatMap { integer("dropped", in: $0.line) } ?? 0) - dropped0
+                let idleRate = value("rate", idle.line) ?? 1, rate = value("rate", full.line) ?? 0
+                let idleRead = value("read_rate", idle.line) ?? 1, read = value("read_rate", full.line) ?? 0
+                let extra = full.ns - idle.ns
+                check(row, "uid \(options.victimUID)'s publish rate with \(subscribed) never-reading subscribers of another uid on its type, full to its fair share "
+                      + "(\(String(format: "%.1f", Double(queued) / mib)) MiB queued to them; idle \(Int(idleRate))/s; the filling run \(Int(value("rate", fill.line) ?? 0))/s)",
+                      "\(Int(rate))/s (\(Int(rate * 100 / idleRate)) %)", ">= half idle", rate >= idleRate / 2)
+                check(row, "events per s reaching the victim's own reader (idle \(Int(idleRead))/s; \(dropped) dropped for the never-readers in the run)",
+                      "\(Int(read))/s (\(Int(read * 100 / idleRead)) %)", ">= half idle", read >= idleRead / 2)
+                check(row, "broker CPU per victim event added by the \(subscribed) full never-readers (idle \(Int(idle.ns)) ns, filling \(Int(fill.ns)) ns, full \(Int(full.ns)) ns)",
+                      String(format: "%.0f ns", extra), "<= 300 ns (not O(N))", extra <= 300)
+            }
+            attacked(64)
+            attacked(256)
         case "group-churn":
             let (broker, _) = fresh([])
             let idle = victim(broker)
@@ -2481,13 +2543,14 @@ if args.first == "--role" {
         say("ready")
         holdUntilStopped(seconds)
     case "victim":
-        guard args.count == 5, let seconds = Double(args[3]) else { fail("--role victim SOCKET SECONDS publish|publish-timeline|ping|rr1|rr256") }
+        guard args.count == 5, let seconds = Double(args[3]) else { fail("--role victim SOCKET SECONDS publish|publish-read|publish-timeline|ping|rr1|rr256") }
         if args[4] == "subscribed-timeline" {
             runSubscribedVictim(args[2], seconds)
         } else if args[4].hasPrefix("rr"), let window = Int(args[4].dropFirst(2)) {
             runRequestVictim(args[2], seconds, window: window)
         } else {
-            runVictim(args[2], seconds, publish: args[4] != "ping" && args[4] != "ping-timeline", timeline: args[4].hasSuffix("-timeline"))
+            runVictim(args[2], seconds, publish: args[4] != "ping" && args[4] != "ping-timeline", timeline: args[4].hasSuffix("-timeline"),
+                      read: args[4] == "publish-read")
         }
     default:
         fail("unknown role \(args[1])")

@@ -36,7 +36,8 @@ extension Broker {
     /// back to the lists to get it (`holdIfBlocked`), not count it lost.
     @inline(__always)
     func mayHaveToHold(_ frame: RawSpan, _ publisher: Connection) -> Bool {
-        pacedReplays != 0 || ((statistics.queuedBytes &+ frame.byteCount &+ Broker.eventEnvelopeBound > ledger.outboundFastPathBytes || types.splitsParked)
+        pacedReplays != 0 || ((statistics.queuedBytes &+ frame.byteCount &+ Broker.eventEnvelopeBound > ledger.outboundFastPathBytes
+                               || types.splitsParked || types.splitsFairParked)
             && (ledger.halfFullTrustedHolders > 0 || publisher.account.halfFullWaiters > 0))
     }
 
@@ -100,7 +101,7 @@ extension Broker {
                 // full (below that, or over --max-queued, the event is dropped
                 // as under drop-new; PROTOCOL-NOTES.md).
                 let refused = refusal(size: bound, actor: actor, connection: subscriber)
-                if refused == nil && subscriber.isParked { fits.append(subscriber) }
+                if refused == nil && (subscriber.isParked || subscriber.fairPark != nil) { fits.append(subscriber) }
                 guard subscriber.outbound.chargedBytes >= half, let refused, refused != .total else { return }
                 blocked = true
             }

@@ -41,6 +41,7 @@ extension Broker {
         let s = statistics
         let policyGeneration = self.policyGeneration
         let uptime = UInt64(max(0, now.monotonicNanoseconds - startMonotonic) / 1_000_000_000)
+        let parked = UInt64(parking.members.count), parkedForUIDs = UInt64(parking.againstUIDs.count)
         replyOKIfAsked(to: connection, req: req) { out in
             FrameEncoder.appendField("connections", int: UInt64(s.connections), to: &out)
             FrameEncoder.appendField("subscriptions", int: UInt64(s.subscriptions), to: &out)
@@ -60,6 +61,9 @@ extension Broker {
             FrameEncoder.appendField("replies", int: s.replies, to: &out)
             FrameEncoder.appendField("no_responders", int: s.noResponders, to: &out)
             FrameEncoder.appendField("timeouts", int: s.timeouts, to: &out)
+            // (parkfair) Full subscribers passed over: for every publisher, and for some publisher uids.
+            FrameEncoder.appendField("parked", int: parked, to: &out)
+            FrameEncoder.appendField("parked_for_uids", int: parkedForUIDs, to: &out)
         }
     }
 }

@@ -15,7 +15,9 @@
 // - `flow` (FlowState.swift): its part in flow control (holding and heldBy
 //   mirrored);
 // - `park` (issue 20, ParkedSubscribers.swift): set exactly while it is
-//   parked (`markParked`/`markUnparked`, at the end of the class);
+//   parked (`markParked`/`markUnparked`, at the end of the class), and
+//   `fairPark` (parkfair) exactly while it is parked against some publisher
+//   uids (`markParked(against:)`/`markUnparkedFair`);
 // - `groups` (QueueGroups.swift: each membership once by key, the fallback
 //   names counted, a member blocked exactly while listed, the deliveries a
 //   bounded superset of the queued group events, or none while all of them
@@ -93,6 +95,10 @@ package final class Connection {
     /// through `markParked`/`markUnparked`): set exactly while it is in the
     /// broker's `parking`, a fresh state at each park.
     private(set) var park: ParkState? = nil
+    /// (parkfair) Out of the kept route lists for events of some publisher
+    /// uids while their fair share of its queue is full (`markParked(against:)`,
+    /// `markUnparkedFair`): set exactly while it is in `parking.againstUIDs`.
+    private(set) var fairPark: ParkState? = nil
     /// Its uid's account and what its queue holds for other uids; its counters for `clients`.
     var accounting: ConnectionAccounting
     /// (1.2) Holds, paced replays and the stall watch (FlowState.swift, its
@@ -250,6 +256,23 @@ package final class Connection {
     /// (issue 20) Its park ends (`Broker.unpark`, once its parked parts
     /// are counted).
     func markUnparked() { park = nil }
+
+    /// (parkfair) It is parked against `uid` too (`Broker.parkAgainst`): a
+    /// fresh state with the uid added, the parts of the old one counted.
+    /// - Returns: false when it was parked against `uid` already.
+    func markParked(against uid: UInt32) -> Bool {
+        let actors = fairPark?.actors ?? []
+        guard !actors.contains(uid) else { return false }
+        if let state = fairPark {
+            for (_, part) in state.parts { countParked(on: part.routes, leaving: true) }
+        }
+        fairPark = ParkState(actors: (actors + [uid]).sorted())
+        return true
+    }
+
+    /// (parkfair) Its park against publisher uids ends (`Broker.unpark`,
+    /// once its parts are counted).
+    func markUnparkedFair() { fairPark = nil }
 
     /// The broker forgets it. - Returns: whether it was open until now.
     func markClosed() -> Bool {

@@ -35,6 +35,10 @@ struct EventTypeTable {
         /// (issue 20) The parked connections the index's list holds, left
         /// out of `routes` (ParkedSubscribers.swift); nil when none.
         var parked: ParkedRoutes? = nil
+        /// (parkfair) The connections parked against some publisher uids
+        /// the index's list holds, left out of `routes`, a part per set of
+        /// uids (ParkedSubscribers.swift); [] when none.
+        var fairParked: [ParkedRoutes] = []
         /// The last policy view that was allowed to publish the type (held,
         /// so no other view can take its address; a reload makes new views).
         var publisherView: PolicyView? = nil
@@ -72,6 +76,8 @@ struct EventTypeTable {
     private var entries: [Entry]
     /// (issue 20) Some connection is parked (`Broker.parking` is not empty).
     var splitsParked = false
+    /// (parkfair) Some connection is parked against a publisher uid (`Broker.parking.againstUIDs`).
+    var splitsFairParked = false
     private let mask: Int
     private let seed: UInt64
 
@@ -101,6 +107,7 @@ struct EventTypeTable {
         }
         guard let type = EventType.publishable(raw) else { return nil }
         entries[i].parked?.retire()
+        for part in entries[i].fairParked { part.retire() }
         entries[i] = Entry(w0: key.w0, w1: key.w1, count: key.count, type: type)
         return i
     }
@@ -128,6 +135,11 @@ struct EventTypeTable {
         entries[i].parked?.retire()
         entries[i].parked = nil
         if splitsParked { (routes, entries[i].parked) = ParkedRoutes.split(routes) }
+        if !entries[i].fairParked.isEmpty {
+            for part in entries[i].fairParked { part.retire() }
+            entries[i].fairParked = []
+        }
+        if splitsFairParked { (routes, entries[i].fairParked) = ParkedRoutes.splitFair(routes) }
         entries[i].routes = routes
         entries[i].version = index.version
         entries[i].match = match
@@ -184,6 +196,10 @@ struct EventTypeTable {
     /// The parked part of entry `i`'s list (valid as `routes(i, in:)` last made it).
     @inline(__always)
     func parked(_ i: Int) -> ParkedRoutes? { entries[i].parked }
+
+    /// (parkfair) The parts of entry `i`'s list parked against publisher
+    /// uids (valid as `routes(i, in:)` last made them).
+    func fairParked(_ i: Int) -> [ParkedRoutes] { entries[i].fairParked }
 
     /// The counters of entry `i`'s type, as last found (`Broker.countPublished` checks it).
     @inline(__always)

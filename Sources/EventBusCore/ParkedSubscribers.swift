@@ -36,6 +36,27 @@
 // `disconnect` needs nothing: a full subscriber is closed at once, and until
 // the close (the same step) `fanOut` skips it as not routable.
 //
+// (parkfair) Parked against a publisher uid. A refusal by one publisher
+// uid's fair share holds for that uid only: the subscriber still takes the
+// events of other uids (their own shares of its queue, root's, its own
+// uid's), so it cannot leave the lists for everyone. Refused again so while
+// dropping, it is parked *against that uid* (`parkAgainst`): the kept list
+// of each type holds the connections parked against some uid apart, grouped
+// by the set of uids they are parked against (`ParkedRoutes.actors`, one
+// part per set, `EventTypeTable.Entry.fairParked`); an event of uid V walks
+// the members of every part whose set leaves V out with the list, and
+// counts each part whose set holds V as one `events` more, O(1) for all
+// its members (`Broker.routesWithFairParked`, asked by `forEachSubscriber`
+// only while someone is parked against a uid). The drops are counted as
+// for the parts above (each connection's `fairPark`, its own `ParkState`).
+// It comes back to every list when it writes or an event is queued to it
+// (`unpark`, as a parked one does; its notice then tells every loss
+// before that event), and, in the hold check, where an event of a uid it
+// may hold would fit: the hold check walks every fair part (publisher uid
+// nil), so a `wait` subscriber with `allow hold` on any uid still holds as
+// it would. A connection parked for every publisher (above) sits in the
+// plain parked part only.
+//
 // Before editing: whatever parks or unparks a connection calls
 // `SubscriptionIndex.keptListsChanged` (every kept list is split again
 // before its next use), and a part is retired (`ParkedRoutes.retire`)
@@ -46,10 +67,17 @@
 /// through it since it was made (every member joined then).
 final class ParkedRoutes {
     private(set) var members: [Connection]
-    /// Events routed through the list since it was made.
+    /// Events routed through the list since it was made (for a fair part:
+    /// those of a uid in `actors`).
     var events: UInt64 = 0
+    /// (parkfair) The publisher uids its members are parked against, sorted;
+    /// empty for the part parked for every publisher.
+    let actors: [UInt32]
 
-    private init(_ members: [Connection]) { self.members = members }
+    private init(_ members: [Connection], actors: [UInt32] = []) {
+        self.members = members
+        self.actors = actors
+    }
 
     /// Splits a route list into the connections to route to and the parked
     /// ones; returns `list` itself (no copy) and nil when none is parked.
@@ -66,6 +94,26 @@ final class ParkedRoutes {
         return (active, routes)
     }
 
+    /// (parkfair) Splits the active list `split` left into the connections
+    /// parked against no uid and one part per set of uids the others are
+    /// parked against; returns `list` itself and [] when none is.
+    static func splitFair(_ list: [Connection]) -> ([Connection], [ParkedRoutes]) {
+        guard list.contains(where: { $0.fairPark != nil }) else { return (list, []) }
+        var active: [Connection] = []
+        var groups: [[UInt32]: [Connection]] = [:]
+        active.reserveCapacity(list.count)
+        for connection in list {
+            if let state = connection.fairPark { groups[state.actors, default: []].append(connection) } else { active.append(connection) }
+        }
+        var parts: [ParkedRoutes] = []
+        for (actors, members) in groups {
+            let routes = ParkedRoutes(members, actors: actors)
+            for connection in members { connection.fairPark!.join(routes) }
+            parts.append(routes)
+        }
+        return (active, parts)
+    }
+
     /// The list is replaced or gone: each member still on it counts its
     /// events and leaves it.
     func retire() {
@@ -78,6 +126,10 @@ final class ParkedRoutes {
 /// of it counted for the connection already.
 final class ParkState {
     var parts: [ObjectIdentifier: (routes: ParkedRoutes, counted: UInt64)] = [:]
+    /// (parkfair) For `Connection.fairPark`: the publisher uids it is parked against, sorted.
+    private(set) var actors: [UInt32] = []
+
+    init(actors: [UInt32] = []) { self.actors = actors }
 
     func join(_ routes: ParkedRoutes) {
         parts[ObjectIdentifier(routes)] = (routes, routes.events)
@@ -96,7 +148,7 @@ extension Connection {
     /// dropped for it (a no-op when it is not on that part).
     /// - Parameter leaving: it leaves the part (retired, or unparked).
     func countParked(on routes: ParkedRoutes, leaving: Bool) {
-        guard let state = park else { return }
+        guard let state = routes.actors.isEmpty ? park : fairPark else { return }
         let key = ObjectIdentifier(routes)
         guard let part = state.parts[key] else { return }
         let count = routes.events &- part.counted
@@ -107,34 +159,57 @@ extension Connection {
 
     /// Events lost since the last `dropped` notice (PROTOCOL.md "Semantics"),
     /// including those counted while parked and not added yet.
-    package var pendingDropCount: UInt64 { output.pendingDropsCounted &+ (park?.outstanding ?? 0) }
+    package var pendingDropCount: UInt64 { output.pendingDropsCounted &+ (park?.outstanding ?? 0) &+ (fairPark?.outstanding ?? 0) }
 
     /// Events it lost in all (`clients`: `dropped`), including those
     /// counted while parked and not added yet.
-    package var droppedCount: UInt64 { accounting.droppedCounted &+ (park?.outstanding ?? 0) }
+    package var droppedCount: UInt64 { accounting.droppedCounted &+ (park?.outstanding ?? 0) &+ (fairPark?.outstanding ?? 0) }
 
     /// Whether it is parked: out of the kept route lists while full.
     package var isParked: Bool { park != nil }
+
+    /// (parkfair) The publisher uids it is parked against (their fair share
+    /// of its queue full); empty when none.
+    package var parkedAgainst: [UInt32] { fairPark?.actors ?? [] }
 }
 
-/// The broker's parked connections (by identity).
+/// The broker's parked connections (by identity): for every publisher, and
+/// (parkfair) against some publisher uids.
 struct ParkingLot {
     var members: [ObjectIdentifier: Connection] = [:]
+    var againstUIDs: [ObjectIdentifier: Connection] = [:]
 }
 
 extension Broker {
-    /// Whether a subscriber refused again while dropping may be parked: a
-    /// refusal that holds for every publisher (not the fair share of one
-    /// uid), under `drop-new` or `wait` while `behind`, with bytes queued
-    /// (so a write, which brings it back, will come; one with an empty queue
-    /// stays in the lists).
+    /// Whether a subscriber refused again while dropping may be parked:
+    /// under `drop-new` or `wait` while `behind`, with bytes queued (so a
+    /// write, which brings it back, will come; one with an empty queue stays
+    /// in the lists). A refusal by one uid's fair share parks it against
+    /// that uid only (`parkAgainst`, the caller's choice).
     /// (issue 37) Under `wait` too, without a paced replay under way (its
     /// live events wait behind it, held by nothing).
     @inline(__always)
     func mayPark(_ subscriber: Connection, _ refusal: Refusal) -> Bool {
-        refusal != .fairShare && subscriber.park == nil && subscriber.outbound.chargedBytes > 0
+        subscriber.park == nil && subscriber.outbound.chargedBytes > 0
             && (subscriber.overflow == .dropNew || subscriber.flow.behind
                 || (subscriber.overflow == .wait && subscriber.flow.replays.isEmpty))
+    }
+
+    /// Parks a subscriber refused again while dropping (`mayPark` said so):
+    /// for every publisher, or, refused by the fair share of publisher uid
+    /// `uid`, against that uid only.
+    @inline(never)
+    func park(_ subscriber: Connection, refused: Refusal, publisher uid: UInt32) {
+        if refused == .fairShare { parkAgainst(subscriber, uid) } else { park(subscriber) }
+    }
+
+    /// (parkfair) Takes `connection` out of the route lists for events of
+    /// publisher uid `uid` (each list is split again before its next use).
+    func parkAgainst(_ connection: Connection, _ uid: UInt32) {
+        guard connection.markParked(against: uid) else { return }
+        parking.againstUIDs[ObjectIdentifier(connection)] = connection
+        types.splitsFairParked = true
+        index.keptListsChanged()
     }
 
     /// (issue 37) Whether a `drop-old` subscriber refused an event of `seq`
@@ -204,6 +279,44 @@ extension Broker {
     @inline(__always)
     func unpark(_ connection: Connection) {
         if connection.park != nil { unparkParked(connection) }
+        if connection.fairPark != nil { unparkFair(connection) }
+    }
+
+    /// (parkfair) Back into the lists for every publisher uid it was parked
+    /// against, its events counted meanwhile added to its drop counts.
+    @inline(never)
+    private func unparkFair(_ connection: Connection) {
+        guard let state = connection.fairPark else { return }
+        for (_, part) in state.parts { connection.countParked(on: part.routes, leaving: true) }
+        connection.markUnparkedFair()
+        parking.againstUIDs[ObjectIdentifier(connection)] = nil
+        types.splitsFairParked = !parking.againstUIDs.isEmpty
+        index.keptListsChanged()
+    }
+
+    /// (parkfair) `routes`, entry `found`'s active list, with the members of
+    /// each of its fair parts that leaves `uid` out (all of them when `uid`
+    /// is nil: the hold check); each part parked against `uid` counts the
+    /// event, just routed, as dropped for each member, O(1) for the part.
+    /// Returns `routes` itself (no copy) when every part is left out.
+    /// Asked only while some connection is parked against a uid.
+    @inline(never)
+    func routesWithFairParked(_ found: Int, _ routes: [Connection], skipping uid: UInt32?) -> [Connection] {
+        var count: UInt64 = 0
+        var walked = routes
+        for part in types.fairParked(found) {
+            if let uid, part.actors.contains(uid) {
+                part.events &+= 1
+                count &+= UInt64(part.members.count)
+                continue
+            }
+            walked.append(contentsOf: part.members)
+        }
+        if count > 0 {
+            statistics.dropped += count
+            typeCounters.addDropped(count, typeCounters.routed)
+        }
+        return walked
     }
 
     @inline(never)

@@ -270,6 +270,16 @@ final class BrokerHarness {
             }
         }
         #expect(broker.parking.members.count == broker.connections.values.filter(\.isParked).count, sourceLocation: sourceLocation)
+        // (parkfair) Parked against publisher uids: in that lot exactly, routable, drops pending.
+        for connection in broker.connections.values {
+            #expect((connection.fairPark != nil) == (broker.parking.againstUIDs[ObjectIdentifier(connection)] === connection),
+                    "parked against uids \(connection.id) and the lot disagree", sourceLocation: sourceLocation)
+            if connection.fairPark != nil {
+                #expect(connection.isRoutable && connection.output.pendingDropsCounted > 0 && !connection.parkedAgainst.isEmpty,
+                        sourceLocation: sourceLocation)
+            }
+        }
+        #expect(broker.types.splitsFairParked == !broker.parking.againstUIDs.isEmpty, sourceLocation: sourceLocation)
         checkAccounts(sourceLocation: sourceLocation)
         checkRequests(sourceLocation: sourceLocation)
         #expect(fromIndex.sorted() == fromConnections.sorted(), "the two sides of the subscription index disagree",

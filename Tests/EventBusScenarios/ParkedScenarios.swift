@@ -8,7 +8,8 @@
 // readers (EventBusIntegrationTests, root).
 //
 // Before editing: the readers read nothing while root publishes; a ping and
-// then a sentinel event settle what they are owed. Uid 4201.
+// then a sentinel event settle what they are owed. Uid 4201 (parkfair: and
+// 4202, a publisher that is not root).
 import EventBusTestSupport
 import Foundation
 import Testing
@@ -21,6 +22,11 @@ package let parkedScenarios: [BusScenario] = [
     // Stalled after 1 ms with their notice unread: parked almost at once.
     BusScenario("Never-reading drop-old subscribers of another uid: their later dropped counts are exact",
                 options: ["--max-outbound", "64K", "--stall-timeout", "1ms"]) { try neverReaders($0, overflow: "drop-old") },
+    // (parkfair) The publisher is uid 4202, not root: its events to uid
+    // 4201's queues are charged to its fair share of them (half a queue), and
+    // refused by it again the never-readers are parked against uid 4202.
+    BusScenario("Never-reading subscribers of another uid, full to a publisher uid's fair share: parked against it, their dropped counts exact, the publisher's own reader gets every event",
+                options: ["--max-outbound", "64K"]) { try fairShareNeverReaders($0) },
 ]
 
 /// Twelve never-reading readers of uid 4201 under `overflow`, three shapes of patterns.
@@ -78,6 +84,60 @@ private func neverReaders(_ bus: any UIDBus, overflow: String) throws {
             guard let type = item["type"] as? String, let want = droppedByType[type] else { continue }
             #expect((item["dropped"] as? Int) == want, "types: \(type) dropped")
         }
+}
+
+/// (parkfair) Twelve never-reading readers of uid 4201 (drop-new and wait)
+/// on `>`, a publisher of uid 4202 and a reader of its own uid that reads:
+/// in 50 rounds of 40 events (each fits the own reader's queue, so it
+/// never holds the publisher) the never-readers fill to uid 4202's fair
+/// share and are parked against it (`stats.parked_for_uids`); root's events
+/// still reach them; what each later reads plus its notices is every event.
+private func fairShareNeverReaders(_ bus: any UIDBus) throws {
+    let readers = try bus.connect(uid: 4201, count: 12)
+    for (i, reader) in readers.enumerated() {
+        try reader.ok(#"{"op":"hello","overflow":"\#(i % 2 == 0 ? "drop-new" : "wait")","req":"h"}"#)
+        try reader.ok(#"{"op":"subscribe","type":">","req":"s"}"#)
+    }
+    let publisher = try bus.connect(uid: 4202), own = try bus.connect(uid: 4202), root = try bus.connect(uid: 0)
+    try own.ok(#"{"op":"subscribe","type":"a.>","req":"s"}"#)
+    var published = 0, ownRead = 0
+    for _ in 0..<50 {
+        let receipts = try publisher.publishMany("a.b", count: 40, padding: 1000)
+        published += receipts.count
+        ownRead += try own.readFrames(count: 40).filter { $0.op == "event" && $0.type == "a.b" }.count
+    }
+    #expect(ownRead == published, "the publisher's own reader got every event")
+    let stats = try root.stats()
+    #expect(stats.int("parked_for_uids") == readers.count, "parked against uid 4202: \(stats.raw)")
+    #expect(stats.int("parked") == 0, "not for every publisher")
+    // Root's event fits under the connection's limit: it reaches each of them.
+    let rootReceipt = try root.publish("r.x")
+    #expect(rootReceipt.delivered == readers.count)
+    var notices = Array(repeating: 0, count: readers.count)
+    var read = Array(repeating: 0, count: readers.count)
+    var sawRoot = Array(repeating: false, count: readers.count)
+    func take(_ i: Int, until done: (Frame) -> Bool) throws {
+        for frame in try readers[i].readFrames(until: done, timeout: .seconds(30)) {
+            if frame.op == "event" && frame.type == "a.b" { read[i] += 1 }
+            if frame.op == "event" && frame.type == "r.x" { sawRoot[i] = true }
+            if frame.op == "dropped", let count = frame.int("count") { notices[i] += count }
+        }
+    }
+    // Everything queued before the ping's reply, then a sentinel event of
+    // uid 4202 (its notice, if still pending, comes before it).
+    for reader in readers { try reader.send(#"{"op":"ping","req":"drained"}"#) }
+    for i in readers.indices { try take(i) { $0.op == "ok" && $0.string("req") == "drained" } }
+    try publisher.publish("a.end")
+    for i in readers.indices {
+        try take(i) { $0.op == "event" && $0.type == "a.end" }
+        #expect(sawRoot[i], "reader \(i) got root's event")
+        #expect(read[i] + notices[i] == published, "reader \(i): \(read[i]) read + \(notices[i]) dropped of \(published)")
+        #expect(notices[i] > 0, "reader \(i) was full")
+    }
+    #expect(try root.stats().int("parked_for_uids") == 0, "back once they read")
+    #expect(try root.stats().int("dropped") == notices.reduce(0, +))
+    let listed = try root.clientList().filter { $0.int("uid") == 4201 }.compactMap { $0.int("dropped") }
+    #expect(listed.count == readers.count && listed.reduce(0, +) == notices.reduce(0, +), "\(listed)")
 }
 
 /// Reads frames up to the one `done` accepts: events by type and the sum of `dropped` counts before it.
