@@ -75,8 +75,10 @@ struct TokenSource {
 
     mutating func next() -> ReplyToken {
         if used + 2 > pool.count {
-            // (issue 35) The system call fills the pool's own bytes during the call.
-            pool.withUnsafeMutableBytes { eventbus_random_bytes($0.baseAddress, $0.count) }
+            // (issue 35) The system call fills the pool's own bytes: the array
+            // is passed to C as its storage for the length of the call (Swift's
+            // inout-to-pointer conversion; no pointer outlives the call).
+            eventbus_random_bytes(&pool, pool.count * MemoryLayout<UInt64>.stride)
             used = 0
         }
         let token = ReplyToken(high: pool[used], low: pool[used + 1])

@@ -18,7 +18,13 @@
 // retained, it goes back to its uid's list as its oldest.
 //
 // Raw memory (issue 35): the slots and the state are allocated here, once,
-// and freed in `deinit`; no pointer to them leaves this file.
+// and freed in `deinit`; no pointer to them leaves this file. Arrays
+// instead (the slots a `[Slot]` reserved once, the state plain properties,
+// a publish's counts written in one access to its slot) measured case 1
+// 2,536 Ir per delivery against 2,404 (+5.5 %) and case 2 585 against 570:
+// the copy-on-write and bounds checks (`Array._makeMutableAndUnique`,
+// `_checkSubscript_mutating`, `swift_isUniquelyReferenced`) are calls, on
+// every publish and every counted drop.
 //
 // Before editing: this is on the publish path, so everything a publish does
 // here is O(1), allocates nothing for a type seen before, and touches only

@@ -20,6 +20,11 @@
 /// `base` holds `capacity` bytes of which the first `count` are initialised;
 /// every write goes through `reserve` first, and the encoders write into
 /// the free part only as an `OutputSpan` (`write`), never by pointer.
+/// An array instead, written a field at a time through
+/// `append(addingCapacity:)`'s `OutputSpan` and handed over by `finish`
+/// without a copy, measured (callgrind, eventbus-bridge under scripts/bridge-cpu,
+/// inclusive Ir of `CloudEventsHeaders.exportBlock` per event) 5,003 against
+/// this writer's 4,630 (+8 %; 5,406 with `utf8Span`, whose getter is a call).
 package struct HeaderBlockWriter: ~Copyable {
     private var base: UnsafeMutablePointer<UInt8>
     private var count = 0

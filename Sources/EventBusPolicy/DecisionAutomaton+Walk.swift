@@ -8,7 +8,9 @@
 // Before editing: the table is built from the automaton's edge dictionaries,
 // which stay the truth (the subscribe search and the tests use them); keep
 // `EdgeTable.lookup` and `segmentHash` in step with `EdgeTable.init`. Measure
-// with Benchmarks/eventbus-policy-bench.
+// with Benchmarks/eventbus-policy-bench. (issue 35) The bytes, the table and
+// the states are read as spans; `[unchecked:]` only where the index was
+// just compared with the span's count or is masked below the table's size.
 @_spi(Package) import EventBusProtocol
 
 /// Every `(state, literal) → state` edge in one table.
@@ -37,7 +39,7 @@ struct EdgeTable: Sendable {
         for (state, out) in edges.enumerated() {
             for (literal, target) in out {
                 let bytes = Array(literal.utf8)
-                let hash = bytes.withUnsafeBufferPointer { EdgeTable.segmentHash($0, 0, $0.count) }
+                let hash = EdgeTable.segmentHash(bytes.span)
                 var i = EdgeTable.slot(state: Int32(state), hash: hash, mask: mask)
                 while slots[i].state != -1 { i = (i + 1) & mask }
                 slots[i] = Slot(state: Int32(state), target: target, hash: hash, offset: Int32(arena.count), length: Int32(bytes.count))
@@ -49,12 +51,12 @@ struct EdgeTable: Sendable {
         self.arena = arena
     }
 
-    /// FNV-1a (32 bits) of `bytes[start..<end]`; the walk computes the same
-    /// while it scans for the dot.
+    /// FNV-1a (32 bits) of `bytes`; the walk computes the same while it
+    /// scans for the dot.
     @inline(__always)
-    static func segmentHash(_ bytes: UnsafeBufferPointer<UInt8>, _ start: Int, _ end: Int) -> UInt32 {
+    static func segmentHash(_ bytes: Span<UInt8>) -> UInt32 {
         var h: UInt32 = 2_166_136_261
-        for i in start..<end { h = (h ^ UInt32(bytes[i])) &* 16_777_619 }
+        for i in bytes.indices { h = (h ^ UInt32(bytes[unchecked: i])) &* 16_777_619 }
         return h
     }
 
@@ -65,32 +67,32 @@ struct EdgeTable: Sendable {
 
     /// The edge from `state` for the segment `bytes[start..<end]` of hash `hash`.
     @inline(__always)
-    func lookup(_ state: Int32, _ bytes: UnsafeBufferPointer<UInt8>, _ start: Int, _ end: Int, hash: UInt32) -> Int32? {
-        slots.withUnsafeBufferPointer { slots in
-            var i = EdgeTable.slot(state: state, hash: hash, mask: mask)
-            while true {
-                let slot = slots[i]
-                if slot.state == -1 { return nil }
-                if slot.state == state && slot.hash == hash && Int(slot.length) == end - start && equal(slot, bytes, start) {
-                    return slot.target
-                }
-                i = (i + 1) & mask
+    func lookup(_ state: Int32, _ bytes: Span<UInt8>, _ start: Int, _ end: Int, hash: UInt32) -> Int32? {
+        let slots = self.slots.span
+        var i = EdgeTable.slot(state: state, hash: hash, mask: mask)
+        while true {
+            let slot = slots[unchecked: i]  // masked: below the table's power-of-two size
+            if slot.state == -1 { return nil }
+            if slot.state == state && slot.hash == hash && Int(slot.length) == end - start && equal(slot, bytes, start) {
+                return slot.target
             }
+            i = (i + 1) & mask
         }
     }
 
+    /// Whether the literal of `slot` is `bytes[start..<start + slot.length]`
+    /// (the caller checked that the segment has that length).
     @inline(__always)
-    private func equal(_ slot: Slot, _ bytes: UnsafeBufferPointer<UInt8>, _ start: Int) -> Bool {
-        arena.withUnsafeBufferPointer { arena in
-            var a = Int(slot.offset), b = start
-            let end = a + Int(slot.length)
-            while a < end {
-                if arena[a] != bytes[b] { return false }
-                a += 1
-                b += 1
-            }
-            return true
+    private func equal(_ slot: Slot, _ bytes: Span<UInt8>, _ start: Int) -> Bool {
+        let arena = self.arena.span
+        var a = Int(slot.offset), b = start
+        let end = a + Int(slot.length)
+        while a < end {
+            if arena[a] != bytes[b] { return false }
+            a += 1
+            b += 1
         }
+        return true
     }
 }
 
@@ -108,32 +110,32 @@ extension DecisionAutomaton {
     /// every continuation.
     @inline(__always)
     func verdict(_ type: EventType) -> PolicyVerdict {
-        if let verdict = type.name.utf8.withContiguousStorageIfAvailable({ walk($0) }) { return verdict }
+        // Not `utf8Span`: its getter is a call, where this is inlined.
+        if let verdict = type.name.utf8.withContiguousStorageIfAvailable({ walk($0.span) }) { return verdict }
         let copy = Array(type.name.utf8)  // a bridged string; never in the broker
-        return copy.withUnsafeBufferPointer { walk($0) }
+        return walk(copy.span)
     }
 
     @inline(__always)
-    private func walk(_ bytes: UnsafeBufferPointer<UInt8>) -> PolicyVerdict {
-        summaries.withUnsafeBufferPointer { states in
-            var s: Int32 = 0
-            var i = 0
-            let count = bytes.count
-            while true {
-                let state = states[Int(s)]
-                if state.isUniform { return state.uniform }
-                let start = i
-                var h: UInt32 = 2_166_136_261
-                while i < count {
-                    let b = bytes[i]
-                    if b == 0x2E { break }
-                    h = (h ^ UInt32(b)) &* 16_777_619
-                    i += 1
-                }
-                s = table.lookup(s, bytes, start, i, hash: h) ?? state.other
-                if i >= count { return states[Int(s)].end }
-                i += 1  // the dot
+    private func walk(_ bytes: Span<UInt8>) -> PolicyVerdict {
+        let states = summaries.span
+        var s: Int32 = 0
+        var i = 0
+        let count = bytes.count
+        while true {
+            let state = states[Int(s)]
+            if state.isUniform { return state.uniform }
+            let start = i
+            var h: UInt32 = 2_166_136_261
+            while i < count {
+                let b = bytes[unchecked: i]  // below `count`, the span's
+                if b == 0x2E { break }
+                h = (h ^ UInt32(b)) &* 16_777_619
+                i += 1
             }
+            s = table.lookup(s, bytes, start, i, hash: h) ?? state.other
+            if i >= count { return states[Int(s)].end }
+            i += 1  // the dot
         }
     }
 }

@@ -10,7 +10,7 @@ import Glibc
 /// One line on standard error.
 func complain(_ text: String) {
     let line = Array((text + "\n").utf8)
-    _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+    try? FileDescriptor.standardError.writeAll(line.span.bytes)
 }
 
 var arguments = Array(CommandLine.arguments.dropFirst())

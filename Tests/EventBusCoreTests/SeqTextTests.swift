@@ -1,4 +1,4 @@
-// SeqText (the broker's kept seq digits): every seq it is asked for, one
+// SeqText (the broker's kept seq digits, EventWriter.swift): every seq it is asked for, one
 // more than the last, the same again or any jump, reads as its decimal text.
 @testable import EventBusCore
 import Testing
