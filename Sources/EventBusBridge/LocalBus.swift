@@ -138,7 +138,7 @@ struct LocalBus {
 
     /// (issue 36) Asks for (again) the patterns of an imported group's members.
     private mutating func watch(_ spec: GroupSpec) {
-        session.send(.subscribe(pattern: spec.pattern.text, group: spec.name, servers: true), tag: .groupWatch(spec))
+        session.send(.subscribe(pattern: spec.pattern.text, group: spec.name, servers: true, uid: spec.uid), tag: .groupWatch(spec))
     }
 
     /// (issue 36) The exported group whose mark ends `frame` (its LF, if it
@@ -176,7 +176,7 @@ struct LocalBus {
             session.send(.subscribe(pattern: pattern.text, serve: true, fallback: true), tag: .fallback(pattern.text))
         }
         for group in groups {
-            session.send(.subscribe(pattern: group.pattern.text, group: group.name, fallback: true), tag: .fallbackGroup(group))
+            session.send(.subscribe(pattern: group.pattern.text, group: group.name, fallback: true, uid: group.uid), tag: .fallbackGroup(group))
         }
         errorsInOldestBatch = 0
         unmarkedImports = 0
@@ -312,6 +312,7 @@ struct LocalBus {
             if let spec = groupImports.first(where: { $0.name == group && $0.pattern.text == pattern }) { watch(spec) }
         case .answered(.groupWatch(let spec), let reply):
             if reply.isOK {
+                if spec.uid != nil && reply.unsigned("uid") == nil { report(.notice(Self.withoutGroupUID(spec)), &reports) }
                 report(.members(spec, (reply.strings("servers") ?? []).compactMap(Pattern.init)), &reports)
             } else {
                 report(refused("subscribe \(spec.pattern.text) group \(spec.name) servers", reply), &reports)
@@ -342,6 +343,7 @@ struct LocalBus {
             if !reply.isOK { report(refused("subscribe \(pattern) serve fallback", reply), &reports) }
         case .answered(.fallbackGroup(let group), let reply):
             if !reply.isOK { report(refused("subscribe \(group.pattern.text) group \(group.name) fallback", reply), &reports) }
+            else if group.uid != nil && reply.unsigned("uid") == nil { report(.notice(Self.withoutGroupUID(group)), &reports) }
         case .answered(.ask(let tag), let reply):
             report(.answer(tag: tag, reply), &reports)
         case .request(let fields):
@@ -357,6 +359,11 @@ struct LocalBus {
         case .held, .subscribed, .unsubscribed, .settled, .other, .ignored:
             break
         }
+    }
+
+    /// (attacker6) A broker older than `"uid"` on group frames ignored it.
+    static func withoutGroupUID(_ spec: GroupSpec) -> String {
+        "the bus does not know \"uid\" on group frames (no group-uid feature): group \(spec.name) takes part as every local user's group of that name, not only \(spec.user ?? "?")'s (upgrade eventbusd)"
     }
 
     private func refused(_ request: String, _ reply: Reply) -> BusReport {
