@@ -50,6 +50,8 @@ package struct Bridge {
         requests = RemoteRequests(mapping: configuration.mapping, bridgeInstance: bridgeInstance,
                                   exports: configuration.requestExports, imports: configuration.requestImports)
         groups = RemoteGroups(mapping: configuration.mapping, exports: configuration.groupExports, imports: configuration.groupImports)
+        // (attacker6) Once per run: the request part of the link inside eventbusd has no groups.
+        if let warning = configuration.groupsWarning { logger.warning(warning) }
     }
 
     /// The NATS client's settings (its gap reports read `brokerInstance`).

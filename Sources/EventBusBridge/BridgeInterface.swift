@@ -24,8 +24,8 @@ package var bridgeInterface: ProgramDeclaration {
             usage: [
                 "[--socket PATH | --system | --user] --nats URL[,URL...] --node NAME",
                 " [--export PATTERN]... [--import PATTERN]... [--export-requests PATTERN]...",
-                " [--import-requests PATTERN]... [--export-group NAME:PATTERN]...",
-                " [--import-group NAME:PATTERN]... [--prefix PREFIX] [--config FILE]",
+                " [--import-requests PATTERN]... [--export-group NAME:PATTERN[@USER]]...",
+                " [--import-group NAME:PATTERN[@USER]]... [--prefix PREFIX] [--config FILE]",
                 "--status [--node NAME | --status-file PATH | --config FILE]",
             ],
             about: """
@@ -42,8 +42,9 @@ package var bridgeInterface: ProgramDeclaration {
             NAME:PATTERN that no local member of queue group NAME may receive goes to
             PREFIX.grp.NAME.NODE.TYPE, and one machine of those with --import-group
             NAME:PATTERN (a NATS queue group) gives it to one of its members of NAME.
-            The same settings also run inside the broker (eventbusd(8), its bridge
-            option).
+            With @USER only that local user's group NAME takes part; without it,
+            every user's group of that name (warned). The same settings also run
+            inside the broker (eventbusd(8), its bridge option).
             """,
             sections: [
                 OptionSection("Local bus (first that applies; PROTOCOL.md \"Transport\"):", [
@@ -58,8 +59,8 @@ package var bridgeInterface: ProgramDeclaration {
                     OptionDeclaration("import", nil, ValueDeclaration("PATTERN", .pattern), "remote types to receive (repeatable, or a comma list)"),
                     OptionDeclaration("export-requests", nil, ValueDeclaration("PATTERN", .pattern), "request types to ask other machines when no local server takes them (repeatable, or a comma list)"),
                     OptionDeclaration("import-requests", nil, ValueDeclaration("PATTERN", .pattern), "request types other machines may ask this bus's servers (repeatable, or a comma list)"),
-                    OptionDeclaration("export-group", nil, ValueDeclaration("NAME:PATTERN", .text), "queue group NAME's events of PATTERN go to another machine when no local member of NAME may receive them (repeatable, or a comma list)"),
-                    OptionDeclaration("import-group", nil, ValueDeclaration("NAME:PATTERN", .text), "other machines' events of group NAME go to one local member of NAME (repeatable, or a comma list)"),
+                    OptionDeclaration("export-group", nil, ValueDeclaration("NAME:PATTERN[@USER]", .text), "queue group NAME's events of PATTERN go to another machine when no local member of NAME may receive them; @USER: of that local user's group NAME only (without it, every user's group NAME takes part: warned) (repeatable, or a comma list)"),
+                    OptionDeclaration("import-group", nil, ValueDeclaration("NAME:PATTERN[@USER]", .text), "other machines' events of group NAME go to one local member of NAME (@USER: of that user's group NAME only) (repeatable, or a comma list)"),
                     OptionDeclaration("prefix", nil, ValueDeclaration("PREFIX", .text), "subject root (default \(defaults.prefix.text))"),
                     OptionDeclaration("name", nil, ValueDeclaration("NAME", .text), "CONNECT name (default \"eventbus-bridge NODE\")"),
                     OptionDeclaration("reconnect-initial", nil, duration, "NATS backoff after a failed pass (default \(durationText(defaults.reconnectInitial)))"),

@@ -192,6 +192,7 @@ package final class BridgeLoop {
         var deadline = nextStatus
         if busSocket == nil { deadline = min(deadline, busRetryAt) }
         if let natsDeadline = nats.nextDeadline { deadline = min(deadline, natsDeadline) }
+        if let rewatch = bus.rewatchDeadline { deadline = min(deadline, rewatch) }  // (attacker6) a paced watch
         return deadline
     }
 
@@ -248,8 +249,14 @@ package final class BridgeLoop {
             nats.connectFinished(&effects)
             handleEffects()
         }
-        if !busReady.isEmpty { readBus(hangup: !busReady.intersection([.hangup, .error]).isEmpty) }
+        if !busReady.isEmpty {
+            let started = Clock.monotonicNanoseconds()
+            readBus(hangup: !busReady.intersection([.hangup, .error]).isEmpty)
+            let ended = Clock.monotonicNanoseconds()
+            bus.paceRewatch(spent: ended - started, now: ended)  // (attacker6) a watch's list read: the next waits
+        }
         if !natsReady.intersection([.readable, .hangup, .error]).isEmpty { readNATS() }
+        bus.rewatchIfDue(now: Clock.monotonicNanoseconds())
         flushBus()
         flushNATS()
         nats.tick(&effects)

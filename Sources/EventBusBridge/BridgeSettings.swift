@@ -82,6 +82,7 @@ package struct BridgeSettings: Equatable, Sendable {
         guard !exports.isEmpty || !imports.isEmpty || !requestExports.isEmpty || !requestImports.isEmpty || !groupExports.isEmpty || !groupImports.isEmpty else {
             throw SettingsError("nothing to bridge: give at least one --export or --import pattern (or --export-requests, --import-requests, --export-group, --import-group)")
         }
+        if let conflict = GroupSpec.conflict(exports: groupExports, imports: groupImports) { throw SettingsError(conflict) }
         var configuration = BridgeConfiguration(servers: servers, node: node)
         if let bus { configuration.bus = bus }
         configuration.exports = exports
@@ -167,6 +168,9 @@ package struct BridgeConfiguration: Equatable, Sendable {
         if !groupImports.isEmpty { text += ", import-group [" + groupImports.map(\.description).joined(separator: " ") + "]" }
         return text
     }
+
+    /// (attacker6) The warning for groups given without `@USER` (nil: none).
+    package var groupsWarning: String? { GroupSpec.unqualifiedWarning(exports: groupExports, imports: groupImports) }
 
     /// (issue 36) The link inside eventbusd runs in two parts: the requests on
     /// the broker's own loop, the rest on a thread (LinkInBroker.swift). The

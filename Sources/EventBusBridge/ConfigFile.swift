@@ -13,8 +13,8 @@
 //     import = order.>
 //     export-requests = thumb.>     # (issue 36) requests no local server takes go out
 //     import-requests = thumb.>
-//     export-group = thumbs:thumb.> # (issue 36) group events no local member takes go out
-//     import-group = thumbs:thumb.> # and other machines' come to local members
+//     export-group = thumbs:thumb.>@thumbd # (issue 36) group events no local member takes go out
+//     import-group = thumbs:thumb.>@thumbd # and other machines' come to local members (of user thumbd's group)
 //     prefix = eventbus
 //     reconnect-initial = 250ms
 //     reconnect-max     = 30s
@@ -130,10 +130,10 @@ package enum ConfigFile {
         case "export-group", "import-group":  // (issue 36)
             var groups = (key == "export-group" ? settings.groupExports : settings.groupImports) ?? []
             for item in list(value) {
-                guard let group = GroupSpec(item) else {
-                    throw SettingsError("\(name): \(item.debugDescription) is not NAME:PATTERN (NAME 1-64 of A-Z a-z 0-9 _ -, a queue group that crosses; PATTERN an eventbus pattern)")
+                switch GroupSpec.read(item) {
+                case .success(let group): groups.append(group)
+                case .failure(let error): throw SettingsError("\(name): \(error)")
                 }
-                groups.append(group)
             }
             if key == "export-group" { settings.groupExports = groups } else { settings.groupImports = groups }
         case "prefix":

@@ -19,28 +19,91 @@
 //   local member of NAME only. A broker without the `group-servers`
 //   feature: `SUB PREFIX.grp.NAME.*.PATTERN` for the whole pattern, as before.
 //
+// - (attacker6) `NAME:PATTERN@USER`: only USER's local group NAME is the
+//   group across machines here: the fallback membership, the watch and the
+//   group publishes carry `"uid":N` (USER's uid), so another local user's
+//   group of that name neither holds back its events nor receives other
+//   machines'. Without `@USER`, every uid's group of the name takes part
+//   (the older meaning, kept; the bridge warns: `unqualifiedWarning`).
+//
 // Before editing: a group name that crosses is a NATS subject token (1-64
 // of A-Z a-z 0-9 _ -), a stricter rule than the broker's for local groups
 // (which also allows `.` and `:`): `GroupSpec` is the one place that checks it.
 import EventBusNATS
 @_spi(Package) import EventBusProtocol
 import EventBusSession
+import EventBusSystem
 
-/// `NAME:PATTERN`: the queue group NAME's events of PATTERN.
+/// `NAME:PATTERN[@USER]`: the queue group NAME's events of PATTERN (of
+/// local user USER's group NAME only, when given).
 package struct GroupSpec: Hashable, Sendable, CustomStringConvertible {
     package let name: String
     package let pattern: Pattern
+    /// (attacker6) USER as written (a name or a uid), and its uid.
+    package let user: String?
+    package let uid: UInt32?
 
-    /// `NAME:PATTERN`, NAME 1-64 of `A-Z a-z 0-9 _ -` (a NATS subject token).
-    package init?(_ text: String) {
-        guard let colon = text.firstIndex(of: ":") else { return nil }
-        let name = String(text[..<colon])
-        guard NodeName.isToken(name, maxBytes: 64), let pattern = Pattern(String(text[text.index(after: colon)...])) else { return nil }
-        self.name = name
-        self.pattern = pattern
+    /// `NAME:PATTERN[@USER]`, NAME 1-64 of `A-Z a-z 0-9 _ -` (a NATS subject
+    /// token), USER a local user's name or a uid. Nil: not that, or no such user.
+    package init?(_ text: String, uidOfUser: (String) -> UInt32? = UserDatabase.uid(ofUser:)) {
+        guard case .success(let spec) = GroupSpec.read(text, uidOfUser: uidOfUser) else { return nil }
+        self = spec
     }
 
-    package var description: String { "\(name):\(pattern.text)" }
+    private init(name: String, pattern: Pattern, user: String?, uid: UInt32?) {
+        self.name = name
+        self.pattern = pattern
+        self.user = user
+        self.uid = uid
+    }
+
+    /// Reads `NAME:PATTERN[@USER]`. - Returns: the spec, or why not (one line).
+    package static func read(_ text: String, uidOfUser: (String) -> UInt32? = UserDatabase.uid(ofUser:)) -> Result<GroupSpec, SettingsError> {
+        let shape = SettingsError("\(text.debugDescription) is not NAME:PATTERN[@USER] (NAME 1-64 of A-Z a-z 0-9 _ -, a queue group that crosses; PATTERN an eventbus pattern; USER the local user whose group NAME it is)")
+        var body = Substring(text)
+        var user: String? = nil
+        if let at = text.lastIndex(of: "@") {  // never in a pattern
+            user = String(text[text.index(after: at)...])
+            body = text[..<at]
+        }
+        guard let colon = body.firstIndex(of: ":") else { return .failure(shape) }
+        let name = String(body[..<colon])
+        guard NodeName.isToken(name, maxBytes: 64), let pattern = Pattern(String(body[body.index(after: colon)...])) else { return .failure(shape) }
+        guard let user else { return .success(GroupSpec(name: name, pattern: pattern, user: nil, uid: nil)) }
+        guard !user.isEmpty else { return .failure(shape) }
+        if let number = UInt32(user), number != UInt32.max { return .success(GroupSpec(name: name, pattern: pattern, user: user, uid: number)) }
+        guard let uid = uidOfUser(user) else { return .failure(SettingsError("\(text.debugDescription): no local user named \(user.debugDescription)")) }
+        return .success(GroupSpec(name: name, pattern: pattern, user: user, uid: uid))
+    }
+
+    package var description: String { "\(name):\(pattern.text)" + (user.map { "@" + $0 } ?? "") }
+
+    // One group whether USER is written as a name or a uid.
+    package static func == (a: GroupSpec, b: GroupSpec) -> Bool { a.name == b.name && a.pattern == b.pattern && a.uid == b.uid }
+    package func hash(into hasher: inout Hasher) {
+        hasher.combine(name)
+        hasher.combine(pattern)
+        hasher.combine(uid)
+    }
+
+    /// (attacker6) The one warning for specs without `@USER` (nil: none), and
+    /// the refusal of a name given with two different users (a group crosses
+    /// as one user's): for the start-up log and `--check-config`.
+    package static func unqualifiedWarning(exports: [GroupSpec], imports: [GroupSpec]) -> String? {
+        let open = exports.filter { $0.uid == nil }.map { "export-group \($0)" } + imports.filter { $0.uid == nil }.map { "import-group \($0)" }
+        guard !open.isEmpty else { return nil }
+        let names = Array(Set((exports + imports).filter { $0.uid == nil }.map(\.name))).sorted()
+        return "\(open.joined(separator: ", ")): without @USER, every local user's group named \(names.joined(separator: ", ")) takes part (another user's group of that name holds back the events that would cross and receives other machines'); name the user whose group crosses: NAME:PATTERN@USER (docs/BRIDGE.md \"Queue groups across machines\")"
+    }
+
+    /// A name given with more than one user (or with and without one). - Returns: why, or nil.
+    package static func conflict(exports: [GroupSpec], imports: [GroupSpec]) -> String? {
+        var users: [String: Set<UInt32?>] = [:]
+        for spec in exports + imports { users[spec.name, default: []].insert(spec.uid) }
+        guard let name = users.keys.sorted().first(where: { users[$0]!.count > 1 }) else { return nil }
+        let written = Array(Set((exports + imports).filter { $0.name == name }.map { $0.user.map { "@" + $0 } ?? "no @USER" })).sorted()
+        return "group \(name) is given with \(written.joined(separator: " and ")): a group crosses machines as one local user's group (the same @USER on every export-group and import-group of it)"
+    }
 }
 
 /// The header names of group events across machines (besides the `ce-` ones).
@@ -55,6 +118,8 @@ package struct GroupPublish: Equatable, Sendable {
     package var event: LocalPublish
     package var group: String
     package var key: String?
+    /// (attacker6) For this uid's group only (`"uid":N`; the import's `@USER`).
+    package var uid: UInt32? = nil
 
     /// Appends its `publish` frame, LF included, without `req`.
     package func appendFrame(to out: inout [UInt8]) {
@@ -64,6 +129,7 @@ package struct GroupPublish: Equatable, Sendable {
         out.removeLast(2)  // `}` and LF
         FrameEncoder.appendField("group", string: group, to: &out)
         if let key { FrameEncoder.appendField("key", string: key, to: &out) }
+        if let uid { FrameEncoder.appendField("uid", int: UInt64(uid), to: &out) }
         out.append(contentsOf: [0x7D, 0x0A])
     }
 }
@@ -196,11 +262,12 @@ package struct RemoteGroups {
     /// Reads a group event from another machine.
     package mutating func receive(_ message: Message) -> Incoming {
         let name = message.subject.dropFirst(groupHead.count).prefix { $0 != "." }
-        guard message.subject.hasPrefix(groupHead), let group = imports.first(where: { $0.name == name })?.name else {
+        guard message.subject.hasPrefix(groupHead), let spec = imports.first(where: { $0.name == name }) else {
             counters.dropped += 1
             return .drop("\(message.subject) is not an imported group's subject")
         }
         let type: EventType, imported: CloudEventsHeaders.Imported
+        let group = spec.name
         switch RemoteSubject.read(message, head: groupHead + group + ".", ownNode: mapping.node, what: "group event") {
         case .success(let read): (type, imported) = (read.type, read.imported)
         case .failure(let refusal): counters.dropped += 1; return .drop(refusal.text)
@@ -218,6 +285,6 @@ package struct RemoteGroups {
         }
         counters.received += 1
         let event = LocalPublish(type: type, data: data, source: imported.source, id: imported.id, origin: imported.origin)
-        return .publish(GroupPublish(event: event, group: group, key: key))
+        return .publish(GroupPublish(event: event, group: group, key: key, uid: spec.uid))
     }
 }

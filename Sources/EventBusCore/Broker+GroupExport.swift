@@ -23,6 +23,13 @@
 // machine it came from (or its group copy travels on its own), so nothing
 // is handled twice.
 //
+// (attacker6) With `"uid":N` (a bridge's `NAME:PATTERN@USER`), a fallback
+// membership and a group publish concern the groups named G **of uid N
+// only**: another uid's group of that name is its own, and neither holds
+// back the events that cross nor receives the ones that come in
+// (`GroupTarget`). Without it, every uid's group of the name takes part, as
+// before (the bridge warns).
+//
 // Before editing: the cost. None of this is on the path of an event that
 // matches no group (`routeToGroups` runs only while `groupsInUse != 0`,
 // which counts fallback groups too); inside it, one `isEmpty` test when no
@@ -31,6 +38,25 @@
 import EventBusPolicy
 @_spi(Package) import EventBusProtocol
 
+/// (attacker6) The local groups named `name` that form one group across
+/// machines: `uid`'s only, or (nil) every uid's.
+struct GroupTarget: Hashable {
+    var name: String
+    var uid: UInt32?
+
+    init(name: String, uid: UInt32?) {
+        self.name = name
+        self.uid = uid
+    }
+
+    /// A fallback membership's.
+    init(_ key: GroupKey) { self.init(name: key.name, uid: key.owner) }
+
+    /// Whether the local group `key` is one of them.
+    @inline(__always)
+    func includes(_ key: GroupKey) -> Bool { key.name == name && (uid == nil || uid == key.uid) }
+}
+
 extension Broker {
     /// `subscribe` with `group` and `fallback: true`: a bridge's fallback
     /// membership (`subscribe` of the pattern and the `bridge` right
@@ -38,7 +64,7 @@ extension Broker {
     /// carries `type`, `group`, `fallback: true` and `members` (fallback
     /// members of that name and pattern).
     func subscribeFallbackGroup(_ request: SubscribeRequest, name: String, req: RawSpan?, from connection: Connection) {
-        let key = GroupKey(uid: connection.credentials.uid, pattern: request.pattern, serve: false, name: name, fallback: true)
+        let key = GroupKey(uid: connection.credentials.uid, pattern: request.pattern, serve: false, name: name, fallback: true, owner: request.groupUID)
         guard !connection.groups.peerClosed else { return }
         let member: GroupMember
         if let existing = connection.groups.memberships[key] {
@@ -60,18 +86,20 @@ extension Broker {
             FrameEncoder.appendField("type", string: request.pattern.text, to: &out)
             FrameEncoder.appendField("group", string: name, to: &out)
             FrameEncoder.appendField("fallback", bool: true, to: &out)
+            if let owner = key.owner { FrameEncoder.appendField("uid", int: UInt64(owner), to: &out) }
             if member.isFiltered { FrameEncoder.appendField("filtered", bool: true, to: &out) }
             FrameEncoder.appendField("members", int: UInt64(member.group.count), to: &out)
         }
     }
 
     /// Whether a local group gets an event a bridge publishes: only groups
-    /// named `onlyGroup` for a group publish; else none that one of the
-    /// bridge's fallback memberships names.
-    func bridgeMayGive(_ group: QueueGroup, onlyGroup: String?, publisher: Connection?) -> Bool {
-        if let onlyGroup { return group.key.name == onlyGroup }
+    /// `onlyGroup` includes for a group publish; else none that one of the
+    /// bridge's fallback memberships names (of any uid, or of the group's).
+    func bridgeMayGive(_ group: QueueGroup, onlyGroup: GroupTarget?, publisher: Connection?) -> Bool {
+        if let onlyGroup { return onlyGroup.includes(group.key) }
         guard let publisher else { return true }
-        return publisher.groups.fallbackNames[group.key.name] == nil
+        let names = publisher.groups.fallbackNames
+        return names[GroupTarget(name: group.key.name, uid: nil)] == nil && names[GroupTarget(name: group.key.name, uid: group.key.uid)] == nil
     }
 
     /// The fallback members of an event no local group of their name can
@@ -87,8 +115,8 @@ extension Broker {
         if type.isReserved { return 0 }  // the broker's own events never leave the machine
         var delivered: UInt64 = 0
         for fallback in fallbackGroups.matches(type) {
-            let name = fallback.key.name
-            if local.contains(where: { $0.key.name == name && hasMember($0, for: type, publisher: publisher) }) { continue }
+            let target = GroupTarget(fallback.key)
+            if local.contains(where: { target.includes($0.key) && hasMember($0, for: type, publisher: publisher) }) { continue }
             if event.withSpan({ offerAcross($0, seq: seq, type: type, uid: uid, publisher: publisher, in: fallback) }) { delivered &+= 1 }
         }
         return delivered  // counted by the caller
@@ -128,15 +156,16 @@ extension Broker {
 
     /// A group event queued to the last member of a local group, which
     /// closed before a byte of it was written: with its group gone, it
-    /// crosses to another machine like a new one (from `handOver`).
-    func redeliverAcross(_ frame: RawSpan, seq: UInt64, actor: UInt32, name: String) {
+    /// crosses to another machine like a new one (from `handOver`), through
+    /// a fallback membership that includes that group.
+    func redeliverAcross(_ frame: RawSpan, seq: UInt64, actor: UInt32, of group: GroupKey) {
         let object = frame.extracting(droppingLast: 1)
         var typeToken: JSONToken? = nil
         try? JSONObject.scan(object) { member, value in
             if JSONString.equals(object, member, "type") { typeToken = value }
         }
         guard let typeToken, let type = EventType(JSONString.decode(object, typeToken)) else { return }
-        for fallback in fallbackGroups.matches(type) where fallback.key.name == name {
+        for fallback in fallbackGroups.matches(type) where GroupTarget(fallback.key).includes(group) {
             let uid = actor == OutboundQueue.noActor ? fallback.key.uid : actor
             if offerAcross(frame, seq: seq, type: type, uid: uid, publisher: nil, in: fallback) { statistics.delivered &+= 1 }
             return
@@ -148,7 +177,7 @@ extension Broker {
     /// `publish` with `group`: another machine's group event, for one member
     /// of each local group of that name (see the file comment). `ok`:
     /// `seq`, `delivered` (0: no member of the group here now).
-    func publishToGroup(_ request: PublishRequest, group name: String, frame: RawSpan, req: RawSpan?,
+    func publishToGroup(_ request: PublishRequest, group name: GroupTarget, frame: RawSpan, req: RawSpan?,
                         from publisher: Connection) {
         let verdict = publisher.policy.bridge
         guard verdict.isAllowed else {
@@ -162,7 +191,7 @@ extension Broker {
         routeGroupPublish(request, group: name, frame: frame, req: req, from: publisher)
     }
 
-    private func routeGroupPublish(_ request: PublishRequest, group name: String, frame: RawSpan, req: RawSpan?,
+    private func routeGroupPublish(_ request: PublishRequest, group name: GroupTarget, frame: RawSpan, req: RawSpan?,
                                    from publisher: Connection) {
         guard mayPublish(publisher, request.type, entry: nil, req: req), request.origin == nil || mayBridge(publisher, req: req) else { return }
         let content = EventContent(request, frame: frame, typeRange: nil)

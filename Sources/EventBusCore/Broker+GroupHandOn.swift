@@ -177,7 +177,7 @@ extension Broker {
 
     /// `find`: each event's group (and the smallest per group), in queue order.
     private func findHandOnTargets(_ work: PendingHandOn, units: inout Int) {
-        var across: [(frame: [UInt8], seq: UInt64, actor: UInt32, name: String)] = []
+        var across: [(frame: [UInt8], seq: UInt64, actor: UInt32, group: GroupKey)] = []
         let entries = work.queue.entries
         while work.next < entries.count && units > 0 {
             let entry = entries[work.next]
@@ -193,7 +193,7 @@ extension Broker {
             let group = work.targets[i].group
             guard !group.isEmpty else {
                 // (issue 36) Its group is gone here: another machine's member may take it.
-                if work.crossing && !group.key.fallback { across.append((entry.withSpan { Broker.redeliveredCopy($0) }, entry.seq, entry.actor, group.key.name)) }
+                if work.crossing && !group.key.fallback { across.append((entry.withSpan { Broker.redeliveredCopy($0) }, entry.seq, entry.actor, group.key)) }
                 work.order.append(-1)
                 continue
             }
@@ -201,7 +201,7 @@ extension Broker {
             work.targets[i].smallest = min(work.targets[i].smallest, entry.withSpan { Broker.redeliveredCount($0) } + OutboundQueue.entryOverheadBytes)
         }
         for redelivery in across {
-            redeliverAcross(redelivery.frame.span.bytes, seq: redelivery.seq, actor: redelivery.actor, name: redelivery.name)
+            redeliverAcross(redelivery.frame.span.bytes, seq: redelivery.seq, actor: redelivery.actor, of: redelivery.group)
         }
     }
 

@@ -92,7 +92,7 @@ extension Broker {
         connection.groups.join(member)
         noteEventSources(of: connection, joined: member)
         connection.account.countGroupMembership(1)
-        if key.serve { countServing(key.pattern, 1) } else if !key.fallback { countMembers(key.name, key.pattern, 1) }  // (issue 36) Broker+ServerWatch.swift
+        if key.serve { countServing(key.pattern, 1) } else if !key.fallback { countMembers(key, 1) }  // (issue 36) Broker+ServerWatch.swift
         chargeSubscription(key.pattern, of: connection, sign: 1, extraBytes: groupMemberCost(key))
         return member
     }
@@ -111,7 +111,7 @@ extension Broker {
             if !group.key.serve { groupsInUse -= 1 }
             if index.count == 0 && !group.key.fallback { types.dropGroupLists(serving: group.key.serve) }
         }
-        if group.key.serve { countServing(group.key.pattern, -1) } else if !group.key.fallback { countMembers(group.key.name, group.key.pattern, -1) }
+        if group.key.serve { countServing(group.key.pattern, -1) } else if !group.key.fallback { countMembers(group.key, -1) }
         chargeSubscription(group.key.pattern, of: connection, sign: -1, extraBytes: groupMemberCost(group.key))
     }
 
@@ -223,7 +223,7 @@ extension Broker {
     /// group it matches, then lets the frame go. Called right after `fanOut`
     /// by its callers while groups exist; out of line.
     /// (issue 36) `onlyGroup`: a bridge's import of another machine's group
-    /// event (`publishToGroup`): only the groups of that name get it. An event a
+    /// event (`publishToGroup`): only the groups of that name (and uid) get it. An event a
     /// bridge with fallback memberships publishes otherwise is not given to the
     /// groups those name, and no event it publishes goes to a fallback
     /// member (Broker+GroupExport.swift).
@@ -231,7 +231,7 @@ extension Broker {
     @inline(never)
     /// - Parameter keyHash: a keyed publish's `hashOfKey`.
     func routeToGroups(seq: UInt64, type: EventType, entry: Int?, publisher: Connection?, keyHash: UInt64?,
-                       onlyGroup: String? = nil) -> UInt64 {
+                       onlyGroup: GroupTarget? = nil) -> UInt64 {
         defer {
             groupEvent = nil
             writer.builtChunk = nil

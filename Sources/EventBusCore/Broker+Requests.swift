@@ -26,10 +26,10 @@ extension Broker {
             } else {
                 self.publish(publish, frame: frame, req: req, from: connection)
             }
-        case .publishToGroup(let publish, let group):
+        case .publishToGroup(let publish, let group, let uid):
             // (issue 36) A bridge's import of another machine's group event (Broker+GroupExport.swift).
             if mayHaveToHold(frame, connection), holdIfBlocked(frame, publish, entry: nil, publisher: connection) { return }
-            publishToGroup(publish, group: group, frame: frame, req: req, from: connection)
+            publishToGroup(publish, group: GroupTarget(name: group, uid: uid), frame: frame, req: req, from: connection)
         case .subscribe(let subscribe):
             if subscribe.servers {
                 subscribeServers(subscribe, req: req, from: connection)  // (issue 36)
@@ -46,13 +46,14 @@ extension Broker {
                 unsubscribeGroup(unsubscribe, name: group, req: req, from: connection)
                 return
             }
-            let removed = unsubscribe.servers ? unsubscribeServers(ServerWatch(pattern: pattern, group: unsubscribe.group), from: connection)
+            let removed = unsubscribe.servers ? unsubscribeServers(ServerWatch(pattern: pattern, group: unsubscribe.group, uid: unsubscribe.groupUID), from: connection)
                 : unsubscribe.serve ? removeServing(pattern, from: connection) : removeSubscription(pattern, from: connection)
             replyOKIfAsked(to: connection, req: req) { out in
                 FrameEncoder.appendField("type", string: pattern.text, to: &out)
                 if unsubscribe.serve { FrameEncoder.appendField("serve", bool: true, to: &out) }
                 if unsubscribe.servers { FrameEncoder.appendField("servers", bool: true, to: &out) }
                 if unsubscribe.servers, let group = unsubscribe.group { FrameEncoder.appendField("group", string: group, to: &out) }
+                if unsubscribe.servers, let uid = unsubscribe.groupUID { FrameEncoder.appendField("uid", int: UInt64(uid), to: &out) }
                 FrameEncoder.appendField("removed", bool: removed, to: &out)
             }
         case .request(let request):

@@ -16,7 +16,9 @@
 // go, and the list is always read whole (no diff to lose). With `group: G`
 // (`group-servers` in `hello`) the list is the patterns of G's members
 // (event groups of that name, any uid, never fallback members) that overlap
-// P, and the notice carries `"group":"G"`.
+// P, and the notice carries `"group":"G"`. (attacker6) With `"uid":N` as
+// well, only uid N's group G counts (a bridge's `NAME:PATTERN@USER`), and
+// the `ok` and the notice carry `"uid":N`.
 //
 // Before editing: `servingPatterns` counts what `addServing`/`removeServing`
 // (non-fallback) and `joinGroup`/`leaveGroup` (serving groups) make and end;
@@ -33,6 +35,11 @@ import EventBusPolicy
 struct ServerWatch: Hashable {
     var pattern: Pattern
     var group: String?
+    /// (attacker6) Of uid `uid`'s group `group` only (nil: every uid's).
+    var uid: UInt32? = nil
+
+    /// The groups whose members it watches (nil: a watch of the servers).
+    var target: GroupTarget? { group.map { GroupTarget(name: $0, uid: uid) } }
 }
 
 extension Broker {
@@ -44,7 +51,7 @@ extension Broker {
     /// with the patterns that overlap it now.
     func subscribeServers(_ request: SubscribeRequest, req: RawSpan?, from connection: Connection) {
         let pattern = request.pattern
-        let watch = ServerWatch(pattern: pattern, group: request.group)
+        let watch = ServerWatch(pattern: pattern, group: request.group, uid: request.groupUID)
         if connection.serverWatches[watch] == nil {
             let verdict = connection.policy.bridge
             guard verdict.isAllowed else {
@@ -60,11 +67,12 @@ extension Broker {
             serverWatchers[connection.id] = connection
         }
         connection.watchServers(watch)
-        let present = request.group.map { memberPatterns[$0] ?? [:] } ?? servingPatterns
+        let present = watch.target.map { memberPatterns[$0] ?? [:] } ?? servingPatterns
         let overlapping = present.keys.filter { $0.overlaps(pattern) }.map(\.text).sorted()
         replyOKIfAsked(to: connection, req: req) { out in
             FrameEncoder.appendField("type", string: pattern.text, to: &out)
             if let group = request.group { FrameEncoder.appendField("group", string: group, to: &out) }
+            if let uid = watch.uid { FrameEncoder.appendField("uid", int: UInt64(uid), to: &out) }
             FrameEncoder.appendASCII(",\"servers\":[", to: &out)
             for (i, text) in overlapping.enumerated() {
                 if i > 0 { out.append(0x2C) }
@@ -103,25 +111,31 @@ extension Broker {
         tellWatchers(of: pattern, group: nil)
     }
 
-    /// A member of event group `name` on `pattern` joined (`sign` 1) or left
-    /// (-1): when the pattern gets its first member of that name or loses its
-    /// last, every armed watch of the group it overlaps is told once.
-    func countMembers(_ name: String, _ pattern: Pattern, _ sign: Int) {
-        let old = memberPatterns[name]?[pattern] ?? 0
-        let new = old + sign
-        if new > 0 {
-            memberPatterns[name, default: [:]][pattern] = new
-        } else {
-            memberPatterns[name]?[pattern] = nil
-            if memberPatterns[name]?.isEmpty == true { memberPatterns[name] = nil }
-        }
-        guard (old > 0) != (new > 0), !serverWatchers.isEmpty else { return }
-        tellWatchers(of: pattern, group: name)
+    /// A member of event group `key` joined (`sign` 1) or left (-1): when
+    /// its pattern gets its first member of that name (or, for the watches
+    /// of one uid's group, of that name and uid) or loses its last, every
+    /// armed watch of the group it overlaps is told once.
+    func countMembers(_ key: GroupKey, _ sign: Int) {
+        countMembers(GroupTarget(name: key.name, uid: nil), key.pattern, sign)
+        countMembers(GroupTarget(name: key.name, uid: key.uid), key.pattern, sign)
     }
 
-    private func tellWatchers(of pattern: Pattern, group: String?) {
+    private func countMembers(_ target: GroupTarget, _ pattern: Pattern, _ sign: Int) {
+        let old = memberPatterns[target]?[pattern] ?? 0
+        let new = old + sign
+        if new > 0 {
+            memberPatterns[target, default: [:]][pattern] = new
+        } else {
+            memberPatterns[target]?[pattern] = nil
+            if memberPatterns[target]?.isEmpty == true { memberPatterns[target] = nil }
+        }
+        guard (old > 0) != (new > 0), !serverWatchers.isEmpty else { return }
+        tellWatchers(of: pattern, group: target)
+    }
+
+    private func tellWatchers(of pattern: Pattern, group: GroupTarget?) {
         for watcher in serverWatchers.values where watcher.isRoutable {
-            for (watch, armed) in watcher.serverWatches where armed && watch.group == group && watch.pattern.overlaps(pattern) {
+            for (watch, armed) in watcher.serverWatches where armed && watch.target == group && watch.pattern.overlaps(pattern) {
                 watcher.disarmServerWatch(watch)
                 notifyServers(watch, to: watcher)
             }
@@ -136,6 +150,7 @@ extension Broker {
         FrameEncoder.appendASCII("{\"op\":\"servers\",\"type\":", to: &out)
         JSONString.appendQuoted(watch.pattern.text, to: &out)
         if let group = watch.group { FrameEncoder.appendField("group", string: group, to: &out) }
+        if let uid = watch.uid { FrameEncoder.appendField("uid", int: UInt64(uid), to: &out) }
         out.append(0x7D)
         out.append(0x0A)
         enqueue(bytes: out, to: connection)

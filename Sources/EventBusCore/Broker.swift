@@ -220,8 +220,9 @@ package final class Broker {
     var servingPatterns: [Pattern: Int] = [:]
     var serverWatchers: [ConnectionID: Connection] = [:]
     /// (issue 36) Members of the (event, non-fallback) groups by name and
-    /// pattern, for the watches of groups' members (Broker+ServerWatch.swift).
-    var memberPatterns: [String: [Pattern: Int]] = [:]
+    /// pattern, for the watches of groups' members (Broker+ServerWatch.swift):
+    /// of every uid's groups by name, and (attacker6) of each uid's.
+    var memberPatterns: [GroupTarget: [Pattern: Int]] = [:]
     /// (1.3) Pending requests, reply tokens, deadlines (RequestTable.swift).
     var requests = RequestTable()
     var nextConnectionID: ConnectionID = 1

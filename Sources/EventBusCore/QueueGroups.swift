@@ -37,6 +37,9 @@ struct GroupKey: Hashable {
     /// (issue 36) A bridge's fallback membership of the groups named `name`
     /// (Broker+GroupExport.swift): its own index, never a local group.
     var fallback = false
+    /// (attacker6) A fallback membership's `uid`: only that uid's groups named
+    /// `name` are the ones that cross (nil: every uid's).
+    var owner: UInt32? = nil
 }
 
 /// One connection's membership of one group: its group subscription.
@@ -435,8 +438,8 @@ struct ConnectionGroups {
     /// queued frames.
     private(set) var deliveries: [GroupDelivery] = []
     /// (issue 36) The names of its fallback memberships (a bridge's exported
-    /// groups, Broker+GroupExport.swift), with how many patterns each.
-    private(set) var fallbackNames: [String: Int] = [:]
+    /// groups, Broker+GroupExport.swift), with their uid (attacker6), with how many patterns each.
+    private(set) var fallbackNames: [GroupTarget: Int] = [:]
     /// Its peer closed the socket (`Broker.peerClosed`): it joins no group again.
     private(set) var peerClosed = false
     /// The last request (`Broker.requestMark`) it was chosen to serve.
@@ -466,15 +469,15 @@ struct ConnectionGroups {
         lastSerial &+= 1
         member.serial = lastSerial
         memberships[key] = member
-        if key.fallback { fallbackNames[key.name, default: 0] += 1 }
+        if key.fallback { fallbackNames[GroupTarget(key), default: 0] += 1 }
     }
 
     /// A membership ended (`Broker.leaveGroup`).
     mutating func leave(_ key: GroupKey) {
         if let member = memberships[key], member.serial == unrecorded { unrecorded = 0 }
         memberships[key] = nil
-        guard key.fallback, let count = fallbackNames[key.name] else { return }
-        fallbackNames[key.name] = count > 1 ? count - 1 : nil
+        guard key.fallback, let count = fallbackNames[GroupTarget(key)] else { return }
+        fallbackNames[GroupTarget(key)] = count > 1 ? count - 1 : nil
     }
 
     /// Passes `member` (one of its memberships) over until the connection writes.

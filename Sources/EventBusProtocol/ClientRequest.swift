@@ -20,12 +20,13 @@
     /// server is (a bridge's; PROTOCOL-NOTES.md "Requests across machines").
     /// (issue 36) `"servers":true` alone: a bridge's watch of the serving
     /// patterns that overlap `pattern` (the `ok` lists them).
+    /// (attacker6) `"uid":N` with `group` and `fallback` or `servers`: only that uid's group.
     case subscribe(pattern: String, last: Bool? = nil, since: UInt64? = nil, instance: String? = nil, serve: Bool? = nil, group: String? = nil,
-                   fallback: Bool? = nil, servers: Bool? = nil)
+                   fallback: Bool? = nil, servers: Bool? = nil, uid: UInt32? = nil)
     /// `{"op":"unsubscribe","req":3,"type":"order.>"}`; (1.3) with `serve`
     /// and `group` to say which subscription of the pattern it removes;
     /// (issue 36) with `servers`: the watch of the serving patterns.
-    case unsubscribe(pattern: String, serve: Bool? = nil, group: String? = nil, servers: Bool? = nil)
+    case unsubscribe(pattern: String, serve: Bool? = nil, group: String? = nil, servers: Bool? = nil, uid: UInt32? = nil)
     /// `{"op":"publish","req":4,"type":"currency.changed","source":"settings","id":"x-1","data":{"code":"EUR"}}`;
     /// (1.1) with `"retain":true` and `"origin":{"node":"host-b",...}` (an object; bridges only);
     /// (1.3) with `"key":"customer-7"` (queue groups: one member per key).
@@ -66,7 +67,7 @@
             Self.put(.client, client, &out)
             Self.put(.echo, echo, &out)
             Self.put(.overflow, overflow?.rawValue, &out)
-        case .subscribe(let pattern, let last, let since, let instance, let serve, let group, let fallback, let servers):
+        case .subscribe(let pattern, let last, let since, let instance, let serve, let group, let fallback, let servers, let uid):
             Self.put(.type, pattern, &out)
             Self.put(.last, last, &out)
             Self.put(.since, since, &out)
@@ -75,11 +76,13 @@
             Self.put(.group, group, &out)
             Self.put(.fallback, fallback, &out)
             Self.put(.servers, servers, &out)
-        case .unsubscribe(let pattern, let serve, let group, let servers):
+            Self.put(.uid, uid.map(UInt64.init), &out)
+        case .unsubscribe(let pattern, let serve, let group, let servers, let uid):
             Self.put(.type, pattern, &out)
             Self.put(.serve, serve, &out)
             Self.put(.group, group, &out)
             Self.put(.servers, servers, &out)
+            Self.put(.uid, uid.map(UInt64.init), &out)
         case .clear(let type):
             Self.put(.type, type, &out)
         case .publish(let type, let source, let id, let key, let retain, let origin, let data):

@@ -32,6 +32,7 @@ enum EnvelopeKey: Int, FrameKey {
     case serve, group, key, timeout, to, error  // subscribe, publish, request, reply (1.3)
     case fallback, code  // subscribe, reply: a bridge's requests across machines (issue 36)
     case servers  // subscribe, unsubscribe: a bridge's watch of the serving patterns (issue 36)
+    case uid  // subscribe, unsubscribe, publish with group: the one uid's group that crosses machines (attacker6)
 
     static let table = KeyTable(Self.self)
 }

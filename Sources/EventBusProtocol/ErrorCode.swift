@@ -67,5 +67,5 @@ public enum OverflowPolicy: String, Sendable, CaseIterable {
     /// (1.3) A publish's `key`: 1 to this many bytes (PROTOCOL.md "Requests").
     @_spi(Package) public static let maxKeyBytes = 255
     /// Optional features this implementation has, listed in the `hello` reply.
-    @_spi(Package) public static let features = ["overflow", "echo", "drop-notice", "wildcards", "peer-credentials", "half-close", "policy", "origin", "quotas", "clients", "flow", "types", "request", "groups", "servers", "group-servers"]
+    @_spi(Package) public static let features = ["overflow", "echo", "drop-notice", "wildcards", "peer-credentials", "half-close", "policy", "origin", "quotas", "clients", "flow", "types", "request", "groups", "servers", "group-servers", "group-uid"]
 }

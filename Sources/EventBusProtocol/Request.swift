@@ -17,7 +17,8 @@
     /// (issue 36) A bridge's import of another machine's queue-group event:
     /// for the local members of the group named `group` only
     /// (PROTOCOL-NOTES.md "Queue groups across machines (issue 36)").
-    indirect case publishToGroup(PublishRequest, group: String)
+    /// (attacker6) `uid`: only that uid's group of the name (`"uid":N`).
+    indirect case publishToGroup(PublishRequest, group: String, uid: UInt32?)
     /// (1.3) Ask the connections serving the type (PROTOCOL.md "Request/reply").
     case request(ServiceRequest)
     /// (1.3) Answer a request this connection was given.
@@ -75,9 +76,13 @@
     /// `group` (issue 36): the watch of the patterns of that event group's
     /// members instead (a bridge's, for the groups it imports).
     @_spi(Package) public var servers: Bool
+    /// (attacker6) `"uid":N` with `group` and `fallback` or `servers`: the
+    /// local group of that one uid is the one that crosses machines (other
+    /// uids' groups of the name are their own). PROTOCOL-NOTES.md.
+    @_spi(Package) public var groupUID: UInt32?
 
     @_spi(Package) public init(pattern: Pattern, last: Bool = false, since: UInt64? = nil, instance: String? = nil, serve: Bool = false, group: String? = nil,
-                fallback: Bool = false, servers: Bool = false) {
+                fallback: Bool = false, servers: Bool = false, groupUID: UInt32? = nil) {
         self.pattern = pattern
         self.last = last
         self.since = since
@@ -86,6 +91,7 @@
         self.group = group
         self.fallback = fallback
         self.servers = servers
+        self.groupUID = groupUID
     }
 }
 
@@ -101,12 +107,15 @@
     /// (issue 36) End the watch of the serving patterns (`subscribe` with
     /// `servers`), or with `group` the watch of that group's members.
     @_spi(Package) public var servers: Bool
+    /// (attacker6) With `servers` and `group`: the watch of that uid's group.
+    @_spi(Package) public var groupUID: UInt32?
 
-    @_spi(Package) public init(pattern: Pattern, serve: Bool = false, group: String? = nil, servers: Bool = false) {
+    @_spi(Package) public init(pattern: Pattern, serve: Bool = false, group: String? = nil, servers: Bool = false, groupUID: UInt32? = nil) {
         self.pattern = pattern
         self.serve = serve
         self.group = group
         self.servers = servers
+        self.groupUID = groupUID
     }
 }
 /// (1.3) `{"op":"request","type":"thumb.make","data":{...},"timeout":5000,"req":7}`
@@ -265,14 +274,26 @@
             if servers && serve {
                 return .failure(ProtocolError(.badRequest, "\"servers\" takes no \"serve\" (a watch of the serving patterns, or with \"group\" of a group's members, not a subscription to requests)"))
             }
-            guard op == .subscribe else { return .success(.unsubscribe(UnsubscribeRequest(pattern: pattern, serve: serve, group: group, servers: servers))) }
+            let uid: UInt32?
+            switch groupUIDField(frame, fields) {
+            case .success(let value): uid = value
+            case .failure(let error): return .failure(error)
+            }
+            let uidMisplaced = ProtocolError(.badRequest, "\"uid\" goes with \"group\" and \"fallback\" or \"servers\" (a bridge naming the one uid whose group crosses machines)")
+            if uid != nil && (group == nil || !(servers || op == .subscribe)) { return .failure(uidMisplaced) }
+            guard op == .subscribe else { return .success(.unsubscribe(UnsubscribeRequest(pattern: pattern, serve: serve, group: group, servers: servers, groupUID: uid))) }
             if servers {
                 if fields[.last] != nil || fields[.since] != nil || fields[.instance] != nil || fields[.fallback] != nil {
                     return .failure(ProtocolError(.badRequest, "\"servers\" takes no \"last\", \"since\", \"instance\" or \"fallback\" (a watch of the serving patterns, or with \"group\" of a group's members)"))
                 }
-                return .success(.subscribe(SubscribeRequest(pattern: pattern, group: group, servers: true)))
+                return .success(.subscribe(SubscribeRequest(pattern: pattern, group: group, servers: true, groupUID: uid)))
             }
-            return decodeSubscribe(pattern, serve: serve, group: group, frame, fields)
+            return decodeSubscribe(pattern, serve: serve, group: group, frame, fields).flatMap { decoded in
+                guard let uid, case .subscribe(var request) = decoded else { return .success(decoded) }
+                guard request.fallback else { return .failure(uidMisplaced) }
+                request.groupUID = uid
+                return .success(.subscribe(request))
+            }
         case .ping:
             return .success(.ping)
         case .stats:
@@ -360,13 +381,27 @@
 
     static func decodePublish(_ frame: ByteView, _ fields: EnvelopeFields) -> Result<Request, ProtocolError> {
         let decoded = decodeEventType(frame, fields, op: .publish).flatMap { finishPublish($0, frame, fields) }
-        guard fields[.group] != nil else { return decoded }
+        guard fields[.group] != nil else {
+            if fields[.uid] != nil, case .success = decoded {
+                return .failure(ProtocolError(.badRequest, "a publish takes \"uid\" only with \"group\" (a bridge's group publish for that uid's group)"))
+            }
+            return decoded
+        }
         // (issue 36) A bridge's group publish (PROTOCOL-NOTES.md "Queue groups across machines").
         return decoded.flatMap { request in
             guard case .publish(let publish) = request else { return .success(request) }
             if publish.retain { return .failure(ProtocolError(.badRequest, "a publish with \"group\" takes no \"retain\" (another machine's group event)")) }
-            return groupField(frame, fields).map { .publishToGroup(publish, group: $0!) }
+            return groupField(frame, fields).flatMap { name in groupUIDField(frame, fields).map { .publishToGroup(publish, group: name!, uid: $0) } }
         }
+    }
+
+    /// (attacker6) `uid`: an integer 0..<2^32-1 (nil when absent).
+    static func groupUIDField(_ frame: UnsafeRawBufferPointer, _ fields: EnvelopeFields) -> Result<UInt32?, ProtocolError> {
+        guard let token = fields[.uid] else { return .success(nil) }
+        guard let value = JSONInteger.unsigned(frame, token), value < UInt64(UInt32.max) else {
+            return .failure(ProtocolError(.badRequest, "field \"uid\" must be a uid (an integer from 0 to 4294967294)"))
+        }
+        return .success(UInt32(value))
     }
 
     /// The `type` of a `publish` or `clear`: an event type, not a pattern, not reserved.

@@ -128,7 +128,7 @@ package var brokerInterface: ProgramDeclaration {
                 SIGHUP re-reads the policy files only.
                 """, [
                     OptionDeclaration("config", "c", ValueDeclaration("FILE", .file), "read FILE (it must exist). Default: on the system bus /etc/eventbus/eventbusd.conf, on the user bus $XDG_CONFIG_HOME/eventbus/eventbusd.conf (~/.config/...), each if it exists; none for another --socket path"),
-                    OptionDeclaration("check-config", nil, nil, "read the file and the command line, print every setting given and where, and exit: 0 valid, 78 invalid (the error as file:line: message)"),
+                    OptionDeclaration("check-config", nil, nil, "read the file and the command line, print every setting given and where (with bridge, also the bridge file read and its warnings), and exit: 0 valid, 78 invalid (the error as file:line: message)"),
                 ]),
                 OptionSection("Lifecycle:", [
                     OptionDeclaration("exit-idle-time", nil, ValueDeclaration("DURATION", .duration), "exit after DURATION with no connections (for socket activation; default: never)"),

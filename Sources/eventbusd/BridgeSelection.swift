@@ -63,6 +63,13 @@ struct BridgeSelection {
                                         credentialsWarning: ConfigFile.credentialsWarning(file: file, settings: settings)))
     }
 
+    /// (attacker6) For `--check-config`: the file read, what crosses, and each warning.
+    var checkText: String {
+        var text = "# bridge \(file): valid: node \(configuration.node.text), \(configuration.patternsSummary)\n"
+        for warning in [credentialsWarning, configuration.groupsWarning].compactMap({ $0 }) { text += "# warning: \(warning)\n" }
+        return text
+    }
+
     /// The bridge file's settings and the configuration they resolve to.
     private static func read(_ file: String) -> Result<(BridgeSettings, BridgeConfiguration), BridgeSelectionError> {
         let text: String

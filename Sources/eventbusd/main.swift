@@ -47,6 +47,12 @@ if options.showVersion {
 }
 if options.checkConfig {
     print(checkConfigText(options, file: configFile), terminator: "")
+    // (attacker6) The bridge file too, with its warnings.
+    switch BridgeSelection.load(options) {
+    case .success(let selection?): print(selection.checkText, terminator: "")
+    case .success(nil): break
+    case .failure(let error): fail("invalid bridge settings: \(error)", status: .config)
+    }
     exit(ExitStatus.success.rawValue)
 }
 if options.checkPolicy {

@@ -56,7 +56,7 @@ extension BridgeSuites {
                 var churn = ""
                 for _ in 0..<50 {
                     churn += #"{"op":"subscribe","type":"svc.churn","serve":true}"# + "\n"
-                    churn += #"{"op":"unsubscribe","type":"svc.churn"}"# + "\n"
+                    churn += #"{"op":"unsubscribe","type":"svc.churn","serve":true}"# + "\n"
                 }
                 try attacker.sendRaw(churn)
                 try buses.warmUp(from: buses.a, to: buses.b, type: "probe.after")

@@ -61,6 +61,32 @@ extension BridgeSuites {
             }
         }
 
+        /// (attacker6) `eventbusd --check-config` reads the bridge file too: a
+        /// group without `@USER` is warned about once, naming the `@USER`
+        /// form; with it, no warning; a name given with two users, or an
+        /// unknown user, is refused (78).
+        @Test func checkConfigWarnsOnceOfAGroupWithoutAUser() throws {
+            let directory = try TemporaryDirectory(prefix: "ebcl-")
+            defer { directory.remove() }
+            func check(_ text: String) throws -> ProcessOutput {
+                let file = directory.file("bridge.conf")
+                try text.write(toFile: file, atomically: false, encoding: .utf8)
+                return try runProcess(try builtProduct("eventbusd"), ["--socket", directory.file("s"), "--bridge", file, "--check-config"],
+                                      environment: withoutSystemdVariables(), timeout: .seconds(20))
+            }
+            let open = try check("nats = 127.0.0.1:1\nnode = a\nexport-group = work:job.>\nimport-group = work:job.>\n")
+            #expect(open.status == .exited(0), "\(open.stderr)")
+            let warnings = open.stdout.split(separator: "\n").filter { $0.contains("without @USER") }
+            #expect(warnings.count == 1 && warnings[0].hasPrefix("# warning: ") && warnings[0].contains("NAME:PATTERN@USER")
+                    && warnings[0].contains("export-group work:job.>, import-group work:job.>"), "\(open.stdout)")
+            let named = try check("nats = 127.0.0.1:1\nnode = a\nexport-group = work:job.>@root\nimport-group = work:job.>@0\n")
+            #expect(named.status == .exited(0) && !named.stdout.contains("warning") && named.stdout.contains("export-group [work:job.>@root]"), "\(named.stdout)\(named.stderr)")
+            let two = try check("nats = 127.0.0.1:1\nnode = a\nexport-group = work:job.>@root\nimport-group = work:job.>@4321\n")
+            #expect(two.status == .exited(78) && two.stderr.contains("group work is given with @4321 and @root"), "\(two.stderr)")
+            let nobody = try check("nats = 127.0.0.1:1\nnode = a\nexport-group = work:job.>@no-such-user-eb\n")
+            #expect(nobody.status == .exited(78) && nobody.stderr.contains("no local user named \"no-such-user-eb\""), "\(nobody.stderr)")
+        }
+
         @Test func aBadConfigFileExits78NamingFileAndLine() throws {
             let directory = try TemporaryDirectory(prefix: "ebcl-")
             let file = directory.file("bridge.conf")

@@ -95,6 +95,48 @@ extension BridgeSuites {
                 try buses.bridgeB.waitForStatus("B's group counters") { _ in groups(buses.bridgeB, "received") >= 12 }
                 try buses.bridgeA.waitForStatus("A's group counters") { _ in groups(buses.bridgeA, "sent") >= 12 }
                 #expect(groups(buses.bridgeA, "dropped") == 0 && groups(buses.bridgeB, "dropped") == 0)
+                // (attacker6) Groups without @USER: warned once, at start, naming the @USER form.
+                for bridge in buses.bridges {
+                    #expect(bridge.log.components(separatedBy: "without @USER, every local user's group named work takes part").count == 2, "\(bridge.log)")
+                    #expect(bridge.log.contains("NAME:PATTERN@USER"))
+                }
+            }
+        }
+
+        /// (attacker6) With `@root` on both machines, root's group `work` is
+        /// the group across machines: uid 4321's group of that name on A
+        /// (joined, never read) no longer keeps root's events from crossing
+        /// (before: every event went to it, none crossed), and on B uid
+        /// 4321's group gets each event once, as a local group gets an
+        /// imported event (the plain `--import >`), never a second copy from
+        /// the group publish, which reaches root's member only. No warning.
+        @Test(arguments: BridgeMode.allCases)
+        func anotherUsersGroupOfTheNameNeitherHoldsBackNorTakesTheGroupsEvents(mode: BridgeMode) throws {
+            let rootGroups = ["--export-group", "work:job.>@root", "--import-group", "work:job.>@root"]
+            try withBridgedBuses(mode, extraA: rootGroups, extraB: rootGroups) { buses in
+                chmod(buses.a.directory.path, 0o755)  // uid 4321 reaches the 0666 sockets
+                chmod(buses.b.directory.path, 0o755)
+                let squatter = try #require(try connectAs(uid: 4321, path: buses.a.socketPath).first)
+                try #require(try squatter.request(#"{"op":"subscribe","type":"job.>","group":"work","req":"j"}"#).op == "ok")  // and never reads again
+                let otherB = try #require(try connectAs(uid: 4321, path: buses.b.socketPath).first)
+                try #require(try otherB.request(#"{"op":"subscribe","type":"job.>","group":"work","req":"j"}"#).op == "ok")
+                let memberB = try Self.member(on: buses.b)
+                let publisher = try buses.a.connect()
+                try Self.warmUp(publisher, to: memberB)  // before: never (uid 4321's member on A took each one)
+                for i in 0..<10 { try publisher.send(#"{"op":"publish","type":"job.run","data":{"i":\#(i)}}"#) }
+                try publisher.send(#"{"op":"publish","type":"job.end","data":{}}"#)
+                #expect(try Self.runs(memberB, until: "job.end") == Array(0..<10), "root's member on B has every one")
+                // Every group publish on B came before root's member read job.end: a sentinel
+                // published on B now reaches uid 4321's group after any copy they gave it.
+                try buses.b.connect().send(#"{"op":"publish","type":"job.sentinel","data":{}}"#)
+                var seen: [Int] = [], ends = 0
+                while ends < 2 {
+                    let frame = try otherB.readFrame(timeout: .seconds(10))
+                    if frame.type == "job.end" || frame.type == "job.sentinel" { ends += 1 }
+                    if frame.type == "job.run", let i = frame.object("data")?["i"] as? Int { seen.append(i) }
+                }
+                #expect(seen.sorted() == Array(0..<10), "uid 4321's group on B: each once, the plain import's copy: \(seen)")
+                for bridge in buses.bridges { #expect(!bridge.log.contains("without @USER"), "\(bridge.log)") }
             }
         }
 

@@ -53,7 +53,8 @@ import Testing
         #expect(try ConfigFile.parse(text, file: "bridge.conf") == BridgeSettings())
         // Uncomment `#key = value` lines (not prose); keys that repeat in the example may, the others appear once.
         let settingLines = text.split(separator: "\n").filter { $0.hasPrefix("#") && $0.contains(" = ") && !$0.hasPrefix("# ") }
-        var uncommented = settingLines.map { String($0.dropFirst()) }
+        // (attacker6) The example's group user, thumbd, need not exist here: root does.
+        var uncommented = settingLines.map { String($0.dropFirst()).replacingOccurrences(of: "@thumbd", with: "@root") }
         // One bus choice only: the example shows `socket`.
         uncommented.removeAll { $0.hasPrefix("bus ") }
         let settings = try ConfigFile.parse(uncommented.joined(separator: "\n"), file: "bridge.conf")

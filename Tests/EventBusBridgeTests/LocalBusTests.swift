@@ -105,8 +105,15 @@ import Testing
         let listed = feed(&bus, #"{"op":"ok","req":2,"type":"svc.>","servers":["*.echo","svc.a"]}"#)
         guard case .serving(let pattern, let servers) = try #require(listed.first) else { Issue.record("\(listed)"); return }
         #expect(pattern.text == "svc.>" && servers.map(\.text) == ["*.echo", "svc.a"])
+        // (attacker6) The loop's read of that list took 1 µs: the re-ask waits 9 µs more.
+        bus.paceRewatch(spent: 1_000, now: 0)
         #expect(feed(&bus, #"{"op":"servers","type":"svc.>"}"#).isEmpty)
+        #expect(bus.rewatchDeadline == 9_000)
+        bus.rewatchIfDue(now: 8_999)
+        #expect(written(&bus).isEmpty, "paced")
+        bus.rewatchIfDue(now: 9_000)
         #expect(written(&bus) == [#"{"op":"subscribe","req":3,"type":"svc.>","servers":true}"#])
+        #expect(bus.rewatchDeadline == nil)
         let refused = feed(&bus, #"{"op":"error","req":3,"code":"forbidden","message":"no bridge right"}"#)
         guard case .serving(_, let none) = try #require(refused.last) else { Issue.record("\(refused)"); return }
         #expect(none.isEmpty && refused.count == 2)
@@ -140,6 +147,7 @@ import Testing
         #expect(feed(&bus, #"{"op":"servers","type":"job.>"}"#).isEmpty && written(&bus).isEmpty, "the servers' watch is not this one")
         #expect(feed(&bus, #"{"op":"servers","type":"job.>","group":"other"}"#).isEmpty && written(&bus).isEmpty)
         #expect(feed(&bus, #"{"op":"servers","type":"job.>","group":"work"}"#).isEmpty)
+        bus.rewatchIfDue(now: 0)  // (attacker6) no read was timed: due at once
         #expect(written(&bus) == [#"{"op":"subscribe","req":3,"type":"job.>","group":"work","servers":true}"#])
         let refused = feed(&bus, #"{"op":"error","req":3,"code":"forbidden","message":"no bridge right"}"#)
         guard case .members(_, let none) = try #require(refused.last) else { Issue.record("\(refused)"); return }

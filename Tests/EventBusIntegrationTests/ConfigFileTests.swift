@@ -146,8 +146,16 @@ struct ConfigFileTests {
             if line.hasPrefix("#"), let key = documented.first(where: { line.dropFirst().hasPrefix($0 + " =") }), !key.isEmpty { return String(line.dropFirst()) }
             return String(line)
         }.joined(separator: "\n")
-        let (dir, path) = try Self.configFile(uncommented)
+        // (attacker6) --check-config reads the bridge file and resolves the bridge user too:
+        // a valid file in place of /etc's, and a user that exists here.
+        let bridgeFile = "/etc/eventbus/bridge.conf"
+        #expect(uncommented.contains("bridge = \(bridgeFile)") && uncommented.contains("bridge-user = eventbus-bridge"), "the example's bridge lines")
+        let (dir, path) = try Self.configFile(uncommented.replacingOccurrences(of: "bridge = \(bridgeFile)", with: "bridge = BRIDGE_FILE")
+            .replacingOccurrences(of: "bridge-user = eventbus-bridge", with: "bridge-user = root"))
         defer { dir.remove() }
+        try "nats = 127.0.0.1:1\nnode = a\nexport = >\n".write(toFile: dir.path + "/bridge.conf", atomically: false, encoding: .utf8)
+        try String(contentsOfFile: path, encoding: .utf8).replacingOccurrences(of: "BRIDGE_FILE", with: dir.path + "/bridge.conf")
+            .write(toFile: path, atomically: false, encoding: .utf8)
         let run = try runProcess(try builtProduct("eventbusd"), ["--config", path, "--check-config"], timeout: .seconds(10))
         #expect(run.status == .exited(0), "\(run.stderr)")
         #expect(run.stdout.split(separator: "\n").filter { !$0.hasPrefix("#") }.count == keys.count, "every key given once: \(run.stdout)")

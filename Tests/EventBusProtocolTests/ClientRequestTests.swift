@@ -82,10 +82,10 @@ struct ClientRequestTests {
         switch (request, got) {
         case (.hello(let client, let echo, let overflow), .hello(let h)):
             #expect(client == h.client && (echo ?? false) == h.echo && (overflow ?? .dropNew) == h.overflow)
-        case (.subscribe(let pattern, let last, let since, let instance, _, _, _, let servers), .subscribe(let s)):
+        case (.subscribe(let pattern, let last, let since, let instance, _, _, _, let servers, _), .subscribe(let s)):
             #expect(pattern == s.pattern.text && (last ?? false) == s.last && since == s.since && instance == s.instance)
             #expect((servers ?? false) == s.servers)
-        case (.unsubscribe(let pattern, let serve, _, let servers), .unsubscribe(let p)):
+        case (.unsubscribe(let pattern, let serve, _, let servers, _), .unsubscribe(let p)):
             #expect(pattern == p.pattern.text && (serve ?? false) == p.serve && (servers ?? false) == p.servers)
         case (.clear(let type), .clear(let t)):
             #expect(type == t.name)

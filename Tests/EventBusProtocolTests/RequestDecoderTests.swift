@@ -92,6 +92,26 @@ struct RequestDecoderTests {
         }
     }
 
+    /// (attacker6) `uid`: the one uid's group across machines, on a fallback
+    /// membership, a watch of a group's members (and its end) and a group publish.
+    @Test func uidNamesTheGroupAcrossMachinesOnly() {
+        guard case .subscribe(let fallback) = Decoded(#"{"op":"subscribe","type":"job.>","group":"work","fallback":true,"uid":0,"req":1}"#).request else { Issue.record("refused"); return }
+        #expect(fallback == SubscribeRequest(pattern: Pattern("job.>")!, group: "work", fallback: true, groupUID: 0))
+        guard case .subscribe(let watch) = Decoded(#"{"op":"subscribe","type":"job.>","servers":true,"group":"work","uid":4294967294}"#).request else { Issue.record("refused"); return }
+        #expect(watch == SubscribeRequest(pattern: Pattern("job.>")!, group: "work", servers: true, groupUID: 4_294_967_294))
+        guard case .unsubscribe(let end) = Decoded(#"{"op":"unsubscribe","type":"job.>","servers":true,"group":"work","uid":7}"#).request else { Issue.record("refused"); return }
+        #expect(end == UnsubscribeRequest(pattern: Pattern("job.>")!, group: "work", servers: true, groupUID: 7))
+        guard case .publishToGroup(_, let group, let uid) = Decoded(#"{"op":"publish","type":"job.a","group":"work","uid":5}"#).request else { Issue.record("refused"); return }
+        #expect(group == "work" && uid == 5)
+        for frame in [#"{"op":"subscribe","type":"a","group":"g","uid":0}"#, #"{"op":"subscribe","type":"a","group":"g","fallback":false,"uid":0}"#,
+                      #"{"op":"subscribe","type":"a","servers":true,"uid":0}"#, #"{"op":"subscribe","type":"a","serve":true,"fallback":true,"uid":0}"#,
+                      #"{"op":"unsubscribe","type":"a","group":"g","uid":0}"#, #"{"op":"publish","type":"a","uid":0}"#,
+                      #"{"op":"subscribe","type":"a","group":"g","fallback":true,"uid":4294967295}"#, #"{"op":"publish","type":"a","group":"g","uid":-1}"#,
+                      #"{"op":"publish","type":"a","group":"g","uid":"0"}"#] {
+            #expect(Decoded(frame).code == .badRequest, "\(frame)")
+        }
+    }
+
     /// The text of a request with `origin` says what is true since issue 36.
     @Test func aRequestWithOriginIsRefusedWithTheReason() {
         let d = Decoded(#"{"op":"request","type":"svc.x","origin":{"node":"b","seq":1},"req":1}"#)

@@ -119,9 +119,9 @@ enum RequestProperties {
         switch request {
         case .publish(let publish):
             checkPublish(publish, frame: frame)
-        case .publishToGroup(let publish, let group):  // (issue 36)
+        case .publishToGroup(let publish, let group, let uid):  // (issue 36; uid: attacker6)
             checkPublish(publish, frame: frame)
-            if !RequestDecoder.isValidClientName(group) || publish.retain { fuzzFailure("a group publish accepted group \(group), retain \(publish.retain)") }
+            if !RequestDecoder.isValidClientName(group) || publish.retain || uid == UInt32.max { fuzzFailure("a group publish accepted group \(group), retain \(publish.retain), uid \(String(describing: uid))") }
         case .clear(let type):
             if !EventType.isValid(type.name.utf8) || type.isReserved { fuzzFailure("clear accepted type \(type.name)") }
         case .subscribe(let subscribe):
