@@ -257,7 +257,7 @@ extension Broker {
     /// machine's groups are known (issue 36): out of line.
     @inline(never)
     private func routeToGroupsAtLarge(_ event: EventFrame, _ list: [QueueGroup], seq: UInt64, type: EventType, publisher: Connection?, uid: UInt32,
-                                      keyHash: UInt64?, onlyGroup: String?) -> UInt64 {
+                                      keyHash: UInt64?, onlyGroup: GroupTarget?) -> UInt64 {
         let fromBridge = publisher.map { !$0.groups.fallbackNames.isEmpty } ?? false
         let acrossMachines = fallbackGroups.count != 0 && !fromBridge && onlyGroup == nil
         var delivered: UInt64 = 0

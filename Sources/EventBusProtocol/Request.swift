@@ -396,7 +396,7 @@
     }
 
     /// (attacker6) `uid`: an integer 0..<2^32-1 (nil when absent).
-    static func groupUIDField(_ frame: UnsafeRawBufferPointer, _ fields: EnvelopeFields) -> Result<UInt32?, ProtocolError> {
+    static func groupUIDField(_ frame: ByteView, _ fields: EnvelopeFields) -> Result<UInt32?, ProtocolError> {
         guard let token = fields[.uid] else { return .success(nil) }
         guard let value = JSONInteger.unsigned(frame, token), value < UInt64(UInt32.max) else {
             return .failure(ProtocolError(.badRequest, "field \"uid\" must be a uid (an integer from 0 to 4294967294)"))
