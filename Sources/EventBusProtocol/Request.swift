@@ -381,12 +381,9 @@
 
     static func decodePublish(_ frame: ByteView, _ fields: EnvelopeFields) -> Result<Request, ProtocolError> {
         let decoded = decodeEventType(frame, fields, op: .publish).flatMap { finishPublish($0, frame, fields) }
-        guard fields[.group] != nil else {
-            if fields[.uid] != nil, case .success = decoded {
-                return .failure(ProtocolError(.badRequest, "a publish takes \"uid\" only with \"group\" (a bridge's group publish for that uid's group)"))
-            }
-            return decoded
-        }
+        // Without `group` a `uid` is ignored, as every credential a publisher
+        // writes is (PROTOCOL.md: "a publisher cannot forge them").
+        guard fields[.group] != nil else { return decoded }
         // (issue 36) A bridge's group publish (PROTOCOL-NOTES.md "Queue groups across machines").
         return decoded.flatMap { request in
             guard case .publish(let publish) = request else { return .success(request) }

@@ -105,7 +105,6 @@ struct CrossGroupUIDTests {
                           #"{"op":"subscribe","type":"job.>","group":"work","fallback":true,"uid":-1,"req":3}"#,
                           #"{"op":"subscribe","type":"job.>","group":"work","fallback":true,"uid":4294967295,"req":4}"#,
                           #"{"op":"subscribe","type":"job.>","group":"work","fallback":true,"uid":"0","req":5}"#,
-                          #"{"op":"publish","type":"job.a","uid":0,"req":6}"#,
                           #"{"op":"unsubscribe","type":"job.>","group":"work","uid":0,"req":7}"#] {
                 #expect(try client.error(frame).code == "bad_request", "\(frame)")
             }

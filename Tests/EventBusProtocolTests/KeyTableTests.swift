@@ -9,7 +9,7 @@ import Testing
 struct KeyTableTests {
     @Test func theWireNamesAreTheProtocols() {
         #expect(EnvelopeKey.table.names == ["op", "req", "type", "data", "source", "id", "retain", "origin", "client", "echo", "overflow", "last", "since", "instance", "limit",
-                                            "serve", "group", "key", "timeout", "to", "error", "fallback", "code", "servers"])
+                                            "serve", "group", "key", "timeout", "to", "error", "fallback", "code", "servers", "uid"])
         #expect(RequestOp.table.names == ["hello", "subscribe", "unsubscribe", "publish", "ping", "stats", "clear", "clients", "types", "request", "reply"])
         #expect(BrokerOp.table.names == ["ok", "error", "event", "dropped", "gap", "request", "servers"])
         #expect(BrokerFrameKey.table.names == ["op", "req", "seq", "type", "time", "source", "id", "pid", "uid", "gid", "data", "retained", "replayed", "origin", "count", "since_seq", "first_seq",
