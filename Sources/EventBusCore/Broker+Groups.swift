@@ -172,8 +172,7 @@ extension Broker {
                 let action: PolicyAction = bridgeRevoked ? .bridge : key.serve && !view.subscribe(key.pattern).isForbidden ? .serve : .subscribe
                 let message = view.denialMessage(action, key.pattern.text, verdict)
                     + "; group subscription removed by the policy reload (generation \(policyState.generation))"
-                writer.scratch.removeAll(keepingCapacity: true)
-                FrameEncoder.appendRevocation(pattern: key.pattern.text, serve: key.serve, group: key.name, message: message, to: &writer.scratch)
+                writer.writeReply { out in FrameEncoder.appendRevocation(pattern: key.pattern.text, serve: key.serve, group: key.name, message: message, to: &out) }
                 enqueue(bytes: writer.scratch, to: connection)
             }
         }
@@ -234,7 +233,7 @@ extension Broker {
                        onlyGroup: GroupTarget? = nil) -> UInt64 {
         defer {
             groupEvent = nil
-            writer.builtChunk = nil
+            writer.releaseBuiltChunk()
         }
         guard let event = groupEvent else { return 0 }
         let list = groupsMatching(type, entry: entry)

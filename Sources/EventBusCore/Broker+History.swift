@@ -166,12 +166,13 @@ extension Broker {
             replay.gap = (replay.nextSeq - 1, ring.firstSeq ?? replay.endSeq + 1)  // the ring moved past its place
         }
         if let gap = replay.gap {
-            writer.scratch.removeAll(keepingCapacity: true)
-            FrameEncoder.appendASCII("{\"op\":\"gap\",\"type\":", to: &writer.scratch)
-            JSONString.appendQuoted(replay.subscription.pattern.text, to: &writer.scratch)
-            FrameEncoder.appendField("since_seq", int: gap.since, to: &writer.scratch)
-            FrameEncoder.appendField("first_seq", int: gap.first, to: &writer.scratch)
-            FrameEncoder.appendASCII("}\n", to: &writer.scratch)
+            writer.writeReply { out in
+                FrameEncoder.appendASCII("{\"op\":\"gap\",\"type\":", to: &out)
+                JSONString.appendQuoted(replay.subscription.pattern.text, to: &out)
+                FrameEncoder.appendField("since_seq", int: gap.since, to: &out)
+                FrameEncoder.appendField("first_seq", int: gap.first, to: &out)
+                FrameEncoder.appendASCII("}\n", to: &out)
+            }
             enqueue(bytes: writer.scratch, to: connection)
             replay.gap = nil
         }

@@ -43,14 +43,12 @@ extension Broker {
     }
 
     func reply(to connection: Connection, req: RawSpan?, error: ProtocolError) {
-        writer.scratch.removeAll(keepingCapacity: true)
-        FrameEncoder.appendError(req: req, error, to: &writer.scratch)
+        writer.writeReply { out in FrameEncoder.appendError(req: req, error, to: &out) }
         enqueue(bytes: writer.scratch, to: connection)
     }
 
     func replyOK(to connection: Connection, req: RawSpan?, fields: (inout [UInt8]) -> Void = { _ in }) {
-        writer.scratch.removeAll(keepingCapacity: true)
-        FrameEncoder.appendOK(req: req, to: &writer.scratch, fields: fields)
+        writer.writeReply { out in FrameEncoder.appendOK(req: req, to: &out, fields: fields) }
         enqueue(bytes: writer.scratch, to: connection)
     }
 
@@ -108,8 +106,7 @@ extension Broker {
 
     /// `{"op":"dropped","count":2,"since_seq":4}`, at the back or first in line.
     func enqueueDropNotice(count: UInt64, since: UInt64, to connection: Connection, inFront: Bool) {
-        writer.scratch.removeAll(keepingCapacity: true)
-        FrameEncoder.appendDropped(count: count, sinceSeq: since, to: &writer.scratch)
+        writer.writeReply { out in FrameEncoder.appendDropped(count: count, sinceSeq: since, to: &out) }
         if inFront {
             let notice = writer.scratch
             enqueueNoticeInFront(notice.span.bytes, count: count, since: since, to: connection)

@@ -164,8 +164,7 @@ extension Broker {
             guard connection.isRoutable else { return true }
             let what = serve ? "serving subscription" : "subscription"
             let message = denial(verdict) + "; \(what) removed by the policy reload (generation \(policyState.generation))"
-            writer.scratch.removeAll(keepingCapacity: true)
-            FrameEncoder.appendRevocation(pattern: pattern.text, serve: serve, message: message, to: &writer.scratch)
+            writer.writeReply { out in FrameEncoder.appendRevocation(pattern: pattern.text, serve: serve, message: message, to: &out) }
             enqueue(bytes: writer.scratch, to: connection)
             return true
         }

@@ -328,7 +328,7 @@ extension Broker {
         }
         let request = slot.request
         requests.finish(request)
-        let time = writer.timestamps.bytes(nanosecondsSinceEpoch: now.wallNanoseconds)
+        let time = writer.timeBytes(nanosecondsSinceEpoch: now.wallNanoseconds)
         let data: RawSpan? = if let token = reply.data { frame.extracting(token.range) } else { nil }
         let error: RawSpan? = if let token = reply.error { frame.extracting(token.range) } else { nil }
         var out: [UInt8] = []
@@ -372,8 +372,7 @@ extension Broker {
     private func answer(_ request: PendingRequest, _ write: (inout [UInt8]) -> Void) {
         let requester = request.requester
         guard !requester.isClosed, requester.closing == nil else { return }
-        writer.scratch.removeAll(keepingCapacity: true)
-        write(&writer.scratch)
+        writer.writeReply(write)
         enqueue(bytes: writer.scratch, to: requester)
         backPressure(requester)
         closeIfIdle(requester)

@@ -178,7 +178,7 @@ extension Broker {
                 reply(to: publisher, req: req, error: error)
                 return
             }
-            writer.builtChunk = chunk  // alive through the fan-out (EventFrame does not count it)
+            writer.keepBuiltChunk(chunk)  // alive through the fan-out (EventFrame does not count it)
             kept = EventFrame(chunk: chunk, typeOffset: Int(built.typeOffset), typeCount: Int(built.typeCount))
         }
         seq += 1
@@ -256,7 +256,7 @@ extension Broker {
         if _slowPath(groupsInUse != 0) {
             groupEvent = event
         } else if writer.builtChunk != nil {
-            writer.builtChunk = nil
+            writer.releaseBuiltChunk()
         }
         statistics.delivered += delivered
         countDelivered(delivered)

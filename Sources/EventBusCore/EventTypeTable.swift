@@ -22,43 +22,43 @@ struct EventTypeTable {
     /// bytes these identify it; longer ones are compared in full), the
     /// validated type, and its subscribers at `version`.
     struct Entry {
-        var w0: UInt64 = 0
-        var w1: UInt64 = 0
+        fileprivate(set) var w0: UInt64 = 0
+        fileprivate(set) var w1: UInt64 = 0
         /// Bytes in the type; 0 for an empty entry.
-        var count = 0
-        var type: EventType? = nil
-        var routes: [Connection]? = nil
-        var version: UInt64 = 0
+        fileprivate(set) var count = 0
+        fileprivate(set) var type: EventType? = nil
+        fileprivate(set) var routes: [Connection]? = nil
+        fileprivate(set) var version: UInt64 = 0
         /// The index's result `routes` came from, and its `baseVersion` then.
-        var match: CachedMatch? = nil
-        var baseVersion: UInt64 = 0
+        fileprivate(set) var match: CachedMatch? = nil
+        fileprivate(set) var baseVersion: UInt64 = 0
         /// (issue 20) The parked connections the index's list holds, left
         /// out of `routes` (ParkedSubscribers.swift); nil when none.
-        var parked: ParkedRoutes? = nil
+        fileprivate(set) var parked: ParkedRoutes? = nil
         /// (parkfair) The connections parked against some publisher uids
         /// the index's list holds, left out of `routes`, a part per set of
         /// uids (ParkedSubscribers.swift); [] when none.
-        var fairParked: [ParkedRoutes] = []
+        fileprivate(set) var fairParked: [ParkedRoutes] = []
         /// The last policy view that was allowed to publish the type (held,
         /// so no other view can take its address; a reload makes new views).
-        var publisherView: PolicyView? = nil
+        fileprivate(set) var publisherView: PolicyView? = nil
         /// The type's per-type counters (TypeCounters.swift), `TypeCounters.none` until counted.
-        var counter: TypeCounters.Ref = TypeCounters.none
+        fileprivate(set) var counter: TypeCounters.Ref = TypeCounters.none
         /// (1.3) The queue groups matching the type at `GroupIndex.version`
         /// `groupsVersion` (QueueGroups.swift; asked only while groups exist),
         /// and the serving groups (for requests) likewise.
-        var groups: [QueueGroup] = []
-        var groupsVersion: UInt64 = 0
-        var servingGroups: [QueueGroup] = []
-        var servingGroupsVersion: UInt64 = 0
+        fileprivate(set) var groups: [QueueGroup] = []
+        fileprivate(set) var groupsVersion: UInt64 = 0
+        fileprivate(set) var servingGroups: [QueueGroup] = []
+        fileprivate(set) var servingGroupsVersion: UInt64 = 0
     }
 
     /// The bytes of a type reduced to what finds and identifies its entry.
     struct Key {
-        var w0: UInt64
-        var w1: UInt64
-        var count: Int
-        var hash: UInt64
+        fileprivate(set) var w0: UInt64
+        fileprivate(set) var w1: UInt64
+        fileprivate(set) var count: Int
+        fileprivate(set) var hash: UInt64
 
         /// Two words covering every byte (so for 1-16 bytes the words and
         /// the length determine the bytes), and a hash of all of it under
@@ -75,9 +75,15 @@ struct EventTypeTable {
 
     private var entries: [Entry]
     /// (issue 20) Some connection is parked (`Broker.parking` is not empty).
-    var splitsParked = false
+    private(set) var splitsParked = false
     /// (parkfair) Some connection is parked against a publisher uid (`Broker.parking.againstUIDs`).
-    var splitsFairParked = false
+    private(set) var splitsFairParked = false
+
+    /// (issue 20) Whether some connection is parked (ParkedSubscribers.swift says when).
+    mutating func noteParked(any: Bool) { splitsParked = any }
+
+    /// (parkfair) Whether some connection is parked against a publisher uid.
+    mutating func noteParkedAgainstUIDs(any: Bool) { splitsFairParked = any }
     private let mask: Int
     private let seed: UInt64
 

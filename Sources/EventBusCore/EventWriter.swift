@@ -27,17 +27,17 @@
 /// `Broker.writer` and used in place (invariants in this file's header).
 struct EventWriter: ~Copyable {
     /// Reused buffer for a reply or notice, so a publish allocates only its shared frame.
-    var scratch: [UInt8] = []
+    private(set) var scratch: [UInt8] = []
     /// Where a small event (up to `OutboundQueue.copyLimitBytes`) is built
     /// once per publish before it is copied into each queue; owned, freed in `deinit`.
     let eventScratch: UnsafeMutableRawBufferPointer
     /// The chunk of the event being routed when it has one of its own (a
     /// large or retained event): `EventFrame` does not count it, so the
     /// writer holds it until `fanOut` ends.
-    var builtChunk: OutboundChunk? = nil
+    private(set) var builtChunk: OutboundChunk? = nil
     /// The digits of the seq the last event was written with (`SeqText`, below).
-    var seqText = SeqText()
-    var timestamps = TimestampFormatter()
+    private(set) var seqText = SeqText()
+    private(set) var timestamps = TimestampFormatter()
     /// `"<instance>-`, which opens a default event id.
     let eventIDPrefix: StampBytes
 
@@ -49,6 +49,27 @@ struct EventWriter: ~Copyable {
     }
 
     deinit { eventScratch.deallocate() }
+
+    /// Writes a reply or notice into `scratch`, emptied first; the caller
+    /// queues it from `scratch` before the next one is written.
+    @inline(__always)
+    mutating func writeReply(_ write: (inout [UInt8]) -> Void) {
+        scratch.removeAll(keepingCapacity: true)
+        write(&scratch)
+    }
+
+    /// Keeps the chunk of an event being routed alive through the fan-out.
+    mutating func keepBuiltChunk(_ chunk: OutboundChunk) { builtChunk = chunk }
+
+    /// The fan-out has ended: the queues that took the chunk hold it now.
+    @inline(__always)
+    mutating func releaseBuiltChunk() { builtChunk = nil }
+
+    /// The `time` bytes of `wallNanoseconds` (the formatter's cache is the writer's).
+    @inline(__always)
+    mutating func timeBytes(nanosecondsSinceEpoch wallNanoseconds: Int64) -> TimestampBytes {
+        timestamps.bytes(nanosecondsSinceEpoch: wallNanoseconds)
+    }
 
     /// Writes a publish's event frame once (see `makeEvent`).
     /// - Parameters:

@@ -169,16 +169,16 @@ struct ActorCharge {
 /// which are never dropped).
 package struct OutboundQueue {
     struct Entry {
-        var chunk: OutboundChunk
-        var start: UInt32
-        var end: UInt32
+        fileprivate(set) var chunk: OutboundChunk
+        fileprivate(set) var start: UInt32
+        fileprivate(set) var end: UInt32
         /// The event's seq; 0 for replies and notices; `frontNoticeSeq` for a
         /// drop-old `dropped` notice placed first in line.
-        var seq: UInt64
+        fileprivate(set) var seq: UInt64
         /// The publisher uid charged for the fair share, or `noActor`.
-        var actor: UInt32
+        fileprivate(set) var actor: UInt32
         /// The event's type in `TypeCounters` (in what was padding), or `TypeCounters.none`.
-        var typeRef: TypeCounters.Ref = TypeCounters.none
+        fileprivate(set) var typeRef: TypeCounters.Ref = TypeCounters.none
 
         var length: Int { Int(end &- start) }
         var isEvent: Bool { seq != 0 && seq < OutboundQueue.deadSeq }
@@ -212,30 +212,30 @@ package struct OutboundQueue {
     /// Largest `dropped` notice: `{"op":"dropped","count":<20 digits>,"since_seq":<20 digits>}\n`.
     static let dropNoticeMaxBytes = 80
 
-    var entries: [Entry] = []
-    var head = 0
+    fileprivate(set) var entries: [Entry] = []
+    fileprivate(set) var head = 0
     /// Bytes of the head frame already written.
-    var headOffset = 0
+    fileprivate(set) var headOffset = 0
     /// Bytes queued and not yet written.
     package private(set) var byteCount = 0
     /// The chunks small replies and small events are appended to.
-    var replyTail: OutboundChunk?
-    var eventTail: OutboundChunk?
+    fileprivate(set) var replyTail: OutboundChunk?
+    fileprivate(set) var eventTail: OutboundChunk?
     /// count and since_seq of the notice at `frontPosition` when its seq is `frontNoticeSeq`.
-    var frontNoticeCount: UInt64 = 0
-    var frontNoticeSince: UInt64 = 0
+    fileprivate(set) var frontNoticeCount: UInt64 = 0
+    fileprivate(set) var frontNoticeSince: UInt64 = 0
     /// Entries with an actor (so releases look for fair-share charges only then).
-    var actorEntries = 0
+    fileprivate(set) var actorEntries = 0
     /// Tombstones of dropped events at or after `head` (all before `eventScanFrom`).
-    var deadEntries = 0
+    fileprivate(set) var deadEntries = 0
     /// No live event lies before this index (from `head`): where drop-old
     /// starts looking.
-    var eventScanFrom = 0
+    fileprivate(set) var eventScanFrom = 0
     /// No tombstone lies at or after this index.
-    var deadEnd = 0
+    fileprivate(set) var deadEnd = 0
     /// Entries drop-old looked at or moved, in all (tests check it is
     /// O(1) per dropped event).
-    var dropWork = 0
+    fileprivate(set) var dropWork = 0
 
     package init() {}
 

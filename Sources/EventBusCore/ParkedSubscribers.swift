@@ -125,7 +125,7 @@ final class ParkedRoutes {
 /// A parked connection's side: the parts it sits on, each with the events
 /// of it counted for the connection already.
 final class ParkState {
-    var parts: [ObjectIdentifier: (routes: ParkedRoutes, counted: UInt64)] = [:]
+    fileprivate(set) var parts: [ObjectIdentifier: (routes: ParkedRoutes, counted: UInt64)] = [:]
     /// (parkfair) For `Connection.fairPark`: the publisher uids it is parked against, sorted.
     private(set) var actors: [UInt32] = []
 
@@ -176,8 +176,8 @@ extension Connection {
 /// The broker's parked connections (by identity): for every publisher, and
 /// (parkfair) against some publisher uids.
 struct ParkingLot {
-    var members: [ObjectIdentifier: Connection] = [:]
-    var againstUIDs: [ObjectIdentifier: Connection] = [:]
+    fileprivate(set) var members: [ObjectIdentifier: Connection] = [:]
+    fileprivate(set) var againstUIDs: [ObjectIdentifier: Connection] = [:]
 }
 
 extension Broker {
@@ -208,7 +208,7 @@ extension Broker {
     func parkAgainst(_ connection: Connection, _ uid: UInt32) {
         guard connection.markParked(against: uid) else { return }
         parking.againstUIDs[ObjectIdentifier(connection)] = connection
-        types.splitsFairParked = true
+        types.noteParkedAgainstUIDs(any: true)
         index.keptListsChanged()
     }
 
@@ -269,7 +269,7 @@ extension Broker {
     func park(_ connection: Connection) {
         guard connection.markParked() else { return }
         parking.members[ObjectIdentifier(connection)] = connection
-        types.splitsParked = true
+        types.noteParked(any: true)
         index.keptListsChanged()
     }
 
@@ -290,7 +290,7 @@ extension Broker {
         for (_, part) in state.parts { connection.countParked(on: part.routes, leaving: true) }
         connection.markUnparkedFair()
         parking.againstUIDs[ObjectIdentifier(connection)] = nil
-        types.splitsFairParked = !parking.againstUIDs.isEmpty
+        types.noteParkedAgainstUIDs(any: !parking.againstUIDs.isEmpty)
         index.keptListsChanged()
     }
 
@@ -325,7 +325,7 @@ extension Broker {
         for (_, part) in state.parts { connection.countParked(on: part.routes, leaving: true) }
         connection.markUnparked()
         parking.members[ObjectIdentifier(connection)] = nil
-        types.splitsParked = !parking.members.isEmpty
+        types.noteParked(any: !parking.members.isEmpty)
         index.keptListsChanged()
         if connection.overflow == .dropOld && connection.isRoutable { replaceStaleQueue(connection) }
     }

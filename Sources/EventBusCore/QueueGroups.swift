@@ -95,9 +95,9 @@ final class QueueGroup {
     private(set) var holding: [Connection] = []
     /// Where it is in its `GroupIndex` list (an exact type's, or a trie
     /// node's), and that node for a wildcard pattern.
-    var position = 0
-    var node: PatternTrieNode<QueueGroup>? = nil
-    var isTail = false
+    fileprivate(set) var position = 0
+    fileprivate(set) var node: PatternTrieNode<QueueGroup>? = nil
+    fileprivate(set) var isTail = false
     /// Members whose pattern is filtered (0: the policy hides no type of the
     /// pattern from any member), and the one policy view they all have
     /// while they share one (`deniesEveryMember`).

@@ -178,10 +178,10 @@ struct ConnectionRequests {
 /// The pending requests of a broker (held by `Broker.requests`).
 struct RequestTable {
     /// Every token handed out and still good.
-    var slots: [ReplyToken: ReplySlot] = [:]
+    fileprivate(set) var slots: [ReplyToken: ReplySlot] = [:]
     /// Pending requests by deadline: a binary min-heap.
     private(set) var deadlines: [PendingRequest] = []
-    var tokens = TokenSource()
+    fileprivate(set) var tokens = TokenSource()
 
     /// Pending requests in all.
     var count: Int { deadlines.count }

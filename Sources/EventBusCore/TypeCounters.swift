@@ -53,48 +53,48 @@ final class TypeCounters {
 
     /// One type's counters, and its place in the list by last publish.
     struct Slot {
-        var type: EventType
-        var published: UInt64 = 0
+        fileprivate(set) var type: EventType
+        fileprivate(set) var published: UInt64 = 0
         /// Event frames of the type queued to subscribers (live routing).
-        var delivered: UInt64 = 0
+        fileprivate(set) var delivered: UInt64 = 0
         /// Deliveries of the type dropped for any connection.
-        var dropped: UInt64 = 0
+        fileprivate(set) var dropped: UInt64 = 0
         /// (1.3) Requests of the type that took a seq (PROTOCOL.md "Request/reply").
-        var requests: UInt64 = 0
-        var lastSeq: UInt64 = 0
+        fileprivate(set) var requests: UInt64 = 0
+        fileprivate(set) var lastSeq: UInt64 = 0
         /// Wall clock of the last publish, ns since the epoch.
-        var lastWallNanoseconds: Int64 = 0
-        var generation: UInt16
+        fileprivate(set) var lastWallNanoseconds: Int64 = 0
+        fileprivate(set) var generation: UInt16
         /// Neighbours in the recency list (-1: none).
-        var newer: Int32 = -1
-        var older: Int32 = -1
+        fileprivate(set) var newer: Int32 = -1
+        fileprivate(set) var older: Int32 = -1
         /// (issue 37) The uid that last published it, the list it is in
         /// (that uid's, or 0: pinned while retained), its neighbours there.
-        var owner: UInt32 = 0
-        var list: Int32 = 0
-        var listNewer: Int32 = -1
-        var listOlder: Int32 = -1
+        fileprivate(set) var owner: UInt32 = 0
+        fileprivate(set) var list: Int32 = 0
+        fileprivate(set) var listNewer: Int32 = -1
+        fileprivate(set) var listOlder: Int32 = -1
     }
 
     /// (issue 37) One uid's types by last publish (list 0: the pinned ones).
     struct OwnerList {
-        var uid: UInt32
-        var count = 0
-        var newest: Int32 = -1
-        var oldest: Int32 = -1
+        fileprivate(set) var uid: UInt32
+        fileprivate(set) var count = 0
+        fileprivate(set) var newest: Int32 = -1
+        fileprivate(set) var oldest: Int32 = -1
     }
 
     /// The mutable scalars, in memory of their own like the slots, so the
     /// publish path reads and writes plain memory (no exclusivity or
     /// copy-on-write checks of class or array storage).
     struct State {
-        var count = 0
+        fileprivate(set) var count = 0
         /// Ends of the recency list: the last published, the least recently published.
-        var newest: Int32 = -1
-        var oldest: Int32 = -1
+        fileprivate(set) var newest: Int32 = -1
+        fileprivate(set) var oldest: Int32 = -1
         /// The type being routed (`Broker.fanOut`), and its slot.
-        var routed: Ref = TypeCounters.none
-        var routedSlot = 0
+        fileprivate(set) var routed: Ref = TypeCounters.none
+        fileprivate(set) var routedSlot = 0
     }
 
     /// `capacity` slots, the first `state.count` initialised. Reserved once:

@@ -14,7 +14,7 @@ struct EventWriterTests {
     /// The broker's own event of `dataBytes` bytes of JSON string data, seq `seq`.
     static func ownEvent(_ writer: inout EventWriter, seq: UInt64, dataBytes: Int, history: inout HistoryRing) -> (EventFrame, String) {
         let data = Array(("\"" + String(repeating: "d", count: dataBytes - 2) + "\"").utf8)
-        let time = writer.timestamps.bytes(nanosecondsSinceEpoch: 1_700_000_001_234_000_000)
+        let time = writer.timeBytes(nanosecondsSinceEpoch: 1_700_000_001_234_000_000)
         let frame = time.withByteView { time in
             data.withByteView { data in
                 writer.makeEvent(FrameEncoder.EventParts(
