@@ -45,7 +45,6 @@ struct BridgeOptions {
     /// - Throws: `BridgeFailure` 64 for the command line (ending in `(see
     ///   eventbus-bridge --help)`), 78 for the config file (`file:line: ...`).
     static func parse(_ arguments: [String], readFile: (String) throws -> String = BridgeOptions.readText) throws(BridgeFailure) -> BridgeOptions {
-        func usage(_ message: String) -> BridgeFailure { BridgeFailure(status: .usage, message: "\(message) (see eventbus-bridge --help)") }
         var options = BridgeOptions()
         let parsed: ParsedArguments
         do {
@@ -60,6 +59,23 @@ struct BridgeOptions {
         let buses = ["socket", "system", "user"].filter(parsed.has)
         if buses.count > 1 { throw usage("give only one of --socket, --system and --user") }
 
+        let flags = try settings(of: parsed)
+        var file = BridgeSettings()
+        if let path = parsed.value("config") {
+            options.configFile = path
+            file = try readConfig(path, readFile: readFile)
+        }
+        options.settings = file.overlaid(by: flags)
+        return options
+    }
+
+    /// "(see eventbus-bridge --help)" after `message`: exit 64.
+    private static func usage(_ message: String) -> BridgeFailure {
+        BridgeFailure(status: .usage, message: "\(message) (see eventbus-bridge --help)")
+    }
+
+    /// The settings the command line's options give (over the config file's).
+    private static func settings(of parsed: ParsedArguments) throws(BridgeFailure) -> BridgeSettings {
         var flags = BridgeSettings()
         for (name, value) in parsed.options {
             do throws(SettingsError) {
@@ -80,13 +96,7 @@ struct BridgeOptions {
                 throw usage(error.description)
             }
         }
-        var file = BridgeSettings()
-        if let path = parsed.value("config") {
-            options.configFile = path
-            file = try readConfig(path, readFile: readFile)
-        }
-        options.settings = file.overlaid(by: flags)
-        return options
+        return flags
     }
 
     /// The settings of the config file `path`.

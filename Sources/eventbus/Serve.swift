@@ -143,22 +143,7 @@ private struct Server {
     mutating func handle(_ frame: RawSpan) -> ServedRequest? {
         switch session.handle(frame) {
         case .request(let fields):
-            let data = fields.event.data.map { [UInt8](copying: frame.extracting($0.start..<$0.end)) } ?? Array("null".utf8)
-            let milliseconds = Int64(min(fields.timeout ?? defaultRequestMilliseconds, 1 << 40))
-            let now = Clock.monotonicNanoseconds()
-            var deadline = now + milliseconds * 1_000_000
-            // (attacker) `timeout` is the time left when the broker queued
-            // the request, not when serve reads it: one that waited behind
-            // others (another user's, sent with short timeouts to fill the
-            // queue) may be past its deadline already, and its COMMAND would
-            // run for nobody. A first delivery was queued when the broker
-            // received it (`time`), so that bounds the deadline too.
-            if !fields.event.redelivered, let time = fields.event.time,
-               let received = LocalTime.epochMilliseconds(fromRFC3339: JSONString.decode(frame, time)) {
-                let left = received + milliseconds - Clock.wallNanoseconds() / 1_000_000
-                deadline = min(deadline, now + left * 1_000_000)
-            }
-            return ServedRequest(token: JSONString.decode(frame, fields.token), seq: fields.event.seq, data: data, deadline: deadline)
+            return served(fields, in: frame)
         case .subscribed:
             acknowledged += 1
             if acknowledged == keys.count {
@@ -187,6 +172,26 @@ private struct Server {
             break
         }
         return nil
+    }
+
+    /// A request to run COMMAND for, with its deadline.
+    private func served(_ fields: RequestFields, in frame: RawSpan) -> ServedRequest {
+        let data = fields.event.data.map { [UInt8](copying: frame.extracting($0.start..<$0.end)) } ?? Array("null".utf8)
+        let milliseconds = Int64(min(fields.timeout ?? defaultRequestMilliseconds, 1 << 40))
+        let now = Clock.monotonicNanoseconds()
+        var deadline = now + milliseconds * 1_000_000
+        // (attacker) `timeout` is the time left when the broker queued
+        // the request, not when serve reads it: one that waited behind
+        // others (another user's, sent with short timeouts to fill the
+        // queue) may be past its deadline already, and its COMMAND would
+        // run for nobody. A first delivery was queued when the broker
+        // received it (`time`), so that bounds the deadline too.
+        if !fields.event.redelivered, let time = fields.event.time,
+           let received = LocalTime.epochMilliseconds(fromRFC3339: JSONString.decode(frame, time)) {
+            let left = received + milliseconds - Clock.wallNanoseconds() / 1_000_000
+            deadline = min(deadline, now + left * 1_000_000)
+        }
+        return ServedRequest(token: JSONString.decode(frame, fields.token), seq: fields.event.seq, data: data, deadline: deadline)
     }
 
     /// Queues a reply; the caller writes `session.takeOutput()`.
