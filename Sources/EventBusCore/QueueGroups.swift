@@ -399,15 +399,7 @@ final class GroupIndex {
     func matches(_ type: EventType) -> [QueueGroup] {
         var list = exact[type.name] ?? []
         guard !root.isEmpty else { return list }
-        let name = type.name
-        var segments: [Substring] = []
-        var start = name.startIndex
-        for i in name.utf8.indices where name.utf8[i] == 0x2E {
-            segments.append(name[start..<i])
-            start = name.utf8.index(after: i)
-        }
-        segments.append(name[start...])
-        root.match(segments, at: 0) { list.append($0) }
+        root.match(Segments.array(of: type.name), at: 0) { list.append($0) }
         return list
     }
 
