@@ -6,8 +6,8 @@
 // of a type root subscribes to is paid by the flooder, issue 37)
 // (deficit round robin on measured time:
 // `sharedSliceNanoseconds`, or `soleSliceNanoseconds` for a uid alone),
-// spread round-robin over its connections, a read (at most `readChunkBytes`)
-// at a time. A read that takes longer than the slice (a large frame, a
+// spread round-robin over its connections, a read (at most `readChunkBytes`,
+// or `soleReadChunkBytes` while one uid alone has input) at a time. A read that takes longer than the slice (a large frame, a
 // costly request) is paid back from later turns, so a uid's share of the
 // loop does not depend on how many connections it has nor on what its
 // requests cost. The writes each read caused are made before the next read
@@ -229,7 +229,9 @@ extension BrokerServer {
         // (issue 37) A large frame being validated as it comes is read 16 KiB
         // at a time: its validation is the read's work (deep nesting, many
         // keys: 1-2 ms for 64 KiB, which another uid's request waited for).
-        let limit = connection.isScanningLargeFrame ? min(readBuffer.capacity, BrokerServer.scanningReadBytes) : readBuffer.capacity
+        // (issue 38) A uid alone (`turnBytes` unbounded) reads more at a time.
+        let chunk = broker.turnBytes == .max ? configuration.soleReadChunkBytes : configuration.readChunkBytes
+        let limit = min(readBuffer.capacity, connection.isScanningLargeFrame ? BrokerServer.scanningReadBytes : chunk)
         do {
             result = try record.fd.read(into: readBuffer, limit: limit)
         } catch {

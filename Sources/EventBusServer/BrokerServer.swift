@@ -35,6 +35,14 @@ package struct ServerConfiguration: Sendable {
     /// (a 64 KiB read is about 1,000 small publishes), large enough to keep
     /// syscalls rare.
     package var readChunkBytes = 64 * 1024
+    /// (issue 38) The same while one uid alone has input (no peeking: the
+    /// core handles a whole read, and the uid's slice is
+    /// `soleSliceNanoseconds`, 10 ms): a lone fast publisher's events in a
+    /// quarter of the reads and turns (case 10 about +20 % delivered on the
+    /// quiet machine, docs/BENCHMARKS.md). While several uids have input a
+    /// read stays `readChunkBytes`, so the rest of a read bounded by
+    /// `turnBytes` that waits in a connection is no larger than before.
+    package var soleReadChunkBytes = 256 * 1024
     /// (1.1) Where retained events are kept across restarts (`--state-dir`);
     /// nil: they last for the run (StatePersistence.swift).
     package var stateDirectory: String? = nil
@@ -108,7 +116,8 @@ package final class BrokerServer {
     var turnEnds: Int64 = .max
     /// When the core's `tick` is due next (frame timeouts).
     var nextTick: Int64 = 0
-    /// The one buffer every connection is read into (`readChunkBytes`).
+    /// The one buffer every connection is read into (`soleReadChunkBytes`
+    /// or `readChunkBytes`, whichever is larger).
     let readBuffer: ReadBuffer
     /// The ranges of one gathered write, up to IOV_MAX (1,024).
     var vectors = IOVectors(capacity: 1024)
@@ -152,7 +161,7 @@ package final class BrokerServer {
         self.epoll = try Epoll(maxEvents: 1024)
         self.signals = try SignalDescriptor(signals: [SIGTERM, SIGINT, SIGHUP])
         self.handoff = try ConnectionHandoff()
-        self.readBuffer = ReadBuffer(capacity: configuration.readChunkBytes)
+        self.readBuffer = ReadBuffer(capacity: max(configuration.readChunkBytes, configuration.soleReadChunkBytes))
         self.idleSince = now
         self.nextPeriodic = hooks.periodic.map { now + $0.intervalNanoseconds }
         self.persistence = configuration.stateDirectory.map { StatePersistence(directory: $0, logger: logger) }
