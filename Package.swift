@@ -142,10 +142,11 @@ let package = Package(
         ),
         // Below: what only tests, benchmarks and fuzzing use (no product, not installed).
         // The benchmark tool (docs/BENCHMARKS.md; scripts/bench and scripts/profile
-        // build it with `--product eventbus-bench`).
+        // build it with `--product eventbus-bench`). The bridge's code only for
+        // the header block the link writes (case 9's NATS rows that carry it).
         .executableTarget(
             name: "eventbus-bench",
-            dependencies: ["CEventBusShims", "EventBusSystem"],
+            dependencies: ["CEventBusShims", "EventBusSystem", "EventBusBridge", "EventBusNATS", "EventBusSession", "EventBusProtocol"],
             path: "Benchmarks/eventbus-bench",
             swiftSettings: strict
         ),

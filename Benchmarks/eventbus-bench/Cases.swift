@@ -32,11 +32,27 @@ enum BenchCase: String, CaseIterable {
     /// and subscriber on different brokers (`--sub-socket`), through the
     /// bridges and a NATS cluster, or from one NATS node to another.
     case acrossMachines64 = "c9"
+    /// (9, issue 36) case 9's NATS row on the link's wire: node 1's publisher
+    /// sends each message as an HPUB on the link's subject with the header
+    /// block the link writes for it (`c9-ce`), or, a hypothetical, with only
+    /// CloudEvents' four required attributes (`c9-ce4`); node 3's subscriber
+    /// subscribes as the link does, headers on (WireCloudEvents.swift). NATS only.
+    case acrossMachinesLinkHeaders64 = "c9-ce"
+    case acrossMachinesRequiredHeaders64 = "c9-ce4"
     /// (10, issue 38) 1 publisher, a queue group of 3 members (each its own
     /// subscriber process), 64 B; `c10-stop`: one member SIGSTOPped for the
     /// run's middle third.
     case group64 = "c10"
     case groupStopped64 = "c10-stop"
+
+    /// The header block the case's NATS publisher sends, nil for a plain PUB.
+    var natsHeaders: NATSHeaderSet? {
+        switch self {
+        case .acrossMachinesLinkHeaders64: return .link
+        case .acrossMachinesRequiredHeaders64: return .required
+        default: return nil
+        }
+    }
 }
 
 /// How a case run is configured, from `eventbus-bench run` arguments.
@@ -52,6 +68,9 @@ struct RunOptions {
     /// The brokers' pids (`--pid 12,34`), for /proc/PID/stat and /proc/PID/status;
     /// CPU and memory figures are their sums.
     var brokerPIDs: [Int32]
+    /// Some of `brokerPIDs` whose CPU is also given apart (`--node-pid`;
+    /// case 9: the NATS nodes), as `nodes_cpu_us`.
+    var nodePIDs: [Int32] = []
     /// Seconds of load per throughput run.
     var seconds = 3.0
     /// Messages per throughput run at most (the run ends at whichever bound
@@ -70,8 +89,12 @@ struct RunOptions {
 /// Runs one case and prints its result line on stdout.
 func runCase(_ options: RunOptions) {
     raiseFileLimit()
-    if options.client != nil && [.latency, .idle, .stalled, .group64, .groupStopped64].contains(options.benchCase) {
+    if options.client != nil && [.latency, .idle, .stalled, .group64, .groupStopped64, .acrossMachinesLinkHeaders64,
+                                 .acrossMachinesRequiredHeaders64].contains(options.benchCase) {
         fail("--client applies to the throughput cases only (c1-64 c1-1k c2-64 c2-1k c6 c9)")
+    }
+    if options.benchCase.natsHeaders != nil && (options.wire != .nats || options.subscriberWire != .nats) {
+        fail("\(options.benchCase.rawValue) is NATS alone: --proto nats (and --sub-proto nats)")
     }
     let result: Fields
     switch options.benchCase {
@@ -86,26 +109,36 @@ func runCase(_ options: RunOptions) {
         result = throughput(options, payload: 64, subscribers: 1)
         noise.forEach { close($0) }
     case .stalled: result = stalledSubscriber(options)
-    case .acrossMachines64: result = throughput(options, payload: 64, subscribers: 1)
+    case .acrossMachines64, .acrossMachinesLinkHeaders64, .acrossMachinesRequiredHeaders64:
+        result = throughput(options, payload: 64, subscribers: 1)
     case .group64: result = groupThroughput(options, members: 3, stopOne: false)
     case .groupStopped64: result = groupThroughput(options, members: 3, stopOne: true)
     }
     writeAll(1, result.line + "\n")
 }
 
-/// Command-line arguments of the publisher role.
+/// Command-line arguments of the publisher role (case 9's header rows: the
+/// link's subject and block).
 private func publisherArguments(_ options: RunOptions) -> [String] {
-    ["pub", "--proto", options.wire.rawValue, "--socket", options.socket]
+    let headers = options.benchCase.natsHeaders.map { ["--type", LinkWire.exportSubject, "--headers", $0.rawValue] } ?? []
+    return ["pub", "--proto", options.wire.rawValue, "--socket", options.socket] + headers
 }
 
-/// Command-line arguments of the subscriber role.
+/// Command-line arguments of the subscriber role (case 9's header rows: the
+/// link's import subscription, headers on).
 private func subscriberArguments(_ options: RunOptions) -> [String] {
-    ["sub", "--proto", options.subscriberWire.rawValue, "--socket", options.subscriberSocket]
+    let headers = options.benchCase.natsHeaders != nil ? ["--type", LinkWire.importSubject, "--headers", "1"] : []
+    return ["sub", "--proto", options.subscriberWire.rawValue, "--socket", options.subscriberSocket] + headers
 }
 
 /// CPU time all the brokers used so far, in µs (0 for a pid that is gone).
 private func brokersCPUMicros(_ options: RunOptions) -> Int64 {
-    options.brokerPIDs.reduce(0) { $0 + (processCPUMicros(pid: $1) ?? 0) }
+    cpuMicros(options.brokerPIDs)
+}
+
+/// CPU time the processes `pids` used so far, in µs (0 for a pid that is gone).
+private func cpuMicros(_ pids: [Int32]) -> Int64 {
+    pids.reduce(0) { $0 + (processCPUMicros(pid: $1) ?? 0) }
 }
 
 /// A `/proc/PID/status` field summed over the brokers, in KiB.
@@ -119,7 +152,9 @@ private func brokersStatusKiB(_ options: RunOptions, field: String) -> Int {
 /// first to last delivery), `loss` (sent × subscribers − delivered),
 /// `dropped` (sum of `dropped` notices), `cpu_us` (broker CPU µs per
 /// delivery), `sent`, `delivered`, `errors`, `disconnected` (subscribers the
-/// broker closed, e.g. Redis's `client-output-buffer-limit pubsub`).
+/// broker closed, e.g. Redis's `client-output-buffer-limit pubsub`), and
+/// with `nodePIDs` `nodes_cpu_us` (their CPU µs per delivery, a part of
+/// `cpu_us`); case 9's header rows add `header_bytes` (the block's size).
 private func throughput(_ options: RunOptions, payload: Int, subscribers: Int) -> Fields {
     let subscriber = Child(name: "subscriber", arguments: subscriberArguments(options) + ["--live", String(subscribers)],
                            executable: options.client)
@@ -128,6 +163,7 @@ private func throughput(_ options: RunOptions, payload: Int, subscribers: Int) -
     // (NATS routes carry interest asynchronously): give it half a second.
     if options.subscriberSocket != options.socket { sleepMillis(500) }
     let cpuBefore = brokersCPUMicros(options)
+    let nodesBefore = cpuMicros(options.nodePIDs)
     let publisher = Child(name: "publisher", arguments: publisherArguments(options)
         + ["--payload", String(payload), "--seconds", String(options.seconds), "--count", String(options.count)]
         + (options.rate > 0 ? ["--rate", String(options.rate)] : []), executable: options.client)
@@ -136,6 +172,7 @@ private func throughput(_ options: RunOptions, payload: Int, subscribers: Int) -
     subscriber.send("drain")
     subscriber.expect("idle", timeoutMs: 60_000)
     let cpuAfter = brokersCPUMicros(options)
+    let nodesAfter = cpuMicros(options.nodePIDs)
     subscriber.send("result")
     let received = subscriber.readResult(timeoutMs: 10_000)
     reap(subscriber.pid, timeoutMs: 5000)
@@ -148,6 +185,10 @@ private func throughput(_ options: RunOptions, payload: Int, subscribers: Int) -
     fields["loss"] = String(sent * Int64(subscribers) - delivered)
     fields["dropped"] = String(received.int("dropped"))
     fields["cpu_us"] = delivered > 0 ? fixed(Double(cpuAfter - cpuBefore) / Double(delivered), 3) : "0"
+    if let headers = options.benchCase.natsHeaders { fields["header_bytes"] = String(headers.block.count) }
+    if !options.nodePIDs.isEmpty {
+        fields["nodes_cpu_us"] = delivered > 0 ? fixed(Double(nodesAfter - nodesBefore) / Double(delivered), 3) : "0"
+    }
     fields["sent"] = String(sent)
     fields["delivered"] = String(delivered)
     fields["errors"] = String(published.int("errors") + received.int("other"))

@@ -21,6 +21,9 @@ struct PublisherOptions {
     var count = 50_000_000
     /// Upper bound on sending time, in seconds.
     var seconds = 1.0
+    /// (nats) Send each message as an HPUB with this header block
+    /// (`--headers`, WireCloudEvents.swift); nil sends PUB.
+    var headers: NATSHeaderSet?
 }
 
 /// Reads and counts the broker's replies to the publisher without blocking:
@@ -136,10 +139,12 @@ private struct ReplyReader {
 /// Prints `sent=N t_start=NS t_end=NS t_synced=NS errors=E cpu_us=U`
 /// (CLOCK_MONOTONIC ns; U: this process's utime+stime in µs, `processCPUMicros`).
 func runPublisher(_ options: PublisherOptions) -> Never {
-    let fd = openClient(options.wire, options.socket)
+    let fd = openClient(options.wire, options.socket, natsHeaders: options.headers != nil)
     setNonBlocking(fd)
     var replies = ReplyReader(fd: fd, wire: options.wire)
-    let (frame, stampOffset) = publishFrame(options.wire, type: options.type, payload: Payload.make(size: options.payloadBytes))
+    let payload = Payload.make(size: options.payloadBytes)
+    let (frame, stampOffset) = options.headers.map { NATS.publish(subject: options.type, headers: $0.block, payload: payload) }
+        ?? publishFrame(options.wire, type: options.type, payload: payload)
     let start = monotonicNanos()
     let sent = options.rate > 0
         ? paced(fd: fd, frame: frame, stampOffset: stampOffset, options: options, replies: &replies)

@@ -9,21 +9,22 @@ import EventBusSystem
 import Glibc
 
 /// Connects to the broker at `address` and completes the protocol's greeting:
-/// nats reads the server's `INFO` line, sends `NATS.connect` and a PING and
-/// waits for the PONG; mqtt sends CONNECT and needs CONNACK with code 0.
+/// nats reads the server's `INFO` line, sends `NATS.connect` (with
+/// `natsHeaders`, `NATS.connectWithHeaders`) and a PING and waits for the
+/// PONG; mqtt sends CONNECT and needs CONNACK with code 0.
 /// - Returns: the connected, blocking descriptor.
-func openClient(_ wire: Wire, _ address: String) -> Int32 {
+func openClient(_ wire: Wire, _ address: String, natsHeaders: Bool = false) -> Int32 {
     let fd = connectBroker(address)
-    greet(fd, wire)
+    greet(fd, wire, natsHeaders: natsHeaders)
     return fd
 }
 
 /// The greeting part of `openClient`, on a connected descriptor.
-func greet(_ fd: Int32, _ wire: Wire, timeoutMs: Int = 10_000) {
+func greet(_ fd: Int32, _ wire: Wire, natsHeaders: Bool = false, timeoutMs: Int = 10_000) {
     switch wire {
     case .nats:
         readFrames(fd, .nats, timeoutMs: timeoutMs) { $0.hasPrefix("INFO ") }
-        writeAll(fd, NATS.connect + NATS.ping)
+        writeAll(fd, (natsHeaders ? NATS.connectWithHeaders : NATS.connect) + NATS.ping)
         readFrames(fd, .nats, timeoutMs: timeoutMs) { frame in
             if frame.hasPrefix("-ERR") { fail("nats-server refused CONNECT: \(frame)") }
             return frame == "PONG"

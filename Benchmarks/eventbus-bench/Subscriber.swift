@@ -24,6 +24,9 @@ struct SubscriberOptions {
     var idleMs = 300
     /// (issue 38) Every connection a member of this queue group.
     var group: String? = nil
+    /// (nats) CONNECT with `"headers":true`, so HMSGs arrive with their
+    /// headers (`--headers 1`; case 9's rows that carry the link's block).
+    var natsHeaders = false
     /// Hard limit on the whole process life, in seconds.
     var deadlineSeconds = 300
 }
@@ -80,7 +83,7 @@ private final class SubscriberLoop {
         self.options = options
         idleNanos = Int64(options.idleMs) * 1_000_000
         for index in 0..<(options.live + options.stalled) {
-            let fd = openClient(options.wire, options.socket)
+            let fd = openClient(options.wire, options.socket, natsHeaders: options.natsHeaders)
             subscribe(fd, options.wire, types: options.wire == .relay ? [] : [options.type], group: options.group)
             setNonBlocking(fd)
             connections.append(Inbound(fd: fd, stalled: index >= options.live))

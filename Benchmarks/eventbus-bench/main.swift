@@ -15,13 +15,18 @@ let usage = """
       eventbus-bench run CASE --proto PROTO --socket ADDRESS --pid BROKER_PID[,PID...]
                      [--sub-proto PROTO --sub-socket ADDRESS]
                      [--seconds S] [--count N] [--rate N] [--latency-seconds S] [--client PATH]
+                     [--node-pid PID[,PID...]]
           run one case and print `key=value ...`; CASE is one of:
           \(BenchCase.allCases.map(\.rawValue).joined(separator: " "))
           the subscribers use --sub-proto/--sub-socket when given (a case
           through a bridge); CPU and memory are summed over the pids;
           --rate paces a throughput case's publisher (default: flood);
           --client runs PATH (scripts/bench-client.c) as a throughput case's
-          publisher and subscriber instead of this binary's own roles
+          publisher and subscriber instead of this binary's own roles;
+          --node-pid: some of the pids whose CPU a throughput case also gives
+          apart, as nodes_cpu_us (case 9: the NATS nodes); c9-ce and c9-ce4
+          are case 9's NATS row with the link's header block on every
+          message, and with CloudEvents' four required attributes only
       eventbus-bench shell --tool TOOL --cli PATH [--socket SOCKET] [--runs N]
           case 8: time N runs of a one-shot publisher; TOOL is one of:
           \(ShellTool.allCases.map(\.rawValue).joined(separator: " "))
@@ -128,6 +133,8 @@ case "run":
     run.latencySeconds = options.double("latency-seconds", default: run.latencySeconds)
     run.rate = options.int("rate", default: 0)
     run.client = options.named["client"]
+    run.nodePIDs = (options.named["node-pid"] ?? "").split(separator: ",").compactMap { Int32($0) }
+    if run.nodePIDs.contains(where: { !pids.contains($0) }) { fail("--node-pid lists only pids of --pid") }
     runCase(run)
 case "shell":
     let name = options.string("tool")
@@ -150,6 +157,8 @@ case "sub":
     sub.stalled = options.int("stalled", default: sub.stalled)
     sub.latencySamples = options.int("latency-samples", default: 0)
     sub.group = options.named["group"]
+    sub.natsHeaders = options.named["headers"] == "1"
+    if sub.natsHeaders && sub.wire != .nats { fail("sub --headers applies to --proto nats only") }
     runSubscriber(sub)
 case "pub":
     var pub = PublisherOptions(wire: options.wire, socket: options.string("socket"))
@@ -158,6 +167,13 @@ case "pub":
     pub.rate = options.int("rate", default: 0)
     pub.count = options.int("count", default: pub.count)
     pub.seconds = options.double("seconds", default: pub.seconds)
+    if let name = options.named["headers"] {
+        guard let set = NATSHeaderSet(rawValue: name) else {
+            fail("--headers is one of \(NATSHeaderSet.allCases.map(\.rawValue).joined(separator: ", ")), not \(name)")
+        }
+        if pub.wire != .nats { fail("pub --headers applies to --proto nats only") }
+        pub.headers = set
+    }
     runPublisher(pub)
 case "-h", "--help", "help":
     writeAll(1, usage)
