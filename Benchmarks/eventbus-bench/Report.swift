@@ -97,10 +97,11 @@ private struct Row {
     /// For a loss row: the key of the delivered count shown next to it
     /// (`0 [0–0] of 10.1M`: lost, of how many delivered).
     var ofKey: String?
-    /// The case whose eventbus figure the ratio column divides by this row's
-    /// best peer (case 9's NATS rows on the link's wire: eventbus's `c9`);
-    /// nil: this row's own.
-    var eventbusFrom: String?
+    /// The case this row is a floor of (case 9's NATS rows on the link's
+    /// wire: `c9`): the ratio column divides that case's eventbus figure by
+    /// this row's best peer, and the target column gives this row against
+    /// that case's best peer (how far the wire alone is from the yardstick).
+    var floorOf: String?
 }
 
 private let rows: [Row] = [
@@ -135,11 +136,11 @@ private let rows: [Row] = [
     Row(number: "9", caseID: "c9", key: "nodes_cpu_us", label: "same: of which the three NATS nodes, µs", unit: .cpuMicros, better: .lower, target: .none),
     Row(number: "9", caseID: "c9-half", key: "rate", label: "same, paced at half the eventbus flooding rate: msg/s delivered", unit: .rate, better: .higher, target: .none),
     Row(number: "9", caseID: "c9-half", key: "loss", label: "same, paced at half the eventbus flooding rate: messages lost of delivered", unit: .count, better: .neither, target: .zero, fromIssue13: true, ofKey: "delivered"),
-    Row(number: "9‡", caseID: "c9-ce", key: "rate", label: "NATS node 1 → node 3 carrying the link's CloudEvents headers: each 64 B message an HPUB on the link's subject with the block the link writes for it (13 headers, ~326 B), flooding, msg/s", unit: .rate, better: .higher, target: .none, eventbusFrom: "c9"),
+    Row(number: "9‡", caseID: "c9-ce", key: "rate", label: "NATS node 1 → node 3 carrying the link's CloudEvents headers: each 64 B message an HPUB on the link's subject with the block the link writes for it (13 headers, ~326 B), flooding, msg/s", unit: .rate, better: .higher, target: .none, floorOf: "c9"),
     Row(number: "9‡", caseID: "c9-ce", key: "loss", label: "same, messages lost of delivered", unit: .count, better: .neither, target: .none, ofKey: "delivered"),
-    Row(number: "9‡", caseID: "c9-ce", key: "cpu_us", label: "same: CPU per delivery of the three NATS nodes, µs", unit: .cpuMicros, better: .lower, target: .none, eventbusFrom: "c9"),
-    Row(number: "9‡", caseID: "c9-ce4", key: "rate", label: "hypothetical, **not what eventbus sends**: the same with only the 4 required CloudEvents attributes (`ce-specversion`, `ce-id`, `ce-source`, `ce-type`, ~105 B), msg/s", unit: .rate, better: .higher, target: .none, eventbusFrom: "c9"),
-    Row(number: "9‡", caseID: "c9-ce4", key: "cpu_us", label: "same: CPU per delivery of the three NATS nodes, µs", unit: .cpuMicros, better: .lower, target: .none, eventbusFrom: "c9"),
+    Row(number: "9‡", caseID: "c9-ce", key: "cpu_us", label: "same: CPU per delivery of the three NATS nodes, µs", unit: .cpuMicros, better: .lower, target: .none, floorOf: "c9"),
+    Row(number: "9‡", caseID: "c9-ce4", key: "rate", label: "hypothetical, **not what eventbus sends**: the same with only the 4 required CloudEvents attributes (`ce-specversion`, `ce-id`, `ce-source`, `ce-type`, ~105 B), msg/s", unit: .rate, better: .higher, target: .none, floorOf: "c9"),
+    Row(number: "9‡", caseID: "c9-ce4", key: "cpu_us", label: "same: CPU per delivery of the three NATS nodes, µs", unit: .cpuMicros, better: .lower, target: .none, floorOf: "c9"),
     Row(number: "10", caseID: "c10", key: "rate", label: "queue group of 3, 1 publisher 64 B: deliveries/s (each event to one member)", unit: .rate, better: .higher, target: .bestPeerAtLeast(1.5)),
     Row(number: "10", caseID: "c10", key: "loss", label: "same: events lost (sent − delivered)", unit: .count, better: .neither, target: .zero, ofKey: "delivered"),
     Row(number: "10", caseID: "c10", key: "dup", label: "same: duplicates at least (delivered − sent)", unit: .count, better: .neither, target: .zero),
@@ -256,7 +257,7 @@ private func tableRow(_ row: Row, _ results: Results, columns: [String], peers: 
         guard let ofKey = row.ofKey, let delivered = results.median(row.caseID, ofKey, broker) else { return cell }
         return cell + " of " + Unit.rate.format(delivered)
     }
-    let eventbus = results.median(row.eventbusFrom ?? row.caseID, row.key, "eventbus")
+    let eventbus = results.median(row.floorOf ?? row.caseID, row.key, "eventbus")
     var best: (String, Double)?
     if row.better != .neither {
         for peer in peers {
@@ -267,7 +268,7 @@ private func tableRow(_ row: Row, _ results: Results, columns: [String], peers: 
     }
     var ratio: Double?
     if let eventbus, let best, best.1 != 0 { ratio = eventbus / best.1 }
-    let ratioText = ratio.map { "\(fixed($0, 2))× \(best!.0)" + (row.eventbusFrom.map { " (eventbus's \($0))" } ?? "") } ?? "–"
+    let ratioText = ratio.map { "\(fixed($0, 2))× \(best!.0)" + (row.floorOf.map { " (eventbus's \($0))" } ?? "") } ?? "–"
     return "| \(row.number) | \(row.label) | " + cells.joined(separator: " | ")
         + " | \(ratioText) | \(targetText(row, eventbus: eventbus, bestRatio: ratio, results: results)) |\n"
 }
@@ -303,6 +304,14 @@ private func footnotes(_ results: Results, peers: [String]) -> String {
 private func targetText(_ row: Row, eventbus: Double?, bestRatio: Double?, results: Results) -> String {
     let mark = row.fromIssue6 ? "⁶" : row.fromIssue13 ? "¹³" : ""
     func verdict(_ met: Bool?) -> String { met.map { $0 ? " met" : " **missed**" } ?? "" }
+    if let yardstick = row.floorOf {
+        // No target of its own: how this floor compares with the yardstick's best peer.
+        for peer in peerBrokers {
+            guard let floor = results.median(row.caseID, row.key, peer),
+                  let plain = results.median(yardstick, row.key, peer), plain != 0 else { continue }
+            return "none; this row / \(peer)'s \(yardstick): \(fixed(floor / plain, 2))×"
+        }
+    }
     switch row.target {
     case .none:
         return ""
