@@ -1,7 +1,8 @@
 // The bytes the load generator sends and the frames it recognises, for our
 // NDJSON protocol (PROTOCOL.md), for RESP (Redis SUBSCRIBE/PUBLISH) and for
 // the C relay's bare lines; NATS and MQTT have files of their own
-// (WireNATS.swift, WireMQTT.swift), the set-up exchanges are in Session.swift.
+// (WireNATS.swift, WireMQTT.swift; case 9's CloudEvents header blocks:
+// WireCloudEvents.swift), the set-up exchanges are in Session.swift.
 //
 // Before editing: the scanners run once per delivered message; they compare
 // fixed prefixes and count, they never parse JSON and never allocate.
