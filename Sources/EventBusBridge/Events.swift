@@ -6,6 +6,10 @@
 //
 // Before editing: these are plain values so the bridge's logic stays pure;
 // the bridge's bus connection turns `LocalPublish` into a publish request.
+// (issue 36, third pass) The usual import skips the value: its frame is
+// written from the NATS header block's bytes (`appendFrame(heads:...)`),
+// and must stay byte for byte what `appendFrame(to:)` writes for the
+// `LocalPublish` `BridgeCore.handle` makes (ImportWrittenTests).
 @_spi(Package) import EventBusProtocol
 
 /// What a remote bridge asserted about an event: PROTOCOL.md's `origin`.
