@@ -198,8 +198,18 @@ package struct Bridge {
         case .message(let message) where requests.owns(message.sid):
             handleRequestMessage(message, bus: &bus)
         case .message(let message):
-            let decision = core.handle(message)
+            // (issue 36, third pass) The usual import is written into the bus output as it is decided.
+            var decision = BridgeCore.Inbound.ignored
+            if !bus.publish(writing: { out in
+                decision = core.handle(message, frame: &out)
+                if case .written = decision { return true }
+                return false
+            }) {
+                decision = core.handle(message)
+            }
             switch decision {
+            case .written:
+                break
             case .publishLocally(let event):
                 if !bus.publish(event) {
                     core.imported(.lost)

@@ -42,6 +42,8 @@ package struct BridgeCore {
     /// NATS parser hands the same String for a run of one subject, so the
     /// compare is a pointer's, where the lookup hashes the bytes).
     private var lastSubject: (text: String, parsed: IncomingSubject)?
+    /// (issue 36, third pass) The fixed parts of the last subject's import frames (`handle(_:frame:)`).
+    private var importHeads: LocalPublish.FrameHeads?
     /// The last import's instance and source Strings (`CloudEventsHeaders.RecentValues`).
     private var recentValues = CloudEventsHeaders.RecentValues()
     static let subjectCacheLimit = 4096
@@ -178,6 +180,9 @@ package struct BridgeCore {
     package enum Inbound: Equatable, Sendable {
         /// Publish this on the local bus, then report the outcome to `imported(_:)`.
         case publishLocally(LocalPublish)
+        /// (issue 36, third pass) Its `publish` frame was written into the
+        /// bus output (`handle(_:frame:)`); report the outcome to `imported(_:)` as for `publishLocally`.
+        case written(EventType)
         /// Dropped and counted (`reason`); `detail` is for a debug log.
         case dropped(DropReason, detail: String)
         /// Another bridge claims our node id: exporting has stopped. Log it
@@ -191,6 +196,22 @@ package struct BridgeCore {
 
     /// Decides about one NATS message.
     package mutating func handle(_ message: Message) -> Inbound {
+        var unused: [UInt8] = []
+        return handle(message, frame: &unused, writing: false)
+    }
+
+    /// (issue 36, third pass) `handle`, with the usual import (a header block
+    /// that is an eventbus bridge's export block `import` takes whole:
+    /// `CloudEventsHeaders.exportBlockValues`) written straight into `frame`
+    /// as its `publish` frame, the bytes `LocalPublish.appendFrame` writes for
+    /// the `LocalPublish` `handle` answers: then `.written`, with no String,
+    /// `Imported` or `LocalPublish` made. Every other answer is `handle`'s,
+    /// by the same checks in the same order, and nothing is written.
+    package mutating func handle(_ message: Message, frame: inout [UInt8]) -> Inbound {
+        handle(message, frame: &frame, writing: true)
+    }
+
+    private mutating func handle(_ message: Message, frame: inout [UInt8], writing: Bool) -> Inbound {
         if message.subject == mapping.helloSubject.text { return handleHello(message) }
         if let node = mapping.dropReportNode(message.subject) { return handleDropReport(message, from: node) }
         switch parsedSubject(message.subject) {
@@ -204,9 +225,15 @@ package struct BridgeCore {
             }
             if node == mapping.node { return drop(.loop, "\(message.subject) names our own node") }
             if type.isReserved { return drop(.badType, "\(type.name) is reserved for the broker") }
-            var problem: String?
-            guard let fields = CloudEventsHeaders.import(message.headerBlock, node: node, type: type, recent: &recentValues, problem: &problem) else {
-                return drop(.badHeader, "\(message.subject): \(problem ?? "bad headers")")
+            var values: CloudEventsHeaders.ExportBlockValues?
+            var fields: CloudEventsHeaders.Imported?
+            if writing, let block = message.headerBlock {
+                values = CloudEventsHeaders.exportBlockValues(block.span.bytes, node: node, type: type)
+            }
+            if values == nil {
+                var problem: String?
+                fields = CloudEventsHeaders.import(message.headerBlock, node: node, type: type, recent: &recentValues, problem: &problem)
+                if fields == nil { return drop(.badHeader, "\(message.subject): \(problem ?? "bad headers")") }
             }
             let data: JSONText?
             switch BridgeCore.localData(message.payload) {
@@ -214,7 +241,17 @@ package struct BridgeCore {
             case .value(let text): data = text
             case .invalid: return drop(.badData, "\(message.subject): the payload is not one JSON value")
             }
-            return .publishLocally(LocalPublish(type: type, data: data, source: fields.source, id: fields.id, origin: fields.origin))
+            if let fields {
+                return .publishLocally(LocalPublish(type: type, data: data, source: fields.source, id: fields.id, origin: fields.origin))
+            }
+            // `fields` is nil only when `values` was read from the block.
+            if let values, let block = message.headerBlock {
+                if importHeads?.subject != message.subject { importHeads = LocalPublish.FrameHeads(subject: message.subject, type: type, node: node) }
+                if let heads = importHeads {
+                    LocalPublish.appendFrame(heads: heads, block: block.span.bytes, values: values, data: data, to: &frame)
+                }
+            }
+            return .written(type)
         }
     }
 

@@ -6,6 +6,10 @@
 //
 // Before editing: these are plain values so the bridge's logic stays pure;
 // the bridge's bus connection turns `LocalPublish` into a publish request.
+// (issue 36, third pass) The usual import skips the value: its frame is
+// written from the NATS header block's bytes (`appendFrame(heads:...)`),
+// and must stay byte for byte what `appendFrame(to:)` writes for the
+// `LocalPublish` `BridgeCore.handle` makes (ImportWrittenTests).
 @_spi(Package) import EventBusProtocol
 
 /// What a remote bridge asserted about an event: PROTOCOL.md's `origin`.
@@ -109,5 +113,91 @@ extension LocalPublish {
         }
         out.append(0x7D)
         out.append(0x0A)
+    }
+}
+
+extension LocalPublish {
+    /// (issue 36, third pass) The two fixed parts of the `publish` frames of
+    /// one subject's imports, encoded once per subject (`BridgeCore` keeps
+    /// the last one): `{"op":"publish","type":"TYPE","source":"` and
+    /// `","origin":{"node":"NODE","instance":"`.
+    package struct FrameHeads {
+        /// The subject they are for (compared by the parser's shared String).
+        package let subject: String
+        let type: [UInt8]
+        let origin: [UInt8]
+
+        package init(subject: String, type: EventType, node: NodeName) {
+            self.subject = subject
+            var head: [UInt8] = []
+            FrameEncoder.appendASCII("{\"op\":\"publish\",\"type\":", to: &head)
+            JSONString.appendQuoted(type.name, to: &head)
+            FrameEncoder.appendASCII(",\"source\":\"", to: &head)
+            self.type = head
+            head = []
+            FrameEncoder.appendASCII("\",\"origin\":{\"node\":", to: &head)
+            JSONString.appendQuoted(node.text, to: &head)
+            FrameEncoder.appendASCII(",\"instance\":\"", to: &head)
+            origin = head
+        }
+    }
+
+    /// (issue 36, third pass) Appends the `publish` frame of an import whose
+    /// header block is an eventbus bridge's export block, straight from the
+    /// block's bytes (`CloudEventsHeaders.exportBlockValues`): the same bytes
+    /// `appendFrame` writes for the `LocalPublish` that `BridgeCore.handle`
+    /// makes of the message (`source`, `id`, then `origin` with every member,
+    /// then `data`), with no String, `Imported` or `LocalPublish` made (those
+    /// were about half an import's instructions). A `plain` block's values are
+    /// copied as they are; others are escaped and numbers written anew.
+    /// - Parameters:
+    ///   - heads: the subject's (its type and node).
+    ///   - block: the message's header block; `values` are ranges of it.
+    ///   - data: the payload as `BridgeCore.localData` took it (nil: empty).
+    static func appendFrame(heads: FrameHeads, block: RawSpan, values v: CloudEventsHeaders.ExportBlockValues,
+                            data: JSONText?, to out: inout [UInt8]) {
+        out.append(contentsOf: heads.type)
+        appendString(block, v.source, plain: v.plain, to: &out)
+        FrameEncoder.appendASCII("\",\"id\":\"", to: &out)
+        appendString(block, v.id, plain: v.plain, to: &out)
+        out.append(contentsOf: heads.origin)
+        appendString(block, v.instance, plain: v.plain, to: &out)
+        FrameEncoder.appendASCII("\",\"seq\":", to: &out)
+        if v.plain { out.append(copying: block.extracting(v.seqDigits)) } else { FrameEncoder.appendInt(v.seq, to: &out) }
+        FrameEncoder.appendASCII(",\"time\":\"", to: &out)
+        appendString(block, v.time, plain: v.plain, to: &out)
+        FrameEncoder.appendASCII("\",\"pid\":", to: &out)
+        if v.plain { out.append(copying: block.extracting(v.pidDigits)) } else { FrameEncoder.appendInt(v.pid, to: &out) }
+        FrameEncoder.appendASCII(",\"uid\":", to: &out)
+        if v.plain { out.append(copying: block.extracting(v.uidDigits)) } else { FrameEncoder.appendInt(v.uid, to: &out) }
+        FrameEncoder.appendASCII(",\"gid\":", to: &out)
+        if v.plain { out.append(copying: block.extracting(v.gidDigits)) } else { FrameEncoder.appendInt(v.gid, to: &out) }
+        if let data {
+            FrameEncoder.appendASCII("},\"data\":", to: &out)
+            out.append(contentsOf: data.bytes)
+            FrameEncoder.appendASCII("}\n", to: &out)
+        } else {
+            FrameEncoder.appendASCII("}}\n", to: &out)
+        }
+    }
+
+    /// The inside of a JSON string literal for a value of printable ASCII
+    /// (0x20-0x7E: what an export block's values are): copied when `plain`,
+    /// else with `"` and `\` escaped; what `JSONString.appendQuoted` writes
+    /// between the quotes for the same text.
+    private static func appendString(_ block: RawSpan, _ range: Range<Int>, plain: Bool, to out: inout [UInt8]) {
+        let value = block.extracting(range)
+        guard !plain else {
+            out.append(copying: value)
+            return
+        }
+        let bytes = Span<UInt8>(_bytes: value)
+        var run = 0
+        for i in bytes.indices where bytes[i] == 0x22 || bytes[i] == 0x5C {
+            if run < i { out.append(copying: value.extracting(run..<i)) }
+            out.append(0x5C)
+            run = i
+        }
+        out.append(copying: value.extracting(run..<bytes.count))
     }
 }

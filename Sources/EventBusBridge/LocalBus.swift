@@ -258,6 +258,18 @@ struct LocalBus {
         return true
     }
 
+    /// (issue 36, third pass) Lets `write` append an import's `publish`
+    /// frame straight into the output (no `req`, like `publish(_:)`); it
+    /// returns whether it wrote one (counted for its batch's `ping`).
+    /// - Returns: false when there is no connection (`write` is not called).
+    mutating func publish(writing write: (inout [UInt8]) -> Bool) -> Bool {
+        guard connected else { return false }
+        var wrote = false
+        session.appendUnnumbered { wrote = write(&$0) }
+        if wrote { unmarkedImports += 1 }
+        return true
+    }
+
     /// (issue 36) Queues another machine's group event for the local members
     /// of its group (an import: confirmed by its batch's `ping`).
     /// - Returns: false when there is no connection (the caller counts it lost).
