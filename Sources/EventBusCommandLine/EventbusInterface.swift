@@ -26,12 +26,14 @@ private let formats = ValueDeclaration("FORMAT", .choice(["json", "pretty", "dat
 private let overflowRules = ValueDeclaration("RULE", .choice(["wait", "drop-new", "drop-old", "disconnect"]))
 private let json = OptionDeclaration("json", "j", nil, "the same as --format json")
 
+private let helpOption = OptionDeclaration("help", "h", nil, "show this help")
+
 /// The options every command accepts (PROTOCOL.md "Transport" for the bus choice).
 private let commonOptions: [OptionDeclaration] = [
     OptionDeclaration("socket", "s", ValueDeclaration("PATH", .file), "broker socket (default: $EVENTBUS_SOCKET, else the user bus $XDG_RUNTIME_DIR/eventbus/bus.sock when not root, else the system bus /run/eventbus/bus.sock)"),
     OptionDeclaration("system", nil, nil, "use the system bus /run/eventbus/bus.sock"),
     OptionDeclaration("user", nil, nil, "use the user bus $XDG_RUNTIME_DIR/eventbus/bus.sock"),
-    OptionDeclaration("help", "h", nil, "show this help"),
+    helpOption,
     OptionDeclaration("version", "V", nil, "show the version"),
 ]
 
@@ -543,7 +545,9 @@ package let eventbusInterface = ProgramDeclaration(
             summary: "show the help of COMMAND",
             usage: ["help [COMMAND]"],
             about: "Show the help of COMMAND, the same as 'eventbus COMMAND --help'; without\nCOMMAND, the help of eventbus.",
-            sections: [OptionSection([], showsCommonOptions: true)],
+            // It talks to no broker: the bus options are accepted (as by every
+            // command) but not listed.
+            sections: [OptionSection([helpOption])],
             examples: ["eventbus help publish"],
             exitStatus: "Exit status: 0 success, 64 unknown COMMAND.",
             operands: OperandsDeclaration([.subcommand])

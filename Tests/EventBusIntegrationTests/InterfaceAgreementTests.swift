@@ -92,6 +92,17 @@ struct InterfaceAgreementTests {
         #expect(help.status == .exited(0) && help.stdout == HelpText.render(eventbusInterface, command: eventbusInterface.command("publish")!))
     }
 
+    /// `help` talks to no broker: its help lists no bus option (stop 44's
+    /// trial), though it accepts them as every command does.
+    @Test("eventbus help --help lists no bus option; help still takes one")
+    func helpOfHelpListsNoBusOption() throws {
+        let run = try runProcess(try builtProduct("eventbus"), ["help", "--help"], timeout: .seconds(10))
+        #expect(run.status == .exited(0) && run.stdout.contains("  -h, --help"), "\(run)")
+        for option in ["--socket", "--system", "--user"] { #expect(!run.stdout.contains(option), "\(option) in:\n\(run.stdout)") }
+        let given = try runProcess(try builtProduct("eventbus"), ["help", "--socket", "/nonexistent/bus.sock", "ping"], timeout: .seconds(10))
+        #expect(given.status == .exited(0) && given.stdout == HelpText.render(eventbusInterface, command: eventbusInterface.command("ping")!), "\(given)")
+    }
+
     /// A newcomer's typo, or the protocol's word for `listen`, is answered with
     /// the command or option meant (stop 43's trial), still exit 64.
     @Test("a mistyped command or option names the one meant", arguments: [
