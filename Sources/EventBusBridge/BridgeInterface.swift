@@ -22,11 +22,15 @@ package var bridgeInterface: ProgramDeclaration {
             "",
             summary: "carry events between the local bus and a NATS cluster",
             usage: [
-                "[--socket PATH | --system | --user] --nats URL[,URL...] --node NAME",
-                " [--export PATTERN]... [--import PATTERN]... [--export-requests PATTERN]...",
-                " [--import-requests PATTERN]... [--export-group NAME:PATTERN[@USER]]...",
-                " [--import-group NAME:PATTERN[@USER]]... [--prefix PREFIX] [--config FILE]",
-                "--status [--node NAME | --status-file PATH | --config FILE]",
+                // Each line within 80 columns after "Usage: eventbus-bridge ".
+                "[--socket PATH | --system | --user] --nats URL[,URL...]",
+                " --node NAME [--export PATTERN]... [--import PATTERN]...",
+                " [--export-requests PATTERN]...",
+                " [--import-requests PATTERN]...",
+                " [--export-group NAME:PATTERN[@USER]]...",
+                " [--import-group NAME:PATTERN[@USER]]...",
+                " [--prefix PREFIX] [--config FILE]",
+                "--status [--node NAME | --status-file PATH | -c FILE]",
             ],
             about: """
             Carries events between this machine's bus and a NATS cluster (docs/BRIDGE.md):

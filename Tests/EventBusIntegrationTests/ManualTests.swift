@@ -88,4 +88,19 @@ struct ManualTests {
             }
         }
     }
+
+    /// The synopsis is the first thing a user reads: `eventbus-bridge
+    /// --help`'s ran to 96 columns (stop 44's trial). Its lines (`Usage:`
+    /// and the continuations up to the first blank line) fit in 80 columns.
+    @Test("every --help's synopsis fits in 80 columns")
+    func helpSynopsisFitsEightyColumns() {
+        for program in ManualFiles.programs {
+            for command in [program.root] + program.commands {
+                let synopsis = HelpText.render(program, command: command).split(separator: "\n", omittingEmptySubsequences: false)
+                    .prefix { !$0.isEmpty }
+                let long = synopsis.filter { $0.count > 80 }
+                #expect(!synopsis.isEmpty && long.isEmpty, "\(program.name) \(command.name) --help:\n\(long.joined(separator: "\n"))")
+            }
+        }
+    }
 }
