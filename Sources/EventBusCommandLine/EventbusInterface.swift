@@ -162,9 +162,13 @@ package let eventbusInterface = ProgramDeclaration(
                 "eventbus listen --timeout 30s --reconnect 'sensor.*.temperature' >> temps.jsonl",
                 "eventbus listen --format cloudevents 'order.*'",
                 "eventbus listen --last --format data currency.changed",
-                "eventbus listen --resume ~/.cache/orders.pos --timeout 2s 'order.>'  # from cron: exits 124 once quiet",
-                "eventbus listen --overflow drop-old 'metrics.>'   # a dashboard: newest first, never slows a publisher",
-                "eventbus listen --group thumbs --format data thumb.requested | while read -r job; do ...; done  # one of several workers",
+                "# from cron: what came since the last run, then exit 124 once quiet for 2s",
+                "eventbus listen --resume ~/.cache/orders.pos --timeout 2s 'order.>'",
+                "# a dashboard: the newest events first, never slowing a publisher down",
+                "eventbus listen --overflow drop-old 'metrics.>'",
+                "# one of several workers: each job to one of them",
+                "eventbus listen --group thumbs --format data thumb.requested |",
+                "    while read -r job; do ...; done",
             ],
             exitStatus: """
             Exit status: 0 after --count events, or when standard output is closed
@@ -414,7 +418,7 @@ package let eventbusInterface = ProgramDeclaration(
                 OptionDeclaration("timeout", "t", ValueDeclaration("DURATION", .duration), "how long the broker waits for a reply (default 25s, at most the broker's --max-request-timeout); then status 124"),
                 OptionDeclaration("format", "f", ValueDeclaration("FORMAT", .choice(["data", "json"])), """
                 data: the reply's data, compact (default)
-                json: {"seq":..,"time":..,"pid":..,"uid":..,"gid":..,"data":..}: the request's seq, when the broker received the reply and the server's kernel credentials
+                json: one object of seq (the request's), time (when the broker received the reply), pid, uid, gid (the server's kernel credentials) and data
                 """),
                 json,
                 OptionDeclaration("string", nil, ValueDeclaration("TEXT", .text), "send TEXT as a JSON string (no quoting needed)"),

@@ -57,6 +57,12 @@ struct InterfaceAgreementTests {
             // go past them only by a long label.
             for line in run.stdout.split(separator: "\n") where line.hasPrefix("  -") || line.hasPrefix("      --") || line.hasPrefix(String(repeating: " ", count: HelpText.column)) {
                 #expect(line.count <= 90, "\(name) \(prefix): a help line of \(line.count) columns: \(line)")
+                // A wrapped line of an option's help has no label to blame:
+                // 80 columns (request's --format json ran to 87 with one
+                // unbreakable word, stop 44's trial).
+                if line.hasPrefix(String(repeating: " ", count: HelpText.column)) {
+                    #expect(line.count <= 80, "\(name) \(prefix): a wrapped help line of \(line.count) columns: \(line)")
+                }
             }
         }
     }
