@@ -77,7 +77,8 @@ import Testing
     }
 
     @Test(arguments: [
-        ("node = a\nexprot = x.y", 2, "unknown setting \"exprot\""),
+        ("node = a\nexprot = x.y", 2, "unknown setting \"exprot\"; did you mean \"export\"?"),
+        ("node = a\nfrobnicate = x.y", 2, "unknown setting \"frobnicate\" (known: nats, node, export"),
         ("node = a\nnode = b", 2, "node is already set on line 1"),
         ("node host-a", 1, "expected 'key = value'"),
         ("\n\nnode =", 3, "node has no value"),
