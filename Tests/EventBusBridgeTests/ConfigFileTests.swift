@@ -90,7 +90,7 @@ import Testing
         ("reconnect-max = soon", 1, "invalid duration 'soon' for reconnect-max: no number before 'soon'"),
         ("reconnect-initial = 5 parsecs", 1, "invalid duration '5 parsecs' for reconnect-initial"),
         ("ping-interval = 0s", 1, "ping-interval: \"0s\" is not a duration above zero"),
-        ("buffer-bytes = 8X", 1, "invalid size '8X' for buffer-bytes"),
+        ("buffer-bytes = 8X", 1, "invalid size '8X' for buffer-bytes: unknown unit 'X'"),
         ("buffer-events = -3", 1, "invalid number '-3' for buffer-events: negative values are not allowed"),
         ("buffer-events = 0", 1, "invalid number '0' for buffer-events"),
         ("status-file = run/x", 1, "status-file: \"run/x\" is not an absolute path"),
