@@ -22,11 +22,15 @@ package var bridgeInterface: ProgramDeclaration {
             "",
             summary: "carry events between the local bus and a NATS cluster",
             usage: [
-                "[--socket PATH | --system | --user] --nats URL[,URL...] --node NAME",
-                " [--export PATTERN]... [--import PATTERN]... [--export-requests PATTERN]...",
-                " [--import-requests PATTERN]... [--export-group NAME:PATTERN[@USER]]...",
-                " [--import-group NAME:PATTERN[@USER]]... [--prefix PREFIX] [--config FILE]",
-                "--status [--node NAME | --status-file PATH | --config FILE]",
+                // Each line within 80 columns after "Usage: eventbus-bridge ".
+                "[--socket PATH | --system | --user] --nats URL[,URL...]",
+                " --node NAME [--export PATTERN]... [--import PATTERN]...",
+                " [--export-requests PATTERN]...",
+                " [--import-requests PATTERN]...",
+                " [--export-group NAME:PATTERN[@USER]]...",
+                " [--import-group NAME:PATTERN[@USER]]...",
+                " [--prefix PREFIX] [--config FILE]",
+                "--status [--node NAME | --status-file PATH | -c FILE]",
             ],
             about: """
             Carries events between this machine's bus and a NATS cluster (docs/BRIDGE.md):
@@ -70,7 +74,7 @@ package var bridgeInterface: ProgramDeclaration {
                     OptionDeclaration("buffer-bytes", nil, ValueDeclaration("SIZE", .size), "and their bytes (default \(sizeText(defaults.bufferBytes)))"),
                 ]),
                 OptionSection("Running:", [
-                    OptionDeclaration("config", "c", ValueDeclaration("FILE", .file), "read settings from FILE first (same names as these flags, plus nats-user, nats-password, nats-token); flags override it. Example: config/bridge.conf"),
+                    OptionDeclaration("config", "c", ValueDeclaration("FILE", .file), "read settings from FILE first (same names as these flags, plus nats-user, nats-password, nats-token); flags override it. Example: /etc/eventbus/bridge.conf as installed (config/bridge.conf in the source)"),
                     OptionDeclaration("status-file", nil, ValueDeclaration("PATH", .file), "where the counters are written every second (default $RUNTIME_DIRECTORY/NODE.json under systemd, else /run/eventbus-bridge/NODE.json for root, $XDG_RUNTIME_DIR/eventbus-bridge/NODE.json otherwise)"),
                     OptionDeclaration("status", nil, nil, "print the counters of the running bridges (one JSON line each: link states, buffered, exported, imported, dropped by reason, reconnects) and exit"),
                     OptionDeclaration("log-level", nil, ValueDeclaration("LEVEL", .choice(["error", "warning", "notice", "info", "debug"])), "error, warning, notice, info (default) or debug"),

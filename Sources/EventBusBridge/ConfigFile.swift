@@ -66,7 +66,9 @@ package enum ConfigFile {
         for line in try SettingsFile.lines(text, file: file) {
             let (number, key, value) = (line.line, line.key, line.value)
             guard keys.contains(key) else {
-                throw ConfigError(file: file, line: number, message: "unknown setting \(key.debugDescription) (known: \(keys.joined(separator: ", ")))")
+                // A typo is answered with the key meant, as on the command line.
+                let near = Suggestion.closest(to: key, among: keys).map { "; did you mean \($0.debugDescription)?" }
+                throw ConfigError(file: file, line: number, message: "unknown setting \(key.debugDescription)" + (near ?? " (known: \(keys.joined(separator: ", ")))"))
             }
             if let first = firstLine[key], !repeatable.contains(key) {
                 throw ConfigError(file: file, line: number, message: "\(key) is already set on line \(first)")

@@ -26,12 +26,14 @@ private let formats = ValueDeclaration("FORMAT", .choice(["json", "pretty", "dat
 private let overflowRules = ValueDeclaration("RULE", .choice(["wait", "drop-new", "drop-old", "disconnect"]))
 private let json = OptionDeclaration("json", "j", nil, "the same as --format json")
 
+private let helpOption = OptionDeclaration("help", "h", nil, "show this help")
+
 /// The options every command accepts (PROTOCOL.md "Transport" for the bus choice).
 private let commonOptions: [OptionDeclaration] = [
     OptionDeclaration("socket", "s", ValueDeclaration("PATH", .file), "broker socket (default: $EVENTBUS_SOCKET, else the user bus $XDG_RUNTIME_DIR/eventbus/bus.sock when not root, else the system bus /run/eventbus/bus.sock)"),
     OptionDeclaration("system", nil, nil, "use the system bus /run/eventbus/bus.sock"),
     OptionDeclaration("user", nil, nil, "use the user bus $XDG_RUNTIME_DIR/eventbus/bus.sock"),
-    OptionDeclaration("help", "h", nil, "show this help"),
+    helpOption,
     OptionDeclaration("version", "V", nil, "show the version"),
 ]
 
@@ -60,7 +62,7 @@ package let eventbusInterface = ProgramDeclaration(
           mkdir -p ~/.config/systemd/user/eventbus.service.d
           printf '[Service]\\nEnvironment="EVENTBUSD_OPTIONS=--exit-idle-time 5min"\\n' \\
               > ~/.config/systemd/user/eventbus.service.d/options.conf
-          systemctl --user daemon-reload && systemctl --user try-restart eventbus.service
+          systemctl --user daemon-reload && systemctl --user try-restart eventbus
         """,
         exitStatus: """
         Exit status: 0 success, 1 no retained event (get, clear), 2 the service
@@ -106,7 +108,8 @@ package let eventbusInterface = ProgramDeclaration(
                 "tail -F /var/log/app.log | eventbus publish --lines app.log.line",
                 #"seq=$(eventbus publish --print-seq job.started '{"job": 7}')"#,
                 #"eventbus publish --retain currency.changed '{"code": "EUR"}'"#,
-                #"eventbus publish --key customer-7 order.paid '{"id": 42}'   # one worker per customer"#,
+                "# one worker per customer (in a queue group):",
+                #"eventbus publish --key customer-7 order.paid '{"id": 42}'"#,
             ],
             afterExamples: """
             In a 'while read' loop, give DATA (or '< /dev/null') so publish does not
@@ -154,15 +157,19 @@ package let eventbusInterface = ProgramDeclaration(
             \(durationNote)
             """,
             examples: [
-                "eventbus listen                                   # everything, pretty on a terminal",
+                "eventbus listen                    # everything, pretty on a terminal",
                 "eventbus listen 'order.>' | jq -r '.data.id'",
                 "eventbus listen --format data --count 1 'job.finished'",
-                "eventbus listen --timeout 30s --reconnect 'sensor.*.temperature' >> temps.jsonl",
+                "eventbus listen --timeout 30s --reconnect 'sensor.*.temp' >> temps.jsonl",
                 "eventbus listen --format cloudevents 'order.*'",
                 "eventbus listen --last --format data currency.changed",
-                "eventbus listen --resume ~/.cache/orders.pos --timeout 2s 'order.>'  # from cron: exits 124 once quiet",
-                "eventbus listen --overflow drop-old 'metrics.>'   # a dashboard: newest first, never slows a publisher",
-                "eventbus listen --group thumbs --format data thumb.requested | while read -r job; do ...; done  # one of several workers",
+                "# from cron: what came since the last run, then exit 124 once quiet for 2s",
+                "eventbus listen --resume ~/.cache/orders.pos --timeout 2s 'order.>'",
+                "# a dashboard: the newest events first, never slowing a publisher down",
+                "eventbus listen --overflow drop-old 'metrics.>'",
+                "# one of several workers: each job to one of them",
+                "eventbus listen --group thumbs --format data thumb.requested |",
+                "    while read -r job; do ...; done",
             ],
             exitStatus: """
             Exit status: 0 after --count events, or when standard output is closed
@@ -296,7 +303,8 @@ package let eventbusInterface = ProgramDeclaration(
                 "eventbus stats",
                 "eventbus stats --json | jq .dropped",
                 "eventbus --system stats --prometheus | promtool check metrics",
-                "eventbus --system stats --prometheus --output /var/lib/prometheus/node-exporter/eventbus.prom",
+                "eventbus --system stats --prometheus \\",
+                "    --output /var/lib/prometheus/node-exporter/eventbus.prom",
             ],
             exitStatus: """
             Exit status: 0 success, 64 usage error, 69 broker unavailable, 74 FILE
@@ -412,7 +420,7 @@ package let eventbusInterface = ProgramDeclaration(
                 OptionDeclaration("timeout", "t", ValueDeclaration("DURATION", .duration), "how long the broker waits for a reply (default 25s, at most the broker's --max-request-timeout); then status 124"),
                 OptionDeclaration("format", "f", ValueDeclaration("FORMAT", .choice(["data", "json"])), """
                 data: the reply's data, compact (default)
-                json: {"seq":..,"time":..,"pid":..,"uid":..,"gid":..,"data":..}: the request's seq, when the broker received the reply and the server's kernel credentials
+                json: one object of seq (the request's), time (when the broker received the reply), pid, uid, gid (the server's kernel credentials) and data
                 """),
                 json,
                 OptionDeclaration("string", nil, ValueDeclaration("TEXT", .text), "send TEXT as a JSON string (no quoting needed)"),
@@ -425,7 +433,8 @@ package let eventbusInterface = ProgramDeclaration(
                 "eventbus serve math.add -- jq '.a + .b' &         # a service (see 'serve')",
                 #"eventbus request math.add '{"a": 2, "b": 3}'       # prints 5"#,
                 "eventbus request --timeout 2s --format json disk.usage '\"/home\"'",
-                #"out=$(eventbus request thumb.make '{"path": "a.png"}') || echo "failed: $?"   # 2, 3, 67, 124..."#,
+                "# a script: the reply's data, or the exit status (2, 3, 67, 124...)",
+                #"out=$(eventbus request thumb.make '{"path": "a.png"}') || echo "failed: $?""#,
             ],
             exitStatus: """
             Exit status: 0 the reply was printed; 2 the service answered with an error
@@ -476,7 +485,8 @@ package let eventbusInterface = ProgramDeclaration(
                 "eventbus serve --string host.uptime -- uptime -p",
                 "eventbus serve --group thumbs --concurrency 4 thumb.make -- ./make-thumb.sh",
                 #"eventbus serve disk.usage -- sh -c 'du -sb "$(jq -r .)" | cut -f1'"#,
-                "mkfifo replies; eventbus serve --json math.add < replies | python3 server.py > replies",
+                "mkfifo replies",
+                "eventbus serve --json math.add < replies | python3 server.py > replies",
             ],
             exitStatus: """
             Exit status: 0 after --count answers, or (--json) at the end of standard
@@ -496,7 +506,8 @@ package let eventbusInterface = ProgramDeclaration(
             ], showsCommonOptions: true)],
             notes: durationNote,
             examples: [
-                "eventbusd --socket /tmp/bus.sock & eventbus --socket /tmp/bus.sock ping --wait 5s",
+                "eventbusd --socket /tmp/bus.sock &",
+                "eventbus --socket /tmp/bus.sock ping --wait 5s",
                 "until eventbus ping; do sleep 1; done",
             ],
             exitStatus: """
@@ -527,7 +538,8 @@ package let eventbusInterface = ProgramDeclaration(
             examples: [
                 "systemctl reload eventbus                         # the installed system bus",
                 "eventbus --socket /tmp/bus.sock reload --wait     # a broker started by hand",
-                "eventbusd --check-policy /etc/eventbus/policy.d/50-audit.conf && eventbus --system reload --wait",
+                "eventbusd --check-policy /etc/eventbus/policy.d/50-audit.conf &&",
+                "    eventbus --system reload --wait",
             ],
             exitStatus: """
             Exit status: 0 reloaded (without --wait: signal sent), 64 usage error, 65 the
@@ -543,7 +555,9 @@ package let eventbusInterface = ProgramDeclaration(
             summary: "show the help of COMMAND",
             usage: ["help [COMMAND]"],
             about: "Show the help of COMMAND, the same as 'eventbus COMMAND --help'; without\nCOMMAND, the help of eventbus.",
-            sections: [OptionSection([], showsCommonOptions: true)],
+            // It talks to no broker: the bus options are accepted (as by every
+            // command) but not listed.
+            sections: [OptionSection([helpOption])],
             examples: ["eventbus help publish"],
             exitStatus: "Exit status: 0 success, 64 unknown COMMAND.",
             operands: OperandsDeclaration([.subcommand])

@@ -16,7 +16,7 @@ package let sizeExamples = "1048576, 64K, 8M, 1G"
 ///   - minimum: the smallest size the option accepts, in bytes.
 /// - Returns: bytes.
 /// - Throws: `ValueError` (kind `"size"`): `.empty`, `.missingNumber` (`K`),
-///   `.negative`, `.malformedNumber`,
+///   `.negative`, `.unknownUnit` (`1T`), `.malformedNumber`,
 ///   `.tooLarge` (beyond `Int.max` bytes), `.tooSmall` (below `minimum`).
 package func parseSize(_ text: String, minimum: Int = 0) throws(ValueError) -> Int {
     func failure(_ problem: ValueError.Problem) -> ValueError {
@@ -34,7 +34,14 @@ package func parseSize(_ text: String, minimum: Int = 0) throws(ValueError) -> I
     if multiplier == 1 && digits.hasSuffix("B") { digits = digits.dropLast() }
     if digits.hasPrefix("-") { throw failure(.negative) }
     if digits.isEmpty { throw failure(text.isEmpty ? .empty : .missingNumber(before: text)) }
-    guard digits.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { throw failure(.malformedNumber(String(digits))) }
+    guard digits.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
+        // Digits then letters (`1T`, `8X`): a unit this parser does not know.
+        let letters = digits.drop { $0 >= "0" && $0 <= "9" }
+        if letters.count < digits.count, letters.utf8.allSatisfy({ ($0 | 0x20) >= 0x61 && ($0 | 0x20) <= 0x7A }) {
+            throw failure(.unknownUnit(String(letters)))
+        }
+        throw failure(.malformedNumber(String(digits)))
+    }
     guard let number = Int(digits) else { throw failure(.tooLarge(limit: "\(Int.max) bytes")) }
     let (bytes, overflow) = number.multipliedReportingOverflow(by: multiplier)
     guard !overflow else { throw failure(.tooLarge(limit: "\(Int.max) bytes")) }

@@ -43,21 +43,21 @@ extension SocketPath {
 
     /// How to start the broker of `path`, for a connect(2) that found no
     /// broker there (ENOENT, ECONNREFUSED): `start it with 'eventbusd
-    /// --socket PATH'`, and for a well-known bus the systemd way, and what
+    /// --socket PATH'` (the system bus: `'eventbusd --system'`, the option
+    /// that names it), and for a well-known bus the systemd way, and what
     /// to do when its socket unit failed: after a few failed starts of the
     /// broker systemd gives up on both units (`service-start-limit-hit`) and
     /// removes the socket, and a plain start fails again until
     /// `systemctl reset-failed` (docs/SYSTEMD.md "The configuration file").
     /// The CLI, the library and the Python client say the same (issue 34).
     @_spi(Package) public static func startCommand(for path: String) -> String {
-        var text = "start it with 'eventbusd --socket \(path)'"
         if path == systemBus {
-            text += " or " + systemdStart(manager: "systemctl", journal: "journalctl")
-        } else if path.hasSuffix("/eventbus/bus.sock") {
-            // The user bus of any runtime directory (the CLI's rule since issue 8).
-            text += " or " + systemdStart(manager: "systemctl --user", journal: "journalctl --user")
+            return "start it with 'eventbusd --system' or " + systemdStart(manager: "systemctl", journal: "journalctl")
         }
-        return text
+        let text = "start it with 'eventbusd --socket \(path)'"
+        // The user bus of any runtime directory (the CLI's rule since issue 8).
+        guard path.hasSuffix("/eventbus/bus.sock") else { return text }
+        return text + " or " + systemdStart(manager: "systemctl --user", journal: "journalctl --user")
     }
 
     /// `'systemctl start eventbus.socket'; when the socket unit failed (...)

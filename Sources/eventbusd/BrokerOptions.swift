@@ -120,8 +120,12 @@ struct BrokerOptions {
     /// command line gives is checked, recorded as overridden, and not applied.
     private mutating func apply(_ line: SettingsLine, from file: String, overridden: Bool) throws(ConfigError) {
         guard let spec = Self.specs.first(where: { $0.long == line.key }), !Self.commandLineOnly.contains(line.key) else {
-            let why = Self.commandLineOnly.contains(line.key) ? "is for the command line only" : "is not a setting"
-            throw ConfigError(file: file, line: line.line, message: "unknown key '\(line.key)': it \(why) (the keys: \(Self.settingKeys.joined(separator: ", ")))")
+            if Self.commandLineOnly.contains(line.key) {
+                throw ConfigError(file: file, line: line.line, message: "unknown key '\(line.key)': it is for the command line only (the keys: \(Self.settingKeys.joined(separator: ", ")))")
+            }
+            // A typo is answered with the key meant, as on the command line.
+            let near = Suggestion.closest(to: line.key, among: Self.settingKeys).map { "; did you mean '\($0)'?" }
+            throw ConfigError(file: file, line: line.line, message: "unknown key '\(line.key)': it is not a setting" + (near ?? " (the keys: \(Self.settingKeys.joined(separator: ", ")))"))
         }
         var value = line.value
         if !spec.takesValue {

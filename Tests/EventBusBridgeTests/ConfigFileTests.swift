@@ -77,7 +77,8 @@ import Testing
     }
 
     @Test(arguments: [
-        ("node = a\nexprot = x.y", 2, "unknown setting \"exprot\""),
+        ("node = a\nexprot = x.y", 2, "unknown setting \"exprot\"; did you mean \"export\"?"),
+        ("node = a\nfrobnicate = x.y", 2, "unknown setting \"frobnicate\" (known: nats, node, export"),
         ("node = a\nnode = b", 2, "node is already set on line 1"),
         ("node host-a", 1, "expected 'key = value'"),
         ("\n\nnode =", 3, "node has no value"),
@@ -89,7 +90,7 @@ import Testing
         ("reconnect-max = soon", 1, "invalid duration 'soon' for reconnect-max: no number before 'soon'"),
         ("reconnect-initial = 5 parsecs", 1, "invalid duration '5 parsecs' for reconnect-initial"),
         ("ping-interval = 0s", 1, "ping-interval: \"0s\" is not a duration above zero"),
-        ("buffer-bytes = 8X", 1, "invalid size '8X' for buffer-bytes"),
+        ("buffer-bytes = 8X", 1, "invalid size '8X' for buffer-bytes: unknown unit 'X'"),
         ("buffer-events = -3", 1, "invalid number '-3' for buffer-events: negative values are not allowed"),
         ("buffer-events = 0", 1, "invalid number '0' for buffer-events"),
         ("status-file = run/x", 1, "status-file: \"run/x\" is not an absolute path"),

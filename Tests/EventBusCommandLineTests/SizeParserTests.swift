@@ -15,7 +15,7 @@ struct SizeParserTests {
 
     @Test(arguments: [
         ("", ValueError.Problem.empty), ("K", .missingNumber(before: "K")), ("-1", .negative), ("-1K", .negative),
-        ("1.5M", .malformedNumber("1.5")), ("+5", .malformedNumber("+5")), ("1T", .malformedNumber("1T")),
+        ("1.5M", .malformedNumber("1.5")), ("+5", .malformedNumber("+5")), ("1T", .unknownUnit("T")), ("8X", .unknownUnit("X")), ("10kb", .unknownUnit("kb")), ("1Kx", .unknownUnit("Kx")),
         (" 1K", .malformedNumber(" 1")), ("lots", .malformedNumber("lots")),
         ("99999999999999999999", .tooLarge(limit: "\(Int.max) bytes")), ("9999999999999G", .tooLarge(limit: "\(Int.max) bytes")),
     ])

@@ -74,7 +74,8 @@ struct ConfigFileTests {
     @Test(arguments: [
         ("max-connections = 10\nmax-frame = tiny\n", 2, "max-frame"),
         ("log-level = info\n\nthis is not a setting\n", 3, "expected 'key = value'"),
-        ("max-conections = 10\n", 1, "unknown key 'max-conections'"),
+        ("max-conections = 10\n", 1, "unknown key 'max-conections': it is not a setting; did you mean 'max-connections'?"),
+        ("frobnicate = 10\n", 1, "unknown key 'frobnicate': it is not a setting (the keys: socket, system, user, mode, max-frame"),
         ("check-policy = yes\n", 1, "for the command line only"),
         ("system = maybe\n", 1, "system takes yes or no"),
     ])

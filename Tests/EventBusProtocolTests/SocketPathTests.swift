@@ -74,9 +74,11 @@ struct SocketPathTests {
     /// No socket at a well-known path: start its socket unit, or, when systemd
     /// gave up on it after failed starts (`service-start-limit-hit`, which a
     /// plain start does not clear), `reset-failed` first (stop 42's trial).
+    /// The system bus is started by hand with `--system`, the option that
+    /// names it, not a path a user must copy (stop 44's trial).
     @Test func startCommandNamesResetFailedForAFailedSocketUnitOfTheBusTried() {
         #expect(SocketPath.startCommand(for: "/run/eventbus/bus.sock")
-            == "start it with 'eventbusd --socket /run/eventbus/bus.sock' or 'systemctl start eventbus.socket'; "
+            == "start it with 'eventbusd --system' or 'systemctl start eventbus.socket'; "
             + "when the socket unit failed ('systemctl status eventbus.socket eventbus.service'), fix the cause ('journalctl -u eventbus'), "
             + "then 'systemctl reset-failed eventbus.service eventbus.socket' and start it again")
         #expect(SocketPath.startCommand(for: "/run/user/7/eventbus/bus.sock")

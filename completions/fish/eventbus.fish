@@ -117,4 +117,5 @@ complete -c eventbus -n '__fish_seen_subcommand_from serve' -x -a '(__eventbus_p
 complete -c eventbus -n '__fish_seen_subcommand_from ping' -s w -l wait -x -d 'keep trying'
 complete -c eventbus -n '__fish_seen_subcommand_from reload' -s w -l wait -d 'wait for the outcome'
 complete -c eventbus -n '__fish_seen_subcommand_from reload' -s t -l timeout -x -d 'give up after DURATION'
+complete -c eventbus -n '__fish_seen_subcommand_from help' -s h -l help -d 'show this help'
 complete -c eventbus -n '__fish_seen_subcommand_from help' -x -a 'publish listen wait get clear stats clients types top request serve ping reload help'

@@ -30,15 +30,23 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(EX_USAGE)
 
 
+def _bus_options(parser, **defaults):
+    """--socket, --system, --user: before the command or after it, as the
+    Swift CLI takes them (a command's copies leave the values given before
+    it alone unless given: ``default=SUPPRESS``)."""
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("-s", "--socket", metavar="PATH", help="the broker's socket", **defaults)
+    where.add_argument("--system", action="store_true", help="the system bus, /run/eventbus/bus.sock", **defaults)
+    where.add_argument("--user", action="store_true", help="the user bus, $XDG_RUNTIME_DIR/eventbus/bus.sock", **defaults)
+
+
 def _parser():
     parser = _Parser(prog="python3 -m eventbus", description="Publish and listen on the event bus (the Python twin of the eventbus CLI).")
-    where = parser.add_mutually_exclusive_group()
-    where.add_argument("-s", "--socket", metavar="PATH", help="the broker's socket")
-    where.add_argument("--system", action="store_true", help="the system bus, /run/eventbus/bus.sock")
-    where.add_argument("--user", action="store_true", help="the user bus, $XDG_RUNTIME_DIR/eventbus/bus.sock")
+    _bus_options(parser)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     pub = commands.add_parser("publish", help="publish one event (or one per input line with --lines)")
+    _bus_options(pub, default=argparse.SUPPRESS)
     pub.add_argument("type", metavar="TYPE")
     pub.add_argument("data", metavar="DATA", nargs="?", help="one JSON value; '-' or none: standard input (unless a terminal)")
     pub.add_argument("--string", metavar="TEXT", help="publish TEXT as a JSON string")
@@ -50,6 +58,7 @@ def _parser():
     pub.add_argument("-j", "--json-lines", action="store_true", help="one event per input line, each a JSON value")
 
     listen = commands.add_parser("listen", help="print events as they arrive")
+    _bus_options(listen, default=argparse.SUPPRESS)
     listen.add_argument("patterns", metavar="PATTERN", nargs="*", default=[">"])
     listen.add_argument("-f", "--format", choices=("json", "pretty", "data"), help="json (default when not a terminal), pretty, data")
     listen.add_argument("-n", "--count", type=int, metavar="N", help="exit after N events")
@@ -61,6 +70,9 @@ def _parser():
 
 
 def _connect(args, reconnect=False, on_notice=None):
+    if (args.socket is not None) + args.system + args.user > 1:
+        # Given on both sides of the command (the parser sees each side alone).
+        raise _Fail(EX_USAGE, "give only one of --socket, --system and --user")
     try:
         path = core.resolve_socket(args.socket, system=args.system, user=args.user)
     except ValueError as exc:

@@ -77,14 +77,16 @@ def resolve_socket(socket=None, *, system=False, user=False, environ=None, euid=
     return SYSTEM_BUS
 
 
-def _start_hint(path):
-    # SocketPath.startCommand (Sources/EventBusProtocol/StartFailureHint.swift): the systemd
-    # way to start a well-known bus, and reset-failed for a socket unit systemd gave up on.
+def _start_command(path):
+    # SocketPath.startCommand (Sources/EventBusProtocol/StartFailureHint.swift): eventbusd by hand
+    # (the system bus with --system), the systemd way to start a well-known bus, and reset-failed
+    # for a socket unit systemd gave up on.
     if path == SYSTEM_BUS:
-        return " or " + _systemd_start("systemctl", "journalctl")
+        return "start it with 'eventbusd --system' or " + _systemd_start("systemctl", "journalctl")
+    text = f"start it with 'eventbusd --socket {path}'"
     if path.endswith("/eventbus/bus.sock"):
-        return " or " + _systemd_start("systemctl --user", "journalctl --user")
-    return ""
+        return text + " or " + _systemd_start("systemctl --user", "journalctl --user")
+    return text
 
 
 def _systemd_start(manager, journal):
@@ -101,7 +103,7 @@ def connect_error(path, exc):
     if code == _errno.ECONNREFUSED and not _is_socket(path):
         text = head + "it is not a socket (give the broker's socket with socket= or $EVENTBUS_SOCKET)"
     elif code in (_errno.ENOENT, _errno.ECONNREFUSED):
-        text = head + f"{reason} (is eventbusd running? start it with 'eventbusd --socket {path}'{_start_hint(path)})"
+        text = head + f"{reason} (is eventbusd running? {_start_command(path)})"
     elif code in (_errno.EACCES, _errno.EPERM):
         text = head + f"{reason} (you need write permission on the socket and search permission on its folders: see eventbusd --mode and SocketGroup= in the .socket unit)"
     elif code == _errno.EAGAIN:

@@ -35,6 +35,16 @@ class CommandLineTests(support.BrokerTestCase):
         out, err = listener.communicate(timeout=20)
         self.assertEqual((listener.returncode, out.decode()), (0, '{"n":1}\n"a"\n"b"\n'), err)
 
+    def test_bus_options_after_the_command_as_the_swift_cli_takes_them(self):
+        for flag in ("--socket", "-s"):
+            published = run("publish", flag, self.broker.socket, "c.after", "1")
+            self.assertEqual(published.returncode, 0, published.stderr)
+        both = run("--system", "publish", "--socket", self.broker.socket, "c.after", "1")
+        self.assertEqual((both.returncode, both.stderr.decode()), (64, "eventbus: give only one of --socket, --system and --user\n"))
+        missing = run("listen", "--socket", self.broker.dir.file("none.sock"), "c.>")
+        self.assertEqual(missing.returncode, 69, missing.stderr)
+        self.assertIn(self.broker.dir.file("none.sock"), missing.stderr.decode())
+
     def test_exit_statuses(self):
         env = {"EVENTBUS_SOCKET": self.broker.socket}
         self.assertEqual(run("publish", "eventbus.mine", env=env).returncode, 77)

@@ -121,7 +121,8 @@ class MessageTests(unittest.TestCase):
                          "eventbus.service'), fix the cause ('journalctl --user -u eventbus'), then 'systemctl --user reset-failed "
                          "eventbus.service eventbus.socket' and start it again)")
         self.assertEqual(missing.path, "/run/user/5/eventbus/bus.sock")
-        self.assertIn("'systemctl status eventbus.socket eventbus.service'), fix the cause ('journalctl -u eventbus'), "
+        self.assertIn("(is eventbusd running? start it with 'eventbusd --system' or 'systemctl start eventbus.socket'; when the socket unit failed "
+                      "('systemctl status eventbus.socket eventbus.service'), fix the cause ('journalctl -u eventbus'), "
                       "then 'systemctl reset-failed eventbus.service eventbus.socket' and start it again)",
                       str(core.connect_error(core.SYSTEM_BUS, FileNotFoundError(errno.ENOENT, "x"))))
         self.assertIn("SocketGroup=", str(core.connect_error("/x", PermissionError(errno.EACCES, "x"))))
