@@ -2018,22 +2018,48 @@ func runDriver(_ options: Options) {
             // (1.2 flow control) No uid slows another's publishers: root's
             // publish rate next to a subscriber of `>` of another uid that
             // never reads, reads a byte a second, or is SIGSTOPped.
+            // (attacker7) Judged by the broker's CPU per root event (schedstat)
+            // over the same broker's idle figure, the median of three rounds
+            // (idle run; the attacker joins; a filling run, unmeasured; the
+            // attacked run; the attacker leaves): root's publish rate alone,
+            // one idle run against one attacked run, swung 377k-2.1M/s
+            // between idle runs of one broker on a loaded 2-CPU machine
+            // (42-81 % "of idle" before any change), while the broker's CPU
+            // per event stayed within noise (the never-reader is parked:
+            // ParkedSubscribers.swift). The rates stay, informational.
             let (broker, _) = fresh([])
-            let idle = victim(broker, uid: 0)
-            let attacker = asUID(options.attackerUID, ["--role", "attacker", row == "trickle-readers" ? "trickle-read" : "never-read", broker.socket, String(seconds + 20)])
-            _ = attacker.line(timeout: 30)
-            if row == "stopped-readers" { kill(attacker.process.processIdentifier, SIGSTOP) }
-            let v = victim(broker, uid: 0)
-            if row == "stopped-readers" { kill(attacker.process.processIdentifier, SIGCONT) }
+            func run() -> (line: String?, ns: Double) {
+                let published0 = broker.stats().flatMap { integer("published", in: $0.line) } ?? 0, cpu0 = broker.runSeconds()
+                let v = asUID(0, ["--role", "victim", broker.socket, String(seconds / 2), "publish"], cpu: victimCPU)
+                let line = v.line(timeout: seconds / 2 + 20)
+                v.stop()
+                let published = (broker.stats().flatMap { integer("published", in: $0.line) } ?? 0) - published0
+                return (line, (broker.runSeconds() - cpu0) * 1e9 / Double(max(1, published)))
+            }
+            var idle: [(line: String?, ns: Double)] = [], attacked: [(line: String?, ns: Double)] = []
+            for _ in 0..<3 {
+                idle.append(run())
+                let attacker = asUID(options.attackerUID, ["--role", "attacker", row == "trickle-readers" ? "trickle-read" : "never-read", broker.socket, String(seconds * 2 + 20)])
+                _ = attacker.line(timeout: 30)
+                if row == "stopped-readers" { kill(attacker.process.processIdentifier, SIGSTOP) }
+                _ = run()
+                attacked.append(run())
+                if row == "stopped-readers" { kill(attacker.process.processIdentifier, SIGCONT) }
+                attacker.stop()
+            }
+            func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
             let what = ["never-readers": "never reads", "trickle-readers": "reads one byte a second", "stopped-readers": "is SIGSTOPped"][row]!
-            let idleRate = value("rate", idle) ?? 1, rate = value("rate", v) ?? 0, p99 = value("p99_ms", v) ?? 9999
+            let idleNs = median(idle.map(\.ns)), attackedNs = median(attacked.map(\.ns))
+            let rates = { (runs: [(line: String?, ns: Double)]) in runs.map { String(Int(value("rate", $0.line) ?? 0)) }.joined(separator: ", ") }
+            let p99 = attacked.map { value("p99_ms", $0.line) ?? 9999 }.max() ?? 9999
             let stats = broker.stats()
-            check(row, "root's publish rate next to a subscriber of > of another uid that \(what) (idle \(Int(idleRate))/s)",
-                  "\(Int(rate))/s (\(Int(rate * 100 / idleRate)) %)", ">= 90 % of idle", rate >= 0.9 * idleRate)
-            check(row, "root's ping p99", String(format: "%.1f ms", p99), "< 100 ms", p99 < 100)
+            check(row, "root's publish rate alone, then next to a subscriber of > of another uid that \(what), three rounds (the machine's load moves it)",
+                  "\(rates(idle)) / \(rates(attacked)) per s", "informational", !attacked.isEmpty)
+            check(row, "broker CPU per root event added by that subscriber, median of three rounds (idle \(Int(idleNs)) ns, attacked \(Int(attackedNs)) ns)",
+                  String(format: "%.0f ns", attackedNs - idleNs), "<= 300 ns", attackedNs - idleNs <= 300)
+            check(row, "root's ping p99 (the worst attacked run)", String(format: "%.1f ms", p99), "< 100 ms", p99 < 100)
             let holds = stats.flatMap { integer("holds", in: $0.line) } ?? -1
             check(row, "publishers held (stats.holds)", "\(holds)", "0 (no uid holds another's)", holds == 0)
-            attacker.stop()
             broker.stop()
         case "cost-deep", "cost-arrays", "cost-keys", "cost-escapes", "cost-number", "cost-types", "cost-patterns",
              "cost-deep-8", "cost-arrays-8", "cost-keys-8", "cost-escapes-8", "cost-number-8":
