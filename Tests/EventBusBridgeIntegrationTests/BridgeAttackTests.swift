@@ -64,5 +64,66 @@ extension BridgeSuites {
                 try buses.warmUp(from: buses.a, to: buses.b, type: "probe.settled")
             }
         }
+
+        /// (attacker7) Requests another uid on B asks of A's servers take
+        /// room in A's link: it asks A's broker for them on one connection,
+        /// whose pending requests are bounded (`--max-pending-requests`,
+        /// 1024). uid 4321 on B asks 1,200 requests A's server leaves
+        /// unanswered, with a deadline two minutes away; root's request on B
+        /// to another server of A must still be answered (before: A's broker
+        /// refused it, `limit`, until the attacker's deadlines passed).
+        @Test(arguments: BridgeMode.allCases)
+        func anotherUIDsUnansweredRemoteRequestsLeaveRoomForOthers(mode: BridgeMode) throws {
+            try withBridgedBuses(mode, extraA: ["--import-requests", "svc.>"], extraB: ["--export-requests", "svc.>"]) { buses in
+                let silent = try buses.a.connect()  // serves svc.slow, never reads
+                let ok = try silent.request(#"{"op":"subscribe","type":"svc.slow","serve":true,"req":"s"}"#)
+                try #require(ok.op == "ok", "\(ok)")
+                let server = try buses.a.connect()
+                try #require(try server.request(#"{"op":"subscribe","type":"svc.fast","serve":true,"req":"s"}"#).op == "ok")
+                let requester = try buses.b.connect()
+                var n = 0
+                func askFast() throws -> Frame {
+                    n += 1
+                    try requester.send(#"{"op":"request","type":"svc.fast","timeout":10000,"req":"f\#(n)"}"#)
+                    if let request = try? server.readFrame(timeout: .seconds(2)), request.op == "request", let token = request.string("reply") {
+                        try server.send(#"{"op":"reply","to":"\#(token)","data":"fast"}"#)
+                    }
+                    return try requester.readFrame(timeout: .seconds(15))
+                }
+                try untilArrived("root's request on B answered by A's server") { try askFast().op == "ok" }
+                try untilArrived("svc.slow served on A as seen from B") {
+                    try requester.send(#"{"op":"request","type":"svc.slow","timeout":2000,"req":"probe"}"#)
+                    return try requester.readFrame(timeout: .seconds(15)).code == "timeout"
+                }
+
+                chmod(buses.b.directory.path, 0o755)  // uid 4321 reaches the 0666 socket
+                let attackers = try connectAs(uid: 4321, path: buses.b.socketPath, count: 2)
+                let perConnection = 600
+                for (c, attacker) in attackers.enumerated() {
+                    var frames = ""
+                    for i in 0..<perConnection {
+                        frames += #"{"op":"request","type":"svc.slow","timeout":120000,"req":"a\#(c)-\#(i)"}"# + "\n"
+                    }
+                    try attacker.sendRaw(frames)
+                }
+                // B's broker has routed all 1,200 to its link: root's request is behind them on the same path.
+                var limited = 0
+                for attacker in attackers {
+                    for frame in try attacker.settle(timeout: .seconds(60)) {
+                        #expect(frame.code == "limit" && frame.string("error")?.contains("on node a") == true, "only A refuses: \(frame)")
+                        limited += 1
+                    }
+                }
+                let answer = try askFast()
+                #expect(answer.op == "ok", "root's request on B, behind 1,200 of uid 4321's: \(answer)")
+                // The attacker's own requests past its share of A's link are refused at once.
+                try untilArrived("uid 4321's requests past its share refused", timeout: .seconds(60)) {
+                    for attacker in attackers {
+                        if let frame = try? attacker.readFrame(timeout: .milliseconds(200)), frame.code == "limit" { limited += 1 }
+                    }
+                    return limited >= 2 * perConnection - 1024 / 2
+                }
+            }
+        }
     }
 }
