@@ -1428,7 +1428,7 @@ func runDriver(_ options: Options) {
     let all = ["keys", "patterns", "flood", "partial", "slow", "connections", "churn", "busy", "replay", "hangup", "statefile", "retained",
                "never-readers", "trickle-readers", "stopped-readers", "stall-once", "last-copies", "partial-memory", "drop-old",
                "never-readers-3", "never-readers-kinds", "types-flood", "trusted-holder", "cost-deep", "cost-arrays", "cost-keys", "cost-escapes", "cost-number", "cost-types", "cost-patterns",
-               "groups", "group-members", "group-members-cost", "group-churn", "fair-never-readers", "rr-no-server", "rr-ignored", "rr-forged", "rr-unread", "rr-fill", "rr-answers", "rr-expired", "bridge-watch",
+               "groups", "group-members", "group-members-cost", "group-churn", "fair-never-readers", "rr-no-server", "rr-ignored", "rr-forged", "rr-unread", "rr-fill", "rr-answers", "rr-expired", "bridge-watch", "bridge-rr",
                "flood-subscribed", "cost-deep-8", "cost-arrays-8", "cost-keys-8", "cost-escapes-8"] + stateRows
     for row in options.rows.isEmpty ? all : options.rows {
         // (issue 20) The rows the attack clients' own CPU distorts: broker and
@@ -1746,7 +1746,7 @@ func runDriver(_ options: Options) {
             check(row, "another uid's ping p99", String(format: "%.1f ms", p99), "< 100 ms", p99 < 100)
             attacker.stop()
             broker.stop()
-        case "busy", "churn", "churn-exact", "rr-no-server", "rr-ignored", "rr-forged":
+        case "busy", "churn", "churn-exact", "rr-no-server", "rr-ignored", "rr-forged", "bridge-rr":
             // This machine's speed drifts by 20 % and more within seconds (a
             // shared host), more than the bound's margin, so the victim's
             // idle and attacked rates are taken in one run of the victim, in
@@ -1756,8 +1756,39 @@ func runDriver(_ options: Options) {
             // is compared with the mean of the idle phases either side, per
             // second the broker ran (the attackers share its CPU), and the
             // median of the four ratios is checked (the raw one shown too).
-            let (broker, _) = fresh([], cpu: brokerCPU)
-            let attacker = asUID(options.attackerUID, ["--role", "attacker", row, broker.socket, "60"], cpu: attackerCPU)
+            // (attacker7) bridge-rr: rr-no-server's attack on a broker whose
+            // link (`--bridge`, the request part on the broker's loop) exports
+            // requests of rr.>: each becomes a NATS request (an inbox, an
+            // outstanding entry) answered 503 by nats-server, which no
+            // machine imports; the loop does the link's work for them.
+            var nats: NATSServer? = nil
+            var extra: [String] = []
+            if row == "bridge-rr" {
+                let port = 20_000 + Int(getpid()) % 20_000 + 1
+                guard let server = NATSServer(port: port) else {
+                    check(row, "nats-server on 127.0.0.1", "cannot start", "runs", false)
+                    continue
+                }
+                nats = server
+                let conf = NSTemporaryDirectory() + "attack-\(getpid())-bridge-rr.conf"
+                let link = "nats = nats://127.0.0.1:\(port)\nnode = a\nexport-requests = rr.>\nstatus-file = \(conf).json\n"
+                guard (try? link.write(toFile: conf, atomically: true, encoding: .utf8)) != nil else { fail("cannot write \(conf)") }
+                extra = ["--bridge", conf]
+            }
+            defer { nats?.stop() }
+            let (broker, _) = fresh(extra, cpu: brokerCPU)
+            if row == "bridge-rr" {
+                // The link is up once a request nobody serves comes back as NATS's no responders.
+                guard let root = Conn(broker.socket) else { fail("cannot connect") }
+                var up = false
+                for k in 0..<300 where !up {
+                    let answer = root.request(#"{"op":"request","type":"rr.none","req":"w\#(k)"}"#, until: "\"req\":\"w\(k)\"", timeout: 5) ?? ""
+                    up = answer.contains("NATS no responders")
+                    if !up { usleep(20_000) }
+                }
+                guard up else { fail("the link inside eventbusd never asked NATS") }
+            }
+            let attacker = asUID(options.attackerUID, ["--role", "attacker", row == "bridge-rr" ? "rr-no-server" : row, broker.socket, "60"], cpu: attackerCPU)
             _ = attacker.line(timeout: 30)
             kill(attacker.process.processIdentifier, SIGSTOP)
             let phases = 9, phase = 1.0, lead = 0.5, settle = 0.15
@@ -1797,7 +1828,7 @@ func runDriver(_ options: Options) {
             v.stop()
             let rssDuring = broker.rssMiB()
             attacker.stop()
-            if row.hasPrefix("rr-") {
+            if row.hasPrefix("rr-") || row == "bridge-rr" {
                 // (issue 32) What the attack left held, and the broker's memory.
                 let done = attacker.line(timeout: 10)
                 check(row, "broker RSS at the end of the attack", String(format: "%.1f MiB", rssDuring), "<= 128 MiB (64 MiB per-uid outbound quota + 64 MiB)", rssDuring <= 128)
@@ -1842,6 +1873,7 @@ func runDriver(_ options: Options) {
             let what = [
                 "busy": "200 connections of one uid pinging as fast as they can",
                 "rr-no-server": "200 connections of one uid requesting a type nobody serves as fast as they are answered",
+                "bridge-rr": "200 connections of one uid requesting a type the link exports and no machine imports (each a NATS request, 503) as fast as they are answered",
                 "rr-ignored": "200 connections of one uid requesting from its own server that never answers (1 s deadlines)",
                 "rr-forged": "200 connections of one uid replying with forged, reused, malformed and foreign tokens",
             ][row] ?? "200 connections of one uid churning \(row == "churn-exact" ? "a.b.c" : "a.*.c")"
