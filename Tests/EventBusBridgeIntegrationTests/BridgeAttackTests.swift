@@ -125,5 +125,35 @@ extension BridgeSuites {
                 }
             }
         }
+        /// (attacker7) Another uid's request whose data is over NATS's
+        /// `max_payload` never reaches NATS (which would close the link's
+        /// whole connection): the requester is answered at once, and the
+        /// next request crosses on the same connection.
+        @Test(arguments: BridgeMode.allCases)
+        func anotherUIDsOversizedRequestIsRefusedAndTheLinkStaysUp(mode: BridgeMode) throws {
+            try withBridgedBuses(mode, natsConfig: "max_payload: 65536", extraA: ["--import-requests", "svc.>"], extraB: ["--export-requests", "svc.>"]) { buses in
+                let server = try buses.a.connect()
+                try #require(try server.request(#"{"op":"subscribe","type":"svc.echo","serve":true,"req":"s"}"#).op == "ok")
+                chmod(buses.b.directory.path, 0o755)  // uid 4321 reaches the 0666 socket
+                let attacker = try #require(try connectAs(uid: 4321, path: buses.b.socketPath).first)
+                var n = 0
+                /// Asks svc.echo with `data` as uid 4321; A's server echoes what it gets.
+                func ask(_ data: String) throws -> Frame {
+                    n += 1
+                    try attacker.send(#"{"op":"request","type":"svc.echo","timeout":20000,"data":\#(data),"req":"q\#(n)"}"#)
+                    if let request = try? server.readFrame(timeout: .milliseconds(500)), request.op == "request", let token = request.string("reply") {
+                        try server.send(#"{"op":"reply","to":"\#(token)","data":"echo"}"#)
+                    }
+                    return try attacker.readFrame(timeout: .seconds(25))
+                }
+                try untilArrived("uid 4321's request on B answered by A's server") { try ask("1").op == "ok" }
+                let reconnectsBefore = buses.bridgeB.counter("reconnects")
+                let big = try ask("\"" + String(repeating: "x", count: 70_000) + "\"")
+                #expect(big.op == "error" && big.string("message")?.contains("over the NATS server's max_payload of 65536") == true, "\(big.raw.prefix(300))")
+                #expect(try ask("2").op == "ok", "the next request crosses")
+                #expect(buses.bridgeB.counter("reconnects") == reconnectsBefore, "the NATS connection stayed up")
+                try server.expectNoFrame()
+            }
+        }
     }
 }
