@@ -905,6 +905,39 @@ func runAttacker(_ kind: String, _ path: String, _ seconds: Double) {
         say("ready")
         let answers = pipeline(conns, burst: burst, perBurst: 64, window: 256, seconds: seconds)
         say("answers=\(answers)")
+    case "rr-remote-hoard":
+        // (attacker7) 2 connections asking 600 requests each of rr.slow (2 min
+        // deadlines), which a server on another machine reads and never
+        // answers; counts the ones refused `limit` (ready: after a ping on each).
+        _ = open(2)
+        var limited = 0, ponged = 0
+        func take(_ c: Conn) {
+            c.fill()
+            for line in c.takeLines() {
+                if line.contains(#""code":"limit""#) { limited += 1 } else if line.contains(#""req":"p""#) { ponged += 1 }
+            }
+        }
+        for (n, c) in conns.enumerated() {
+            var out = ""
+            for i in 0..<600 { out += #"{"op":"request","type":"rr.slow","timeout":120000,"req":"h\#(n)-\#(i)"}"# + "\n" }
+            _ = c.writeAll(Array((out + #"{"op":"ping","req":"p"}"# + "\n").utf8))
+        }
+        let deadline = monotonic() + 60
+        while ponged < conns.count && monotonic() < deadline {
+            var entries = conns.map { pollfd(fd: $0.fd, events: Int16(POLLIN), revents: 0) }
+            _ = poll(&entries, nfds_t(entries.count), 5)
+            conns.forEach(take)
+        }
+        say("ready limited=\(limited)")
+        var said = limited, saidAt = monotonic()
+        holdUntilStopped(seconds) {
+            conns.forEach(take)
+            if limited != said && monotonic() - saidAt >= 0.1 {
+                say("progress limited=\(limited)")
+                (said, saidAt) = (limited, monotonic())
+            }
+        }
+        say("limited=\(limited)")
     case "rr-ignored":
         // (issue 32) A server of this uid that reads its requests and never
         // answers, and 200 connections asking it (1 s deadline): the uid's
@@ -1428,7 +1461,7 @@ func runDriver(_ options: Options) {
     let all = ["keys", "patterns", "flood", "partial", "slow", "connections", "churn", "busy", "replay", "hangup", "statefile", "retained",
                "never-readers", "trickle-readers", "stopped-readers", "stall-once", "last-copies", "partial-memory", "drop-old",
                "never-readers-3", "never-readers-kinds", "types-flood", "trusted-holder", "cost-deep", "cost-arrays", "cost-keys", "cost-escapes", "cost-number", "cost-types", "cost-patterns",
-               "groups", "group-members", "group-members-cost", "group-churn", "fair-never-readers", "rr-no-server", "rr-ignored", "rr-forged", "rr-unread", "rr-fill", "rr-answers", "rr-expired", "bridge-watch", "bridge-rr",
+               "groups", "group-members", "group-members-cost", "group-churn", "fair-never-readers", "rr-no-server", "rr-ignored", "rr-forged", "rr-unread", "rr-fill", "rr-answers", "rr-expired", "bridge-watch", "bridge-rr", "bridge-places",
                "flood-subscribed", "cost-deep-8", "cost-arrays-8", "cost-keys-8", "cost-escapes-8"] + stateRows
     for row in options.rows.isEmpty ? all : options.rows {
         // (issue 20) The rows the attack clients' own CPU distorts: broker and
@@ -1544,6 +1577,61 @@ func runDriver(_ options: Options) {
             let maxPing = value("max_ms", pline) ?? 9999
             check(row, "another uid's ping, max, while the 4,096 connections leave", String(format: "%.1f ms", maxPing), "< 100 ms", maxPing < 100)
             broker.stop()
+        case "bridge-places":
+            // (attacker7) Two brokers whose in-broker links meet on one
+            // nats-server: b exports requests of rr.>, a imports them and has
+            // root's rr-server (answers rr.mine, reads and drops the rest).
+            // uid 4321 on b asks 1,200 requests of rr.slow with 2 min
+            // deadlines; a's link asks a's bus for them on one connection
+            // (1,024 pending at most). Root's rr.mine from b must still be
+            // answered, and the attacker's past its share refused `limit`.
+            let port = 20_000 + Int(getpid()) % 20_000 + 2
+            guard let nats = NATSServer(port: port) else {
+                check(row, "nats-server on 127.0.0.1", "cannot start", "runs", false)
+                continue
+            }
+            defer { nats.stop() }
+            func link(_ node: String, _ lines: String) -> String {
+                let conf = NSTemporaryDirectory() + "attack-\(getpid())-\(node).conf"
+                let text = "nats = nats://127.0.0.1:\(port)\nnode = \(node)\n\(lines)status-file = \(conf).json\n"
+                guard (try? text.write(toFile: conf, atomically: true, encoding: .utf8)) != nil else { fail("cannot write \(conf)") }
+                return conf
+            }
+            let (a, _) = fresh(["--bridge", link("a", "import-requests = rr.>\n")])
+            let (b, _) = fresh(["--bridge", link("b", "export-requests = rr.>\n")])
+            defer { a.stop(); b.stop() }
+            let server = asUID(0, ["--role", "rr-server", a.socket, String(seconds * 10 + 60)])
+            defer { server.stop() }
+            _ = server.line(timeout: 30)
+            guard let root = Conn(b.socket) else { fail("cannot connect to b") }
+            var k = 0
+            func askMine() -> String {
+                k += 1
+                return root.request(#"{"op":"request","type":"rr.mine","timeout":10000,"req":"m\#(k)"}"#, until: "\"req\":\"m\(k)\"", timeout: 15) ?? "no answer"
+            }
+            var up = false
+            for _ in 0..<300 where !up {
+                up = askMine().contains(#""op":"ok""#)
+                if !up { usleep(20_000) }
+            }
+            guard up else { fail("the links never carried rr.mine from b to a") }
+            let attacker = asUID(options.attackerUID, ["--role", "attacker", "rr-remote-hoard", b.socket, String(seconds * 10)])
+            _ = attacker.line(timeout: 90)
+            let t = monotonic()
+            let answer = askMine()
+            let ms = (monotonic() - t) * 1000
+            let answered = answer.contains(#""op":"ok""#)
+            var limited = 0
+            let until = monotonic() + 30
+            while limited < 688 && monotonic() < until {
+                if let line = attacker.line(timeout: max(0.01, until - monotonic())) { limited = Int(value("limited", line) ?? Double(limited)) }
+            }
+            attacker.stop()
+            limited = max(limited, Int(value("limited", attacker.line(timeout: 10)) ?? -1))
+            check(row, "root's request on b to a's answering server, behind 1,200 of uid 4321's on b that a's server reads and never answers (2 min deadlines)",
+                  answered ? String(format: "answered in %.1f ms", ms) : String(answer.prefix(200)), "answered", answered)
+            check(row, "uid 4321's requests refused limit at once (a's link gives one origin its fair share of 1,024 places: 512 alone)",
+                  "\(limited) of 1200", ">= 688", limited >= 688)
         case "bridge-watch":
             // (attacker round 5) The link inside eventbusd exports ev.> and
             // imports requests of svc.> (it watches the bus's serving patterns
