@@ -110,7 +110,7 @@ extension BridgeSuites {
                 var limited = 0
                 for attacker in attackers {
                     for frame in try attacker.settle(timeout: .seconds(60)) {
-                        #expect(frame.code == "limit" && frame.string("error")?.contains("on node a") == true, "only A refuses: \(frame)")
+                        #expect(frame.code == "limit" && frame.string("message")?.contains("on node a") == true, "only A refuses: \(frame)")
                         limited += 1
                     }
                 }
