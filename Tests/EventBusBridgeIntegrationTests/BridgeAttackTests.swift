@@ -82,13 +82,13 @@ extension BridgeSuites {
                 try #require(try server.request(#"{"op":"subscribe","type":"svc.fast","serve":true,"req":"s"}"#).op == "ok")
                 let requester = try buses.b.connect()
                 var n = 0
-                func askFast() throws -> Frame {
+                func askFast(serverWait: Duration = .seconds(2)) throws -> Frame {
                     n += 1
-                    try requester.send(#"{"op":"request","type":"svc.fast","timeout":10000,"req":"f\#(n)"}"#)
-                    if let request = try? server.readFrame(timeout: .seconds(2)), request.op == "request", let token = request.string("reply") {
+                    try requester.send(#"{"op":"request","type":"svc.fast","timeout":30000,"req":"f\#(n)"}"#)
+                    if let request = try? server.readFrame(timeout: serverWait), request.op == "request", let token = request.string("reply") {
                         try server.send(#"{"op":"reply","to":"\#(token)","data":"fast"}"#)
                     }
-                    return try requester.readFrame(timeout: .seconds(15))
+                    return try requester.readFrame(timeout: .seconds(40))
                 }
                 try untilArrived("root's request on B answered by A's server") { try askFast().op == "ok" }
                 try untilArrived("svc.slow served on A as seen from B") {
@@ -114,7 +114,7 @@ extension BridgeSuites {
                         limited += 1
                     }
                 }
-                let answer = try askFast()
+                let answer = try askFast(serverWait: .seconds(20))
                 #expect(answer.op == "ok", "root's request on B, behind 1,200 of uid 4321's: \(answer)")
                 // The attacker's own requests past its share of A's link are refused at once.
                 try untilArrived("uid 4321's requests past its share refused", timeout: .seconds(60)) {
