@@ -905,6 +905,39 @@ func runAttacker(_ kind: String, _ path: String, _ seconds: Double) {
         say("ready")
         let answers = pipeline(conns, burst: burst, perBurst: 64, window: 256, seconds: seconds)
         say("answers=\(answers)")
+    case "rr-remote-hoard":
+        // (attacker7) 2 connections asking 600 requests each of rr.slow (2 min
+        // deadlines), which a server on another machine reads and never
+        // answers; counts the ones refused `limit` (ready: after a ping on each).
+        _ = open(2)
+        var limited = 0, ponged = 0
+        func take(_ c: Conn) {
+            c.fill()
+            for line in c.takeLines() {
+                if line.contains(#""code":"limit""#) { limited += 1 } else if line.contains(#""req":"p""#) { ponged += 1 }
+            }
+        }
+        for (n, c) in conns.enumerated() {
+            var out = ""
+            for i in 0..<600 { out += #"{"op":"request","type":"rr.slow","timeout":120000,"req":"h\#(n)-\#(i)"}"# + "\n" }
+            _ = c.writeAll(Array((out + #"{"op":"ping","req":"p"}"# + "\n").utf8))
+        }
+        let deadline = monotonic() + 60
+        while ponged < conns.count && monotonic() < deadline {
+            var entries = conns.map { pollfd(fd: $0.fd, events: Int16(POLLIN), revents: 0) }
+            _ = poll(&entries, nfds_t(entries.count), 5)
+            conns.forEach(take)
+        }
+        say("ready limited=\(limited)")
+        var said = limited, saidAt = monotonic()
+        holdUntilStopped(seconds) {
+            conns.forEach(take)
+            if limited != said && monotonic() - saidAt >= 0.1 {
+                say("progress limited=\(limited)")
+                (said, saidAt) = (limited, monotonic())
+            }
+        }
+        say("limited=\(limited)")
     case "rr-ignored":
         // (issue 32) A server of this uid that reads its requests and never
         // answers, and 200 connections asking it (1 s deadline): the uid's
@@ -1428,7 +1461,7 @@ func runDriver(_ options: Options) {
     let all = ["keys", "patterns", "flood", "partial", "slow", "connections", "churn", "busy", "replay", "hangup", "statefile", "retained",
                "never-readers", "trickle-readers", "stopped-readers", "stall-once", "last-copies", "partial-memory", "drop-old",
                "never-readers-3", "never-readers-kinds", "types-flood", "trusted-holder", "cost-deep", "cost-arrays", "cost-keys", "cost-escapes", "cost-number", "cost-types", "cost-patterns",
-               "groups", "group-members", "group-members-cost", "group-churn", "fair-never-readers", "rr-no-server", "rr-ignored", "rr-forged", "rr-unread", "rr-fill", "rr-answers", "rr-expired", "bridge-watch",
+               "groups", "group-members", "group-members-cost", "group-churn", "fair-never-readers", "rr-no-server", "rr-ignored", "rr-forged", "rr-unread", "rr-fill", "rr-answers", "rr-expired", "bridge-watch", "bridge-rr", "bridge-places",
                "flood-subscribed", "cost-deep-8", "cost-arrays-8", "cost-keys-8", "cost-escapes-8"] + stateRows
     for row in options.rows.isEmpty ? all : options.rows {
         // (issue 20) The rows the attack clients' own CPU distorts: broker and
@@ -1544,6 +1577,61 @@ func runDriver(_ options: Options) {
             let maxPing = value("max_ms", pline) ?? 9999
             check(row, "another uid's ping, max, while the 4,096 connections leave", String(format: "%.1f ms", maxPing), "< 100 ms", maxPing < 100)
             broker.stop()
+        case "bridge-places":
+            // (attacker7) Two brokers whose in-broker links meet on one
+            // nats-server: b exports requests of rr.>, a imports them and has
+            // root's rr-server (answers rr.mine, reads and drops the rest).
+            // uid 4321 on b asks 1,200 requests of rr.slow with 2 min
+            // deadlines; a's link asks a's bus for them on one connection
+            // (1,024 pending at most). Root's rr.mine from b must still be
+            // answered, and the attacker's past its share refused `limit`.
+            let port = 20_000 + Int(getpid()) % 20_000 + 2
+            guard let nats = NATSServer(port: port) else {
+                check(row, "nats-server on 127.0.0.1", "cannot start", "runs", false)
+                continue
+            }
+            defer { nats.stop() }
+            func link(_ node: String, _ lines: String) -> String {
+                let conf = NSTemporaryDirectory() + "attack-\(getpid())-\(node).conf"
+                let text = "nats = nats://127.0.0.1:\(port)\nnode = \(node)\n\(lines)status-file = \(conf).json\n"
+                guard (try? text.write(toFile: conf, atomically: true, encoding: .utf8)) != nil else { fail("cannot write \(conf)") }
+                return conf
+            }
+            let (a, _) = fresh(["--bridge", link("a", "import-requests = rr.>\n")])
+            let (b, _) = fresh(["--bridge", link("b", "export-requests = rr.>\n")])
+            defer { a.stop(); b.stop() }
+            let server = asUID(0, ["--role", "rr-server", a.socket, String(seconds * 10 + 60)])
+            defer { server.stop() }
+            _ = server.line(timeout: 30)
+            guard let root = Conn(b.socket) else { fail("cannot connect to b") }
+            var k = 0
+            func askMine() -> String {
+                k += 1
+                return root.request(#"{"op":"request","type":"rr.mine","timeout":10000,"req":"m\#(k)"}"#, until: "\"req\":\"m\(k)\"", timeout: 15) ?? "no answer"
+            }
+            var up = false
+            for _ in 0..<300 where !up {
+                up = askMine().contains(#""op":"ok""#)
+                if !up { usleep(20_000) }
+            }
+            guard up else { fail("the links never carried rr.mine from b to a") }
+            let attacker = asUID(options.attackerUID, ["--role", "attacker", "rr-remote-hoard", b.socket, String(seconds * 10)])
+            _ = attacker.line(timeout: 90)
+            let t = monotonic()
+            let answer = askMine()
+            let ms = (monotonic() - t) * 1000
+            let answered = answer.contains(#""op":"ok""#)
+            var limited = 0
+            let until = monotonic() + 30
+            while limited < 688 && monotonic() < until {
+                if let line = attacker.line(timeout: max(0.01, until - monotonic())) { limited = Int(value("limited", line) ?? Double(limited)) }
+            }
+            attacker.stop()
+            limited = max(limited, Int(value("limited", attacker.line(timeout: 10)) ?? -1))
+            check(row, "root's request on b to a's answering server, behind 1,200 of uid 4321's on b that a's server reads and never answers (2 min deadlines)",
+                  answered ? String(format: "answered in %.1f ms", ms) : String(answer.prefix(200)), "answered", answered)
+            check(row, "uid 4321's requests refused limit at once (a's link gives one origin its fair share of 1,024 places: 512 alone)",
+                  "\(limited) of 1200", ">= 688", limited >= 688)
         case "bridge-watch":
             // (attacker round 5) The link inside eventbusd exports ev.> and
             // imports requests of svc.> (it watches the bus's serving patterns
@@ -1746,7 +1834,7 @@ func runDriver(_ options: Options) {
             check(row, "another uid's ping p99", String(format: "%.1f ms", p99), "< 100 ms", p99 < 100)
             attacker.stop()
             broker.stop()
-        case "busy", "churn", "churn-exact", "rr-no-server", "rr-ignored", "rr-forged":
+        case "busy", "churn", "churn-exact", "rr-no-server", "rr-ignored", "rr-forged", "bridge-rr":
             // This machine's speed drifts by 20 % and more within seconds (a
             // shared host), more than the bound's margin, so the victim's
             // idle and attacked rates are taken in one run of the victim, in
@@ -1756,8 +1844,39 @@ func runDriver(_ options: Options) {
             // is compared with the mean of the idle phases either side, per
             // second the broker ran (the attackers share its CPU), and the
             // median of the four ratios is checked (the raw one shown too).
-            let (broker, _) = fresh([], cpu: brokerCPU)
-            let attacker = asUID(options.attackerUID, ["--role", "attacker", row, broker.socket, "60"], cpu: attackerCPU)
+            // (attacker7) bridge-rr: rr-no-server's attack on a broker whose
+            // link (`--bridge`, the request part on the broker's loop) exports
+            // requests of rr.>: each becomes a NATS request (an inbox, an
+            // outstanding entry) answered 503 by nats-server, which no
+            // machine imports; the loop does the link's work for them.
+            var nats: NATSServer? = nil
+            var extra: [String] = []
+            if row == "bridge-rr" {
+                let port = 20_000 + Int(getpid()) % 20_000 + 1
+                guard let server = NATSServer(port: port) else {
+                    check(row, "nats-server on 127.0.0.1", "cannot start", "runs", false)
+                    continue
+                }
+                nats = server
+                let conf = NSTemporaryDirectory() + "attack-\(getpid())-bridge-rr.conf"
+                let link = "nats = nats://127.0.0.1:\(port)\nnode = a\nexport-requests = rr.>\nstatus-file = \(conf).json\n"
+                guard (try? link.write(toFile: conf, atomically: true, encoding: .utf8)) != nil else { fail("cannot write \(conf)") }
+                extra = ["--bridge", conf]
+            }
+            defer { nats?.stop() }
+            let (broker, _) = fresh(extra, cpu: brokerCPU)
+            if row == "bridge-rr" {
+                // The link is up once a request nobody serves comes back as NATS's no responders.
+                guard let root = Conn(broker.socket) else { fail("cannot connect") }
+                var up = false
+                for k in 0..<300 where !up {
+                    let answer = root.request(#"{"op":"request","type":"rr.none","req":"w\#(k)"}"#, until: "\"req\":\"w\(k)\"", timeout: 5) ?? ""
+                    up = answer.contains("NATS no responders")
+                    if !up { usleep(20_000) }
+                }
+                guard up else { fail("the link inside eventbusd never asked NATS") }
+            }
+            let attacker = asUID(options.attackerUID, ["--role", "attacker", row == "bridge-rr" ? "rr-no-server" : row, broker.socket, "60"], cpu: attackerCPU)
             _ = attacker.line(timeout: 30)
             kill(attacker.process.processIdentifier, SIGSTOP)
             let phases = 9, phase = 1.0, lead = 0.5, settle = 0.15
@@ -1797,7 +1916,7 @@ func runDriver(_ options: Options) {
             v.stop()
             let rssDuring = broker.rssMiB()
             attacker.stop()
-            if row.hasPrefix("rr-") {
+            if row.hasPrefix("rr-") || row == "bridge-rr" {
                 // (issue 32) What the attack left held, and the broker's memory.
                 let done = attacker.line(timeout: 10)
                 check(row, "broker RSS at the end of the attack", String(format: "%.1f MiB", rssDuring), "<= 128 MiB (64 MiB per-uid outbound quota + 64 MiB)", rssDuring <= 128)
@@ -1842,6 +1961,7 @@ func runDriver(_ options: Options) {
             let what = [
                 "busy": "200 connections of one uid pinging as fast as they can",
                 "rr-no-server": "200 connections of one uid requesting a type nobody serves as fast as they are answered",
+                "bridge-rr": "200 connections of one uid requesting a type the link exports and no machine imports (each a NATS request, 503) as fast as they are answered",
                 "rr-ignored": "200 connections of one uid requesting from its own server that never answers (1 s deadlines)",
                 "rr-forged": "200 connections of one uid replying with forged, reused, malformed and foreign tokens",
             ][row] ?? "200 connections of one uid churning \(row == "churn-exact" ? "a.b.c" : "a.*.c")"
@@ -2018,22 +2138,48 @@ func runDriver(_ options: Options) {
             // (1.2 flow control) No uid slows another's publishers: root's
             // publish rate next to a subscriber of `>` of another uid that
             // never reads, reads a byte a second, or is SIGSTOPped.
+            // (attacker7) Judged by the broker's CPU per root event (schedstat)
+            // over the same broker's idle figure, the median of three rounds
+            // (idle run; the attacker joins; a filling run, unmeasured; the
+            // attacked run; the attacker leaves): root's publish rate alone,
+            // one idle run against one attacked run, swung 377k-2.1M/s
+            // between idle runs of one broker on a loaded 2-CPU machine
+            // (42-81 % "of idle" before any change), while the broker's CPU
+            // per event stayed within noise (the never-reader is parked:
+            // ParkedSubscribers.swift). The rates stay, informational.
             let (broker, _) = fresh([])
-            let idle = victim(broker, uid: 0)
-            let attacker = asUID(options.attackerUID, ["--role", "attacker", row == "trickle-readers" ? "trickle-read" : "never-read", broker.socket, String(seconds + 20)])
-            _ = attacker.line(timeout: 30)
-            if row == "stopped-readers" { kill(attacker.process.processIdentifier, SIGSTOP) }
-            let v = victim(broker, uid: 0)
-            if row == "stopped-readers" { kill(attacker.process.processIdentifier, SIGCONT) }
+            func run() -> (line: String?, ns: Double) {
+                let published0 = broker.stats().flatMap { integer("published", in: $0.line) } ?? 0, cpu0 = broker.runSeconds()
+                let v = asUID(0, ["--role", "victim", broker.socket, String(seconds / 2), "publish"], cpu: victimCPU)
+                let line = v.line(timeout: seconds / 2 + 20)
+                v.stop()
+                let published = (broker.stats().flatMap { integer("published", in: $0.line) } ?? 0) - published0
+                return (line, (broker.runSeconds() - cpu0) * 1e9 / Double(max(1, published)))
+            }
+            var idle: [(line: String?, ns: Double)] = [], attacked: [(line: String?, ns: Double)] = []
+            for _ in 0..<3 {
+                idle.append(run())
+                let attacker = asUID(options.attackerUID, ["--role", "attacker", row == "trickle-readers" ? "trickle-read" : "never-read", broker.socket, String(seconds * 2 + 20)])
+                _ = attacker.line(timeout: 30)
+                if row == "stopped-readers" { kill(attacker.process.processIdentifier, SIGSTOP) }
+                _ = run()
+                attacked.append(run())
+                if row == "stopped-readers" { kill(attacker.process.processIdentifier, SIGCONT) }
+                attacker.stop()
+            }
+            func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
             let what = ["never-readers": "never reads", "trickle-readers": "reads one byte a second", "stopped-readers": "is SIGSTOPped"][row]!
-            let idleRate = value("rate", idle) ?? 1, rate = value("rate", v) ?? 0, p99 = value("p99_ms", v) ?? 9999
+            let idleNs = median(idle.map(\.ns)), attackedNs = median(attacked.map(\.ns))
+            let rates = { (runs: [(line: String?, ns: Double)]) in runs.map { String(Int(value("rate", $0.line) ?? 0)) }.joined(separator: ", ") }
+            let p99 = attacked.map { value("p99_ms", $0.line) ?? 9999 }.max() ?? 9999
             let stats = broker.stats()
-            check(row, "root's publish rate next to a subscriber of > of another uid that \(what) (idle \(Int(idleRate))/s)",
-                  "\(Int(rate))/s (\(Int(rate * 100 / idleRate)) %)", ">= 90 % of idle", rate >= 0.9 * idleRate)
-            check(row, "root's ping p99", String(format: "%.1f ms", p99), "< 100 ms", p99 < 100)
+            check(row, "root's publish rate alone, then next to a subscriber of > of another uid that \(what), three rounds (the machine's load moves it)",
+                  "\(rates(idle)) / \(rates(attacked)) per s", "informational", !attacked.isEmpty)
+            check(row, "broker CPU per root event added by that subscriber, median of three rounds (idle \(Int(idleNs)) ns, attacked \(Int(attackedNs)) ns)",
+                  String(format: "%.0f ns", attackedNs - idleNs), "<= 300 ns", attackedNs - idleNs <= 300)
+            check(row, "root's ping p99 (the worst attacked run)", String(format: "%.1f ms", p99), "< 100 ms", p99 < 100)
             let holds = stats.flatMap { integer("holds", in: $0.line) } ?? -1
             check(row, "publishers held (stats.holds)", "\(holds)", "0 (no uid holds another's)", holds == 0)
-            attacker.stop()
             broker.stop()
         case "cost-deep", "cost-arrays", "cost-keys", "cost-escapes", "cost-number", "cost-types", "cost-patterns",
              "cost-deep-8", "cost-arrays-8", "cost-keys-8", "cost-escapes-8", "cost-number-8":

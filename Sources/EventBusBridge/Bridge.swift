@@ -196,7 +196,7 @@ package struct Bridge {
                 logger.notice("dropped a group event from NATS: \(reason)")
             }
         case .message(let message) where requests.owns(message.sid):
-            handleRequestMessage(message, bus: &bus)
+            handleRequestMessage(message, bus: &bus, nats: &nats)
         case .message(let message):
             // (issue 36, third pass) The usual import is written into the bus output as it is decided.
             var decision = BridgeCore.Inbound.ignored
@@ -269,7 +269,7 @@ package struct Bridge {
     /// (issue 36) A message on a request subscription: an answer from
     /// another machine (relayed to the bus as the `reply`), or a request
     /// from one (asked on the bus; its answer goes back in `.answer`).
-    private mutating func handleRequestMessage(_ message: Message, bus: inout LocalBus) {
+    private mutating func handleRequestMessage(_ message: Message, bus: inout LocalBus, nats: inout ClientDriver) {
         if message.subject.hasPrefix(requests.replySubscription.text.dropLast()) {
             if let reply = requests.answer(message) { bus.relay(reply) }
             return
@@ -282,6 +282,8 @@ package struct Bridge {
             }
         case .drop(let reason):
             logger.notice("dropped a request from NATS: \(reason)")
+        case .refuse(let refusal):
+            _ = nats.publish(refusal)
         }
     }
 }

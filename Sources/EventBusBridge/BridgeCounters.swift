@@ -143,7 +143,7 @@ package struct BridgeStatus: Equatable, Sendable {
         out.append(contentsOf: ",\"remote_reports\":\(remoteReports),\"remote_lost\":\(remoteLost)".utf8)
         if let r = requests {
             out.append(contentsOf: (",\"requests\":{\"sent\":\(r.sent),\"answered\":\(r.answered),\"no_responders\":\(r.noResponders)"
-                + ",\"received\":\(r.received),\"replied\":\(r.replied),\"dropped\":\(r.dropped)}").utf8)
+                + ",\"received\":\(r.received),\"replied\":\(r.replied),\"dropped\":\(r.dropped),\"limited\":\(r.limited)}").utf8)
         }
         if let g = groups {
             out.append(contentsOf: ",\"groups\":{\"sent\":\(g.sent),\"received\":\(g.received),\"dropped\":\(g.dropped)}".utf8)

@@ -28,7 +28,9 @@
 // Before editing: every table here is bounded by the broker's own bounds
 // (the tokens it gives one server, the requests one connection may have
 // pending); entries leave when answered, when the deadline passed
-// (`expire`), or with the connection they belong to.
+// (`expire`), or with the connection they belong to. (attacker7) The asked
+// ones are divided among their origins (RequestShares.swift): one
+// requester elsewhere holds at most its fair share of the bus connection's.
 import EventBusNATS
 @_spi(Package) import EventBusProtocol
 import EventBusSession
@@ -78,6 +80,8 @@ package struct RemoteRequests {
     /// Requests asked on the bus for another machine: bus tag -> NATS reply subject.
     private var asked: [UInt64: Subject] = [:]
     private var nextAsk: UInt64 = 1
+    /// (attacker7) Each origin's fair share of the asked requests (RequestShares.swift).
+    private var shares = RequestShares()
     private var replySID: SubscriptionID?
     /// The sids made before the first request import subscription (the
     /// bridge's fixed ones): a larger sid is a request import's, current or
@@ -101,6 +105,8 @@ package struct RemoteRequests {
         package var replied = 0
         /// Incoming requests dropped (a bad subject, header or payload, our own node).
         package var dropped = 0
+        /// (attacker7) Incoming requests refused `limit`: their origin held its fair share.
+        package var limited = 0
     }
 
     /// The longest `eb-timeout` taken from another machine (the broker's
@@ -272,6 +278,7 @@ package struct RemoteRequests {
     package mutating func busLost() {
         outstanding.removeAll()
         asked.removeAll()
+        shares.removeAll()
     }
 
     /// The import patterns whose servers are known (to forget when the bus is lost).
@@ -288,6 +295,8 @@ package struct RemoteRequests {
         case ask(ClientRequest, tag: UInt64)
         /// Not a request we can take (`reason` for the log).
         case drop(String)
+        /// (attacker7) Its origin holds its fair share: answer it with `refusal` (status `limit`).
+        case refuse(OutgoingMessage)
     }
 
     /// Reads a request from another machine. `timeoutMilliseconds` comes
@@ -315,6 +324,11 @@ package struct RemoteRequests {
         case .invalid: counters.dropped += 1; return .drop("the data of a request on \(message.subject) is not one JSON value")
         }
         let tag = nextAsk
+        let origin = RequestShares.Origin(node: imported.origin.node, uid: imported.origin.uid)
+        guard shares.take(origin, tag: tag) else {
+            counters.limited += 1
+            return .refuse(limitRefusal(to: replySubject, origin))
+        }
         nextAsk += 1
         asked[tag] = replySubject
         counters.received += 1
@@ -325,6 +339,7 @@ package struct RemoteRequests {
     /// (nil: no longer known, e.g. the bus connection was lost meanwhile).
     package mutating func replied(tag: UInt64, _ reply: Reply) -> OutgoingMessage? {
         guard let subject = asked.removeValue(forKey: tag) else { return nil }
+        shares.release(tag: tag)
         counters.replied += 1
         var block = HeaderBlockWriter(capacity: 256)
         let payload: [UInt8]
@@ -362,5 +377,18 @@ package struct RemoteRequests {
 
     /// A request asked on the bus got no answer (the connection ended):
     /// forgotten; the other machine's requester times out.
-    package mutating func forget(tag: UInt64) { asked.removeValue(forKey: tag) }
+    package mutating func forget(tag: UInt64) {
+        asked.removeValue(forKey: tag)
+        shares.release(tag: tag)
+    }
+
+    /// (attacker7) The answer to a request whose origin holds its fair share of the asked ones.
+    private func limitRefusal(to subject: Subject, _ origin: RequestShares.Origin) -> OutgoingMessage {
+        var block = HeaderBlockWriter(capacity: 256)
+        block.append(RequestHeaderName.status, ErrorCode.limit.rawValue)
+        block.append(RequestHeaderName.message, "node \(mapping.node.text) is asking its bus \(shares.count) requests from other machines, "
+                     + "uid \(origin.uid.map { String($0) } ?? "?") of node \(origin.node) its fair share of them (at most \(RequestShares.places) at once)")
+        block.append(HeaderName.node, mapping.node.text)
+        return OutgoingMessage(subject: subject, headerBlock: block.finish(), payload: [])
+    }
 }

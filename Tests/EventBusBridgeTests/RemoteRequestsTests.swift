@@ -109,6 +109,41 @@ import Testing
         #expect(got5 == nil)  // answered once
     }
 
+    /// (attacker7) One origin (node and uid) holds at most its fair share of
+    /// the requests asked on the bus; past it `limit` at once, and another
+    /// origin still finds room; an answered or forgotten one frees its place.
+    @Test func eachOriginHoldsAtMostItsFairShareOfTheAskedRequests() throws {
+        var table = Self.table()
+        func incoming(from node: String) throws -> Message {
+            var sender = Self.table(node)
+            let sent = sender.send(Self.request, instance: "i", now: 0)
+            let out = try #require(sent)
+            return Message(subject: out.subject.text, sid: SubscriptionID(2), replyTo: out.replyTo?.text, headerBlock: out.headerBlock, payload: out.payload)
+        }
+        let fromB = try incoming(from: "host-b"), fromC = try incoming(from: "host-c")
+        var tags: [UInt64] = []
+        while case .ask(_, let tag) = table.receive(fromB) { tags.append(tag) }
+        #expect(tags.count == 512, "alone, about half of \(RequestShares.places)")
+        guard case .refuse(let refusal) = table.receive(fromB) else { Issue.record("not refused"); return }
+        #expect(refusal.subject.text == fromB.replyTo && refusal.headers?.first("eb-status") == "limit")
+        #expect(refusal.headers?.first("eb-message")?.contains("node host-b its fair share") == true, "\(String(describing: refusal.headers?.first("eb-message")))")
+        #expect(table.counters.limited == 2 && table.counters.received == 512)
+        guard case .ask(_, let other) = table.receive(fromC) else { Issue.record("another origin refused"); return }
+        // With host-c holding one, host-b's share is smaller: not even an answer makes room.
+        _ = table.replied(tag: tags.removeLast(), try Self.reply(#"{"op":"ok","req":1,"reply":{"data":1}}"#))
+        if case .ask = table.receive(fromB) { Issue.record("over its share beside another origin") }
+        table.forget(tag: other)
+        // Alone again: the answered request's place is free, and a forgotten one's.
+        guard case .ask(_, let again) = table.receive(fromB) else { Issue.record("no place after an answer"); return }
+        if case .ask = table.receive(fromB) { Issue.record("two places after one answer") }
+        table.forget(tag: again)
+        guard case .ask = table.receive(fromB) else { Issue.record("no place after a forget"); return }
+        table.busLost()
+        var afterLoss = 0
+        while case .ask = table.receive(fromB) { afterLoss += 1 }
+        #expect(afterLoss == 512, "the bus lost: every place free")
+    }
+
     @Test func requestsThatCannotBeAskedAreDropped() throws {
         var table = Self.table()
         func receive(_ subject: String, reply: String? = "r.1", block: String? = nil, payload: String = "") -> Bool {
