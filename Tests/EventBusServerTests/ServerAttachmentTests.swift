@@ -3,7 +3,9 @@
 // one attachment. Its `turn` runs on the loop's thread when its descriptor is
 // readable, again while it stays readable (level-triggered), never without a
 // reason, at its deadline with nothing to read, and it can be a client of the
-// broker through a handed socketpair without ever blocking the loop.
+// broker through a handed socketpair without ever blocking the loop; handed
+// with `attached`, the loop turns it after writing to it without waiting for
+// its descriptor, and reads what it wrote in the same pass (the hand-over).
 //
 // Before editing: absence ("no more turns") is asserted after a ping round
 // trip through the loop, never after a sleep.
