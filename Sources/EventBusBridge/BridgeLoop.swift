@@ -121,6 +121,9 @@ package final class BridgeLoop {
     private var pending: [UInt8] = []
     private var pendingOffset = 0
     private var busWritable: Bool { pendingOffset < pending.count }
+    /// Whether the last `turn` wrote to the bus socket (the broker's loop
+    /// then reads it in the same pass: BrokerServer+Attachments.swift).
+    package private(set) var wroteToBus = false
 
     // The NATS socket's registration: the driver's generation and the events.
     private var natsRegistered: (generation: UInt64, events: EpollEvents)?
@@ -420,10 +423,6 @@ package final class BridgeLoop {
             }
         }
     }
-
-    /// Whether the last `turn` wrote to the bus socket (the broker's loop
-    /// then reads it in the same pass: BrokerServer+Attachments.swift).
-    package private(set) var wroteToBus = false
 
     /// Writes what the session queued, as far as the socket takes it.
     private func flushBus() {
