@@ -121,6 +121,9 @@ package final class BridgeLoop {
     private var pending: [UInt8] = []
     private var pendingOffset = 0
     private var busWritable: Bool { pendingOffset < pending.count }
+    /// Whether the last `turn` wrote to the bus socket (the broker's loop
+    /// then reads it in the same pass: BrokerServer+Attachments.swift).
+    package private(set) var wroteToBus = false
 
     // The NATS socket's registration: the driver's generation and the events.
     private var natsRegistered: (generation: UInt64, events: EpollEvents)?
@@ -198,8 +201,12 @@ package final class BridgeLoop {
 
     /// One pass: timers, registrations, one epoll wait (until `nextDeadline`
     /// when `wait`, else none), reads, then both outboxes written.
+    /// `busReadable` (the broker's loop wrote to the bus socket: its
+    /// hand-over, issue 36): no epoll wait, the bus is read; what else is
+    /// ready leaves the epoll set readable for the owner's next wait.
     /// - Returns: the stop signal (0 for a `.wakeup`), nil to go on.
-    package func turn(wait: Bool, _ everySecond: (BridgeStatus) -> Void) -> Int32? {
+    package func turn(wait: Bool, busReadable: Bool = false, _ everySecond: (BridgeStatus) -> Void) -> Int32? {
+        wroteToBus = false
         var now = Clock.monotonicNanoseconds()
         if now >= nextStatus {
             bridge.everySecond(now: now)
@@ -218,17 +225,21 @@ package final class BridgeLoop {
         var natsReady: EpollEvents = []
         var signalled = false
         var connectEnded = false
-        do {
-            try epoll.wait(timeoutMilliseconds: timeout) { token, events in
-                switch token {
-                case BridgeLoop.busToken: busReady = events
-                case BridgeLoop.natsToken: natsReady = events
-                case BridgeLoop.connectToken: connectEnded = true
-                default: signalled = true
+        if busReadable && busSocket != nil {
+            busReady = .readable
+        } else {
+            do {
+                try epoll.wait(timeoutMilliseconds: timeout) { token, events in
+                    switch token {
+                    case BridgeLoop.busToken: busReady = events
+                    case BridgeLoop.natsToken: natsReady = events
+                    case BridgeLoop.connectToken: connectEnded = true
+                    default: signalled = true
+                    }
                 }
+            } catch {
+                usleep(10_000)  // epoll_wait fails only for bad arguments; do not spin
             }
-        } catch {
-            usleep(10_000)  // epoll_wait fails only for bad arguments; do not spin
         }
         if signalled, let stopSource {
             switch stopSource {
@@ -433,6 +444,7 @@ package final class BridgeLoop {
                 return
             case .success(.complete(let n)):
                 pendingOffset += n
+                wroteToBus = true
             }
         }
         pendingOffset = pending.count  // all written (the buffer is reused by the next take)

@@ -34,14 +34,18 @@ package final class LinkInBroker {
 
     /// Starts both parts of `configuration` (the thread at once; the request
     /// part connects, and runs when the broker's loop turns it).
-    /// - Parameter connect: a new socketpair end whose other end the broker admits as the bridge user.
+    /// - Parameters:
+    ///   - endpoint: gives a new socketpair end whose other end the broker admits as the bridge user.
+    ///   - requestEndpoint: the same for the request part, whose broker end the
+    ///     loop knows as its attachment's (the hand-over); `endpoint` when nil.
     /// - Throws: `SystemError` when an eventfd or an epoll set cannot be made.
-    package init(configuration: BridgeConfiguration, endpoint: BusEndpoint, logger: Logger, statusPath: String?) throws(SystemError) {
+    package init(configuration: BridgeConfiguration, endpoint: BusEndpoint, requestEndpoint: BusEndpoint? = nil, logger: Logger,
+                 statusPath: String?) throws(SystemError) {
         let instance = BridgeThread.randomInstance()
         let eventPart = configuration.eventPart
         let requests = try configuration.requestPart.map { part throws(SystemError) in
             // One warning about a NATS server without credentials, listing the whole link's patterns.
-            try RequestPart(configuration: part, bridgeInstance: instance, endpoint: endpoint, logger: logger,
+            try RequestPart(configuration: part, bridgeInstance: instance, endpoint: requestEndpoint ?? endpoint, logger: logger,
                             statusPath: eventPart == nil ? statusPath : nil, warnFor: eventPart == nil ? .some(configuration) : .some(nil))
         }
         self.requests = requests
@@ -90,11 +94,16 @@ package final class LinkInBroker {
         package var nextDeadline: Int64 { loop.nextDeadline }
 
         /// Does what is ready without blocking: reads, writes, timers.
-        package func turn() {
-            _ = loop.turn(wait: false) { status in
+        /// `handedOver`: the broker wrote to this part's bus socket (read it
+        /// without asking the part's epoll set; anything else ready keeps the
+        /// set readable for the loop's next wait).
+        /// - Returns: whether it wrote to the broker (the loop reads that in the same pass).
+        package func turn(handedOver: Bool = false) -> Bool {
+            _ = loop.turn(wait: false, busReadable: handedOver) { status in
                 counters.value.withLock { $0 = (status.requests, status.linkUp) }
                 _ = writer.write(status)
             }
+            return loop.wroteToBus
         }
 
         func stop() {

@@ -42,6 +42,8 @@ final class ServerConnection {
     var flushPending = false
     /// Out of epoll, fd closed, record dropped.
     var released = false
+    /// Its peer is an attachment of the loop (`BrokerServer.attachedPeers`).
+    var attached = false
 
     init(connection: Connection, fd: FileDescriptor) {
         self.connection = connection
@@ -120,8 +122,9 @@ extension BrokerServer {
     }
 
     /// Serves `fd` as a connection of `credentials` (the kernel's, or those a
-    /// connection was handed with: BrokerServer+Handoff.swift).
-    func admit(_ fd: FileDescriptor, credentials: Credentials) {
+    /// connection was handed with: BrokerServer+Handoff.swift; `attached`:
+    /// its peer is an attachment of the loop).
+    func admit(_ fd: FileDescriptor, credentials: Credentials, attached: Bool = false) {
         switch broker.open(credentials: credentials, at: currentTime()) {
         case .failure(let refused):
             _ = try? fd.write(refused.frame.span.bytes)
@@ -135,6 +138,10 @@ extension BrokerServer {
         case .success(let connection):
             let record = ServerConnection(connection: connection, fd: fd)
             records[connection.id] = record
+            if attached {
+                record.attached = true
+                attachedPeers.append(record)
+            }
             do {
                 try epoll.add(fd, events: record.interest, token: record.token)
             } catch {
@@ -281,6 +288,7 @@ extension BrokerServer {
             }
             break
         }
+        if written > 0 && record.attached { attachedPeerWritten = true }  // the hand-over (BrokerServer+Attachments.swift)
         if record.closing == .afterWrite {
             close(record)
             return false
@@ -362,6 +370,7 @@ extension BrokerServer {
         let id = record.connection.id
         record.released = true
         records[id] = nil
+        if record.attached { attachedPeers.removeAll { $0 === record } }
         epoll.remove(record.fd)
         record.fd.close()
         loggedSlowConsumers.remove(id)

@@ -18,28 +18,30 @@ import Synchronization
 /// The queue of connections handed to a running `BrokerServer` (`BrokerServer.handoff`).
 package final class ConnectionHandoff: Sendable {
     let wakeup: Wakeup
-    private let queue = Mutex<[(FileDescriptor, Credentials)]>([])
+    private let queue = Mutex<[(FileDescriptor, Credentials, attached: Bool)]>([])
 
     init() throws(SystemError) {
         wakeup = try Wakeup()
     }
 
     /// Hands `fd` (owned by the server from now on) to the loop, to be served
-    /// as a connection of `pid`, `uid`, `gid` and `groups`.
-    package func hand(_ fd: FileDescriptor, pid: Int32, uid: UInt32, gid: UInt32, groups: [UInt32] = []) {
-        queue.withLock { $0.append((fd, Credentials(pid: pid, uid: uid, gid: gid, supplementaryGroups: groups))) }
+    /// as a connection of `pid`, `uid`, `gid` and `groups`. `attached`: its
+    /// peer is an attachment of the loop (the hand-over,
+    /// BrokerServer+Attachments.swift).
+    package func hand(_ fd: FileDescriptor, pid: Int32, uid: UInt32, gid: UInt32, groups: [UInt32] = [], attached: Bool = false) {
+        queue.withLock { $0.append((fd, Credentials(pid: pid, uid: uid, gid: gid, supplementaryGroups: groups), attached)) }
         wakeup.signal()
     }
 
     /// A new socketpair: one end is handed to the loop as above, the other returned.
     /// - Throws: `SystemError("socketpair", ...)`.
-    package func connect(pid: Int32, uid: UInt32, gid: UInt32, groups: [UInt32] = []) throws(SystemError) -> FileDescriptor {
+    package func connect(pid: Int32, uid: UInt32, gid: UInt32, groups: [UInt32] = [], attached: Bool = false) throws(SystemError) -> FileDescriptor {
         let (mine, theirs) = try FileDescriptor.unixStreamPair()
-        hand(theirs, pid: pid, uid: uid, gid: gid, groups: groups)
+        hand(theirs, pid: pid, uid: uid, gid: gid, groups: groups, attached: attached)
         return mine
     }
 
-    func take() -> [(FileDescriptor, Credentials)] {
+    func take() -> [(FileDescriptor, Credentials, attached: Bool)] {
         wakeup.drain()
         return queue.withLock { queue in
             defer { queue.removeAll() }
@@ -53,12 +55,12 @@ extension BrokerServer {
 
     /// Admits every connection handed since the last call (on the loop's thread).
     func adoptHandedConnections() {
-        for (fd, credentials) in handoff.take() {
+        for (fd, credentials, attached) in handoff.take() {
             if shutdownDeadline != nil {
                 fd.close()
                 continue
             }
-            admit(fd, credentials: credentials)
+            admit(fd, credentials: credentials, attached: attached)
         }
     }
 }

@@ -140,6 +140,13 @@ package final class BrokerServer {
     /// Work run on this loop's thread (BrokerServer+Attachments.swift), and which of it epoll found ready.
     var attachments: [LoopAttachment] = []
     var attachmentsReady: [Bool] = []
+    /// (issue 36) The broker ends of the socketpairs attachments hold (handed
+    /// with `attached`), whether the loop wrote to one since its last epoll
+    /// wait, and whether the last turn skipped its wait for that
+    /// (BrokerServer+Attachments.swift, "The hand-over").
+    var attachedPeers: [ServerConnection] = []
+    var attachedPeerWritten = false
+    var skippedWait = false
 
     // Tokens: a connection's is its id (1, 2, 3...); the specials count down from the top.
     static let signalToken: UInt64 = .max
@@ -191,10 +198,13 @@ package final class BrokerServer {
             if exitReason == .idle { break }
             // Output a timer gave (an expired request's `timeout`, a tick's
             // error frame) is written in this turn, not after the next wake.
-            try epoll.wait(timeoutMilliseconds: hasReadyConnections || !pendingFlush.isEmpty || broker.hasPendingHandOns ? 0 : nextTimeout(now: now)) { token, events in
-                dispatch(token: token, events: events, exitReason: &exitReason)
+            let handedOver = handOverToAttachments()
+            if !handedOver {
+                try epoll.wait(timeoutMilliseconds: hasReadyConnections || !pendingFlush.isEmpty || broker.hasPendingHandOns ? 0 : nextTimeout(now: now)) { token, events in
+                    dispatch(token: token, events: events, exitReason: &exitReason)
+                }
             }
-            turnAttachments()
+            if turnAttachments(handedOver: handedOver) { markAttachedPeersReady() }
             peersHungUp()
             serveReadyConnections()
             continueHandOns()  // (issue 38) a slice of closed members' queue group hand-ons

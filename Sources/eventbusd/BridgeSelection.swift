@@ -103,13 +103,17 @@ struct BridgeSelection {
         let handoff = server.handoff
         let (pid, uid, gid) = (ProcessIdentity.current.pid, self.uid, self.gid)
         // The name reads after "the bus at" in the link's log lines and is the status's `bus_path`.
-        let endpoint = BusEndpoint.connector(name: "this eventbusd over a socketpair, as uid \(uid) gid \(gid)") { () throws(SystemError) in
-            try handoff.connect(pid: pid, uid: uid, gid: gid)
+        let name = "this eventbusd over a socketpair, as uid \(uid) gid \(gid)"
+        let endpoint = BusEndpoint.connector(name: name) { () throws(SystemError) in try handoff.connect(pid: pid, uid: uid, gid: gid) }
+        // The request part's broker end is known to the loop as its attachment's (the hand-over).
+        let requestEndpoint = BusEndpoint.connector(name: name) { () throws(SystemError) in
+            try handoff.connect(pid: pid, uid: uid, gid: gid, attached: true)
         }
         linkLogger.info("node \(configuration.node.text), NATS \(configuration.servers.map(\.description).joined(separator: ",")), prefix \(configuration.prefix.text), \(configuration.patternsSummary), as uid \(uid), status \(statusPath ?? "(none)")")
-        let link = try LinkInBroker(configuration: configuration, endpoint: endpoint, logger: linkLogger, statusPath: statusPath)
+        let link = try LinkInBroker(configuration: configuration, endpoint: endpoint, requestEndpoint: requestEndpoint, logger: linkLogger,
+                                    statusPath: statusPath)
         if let requests = link.requests {
-            server.attach(LoopAttachment(descriptor: requests.descriptor, nextDeadline: { requests.nextDeadline }, turn: { requests.turn() }))
+            server.attach(LoopAttachment(descriptor: requests.descriptor, nextDeadline: { requests.nextDeadline }, turn: { requests.turn(handedOver: $0) }))
         }
         return link
     }

@@ -3,7 +3,9 @@
 // one attachment. Its `turn` runs on the loop's thread when its descriptor is
 // readable, again while it stays readable (level-triggered), never without a
 // reason, at its deadline with nothing to read, and it can be a client of the
-// broker through a handed socketpair without ever blocking the loop.
+// broker through a handed socketpair without ever blocking the loop; handed
+// with `attached`, the loop turns it after writing to it without waiting for
+// its descriptor, and reads what it wrote in the same pass (the hand-over).
 //
 // Before editing: absence ("no more turns") is asserted after a ping round
 // trip through the loop, never after a sleep.
@@ -42,10 +44,11 @@ struct ServerAttachmentTests {
         let wakeup = try Wakeup()
         try withServer(prepare: { server in
             turns.loopThread.withLock { $0 = pthread_self() }
-            server.attach(LoopAttachment(descriptor: wakeup.descriptor, nextDeadline: { .max }, turn: {
+            server.attach(LoopAttachment(descriptor: wakeup.descriptor, nextDeadline: { .max }, turn: { _ in
                 turns.record()
                 // Work left for two more turns: the descriptor stays readable until the third.
                 if turns.count.withLock({ $0 }) >= 3 { wakeup.drain() }
+                return false
             }))
         }) { broker in
             let client = try broker.connect(uid: 1000)
@@ -66,9 +69,10 @@ struct ServerAttachmentTests {
         try withServer(prepare: { server in
             turns.loopThread.withLock { $0 = pthread_self() }
             deadline.withLock { $0 = Clock.monotonicNanoseconds() + 20_000_000 }
-            server.attach(LoopAttachment(descriptor: wakeup.descriptor, nextDeadline: { deadline.withLock { $0 } }, turn: {
+            server.attach(LoopAttachment(descriptor: wakeup.descriptor, nextDeadline: { deadline.withLock { $0 } }, turn: { _ in
                 deadline.withLock { $0 = .max }
                 turns.record()
+                return false
             }))
         }) { broker in
             try turns.wait("the deadline")
@@ -89,7 +93,7 @@ struct ServerAttachmentTests {
         try withServer(prepare: { server in
             turns.loopThread.withLock { $0 = pthread_self() }
             guard let fd = try? server.handoff.connect(pid: getpid(), uid: 1000, gid: 1000) else { return }
-            server.attach(LoopAttachment(descriptor: fd, nextDeadline: { sent.withLock { $0 } ? .max : 0 }, turn: {
+            server.attach(LoopAttachment(descriptor: fd, nextDeadline: { sent.withLock { $0 } ? .max : 0 }, turn: { _ in
                 if !sent.withLock({ $0 }) {
                     let frame = Array(#"{"op":"subscribe","type":"to.loop","req":"s"}"#.utf8) + [10]
                     if case .complete(let n)? = try? fd.write(frame.span.bytes), n == frame.count { sent.withLock { $0 = true } }
@@ -100,6 +104,7 @@ struct ServerAttachmentTests {
                     buffer.removeAll(keepingCapacity: true)
                     turns.record()
                 }
+                return false
             }))
         }) { broker in
             try turns.wait("the broker's ok to the attachment's subscribe")
@@ -108,6 +113,61 @@ struct ServerAttachmentTests {
             try publisher.publish("to.loop")
             try turns.wait("the event, read by the attachment")
             #expect(received.withLock { $0 }.contains(#""type":"to.loop""#), "\(received.withLock { $0 })")
+            #expect(turns.onLoopThread.withLock { $0 })
+        }
+    }
+
+    /// The hand-over (issue 36, third pass): an attachment whose socketpair
+    /// end was handed with `attached` is turned when the loop has written to
+    /// it, although its descriptor (here an eventfd nobody signals) never
+    /// becomes readable; and what a turn says it wrote is read in that pass.
+    @Test func anAttachedConnectionsOutputTurnsItsAttachmentWithoutItsDescriptor() throws {
+        let turns = Turns()
+        let received = Mutex<String>("")
+        let state = Mutex<(subscribed: Bool, published: Bool)>((false, false))
+        let never = try Wakeup()
+        let handedOvers = Mutex(0)
+        try withServer(prepare: { server in
+            turns.loopThread.withLock { $0 = pthread_self() }
+            guard let fd = try? server.handoff.connect(pid: getpid(), uid: 1000, gid: 1000, attached: true) else { return }
+            server.attach(LoopAttachment(descriptor: never.descriptor, nextDeadline: { state.withLock { $0.subscribed } ? .max : 0 }, turn: { handedOver in
+                if handedOver { handedOvers.withLock { $0 += 1 } }
+                var wrote = false
+                if !state.withLock({ $0.subscribed }) {
+                    let frame = Array(#"{"op":"subscribe","type":"to.loop","req":"s"}"#.utf8) + [10]
+                    if case .complete(let n)? = try? fd.write(frame.span.bytes), n == frame.count {
+                        state.withLock { $0.subscribed = true }
+                        wrote = true
+                    }
+                }
+                var buffer: [UInt8] = []
+                while case .complete(let n)? = try? fd.read(appendingTo: &buffer, limit: 4096), n > 0 {
+                    received.withLock { $0 += String(decoding: buffer, as: UTF8.self) }
+                    buffer.removeAll(keepingCapacity: true)
+                    turns.record()
+                }
+                // Its event arrived: it publishes one of its own, which the loop reads in this pass.
+                if received.withLock({ $0.contains(#""op":"event""#) }) && !state.withLock({ $0.published }) {
+                    let frame = Array(#"{"op":"publish","type":"from.loop","req":"p"}"#.utf8) + [10]
+                    if case .complete(let n)? = try? fd.write(frame.span.bytes), n == frame.count {
+                        state.withLock { $0.published = true }
+                        wrote = true
+                    }
+                }
+                return wrote
+            }))
+        }) { broker in
+            try turns.wait("the broker's ok to the attachment's subscribe, with its descriptor never readable")
+            #expect(received.withLock { $0 }.contains(#""op":"ok""#), "\(received.withLock { $0 })")
+            let publisher = try broker.connect(uid: 1000)
+            let watcher = try broker.connect(uid: 1000)
+            try watcher.ok(#"{"op":"subscribe","type":"from.loop","req":1}"#)
+            try publisher.publish("to.loop")
+            try turns.wait("the event, read by the attachment")
+            #expect(received.withLock { $0 }.contains(#""op":"event""#), "\(received.withLock { $0 })")
+            let event = try watcher.readFrame()
+            #expect(event.string("type") == "from.loop", "\(event)")
+            #expect(handedOvers.withLock { $0 } >= 2, "the ok and the event each turned it as a hand-over")
             #expect(turns.onLoopThread.withLock { $0 })
         }
     }
