@@ -397,13 +397,13 @@ package final class BridgeLoop {
             case .success(.wouldBlock):
                 return
             case .success(.complete(0)):
-                splitter.finish { piece in bus.handle(piece, &reports); return true }
+                splitter.finish { piece in handle(piece); return true }
                 bus.endOfRead(&reports)
                 handleReports()
                 busLost("the broker closed the connection")
                 return
             case .success(.complete(let count)):
-                _ = splitter.feed(readBuffer.span.bytes) { piece in bus.handle(piece, &reports); return true }
+                _ = splitter.feed(readBuffer.span.bytes) { piece in handle(piece); return true }
                 bus.endOfRead(&reports)
                 handleReports()
                 flushNATS()
@@ -411,6 +411,25 @@ package final class BridgeLoop {
                 if count < BridgeLoop.readBytes { return }
             }
         }
+    }
+
+    /// One frame from the bus: (issue 36) an event of the broker's plain
+    /// shape is exported at once, written in place into the NATS outbox
+    /// (`LocalBus.plainEvent`; the reports gathered before it are handled
+    /// first, so the order holds); any other frame goes to the session.
+    private func handle(_ piece: SplitFrame) {
+        if case .frame(let bytes) = piece, bytes.withByteView({ exportInPlace($0) }) { return }
+        bus.handle(piece, &reports)
+    }
+
+    private func exportInPlace(_ frame: ByteView) -> Bool {
+        guard let event = bus.plainEvent(frame) else { return false }
+        if bus.hasEvents || !reports.isEmpty {
+            bus.endOfRead(&reports)
+            handleReports()
+        }
+        bridge.export(event, nats: &nats)
+        return true
     }
 
     /// Writes what the session queued, as far as the socket takes it.
