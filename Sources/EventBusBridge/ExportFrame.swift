@@ -77,12 +77,25 @@ struct ExportFrame {
     /// The string whose opening quote is just before `p`, up to its closing
     /// quote (then past it), when every byte is one a header value carries as
     /// itself (`Headers.isPlain`: printable ASCII but space, `"`, `%`) and no
-    /// escape (`\`).
+    /// escape (`\`). Eight bytes at a time while none of them is another
+    /// byte (`special`), then byte by byte: a byte loop with the table test
+    /// cost about 20 instructions a byte, 1.4k of a 6k export (callgrind).
     @inline(__always)
     private static func string(_ frame: ByteView, _ p: inout Int) -> ByteView? {
         let start = p
         let n = frame.count
         var i = start
+        while i &+ 8 <= n {
+            let found = special(frame.word(at: i))
+            if found != 0 {
+                // The first byte marked is one (see `special`): the string ends there, or it is not plain.
+                i &+= found.trailingZeroBitCount &>> 3
+                guard frame[i] == 0x22 else { return nil }
+                p = i + 1
+                return frame.extracting(start..<i)
+            }
+            i &+= 8
+        }
         while i < n {
             let b = frame[i]
             if b == 0x22 {
@@ -95,25 +108,45 @@ struct ExportFrame {
         return nil
     }
 
+    /// The eight bytes of `w` (the first in the lowest) that are not bytes
+    /// `string` takes as they are: below 0x21, above 0x7E, `"`, `%` or `\`,
+    /// each marked by its high bit (bit tricks on the whole word). The first
+    /// byte marked is always such a byte; a byte after it may be marked
+    /// wrongly (a borrow or carry from it), which `string` never looks at.
+    @inline(__always)
+    static func special(_ w: UInt64) -> UInt64 {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let high: UInt64 = 0x8080_8080_8080_8080
+        @inline(__always) func hasZero(_ v: UInt64) -> UInt64 { (v &- ones) & ~v & high }
+        let below = (w &- ones &* 0x21) & ~w & high
+        let above = (w &+ ones | w) & high
+        return below | above | hasZero(w ^ (ones &* 0x22)) | hasZero(w ^ (ones &* 0x25)) | hasZero(w ^ (ones &* 0x5C))
+    }
+
     /// The decimal digits at `p` (then past them): no sign, no leading zero,
     /// at most `max` (as the general reader's value, which the header's
     /// digits would then be).
     @inline(__always)
     private static func number(_ frame: ByteView, _ p: inout Int, max: UInt64) -> (value: UInt64, digits: ByteView)? {
         let start = p
-        let n = min(frame.count, start + 20)
+        let n = Swift.min(frame.count, start &+ 20)
         var value: UInt64 = 0
         var i = start
+        // Up to 19 digits cannot overflow; a 20th is added with the check.
         while i < n {
             let d = frame[i] &- 0x30
             guard d < 10 else { break }
-            let (times10, o1) = value.multipliedReportingOverflow(by: 10)
-            let (sum, o2) = times10.addingReportingOverflow(UInt64(d))
-            guard !o1, !o2 else { return nil }
-            value = sum
+            if i &- start == 19 {
+                let (times10, o1) = value.multipliedReportingOverflow(by: 10)
+                let (sum, o2) = times10.addingReportingOverflow(UInt64(d))
+                guard !o1, !o2 else { return nil }
+                value = sum
+            } else {
+                value = value &* 10 &+ UInt64(d)
+            }
             i &+= 1
         }
-        guard i > start, i - start == 1 || frame[start] != 0x30, value <= max else { return nil }
+        guard i > start, i &- start == 1 || frame[start] != 0x30, value <= max else { return nil }
         p = i
         return (value, frame.extracting(start..<i))
     }

@@ -182,6 +182,29 @@ import Testing
         #expect(Self.inPlace(named.bytes, ready: true) == nil, "read in place")
     }
 
+    @Test func aStringIsReadInPlaceExactlyWhenEachOfItsBytesIsCarriedAsItself() throws {
+        // Every byte value at every place of a 20-byte source (the word-at-a-time scan's
+        // eight-byte steps and the byte loop after them), and as the whole of a short one.
+        let placeholder = Array("SOURCE-PLACEHOLDER-1".utf8)
+        let base = Self.frame(source: "\"" + String(decoding: placeholder, as: UTF8.self) + "\"")
+        let at = try #require(base.indices.first { base[$0...].starts(with: placeholder) })
+        for byte in UInt8.min...UInt8.max {
+            let expected = Headers.isPlain(byte) && byte != 0x5C
+            for place in 0..<placeholder.count {
+                var frame = base
+                frame[at + place] = byte
+                let read = frame.withByteView { view in ExportFrame(view).map { $0.source.array } }
+                #expect((read != nil) == expected, "byte \(byte) at \(place)")
+                if let read { #expect(read == Array(frame[at..<(at + placeholder.count)])) }
+            }
+            let short = Self.frame(source: "\"a\"")
+            let a = try #require(short.indices.first { short[$0...].starts(with: Array(#""source":"a""#.utf8)) }) + 10
+            var one = short
+            one[a] = byte
+            #expect(one.withByteView { ExportFrame($0) != nil } == expected, "byte \(byte) alone")
+        }
+    }
+
     @Test func theGeneralWayStillExportsWhatThePositionalReaderLeaves() throws {
         // Percent-encoded values, out-of-range numbers (0), a key: exported as before.
         let encoded = try Self.general(Self.frame(source: #""a b""#, id: #""caf\u00e9""#), ready: true)
