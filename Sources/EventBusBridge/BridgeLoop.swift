@@ -4,7 +4,10 @@
 // NATS), the reports and effects to `Bridge`, which queues on the other
 // side; the loop then writes both outboxes before it waits again. So a
 // batch goes from one socket to the other with no thread switch, no lock
-// and no wake-up. The loop also reconnects the bus (50 ms doubling to 5 s,
+// and no wake-up; (issue 36) an event frame of the broker's plain shape is
+// exported within the read itself, its message written straight into the
+// NATS outbox from the read's bytes (`feed`, `ExportFrame`). The loop also
+// reconnects the bus (50 ms doubling to 5 s,
 // jittered, forever; NATS reconnects inside its driver), writes the status
 // once a second through its caller, and on SIGTERM/SIGINT stops.
 //
