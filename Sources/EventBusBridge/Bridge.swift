@@ -89,11 +89,7 @@ package struct Bridge {
         case .events(let events):
             for event in events {
                 guard case .publish(let message) = core.export(event) else { continue }
-                let outcome = nats.publish(message)
-                core.exported(outcome)
-                if case .tooLarge(let size, let limit) = outcome {
-                    logger.notice("dropped the export of \(message.subject.text) (seq \(message.tag ?? 0)): \(size) bytes with headers, over the NATS server's max_payload of \(limit)")
-                }
+                exported(nats.publish(message), subject: message.subject, seq: event.metadata.seq)
             }
         case .dropped(let count, let since):
             let report = core.localOverflow(count: count, sinceSeq: since)
@@ -160,6 +156,22 @@ package struct Bridge {
             if case .tooLarge(let size, let limit) = outcome {
                 logger.notice("dropped the group event \(message.subject.text) (seq \(event.metadata.seq)): \(size) bytes with headers, over the NATS server's max_payload of \(limit)")
             }
+        }
+    }
+
+    /// (issue 36) Exports the event of a frame read in place (`ExportFrame`):
+    /// its header block and payload written straight into the NATS outbox,
+    /// the bytes `export(_:)` of its `RawEvent` would queue.
+    mutating func export(_ frame: ExportFrame, nats: inout ClientDriver) {
+        guard let message = core.export(frame) else { return }
+        exported(nats.publish(message) { core.writeExport(frame, into: &$0) }, subject: message.subject, seq: frame.seq)
+    }
+
+    /// Counts an export handed to the NATS client; logs one it refused as too large.
+    private mutating func exported(_ outcome: PublishOutcome, subject: Subject, seq: UInt64) {
+        core.exported(outcome)
+        if case .tooLarge(let size, let limit) = outcome {
+            logger.notice("dropped the export of \(subject.text) (seq \(seq)): \(size) bytes with headers, over the NATS server's max_payload of \(limit)")
         }
     }
 

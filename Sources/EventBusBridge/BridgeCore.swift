@@ -130,22 +130,48 @@ package struct BridgeCore {
             counters.skippedBridged += 1
             return .skip(.bridged)
         }
+        let (subject, skip) = event.metadata.type.withByteView { exportSubject(type: $0) }
+        guard let subject else { return .skip(skip) }
+        let block = CloudEventsHeaders.exportBlock(event, lines: exportLines)
+        return .publish(OutgoingMessage(subject: subject, headerBlock: block, payload: event.data, tag: event.metadata.seq))
+    }
+
+    /// (issue 36) `export(_:)` for an event read in place from the broker's
+    /// frame (`ExportFrame`: it has no `origin`, so it is not bridged).
+    /// - Returns: the message for the NATS client's `publish(_:writing:)`,
+    ///   whose writer is `writeExport` (the bytes `export(_:)` of the frame's
+    ///   `RawEvent` would give); nil when it is not exported (counted as
+    ///   `export` counts).
+    mutating func export(_ frame: ExportFrame) -> PlacedMessage? {
+        guard let subject = exportSubject(type: frame.type).subject else { return nil }
+        return PlacedMessage(subject: subject, headerCount: CloudEventsHeaders.exportBlockCount(frame, lines: exportLines),
+                             payloadCount: frame.data.count, tag: frame.seq)
+    }
+
+    /// (issue 36) Writes the header block and payload of the message `export(_:)` gave for `frame`.
+    func writeExport(_ frame: ExportFrame, into w: inout RawWriter) {
+        CloudEventsHeaders.writeExport(frame, lines: exportLines, into: &w)
+        w.put(frame.data)
+    }
+
+    /// The export subject of an event of type `type` (the type's bytes as
+    /// sent), or why it is not exported (`exporting` is off: counted).
+    private mutating func exportSubject(type: ByteView) -> (subject: Subject?, skip: ExportSkip) {
         let subject: Subject
-        if let last = lastExport, last.type == event.metadata.type {
-            guard let known = last.subject else { return .skip(last.skip) }
+        if let last = lastExport, last.type.withByteView({ $0.sameBytes(as: type) }) {
+            guard let known = last.subject else { return (nil, last.skip) }
             subject = known
         } else {
-            let decided = exportDecision(forType: event.metadata.type)
+            let decided = exportDecision(forType: String(decodingUTF8: type))
             lastExport = decided
-            guard let known = decided.subject else { return .skip(decided.skip) }
+            guard let known = decided.subject else { return (nil, decided.skip) }
             subject = known
         }
         guard exporting else {
             counters.suspended += 1
-            return .skip(.suspended)
+            return (nil, .suspended)
         }
-        let block = CloudEventsHeaders.exportBlock(event, lines: exportLines)
-        return .publish(OutgoingMessage(subject: subject, headerBlock: block, payload: event.data, tag: event.metadata.seq))
+        return (subject, .suspended)
     }
 
     /// What the type of an event decides (the same for every event of that

@@ -5,7 +5,11 @@
 //
 // Before editing: header values are percent-encoded by EventBusNATS's
 // `Headers.encoded()` and decoded by its parser, so a CR/LF in `source` or
-// `id` travels intact and can never start a header line. Names here are the
+// `id` travels intact and can never start a header line. (issue 36) The
+// export written in place (`writeExport`) copies its values from the
+// broker's frame unencoded: `ExportFrame` takes only values made of bytes
+// the encoder writes as themselves, and ExportFrameTests check that both
+// writers give the same bytes. Names here are the
 // wire names: lower case, as the CloudEvents NATS binding writes them.
 import EventBusNATS
 @_spi(Package) import EventBusProtocol
@@ -39,17 +43,48 @@ package enum CloudEventsHeaders {
         package let instance: String
         let head: HeaderBlockWriter.Lines
         let middle: HeaderBlockWriter.Lines
+        /// (issue 36) The block's text between its values, for
+        /// `writeExport`: `NATS/1.0\r\nce-specversion: 1.0\r\nce-id: `, then
+        /// `\r\nce-source: `, `\r\nce-type: `, `\r\nce-time: `, the
+        /// constant lines up to `ce-ebseq: `, `\r\nce-ebpid: `, `\r\nce-ebuid: `,
+        /// `\r\nce-ebgid: `, `\r\nNats-Msg-Id: NODE:INSTANCE:`, the empty
+        /// line: one after another in `cuts`, each piece's range in `cutRanges`.
+        let cuts: [UInt8]
+        let cutRanges: [Range<Int>]
+
+        static let specVersion = "1.0"
+        static let dataContentType = "application/json"
 
         /// - Parameter instance: the local broker's `instance` (its `seq` counts within it).
         package init(node: NodeName, instance: String) {
             self.node = node
             self.instance = instance
-            head = HeaderBlockWriter.lines { $0.append(HeaderName.specVersion, "1.0") }
+            head = HeaderBlockWriter.lines { $0.append(HeaderName.specVersion, ExportLines.specVersion) }
             middle = HeaderBlockWriter.lines { block in
-                block.append(HeaderName.dataContentType, "application/json")
+                block.append(HeaderName.dataContentType, ExportLines.dataContentType)
                 block.append(HeaderName.node, node.text)
                 block.append(HeaderName.instance, instance)
             }
+            func name(_ text: String) -> String { "\r\n" + text + ": " }
+            let (nodeText, instanceText) = (Headers.percentEncoded(node.text), Headers.percentEncoded(instance))
+            let pieces = [
+                "NATS/1.0" + name(HeaderName.specVersion) + ExportLines.specVersion + name(HeaderName.id),
+                name(HeaderName.source), name(HeaderName.type), name(HeaderName.time),
+                name(HeaderName.dataContentType) + ExportLines.dataContentType + name(HeaderName.node) + nodeText
+                    + name(HeaderName.instance) + instanceText + name(HeaderName.seq),
+                name(HeaderName.pid), name(HeaderName.uid), name(HeaderName.gid),
+                name(HeaderName.messageID) + nodeText + ":" + instanceText + ":",
+                "\r\n\r\n",
+            ]
+            var cuts: [UInt8] = []
+            var ranges: [Range<Int>] = []
+            for piece in pieces {
+                let start = cuts.count
+                cuts.append(contentsOf: piece.utf8)
+                ranges.append(start..<cuts.count)
+            }
+            self.cuts = cuts
+            cutRanges = ranges
         }
     }
 
@@ -81,6 +116,41 @@ package enum CloudEventsHeaders {
         block.append(HeaderName.gid, UInt64(event.gid))
         block.append(HeaderName.messageID, joining: lines.node.text, lines.instance, last: event.seq)
         return block.finish()
+    }
+
+    /// (issue 36) The length of the block `writeExport` writes for `frame`.
+    static func exportBlockCount(_ frame: ExportFrame, lines: ExportLines) -> Int {
+        lines.cuts.count + frame.id.count + frame.source.count + frame.type.count + frame.time.count + 2 * frame.seqDigits.count
+            + frame.pid.count + frame.uid.count + frame.gid.count
+    }
+
+    /// (issue 36) The block `exportBlock` writes for the event of `frame`,
+    /// byte for byte, written with `w` from the frame's bytes (`ExportFrame`
+    /// takes only values a header carries as themselves, so nothing is
+    /// encoded): `exportBlockCount` bytes.
+    static func writeExport(_ frame: ExportFrame, lines: ExportLines, into w: inout RawWriter) {
+        lines.cuts.withByteView { cuts in
+            let at = lines.cutRanges
+            w.put(cuts.extracting(at[0]))
+            w.put(frame.id)
+            w.put(cuts.extracting(at[1]))
+            w.put(frame.source)
+            w.put(cuts.extracting(at[2]))
+            w.put(frame.type)
+            w.put(cuts.extracting(at[3]))
+            w.put(frame.time)
+            w.put(cuts.extracting(at[4]))
+            w.put(frame.seqDigits)
+            w.put(cuts.extracting(at[5]))
+            w.put(frame.pid)
+            w.put(cuts.extracting(at[6]))
+            w.put(frame.uid)
+            w.put(cuts.extracting(at[7]))
+            w.put(frame.gid)
+            w.put(cuts.extracting(at[8]))
+            w.put(frame.seqDigits)
+            w.put(cuts.extracting(at[9]))
+        }
     }
 
     /// What an imported message's headers say.

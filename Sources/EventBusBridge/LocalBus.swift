@@ -333,6 +333,19 @@ struct LocalBus {
         reports.append(report)
     }
 
+    /// (issue 36) An event the bridge exports straight from the read: a
+    /// frame of the broker's plain shape (`ExportFrame`), its position taken
+    /// as `handle` would take it. Nil when the frame must go to `handle`: any
+    /// other frame (a group's event, a replayed one...), or while the session
+    /// holds events back.
+    mutating func plainEvent(_ frame: ByteView) -> ExportFrame? {
+        guard let event = ExportFrame(frame), session.tookEvent(seq: event.seq) else { return nil }
+        return event
+    }
+
+    /// Events read and not yet reported (`endOfRead` reports them).
+    var hasEvents: Bool { !events.isEmpty }
+
     /// Handles one frame from the broker.
     mutating func handle(_ piece: SplitFrame, _ reports: inout [BusReport]) {
         guard case .frame(let bytes) = piece else {

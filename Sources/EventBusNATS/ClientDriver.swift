@@ -22,6 +22,7 @@
 // - the owner may stop calling `readAvailable` (flow control: whoever takes
 //   the messages is full); the server then applies its own slow-consumer
 //   rules, which is what a NATS client should get when it cannot keep up.
+@_spi(Package) import EventBusProtocol
 import EventBusSystem
 
 /// A NATS client connection driven by its owner's loop (see the file comment).
@@ -134,6 +135,11 @@ package struct ClientDriver {
 
     /// Publishes (see `ClientState.publish`).
     package mutating func publish(_ message: OutgoingMessage) -> PublishOutcome { state.publish(message) }
+
+    /// (issue 36) `ClientState.publish(_:writing:)`.
+    package mutating func publish(_ message: PlacedMessage, writing write: (inout RawWriter) -> Void) -> PublishOutcome {
+        state.publish(message, writing: write)
+    }
 
     /// Closes for good: unsent messages are discarded, the socket closed.
     package mutating func close() {

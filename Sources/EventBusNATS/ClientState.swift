@@ -357,29 +357,56 @@ package struct ClientState {
     /// `max_payload` (the server would close the whole connection), dropped
     /// when the outbox is full; both are counted, never sent.
     package mutating func publish(_ message: OutgoingMessage) -> PublishOutcome {
-        if isClosed { return .closed }
         let size = message.size
-        if size > maxPayload {
-            statistics.refusedTooLarge += 1
-            return .tooLarge(size: size, limit: maxPayload)
-        }
-        guard outbox.fits(message.encodedCount) else {
-            statistics.droppedBufferFull += 1
-            if var summary = unreported {
-                summary.count += 1
-                unreported = summary
-            } else {
-                unreported = DropSummary(count: 1, firstTag: message.tag)
-            }
-            return .dropped
-        }
-        queueGapReport()
+        if let refused = refusal(size: size, encodedCount: message.encodedCount, tag: message.tag) { return refused }
         if isConnected {
             // Encoded straight into the wire buffer (no array of its own).
             _ = outbox.appendToWire(message, size: size)
         } else {
             outbox.append(QueuedMessage(bytes: message.encoded().bytes, size: size, tag: message.tag, subject: message.subject, exempt: false), toWire: false)
         }
+        return published()
+    }
+
+    /// (issue 36) `publish(_:)` for a message whose header block and payload
+    /// `write` writes straight into the outbox (the bridge's export): the
+    /// same refusals, counts and order; held, it gets an array of its own.
+    package mutating func publish(_ message: PlacedMessage, writing write: (inout RawWriter) -> Void) -> PublishOutcome {
+        if let refused = refusal(size: message.size, encodedCount: message.encodedCount, tag: message.tag) { return refused }
+        if isConnected {
+            outbox.appendToWire(message, write)
+        } else {
+            var bytes: [UInt8] = []
+            _ = message.append(to: &bytes, write)
+            outbox.append(QueuedMessage(bytes: bytes, size: message.size, tag: message.tag, subject: message.subject, exempt: false), toWire: false)
+        }
+        return published()
+    }
+
+    /// Why a message of `size` (`encodedCount` queued) is not taken, counted;
+    /// nil when it is (then the gap report, if one is due, is queued ahead of it).
+    private mutating func refusal(size: Int, encodedCount: Int, tag: UInt64?) -> PublishOutcome? {
+        if isClosed { return .closed }
+        if size > maxPayload {
+            statistics.refusedTooLarge += 1
+            return .tooLarge(size: size, limit: maxPayload)
+        }
+        guard outbox.fits(encodedCount) else {
+            statistics.droppedBufferFull += 1
+            if var summary = unreported {
+                summary.count += 1
+                unreported = summary
+            } else {
+                unreported = DropSummary(count: 1, firstTag: tag)
+            }
+            return .dropped
+        }
+        queueGapReport()
+        return nil
+    }
+
+    /// Counts a message taken. - Returns: whether it went to the wire or is held.
+    private mutating func published() -> PublishOutcome {
         statistics.published += 1
         refreshBufferStatistics()
         return isConnected ? .queued : .held

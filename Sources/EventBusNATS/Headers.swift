@@ -187,7 +187,7 @@ package struct Headers: Equatable, Sendable {
     // MARK: Percent coding
 
     /// Whether `b` is written as itself: printable ASCII except `"` and `%`.
-    @inline(__always) static func isPlain(_ b: UInt8) -> Bool {
+    @inlinable @inline(__always) package static func isPlain(_ b: UInt8) -> Bool {
         // Bit b of the 128-bit set 0x21...0x7E without 0x22 and 0x25.
         b < 64 ? (0xFFFF_FFDA_0000_0000 as UInt64) &>> b & 1 == 1 : b < 128 && (0x7FFF_FFFF_FFFF_FFFF as UInt64) &>> (b &- 64) & 1 == 1
     }

@@ -9,6 +9,7 @@
 // back to the front of `held` in their order (a partly written one is sent
 // again whole: the server discards a message it did not receive to its end),
 // and protocol lines are discarded (the next connection sends its own).
+@_spi(Package) import EventBusProtocol
 
 /// A message to publish. Its headers are kept encoded (`headerBlock`), so
 /// a hot path can write the block itself (`HeaderBlockWriter`) and nothing
@@ -73,6 +74,66 @@ package struct OutgoingMessage: Equatable, Sendable {
             Encoder.appendPub(subject, replyTo: replyTo, payload: payload, to: &out)
         }
         return out.count - before
+    }
+}
+
+/// (issue 36) A message its sender writes straight into the outbox, header
+/// block and payload (the bridge's export: `ClientState.publish(_:writing:)`),
+/// with no `OutgoingMessage`, block array or payload array in between. The
+/// sizes come first, for the HPUB line and the bounds; the writer must then
+/// write exactly `headerCount + payloadCount` bytes (checked: a wrong count
+/// would garble the connection, so it stops the process).
+package struct PlacedMessage: Sendable {
+    package var subject: Subject
+    /// The header block's bytes, `NATS/1.0\r\n` to its empty line.
+    package var headerCount: Int
+    package var payloadCount: Int
+    /// The caller's sequence number for it (for drop reports).
+    package var tag: UInt64?
+
+    package init(subject: Subject, headerCount: Int, payloadCount: Int, tag: UInt64?) {
+        self.subject = subject
+        self.headerCount = headerCount
+        self.payloadCount = payloadCount
+        self.tag = tag
+    }
+
+    /// What the server compares with `max_payload`: header block plus payload.
+    var size: Int { headerCount + payloadCount }
+
+    /// The length of the HPUB it appends (`OutgoingMessage.encodedCount`'s rule).
+    var encodedCount: Int {
+        5 + subject.text.utf8.count + 1 + Self.digits(headerCount) + 1 + Self.digits(size) + 2 + size + 2
+    }
+
+    private static func digits(_ n: Int) -> Int {
+        var count = 1
+        var rest = n
+        while rest >= 10 { rest /= 10; count += 1 }
+        return count
+    }
+
+    /// `HPUB <subject> <#header bytes> <#total bytes>\r\n`, what `write`
+    /// writes, `\r\n`, appended to `out` (the bytes `Encoder.appendHpub`
+    /// writes for the same block and payload). - Returns: how many.
+    func append(to out: inout [UInt8], _ write: (inout RawWriter) -> Void) -> Int {
+        let count = encodedCount
+        let before = out.count
+        out.appendWritten(bound: count + RawWriter.slack) { w in
+            w.put("HPUB ")
+            subject.text.withByteView { w.put($0) }
+            w.put(0x20)
+            w.put(int: UInt64(headerCount))
+            w.put(0x20)
+            w.put(int: UInt64(size))
+            w.put("\r\n")
+            let body = w.count
+            write(&w)
+            precondition(w.count - body == size, "a placed message wrote other than its sizes")
+            w.put("\r\n")
+        }
+        assert(out.count - before == count, "PlacedMessage.encodedCount is not the encoded length")
+        return count
     }
 }
 
@@ -177,6 +238,15 @@ struct Outbox {
         messageCount += 1
         messageBytes += count
         return count
+    }
+
+    /// (issue 36) `appendToWire(_:size:)` for a message its sender writes in place.
+    mutating func appendToWire(_ message: PlacedMessage, _ write: (inout RawWriter) -> Void) {
+        let count = message.append(to: &wire, write)
+        entries.append(Entry(count: count, message: MessageRecord(size: message.size, tag: message.tag, subject: message.subject, exempt: false)))
+        wireBytes += count
+        messageCount += 1
+        messageBytes += count
     }
 
     mutating func takeHeld() -> [QueuedMessage] {

@@ -145,6 +145,16 @@ package struct BusSession<Tag> {
     /// A publish `ok` of `seq` (the library's own events move the position too).
     package mutating func published(seq: UInt64) { tracker.saw(seq) }
 
+    /// (issue 36) An event frame the driver read itself (by position, not
+    /// through `handle`; not retained): the position moves as `handle` would
+    /// move it. - Returns: false while events are held for the replays (an
+    /// ordered session): then the frame must go to `handle`.
+    package mutating func tookEvent(seq: UInt64) -> Bool {
+        guard replay.settled else { return false }
+        tracker.saw(seq)
+        return true
+    }
+
     // MARK: Output
 
     /// Whether requests wait in `output`.
