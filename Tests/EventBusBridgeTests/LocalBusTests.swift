@@ -105,13 +105,13 @@ import Testing
         let listed = feed(&bus, #"{"op":"ok","req":2,"type":"svc.>","servers":["*.echo","svc.a"]}"#)
         guard case .serving(let pattern, let servers) = try #require(listed.first) else { Issue.record("\(listed)"); return }
         #expect(pattern.text == "svc.>" && servers.map(\.text) == ["*.echo", "svc.a"])
-        // (attacker6) The loop's read of that list took 1 µs: the re-ask waits 9 µs more.
+        // (attacker6) The loop's read of that list took 1 µs: the re-ask waits `rewatchPacing` µs more.
         bus.paceRewatch(spent: 1_000, now: 0)
         #expect(feed(&bus, #"{"op":"servers","type":"svc.>"}"#).isEmpty)
-        #expect(bus.rewatchDeadline == 9_000)
-        bus.rewatchIfDue(now: 8_999)
+        #expect(bus.rewatchDeadline == 1_000 * LocalBus.rewatchPacing)
+        bus.rewatchIfDue(now: 1_000 * LocalBus.rewatchPacing - 1)
         #expect(written(&bus).isEmpty, "paced")
-        bus.rewatchIfDue(now: 9_000)
+        bus.rewatchIfDue(now: 1_000 * LocalBus.rewatchPacing)
         #expect(written(&bus) == [#"{"op":"subscribe","req":3,"type":"svc.>","servers":true}"#])
         #expect(bus.rewatchDeadline == nil)
         let refused = feed(&bus, #"{"op":"error","req":3,"code":"forbidden","message":"no bridge right"}"#)
@@ -152,16 +152,16 @@ import Testing
             #expect(written(&bus).count == 1, "asked again")
             let reports = feed(&bus, answer)
             bus.paceRewatch(spent: 1_000, now: now + 5_000)
-            if paced { #expect(bus.rewatchAt == now + 5_000 + 9 * 5_000, "paced by the round trip, not the read's 1 µs") }
+            if paced { #expect(bus.rewatchAt == now + 5_000 + LocalBus.rewatchPacing * 5_000, "paced by the round trip, not the read's 1 µs") }
             return reports
         }
-        #expect(relist(list.replacingOccurrences(of: #""req":2"#, with: #""req":4"#), at: 100_000).isEmpty, "the same list: no report")
-        #expect(relist(members.replacingOccurrences(of: #""req":3"#, with: #""req":5"#), group: true, at: 200_000).isEmpty, "the same members: no report")
-        let changed = relist(#"{"op":"ok","req":6,"type":"svc.>","servers":["svc.a"]}"#, at: 300_000)
+        #expect(relist(list.replacingOccurrences(of: #""req":2"#, with: #""req":4"#), at: 1_000_000).isEmpty, "the same list: no report")
+        #expect(relist(members.replacingOccurrences(of: #""req":3"#, with: #""req":5"#), group: true, at: 2_000_000).isEmpty, "the same members: no report")
+        let changed = relist(#"{"op":"ok","req":6,"type":"svc.>","servers":["svc.a"]}"#, at: 3_000_000)
         guard case .serving(_, let servers) = try #require(changed.first) else { Issue.record("\(changed)"); return }
         #expect(servers.map(\.text) == ["svc.a"])
-        #expect(relist(#"{"op":"error","req":7,"code":"forbidden","message":"no"}"#, at: 400_000, paced: false).count == 2, "refused: reported empty")
-        #expect(relist(#"{"op":"ok","req":8,"type":"svc.>","servers":["svc.a"]}"#, at: 500_000).count == 1, "after a refusal the list is new")
+        #expect(relist(#"{"op":"error","req":7,"code":"forbidden","message":"no"}"#, at: 4_000_000, paced: false).count == 2, "refused: reported empty")
+        #expect(relist(#"{"op":"ok","req":8,"type":"svc.>","servers":["svc.a"]}"#, at: 5_000_000).count == 1, "after a refusal the list is new")
         // A new connection's first lists are reported whole, even the same.
         _ = bus.connectionClosed()
         bus.connectionOpened()
