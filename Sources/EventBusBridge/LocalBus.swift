@@ -142,13 +142,29 @@ struct LocalBus {
     /// a read that took a list in T of the loop's time, the watches are not
     /// asked again before `rewatchPacing` x T has passed (`paceRewatch`, from
     /// the loop, which times the read): a long list is read at most every so
-    /// often, a short one at once.
+    /// often, a short one at once. (watchlist) 99, not 9: once a list of
+    /// 16,004 cost tens of ms rather than half a second, 9x re-asked it
+    /// every ~0.4 s, and another uid's pings (one every 5 ms) met one list
+    /// in ten (p99 22 ms); at 99x a list costs the loop 1 % and is asked
+    /// again about as often as the half-second list was at 9x.
     private var staleWatches: [String] = []
     private var staleGroupWatches: [GroupSpec] = []
     private(set) var rewatchAt: Int64 = 0
     /// A watch's list was read since `paceRewatch` last ran.
     private var listedSincePaced = false
-    static let rewatchPacing: Int64 = 9
+    static let rewatchPacing: Int64 = 99
+    /// (watchlist) When `rewatchIfDue` last asked: the answer's whole round
+    /// trip (the broker's listing, which no read of ours times, and every
+    /// read of a list longer than one) paces the next re-ask, not only the
+    /// read that ended it.
+    private var askedAt: Int64?
+    /// (watchlist) Each watch's last `servers` array as it came: a list the
+    /// same byte for byte (another uid's server that came and went before
+    /// the watch was asked again) is not reported, so its 16,004 patterns
+    /// are neither decoded nor minimised again. Forgotten with the
+    /// connection and on a refusal (whose report is an empty list).
+    private var lastServing: [String: [UInt8]] = [:]
+    private var lastMembers: [GroupSpec: [UInt8]] = [:]
 
     /// When a paced re-ask is due (nil: none waits).
     var rewatchDeadline: Int64? { staleWatches.isEmpty && staleGroupWatches.isEmpty ? nil : rewatchAt }
@@ -156,6 +172,7 @@ struct LocalBus {
     /// Asks the watches told of a change again, once their pacing allows.
     mutating func rewatchIfDue(now: Int64) {
         guard rewatchDeadline != nil, now >= rewatchAt, connected else { return }
+        askedAt = now
         let (requests, groups) = (staleWatches, staleGroupWatches)
         staleWatches.removeAll()
         staleGroupWatches.removeAll()
@@ -164,14 +181,26 @@ struct LocalBus {
     }
 
     /// A watch's list was read (its cost is timed by the loop: `paceRewatch`).
-    private mutating func listed(_ count: Int) { listedSincePaced = true }
+    private mutating func listed() { listedSincePaced = true }
+
+    /// Whether `reply`'s `servers` array is byte for byte `last` (then
+    /// nothing changed); otherwise it becomes `last`.
+    private static func sameList(_ reply: Reply, as last: inout [UInt8]?) -> Bool {
+        let raw = reply.raw("servers")
+        if raw != nil && raw == last { return true }
+        last = raw
+        return false
+    }
 
     /// The loop's read that ended at `now` took `spent` ns: if it read a
-    /// watch's list, the next re-ask waits `rewatchPacing` times as long.
+    /// watch's list, the next re-ask waits `rewatchPacing` times as long as
+    /// that read, or as the re-ask's whole round trip when longer.
     mutating func paceRewatch(spent: Int64, now: Int64) {
         guard listedSincePaced else { return }
         listedSincePaced = false
-        rewatchAt = now + LocalBus.rewatchPacing * spent
+        let took = max(spent, askedAt.map { now - $0 } ?? 0)
+        askedAt = nil
+        rewatchAt = now + LocalBus.rewatchPacing * took
     }
 
     /// (issue 36) Asks for (again) the serving patterns of a request import pattern.
@@ -243,6 +272,9 @@ struct LocalBus {
         events.removeAll(keepingCapacity: true)
         staleWatches.removeAll()  // asked again after the next hello
         staleGroupWatches.removeAll()
+        askedAt = nil
+        lastServing.removeAll()  // the next connection's first lists are reported whole
+        lastMembers.removeAll()
         return (unconfirmed, wasGreeted)
     }
 
@@ -382,21 +414,25 @@ struct LocalBus {
             if let spec = groupImports.first(where: { $0.name == group && $0.pattern.text == pattern }), !staleGroupWatches.contains(spec) { staleGroupWatches.append(spec) }
         case .answered(.groupWatch(let spec), let reply):
             if reply.isOK {
+                listed()
+                if Self.sameList(reply, as: &lastMembers[spec]) { break }
                 if spec.uid != nil && reply.unsigned("uid") == nil { report(.notice(Self.withoutGroupUID(spec)), &reports) }
                 let list = reply.strings("servers") ?? []
-                listed(list.count)
                 report(.members(spec, list.compactMap(Pattern.init)), &reports)
             } else {
+                lastMembers[spec] = nil
                 report(refused("subscribe \(spec.pattern.text) group \(spec.name) servers", reply), &reports)
                 report(.members(spec, []), &reports)
             }
         case .answered(.watch(let text), let reply):
             guard let pattern = Pattern(text) else { break }
             if reply.isOK {
+                listed()
+                if Self.sameList(reply, as: &lastServing[text]) { break }
                 let list = reply.strings("servers") ?? []
-                listed(list.count)
                 report(.serving(pattern, list.compactMap(Pattern.init)), &reports)
             } else {
+                lastServing[text] = nil
                 report(refused("subscribe \(text) servers", reply), &reports)
                 report(.serving(pattern, []), &reports)
             }

@@ -217,7 +217,7 @@ package struct RemoteGroups {
             removed.append(subject)
         }
         var added: [String] = []
-        for (subject, name) in subjects.sorted(by: { $0.key < $1.key }) where importSubscriptions[subject] == nil {
+        for (subject, name) in subjects.filter({ importSubscriptions[$0.key] == nil }).sorted(by: { $0.key < $1.key }) {
             guard let natsSubject = Subject(pattern: subject) else { continue }
             let sid = subscribe(natsSubject, RemoteGroups.queueGroup(name))
             if lastFixedSID == nil { lastFixedSID = SubscriptionID(sid.rawValue - 1) }

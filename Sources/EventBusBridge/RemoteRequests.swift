@@ -164,8 +164,9 @@ package struct RemoteRequests {
             importSubscriptions[subject] = nil
             removed.append(subject)
         }
+        // Subscribed in order (the sids, the log); only the new ones sorted.
         var added: [String] = []
-        for subject in subjects.sorted() where importSubscriptions[subject] == nil {
+        for subject in subjects.filter({ importSubscriptions[$0] == nil }).sorted() {
             guard let natsSubject = Subject(pattern: subject) else { continue }
             let sid = subscribe(natsSubject, RemoteRequests.queueGroup)
             if lastFixedSID == nil { lastFixedSID = SubscriptionID(sid.rawValue - 1) }
@@ -180,6 +181,10 @@ package struct RemoteRequests {
     /// takes the rest of the other (one segment at least). Examples: `svc.>`
     /// and `*.echo` give `svc.echo`; `a.>` and `a.*.c` give `a.*.c`.
     package static func intersection(_ p: Pattern, _ q: Pattern) -> Pattern? {
+        // (watchlist) One inside the other (every server under `svc.>`) is
+        // the intersection itself: no pattern built and validated again.
+        if BridgeCore.covers(p, q) { return q }
+        if BridgeCore.covers(q, p) { return p }
         let a = p.segments, b = q.segments
         var out: [Substring] = []
         var i = 0

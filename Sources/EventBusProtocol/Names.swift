@@ -77,27 +77,54 @@ import Glibc
     @_spi(Package) public let hasWildcards: Bool
 
     /// Validates `text`; nil when it breaks a rule of PROTOCOL.md "Names and patterns".
+    /// (watchlist) One pass over the bytes, allocating nothing: a bridge
+    /// reads a watch's list of up to 16,384 patterns from one uid at once.
     @_spi(Package) public init?(_ text: String) {
-        let utf8 = Array(text.utf8)
-        guard utf8.count >= 1 && utf8.count <= 255 else { return nil }
-        let segments = utf8.split(separator: 0x2E, omittingEmptySubsequences: false)
-        var wild = false
-        for (index, segment) in segments.enumerated() {
-            if segment.isEmpty { return nil }
-            if segment.count == 1 && segment.first == 0x2A { wild = true; continue }
-            if segment.count == 1 && segment.first == 0x3E {
-                guard index == segments.count - 1 else { return nil }
-                wild = true
+        var total = 0, length = 0, wild = false
+        /// The current segment holds a `*` or `>` (then it must be that byte alone).
+        var special: UInt8 = 0
+        for b in text.utf8 {
+            total += 1
+            if b == 0x2E {
+                // A segment ended, not the last: `>` may not end it.
+                guard length > 0, special == 0 || (length == 1 && special == 0x2A) else { return nil }
+                if special != 0 { wild = true }
+                length = 0
+                special = 0
                 continue
             }
-            guard segment.allSatisfy(EventType.isSegmentByte) else { return nil }
+            if b == 0x2A || b == 0x3E {
+                special = b
+            } else if !EventType.isSegmentByte(b) {
+                return nil
+            }
+            length += 1
         }
+        guard total >= 1 && total <= 255, length > 0, special == 0 || length == 1 else { return nil }
         self.text = text
-        self.hasWildcards = wild
+        self.hasWildcards = wild || special != 0
     }
 
-    /// The segments of the pattern, e.g. `["order", "*"]`.
-    @_spi(Package) public var segments: [Substring] { text.split(separator: ".", omittingEmptySubsequences: false) }
+    /// The segments of the pattern, e.g. `["order", "*"]`, slices of `text`
+    /// found by its bytes: a pattern is ASCII, so a `.` byte is a `.`
+    /// character, and `String.split` walked grapheme clusters at ~20 ns a
+    /// byte (watchlist: 40 % of a 16,004-pattern watch list's half second on
+    /// the broker's loop, broker and link together).
+    @_spi(Package) public var segments: [Substring] {
+        let utf8 = text.utf8
+        var segments: [Substring] = []
+        var start = utf8.startIndex
+        var index = start
+        while index != utf8.endIndex {
+            if utf8[index] == 0x2E {
+                segments.append(text[start..<index])
+                start = utf8.index(after: index)
+            }
+            index = utf8.index(after: index)
+        }
+        segments.append(text[start..<utf8.endIndex])
+        return segments
+    }
 
     /// Whether this pattern matches `type` (the broker uses an index with the
     /// same semantics). Walks both names' bytes segment by segment; allocates nothing.

@@ -67,8 +67,38 @@ extension Pattern {
 
     /// Whether some valid type is matched by both patterns (`foo.*` and
     /// `*.bar` overlap in `foo.bar`; `foo.*` and `foo.a.>` do not).
+    /// (watchlist) Decided by walking both patterns' bytes, allocating
+    /// nothing: the broker asks it of every serving pattern for each list of
+    /// a watch (Broker+ServerWatch.swift), 16,004 of them from one uid. It
+    /// is `shortestCommonType(with:) != nil` (PatternRelationTests checks
+    /// that), the witness's length counted rather than built.
     @_spi(Package) public func overlaps(_ other: Pattern) -> Bool {
-        shortestCommonType(with: other) != nil
+        var a = SegmentWalk(text), b = SegmentWalk(other.text)
+        var segments = 0, bytes = 0
+        while true {
+            switch (a.next(), b.next()) {
+            case (.end, .end):
+                return bytes + segments - 1 <= 255
+            case (.tail, .tail):
+                // Both tails from here: one free segment (`a`) more.
+                return bytes + segments + 1 <= 255
+            case (.tail, .end), (.end, .tail), (.end, _), (_, .end):
+                // A tail needs one segment more than the other has; otherwise the counts differ.
+                return false
+            case (.tail, let segment):
+                return b.restFits(after: segment, bytes: bytes, segments: segments)
+            case (let segment, .tail):
+                return a.restFits(after: segment, bytes: bytes, segments: segments)
+            case (.star, .star):
+                bytes += 1
+            case (.star, .literal(let length)), (.literal(let length), .star):
+                bytes += length
+            case (.literal(let length), .literal):
+                guard a.lastSegment.elementsEqual(b.lastSegment) else { return false }
+                bytes += length
+            }
+            segments += 1
+        }
     }
 
     /// The shortest valid type (in bytes) that both patterns match, or nil when
@@ -146,6 +176,59 @@ extension Pattern {
             return Pattern.joinedType(parts)
         }
         return nil
+    }
+
+    /// A pattern's segments one at a time, by kind, over its bytes.
+    private struct SegmentWalk {
+        enum Segment { case literal(Int), star, tail, end }
+        let utf8: String.UTF8View
+        var position: String.Index
+        var finished = false
+        /// The bytes of the segment `next` gave last.
+        private(set) var lastSegment: Substring.UTF8View
+
+        init(_ text: String) {
+            utf8 = text.utf8
+            position = utf8.startIndex
+            lastSegment = utf8[position..<position]
+        }
+
+        mutating func next() -> Segment {
+            guard !finished else { return .end }
+            let start = position
+            var length = 0
+            while position != utf8.endIndex && utf8[position] != 0x2E {
+                position = utf8.index(after: position)
+                length += 1
+            }
+            lastSegment = utf8[start..<position]
+            if position == utf8.endIndex { finished = true } else { position = utf8.index(after: position) }
+            if length == 1 {
+                switch lastSegment.first {
+                case 0x2A: return .star
+                case 0x3E: return .tail
+                default: break
+                }
+            }
+            return .literal(length)
+        }
+
+        /// The other pattern's `>` takes `segment` and the rest of this one:
+        /// whether the shortest type they make (`*` as `a`, this one's own
+        /// `>` as one `a` more) fits in 255 bytes.
+        mutating func restFits(after segment: Segment, bytes: Int, segments: Int) -> Bool {
+            var bytes = bytes, segments = segments, segment = segment
+            while true {
+                switch segment {
+                case .end: return bytes + segments - 1 <= 255
+                case .tail, .star: bytes += 1
+                case .literal(let length): bytes += length
+                }
+                segments += 1
+                if case .tail = segment { return bytes + segments - 1 <= 255 }
+                segment = next()
+            }
+        }
     }
 
     /// `fixed` segments (literal or `*`) and whether a `>` follows them.

@@ -105,13 +105,13 @@ import Testing
         let listed = feed(&bus, #"{"op":"ok","req":2,"type":"svc.>","servers":["*.echo","svc.a"]}"#)
         guard case .serving(let pattern, let servers) = try #require(listed.first) else { Issue.record("\(listed)"); return }
         #expect(pattern.text == "svc.>" && servers.map(\.text) == ["*.echo", "svc.a"])
-        // (attacker6) The loop's read of that list took 1 µs: the re-ask waits 9 µs more.
+        // (attacker6) The loop's read of that list took 1 µs: the re-ask waits `rewatchPacing` µs more.
         bus.paceRewatch(spent: 1_000, now: 0)
         #expect(feed(&bus, #"{"op":"servers","type":"svc.>"}"#).isEmpty)
-        #expect(bus.rewatchDeadline == 9_000)
-        bus.rewatchIfDue(now: 8_999)
+        #expect(bus.rewatchDeadline == 1_000 * LocalBus.rewatchPacing)
+        bus.rewatchIfDue(now: 1_000 * LocalBus.rewatchPacing - 1)
         #expect(written(&bus).isEmpty, "paced")
-        bus.rewatchIfDue(now: 9_000)
+        bus.rewatchIfDue(now: 1_000 * LocalBus.rewatchPacing)
         #expect(written(&bus) == [#"{"op":"subscribe","req":3,"type":"svc.>","servers":true}"#])
         #expect(bus.rewatchDeadline == nil)
         let refused = feed(&bus, #"{"op":"error","req":3,"code":"forbidden","message":"no bridge right"}"#)
@@ -126,6 +126,51 @@ import Testing
         let oldUp = feed(&old, Self.hello)
         guard case .serving(let whole, let list) = try #require(oldUp.last) else { Issue.record("\(oldUp)"); return }
         #expect(whole.text == "svc.>" && list.map(\.text) == ["svc.>"] && written(&old).isEmpty)
+    }
+
+    /// (watchlist) A watch's list the same byte for byte as its last one
+    /// (another uid's server that came and went before the re-ask) is not
+    /// reported: its patterns are neither decoded nor minimised again. A
+    /// changed one is, a refusal forgets the last list, and so does a new
+    /// connection. The re-ask is paced by its whole round trip.
+    @Test func aWatchsUnchangedListIsNotReportedAgain() throws {
+        let spec = try #require(GroupSpec("work:job.>"))
+        var bus = LocalBus(path: "test", patterns: [], watchPatterns: [Pattern("svc.>")!], groupImports: [spec])
+        bus.connectionOpened()
+        _ = written(&bus)
+        let hello = Self.hello.replacingOccurrences(of: #""flow"]"#, with: #""flow","servers","group-servers"]"#)
+        _ = feed(&bus, hello)
+        _ = written(&bus)
+        let list = #"{"op":"ok","req":2,"type":"svc.>","servers":["svc.a","svc.b"]}"#
+        let members = #"{"op":"ok","req":3,"type":"job.>","group":"work","servers":["job.a"]}"#
+        #expect(feed(&bus, list).count == 1 && feed(&bus, members).count == 1, "the first lists are reported")
+        bus.paceRewatch(spent: 1_000, now: 0)
+        /// Told of a change, asked again at `now` and answered with `answer` at `now + 5_000`: the reports.
+        func relist(_ answer: String, group: Bool = false, at now: Int64, paced: Bool = true) -> [BusReport] {
+            _ = feed(&bus, group ? #"{"op":"servers","type":"job.>","group":"work"}"# : #"{"op":"servers","type":"svc.>"}"#)
+            bus.rewatchIfDue(now: now)
+            #expect(written(&bus).count == 1, "asked again")
+            let reports = feed(&bus, answer)
+            bus.paceRewatch(spent: 1_000, now: now + 5_000)
+            if paced { #expect(bus.rewatchAt == now + 5_000 + LocalBus.rewatchPacing * 5_000, "paced by the round trip, not the read's 1 µs") }
+            return reports
+        }
+        #expect(relist(list.replacingOccurrences(of: #""req":2"#, with: #""req":4"#), at: 1_000_000).isEmpty, "the same list: no report")
+        #expect(relist(members.replacingOccurrences(of: #""req":3"#, with: #""req":5"#), group: true, at: 2_000_000).isEmpty, "the same members: no report")
+        let changed = relist(#"{"op":"ok","req":6,"type":"svc.>","servers":["svc.a"]}"#, at: 3_000_000)
+        guard case .serving(_, let servers) = try #require(changed.first) else { Issue.record("\(changed)"); return }
+        #expect(servers.map(\.text) == ["svc.a"])
+        #expect(relist(#"{"op":"error","req":7,"code":"forbidden","message":"no"}"#, at: 4_000_000, paced: false).count == 2, "refused: reported empty")
+        #expect(relist(#"{"op":"ok","req":8,"type":"svc.>","servers":["svc.a"]}"#, at: 5_000_000).count == 1, "after a refusal the list is new")
+        // A new connection's first lists are reported whole, even the same.
+        _ = bus.connectionClosed()
+        bus.connectionOpened()
+        let helloReq = try #require(written(&bus).first?.split(separator: ",")[1])  // `"req":N` of the new hello
+        _ = feed(&bus, hello.replacingOccurrences(of: #""req":1"#, with: String(helloReq)))
+        let asks = written(&bus).map { $0.split(separator: ",")[1] }  // `"req":N` of each watch, in order
+        try #require(asks.count == 2, "\(asks)")
+        #expect(feed(&bus, #"{"op":"ok",\#(asks[0]),"type":"svc.>","servers":["svc.a"]}"#).count == 1)
+        #expect(feed(&bus, members.replacingOccurrences(of: #""req":3"#, with: String(asks[1]))).count == 1)
     }
 
     /// (issue 36) The group imports: a watch of the group's members per

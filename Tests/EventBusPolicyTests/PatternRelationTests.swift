@@ -99,6 +99,7 @@ struct PatternRelationTests {
             let a = randomPattern(&rng, literals: ["a", "b"])
             let b = randomPattern(&rng, literals: ["a", "b"])
             #expect(a.overlaps(b) == b.overlaps(a))
+            #expect(a.overlaps(b) == (a.shortestCommonType(with: b) != nil), "\(a) ∩ \(b): overlaps walks bytes, shortestCommonType builds the witness")
             if let witness = a.shortestCommonType(with: b) {
                 overlapping += 1
                 #expect(a.matches(witness) && b.matches(witness), "\(witness) should match \(a) and \(b)")
@@ -112,6 +113,36 @@ struct PatternRelationTests {
             }
         }
         #expect(overlapping > 300 && disjoint > 300, "both outcomes are exercised (\(overlapping), \(disjoint))")
+    }
+
+    /// (watchlist) `overlaps` counts the witness's bytes rather than
+    /// building it: with long literals, near and over the 255-byte bound, it
+    /// still agrees with `shortestCommonType`.
+    @Test func overlapCountsTheBoundLikeTheWitness() {
+        var rng = SeededGenerator(seed: 0x0255_B17E)
+        let literals = ["a", String(repeating: "b", count: 60), String(repeating: "c", count: 90), String(repeating: "b", count: 120)]
+        var overlapping = 0, disjoint = 0
+        for _ in 0..<3000 {
+            let a = randomLongPattern(&rng, literals), b = randomLongPattern(&rng, literals)
+            let witness = a.shortestCommonType(with: b)
+            #expect(a.overlaps(b) == (witness != nil), "\(a) ∩ \(b)")
+            #expect(b.overlaps(a) == (witness != nil), "\(b) ∩ \(a)")
+            if witness == nil { disjoint += 1 } else { overlapping += 1 }
+        }
+        #expect(overlapping > 300 && disjoint > 300, "both outcomes are exercised (\(overlapping), \(disjoint))")
+    }
+
+    /// A random valid pattern of up to 5 segments from `literals`, `*` and a
+    /// last `>`, at most 255 bytes (drawn again until it fits).
+    private func randomLongPattern(_ rng: inout SeededGenerator, _ literals: [String]) -> Pattern {
+        while true {
+            let count = Int.random(in: 1...5, using: &rng)
+            let parts = (0..<count).map { i -> String in
+                if i == count - 1 && Int.random(in: 0..<3, using: &rng) == 0 { return ">" }
+                return Int.random(in: 0..<3, using: &rng) == 0 ? "*" : literals.randomElement(using: &rng)!
+            }
+            if let p = Pattern(parts.joined(separator: ".")) { return p }
+        }
     }
 
     @Test func containmentIsExactAgainstEnumeration() {

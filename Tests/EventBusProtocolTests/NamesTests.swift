@@ -132,4 +132,42 @@ struct PatternTests {
         #expect(Pattern("a.*.>")!.segments == ["a", "*", ">"])
         #expect(Pattern(">")!.segments == [">"])
     }
+
+    /// The rules of PROTOCOL.md "Names and patterns" as the segments they
+    /// split into (what `Pattern.init` did before it became one pass over the bytes).
+    private static func isValidBySegments(_ text: String) -> Bool {
+        let utf8 = Array(text.utf8)
+        guard utf8.count >= 1 && utf8.count <= 255 else { return false }
+        let segments = utf8.split(separator: 0x2E, omittingEmptySubsequences: false)
+        for (index, segment) in segments.enumerated() {
+            if segment.isEmpty { return false }
+            if segment == [0x2A] { continue }
+            if segment == [0x3E] { if index == segments.count - 1 { continue } else { return false } }
+            guard segment.allSatisfy(EventType.isSegmentByte) else { return false }
+        }
+        return true
+    }
+
+    /// (watchlist) `Pattern.init` and `segments` walk bytes: on random
+    /// strings of the characters that matter (a non-ASCII one, a combining
+    /// mark after a dot) they agree with splitting and checking segment by segment.
+    @Test func patternValidationAndSegmentsAgreeWithSplitting() {
+        var rng = SeededGenerator(seed: 0x5E6_3E47)
+        let pieces = ["a", "b", "*", ">", ".", ".", "é", ".\u{301}", "x", "-", " ", "**", "ab"]
+        var valid = 0, invalid = 0
+        for _ in 0..<20_000 {
+            let count = Int(rng.next() % 7)
+            let text = (0...count).map { _ in pieces[Int(rng.next() % UInt64(pieces.count))] }.joined()
+            let pattern = Pattern(text)
+            #expect((pattern != nil) == Self.isValidBySegments(text), "\(text)")
+            guard let pattern else { invalid += 1; continue }
+            valid += 1
+            #expect(pattern.segments == text.split(separator: ".", omittingEmptySubsequences: false), "\(text)")
+            #expect(pattern.hasWildcards == (text.contains("*") || text.contains(">")), "\(text)")
+        }
+        #expect(valid > 1_000 && invalid > 1_000, "both outcomes are exercised (\(valid) valid, \(invalid) not)")
+        let long = String(repeating: "a", count: 254)
+        #expect(Pattern(long + ".*") == nil && Pattern(long + ".b") == nil, "256 bytes")
+        #expect(Pattern(String(long.dropLast()) + ".*")?.segments.count == 2, "255 bytes")
+    }
 }
