@@ -12,13 +12,20 @@ import Foundation
 import Synchronization
 import Testing
 
-/// Polls `condition` every 10 ms until it holds or `limit` passes.
+/// Polls `condition` every 10 ms until it holds or `limit` passes, and in any
+/// case at least 200 times: while other tests hold the cooperative pool's few
+/// threads (2 on a 2-CPU machine) a waiting task can sleep through the whole
+/// `limit` at once, and one look after that says nothing about the condition
+/// (CancellationTests' hold was missed so in a full run, its task resumed
+/// only 150 s later).
 /// - Returns: whether it held.
 func eventually(within limit: Duration = .seconds(10), isolation: isolated (any Actor)? = #isolation, _ condition: () async throws -> Bool) async rethrows -> Bool {
     let clock = ContinuousClock()
     let deadline = clock.now + limit
-    while clock.now < deadline {
+    var looks = 0
+    while clock.now < deadline || looks < 200 {
         if try await condition() { return true }
+        looks += 1
         try? await Task.sleep(for: .milliseconds(10))
     }
     return try await condition()

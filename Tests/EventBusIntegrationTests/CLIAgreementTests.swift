@@ -121,7 +121,7 @@ struct CLIAgreementTests {
         let lines = help.stdout.split(separator: "\n", omittingEmptySubsequences: false)
         let start = try #require(lines.firstIndex { $0.hasPrefix("  mkdir -p \(unitDirectory)/eventbus.service.d") }, "\(help.stdout)")
         let end = try #require(lines[start...].firstIndex { $0.hasSuffix("/eventbus.service.d/options.conf") })
-        #expect(lines[end + 1].contains("daemon-reload") && lines[end + 1].contains("try-restart eventbus.service"))
+        #expect(lines[end + 1].contains("daemon-reload") && lines[end + 1].contains("try-restart eventbus"))
         let script = lines[start...end].joined(separator: "\n").replacingOccurrences(of: " /etc/", with: " \(scratch.path)/etc/")
         let home = scratch.path + "/home"
         let ran = try RunningProcess("/bin/sh", ["-c", script], in: scratch, environment: ["HOME": home]).wait()
