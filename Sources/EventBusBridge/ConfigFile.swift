@@ -25,7 +25,7 @@
 //     name = eventbus-bridge-host-a     # CONNECT name
 //     status-file = /run/eventbus-bridge/host-a.json
 //     log-level = info
-//     nats-user = bridge                # NATS credentials (file only: never on a command line)
+//     nats-user = eventbus-bridge       # NATS credentials (file only: never on a command line)
 //     nats-password = secret
 //     nats-token = ...
 //
