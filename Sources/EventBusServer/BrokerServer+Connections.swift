@@ -217,7 +217,11 @@ extension BrokerServer {
             pendingFlush.removeAll(keepingCapacity: true)
             for record in list {
                 record.flushPending = false
+                let handed = attachedBytesWritten
                 if flush(record) { again.append(record) }
+                if let payer, attachedBytesWritten > handed {
+                    attachmentFeeders[payer.uid, default: 0] += attachedBytesWritten - handed  // the attachment's work is payer's
+                }
                 let end = clock.monotonic()
                 if let payer {
                     payer.charge(end - start)
@@ -288,7 +292,10 @@ extension BrokerServer {
             }
             break
         }
-        if written > 0 && record.attached { attachedPeerWritten = true }  // the hand-over (BrokerServer+Attachments.swift)
+        if written > 0 && record.attached {
+            attachedPeerWritten = true  // the hand-over (BrokerServer+Attachments.swift)
+            attachedBytesWritten &+= written  // who pays for the attachment's work (`flushPending`)
+        }
         if record.closing == .afterWrite {
             close(record)
             return false

@@ -45,6 +45,11 @@ final class ReadyQueue {
     /// Time it may still use, ns: a slice is added each turn (at most one
     /// slice banked), what its reads take is taken off (it may go negative).
     var deficit: Int64 = 0
+    /// (bridgerr) Time of the loop's attachments its service caused (the
+    /// link carrying its requests), taken off at its next service, even when
+    /// it has no input in between (a requester waits for the answers the
+    /// link brings); at most one sole slice.
+    var owed: Int64 = 0
 
     init(uid: UInt32) { self.uid = uid }
 
@@ -152,6 +157,10 @@ extension BrokerServer {
             let queue = round[next]
             next += 1
             queue.deficit = min(queue.deficit + slice, slice)
+            if queue.owed > 0 {
+                queue.charge(queue.owed)
+                queue.owed = 0
+            }
             var start = clock.monotonic()
             var unflushedReads = 0
             while queue.deficit > 0, let record = queue.popFirst() {

@@ -147,6 +147,15 @@ package final class BrokerServer {
     var attachedPeers: [ServerConnection] = []
     var attachedPeerWritten = false
     var skippedWait = false
+    /// (bridgerr) Bytes written to attached connections since the attachments
+    /// last turned, by the uid whose service caused them (`flushPending`'s
+    /// payer): their next turns' time is charged to those uids
+    /// (BrokerServer+Attachments.swift, "Who pays").
+    var attachedBytesWritten = 0
+    var attachmentFeeders: [UInt32: Int] = [:]
+    /// Nanoseconds of attachment turns charged to each uid so far (at most
+    /// 1,024 uids kept; `attachmentCharged`).
+    var attachmentCharges: [UInt32: Int64] = [:]
 
     // Tokens: a connection's is its id (1, 2, 3...); the specials count down from the top.
     static let signalToken: UInt64 = .max

@@ -7,6 +7,10 @@
 // with `attached`, the loop turns it after writing to it without waiting for
 // its descriptor, and reads what it wrote in the same pass (the hand-over).
 //
+// Who pays (bridgerr): an attachment's time is charged to the uids whose
+// service wrote to its connection since it last turned (judged on a clock
+// the test moves, not measured).
+//
 // Before editing: absence ("no more turns") is asserted after a ping round
 // trip through the loop, never after a sleep.
 import EventBusServer
@@ -168,6 +172,58 @@ struct ServerAttachmentTests {
             let event = try watcher.readFrame()
             #expect(event.string("type") == "from.loop", "\(event)")
             #expect(handedOvers.withLock { $0 } >= 2, "the ok and the event each turned it as a hand-over")
+            #expect(turns.onLoopThread.withLock { $0 })
+        }
+    }
+    /// Who pays (bridgerr): the time of a turn that carries uid 2000's event
+    /// (the server's clock, moved 5 ms by the turn itself) is charged to
+    /// uid 2000, whose service wrote it to the attached connection; none to
+    /// uid 3000, whose event comes after. Seen from the attachment's next
+    /// turn, on the loop's thread.
+    @Test func itsTimeIsChargedToTheUidWhoseFramesItCarried() throws {
+        let clock = ManualClock()
+        let turns = Turns()
+        let received = Mutex<String>("")
+        let subscribed = Mutex(false)
+        let seen = Mutex<[(uid2000: Int64, uid3000: Int64)]>([])
+        let never = try Wakeup()
+        try withServer(configure: { $0.clock = clock.serverClock }, prepare: { server in
+            turns.loopThread.withLock { $0 = pthread_self() }
+            guard let fd = try? server.handoff.connect(pid: getpid(), uid: 1000, gid: 1000, attached: true) else { return }
+            server.attach(LoopAttachment(descriptor: never.descriptor, nextDeadline: { subscribed.withLock { $0 } ? .max : 0 }, turn: { _ in
+                var wrote = false
+                if !subscribed.withLock({ $0 }) {
+                    let frame = Array(#"{"op":"subscribe","type":"to.loop","req":"s"}"#.utf8) + [10]
+                    if case .complete(let n)? = try? fd.write(frame.span.bytes), n == frame.count {
+                        subscribed.withLock { $0 = true }
+                        wrote = true
+                    }
+                }
+                var buffer: [UInt8] = []
+                while case .complete(let n)? = try? fd.read(appendingTo: &buffer, limit: 4096), n > 0 {
+                    let text = String(decoding: buffer, as: UTF8.self)
+                    received.withLock { $0 += text }
+                    buffer.removeAll(keepingCapacity: true)
+                    if text.contains(#""op":"event""#) {
+                        seen.withLock { $0.append((server.attachmentCharged(uid: 2000), server.attachmentCharged(uid: 3000))) }
+                        clock.advance(nanoseconds: 5_000_000)  // this turn's work, on the server's clock
+                    }
+                    turns.record()
+                }
+                return wrote
+            }))
+        }) { broker in
+            try turns.wait("the broker's ok to the attachment's subscribe")
+            let flooder = try broker.connect(uid: 2000)
+            let other = try broker.connect(uid: 3000)
+            try flooder.publish("to.loop")
+            while seen.withLock({ $0.count }) < 1 { try turns.wait("uid 2000's event") }
+            try other.publish("to.loop")
+            while seen.withLock({ $0.count }) < 2 { try turns.wait("uid 3000's event") }
+            let charges = seen.withLock { $0 }
+            #expect(charges[0].uid2000 == 0 && charges[0].uid3000 == 0, "nothing charged before the first event's turn: \(charges)")
+            #expect(charges[1].uid2000 == 5_000_000, "the 5 ms turn that carried uid 2000's event is uid 2000's: \(charges)")
+            #expect(charges[1].uid3000 == 0, "none of it is uid 3000's: \(charges)")
             #expect(turns.onLoopThread.withLock { $0 })
         }
     }

@@ -16,7 +16,8 @@ final class ManualClock: Sendable {
     static let monotonicStart: Int64 = 1_000 * 1_000_000_000
     static let wallStart: Int64 = 1_700_000_000 * 1_000_000_000
 
-    func advance(seconds: Int64) { elapsed.withLock { $0 += seconds * 1_000_000_000 } }
+    func advance(seconds: Int64) { advance(nanoseconds: seconds * 1_000_000_000) }
+    func advance(nanoseconds: Int64) { elapsed.withLock { $0 += nanoseconds } }
 
     var serverClock: ServerClock {
         ServerClock(monotonic: { [self] in ManualClock.monotonicStart + elapsed.withLock { $0 } },
