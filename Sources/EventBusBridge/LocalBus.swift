@@ -153,6 +153,12 @@ struct LocalBus {
     /// A watch's list was read since `paceRewatch` last ran.
     private var listedSincePaced = false
     static let rewatchPacing: Int64 = 99
+    /// The longest a changed watch waits to be asked again, in ns: the round
+    /// trip is wall time, and on a loaded machine 99x of it ran past 30 s
+    /// (a server of a new pattern unknown to other machines all that while;
+    /// BridgeAttackTests' 4,000 patterns missed their 30 s). At 5 s a list
+    /// that costs the loop tens of ms still takes it under 1 %.
+    static let rewatchWaitLimit: Int64 = 5_000_000_000
     /// (watchlist) When `rewatchIfDue` last asked: the answer's whole round
     /// trip (the broker's listing, which no read of ours times, and every
     /// read of a list longer than one) paces the next re-ask, not only the
@@ -194,13 +200,14 @@ struct LocalBus {
 
     /// The loop's read that ended at `now` took `spent` ns: if it read a
     /// watch's list, the next re-ask waits `rewatchPacing` times as long as
-    /// that read, or as the re-ask's whole round trip when longer.
+    /// that read, or as the re-ask's whole round trip when longer, at most
+    /// `rewatchWaitLimit`.
     mutating func paceRewatch(spent: Int64, now: Int64) {
         guard listedSincePaced else { return }
         listedSincePaced = false
         let took = max(spent, askedAt.map { now - $0 } ?? 0)
         askedAt = nil
-        rewatchAt = now + LocalBus.rewatchPacing * took
+        rewatchAt = now + min(LocalBus.rewatchPacing * took, LocalBus.rewatchWaitLimit)
     }
 
     /// (issue 36) Asks for (again) the serving patterns of a request import pattern.

@@ -128,6 +128,23 @@ import Testing
         #expect(whole.text == "svc.>" && list.map(\.text) == ["svc.>"] && written(&old).isEmpty)
     }
 
+    /// A list read after a long round trip (a loaded machine: wall time) is
+    /// asked again after at most `rewatchWaitLimit`, not 99x the round trip.
+    @Test func aSlowListsReaskWaitsAtMostTheLimit() throws {
+        var bus = LocalBus(path: "test", patterns: [], watchPatterns: [Pattern("svc.>")!])
+        bus.connectionOpened()
+        _ = written(&bus)
+        _ = feed(&bus, Self.hello.replacingOccurrences(of: #""flow"]"#, with: #""flow","servers"]"#))
+        _ = written(&bus)
+        #expect(feed(&bus, #"{"op":"ok","req":2,"type":"svc.>","servers":["svc.a"]}"#).count == 1)
+        bus.paceRewatch(spent: 1_000_000_000, now: 10_000_000_000)
+        #expect(bus.rewatchAt == 10_000_000_000 + LocalBus.rewatchWaitLimit)
+        #expect(LocalBus.rewatchWaitLimit < LocalBus.rewatchPacing * 1_000_000_000)
+        #expect(feed(&bus, #"{"op":"servers","type":"svc.>"}"#).isEmpty)
+        bus.rewatchIfDue(now: 10_000_000_000 + LocalBus.rewatchWaitLimit)
+        #expect(written(&bus) == [#"{"op":"subscribe","req":3,"type":"svc.>","servers":true}"#])
+    }
+
     /// (watchlist) A watch's list the same byte for byte as its last one
     /// (another uid's server that came and went before the re-ask) is not
     /// reported: its patterns are neither decoded nor minimised again. A
