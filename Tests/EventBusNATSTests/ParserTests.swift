@@ -92,10 +92,10 @@ func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
     }
 
     /// (linkimp2) The split steps over words without a blank: subjects of
-    /// every length from 1 to 40 after blanks and tabs of every run, so each
+    /// every length from 1 to 40 (and 199-1000) after blanks and tabs, so each
     /// field boundary falls at every place in a word, read as before.
     @Test func fieldsAreSplitAtEveryPlaceInAWord() {
-        for length in 1...40 {
+        for length in Array(1...40) + [199, 200, 201, 255, 256, 1000] {
             for gap in [" ", "\t", "  ", " \t ", "         "] {
                 let subject = String((0..<length).map { Character(UnicodeScalar(UInt8(0x61 + $0 % 26))) })
                 let line = "MSG\(gap)\(subject)\(gap)7\(gap)R.\(subject)\(gap)2\r\nok\r\nHMSG\(gap)\(subject)\(gap)12\(gap)12\(gap)12\r\nNATS/1.0\r\n\r\n\r\n"
