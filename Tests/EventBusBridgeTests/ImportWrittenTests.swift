@@ -60,6 +60,24 @@ import Testing
         #expect(Self.agree(Self.message(raw)))
     }
 
+    /// (linkimp2) The plain frame is written in one pass into room sized from
+    /// its pieces: the longest values `exportBlockValues` takes, the widest
+    /// numbers, the narrowest, and a payload far past any one buffer's growth.
+    @Test func theOnePassFramesRoomHoldsTheLongestAndShortestPieces() {
+        let long = Self.event(source: String(repeating: "s", count: 4096), id: String(repeating: "i", count: 4096), pid: Int32.max,
+                              seq: UInt64.max, data: "[" + String(repeating: "1,", count: 35_000) + "1]")
+        #expect(Self.agree(Self.message(long, edit: {
+            $0.replacing("ce-ebinstance: broker-9", with: "ce-ebinstance: " + String(repeating: "n", count: 4096))
+                .replacing("ce-ebuid: 1000", with: "ce-ebuid: 4294967295").replacing("ce-ebgid: 1001", with: "ce-ebgid: 4294967295")
+        })))
+        let short = Self.event(source: "s", id: "i", pid: 0, seq: 0, data: "0")
+        #expect(Self.agree(Self.message(short, edit: {
+            $0.replacing("ce-ebinstance: broker-9", with: "ce-ebinstance: n")
+                .replacing("ce-ebuid: 1000", with: "ce-ebuid: 0").replacing("ce-ebgid: 1001", with: "ce-ebgid: 0")
+        })))
+        #expect(Self.agree(Self.message(short, payload: [])))
+    }
+
     @Test func quotesAndBackslashesInValuesAreEscaped() {
         // The exporter percent-encodes `"`; another bridge may send it raw (printable ASCII: still this shape).
         let message = Self.message(Self.event(), edit: { $0.replacing("ce-source: billing", with: #"ce-source: say "hi" \o/"#)

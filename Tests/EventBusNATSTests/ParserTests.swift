@@ -91,6 +91,36 @@ func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
         #expect(operations == Self.expected())
     }
 
+    /// (linkimp2) The split steps over words without a blank: subjects of
+    /// every length from 1 to 40 (and 199-1000) after blanks and tabs, so each
+    /// field boundary falls at every place in a word, read as before.
+    @Test func fieldsAreSplitAtEveryPlaceInAWord() {
+        for length in Array(1...40) + [199, 200, 201, 255, 256, 1000] {
+            for gap in [" ", "\t", "  ", " \t ", "         "] {
+                let subject = String((0..<length).map { Character(UnicodeScalar(UInt8(0x61 + $0 % 26))) })
+                let line = "MSG\(gap)\(subject)\(gap)7\(gap)R.\(subject)\(gap)2\r\nok\r\nHMSG\(gap)\(subject)\(gap)12\(gap)12\(gap)12\r\nNATS/1.0\r\n\r\n\r\n"
+                let (operations, violation) = parse(bytes(line), chunking: 0)
+                #expect(violation == nil)
+                #expect(operations == [.message(Message(subject: subject, sid: SubscriptionID(7), replyTo: "R.\(subject)", payload: bytes("ok"))),
+                                       .message(Message(subject: subject, sid: SubscriptionID(12), headerBlock: bytes("NATS/1.0\r\n\r\n"), payload: []))],
+                        "\(line.debugDescription)")
+            }
+        }
+    }
+
+    @Test func aWordsBlanksAreExactlyItsSpacesAndTabs() {
+        for place in 0..<8 {
+            for byte in 0...255 {
+                for fill: UInt64 in [0, 0x4141_4141_4141_4141, 0xFFFF_FFFF_FFFF_FFFF, 0x2121_2121_2121_2121, 0x0808_0808_0808_0808, 0x1F1F_1F1F_1F1F_1F1F] {
+                    let word = fill & ~(0xFF << UInt64(place * 8)) | UInt64(byte) << UInt64(place * 8)
+                    var want: UInt64 = 0
+                    for k in 0..<8 where (word >> UInt64(k * 8)) & 0xFF == 0x20 || (word >> UInt64(k * 8)) & 0xFF == 0x09 { want |= 0x80 << UInt64(k * 8) }
+                    #expect(Parser.blanks(word) == want)
+                }
+            }
+        }
+    }
+
     @Test func aPayloadThatContainsProtocolTextIsOnlyPayload() {
         let payload = "PING\r\nMSG x 1 2\r\n"
         let (operations, violation) = parse(bytes("MSG a 1 \(payload.utf8.count)\r\n\(payload)\r\nPONG\r\n"), chunking: 1)
