@@ -94,12 +94,16 @@ extension BrokerServer {
         guard !attachments.isEmpty else { return false }
         let now = Clock.monotonicNanoseconds()
         var wrote = false
+        var turned = false
         let start = clock.monotonic()
         for (i, attachment) in attachments.enumerated() where attachmentsReady[i] || now >= attachment.nextDeadline() {
             attachmentsReady[i] = false
+            turned = true
             if attachment.turn(handedOver) { wrote = true }
         }
-        chargeAttachmentTime(clock.monotonic() - start)
+        // A pass that turned none leaves the bytes written to it for the
+        // turn that will read them (charged then, not dropped unpaid now).
+        if turned { chargeAttachmentTime(clock.monotonic() - start) }
         return wrote
     }
 
